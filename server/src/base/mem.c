@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+// mem.c: malloc wrappers with a live-allocation counter and failure injection.
+#include "base/mem.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atomic_llong g_live;
+static atomic_llong g_fail_countdown;
+
+
+static int should_fail(void) {
+  long long n = atomic_load(&g_fail_countdown);
+  if (n <= 0) {
+    return 0;
+  }
+  return atomic_fetch_sub(&g_fail_countdown, 1) == 1;
+}
+
+
+void* mem_alloc(size_t size) {
+  if (should_fail()) {
+    return NULL;
+  }
+  void* p = malloc(size ? size : 1);
+  if (p) {
+    atomic_fetch_add(&g_live, 1);
+  }
+  return p;
+}
+
+
+void* mem_calloc(size_t count, size_t size) {
+  if (should_fail()) {
+    return NULL;
+  }
+  void* p = calloc(count ? count : 1, size ? size : 1);
+  if (p) {
+    atomic_fetch_add(&g_live, 1);
+  }
+  return p;
+}
+
+
+void* mem_realloc(void* ptr, size_t size) {
+  if (!ptr) {
+    return mem_alloc(size);
+  }
+  if (should_fail()) {
+    return NULL;
+  }
+  return realloc(ptr, size ? size : 1);
+}
+
+
+void mem_free(void* ptr) {
+  if (ptr) {
+    atomic_fetch_sub(&g_live, 1);
+    free(ptr);
+  }
+}
+
+
+char* mem_strdup(const char* s) {
+  if (!s) {
+    return NULL;
+  }
+  size_t n = strlen(s) + 1;
+  char* d = mem_alloc(n);
+  if (d) {
+    memcpy(d, s, n);
+  }
+  return d;
+}
+
+
+int64_t mem_live_count(void) {
+  return atomic_load(&g_live);
+}
+
+
+void mem_fail_after(int64_t nth) {
+  atomic_store(&g_fail_countdown, nth);
+}

@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+// xform.h: rigid transforms in double precision: poses (position + unit quaternion), their
+// composition and inverse, rotation of vectors, lerp/slerp interpolation (MODELS.md 0.2, 10.7).
+// Quaternions are stored (w, x, y, z), Hamilton product, active rotation local -> parent.
+#ifndef SENSIM_BASE_XFORM_H_
+#define SENSIM_BASE_XFORM_H_
+
+typedef struct pose {
+  double p[3];  // position, m
+  double q[4];  // unit quaternion (w, x, y, z)
+} pose_t;
+
+// The identity pose.
+pose_t xform_identity(void);
+
+// Rotate v by unit quaternion q: dest = R(q) v. dest may alias v.
+void xform_quat_rotate(const double q[4], const double v[3], double dest[3]);
+
+// Hamilton product dest = a * b. dest may alias a or b.
+void xform_quat_mul(const double a[4], const double b[4], double dest[4]);
+
+// Conjugate (= inverse for unit quaternions).
+void xform_quat_conj(const double q[4], double dest[4]);
+
+// Rotation matrix R(q), row-major 3x3 (columns = local axes in the parent frame).
+void xform_quat_to_mat(const double q[4], double dest[9]);
+
+// Normalise q in place; returns its norm before normalisation.
+double xform_quat_normalize(double q[4]);
+
+// Shortest-arc slerp (MODELS.md 10.7): flips b when a.b < 0, lerps and normalises when
+// a.b > 0.9995. s in [0, 1].
+void xform_slerp(const double a[4], const double b[4], double s, double dest[4]);
+
+// Pose at fraction s: lerp of positions, slerp of orientations.
+pose_t xform_interpolate(const pose_t* a, const pose_t* b, double s);
+
+// Composition: the pose of frame c in the world given a = world<-b and b_c = b<-c.
+pose_t xform_compose(const pose_t* a, const pose_t* b_c);
+
+// Inverse pose.
+pose_t xform_inverse(const pose_t* a);
+
+// Apply a pose to a point: dest = R(q) v + p.
+void xform_apply(const pose_t* a, const double v[3], double dest[3]);
+
+#endif  // SENSIM_BASE_XFORM_H_

@@ -1,0 +1,2 @@
+// SPDX-License-Identifier: MIT
+// daemon.c: placeholder, replaced by the daemon implementation.

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+// frame.c: length-prefix framing parser. A returned frame stays in the buffer until the next
+// call so that the caller can decode it in place without a copy.
+#include "net/frame.h"
+
+
+void frame_reader_init(frame_reader_t* r, uint32_t max_bytes) {
+  buf_init(&r->in);
+  r->pending = 0;
+  r->max_bytes = max_bytes;
+  r->failed = 0;
+}
+
+
+void frame_reader_close(frame_reader_t* r) {
+  buf_close(&r->in);
+  r->pending = 0;
+}
+
+
+static void drop_pending(frame_reader_t* r) {
+  if (r->pending) {
+    buf_consume(&r->in, r->pending);
+    r->pending = 0;
+  }
+}
+
+
+int frame_reader_feed(frame_reader_t* r, const void* data, size_t n) {
+  drop_pending(r);
+  if (r->failed) {
+    return r->failed;
+  }
+  return buf_append(&r->in, data, n);
+}
+
+
+int frame_reader_next(frame_reader_t* r, const uint8_t** out_payload, size_t* out_len,
+                      err_msg_t* msg) {
+  drop_pending(r);
+  if (r->failed) {
+    return err_set(msg, r->failed, "stream already failed");
+  }
+  if (r->in.len < FRAME_HEADER_BYTES) {
+    return 0;
+  }
+
+  // decode and check the length before waiting for (and buffering) the payload
+  const uint8_t* h = r->in.data;
+  uint32_t len = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
+                 (uint32_t)h[3] << 24;
+  if (len == 0) {
+    r->failed = ERR_PROTO;
+    return err_set(msg, ERR_PROTO, "frame length is 0 (an Envelope is never empty)");
+  }
+  if (len > r->max_bytes) {
+    r->failed = ERR_LIMIT;
+    return err_set(msg, ERR_LIMIT, "frame length %u exceeds max_frame_bytes %u", len,
+                   r->max_bytes);
+  }
+  if (r->in.len - FRAME_HEADER_BYTES < len) {
+    return 0;
+  }
+
+  // hand out the payload in place; it is consumed on the next call
+  *out_payload = r->in.data + FRAME_HEADER_BYTES;
+  *out_len = len;
+  r->pending = FRAME_HEADER_BYTES + (size_t)len;
+  return 1;
+}
+
+
+size_t frame_reader_buffered(const frame_reader_t* r) {
+  return r->in.len - r->pending;
+}
+
+
+void frame_write_header(uint8_t dest[FRAME_HEADER_BYTES], uint32_t len) {
+  dest[0] = (uint8_t)(len & 0xff);
+  dest[1] = (uint8_t)((len >> 8) & 0xff);
+  dest[2] = (uint8_t)((len >> 16) & 0xff);
+  dest[3] = (uint8_t)((len >> 24) & 0xff);
+}

@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+// frame.h: the length-prefixed framing of the wire protocol (u32 little-endian length, then
+// that many bytes of Envelope), as a pure parser with no I/O: bytes go in in any split, whole
+// frames come out. The length is checked against the limit before the buffer grows for it.
+#ifndef SENSIM_NET_FRAME_H_
+#define SENSIM_NET_FRAME_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/buf.h"
+#include "base/err.h"
+
+#define FRAME_HEADER_BYTES 4u
+
+typedef struct frame_reader {
+  buf_t in;              // bytes received and not yet consumed
+  size_t pending;        // bytes of the frame returned last, consumed on the next call
+  uint32_t max_bytes;    // largest payload accepted
+  int failed;            // sticky error code once the stream is broken
+} frame_reader_t;
+
+void frame_reader_init(frame_reader_t* r, uint32_t max_bytes);
+void frame_reader_close(frame_reader_t* r);
+
+// Append received bytes. ERR_NOMEM on allocation failure. The reader never holds more than one
+// frame plus one read's worth of bytes, because the caller drains frames after each feed.
+int frame_reader_feed(frame_reader_t* r, const void* data, size_t n) CHECKRET;
+
+// Next complete frame. Returns 1 and sets *out_payload / *out_len (valid until the next call
+// on r), 0 when more bytes are needed, or a negative code when the stream is broken (sticky):
+// ERR_LIMIT for a length above max_bytes (msg names it), ERR_PROTO for a zero length.
+int frame_reader_next(frame_reader_t* r, const uint8_t** out_payload, size_t* out_len,
+                      err_msg_t* msg);
+
+// Bytes buffered and not yet returned as frames.
+size_t frame_reader_buffered(const frame_reader_t* r);
+
+// Write the 4-byte header for a payload of len bytes.
+void frame_write_header(uint8_t dest[FRAME_HEADER_BYTES], uint32_t len);
+
+#endif  // SENSIM_NET_FRAME_H_

@@ -1,0 +1,102 @@
+// SPDX-License-Identifier: MIT
+// scene.h: the ray-tracing backend (Embree 3 adapter; the only file including embree3). A
+// two-level scene: one bottom-level BVH per geometry (triangle mesh or analytic primitive),
+// built once; one instance per object whose transform is updated every step with no geometry
+// rebuild. Instances carry two time steps (start and end of the step) so a ray with time
+// s in [0, 1] sees the object interpolated (instance motion blur, MODELS.md 16.1).
+//
+// Thread: creation, geometry/instance edits and scene_commit on one thread (the environment's
+// owner); scene_trace on any number of threads at once after a commit, never concurrently
+// with edits or commits.
+#ifndef SENSIM_SCENE_SCENE_H_
+#define SENSIM_SCENE_SCENE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/xform.h"
+
+typedef struct scene_device scene_device_t;
+typedef struct scene scene_t;
+
+// Counters of a scene (monotonic except backend_bytes).
+typedef struct scene_counters {
+  uint64_t geometry_builds;   // bottom-level BVH builds
+  uint64_t instance_updates;  // instance transform updates
+  uint64_t commits;           // top-level commits
+  uint64_t rays_traced;
+  uint64_t backend_errors;    // errors reported by Embree for this device
+  int64_t backend_bytes;      // memory held by Embree for this device (device-wide)
+} scene_counters_t;
+
+// One device per process (or per test). threads = 0: the backend's default. Returns NULL and
+// fills msg on failure.
+scene_device_t* scene_device_create(err_msg_t* msg);
+void scene_device_destroy(scene_device_t* dev);
+
+// Device-wide counters of backend errors and memory.
+void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes);
+
+scene_t* scene_create(scene_device_t* dev, err_msg_t* msg);
+void scene_destroy(scene_t* s);
+
+// Analytic primitive shapes, centred on their local origin (axis of cylinder/capsule = +z).
+typedef enum scene_prim_kind {
+  SCENE_PRIM_BOX = 1,       // size[0..2] = half extents
+  SCENE_PRIM_SPHERE,        // size[0] = radius
+  SCENE_PRIM_CYLINDER,      // size[0] = radius, size[1] = half length (capped)
+  SCENE_PRIM_CAPSULE,       // size[0] = radius, size[1] = half length of the cylinder part
+  SCENE_PRIM_PLANE,         // z = 0, size[0] = half side of the square
+} scene_prim_kind_t;
+
+// Add a triangle mesh geometry (copied; validated by the caller). Returns a geometry handle
+// >= 0, or a negative code. Builds its BVH now (counted in geometry_builds).
+int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const uint32_t* indices,
+                   uint32_t ntriangle, err_msg_t* msg) CHECKRET;
+
+// Add an analytic primitive geometry (exact intersection, not tessellated). Same contract.
+int scene_add_primitive(scene_t* s, scene_prim_kind_t kind, const double size[3],
+                        err_msg_t* msg) CHECKRET;
+
+// Release a geometry handle; the caller guarantees no instance uses it.
+void scene_remove_geometry(scene_t* s, int geometry);
+
+// Add an instance of a geometry with a per-axis scale and user data reported on hits.
+// Returns an instance handle >= 0 or a negative code.
+int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t object_id,
+                       uint32_t label, err_msg_t* msg) CHECKRET;
+
+void scene_remove_instance(scene_t* s, int instance);
+
+// Set the instance's world pose at the start (s = 0) and end (s = 1) of the step. With
+// freeze = 1 both ends use pose_end. Counted in instance_updates.
+void scene_set_instance_pose(scene_t* s, int instance, const pose_t* pose_start,
+                             const pose_t* pose_end, int freeze);
+
+// Commit pending changes (top level only, unless a geometry was added). Returns 0 or
+// ERR_BACKEND with the backend's message.
+int scene_commit(scene_t* s, err_msg_t* msg) CHECKRET;
+
+// One ray in world coordinates.
+typedef struct scene_ray {
+  double origin[3];
+  double dir[3];      // unit length
+  double tmax;        // m, > 0 (may be +inf)
+  double time;        // in [0, 1] within the step
+} scene_ray_t;
+
+typedef struct scene_hit {
+  double distance;    // m along the ray; +inf on a miss
+  double normal[3];   // unit, world frame, facing against the ray; 0 on a miss
+  uint32_t object_id; // 0 on a miss
+  uint32_t label;
+  uint32_t primitive; // triangle index within the mesh (0 for analytic primitives)
+} scene_hit_t;
+
+// Trace n rays. Thread: any, concurrently, after scene_commit. Counts rays_traced.
+void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n);
+
+void scene_counters(const scene_t* s, scene_counters_t* out);
+
+#endif  // SENSIM_SCENE_SCENE_H_

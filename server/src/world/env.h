@@ -1,0 +1,243 @@
+// SPDX-License-Identifier: MIT
+// env.h: the Sensor Environment, the core's public API: geometries (meshes, primitives),
+// surface materials, media, settings, bodies, objects, joints, the time line of states, and
+// raycasts. No sockets, no protobuf: the daemon translates messages into these calls.
+//
+// Every mutating call validates all of its input first and either applies it whole or
+// returns a negative code with a message naming the offending field and changes nothing.
+//
+// Time: env_update_state(t) sets the state at t (t must exceed the last state's time, except
+// the very first update, which may be any finite t). env_step(t) (t = time of the last state)
+// evaluates the interval (t_prev, t], where t_prev is the time of the previous step (or of
+// the first state), and then makes the current state the start of the next interval. Objects
+// and sensors are interpolated between the state at t_prev and the state at t.
+//
+// Thread: one owner thread at a time. env_raycast and env_step may run on a worker thread
+// while the owner does nothing else with this environment.
+#ifndef SENSIM_WORLD_ENV_H_
+#define SENSIM_WORLD_ENV_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/xform.h"
+#include "material/material.h"
+#include "scene/scene.h"
+
+typedef struct env env_t;
+typedef struct pool pool_t;
+
+typedef struct env_limits {
+  uint32_t max_mesh_vertices;    // per mesh
+  uint32_t max_mesh_triangles;   // per mesh
+  uint32_t max_geometries;
+  uint32_t max_materials;
+  uint32_t max_media;
+  uint32_t max_bodies;
+  uint32_t max_objects;
+  uint32_t max_joints;
+  uint32_t max_sensors;
+  uint32_t max_raycast_rays;     // per request
+  uint32_t max_dipoles;
+} env_limits_t;
+
+// Defaults used by the daemon unless configured.
+env_limits_t env_default_limits(void);
+
+// Create an empty environment: no geometry, default material 0 (Lambertian 0.8), medium 0 =
+// air (MODELS.md 3.4), gravity (0, 0, -9.80665), no magnetic field, seed 0, objects
+// interpolated. dev: borrowed, must outlive the environment. pool: nullable (serial tracing).
+env_t* env_create(const char* name, const env_limits_t* limits, scene_device_t* dev,
+                  pool_t* pool, err_msg_t* msg);
+void env_destroy(env_t* e);
+
+const char* env_name(const env_t* e);
+
+//---------------- Geometry
+
+// Triangle mesh from packed little-endian bytes: vertices 12 bytes each (float32 x, y, z),
+// indices 12 bytes each (uint32 a, b, c), material_ids 4 bytes per triangle (optional: NULL or
+// length 0). Checks: id > 0 and free, lengths multiples of 12 / 4, counts non-zero and within
+// limits, every vertex finite, every index < nvertex, material ids known.
+typedef struct mesh_desc {
+  uint32_t id;
+  const uint8_t* vertices;
+  size_t vertices_len;
+  const uint8_t* indices;
+  size_t indices_len;
+  const uint8_t* material_ids;  // nullable
+  size_t material_ids_len;
+  const char* name;             // nullable
+} mesh_desc_t;
+
+int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) CHECKRET;
+
+typedef struct prim_desc {
+  uint32_t id;
+  scene_prim_kind_t kind;
+  double size[3];               // as scene_prim_kind_t documents; finite and > 0
+  const char* name;             // nullable
+} prim_desc_t;
+
+int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) CHECKRET;
+
+//---------------- Materials, media, settings
+
+// Create or replace surface material `id` (0 replaces the default).
+int env_set_material(env_t* e, uint32_t id, const surface_material_t* m, const char* name,
+                     err_msg_t* msg) CHECKRET;
+
+// Set medium `id`: 0 = the environment's ambient medium; > 0 = a medium objects can fill.
+int env_set_medium(env_t* e, uint32_t id, const ambient_material_t* a, err_msg_t* msg) CHECKRET;
+
+typedef struct env_dipole {
+  double moment[3];             // A m^2
+  double position[3];           // m, in the frame of body_id (world if 0)
+  uint32_t body_id;
+} env_dipole_t;
+
+// Partial update of the settings: only fields with has_* set change.
+typedef struct env_settings {
+  int has_gravity;
+  double gravity[3];
+  int has_magnetic_field;
+  double magnetic_field[3];
+  int replace_dipoles;
+  const env_dipole_t* dipoles;
+  uint32_t ndipole;
+  int has_seed;
+  uint64_t seed;
+  int has_freeze_objects;
+  int freeze_objects;
+} env_settings_t;
+
+int env_set_settings(env_t* e, const env_settings_t* s, err_msg_t* msg) CHECKRET;
+
+// Magnetic flux density at world point p at the current state (uniform field + dipoles,
+// MODELS.md 16.4).
+void env_magnetic_field(const env_t* e, const double p[3], double dest[3]);
+
+//---------------- Bodies, objects, joints
+
+typedef struct body_desc {
+  uint32_t id;                  // > 0 (0 is the static world)
+  pose_t pose;                  // quaternion normalised by the caller? no: validated here
+  double linear_velocity[3];
+  double angular_velocity[3];
+  double center_of_mass[3];     // body frame
+  const char* name;
+} body_desc_t;
+
+int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) CHECKRET;
+
+typedef struct object_desc {
+  uint32_t id;                  // > 0
+  uint32_t geometry_id;
+  uint32_t body_id;             // 0 = static world
+  pose_t local_pose;
+  double scale[3];              // finite, non-zero
+  uint32_t material_id;
+  uint32_t label;
+  uint32_t medium_id;           // 0 = opaque surface
+  const char* name;
+} object_desc_t;
+
+int env_create_object(env_t* e, const object_desc_t* d, err_msg_t* msg) CHECKRET;
+
+typedef enum joint_type {
+  JOINT_TYPE_REVOLUTE = 0,
+  JOINT_TYPE_PRISMATIC = 1,
+} joint_type_t;
+
+typedef struct joint_desc {
+  uint32_t id;
+  joint_type_t type;
+  double position;
+  const char* name;
+} joint_desc_t;
+
+int env_create_joint(env_t* e, const joint_desc_t* d, err_msg_t* msg) CHECKRET;
+
+typedef enum env_entity {
+  ENV_ENTITY_GEOMETRY = 1,
+  ENV_ENTITY_MATERIAL,
+  ENV_ENTITY_MEDIUM,
+  ENV_ENTITY_BODY,
+  ENV_ENTITY_OBJECT,
+  ENV_ENTITY_JOINT,
+  ENV_ENTITY_SENSOR,
+} env_entity_t;
+
+// Remove an entity. ERR_NOTFOUND for an unknown id; ERR_STATE when it is still referenced
+// (geometry used by an object, body carrying objects, material or medium used by an object);
+// material 0 and medium 0 cannot be removed.
+int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) CHECKRET;
+
+//---------------- Time
+
+// Packed state at time t: poses 7 per body (px py pz qx qy qz qw, wire order), velocities 6 per
+// body (vx vy vz wx wy wz, nullable = unchanged). All or nothing: unknown or repeated ids,
+// non-finite numbers, zero quaternions, non-increasing time are rejected.
+typedef struct env_state_update {
+  double time;
+  uint32_t nbody;
+  const uint32_t* body_ids;
+  const double* body_poses;
+  const double* body_velocities;  // nullable
+  uint32_t njoint;
+  const uint32_t* joint_ids;
+  const double* joint_positions;
+} env_state_update_t;
+
+int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) CHECKRET;
+
+// Step to time t: commits the scene, evaluates every sensor over (t_prev, t]. ERR_STATE when
+// no state was set or t differs from the last state's time or does not exceed the previous
+// step's. Thread: owner or one worker.
+int env_step(env_t* e, double t, err_msg_t* msg) CHECKRET;
+
+// Times: the interval of the current step. Before any state: has_time = 0.
+typedef struct env_time {
+  int has_time;
+  double t_prev;                // start of the interval (time of the previous step)
+  double t_cur;                 // time of the last state
+  uint64_t steps;               // steps done
+} env_time_t;
+
+void env_get_time(const env_t* e, env_time_t* out);
+
+//---------------- Raycast
+
+// Rays in world coordinates. times: absolute s in [t_prev, t_cur] (ntime = 0: t_cur;
+// ntime = 1: one time for all; else ntime = nray). max_range <= 0 means +inf.
+typedef struct env_raycast {
+  uint32_t nray;
+  const double* origins;        // 3 per ray
+  const double* directions;     // 3 per ray, non-zero, normalised here
+  double max_range;
+  uint32_t ntime;
+  const double* times;
+} env_raycast_t;
+
+// Validate, commit the scene if needed, and trace. out: nray hits, provided by the caller.
+// Thread: owner or one worker.
+int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* msg) CHECKRET;
+
+//---------------- Introspection
+
+typedef struct env_info {
+  uint32_t geometries;
+  uint32_t materials;
+  uint32_t media;
+  uint32_t bodies;
+  uint32_t objects;
+  uint32_t joints;
+  uint32_t sensors;
+  env_time_t time;
+  scene_counters_t scene;
+} env_info_t;
+
+void env_get_info(const env_t* e, env_info_t* out);
+
+#endif  // SENSIM_WORLD_ENV_H_
