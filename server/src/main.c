@@ -1,5 +1,166 @@
 // SPDX-License-Identifier: MIT
-// main.c: placeholder, replaced by the daemon implementation.
-int main(void) {
+// main.c: command line of sensimd: parse and validate options, then daemon_run().
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "daemon.h"
+
+static const char* const g_usage =
+    "Usage: sensimd [OPTIONS]\n"
+    "Sensor-simulation daemon: holds Sensor Environments and evaluates lidars, IMUs, encoders,\n"
+    "odometers and cone sensors for physics engines that connect over TCP.\n"
+    "\n"
+    "Options:\n"
+    "  --listen ADDR:PORT      address to listen on (default 127.0.0.1:7700; port 0 = any free\n"
+    "                          port; IPv6 as [::1]:PORT)\n"
+    "  --threads N             ray-tracing worker threads (default: online cores)\n"
+    "  --token TOKEN           shared secret every client must send in Hello\n"
+    "  --max-frame-bytes N     largest accepted frame payload (default 67108864)\n"
+    "  --max-clients N         simultaneous connections (default 64)\n"
+    "  --max-environments N    named environments (default 64)\n"
+    "  --retention POLICY      destroy | keep: what happens to an environment when its last\n"
+    "                          client leaves (default destroy); a client may override it in\n"
+    "                          the Hello that creates the environment\n"
+    "  --log-level LEVEL       error | warn | info | debug (default info)\n"
+    "  --help                  print this help and exit\n"
+    "  --version               print the version and exit\n"
+    "\n"
+    "Once listening, one line 'sensimd listening on ADDR:PORT' is printed to stdout; logs go to\n"
+    "stderr. SIGINT or SIGTERM shut down cleanly (exit 0).\n";
+
+
+// Parse an unsigned decimal in [lo, hi]; returns 0 or -1 with a message naming the option.
+static int parse_uint(const char* opt, const char* text, unsigned long long lo,
+                      unsigned long long hi, unsigned long long* out) {
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno || !end || *end || text[0] == '-' || text[0] == '\0' || v < lo || v > hi) {
+    fprintf(stderr, "sensimd: --%s '%s' must be an integer in [%llu, %llu]\n", opt, text, lo,
+            hi);
+    return -1;
+  }
+  *out = v;
   return 0;
+}
+
+
+static int parse_listen(const char* text, daemon_config_t* cfg) {
+  const char* colon = strrchr(text, ':');
+  if (!colon || colon == text) {
+    fprintf(stderr, "sensimd: --listen '%s' must be ADDR:PORT\n", text);
+    return -1;
+  }
+  const char* host = text;
+  size_t hlen = (size_t)(colon - text);
+  if (host[0] == '[' && hlen >= 2 && host[hlen - 1] == ']') {
+    host++;
+    hlen -= 2;
+  }
+  if (hlen == 0 || hlen >= sizeof(cfg->host)) {
+    fprintf(stderr, "sensimd: --listen address '%.*s' is empty or too long\n", (int)hlen, host);
+    return -1;
+  }
+  unsigned long long port;
+  if (parse_uint("listen port", colon + 1, 0, 65535, &port)) {
+    return -1;
+  }
+  memcpy(cfg->host, host, hlen);
+  cfg->host[hlen] = '\0';
+  cfg->port = (int)port;
+  return 0;
+}
+
+
+int main(int argc, char** argv) {
+  daemon_config_t cfg;
+  daemon_config_default(&cfg);
+
+  enum {
+    OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN, OPT_MAX_FRAME, OPT_MAX_CLIENTS, OPT_MAX_ENVS,
+    OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION
+  };
+  static const struct option opts[] = {
+      {"listen", required_argument, NULL, OPT_LISTEN},
+      {"threads", required_argument, NULL, OPT_THREADS},
+      {"token", required_argument, NULL, OPT_TOKEN},
+      {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
+      {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
+      {"max-environments", required_argument, NULL, OPT_MAX_ENVS},
+      {"retention", required_argument, NULL, OPT_RETENTION},
+      {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+      {"help", no_argument, NULL, OPT_HELP},
+      {"version", no_argument, NULL, OPT_VERSION},
+      {NULL, 0, NULL, 0},
+  };
+
+  int c;
+  unsigned long long v;
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+      case OPT_LISTEN:
+        if (parse_listen(optarg, &cfg)) return 2;
+        break;
+      case OPT_THREADS:
+        if (parse_uint("threads", optarg, 1, 256, &v)) return 2;
+        cfg.threads = (unsigned)v;
+        break;
+      case OPT_TOKEN:
+        if (optarg[0] == '\0' || strlen(optarg) > 127) {
+          fprintf(stderr, "sensimd: --token must be 1 to 127 characters\n");
+          return 2;
+        }
+        cfg.token = optarg;
+        break;
+      case OPT_MAX_FRAME:
+        if (parse_uint("max-frame-bytes", optarg, 64, 1u << 30, &v)) return 2;
+        cfg.max_frame_bytes = (uint32_t)v;
+        break;
+      case OPT_MAX_CLIENTS:
+        if (parse_uint("max-clients", optarg, 1, 65536, &v)) return 2;
+        cfg.max_clients = (uint32_t)v;
+        break;
+      case OPT_MAX_ENVS:
+        if (parse_uint("max-environments", optarg, 1, 65536, &v)) return 2;
+        cfg.max_environments = (uint32_t)v;
+        break;
+      case OPT_RETENTION:
+        if (strcmp(optarg, "keep") == 0) {
+          cfg.retain_environments = 1;
+        } else if (strcmp(optarg, "destroy") == 0) {
+          cfg.retain_environments = 0;
+        } else {
+          fprintf(stderr, "sensimd: --retention '%s' must be destroy or keep\n", optarg);
+          return 2;
+        }
+        break;
+      case OPT_LOG_LEVEL:
+        if (log_level_parse(optarg, &cfg.log_level)) {
+          fprintf(stderr, "sensimd: --log-level '%s' must be error, warn, info or debug\n",
+                  optarg);
+          return 2;
+        }
+        break;
+      case OPT_HELP:
+        fputs(g_usage, stdout);
+        return 0;
+      case OPT_VERSION:
+        printf("sensimd %s (protocol 1)\n", SENSIM_VERSION);
+        return 0;
+      default:
+        fprintf(stderr, "sensimd: unknown or incomplete option '%s' (see --help)\n",
+                argv[optind - 1]);
+        return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "sensimd: unexpected argument '%s' (see --help)\n", argv[optind]);
+    return 2;
+  }
+  return daemon_run(&cfg) == 0 ? 0 : 1;
 }

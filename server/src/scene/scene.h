@@ -30,13 +30,17 @@ typedef struct scene_counters {
   int64_t backend_bytes;      // memory held by Embree for this device (device-wide)
 } scene_counters_t;
 
-// One device per process (or per test). threads = 0: the backend's default. Returns NULL and
-// fills msg on failure.
+// One device per process (or per test), with the backend's default thread count. Returns
+// NULL and fills msg on failure.
 scene_device_t* scene_device_create(err_msg_t* msg);
 void scene_device_destroy(scene_device_t* dev);
 
 // Device-wide counters of backend errors and memory.
 void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes);
+
+// Copy the device's last backend error message into dest ("" if none yet).
+// Thread: any.
+void scene_device_last_error(scene_device_t* dev, err_msg_t* dest);
 
 scene_t* scene_create(scene_device_t* dev, err_msg_t* msg);
 void scene_destroy(scene_t* s);

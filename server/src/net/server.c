@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT
+// server.c: libuv TCP listener and sessions. Reads accumulate in a frame reader; writes are
+// owned by their request and freed in the write callback; a session closed from inside its
+// own callback is only marked, and freed when both its handle is closed and no job holds it.
+#include "net/server.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/list.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "net/frame.h"
+
+struct session {
+  uv_tcp_t tcp;              // must stay first: handle callbacks cast back to the session
+  server_t* srv;
+  list_node_t node;          // in srv->sessions
+  frame_reader_t reader;
+  uint64_t id;
+  uint64_t queued;           // bytes handed to uv_write and not yet completed
+  int refs;                  // 1 for the open handle + 1 per retain
+  int closing;
+  int reading;
+  int paused;
+  uv_shutdown_t shutdown;
+  void* data;
+  char peer[64];
+};
+
+struct server {
+  uv_loop_t* loop;
+  uv_tcp_t listener;
+  server_limits_t limits;
+  server_hooks_t hooks;
+  list_t sessions;
+  uint32_t nsession;
+  uint64_t next_id;
+  int port;
+  int closed;
+};
+
+typedef struct session_write {
+  uv_write_t req;
+  session_t* s;
+  uint8_t header[FRAME_HEADER_BYTES];
+  uint8_t* payload;
+  size_t len;
+} session_write_t;
+
+
+static void session_unref(session_t* s) {
+  if (--s->refs > 0) {
+    return;
+  }
+  frame_reader_close(&s->reader);
+  mem_free(s);
+}
+
+
+static void on_session_closed(uv_handle_t* h) {
+  session_t* s = (session_t*)h;
+  server_t* srv = s->srv;
+  list_remove(&s->node);
+  srv->nsession--;
+  if (srv->hooks.on_close) {
+    srv->hooks.on_close(srv->hooks.user, s);
+  }
+  session_unref(s);
+}
+
+
+static void close_now(session_t* s) {
+  if (uv_is_closing((uv_handle_t*)&s->tcp)) {
+    return;
+  }
+  s->closing = 1;
+  uv_close((uv_handle_t*)&s->tcp, on_session_closed);
+}
+
+
+static void on_shutdown(uv_shutdown_t* req, int status) {
+  (void)status;
+  close_now((session_t*)req->handle);
+}
+
+
+void session_close(session_t* s) {
+  if (s->closing) {
+    return;
+  }
+  s->closing = 1;
+  if (s->reading) {
+    uv_read_stop((uv_stream_t*)&s->tcp);
+    s->reading = 0;
+  }
+  // shutdown completes after every queued write; then the handle closes
+  if (uv_shutdown(&s->shutdown, (uv_stream_t*)&s->tcp, on_shutdown) != 0) {
+    close_now(s);
+  }
+}
+
+
+int session_is_closing(const session_t* s) {
+  return s->closing;
+}
+
+
+static void on_write(uv_write_t* req, int status) {
+  session_write_t* w = (session_write_t*)req;
+  session_t* s = w->s;
+  s->queued -= FRAME_HEADER_BYTES + w->len;
+  if (status < 0 && status != UV_ECANCELED && !s->closing) {
+    LOG_DEBUG("session %llu: write failed: %s", (unsigned long long)s->id, uv_strerror(status));
+    close_now(s);
+  }
+  mem_free(w->payload);
+  mem_free(w);
+  session_unref(s);
+}
+
+
+void session_send(session_t* s, uint8_t* payload, size_t len) {
+  if (s->closing && uv_is_closing((uv_handle_t*)&s->tcp)) {
+    mem_free(payload);
+    return;
+  }
+  uint64_t total = FRAME_HEADER_BYTES + (uint64_t)len;
+  if (s->queued + total > s->srv->limits.max_queue_bytes) {
+    LOG_WARN("session %llu (%s): %llu unsent bytes exceed max_queue_bytes; closing",
+             (unsigned long long)s->id, s->peer, (unsigned long long)(s->queued + total));
+    mem_free(payload);
+    close_now(s);
+    return;
+  }
+  session_write_t* w = mem_alloc(sizeof(*w));
+  if (!w) {
+    mem_free(payload);
+    close_now(s);
+    return;
+  }
+  w->s = s;
+  w->payload = payload;
+  w->len = len;
+  frame_write_header(w->header, (uint32_t)len);
+  uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
+                      uv_buf_init((char*)payload, (unsigned)len)};
+  s->refs++;
+  s->queued += total;
+  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 2, on_write);
+  if (rc != 0) {
+    s->queued -= total;
+    s->refs--;
+    mem_free(payload);
+    mem_free(w);
+    close_now(s);
+  }
+}
+
+
+static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
+  (void)h;
+  size_t n = suggested < 65536 ? suggested : 65536;
+  char* p = mem_alloc(n);
+  *out = uv_buf_init(p, p ? (unsigned)n : 0);
+}
+
+
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  session_t* s = (session_t*)stream;
+  server_t* srv = s->srv;
+  if (nread < 0) {
+    mem_free(buf->base);
+    if (nread != UV_EOF) {
+      LOG_DEBUG("session %llu: read error: %s", (unsigned long long)s->id,
+                uv_strerror((int)nread));
+    }
+    close_now(s);
+    return;
+  }
+  if (nread == 0) {
+    mem_free(buf->base);
+    return;
+  }
+  int rc = frame_reader_feed(&s->reader, buf->base, (size_t)nread);
+  mem_free(buf->base);
+  if (rc) {
+    close_now(s);
+    return;
+  }
+
+  // hand out every complete frame; a hook may close or pause the session
+  const uint8_t* payload;
+  size_t len;
+  err_msg_t msg;
+  while (!s->closing && !s->paused) {
+    rc = frame_reader_next(&s->reader, &payload, &len, &msg);
+    if (rc == 0) {
+      break;
+    }
+    if (rc < 0) {
+      if (srv->hooks.on_stream_error) {
+        srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
+      }
+      session_close(s);
+      break;
+    }
+    srv->hooks.on_frame(srv->hooks.user, s, payload, len);
+  }
+}
+
+
+static void start_reading(session_t* s) {
+  if (!s->reading && !s->closing && !s->paused) {
+    if (uv_read_start((uv_stream_t*)&s->tcp, on_alloc, on_read) == 0) {
+      s->reading = 1;
+    }
+  }
+}
+
+
+void session_pause(session_t* s) {
+  s->paused = 1;
+  if (s->reading) {
+    uv_read_stop((uv_stream_t*)&s->tcp);
+    s->reading = 0;
+  }
+}
+
+
+void session_resume(session_t* s) {
+  if (!s->paused || s->closing) {
+    return;
+  }
+  s->paused = 0;
+
+  // frames already buffered are delivered before reading more
+  const uint8_t* payload;
+  size_t len;
+  err_msg_t msg;
+  server_t* srv = s->srv;
+  while (!s->closing && !s->paused) {
+    int rc = frame_reader_next(&s->reader, &payload, &len, &msg);
+    if (rc == 0) {
+      break;
+    }
+    if (rc < 0) {
+      if (srv->hooks.on_stream_error) {
+        srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
+      }
+      session_close(s);
+      return;
+    }
+    srv->hooks.on_frame(srv->hooks.user, s, payload, len);
+  }
+  start_reading(s);
+}
+
+
+void session_retain(session_t* s) {
+  s->refs++;
+}
+
+
+void session_release(session_t* s) {
+  session_unref(s);
+}
+
+
+void session_set_data(session_t* s, void* data) {
+  s->data = data;
+}
+
+
+void* session_data(const session_t* s) {
+  return s->data;
+}
+
+
+uint64_t session_id(const session_t* s) {
+  return s->id;
+}
+
+
+const char* session_peer(const session_t* s) {
+  return s->peer;
+}
+
+
+uint64_t session_queued_bytes(const session_t* s) {
+  return s->queued;
+}
+
+
+static void describe_peer(session_t* s) {
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  snprintf(s->peer, sizeof(s->peer), "?");
+  if (uv_tcp_getpeername(&s->tcp, (struct sockaddr*)&ss, &len) != 0) {
+    return;
+  }
+  char ip[48] = "";
+  int port = 0;
+  if (ss.ss_family == AF_INET) {
+    const struct sockaddr_in* a = (const struct sockaddr_in*)&ss;
+    uv_ip4_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const struct sockaddr_in6* a = (const struct sockaddr_in6*)&ss;
+    uv_ip6_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin6_port);
+  }
+  snprintf(s->peer, sizeof(s->peer), "%s:%d", ip, port);
+}
+
+
+static void on_connection(uv_stream_t* listener, int status) {
+  server_t* srv = listener->data;
+  if (status < 0) {
+    LOG_WARN("accept failed: %s", uv_strerror(status));
+    return;
+  }
+  session_t* s = mem_calloc(1, sizeof(*s));
+  if (!s) {
+    LOG_ERROR("out of memory accepting a connection");
+    return;
+  }
+  s->srv = srv;
+  s->id = ++srv->next_id;
+  s->refs = 1;
+  frame_reader_init(&s->reader, srv->limits.max_frame_bytes);
+  uv_tcp_init(srv->loop, &s->tcp);
+  list_push_back(&srv->sessions, &s->node);
+  srv->nsession++;
+  if (uv_accept(listener, (uv_stream_t*)&s->tcp) != 0) {
+    close_now(s);
+    return;
+  }
+  uv_tcp_nodelay(&s->tcp, 1);
+  describe_peer(s);
+  if (srv->hooks.on_open && srv->hooks.on_open(srv->hooks.user, s) != 0) {
+    session_close(s);
+    return;
+  }
+  start_reading(s);
+}
+
+
+server_t* server_create(uv_loop_t* loop, const char* host, int port,
+                        const server_limits_t* limits, const server_hooks_t* hooks,
+                        err_msg_t* msg) {
+  struct sockaddr_storage addr;
+  if (uv_ip4_addr(host, port, (struct sockaddr_in*)&addr) != 0 &&
+      uv_ip6_addr(host, port, (struct sockaddr_in6*)&addr) != 0) {
+    err_set(msg, ERR_INVAL, "listen address '%s' is not an IPv4 or IPv6 literal", host);
+    return NULL;
+  }
+  server_t* srv = mem_calloc(1, sizeof(*srv));
+  if (!srv) {
+    err_set(msg, ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  srv->loop = loop;
+  srv->limits = *limits;
+  srv->hooks = *hooks;
+  list_init(&srv->sessions);
+  uv_tcp_init(loop, &srv->listener);
+  srv->listener.data = srv;
+  int rc = uv_tcp_bind(&srv->listener, (const struct sockaddr*)&addr, 0);
+  if (rc == 0) {
+    rc = uv_listen((uv_stream_t*)&srv->listener, 128, on_connection);
+  }
+  if (rc != 0) {
+    err_set(msg, ERR_INVAL, "cannot listen on %s:%d: %s", host, port, uv_strerror(rc));
+    srv->closed = 1;
+    uv_close((uv_handle_t*)&srv->listener, NULL);
+    return srv;  // the caller runs the loop to finish closing, then destroys
+  }
+  struct sockaddr_storage bound;
+  int len = sizeof(bound);
+  uv_tcp_getsockname(&srv->listener, (struct sockaddr*)&bound, &len);
+  srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6*)&bound)->sin6_port
+                                                 : ((struct sockaddr_in*)&bound)->sin_port);
+  return srv;
+}
+
+
+int server_port(const server_t* srv) {
+  return srv->closed ? -1 : srv->port;
+}
+
+
+void server_close(server_t* srv) {
+  if (!uv_is_closing((uv_handle_t*)&srv->listener)) {
+    uv_close((uv_handle_t*)&srv->listener, NULL);
+  }
+  srv->closed = 1;
+  for (list_node_t* n = srv->sessions.head.next; n != &srv->sessions.head;) {
+    session_t* s = container_of(n, session_t, node);
+    n = n->next;
+    close_now(s);
+  }
+}
+
+
+void server_destroy(server_t* srv) {
+  mem_free(srv);
+}
+
+
+uint32_t server_sessions(const server_t* srv) {
+  return srv->nsession;
+}

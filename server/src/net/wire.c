@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: MIT
+// wire.c: protobuf-c codec of the Envelope, classification of requests, and the encoders of
+// the session-level replies (status, hello, pong, info). Environment requests are translated
+// in wire_env.c.
+#include "net/wire.h"
+
+#include <string.h>
+
+#include "base/mem.h"
+#include "net/wire_pb.h"
+
+struct wire_request {
+  Sensim__V1__Envelope* env;
+  size_t size;
+};
+
+
+static void* pb_alloc(void* data, size_t size) {
+  (void)data;
+  return mem_alloc(size);
+}
+
+
+static void pb_free(void* data, void* ptr) {
+  (void)data;
+  mem_free(ptr);
+}
+
+
+// protobuf-c allocates through base/mem.h so that tests can count and fail allocations.
+ProtobufCAllocator wire_allocator = {pb_alloc, pb_free, NULL};
+
+
+int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg) {
+  Sensim__V1__Envelope* env = sensim__v1__envelope__unpack(&wire_allocator, len, payload);
+  if (!env) {
+    return err_set(msg, ERR_PROTO,
+                   "frame of %zu bytes does not decode as a sensim.v1.Envelope", len);
+  }
+  wire_request_t* r = mem_alloc(sizeof(*r));
+  if (!r) {
+    sensim__v1__envelope__free_unpacked(env, &wire_allocator);
+    return err_set(msg, ERR_NOMEM, "out of memory decoding a frame");
+  }
+  r->env = env;
+  r->size = len;
+  *out = r;
+  return 0;
+}
+
+
+void wire_free(wire_request_t* r) {
+  if (!r) {
+    return;
+  }
+  sensim__v1__envelope__free_unpacked(r->env, &wire_allocator);
+  mem_free(r);
+}
+
+
+const Sensim__V1__Envelope* wire_envelope(const wire_request_t* r) {
+  return r->env;
+}
+
+
+uint64_t wire_id(const wire_request_t* r) {
+  return r->env->has_id ? r->env->id : 0;
+}
+
+
+size_t wire_size(const wire_request_t* r) {
+  return r->size;
+}
+
+
+wire_kind_t wire_kind(const wire_request_t* r) {
+  switch (r->env->body_case) {
+    case SENSIM__V1__ENVELOPE__BODY__NOT_SET:
+      return WIRE_KIND_EMPTY;
+    case SENSIM__V1__ENVELOPE__BODY_HELLO:
+      return WIRE_KIND_HELLO;
+    case SENSIM__V1__ENVELOPE__BODY_PING:
+      return WIRE_KIND_PING;
+    case SENSIM__V1__ENVELOPE__BODY_GET_INFO:
+      return WIRE_KIND_GET_INFO;
+    case SENSIM__V1__ENVELOPE__BODY_RAYCAST:
+      return WIRE_KIND_ENV_READ;
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_MESH:
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE:
+    case SENSIM__V1__ENVELOPE__BODY_SET_MATERIAL:
+    case SENSIM__V1__ENVELOPE__BODY_SET_AMBIENT:
+    case SENSIM__V1__ENVELOPE__BODY_SET_ENVIRONMENT:
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_BODY:
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT:
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_JOINT:
+    case SENSIM__V1__ENVELOPE__BODY_REMOVE:
+    case SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE:
+    case SENSIM__V1__ENVELOPE__BODY_STEP:
+      return WIRE_KIND_ENV_WRITE;
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR:
+    case SENSIM__V1__ENVELOPE__BODY_SUBSCRIBE:
+    case SENSIM__V1__ENVELOPE__BODY_UNSUBSCRIBE:
+      return WIRE_KIND_NOT_SERVED;
+    case SENSIM__V1__ENVELOPE__BODY_HELLO_REPLY:
+    case SENSIM__V1__ENVELOPE__BODY_PONG:
+    case SENSIM__V1__ENVELOPE__BODY_INFO:
+    case SENSIM__V1__ENVELOPE__BODY_STEP_DONE:
+    case SENSIM__V1__ENVELOPE__BODY_RAYCAST_RESULT:
+    case SENSIM__V1__ENVELOPE__BODY_SENSOR_DATA:
+      return WIRE_KIND_REPLY;
+    default:
+      return WIRE_KIND_EMPTY;
+  }
+}
+
+
+const char* wire_body_name(const wire_request_t* r) {
+  const ProtobufCFieldDescriptor* f = protobuf_c_message_descriptor_get_field(
+      &sensim__v1__envelope__descriptor, (unsigned)r->env->body_case);
+  return f ? f->name : "(none)";
+}
+
+
+static const char* str_or_empty(const char* s) {
+  return s ? s : "";
+}
+
+
+void wire_get_hello(const wire_request_t* r, wire_hello_t* out) {
+  const Sensim__V1__Hello* h = r->env->hello;
+  out->protocol_version = h->has_protocol_version ? h->protocol_version : 0;
+  out->client_name = str_or_empty(h->client_name);
+  out->environment = str_or_empty(h->environment);
+  out->token = str_or_empty(h->token);
+  out->observer = h->has_role && h->role == SENSIM__V1__ROLE__ROLE_OBSERVER;
+  out->retention = h->has_retention ? (int)h->retention : 0;
+}
+
+
+int wire_status_code(int code) {
+  switch (code) {
+    case 0:
+      return SENSIM__V1__STATUS_CODE__OK;
+    case ERR_INVAL:
+    case ERR_PROTO:
+      return SENSIM__V1__STATUS_CODE__INVALID_ARGUMENT;
+    case ERR_NOTFOUND:
+      return SENSIM__V1__STATUS_CODE__NOT_FOUND;
+    case ERR_EXISTS:
+      return SENSIM__V1__STATUS_CODE__ALREADY_EXISTS;
+    case ERR_LIMIT:
+    case ERR_NOMEM:
+      return SENSIM__V1__STATUS_CODE__RESOURCE_EXHAUSTED;
+    case ERR_STATE:
+      return SENSIM__V1__STATUS_CODE__FAILED_PRECONDITION;
+    case ERR_UNIMPL:
+      return SENSIM__V1__STATUS_CODE__UNIMPLEMENTED;
+    case ERR_AUTH:
+      return SENSIM__V1__STATUS_CODE__UNAUTHENTICATED;
+    default:
+      return SENSIM__V1__STATUS_CODE__INTERNAL;
+  }
+}
+
+
+int wire_pack(Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len) {
+  size_t n = sensim__v1__envelope__get_packed_size(env);
+  uint8_t* p = mem_alloc(n ? n : 1);
+  if (!p) {
+    return ERR_NOMEM;
+  }
+  sensim__v1__envelope__pack(env, p);
+  *out = p;
+  *out_len = n;
+  return 0;
+}
+
+
+int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Envelope* env,
+                    uint8_t** out, size_t* out_len) {
+  Sensim__V1__Status st = SENSIM__V1__STATUS__INIT;
+  st.has_code = 1;
+  st.code = (Sensim__V1__StatusCode)wire_status_code(code);
+  st.message = (char*)(message && message[0] ? message : (code ? err_str(code) : ""));
+  env->has_id = 1;
+  env->id = id;
+  env->status = &st;
+  int rc = wire_pack(env, out, out_len);
+  env->status = NULL;
+  return rc;
+}
+
+
+int wire_encode_status(uint64_t id, int code, const char* message, uint8_t** out,
+                       size_t* out_len) {
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  return wire_pack_reply(id, code, message, &env, out, out_len);
+}
+
+
+static void fill_limits(Sensim__V1__Limits* l, const wire_limits_t* w) {
+#define LIM(field, value) (l->has_##field = 1, l->field = (value))
+  LIM(max_frame_bytes, w->max_frame_bytes);
+  LIM(max_clients, w->max_clients);
+  LIM(max_environments, w->max_environments);
+  LIM(max_mesh_vertices, w->env.max_mesh_vertices);
+  LIM(max_mesh_triangles, w->env.max_mesh_triangles);
+  LIM(max_geometries, w->env.max_geometries);
+  LIM(max_materials, w->env.max_materials);
+  LIM(max_bodies, w->env.max_bodies);
+  LIM(max_objects, w->env.max_objects);
+  LIM(max_joints, w->env.max_joints);
+  LIM(max_sensors, w->env.max_sensors);
+  LIM(max_raycast_rays, w->env.max_raycast_rays);
+  LIM(max_queue_bytes, w->max_queue_bytes);
+#undef LIM
+}
+
+
+int wire_encode_hello_reply(uint64_t id, const wire_hello_reply_t* h, uint8_t** out,
+                            size_t* out_len) {
+  Sensim__V1__Limits lim = SENSIM__V1__LIMITS__INIT;
+  fill_limits(&lim, h->limits);
+  Sensim__V1__HelloReply rep = SENSIM__V1__HELLO_REPLY__INIT;
+  rep.server_version = (char*)h->server_version;
+  rep.has_protocol_version = 1;
+  rep.protocol_version = WIRE_PROTOCOL_VERSION;
+  rep.limits = &lim;
+  rep.has_session_id = 1;
+  rep.session_id = h->session_id;
+  rep.environment = (char*)h->environment;
+  rep.has_environment_created = 1;
+  rep.environment_created = h->environment_created != 0;
+  rep.has_threads = 1;
+  rep.threads = h->threads;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO_REPLY;
+  env.hello_reply = &rep;
+  return wire_pack_reply(id, 0, NULL, &env, out, out_len);
+}
+
+
+int wire_encode_pong(const wire_request_t* ping, uint64_t now_ns, uint8_t** out,
+                     size_t* out_len) {
+  Sensim__V1__Pong pong = SENSIM__V1__PONG__INIT;
+  const Sensim__V1__Ping* p = ping->env->ping;
+  if (p->has_payload) {
+    pong.has_payload = 1;
+    pong.payload = p->payload;
+  }
+  pong.has_server_time_ns = 1;
+  pong.server_time_ns = now_ns;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_PONG;
+  env.pong = &pong;
+  return wire_pack_reply(wire_id(ping), 0, NULL, &env, out, out_len);
+}
+
+
+static void fill_counters(Sensim__V1__Counters* c, const wire_counters_t* w) {
+#define CNT(field) (c->has_##field = 1, c->field = w->field)
+  CNT(frames_in);
+  CNT(frames_out);
+  CNT(bytes_in);
+  CNT(bytes_out);
+  CNT(requests_failed);
+  CNT(connections_total);
+  CNT(connections_rejected);
+  CNT(frames_rejected);
+  CNT(steps);
+  CNT(rays_traced);
+  CNT(mesh_builds);
+  CNT(instance_updates);
+  CNT(scene_commits);
+  CNT(backend_errors);
+  CNT(backend_bytes);
+  CNT(frames_dropped);
+#undef CNT
+}
+
+
+int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t* out_len) {
+  Sensim__V1__Counters counters = SENSIM__V1__COUNTERS__INIT;
+  fill_counters(&counters, &info->counters);
+  Sensim__V1__Limits lim = SENSIM__V1__LIMITS__INIT;
+  fill_limits(&lim, info->limits);
+
+  // one EnvironmentInfo (and its counters) per environment
+  size_t n = info->nenv;
+  Sensim__V1__EnvironmentInfo* envs = mem_calloc(n ? n : 1, sizeof(*envs));
+  Sensim__V1__EnvironmentInfo** envp = mem_calloc(n ? n : 1, sizeof(*envp));
+  Sensim__V1__Counters* envc = mem_calloc(n ? n : 1, sizeof(*envc));
+  int rc = ERR_NOMEM;
+  if (envs && envp && envc) {
+    for (size_t i = 0; i < n; i++) {
+      const wire_env_info_t* w = &info->envs[i];
+      Sensim__V1__EnvironmentInfo* e = &envs[i];
+      sensim__v1__environment_info__init(e);
+      sensim__v1__counters__init(&envc[i]);
+      e->name = (char*)w->name;
+#define EI(field, value) (e->has_##field = 1, e->field = (value))
+      EI(clients, w->clients);
+      EI(geometries, w->info.geometries);
+      EI(materials, w->info.materials);
+      EI(bodies, w->info.bodies);
+      EI(objects, w->info.objects);
+      EI(joints, w->info.joints);
+      EI(sensors, w->info.sensors);
+      EI(time, w->info.time.t_cur);
+      EI(steps, w->info.time.steps);
+      EI(retention, (Sensim__V1__Retention)w->retention);
+#undef EI
+      wire_counters_t wc = {0};
+      wc.steps = w->info.time.steps;
+      wc.rays_traced = w->info.scene.rays_traced;
+      wc.mesh_builds = w->info.scene.geometry_builds;
+      wc.instance_updates = w->info.scene.instance_updates;
+      wc.scene_commits = w->info.scene.commits;
+      fill_counters(&envc[i], &wc);
+      e->counters = &envc[i];
+      envp[i] = e;
+    }
+    Sensim__V1__Info msg = SENSIM__V1__INFO__INIT;
+    msg.server_version = (char*)info->server_version;
+    msg.has_protocol_version = 1;
+    msg.protocol_version = WIRE_PROTOCOL_VERSION;
+    msg.has_uptime_s = 1;
+    msg.uptime_s = info->uptime_s;
+    msg.has_connections = 1;
+    msg.connections = info->connections;
+    msg.has_threads = 1;
+    msg.threads = info->threads;
+    msg.counters = &counters;
+    msg.n_environments = n;
+    msg.environments = envp;
+    msg.limits = &lim;
+    Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_INFO;
+    env.info = &msg;
+    rc = wire_pack_reply(id, 0, NULL, &env, out, out_len);
+  }
+  mem_free(envs);
+  mem_free(envp);
+  mem_free(envc);
+  return rc;
+}

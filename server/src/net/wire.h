@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// wire.h: the protobuf adapter (protobuf-c). Decodes request Envelopes, classifies them,
+// translates environment requests into core calls, and encodes replies. No protobuf type
+// crosses this header: the daemon sees opaque requests and plain structs.
+#ifndef SENSIM_NET_WIRE_H_
+#define SENSIM_NET_WIRE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "world/env.h"
+
+#define WIRE_PROTOCOL_VERSION 1u
+
+typedef struct wire_request wire_request_t;
+
+typedef enum wire_kind {
+  WIRE_KIND_EMPTY = 0,       // an Envelope without a body
+  WIRE_KIND_HELLO,
+  WIRE_KIND_PING,
+  WIRE_KIND_GET_INFO,
+  WIRE_KIND_ENV_READ,        // an environment request that changes nothing (raycast)
+  WIRE_KIND_ENV_WRITE,       // an environment request that changes it (controllers only)
+  WIRE_KIND_NOT_SERVED,      // defined by the protocol, not served by this daemon yet
+  WIRE_KIND_REPLY,           // a reply or pushed message sent as a request
+} wire_kind_t;
+
+// Decode one frame payload. Returns 0 and *out (free with wire_free), or ERR_PROTO with msg.
+int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg);
+void wire_free(wire_request_t* r);
+
+uint64_t wire_id(const wire_request_t* r);
+wire_kind_t wire_kind(const wire_request_t* r);
+
+// Field name of the body ("create_mesh"), or "(none)".
+const char* wire_body_name(const wire_request_t* r);
+
+// Size of the decoded frame, for back-pressure accounting.
+size_t wire_size(const wire_request_t* r);
+
+typedef struct wire_hello {
+  uint32_t protocol_version;
+  const char* client_name;   // valid while the request lives
+  const char* environment;   // "" when absent
+  const char* token;         // "" when absent
+  int observer;              // role OBSERVER
+  int retention;             // 0 default, 1 destroy, 2 keep
+} wire_hello_t;
+
+void wire_get_hello(const wire_request_t* r, wire_hello_t* out);
+
+//---------------- Replies (each returns a mem_alloc'ed payload; 0 or ERR_NOMEM)
+
+// A reply carrying only a status (code 0 = OK, else an err_code_t mapped to StatusCode).
+int wire_encode_status(uint64_t id, int code, const char* message, uint8_t** out,
+                       size_t* out_len) CHECKRET;
+
+// StatusCode number for an internal code (exposed for tests).
+int wire_status_code(int code);
+
+typedef struct wire_limits {
+  uint32_t max_frame_bytes;
+  uint32_t max_clients;
+  uint32_t max_environments;
+  uint64_t max_queue_bytes;
+  env_limits_t env;
+} wire_limits_t;
+
+typedef struct wire_hello_reply {
+  const char* server_version;
+  uint64_t session_id;
+  const char* environment;
+  int environment_created;
+  uint32_t threads;
+  const wire_limits_t* limits;
+} wire_hello_reply_t;
+
+int wire_encode_hello_reply(uint64_t id, const wire_hello_reply_t* h, uint8_t** out,
+                            size_t* out_len) CHECKRET;
+
+int wire_encode_pong(const wire_request_t* ping, uint64_t now_ns, uint8_t** out,
+                     size_t* out_len) CHECKRET;
+
+typedef struct wire_counters {
+  uint64_t frames_in;
+  uint64_t frames_out;
+  uint64_t bytes_in;
+  uint64_t bytes_out;
+  uint64_t requests_failed;
+  uint64_t connections_total;
+  uint64_t connections_rejected;
+  uint64_t frames_rejected;
+  uint64_t steps;
+  uint64_t rays_traced;
+  uint64_t mesh_builds;
+  uint64_t instance_updates;
+  uint64_t scene_commits;
+  uint64_t backend_errors;
+  uint64_t backend_bytes;
+  uint64_t frames_dropped;
+} wire_counters_t;
+
+typedef struct wire_env_info {
+  const char* name;
+  uint32_t clients;
+  int retention;             // 1 destroy, 2 keep
+  env_info_t info;
+} wire_env_info_t;
+
+typedef struct wire_info {
+  const char* server_version;
+  double uptime_s;
+  uint32_t connections;
+  uint32_t threads;
+  wire_counters_t counters;
+  const wire_env_info_t* envs;
+  uint32_t nenv;
+  const wire_limits_t* limits;
+} wire_info_t;
+
+int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out,
+                     size_t* out_len) CHECKRET;
+
+//---------------- Environment requests (Thread: the environment thread)
+
+// Execute an ENV_READ or ENV_WRITE request against e and encode its reply (always produced;
+// ERR_NOMEM only if even the status reply cannot be allocated). *out_code receives the
+// internal code of the outcome (0 on success) for the counters.
+int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* out_len,
+                     int* out_code) CHECKRET;
+
+#endif  // SENSIM_NET_WIRE_H_

@@ -1,0 +1,671 @@
+// SPDX-License-Identifier: MIT
+// scene.c: the Embree 3 adapter, the only file including embree3. Each geometry is its own
+// bottom-level scene, built once; each object is a two-time-step instance in the top-level
+// scene, so moving an object only refits the top level and rays see it at their own time.
+#include "scene/scene.h"
+
+#include <cglm/cglm.h>
+#include <embree3/rtcore.h>
+#include <math.h>
+#include <pmmintrin.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <xmmintrin.h>
+
+#include "base/mem.h"
+#include "scene/prim.h"
+
+struct scene_device {
+  RTCDevice rtc;
+  atomic_uint_fast64_t nerror;   // errors reported through the error callback
+  atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
+
+  // The error callback may run on any thread (TBB build threads included); this lock guards
+  // last_error only and is never held while calling into Embree.
+  pthread_mutex_t lock;
+  char last_error[256];
+};
+
+// One bottom-level scene. Heap-allocated and never moved: prim is the Embree user pointer.
+typedef struct geom {
+  RTCScene rtc;      // NULL: free slot
+  bool is_prim;      // analytic primitive (else triangle mesh)
+  prim_t prim;       // the shape, when is_prim
+  int next_free;     // free-list link while the slot is free
+} geom_t;
+
+// One object: an instance in the top-level scene whose Embree geometry ID is its handle.
+typedef struct inst {
+  RTCGeometry rtc;   // NULL: free slot; a reference held by this table
+  int geometry;      // handle of the instanced geometry
+  int next_free;     // free-list link while the slot is free
+  uint32_t object_id;
+  uint32_t label;
+  vec3 scale;        // per-axis scale (float, as Embree uses it)
+  double q0[4];      // orientation at s = 0 (on the same hemisphere as q1)
+  double q1[4];      // orientation at s = 1
+} inst_t;
+
+struct scene {
+  scene_device_t* dev;
+  RTCScene top;
+
+  geom_t** geoms;    // (cap_geom) records, NULL beyond the used prefix
+  int ngeom;         // used prefix of geoms
+  int cap_geom;
+  int free_geom;     // head of the free list, -1: none
+
+  inst_t* insts;     // (cap_inst)
+  int ninst;         // used prefix of insts
+  int cap_inst;
+  int free_inst;     // head of the free list, -1: none
+
+  // counters: written by the owner thread, except rays_traced (any tracing thread)
+  uint64_t geometry_builds;
+  uint64_t instance_updates;
+  uint64_t commits;
+  atomic_uint_fast64_t rays_traced;
+};
+
+
+//---------------- Device
+
+static void device_error_cb(void* user, enum RTCError code, const char* str) {
+  scene_device_t* dev = user;
+  atomic_fetch_add(&dev->nerror, 1);
+  pthread_mutex_lock(&dev->lock);
+  snprintf(dev->last_error, sizeof dev->last_error, "embree error %d: %s", (int)code,
+           str ? str : "(no message)");
+  pthread_mutex_unlock(&dev->lock);
+}
+
+
+static bool device_memory_cb(void* user, ssize_t bytes, bool post) {
+  (void)post;
+  scene_device_t* dev = user;
+  atomic_fetch_add(&dev->bytes, (int_fast64_t)bytes);
+  return true;
+}
+
+
+scene_device_t* scene_device_create(err_msg_t* msg) {
+  scene_device_t* dev = mem_calloc(1, sizeof *dev);
+  if (!dev) {
+    err_set(msg, ERR_NOMEM, "scene device: out of memory");
+    return NULL;
+  }
+  atomic_init(&dev->nerror, 0);
+  atomic_init(&dev->bytes, 0);
+  if (pthread_mutex_init(&dev->lock, NULL) != 0) {
+    mem_free(dev);
+    err_set(msg, ERR_INTERNAL, "scene device: mutex init failed");
+    return NULL;
+  }
+
+  // AVX-512 packet traversal was seen to hang in rtcOccluded16 on this platform (STACK.md);
+  // AVX2 costs next to nothing for the single rays traced here.
+  dev->rtc = rtcNewDevice("max_isa=avx2");
+  if (!dev->rtc) {
+    enum RTCError code = rtcGetDeviceError(NULL);
+    pthread_mutex_destroy(&dev->lock);
+    mem_free(dev);
+    err_set(msg, ERR_BACKEND, "rtcNewDevice failed (embree error %d)", (int)code);
+    return NULL;
+  }
+  rtcSetDeviceErrorFunction(dev->rtc, device_error_cb, dev);
+  rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
+  return dev;
+}
+
+
+void scene_device_destroy(scene_device_t* dev) {
+  if (!dev) {
+    return;
+  }
+  rtcReleaseDevice(dev->rtc);
+  pthread_mutex_destroy(&dev->lock);
+  mem_free(dev);
+}
+
+
+void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes) {
+  if (out_errors) {
+    *out_errors = atomic_load(&dev->nerror);
+  }
+  if (out_bytes) {
+    *out_bytes = atomic_load(&dev->bytes);
+  }
+}
+
+
+void scene_device_last_error(scene_device_t* dev, err_msg_t* dest) {
+  pthread_mutex_lock(&dev->lock);
+  snprintf(dest->text, sizeof dest->text, "%s", dev->last_error);
+  pthread_mutex_unlock(&dev->lock);
+}
+
+
+// ERR_BACKEND with the device's last message if Embree reported an error since `before`.
+static int device_check(scene_device_t* dev, uint64_t before, const char* what, err_msg_t* msg) {
+  enum RTCError code = rtcGetDeviceError(dev->rtc);
+  if (code == RTC_ERROR_NONE && atomic_load(&dev->nerror) == before) {
+    return 0;
+  }
+  err_msg_t last;
+  scene_device_last_error(dev, &last);
+  return err_set(msg, ERR_BACKEND, "%s: %s", what, last.text[0] ? last.text : "embree error");
+}
+
+
+//---------------- Scene
+
+scene_t* scene_create(scene_device_t* dev, err_msg_t* msg) {
+  scene_t* s = mem_calloc(1, sizeof *s);
+  if (!s) {
+    err_set(msg, ERR_NOMEM, "scene: out of memory");
+    return NULL;
+  }
+  s->dev = dev;
+  s->free_geom = -1;
+  s->free_inst = -1;
+  atomic_init(&s->rays_traced, 0);
+
+  // The top level is rebuilt every step from a few hundred instances: a fast low-quality
+  // dynamic build wins; robust mode keeps rays aimed at shared edges from slipping through.
+  uint64_t before = atomic_load(&dev->nerror);
+  s->top = rtcNewScene(dev->rtc);
+  if (s->top) {
+    rtcSetSceneFlags(s->top, RTC_SCENE_FLAG_DYNAMIC | RTC_SCENE_FLAG_ROBUST);
+    rtcSetSceneBuildQuality(s->top, RTC_BUILD_QUALITY_LOW);
+
+    // commit the empty scene so that tracing before the first scene_commit is valid
+    rtcCommitScene(s->top);
+  }
+  int rc = device_check(dev, before, "scene_create", msg);
+  if (!s->top || rc) {
+    if (!rc) {
+      err_set(msg, ERR_BACKEND, "scene_create: rtcNewScene failed");
+    }
+    if (s->top) {
+      rtcReleaseScene(s->top);
+    }
+    mem_free(s);
+    return NULL;
+  }
+  return s;
+}
+
+
+void scene_destroy(scene_t* s) {
+  if (!s) {
+    return;
+  }
+  rtcReleaseScene(s->top);
+  for (int i = 0; i < s->ninst; i++) {
+    if (s->insts[i].rtc) {
+      rtcReleaseGeometry(s->insts[i].rtc);
+    }
+  }
+  for (int i = 0; i < s->ngeom; i++) {
+    if (s->geoms[i]->rtc) {
+      rtcReleaseScene(s->geoms[i]->rtc);
+    }
+    mem_free(s->geoms[i]);
+  }
+  mem_free(s->insts);
+  mem_free(s->geoms);
+  mem_free(s);
+}
+
+
+//---------------- Geometries
+
+// A free geometry record (allocating one if needed); returns its handle or ERR_NOMEM.
+static int geom_slot(scene_t* s) {
+  if (s->free_geom >= 0) {
+    int h = s->free_geom;
+    s->free_geom = s->geoms[h]->next_free;
+    return h;
+  }
+  if (s->ngeom == s->cap_geom) {
+    int cap = s->cap_geom ? 2 * s->cap_geom : 16;
+    geom_t** g = mem_realloc(s->geoms, (size_t)cap * sizeof *g);
+    if (!g) {
+      return ERR_NOMEM;
+    }
+    s->geoms = g;
+    s->cap_geom = cap;
+  }
+  geom_t* rec = mem_calloc(1, sizeof *rec);
+  if (!rec) {
+    return ERR_NOMEM;
+  }
+  s->geoms[s->ngeom] = rec;
+  return s->ngeom++;
+}
+
+
+static void geom_release_slot(scene_t* s, int h) {
+  geom_t* g = s->geoms[h];
+  g->rtc = NULL;
+  g->next_free = s->free_geom;
+  s->free_geom = h;
+}
+
+
+// Wrap one Embree geometry in its own bottom-level scene, build it and store it in slot h.
+static int geom_build(scene_t* s, int h, RTCGeometry g, uint64_t before, const char* what,
+                      err_msg_t* msg) {
+  RTCScene blas = rtcNewScene(s->dev->rtc);
+  if (blas) {
+    rtcSetSceneFlags(blas, RTC_SCENE_FLAG_ROBUST);
+    rtcCommitGeometry(g);
+    rtcAttachGeometry(blas, g);
+    rtcCommitScene(blas);
+  }
+  rtcReleaseGeometry(g);
+  int rc = device_check(s->dev, before, what, msg);
+  if (!blas || rc) {
+    if (blas) {
+      rtcReleaseScene(blas);
+    }
+    geom_release_slot(s, h);
+    return rc ? rc : err_set(msg, ERR_BACKEND, "%s: rtcNewScene failed", what);
+  }
+  s->geoms[h]->rtc = blas;
+  s->geometry_builds++;
+  return h;
+}
+
+
+int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const uint32_t* indices,
+                   uint32_t ntriangle, err_msg_t* msg) {
+  // cheap checks that keep Embree from reading out of bounds
+  if (!vertices || nvertex == 0) {
+    return err_set(msg, ERR_INVAL, "vertices: empty");
+  }
+  if (!indices || ntriangle == 0) {
+    return err_set(msg, ERR_INVAL, "indices: empty");
+  }
+  for (size_t i = 0; i < 3 * (size_t)ntriangle; i++) {
+    if (indices[i] >= nvertex) {
+      return err_set(msg, ERR_INVAL, "indices[%zu] = %u is out of range (%u vertices)", i,
+                     indices[i], nvertex);
+    }
+  }
+
+  // slot
+  int h = geom_slot(s);
+  if (h < 0) {
+    return err_set(msg, h, "scene_add_mesh: out of memory");
+  }
+  s->geoms[h]->is_prim = false;
+
+  // triangle geometry with Embree-owned copies of the buffers
+  uint64_t before = atomic_load(&s->dev->nerror);
+  RTCGeometry g = rtcNewGeometry(s->dev->rtc, RTC_GEOMETRY_TYPE_TRIANGLE);
+  if (!g) {
+    geom_release_slot(s, h);
+    int rc = device_check(s->dev, before, "scene_add_mesh", msg);
+    return rc ? rc : err_set(msg, ERR_BACKEND, "scene_add_mesh: rtcNewGeometry failed");
+  }
+  float* vb = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3,
+                                      3 * sizeof(float), nvertex);
+  uint32_t* ib = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3,
+                                         3 * sizeof(uint32_t), ntriangle);
+  if (!vb || !ib) {
+    rtcReleaseGeometry(g);
+    geom_release_slot(s, h);
+    return err_set(msg, ERR_NOMEM, "scene_add_mesh: backend buffer allocation failed");
+  }
+  memcpy(vb, vertices, 3 * sizeof(float) * (size_t)nvertex);
+  memcpy(ib, indices, 3 * sizeof(uint32_t) * (size_t)ntriangle);
+  return geom_build(s, h, g, before, "scene_add_mesh", msg);
+}
+
+
+static void prim_bounds_cb(const struct RTCBoundsFunctionArguments* args) {
+  const prim_t* p = args->geometryUserPtr;
+  double lo[3], hi[3];
+  prim_bounds(p, lo, hi);
+
+  // Pad outward by a relative epsilon so that float rounding of the bounds never clips an
+  // exact boundary hit; the box only steers traversal, the hit itself is computed exactly.
+  double pad = 1e-6 * fmax(fmax(hi[0], hi[1]), hi[2]) + 1e-12;
+  args->bounds_o->lower_x = (float)(lo[0] - pad);
+  args->bounds_o->lower_y = (float)(lo[1] - pad);
+  args->bounds_o->lower_z = (float)(lo[2] - pad);
+  args->bounds_o->upper_x = (float)(hi[0] + pad);
+  args->bounds_o->upper_y = (float)(hi[1] + pad);
+  args->bounds_o->upper_z = (float)(hi[2] + pad);
+}
+
+
+// The ray of an Embree callback (struct-of-arrays, N lanes), lane i, in double.
+static void prim_ray(const float* ray, unsigned N, unsigned i, double o[3], double d[3],
+                     double* tnear, double* tfar) {
+  o[0] = ray[0 * N + i];
+  o[1] = ray[1 * N + i];
+  o[2] = ray[2 * N + i];
+  *tnear = ray[3 * N + i];
+  d[0] = ray[4 * N + i];
+  d[1] = ray[5 * N + i];
+  d[2] = ray[6 * N + i];
+  *tfar = ray[8 * N + i];
+}
+
+
+static void prim_intersect_cb(const struct RTCIntersectFunctionNArguments* args) {
+  const prim_t* p = args->geometryUserPtr;
+  unsigned N = args->N;
+  float* ray = (float*)args->rayhit;
+  float* hit = ray + 12 * N;  // RTCRayHitN: 12 ray fields of N lanes, then the hit
+  unsigned* hit_u = (unsigned*)hit;
+  for (unsigned i = 0; i < N; i++) {
+    if (!args->valid[i]) {
+      continue;
+    }
+    double o[3], d[3], tnear, tfar, t, n[3];
+    prim_ray(ray, N, i, o, d, &tnear, &tfar);
+    if (!prim_intersect(p, o, d, tnear, tfar, &t, n)) {
+      continue;
+    }
+
+    // rounding is monotonic, so t in [tnear, tfar] stays inside it as a float
+    ray[8 * N + i] = (float)t;
+    hit[0 * N + i] = (float)n[0];
+    hit[1 * N + i] = (float)n[1];
+    hit[2 * N + i] = (float)n[2];
+    hit[3 * N + i] = 0.0f;
+    hit[4 * N + i] = 0.0f;
+    hit_u[5 * N + i] = args->primID;
+    hit_u[6 * N + i] = args->geomID;
+    hit_u[7 * N + i] = args->context->instID[0];
+  }
+}
+
+
+static void prim_occluded_cb(const struct RTCOccludedFunctionNArguments* args) {
+  const prim_t* p = args->geometryUserPtr;
+  unsigned N = args->N;
+  float* ray = (float*)args->ray;
+  for (unsigned i = 0; i < N; i++) {
+    if (!args->valid[i]) {
+      continue;
+    }
+    double o[3], d[3], tnear, tfar, t, n[3];
+    prim_ray(ray, N, i, o, d, &tnear, &tfar);
+    if (prim_intersect(p, o, d, tnear, tfar, &t, n)) {
+      ray[8 * N + i] = -INFINITY;
+    }
+  }
+}
+
+
+int scene_add_primitive(scene_t* s, scene_prim_kind_t kind, const double size[3],
+                        err_msg_t* msg) {
+  prim_t p;
+  int rc = prim_init(&p, kind, size, msg);
+  if (rc) {
+    return rc;
+  }
+
+  // slot; the record's address is the user pointer, stable for its lifetime
+  int h = geom_slot(s);
+  if (h < 0) {
+    return err_set(msg, h, "scene_add_primitive: out of memory");
+  }
+  geom_t* rec = s->geoms[h];
+  rec->is_prim = true;
+  rec->prim = p;
+
+  // user geometry with one primitive
+  uint64_t before = atomic_load(&s->dev->nerror);
+  RTCGeometry g = rtcNewGeometry(s->dev->rtc, RTC_GEOMETRY_TYPE_USER);
+  if (!g) {
+    geom_release_slot(s, h);
+    rc = device_check(s->dev, before, "scene_add_primitive", msg);
+    return rc ? rc : err_set(msg, ERR_BACKEND, "scene_add_primitive: rtcNewGeometry failed");
+  }
+  rtcSetGeometryUserPrimitiveCount(g, 1);
+  rtcSetGeometryUserData(g, &rec->prim);
+  rtcSetGeometryBoundsFunction(g, prim_bounds_cb, NULL);
+  rtcSetGeometryIntersectFunction(g, prim_intersect_cb);
+  rtcSetGeometryOccludedFunction(g, prim_occluded_cb);
+  return geom_build(s, h, g, before, "scene_add_primitive", msg);
+}
+
+
+static bool geom_valid(const scene_t* s, int h) {
+  return h >= 0 && h < s->ngeom && s->geoms[h]->rtc;
+}
+
+
+void scene_remove_geometry(scene_t* s, int geometry) {
+  if (!geom_valid(s, geometry)) {
+    return;
+  }
+  rtcReleaseScene(s->geoms[geometry]->rtc);
+  geom_release_slot(s, geometry);
+}
+
+
+//---------------- Instances
+
+static bool inst_valid(const scene_t* s, int h) {
+  return h >= 0 && h < s->ninst && s->insts[h].rtc;
+}
+
+
+// Write both time steps of an instance from its stored scale and orientations and the two
+// positions. Embree composes T * R * S, lerps T and S and slerps R (MODELS.md 16.1).
+static void inst_write(inst_t* in, const double p0[3], const double p1[3]) {
+  const double* q[2] = {in->q0, in->q1};
+  const double* p[2] = {p0, p1};
+  for (unsigned k = 0; k < 2; k++) {
+    struct RTCQuaternionDecomposition qd;
+    rtcInitQuaternionDecomposition(&qd);
+    rtcQuaternionDecompositionSetScale(&qd, in->scale[0], in->scale[1], in->scale[2]);
+    rtcQuaternionDecompositionSetQuaternion(&qd, (float)q[k][0], (float)q[k][1],
+                                            (float)q[k][2], (float)q[k][3]);
+    rtcQuaternionDecompositionSetTranslation(&qd, (float)p[k][0], (float)p[k][1],
+                                             (float)p[k][2]);
+    rtcSetGeometryTransformQuaternion(in->rtc, k, &qd);
+  }
+  rtcCommitGeometry(in->rtc);
+}
+
+
+int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t object_id,
+                       uint32_t label, err_msg_t* msg) {
+  // arguments
+  if (!geom_valid(s, geometry)) {
+    return err_set(msg, ERR_NOTFOUND, "geometry = %d is not a geometry of this scene", geometry);
+  }
+  for (int i = 0; i < 3; i++) {
+    if (!isfinite(scale[i]) || scale[i] == 0.0) {
+      return err_set(msg, ERR_INVAL, "scale[%d] = %g must be finite and non-zero", i, scale[i]);
+    }
+  }
+
+  // slot
+  int h;
+  if (s->free_inst >= 0) {
+    h = s->free_inst;
+    s->free_inst = s->insts[h].next_free;
+  } else {
+    if (s->ninst == s->cap_inst) {
+      int cap = s->cap_inst ? 2 * s->cap_inst : 64;
+      inst_t* t = mem_realloc(s->insts, (size_t)cap * sizeof *t);
+      if (!t) {
+        return err_set(msg, ERR_NOMEM, "scene_add_instance: out of memory");
+      }
+      s->insts = t;
+      s->cap_inst = cap;
+    }
+    h = s->ninst++;
+  }
+  inst_t* in = &s->insts[h];
+  memset(in, 0, sizeof *in);
+  in->geometry = geometry;
+  in->object_id = object_id;
+  in->label = label;
+  glm_vec3_copy((vec3){(float)scale[0], (float)scale[1], (float)scale[2]}, in->scale);
+  in->q0[0] = in->q1[0] = 1.0;
+
+  // instance with two time steps at the identity pose; its Embree ID is the handle
+  uint64_t before = atomic_load(&s->dev->nerror);
+  in->rtc = rtcNewGeometry(s->dev->rtc, RTC_GEOMETRY_TYPE_INSTANCE);
+  if (in->rtc) {
+    static const double zero[3] = {0.0, 0.0, 0.0};
+    rtcSetGeometryInstancedScene(in->rtc, s->geoms[geometry]->rtc);
+    rtcSetGeometryTimeStepCount(in->rtc, 2);
+    inst_write(in, zero, zero);
+    rtcAttachGeometryByID(s->top, in->rtc, (unsigned)h);
+  }
+  int rc = device_check(s->dev, before, "scene_add_instance", msg);
+  if (!in->rtc || rc) {
+    if (in->rtc) {
+      rtcReleaseGeometry(in->rtc);
+      in->rtc = NULL;
+    }
+    in->next_free = s->free_inst;
+    s->free_inst = h;
+    return rc ? rc : err_set(msg, ERR_BACKEND, "scene_add_instance: rtcNewGeometry failed");
+  }
+  return h;
+}
+
+
+void scene_remove_instance(scene_t* s, int instance) {
+  if (!inst_valid(s, instance)) {
+    return;
+  }
+  inst_t* in = &s->insts[instance];
+  rtcDetachGeometry(s->top, (unsigned)instance);
+  rtcReleaseGeometry(in->rtc);
+  in->rtc = NULL;
+  in->next_free = s->free_inst;
+  s->free_inst = instance;
+}
+
+
+void scene_set_instance_pose(scene_t* s, int instance, const pose_t* pose_start,
+                             const pose_t* pose_end, int freeze) {
+  if (!inst_valid(s, instance)) {
+    return;
+  }
+  inst_t* in = &s->insts[instance];
+  const pose_t* a = freeze ? pose_end : pose_start;
+  const pose_t* b = pose_end;
+
+  // unit orientations; the start on the end's hemisphere so that Embree's slerp takes the
+  // shortest arc, as xform_slerp does
+  memcpy(in->q0, a->q, sizeof in->q0);
+  memcpy(in->q1, b->q, sizeof in->q1);
+  xform_quat_normalize(in->q0);
+  xform_quat_normalize(in->q1);
+  double c = in->q0[0] * in->q1[0] + in->q0[1] * in->q1[1] + in->q0[2] * in->q1[2] +
+             in->q0[3] * in->q1[3];
+  if (c < 0.0) {
+    for (int i = 0; i < 4; i++) {
+      in->q0[i] = -in->q0[i];
+    }
+  }
+  inst_write(in, a->p, b->p);
+  s->instance_updates++;
+}
+
+
+int scene_commit(scene_t* s, err_msg_t* msg) {
+  uint64_t before = atomic_load(&s->dev->nerror);
+  rtcCommitScene(s->top);
+  s->commits++;
+  return device_check(s->dev, before, "scene_commit", msg);
+}
+
+
+//---------------- Tracing
+
+// One ray against the committed top level.
+static void trace_one(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  memset(out, 0, sizeof *out);
+  out->distance = INFINITY;
+  if (!(r->tmax > 0.0)) {
+    return;
+  }
+
+  // ray (float); the time is clamped into the instances' [0, 1] range
+  struct RTCIntersectContext ctx;
+  rtcInitIntersectContext(&ctx);
+  struct RTCRayHit rh;
+  rh.ray.org_x = (float)r->origin[0];
+  rh.ray.org_y = (float)r->origin[1];
+  rh.ray.org_z = (float)r->origin[2];
+  rh.ray.tnear = 0.0f;
+  rh.ray.dir_x = (float)r->dir[0];
+  rh.ray.dir_y = (float)r->dir[1];
+  rh.ray.dir_z = (float)r->dir[2];
+  rh.ray.time = (float)fmin(fmax(r->time, 0.0), 1.0);
+  rh.ray.tfar = (float)r->tmax;
+  rh.ray.mask = 0xFFFFFFFFu;
+  rh.ray.id = 0;
+  rh.ray.flags = 0;
+  rh.hit.geomID = RTC_INVALID_GEOMETRY_ID;
+  rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
+  rtcIntersect1(s->top, &ctx, &rh);
+  unsigned id = rh.hit.instID[0];
+  if (rh.hit.geomID == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
+    return;
+  }
+  const inst_t* in = &s->insts[id];
+
+  // Embree reports the instanced hit's normal in object space; the inverse transpose of
+  // R(q(s)) S is R(q(s)) S^-1
+  vec3 ng = {rh.hit.Ng_x, rh.hit.Ng_y, rh.hit.Ng_z};
+  glm_vec3_div(ng, (float*)in->scale, ng);
+  double nobj[3] = {ng[0], ng[1], ng[2]};
+  double q[4], n[3];
+  xform_slerp(in->q0, in->q1, rh.ray.time, q);
+  xform_quat_rotate(q, nobj, n);
+  double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+  double facing = n[0] * r->dir[0] + n[1] * r->dir[1] + n[2] * r->dir[2];
+  double k = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
+
+  // the instance keeps t in the world ray's parametrisation: with a unit direction it is the
+  // distance
+  out->distance = rh.ray.tfar;
+  out->normal[0] = k * n[0];
+  out->normal[1] = k * n[1];
+  out->normal[2] = k * n[2];
+  out->object_id = in->object_id;
+  out->label = in->label;
+  out->primitive = s->geoms[in->geometry]->is_prim ? 0 : rh.hit.primID;
+}
+
+
+void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+  // Embree wants flush-to-zero and denormals-are-zero in tracing threads; set them for this
+  // call only, so the caller's own double arithmetic keeps its rounding mode afterwards.
+  unsigned csr = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  for (size_t i = 0; i < n; i++) {
+    trace_one(s, &rays[i], &hits[i]);
+  }
+  _mm_setcsr(csr);
+
+  // Tracing threads share the scene read-only; the counter is the one field they write.
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
+}
+
+
+void scene_counters(const scene_t* s, scene_counters_t* out) {
+  out->geometry_builds = s->geometry_builds;
+  out->instance_updates = s->instance_updates;
+  out->commits = s->commits;
+  out->rays_traced = atomic_load(&((scene_t*)s)->rays_traced);
+  scene_device_counters(s->dev, &out->backend_errors, &out->backend_bytes);
+}

@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: MIT
+// env_impl.h: the private layout of env_t, shared by the files that implement env.h (env.c:
+// entities and settings; env_time.c: states, steps and raycasts). Nothing outside world/
+// includes this header.
+#ifndef SENSIM_WORLD_ENV_IMPL_H_
+#define SENSIM_WORLD_ENV_IMPL_H_
+
+#include <stdint.h>
+
+#include "world/env.h"
+#include "world/table.h"
+
+// A mesh or an analytic primitive (one id space).
+typedef struct env_geometry {
+  int handle;                   // scene geometry handle
+  int is_mesh;
+  scene_prim_kind_t prim;       // when !is_mesh
+  uint32_t nvertex;             // mesh only
+  uint32_t ntriangle;           // mesh only
+  uint32_t* material_ids;       // per triangle, 0 = the object's material (ntriangle); nullable
+  uint64_t nuser;               // objects using this geometry
+  char* name;
+} env_geometry_t;
+
+typedef struct env_material {
+  surface_material_t m;
+  uint64_t nuser;               // objects + mesh triangles referring to it
+  char* name;
+} env_material_t;
+
+typedef struct env_medium {
+  ambient_material_t a;
+  uint64_t nuser;               // objects filled with it
+} env_medium_t;
+
+typedef struct env_body {
+  pose_t pose_prev;             // state at t_prev (start of the interval)
+  pose_t pose_cur;              // state at t_cur
+  double linear_velocity[3];    // m/s, world, at t_cur
+  double angular_velocity[3];   // rad/s, world, at t_cur
+  double center_of_mass[3];     // m, body frame
+  uint32_t* objects;            // slots of the objects carried (nobject)
+  uint32_t nobject;
+  uint32_t object_cap;
+  uint64_t stamp;               // last env_update_state call naming this body
+  int moved;                    // listed in env->moved_bodies
+  char* name;
+} env_body_t;
+
+typedef struct env_object {
+  uint32_t geometry_id;
+  uint32_t body_id;             // 0 = static world
+  uint32_t material_id;
+  uint32_t medium_id;           // 0 = opaque surface
+  uint32_t label;
+  pose_t local_pose;            // relative to the body
+  double scale[3];              // per axis, in the object frame, before local_pose
+  int instance;                 // scene instance handle
+  char* name;
+} env_object_t;
+
+typedef struct env_joint {
+  joint_type_t type;
+  double position_prev;         // at t_prev
+  double position;              // at t_cur
+  uint64_t stamp;               // last env_update_state call naming this joint
+  int moved;                    // listed in env->moved_joints
+  char* name;
+} env_joint_t;
+
+struct env {
+  char* name;
+  env_limits_t limits;
+  scene_device_t* dev;          // borrowed
+  scene_t* scene;
+  pool_t* pool;                 // borrowed, nullable
+  int dirty;                    // scene edited since the last commit
+
+  // entities (records listed above)
+  table_t geometries;
+  table_t materials;
+  table_t media;
+  table_t bodies;
+  table_t objects;
+  table_t joints;
+
+  // settings
+  double gravity[3];            // m/s^2
+  double magnetic_field[3];     // T
+  env_dipole_t* dipoles;        // (ndipole)
+  uint32_t ndipole;
+  uint64_t seed;
+  int freeze_objects;
+
+  // time line
+  int has_time;                 // a state was set
+  int has_stepped;              // a step was done
+  double t_prev;                // start of the current interval
+  double t_cur;                 // time of the last state
+  double t_step;                // time of the last step
+  uint64_t steps;
+  uint64_t update_stamp;        // counts env_update_state calls (duplicate detection)
+
+  // bodies and joints changed since the last step: their prev state rolls at env_step
+  uint32_t* moved_bodies;       // body slots (nmoved_body), capacity >= bodies.count
+  uint32_t nmoved_body;
+  uint32_t moved_body_cap;
+  uint32_t* moved_joints;       // joint slots (nmoved_joint), capacity >= joints.count
+  uint32_t nmoved_joint;
+  uint32_t moved_joint_cap;
+};
+
+// Set the scene instance of an object from its body's prev/cur poses (b: its body, NULL for
+// the static world).
+void env_sync_object(env_t* e, const env_object_t* o, const env_body_t* b);
+
+// Re-sync every object carried by a body.
+void env_sync_body(env_t* e, const env_body_t* b);
+
+// Commit the scene if edited; ERR_BACKEND from the scene.
+int env_commit(env_t* e, err_msg_t* msg);
+
+// Smallest accepted quaternion norm; smaller ones carry no orientation.
+#define ENV_QUAT_MIN_NORM 1e-9
+
+// Norm of a quaternion with finite components, computed without overflow or underflow, and
+// q / norm in dest when the norm is at least ENV_QUAT_MIN_NORM (dest untouched otherwise).
+double env_quat_normalize(const double q[4], double dest[4]);
+
+#endif  // SENSIM_WORLD_ENV_IMPL_H_

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+// table.h: entity storage keyed by uint32 id: records in stable slots (a slot keeps its index
+// until the entity is removed) plus an open-addressing hash map id -> slot, so lookups are
+// O(1) on average. Id 0 never names a stored entity in the map.
+//
+// Inserting is two-phase so that a caller can reserve memory before touching anything else:
+// table_reserve() may fail with ERR_NOMEM; the table_insert() that follows cannot fail.
+// Record pointers are invalidated by table_reserve (the slot array may move); slot indices
+// are not.
+#ifndef SENSIM_WORLD_TABLE_H_
+#define SENSIM_WORLD_TABLE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+
+#define TABLE_NONE UINT32_MAX  // "no slot"
+
+typedef struct table {
+  // slots
+  uint8_t* records;      // record storage (cap x elem_size bytes)
+  uint32_t* slot_id;     // id stored in each slot, 0 = free (cap)
+  uint32_t* free_slots;  // stack of free slot indices below `used` (nfree)
+  uint32_t nfree;
+  uint32_t used;         // slots [0, used) have been handed out at least once
+  uint32_t cap;          // slots allocated
+  uint32_t count;        // live entities
+  size_t elem_size;      // bytes per record
+
+  // id -> slot map: linear probing, backward-shift deletion, load <= 1/2
+  uint32_t* map_key;     // id, 0 = empty (map_cap)
+  uint32_t* map_slot;    // slot of map_key (map_cap)
+  uint32_t map_cap;      // power of two, or 0
+} table_t;
+
+void table_init(table_t* t, size_t elem_size);
+void table_close(table_t* t);
+
+// Make sure `extra` more entities can be inserted without allocating. ERR_NOMEM on failure
+// (the table is unchanged). Invalidates record pointers.
+int table_reserve(table_t* t, uint32_t extra) CHECKRET;
+
+// Insert id (> 0, not present) after a successful reserve; returns its slot. The record is
+// zeroed.
+uint32_t table_insert(table_t* t, uint32_t id);
+
+// Slot of id, or TABLE_NONE.
+uint32_t table_find(const table_t* t, uint32_t id);
+
+// Record of id, or NULL.
+void* table_get(const table_t* t, uint32_t id);
+
+// Record in a live slot.
+void* table_at(const table_t* t, uint32_t slot);
+
+// Id in a slot (0 when the slot is free). slot < t->used.
+uint32_t table_slot_id(const table_t* t, uint32_t slot);
+
+// Remove id (present); its slot is reused by a later insert.
+void table_remove(table_t* t, uint32_t id);
+
+#endif  // SENSIM_WORLD_TABLE_H_
