@@ -52,7 +52,19 @@ void err_prefix(err_msg_t* msg, const char* prefix) {
   if (!msg || !prefix || !prefix[0]) {
     return;
   }
-  char tmp[sizeof(msg->text)];
-  snprintf(tmp, sizeof(tmp), "%s.%s", prefix, msg->text);
-  memcpy(msg->text, tmp, sizeof(tmp));
+
+  // "prefix." + text, truncated to the buffer
+  size_t cap = sizeof(msg->text) - 1;
+  size_t np = strlen(prefix);
+  if (np + 1 > cap) {
+    np = cap - 1;
+  }
+  size_t nt = strnlen(msg->text, cap);
+  if (np + 1 + nt > cap) {
+    nt = cap - np - 1;
+  }
+  memmove(msg->text + np + 1, msg->text, nt);
+  memcpy(msg->text, prefix, np);
+  msg->text[np] = '.';
+  msg->text[np + 1 + nt] = '\0';
 }

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+// test_pool.c: the worker pool runs every index exactly once, in chunks of the requested
+// grain, with output independent of the thread count, and joins its workers on destroy.
+#include "base/pool.h"
+
+#include <dirent.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "base/mem.h"
+#include "check.h"
+
+typedef struct count_ctx {
+  atomic_int* hits;      // (n) times each index ran
+  size_t grain;          // expected chunk size (0: any)
+  size_t n;
+  atomic_int bad_chunk;  // chunks of the wrong shape
+} count_ctx_t;
+
+
+static void count_fn(void* ctx, size_t begin, size_t end) {
+  count_ctx_t* c = ctx;
+  if (begin >= end || end > c->n ||
+      (c->grain && (begin % c->grain != 0 || (end - begin != c->grain && end != c->n)))) {
+    atomic_fetch_add(&c->bad_chunk, 1);
+  }
+  for (size_t i = begin; i < end; i++) {
+    atomic_fetch_add(&c->hits[i], 1);
+  }
+}
+
+
+TEST(pool_runs_every_index_exactly_once) {
+  static const unsigned threads[] = {1, 2, 3, 4, 8};
+  static const size_t sizes[] = {0, 1, 2, 7, 64, 1000, 4097};
+  static const size_t grains[] = {0, 1, 3, 64, 5000};
+  for (size_t ti = 0; ti < sizeof threads / sizeof *threads; ti++) {
+    pool_t* p = pool_create(threads[ti]);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(pool_threads(p), threads[ti]);
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+      for (size_t gi = 0; gi < sizeof grains / sizeof *grains; gi++) {
+        size_t n = sizes[si];
+        count_ctx_t c = {.grain = grains[gi], .n = n};
+        atomic_init(&c.bad_chunk, 0);
+        c.hits = calloc(n ? n : 1, sizeof *c.hits);
+        ASSERT_TRUE(c.hits != NULL);
+
+        // several rounds on the same pool: a worker must never run a stale job
+        for (int round = 0; round < 3; round++) {
+          pool_parallel_for(p, n, grains[gi], count_fn, &c);
+        }
+        for (size_t i = 0; i < n; i++) {
+          if (atomic_load(&c.hits[i]) != 3) {
+            free(c.hits);
+            CHECK_FAIL("threads %u n %zu grain %zu: index %zu ran %d times in 3 rounds",
+                       threads[ti], n, grains[gi], i, atomic_load(&c.hits[i]));
+          }
+        }
+        free(c.hits);
+        ASSERT_EQ(atomic_load(&c.bad_chunk), 0);
+      }
+    }
+    pool_destroy(p);
+  }
+  return 0;
+}
+
+
+TEST(pool_null_runs_serially) {
+  count_ctx_t c = {.grain = 10, .n = 95};
+  atomic_init(&c.bad_chunk, 0);
+  atomic_int hits[95];
+  for (int i = 0; i < 95; i++) {
+    atomic_init(&hits[i], 0);
+  }
+  c.hits = hits;
+  pool_parallel_for(NULL, 95, 10, count_fn, &c);
+  for (int i = 0; i < 95; i++) {
+    ASSERT_EQ(atomic_load(&hits[i]), 1);
+  }
+  ASSERT_EQ(atomic_load(&c.bad_chunk), 0);
+  ASSERT_EQ(pool_threads(NULL), 1);
+  return 0;
+}
+
+
+// A deterministic per-index computation with enough floating-point work that a race or a
+// misplaced write would show.
+static void square_fn(void* ctx, size_t begin, size_t end) {
+  double* out = ctx;
+  for (size_t i = begin; i < end; i++) {
+    double x = (double)i * 0.001;
+    double acc = 0.0;
+    for (int k = 1; k <= 50; k++) {
+      acc += sin(x * k) / k;
+    }
+    out[i] = acc;
+  }
+}
+
+
+TEST(pool_output_is_independent_of_thread_count) {
+  enum { N = 100000 };
+  double* ref = calloc(N, sizeof *ref);
+  double* out = calloc(N, sizeof *out);
+  ASSERT_TRUE(ref && out);
+  pool_parallel_for(NULL, N, 0, square_fn, ref);
+  static const unsigned threads[] = {1, 2, 4};
+  for (size_t ti = 0; ti < 3; ti++) {
+    pool_t* p = pool_create(threads[ti]);
+    ASSERT_TRUE(p != NULL);
+    for (size_t grain = 0; grain <= 1000; grain += 333) {
+      for (size_t i = 0; i < N; i++) {
+        out[i] = -1.0;
+      }
+      pool_parallel_for(p, N, grain, square_fn, out);
+      if (memcmp(out, ref, N * sizeof *out) != 0) {
+        free(ref);
+        free(out);
+        pool_destroy(p);
+        CHECK_FAIL("output differs with %u threads, grain %zu", threads[ti], grain);
+      }
+    }
+    pool_destroy(p);
+  }
+  free(ref);
+  free(out);
+  return 0;
+}
+
+
+// Threads of this process, from /proc/self/task.
+static int thread_count(void) {
+  DIR* d = opendir("/proc/self/task");
+  if (!d) {
+    return -1;
+  }
+  int n = 0;
+  for (struct dirent* e = readdir(d); e; e = readdir(d)) {
+    n += e->d_name[0] != '.';
+  }
+  closedir(d);
+  return n;
+}
+
+
+// The kernel wakes pthread_join before it has reaped the thread, so a joined thread can
+// linger in /proc/self/task for a moment: poll (up to 2 s) for the expected count.
+static int thread_count_settles_at(int expected) {
+  int n = thread_count();
+  for (int i = 0; i < 2000 && n != expected; i++) {
+    struct timespec ms = {0, 1000000};
+    nanosleep(&ms, NULL);
+    n = thread_count();
+  }
+  return n;
+}
+
+
+TEST(pool_destroy_joins_workers_and_frees) {
+  int64_t live = mem_live_count();
+  int nthread = thread_count();
+  ASSERT_TRUE(nthread >= 1);
+  for (int k = 0; k < 50; k++) {
+    pool_t* p = pool_create(4);
+    ASSERT_TRUE(p != NULL);
+    ASSERT_EQ(thread_count_settles_at(nthread + 3), nthread + 3);
+    if (k % 2) {
+      double out[64];
+      pool_parallel_for(p, 64, 1, square_fn, out);
+    }
+    pool_destroy(p);
+  }
+  pool_destroy(NULL);
+  ASSERT_EQ(thread_count_settles_at(nthread), nthread);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+TEST(pool_create_fails_cleanly_without_memory) {
+  int64_t live = mem_live_count();
+  mem_fail_after(1);
+  ASSERT_TRUE(pool_create(4) == NULL);
+  mem_fail_after(2);
+  ASSERT_TRUE(pool_create(4) == NULL);
+  mem_fail_after(0);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}

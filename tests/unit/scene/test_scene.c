@@ -1,0 +1,694 @@
+// SPDX-License-Identifier: MIT
+// test_scene.c: the Embree adapter against hand-derived geometry: analytic primitives from
+// outside and inside, box edges and corners, scaled/rotated instances and their normals,
+// moving instances seen at the ray's time, counters, removal, and concurrent tracing.
+#include "scene/scene.h"
+
+#include <stdlib.h>
+
+#include "base/mem.h"
+#include "base/pool.h"
+#include "check.h"
+
+// Embree traces in float32: the ray origin, direction and instance transform are rounded to
+// 24-bit mantissas, so distances and normals agree with the exact answer to a few float ulps
+// of the largest coordinate involved (~1e-6 at 10 m). 1e-5 relative (1e-5 absolute below 1 m)
+// is that bound with margin; the hit itself (prim.c) is solved in double.
+#define TOL_REL 1e-5
+#define TOL(x) (TOL_REL * fmax(fabs((double)(x)), 1.0))
+
+#define SQRT2 1.4142135623730951
+#define SQRT3 1.7320508075688772
+
+typedef struct fixture {
+  scene_device_t* dev;
+  scene_t* s;
+  int64_t live;   // allocations before setup
+} fixture_t;
+
+
+static int setup(fixture_t* f) {
+  err_msg_t msg = {{0}};
+  f->live = mem_live_count();
+  f->dev = scene_device_create(&msg);
+  if (!f->dev) {
+    fprintf(stderr, "# scene_device_create: %s\n", msg.text);
+    return 1;
+  }
+  f->s = scene_create(f->dev, &msg);
+  if (!f->s) {
+    fprintf(stderr, "# scene_create: %s\n", msg.text);
+    return 1;
+  }
+  return 0;
+}
+
+
+// Destroy the fixture; nonzero if our own allocations leaked.
+static int teardown(fixture_t* f) {
+  scene_destroy(f->s);
+  scene_device_destroy(f->dev);
+  return mem_live_count() != f->live;
+}
+
+
+static pose_t pose_at(double x, double y, double z) {
+  pose_t p = xform_identity();
+  p.p[0] = x;
+  p.p[1] = y;
+  p.p[2] = z;
+  return p;
+}
+
+
+// Pose rotated by angle (rad) about the unit axis (ax, ay, az), at (x, y, z).
+static pose_t pose_rot(double x, double y, double z, double ax, double ay, double az,
+                       double angle) {
+  pose_t p = pose_at(x, y, z);
+  p.q[0] = cos(0.5 * angle);
+  p.q[1] = ax * sin(0.5 * angle);
+  p.q[2] = ay * sin(0.5 * angle);
+  p.q[3] = az * sin(0.5 * angle);
+  return p;
+}
+
+
+static const double kUnit[3] = {1.0, 1.0, 1.0};
+
+
+// An instance of geometry g with a static pose; negative on failure.
+static int place(scene_t* s, int g, const double scale[3], pose_t pose, uint32_t id) {
+  err_msg_t msg = {{0}};
+  int h = scene_add_instance(s, g, scale, id, id + 1000, &msg);
+  if (h < 0) {
+    fprintf(stderr, "# scene_add_instance: %s\n", msg.text);
+    return h;
+  }
+  scene_set_instance_pose(s, h, &pose, &pose, 0);
+  return h;
+}
+
+
+static int commit(scene_t* s) {
+  err_msg_t msg = {{0}};
+  int rc = scene_commit(s, &msg);
+  if (rc) {
+    fprintf(stderr, "# scene_commit: %s\n", msg.text);
+  }
+  return rc;
+}
+
+
+static int add_prim(scene_t* s, scene_prim_kind_t kind, double a, double b, double c) {
+  err_msg_t msg = {{0}};
+  double size[3] = {a, b, c};
+  int g = scene_add_primitive(s, kind, size, &msg);
+  if (g < 0) {
+    fprintf(stderr, "# scene_add_primitive: %s\n", msg.text);
+  }
+  return g;
+}
+
+
+// The cube [-1, 1]^3 as 12 triangles.
+static int add_cube_mesh(scene_t* s) {
+  static const float v[8 * 3] = {-1, -1, -1, 1, -1, -1, 1, 1, -1, -1, 1, -1,
+                                 -1, -1, 1,  1, -1, 1,  1, 1, 1,  -1, 1, 1};
+  static const uint32_t idx[12 * 3] = {0, 2, 1, 0, 3, 2, 4, 5, 6, 4, 6, 7, 0, 1, 5, 0, 5, 4,
+                                       3, 7, 6, 3, 6, 2, 0, 4, 7, 0, 7, 3, 1, 2, 6, 1, 6, 5};
+  err_msg_t msg = {{0}};
+  int g = scene_add_mesh(s, v, 8, idx, 12, &msg);
+  if (g < 0) {
+    fprintf(stderr, "# scene_add_mesh: %s\n", msg.text);
+  }
+  return g;
+}
+
+
+// Trace one ray (direction normalised here) at time t.
+static scene_hit_t shoot_t(const scene_t* s, double ox, double oy, double oz, double dx,
+                           double dy, double dz, double t) {
+  double n = sqrt(dx * dx + dy * dy + dz * dz);
+  scene_ray_t r = {{ox, oy, oz}, {dx / n, dy / n, dz / n}, INFINITY, t};
+  scene_hit_t h;
+  scene_trace(s, &r, &h, 1);
+  return h;
+}
+
+
+static scene_hit_t shoot(const scene_t* s, double ox, double oy, double oz, double dx,
+                         double dy, double dz) {
+  return shoot_t(s, ox, oy, oz, dx, dy, dz, 0.0);
+}
+
+
+#define ASSERT_HIT(h, dist, nx, ny, nz)           \
+  do {                                            \
+    ASSERT_NEAR((h).distance, (dist), TOL(dist)); \
+    ASSERT_NEAR((h).normal[0], (nx), TOL_REL);    \
+    ASSERT_NEAR((h).normal[1], (ny), TOL_REL);    \
+    ASSERT_NEAR((h).normal[2], (nz), TOL_REL);    \
+  } while (0)
+
+#define ASSERT_MISS(h)                            \
+  do {                                            \
+    ASSERT_TRUE(isinf((h).distance));             \
+    ASSERT_EQ((h).object_id, 0);                  \
+    ASSERT_NEAR((h).normal[0], 0.0, 0.0);         \
+  } while (0)
+
+
+// True if n is (within tolerance) one of the k unit vectors in cand.
+static int normal_is_one_of(const double n[3], const double (*cand)[3], int k) {
+  for (int i = 0; i < k; i++) {
+    if (fabs(n[0] - cand[i][0]) <= TOL_REL && fabs(n[1] - cand[i][1]) <= TOL_REL &&
+        fabs(n[2] - cand[i][2]) <= TOL_REL) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+
+//---------------- Primitives
+
+TEST(scene_sphere_from_outside) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 2.0, 0, 0);
+  ASSERT_TRUE(g >= 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(3, 1, 2), 5) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // head-on: distance to the centre minus the radius
+  scene_hit_t h = shoot(f.s, -7, 1, 2, 1, 0, 0);
+  ASSERT_HIT(h, 10.0 - 2.0, -1, 0, 0);
+  ASSERT_EQ(h.object_id, 5);
+  ASSERT_EQ(h.label, 1005);
+  ASSERT_EQ(h.primitive, 0);
+
+  // offset by b = 1: the chord starts sqrt(r^2 - b^2) before the centre's abscissa
+  h = shoot(f.s, -7, 2, 2, 1, 0, 0);
+  ASSERT_HIT(h, 10.0 - SQRT3, -SQRT3 / 2, 0.5, 0);
+
+  // passing at b = 2.01 > r misses
+  h = shoot(f.s, -7, 3.01, 2, 1, 0, 0);
+  ASSERT_MISS(h);
+  return teardown(&f);
+}
+
+
+TEST(scene_sphere_from_inside) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 2.0, 0, 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(3, 1, 2), 5) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // from the centre every direction reaches the far side at r; the normal faces the ray
+  static const double dirs[4][3] = {{1, 0, 0}, {0, 0, -1}, {1, 1, 1}, {-0.3, 0.2, 0.9}};
+  for (int i = 0; i < 4; i++) {
+    const double* d = dirs[i];
+    double n = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    scene_hit_t h = shoot(f.s, 3, 1, 2, d[0], d[1], d[2]);
+    ASSERT_HIT(h, 2.0, -d[0] / n, -d[1] / n, -d[2] / n);
+  }
+
+  // general chord from (0.5, 0, 0) off the centre: along +y sqrt(r^2 - 0.25), along -x 2.5
+  scene_hit_t h = shoot(f.s, 3.5, 1, 2, 0, 1, 0);
+  ASSERT_HIT(h, sqrt(3.75), -0.25, -sqrt(3.75) / 2, 0);
+  h = shoot(f.s, 3.5, 1, 2, -1, 0, 0);
+  ASSERT_HIT(h, 2.5, 1, 0, 0);
+  return teardown(&f);
+}
+
+
+TEST(scene_tilted_plane) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+
+  // half side 0 = "infinite" plane, rotated 30 deg about x: normal (0, -sin 30, cos 30)
+  int g = add_prim(f.s, SCENE_PRIM_PLANE, 0, 0, 0);
+  ASSERT_TRUE(g >= 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_rot(0, 0, 0, 1, 0, 0, M_PI / 6), 1) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // down from (0, 2, 10): the plane holds z = y tan 30 there
+  double c30 = cos(M_PI / 6), s30 = 0.5;
+  scene_hit_t h = shoot(f.s, 0, 2, 10, 0, 0, -1);
+  ASSERT_HIT(h, 10.0 - 2.0 * tan(M_PI / 6), 0, -s30, c30);
+
+  // from below the normal flips to face the ray; far out the plane is still there
+  h = shoot(f.s, 0, 0, -4, 0, 0, 1);
+  ASSERT_HIT(h, 4.0, 0, s30, -c30);
+  h = shoot(f.s, 1000, 0, 10, 0, 0, -1);
+  ASSERT_HIT(h, 10.0, 0, -s30, c30);
+  return teardown(&f);
+}
+
+
+TEST(scene_finite_plane_has_edges) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_PLANE, 1.5, 0, 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(0, 0, -1), 1) >= 0);
+  ASSERT_OK(commit(f.s));
+  ASSERT_HIT(shoot(f.s, 1.4, -1.4, 5, 0, 0, -1), 6.0, 0, 0, 1);
+  ASSERT_MISS(shoot(f.s, 1.6, 0, 5, 0, 0, -1));
+  ASSERT_MISS(shoot(f.s, 0, 0, 5, 1, 0, 0));  // parallel
+  return teardown(&f);
+}
+
+
+// Faces, edges and corners of a box with half extents (1, 2, 3) centred at (10, 0, 0).
+static int check_box_at_10(const scene_t* s) {
+  // faces
+  ASSERT_HIT(shoot(s, 0, 0.5, 0.5, 1, 0, 0), 9.0, -1, 0, 0);
+  ASSERT_HIT(shoot(s, 10.2, -10, 0.3, 0, 1, 0), 8.0, 0, -1, 0);
+  ASSERT_HIT(shoot(s, 9.7, 1.1, 10, 0, 0, -1), 7.0, 0, 0, 1);
+  ASSERT_HIT(shoot(s, 20, -0.4, -1, -1, 0, 0), 9.0, 1, 0, 0);
+
+  // from inside, the exit face
+  ASSERT_HIT(shoot(s, 10, 0, 0, 0, 0, 1), 3.0, 0, 0, -1);
+
+  // edge x = 9, y = 2 hit head-on at 45 deg from 5 m away
+  scene_hit_t h = shoot(s, 9 - 5 / SQRT2, 2 + 5 / SQRT2, 0.5, 1, -1, 0);
+  ASSERT_NEAR(h.distance, 5.0, TOL(5.0));
+  static const double edge_n[2][3] = {{-1, 0, 0}, {0, 1, 0}};
+  ASSERT_TRUE(normal_is_one_of(h.normal, edge_n, 2));
+
+  // corner (9, 2, 3) along (1, -1, -1) from 5 m away
+  h = shoot(s, 9 - 5 / SQRT3, 2 + 5 / SQRT3, 3 + 5 / SQRT3, 1, -1, -1);
+  ASSERT_NEAR(h.distance, 5.0, TOL(5.0));
+  static const double corner_n[3][3] = {{-1, 0, 0}, {0, 1, 0}, {0, 0, 1}};
+  ASSERT_TRUE(normal_is_one_of(h.normal, corner_n, 3));
+
+  // grazing along the top face's edge line y = 2, z = 3 (the edge is part of the box)
+  h = shoot(s, 0, 2, 3, 1, 0, 0);
+  ASSERT_NEAR(h.distance, 9.0, TOL(9.0));
+
+  // just outside an edge misses
+  ASSERT_MISS(shoot(s, 0, 2.001, 0, 1, 0, 0));
+  return 0;
+}
+
+
+TEST(scene_box_primitive_faces_edges_corners) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_BOX, 1, 2, 3);
+  ASSERT_TRUE(g >= 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(10, 0, 0), 3) >= 0);
+  ASSERT_OK(commit(f.s));
+  ASSERT_OK(check_box_at_10(f.s));
+  return teardown(&f);
+}
+
+
+TEST(scene_box_mesh_faces_edges_corners) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_cube_mesh(f.s);
+  ASSERT_TRUE(g >= 0);
+  static const double scale[3] = {1, 2, 3};
+  ASSERT_TRUE(place(f.s, g, scale, pose_at(10, 0, 0), 3) >= 0);
+  ASSERT_OK(commit(f.s));
+  ASSERT_OK(check_box_at_10(f.s));
+  return teardown(&f);
+}
+
+
+TEST(scene_scaled_rotated_mesh_instance) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_cube_mesh(f.s);
+  static const double scale[3] = {2, 1, 0.5};
+
+  // Rz(90): object x (half 2) lies along world y, object y (half 1) along world x
+  ASSERT_TRUE(place(f.s, g, scale, pose_rot(0, 0, 0, 0, 0, 1, M_PI / 2), 9) >= 0);
+  ASSERT_OK(commit(f.s));
+  ASSERT_HIT(shoot(f.s, -10, 0.3, 0.1, 1, 0, 0), 9.0, -1, 0, 0);
+  ASSERT_HIT(shoot(f.s, 0.5, -10, -0.2, 0, 1, 0), 8.0, 0, -1, 0);
+  ASSERT_HIT(shoot(f.s, 0.9, 1.9, 10, 0, 0, -1), 9.5, 0, 0, 1);
+  ASSERT_MISS(shoot(f.s, -10, 0, 0.51, 1, 0, 0));
+  ASSERT_MISS(shoot(f.s, 1.01, -10, 0, 0, 1, 0));
+  return teardown(&f);
+}
+
+
+TEST(scene_scaled_sphere_normal_uses_inverse_transpose) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+
+  // ellipsoid x^2/4 + y^2 + z^2 = 1; down the line x = 1 it is hit at z = sqrt(3)/2, where the
+  // normal is grad = (x/4, y, z) ~ (1/4, 0, sqrt(3)/2) (a plain M n would give (1, 0, 0.87))
+  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 1, 0, 0);
+  static const double scale[3] = {2, 1, 1};
+  ASSERT_TRUE(place(f.s, g, scale, xform_identity(), 2) >= 0);
+  ASSERT_OK(commit(f.s));
+  double len = sqrt(0.0625 + 0.75);
+  ASSERT_HIT(shoot(f.s, 1, 0, 10, 0, 0, -1), 10.0 - SQRT3 / 2, 0.25 / len, 0, SQRT3 / 2 / len);
+  return teardown(&f);
+}
+
+
+TEST(scene_cylinder_side_cap_rim_inside) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_CYLINDER, 1, 2, 0);
+  ASSERT_TRUE(g >= 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(0, 0, 0), 4) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // side and caps
+  ASSERT_HIT(shoot(f.s, -10, 0, 0.5, 1, 0, 0), 9.0, -1, 0, 0);
+  ASSERT_HIT(shoot(f.s, -10, 0.6, 1.9, 1, 0, 0), 10.0 - 0.8, -0.8, 0.6, 0);
+  ASSERT_HIT(shoot(f.s, 0.3, 0.2, 10, 0, 0, -1), 8.0, 0, 0, 1);
+  ASSERT_HIT(shoot(f.s, -0.7, 0.7, -10, 0, 0, 1), 8.0, 0, 0, -1);
+  ASSERT_MISS(shoot(f.s, -10, 0, 2.01, 1, 0, 0));
+  ASSERT_MISS(shoot(f.s, 0.8, 0.8, 10, 0, 0, -1));
+
+  // rim (1, 0, 2) head-on at 45 deg from 5 m
+  scene_hit_t h = shoot(f.s, 1 + 5 / SQRT2, 0, 2 + 5 / SQRT2, -1, 0, -1);
+  ASSERT_NEAR(h.distance, 5.0, TOL(5.0));
+  static const double rim_n[2][3] = {{1, 0, 0}, {0, 0, 1}};
+  ASSERT_TRUE(normal_is_one_of(h.normal, rim_n, 2));
+
+  // from the centre
+  ASSERT_HIT(shoot(f.s, 0, 0, 0, 0, 0, 1), 2.0, 0, 0, -1);
+  ASSERT_HIT(shoot(f.s, 0, 0, 0, 1, 0, 0), 1.0, -1, 0, 0);
+  return teardown(&f);
+}
+
+
+TEST(scene_capsule_side_caps_inside) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_CAPSULE, 1, 2, 0);
+  ASSERT_TRUE(g >= 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(0, 0, 0), 4) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // side, and the hemispherical caps (centres at z = +-2)
+  ASSERT_HIT(shoot(f.s, -10, 0, 1.5, 1, 0, 0), 9.0, -1, 0, 0);
+  ASSERT_HIT(shoot(f.s, 0, 0, 10, 0, 0, -1), 7.0, 0, 0, 1);
+  ASSERT_HIT(shoot(f.s, 0.6, 0, 10, 0, 0, -1), 10.0 - 2.8, 0.6, 0, 0.8);
+  ASSERT_HIT(shoot(f.s, 0, -0.6, -10, 0, 0, 1), 10.0 - 2.8, 0, -0.6, -0.8);
+  ASSERT_HIT(shoot(f.s, -10, 0, 2.5, 1, 0, 0), 10.0 - SQRT3 / 2, -SQRT3 / 2, 0, 0.5);
+  ASSERT_MISS(shoot(f.s, -10, 0, 3.01, 1, 0, 0));
+
+  // where the cylinder meets the cap (z = 2), and from inside
+  ASSERT_HIT(shoot(f.s, -10, 0, 2, 1, 0, 0), 9.0, -1, 0, 0);
+  ASSERT_HIT(shoot(f.s, 0, 0, 0, 0, 0, 1), 3.0, 0, 0, -1);
+  ASSERT_HIT(shoot(f.s, 0, 0, 2.5, 1, 0, 0), SQRT3 / 2, -SQRT3 / 2, 0, -0.5);  // exit, flipped
+  ASSERT_HIT(shoot(f.s, 0, 0, 1, 0, 1, 0), 1.0, 0, -1, 0);
+  return teardown(&f);
+}
+
+
+TEST(scene_primitive_rejects_bad_sizes) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  err_msg_t msg = {{0}};
+  double neg[3] = {-1, 1, 1}, nan3[3] = {1, NAN, 1}, zero[3] = {0, 0, 0};
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_BOX, neg, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "size[0]");
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_SPHERE, nan3, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "size[1]");
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_CYLINDER, zero, &msg), ERR_INVAL);
+  ASSERT_EQ(scene_add_primitive(f.s, (scene_prim_kind_t)99, kUnit, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "kind");
+  static const float v[9] = {0, 0, 0, 1, 0, 0, 0, 1, 0};
+  static const uint32_t bad[3] = {0, 1, 3};
+  ASSERT_EQ(scene_add_mesh(f.s, v, 3, bad, 1, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "indices[2]");
+  ASSERT_EQ(scene_add_instance(f.s, 7, kUnit, 1, 1, &msg), ERR_NOTFOUND);
+  scene_counters_t c;
+  scene_counters(f.s, &c);
+  ASSERT_EQ(c.geometry_builds, 0);
+  return teardown(&f);
+}
+
+
+//---------------- Meshes and user data
+
+TEST(scene_mesh_reports_object_label_primitive) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+
+  // the square |y|, |z| <= 1 in the plane x = 0: triangle 0 where y > z, triangle 1 where z > y
+  static const float v[4 * 3] = {0, -1, -1, 0, 1, -1, 0, 1, 1, 0, -1, 1};
+  static const uint32_t idx[2 * 3] = {0, 1, 2, 0, 2, 3};
+  err_msg_t msg = {{0}};
+  int g = scene_add_mesh(f.s, v, 4, idx, 2, &msg);
+  ASSERT_TRUE(g >= 0);
+  err_msg_t m2 = {{0}};
+  int h = scene_add_instance(f.s, g, kUnit, 42, 7, &m2);
+  ASSERT_TRUE(h >= 0);
+  pose_t p = pose_at(5, 0, 0);
+  scene_set_instance_pose(f.s, h, &p, &p, 0);
+  ASSERT_OK(commit(f.s));
+
+  scene_hit_t a = shoot(f.s, 0, -0.5, 0.5, 1, 0, 0);
+  ASSERT_HIT(a, 5.0, -1, 0, 0);
+  ASSERT_EQ(a.object_id, 42);
+  ASSERT_EQ(a.label, 7);
+  ASSERT_EQ(a.primitive, 1);
+  scene_hit_t b = shoot(f.s, 10, 0.5, -0.5, -1, 0, 0);
+  ASSERT_HIT(b, 5.0, 1, 0, 0);
+  ASSERT_EQ(b.primitive, 0);
+  ASSERT_EQ(b.object_id, 42);
+
+  // tmax shorter than the hit: a miss
+  scene_ray_t r = {{0, 0.5, -0.5}, {1, 0, 0}, 4.9, 0};
+  scene_hit_t c;
+  scene_trace(f.s, &r, &c, 1);
+  ASSERT_MISS(c);
+  return teardown(&f);
+}
+
+
+//---------------- Motion
+
+TEST(scene_moving_wall_seen_at_ray_time) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+
+  // a wall 0.2 m thick moving from x = 10 (s = 0) to x = 8 (s = 1): constant velocity, so a
+  // ray along +x at time s meets its near face at 10 - 2 s - 0.1 (MODELS.md 16.1)
+  int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
+  err_msg_t msg = {{0}};
+  int h = scene_add_instance(f.s, g, kUnit, 1, 1, &msg);
+  ASSERT_TRUE(h >= 0);
+  pose_t a = pose_at(10, 0, 0), b = pose_at(8, 0, 0);
+  scene_set_instance_pose(f.s, h, &a, &b, 0);
+  ASSERT_OK(commit(f.s));
+  static const double times[4] = {0, 0.25, 0.5, 1};
+  for (int i = 0; i < 4; i++) {
+    double s = times[i];
+    ASSERT_HIT(shoot_t(f.s, 0, 0.3, -0.2, 1, 0, 0, s), 10.0 - 2.0 * s - 0.1, -1, 0, 0);
+  }
+
+  // the same wall mesh-built, frozen: every time sees the end pose
+  int gm = add_cube_mesh(f.s);
+  static const double wall[3] = {0.1, 5, 5};
+  int hm = scene_add_instance(f.s, gm, wall, 2, 2, &msg);
+  ASSERT_TRUE(hm >= 0);
+  pose_t am = pose_at(10, 0, 20), bm = pose_at(8, 0, 20);
+  scene_set_instance_pose(f.s, hm, &am, &bm, 1);
+  scene_set_instance_pose(f.s, h, &a, &b, 1);
+  ASSERT_OK(commit(f.s));
+  for (int i = 0; i < 4; i++) {
+    ASSERT_HIT(shoot_t(f.s, 0, 0.3, -0.2, 1, 0, 0, times[i]), 8.0 - 0.1, -1, 0, 0);
+    scene_hit_t hit = shoot_t(f.s, 0, 0.3, 19.9, 1, 0, 0, times[i]);
+    ASSERT_HIT(hit, 8.0 - 0.1, -1, 0, 0);
+    ASSERT_EQ(hit.object_id, 2);
+  }
+  return teardown(&f);
+}
+
+
+TEST(scene_rotation_interpolated_by_slerp) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+
+  // a plate (half thickness 0.1 along its x) at (10, 0, 0) turning 0 -> 90 deg about z; at s
+  // its face normal is (cos a, sin a, 0) with a = 90 s deg, and the ray along +x through the
+  // centre meets the face at 10 - 0.1 / cos a
+  int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
+  err_msg_t msg = {{0}};
+  int h = scene_add_instance(f.s, g, kUnit, 1, 1, &msg);
+  ASSERT_TRUE(h >= 0);
+  pose_t a = pose_at(10, 0, 0), b = pose_rot(10, 0, 0, 0, 0, 1, M_PI / 2);
+  scene_set_instance_pose(f.s, h, &a, &b, 0);
+  ASSERT_OK(commit(f.s));
+  static const double times[3] = {0, 0.25, 0.5};
+  for (int i = 0; i < 3; i++) {
+    double ang = times[i] * M_PI / 2;
+    ASSERT_HIT(shoot_t(f.s, 0, 0, 0, 1, 0, 0, times[i]), 10.0 - 0.1 / cos(ang), -cos(ang),
+               -sin(ang), 0);
+  }
+
+  // at s = 1 the plate's long side (half 5) faces the ray
+  ASSERT_HIT(shoot_t(f.s, 0, 0, 0, 1, 0, 0, 1.0), 5.0, -1, 0, 0);
+  return teardown(&f);
+}
+
+
+TEST(scene_instance_updates_never_rebuild_geometry) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_cube_mesh(f.s);
+  int h[100];
+  for (int i = 0; i < 100; i++) {
+    err_msg_t msg = {{0}};
+    h[i] = scene_add_instance(f.s, g, kUnit, (uint32_t)i + 1, 0, &msg);
+    ASSERT_TRUE(h[i] >= 0);
+  }
+
+  // 10 steps, each moving every cube: cube i ends at x = 10 + 3 i, y = step
+  for (int step = 0; step < 10; step++) {
+    for (int i = 0; i < 100; i++) {
+      pose_t a = pose_at(10 + 3 * i, step - 1, 0), b = pose_at(10 + 3 * i, step, 0);
+      scene_set_instance_pose(f.s, h[i], &a, &b, 0);
+    }
+    ASSERT_OK(commit(f.s));
+  }
+  scene_counters_t c;
+  scene_counters(f.s, &c);
+  ASSERT_EQ(c.geometry_builds, 1);
+  ASSERT_EQ(c.instance_updates, 1000);
+  ASSERT_EQ(c.commits, 10);
+  ASSERT_EQ(c.backend_errors, 0);
+  ASSERT_TRUE(c.backend_bytes > 0);
+
+  // the last step's end pose: cube 0 spans x in [9, 11] at y = 9 +- 1
+  scene_hit_t hit = shoot_t(f.s, 0, 9, 0, 1, 0, 0, 1.0);
+  ASSERT_HIT(hit, 9.0, -1, 0, 0);
+  ASSERT_EQ(hit.object_id, 1);
+  hit = shoot_t(f.s, 10 + 3 * 57, 9, 10, 0, 0, -1, 1.0);
+  ASSERT_EQ(hit.object_id, 58);
+  ASSERT_EQ(hit.primitive / 2, 1);  // triangles 2 and 3 are the +z face
+  scene_counters(f.s, &c);
+  ASSERT_EQ(c.rays_traced, 2);
+  return teardown(&f);
+}
+
+
+//---------------- Removal
+
+TEST(scene_removed_instances_are_not_hit) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 1, 0, 0);
+  int a = place(f.s, g, kUnit, pose_at(5, 0, 0), 1);
+  int b = place(f.s, g, kUnit, pose_at(10, 0, 0), 2);
+  int c = place(f.s, g, kUnit, pose_at(15, 0, 0), 3);
+  ASSERT_TRUE(a >= 0 && b >= 0 && c >= 0);
+  ASSERT_OK(commit(f.s));
+  ASSERT_EQ(shoot(f.s, 0, 0, 0, 1, 0, 0).object_id, 1);
+
+  // remove the front two one at a time
+  scene_remove_instance(f.s, a);
+  ASSERT_OK(commit(f.s));
+  scene_hit_t h = shoot(f.s, 0, 0, 0, 1, 0, 0);
+  ASSERT_EQ(h.object_id, 2);
+  ASSERT_NEAR(h.distance, 9.0, TOL(9.0));
+  scene_remove_instance(f.s, b);
+  scene_remove_instance(f.s, b);  // twice: ignored
+  ASSERT_OK(commit(f.s));
+  ASSERT_EQ(shoot(f.s, 0, 0, 0, 1, 0, 0).object_id, 3);
+
+  // a handle is reused, with its new data, right after removal
+  int d = place(f.s, g, kUnit, pose_at(2, 0, 0), 4);
+  ASSERT_TRUE(d == a || d == b);
+  ASSERT_OK(commit(f.s));
+  h = shoot(f.s, 0, 0, 0, 1, 0, 0);
+  ASSERT_EQ(h.object_id, 4);
+  ASSERT_NEAR(h.distance, 1.0, TOL(1.0));
+
+  // remove everything, then the geometry; a new geometry takes its slot
+  scene_remove_instance(f.s, c);
+  scene_remove_instance(f.s, d);
+  ASSERT_OK(commit(f.s));
+  ASSERT_MISS(shoot(f.s, 0, 0, 0, 1, 0, 0));
+  scene_remove_geometry(f.s, g);
+  int g2 = add_prim(f.s, SCENE_PRIM_BOX, 1, 1, 1);
+  ASSERT_EQ(g2, g);
+  ASSERT_TRUE(place(f.s, g2, kUnit, pose_at(3, 0, 0), 5) >= 0);
+  ASSERT_OK(commit(f.s));
+  ASSERT_HIT(shoot(f.s, 0, 0, 0, 1, 0, 0), 2.0, -1, 0, 0);
+  return teardown(&f);
+}
+
+
+TEST(scene_empty_scene_misses) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_MISS(shoot(f.s, 0, 0, 0, 1, 0, 0));  // never committed: still valid
+  ASSERT_OK(commit(f.s));
+  ASSERT_MISS(shoot(f.s, 0, 0, 0, 0, 0, 1));
+  return teardown(&f);
+}
+
+
+//---------------- Threads
+
+typedef struct trace_job {
+  const scene_t* s;
+  const scene_ray_t* rays;
+  scene_hit_t* hits;
+} trace_job_t;
+
+
+static void trace_chunk(void* ctx, size_t begin, size_t end) {
+  trace_job_t* j = ctx;
+  scene_trace(j->s, j->rays + begin, j->hits + begin, end - begin);
+}
+
+
+TEST(scene_concurrent_trace_matches_serial) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int gs = add_prim(f.s, SCENE_PRIM_SPHERE, 1.5, 0, 0);
+  int gm = add_cube_mesh(f.s);
+  for (int i = 0; i < 20; i++) {
+    double ang = 2 * M_PI * i / 20;
+    ASSERT_TRUE(place(f.s, i % 2 ? gs : gm, kUnit, pose_at(8 * cos(ang), 8 * sin(ang), 0),
+                      (uint32_t)i + 1) >= 0);
+  }
+  ASSERT_OK(commit(f.s));
+
+  // a fan of rays in the horizontal plane, at various times
+  enum { N = 20000 };
+  scene_ray_t* rays = calloc(N, sizeof *rays);
+  scene_hit_t* ref = calloc(N, sizeof *ref);
+  scene_hit_t* out = calloc(N, sizeof *out);
+  ASSERT_TRUE(rays && ref && out);
+  for (int i = 0; i < N; i++) {
+    double ang = 2 * M_PI * i / N;
+    scene_ray_t r = {{0, 0, 0.1}, {cos(ang), sin(ang), 0}, 100.0, (i % 5) * 0.25};
+    rays[i] = r;
+  }
+  scene_trace(f.s, rays, ref, N);
+  int nhit = 0;
+  for (int i = 0; i < N; i++) {
+    nhit += ref[i].object_id != 0;
+  }
+  ASSERT_TRUE(nhit > N / 10);
+
+  pool_t* p = pool_create(4);
+  ASSERT_TRUE(p != NULL);
+  trace_job_t job = {f.s, rays, out};
+  pool_parallel_for(p, N, 64, trace_chunk, &job);
+  pool_destroy(p);
+  int same = memcmp(ref, out, N * sizeof *out) == 0;
+  free(rays);
+  free(ref);
+  free(out);
+  ASSERT_TRUE(same);
+  scene_counters_t c;
+  scene_counters(f.s, &c);
+  ASSERT_EQ(c.rays_traced, 2 * N);
+  return teardown(&f);
+}
