@@ -58,8 +58,9 @@ const char* env_name(const env_t* e);
 
 // Triangle mesh from packed little-endian bytes: vertices 12 bytes each (float32 x, y, z),
 // indices 12 bytes each (uint32 a, b, c), material_ids 4 bytes per triangle (optional: NULL or
-// length 0). Checks: id > 0 and free, lengths multiples of 12 / 4, counts non-zero and within
-// limits, every vertex finite, every index < nvertex, material ids known.
+// length 0; a 0 entry means "the object's material"). Checks: id > 0 and free, lengths
+// multiples of 12 / 4, counts non-zero and within limits, every vertex finite, every index <
+// nvertex, material ids known. Pointers may be unaligned.
 typedef struct mesh_desc {
   uint32_t id;
   const uint8_t* vertices;
@@ -71,12 +72,16 @@ typedef struct mesh_desc {
   const char* name;             // nullable
 } mesh_desc_t;
 
+// Error codes of the create calls: ERR_INVAL (bad value, id 0), ERR_EXISTS (id in use),
+// ERR_NOTFOUND (a referenced id is unknown), ERR_LIMIT (a limit of env_limits_t, named),
+// ERR_NOMEM, or the scene's code.
 int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) CHECKRET;
 
 typedef struct prim_desc {
   uint32_t id;
   scene_prim_kind_t kind;
-  double size[3];               // as scene_prim_kind_t documents; finite and > 0
+  double size[3];               // as scene_prim_kind_t documents; finite and > 0 (plane: 0 =
+                                // unbounded, a 1e5 m half side); unused entries ignored
   const char* name;             // nullable
 } prim_desc_t;
 
@@ -84,20 +89,24 @@ int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) CHECKRE
 
 //---------------- Materials, media, settings
 
-// Create or replace surface material `id` (0 replaces the default).
+// Create or replace surface material `id` (0 replaces the default). max_materials counts
+// material 0, max_media counts medium 0.
 int env_set_material(env_t* e, uint32_t id, const surface_material_t* m, const char* name,
                      err_msg_t* msg) CHECKRET;
 
 // Set medium `id`: 0 = the environment's ambient medium; > 0 = a medium objects can fill.
 int env_set_medium(env_t* e, uint32_t id, const ambient_material_t* a, err_msg_t* msg) CHECKRET;
 
+// A dipole on a body moves and turns with it: position and moment are in the body frame.
 typedef struct env_dipole {
-  double moment[3];             // A m^2
+  double moment[3];             // A m^2, in the frame of body_id (world if 0)
   double position[3];           // m, in the frame of body_id (world if 0)
   uint32_t body_id;
 } env_dipole_t;
 
-// Partial update of the settings: only fields with has_* set change.
+// Partial update of the settings: only fields with has_* set change. Dipoles: with
+// replace_dipoles the list becomes `dipoles` (possibly empty), otherwise `dipoles` are
+// appended. A body carrying a dipole cannot be removed.
 typedef struct env_settings {
   int has_gravity;
   double gravity[3];
@@ -122,7 +131,7 @@ void env_magnetic_field(const env_t* e, const double p[3], double dest[3]);
 
 typedef struct body_desc {
   uint32_t id;                  // > 0 (0 is the static world)
-  pose_t pose;                  // quaternion normalised by the caller? no: validated here
+  pose_t pose;                  // any non-zero quaternion (norm >= 1e-9), normalised here
   double linear_velocity[3];
   double angular_velocity[3];
   double center_of_mass[3];     // body frame
@@ -136,7 +145,7 @@ typedef struct object_desc {
   uint32_t geometry_id;
   uint32_t body_id;             // 0 = static world
   pose_t local_pose;
-  double scale[3];              // finite, non-zero
+  double scale[3];              // finite, non-zero; negative mirrors the geometry
   uint32_t material_id;
   uint32_t label;
   uint32_t medium_id;           // 0 = opaque surface
@@ -170,8 +179,9 @@ typedef enum env_entity {
 } env_entity_t;
 
 // Remove an entity. ERR_NOTFOUND for an unknown id; ERR_STATE when it is still referenced
-// (geometry used by an object, body carrying objects, material or medium used by an object);
-// material 0 and medium 0 cannot be removed.
+// (geometry used by an object, body carrying objects or dipoles, material used by an object or
+// a mesh triangle, medium used by an object), naming one user; material 0 and medium 0
+// cannot be removed (ERR_INVAL). Sensors do not exist yet: ERR_NOTFOUND.
 int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) CHECKRET;
 
 //---------------- Time
@@ -193,8 +203,9 @@ typedef struct env_state_update {
 int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) CHECKRET;
 
 // Step to time t: commits the scene, evaluates every sensor over (t_prev, t]. ERR_STATE when
-// no state was set or t differs from the last state's time or does not exceed the previous
-// step's. Thread: owner or one worker.
+// no state was set or t differs from the last state's time (exact comparison) or does not
+// exceed the previous step's. Non-increasing update times are ERR_STATE as well.
+// Thread: owner or one worker.
 int env_step(env_t* e, double t, err_msg_t* msg) CHECKRET;
 
 // Times: the interval of the current step. Before any state: has_time = 0.
@@ -210,7 +221,8 @@ void env_get_time(const env_t* e, env_time_t* out);
 //---------------- Raycast
 
 // Rays in world coordinates. times: absolute s in [t_prev, t_cur] (ntime = 0: t_cur;
-// ntime = 1: one time for all; else ntime = nray). max_range <= 0 means +inf.
+// ntime = 1: one time for all; else ntime = nray), checked with a relative tolerance of 1e-12
+// when a state exists (any finite time before). max_range <= 0 means +inf.
 typedef struct env_raycast {
   uint32_t nray;
   const double* origins;        // 3 per ray
@@ -221,7 +233,8 @@ typedef struct env_raycast {
 } env_raycast_t;
 
 // Validate, commit the scene if needed, and trace. out: nray hits, provided by the caller.
-// Thread: owner or one worker.
+// Uses the environment's pool when it has one; must not be called from inside a job of
+// that pool. Thread: owner or one worker.
 int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* msg) CHECKRET;
 
 //---------------- Introspection
@@ -239,5 +252,20 @@ typedef struct env_info {
 } env_info_t;
 
 void env_get_info(const env_t* e, env_info_t* out);
+
+//---------------- Lookups (for sensors; read-only)
+
+// Surface material at a hit: the mesh's per-triangle material when it is non-zero, else the
+// object's. NULL for an unknown object. Valid until the next mutating call.
+// Thread: any, while the owner does not mutate the environment.
+const surface_material_t* env_hit_material(const env_t* e, uint32_t object_id,
+                                           uint32_t primitive);
+
+// Medium `id` (0 = the environment's ambient), or NULL. Valid until the next mutating call.
+const ambient_material_t* env_get_medium(const env_t* e, uint32_t id);
+
+// World pose of a body at fraction s in [0, 1] of the current interval (lerp + slerp between
+// the states at t_prev and t_cur); body 0 is the identity. ERR_NOTFOUND for an unknown body.
+int env_body_pose(const env_t* e, uint32_t body_id, double s, pose_t* out) CHECKRET;
 
 #endif  // SENSIM_WORLD_ENV_H_

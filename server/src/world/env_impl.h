@@ -76,10 +76,12 @@ struct env {
   pool_t* pool;                 // borrowed, nullable
   int dirty;                    // scene edited since the last commit
 
-  // entities (records listed above)
+  // entities (records listed above); id 0 of materials and media lives outside the tables
   table_t geometries;
-  table_t materials;
-  table_t media;
+  env_material_t material0;     // the default surface material, id 0
+  table_t materials;            // ids > 0
+  env_medium_t medium0;         // the environment's ambient medium, id 0
+  table_t media;                // ids > 0
   table_t bodies;
   table_t objects;
   table_t joints;
@@ -116,6 +118,13 @@ void env_sync_object(env_t* e, const env_object_t* o, const env_body_t* b);
 
 // Re-sync every object carried by a body.
 void env_sync_body(env_t* e, const env_body_t* b);
+
+// Material or medium of an id (0 = the defaults), or NULL.
+env_material_t* env_find_material(const env_t* e, uint32_t id);
+env_medium_t* env_find_medium(const env_t* e, uint32_t id);
+
+// Add (delta = +1) or drop (-1) the references held by per-triangle material ids (0 = none).
+void env_ref_materials(env_t* e, const uint32_t* ids, uint32_t n, int delta);
 
 // Commit the scene if edited; ERR_BACKEND from the scene.
 int env_commit(env_t* e, err_msg_t* msg);

@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: MIT
+// env_time.c: the environment's time line (states, steps) and raycasts at absolute times.
+// Each body keeps its state at t_prev and at t_cur; an object's scene instance carries the two
+// world poses, so a ray at time t sees it at s = (t - t_prev) / (t_cur - t_prev). Bodies moved
+// since the last step are listed, so updates and steps cost O(moved objects), never O(all).
+#include "world/env.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/pool.h"
+#include "world/env_impl.h"
+
+#define RAY_BATCH 64     // rays handed to scene_trace at once (stack buffer per chunk)
+#define RAY_GRAIN 1024   // rays per pool work item
+#define TIME_REL_TOL 1e-12
+
+
+void env_get_time(const env_t* e, env_time_t* out) {
+  memset(out, 0, sizeof(*out));
+  out->has_time = e->has_time;
+  if (e->has_time) {
+    out->t_prev = e->t_prev;
+    out->t_cur = e->t_cur;
+  }
+  out->steps = e->steps;
+}
+
+//---------------- States
+
+
+// Validate the bodies of an update: known, each named once, finite, usable quaternions.
+static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t stamp,
+                               err_msg_t* msg) {
+  for (uint32_t i = 0; i < u->nbody; i++) {
+    uint32_t id = u->body_ids[i];
+    env_body_t* b = table_get(&e->bodies, id);
+    if (!b) {
+      return err_set(msg, ERR_NOTFOUND, "body_ids[%u] = %u is not a known body", i, id);
+    }
+    if (b->stamp == stamp) {
+      return err_set(msg, ERR_INVAL, "body_ids[%u] = %u is repeated", i, id);
+    }
+    b->stamp = stamp;
+
+    // pose: px py pz qx qy qz qw
+    const double* p = u->body_poses + 7 * (size_t)i;
+    for (int k = 0; k < 7; k++) {
+      if (!isfinite(p[k])) {
+        return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) is not finite",
+                       7 * (size_t)i + k, p[k], id);
+      }
+    }
+    double q[4] = {p[6], p[3], p[4], p[5]};
+    double unit[4];
+    double norm = env_quat_normalize(q, unit);
+    if (norm < ENV_QUAT_MIN_NORM) {
+      return err_set(msg, ERR_INVAL,
+                     "body_poses[%zu..%zu] (body %u): orientation norm %g is below %g",
+                     7 * (size_t)i + 3, 7 * (size_t)i + 6, id, norm, ENV_QUAT_MIN_NORM);
+    }
+
+    // velocities: vx vy vz wx wy wz
+    for (int k = 0; u->body_velocities && k < 6; k++) {
+      double v = u->body_velocities[6 * (size_t)i + k];
+      if (!isfinite(v)) {
+        return err_set(msg, ERR_INVAL, "body_velocities[%zu] = %g (body %u) is not finite",
+                       6 * (size_t)i + k, v, id);
+      }
+    }
+  }
+  return 0;
+}
+
+
+static int check_update_joints(env_t* e, const env_state_update_t* u, uint64_t stamp,
+                               err_msg_t* msg) {
+  for (uint32_t i = 0; i < u->njoint; i++) {
+    uint32_t id = u->joint_ids[i];
+    env_joint_t* j = table_get(&e->joints, id);
+    if (!j) {
+      return err_set(msg, ERR_NOTFOUND, "joint_ids[%u] = %u is not a known joint", i, id);
+    }
+    if (j->stamp == stamp) {
+      return err_set(msg, ERR_INVAL, "joint_ids[%u] = %u is repeated", i, id);
+    }
+    j->stamp = stamp;
+    if (!isfinite(u->joint_positions[i])) {
+      return err_set(msg, ERR_INVAL, "joint_positions[%u] = %g (joint %u) is not finite", i,
+                     u->joint_positions[i], id);
+    }
+  }
+  return 0;
+}
+
+
+int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
+  // time: any finite first time, then strictly increasing
+  if (!isfinite(u->time)) {
+    return err_set(msg, ERR_INVAL, "time = %g is not finite", u->time);
+  }
+  if (e->has_time && !(u->time > e->t_cur)) {
+    return err_set(msg, ERR_STATE, "time = %.15g does not exceed the last state's time %.15g",
+                   u->time, e->t_cur);
+  }
+  if (u->nbody > 0 && (!u->body_ids || !u->body_poses)) {
+    return err_set(msg, ERR_INVAL, "body_ids and body_poses are required for %u bodies",
+                   u->nbody);
+  }
+  if (u->njoint > 0 && (!u->joint_ids || !u->joint_positions)) {
+    return err_set(msg, ERR_INVAL, "joint_ids and joint_positions are required for %u joints",
+                   u->njoint);
+  }
+
+  // everything valid before anything changes (stamps only detect repeated ids)
+  uint64_t stamp = ++e->update_stamp;
+  int rc = check_update_bodies(e, u, stamp, msg);
+  if (rc == 0) {
+    rc = check_update_joints(e, u, stamp, msg);
+  }
+  if (rc < 0) {
+    return rc;
+  }
+
+  // bodies: the first state also defines the start of the first interval
+  int first = !e->has_time;
+  for (uint32_t i = 0; i < u->nbody; i++) {
+    uint32_t slot = table_find(&e->bodies, u->body_ids[i]);
+    env_body_t* b = table_at(&e->bodies, slot);
+    const double* p = u->body_poses + 7 * (size_t)i;
+    double q[4] = {p[6], p[3], p[4], p[5]};
+    pose_t pose;
+    memcpy(pose.p, p, sizeof(pose.p));
+    env_quat_normalize(q, pose.q);
+    b->pose_cur = pose;
+    if (u->body_velocities) {
+      memcpy(b->linear_velocity, u->body_velocities + 6 * (size_t)i, 3 * sizeof(double));
+      memcpy(b->angular_velocity, u->body_velocities + 6 * (size_t)i + 3, 3 * sizeof(double));
+    }
+    if (first) {
+      b->pose_prev = pose;
+    } else if (!b->moved) {
+      b->moved = 1;
+      e->moved_bodies[e->nmoved_body++] = slot;
+    }
+    env_sync_body(e, b);
+  }
+
+  // joints
+  for (uint32_t i = 0; i < u->njoint; i++) {
+    uint32_t slot = table_find(&e->joints, u->joint_ids[i]);
+    env_joint_t* j = table_at(&e->joints, slot);
+    j->position = u->joint_positions[i];
+    if (first) {
+      j->position_prev = j->position;
+    } else if (!j->moved) {
+      j->moved = 1;
+      e->moved_joints[e->nmoved_joint++] = slot;
+    }
+  }
+
+  // time line
+  if (first) {
+    e->t_prev = u->time;
+    e->has_time = 1;
+  }
+  e->t_cur = u->time;
+  return 0;
+}
+
+//---------------- Steps
+
+
+int env_step(env_t* e, double t, err_msg_t* msg) {
+  // t must be the last state's time and follow the previous step
+  if (!isfinite(t)) {
+    return err_set(msg, ERR_INVAL, "time = %g is not finite", t);
+  }
+  if (!e->has_time) {
+    return err_set(msg, ERR_STATE, "no state has been set (UpdateState comes before Step)");
+  }
+  if (t != e->t_cur) {
+    return err_set(msg, ERR_STATE, "time = %.15g is not the time of the last state (%.15g)", t,
+                   e->t_cur);
+  }
+  if (e->has_stepped && !(t > e->t_step)) {
+    return err_set(msg, ERR_STATE, "time = %.15g does not exceed the previous step's time %.15g",
+                   t, e->t_step);
+  }
+
+  // commit the scene for the interval (t_prev, t]
+  int rc = env_commit(e, msg);
+  if (rc < 0) {
+    return rc;
+  }
+
+  // sensors are evaluated here over (t_prev, t] (none exist yet)
+
+  // the current state becomes the start of the next interval
+  for (uint32_t i = 0; i < e->nmoved_body; i++) {
+    env_body_t* b = table_at(&e->bodies, e->moved_bodies[i]);
+    b->pose_prev = b->pose_cur;
+    b->moved = 0;
+    env_sync_body(e, b);
+  }
+  e->nmoved_body = 0;
+  for (uint32_t i = 0; i < e->nmoved_joint; i++) {
+    env_joint_t* j = table_at(&e->joints, e->moved_joints[i]);
+    j->position_prev = j->position;
+    j->moved = 0;
+  }
+  e->nmoved_joint = 0;
+  e->t_prev = e->t_cur;
+  e->t_step = t;
+  e->has_stepped = 1;
+  e->steps++;
+  return 0;
+}
+
+//---------------- Raycast
+
+
+// Norm of a finite vector without overflow or underflow (0 for the zero vector).
+static double norm3(const double v[3]) {
+  double m = fmax(fabs(v[0]), fmax(fabs(v[1]), fabs(v[2])));
+  if (m == 0.0) {
+    return 0.0;
+  }
+  double x = v[0] / m, y = v[1] / m, z = v[2] / m;
+  return m * sqrt(x * x + y * y + z * z);
+}
+
+
+static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit_t* out,
+                         err_msg_t* msg) {
+  static const char* const kAxis[3] = {"x", "y", "z"};
+
+  // sizes and arrays
+  if (r->nray > e->limits.max_raycast_rays) {
+    return err_set(msg, ERR_LIMIT, "nray = %u exceeds the limit max_raycast_rays = %u", r->nray,
+                   e->limits.max_raycast_rays);
+  }
+  if (r->ntime != 0 && r->ntime != 1 && r->ntime != r->nray) {
+    return err_set(msg, ERR_INVAL, "ntime = %u must be 0, 1 or nray (%u)", r->ntime, r->nray);
+  }
+  if (r->nray > 0 && (!r->origins || !r->directions || !out)) {
+    return err_set(msg, ERR_INVAL, "origins, directions and the output are required");
+  }
+  if (r->ntime > 0 && !r->times) {
+    return err_set(msg, ERR_INVAL, "times is missing (ntime = %u)", r->ntime);
+  }
+  if (isnan(r->max_range)) {
+    return err_set(msg, ERR_INVAL, "max_range is not a number");
+  }
+
+  // rays
+  for (uint32_t i = 0; i < r->nray; i++) {
+    const double* o = r->origins + 3 * (size_t)i;
+    const double* d = r->directions + 3 * (size_t)i;
+    for (int k = 0; k < 3; k++) {
+      if (!isfinite(o[k])) {
+        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g is not finite", i, kAxis[k], o[k]);
+      }
+      if (!isfinite(d[k])) {
+        return err_set(msg, ERR_INVAL, "directions[%u].%s = %g is not finite", i, kAxis[k],
+                       d[k]);
+      }
+    }
+    if (norm3(d) == 0.0) {
+      return err_set(msg, ERR_INVAL, "directions[%u] is zero", i);
+    }
+  }
+
+  // times: inside the current interval when there is one
+  double tol = TIME_REL_TOL * fmax(1.0, fmax(fabs(e->t_prev), fabs(e->t_cur)));
+  for (uint32_t i = 0; i < r->ntime; i++) {
+    double t = r->times[i];
+    if (!isfinite(t)) {
+      return err_set(msg, ERR_INVAL, "times[%u] = %g is not finite", i, t);
+    }
+    if (e->has_time && (t < e->t_prev - tol || t > e->t_cur + tol)) {
+      return err_set(msg, ERR_INVAL, "times[%u] = %.15g is outside the interval [%.15g, %.15g]",
+                     i, t, e->t_prev, e->t_cur);
+    }
+  }
+  return 0;
+}
+
+
+typedef struct raycast_job {
+  const scene_t* scene;
+  const env_raycast_t* r;
+  scene_hit_t* out;
+  double tmax;          // m, > 0, may be +inf
+  double t_prev;        // interval; s = 1 when it is empty or there is no state
+  double dt;            // t_cur - t_prev, 0 for "s = 1"
+} raycast_job_t;
+
+
+// pool_fn_t: trace rays [begin, end) in stack batches.
+static void raycast_chunk(void* ctx, size_t begin, size_t end) {
+  const raycast_job_t* job = ctx;
+  const env_raycast_t* r = job->r;
+  scene_ray_t rays[RAY_BATCH];
+  for (size_t i0 = begin; i0 < end; i0 += RAY_BATCH) {
+    size_t n = end - i0 < RAY_BATCH ? end - i0 : RAY_BATCH;
+    for (size_t k = 0; k < n; k++) {
+      size_t i = i0 + k;
+      scene_ray_t* ray = &rays[k];
+      const double* d = r->directions + 3 * i;
+      double len = norm3(d);
+      for (int a = 0; a < 3; a++) {
+        ray->origin[a] = r->origins[3 * i + a];
+        ray->dir[a] = d[a] / len;
+      }
+      ray->tmax = job->tmax;
+
+      // absolute time -> fraction of the interval
+      double s = 1.0;
+      if (r->ntime > 0 && job->dt > 0.0) {
+        s = (r->times[r->ntime == 1 ? 0 : i] - job->t_prev) / job->dt;
+        s = fmin(1.0, fmax(0.0, s));
+      }
+      ray->time = s;
+    }
+    scene_trace(job->scene, rays, job->out + i0, n);
+  }
+}
+
+
+int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* msg) {
+  int rc = check_raycast(e, r, out, msg);
+  if (rc < 0 || r->nray == 0) {
+    return rc;
+  }
+
+  // commit pending edits, then trace (in parallel when the environment has a pool)
+  if ((rc = env_commit(e, msg)) < 0) {
+    return rc;
+  }
+  raycast_job_t job = {
+      .scene = e->scene,
+      .r = r,
+      .out = out,
+      .tmax = r->max_range > 0.0 ? r->max_range : INFINITY,
+      .t_prev = e->t_prev,
+      .dt = e->has_time ? e->t_cur - e->t_prev : 0.0,
+  };
+  pool_parallel_for(e->pool, r->nray, RAY_GRAIN, raycast_chunk, &job);
+  return 0;
+}

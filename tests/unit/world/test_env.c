@@ -1,0 +1,1234 @@
+// SPDX-License-Identifier: MIT
+// test_env.c: the Sensor Environment: every validation error leaves it unchanged (counts, time,
+// and what rays see), mesh errors name the element, all-or-nothing state updates, the time
+// line, isolation of environments, moving objects without BVH rebuilds, removal rules,
+// interpolation at absolute ray times, and the dipole magnetic field.
+#include "world/env.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/pool.h"
+#include "check.h"
+
+//---------------- Fixtures
+
+// Little-endian packing, independent of the host.
+static void put_u32(uint8_t* p, uint32_t u) {
+  p[0] = (uint8_t)u;
+  p[1] = (uint8_t)(u >> 8);
+  p[2] = (uint8_t)(u >> 16);
+  p[3] = (uint8_t)(u >> 24);
+}
+
+
+static void put_f32(uint8_t* p, float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof(u));
+  put_u32(p, u);
+}
+
+
+// Packed arrays of a mesh; `off` shifts the data by a byte so that it is unaligned.
+typedef struct mesh_bytes {
+  uint8_t vbuf[8 * 12 + 1];
+  uint8_t ibuf[12 * 12 + 1];
+  uint8_t mbuf[12 * 4 + 1];
+  mesh_desc_t d;
+} mesh_bytes_t;
+
+
+// Axis-aligned cube of half side 0.5 (8 vertices, 12 triangles).
+static void make_cube(mesh_bytes_t* m, uint32_t id, int off) {
+  static const float v[8][3] = {{-.5f, -.5f, -.5f}, {.5f, -.5f, -.5f}, {.5f, .5f, -.5f},
+                                {-.5f, .5f, -.5f},  {-.5f, -.5f, .5f}, {.5f, -.5f, .5f},
+                                {.5f, .5f, .5f},    {-.5f, .5f, .5f}};
+  static const uint32_t t[12][3] = {{0, 2, 1}, {0, 3, 2}, {4, 5, 6}, {4, 6, 7},
+                                    {0, 1, 5}, {0, 5, 4}, {1, 2, 6}, {1, 6, 5},
+                                    {2, 3, 7}, {2, 7, 6}, {3, 0, 4}, {3, 4, 7}};
+  memset(m, 0, sizeof(*m));
+  for (int i = 0; i < 24; i++) {
+    put_f32(m->vbuf + off + 4 * i, v[i / 3][i % 3]);
+  }
+  for (int i = 0; i < 36; i++) {
+    put_u32(m->ibuf + off + 4 * i, t[i / 3][i % 3]);
+  }
+  m->d.id = id;
+  m->d.vertices = m->vbuf + off;
+  m->d.vertices_len = 96;
+  m->d.indices = m->ibuf + off;
+  m->d.indices_len = 144;
+}
+
+
+// Square z = 0, x and y in [-1, 1] (4 vertices, 2 triangles), per-triangle materials.
+static void make_quad(mesh_bytes_t* m, uint32_t id, uint32_t mat0, uint32_t mat1) {
+  static const float v[4][3] = {{-1, -1, 0}, {1, -1, 0}, {1, 1, 0}, {-1, 1, 0}};
+  static const uint32_t t[6] = {0, 1, 2, 0, 2, 3};
+  memset(m, 0, sizeof(*m));
+  for (int i = 0; i < 12; i++) {
+    put_f32(m->vbuf + 4 * i, v[i / 3][i % 3]);
+  }
+  for (int i = 0; i < 6; i++) {
+    put_u32(m->ibuf + 4 * i, t[i]);
+  }
+  put_u32(m->mbuf, mat0);
+  put_u32(m->mbuf + 4, mat1);
+  m->d.id = id;
+  m->d.vertices = m->vbuf;
+  m->d.vertices_len = 48;
+  m->d.indices = m->ibuf;
+  m->d.indices_len = 24;
+  m->d.material_ids = m->mbuf;
+  m->d.material_ids_len = 8;
+}
+
+
+static pose_t pose_at(double x, double y, double z) {
+  pose_t p = xform_identity();
+  p.p[0] = x;
+  p.p[1] = y;
+  p.p[2] = z;
+  return p;
+}
+
+
+static object_desc_t object(uint32_t id, uint32_t geometry, uint32_t body, pose_t local) {
+  object_desc_t o = {.id = id, .geometry_id = geometry, .body_id = body, .local_pose = local,
+                     .scale = {1, 1, 1}, .label = id};
+  return o;
+}
+
+
+// Body poses in wire order (px py pz qx qy qz qw), identity orientation.
+static void wire_pose(double* dst, double x, double y, double z) {
+  const double p[7] = {x, y, z, 0, 0, 0, 1};
+  memcpy(dst, p, sizeof(p));
+}
+
+
+static int update_bodies(env_t* e, double t, uint32_t n, const uint32_t* ids,
+                         const double* poses) {
+  env_state_update_t u = {.time = t, .nbody = n, .body_ids = ids, .body_poses = poses};
+  err_msg_t msg;
+  int rc = env_update_state(e, &u, &msg);
+  if (rc) {
+    fprintf(stderr, "# env_update_state: %s\n", msg.text);
+  }
+  return rc;
+}
+
+
+// The standard scene: cube mesh 1, sphere 2, quad mesh 7 (triangle 0 of material 6),
+// materials 5 and 6, medium 3 (fog), bodies 10 and 11, objects 100 (cube on body 10),
+// 101 (sphere on body 11), 102 (static cube at (0, 5, 0), scale 2, material 5, medium 3),
+// 103 (static quad at (5, 5, 0)), joint 20. States: t = 0 (step 0 done), then t = 1 with body
+// 10 raised to z = 1, so that the current interval [0, 1] is not empty.
+static int populate(env_t* e) {
+  err_msg_t msg;
+  mesh_bytes_t cube, quad;
+  surface_material_t two = material_default_two_layer();
+  surface_material_t dull = material_default_lambertian();
+  dull.reflectance = 0.3;
+  ambient_material_t fog;
+  ASSERT_OK(ambient_fog(100.0, &fog, &msg));
+
+  make_cube(&cube, 1, 0);
+  ASSERT_OK(env_create_mesh(e, &cube.d, &msg));
+  prim_desc_t sphere = {.id = 2, .kind = SCENE_PRIM_SPHERE, .size = {0.5, 0, 0}};
+  ASSERT_OK(env_create_primitive(e, &sphere, &msg));
+  ASSERT_OK(env_set_material(e, 5, &two, "paint", &msg));
+  ASSERT_OK(env_set_material(e, 6, &dull, NULL, &msg));
+  make_quad(&quad, 7, 6, 0);
+  ASSERT_OK(env_create_mesh(e, &quad.d, &msg));
+  ASSERT_OK(env_set_medium(e, 3, &fog, &msg));
+
+  body_desc_t b10 = {.id = 10, .pose = pose_at(0, 0, 0), .name = "cart"};
+  body_desc_t b11 = {.id = 11, .pose = pose_at(5, 0, 0)};
+  ASSERT_OK(env_create_body(e, &b10, &msg));
+  ASSERT_OK(env_create_body(e, &b11, &msg));
+  object_desc_t o100 = object(100, 1, 10, xform_identity());
+  object_desc_t o101 = object(101, 2, 11, xform_identity());
+  object_desc_t o102 = object(102, 1, 0, pose_at(0, 5, 0));
+  o102.scale[0] = o102.scale[1] = o102.scale[2] = 2.0;
+  o102.material_id = 5;
+  o102.medium_id = 3;
+  object_desc_t o103 = object(103, 7, 0, pose_at(5, 5, 0));
+  ASSERT_OK(env_create_object(e, &o100, &msg));
+  ASSERT_OK(env_create_object(e, &o101, &msg));
+  ASSERT_OK(env_create_object(e, &o102, &msg));
+  ASSERT_OK(env_create_object(e, &o103, &msg));
+  joint_desc_t j = {.id = 20, .type = JOINT_TYPE_REVOLUTE, .position = 0.5};
+  ASSERT_OK(env_create_joint(e, &j, &msg));
+
+  uint32_t ids[2] = {10, 11};
+  double poses[14];
+  wire_pose(poses, 0, 0, 0);
+  wire_pose(poses + 7, 5, 0, 0);
+  ASSERT_OK(update_bodies(e, 0.0, 2, ids, poses));
+  ASSERT_OK(env_step(e, 0.0, &msg));
+  wire_pose(poses, 0, 0, 1);
+  ASSERT_OK(update_bodies(e, 1.0, 1, ids, poses));
+  return 0;
+}
+
+
+typedef struct fixture {
+  scene_device_t* dev;
+  env_t* e;
+} fixture_t;
+
+
+static int setup(fixture_t* f, const env_limits_t* limits) {
+  err_msg_t msg;
+  f->dev = scene_device_create(&msg);
+  if (!f->dev) {
+    CHECK_FAIL("scene_device_create: %s", msg.text);
+  }
+  f->e = env_create("test", limits, f->dev, NULL, &msg);
+  if (!f->e) {
+    CHECK_FAIL("env_create: %s", msg.text);
+  }
+  return populate(f->e);
+}
+
+
+static void teardown(fixture_t* f) {
+  env_destroy(f->e);
+  scene_device_destroy(f->dev);
+}
+
+//---------------- Snapshots: what "unchanged" means
+
+#define NPROBE 8
+
+typedef struct snap {
+  env_info_t info;
+  scene_hit_t at_cur[NPROBE];    // rays at t_cur
+  scene_hit_t at_prev[NPROBE];   // rays at t_prev
+  double field[3];               // magnetic field at (0.3, 0.2, 2)
+} snap_t;
+
+
+// Rays that see every object of the standard scene, from above and from the side.
+static void probes(double o[3 * NPROBE], double d[3 * NPROBE]) {
+  static const double xy[6][2] = {{0, 0}, {5, 0}, {0, 5}, {5, 5}, {0.8, 5.8}, {4.5, 4.5}};
+  for (int i = 0; i < 6; i++) {
+    double oi[3] = {xy[i][0], xy[i][1], 10};
+    double di[3] = {0, 0, -1};
+    memcpy(o + 3 * i, oi, sizeof(oi));
+    memcpy(d + 3 * i, di, sizeof(di));
+  }
+  const double side[2][6] = {{-10, 0, 0, 1, 0, 0}, {-10, 0, 1, 1, 0, 0}};
+  for (int i = 0; i < 2; i++) {
+    memcpy(o + 3 * (6 + i), side[i], 3 * sizeof(double));
+    memcpy(d + 3 * (6 + i), side[i] + 3, 3 * sizeof(double));
+  }
+}
+
+
+static int take(env_t* e, snap_t* s) {
+  memset(s, 0, sizeof(*s));
+  env_get_info(e, &s->info);
+  double o[3 * NPROBE], d[3 * NPROBE];
+  probes(o, d);
+  err_msg_t msg;
+  env_raycast_t r = {.nray = NPROBE, .origins = o, .directions = d};
+  ASSERT_OK(env_raycast(e, &r, s->at_cur, &msg));
+  if (s->info.time.has_time) {
+    r.ntime = 1;
+    r.times = &s->info.time.t_prev;
+    ASSERT_OK(env_raycast(e, &r, s->at_prev, &msg));
+  }
+  const double p[3] = {0.3, 0.2, 2};
+  env_magnetic_field(e, p, s->field);
+  return 0;
+}
+
+
+static int same_hits(const scene_hit_t* a, const scene_hit_t* b, const char* when) {
+  for (int i = 0; i < NPROBE; i++) {
+    if (a[i].object_id != b[i].object_id || a[i].distance != b[i].distance) {
+      CHECK_FAIL("probe %d at %s: object %u at %g became object %u at %g", i, when,
+                 a[i].object_id, a[i].distance, b[i].object_id, b[i].distance);
+    }
+  }
+  return 0;
+}
+
+
+static int same(const snap_t* a, const snap_t* b) {
+  const env_info_t* x = &a->info;
+  const env_info_t* y = &b->info;
+  ASSERT_EQ(x->geometries, y->geometries);
+  ASSERT_EQ(x->materials, y->materials);
+  ASSERT_EQ(x->media, y->media);
+  ASSERT_EQ(x->bodies, y->bodies);
+  ASSERT_EQ(x->objects, y->objects);
+  ASSERT_EQ(x->joints, y->joints);
+  ASSERT_EQ(x->sensors, y->sensors);
+  ASSERT_EQ(x->time.has_time, y->time.has_time);
+  ASSERT_TRUE(x->time.t_prev == y->time.t_prev);
+  ASSERT_TRUE(x->time.t_cur == y->time.t_cur);
+  ASSERT_EQ(x->time.steps, y->time.steps);
+  ASSERT_EQ(x->scene.geometry_builds, y->scene.geometry_builds);
+  ASSERT_EQ(x->scene.instance_updates, y->scene.instance_updates);
+  ASSERT_MEM_EQ(a->field, b->field, sizeof(a->field));
+  if (same_hits(a->at_cur, b->at_cur, "t_cur") || same_hits(a->at_prev, b->at_prev, "t_prev")) {
+    return 1;
+  }
+  return 0;
+}
+
+
+// Run `call` (which must fail with `code` and a message containing `text`) and check that the
+// environment did not change.
+#define ASSERT_REJECTED(e, call, want_code, want_text)                           \
+  do {                                                                           \
+    snap_t before_, after_;                                                      \
+    ASSERT_OK(take((e), &before_));                                              \
+    int64_t live_ = mem_live_count();                                            \
+    err_msg_t msg_ = {{0}};                                                      \
+    err_msg_t* emsg = &msg_;                                                     \
+    int rc_ = (call);                                                            \
+    if (rc_ != (want_code)) {                                                    \
+      CHECK_FAIL("%s: rc %d (%s), expected %d", #call, rc_, msg_.text, (want_code)); \
+    }                                                                            \
+    ASSERT_CONTAINS(msg_.text, (want_text));                                     \
+    ASSERT_EQ(mem_live_count(), live_);                                          \
+    ASSERT_OK(take((e), &after_));                                               \
+    if (same(&before_, &after_)) CHECK_FAIL("environment changed by %s", #call); \
+  } while (0)
+
+//---------------- Geometry
+
+
+TEST(env_standard_scene_is_seen_by_rays) {
+  fixture_t f;
+  ASSERT_OK(setup(&f, NULL));
+  snap_t s;
+  ASSERT_OK(take(f.e, &s));
+  ASSERT_EQ(s.info.geometries, 3);
+  ASSERT_EQ(s.info.materials, 3);
+  ASSERT_EQ(s.info.media, 2);
+  ASSERT_EQ(s.info.bodies, 2);
+  ASSERT_EQ(s.info.objects, 4);
+  ASSERT_EQ(s.info.joints, 1);
+  ASSERT_EQ(s.info.sensors, 0);
+
+  // from above at t_cur: cube 100 raised to z = 1 (top at 1.5), sphere, scaled cube, quad
+  ASSERT_EQ(s.at_cur[0].object_id, 100);
+  ASSERT_NEAR(s.at_cur[0].distance, 8.5, 1e-5);
+  ASSERT_EQ(s.at_cur[1].object_id, 101);
+  ASSERT_NEAR(s.at_cur[1].distance, 9.5, 1e-5);
+  ASSERT_EQ(s.at_cur[2].object_id, 102);
+  ASSERT_NEAR(s.at_cur[2].distance, 9.0, 1e-5);
+  ASSERT_EQ(s.at_cur[3].object_id, 103);
+  ASSERT_NEAR(s.at_cur[3].distance, 10.0, 1e-5);
+  ASSERT_EQ(s.at_cur[4].object_id, 102);
+  ASSERT_EQ(s.at_cur[5].object_id, 103);
+
+  // at t_prev the cube is still at z = 0: the side ray at z = 0 sees it, at z = 1 it does not
+  ASSERT_NEAR(s.at_prev[0].distance, 9.5, 1e-5);
+  ASSERT_EQ(s.at_prev[6].object_id, 100);
+  ASSERT_NEAR(s.at_prev[6].distance, 9.5, 1e-5);
+  ASSERT_EQ(s.at_prev[7].object_id, 0);
+  ASSERT_EQ(s.at_cur[6].object_id, 101);
+  ASSERT_EQ(s.at_cur[7].object_id, 100);
+
+  // per-triangle material of the quad: triangle 0 -> material 6, triangle 1 -> the object's
+  const surface_material_t* m = env_hit_material(f.e, 103, 0);
+  ASSERT_TRUE(m && m->reflectance == 0.3);
+  m = env_hit_material(f.e, 103, 1);
+  ASSERT_TRUE(m && m->kind == MATERIAL_LAMBERTIAN && m->reflectance == 0.8);
+  m = env_hit_material(f.e, 102, 0);
+  ASSERT_TRUE(m && m->kind == MATERIAL_TWO_LAYER);
+  ASSERT_TRUE(env_hit_material(f.e, 999, 0) == NULL);
+  ASSERT_TRUE(env_get_medium(f.e, 3) != NULL);
+  ASSERT_NEAR(env_get_medium(f.e, 0)->attenuation, 0.000402272, 0.0);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(env_mesh_errors_name_the_element_and_change_nothing) {
+  env_limits_t lim = env_default_limits();
+  lim.max_mesh_vertices = 8;
+  lim.max_mesh_triangles = 12;
+  fixture_t f;
+  ASSERT_OK(setup(&f, &lim));
+  env_t* e = f.e;
+  mesh_bytes_t m;
+
+  // ids
+  make_cube(&m, 0, 0);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "id = 0 is reserved");
+  make_cube(&m, 1, 0);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_EXISTS, "geometry 1 already exists");
+  make_cube(&m, 2, 0);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_EXISTS, "geometry 2 already exists");
+
+  // lengths and counts
+  make_cube(&m, 9, 0);
+  m.d.vertices_len = 13;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
+                  "vertices length 13 is not a multiple of 12");
+  make_cube(&m, 9, 0);
+  m.d.indices_len = 143;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
+                  "indices length 143 is not a multiple of 12");
+  make_cube(&m, 9, 0);
+  m.d.vertices_len = 0;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "vertices is empty");
+  make_cube(&m, 9, 0);
+  m.d.indices = NULL;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "indices is empty");
+
+  // limits
+  uint8_t big[9 * 12 + 1] = {0};
+  make_cube(&m, 9, 0);
+  m.d.vertices = big;
+  m.d.vertices_len = 9 * 12;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_LIMIT, "max_mesh_vertices = 8");
+  uint8_t many[13 * 12] = {0};
+  make_cube(&m, 9, 0);
+  m.d.indices = many;
+  m.d.indices_len = sizeof(many);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_LIMIT, "max_mesh_triangles = 12");
+
+  // values
+  make_cube(&m, 9, 0);
+  put_f32(m.vbuf + 4 * (5 * 3 + 1), NAN);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "vertices[5].y = nan is not finite");
+  make_cube(&m, 9, 0);
+  put_f32(m.vbuf + 4 * (7 * 3 + 2), -INFINITY);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "vertices[7].z = -inf");
+  make_cube(&m, 9, 0);
+  put_u32(m.ibuf + 4 * 7, 12);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
+                  "indices[7] = 12 is out of range (8 vertices)");
+  make_cube(&m, 9, 0);
+  put_u32(m.ibuf + 4 * 35, 8);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
+                  "indices[35] = 8 is out of range (8 vertices)");
+
+  // per-triangle materials
+  make_quad(&m, 9, 6, 5);
+  m.d.material_ids_len = 5;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
+                  "material_ids length 5 is not a multiple of 4");
+  make_quad(&m, 9, 6, 5);
+  m.d.material_ids_len = 4;
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
+                  "material_ids has 1 entries for 2 triangles");
+  make_quad(&m, 9, 6, 42);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_NOTFOUND,
+                  "material_ids[1] = 42 is not a known material");
+
+  // the same mesh, fixed and at unaligned addresses, is accepted
+  make_cube(&m, 9, 1);
+  err_msg_t msg;
+  ASSERT_OK(env_create_mesh(e, &m.d, &msg));
+  env_info_t info;
+  env_get_info(e, &info);
+  ASSERT_EQ(info.geometries, 4);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(env_geometry_limit_and_primitive_errors) {
+  env_limits_t lim = env_default_limits();
+  lim.max_geometries = 3;
+  fixture_t f;
+  ASSERT_OK(setup(&f, &lim));
+  env_t* e = f.e;
+  mesh_bytes_t m;
+  make_cube(&m, 9, 0);
+  ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_LIMIT, "max_geometries = 3");
+  prim_desc_t p = {.id = 9, .kind = SCENE_PRIM_BOX, .size = {1, 1, 1}};
+  ASSERT_REJECTED(e, env_create_primitive(e, &p, emsg), ERR_LIMIT, "max_geometries = 3");
+
+  // with room again: sizes by kind
+  err_msg_t msg;
+  ASSERT_OK(env_remove(e, ENV_ENTITY_OBJECT, 103, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_GEOMETRY, 7, &msg));
+  struct {
+    prim_desc_t d;
+    const char* text;
+  } cases[] = {
+      {{.id = 9, .kind = (scene_prim_kind_t)99, .size = {1, 1, 1}}, "kind = 99"},
+      {{.id = 9, .kind = SCENE_PRIM_BOX, .size = {1, NAN, 1}}, "box.half_extents.y = nan"},
+      {{.id = 9, .kind = SCENE_PRIM_BOX, .size = {1, 1, 0}}, "box.half_extents.z = 0 must be > 0"},
+      {{.id = 9, .kind = SCENE_PRIM_SPHERE, .size = {0, 1, 1}}, "sphere.radius = 0 must be > 0"},
+      {{.id = 9, .kind = SCENE_PRIM_CYLINDER, .size = {1, -1, 0}}, "cylinder.half_length = -1"},
+      {{.id = 9, .kind = SCENE_PRIM_CAPSULE, .size = {INFINITY, 1, 0}}, "capsule.radius = inf"},
+      {{.id = 9, .kind = SCENE_PRIM_PLANE, .size = {-3, 0, 0}}, "plane.half_size = -3"},
+      {{.id = 0, .kind = SCENE_PRIM_SPHERE, .size = {1, 0, 0}}, "id = 0 is reserved"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    ASSERT_REJECTED(e, env_create_primitive(e, &cases[i].d, emsg), ERR_INVAL, cases[i].text);
+  }
+  prim_desc_t dup = {.id = 2, .kind = SCENE_PRIM_SPHERE, .size = {1, 0, 0}};
+  ASSERT_REJECTED(e, env_create_primitive(e, &dup, emsg), ERR_EXISTS, "geometry 2");
+
+  // an unbounded plane (half_size 0) is accepted; unused size entries are ignored
+  prim_desc_t plane = {.id = 9, .kind = SCENE_PRIM_PLANE, .size = {0, NAN, NAN}};
+  ASSERT_OK(env_create_primitive(e, &plane, &msg));
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Materials, media, settings
+
+
+TEST(env_material_and_medium_errors_change_nothing) {
+  env_limits_t lim = env_default_limits();
+  lim.max_materials = 3;  // 0, 5, 6
+  lim.max_media = 2;      // 0, 3
+  fixture_t f;
+  ASSERT_OK(setup(&f, &lim));
+  env_t* e = f.e;
+
+  surface_material_t bad = material_default_two_layer();
+  bad.reflectance = 1.2;
+  ASSERT_REJECTED(e, env_set_material(e, 5, &bad, "x", emsg), ERR_INVAL,
+                  "two_layer.diffuse_reflectance = 1.2 is outside [0, 1]");
+  ASSERT_TRUE(env_hit_material(e, 102, 0)->reflectance == 0.8);
+  surface_material_t ok = material_default_lambertian();
+  ASSERT_REJECTED(e, env_set_material(e, 8, &ok, NULL, emsg), ERR_LIMIT, "max_materials = 3");
+
+  ambient_material_t a = ambient_default_air();
+  a.gamma_shape = 0.0;
+  ASSERT_REJECTED(e, env_set_medium(e, 0, &a, emsg), ERR_INVAL,
+                  "ambient.return_gamma_shape = 0 must be > 0");
+  ASSERT_NEAR(env_get_medium(e, 0)->gamma_shape, 9.5, 0.0);
+  a = ambient_default_air();
+  ASSERT_REJECTED(e, env_set_medium(e, 4, &a, emsg), ERR_LIMIT, "max_media = 2");
+
+  // replacing existing ones needs no room; material 0 is replaceable
+  err_msg_t msg;
+  ok.reflectance = 0.1;
+  ASSERT_OK(env_set_material(e, 0, &ok, "ground", &msg));
+  ASSERT_TRUE(env_hit_material(e, 100, 0)->reflectance == 0.1);
+  ASSERT_OK(env_set_medium(e, 3, &a, &msg));
+  ASSERT_NEAR(env_get_medium(e, 3)->attenuation, 0.000402272, 0.0);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(env_settings_errors_change_nothing) {
+  env_limits_t lim = env_default_limits();
+  lim.max_dipoles = 2;
+  fixture_t f;
+  ASSERT_OK(setup(&f, &lim));
+  env_t* e = f.e;
+  env_dipole_t d[3] = {{.moment = {0, 0, 1}}, {.moment = {1, 0, 0}, .body_id = 10},
+                       {.moment = {0, 1, 0}}};
+
+  env_settings_t s = {.has_gravity = 1, .gravity = {0, NAN, -9.8}};
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_INVAL, "gravity.y = nan is not finite");
+  s = (env_settings_t){.has_magnetic_field = 1, .magnetic_field = {INFINITY, 0, 0}};
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_INVAL, "magnetic_field.x = inf");
+  s = (env_settings_t){.replace_dipoles = 1, .dipoles = d, .ndipole = 3};
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_LIMIT, "max_dipoles = 2");
+  d[1].body_id = 77;
+  s = (env_settings_t){.replace_dipoles = 1, .dipoles = d, .ndipole = 2, .has_magnetic_field = 1};
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_NOTFOUND,
+                  "dipoles[1].body_id = 77 is not a known body");
+  d[1].body_id = 10;
+  d[1].position[2] = NAN;
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_INVAL, "dipoles[1].position.z = nan");
+
+  // appending counts the existing dipoles
+  err_msg_t msg;
+  d[1].position[2] = 0.0;
+  s = (env_settings_t){.replace_dipoles = 1, .dipoles = d, .ndipole = 2};
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+  s = (env_settings_t){.dipoles = d + 2, .ndipole = 1};
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_LIMIT, "3 dipoles exceed");
+  s = (env_settings_t){.replace_dipoles = 1};
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+  double p[3] = {0, 0, 1}, b[3];
+  env_magnetic_field(e, p, b);
+  ASSERT_TRUE(b[0] == 0 && b[1] == 0 && b[2] == 0);
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Bodies, objects, joints
+
+
+TEST(env_body_object_joint_errors_change_nothing) {
+  env_limits_t lim = env_default_limits();
+  lim.max_joints = 1;
+  fixture_t f;
+  ASSERT_OK(setup(&f, &lim));
+  env_t* e = f.e;
+
+  // bodies
+  body_desc_t b = {.id = 0, .pose = xform_identity()};
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_INVAL, "id = 0 is reserved");
+  b.id = 10;
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_EXISTS, "body 10 already exists");
+  b.id = 12;
+  b.pose.p[1] = NAN;
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_INVAL, "pose.position.y = nan");
+  b.pose = xform_identity();
+  b.pose.q[0] = 0.0;
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_INVAL, "pose.orientation has norm 0");
+  b.pose.q[0] = 1e-10;
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_INVAL, "pose.orientation has norm 1e-10");
+  b.pose = xform_identity();
+  b.angular_velocity[2] = INFINITY;
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_INVAL, "angular_velocity.z = inf");
+  b.angular_velocity[2] = 0.0;
+  b.center_of_mass[0] = NAN;
+  ASSERT_REJECTED(e, env_create_body(e, &b, emsg), ERR_INVAL, "center_of_mass.x = nan");
+
+  // objects
+  object_desc_t o = object(0, 1, 10, xform_identity());
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL, "id = 0 is reserved");
+  o = object(100, 1, 10, xform_identity());
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_EXISTS, "object 100 already exists");
+  o = object(104, 4, 10, xform_identity());
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
+                  "geometry_id = 4 is not a known geometry");
+  o = object(104, 1, 12, xform_identity());
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
+                  "body_id = 12 is not a known body");
+  o = object(104, 1, 10, xform_identity());
+  o.material_id = 8;
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
+                  "material_id = 8 is not a known material");
+  o = object(104, 1, 10, xform_identity());
+  o.medium_id = 4;
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
+                  "medium_id = 4 is not a known medium");
+  o = object(104, 1, 10, xform_identity());
+  o.scale[1] = 0.0;
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL, "scale.y = 0 must be non-zero");
+  o.scale[1] = NAN;
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL, "scale.y = nan is not finite");
+  o = object(104, 1, 10, xform_identity());
+  o.local_pose.q[0] = 0.0;
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL, "local_pose.orientation");
+  o = object(104, 1, 10, pose_at(0, 0, INFINITY));
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL, "local_pose.position.z = inf");
+
+  // joints
+  joint_desc_t j = {.id = 0, .type = JOINT_TYPE_PRISMATIC};
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL, "id = 0 is reserved");
+  j.id = 20;
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_EXISTS, "joint 20 already exists");
+  j.id = 21;
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_LIMIT, "max_joints = 1");
+  err_msg_t msg;
+  ASSERT_OK(env_remove(e, ENV_ENTITY_JOINT, 20, &msg));
+  j.type = (joint_type_t)5;
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL, "type = 5");
+  j.type = JOINT_TYPE_REVOLUTE;
+  j.position = NAN;
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL, "position = nan is not finite");
+
+  // a non-unit quaternion is normalised, a mirrored object is allowed
+  b = (body_desc_t){.id = 12, .pose = pose_at(20, 0, 0)};
+  b.pose.q[0] = 2.0;
+  ASSERT_OK(env_create_body(e, &b, &msg));
+  pose_t got;
+  ASSERT_OK(env_body_pose(e, 12, 1.0, &got));
+  ASSERT_NEAR(got.q[0], 1.0, 1e-15);
+  o = object(104, 1, 12, xform_identity());
+  o.scale[0] = -1.0;
+  ASSERT_OK(env_create_object(e, &o, &msg));
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(env_create_fails_cleanly_when_allocations_fail) {
+  fixture_t f;
+  ASSERT_OK(setup(&f, NULL));
+  env_t* e = f.e;
+  mesh_bytes_t m;
+  make_quad(&m, 9, 6, 0);
+  m.d.name = "quad";
+  body_desc_t b = {.id = 12, .pose = pose_at(0, -5, 0), .name = "b"};
+  object_desc_t o = object(104, 9, 12, xform_identity());
+  o.name = "o";
+  joint_desc_t j = {.id = 21, .name = "j"};
+  surface_material_t mat = material_default_lambertian();
+  ambient_material_t air = ambient_default_air();
+
+  // fail the 1st, 2nd, ... allocation of each call until it succeeds
+  for (int step = 0; step < 6; step++) {
+    for (int64_t n = 1;; n++) {
+      snap_t before, after;
+      ASSERT_OK(take(e, &before));
+      int64_t live = mem_live_count();
+      err_msg_t msg;
+      mem_fail_after(n);
+      int rc = step == 0   ? env_create_mesh(e, &m.d, &msg)
+               : step == 1 ? env_create_body(e, &b, &msg)
+               : step == 2 ? env_create_object(e, &o, &msg)
+               : step == 3 ? env_create_joint(e, &j, &msg)
+               : step == 4 ? env_set_material(e, 8, &mat, "m", &msg)
+                           : env_set_medium(e, 9, &air, &msg);
+      mem_fail_after(0);
+      if (rc == 0) {
+        break;
+      }
+      ASSERT_EQ(rc, ERR_NOMEM);
+      ASSERT_EQ(mem_live_count(), live);
+      ASSERT_OK(take(e, &after));
+      if (same(&before, &after)) {
+        CHECK_FAIL("call %d changed the environment when allocation %lld failed", step,
+                   (long long)n);
+      }
+      ASSERT_TRUE(n < 100);
+    }
+  }
+  env_info_t info;
+  env_get_info(e, &info);
+  ASSERT_EQ(info.objects, 5);
+  ASSERT_EQ(info.materials, 4);
+  ASSERT_EQ(info.media, 3);
+  teardown(&f);
+  return 0;
+}
+
+//---------------- States and time
+
+
+TEST(env_update_state_is_all_or_nothing) {
+  fixture_t f;
+  ASSERT_OK(setup(&f, NULL));
+  env_t* e = f.e;
+  uint32_t ids[3] = {10, 11, 10};
+  double poses[21];
+  wire_pose(poses, 0, 0, 2);
+  wire_pose(poses + 7, 5, 0, 3);
+  wire_pose(poses + 14, 0, 0, 4);
+  double vel[18] = {0};
+  uint32_t jid[2] = {20, 21};
+  double jpos[2] = {1.0, 2.0};
+  env_state_update_t u = {.time = 2.0, .nbody = 2, .body_ids = ids, .body_poses = poses,
+                          .body_velocities = vel, .njoint = 1, .joint_ids = jid,
+                          .joint_positions = jpos};
+
+  // one unknown id among good ones
+  ids[1] = 99;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[1] = 99 is not a known body");
+  ids[1] = 11;
+
+  // a repeated id
+  u.nbody = 3;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL, "body_ids[2] = 10 is repeated");
+  u.nbody = 2;
+
+  // non-finite numbers, a zero quaternion
+  poses[9] = NAN;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_poses[9] = nan (body 11) is not finite");
+  poses[9] = 3;
+  poses[10] = poses[11] = poses[12] = poses[13] = 0.0;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_poses[10..13] (body 11): orientation norm 0 is below 1e-09");
+  poses[13] = 1.0;
+  vel[10] = INFINITY;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_velocities[10] = inf (body 11) is not finite");
+  vel[10] = 0.0;
+
+  // joints
+  u.njoint = 2;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "joint_ids[1] = 21 is not a known joint");
+  u.njoint = 1;
+  jpos[0] = NAN;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "joint_positions[0] = nan (joint 20) is not finite");
+  jpos[0] = 1.0;
+  jid[1] = 20;
+  u.njoint = 2;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL, "joint_ids[1] = 20 is repeated");
+  u.njoint = 1;
+
+  // time
+  u.time = 1.0;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_STATE,
+                  "time = 1 does not exceed the last state's time 1");
+  u.time = NAN;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL, "time = nan is not finite");
+
+  // the fixed update applies whole, with a non-unit quaternion normalised
+  u.time = 2.0;
+  poses[13] = 3.0;
+  err_msg_t msg;
+  ASSERT_OK(env_update_state(e, &u, &msg));
+  pose_t p;
+  ASSERT_OK(env_body_pose(e, 11, 1.0, &p));
+  ASSERT_NEAR(p.p[2], 3.0, 0.0);
+  ASSERT_NEAR(p.q[0], 1.0, 1e-15);
+  ASSERT_OK(env_body_pose(e, 10, 1.0, &p));
+  ASSERT_NEAR(p.p[2], 2.0, 0.0);
+  env_time_t t;
+  env_get_time(e, &t);
+  ASSERT_TRUE(t.t_prev == 0.0 && t.t_cur == 2.0);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(env_time_line_rules) {
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  env_t* e = env_create("time", NULL, dev, NULL, &msg);
+  ASSERT_TRUE(e != NULL);
+  env_time_t t;
+  env_get_time(e, &t);
+  ASSERT_EQ(t.has_time, 0);
+
+  // stepping needs a state
+  ASSERT_EQ(env_step(e, 0.0, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "no state");
+
+  // the first state may be at any finite time, and a step at it covers an empty interval
+  ASSERT_OK(update_bodies(e, -5.0, 0, NULL, NULL));
+  env_get_time(e, &t);
+  ASSERT_TRUE(t.has_time && t.t_prev == -5.0 && t.t_cur == -5.0 && t.steps == 0);
+  ASSERT_EQ(env_step(e, -4.0, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "is not the time of the last state");
+  ASSERT_OK(env_step(e, -5.0, &msg));
+  ASSERT_EQ(env_step(e, -5.0, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "does not exceed the previous step's time");
+
+  // later states strictly increase; several states between steps keep t_prev
+  ASSERT_EQ(update_bodies(e, -5.0, 0, NULL, NULL), ERR_STATE);
+  ASSERT_OK(update_bodies(e, -4.0, 0, NULL, NULL));
+  ASSERT_OK(update_bodies(e, -3.5, 0, NULL, NULL));
+  env_get_time(e, &t);
+  ASSERT_TRUE(t.t_prev == -5.0 && t.t_cur == -3.5 && t.steps == 1);
+  ASSERT_EQ(env_step(e, -4.0, &msg), ERR_STATE);
+  ASSERT_OK(env_step(e, -3.5, &msg));
+  env_get_time(e, &t);
+  ASSERT_TRUE(t.t_prev == -3.5 && t.t_cur == -3.5 && t.steps == 2);
+  ASSERT_EQ(env_step(e, INFINITY, &msg), ERR_INVAL);
+  env_destroy(e);
+  scene_device_destroy(dev);
+  return 0;
+}
+
+
+TEST(env_step_and_raycast_errors_change_nothing) {
+  env_limits_t lim = env_default_limits();
+  lim.max_raycast_rays = NPROBE;
+  fixture_t f;
+  ASSERT_OK(setup(&f, &lim));
+  env_t* e = f.e;
+  ASSERT_REJECTED(e, env_step(e, 0.5, emsg), ERR_STATE, "time = 0.5 is not the time");
+  ASSERT_REJECTED(e, env_step(e, NAN, emsg), ERR_INVAL, "time = nan is not finite");
+
+  double o[3 * (NPROBE + 1)] = {0}, d[3 * (NPROBE + 1)];
+  double times[NPROBE + 1] = {0, 0.5, 1};
+  scene_hit_t hits[NPROBE + 1];
+  for (int i = 0; i <= NPROBE; i++) {
+    d[3 * i] = d[3 * i + 1] = 0.0;
+    d[3 * i + 2] = -1.0;
+    o[3 * i + 2] = 10.0;
+  }
+  env_raycast_t r = {.nray = NPROBE + 1, .origins = o, .directions = d};
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_LIMIT, "nray = 9 exceeds the limit max_raycast_rays = 8");
+  r.nray = 3;
+  r.ntime = 2;
+  r.times = times;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "ntime = 2 must be 0, 1 or nray");
+  r.ntime = 3;
+  d[5] = 0.0;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "directions[1] is zero");
+  d[5] = -1.0;
+  d[6] = NAN;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "directions[2].x = nan");
+  d[6] = 0.0;
+  o[4] = -INFINITY;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "origins[1].y = -inf");
+  o[4] = 0.0;
+  times[2] = 1.0 + 1e-9;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL,
+                  "times[2] = 1.000000001 is outside the interval [0, 1]");
+  times[2] = -1e-9;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "times[2]");
+  times[2] = NAN;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "times[2] = nan is not finite");
+  times[2] = 1.0 + 1e-13;  // within the relative tolerance
+  r.max_range = NAN;
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "max_range");
+  r.max_range = -1.0;  // <= 0: unlimited
+  err_msg_t msg;
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  ASSERT_EQ(hits[0].object_id, 100);   // t = 0: top of the cube at 0.5, 9.5 m away
+  ASSERT_NEAR(hits[0].distance, 9.5, 1e-5);
+  ASSERT_EQ(hits[1].object_id, 100);   // t = 0.5: top at 1.0
+  ASSERT_NEAR(hits[1].distance, 9.0, 1e-5);
+  ASSERT_EQ(hits[2].object_id, 100);   // t = 1: top at 1.5
+  ASSERT_NEAR(hits[2].distance, 8.5, 1e-5);
+
+  // max_range cuts: the cube at t = 0 is 9.5 m away
+  r.max_range = 9.2;
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  ASSERT_EQ(hits[0].object_id, 0);
+  ASSERT_TRUE(isinf(hits[0].distance));
+  ASSERT_EQ(hits[2].object_id, 100);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(env_constant_velocity_body_seen_at_ray_times) {
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  pool_t* pool = pool_create(2);
+  ASSERT_TRUE(pool != NULL);
+  env_t* e = env_create("wall", NULL, dev, pool, &msg);
+  ASSERT_TRUE(e != NULL);
+
+  // a wall (box, half thickness 0.1) approaching a static lidar at the origin at v = 2 m/s
+  prim_desc_t box = {.id = 1, .kind = SCENE_PRIM_BOX, .size = {0.1, 5, 5}};
+  ASSERT_OK(env_create_primitive(e, &box, &msg));
+  body_desc_t b = {.id = 1, .pose = pose_at(10, 0, 0)};
+  ASSERT_OK(env_create_body(e, &b, &msg));
+  object_desc_t o = object(1, 1, 1, xform_identity());
+  ASSERT_OK(env_create_object(e, &o, &msg));
+  const double v = 2.0, t0 = 100.0, dt = 0.5, d0 = 10.0 - 0.1;
+  uint32_t id = 1;
+  double pose[7];
+  wire_pose(pose, 10, 0, 0);
+  ASSERT_OK(update_bodies(e, t0, 1, &id, pose));
+  ASSERT_OK(env_step(e, t0, &msg));
+  wire_pose(pose, 10 - v * dt, 0, 0);
+  ASSERT_OK(update_bodies(e, t0 + dt, 1, &id, pose));
+
+  // many rays (several pool chunks), each at its own absolute time
+  enum { N = 3000 };
+  static double org[3 * N], dir[3 * N], times[N];
+  static scene_hit_t hits[N];
+  for (int i = 0; i < N; i++) {
+    dir[3 * i] = 1.0;
+    dir[3 * i + 1] = 1e-3 * (i % 7);
+    times[i] = t0 + dt * i / (N - 1);
+  }
+  env_raycast_t r = {.nray = N, .origins = org, .directions = dir, .ntime = N, .times = times};
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  for (int i = 0; i < N; i++) {
+    double along = d0 - v * (times[i] - t0);
+    double len = sqrt(1.0 + dir[3 * i + 1] * dir[3 * i + 1]);
+    ASSERT_EQ(hits[i].object_id, 1);
+    ASSERT_NEAR(hits[i].distance, along * len, 2e-5);
+    ASSERT_NEAR(hits[i].normal[0], -1.0, 1e-6);
+  }
+
+  // freeze_objects: every ray sees the end-of-step pose
+  env_settings_t s = {.has_freeze_objects = 1, .freeze_objects = 1};
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+  double mid = t0 + dt / 2;
+  r.nray = 1;
+  r.ntime = 1;
+  r.times = &mid;
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  ASSERT_NEAR(hits[0].distance, d0 - v * dt, 2e-5);
+  s.freeze_objects = 0;
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  ASSERT_NEAR(hits[0].distance, d0 - v * dt / 2, 2e-5);
+
+  // two states between steps: the interval starts at the last step, the middle state is
+  // not used
+  wire_pose(pose, 0, 0, 0);  // a teleport at t0 + 2 dt, overwritten at t0 + 3 dt
+  ASSERT_OK(update_bodies(e, t0 + 2 * dt, 1, &id, pose));
+  wire_pose(pose, 10 - 3 * v * dt, 0, 0);
+  ASSERT_OK(update_bodies(e, t0 + 3 * dt, 1, &id, pose));
+  mid = t0 + 2 * dt;
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  ASSERT_NEAR(hits[0].distance, d0 - 2 * v * dt, 2e-5);
+
+  // after stepping the interval is empty and the wall rests at its last pose
+  ASSERT_OK(env_step(e, t0 + 3 * dt, &msg));
+  r.ntime = 0;
+  ASSERT_OK(env_raycast(e, &r, hits, &msg));
+  ASSERT_NEAR(hits[0].distance, d0 - 3 * v * dt, 2e-5);
+  mid = t0 + 2 * dt;
+  r.ntime = 1;
+  ASSERT_EQ(env_raycast(e, &r, hits, &msg), ERR_INVAL);
+  env_destroy(e);
+  pool_destroy(pool);
+  scene_device_destroy(dev);
+  return 0;
+}
+
+
+TEST(env_hundred_moving_objects_update_without_rebuilding_geometry) {
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  env_t* e = env_create("many", NULL, dev, NULL, &msg);
+  ASSERT_TRUE(e != NULL);
+  mesh_bytes_t cube;
+  make_cube(&cube, 1, 0);
+  ASSERT_OK(env_create_mesh(e, &cube.d, &msg));
+  enum { N = 100 };
+  uint32_t ids[N];
+  double poses[7 * N];
+  for (uint32_t i = 0; i < N; i++) {
+    ids[i] = 1000 + i;
+    body_desc_t b = {.id = ids[i], .pose = pose_at(3.0 * i, 0, 0)};
+    ASSERT_OK(env_create_body(e, &b, &msg));
+    object_desc_t o = object(5000 + i, 1, ids[i], xform_identity());
+    ASSERT_OK(env_create_object(e, &o, &msg));
+  }
+  env_info_t start;
+  env_get_info(e, &start);
+  ASSERT_EQ(start.objects, N);
+
+  // rays from above every cube
+  double org[3 * N], dir[3 * N];
+  scene_hit_t hits[N];
+  for (uint32_t i = 0; i < N; i++) {
+    double oi[3] = {3.0 * i, 0, 20}, di[3] = {0, 0, -1};
+    memcpy(org + 3 * i, oi, sizeof(oi));
+    memcpy(dir + 3 * i, di, sizeof(di));
+  }
+  env_raycast_t r = {.nray = N, .origins = org, .directions = dir};
+
+  // every step raises each cube by a different amount
+  uint64_t updates = start.scene.instance_updates;
+  for (int k = 0; k <= 5; k++) {
+    for (uint32_t i = 0; i < N; i++) {
+      wire_pose(poses + 7 * i, 3.0 * i, 0, 0.01 * k * (i % 10));
+    }
+    ASSERT_OK(update_bodies(e, 0.1 * k, N, ids, poses));
+    ASSERT_OK(env_step(e, 0.1 * k, &msg));
+    ASSERT_OK(env_raycast(e, &r, hits, &msg));
+    for (uint32_t i = 0; i < N; i++) {
+      ASSERT_EQ(hits[i].object_id, 5000 + i);
+      ASSERT_NEAR(hits[i].distance, 19.5 - 0.01 * k * (i % 10), 1e-5);
+    }
+    env_info_t info;
+    env_get_info(e, &info);
+    ASSERT_EQ(info.scene.geometry_builds, start.scene.geometry_builds);
+    ASSERT_TRUE(info.scene.instance_updates >= updates + N);
+    updates = info.scene.instance_updates;
+  }
+  env_destroy(e);
+  scene_device_destroy(dev);
+  return 0;
+}
+
+
+TEST(env_environments_are_isolated) {
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  env_t* a = env_create("a", NULL, dev, NULL, &msg);
+  env_t* b = env_create("b", NULL, dev, NULL, &msg);
+  ASSERT_TRUE(a && b);
+  ASSERT_STREQ(env_name(a), "a");
+  ASSERT_STREQ(env_name(b), "b");
+
+  // the same ids in both, different places
+  prim_desc_t sphere = {.id = 1, .kind = SCENE_PRIM_SPHERE, .size = {1, 0, 0}};
+  ASSERT_OK(env_create_primitive(a, &sphere, &msg));
+  ASSERT_OK(env_create_primitive(b, &sphere, &msg));
+  object_desc_t oa = object(7, 1, 0, pose_at(10, 0, 0));
+  object_desc_t ob = object(7, 1, 0, pose_at(0, 10, 0));
+  ob.label = 99;
+  ASSERT_OK(env_create_object(a, &oa, &msg));
+  ASSERT_OK(env_create_object(b, &ob, &msg));
+
+  double o[6] = {0}, d[6] = {1, 0, 0, 0, 1, 0};
+  scene_hit_t ha[2], hb[2];
+  env_raycast_t r = {.nray = 2, .origins = o, .directions = d};
+  ASSERT_OK(env_raycast(a, &r, ha, &msg));
+  ASSERT_OK(env_raycast(b, &r, hb, &msg));
+  ASSERT_EQ(ha[0].object_id, 7);
+  ASSERT_NEAR(ha[0].distance, 9.0, 1e-5);
+  ASSERT_EQ(ha[1].object_id, 0);
+  ASSERT_EQ(hb[0].object_id, 0);
+  ASSERT_EQ(hb[1].object_id, 7);
+  ASSERT_EQ(hb[1].label, 99);
+
+  // removing from one leaves the other
+  ASSERT_OK(env_remove(a, ENV_ENTITY_OBJECT, 7, &msg));
+  ASSERT_OK(env_raycast(a, &r, ha, &msg));
+  ASSERT_OK(env_raycast(b, &r, hb, &msg));
+  ASSERT_EQ(ha[0].object_id, 0);
+  ASSERT_EQ(hb[1].object_id, 7);
+  env_destroy(a);
+  env_destroy(b);
+  scene_device_destroy(dev);
+  return 0;
+}
+
+//---------------- Removal
+
+
+TEST(env_remove_refuses_referenced_entities) {
+  fixture_t f;
+  ASSERT_OK(setup(&f, NULL));
+  env_t* e = f.e;
+  env_dipole_t dip = {.moment = {0, 0, 1}, .body_id = 11};
+  env_settings_t s = {.replace_dipoles = 1, .dipoles = &dip, .ndipole = 1};
+  err_msg_t msg;
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+
+  // referenced
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_GEOMETRY, 2, emsg), ERR_STATE,
+                  "geometry 2 is used by object 101");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MATERIAL, 5, emsg), ERR_STATE,
+                  "material 5 is used by object 102");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MATERIAL, 6, emsg), ERR_STATE,
+                  "material 6 is used by geometry 7");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MEDIUM, 3, emsg), ERR_STATE,
+                  "medium 3 is used by object 102");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_BODY, 10, emsg), ERR_STATE,
+                  "body 10 carries object 100");
+
+  // built-in, unknown, not yet existing kinds
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MATERIAL, 0, emsg), ERR_INVAL, "material 0");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MEDIUM, 0, emsg), ERR_INVAL, "medium 0");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_GEOMETRY, 42, emsg), ERR_NOTFOUND,
+                  "geometry 42 not found");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_OBJECT, 0, emsg), ERR_NOTFOUND, "object 0");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_JOINT, 21, emsg), ERR_NOTFOUND, "joint 21");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_SENSOR, 1, emsg), ERR_NOTFOUND, "sensor 1");
+  ASSERT_REJECTED(e, env_remove(e, (env_entity_t)42, 1, emsg), ERR_INVAL, "kind = 42");
+
+  // in order: objects, then what they used
+  ASSERT_OK(env_remove(e, ENV_ENTITY_OBJECT, 101, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_GEOMETRY, 2, &msg));
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_BODY, 11, emsg), ERR_STATE,
+                  "body 11 carries magnetic dipole 0");
+  s.ndipole = 0;
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 11, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_OBJECT, 102, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_MATERIAL, 5, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_MEDIUM, 3, &msg));
+  ASSERT_EQ(env_remove(e, ENV_ENTITY_GEOMETRY, 7, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "geometry 7 is used by object 103");
+  ASSERT_OK(env_remove(e, ENV_ENTITY_OBJECT, 103, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_GEOMETRY, 7, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_MATERIAL, 6, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_JOINT, 20, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_OBJECT, 100, &msg));
+  ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 10, &msg));
+  snap_t end;
+  ASSERT_OK(take(e, &end));
+  ASSERT_EQ(end.info.geometries, 1);
+  ASSERT_EQ(end.info.materials, 1);
+  ASSERT_EQ(end.info.media, 1);
+  ASSERT_EQ(end.info.bodies, 0);
+  ASSERT_EQ(end.info.objects, 0);
+  ASSERT_EQ(end.info.joints, 0);
+  for (int i = 0; i < NPROBE; i++) {
+    ASSERT_EQ(end.at_cur[i].object_id, 0);
+  }
+
+  // ids are free again, and the moved body's removal did not disturb stepping
+  ASSERT_OK(env_step(e, 1.0, &msg));
+  body_desc_t b = {.id = 10, .pose = xform_identity()};
+  ASSERT_OK(env_create_body(e, &b, &msg));
+  object_desc_t o = object(100, 1, 10, xform_identity());
+  ASSERT_OK(env_create_object(e, &o, &msg));
+  ASSERT_OK(take(e, &end));
+  ASSERT_EQ(end.at_cur[0].object_id, 100);
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Magnetic field
+
+
+TEST(env_magnetic_dipole_field_matches_the_analytic_formula) {
+  fixture_t f;
+  ASSERT_OK(setup(&f, NULL));
+  env_t* e = f.e;
+  err_msg_t msg;
+
+  // a world dipole m = 1 A m^2 along z at the origin, plus a uniform field
+  env_dipole_t d = {.moment = {0, 0, 1}};
+  env_settings_t s = {.has_magnetic_field = 1, .magnetic_field = {2e-5, 0, -4e-5},
+                      .replace_dipoles = 1, .dipoles = &d, .ndipole = 1};
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+
+  // on the axis, r = 2: B = mu0/(4 pi) 2 m / r^3 = 1e-7 * 2 / 8
+  double p[3] = {0, 0, 2}, b[3];
+  env_magnetic_field(e, p, b);
+  ASSERT_NEAR(b[0], 2e-5, 1e-20);
+  ASSERT_NEAR(b[1], 0.0, 1e-20);
+  ASSERT_NEAR(b[2], -4e-5 + 2.5e-8, 1e-20);
+
+  // in the equatorial plane, r = 0.5: B = -mu0/(4 pi) m / r^3 = -8e-7
+  double q[3] = {0.5, 0, 0};
+  env_magnetic_field(e, q, b);
+  ASSERT_NEAR(b[2], -4e-5 - 8e-7, 1e-19);
+
+  // within 1e-6 m the dipole contributes nothing
+  double c[3] = {0, 0, 1e-7};
+  env_magnetic_field(e, c, b);
+  ASSERT_NEAR(b[2], -4e-5, 0.0);
+
+  // a dipole on body 10 (at (0, 0, 1) at t_cur): position and moment turn with the body
+  double pose[7] = {1, 0, 0, 0, sin(M_PI / 4), 0, cos(M_PI / 4)};  // 90 deg about y
+  uint32_t id = 10;
+  ASSERT_OK(update_bodies(e, 2.0, 1, &id, pose));
+  d = (env_dipole_t){.moment = {0, 0, 3}, .position = {0, 0, 1}, .body_id = 10};
+  s = (env_settings_t){.has_magnetic_field = 1, .replace_dipoles = 1, .dipoles = &d,
+                       .ndipole = 1};
+  ASSERT_OK(env_set_settings(e, &s, &msg));
+  // world position = (1, 0, 0) + R_y(90) (0, 0, 1) = (2, 0, 0); moment = (3, 0, 0)
+  double x[3] = {5, 0, 0};
+  env_magnetic_field(e, x, b);
+  ASSERT_NEAR(b[0], 1e-7 * 2 * 3 / 27.0, 1e-20);
+  ASSERT_NEAR(b[1], 0.0, 1e-20);
+  ASSERT_NEAR(b[2], 0.0, 1e-20);
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Lifecycle
+
+
+TEST(env_destroy_frees_everything_and_create_survives_oom) {
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  int64_t live = mem_live_count();
+  env_t* e = env_create("full", NULL, dev, NULL, &msg);
+  ASSERT_TRUE(e != NULL);
+  ASSERT_OK(populate(e));
+  env_destroy(e);
+  env_destroy(NULL);
+  ASSERT_EQ(mem_live_count(), live);
+
+  // every failing allocation inside env_create gives NULL and leaks nothing
+  for (int64_t n = 1;; n++) {
+    mem_fail_after(n);
+    e = env_create("oom", NULL, dev, NULL, &msg);
+    mem_fail_after(0);
+    if (e) {
+      break;
+    }
+    ASSERT_EQ(mem_live_count(), live);
+    ASSERT_TRUE(n < 50);
+  }
+  env_destroy(e);
+  ASSERT_EQ(mem_live_count(), live);
+  ASSERT_TRUE(env_create("nodev", NULL, NULL, NULL, &msg) == NULL);
+  scene_device_destroy(dev);
+  return 0;
+}
