@@ -88,6 +88,16 @@ typedef struct info_job {
   uint32_t n;
 } info_job_t;
 
+// A reply that is ready at once but must wait for the connection's earlier jobs, so that
+// replies leave in request order.
+typedef struct ordered_job {
+  job_t base;
+  daemon_t* d;
+  session_t* s;              // retained
+  uint8_t* out;
+  size_t len;
+} ordered_job_t;
+
 typedef struct destroy_job {
   job_t base;
   daemon_t* d;
@@ -122,7 +132,53 @@ static void send_payload(daemon_t* d, session_t* s, uint8_t* payload, size_t len
 }
 
 
-// Reply with a status only; code 0 = OK.
+static void ordered_run(job_t* j) {
+  (void)j;
+}
+
+
+static void ordered_done(job_t* j, int cancelled) {
+  ordered_job_t* oj = (ordered_job_t*)j;
+  client_t* c = session_data(oj->s);
+  if (c) {
+    c->pending_jobs--;
+  }
+  if (!cancelled && c && !session_is_closing(oj->s)) {
+    send_payload(oj->d, oj->s, oj->out, oj->len);
+    oj->out = NULL;
+  }
+  mem_free(oj->out);
+  session_release(oj->s);
+  mem_free(oj);
+}
+
+
+// Send a reply to a request of a ready client, after the replies of its earlier requests.
+// Takes ownership of payload.
+static void client_reply(daemon_t* d, client_t* c, uint8_t* payload, size_t len) {
+  if (c->pending_jobs == 0) {
+    send_payload(d, c->s, payload, len);
+    return;
+  }
+  ordered_job_t* oj = mem_calloc(1, sizeof(*oj));
+  if (!oj) {
+    mem_free(payload);
+    session_close(c->s);
+    return;
+  }
+  oj->d = d;
+  oj->s = c->s;
+  oj->out = payload;
+  oj->len = len;
+  oj->base.run = ordered_run;
+  oj->base.done = ordered_done;
+  session_retain(c->s);
+  c->pending_jobs++;
+  jobs_submit(d->jobs, &oj->base);
+}
+
+
+// Reply with a status only; code 0 = OK. Replies to ready clients keep request order.
 static void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* fmt,
                          ...) __attribute__((format(printf, 5, 6)));
 
@@ -139,10 +195,15 @@ static void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const
   }
   uint8_t* out;
   size_t len;
-  if (wire_encode_status(id, code, text, &out, &len) == 0) {
-    send_payload(d, s, out, len);
-  } else {
+  if (wire_encode_status(id, code, text, &out, &len) != 0) {
     session_close(s);
+    return;
+  }
+  client_t* c = session_data(s);
+  if (c && c->ready && id != 0) {
+    client_reply(d, c, out, len);
+  } else {
+    send_payload(d, s, out, len);
   }
 }
 
@@ -378,6 +439,10 @@ static void info_run(job_t* j) {
 static void info_done(job_t* j, int cancelled) {
   info_job_t* ij = (info_job_t*)j;
   daemon_t* d = ij->d;
+  client_t* client = session_data(ij->s);
+  if (client) {
+    client->pending_jobs--;
+  }
   if (!cancelled && !session_is_closing(ij->s)) {
     wire_info_t info = {
         .server_version = SENSIM_VERSION,
@@ -448,6 +513,7 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   ij->base.run = info_run;
   ij->base.done = info_done;
   session_retain(c->s);
+  c->pending_jobs++;
   jobs_submit(d->jobs, &ij->base);
 }
 
@@ -575,7 +641,7 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       break;
     case WIRE_KIND_PING:
       if (wire_encode_pong(req, clock_now_ns(), &out, &out_len) == 0) {
-        send_payload(d, s, out, out_len);
+        client_reply(d, c, out, out_len);
       }
       break;
     case WIRE_KIND_GET_INFO:
