@@ -15,6 +15,7 @@ struct jobs {
   uv_cond_t cond;            // signalled when todo grows or stop is set
   list_t todo;
   list_t finished;
+  list_t ready;              // finished jobs awaiting done (loop thread only)
   unsigned pending;          // submitted and not yet done (loop thread only)
   int stop;
   int started;
@@ -48,18 +49,17 @@ static void thread_main(void* arg) {
 
 
 static void drain_finished(jobs_t* q, int cancelled) {
-  // uv_async_send coalesces: take everything that is ready
-  list_t ready;
-  list_init(&ready);
+  // uv_async_send coalesces: take everything that is ready. The ready list lives in q so that
+  // a done() that calls jobs_stop (which drains again) keeps completions in submission order.
   uv_mutex_lock(&q->mutex);
   while (!list_is_empty(&q->finished)) {
     list_node_t* n = list_front(&q->finished);
     list_remove(n);
-    list_push_back(&ready, n);
+    list_push_back(&q->ready, n);
   }
   uv_mutex_unlock(&q->mutex);
-  while (!list_is_empty(&ready)) {
-    list_node_t* n = list_front(&ready);
+  while (!list_is_empty(&q->ready)) {
+    list_node_t* n = list_front(&q->ready);
     list_remove(n);
     q->pending--;
     job_t* j = container_of(n, job_t, node);
@@ -81,6 +81,7 @@ jobs_t* jobs_create(uv_loop_t* loop) {
   q->loop = loop;
   list_init(&q->todo);
   list_init(&q->finished);
+  list_init(&q->ready);
   if (uv_mutex_init(&q->mutex) != 0) {
     mem_free(q);
     return NULL;

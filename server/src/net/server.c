@@ -122,7 +122,9 @@ static void on_write(uv_write_t* req, int status) {
 
 
 void session_send(session_t* s, uint8_t* payload, size_t len) {
-  if (s->closing && uv_is_closing((uv_handle_t*)&s->tcp)) {
+  // after session_close the stream is shut down: uv_write would fail with EPIPE and close_now
+  // would cancel the frames still queued ahead of the shutdown
+  if (s->closing) {
     mem_free(payload);
     return;
   }

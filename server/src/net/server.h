@@ -38,7 +38,8 @@ typedef struct server_limits {
 } server_limits_t;
 
 // Create and bind. host is an IPv4 or IPv6 literal; port 0 picks a free port. Returns NULL with
-// msg filled on failure.
+// msg filled for a bad host or no memory. When bind/listen fails it returns a closed server
+// (server_port() < 0, msg filled): run the loop to finish closing, then server_destroy.
 server_t* server_create(struct uv_loop_s* loop, const char* host, int port,
                         const server_limits_t* limits, const server_hooks_t* hooks,
                         err_msg_t* msg);

@@ -1,0 +1,1084 @@
+// SPDX-License-Identifier: MIT
+// test_server.c: the TCP transport on loopback, driven by libuv clients in the same loop:
+// framing across reads, outgoing headers, stream errors, pause/resume, the output cap,
+// retained sessions and shutdown with sessions open.
+#include "net/server.h"
+
+#include <uv.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+#include "check.h"
+#include "net/frame.h"
+
+#define MAX_SESSIONS 8
+#define MAX_CLIENTS 4
+
+// libuv allocates through mem_* as in the daemon, so that mem_live_count covers its memory.
+__attribute__((constructor)) static void use_mem_allocator(void) {
+  uv_replace_allocator(mem_alloc, mem_realloc, mem_calloc, mem_free);
+  log_set_level(LOG_LEVEL_ERROR);
+}
+
+typedef struct tctx tctx_t;
+
+//---------------- client side (libuv, same loop)
+
+typedef struct client {
+  uv_tcp_t tcp;
+  uv_connect_t connect;
+  tctx_t* t;
+  buf_t in;                      // every byte received
+  int read;                      // start reading once connected
+  int connected;
+  int eof;
+  int read_error;                // libuv code of a read error other than EOF
+  int write_error;
+  int closing;
+  void (*on_connect)(struct client* c);
+  void (*on_end)(struct client* c);   // EOF or read error
+} client_t;
+
+typedef struct client_write {
+  uv_write_t req;
+  uint8_t data[];
+} client_write_t;
+
+//---------------- server side
+
+struct tctx {
+  uv_loop_t loop;
+  server_t* srv;
+  uv_timer_t timer;
+  void (*on_timer)(tctx_t* t);
+  client_t clients[MAX_CLIENTS];
+  int nclients;
+  int shut;
+
+  session_t* sessions[MAX_SESSIONS];
+  int opens;
+  int closes;
+  int close_count[MAX_SESSIONS];
+
+  int nframes;
+  buf_t frames;                  // payloads of every frame, concatenated
+  size_t frame_len[4096];
+
+  int stream_errors;
+  int stream_error_code;
+  char stream_error_msg[512];
+
+  // per-test behaviour
+  int (*open_cb)(tctx_t* t, session_t* s);
+  void (*frame_cb)(tctx_t* t, session_t* s, const uint8_t* p, size_t len);
+  void (*stream_error_cb)(tctx_t* t, session_t* s);
+  void (*close_cb)(tctx_t* t, session_t* s);
+
+  // scratch for the tests
+  int bad;
+  char bad_text[256];
+  int round;
+  size_t pos;
+  int ticks;
+  int sent;
+  uint64_t queued_after_open;
+  uint64_t queued_at_close;
+};
+
+
+static void note_bad(tctx_t* t, const char* what) {
+  if (!t->bad++) {
+    snprintf(t->bad_text, sizeof(t->bad_text), "%s", what);
+  }
+}
+
+
+static uint8_t* payload_new(size_t len, unsigned seed) {
+  uint8_t* p = mem_alloc(len);
+  for (size_t i = 0; i < len; i++) {
+    p[i] = (uint8_t)(seed * 13u + i * 7u + (i >> 8));
+  }
+  return p;
+}
+
+
+static int payload_ok(const uint8_t* p, size_t len, unsigned seed) {
+  for (size_t i = 0; i < len; i++) {
+    if (p[i] != (uint8_t)(seed * 13u + i * 7u + (i >> 8))) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+
+static void on_client_closed(uv_handle_t* h) {
+  (void)h;
+}
+
+
+static void client_close(client_t* c) {
+  if (!c->closing) {
+    c->closing = 1;
+    uv_close((uv_handle_t*)&c->tcp, on_client_closed);
+  }
+}
+
+
+static void on_client_write(uv_write_t* req, int status) {
+  client_t* c = req->handle->data;
+  if (status < 0) {
+    c->write_error = status;
+  }
+  mem_free(req);
+}
+
+
+static void client_write(client_t* c, const void* data, size_t n) {
+  client_write_t* w = mem_alloc(sizeof(*w) + n);
+  memcpy(w->data, data, n);
+  uv_buf_t b = uv_buf_init((char*)w->data, (unsigned)n);
+  int rc = uv_write(&w->req, (uv_stream_t*)&c->tcp, &b, 1, on_client_write);
+  if (rc != 0) {
+    c->write_error = rc;
+    mem_free(w);
+  }
+}
+
+
+static void on_client_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
+  (void)h;
+  size_t n = suggested < 65536 ? suggested : 65536;
+  *out = uv_buf_init(mem_alloc(n), (unsigned)n);
+}
+
+
+static void on_client_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  client_t* c = stream->data;
+  if (nread > 0 && buf_append(&c->in, buf->base, (size_t)nread) != 0) {
+    note_bad(c->t, "client out of memory");
+  }
+  mem_free(buf->base);
+  if (nread < 0) {
+    if (nread == UV_EOF) {
+      c->eof = 1;
+    } else {
+      c->read_error = (int)nread;
+    }
+    uv_read_stop(stream);
+    if (c->on_end) {
+      c->on_end(c);
+    }
+  }
+}
+
+
+static void client_start_reading(client_t* c) {
+  uv_read_start((uv_stream_t*)&c->tcp, on_client_alloc, on_client_read);
+}
+
+
+static void on_client_connect(uv_connect_t* req, int status) {
+  client_t* c = req->handle->data;
+  if (status < 0) {
+    note_bad(c->t, "connect failed");
+    client_close(c);
+    return;
+  }
+  c->connected = 1;
+  if (c->read) {
+    client_start_reading(c);
+  }
+  if (c->on_connect) {
+    c->on_connect(c);
+  }
+}
+
+
+static client_t* client_new(tctx_t* t, int read) {
+  client_t* c = &t->clients[t->nclients++];
+  c->t = t;
+  c->read = read;
+  buf_init(&c->in);
+  uv_tcp_init(&t->loop, &c->tcp);
+  c->tcp.data = c;
+  return c;
+}
+
+
+static void client_connect(client_t* c) {
+  struct sockaddr_in a;
+  uv_ip4_addr("127.0.0.1", server_port(c->t->srv), &a);
+  if (uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr*)&a, on_client_connect)) {
+    note_bad(c->t, "uv_tcp_connect failed");
+    client_close(c);
+  }
+}
+
+
+// The nth frame of the bytes a client received: 1 with *p / *len set, 0 if incomplete.
+static int client_frame(const client_t* c, int nth, const uint8_t** p, uint32_t* len) {
+  size_t pos = 0;
+  for (int i = 0;; i++) {
+    if (c->in.len - pos < FRAME_HEADER_BYTES) {
+      return 0;
+    }
+    const uint8_t* h = c->in.data + pos;
+    uint32_t n = (uint32_t)h[0] | (uint32_t)h[1] << 8 | (uint32_t)h[2] << 16 |
+                 (uint32_t)h[3] << 24;
+    if (c->in.len - pos - FRAME_HEADER_BYTES < n) {
+      return 0;
+    }
+    if (i == nth) {
+      *p = h + FRAME_HEADER_BYTES;
+      *len = n;
+      return 1;
+    }
+    pos += FRAME_HEADER_BYTES + n;
+  }
+}
+
+
+//---------------- server hooks
+
+static int session_index(session_t* s) {
+  return (int)(intptr_t)session_data(s) - 1;
+}
+
+
+static int hook_open(void* user, session_t* s) {
+  tctx_t* t = user;
+  if (t->opens == MAX_SESSIONS) {
+    note_bad(t, "too many sessions");
+    return ERR_LIMIT;
+  }
+  t->sessions[t->opens++] = s;
+  session_set_data(s, (void*)(intptr_t)t->opens);
+  return t->open_cb ? t->open_cb(t, s) : 0;
+}
+
+
+static void hook_frame(void* user, session_t* s, const uint8_t* p, size_t len) {
+  tctx_t* t = user;
+  if (t->nframes < (int)(sizeof(t->frame_len) / sizeof(t->frame_len[0]))) {
+    t->frame_len[t->nframes++] = len;
+    if (buf_append(&t->frames, p, len) != 0) {
+      note_bad(t, "out of memory recording a frame");
+    }
+  } else {
+    note_bad(t, "too many frames");
+  }
+  if (t->frame_cb) {
+    t->frame_cb(t, s, p, len);
+  }
+}
+
+
+static void hook_stream_error(void* user, session_t* s, int code, const char* msg) {
+  tctx_t* t = user;
+  t->stream_errors++;
+  t->stream_error_code = code;
+  snprintf(t->stream_error_msg, sizeof(t->stream_error_msg), "%s", msg);
+  if (t->stream_error_cb) {
+    t->stream_error_cb(t, s);
+  }
+}
+
+
+static void hook_close(void* user, session_t* s) {
+  tctx_t* t = user;
+  t->closes++;
+  int i = session_index(s);
+  if (i < 0 || i >= MAX_SESSIONS) {
+    note_bad(t, "on_close for an unknown session");
+    return;
+  }
+  t->close_count[i]++;
+  if (session_queued_bytes(s) != 0) {
+    note_bad(t, "on_close with writes still queued");
+  }
+  if (t->close_cb) {
+    t->close_cb(t, s);
+  }
+}
+
+
+static void on_timer(uv_timer_t* h) {
+  tctx_t* t = h->data;
+  if (t->on_timer) {
+    t->on_timer(t);
+  }
+}
+
+
+static void timer_start(tctx_t* t, void (*cb)(tctx_t* t), uint64_t ms, uint64_t repeat) {
+  t->on_timer = cb;
+  uv_timer_start(&t->timer, on_timer, ms, repeat);
+}
+
+
+//---------------- fixture
+
+static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
+  memset(t, 0, sizeof(*t));
+  ASSERT_OK(uv_loop_init(&t->loop));
+  uv_timer_init(&t->loop, &t->timer);
+  t->timer.data = t;
+  buf_init(&t->frames);
+  server_limits_t lim = {max_frame, max_queue};
+  server_hooks_t hooks = {t, hook_open, hook_frame, hook_stream_error, hook_close};
+  err_msg_t msg;
+  t->srv = server_create(&t->loop, "127.0.0.1", 0, &lim, &hooks, &msg);
+  ASSERT_TRUE(t->srv != NULL);
+  ASSERT_TRUE(server_port(t->srv) > 0);
+  return 0;
+}
+
+
+// End of the test's traffic: close the server, the clients and the timer.
+static void tctx_shutdown(tctx_t* t) {
+  if (t->shut) {
+    return;
+  }
+  t->shut = 1;
+  server_close(t->srv);
+  for (int i = 0; i < t->nclients; i++) {
+    client_close(&t->clients[i]);
+  }
+  uv_close((uv_handle_t*)&t->timer, NULL);
+}
+
+
+// Run the loop to completion; it must close cleanly with every session closed once.
+static int tctx_run(tctx_t* t) {
+  ASSERT_OK(uv_run(&t->loop, UV_RUN_DEFAULT));
+  ASSERT_EQ(t->shut, 1);
+  ASSERT_OK(uv_loop_close(&t->loop));
+  ASSERT_EQ(server_sessions(t->srv), 0);
+  ASSERT_EQ(t->closes, t->opens);
+  for (int i = 0; i < t->opens; i++) {
+    ASSERT_EQ(t->close_count[i], 1);
+  }
+  if (t->bad) {
+    CHECK_FAIL("%d problems, first: %s", t->bad, t->bad_text);
+  }
+  return 0;
+}
+
+
+static void tctx_free(tctx_t* t) {
+  server_destroy(t->srv);
+  buf_close(&t->frames);
+  for (int i = 0; i < t->nclients; i++) {
+    buf_close(&t->clients[i].in);
+  }
+}
+
+
+static void shutdown_on_close(tctx_t* t, session_t* s) {
+  (void)s;
+  tctx_shutdown(t);
+}
+
+
+static void shutdown_on_end(client_t* c) {
+  tctx_shutdown(c->t);
+}
+
+
+//---------------- frames split at every byte boundary
+
+#define SPLIT_NFRAMES 4
+static const uint32_t k_split_lens[SPLIT_NFRAMES] = {1, 2, 7, 258};
+#define SPLIT_BYTES (4 * FRAME_HEADER_BYTES + 1 + 2 + 7 + 258)
+#define SPLIT_ROUNDS ((int)SPLIT_BYTES)  // rounds 0..BYTES-2 split once at round+1; last: bytewise
+
+static uint8_t g_split_msg[SPLIT_BYTES];
+
+
+static void split_build(int round) {
+  size_t pos = 0;
+  for (int f = 0; f < SPLIT_NFRAMES; f++) {
+    frame_write_header(g_split_msg + pos, k_split_lens[f]);
+    pos += FRAME_HEADER_BYTES;
+    for (uint32_t i = 0; i < k_split_lens[f]; i++) {
+      g_split_msg[pos++] = (uint8_t)(round * 7 + f * 31 + (int)i);
+    }
+  }
+}
+
+
+static void split_tick(tctx_t* t) {
+  client_t* c = &t->clients[0];
+  if (t->round < SPLIT_ROUNDS - 1) {
+    client_write(c, g_split_msg + t->pos, SPLIT_BYTES - t->pos);   // the rest
+    t->pos = SPLIT_BYTES;
+  } else {
+    client_write(c, g_split_msg + t->pos, 1);                      // one byte per tick
+    t->pos++;
+  }
+  if (t->pos == SPLIT_BYTES) {
+    uv_timer_stop(&t->timer);
+  }
+}
+
+
+// Write the first part of this round's bytes; a timer writes the rest once the server has read.
+static void split_start_round(tctx_t* t) {
+  split_build(t->round);
+  t->pos = t->round < SPLIT_ROUNDS - 1 ? (size_t)t->round + 1 : 1;
+  client_write(&t->clients[0], g_split_msg, t->pos);
+  timer_start(t, split_tick, 1, 1);
+}
+
+
+static void split_connected(client_t* c) {
+  split_start_round(c->t);
+}
+
+
+static void split_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)s;
+  int n = t->nframes - 1;
+  int round = n / SPLIT_NFRAMES, f = n % SPLIT_NFRAMES;
+  if (len != k_split_lens[f]) {
+    note_bad(t, "frame of the wrong length");
+  }
+  for (size_t i = 0; i < len && i < k_split_lens[f]; i++) {
+    if (p[i] != (uint8_t)(round * 7 + f * 31 + (int)i)) {
+      note_bad(t, "frame with the wrong bytes");
+      break;
+    }
+  }
+  if (f == SPLIT_NFRAMES - 1) {
+    if (++t->round == SPLIT_ROUNDS) {
+      client_close(&t->clients[0]);     // the server sees EOF and closes the session
+    } else {
+      split_start_round(t);
+    }
+  }
+}
+
+
+TEST(server_frames_split_at_every_byte_arrive_whole) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 1 << 20)) {
+    return 1;
+  }
+  t.frame_cb = split_frame;
+  t.close_cb = shutdown_on_close;
+  client_t* c = client_new(&t, 1);
+  c->on_connect = split_connected;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.opens, 1);
+  ASSERT_EQ(t.nframes, SPLIT_ROUNDS * SPLIT_NFRAMES);
+  ASSERT_EQ(t.stream_errors, 0);
+  ASSERT_EQ(c->write_error, 0);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+//---------------- session_send: header and payload, then close after flush
+
+static const uint32_t k_send_lens[] = {1, 255, 256, 0x010203, 0x123456};
+#define SEND_N ((int)(sizeof(k_send_lens) / sizeof(k_send_lens[0])))
+
+
+static int send_open(tctx_t* t, session_t* s) {
+  uint64_t total = 0;
+  for (int i = 0; i < SEND_N; i++) {
+    session_send(s, payload_new(k_send_lens[i], (unsigned)i), k_send_lens[i]);
+    total += FRAME_HEADER_BYTES + k_send_lens[i];
+  }
+  // write callbacks always come later: everything counts as queued for now
+  t->queued_after_open = session_queued_bytes(s) == total;
+  session_close(s);
+  if (!session_is_closing(s)) {
+    note_bad(t, "session_close did not mark the session closing");
+  }
+  return 0;
+}
+
+
+TEST(server_session_send_writes_le_header_and_flushes_before_close) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 64 << 20)) {
+    return 1;
+  }
+  t.open_cb = send_open;
+  client_t* c = client_new(&t, 1);
+  c->on_end = shutdown_on_end;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.opens, 1);
+  ASSERT_EQ(t.queued_after_open, 1);
+  ASSERT_EQ(c->eof, 1);
+  ASSERT_EQ(c->read_error, 0);
+
+  size_t pos = 0;
+  for (int i = 0; i < SEND_N; i++) {
+    uint32_t n = k_send_lens[i];
+    ASSERT_TRUE(c->in.len - pos >= FRAME_HEADER_BYTES + (size_t)n);
+    const uint8_t* h = c->in.data + pos;
+    ASSERT_EQ(h[0], n & 0xff);
+    ASSERT_EQ(h[1], (n >> 8) & 0xff);
+    ASSERT_EQ(h[2], (n >> 16) & 0xff);
+    ASSERT_EQ(h[3], (n >> 24) & 0xff);
+    ASSERT_TRUE(payload_ok(h + FRAME_HEADER_BYTES, n, (unsigned)i));
+    pos += FRAME_HEADER_BYTES + n;
+  }
+  ASSERT_EQ(c->in.len, pos);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// A frame sent after session_close is dropped; the frames queued before it still go out whole.
+static int late_send_open(tctx_t* t, session_t* s) {
+  (void)t;
+  session_send(s, payload_new(8u << 20, 1), 8u << 20);   // more than the socket buffers take
+  session_close(s);
+  session_send(s, payload_new(16, 2), 16);
+  return 0;
+}
+
+
+TEST(server_send_after_close_is_dropped_and_queued_frames_flush) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 64 << 20)) {
+    return 1;
+  }
+  t.open_cb = late_send_open;
+  client_t* c = client_new(&t, 1);
+  c->on_end = shutdown_on_end;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(c->eof, 1);
+  ASSERT_EQ(c->read_error, 0);
+  ASSERT_EQ(c->in.len, FRAME_HEADER_BYTES + (8u << 20));
+  const uint8_t* p;
+  uint32_t n;
+  ASSERT_TRUE(client_frame(c, 0, &p, &n));
+  ASSERT_EQ(n, 8u << 20);
+  ASSERT_TRUE(payload_ok(p, n, 1));
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// on_open refuses: its own error frame is delivered, then EOF.
+static int refuse_open(tctx_t* t, session_t* s) {
+  (void)t;
+  session_send(s, (uint8_t*)mem_strdup("full"), 4);
+  return ERR_LIMIT;
+}
+
+
+TEST(server_refused_session_gets_its_frame_then_eof) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 1 << 20)) {
+    return 1;
+  }
+  t.open_cb = refuse_open;
+  client_t* c = client_new(&t, 1);
+  c->on_end = shutdown_on_end;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(c->eof, 1);
+  ASSERT_EQ(c->in.len, FRAME_HEADER_BYTES + 4);
+  ASSERT_MEM_EQ(c->in.data + FRAME_HEADER_BYTES, "full", 4);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+//---------------- stream errors
+
+static void oversize_connected(client_t* c) {
+  uint8_t bytes[2 * FRAME_HEADER_BYTES + 5 + 100];
+  frame_write_header(bytes, 5);
+  memcpy(bytes + FRAME_HEADER_BYTES, "hello", 5);
+  frame_write_header(bytes + FRAME_HEADER_BYTES + 5, 1025);
+  memset(bytes + 2 * FRAME_HEADER_BYTES + 5, 0xab, 100);   // the start of the oversize payload
+  client_write(c, bytes, sizeof(bytes));
+}
+
+
+static void oversize_error(tctx_t* t, session_t* s) {
+  (void)t;
+  session_send(s, (uint8_t*)mem_strdup("E:limit"), 7);  // the last frame before the close
+}
+
+
+static void end_when_both_closed(client_t* c) {
+  if (c->t->closes == 1) {
+    tctx_shutdown(c->t);
+  }
+}
+
+
+static void close_when_both_closed(tctx_t* t, session_t* s) {
+  (void)s;
+  if (t->clients[0].eof || t->clients[0].read_error) {
+    tctx_shutdown(t);
+  }
+}
+
+
+TEST(server_oversize_frame_reports_limit_then_flushes_and_closes) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 1 << 20)) {
+    return 1;
+  }
+  t.stream_error_cb = oversize_error;
+  t.close_cb = close_when_both_closed;
+  client_t* c = client_new(&t, 1);
+  c->on_connect = oversize_connected;
+  c->on_end = end_when_both_closed;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.nframes, 1);                   // the frame before the bad header
+  ASSERT_EQ(t.frame_len[0], 5);
+  ASSERT_MEM_EQ(t.frames.data, "hello", 5);
+  ASSERT_EQ(t.stream_errors, 1);
+  ASSERT_EQ(t.stream_error_code, ERR_LIMIT);
+  ASSERT_CONTAINS(t.stream_error_msg, "1025");
+  ASSERT_EQ(t.closes, 1);
+
+  // the client reads the error frame, then EOF
+  ASSERT_EQ(c->read_error, 0);
+  ASSERT_EQ(c->eof, 1);
+  ASSERT_EQ(c->in.len, FRAME_HEADER_BYTES + 7);
+  const uint8_t* p;
+  uint32_t n;
+  ASSERT_TRUE(client_frame(c, 0, &p, &n));
+  ASSERT_EQ(n, 7);
+  ASSERT_MEM_EQ(p, "E:limit", 7);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+static void zero_connected(client_t* c) {
+  uint8_t bytes[2 * FRAME_HEADER_BYTES + 3];
+  frame_write_header(bytes, 3);
+  memcpy(bytes + FRAME_HEADER_BYTES, "abc", 3);
+  frame_write_header(bytes + FRAME_HEADER_BYTES + 3, 0);
+  client_write(c, bytes, sizeof(bytes));
+}
+
+
+TEST(server_zero_length_frame_is_a_protocol_error) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 1 << 20)) {
+    return 1;
+  }
+  t.close_cb = close_when_both_closed;
+  client_t* c = client_new(&t, 1);
+  c->on_connect = zero_connected;
+  c->on_end = end_when_both_closed;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.nframes, 1);
+  ASSERT_EQ(t.stream_errors, 1);
+  ASSERT_EQ(t.stream_error_code, ERR_PROTO);
+  ASSERT_EQ(c->eof, 1);
+  ASSERT_EQ(c->in.len, 0);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+//---------------- pause / resume
+
+// Frames carry their sequence number in byte 0. The server pauses after frames 0 and 3; while
+// paused, the client sends more. Each resume delivers the buffered frames in order.
+static void pause_send_batch(client_t* c, int first, int count) {
+  uint8_t bytes[8 * (FRAME_HEADER_BYTES + 4)];
+  size_t pos = 0;
+  for (int i = first; i < first + count; i++) {
+    frame_write_header(bytes + pos, 4);
+    pos += FRAME_HEADER_BYTES;
+    bytes[pos++] = (uint8_t)i;
+    bytes[pos++] = 'x';
+    bytes[pos++] = 'y';
+    bytes[pos++] = 'z';
+  }
+  client_write(c, bytes, pos);
+}
+
+
+static void pause_connected(client_t* c) {
+  pause_send_batch(c, 0, 5);     // one write: the server reads all five frames at once
+}
+
+
+static void pause_tick(tctx_t* t) {
+  session_t* s = t->sessions[0];
+  t->ticks++;
+  if (t->ticks == 1) {
+    if (t->nframes != 1) {
+      note_bad(t, "frames delivered while paused (1)");
+    }
+    pause_send_batch(&t->clients[0], 5, 3);   // stays in the socket until resume
+  } else if (t->ticks == 2) {
+    if (t->nframes != 1) {
+      note_bad(t, "frames delivered while paused (2)");
+    }
+    session_resume(s);           // delivers 1, 2, 3 from the buffer, pauses again at 3
+    if (t->nframes != 4) {
+      note_bad(t, "resume did not deliver the buffered frames at once");
+    }
+  } else if (t->ticks == 3) {
+    if (t->nframes != 4) {
+      note_bad(t, "frames delivered while paused (3)");
+    }
+    session_resume(s);           // delivers 4, then reads 5..7 from the socket
+    if (t->nframes != 5) {
+      note_bad(t, "resume did not deliver the last buffered frame at once");
+    }
+    session_resume(s);           // not paused: no effect
+    uv_timer_stop(&t->timer);
+  }
+}
+
+
+static void pause_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  int seq = t->nframes - 1;
+  if (len != 4 || p[0] != seq) {
+    note_bad(t, "frame out of order");
+  }
+  if (seq == 0 || seq == 3) {
+    session_pause(s);
+    session_pause(s);            // idempotent
+    timer_start(t, pause_tick, 20, 20);
+  }
+  if (seq == 7) {
+    client_close(&t->clients[0]);
+  }
+}
+
+
+TEST(server_pause_buffers_frames_and_resume_delivers_them_in_order) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 1 << 20)) {
+    return 1;
+  }
+  t.frame_cb = pause_frame;
+  t.close_cb = shutdown_on_close;
+  client_t* c = client_new(&t, 1);
+  c->on_connect = pause_connected;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.ticks, 3);
+  ASSERT_EQ(t.nframes, 8);
+  for (int i = 0; i < 8; i++) {
+    ASSERT_EQ(t.frames.data[4 * i], i);
+  }
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+//---------------- max_queue_bytes
+
+#define CAP_BYTES (1u << 20)
+#define CAP_FRAME (128u << 10)
+
+
+static int cap_open(tctx_t* t, session_t* s) {
+  (void)s;
+  timer_start(t, t->on_timer, 1, 1);
+  return 0;
+}
+
+
+// A peer that never reads: the kernel buffers fill, then unsent output grows past the cap.
+static void cap_tick_stalled(tctx_t* t) {
+  if (t->closes || t->sent > 4000) {        // 500 MiB would mean the cap never triggers
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+    return;
+  }
+  session_t* s = t->sessions[0];
+  session_send(s, payload_new(CAP_FRAME, (unsigned)t->sent), CAP_FRAME);
+  t->sent++;
+}
+
+
+static void cap_closed(tctx_t* t, session_t* s) {
+  (void)s;
+  uv_timer_stop(&t->timer);
+  tctx_shutdown(t);
+}
+
+
+TEST(server_peer_that_never_reads_is_closed_past_max_queue_bytes) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, CAP_BYTES)) {
+    return 1;
+  }
+  t.on_timer = cap_tick_stalled;
+  t.open_cb = cap_open;
+  t.close_cb = cap_closed;
+  client_t* c = client_new(&t, 0);           // connects, never reads
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.closes, 1);
+  ASSERT_TRUE(t.sent <= 4000);
+  // written bytes do not count: more than the cap went out before the close
+  ASSERT_TRUE((uint64_t)t.sent * (FRAME_HEADER_BYTES + CAP_FRAME) > CAP_BYTES);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// The same stream to a peer that reads stays open: only unsent output counts.
+static void cap_tick_reading(tctx_t* t) {
+  session_t* s = t->sessions[0];
+  if (t->closes || session_is_closing(s)) {
+    note_bad(t, "a reading peer was closed");
+    uv_timer_stop(&t->timer);
+    return;
+  }
+  session_send(s, payload_new(CAP_FRAME, (unsigned)t->sent), CAP_FRAME);
+  if (++t->sent == 64) {       // 8 MiB in all, 8 times the cap
+    uv_timer_stop(&t->timer);
+    session_close(s);
+  }
+}
+
+
+TEST(server_reading_peer_is_not_closed_by_max_queue_bytes) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, CAP_BYTES)) {
+    return 1;
+  }
+  t.on_timer = cap_tick_reading;
+  t.open_cb = cap_open;
+  client_t* c = client_new(&t, 1);
+  c->on_end = shutdown_on_end;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.sent, 64);
+  ASSERT_EQ(c->eof, 1);
+  ASSERT_EQ(c->in.len, 64 * (FRAME_HEADER_BYTES + CAP_FRAME));
+  for (int i = 0; i < 64; i++) {
+    const uint8_t* p;
+    uint32_t n;
+    ASSERT_TRUE(client_frame(c, i, &p, &n));
+    ASSERT_EQ(n, CAP_FRAME);
+    ASSERT_TRUE(payload_ok(p, n, (unsigned)i));
+  }
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+//---------------- session_retain
+
+static int retain_open(tctx_t* t, session_t* s) {
+  (void)t;
+  session_retain(s);
+  session_retain(s);
+  return 0;
+}
+
+
+static void retain_connected(client_t* c) {
+  client_close(c);               // the server sees EOF and closes the session
+}
+
+
+// Runs after on_close: the retained session is still valid memory.
+static void retain_tick(tctx_t* t) {
+  session_t* s = t->sessions[0];
+  if (!session_is_closing(s) || session_id(s) != 1 || session_index(s) != 0 ||
+      session_queued_bytes(s) != 0) {
+    note_bad(t, "retained session state");
+  }
+  session_send(s, payload_new(10, 0), 10);   // dropped and freed
+  session_close(s);
+  session_pause(s);
+  session_resume(s);
+  session_release(s);
+  session_release(s);            // the last reference frees it
+  tctx_shutdown(t);
+}
+
+
+static void retain_closed(tctx_t* t, session_t* s) {
+  (void)s;
+  if (t->closes == 1) {
+    timer_start(t, retain_tick, 5, 0);
+  }
+}
+
+
+TEST(server_retained_session_outlives_its_close) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 1 << 20)) {
+    return 1;
+  }
+  t.open_cb = retain_open;
+  t.close_cb = retain_closed;
+  client_t* c = client_new(&t, 1);
+  c->on_connect = retain_connected;
+  client_connect(c);
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.opens, 1);
+  ASSERT_EQ(t.close_count[0], 1);
+  tctx_free(&t);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+//---------------- server_close with sessions open
+
+// Session 0: idle and retained past the end of the loop. Session 1: output queued to a peer
+// that does not read. Session 2: the same, plus session_close (shutdown pending).
+static int close_all_open(tctx_t* t, session_t* s) {
+  int i = session_index(s);
+  if (i == 0) {
+    session_retain(s);
+  } else {
+    session_send(s, payload_new(8u << 20, 0), 8u << 20);
+    if (i == 2) {
+      session_close(s);
+    }
+  }
+  if (t->opens == 3) {
+    timer_start(t, t->on_timer, 5, 0);
+  }
+  return 0;
+}
+
+
+static void close_all_tick(tctx_t* t) {
+  if (server_sessions(t->srv) != 3) {
+    note_bad(t, "expected three sessions before server_close");
+  }
+  server_close(t->srv);
+  server_close(t->srv);          // idempotent
+}
+
+
+static void close_all_closed(tctx_t* t, session_t* s) {
+  (void)s;
+  if (t->closes == 3) {
+    tctx_shutdown(t);
+  }
+}
+
+
+TEST(server_close_with_open_sessions_runs_to_completion) {
+  int64_t base = mem_live_count();
+  static tctx_t t;
+  if (tctx_init(&t, 1024, 64 << 20)) {
+    return 1;
+  }
+  t.on_timer = close_all_tick;
+  t.open_cb = close_all_open;
+  t.close_cb = close_all_closed;
+  for (int i = 0; i < 3; i++) {
+    client_connect(client_new(&t, i == 0));
+  }
+  if (tctx_run(&t)) {
+    return 1;
+  }
+  ASSERT_EQ(t.opens, 3);
+  ASSERT_EQ(server_port(t.srv), -1);
+  tctx_free(&t);
+
+  // the retained session is still valid after the loop and the server are gone
+  session_t* s = t.sessions[0];
+  ASSERT_TRUE(session_is_closing(s));
+  session_release(s);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+TEST(server_create_rejects_a_bad_host) {
+  int64_t base = mem_live_count();
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  server_limits_t lim = {1024, 1 << 20};
+  server_hooks_t hooks = {NULL, hook_open, hook_frame, hook_stream_error, hook_close};
+  err_msg_t msg;
+  server_t* srv = server_create(&loop, "not-an-ip", 0, &lim, &hooks, &msg);
+  ASSERT_TRUE(srv == NULL);
+  ASSERT_CONTAINS(msg.text, "not-an-ip");
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_OK(uv_loop_close(&loop));
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+TEST(server_create_on_a_busy_port_returns_a_closed_server) {
+  int64_t base = mem_live_count();
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  server_limits_t lim = {1024, 1 << 20};
+  server_hooks_t hooks = {NULL, hook_open, hook_frame, hook_stream_error, hook_close};
+  err_msg_t msg;
+  server_t* first = server_create(&loop, "127.0.0.1", 0, &lim, &hooks, &msg);
+  ASSERT_TRUE(first != NULL);
+  int port = server_port(first);
+  ASSERT_TRUE(port > 0);
+  server_t* second = server_create(&loop, "127.0.0.1", port, &lim, &hooks, &msg);
+  ASSERT_TRUE(second != NULL);
+  ASSERT_EQ(server_port(second), -1);
+  ASSERT_CONTAINS(msg.text, "cannot listen");
+  server_close(second);
+  server_close(first);
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_OK(uv_loop_close(&loop));
+  server_destroy(second);
+  server_destroy(first);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
