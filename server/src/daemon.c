@@ -44,6 +44,7 @@ typedef struct client {
   entry_t* entry;            // joined environment
   uint64_t pending_bytes;    // decoded requests queued on the environment thread
   uint32_t pending_jobs;
+  int eof;                   // the peer half-closed: close once every reply is out
   char name[64];
 } client_t;
 
@@ -132,6 +133,14 @@ static void send_payload(daemon_t* d, session_t* s, uint8_t* payload, size_t len
 }
 
 
+// A half-closed client is closed once its last reply is queued.
+static void client_check_eof(client_t* c) {
+  if (c->eof && c->pending_jobs == 0) {
+    session_close(c->s);
+  }
+}
+
+
 static void ordered_run(job_t* j) {
   (void)j;
 }
@@ -146,6 +155,7 @@ static void ordered_done(job_t* j, int cancelled) {
   if (!cancelled && c && !session_is_closing(oj->s)) {
     send_payload(oj->d, oj->s, oj->out, oj->len);
     oj->out = NULL;
+    client_check_eof(c);
   }
   mem_free(oj->out);
   session_release(oj->s);
@@ -386,6 +396,7 @@ static void req_done(job_t* j, int cancelled) {
     } else {
       reply_status(d, s, wire_id(rj->req), ERR_NOMEM, "out of memory encoding the reply");
     }
+    client_check_eof(c);
   }
   mem_free(rj->out);
   wire_free(rj->req);
@@ -474,6 +485,9 @@ static void info_done(job_t* j, int cancelled) {
     size_t len;
     if (wire_encode_info(ij->id, &info, &out, &len) == 0) {
       send_payload(d, ij->s, out, len);
+    }
+    if (client) {
+      client_check_eof(client);
     }
   }
   for (uint32_t i = 0; i < ij->n; i++) {
@@ -704,6 +718,16 @@ static void on_stream_error(void* user, session_t* s, int code, const char* msg)
 }
 
 
+static void on_eof(void* user, session_t* s) {
+  (void)user;
+  client_t* c = session_data(s);
+  if (c) {
+    c->eof = 1;
+    client_check_eof(c);
+  }
+}
+
+
 static void on_close(void* user, session_t* s) {
   daemon_t* d = user;
   client_t* c = session_data(s);
@@ -769,10 +793,21 @@ int daemon_run(const daemon_config_t* cfg) {
   d->jobs = jobs_create(&d->loop);
   if (!d->pool || !d->jobs) {
     LOG_ERROR("cannot start worker threads");
+    if (d->jobs) {
+      jobs_stop(d->jobs);
+      uv_run(&d->loop, UV_RUN_DEFAULT);
+    }
     goto out_threads;
   }
   server_limits_t lim = {cfg->max_frame_bytes, cfg->max_queue_bytes};
-  server_hooks_t hooks = {d, on_open, on_frame, on_stream_error, on_close};
+  server_hooks_t hooks = {
+      .user = d,
+      .on_open = on_open,
+      .on_frame = on_frame,
+      .on_stream_error = on_stream_error,
+      .on_eof = on_eof,
+      .on_close = on_close,
+  };
   d->server = server_create(&d->loop, cfg->host, cfg->port, &lim, &hooks, &msg);
   if (!d->server || server_port(d->server) < 0) {
     LOG_ERROR("%s", d->server ? msg.text : "cannot create the listener");

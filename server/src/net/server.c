@@ -13,6 +13,9 @@
 #include "base/mem.h"
 #include "net/frame.h"
 
+// How long a closing session waits for its peer to take the last replies.
+#define SESSION_LINGER_MS 5000
+
 struct session {
   uv_tcp_t tcp;              // must stay first: handle callbacks cast back to the session
   server_t* srv;
@@ -25,6 +28,8 @@ struct session {
   int reading;
   int paused;
   uv_shutdown_t shutdown;
+  uv_timer_t linger;         // bounds how long a closing session may wait for its peer
+  int eof;                   // the peer shut down its sending side
   void* data;
   char peer[64];
 };
@@ -59,6 +64,11 @@ static void session_unref(session_t* s) {
 }
 
 
+static void on_linger_closed(uv_handle_t* h) {
+  session_unref(h->data);
+}
+
+
 static void on_session_closed(uv_handle_t* h) {
   session_t* s = (session_t*)h;
   server_t* srv = s->srv;
@@ -67,7 +77,20 @@ static void on_session_closed(uv_handle_t* h) {
   if (srv->hooks.on_close) {
     srv->hooks.on_close(srv->hooks.user, s);
   }
-  session_unref(s);
+
+  // the session's memory goes with its last handle
+  uv_close((uv_handle_t*)&s->linger, on_linger_closed);
+}
+
+
+static void close_now(session_t* s);
+
+
+static void on_linger(uv_timer_t* t) {
+  session_t* s = t->data;
+  LOG_DEBUG("session %llu: peer did not take its last %llu bytes in time; closing",
+            (unsigned long long)s->id, (unsigned long long)s->queued);
+  close_now(s);
 }
 
 
@@ -95,10 +118,13 @@ void session_close(session_t* s) {
     uv_read_stop((uv_stream_t*)&s->tcp);
     s->reading = 0;
   }
-  // shutdown completes after every queued write; then the handle closes
+  // shutdown completes after every queued write; then the handle closes. A peer that never
+  // reads would keep the session forever: the linger timer bounds the wait.
   if (uv_shutdown(&s->shutdown, (uv_stream_t*)&s->tcp, on_shutdown) != 0) {
     close_now(s);
+    return;
   }
+  uv_timer_start(&s->linger, on_linger, SESSION_LINGER_MS, 0);
 }
 
 
@@ -174,6 +200,14 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   server_t* srv = s->srv;
   if (nread < 0) {
     mem_free(buf->base);
+    if (nread == UV_EOF && srv->hooks.on_eof) {
+      // half close: the peer sent everything; its pending requests are still answered
+      uv_read_stop(stream);
+      s->reading = 0;
+      s->eof = 1;
+      srv->hooks.on_eof(srv->hooks.user, s);
+      return;
+    }
     if (nread != UV_EOF) {
       LOG_DEBUG("session %llu: read error: %s", (unsigned long long)s->id,
                 uv_strerror((int)nread));
@@ -214,7 +248,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
 
 
 static void start_reading(session_t* s) {
-  if (!s->reading && !s->closing && !s->paused) {
+  if (!s->reading && !s->closing && !s->paused && !s->eof) {
     if (uv_read_start((uv_stream_t*)&s->tcp, on_alloc, on_read) == 0) {
       s->reading = 1;
     }
@@ -333,6 +367,8 @@ static void on_connection(uv_stream_t* listener, int status) {
   s->refs = 1;
   frame_reader_init(&s->reader, srv->limits.max_frame_bytes);
   uv_tcp_init(srv->loop, &s->tcp);
+  uv_timer_init(srv->loop, &s->linger);
+  s->linger.data = s;
   list_push_back(&srv->sessions, &s->node);
   srv->nsession++;
   if (uv_accept(listener, (uv_stream_t*)&s->tcp) != 0) {

@@ -28,6 +28,10 @@ typedef struct server_hooks {
   // The byte stream broke (oversize or zero length); code and msg describe it. The server
   // closes the session after the hook (which may still send a last frame).
   void (*on_stream_error)(void* user, session_t* s, int code, const char* msg);
+  // Nullable. The peer shut down its sending side after the frames delivered so far; the
+  // session stays open for replies until the owner calls session_close. Without this hook
+  // end of stream closes the session at once.
+  void (*on_eof)(void* user, session_t* s);
   // The session is closed (peer left, error, or shutdown); called once, before it is freed.
   void (*on_close)(void* user, session_t* s);
 } server_hooks_t;
@@ -63,7 +67,7 @@ uint32_t server_sessions(const server_t* srv);
 // when its unsent output would exceed max_queue_bytes.
 void session_send(session_t* s, uint8_t* payload, size_t len);
 
-// Close after every queued frame has been written.
+// Close after every queued frame has been written, or after 5 s if the peer does not read.
 void session_close(session_t* s);
 
 int session_is_closing(const session_t* s);

@@ -326,7 +326,8 @@ static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
   t->timer.data = t;
   buf_init(&t->frames);
   server_limits_t lim = {max_frame, max_queue};
-  server_hooks_t hooks = {t, hook_open, hook_frame, hook_stream_error, hook_close};
+  server_hooks_t hooks = {.user = t, .on_open = hook_open, .on_frame = hook_frame,
+                          .on_stream_error = hook_stream_error, .on_close = hook_close};
   err_msg_t msg;
   t->srv = server_create(&t->loop, "127.0.0.1", 0, &lim, &hooks, &msg);
   ASSERT_TRUE(t->srv != NULL);
@@ -1046,7 +1047,8 @@ TEST(server_create_rejects_a_bad_host) {
   uv_loop_t loop;
   ASSERT_OK(uv_loop_init(&loop));
   server_limits_t lim = {1024, 1 << 20};
-  server_hooks_t hooks = {NULL, hook_open, hook_frame, hook_stream_error, hook_close};
+  server_hooks_t hooks = {.on_open = hook_open, .on_frame = hook_frame,
+                          .on_stream_error = hook_stream_error, .on_close = hook_close};
   err_msg_t msg;
   server_t* srv = server_create(&loop, "not-an-ip", 0, &lim, &hooks, &msg);
   ASSERT_TRUE(srv == NULL);
@@ -1063,7 +1065,8 @@ TEST(server_create_on_a_busy_port_returns_a_closed_server) {
   uv_loop_t loop;
   ASSERT_OK(uv_loop_init(&loop));
   server_limits_t lim = {1024, 1 << 20};
-  server_hooks_t hooks = {NULL, hook_open, hook_frame, hook_stream_error, hook_close};
+  server_hooks_t hooks = {.on_open = hook_open, .on_frame = hook_frame,
+                          .on_stream_error = hook_stream_error, .on_close = hook_close};
   err_msg_t msg;
   server_t* first = server_create(&loop, "127.0.0.1", 0, &lim, &hooks, &msg);
   ASSERT_TRUE(first != NULL);

@@ -1,0 +1,316 @@
+# SPDX-License-Identifier: MIT
+"""Session behaviour of the real sensimd: handshake, info, ping, framing errors, limits,
+pipelining and shutdown (DESIGN.md section 3, proto/README.md)."""
+
+from __future__ import annotations
+
+import signal
+import struct
+import time
+
+import pytest
+
+import sensim
+from sensim import errors, pb
+
+
+def frame(env) -> bytes:
+    payload = env.SerializeToString()
+    return struct.pack("<I", len(payload)) + payload
+
+
+def ping_env(id_: int, payload: bytes = b"") -> "pb.Envelope":
+    env = pb.Envelope(id=id_)
+    env.ping.payload = payload
+    return env
+
+
+def hello_env(id_: int, version: int = sensim.PROTOCOL_VERSION, **fields) -> "pb.Envelope":
+    env = pb.Envelope(id=id_)
+    env.hello.protocol_version = version
+    for key, value in fields.items():
+        setattr(env.hello, key, value)
+    return env
+
+
+def assert_closed(client: sensim.Client) -> None:
+    """The daemon has closed this connection: the next read sees end of stream."""
+    with pytest.raises(errors.ConnectionClosed):
+        env = client.recv(timeout=10)
+        pytest.fail(f"expected the connection to be closed, got {env}")
+
+
+def expect_error(client: sensim.Client, code: int, words: tuple[str, ...] = ()) -> "pb.Envelope":
+    env = client.recv(timeout=10)
+    assert env.HasField("status"), env
+    assert env.status.code == code, (pb.StatusCode.Name(env.status.code), env.status.message)
+    for word in words:
+        assert word in env.status.message, env.status.message
+    return env
+
+
+# ---------------------------------------------------------------- handshake and info
+
+def test_session_handshake_reports_version_and_limits(sensimd):
+    with sensimd.client(client_name="test_session") as c:
+        reply = c.hello_reply
+        assert reply.server_version
+        assert reply.protocol_version == sensim.PROTOCOL_VERSION
+        assert reply.environment == "default"
+        assert reply.limits.max_frame_bytes > 0
+        assert reply.session_id > 0
+
+
+def test_session_empty_environment_is_default(sensimd):
+    with sensimd.client(environment="") as c:
+        assert c.hello_reply.environment == "default"
+
+
+def test_session_get_info(sensimd):
+    with sensimd.client() as a, sensimd.client() as b:
+        info = a.get_info()
+        assert info.server_version == a.server_version
+        assert info.protocol_version == sensim.PROTOCOL_VERSION
+        assert info.uptime_s >= 0
+        assert info.connections >= 2
+        assert info.threads >= 1
+        assert "default" in [e.name for e in info.environments]
+        assert info.counters.frames_in >= 3          # two Hellos and this GetInfo
+        assert info.counters.connections_total >= 2
+        assert info.limits.max_frame_bytes == a.limits.max_frame_bytes
+        b.ping()
+
+
+def test_session_ping_echoes_payload(sensimd):
+    with sensimd.client() as c:
+        for payload in (b"", b"x", bytes(range(256)), b"\0" * 4000):
+            pong = c.ping(payload)
+            assert pong.payload == payload
+
+
+# ---------------------------------------------------------------- handshake failures
+
+@pytest.mark.parametrize("version", [0, 2, 1000])
+def test_session_wrong_protocol_version_is_refused_and_closed(sensimd, version):
+    c = sensimd.raw()
+    with pytest.raises(errors.FailedPrecondition) as exc:
+        c.hello(protocol_version=version)
+    assert "protocol_version" in exc.value.message
+    assert_closed(c)
+    with sensimd.client() as ok:
+        ok.ping(b"still fine")
+
+
+def test_session_token_required_wrong_and_right(sensimd_factory):
+    d = sensimd_factory("--token", "s3cret")
+
+    # missing and wrong tokens: UNAUTHENTICATED, then closed
+    for token in (None, "", "wrong", "s3cret "):
+        c = d.raw(token=token)
+        with pytest.raises(errors.Unauthenticated):
+            c.hello()
+        assert_closed(c)
+
+    # the constructor raises the same error
+    with pytest.raises(errors.Unauthenticated):
+        d.client(token="nope")
+
+    with d.client(token="s3cret") as c:
+        assert c.ping(b"in").payload == b"in"
+
+
+@pytest.mark.parametrize("first", ["ping", "get_info", "step"])
+def test_session_request_before_hello_is_refused_and_closed(sensimd, first):
+    c = sensimd.raw()
+    env = pb.Envelope(id=5)
+    getattr(env, first).SetInParent()
+    c.send_raw(frame(env))
+    reply = expect_error(c, pb.FAILED_PRECONDITION, ("hello",))
+    assert reply.id in (0, 5)
+    assert_closed(c)
+
+
+# ---------------------------------------------------------------- bad frames
+
+def test_session_oversize_frame_is_refused_and_closed_others_unaffected(sensimd_factory):
+    d = sensimd_factory("--max-frame-bytes", "1024")
+    with d.client() as good:
+        assert good.limits.max_frame_bytes == 1024
+
+        # announce one byte over the limit: the daemon answers before reading the body
+        bad = d.client()
+        bad.send_raw(struct.pack("<I", 1025))
+        env = expect_error(bad, pb.RESOURCE_EXHAUSTED, ("max_frame_bytes",))
+        assert env.id == 0
+        assert_closed(bad)
+
+        # a huge announced length from a client that never said Hello
+        bad = d.raw()
+        bad.send_raw(struct.pack("<I", 0xFFFFFFFF))
+        expect_error(bad, pb.RESOURCE_EXHAUSTED, ("max_frame_bytes",))
+        assert_closed(bad)
+
+        # the first client keeps working, up to the limit
+        assert good.ping(b"p" * 900).payload == b"p" * 900
+
+        # the client refuses to send what the daemon would refuse, and stays usable
+        with pytest.raises(errors.ResourceExhausted):
+            good.ping(b"q" * 2000)
+        assert good.ping(b"ok").payload == b"ok"
+
+
+@pytest.mark.parametrize("garbage", [b"\xff" * 16, b"\x0f\x01\x02\x03", b"\x52\x05abc"])
+def test_session_undecodable_frame_is_refused_and_closed_others_unaffected(sensimd, garbage):
+    with sensimd.client() as good:
+        bad = sensimd.client()
+        bad.send_raw(struct.pack("<I", len(garbage)) + garbage)
+        env = expect_error(bad, pb.INVALID_ARGUMENT, ("decode",))
+        assert env.id == 0
+        assert_closed(bad)
+        assert good.ping(b"alive").payload == b"alive"
+
+
+def test_session_zero_length_frame_is_refused_and_closed(sensimd):
+    with sensimd.client() as good:
+        bad = sensimd.client()
+        bad.send_raw(b"\0\0\0\0")
+        expect_error(bad, pb.INVALID_ARGUMENT)
+        assert_closed(bad)
+        assert good.ping().payload == b""
+
+
+def test_session_non_protocol_bytes_are_refused_and_closed(sensimd):
+    # An HTTP request read as a frame: its first four bytes announce about 540 MB.
+    with sensimd.client() as good:
+        bad = sensimd.raw()
+        bad.send_raw(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        env = bad.recv(timeout=10)
+        assert env.status.code in (pb.RESOURCE_EXHAUSTED, pb.INVALID_ARGUMENT), env
+        assert_closed(bad)
+        good.ping()
+
+
+def test_session_frames_split_byte_by_byte(sensimd):
+    c = sensimd.raw()
+    with c:
+        for env in (hello_env(1, client_name="bytewise"), ping_env(2, b"one byte at a time")):
+            for byte in frame(env):
+                c.send_raw(bytes([byte]))
+                time.sleep(0.001)
+            reply = c.recv(timeout=10)
+            assert reply.id == env.id
+            assert reply.status.code == pb.OK, reply.status.message
+        assert reply.pong.payload == b"one byte at a time"
+
+
+def test_session_two_frames_in_one_write_and_split_across_writes(sensimd):
+    with sensimd.client() as c:
+        data = frame(ping_env(100, b"a")) + frame(ping_env(101, b"b"))
+        cut = len(data) // 2 + 1
+        c.send_raw(data[:cut])
+        time.sleep(0.02)
+        c.send_raw(data[cut:])
+        assert [c.recv().pong.payload for _ in range(2)] == [b"a", b"b"]
+
+
+# ---------------------------------------------------------------- pipelining
+
+def pipeline(client: sensim.Client, bodies: list[str]) -> list[int]:
+    """Send one request per body in a single write; return the reply ids in arrival order."""
+    envs = []
+    for i, body in enumerate(bodies):
+        env = ping_env(1000 + i, str(i).encode()) if body == "ping" else pb.Envelope(id=1000 + i)
+        getattr(env, body).SetInParent()
+        envs.append(env)
+    client.send_raw(b"".join(frame(e) for e in envs))
+    replies = [client.recv(timeout=10) for _ in envs]
+    for reply in replies:
+        assert reply.status.code == pb.OK, reply.status.message
+        if reply.WhichOneof("body") == "pong":
+            assert reply.pong.payload == str(reply.id - 1000).encode()
+    return [r.id for r in replies]
+
+
+def test_session_pipelined_requests_are_answered_in_order(sensimd):
+    bodies = ["ping", "ping", "get_info", "ping", "raycast", "ping"] * 8
+    with sensimd.client() as c:
+        assert pipeline(c, bodies) == list(range(1000, 1000 + len(bodies)))
+
+
+def test_session_pipelined_environment_requests_keep_order(sensimd):
+    bodies = ["get_info", "raycast"] * 20
+    with sensimd.client() as c:
+        assert pipeline(c, bodies) == list(range(1000, 1000 + len(bodies)))
+
+
+def test_session_client_correlates_out_of_order_waits(sensimd):
+    with sensimd.client() as c:
+        ids = [c.send_request("ping", pb.Ping(payload=bytes([i]))) for i in range(10)]
+        for i in reversed(range(10)):
+            assert c.wait_reply(ids[i]).pong.payload == bytes([i])
+
+
+# ---------------------------------------------------------------- limits
+
+def test_session_max_clients(sensimd_factory):
+    d = sensimd_factory("--max-clients", "2")
+    a = d.client()
+    b = d.client()
+
+    # a third connection is told why and closed, without sending anything
+    extra = d.raw()
+    env = expect_error(extra, pb.RESOURCE_EXHAUSTED, ("max_clients",))
+    assert env.id == 0
+    assert_closed(extra)
+
+    # the client constructor reports the same refusal
+    with pytest.raises(errors.ResourceExhausted) as exc:
+        d.client()
+    assert "max_clients" in exc.value.message
+
+    a.ping()
+    b.ping()
+    assert a.get_info().counters.connections_rejected >= 2
+
+    # a freed slot can be taken again (the daemon notices the close asynchronously)
+    b.close()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            c = d.client()
+            break
+        except errors.ResourceExhausted:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+    c.ping()
+    a.close()
+    c.close()
+
+
+# ---------------------------------------------------------------- not yet served
+
+def test_session_unimplemented_names_the_message(sensimd):
+    with sensimd.client() as c:
+        cone = pb.ConeConfig(fov_horizontal=0.5, fov_vertical=0.3, range=10.0)
+        with pytest.raises(errors.Unimplemented) as exc:
+            c.create_sensor(1, cone)
+        assert exc.value.code == pb.UNIMPLEMENTED
+        assert "create_sensor" in exc.value.message
+        assert c.ping(b"after").payload == b"after"
+
+
+# ---------------------------------------------------------------- shutdown
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_session_signal_shuts_down_cleanly_with_clients(sensimd_factory, sig):
+    d = sensimd_factory()
+    idle = d.client()
+    busy = d.client()
+    busy.ping(b"x")
+    raw = d.raw()
+    raw.send_raw(frame(hello_env(1))[:3])       # a connection stuck inside a frame
+
+    assert d.stop(sig) == 0
+    for c in (idle, busy, raw):
+        assert_closed(c)
