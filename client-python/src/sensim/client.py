@@ -1,0 +1,714 @@
+# SPDX-License-Identifier: MIT
+"""The sensim Python client: one blocking TCP connection to sensimd speaking protocol v1.
+
+Requests carry increasing ids; replies are matched by id, so requests may be pipelined
+(``send_request`` several, then ``wait_reply`` each). Pushed sensor data (id 0) is kept in a
+bounded queue whose oldest entries are dropped, and counted, when it is full. A Client is used by
+one thread at a time.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import time
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+
+from . import _framing, errors
+from ._proto import pb
+
+__all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
+
+PROTOCOL_VERSION = pb.PROTOCOL_VERSION
+
+# Result of Client.raycast: one record per ray.
+RAYCAST_DTYPE = np.dtype([
+    ("distances", "<f8"),       # m; +inf on a miss
+    ("object_ids", "<u4"),      # 0 on a miss
+    ("labels", "<u4"),
+    ("normals", "<f8", (3,)),   # world frame, facing the ray; 0 on a miss
+])
+
+_ROLES = {"controller": pb.ROLE_CONTROLLER, "observer": pb.ROLE_OBSERVER}
+_RETENTIONS = {"default": pb.RETENTION_DEFAULT, "destroy": pb.RETENTION_DESTROY,
+               "keep": pb.RETENTION_KEEP}
+_ENTITIES = {"geometry": pb.ENTITY_GEOMETRY, "material": pb.ENTITY_MATERIAL,
+             "medium": pb.ENTITY_MEDIUM, "body": pb.ENTITY_BODY, "object": pb.ENTITY_OBJECT,
+             "joint": pb.ENTITY_JOINT, "sensor": pb.ENTITY_SENSOR}
+_JOINTS = {"revolute": pb.JOINT_REVOLUTE, "prismatic": pb.JOINT_PRISMATIC}
+_ENCODINGS = {"raw": pb.ENCODING_RAW, "zstd": pb.ENCODING_ZSTD,
+              "quantized_zstd": pb.ENCODING_QUANTIZED_ZSTD}
+_PRIMITIVES = {"box": ("half_extents",), "sphere": ("radius",),
+               "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
+               "plane": ("half_size",)}
+_MATERIALS = ("lambertian", "two_layer")
+_AMBIENTS = ("custom", "clear_air", "fog", "rain", "snow")
+_SENSOR_CONFIGS = {"LidarConfig": "lidar", "ImuConfig": "imu", "EncoderConfig": "encoder",
+                   "OdometerConfig": "odometer", "ConeConfig": "cone"}
+
+
+def _enum(value: Any, table: Mapping[str, int], what: str) -> int:
+    """Map a lowercase name (or an enum number) to its wire value."""
+    if isinstance(value, str):
+        try:
+            return table[value.lower()]
+        except KeyError:
+            raise ValueError(f"{what}: unknown value {value!r}; one of {sorted(table)}") from None
+    return int(value)
+
+
+def _vec3(value: Any, what: str) -> Any:
+    if isinstance(value, pb.Vec3):
+        return value
+    v = np.asarray(value, dtype=float).reshape(-1)
+    if v.shape != (3,):
+        raise ValueError(f"{what}: expected 3 values (x, y, z), got shape {np.shape(value)}")
+    return pb.Vec3(x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+
+def _quat(value: Any, what: str) -> Any:
+    if isinstance(value, pb.Quat):
+        return value
+    q = np.asarray(value, dtype=float).reshape(-1)
+    if q.shape != (4,):
+        raise ValueError(f"{what}: expected a quaternion (x, y, z, w), got shape {np.shape(value)}")
+    return pb.Quat(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
+
+
+def _pose(value: Any, what: str) -> Any:
+    """Build a Pose from a Pose, a mapping {position, orientation}, 7 numbers (px py pz qx qy qz
+    qw), 3 numbers (position only) or a pair (position, orientation)."""
+    if isinstance(value, pb.Pose):
+        return value
+    pose = pb.Pose()
+    if isinstance(value, Mapping):
+        position, orientation = value.get("position"), value.get("orientation")
+    elif len(value) == 2:
+        position, orientation = value
+    else:
+        flat = np.asarray(value, dtype=float).reshape(-1)
+        if flat.shape == (7,):
+            position, orientation = flat[:3], flat[3:]
+        elif flat.shape == (3,):
+            position, orientation = flat, None
+        else:
+            raise ValueError(f"{what}: expected (position, orientation), 7 or 3 numbers")
+    if position is not None:
+        pose.position.CopyFrom(_vec3(position, f"{what}.position"))
+    if orientation is not None:
+        pose.orientation.CopyFrom(_quat(orientation, f"{what}.orientation"))
+    return pose
+
+
+def _packed(value: Any, dtype: str, width: int, what: str) -> bytes:
+    """Little-endian bytes of an array of `width` values per row (bytes pass through)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        data = bytes(value)
+        if len(data) % (np.dtype(dtype).itemsize * width) != 0:
+            raise ValueError(f"{what}: {len(data)} bytes is not a whole number of rows")
+        return data
+    arr = np.asarray(value)
+    if arr.dtype.kind in "iu" and np.dtype(dtype).kind == "u" and arr.size and arr.min() < 0:
+        raise ValueError(f"{what}: negative values")
+    if arr.size % width != 0 or (arr.ndim > 1 and arr.shape[-1] != width):
+        raise ValueError(f"{what}: expected rows of {width} values, got shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=dtype).tobytes()
+
+
+def _rows(value: Any, width: int, what: str, dtype: Any = float) -> np.ndarray:
+    """An (N, width) array from anything array-like (or a flat N*width one)."""
+    arr = np.asarray(value, dtype=dtype)
+    if arr.ndim == 1 and arr.size % width == 0:
+        arr = arr.reshape(-1, width)
+    if arr.ndim != 2 or arr.shape[1] != width:
+        raise ValueError(f"{what}: expected shape (N, {width}), got {np.shape(value)}")
+    return arr
+
+
+def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
+    """Set scalar and Vec3/Quat/Pose fields of msg from keyword arguments."""
+    fields = msg.DESCRIPTOR.fields_by_name
+    for key, value in params.items():
+        if value is None:
+            continue
+        field = fields.get(key)
+        if field is None:
+            raise TypeError(f"{what}: unknown field {key!r}; fields: {sorted(fields)}")
+        if field.message_type is not None and field.label != field.LABEL_REPEATED:
+            sub = getattr(msg, key)
+            if isinstance(value, Message):
+                sub.CopyFrom(value)
+            elif field.message_type.name == "Vec3":
+                sub.CopyFrom(_vec3(value, f"{what}.{key}"))
+            elif field.message_type.name == "Quat":
+                sub.CopyFrom(_quat(value, f"{what}.{key}"))
+            elif field.message_type.name == "Pose":
+                sub.CopyFrom(_pose(value, f"{what}.{key}"))
+            elif isinstance(value, Mapping):
+                json_format.ParseDict(value, sub)
+            else:
+                raise TypeError(f"{what}.{key}: expected a {field.message_type.name}")
+        elif field.label == field.LABEL_REPEATED:
+            getattr(msg, key).extend(np.asarray(value).reshape(-1).tolist())
+        else:
+            setattr(msg, key, value)
+
+
+def point_cloud_to_numpy(cloud: Any) -> np.ndarray:
+    """Decode a PointCloud message (RAW or ZSTD) into a structured array, one record per point,
+    with the cloud's own field names and types (like sensor_msgs/PointCloud2)."""
+    types = {pb.PointField.INT8: "i1", pb.PointField.UINT8: "u1", pb.PointField.INT16: "<i2",
+             pb.PointField.UINT16: "<u2", pb.PointField.INT32: "<i4",
+             pb.PointField.UINT32: "<u4", pb.PointField.FLOAT32: "<f4",
+             pb.PointField.FLOAT64: "<f8"}
+    names, formats, offsets = [], [], []
+    for f in cloud.fields:
+        base = types.get(f.datatype)
+        if base is None:
+            raise errors.ProtocolError(f"point field {f.name!r}: unknown datatype {f.datatype}")
+        names.append(f.name)
+        formats.append((base, (f.count,)) if f.count > 1 else base)
+        offsets.append(f.offset)
+    dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                      "itemsize": cloud.point_step})
+    data = cloud.data
+    if cloud.encoding == pb.ENCODING_ZSTD:
+        import zstandard
+        data = zstandard.ZstdDecompressor().decompress(
+            data, max_output_size=cloud.count * cloud.point_step)
+    elif cloud.encoding != pb.ENCODING_RAW:
+        raise NotImplementedError("point_cloud_to_numpy: only RAW and ZSTD encodings")
+    return np.frombuffer(data, dtype=dtype, count=cloud.count)
+
+
+class Client:
+    """A connection to sensimd.
+
+    Connects and sends Hello in the constructor (``connect=False`` defers both to
+    :meth:`connect`). Methods raise a :mod:`sensim.errors` class on a non-OK status;
+    :class:`errors.TransportError` and its subclasses mean the connection is gone.
+    Use as a context manager to close it.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 7700, *,
+                 environment: str = "default", token: str | None = None,
+                 role: str | int = "controller", client_name: str = "python",
+                 timeout: float | None = 10.0, retention: str | int | None = None,
+                 connect: bool = True, max_frame_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
+                 pushed_queue: int = 1024):
+        self.host = host
+        self.port = int(port)
+        self.environment = environment
+        self.token = token
+        self.role = role
+        self.client_name = client_name
+        self.timeout = timeout
+        self.retention = retention
+        self.hello_reply = None          # HelloReply once the handshake succeeded
+        self.pushed_dropped = 0          # pushed messages dropped because the queue was full
+        self._sock: socket.socket | None = None
+        self._decoder = _framing.FrameDecoder(max_frame_bytes)
+        self._next_id = 0
+        self._replies: dict[int, Any] = {}
+        self._abandoned: set[int] = set()
+        self._pushed: collections.deque = collections.deque(maxlen=max(1, pushed_queue))
+        self._fatal: errors.SensimError | None = None
+        if connect:
+            self.connect()
+
+    # ------------------------------------------------------------------ connection
+
+    def connect(self, handshake: bool = True) -> None:
+        """Open the TCP connection (if not open) and, unless handshake is False, send Hello."""
+        if self._sock is None:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+            except socket.timeout:
+                raise errors.Timeout(f"connect to {self.host}:{self.port} timed out") from None
+            except OSError as exc:
+                raise errors.TransportError(
+                    f"cannot connect to {self.host}:{self.port}: {exc.strerror or exc}") from exc
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = sock
+            self._decoder.clear()
+            self._fatal = None
+        if handshake and self.hello_reply is None:
+            try:
+                self.hello()
+            except errors.SensimError:
+                # A refused handshake is final: the daemon closes the connection after it.
+                self.close()
+                raise
+
+    def hello(self, protocol_version: int | None = None, **overrides: Any) -> Any:
+        """Send Hello (built from the constructor's arguments, changed by ``overrides``) and
+        return the HelloReply. Normally done by connect(); exposed for tests."""
+        msg = pb.Hello(protocol_version=PROTOCOL_VERSION if protocol_version is None
+                       else int(protocol_version))
+        fields = dict(client_name=self.client_name, environment=self.environment,
+                      token=self.token, role=self.role, retention=self.retention)
+        fields.update(overrides)
+        if fields["client_name"] is not None:
+            msg.client_name = fields["client_name"]
+        if fields["environment"] is not None:
+            msg.environment = fields["environment"]
+        if fields["token"] is not None:
+            msg.token = fields["token"]
+        if fields["role"] is not None:
+            msg.role = _enum(fields["role"], _ROLES, "role")
+        if fields["retention"] is not None:
+            msg.retention = _enum(fields["retention"], _RETENTIONS, "retention")
+        reply = self._call("hello", msg, "hello_reply")
+        if reply.protocol_version and reply.protocol_version != PROTOCOL_VERSION:
+            self.close()
+            raise errors.ProtocolError(
+                f"daemon speaks protocol_version {reply.protocol_version}, "
+                f"this client {PROTOCOL_VERSION}")
+        self.hello_reply = reply
+        return reply
+
+    @property
+    def server_version(self) -> str:
+        return self.hello_reply.server_version if self.hello_reply is not None else ""
+
+    @property
+    def limits(self) -> Any:
+        return self.hello_reply.limits if self.hello_reply is not None else None
+
+    @property
+    def session_id(self) -> int:
+        return self.hello_reply.session_id if self.hello_reply is not None else 0
+
+    @property
+    def closed(self) -> bool:
+        return self._sock is None
+
+    def close(self) -> None:
+        """Close the connection; further requests raise ConnectionClosed. Idempotent."""
+        sock, self._sock = self._sock, None
+        self.hello_reply = None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"session {self.session_id}"
+        return f"<sensim.Client {self.host}:{self.port} {self.environment!r} {state}>"
+
+    # ------------------------------------------------------------------ framing and correlation
+
+    def _closed_error(self) -> errors.ConnectionClosed:
+        if self._fatal is not None:
+            return errors.ConnectionClosed(f"connection closed after {self._fatal}")
+        return errors.ConnectionClosed("connection is closed")
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        if timeout is None:
+            timeout = self.timeout
+        return None if timeout is None else time.monotonic() + timeout
+
+    def send_raw(self, data: bytes) -> None:
+        """Write bytes to the socket as they are, without framing (for tests)."""
+        if self._sock is None:
+            raise self._closed_error()
+        try:
+            self._sock.settimeout(self.timeout)
+            self._sock.sendall(data)
+        except socket.timeout:
+            self.close()
+            raise errors.Timeout("timed out sending") from None
+        except (BrokenPipeError, ConnectionResetError) as exc:
+            self.close()
+            raise errors.ConnectionClosed(f"connection closed by the daemon ({exc})") from None
+        except OSError as exc:
+            self.close()
+            raise errors.TransportError(f"send: {exc}") from exc
+
+    def send_envelope(self, env: Any) -> int:
+        """Frame and send an Envelope; an id of 0 is replaced by the next request id.
+        Returns the id."""
+        if env.id == 0 and env.WhichOneof("body") not in (None, "sensor_data"):
+            self._next_id += 1
+            env.id = self._next_id
+        payload = env.SerializeToString()
+        limit = self.limits.max_frame_bytes if self.limits is not None else 0
+        if limit and len(payload) > limit:
+            raise errors.ResourceExhausted(
+                f"request of {len(payload)} bytes exceeds the daemon's max_frame_bytes {limit}")
+        self.send_raw(_framing.encode(payload))
+        return env.id
+
+    def send_request(self, body: str, message: Message | None = None) -> int:
+        """Send a request whose body is the Envelope field `body` (e.g. "ping") without waiting.
+        Returns its id for wait_reply."""
+        env = pb.Envelope()
+        sub = getattr(env, body)
+        sub.SetInParent()
+        if message is not None:
+            sub.MergeFrom(message)
+        return self.send_envelope(env)
+
+    def recv(self, timeout: float | None = None) -> Any:
+        """Return the next Envelope from the connection as it is, whatever its id (no status
+        check, no queueing). For tests and tools; normal code uses the request methods."""
+        deadline = self._deadline(timeout)
+        while True:
+            env = self._next_buffered()
+            if env is not None:
+                return env
+            self._fill(deadline)
+
+    def _next_buffered(self) -> Any:
+        try:
+            body = self._decoder.next_frame()
+        except _framing.FrameTooLarge as exc:
+            self.close()
+            raise errors.ProtocolError(str(exc)) from None
+        if body is None:
+            return None
+        env = pb.Envelope()
+        try:
+            env.ParseFromString(body)
+        except DecodeError as exc:
+            self.close()
+            raise errors.ProtocolError(f"cannot decode a frame from the daemon: {exc}") from None
+        return env
+
+    def _fill(self, deadline: float | None) -> None:
+        """Read what the socket has into the frame decoder, waiting until the deadline."""
+        if self._sock is None:
+            raise self._closed_error()
+        # Past the deadline one non-blocking read still collects what has already arrived.
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            self._sock.settimeout(remaining)
+            data = self._sock.recv(1 << 16)
+        except (socket.timeout, BlockingIOError):
+            raise errors.Timeout(f"nothing received within {self.timeout} s") from None
+        except ConnectionResetError:
+            data = b""
+        except OSError as exc:
+            self.close()
+            raise errors.TransportError(f"recv: {exc}") from exc
+        if not data:
+            self.close()
+            if self._fatal is not None:
+                raise self._closed_error()
+            raise errors.ConnectionClosed("connection closed by the daemon")
+        self._decoder.feed(data)
+
+    def _dispatch(self, env: Any) -> None:
+        """File an Envelope that is not the reply being waited for."""
+        if env.id == 0:
+            if env.WhichOneof("body") is None and env.status.code != pb.OK:
+                # The daemon refuses the connection (frame or client limit) and closes it.
+                self._fatal = errors.error_for(env.status.code, env.status.message)
+                raise self._fatal
+            if len(self._pushed) == self._pushed.maxlen:
+                self.pushed_dropped += 1
+            self._pushed.append(env)
+        elif env.id in self._abandoned:
+            self._abandoned.discard(env.id)
+        else:
+            self._replies[env.id] = env
+
+    def wait_reply(self, request_id: int, timeout: float | None = None,
+                   check: bool = True) -> Any:
+        """Wait for the reply Envelope of request_id. With check, a non-OK status raises the
+        matching sensim.errors class. Other messages arriving meanwhile are kept."""
+        deadline = self._deadline(timeout)
+        try:
+            while request_id not in self._replies:
+                env = self._next_buffered()
+                if env is None:
+                    self._fill(deadline)
+                elif env.id == request_id:
+                    self._replies[request_id] = env
+                else:
+                    self._dispatch(env)
+        except errors.Timeout:
+            self._abandoned.add(request_id)
+            raise
+        env = self._replies.pop(request_id)
+        if check and env.HasField("status") and env.status.code != pb.OK:
+            raise errors.error_for(env.status.code, env.status.message, request_id)
+        return env
+
+    def _call(self, body: str, message: Message | None, reply: str | None = None) -> Any:
+        """Send a request, wait for its reply, check the status; return the reply body (or
+        None when the reply carries none)."""
+        env = self.wait_reply(self.send_request(body, message))
+        which = env.WhichOneof("body")
+        if reply is not None and which != reply:
+            raise errors.ProtocolError(f"{body}: expected a {reply} reply, got {which}")
+        return getattr(env, which) if which is not None else None
+
+    def next_sensor_data(self, timeout: float | None = 0.0) -> Any:
+        """Return the next pushed SensorData, waiting up to timeout seconds (None = the client
+        timeout); None if nothing arrived."""
+        deadline = self._deadline(timeout)
+        while True:
+            while self._pushed:
+                env = self._pushed.popleft()
+                if env.WhichOneof("body") == "sensor_data":
+                    return env.sensor_data
+            env = self._next_buffered()
+            if env is not None:
+                self._dispatch(env)
+                continue
+            try:
+                self._fill(deadline)
+            except errors.Timeout:
+                return None
+
+    # ------------------------------------------------------------------ session
+
+    def ping(self, payload: bytes = b"") -> Any:
+        """Round trip; returns the Pong (payload echoed, server_time_ns)."""
+        return self._call("ping", pb.Ping(payload=bytes(payload)), "pong")
+
+    def get_info(self) -> Any:
+        """Return the daemon's Info: version, uptime, connections, counters, environments,
+        limits."""
+        return self._call("get_info", pb.GetInfo(), "info")
+
+    # ------------------------------------------------------------------ scene
+
+    def create_mesh(self, id: int, vertices: Any, indices: Any, material_ids: Any = None,
+                    name: str = "") -> None:
+        """Create triangle mesh geometry `id` from vertices (N, 3) float32 and indices (M, 3)
+        uint32 (arrays or already packed little-endian bytes); material_ids: (M,) uint32."""
+        msg = pb.CreateMesh(id=id, vertices=_packed(vertices, "<f4", 3, "vertices"),
+                            indices=_packed(indices, "<u4", 3, "indices"))
+        if material_ids is not None:
+            msg.material_ids = _packed(material_ids, "<u4", 1, "material_ids")
+        if name:
+            msg.name = name
+        self._call("create_mesh", msg)
+
+    def create_primitive(self, id: int, kind: str, *, name: str = "", **size: Any) -> None:
+        """Create primitive geometry `id`: box(half_extents=(x, y, z)), sphere(radius),
+        cylinder(radius, half_length), capsule(radius, half_length), plane(half_size=0)."""
+        kind = kind.lower()
+        if kind not in _PRIMITIVES:
+            raise ValueError(f"kind: unknown primitive {kind!r}; one of {sorted(_PRIMITIVES)}")
+        unknown = set(size) - set(_PRIMITIVES[kind])
+        if unknown:
+            raise TypeError(f"{kind}: unexpected {sorted(unknown)}; takes {_PRIMITIVES[kind]}")
+        msg = pb.CreatePrimitive(id=id)
+        shape = getattr(msg, kind)
+        shape.SetInParent()
+        _set_fields(shape, size, kind)
+        if name:
+            msg.name = name
+        self._call("create_primitive", msg)
+
+    def set_material(self, id: int, kind: str = "lambertian", *, name: str = "",
+                     **params: Any) -> None:
+        """Create or replace surface material `id`: lambertian(reflectance) or
+        two_layer(refractive_index, extinction_coefficient, specular_roughness,
+        diffuse_reflectance, diffuse_roughness); absent parameters take the protocol defaults."""
+        if kind not in _MATERIALS:
+            raise ValueError(f"kind: unknown material model {kind!r}; one of {_MATERIALS}")
+        msg = pb.SetMaterial(id=id)
+        model = getattr(msg, kind)
+        model.SetInParent()
+        _set_fields(model, params, kind)
+        if name:
+            msg.name = name
+        self._call("set_material", msg)
+
+    def set_ambient(self, kind: str = "custom", *, id: int = 0, **params: Any) -> None:
+        """Set the environment's medium (id 0) or define medium `id`. kind is "custom"
+        (attenuation, refractive_index, return_gamma_shape, return_gamma_scale,
+        return_probability_scaling, atmospheric_backscatter) or a preset: "clear_air" /
+        "fog" (visibility, m), "rain" / "snow" (rate, mm/h)."""
+        if kind not in _AMBIENTS:
+            raise ValueError(f"kind: unknown medium {kind!r}; one of {_AMBIENTS}")
+        msg = pb.SetAmbient(id=id)
+        medium = getattr(msg, kind)
+        medium.SetInParent()
+        _set_fields(medium, params, kind)
+        self._call("set_ambient", msg)
+
+    def set_environment(self, *, gravity: Any = None, magnetic_field: Any = None,
+                        dipoles: Iterable[Any] | None = None, seed: int | None = None,
+                        freeze_objects: bool | None = None) -> None:
+        """Change environment-wide settings; None keeps the current value. dipoles (a list of
+        MagneticDipole, mappings or (moment, position[, body_id]) tuples) replaces the list."""
+        msg = pb.SetEnvironment()
+        _set_fields(msg, dict(gravity=gravity, magnetic_field=magnetic_field, seed=seed,
+                              freeze_objects=freeze_objects), "set_environment")
+        if dipoles is not None:
+            msg.replace_dipoles = True
+            for i, d in enumerate(dipoles):
+                dip = msg.dipoles.add()
+                if isinstance(d, Message):
+                    dip.CopyFrom(d)
+                elif isinstance(d, Mapping):
+                    _set_fields(dip, d, f"dipoles[{i}]")
+                else:
+                    _set_fields(dip, dict(zip(("moment", "position", "body_id"), d)),
+                                f"dipoles[{i}]")
+        self._call("set_environment", msg)
+
+    def create_body(self, id: int, pose: Any = None, *, linear_velocity: Any = None,
+                    angular_velocity: Any = None, center_of_mass: Any = None,
+                    name: str = "") -> None:
+        """Create rigid body `id` at pose (world) with optional velocities (world frame)."""
+        msg = pb.CreateBody(id=id)
+        _set_fields(msg, dict(pose=pose, linear_velocity=linear_velocity,
+                              angular_velocity=angular_velocity, center_of_mass=center_of_mass,
+                              name=name or None), "create_body")
+        self._call("create_body", msg)
+
+    def create_object(self, id: int, geometry_id: int, *, body_id: int = 0,
+                      local_pose: Any = None, scale: Any = None, material_id: int = 0,
+                      label: int = 0, medium_id: int = 0, name: str = "") -> None:
+        """Place geometry `geometry_id` as object `id` on body `body_id` (0 = static world)."""
+        msg = pb.CreateObject(id=id, geometry_id=geometry_id)
+        if isinstance(scale, (int, float)):
+            scale = (scale, scale, scale)
+        _set_fields(msg, dict(body_id=body_id or None, local_pose=local_pose, scale=scale,
+                              material_id=material_id or None, label=label or None,
+                              medium_id=medium_id or None, name=name or None), "create_object")
+        self._call("create_object", msg)
+
+    def create_joint(self, id: int, type: str | int = "revolute", position: float = 0.0,
+                     name: str = "") -> None:
+        """Create joint `id` ("revolute": rad, "prismatic": m) at its initial position."""
+        msg = pb.CreateJoint(id=id, type=_enum(type, _JOINTS, "type"), position=float(position))
+        if name:
+            msg.name = name
+        self._call("create_joint", msg)
+
+    def remove(self, kind: str | int, id: int) -> None:
+        """Remove one entity: kind is geometry, material, medium, body, object, joint or
+        sensor."""
+        self._call("remove", pb.Remove(kind=_enum(kind, _ENTITIES, "kind"), id=id))
+
+    # ------------------------------------------------------------------ sensors and streams
+
+    def create_sensor(self, id: int, config: Any = None, *, body_id: int = 0, mount: Any = None,
+                      name: str = "", **kind: Any) -> None:
+        """Create sensor `id` on body `body_id` at `mount`. config is a LidarConfig, ImuConfig,
+        EncoderConfig, OdometerConfig or ConeConfig message, or a whole CreateSensor (sent as
+        is); alternatively pass one keyword lidar=/imu=/encoder=/odometer=/cone= with a message
+        or a dict in protobuf JSON form."""
+        if isinstance(config, pb.CreateSensor):
+            msg = pb.CreateSensor()
+            msg.CopyFrom(config)
+            if not msg.HasField("id"):
+                msg.id = id
+        else:
+            msg = pb.CreateSensor(id=id)
+            if config is not None:
+                field = _SENSOR_CONFIGS.get(type(config).__name__)
+                if field is None:
+                    raise TypeError(f"config: unsupported type {type(config).__name__}")
+                kind = {field: config, **kind}
+            if len(kind) != 1 or next(iter(kind)) not in _SENSOR_CONFIGS.values():
+                raise TypeError("create_sensor: give exactly one of config or "
+                                f"{sorted(_SENSOR_CONFIGS.values())}")
+            field, value = next(iter(kind.items()))
+            sub = getattr(msg, field)
+            sub.SetInParent()
+            if isinstance(value, Message):
+                sub.MergeFrom(value)
+            else:
+                json_format.ParseDict(value, sub)
+            _set_fields(msg, dict(body_id=body_id or None, mount=mount, name=name or None),
+                        "create_sensor")
+        self._call("create_sensor", msg)
+
+    def subscribe(self, sensor_id: int, encoding: str | int = "raw",
+                  precision: float | None = None) -> None:
+        """Stream sensor `sensor_id` to this connection (see next_sensor_data)."""
+        msg = pb.Subscribe(sensor_id=sensor_id, encoding=_enum(encoding, _ENCODINGS, "encoding"))
+        if precision is not None:
+            msg.precision = float(precision)
+        self._call("subscribe", msg)
+
+    def unsubscribe(self, sensor_id: int) -> None:
+        self._call("unsubscribe", pb.Unsubscribe(sensor_id=sensor_id))
+
+    # ------------------------------------------------------------------ time
+
+    def update_state(self, time: float, body_ids: Sequence[int] = (), body_poses: Any = None,
+                     body_velocities: Any = None, joint_ids: Sequence[int] = (),
+                     joint_positions: Any = None) -> None:
+        """Send the state at `time`: body_poses (N, 7) px py pz qx qy qz qw, body_velocities
+        (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,)."""
+        ids = np.asarray(body_ids, dtype=np.int64).reshape(-1)
+        jids = np.asarray(joint_ids, dtype=np.int64).reshape(-1)
+        msg = pb.UpdateState(time=float(time))
+        msg.body_ids.extend(ids.tolist())
+        msg.joint_ids.extend(jids.tolist())
+        if len(ids):
+            if body_poses is None:
+                raise ValueError("body_poses: required with body_ids")
+            poses = _rows(body_poses, 7, "body_poses")
+            if len(poses) != len(ids):
+                raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
+            msg.body_poses.extend(poses.reshape(-1).tolist())
+            if body_velocities is not None:
+                vel = _rows(body_velocities, 6, "body_velocities")
+                if len(vel) != len(ids):
+                    raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
+                msg.body_velocities.extend(vel.reshape(-1).tolist())
+        if len(jids):
+            if joint_positions is None:
+                raise ValueError("joint_positions: required with joint_ids")
+            pos = np.asarray(joint_positions, dtype=float).reshape(-1)
+            if len(pos) != len(jids):
+                raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
+            msg.joint_positions.extend(pos.tolist())
+        self._call("update_state", msg)
+
+    def step(self, time: float) -> Any:
+        """Evaluate every sensor over (t_prev, time]; returns the StepDone message."""
+        return self._call("step", pb.Step(time=float(time)), "step_done")
+
+    def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
+                times: Any = None) -> np.recarray:
+        """Trace rays (origins and directions (N, 3), world) against the environment. Returns a
+        record array of N rays with fields distances (+inf on a miss), object_ids, labels and
+        normals (N, 3)."""
+        o = _rows(origins, 3, "origins")
+        d = _rows(directions, 3, "directions")
+        if len(o) != len(d):
+            raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
+        msg = pb.Raycast(max_range=float(max_range))
+        msg.origins.extend(o.reshape(-1).tolist())
+        msg.directions.extend(d.reshape(-1).tolist())
+        if times is not None:
+            msg.times.extend(np.asarray(times, dtype=float).reshape(-1).tolist())
+        r = self._call("raycast", msg, "raycast_result")
+
+        n = len(o)
+        out = np.zeros(n, dtype=RAYCAST_DTYPE).view(np.recarray)
+        distances = np.asarray(r.distances, dtype=float)
+        if distances.shape != (n,):
+            raise errors.ProtocolError(f"raycast: {len(distances)} distances for {n} rays")
+        out.distances = distances
+        for name, got, width in (("object_ids", r.object_ids, 1), ("labels", r.labels, 1),
+                                 ("normals", r.normals, 3)):
+            if len(got) == 0:
+                continue
+            if len(got) != n * width:
+                raise errors.ProtocolError(f"raycast: {len(got)} {name} for {n} rays")
+            out[name] = np.asarray(got).reshape((n, 3) if width == 3 else n)
+        return out
+
