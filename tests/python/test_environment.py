@@ -395,3 +395,23 @@ def test_observer_reads_but_cannot_change(sensimd):
         with pytest.raises(errors.FailedPrecondition, match="observer"):
             obs.create_object(2, 1)
         assert scene_counts(obs, "shared")["objects"] == 1
+
+
+def test_raycasts_are_bit_identical_at_any_thread_count(sensimd_factory):
+    """Same scene, same rays: the reply does not depend on --threads."""
+    results = []
+    for threads in ("1", "2", "4"):
+        rng = np.random.default_rng(7)
+        origins = rng.uniform(-3, 3, size=(20000, 3))
+        directions = rng.normal(size=(20000, 3))
+        d = sensimd_factory("--threads", threads)
+        with d.client() as c:
+            v, f = cube_mesh(0.5)
+            c.create_mesh(1, v, f)
+            c.create_primitive(2, "capsule", radius=0.4, half_length=0.8)
+            for i in range(20):
+                c.create_object(i + 1, 1 + i % 2, local_pose=rng.uniform(-4, 4, 3).tolist())
+            results.append(c.raycast(origins, directions))
+    for other in results[1:]:
+        assert results[0].tobytes() == other.tobytes()
+    assert np.isfinite(results[0].distances).sum() > 1000
