@@ -4,6 +4,7 @@
 // in wire_env.c.
 #include "net/wire.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -178,10 +179,14 @@ int wire_pack(Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len) {
 
 int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Envelope* env,
                     uint8_t** out, size_t* out_len) {
+  // status messages fit the clients' fixed buffers (WIRE_STATUS_MAX bytes, proto options)
+  char text[WIRE_STATUS_MAX + 1];
+  const char* body = message && message[0] ? message : (code ? err_str(code) : "");
+  snprintf(text, sizeof(text), "%s", body);
   Sensim__V1__Status st = SENSIM__V1__STATUS__INIT;
   st.has_code = 1;
   st.code = (Sensim__V1__StatusCode)wire_status_code(code);
-  st.message = (char*)(message && message[0] ? message : (code ? err_str(code) : ""));
+  st.message = text;
   env->has_id = 1;
   env->id = id;
   env->status = &st;

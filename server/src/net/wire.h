@@ -13,6 +13,9 @@
 
 #define WIRE_PROTOCOL_VERSION 1u
 
+// Longest status message sent (sensim.options: Status.message max_size 512 with its NUL).
+#define WIRE_STATUS_MAX 511
+
 typedef struct wire_request wire_request_t;
 
 typedef enum wire_kind {
