@@ -141,6 +141,18 @@ static void client_check_eof(client_t* c) {
 }
 
 
+// Queue a job that answers a request of client c: it holds the session until done and counts
+// as pending, so that later replies wait for it.
+static void client_submit(daemon_t* d, client_t* c, job_t* j, void (*run)(job_t*),
+                          void (*done)(job_t*, int)) {
+  j->run = run;
+  j->done = done;
+  session_retain(c->s);
+  c->pending_jobs++;
+  jobs_submit(d->jobs, j);
+}
+
+
 static void ordered_run(job_t* j) {
   (void)j;
 }
@@ -180,11 +192,7 @@ static void client_reply(daemon_t* d, client_t* c, uint8_t* payload, size_t len)
   oj->s = c->s;
   oj->out = payload;
   oj->len = len;
-  oj->base.run = ordered_run;
-  oj->base.done = ordered_done;
-  session_retain(c->s);
-  c->pending_jobs++;
-  jobs_submit(d->jobs, &oj->base);
+  client_submit(d, c, &oj->base, ordered_run, ordered_done);
 }
 
 
@@ -420,18 +428,15 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   rj->entry = c->entry;
   rj->req = req;
   rj->hello = hello;
-  rj->base.run = req_run;
-  rj->base.done = req_done;
-  session_retain(c->s);
   c->entry->refs++;
   c->pending_bytes += wire_size(req);
-  c->pending_jobs++;
 
   // back-pressure: stop reading this client until its queue drains
-  if (c->pending_bytes > d->cfg.max_pending_bytes || c->pending_jobs > SESSION_MAX_PENDING_JOBS) {
+  if (c->pending_bytes > d->cfg.max_pending_bytes ||
+      c->pending_jobs + 1 > SESSION_MAX_PENDING_JOBS) {
     session_pause(c->s);
   }
-  jobs_submit(d->jobs, &rj->base);
+  client_submit(d, c, &rj->base, req_run, req_done);
 }
 
 
@@ -524,11 +529,7 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   ij->entries = entries;
   ij->infos = infos;
   ij->n = n;
-  ij->base.run = info_run;
-  ij->base.done = info_done;
-  session_retain(c->s);
-  c->pending_jobs++;
-  jobs_submit(d->jobs, &ij->base);
+  client_submit(d, c, &ij->base, info_run, info_done);
 }
 
 

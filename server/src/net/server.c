@@ -195,6 +195,30 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
 }
 
 
+// Hand every complete buffered frame to the owner; a hook may close or pause the session, which
+// stops delivery. A broken stream is reported once and the session closed.
+static void deliver_frames(session_t* s) {
+  server_t* srv = s->srv;
+  const uint8_t* payload;
+  size_t len;
+  err_msg_t msg;
+  while (!s->closing && !s->paused) {
+    int rc = frame_reader_next(&s->reader, &payload, &len, &msg);
+    if (rc == 0) {
+      return;
+    }
+    if (rc < 0) {
+      if (srv->hooks.on_stream_error) {
+        srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
+      }
+      session_close(s);
+      return;
+    }
+    srv->hooks.on_frame(srv->hooks.user, s, payload, len);
+  }
+}
+
+
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   session_t* s = (session_t*)stream;
   server_t* srv = s->srv;
@@ -226,24 +250,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   }
 
-  // hand out every complete frame; a hook may close or pause the session
-  const uint8_t* payload;
-  size_t len;
-  err_msg_t msg;
-  while (!s->closing && !s->paused) {
-    rc = frame_reader_next(&s->reader, &payload, &len, &msg);
-    if (rc == 0) {
-      break;
-    }
-    if (rc < 0) {
-      if (srv->hooks.on_stream_error) {
-        srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
-      }
-      session_close(s);
-      break;
-    }
-    srv->hooks.on_frame(srv->hooks.user, s, payload, len);
-  }
+  deliver_frames(s);
 }
 
 
@@ -272,24 +279,7 @@ void session_resume(session_t* s) {
   s->paused = 0;
 
   // frames already buffered are delivered before reading more
-  const uint8_t* payload;
-  size_t len;
-  err_msg_t msg;
-  server_t* srv = s->srv;
-  while (!s->closing && !s->paused) {
-    int rc = frame_reader_next(&s->reader, &payload, &len, &msg);
-    if (rc == 0) {
-      break;
-    }
-    if (rc < 0) {
-      if (srv->hooks.on_stream_error) {
-        srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
-      }
-      session_close(s);
-      return;
-    }
-    srv->hooks.on_frame(srv->hooks.user, s, payload, len);
-  }
+  deliver_frames(s);
   start_reading(s);
 }
 
