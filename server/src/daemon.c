@@ -573,6 +573,10 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
                  "hello.environment must be 1 to %d printable characters", ENV_NAME_MAX);
     goto refuse;
   }
+  if (h.role < 0 || h.role > 1) {
+    reply_status(d, s, id, ERR_INVAL, "hello.role = %d is unknown", h.role);
+    goto refuse;
+  }
   if (h.retention < 0 || h.retention > 2) {
     reply_status(d, s, id, ERR_INVAL, "hello.retention = %d is unknown", h.retention);
     goto refuse;

@@ -134,6 +134,7 @@ void wire_get_hello(const wire_request_t* r, wire_hello_t* out) {
   out->environment = str_or_empty(h->environment);
   out->token = str_or_empty(h->token);
   out->observer = h->has_role && h->role == SENSIM__V1__ROLE__ROLE_OBSERVER;
+  out->role = h->has_role ? (int)h->role : 0;
   out->retention = h->has_retention ? (int)h->retention : 0;
 }
 

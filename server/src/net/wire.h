@@ -48,6 +48,7 @@ typedef struct wire_hello {
   const char* environment;   // "" when absent
   const char* token;         // "" when absent
   int observer;              // role OBSERVER
+  int role;                  // as sent (0 when absent): 0 controller, 1 observer, else unknown
   int retention;             // 0 default, 1 destroy, 2 keep
 } wire_hello_t;
 

@@ -243,12 +243,15 @@ static int do_create_object(const Sensim__V1__CreateObject* m, env_t* e, outcome
 }
 
 
+_Static_assert((int)SENSIM__V1__JOINT_TYPE__JOINT_REVOLUTE == (int)JOINT_TYPE_REVOLUTE &&
+                   (int)SENSIM__V1__JOINT_TYPE__JOINT_PRISMATIC == (int)JOINT_TYPE_PRISMATIC,
+               "wire and core joint types share their numbers");
+
+
 static int do_create_joint(const Sensim__V1__CreateJoint* m, env_t* e, outcome_t* o) {
   joint_desc_t d = {0};
   d.id = m->has_id ? m->id : 0;
-  d.type = m->has_type && m->type == SENSIM__V1__JOINT_TYPE__JOINT_PRISMATIC
-               ? JOINT_TYPE_PRISMATIC
-               : JOINT_TYPE_REVOLUTE;
+  d.type = m->has_type ? (joint_type_t)m->type : JOINT_TYPE_REVOLUTE;  // the core checks it
   d.position = m->has_position ? m->position : 0.0;
   d.name = str_or_null(m->name);
   return env_create_joint(e, &d, &o->msg);

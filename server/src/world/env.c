@@ -83,6 +83,12 @@ static int check_pose(const char* field, const pose_t* p, pose_t* dest, err_msg_
   if (rc < 0) {
     return rc;
   }
+  for (int i = 0; i < 3; i++) {
+    if (fabs(p->p[i]) > ENV_MAX_COORD) {
+      return err_set(msg, ERR_INVAL, "%s.%s = %g exceeds %g m in magnitude", sub, kAxis[i],
+                     p->p[i], ENV_MAX_COORD);
+    }
+  }
   for (int i = 0; i < 4; i++) {
     if (!isfinite(p->q[i])) {
       return err_set(msg, ERR_INVAL, "%s.orientation.%s = %g is not finite", field, kQuat[i],
@@ -778,6 +784,10 @@ static int check_object(const env_t* e, const object_desc_t* d, env_geometry_t**
     }
     if (d->scale[i] == 0.0) {
       return err_set(msg, ERR_INVAL, "scale.%s = 0 must be non-zero", kAxis[i]);
+    }
+    if (fabs(d->scale[i]) < ENV_MIN_SCALE) {
+      return err_set(msg, ERR_INVAL, "scale.%s = %g is below %g in magnitude", kAxis[i],
+                     d->scale[i], ENV_MIN_SCALE);
     }
   }
   if (!env_find_material(e, d->material_id)) {

@@ -45,6 +45,14 @@ typedef struct env_limits {
 // Defaults used by the daemon unless configured.
 env_limits_t env_default_limits(void);
 
+// Bounds that keep every ray Embree traces valid: it traces in float and requires ray origins
+// within 1.8e18 in each instance's frame, where an origin becomes (o - t) / scale. Positions
+// (ray origins, body and object positions) are at most ENV_MAX_COORD in magnitude per axis and
+// object scales at least ENV_MIN_SCALE, so that no origin exceeds about 5e15 there. Beyond
+// these a raycast aborted the daemon inside Embree.
+#define ENV_MAX_COORD 1e9       // m
+#define ENV_MIN_SCALE 1e-6
+
 // Create an empty environment: no geometry, default material 0 (Lambertian 0.8), medium 0 =
 // air (MODELS.md 3.4), gravity (0, 0, -9.80665), no magnetic field, seed 0, objects
 // interpolated. dev: borrowed, must outlive the environment. pool: nullable (serial tracing).
@@ -131,7 +139,8 @@ void env_magnetic_field(const env_t* e, const double p[3], double dest[3]);
 
 typedef struct body_desc {
   uint32_t id;                  // > 0 (0 is the static world)
-  pose_t pose;                  // any non-zero quaternion (norm >= 1e-9), normalised here
+  pose_t pose;                  // any non-zero quaternion (norm >= 1e-9), normalised here;
+                                // |position| <= ENV_MAX_COORD per axis
   double linear_velocity[3];
   double angular_velocity[3];
   double center_of_mass[3];     // body frame
@@ -145,7 +154,7 @@ typedef struct object_desc {
   uint32_t geometry_id;
   uint32_t body_id;             // 0 = static world
   pose_t local_pose;
-  double scale[3];              // finite, non-zero; negative mirrors the geometry
+  double scale[3];              // finite, |scale| >= ENV_MIN_SCALE; negative mirrors
   uint32_t material_id;
   uint32_t label;
   uint32_t medium_id;           // 0 = opaque surface
@@ -188,7 +197,8 @@ int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) CHECKRE
 
 // Packed state at time t: poses 7 per body (px py pz qx qy qz qw, wire order), velocities 6 per
 // body (vx vy vz wx wy wz, nullable = unchanged). All or nothing: unknown or repeated ids,
-// non-finite numbers, zero quaternions, non-increasing time are rejected.
+// non-finite numbers, positions beyond ENV_MAX_COORD, zero quaternions, non-increasing time
+// are rejected.
 typedef struct env_state_update {
   double time;
   uint32_t nbody;
@@ -225,7 +235,7 @@ void env_get_time(const env_t* e, env_time_t* out);
 // when a state exists (any finite time before). max_range <= 0 means +inf.
 typedef struct env_raycast {
   uint32_t nray;
-  const double* origins;        // 3 per ray
+  const double* origins;        // 3 per ray, |x| <= ENV_MAX_COORD
   const double* directions;     // 3 per ray, non-zero, normalised here
   double max_range;
   uint32_t ntime;

@@ -50,6 +50,10 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
         return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) is not finite",
                        7 * (size_t)i + k, p[k], id);
       }
+      if (k < 3 && fabs(p[k]) > ENV_MAX_COORD) {
+        return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) exceeds %g m in magnitude",
+                       7 * (size_t)i + k, p[k], id, ENV_MAX_COORD);
+      }
     }
     double q[4] = {p[6], p[3], p[4], p[5]};
     double unit[4];
@@ -260,6 +264,10 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
     for (int k = 0; k < 3; k++) {
       if (!isfinite(o[k])) {
         return err_set(msg, ERR_INVAL, "origins[%u].%s = %g is not finite", i, kAxis[k], o[k]);
+      }
+      if (fabs(o[k]) > ENV_MAX_COORD) {
+        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g exceeds %g m in magnitude", i,
+                       kAxis[k], o[k], ENV_MAX_COORD);
       }
       if (!isfinite(d[k])) {
         return err_set(msg, ERR_INVAL, "directions[%u].%s = %g is not finite", i, kAxis[k],

@@ -1,0 +1,1034 @@
+// SPDX-License-Identifier: MIT
+// bench_session.c: round trips through a real sensimd over loopback TCP against a raw-socket
+// server in this process that answers the same framed bytes.
+//
+// sensimd is started as a child (`--listen 127.0.0.1:0`, port read from its stdout line), given
+// a terrain and a few boxes, and asked two workloads: Ping (small) and a Raycast of a lidar fan
+// (default 10k rays). Each reply is validated once (pong payload, status, ray count, sampled
+// distances against a brute-force trace of the same triangles and boxes) and recorded. The
+// reference is a thread with a blocking socket that reads each request frame and writes back
+// the recorded reply frame: the client sends and receives exactly the same bytes on both paths,
+// so the ratio is the daemon's cost over bare loopback transport. Measured: one request in
+// flight (median and p99 round trip, requests/s) and pipelined with a window of requests in
+// flight (requests/s), in interleaved rounds. Exit status 1 when validation fails.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+#include "sensim.pb-c.h"
+
+#ifndef SENSIMD_DEFAULT
+#define SENSIMD_DEFAULT "sensimd"
+#endif
+
+#define IO_TIMEOUT_MS 30000     // any single wait on a socket or the daemon
+#define TERRAIN_SIZE 200.0      // m
+#define MAX_RANGE 120.0         // m
+#define PING_PAYLOAD 32         // bytes
+#define NBOX 4
+#define NSAMPLE 64              // raycast rays checked by brute force
+#define LEN_SLACK 8             // bytes a reply may differ from the recorded one (varints)
+
+//---------------- Options
+
+typedef struct options {
+  int quick;
+  const char* sensimd;
+  unsigned daemon_threads;  // 0: the daemon's default
+  unsigned grid;            // terrain cells per side
+  unsigned rays;            // per raycast
+  unsigned rounds;          // interleaved rounds
+  unsigned ping_lat;        // one-in-flight pings per path and round
+  unsigned ping_pipe;       // pipelined pings per path and round
+  unsigned ping_window;
+  unsigned ray_lat;         // one-in-flight raycasts per path and round
+  unsigned ray_pipe;        // pipelined raycasts per path and round
+  unsigned ray_window;
+} options_t;
+
+static const char* const g_usage =
+    "Usage: bench_session [OPTIONS] [SENSIMD]\n"
+    "Round trips of Ping and Raycast through a real sensimd on loopback TCP, against a\n"
+    "raw-socket server in this process that answers the same bytes.\n"
+    "\n"
+    "  SENSIMD, --sensimd PATH  the daemon (default: $SENSIMD, else the one built with this)\n"
+    "  --quick               fewer round trips (a few seconds)\n"
+    "  --daemon-threads N    sensimd --threads (default: the daemon's default)\n"
+    "  --rays N              rays per raycast (default 10000)\n"
+    "  --grid N              terrain cells per side (default 160: 51k triangles)\n"
+    "  --rounds N            interleaved rounds, >= 1 (default 10)\n"
+    "  --pings N             one-in-flight pings per path and round (default 2000; 5x as\n"
+    "                        many pipelined)\n"
+    "  --raycasts N          one-in-flight raycasts per path and round (default 20; as many\n"
+    "                        pipelined)\n";
+
+
+static unsigned parse_count(const char* opt, const char* text, unsigned lo, unsigned hi) {
+  char* end = NULL;
+  unsigned long v = strtoul(text, &end, 10);
+  if (!end || *end || text[0] == '-' || v < lo || v > hi) {
+    fprintf(stderr, "bench_session: --%s '%s' must be an integer in [%u, %u]\n", opt, text, lo,
+            hi);
+    exit(2);
+  }
+  return (unsigned)v;
+}
+
+
+static void parse_options(int argc, char** argv, options_t* o) {
+  int quick = 0;
+  for (int i = 1; i < argc; i++) {
+    quick |= strcmp(argv[i], "--quick") == 0;
+  }
+  memset(o, 0, sizeof *o);
+  o->quick = quick;
+  const char* env = getenv("SENSIMD");
+  o->sensimd = env && env[0] ? env : SENSIMD_DEFAULT;
+  o->grid = 160;
+  o->rays = 10000;
+  o->rounds = quick ? 5 : 10;
+  o->ping_lat = quick ? 400 : 2000;
+  o->ping_pipe = quick ? 2000 : 10000;
+  o->ping_window = 32;
+  o->ray_lat = quick ? 6 : 20;
+  o->ray_pipe = quick ? 8 : 20;
+  o->ray_window = 4;
+
+  enum { OPT_QUICK = 1, OPT_SENSIMD, OPT_THREADS, OPT_RAYS, OPT_GRID, OPT_ROUNDS, OPT_PINGS,
+         OPT_RAYCASTS, OPT_HELP };
+  static const struct option opts[] = {
+      {"quick", no_argument, NULL, OPT_QUICK},
+      {"sensimd", required_argument, NULL, OPT_SENSIMD},
+      {"daemon-threads", required_argument, NULL, OPT_THREADS},
+      {"rays", required_argument, NULL, OPT_RAYS},
+      {"grid", required_argument, NULL, OPT_GRID},
+      {"rounds", required_argument, NULL, OPT_ROUNDS},
+      {"pings", required_argument, NULL, OPT_PINGS},
+      {"raycasts", required_argument, NULL, OPT_RAYCASTS},
+      {"help", no_argument, NULL, OPT_HELP},
+      {NULL, 0, NULL, 0},
+  };
+  int c;
+  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    switch (c) {
+      case OPT_QUICK:
+        break;
+      case OPT_SENSIMD:
+        o->sensimd = optarg;
+        break;
+      case OPT_THREADS:
+        o->daemon_threads = parse_count("daemon-threads", optarg, 1, 256);
+        break;
+      case OPT_RAYS:
+        o->rays = parse_count("rays", optarg, NSAMPLE, 1u << 22);
+        break;
+      case OPT_GRID:
+        o->grid = parse_count("grid", optarg, 1, 1000);
+        break;
+      case OPT_ROUNDS:
+        o->rounds = parse_count("rounds", optarg, 1, 1000);
+        break;
+      case OPT_PINGS:
+        o->ping_lat = parse_count("pings", optarg, 1, 10000000);
+        o->ping_pipe = 5 * o->ping_lat;
+        break;
+      case OPT_RAYCASTS:
+        o->ray_lat = parse_count("raycasts", optarg, 1, 1000000);
+        o->ray_pipe = o->ray_lat;
+        break;
+      case OPT_HELP:
+        fputs(g_usage, stdout);
+        exit(0);
+      default:
+        fputs(g_usage, stderr);
+        exit(2);
+    }
+  }
+  if (optind + 1 == argc) {
+    o->sensimd = argv[optind];
+  } else if (optind < argc) {
+    fputs(g_usage, stderr);
+    exit(2);
+  }
+}
+
+
+static void die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static pid_t g_daemon = -1;
+
+static void die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("bench_session: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  if (g_daemon > 0) {
+    kill(g_daemon, SIGKILL);
+  }
+  exit(1);
+}
+
+
+static void* xmalloc(size_t n) {
+  void* p = malloc(n ? n : 1);
+  if (!p) {
+    die("out of memory (%zu bytes)", n);
+  }
+  return p;
+}
+
+//---------------- Frames and sockets
+
+// A whole frame: 4-byte little-endian length, then the Envelope bytes.
+typedef struct frame {
+  uint8_t* data;
+  size_t len;
+} frame_t;
+
+
+static frame_t frame_encode(const Sensim__V1__Envelope* env) {
+  size_t n = sensim__v1__envelope__get_packed_size(env);
+  frame_t f = {.data = xmalloc(4 + n), .len = 4 + n};
+  f.data[0] = (uint8_t)n;
+  f.data[1] = (uint8_t)(n >> 8);
+  f.data[2] = (uint8_t)(n >> 16);
+  f.data[3] = (uint8_t)(n >> 24);
+  sensim__v1__envelope__pack(env, f.data + 4);
+  return f;
+}
+
+
+static uint32_t le32(const uint8_t* p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+
+static void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+
+static void set_nonblocking(int fd, bool on) {
+  int fl = fcntl(fd, F_GETFL);
+  fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+}
+
+
+// Blocking I/O of exactly n bytes; -1 on error or end of stream.
+static int send_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      return -1;
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+
+static int recv_all(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      return -1;
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+
+// A growable receive buffer.
+typedef struct rbuf {
+  uint8_t* data;
+  size_t cap;
+} rbuf_t;
+
+
+// Receive one frame's payload into b; returns its length, or -1.
+static long recv_frame(int fd, rbuf_t* b) {
+  uint8_t h[4];
+  if (recv_all(fd, h, 4)) {
+    return -1;
+  }
+  size_t n = le32(h);
+  if (n > b->cap) {
+    free(b->data);
+    b->cap = n;
+    b->data = xmalloc(n);
+  }
+  return recv_all(fd, b->data, n) ? -1 : (long)n;
+}
+
+
+static int connect_loopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+    die("cannot connect to 127.0.0.1:%d: %s", port, strerror(errno));
+  }
+  set_nodelay(fd);
+  struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+//---------------- The daemon
+
+typedef struct daemon_proc {
+  pid_t pid;
+  int out;       // read end of its stdout, kept open so that it never gets SIGPIPE
+  int port;
+} daemon_proc_t;
+
+
+static void daemon_start(daemon_proc_t* d, const options_t* o) {
+  int p[2];
+  if (pipe(p) != 0) {
+    die("pipe: %s", strerror(errno));
+  }
+  char threads[16];
+  snprintf(threads, sizeof threads, "%u", o->daemon_threads);
+  const char* argv[] = {o->sensimd, "--listen", "127.0.0.1:0", "--log-level", "warn",
+                        o->daemon_threads ? "--threads" : NULL, threads, NULL};
+  pid_t pid = fork();
+  if (pid < 0) {
+    die("fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[0]);
+    close(p[1]);
+    execv(o->sensimd, (char* const*)argv);
+    fprintf(stderr, "bench_session: cannot run %s: %s\n", o->sensimd, strerror(errno));
+    _exit(127);
+  }
+  close(p[1]);
+  d->pid = pid;
+  g_daemon = pid;
+  d->out = p[0];
+
+  // "sensimd listening on 127.0.0.1:PORT"
+  char line[256];
+  size_t n = 0;
+  for (;;) {
+    struct pollfd pf = {.fd = d->out, .events = POLLIN};
+    if (poll(&pf, 1, IO_TIMEOUT_MS) <= 0) {
+      die("%s printed no 'listening' line in time", o->sensimd);
+    }
+    ssize_t k = read(d->out, line + n, sizeof line - 1 - n);
+    if (k <= 0) {
+      die("%s exited before listening (see its stderr above)", o->sensimd);
+    }
+    n += (size_t)k;
+    line[n] = '\0';
+    char* nl = strchr(line, '\n');
+    if (nl) {
+      *nl = '\0';
+      break;
+    }
+    if (n == sizeof line - 1) {
+      die("unexpected output from %s: %s", o->sensimd, line);
+    }
+  }
+  if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &d->port) != 1) {
+    die("unexpected output from %s: '%s'", o->sensimd, line);
+  }
+}
+
+
+// SIGTERM and wait; returns the exit status (or -1 when it had to be killed).
+static int daemon_stop(daemon_proc_t* d) {
+  kill(d->pid, SIGTERM);
+  int status = 0;
+  double deadline = bench_now() + 10.0;
+  while (waitpid(d->pid, &status, WNOHANG) == 0) {
+    if (bench_now() > deadline) {
+      kill(d->pid, SIGKILL);
+      waitpid(d->pid, &status, 0);
+      g_daemon = -1;
+      close(d->out);
+      return -1;
+    }
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  g_daemon = -1;
+  close(d->out);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+//---------------- Protocol helpers
+
+static uint64_t g_next_id = 1;
+
+
+// Send env (id assigned here) and return the decoded reply, checking id and an OK status.
+static Sensim__V1__Envelope* call(int fd, Sensim__V1__Envelope* env, rbuf_t* b,
+                                  const char* what) {
+  env->has_id = 1;
+  env->id = g_next_id++;
+  frame_t f = frame_encode(env);
+  if (send_all(fd, f.data, f.len)) {
+    die("%s: send failed", what);
+  }
+  free(f.data);
+  long n = recv_frame(fd, b);
+  if (n < 0) {
+    die("%s: no reply (connection closed)", what);
+  }
+  Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, (size_t)n, b->data);
+  if (!r) {
+    die("%s: reply does not decode", what);
+  }
+  if (!r->has_id || r->id != env->id) {
+    die("%s: reply id %llu, expected %llu", what, (unsigned long long)r->id,
+        (unsigned long long)env->id);
+  }
+  if (r->status && r->status->has_code && r->status->code != 0) {
+    die("%s: status %d: %s", what, (int)r->status->code,
+        r->status->message ? r->status->message : "");
+  }
+  return r;
+}
+
+
+static void call_ok(int fd, Sensim__V1__Envelope* env, rbuf_t* b, const char* what) {
+  sensim__v1__envelope__free_unpacked(call(fd, env, b, what), NULL);
+}
+
+//---------------- The scene (sent to the daemon, traced by brute force for the check)
+
+typedef struct world {
+  float* v;
+  uint32_t nv;
+  uint32_t* idx;
+  uint32_t nt;
+  double box_center[NBOX][3];
+  double box_half[NBOX][3];
+} world_t;
+
+
+static double terrain_height(double x, double y) {
+  return 1.5 * sin(0.05 * x) * cos(0.07 * y) + 0.4 * sin(0.31 * x + 0.2 * y) +
+         0.15 * sin(1.3 * x) * sin(1.1 * y);
+}
+
+
+static void make_world(world_t* w, unsigned g) {
+  unsigned nside = g + 1;
+  w->nv = nside * nside;
+  w->nt = 2 * g * g;
+  w->v = xmalloc(3 * sizeof(float) * w->nv);
+  w->idx = xmalloc(3 * sizeof(uint32_t) * w->nt);
+  double step = TERRAIN_SIZE / g;
+  for (unsigned j = 0; j < nside; j++) {
+    for (unsigned i = 0; i < nside; i++) {
+      double x = -0.5 * TERRAIN_SIZE + step * i, y = -0.5 * TERRAIN_SIZE + step * j;
+      float* v = w->v + 3 * (j * nside + i);
+      v[0] = (float)x;
+      v[1] = (float)y;
+      v[2] = (float)terrain_height(x, y);
+    }
+  }
+  uint32_t* t = w->idx;
+  for (unsigned j = 0; j < g; j++) {
+    for (unsigned i = 0; i < g; i++) {
+      uint32_t a = j * nside + i, b = a + 1, c = a + nside + 1, d = a + nside;
+      *t++ = a, *t++ = b, *t++ = c;
+      *t++ = a, *t++ = c, *t++ = d;
+    }
+  }
+  for (unsigned k = 0; k < NBOX; k++) {
+    double a = 1.6 * k + 0.9, r = 8.0 + 3.0 * k;
+    double x = r * cos(a), y = r * sin(a);
+    w->box_half[k][0] = 2.0;
+    w->box_half[k][1] = 0.9;
+    w->box_half[k][2] = 0.8;
+    w->box_center[k][0] = x;
+    w->box_center[k][1] = y;
+    w->box_center[k][2] = terrain_height(x, y) + 0.5;
+  }
+}
+
+
+static void send_world(int fd, const world_t* w, rbuf_t* b) {
+  Sensim__V1__CreateMesh cm = SENSIM__V1__CREATE_MESH__INIT;
+  cm.has_id = 1;
+  cm.id = 1;
+  cm.has_vertices = 1;
+  cm.vertices.data = (uint8_t*)w->v;  // little-endian host (x86): the floats are the bytes
+  cm.vertices.len = 3 * sizeof(float) * w->nv;
+  cm.has_indices = 1;
+  cm.indices.data = (uint8_t*)w->idx;
+  cm.indices.len = 3 * sizeof(uint32_t) * w->nt;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_MESH;
+  env.create_mesh = &cm;
+  call_ok(fd, &env, b, "create_mesh");
+
+  for (unsigned k = 0; k <= NBOX; k++) {
+    // geometry k + 2 is box k; object 100 is the terrain, 101.. the boxes
+    if (k < NBOX) {
+      Sensim__V1__Vec3 he = SENSIM__V1__VEC3__INIT;
+      he.has_x = he.has_y = he.has_z = 1;
+      he.x = w->box_half[k][0];
+      he.y = w->box_half[k][1];
+      he.z = w->box_half[k][2];
+      Sensim__V1__Box box = SENSIM__V1__BOX__INIT;
+      box.half_extents = &he;
+      Sensim__V1__CreatePrimitive cp = SENSIM__V1__CREATE_PRIMITIVE__INIT;
+      cp.has_id = 1;
+      cp.id = k + 2;
+      cp.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_BOX;
+      cp.box = &box;
+      Sensim__V1__Envelope pe = SENSIM__V1__ENVELOPE__INIT;
+      pe.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
+      pe.create_primitive = &cp;
+      call_ok(fd, &pe, b, "create_primitive");
+    }
+    Sensim__V1__Vec3 pos = SENSIM__V1__VEC3__INIT;
+    Sensim__V1__Pose pose = SENSIM__V1__POSE__INIT;
+    Sensim__V1__CreateObject co = SENSIM__V1__CREATE_OBJECT__INIT;
+    co.has_id = co.has_geometry_id = 1;
+    if (k < NBOX) {
+      pos.has_x = pos.has_y = pos.has_z = 1;
+      pos.x = w->box_center[k][0];
+      pos.y = w->box_center[k][1];
+      pos.z = w->box_center[k][2];
+      pose.position = &pos;
+      co.local_pose = &pose;
+      co.id = 101 + k;
+      co.geometry_id = k + 2;
+    } else {
+      co.id = 100;
+      co.geometry_id = 1;
+    }
+    Sensim__V1__Envelope oe = SENSIM__V1__ENVELOPE__INIT;
+    oe.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+    oe.create_object = &co;
+    call_ok(fd, &oe, b, "create_object");
+  }
+}
+
+
+// A lidar fan from one origin: 32 channels over +-22.5 degrees, as many columns as needed.
+static void make_rays(unsigned n, double* org, double* dir) {
+  const unsigned channels = 32;
+  unsigned columns = (n + channels - 1) / channels;
+  double ox = 0.37, oy = 0.21, oz = terrain_height(ox, oy) + 2.0;
+  double span = 45.0 * M_PI / 180.0;
+  for (unsigned i = 0; i < n; i++) {
+    unsigned col = i / channels, ch = i % channels;
+    double az = 2.0 * M_PI * col / columns, el = -0.5 * span + span * ch / (channels - 1);
+    org[3 * i + 0] = ox;
+    org[3 * i + 1] = oy;
+    org[3 * i + 2] = oz;
+    dir[3 * i + 0] = cos(el) * cos(az);
+    dir[3 * i + 1] = cos(el) * sin(az);
+    dir[3 * i + 2] = sin(el);
+  }
+}
+
+
+// Nearest hit of the float ray (as the daemon traces it) with the triangles and boxes, in
+// double; INFINITY on a miss within MAX_RANGE.
+static double brute_trace(const world_t* w, const double od[3], const double dd[3]) {
+  double o[3], d[3];
+  for (int k = 0; k < 3; k++) {
+    o[k] = (float)od[k];
+    d[k] = (float)dd[k];
+  }
+  double best = MAX_RANGE;
+  bool hit = false;
+  for (uint32_t t = 0; t < w->nt; t++) {
+    const float* a = w->v + 3 * w->idx[3 * t];
+    const float* b = w->v + 3 * w->idx[3 * t + 1];
+    const float* c = w->v + 3 * w->idx[3 * t + 2];
+    double e1[3] = {b[0] - a[0], b[1] - a[1], b[2] - a[2]};
+    double e2[3] = {c[0] - a[0], c[1] - a[1], c[2] - a[2]};
+    double p[3] = {d[1] * e2[2] - d[2] * e2[1], d[2] * e2[0] - d[0] * e2[2],
+                   d[0] * e2[1] - d[1] * e2[0]};
+    double det = e1[0] * p[0] + e1[1] * p[1] + e1[2] * p[2];
+    if (fabs(det) < 1e-18) {
+      continue;
+    }
+    double s[3] = {o[0] - a[0], o[1] - a[1], o[2] - a[2]};
+    double u = (s[0] * p[0] + s[1] * p[1] + s[2] * p[2]) / det;
+    if (u < 0.0 || u > 1.0) {
+      continue;
+    }
+    double q[3] = {s[1] * e1[2] - s[2] * e1[1], s[2] * e1[0] - s[0] * e1[2],
+                   s[0] * e1[1] - s[1] * e1[0]};
+    double v = (d[0] * q[0] + d[1] * q[1] + d[2] * q[2]) / det;
+    if (v < 0.0 || u + v > 1.0) {
+      continue;
+    }
+    double tt = (e2[0] * q[0] + e2[1] * q[1] + e2[2] * q[2]) / det;
+    if (tt > 0.0 && tt <= best) {
+      best = tt;
+      hit = true;
+    }
+  }
+  for (unsigned k = 0; k < NBOX; k++) {
+    double t0 = 0.0, t1 = best;
+    bool in = true;
+    for (int a = 0; a < 3 && in; a++) {
+      double lo = w->box_center[k][a] - w->box_half[k][a];
+      double hi = w->box_center[k][a] + w->box_half[k][a];
+      if (d[a] == 0.0) {
+        in = o[a] >= lo && o[a] <= hi;
+        continue;
+      }
+      double ta = (lo - o[a]) / d[a], tb = (hi - o[a]) / d[a];
+      t0 = fmax(t0, fmin(ta, tb));
+      t1 = fmin(t1, fmax(ta, tb));
+      in = t0 <= t1;
+    }
+    if (in && t0 > 0.0) {
+      best = t0;
+      hit = true;
+    }
+  }
+  return hit ? best : INFINITY;
+}
+
+//---------------- The raw-socket reference server
+
+typedef struct echo {
+  int listener;
+  int port;
+  pthread_t thread;
+  // request payload length -> recorded daemon reply frame
+  size_t req_len[2];
+  frame_t reply[2];
+  unsigned nreply;
+} echo_t;
+
+
+static void* echo_main(void* arg) {
+  echo_t* e = arg;
+  int fd = accept(e->listener, NULL, NULL);
+  if (fd < 0) {
+    return NULL;
+  }
+  set_nodelay(fd);
+  rbuf_t b = {0};
+  for (;;) {
+    long n = recv_frame(fd, &b);
+    if (n < 0) {
+      break;
+    }
+    unsigned k = 0;
+    while (k < e->nreply && e->req_len[k] != (size_t)n) {
+      k++;
+    }
+    if (k == e->nreply || send_all(fd, e->reply[k].data, e->reply[k].len)) {
+      break;
+    }
+  }
+  free(b.data);
+  close(fd);
+  return NULL;
+}
+
+
+static void echo_start(echo_t* e) {
+  e->listener = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (e->listener < 0 || bind(e->listener, (struct sockaddr*)&a, sizeof a) != 0 ||
+      listen(e->listener, 1) != 0 || getsockname(e->listener, (struct sockaddr*)&a, &len) != 0) {
+    die("reference server: %s", strerror(errno));
+  }
+  e->port = ntohs(a.sin_port);
+  if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
+    die("reference server: pthread_create failed");
+  }
+}
+
+//---------------- Measurements
+
+// Length check of a timed reply: the recorded length give or take a few varint bytes.
+static void check_len(size_t got, size_t want, const char* path) {
+  if (got + LEN_SLACK < want || got > want + LEN_SLACK) {
+    die("%s: reply of %zu bytes, expected about %zu (an error status?)", path, got, want);
+  }
+}
+
+
+// n requests one at a time; round trips in microseconds appended to lat.
+static void run_latency(int fd, const frame_t* req, size_t reply_len, unsigned n, double* lat,
+                        rbuf_t* b, const char* path) {
+  for (unsigned i = 0; i < n; i++) {
+    double t0 = bench_now();
+    if (send_all(fd, req->data, req->len)) {
+      die("%s: send failed", path);
+    }
+    long k = recv_frame(fd, b);
+    lat[i] = (bench_now() - t0) * 1e6;
+    if (k < 0) {
+      die("%s: connection closed", path);
+    }
+    check_len((size_t)k, reply_len, path);
+  }
+}
+
+
+// n requests with up to `window` in flight; returns the elapsed seconds.
+static double run_pipelined(int fd, const frame_t* req, size_t reply_len, unsigned n,
+                            unsigned window, const char* path) {
+  static uint8_t in[1 << 20];
+  set_nonblocking(fd, true);
+  unsigned sent = 0, got = 0;
+  size_t off = 0;          // bytes of the request being sent
+  uint8_t hdr[4];
+  size_t hgot = 0;         // header bytes of the reply being received
+  size_t body_left = 0;
+  double t0 = bench_now();
+  while (got < n) {
+    bool want_send = sent < n && sent - got < window;
+    struct pollfd pf = {.fd = fd, .events = (short)(POLLIN | (want_send ? POLLOUT : 0))};
+    int pr = poll(&pf, 1, IO_TIMEOUT_MS);
+    if (pr < 0 && errno == EINTR) {
+      continue;
+    }
+    if (pr <= 0) {
+      die("%s: no progress for %d ms (%u sent, %u received)", path, IO_TIMEOUT_MS, sent, got);
+    }
+    while ((pf.revents & POLLOUT) && sent < n && sent - got < window) {
+      ssize_t k = send(fd, req->data + off, req->len - off, MSG_NOSIGNAL);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        break;
+      }
+      if (k <= 0) {
+        die("%s: send failed: %s", path, strerror(errno));
+      }
+      off += (size_t)k;
+      if (off == req->len) {
+        off = 0;
+        sent++;
+      }
+    }
+    // drain what has arrived, then go back to sending
+    while (pf.revents & (POLLIN | POLLHUP | POLLERR)) {
+      ssize_t k = recv(fd, in, sizeof in, 0);
+      if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        break;
+      }
+      if (k <= 0) {
+        die("%s: connection closed", path);
+      }
+      for (size_t pos = 0; pos < (size_t)k;) {
+        if (hgot < 4) {
+          hdr[hgot++] = in[pos++];
+          if (hgot == 4) {
+            body_left = le32(hdr);
+            check_len(body_left, reply_len, path);
+          }
+          continue;
+        }
+        size_t take = (size_t)k - pos < body_left ? (size_t)k - pos : body_left;
+        pos += take;
+        body_left -= take;
+        if (body_left == 0) {
+          hgot = 0;
+          got++;
+        }
+      }
+    }
+  }
+  double dt = bench_now() - t0;
+  set_nonblocking(fd, false);
+  return dt;
+}
+
+
+enum { PATH_SENSIM, PATH_RAW, NPATH };
+static const char* const g_path_names[NPATH] = {"sensimd", "raw-echo"};
+
+typedef struct workload {
+  const char* name;
+  frame_t req;
+  size_t reply_len;      // payload bytes of the recorded reply
+  unsigned lat_n;        // per path and round
+  unsigned pipe_n;
+  unsigned window;
+  double* lat[NPATH];    // rounds * lat_n samples, us
+  double* med[NPATH];    // median latency per round, us
+  double* pipe[NPATH];   // req/s per round
+  double* seq[NPATH];    // one-in-flight req/s per round
+} workload_t;
+
+
+static void workload_round(workload_t* wl, const int fds[NPATH], unsigned round, rbuf_t* b) {
+  for (int p = 0; p < NPATH; p++) {
+    // alternate which path goes first
+    int path = (int)((p + round) % NPATH);
+    double* lat = wl->lat[path] + (size_t)round * wl->lat_n;
+    double t0 = bench_now();
+    run_latency(fds[path], &wl->req, wl->reply_len, wl->lat_n, lat, b, g_path_names[path]);
+    wl->seq[path][round] = wl->lat_n / (bench_now() - t0);
+    double* tmp = xmalloc(sizeof(double) * wl->lat_n);
+    memcpy(tmp, lat, sizeof(double) * wl->lat_n);
+    wl->med[path][round] = bench_median(tmp, wl->lat_n);
+    free(tmp);
+    double dt = run_pipelined(fds[path], &wl->req, wl->reply_len, wl->pipe_n, wl->window,
+                              g_path_names[path]);
+    wl->pipe[path][round] = wl->pipe_n / dt;
+  }
+}
+
+
+// Medians over rounds of the paired per-round ratio sensimd / raw, for one per-round series.
+static double paired_ratio(const double* a, const double* b, unsigned rounds) {
+  double* r = xmalloc(sizeof(double) * rounds);
+  for (unsigned i = 0; i < rounds; i++) {
+    r[i] = a[i] / b[i];
+  }
+  double m = bench_median(r, rounds);
+  free(r);
+  return m;
+}
+
+
+static void workload_report(workload_t* wl, unsigned rounds) {
+  double p99[NPATH];
+  size_t nlat = (size_t)rounds * wl->lat_n;
+  double rmed = paired_ratio(wl->med[0], wl->med[1], rounds);
+  double rseq = paired_ratio(wl->seq[0], wl->seq[1], rounds);
+  double rpipe = paired_ratio(wl->pipe[0], wl->pipe[1], rounds);
+  for (int p = 0; p < NPATH; p++) {
+    p99[p] = bench_percentile(wl->lat[p], nlat, 99.0);
+    double med = bench_median(wl->lat[p], nlat);
+    double seq = bench_median(wl->seq[p], rounds);
+    double pipe = bench_median(wl->pipe[p], rounds);
+    printf("%-8s %-9s %12.1f %10.1f %14.0f %16.0f\n", wl->name, g_path_names[p], med, p99[p],
+           seq, pipe);
+  }
+  printf("%-8s %-9s %12.2f %10.2f %14.3f %16.3f\n", wl->name, "ratio", rmed, p99[0] / p99[1],
+         rseq, rpipe);
+}
+
+//---------------- Main
+
+int main(int argc, char** argv) {
+  options_t opt;
+  parse_options(argc, argv, &opt);
+  signal(SIGPIPE, SIG_IGN);
+  alarm(opt.quick ? 240 : 1800);
+
+  world_t w;
+  make_world(&w, opt.grid);
+  daemon_proc_t d;
+  daemon_start(&d, &opt);
+  echo_t echo = {0};
+  echo_start(&echo);
+
+  // handshake and scene
+  rbuf_t b = {0};
+  int sfd = connect_loopback(d.port);
+  Sensim__V1__Hello hello = SENSIM__V1__HELLO__INIT;
+  hello.has_protocol_version = 1;
+  hello.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
+  hello.client_name = "bench_session";
+  hello.environment = "bench_session";
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
+  env.hello = &hello;
+  Sensim__V1__Envelope* hr = call(sfd, &env, &b, "hello");
+  unsigned threads = hr->hello_reply && hr->hello_reply->has_threads ? hr->hello_reply->threads
+                                                                     : 0;
+  sensim__v1__envelope__free_unpacked(hr, NULL);
+  send_world(sfd, &w, &b);
+
+  // the two requests, encoded once: every timed request is the same bytes
+  uint8_t payload[PING_PAYLOAD];
+  for (int i = 0; i < PING_PAYLOAD; i++) {
+    payload[i] = (uint8_t)(i * 7 + 1);
+  }
+  Sensim__V1__Ping ping = SENSIM__V1__PING__INIT;
+  ping.has_payload = 1;
+  ping.payload.data = payload;
+  ping.payload.len = PING_PAYLOAD;
+  Sensim__V1__Envelope pe = SENSIM__V1__ENVELOPE__INIT;
+  pe.body_case = SENSIM__V1__ENVELOPE__BODY_PING;
+  pe.ping = &ping;
+  Sensim__V1__Envelope* pr = call(sfd, &pe, &b, "ping");
+  bool ok_ping = pr->body_case == SENSIM__V1__ENVELOPE__BODY_PONG && pr->pong->has_payload &&
+                 pr->pong->payload.len == PING_PAYLOAD &&
+                 memcmp(pr->pong->payload.data, payload, PING_PAYLOAD) == 0;
+  sensim__v1__envelope__free_unpacked(pr, NULL);
+
+  unsigned nray = opt.rays;
+  double* org = xmalloc(3 * sizeof(double) * nray);
+  double* dir = xmalloc(3 * sizeof(double) * nray);
+  make_rays(nray, org, dir);
+  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
+  rc.n_origins = rc.n_directions = 3 * (size_t)nray;
+  rc.origins = org;
+  rc.directions = dir;
+  rc.has_max_range = 1;
+  rc.max_range = MAX_RANGE;
+  Sensim__V1__Envelope re = SENSIM__V1__ENVELOPE__INIT;
+  re.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  re.raycast = &rc;
+  Sensim__V1__Envelope* rr = call(sfd, &re, &b, "raycast");
+  bool ok_ray = rr->body_case == SENSIM__V1__ENVELOPE__BODY_RAYCAST_RESULT &&
+                rr->raycast_result->n_distances == nray;
+  unsigned nhit = 0, nbad = 0;
+  double max_diff = 0.0;
+  if (ok_ray) {
+    const double* dist = rr->raycast_result->distances;
+    for (unsigned i = 0; i < nray; i++) {
+      nhit += isfinite(dist[i]) != 0;
+    }
+    for (unsigned s = 0; s < NSAMPLE; s++) {
+      unsigned i = (unsigned)((uint64_t)s * nray / NSAMPLE) + s % 32;  // every channel
+      i = i < nray ? i : nray - 1;
+      double want = brute_trace(&w, org + 3 * i, dir + 3 * i);
+      bool same = isinf(want) ? isinf(dist[i]) : fabs(dist[i] - want) <= 1e-3 + 1e-5 * want;
+      nbad += !same;
+      if (same && isfinite(want)) {
+        max_diff = fmax(max_diff, fabs(dist[i] - want));
+      }
+    }
+    ok_ray = nhit > 0 && nbad == 0;
+  }
+  sensim__v1__envelope__free_unpacked(rr, NULL);
+
+  // requests with a fixed id, and the daemon's replies to them, recorded for the reference
+  workload_t wls[2] = {
+      {.name = "ping", .lat_n = opt.ping_lat, .pipe_n = opt.ping_pipe,
+       .window = opt.ping_window},
+      {.name = "raycast", .lat_n = opt.ray_lat, .pipe_n = opt.ray_pipe,
+       .window = opt.ray_window},
+  };
+  Sensim__V1__Envelope* reqs[2] = {&pe, &re};
+  for (int k = 0; k < 2; k++) {
+    reqs[k]->id = 1000000 + (uint64_t)k;
+    wls[k].req = frame_encode(reqs[k]);
+    if (send_all(sfd, wls[k].req.data, wls[k].req.len)) {
+      die("send failed");
+    }
+    long n = recv_frame(sfd, &b);
+    if (n < 0) {
+      die("no reply");
+    }
+    wls[k].reply_len = (size_t)n;
+    echo.req_len[k] = wls[k].req.len - 4;
+    echo.reply[k].len = 4 + (size_t)n;
+    echo.reply[k].data = xmalloc(4 + (size_t)n);
+    uint8_t h[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
+    memcpy(echo.reply[k].data, h, 4);
+    memcpy(echo.reply[k].data + 4, b.data, (size_t)n);
+    echo.nreply++;
+    for (int p = 0; p < NPATH; p++) {
+      wls[k].lat[p] = xmalloc(sizeof(double) * opt.rounds * wls[k].lat_n);
+      wls[k].med[p] = xmalloc(sizeof(double) * opt.rounds);
+      wls[k].pipe[p] = xmalloc(sizeof(double) * opt.rounds);
+      wls[k].seq[p] = xmalloc(sizeof(double) * opt.rounds);
+    }
+  }
+  int fds[NPATH] = {sfd, connect_loopback(echo.port)};
+
+  char c1[32], c2[32], c3[32], c4[32];
+  printf("bench_session%s: %s (pid %d, port %d, %u threads), reference: raw-socket thread "
+         "answering the recorded reply bytes\n",
+         opt.quick ? " --quick" : "", opt.sensimd, (int)d.pid, d.port, threads);
+  printf("ping: %d-byte payload, frames %zu -> %zu bytes; raycast: %s rays into %s triangles + "
+         "%d boxes, frames %s -> %s bytes\n",
+         PING_PAYLOAD, wls[0].req.len, 4 + wls[0].reply_len, bench_count(nray, c1),
+         bench_count(w.nt, c2), NBOX, bench_count(wls[1].req.len, c3),
+         bench_count(4 + wls[1].reply_len, c4));
+  printf("check ping: pong echoes the payload: %s\n", ok_ping ? "PASS" : "FAIL");
+  printf("check raycast: %u of %u rays hit; %d sampled rays vs brute force: %u differ, max "
+         "|diff| %.2g m: %s\n",
+         nhit, nray, NSAMPLE, nbad, max_diff, ok_ray ? "PASS" : "FAIL");
+
+  // warm-up, then interleaved rounds
+  for (int k = 0; k < 2; k++) {
+    double* tmp = xmalloc(sizeof(double) * 20);
+    for (int p = 0; p < NPATH; p++) {
+      run_latency(fds[p], &wls[k].req, wls[k].reply_len, k == 0 ? 20 : 3, tmp, &b,
+                  g_path_names[p]);
+    }
+    free(tmp);
+  }
+  for (unsigned round = 0; round < opt.rounds; round++) {
+    for (int k = 0; k < 2; k++) {
+      workload_round(&wls[k], fds, round, &b);
+    }
+  }
+
+  printf("\n%-8s %-9s %12s %10s %14s %16s\n", "request", "path", "median us", "p99 us",
+         "req/s (1)", "req/s (window)");
+  for (int k = 0; k < 2; k++) {
+    workload_report(&wls[k], opt.rounds);
+  }
+  printf("(%u rounds, paths alternating; latency over all %u + %u samples per path; req/s (1): "
+         "one in flight, req/s (window): %u pings / %u raycasts in flight, median of rounds;\n"
+         " ratio = sensimd / raw-echo (median and req/s: median of per-round paired ratios): "
+         "latency > 1 and req/s < 1 mean sensimd is slower)\n",
+         opt.rounds, opt.rounds * wls[0].lat_n, opt.rounds * wls[1].lat_n, opt.ping_window,
+         opt.ray_window);
+
+  // shutdown
+  close(fds[1]);
+  pthread_join(echo.thread, NULL);
+  close(echo.listener);
+  close(sfd);
+  int status = daemon_stop(&d);
+  printf("sensimd stopped with SIGTERM: exit status %d\n", status);
+  bool ok = ok_ping && ok_ray && status == 0;
+  printf("checks: %s\n", ok ? "PASS" : "FAIL");
+
+  for (int k = 0; k < 2; k++) {
+    free(wls[k].req.data);
+    free(echo.reply[k].data);
+    for (int p = 0; p < NPATH; p++) {
+      free(wls[k].lat[p]);
+      free(wls[k].med[p]);
+      free(wls[k].pipe[p]);
+      free(wls[k].seq[p]);
+    }
+  }
+  free(b.data);
+  free(org);
+  free(dir);
+  free(w.v);
+  free(w.idx);
+  return ok ? 0 : 1;
+}
