@@ -6,6 +6,7 @@
 #   ./run.sh demo    build, start sensimd, run the C and Python demo clients, stop
 #   ./run.sh test    build + full test suite, then the ASan+UBSan build + full test suite
 #   ./run.sh build   build only (into build/)
+#   ./run.sh bench   release build, then the benchmarks (ratios against raw Embree and sockets)
 #
 # Environment: SENSIM_JOBS (parallel build jobs, default: cores), SENSIM_SKIP_SANITIZE=1 to
 # skip the sanitizer pass of `test`.
@@ -77,8 +78,14 @@ case "$cmd" in
     ./setup.sh
     build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
     ;;
+  bench)
+    ./setup.sh
+    build build-release -DCMAKE_BUILD_TYPE=Release
+    ./build-release/tests/bench/bench_raycast
+    ./build-release/tests/bench/bench_session ./build-release/server/sensimd
+    ;;
   *)
-    echo "usage: ./run.sh demo | test | build" >&2
+    echo "usage: ./run.sh demo | test | build | bench" >&2
     exit 2
     ;;
 esac

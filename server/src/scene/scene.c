@@ -46,6 +46,7 @@ typedef struct inst {
   vec3 scale;        // per-axis scale (float, as Embree uses it)
   double q0[4];      // orientation at s = 0 (on the same hemisphere as q1)
   double q1[4];      // orientation at s = 1
+  int moving;        // two time steps (motion blur); 0: one, start and end poses are equal
 } inst_t;
 
 struct scene {
@@ -459,12 +460,17 @@ static bool inst_valid(const scene_t* s, int h) {
 }
 
 
-// Write both time steps of an instance from its stored scale and orientations and the two
-// positions. Embree composes T * R * S, lerps T and S and slerps R (MODELS.md 16.1).
-static void inst_write(inst_t* in, const double p0[3], const double p1[3]) {
+// Write the time steps of an instance from its stored scale and orientations and the two
+// positions. Embree composes T * R * S, lerps T and S and slerps R (MODELS.md 16.1). A static
+// instance has one time step: Embree keeps it out of the slower motion-blur hierarchy.
+static void inst_write(inst_t* in, const double p0[3], const double p1[3], int moving) {
+  if (moving != in->moving) {
+    rtcSetGeometryTimeStepCount(in->rtc, moving ? 2 : 1);
+    in->moving = moving;
+  }
   const double* q[2] = {in->q0, in->q1};
   const double* p[2] = {p0, p1};
-  for (unsigned k = 0; k < 2; k++) {
+  for (unsigned k = 0; k < (moving ? 2u : 1u); k++) {
     struct RTCQuaternionDecomposition qd;
     rtcInitQuaternionDecomposition(&qd);
     rtcQuaternionDecompositionSetScale(&qd, in->scale[0], in->scale[1], in->scale[2]);
@@ -521,8 +527,8 @@ int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t
   if (in->rtc) {
     static const double zero[3] = {0.0, 0.0, 0.0};
     rtcSetGeometryInstancedScene(in->rtc, s->geoms[geometry]->rtc);
-    rtcSetGeometryTimeStepCount(in->rtc, 2);
-    inst_write(in, zero, zero);
+    rtcSetGeometryTimeStepCount(in->rtc, 1);
+    inst_write(in, zero, zero, 0);
     rtcAttachGeometryByID(s->top, in->rtc, (unsigned)h);
   }
   int rc = device_check(s->dev, before, "scene_add_instance", msg);
@@ -574,7 +580,8 @@ void scene_set_instance_pose(scene_t* s, int instance, const pose_t* pose_start,
       in->q0[i] = -in->q0[i];
     }
   }
-  inst_write(in, a->p, b->p);
+  int moving = memcmp(a->p, b->p, sizeof(a->p)) != 0 || memcmp(in->q0, in->q1, sizeof in->q0);
+  inst_write(in, a->p, b->p, moving);
   s->instance_updates++;
 }
 
@@ -628,7 +635,11 @@ static void trace_one(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) 
   glm_vec3_div(ng, (float*)in->scale, ng);
   double nobj[3] = {ng[0], ng[1], ng[2]};
   double q[4], n[3];
-  xform_slerp(in->q0, in->q1, rh.ray.time, q);
+  if (in->moving) {
+    xform_slerp(in->q0, in->q1, rh.ray.time, q);
+  } else {
+    memcpy(q, in->q1, sizeof(q));
+  }
   xform_quat_rotate(q, nobj, n);
   double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
   double facing = n[0] * r->dir[0] + n[1] * r->dir[1] + n[2] * r->dir[2];
