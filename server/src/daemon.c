@@ -19,29 +19,17 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "net/jobs.h"
+#include "net/registry.h"
 #include "net/server.h"
 #include "net/wire.h"
 
-#define ENV_NAME_MAX 63
 #define SESSION_MAX_PENDING_JOBS 4096
-
-// A named environment. Freed when it has left the registry and no job refers to it.
-typedef struct entry {
-  list_node_t node;          // in daemon.entries while registered
-  char name[ENV_NAME_MAX + 1];
-  env_t* env;                // written by the environment thread (create, destroy jobs)
-  int failed;                // creation failed
-  uint32_t clients;
-  int retain;                // 1: kept when the last client leaves
-  int refs;                  // registry membership + jobs in flight (loop thread)
-  int registered;
-} entry_t;
 
 typedef struct client {
   session_t* s;
   int ready;                 // hello done
   int observer;
-  entry_t* entry;            // joined environment
+  registry_entry_t* entry;   // joined environment
   uint64_t pending_bytes;    // decoded requests queued on the environment thread
   uint32_t pending_jobs;
   int eof;                   // the peer half-closed: close once every reply is out
@@ -59,9 +47,7 @@ typedef struct daemon {
   scene_device_t* device;
   wire_limits_t limits;
   wire_counters_t counters;  // daemon totals (environment counters are added on demand)
-  wire_counters_t retired;   // counters of destroyed environments
-  list_t entries;
-  uint32_t nentry;
+  registry_t registry;
   uint64_t start_ns;
   int stopping;
 } daemon_t;
@@ -70,7 +56,7 @@ typedef struct req_job {
   job_t base;
   daemon_t* d;
   session_t* s;              // retained
-  entry_t* entry;            // referenced
+  registry_entry_t* entry;   // referenced
   wire_request_t* req;
   uint8_t* out;
   size_t out_len;
@@ -84,7 +70,7 @@ typedef struct info_job {
   daemon_t* d;
   session_t* s;
   uint64_t id;
-  entry_t** entries;
+  registry_entry_t** entries;
   wire_env_info_t* infos;
   uint32_t n;
 } info_job_t;
@@ -98,14 +84,6 @@ typedef struct ordered_job {
   uint8_t* out;
   size_t len;
 } ordered_job_t;
-
-typedef struct destroy_job {
-  job_t base;
-  daemon_t* d;
-  entry_t* entry;
-  env_info_t last;
-} destroy_job_t;
-
 
 void daemon_config_default(daemon_config_t* cfg) {
   memset(cfg, 0, sizeof(*cfg));
@@ -228,89 +206,20 @@ static void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const
 
 //---------------- environments
 
-static void entry_unref(daemon_t* d, entry_t* e) {
-  (void)d;
-  if (--e->refs == 0) {
-    mem_free(e);
-  }
-}
-
-
-static entry_t* entry_find(daemon_t* d, const char* name) {
-  for (list_node_t* n = d->entries.head.next; n != &d->entries.head; n = n->next) {
-    entry_t* e = container_of(n, entry_t, node);
-    if (strcmp(e->name, name) == 0) {
-      return e;
-    }
-  }
-  return NULL;
-}
-
-
-static void add_env_counters(wire_counters_t* c, const env_info_t* i) {
-  c->steps += i->time.steps;
-  c->rays_traced += i->scene.rays_traced;
-  c->mesh_builds += i->scene.geometry_builds;
-  c->instance_updates += i->scene.instance_updates;
-  c->scene_commits += i->scene.commits;
-}
-
-
-static void destroy_run(job_t* j) {
-  destroy_job_t* dj = (destroy_job_t*)j;
-  if (dj->entry->env) {
-    env_get_info(dj->entry->env, &dj->last);
-    env_destroy(dj->entry->env);
-    dj->entry->env = NULL;
-  }
-}
-
-
-static void destroy_done(job_t* j, int cancelled) {
-  destroy_job_t* dj = (destroy_job_t*)j;
-
-  // after jobs_stop the environment thread is gone: destroy here, on the loop thread
-  if (cancelled) {
-    destroy_run(j);
-  }
-  add_env_counters(&dj->d->retired, &dj->last);
-  LOG_INFO("environment '%s' destroyed", dj->entry->name);
-  entry_unref(dj->d, dj->entry);
-  mem_free(dj);
-}
-
-
-// Leave the registry and destroy the environment after every job queued before.
-static void entry_retire(daemon_t* d, entry_t* e) {
-  if (!e->registered) {
-    return;
-  }
-  list_remove(&e->node);
-  e->registered = 0;
-  d->nentry--;
-  destroy_job_t* dj = mem_calloc(1, sizeof(*dj));
-  if (!dj) {
-    LOG_ERROR("out of memory retiring environment '%s'; it leaks", e->name);
-    return;
-  }
-  dj->d = d;
-  dj->entry = e;  // takes over the registry's reference
-  dj->base.run = destroy_run;
-  dj->base.done = destroy_done;
-  jobs_submit(d->jobs, &dj->base);
-}
-
-
 static void client_leave(daemon_t* d, client_t* c) {
-  entry_t* e = c->entry;
-  if (!e) {
-    return;
+  if (c->entry) {
+    registry_leave(&d->registry, c->entry);
+    c->entry = NULL;
   }
-  c->entry = NULL;
-  if (--e->clients == 0 && !e->retain) {
-    entry_retire(d, e);
-  }
-  entry_unref(d, e);
+}
+
+
+static void add_env_counters(wire_counters_t* c, const registry_totals_t* t) {
+  c->steps += t->steps;
+  c->rays_traced += t->rays_traced;
+  c->mesh_builds += t->geometry_builds;
+  c->instance_updates += t->instance_updates;
+  c->scene_commits += t->commits;
 }
 
 
@@ -318,7 +227,7 @@ static void client_leave(daemon_t* d, client_t* c) {
 
 static void req_run(job_t* j) {
   req_job_t* rj = (req_job_t*)j;
-  entry_t* e = rj->entry;
+  registry_entry_t* e = rj->entry;
   daemon_t* d = rj->d;
   if (rj->hello) {
     if (!e->env && !e->failed) {
@@ -358,7 +267,7 @@ static void client_job_finished(daemon_t* d, client_t* c, size_t bytes) {
 
 
 static void send_hello_reply(daemon_t* d, session_t* s, client_t* c, req_job_t* rj) {
-  entry_t* e = rj->entry;
+  registry_entry_t* e = rj->entry;
   if (!e->env) {
     reply_status(d, s, wire_id(rj->req), ERR_INTERNAL,
                  "hello.environment '%s' could not be created", e->name);
@@ -408,7 +317,7 @@ static void req_done(job_t* j, int cancelled) {
   }
   mem_free(rj->out);
   wire_free(rj->req);
-  entry_unref(d, rj->entry);
+  registry_unref(rj->entry);
   session_release(s);
   mem_free(rj);
 }
@@ -428,7 +337,7 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   rj->entry = c->entry;
   rj->req = req;
   rj->hello = hello;
-  c->entry->refs++;
+  registry_ref(c->entry);
   c->pending_bytes += wire_size(req);
 
   // back-pressure: stop reading this client until its queue drains
@@ -471,17 +380,14 @@ static void info_done(job_t* j, int cancelled) {
         .limits = &d->limits,
     };
     wire_counters_t* c = &info.counters;
-    const wire_counters_t* r = &d->retired;
-    c->steps += r->steps;
-    c->rays_traced += r->rays_traced;
-    c->mesh_builds += r->mesh_builds;
-    c->instance_updates += r->instance_updates;
-    c->scene_commits += r->scene_commits;
+    add_env_counters(c, &d->registry.retired);
     for (uint32_t i = 0; i < ij->n; i++) {
       ij->infos[i].name = ij->entries[i]->name;
       ij->infos[i].clients = ij->entries[i]->clients;
       ij->infos[i].retention = ij->entries[i]->retain ? 2 : 1;
-      add_env_counters(c, &ij->infos[i].info);
+      registry_totals_t t = {0};
+      registry_totals_add(&t, &ij->infos[i].info);
+      add_env_counters(c, &t);
     }
     int64_t bytes;
     scene_device_counters(d->device, &c->backend_errors, &bytes);
@@ -496,7 +402,7 @@ static void info_done(job_t* j, int cancelled) {
     }
   }
   for (uint32_t i = 0; i < ij->n; i++) {
-    entry_unref(d, ij->entries[i]);
+    registry_unref(ij->entries[i]);
   }
   mem_free(ij->entries);
   mem_free(ij->infos);
@@ -507,21 +413,21 @@ static void info_done(job_t* j, int cancelled) {
 
 static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   info_job_t* ij = mem_calloc(1, sizeof(*ij));
-  uint32_t n = d->nentry;
-  entry_t** entries = mem_calloc(n ? n : 1, sizeof(*entries));
+  registry_entry_t** entries = NULL;
+  uint32_t n = 0;
+  if (ij && registry_snapshot(&d->registry, &entries, &n) != 0) {
+    entries = NULL;
+  }
   wire_env_info_t* infos = mem_calloc(n ? n : 1, sizeof(*infos));
   if (!ij || !entries || !infos) {
+    for (uint32_t i = 0; entries && i < n; i++) {
+      registry_unref(entries[i]);
+    }
     mem_free(ij);
     mem_free(entries);
     mem_free(infos);
     reply_status(d, c->s, id, ERR_NOMEM, "out of memory collecting info");
     return;
-  }
-  uint32_t i = 0;
-  for (list_node_t* node = d->entries.head.next; node != &d->entries.head; node = node->next) {
-    entry_t* e = container_of(node, entry_t, node);
-    e->refs++;
-    entries[i++] = e;
   }
   ij->d = d;
   ij->s = c->s;
@@ -534,21 +440,6 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
 
 
 //---------------- protocol
-
-static int env_name_ok(const char* name) {
-  size_t n = strlen(name);
-  if (n == 0 || n > ENV_NAME_MAX) {
-    return 0;
-  }
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)name[i];
-    if (ch < 0x20 || ch == 0x7f) {
-      return 0;
-    }
-  }
-  return 1;
-}
-
 
 static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   session_t* s = c->s;
@@ -568,9 +459,9 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
     goto refuse;
   }
   const char* name = h.environment[0] ? h.environment : "default";
-  if (!env_name_ok(name)) {
+  if (!registry_name_ok(name)) {
     reply_status(d, s, id, ERR_INVAL,
-                 "hello.environment must be 1 to %d printable characters", ENV_NAME_MAX);
+                 "hello.environment must be 1 to %d printable characters", REGISTRY_NAME_MAX);
     goto refuse;
   }
   if (h.role < 0 || h.role > 1) {
@@ -583,28 +474,18 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   }
 
   // join or create the environment
-  entry_t* e = entry_find(d, name);
-  if (!e) {
-    if (d->nentry >= d->cfg.max_environments) {
-      reply_status(d, s, id, ERR_LIMIT, "max_environments (%u) reached; hello.environment '%s'"
-                   " cannot be created", d->cfg.max_environments, name);
-      goto refuse;
-    }
-    e = mem_calloc(1, sizeof(*e));
-    if (!e) {
-      reply_status(d, s, id, ERR_NOMEM, "out of memory creating an environment");
-      goto refuse;
-    }
-    snprintf(e->name, sizeof(e->name), "%s", name);
-    e->retain = h.retention == 2 || (h.retention == 0 && d->cfg.retain_environments);
-    e->refs = 1;
-    e->registered = 1;
-    list_push_back(&d->entries, &e->node);
-    d->nentry++;
+  int retain = h.retention == 2 || (h.retention == 0 && d->cfg.retain_environments);
+  int created;
+  int rc = registry_join(&d->registry, name, retain, &c->entry, &created);
+  if (rc == ERR_LIMIT) {
+    reply_status(d, s, id, ERR_LIMIT, "max_environments (%u) reached; hello.environment '%s'"
+                 " cannot be created", d->cfg.max_environments, name);
+    goto refuse;
   }
-  e->clients++;
-  e->refs++;
-  c->entry = e;
+  if (rc) {
+    reply_status(d, s, id, ERR_NOMEM, "out of memory creating an environment");
+    goto refuse;
+  }
   c->ready = 1;
   c->observer = h.observer;
   snprintf(c->name, sizeof(c->name), "%s", h.client_name);
@@ -778,7 +659,6 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   d->cfg = *cfg;
   d->start_ns = clock_now_ns();
-  list_init(&d->entries);
   log_set_level(cfg->log_level);
   d->limits = (wire_limits_t){cfg->max_frame_bytes, cfg->max_clients, cfg->max_environments,
                               cfg->max_queue_bytes, cfg->limits};
@@ -796,6 +676,7 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   d->pool = pool_create(cfg->threads);
   d->jobs = jobs_create(&d->loop);
+  registry_init(&d->registry, d->jobs, cfg->max_environments);
   if (!d->pool || !d->jobs) {
     LOG_ERROR("cannot start worker threads");
     if (d->jobs) {
@@ -849,15 +730,7 @@ int daemon_run(const daemon_config_t* cfg) {
 
 out_server:
   // environments still registered (kept ones) are destroyed here, on the loop thread
-  while (!list_is_empty(&d->entries)) {
-    entry_t* e = container_of(list_front(&d->entries), entry_t, node);
-    list_remove(&e->node);
-    e->registered = 0;
-    d->nentry--;
-    env_destroy(e->env);
-    e->env = NULL;
-    entry_unref(d, e);
-  }
+  registry_close(&d->registry);
   if (d->server) {
     server_destroy(d->server);
   }

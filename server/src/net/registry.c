@@ -1,0 +1,179 @@
+// SPDX-License-Identifier: MIT
+// registry.c: named environments, found by a linear scan (at most --max-environments, 64 by
+// default), reference-counted so that jobs in flight outlive a client's departure.
+#include "net/registry.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/log.h"
+#include "base/mem.h"
+
+typedef struct destroy_job {
+  job_t base;
+  registry_t* r;
+  registry_entry_t* e;
+  env_info_t last;
+} destroy_job_t;
+
+
+void registry_init(registry_t* r, jobs_t* jobs, uint32_t max) {
+  memset(r, 0, sizeof(*r));
+  list_init(&r->entries);
+  r->max = max;
+  r->jobs = jobs;
+}
+
+
+int registry_name_ok(const char* name) {
+  size_t n = strlen(name);
+  if (n == 0 || n > REGISTRY_NAME_MAX) {
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)name[i];
+    if (ch < 0x20 || ch == 0x7f) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+
+void registry_ref(registry_entry_t* e) {
+  e->refs++;
+}
+
+
+void registry_unref(registry_entry_t* e) {
+  if (--e->refs == 0) {
+    mem_free(e);
+  }
+}
+
+
+static registry_entry_t* find(registry_t* r, const char* name) {
+  for (list_node_t* n = r->entries.head.next; n != &r->entries.head; n = n->next) {
+    registry_entry_t* e = container_of(n, registry_entry_t, node);
+    if (strcmp(e->name, name) == 0) {
+      return e;
+    }
+  }
+  return NULL;
+}
+
+
+int registry_join(registry_t* r, const char* name, int retain, registry_entry_t** out,
+                  int* out_new) {
+  registry_entry_t* e = find(r, name);
+  *out_new = 0;
+  if (!e) {
+    if (r->n >= r->max) {
+      return ERR_LIMIT;
+    }
+    e = mem_calloc(1, sizeof(*e));
+    if (!e) {
+      return ERR_NOMEM;
+    }
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    e->retain = retain;
+    e->refs = 1;
+    e->registered = 1;
+    list_push_back(&r->entries, &e->node);
+    r->n++;
+    *out_new = 1;
+  }
+  e->clients++;
+  e->refs++;
+  *out = e;
+  return 0;
+}
+
+
+void registry_totals_add(registry_totals_t* t, const env_info_t* info) {
+  t->steps += info->time.steps;
+  t->rays_traced += info->scene.rays_traced;
+  t->geometry_builds += info->scene.geometry_builds;
+  t->instance_updates += info->scene.instance_updates;
+  t->commits += info->scene.commits;
+}
+
+
+static void destroy_run(job_t* j) {
+  destroy_job_t* dj = (destroy_job_t*)j;
+  if (dj->e->env) {
+    env_get_info(dj->e->env, &dj->last);
+    env_destroy(dj->e->env);
+    dj->e->env = NULL;
+  }
+}
+
+
+static void destroy_done(job_t* j, int cancelled) {
+  destroy_job_t* dj = (destroy_job_t*)j;
+
+  // after jobs_stop the environment thread is gone: destroy here, on the loop thread
+  if (cancelled) {
+    destroy_run(j);
+  }
+  registry_totals_add(&dj->r->retired, &dj->last);
+  LOG_INFO("environment '%s' destroyed", dj->e->name);
+  registry_unref(dj->e);
+  mem_free(dj);
+}
+
+
+// Leave the registry and destroy the environment after every job queued before.
+static void retire(registry_t* r, registry_entry_t* e) {
+  list_remove(&e->node);
+  e->registered = 0;
+  r->n--;
+  destroy_job_t* dj = mem_calloc(1, sizeof(*dj));
+  if (!dj) {
+    LOG_ERROR("out of memory retiring environment '%s'; it leaks", e->name);
+    return;
+  }
+  dj->r = r;
+  dj->e = e;  // takes over the registry's reference
+  dj->base.run = destroy_run;
+  dj->base.done = destroy_done;
+  jobs_submit(r->jobs, &dj->base);
+}
+
+
+void registry_leave(registry_t* r, registry_entry_t* e) {
+  if (--e->clients == 0 && !e->retain && e->registered) {
+    retire(r, e);
+  }
+  registry_unref(e);
+}
+
+
+int registry_snapshot(registry_t* r, registry_entry_t*** out, uint32_t* out_n) {
+  registry_entry_t** all = mem_calloc(r->n ? r->n : 1, sizeof(*all));
+  if (!all) {
+    return ERR_NOMEM;
+  }
+  uint32_t i = 0;
+  for (list_node_t* n = r->entries.head.next; n != &r->entries.head; n = n->next) {
+    registry_entry_t* e = container_of(n, registry_entry_t, node);
+    e->refs++;
+    all[i++] = e;
+  }
+  *out = all;
+  *out_n = i;
+  return 0;
+}
+
+
+void registry_close(registry_t* r) {
+  while (!list_is_empty(&r->entries)) {
+    registry_entry_t* e = container_of(list_front(&r->entries), registry_entry_t, node);
+    list_remove(&e->node);
+    e->registered = 0;
+    r->n--;
+    env_destroy(e->env);
+    e->env = NULL;
+    registry_unref(e);
+  }
+}
