@@ -290,6 +290,13 @@ def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(sensimd):
             (errors.NotFound, "5", lambda: c.remove("object", 5)),
             (errors.InvalidArgument, "direction",
              lambda: c.raycast([[0, 0, 0]], [[0, 0, 0]])),
+            # denormal: non-zero for validation, zero under the tracer's flush-to-zero mode
+            (errors.InvalidArgument, "direction",
+             lambda: c.raycast([[0, 0, 0]], [[1e-310, 0, 0]])),
+            (errors.InvalidArgument, "scale",
+             lambda: c.create_object(2, 1, scale=(1e12, 1, 1))),
+            (errors.InvalidArgument, "radius", lambda: c.create_primitive(3, "sphere",
+                                                                          radius=1e30)),
         ]
         for exc, pattern, call in cases:
             with pytest.raises(exc, match=pattern):

@@ -4,11 +4,9 @@
 // every worker has left the job, so no worker can still be inside a job that has returned.
 #include "base/pool.h"
 
-#include <pmmintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
-#include <xmmintrin.h>
 
 #include "base/mem.h"
 
@@ -53,10 +51,9 @@ static void run_chunks(pool_t* p) {
 static void* worker_main(void* arg) {
   pool_t* p = arg;
 
-  // Embree requires flush-to-zero and denormals-are-zero in every tracing thread
-  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-
+  // Workers keep the default floating-point mode, like the calling thread that runs chunks
+  // too: the same work must give the same bits on any thread. Embree's flush-to-zero mode is
+  // set by scene_trace around each call.
   uint64_t seen = 0;
   pthread_mutex_lock(&p->lock);
   for (;;) {

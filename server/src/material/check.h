@@ -47,6 +47,17 @@ static inline int check_at_least(const char* field, double v, double lo, err_msg
 }
 
 
+// v in [lo, hi].
+static inline int check_range(const char* field, double v, double lo, double hi,
+                              err_msg_t* msg) {
+  int rc = check_finite(field, v, msg);
+  if (rc == 0 && !(v >= lo && v <= hi)) {
+    rc = err_set(msg, ERR_INVAL, "%s = %g is outside [%g, %g]", field, v, lo, hi);
+  }
+  return rc;
+}
+
+
 // v >= 0.
 static inline int check_nonnegative(const char* field, double v, err_msg_t* msg) {
   return check_at_least(field, v, 0.0, msg);

@@ -38,13 +38,15 @@ int material_validate(const surface_material_t* m, err_msg_t* msg) {
       // top layer: complex index n + ik with n > 0, k >= 0; GGX slope sigma_B >= 0 (2.4.1)
       if ((rc = check_positive("two_layer.refractive_index", m->n_re, msg)) < 0 ||
           (rc = check_nonnegative("two_layer.extinction_coefficient", m->n_im, msg)) < 0 ||
-          (rc = check_nonnegative("two_layer.specular_roughness", m->sigma_b, msg)) < 0) {
+          (rc = check_range("two_layer.specular_roughness", m->sigma_b, 0.0,
+                            MATERIAL_MAX_SPECULAR_ROUGHNESS, msg)) < 0) {
         return rc;
       }
 
       // bottom layer: Oren-Nayar (Fujii) C in [0, 1], sigma_ON >= 0 rad (2.5)
       if ((rc = check_unit_interval("two_layer.diffuse_reflectance", m->reflectance, msg)) < 0 ||
-          (rc = check_nonnegative("two_layer.diffuse_roughness", m->sigma_on, msg)) < 0) {
+          (rc = check_range("two_layer.diffuse_roughness", m->sigma_on, 0.0,
+                            MATERIAL_MAX_DIFFUSE_ROUGHNESS, msg)) < 0) {
         return rc;
       }
       return 0;

@@ -6,6 +6,12 @@
 
 #include "base/err.h"
 
+// Upper bounds of the roughnesses (MODELS.md 2.4.1 and 2.5 only say >= 0). An RMS facet slope
+// of 10 (GGX alpha 14) is far rougher than any real surface, and a facet-angle standard
+// deviation cannot exceed 90 degrees; beyond them the formulas overflow to NaN.
+#define MATERIAL_MAX_SPECULAR_ROUGHNESS 10.0
+#define MATERIAL_MAX_DIFFUSE_ROUGHNESS 1.5707963267948966
+
 typedef enum material_kind {
   MATERIAL_LAMBERTIAN = 1,
   MATERIAL_TWO_LAYER,

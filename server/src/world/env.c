@@ -308,7 +308,8 @@ env_medium_t* env_find_medium(const env_t* e, uint32_t id) {
 
 // Check the packed arrays of a mesh; on success the counts are written.
 static int check_mesh(const env_t* e, const mesh_desc_t* d, uint32_t* out_nvertex,
-                      uint32_t* out_ntriangle, uint32_t* out_nmat, err_msg_t* msg) {
+                      uint32_t* out_ntriangle, uint32_t* out_nmat, double* out_extent,
+                      err_msg_t* msg) {
   // byte lengths and counts
   if (d->vertices_len % 12 != 0) {
     return err_set(msg, ERR_INVAL, "vertices length %zu is not a multiple of 12",
@@ -347,14 +348,25 @@ static int check_mesh(const env_t* e, const mesh_desc_t* d, uint32_t* out_nverte
     }
   }
 
-  // every vertex finite
-  for (size_t i = 0; i < nvertex * 3; i++) {
-    float v = load_f32(d->vertices + 4 * i);
-    if (!isfinite(v)) {
-      return err_set(msg, ERR_INVAL, "vertices[%zu].%s = %g is not finite", i / 3, kAxis[i % 3],
-                     (double)v);
+  // every vertex finite and within ENV_MAX_COORD; the extent bounds the objects' scale
+  double extent2 = 0.0;
+  for (size_t i = 0; i < nvertex * 3; i += 3) {
+    double r2 = 0.0;
+    for (size_t a = 0; a < 3; a++) {
+      float v = load_f32(d->vertices + 4 * (i + a));
+      if (!isfinite(v)) {
+        return err_set(msg, ERR_INVAL, "vertices[%zu].%s = %g is not finite", i / 3, kAxis[a],
+                       (double)v);
+      }
+      if (fabs(v) > ENV_MAX_COORD) {
+        return err_set(msg, ERR_INVAL, "vertices[%zu].%s = %g exceeds %g in magnitude", i / 3,
+                       kAxis[a], (double)v, ENV_MAX_COORD);
+      }
+      r2 += (double)v * (double)v;
     }
+    extent2 = fmax(extent2, r2);
   }
+  *out_extent = sqrt(extent2);
 
   // every index in range
   for (size_t i = 0; i < ntriangle * 3; i++) {
@@ -400,12 +412,13 @@ void env_ref_materials(env_t* e, const uint32_t* ids, uint32_t n, int delta) {
 int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) {
   // id, room and contents
   uint32_t nvertex = 0, ntriangle = 0, nmat = 0;
+  double extent = 0.0;
   int rc = check_new_id(&e->geometries, "geometry", d->id, msg);
   if (rc == 0) {
     rc = check_room(&e->geometries, e->limits.max_geometries, "max_geometries", msg);
   }
   if (rc == 0) {
-    rc = check_mesh(e, d, &nvertex, &ntriangle, &nmat, msg);
+    rc = check_mesh(e, d, &nvertex, &ntriangle, &nmat, &extent, msg);
   }
   if (rc < 0) {
     return rc;
@@ -448,6 +461,7 @@ int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) {
   env_geometry_t* g = table_at(&e->geometries, table_insert(&e->geometries, d->id));
   g->handle = handle;
   g->is_mesh = 1;
+  g->extent = extent;
   g->nvertex = nvertex;
   g->ntriangle = ntriangle;
   g->material_ids = mats;
@@ -464,6 +478,9 @@ static int check_size(const char* field, double v, err_msg_t* msg) {
   }
   if (!(v > 0.0)) {
     return err_set(msg, ERR_INVAL, "%s = %g must be > 0", field, v);
+  }
+  if (v > ENV_MAX_COORD) {
+    return err_set(msg, ERR_INVAL, "%s = %g exceeds %g", field, v, ENV_MAX_COORD);
   }
   return 0;
 }
@@ -508,6 +525,23 @@ static int check_primitive(const prim_desc_t* d, double size[3], err_msg_t* msg)
 }
 
 
+// Largest distance of a primitive's surface from its origin.
+static double prim_extent(scene_prim_kind_t kind, const double size[3]) {
+  switch (kind) {
+    case SCENE_PRIM_BOX:
+      return sqrt(size[0] * size[0] + size[1] * size[1] + size[2] * size[2]);
+    case SCENE_PRIM_CYLINDER:
+      return hypot(size[0], size[1]);
+    case SCENE_PRIM_CAPSULE:
+      return size[0] + size[1];
+    case SCENE_PRIM_PLANE:
+      return size[0] * sqrt(2.0);
+    default:
+      return size[0];
+  }
+}
+
+
 int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
   // id, room and size
   double size[3];
@@ -538,6 +572,7 @@ int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
   env_geometry_t* g = table_at(&e->geometries, table_insert(&e->geometries, d->id));
   g->handle = handle;
   g->prim = d->kind;
+  g->extent = prim_extent(d->kind, size);
   g->name = name;
   e->dirty = 1;
   return 0;
@@ -789,6 +824,15 @@ static int check_object(const env_t* e, const object_desc_t* d, env_geometry_t**
       return err_set(msg, ERR_INVAL, "scale.%s = %g is below %g in magnitude", kAxis[i],
                      d->scale[i], ENV_MIN_SCALE);
     }
+  }
+
+  // the scaled geometry stays inside the traceable range, or it would silently vanish
+  double smax = fmax(fabs(d->scale[0]), fmax(fabs(d->scale[1]), fabs(d->scale[2])));
+  if ((*out_geometry)->extent * smax > ENV_MAX_COORD) {
+    return err_set(msg, ERR_INVAL,
+                   "scale = (%g, %g, %g) makes geometry %u reach %g m from its origin, beyond %g",
+                   d->scale[0], d->scale[1], d->scale[2], d->geometry_id,
+                   (*out_geometry)->extent * smax, ENV_MAX_COORD);
   }
   if (!env_find_material(e, d->material_id)) {
     return err_set(msg, ERR_NOTFOUND, "material_id = %u is not a known material",

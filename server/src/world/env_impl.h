@@ -18,6 +18,7 @@ typedef struct env_geometry {
   uint32_t nvertex;             // mesh only
   uint32_t ntriangle;           // mesh only
   uint32_t* material_ids;       // per triangle, 0 = the object's material (ntriangle); nullable
+  double extent;                // largest distance of the geometry from its origin, m
   uint64_t nuser;               // objects using this geometry
   char* name;
 } env_geometry_t;

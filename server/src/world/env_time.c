@@ -14,6 +14,7 @@
 #define RAY_BATCH 64     // rays handed to scene_trace at once (stack buffer per chunk)
 #define RAY_GRAIN 1024   // rays per pool work item
 #define TIME_REL_TOL 1e-12
+#define ENV_MIN_DIRECTION 1e-30  // shortest accepted ray direction (any unit)
 
 
 void env_get_time(const env_t* e, env_time_t* out) {
@@ -274,8 +275,11 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
                        d[k]);
       }
     }
-    if (norm3(d) == 0.0) {
-      return err_set(msg, ERR_INVAL, "directions[%u] is zero", i);
+    // a direction this short loses its precision when normalised (and is zero under the
+    // flush-to-zero mode of the tracer)
+    if (!(norm3(d) >= ENV_MIN_DIRECTION)) {
+      return err_set(msg, ERR_INVAL, "directions[%u] has length %g, below %g", i, norm3(d),
+                     ENV_MIN_DIRECTION);
     }
   }
 

@@ -71,12 +71,16 @@ TEST(material_validate_names_every_field) {
     {MATERIAL_TWO_LAYER, 2, -0.1, "two_layer.extinction_coefficient = -0.1 must be >= 0"},
     {MATERIAL_TWO_LAYER, 2, NAN, "two_layer.extinction_coefficient = nan is not finite"},
     {MATERIAL_TWO_LAYER, 2, 8.26, NULL},
-    {MATERIAL_TWO_LAYER, 3, -0.3, "two_layer.specular_roughness = -0.3 must be >= 0"},
+    {MATERIAL_TWO_LAYER, 3, -0.3, "two_layer.specular_roughness = -0.3 is outside [0, 10]"},
     {MATERIAL_TWO_LAYER, 3, -INFINITY, "two_layer.specular_roughness = -inf is not finite"},
+    {MATERIAL_TWO_LAYER, 3, 1e200, "two_layer.specular_roughness = 1e+200 is outside [0, 10]"},
     {MATERIAL_TWO_LAYER, 3, 0.0, NULL},
-    {MATERIAL_TWO_LAYER, 4, -0.3, "two_layer.diffuse_roughness = -0.3 must be >= 0"},
+    {MATERIAL_TWO_LAYER, 3, 10.0, NULL},
+    {MATERIAL_TWO_LAYER, 4, -0.3, "two_layer.diffuse_roughness = -0.3 is outside [0, 1.5708]"},
     {MATERIAL_TWO_LAYER, 4, NAN, "two_layer.diffuse_roughness = nan is not finite"},
+    {MATERIAL_TWO_LAYER, 4, 1.6, "two_layer.diffuse_roughness = 1.6 is outside [0, 1.5708]"},
     {MATERIAL_TWO_LAYER, 4, 0.0, NULL},
+    {MATERIAL_TWO_LAYER, 4, 1.5, NULL},
   };
   // clang-format on
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

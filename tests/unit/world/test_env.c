@@ -849,7 +849,7 @@ TEST(env_step_and_raycast_errors_change_nothing) {
   ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "ntime = 2 must be 0, 1 or nray");
   r.ntime = 3;
   d[5] = 0.0;
-  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "directions[1] is zero");
+  ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "directions[1] has length 0");
   d[5] = -1.0;
   d[6] = NAN;
   ASSERT_REJECTED(e, env_raycast(e, &r, hits, emsg), ERR_INVAL, "directions[2].x = nan");
