@@ -19,24 +19,30 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "net/jobs.h"
+#include "net/outbox.h"
 #include "net/registry.h"
 #include "net/server.h"
 #include "net/wire.h"
 
-#define SESSION_MAX_PENDING_JOBS 4096
+// Requests of one connection awaiting their reply before reading pauses.
+#define SESSION_MAX_PENDING_REPLIES 4096
+
+typedef struct daemon daemon_t;
 
 typedef struct client {
+  daemon_t* d;
   session_t* s;
   int ready;                 // hello done
   int observer;
   registry_entry_t* entry;   // joined environment
+  outbox_t out;              // replies in request order
   uint64_t pending_bytes;    // decoded requests queued on the environment thread
-  uint32_t pending_jobs;
-  int eof;                   // the peer half-closed: close once every reply is out
+  int paused;                // reading paused by back-pressure
+  int finishing;             // half-closed or broken: close once every reply is out
   char name[64];
 } client_t;
 
-typedef struct daemon {
+struct daemon {
   daemon_config_t cfg;
   uv_loop_t loop;
   uv_signal_t sigint;
@@ -50,12 +56,13 @@ typedef struct daemon {
   registry_t registry;
   uint64_t start_ns;
   int stopping;
-} daemon_t;
+};
 
 typedef struct req_job {
   job_t base;
   daemon_t* d;
   session_t* s;              // retained
+  outbox_slot_t* slot;       // where the reply goes
   registry_entry_t* entry;   // referenced
   wire_request_t* req;
   uint8_t* out;
@@ -68,22 +75,13 @@ typedef struct req_job {
 typedef struct info_job {
   job_t base;
   daemon_t* d;
-  session_t* s;
+  session_t* s;              // retained
+  outbox_slot_t* slot;
   uint64_t id;
   registry_entry_t** entries;
   wire_env_info_t* infos;
   uint32_t n;
 } info_job_t;
-
-// A reply that is ready at once but must wait for the connection's earlier jobs, so that
-// replies leave in request order.
-typedef struct ordered_job {
-  job_t base;
-  daemon_t* d;
-  session_t* s;              // retained
-  uint8_t* out;
-  size_t len;
-} ordered_job_t;
 
 void daemon_config_default(daemon_config_t* cfg) {
   memset(cfg, 0, sizeof(*cfg));
@@ -111,66 +109,59 @@ static void send_payload(daemon_t* d, session_t* s, uint8_t* payload, size_t len
 }
 
 
-// A half-closed client is closed once its last reply is queued.
-static void client_check_eof(client_t* c) {
-  if (c->eof && c->pending_jobs == 0) {
-    session_close(c->s);
+static void client_send(void* user, uint8_t* payload, size_t len) {
+  client_t* c = user;
+  send_payload(c->d, c->s, payload, len);
+}
+
+
+// After replies moved: a finishing client closes once its outbox is empty; a paused one
+// resumes reading when its backlog has halved.
+static void client_after_reply(daemon_t* d, client_t* c) {
+  if (session_is_closing(c->s)) {
+    return;
+  }
+  if (c->finishing) {
+    if (outbox_is_empty(&c->out)) {
+      session_close(c->s);
+    }
+    return;
+  }
+  if (c->paused && c->pending_bytes + c->out.held_bytes <= d->cfg.max_pending_bytes / 2 &&
+      c->out.nslot <= SESSION_MAX_PENDING_REPLIES / 2) {
+    c->paused = 0;
+    session_resume(c->s);
   }
 }
 
 
-// Queue a job that answers a request of client c: it holds the session until done and counts
-// as pending, so that later replies wait for it.
-static void client_submit(daemon_t* d, client_t* c, job_t* j, void (*run)(job_t*),
-                          void (*done)(job_t*, int)) {
-  j->run = run;
-  j->done = done;
-  session_retain(c->s);
-  c->pending_jobs++;
-  jobs_submit(d->jobs, j);
-}
-
-
-static void ordered_run(job_t* j) {
-  (void)j;
-}
-
-
-static void ordered_done(job_t* j, int cancelled) {
-  ordered_job_t* oj = (ordered_job_t*)j;
-  client_t* c = session_data(oj->s);
-  if (c) {
-    c->pending_jobs--;
+// Pause reading while the client's backlog (queued requests, replies held back) is too large.
+static void client_check_backlog(daemon_t* d, client_t* c) {
+  if (!c->paused && (c->pending_bytes + c->out.held_bytes > d->cfg.max_pending_bytes ||
+                     c->out.nslot > SESSION_MAX_PENDING_REPLIES)) {
+    c->paused = 1;
+    session_pause(c->s);
   }
-  if (!cancelled && c && !session_is_closing(oj->s)) {
-    send_payload(oj->d, oj->s, oj->out, oj->len);
-    oj->out = NULL;
-    client_check_eof(c);
-  }
-  mem_free(oj->out);
-  session_release(oj->s);
-  mem_free(oj);
 }
 
 
-// Send a reply to a request of a ready client, after the replies of its earlier requests.
-// Takes ownership of payload.
+// A reply to a request of a ready client, after the replies of its earlier requests. Takes
+// ownership of payload.
 static void client_reply(daemon_t* d, client_t* c, uint8_t* payload, size_t len) {
-  if (c->pending_jobs == 0) {
-    send_payload(d, c->s, payload, len);
-    return;
-  }
-  ordered_job_t* oj = mem_calloc(1, sizeof(*oj));
-  if (!oj) {
-    mem_free(payload);
+  if (outbox_put(&c->out, payload, len) != 0) {
     session_close(c->s);
     return;
   }
-  oj->d = d;
-  oj->s = c->s;
-  oj->out = payload;
-  oj->len = len;
-  client_submit(d, c, &oj->base, ordered_run, ordered_done);
+  client_check_backlog(d, c);
+  client_after_reply(d, c);
+}
+
+
+// Stop reading and close once every reply already owed has left.
+static void client_finish(daemon_t* d, client_t* c) {
+  c->finishing = 1;
+  session_pause(c->s);
+  client_after_reply(d, c);
 }
 
 
@@ -196,7 +187,7 @@ static void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const
     return;
   }
   client_t* c = session_data(s);
-  if (c && c->ready && id != 0) {
+  if (c && c->ready) {
     client_reply(d, c, out, len);
   } else {
     send_payload(d, s, out, len);
@@ -256,69 +247,64 @@ static void req_run(job_t* j) {
 }
 
 
-static void client_job_finished(daemon_t* d, client_t* c, size_t bytes) {
-  c->pending_bytes -= bytes;
-  c->pending_jobs--;
-  if (!session_is_closing(c->s) && c->pending_bytes <= d->cfg.max_pending_bytes / 2 &&
-      c->pending_jobs <= SESSION_MAX_PENDING_JOBS / 2) {
-    session_resume(c->s);
-  }
-}
-
-
-static void send_hello_reply(daemon_t* d, session_t* s, client_t* c, req_job_t* rj) {
+// The hello reply, or an error when the environment could not be created (the client then
+// finishes). Returns the payload (NULL on allocation failure).
+static uint8_t* hello_reply(daemon_t* d, client_t* c, req_job_t* rj, size_t* out_len) {
   registry_entry_t* e = rj->entry;
+  uint8_t* out = NULL;
   if (!e->env) {
-    reply_status(d, s, wire_id(rj->req), ERR_INTERNAL,
-                 "hello.environment '%s' could not be created", e->name);
-    session_close(s);
-    return;
+    c->finishing = 1;
+    d->counters.requests_failed++;
+    char text[128];
+    snprintf(text, sizeof(text), "hello.environment '%s' could not be created", e->name);
+    return wire_encode_status(wire_id(rj->req), ERR_INTERNAL, text, &out, out_len) ? NULL : out;
   }
   wire_hello_reply_t h = {
       .server_version = SENSIM_VERSION,
-      .session_id = session_id(s),
+      .session_id = session_id(c->s),
       .environment = e->name,
       .environment_created = rj->created,
       .threads = d->cfg.threads,
       .limits = &d->limits,
   };
-  uint8_t* out;
-  size_t len;
-  if (wire_encode_hello_reply(wire_id(rj->req), &h, &out, &len) == 0) {
-    send_payload(d, s, out, len);
-  }
   LOG_INFO("session %llu (%s, '%s', %s) joined environment '%s'%s",
-           (unsigned long long)session_id(s), session_peer(s), c->name,
+           (unsigned long long)session_id(c->s), session_peer(c->s), c->name,
            c->observer ? "observer" : "controller", e->name, rj->created ? " (created)" : "");
+  return wire_encode_hello_reply(wire_id(rj->req), &h, &out, out_len) ? NULL : out;
 }
 
 
 static void req_done(job_t* j, int cancelled) {
   req_job_t* rj = (req_job_t*)j;
   daemon_t* d = rj->d;
-  session_t* s = rj->s;
-  client_t* c = session_data(s);
-  if (c) {
-    client_job_finished(d, c, wire_size(rj->req));
-  }
-  if (!cancelled && !session_is_closing(s) && c) {
+  client_t* c = session_data(rj->s);
+
+  // the reply fills the request's slot; an orphaned slot (client gone) just frees it
+  uint8_t* out = NULL;
+  size_t len = 0;
+  if (!cancelled && c) {
     if (rj->hello) {
-      send_hello_reply(d, s, c, rj);
-    } else if (rj->out) {
-      if (rj->code) {
-        d->counters.requests_failed++;
-      }
-      send_payload(d, s, rj->out, rj->out_len);
-      rj->out = NULL;
+      out = hello_reply(d, c, rj, &len);
     } else {
-      reply_status(d, s, wire_id(rj->req), ERR_NOMEM, "out of memory encoding the reply");
+      out = rj->out;
+      len = rj->out_len;
+      rj->out = NULL;
+      d->counters.requests_failed += rj->code != 0;
     }
-    client_check_eof(c);
+    if (!out && wire_encode_status(wire_id(rj->req), ERR_NOMEM,
+                                   "out of memory encoding the reply", &out, &len)) {
+      out = NULL;
+    }
+  }
+  outbox_fill(rj->slot, out, len);
+  if (c) {
+    c->pending_bytes -= wire_size(rj->req);
+    client_after_reply(d, c);
   }
   mem_free(rj->out);
   wire_free(rj->req);
   registry_unref(rj->entry);
-  session_release(s);
+  session_release(rj->s);
   mem_free(rj);
 }
 
@@ -326,7 +312,9 @@ static void req_done(job_t* j, int cancelled) {
 // Queue a request on the environment thread; takes ownership of req.
 static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int hello) {
   req_job_t* rj = mem_calloc(1, sizeof(*rj));
-  if (!rj) {
+  outbox_slot_t* slot = rj ? outbox_reserve(&c->out) : NULL;
+  if (!slot) {
+    mem_free(rj);
     reply_status(d, c->s, wire_id(req), ERR_NOMEM, "out of memory queueing %s",
                  wire_body_name(req));
     wire_free(req);
@@ -334,18 +322,17 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   }
   rj->d = d;
   rj->s = c->s;
+  rj->slot = slot;
   rj->entry = c->entry;
   rj->req = req;
   rj->hello = hello;
+  rj->base.run = req_run;
+  rj->base.done = req_done;
   registry_ref(c->entry);
+  session_retain(c->s);
   c->pending_bytes += wire_size(req);
-
-  // back-pressure: stop reading this client until its queue drains
-  if (c->pending_bytes > d->cfg.max_pending_bytes ||
-      c->pending_jobs + 1 > SESSION_MAX_PENDING_JOBS) {
-    session_pause(c->s);
-  }
-  client_submit(d, c, &rj->base, req_run, req_done);
+  client_check_backlog(d, c);
+  jobs_submit(d->jobs, &rj->base);
 }
 
 
@@ -365,10 +352,9 @@ static void info_done(job_t* j, int cancelled) {
   info_job_t* ij = (info_job_t*)j;
   daemon_t* d = ij->d;
   client_t* client = session_data(ij->s);
-  if (client) {
-    client->pending_jobs--;
-  }
-  if (!cancelled && !session_is_closing(ij->s)) {
+  uint8_t* out = NULL;
+  size_t len = 0;
+  if (!cancelled && client) {
     wire_info_t info = {
         .server_version = SENSIM_VERSION,
         .uptime_s = (double)(clock_now_ns() - d->start_ns) * 1e-9,
@@ -392,14 +378,14 @@ static void info_done(job_t* j, int cancelled) {
     int64_t bytes;
     scene_device_counters(d->device, &c->backend_errors, &bytes);
     c->backend_bytes = bytes > 0 ? (uint64_t)bytes : 0;
-    uint8_t* out;
-    size_t len;
-    if (wire_encode_info(ij->id, &info, &out, &len) == 0) {
-      send_payload(d, ij->s, out, len);
+    if (wire_encode_info(ij->id, &info, &out, &len) != 0 &&
+        wire_encode_status(ij->id, ERR_NOMEM, "out of memory encoding info", &out, &len) != 0) {
+      out = NULL;
     }
-    if (client) {
-      client_check_eof(client);
-    }
+  }
+  outbox_fill(ij->slot, out, len);
+  if (client) {
+    client_after_reply(d, client);
   }
   for (uint32_t i = 0; i < ij->n; i++) {
     registry_unref(ij->entries[i]);
@@ -419,7 +405,8 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
     entries = NULL;
   }
   wire_env_info_t* infos = mem_calloc(n ? n : 1, sizeof(*infos));
-  if (!ij || !entries || !infos) {
+  outbox_slot_t* slot = ij && entries && infos ? outbox_reserve(&c->out) : NULL;
+  if (!slot) {
     for (uint32_t i = 0; entries && i < n; i++) {
       registry_unref(entries[i]);
     }
@@ -435,7 +422,12 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   ij->entries = entries;
   ij->infos = infos;
   ij->n = n;
-  client_submit(d, c, &ij->base, info_run, info_done);
+  ij->slot = slot;
+  ij->base.run = info_run;
+  ij->base.done = info_done;
+  session_retain(c->s);
+  client_check_backlog(d, c);
+  jobs_submit(d->jobs, &ij->base);
 }
 
 
@@ -461,7 +453,7 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   const char* name = h.environment[0] ? h.environment : "default";
   if (!registry_name_ok(name)) {
     reply_status(d, s, id, ERR_INVAL,
-                 "hello.environment must be 1 to %d printable characters", REGISTRY_NAME_MAX);
+                 "hello.environment must be 1 to %d bytes of printable UTF-8", REGISTRY_NAME_MAX);
     goto refuse;
   }
   if (h.role < 0 || h.role > 1) {
@@ -474,7 +466,14 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   }
 
   // join or create the environment
-  int retain = h.retention == 2 || (h.retention == 0 && d->cfg.retain_environments);
+  // Only controllers keep environments: an observer could otherwise pin environments
+  // nobody can release, up to the limit, for the life of the daemon.
+  if (h.observer && h.retention == 2) {
+    reply_status(d, s, id, ERR_INVAL, "hello.retention = RETENTION_KEEP needs role controller");
+    goto refuse;
+  }
+  int retain = !h.observer && (h.retention == 2 ||
+                               (h.retention == 0 && d->cfg.retain_environments));
   int created;
   int rc = registry_join(&d->registry, name, retain, &c->entry, &created);
   if (rc == ERR_LIMIT) {
@@ -506,10 +505,16 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
 
   wire_request_t* req;
   err_msg_t msg;
-  if (wire_decode(payload, len, &req, &msg) != 0) {
+  int rc = wire_decode(payload, len, &req, &msg);
+  if (rc != 0) {
+    // the replies of earlier requests still leave before the error and the close
     d->counters.frames_rejected++;
-    reply_status(d, s, 0, ERR_PROTO, "%s; closing the connection", msg.text);
-    session_close(s);
+    reply_status(d, s, 0, rc, "%s; closing the connection", msg.text);
+    if (c->ready) {
+      client_finish(d, c);
+    } else {
+      session_close(s);
+    }
     return;
   }
   uint64_t id = wire_id(req);
@@ -558,6 +563,17 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
     case WIRE_KIND_ENV_READ:
       submit_request(d, c, req, 0);
       return;
+    case WIRE_KIND_ENV_RELEASE:
+      if (c->observer) {
+        reply_status(d, s, id, ERR_STATE, "remove: only a controller removes an environment");
+        break;
+      }
+      c->entry->retain = 0;
+      LOG_INFO("environment '%s': no longer kept; destroyed when its last client leaves",
+               c->entry->name);
+      reply_status(d, s, id, 0, "environment '%s' is destroyed when its last client leaves",
+                   c->entry->name);
+      break;
     case WIRE_KIND_NOT_SERVED:
       reply_status(d, s, id, ERR_UNIMPL, "%s is not served by this daemon yet", body);
       break;
@@ -579,7 +595,9 @@ static int on_open(void* user, session_t* s) {
   if (!c) {
     return ERR_NOMEM;
   }
+  c->d = d;
   c->s = s;
+  outbox_init(&c->out, client_send, c);
   session_set_data(s, c);
   if (server_sessions(d->server) > d->cfg.max_clients) {
     d->counters.connections_rejected++;
@@ -601,15 +619,21 @@ static void on_stream_error(void* user, session_t* s, int code, const char* msg)
   LOG_WARN("session %llu (%s): %s; closing", (unsigned long long)session_id(s), session_peer(s),
            msg);
   reply_status(d, s, 0, code, "%s; closing the connection", msg);
+  client_t* c = session_data(s);
+  if (c && c->ready) {
+    client_finish(d, c);
+  } else {
+    session_close(s);
+  }
 }
 
 
 static void on_eof(void* user, session_t* s) {
-  (void)user;
   client_t* c = session_data(s);
   if (c) {
-    c->eof = 1;
-    client_check_eof(c);
+    client_finish(user, c);
+  } else {
+    session_close(s);
   }
 }
 
@@ -622,6 +646,7 @@ static void on_close(void* user, session_t* s) {
   }
   LOG_DEBUG("session %llu: closed", (unsigned long long)session_id(s));
   client_leave(d, c);
+  outbox_close(&c->out);
 
   // jobs still in flight find no client data and only release their references
   session_set_data(s, NULL);

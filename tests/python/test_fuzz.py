@@ -680,7 +680,7 @@ def gen_remove(rng):
         return "remove", m, ("kind",)
     if defect == 1:
         m.id = 1
-        with_unknown_varint(m, 1, rng.choice([8, 99, -3]))
+        with_unknown_varint(m, 1, rng.choice([9, 99, -3]))
         return "remove", m, ("kind",)
     if defect == 2:
         m.kind = rng.choice([pb.ENTITY_GEOMETRY, pb.ENTITY_MATERIAL, pb.ENTITY_MEDIUM,

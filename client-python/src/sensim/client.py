@@ -38,7 +38,8 @@ _RETENTIONS = {"default": pb.RETENTION_DEFAULT, "destroy": pb.RETENTION_DESTROY,
                "keep": pb.RETENTION_KEEP}
 _ENTITIES = {"geometry": pb.ENTITY_GEOMETRY, "material": pb.ENTITY_MATERIAL,
              "medium": pb.ENTITY_MEDIUM, "body": pb.ENTITY_BODY, "object": pb.ENTITY_OBJECT,
-             "joint": pb.ENTITY_JOINT, "sensor": pb.ENTITY_SENSOR}
+             "joint": pb.ENTITY_JOINT, "sensor": pb.ENTITY_SENSOR,
+             "environment": pb.ENTITY_ENVIRONMENT}
 _JOINTS = {"revolute": pb.JOINT_REVOLUTE, "prismatic": pb.JOINT_PRISMATIC}
 _ENCODINGS = {"raw": pb.ENCODING_RAW, "zstd": pb.ENCODING_ZSTD,
               "quantized_zstd": pb.ENCODING_QUANTIZED_ZSTD}
@@ -594,9 +595,10 @@ class Client:
             msg.name = name
         self._call("create_joint", msg)
 
-    def remove(self, kind: str | int, id: int) -> None:
+    def remove(self, kind: str | int, id: int = 0) -> None:
         """Remove one entity: kind is geometry, material, medium, body, object, joint or
-        sensor."""
+        sensor. kind "environment" releases this connection's environment (id ignored): it is
+        no longer kept and is destroyed when its last client leaves."""
         self._call("remove", pb.Remove(kind=_enum(kind, _ENTITIES, "kind"), id=id))
 
     # ------------------------------------------------------------------ sensors and streams

@@ -3,6 +3,9 @@
 // call so that the caller can decode it in place without a copy.
 #include "net/frame.h"
 
+// Capacity an empty reader keeps between frames.
+#define FRAME_KEEP_BYTES (1u << 20)
+
 
 void frame_reader_init(frame_reader_t* r, uint32_t max_bytes) {
   buf_init(&r->in);
@@ -22,6 +25,11 @@ static void drop_pending(frame_reader_t* r) {
   if (r->pending) {
     buf_consume(&r->in, r->pending);
     r->pending = 0;
+
+    // one large frame must not pin its buffer for the life of the connection
+    if (r->in.len == 0 && r->in.cap > FRAME_KEEP_BYTES) {
+      buf_close(&r->in);
+    }
   }
 }
 

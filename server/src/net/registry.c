@@ -25,16 +25,45 @@ void registry_init(registry_t* r, jobs_t* jobs, uint32_t max) {
 }
 
 
+// Length of the UTF-8 sequence starting at p (shortest form, no surrogates), or 0.
+static size_t utf8_sequence(const unsigned char* p) {
+  if (p[0] < 0x80) {
+    return 1;
+  }
+  size_t n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+  if (n == 0 || p[0] > 0xf4) {
+    return 0;
+  }
+  uint32_t cp = p[0] & (0x7f >> n);
+  for (size_t i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) {
+      return 0;
+    }
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < min_cp[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) {
+    return 0;
+  }
+  return n;
+}
+
+
 int registry_name_ok(const char* name) {
   size_t n = strlen(name);
   if (n == 0 || n > REGISTRY_NAME_MAX) {
     return 0;
   }
-  for (size_t i = 0; i < n; i++) {
-    unsigned char ch = (unsigned char)name[i];
-    if (ch < 0x20 || ch == 0x7f) {
+  const unsigned char* p = (const unsigned char*)name;
+  for (size_t i = 0; i < n;) {
+    if (p[i] < 0x20 || p[i] == 0x7f) {
       return 0;
     }
+    size_t k = utf8_sequence(p + i);
+    if (k == 0) {
+      return 0;
+    }
+    i += k;
   }
   return 1;
 }

@@ -47,7 +47,7 @@ typedef struct registry {
 
 void registry_init(registry_t* r, jobs_t* jobs, uint32_t max);
 
-// 1 when name is 1 to REGISTRY_NAME_MAX printable characters.
+// 1 when name is 1 to REGISTRY_NAME_MAX bytes of printable UTF-8.
 int registry_name_ok(const char* name);
 
 // Join `name`, creating its entry (env still NULL: the caller queues its creation) when it

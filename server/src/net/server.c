@@ -208,10 +208,13 @@ static void deliver_frames(session_t* s) {
       return;
     }
     if (rc < 0) {
+      // nothing more can be read; the owner answers and closes (after its pending replies)
+      session_pause(s);
       if (srv->hooks.on_stream_error) {
         srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
+      } else {
+        session_close(s);
       }
-      session_close(s);
       return;
     }
     srv->hooks.on_frame(srv->hooks.user, s, payload, len);

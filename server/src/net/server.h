@@ -25,8 +25,9 @@ typedef struct server_hooks {
   int (*on_open)(void* user, session_t* s);
   // A complete frame; payload valid for the call only.
   void (*on_frame)(void* user, session_t* s, const uint8_t* payload, size_t len);
-  // The byte stream broke (oversize or zero length); code and msg describe it. The server
-  // closes the session after the hook (which may still send a last frame).
+  // The byte stream broke (oversize or zero length); code and msg describe it. Reading has
+  // stopped; the hook sends what it owes and closes the session. Without the hook the server
+  // closes it.
   void (*on_stream_error)(void* user, session_t* s, int code, const char* msg);
   // Nullable. The peer shut down its sending side after the frames delivered so far; the
   // session stays open for replies until the owner calls session_close. Without this hook

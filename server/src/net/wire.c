@@ -32,9 +32,35 @@ static void pb_free(void* data, void* ptr) {
 ProtobufCAllocator wire_allocator = {pb_alloc, pb_free, NULL};
 
 
+// Decoding is bounded: protobuf-c allocates a struct per sub-message and per unknown field, so a
+// frame of tiny fields could otherwise decode into many times its size on the loop thread.
+typedef struct decode_budget {
+  size_t left;
+  int exhausted;
+} decode_budget_t;
+
+
+static void* budget_alloc(void* data, size_t size) {
+  decode_budget_t* b = data;
+  if (size > b->left) {
+    b->exhausted = 1;
+    return NULL;
+  }
+  b->left -= size;
+  return mem_alloc(size);
+}
+
+
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg) {
-  Sensim__V1__Envelope* env = sensim__v1__envelope__unpack(&wire_allocator, len, payload);
+  decode_budget_t budget = {WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK, 0};
+  ProtobufCAllocator bounded = {budget_alloc, pb_free, &budget};
+  Sensim__V1__Envelope* env = sensim__v1__envelope__unpack(&bounded, len, payload);
   if (!env) {
+    if (budget.exhausted) {
+      return err_set(msg, ERR_LIMIT,
+                     "frame of %zu bytes decodes to more than %zu bytes (unknown or empty "
+                     "fields?)", len, WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK);
+    }
     return err_set(msg, ERR_PROTO,
                    "frame of %zu bytes does not decode as a sensim.v1.Envelope", len);
   }
@@ -86,6 +112,11 @@ wire_kind_t wire_kind(const wire_request_t* r) {
       return WIRE_KIND_GET_INFO;
     case SENSIM__V1__ENVELOPE__BODY_RAYCAST:
       return WIRE_KIND_ENV_READ;
+    case SENSIM__V1__ENVELOPE__BODY_REMOVE:
+      return r->env->remove->has_kind &&
+                     r->env->remove->kind == SENSIM__V1__ENTITY_KIND__ENTITY_ENVIRONMENT
+                 ? WIRE_KIND_ENV_RELEASE
+                 : WIRE_KIND_ENV_WRITE;
     case SENSIM__V1__ENVELOPE__BODY_CREATE_MESH:
     case SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE:
     case SENSIM__V1__ENVELOPE__BODY_SET_MATERIAL:
@@ -94,7 +125,6 @@ wire_kind_t wire_kind(const wire_request_t* r) {
     case SENSIM__V1__ENVELOPE__BODY_CREATE_BODY:
     case SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT:
     case SENSIM__V1__ENVELOPE__BODY_CREATE_JOINT:
-    case SENSIM__V1__ENVELOPE__BODY_REMOVE:
     case SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE:
     case SENSIM__V1__ENVELOPE__BODY_STEP:
       return WIRE_KIND_ENV_WRITE;

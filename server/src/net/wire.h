@@ -25,11 +25,18 @@ typedef enum wire_kind {
   WIRE_KIND_GET_INFO,
   WIRE_KIND_ENV_READ,        // an environment request that changes nothing (raycast)
   WIRE_KIND_ENV_WRITE,       // an environment request that changes it (controllers only)
+  WIRE_KIND_ENV_RELEASE,     // remove the connection's environment itself (controllers only)
   WIRE_KIND_NOT_SERVED,      // defined by the protocol, not served by this daemon yet
   WIRE_KIND_REPLY,           // a reply or pushed message sent as a request
 } wire_kind_t;
 
-// Decode one frame payload. Returns 0 and *out (free with wire_free), or ERR_PROTO with msg.
+// A decoded request may take at most WIRE_DECODE_FACTOR times its frame plus WIRE_DECODE_SLACK
+// bytes (packed arrays and bytes decode 1:1; a few small sub-messages need the slack).
+#define WIRE_DECODE_FACTOR 4u
+#define WIRE_DECODE_SLACK (64u * 1024u)
+
+// Decode one frame payload. Returns 0 and *out (free with wire_free), or ERR_PROTO with msg, or
+// ERR_LIMIT when it would decode to more than the budget above.
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg);
 void wire_free(wire_request_t* r);
 

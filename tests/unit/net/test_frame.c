@@ -187,3 +187,28 @@ TEST(frame_garbage_is_refused_or_waits_never_crashes) {
   }
   return 0;
 }
+
+
+TEST(frame_reader_releases_the_buffer_of_a_large_frame) {
+  // one 4 MiB frame, then small ones: the reader must not keep megabytes for the connection
+  size_t big = 4u << 20;
+  uint8_t* data = calloc(1, FRAME_HEADER_BYTES + big);
+  ASSERT_TRUE(data != NULL);
+  frame_write_header(data, (uint32_t)big);
+  frame_reader_t r;
+  frame_reader_init(&r, 8u << 20);
+  ASSERT_OK(frame_reader_feed(&r, data, FRAME_HEADER_BYTES + big));
+  free(data);
+  const uint8_t* p;
+  size_t len;
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 1);
+  ASSERT_EQ(len, big);
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 0);
+  ASSERT_TRUE(r.in.cap <= (1u << 20));
+  uint8_t small[5] = {1, 0, 0, 0, 42};
+  ASSERT_OK(frame_reader_feed(&r, small, sizeof(small)));
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 1);
+  ASSERT_EQ(p[0], 42);
+  frame_reader_close(&r);
+  return 0;
+}

@@ -282,6 +282,8 @@ static void hook_stream_error(void* user, session_t* s, int code, const char* ms
   if (t->stream_error_cb) {
     t->stream_error_cb(t, s);
   }
+  // the hook owns the close (after its last frame)
+  session_close(s);
 }
 
 

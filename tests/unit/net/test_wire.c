@@ -143,3 +143,81 @@ TEST(wire_classifies_every_request_kind) {
   }
   return 0;
 }
+
+
+TEST(wire_remove_environment_is_told_apart_from_other_bodies) {
+  // a create_body whose fields would alias Remove.kind = ENTITY_ENVIRONMENT must stay a write
+  Sensim__V1__CreateBody body = SENSIM__V1__CREATE_BODY__INIT;
+  body.has_id = 1;
+  body.id = SENSIM__V1__ENTITY_KIND__ENTITY_ENVIRONMENT;
+  Sensim__V1__Remove rm = SENSIM__V1__REMOVE__INIT;
+  rm.has_kind = 1;
+  rm.kind = SENSIM__V1__ENTITY_KIND__ENTITY_ENVIRONMENT;
+  Sensim__V1__Remove rm_obj = SENSIM__V1__REMOVE__INIT;
+  rm_obj.has_kind = 1;
+  rm_obj.kind = SENSIM__V1__ENTITY_KIND__ENTITY_OBJECT;
+  struct {
+    Sensim__V1__Envelope__BodyCase body;
+    void* msg;
+    wire_kind_t kind;
+  } cases[] = {
+      {SENSIM__V1__ENVELOPE__BODY_CREATE_BODY, &body, WIRE_KIND_ENV_WRITE},
+      {SENSIM__V1__ENVELOPE__BODY_REMOVE, &rm, WIRE_KIND_ENV_RELEASE},
+      {SENSIM__V1__ENVELOPE__BODY_REMOVE, &rm_obj, WIRE_KIND_ENV_WRITE},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+    env.has_id = 1;
+    env.id = 1;
+    env.body_case = cases[i].body;
+    env.create_body = cases[i].msg;
+    uint8_t* buf;
+    size_t len;
+    ASSERT_OK(wire_pack(&env, &buf, &len));
+    wire_request_t* r;
+    ASSERT_OK(wire_decode(buf, len, &r, NULL));
+    ASSERT_EQ(wire_kind(r), cases[i].kind);
+    wire_free(r);
+    mem_free(buf);
+  }
+  return 0;
+}
+
+
+TEST(wire_decoding_is_bounded_by_the_frame_size) {
+  // 20000 unknown varint fields (field 99: a two-byte tag, a one-byte value): 3 bytes each on
+  // the wire, a struct and an allocation each when decoded
+  size_t n = 20000, len = 0;
+  uint8_t* buf = mem_alloc(3 * n);
+  ASSERT_TRUE(buf != NULL);
+  for (size_t i = 0; i < n; i++) {
+    buf[len++] = (uint8_t)(((99 << 3) & 0x7f) | 0x80);
+    buf[len++] = (uint8_t)((99 << 3) >> 7);
+    buf[len++] = 1;
+  }
+  wire_request_t* r = NULL;
+  err_msg_t msg;
+  int rc = wire_decode(buf, len, &r, &msg);
+  mem_free(buf);
+  ASSERT_EQ(rc, ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "decodes to more than");
+
+  // a packed array of the same size decodes within the budget
+  size_t nd = 7500;
+  Sensim__V1__Raycast ray = SENSIM__V1__RAYCAST__INIT;
+  double* values = mem_calloc(nd, sizeof(double));
+  ASSERT_TRUE(values != NULL);
+  ray.n_origins = nd;
+  ray.origins = values;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.has_id = 1;
+  env.id = 1;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  env.raycast = &ray;
+  ASSERT_OK(wire_pack(&env, &buf, &len));
+  ASSERT_OK(wire_decode(buf, len, &r, NULL));
+  wire_free(r);
+  mem_free(buf);
+  mem_free(values);
+  return 0;
+}

@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: MIT
+// outbox.h: the replies of one connection, kept in request order. A request reserves a slot
+// when it arrives; the slot is filled when its reply is ready (at once, or when a job on the
+// environment thread finishes); the filled slots at the head leave through the send callback.
+// Replies that are ready but wait behind an unfinished one are counted, for back-pressure.
+//
+// Thread: loop thread. No I/O and no protocol here: the owner supplies `send`.
+#ifndef SENSIM_NET_OUTBOX_H_
+#define SENSIM_NET_OUTBOX_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/list.h"
+
+typedef struct outbox outbox_t;
+typedef struct outbox_slot outbox_slot_t;
+
+// Send one reply; takes ownership of payload (a mem_alloc'ed buffer).
+typedef void (*outbox_send_fn)(void* user, uint8_t* payload, size_t len);
+
+struct outbox {
+  list_t slots;              // reserved and not yet sent, in request order
+  uint32_t nslot;
+  uint64_t held_bytes;       // bytes of filled slots waiting behind an unfilled one
+  outbox_send_fn send;
+  void* user;
+};
+
+void outbox_init(outbox_t* ob, outbox_send_fn send, void* user);
+
+// Reserve the next reply slot; NULL when out of memory.
+outbox_slot_t* outbox_reserve(outbox_t* ob);
+
+// Fill a reserved slot and send every filled slot at the head. payload NULL: the request gets
+// no reply (its slot is dropped). Takes ownership of payload. After outbox_close the slot is an
+// orphan: it and the payload are freed and nothing is sent.
+void outbox_fill(outbox_slot_t* slot, uint8_t* payload, size_t len);
+
+// A reply ready now: sent at once when nothing waits before it, else queued behind. Takes
+// ownership of payload; ERR_NOMEM (payload freed) when it cannot be queued.
+int outbox_put(outbox_t* ob, uint8_t* payload, size_t len) CHECKRET;
+
+// Nothing reserved or waiting.
+int outbox_is_empty(const outbox_t* ob);
+
+// The connection is gone: filled slots are freed; unfilled ones become orphans, freed by
+// their outbox_fill.
+void outbox_close(outbox_t* ob);
+
+#endif  // SENSIM_NET_OUTBOX_H_

@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""Replies leave each connection in request order even when reading pauses for back-pressure,
+replies still owed are sent before a protocol error closes the connection, decoding is bounded,
+and environments are released as documented (proto/README.md)."""
+
+from __future__ import annotations
+
+import socket
+import struct
+
+import pytest
+
+import sensim
+from sensim import errors, pb
+
+
+def frame(env) -> bytes:
+    payload = env.SerializeToString()
+    return struct.pack("<I", len(payload)) + payload
+
+
+def hello(id_: int = 1, **fields) -> "pb.Envelope":
+    env = pb.Envelope(id=id_)
+    env.hello.protocol_version = pb.PROTOCOL_VERSION
+    for k, v in fields.items():
+        setattr(env.hello, k, v)
+    return env
+
+
+def read_all(sock: socket.socket, timeout: float = 30.0) -> list:
+    """Every reply until the daemon closes the connection."""
+    sock.settimeout(timeout)
+    data = b""
+    while True:
+        chunk = sock.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    out = []
+    while data:
+        (n,) = struct.unpack_from("<I", data)
+        env = pb.Envelope()
+        env.ParseFromString(data[4:4 + n])
+        out.append(env)
+        data = data[4 + n:]
+    return out
+
+
+def test_order_is_kept_across_a_backpressure_pause(sensimd):
+    # more pending replies than the daemon accepts before it pauses reading (4096), with
+    # environment requests before and after the pings
+    batch = [hello()]
+    body = pb.Envelope(id=2)
+    body.create_body.id = 1
+    batch.append(body)
+    batch += [pb.Envelope(id=3 + i, ping=pb.Ping(payload=b"x")) for i in range(5000)]
+    body2 = pb.Envelope(id=5003)
+    body2.create_body.id = 2
+    batch.append(body2)
+    batch.append(pb.Envelope(id=5004, ping=pb.Ping()))
+    with socket.create_connection(("127.0.0.1", sensimd.port)) as sock:
+        sock.sendall(b"".join(frame(e) for e in batch))
+        sock.shutdown(socket.SHUT_WR)
+        replies = read_all(sock)
+    assert [r.id for r in replies] == list(range(1, 5005))
+    assert all(r.status.code == pb.OK for r in replies)
+
+
+def test_replies_owed_are_sent_before_a_protocol_error_closes(sensimd):
+    body = pb.Envelope(id=2)
+    body.create_body.id = 1
+    with sensimd.client() as witness, socket.create_connection(("127.0.0.1",
+                                                                 sensimd.port)) as sock:
+        sock.sendall(frame(hello()) + frame(body) + b"\x03\x00\x00\x00\xff\xff\xff")
+        replies = read_all(sock)
+        assert [r.id for r in replies] == [1, 2, 0]
+        assert replies[1].status.code == pb.OK
+        assert replies[2].status.code == pb.INVALID_ARGUMENT
+        assert "does not decode" in replies[2].status.message
+        # the request was applied and answered: the other client sees the body
+        assert witness.get_info().environments[0].bodies == 1
+
+
+def test_frames_that_decode_to_far_more_than_their_size_are_refused(sensimd):
+    # 100k unknown fields of 3 bytes: 300 kB on the wire, millions of bytes once decoded
+    junk = b"\x98\x06\x01" * 100_000  # field 99, varint 1
+    env = pb.Envelope(id=2)
+    payload = env.SerializeToString() + junk
+    with sensimd.client() as witness, socket.create_connection(("127.0.0.1",
+                                                                 sensimd.port)) as sock:
+        sock.sendall(frame(hello()) + struct.pack("<I", len(payload)) + payload)
+        replies = read_all(sock)
+        assert [r.id for r in replies] == [1, 0]
+        assert replies[1].status.code == pb.RESOURCE_EXHAUSTED
+        assert "decodes to more than" in replies[1].status.message
+        assert witness.ping(b"alive").payload == b"alive"
+
+
+def test_kept_environment_is_released_by_a_controller(sensimd):
+    with sensimd.client(environment="k", retention="keep") as c:
+        c.create_primitive(1, "sphere", radius=1.0)
+    with sensimd.client(environment="k") as c:
+        assert c.get_info().environments[0].geometries == 1
+        c.remove("environment")
+    # released: gone with its last client, so the name starts empty again
+    with sensimd.client(environment="k") as c:
+        infos = {e.name: e for e in c.get_info().environments}
+        assert infos["k"].geometries == 0
+
+
+def test_observers_never_keep_environments(sensimd):
+    with pytest.raises(errors.InvalidArgument, match="retention"):
+        sensimd.client(environment="o", role="observer", retention="keep")
+    with sensimd.client(environment="o", role="observer") as obs:
+        with pytest.raises(errors.FailedPrecondition, match="controller"):
+            obs.remove("environment")
+    with sensimd.client(environment="p") as c:
+        assert "o" not in {e.name for e in c.get_info().environments}
+
+
+def test_environment_names_must_be_utf8(sensimd):
+    # Hello with environment = b"\xff\xfe" (field 3), wrapped by hand in Envelope field 10
+    inner = pb.Hello(protocol_version=pb.PROTOCOL_VERSION).SerializeToString()
+    inner += b"\x1a\x02\xff\xfe"
+    payload = b"\x08\x01" + b"\x52" + bytes([len(inner)]) + inner
+    with socket.create_connection(("127.0.0.1", sensimd.port)) as sock:
+        sock.sendall(struct.pack("<I", len(payload)) + payload)
+        replies = read_all(sock)
+    assert [r.id for r in replies] == [1]
+    assert replies[0].status.code == pb.INVALID_ARGUMENT
+    assert "UTF-8" in replies[0].status.message
