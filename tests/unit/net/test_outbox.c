@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+// test_outbox.c: ordered reply slots: order whatever the fill order, held-back bytes, dropped
+// replies, and orphaned slots after close.
+#include "net/outbox.h"
+
+#include <string.h>
+
+#include "base/mem.h"
+#include "check.h"
+
+typedef struct sink {
+  int sent[64];
+  int n;
+} sink_t;
+
+
+static void sink_send(void* user, uint8_t* payload, size_t len) {
+  sink_t* k = user;
+  (void)len;
+  k->sent[k->n++] = payload[0];
+  mem_free(payload);
+}
+
+
+static uint8_t* byte(int v) {
+  uint8_t* p = mem_alloc(1);
+  p[0] = (uint8_t)v;
+  return p;
+}
+
+
+TEST(outbox_sends_in_reservation_order_whatever_the_fill_order) {
+  int64_t live = mem_live_count();
+  sink_t k = {{0}, 0};
+  outbox_t ob;
+  outbox_init(&ob, sink_send, &k);
+  outbox_slot_t* a = outbox_reserve(&ob);
+  outbox_slot_t* b = outbox_reserve(&ob);
+  ASSERT_OK(outbox_put(&ob, byte(3), 1));  // ready at once, but behind a and b
+  outbox_slot_t* c = outbox_reserve(&ob);
+  ASSERT_EQ(ob.nslot, 4);
+  ASSERT_EQ(ob.held_bytes, 1);
+
+  outbox_fill(c, byte(4), 1);
+  outbox_fill(b, byte(2), 1);
+  ASSERT_EQ(k.n, 0);
+  ASSERT_EQ(ob.held_bytes, 3);
+  outbox_fill(a, byte(1), 1);
+  ASSERT_EQ(k.n, 4);
+  for (int i = 0; i < 4; i++) {
+    ASSERT_EQ(k.sent[i], i + 1);
+  }
+  ASSERT_TRUE(outbox_is_empty(&ob));
+  ASSERT_EQ(ob.held_bytes, 0);
+
+  // nothing waiting: a ready reply leaves at once
+  ASSERT_OK(outbox_put(&ob, byte(9), 1));
+  ASSERT_EQ(k.n, 5);
+  outbox_close(&ob);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+TEST(outbox_dropped_reply_lets_the_next_one_go) {
+  sink_t k = {{0}, 0};
+  outbox_t ob;
+  outbox_init(&ob, sink_send, &k);
+  outbox_slot_t* a = outbox_reserve(&ob);
+  ASSERT_OK(outbox_put(&ob, byte(2), 1));
+  outbox_fill(a, NULL, 0);
+  ASSERT_EQ(k.n, 1);
+  ASSERT_EQ(k.sent[0], 2);
+  ASSERT_TRUE(outbox_is_empty(&ob));
+  return 0;
+}
+
+
+TEST(outbox_slots_filled_after_close_are_freed_not_sent) {
+  int64_t live = mem_live_count();
+  sink_t k = {{0}, 0};
+  outbox_t ob;
+  outbox_init(&ob, sink_send, &k);
+  outbox_slot_t* a = outbox_reserve(&ob);
+  ASSERT_OK(outbox_put(&ob, byte(2), 1));
+  outbox_close(&ob);
+  ASSERT_TRUE(outbox_is_empty(&ob));
+  outbox_fill(a, byte(1), 1);  // the job finished after its connection left
+  ASSERT_EQ(k.n, 0);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
