@@ -422,3 +422,17 @@ def test_raycasts_are_bit_identical_at_any_thread_count(sensimd_factory):
     for other in results[1:]:
         assert results[0].tobytes() == other.tobytes()
     assert np.isfinite(results[0].distances).sum() > 1000
+
+
+def test_degenerate_but_valid_primitives(sensimd):
+    with sensimd.client() as c:
+        # a capsule of half length 0 is a sphere
+        c.create_primitive(1, "capsule", radius=1.5, half_length=0.0)
+        c.create_object(1, 1)
+        assert ray(c, (-5, 0, 0), (1, 0, 0)).distances == pytest.approx(3.5, rel=TOL)
+        assert ray(c, (0, 0, 5), (0, 0, -1)).distances == pytest.approx(3.5, rel=TOL)
+        # a plane without half_size is unbounded: hit far from its origin
+        c.create_primitive(2, "plane")
+        c.create_object(2, 2, local_pose=(0, 0, -10))
+        h = ray(c, (5000, -7000, 0), (0, 0, -1))
+        assert h.distances == pytest.approx(10.0, rel=TOL) and h.object_ids == 2

@@ -496,7 +496,11 @@ def gen_create_primitive(rng):
         words = ("plane.half_size",)
     else:
         field = rng.choice(["radius", "half_length"])
-        setattr(getattr(m, kind), field, not_positive(rng))
+        value = not_positive(rng)
+        # a capsule of half length 0 is a sphere, which is valid
+        while kind == "capsule" and field == "half_length" and value == 0.0:
+            value = not_positive(rng)
+        setattr(getattr(m, kind), field, value)
         words = (f"{kind}.{field}",)
     return "create_primitive", m, words
 

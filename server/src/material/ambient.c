@@ -47,9 +47,10 @@
 //    sqrt(-ln(1 - 1.58899e-5)) = 0.1009 1/m. A detection needs the near-range backscatter to
 //    cross a threshold, so s grows faster than linearly with density and saturates at 1. The
 //    exponent 2 is the one that meets both anchors: the AGXUnity air default s = 1.58899e-5 at
-//    alpha = 0.000402272 (exactly), and the "fog-like" s = 0.3 of MODELS.md KAT-A at MOR 50 m
-//    (this gives 0.297). It treats every hydrometeor with one backscatter-to-extinction ratio:
-//    an empirical calibration, not a derivation; override with a custom medium when measured.
+//    alpha = 0.000402272 (exactly), and s = 0.3 at MOR 50 m, a project choice (MODELS.md KAT-A
+//    uses s = 0.3 as a "fog-like" example value, without tying it to a visibility); this gives
+//    0.297. It treats every hydrometeor with one backscatter-to-extinction ratio: a project
+//    calibration, not a derivation; override with a custom medium when measured.
 //  * Refractive index 1.000273 (air: the particles do not change the group index) and
 //    atmospheric backscatter rho_atm = 1/pi (MODELS.md 3.4).
 #include "material/material.h"

@@ -96,8 +96,7 @@ static int do_create_primitive(const Sensim__V1__CreatePrimitive* m, env_t* e, o
       break;
     case SENSIM__V1__CREATE_PRIMITIVE__SHAPE_PLANE:
       d.kind = SCENE_PRIM_PLANE;
-      d.size[0] = m->plane->has_half_size && m->plane->half_size != 0.0 ? m->plane->half_size
-                                                                         : 1e5;
+      d.size[0] = m->plane->has_half_size ? m->plane->half_size : 0.0;  // 0 = unbounded
       break;
     default:
       return err_set(&o->msg, ERR_INVAL, "shape is not set (box, sphere, cylinder, capsule or "

@@ -65,7 +65,7 @@ int prim_init(prim_t* p, scene_prim_kind_t kind, const double size[3], err_msg_t
     p->size[i] = size[i];
   }
   if (kind == SCENE_PRIM_PLANE && p->size[0] == 0.0) {
-    p->size[0] = PRIM_PLANE_INFINITE_HALF;
+    p->size[0] = SCENE_PLANE_UNBOUNDED_HALF;
   }
   return 0;
 }

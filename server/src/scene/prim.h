@@ -11,7 +11,6 @@
 #include "scene/scene.h"
 
 // Half side used for a plane given with half_size 0 ("infinite" ground), m.
-#define PRIM_PLANE_INFINITE_HALF 1e5
 
 typedef struct prim {
   scene_prim_kind_t kind;

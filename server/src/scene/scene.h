@@ -17,6 +17,9 @@
 #include "base/err.h"
 #include "base/xform.h"
 
+// Half side of an "unbounded" plane, m: far beyond any lidar range, small enough for a BVH.
+#define SCENE_PLANE_UNBOUNDED_HALF 1e5
+
 typedef struct scene_device scene_device_t;
 typedef struct scene scene_t;
 
@@ -51,7 +54,8 @@ typedef enum scene_prim_kind {
   SCENE_PRIM_SPHERE,        // size[0] = radius
   SCENE_PRIM_CYLINDER,      // size[0] = radius, size[1] = half length (capped)
   SCENE_PRIM_CAPSULE,       // size[0] = radius, size[1] = half length of the cylinder part
-  SCENE_PRIM_PLANE,         // z = 0, size[0] = half side of the square
+  SCENE_PRIM_PLANE,         // z = 0, size[0] = half side of the square; 0 = unbounded (a square
+                            //   of half side SCENE_PLANE_UNBOUNDED_HALF)
 } scene_prim_kind_t;
 
 // Add a triangle mesh geometry (copied; validated by the caller). Returns a geometry handle

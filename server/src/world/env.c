@@ -14,7 +14,6 @@
 #include "base/mem.h"
 #include "world/env_impl.h"
 
-#define PLANE_UNBOUNDED_HALF_SIZE 1e5  // m; a plane given half_size = 0 (see proto Plane)
 
 static const char* const kAxis[3] = {"x", "y", "z"};
 
@@ -504,6 +503,7 @@ static int check_primitive(const prim_desc_t* d, double size[3], err_msg_t* msg)
       return check_size("sphere.radius", d->size[0], msg);
     case SCENE_PRIM_CYLINDER:
     case SCENE_PRIM_CAPSULE: {
+      // a capsule of half length 0 is a sphere; a cylinder needs a length
       const char* shape = d->kind == SCENE_PRIM_CYLINDER ? "cylinder" : "capsule";
       char field[32];
       snprintf(field, sizeof(field), "%s.radius", shape);
@@ -513,12 +513,15 @@ static int check_primitive(const prim_desc_t* d, double size[3], err_msg_t* msg)
       snprintf(field, sizeof(field), "%s.half_length", shape);
       size[0] = d->size[0];
       size[1] = d->size[1];
+      if (d->kind == SCENE_PRIM_CAPSULE && d->size[1] == 0.0) {
+        return 0;
+      }
       return check_size(field, d->size[1], msg);
     }
     case SCENE_PRIM_PLANE:
-      // half_size 0 means unbounded (proto Plane), represented by a large square
-      size[0] = d->size[0] == 0.0 ? PLANE_UNBOUNDED_HALF_SIZE : d->size[0];
-      return check_size("plane.half_size", size[0], msg);
+      // half_size 0 means unbounded (scene.h)
+      size[0] = d->size[0];
+      return d->size[0] == 0.0 ? 0 : check_size("plane.half_size", size[0], msg);
     default:
       return err_set(msg, ERR_INVAL, "kind = %d is not a primitive kind", (int)d->kind);
   }
@@ -535,7 +538,7 @@ static double prim_extent(scene_prim_kind_t kind, const double size[3]) {
     case SCENE_PRIM_CAPSULE:
       return size[0] + size[1];
     case SCENE_PRIM_PLANE:
-      return size[0] * sqrt(2.0);
+      return (size[0] == 0.0 ? SCENE_PLANE_UNBOUNDED_HALF : size[0]) * sqrt(2.0);
     default:
       return size[0];
   }

@@ -88,8 +88,9 @@ int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) CHECKRET;
 typedef struct prim_desc {
   uint32_t id;
   scene_prim_kind_t kind;
-  double size[3];               // as scene_prim_kind_t documents; finite and > 0 (plane: 0 =
-                                // unbounded, a 1e5 m half side); unused entries ignored
+  double size[3];               // as scene_prim_kind_t documents, finite, > 0 and <= ENV_MAX_COORD
+                                // (capsule half length and plane half side may be 0); unused
+                                // entries ignored
   const char* name;             // nullable
 } prim_desc_t;
 

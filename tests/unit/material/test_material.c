@@ -186,7 +186,8 @@ TEST(ambient_presets_follow_their_formulas) {
   ambient_material_t a;
   const double db_km = log(10.0) / 1e4;
 
-  // dense fog: q = 0, plain Koschmieder; s near the "fog-like" 0.3 of KAT-A at 50 m
+  // dense fog: q = 0, plain Koschmieder; s near the project's calibration point 0.3 at 50 m
+  // (ambient.c: a choice, not a published value)
   ASSERT_OK(ambient_fog(50.0, &a, NULL));
   ASSERT_NEAR(a.attenuation, log(20.0) / 50.0, 1e-15);
   ASSERT_TRUE(a.return_scaling > 0.28 && a.return_scaling < 0.31);
