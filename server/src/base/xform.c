@@ -61,8 +61,24 @@ void xform_quat_to_mat(const double q[4], double dest[9]) {
 }
 
 
+double xform_norm(const double* v, int n) {
+  double m = 0.0;
+  for (int i = 0; i < n; i++) {
+    m = fmax(m, fabs(v[i]));
+  }
+  if (!(m > 0.0) || isinf(m)) {
+    return m;
+  }
+  double s = 0.0;
+  for (int i = 0; i < n; i++) {
+    s += (v[i] / m) * (v[i] / m);
+  }
+  return m * sqrt(s);
+}
+
+
 double xform_quat_normalize(double q[4]) {
-  double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  double n = xform_norm(q, 4);
 
   // a zero quaternion has no direction: fall back to the identity rather than divide by 0
   if (!(n > 0.0)) {

@@ -25,7 +25,11 @@ void xform_quat_conj(const double q[4], double dest[4]);
 // Rotation matrix R(q), row-major 3x3 (columns = local axes in the parent frame).
 void xform_quat_to_mat(const double q[4], double dest[9]);
 
-// Normalise q in place; returns its norm before normalisation.
+// Euclidean norm of n values, scaled by the largest magnitude first so that the squares neither
+// overflow nor underflow (finite inputs give a finite result).
+double xform_norm(const double* v, int n);
+
+// Normalise q in place; returns its norm before normalisation (a zero q becomes the identity).
 double xform_quat_normalize(double q[4]);
 
 // Shortest-arc slerp (MODELS.md 10.7): flips b when a.b < 0, lerps and normalises when

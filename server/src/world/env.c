@@ -39,24 +39,14 @@ env_limits_t env_default_limits(void) {
 
 
 double env_quat_normalize(const double q[4], double dest[4]) {
-  double m = 0.0;
-  for (int i = 0; i < 4; i++) {
-    m = fmax(m, fabs(q[i]));
-  }
-  if (m == 0.0) {
-    return 0.0;
-  }
-
-  // scale by the largest component first so that the squares neither overflow nor underflow
-  double s = 0.0;
-  for (int i = 0; i < 4; i++) {
-    s += (q[i] / m) * (q[i] / m);
-  }
-  double r = sqrt(s);
-  double norm = m * r;
+  double norm = xform_norm(q, 4);
   if (norm >= ENV_QUAT_MIN_NORM) {
+    // divide by the largest component first: the norm of components near DBL_MAX overflows
+    double m = fmax(fmax(fabs(q[0]), fabs(q[1])), fmax(fabs(q[2]), fabs(q[3])));
+    double u[4] = {q[0] / m, q[1] / m, q[2] / m, q[3] / m};
+    double r = xform_norm(u, 4);
     for (int i = 0; i < 4; i++) {
-      dest[i] = (q[i] / m) / r;
+      dest[i] = u[i] / r;
     }
   }
   return norm;

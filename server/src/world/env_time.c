@@ -226,16 +226,6 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
 
 
 // Norm of a finite vector without overflow or underflow (0 for the zero vector).
-static double norm3(const double v[3]) {
-  double m = fmax(fabs(v[0]), fmax(fabs(v[1]), fabs(v[2])));
-  if (m == 0.0) {
-    return 0.0;
-  }
-  double x = v[0] / m, y = v[1] / m, z = v[2] / m;
-  return m * sqrt(x * x + y * y + z * z);
-}
-
-
 static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit_t* out,
                          err_msg_t* msg) {
   static const char* const kAxis[3] = {"x", "y", "z"};
@@ -277,8 +267,8 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
     }
     // a direction this short loses its precision when normalised (and is zero under the
     // flush-to-zero mode of the tracer)
-    if (!(norm3(d) >= ENV_MIN_DIRECTION)) {
-      return err_set(msg, ERR_INVAL, "directions[%u] has length %g, below %g", i, norm3(d),
+    if (!(xform_norm(d, 3) >= ENV_MIN_DIRECTION)) {
+      return err_set(msg, ERR_INVAL, "directions[%u] has length %g, below %g", i, xform_norm(d, 3),
                      ENV_MIN_DIRECTION);
     }
   }
@@ -320,7 +310,7 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
       size_t i = i0 + k;
       scene_ray_t* ray = &rays[k];
       const double* d = r->directions + 3 * i;
-      double len = norm3(d);
+      double len = xform_norm(d, 3);
       for (int a = 0; a < 3; a++) {
         ray->origin[a] = r->origins[3 * i + a];
         ray->dir[a] = d[a] / len;

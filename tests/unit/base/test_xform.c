@@ -257,3 +257,18 @@ TEST(xform_normalize_returns_norm_and_handles_zero) {
   ASSERT_NEAR(id.p[0] + id.p[1] + id.p[2] + id.q[1] + id.q[2] + id.q[3], 0.0, 0.0);
   return 0;
 }
+
+
+TEST(xform_norm_neither_overflows_nor_underflows) {
+  double big[3] = {3e200, 4e200, 0.0};
+  double tiny[3] = {3e-200, 4e-200, 0.0};
+  double zero[3] = {0.0, 0.0, 0.0};
+  ASSERT_NEAR(xform_norm(big, 3) / 5e200, 1.0, 1e-15);
+  ASSERT_NEAR(xform_norm(tiny, 3) / 5e-200, 1.0, 1e-15);
+  ASSERT_EQ(xform_norm(zero, 3) == 0.0, 1);
+  double q[4] = {0.0, 0.0, 3e300, 4e300};  // (w, x, y, z)
+  xform_quat_normalize(q);
+  ASSERT_NEAR(q[2], 0.6, 1e-15);
+  ASSERT_NEAR(q[3], 0.8, 1e-15);
+  return 0;
+}
