@@ -93,7 +93,7 @@ void daemon_config_default(daemon_config_t* cfg) {
   cfg->max_clients = 64;
   cfg->max_environments = 64;
   cfg->max_queue_bytes = 256ull << 20;
-  cfg->max_pending_bytes = 256ull << 20;
+  cfg->max_pending_bytes = 64ull << 20;
   cfg->retain_environments = 0;
   cfg->log_level = LOG_LEVEL_INFO;
   cfg->limits = env_default_limits();
@@ -254,6 +254,7 @@ static uint8_t* hello_reply(daemon_t* d, client_t* c, req_job_t* rj, size_t* out
   uint8_t* out = NULL;
   if (!e->env) {
     c->finishing = 1;
+    session_pause(c->s);
     d->counters.requests_failed++;
     char text[128];
     snprintf(text, sizeof(text), "hello.environment '%s' could not be created", e->name);
@@ -520,21 +521,25 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
   uint64_t id = wire_id(req);
   wire_kind_t kind = wire_kind(req);
   const char* body = wire_body_name(req);
+
+  // handshake first: anything else, or a hello without an id, is refused and closed
+  if (!c->ready) {
+    if (kind == WIRE_KIND_HELLO && id != 0) {
+      handle_hello(d, c, req);
+      return;
+    }
+    if (kind == WIRE_KIND_HELLO) {
+      reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (hello)");
+    } else {
+      reply_status(d, s, id, ERR_STATE, "the first message must be hello (got %s)", body);
+    }
+    wire_free(req);
+    session_close(s);
+    return;
+  }
   if (id == 0) {
     reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (%s)", body);
     wire_free(req);
-    return;
-  }
-
-  // handshake first
-  if (!c->ready) {
-    if (kind == WIRE_KIND_HELLO) {
-      handle_hello(d, c, req);
-    } else {
-      reply_status(d, s, id, ERR_STATE, "the first message must be hello (got %s)", body);
-      wire_free(req);
-      session_close(s);
-    }
     return;
   }
 

@@ -82,8 +82,8 @@ def test_replies_owed_are_sent_before_a_protocol_error_closes(sensimd):
 
 
 def test_frames_that_decode_to_far_more_than_their_size_are_refused(sensimd):
-    # 100k unknown fields of 3 bytes: 300 kB on the wire, millions of bytes once decoded
-    junk = b"\x98\x06\x01" * 100_000  # field 99, varint 1
+    # 2M unknown fields of 3 bytes: 6 MB on the wire, about 50 MB once decoded
+    junk = b"\x98\x06\x01" * 2_000_000  # field 99, varint 1
     env = pb.Envelope(id=2)
     payload = env.SerializeToString() + junk
     with sensimd.client() as witness, socket.create_connection(("127.0.0.1",
@@ -129,3 +129,25 @@ def test_environment_names_must_be_utf8(sensimd):
     assert [r.id for r in replies] == [1]
     assert replies[0].status.code == pb.INVALID_ARGUMENT
     assert "UTF-8" in replies[0].status.message
+
+
+def test_unread_input_does_not_reset_away_owed_replies(sensimd):
+    """After a bad frame the daemon answers what it owes, then closes; input it never reads
+    (here 2 MiB behind the bad frame) must not turn the close into a reset that discards
+    replies still in flight."""
+    batch = [hello()] + [pb.Envelope(id=2 + i, ping=pb.Ping(payload=bytes(1 << 20)))
+                         for i in range(40)]
+    data = b"".join(frame(e) for e in batch) + b"\x03\x00\x00\x00\xff\xff\xff"
+    data += bytes(2 << 20)
+    with socket.create_connection(("127.0.0.1", sensimd.port)) as sock:
+        sock.sendall(data)
+        replies = read_all(sock)
+    assert [r.id for r in replies] == list(range(1, 42)) + [0]
+    assert replies[-1].status.code == pb.INVALID_ARGUMENT
+
+
+def test_first_message_without_id_is_refused_and_closed(sensimd):
+    with socket.create_connection(("127.0.0.1", sensimd.port)) as sock:
+        sock.sendall(frame(pb.Envelope(ping=pb.Ping())))
+        replies = read_all(sock)
+    assert len(replies) == 1 and replies[0].status.code == pb.FAILED_PRECONDITION

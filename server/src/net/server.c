@@ -30,6 +30,7 @@ struct session {
   uv_shutdown_t shutdown;
   uv_timer_t linger;         // bounds how long a closing session may wait for its peer
   int eof;                   // the peer shut down its sending side
+  int shut;                  // our shutdown is done: every queued byte went to the kernel
   void* data;
   char peer[64];
 };
@@ -103,9 +104,20 @@ static void close_now(session_t* s) {
 }
 
 
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out);
+
+
 static void on_shutdown(uv_shutdown_t* req, int status) {
-  (void)status;
-  close_now((session_t*)req->handle);
+  session_t* s = (session_t*)req->handle;
+  s->shut = 1;
+
+  // Closing a socket with unread input resets the connection, and a reset throws away the
+  // replies the kernel has not delivered yet: wait for the peer's end of stream (a lingering
+  // close), bounded by the linger timer.
+  if (status < 0 || s->eof) {
+    close_now(s);
+  }
 }
 
 
@@ -114,12 +126,16 @@ void session_close(session_t* s) {
     return;
   }
   s->closing = 1;
-  if (s->reading) {
-    uv_read_stop((uv_stream_t*)&s->tcp);
-    s->reading = 0;
+  s->paused = 0;
+
+  // keep reading (and discarding) until the peer's end of stream
+  if (!s->eof && !s->reading &&
+      uv_read_start((uv_stream_t*)&s->tcp, on_alloc, on_read) == 0) {
+    s->reading = 1;
   }
-  // shutdown completes after every queued write; then the handle closes. A peer that never
-  // reads would keep the session forever: the linger timer bounds the wait.
+
+  // shutdown completes after every queued write; a peer that stops reading or never closes
+  // would keep the session forever: the linger timer bounds the wait while nothing moves
   if (uv_shutdown(&s->shutdown, (uv_stream_t*)&s->tcp, on_shutdown) != 0) {
     close_now(s);
     return;
@@ -137,6 +153,11 @@ static void on_write(uv_write_t* req, int status) {
   session_write_t* w = (session_write_t*)req;
   session_t* s = w->s;
   s->queued -= FRAME_HEADER_BYTES + w->len;
+
+  // a closing session that still makes progress is not cut off: the linger time is idle time
+  if (s->closing && status == 0 && !uv_is_closing((uv_handle_t*)&s->tcp)) {
+    uv_timer_start(&s->linger, on_linger, SESSION_LINGER_MS, 0);
+  }
   if (status < 0 && status != UV_ECANCELED && !s->closing) {
     LOG_DEBUG("session %llu: write failed: %s", (unsigned long long)s->id, uv_strerror(status));
     close_now(s);
@@ -225,6 +246,20 @@ static void deliver_frames(session_t* s) {
 static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   session_t* s = (session_t*)stream;
   server_t* srv = s->srv;
+
+  // closing: input is discarded until the peer's end of stream (see on_shutdown)
+  if (s->closing) {
+    mem_free(buf->base);
+    if (nread < 0) {
+      uv_read_stop(stream);
+      s->reading = 0;
+      s->eof = 1;
+      if (s->shut || nread != UV_EOF) {
+        close_now(s);
+      }
+    }
+    return;
+  }
   if (nread < 0) {
     mem_free(buf->base);
     if (nread == UV_EOF && srv->hooks.on_eof) {

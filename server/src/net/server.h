@@ -68,7 +68,8 @@ uint32_t server_sessions(const server_t* srv);
 // when its unsent output would exceed max_queue_bytes.
 void session_send(session_t* s, uint8_t* payload, size_t len);
 
-// Close after every queued frame has been written, or after 5 s if the peer does not read.
+// Close after every queued frame has been written and the peer has ended its stream (input
+// that arrives meanwhile is discarded), or after 5 s in which nothing moves.
 void session_close(session_t* s);
 
 int session_is_closing(const session_t* s);

@@ -70,7 +70,7 @@ int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_ms
     return err_set(msg, ERR_NOMEM, "out of memory decoding a frame");
   }
   r->env = env;
-  r->size = len;
+  r->size = len + (WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK - budget.left);
   *out = r;
   return 0;
 }

@@ -31,9 +31,11 @@ typedef enum wire_kind {
 } wire_kind_t;
 
 // A decoded request may take at most WIRE_DECODE_FACTOR times its frame plus WIRE_DECODE_SLACK
-// bytes (packed arrays and bytes decode 1:1; a few small sub-messages need the slack).
+// bytes. Bulk data (packed arrays, bytes) decodes 1:1; the slack covers the sub-messages of a
+// legitimate request, whose numbers are limited (e.g. 1024 dipoles decode to about 200 KiB),
+// while a frame of many tiny unknown or empty fields is refused before it costs much.
 #define WIRE_DECODE_FACTOR 4u
-#define WIRE_DECODE_SLACK (64u * 1024u)
+#define WIRE_DECODE_SLACK (4u * 1024u * 1024u)
 
 // Decode one frame payload. Returns 0 and *out (free with wire_free), or ERR_PROTO with msg, or
 // ERR_LIMIT when it would decode to more than the budget above.
@@ -46,7 +48,7 @@ wire_kind_t wire_kind(const wire_request_t* r);
 // Field name of the body ("create_mesh"), or "(none)".
 const char* wire_body_name(const wire_request_t* r);
 
-// Size of the decoded frame, for back-pressure accounting.
+// Memory the request holds: its frame plus what decoding allocated (back-pressure accounting).
 size_t wire_size(const wire_request_t* r);
 
 typedef struct wire_hello {

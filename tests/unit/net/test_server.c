@@ -634,7 +634,11 @@ static void oversize_error(tctx_t* t, session_t* s) {
 static void end_when_both_closed(client_t* c) {
   if (c->t->closes == 1) {
     tctx_shutdown(c->t);
+    return;
   }
+
+  // like a real client, close on end of stream: the server lingers until then (lingering close)
+  client_close(c);
 }
 
 

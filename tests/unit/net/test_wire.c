@@ -185,9 +185,9 @@ TEST(wire_remove_environment_is_told_apart_from_other_bodies) {
 
 
 TEST(wire_decoding_is_bounded_by_the_frame_size) {
-  // 20000 unknown varint fields (field 99: a two-byte tag, a one-byte value): 3 bytes each on
-  // the wire, a struct and an allocation each when decoded
-  size_t n = 20000, len = 0;
+  // 600000 unknown varint fields (field 99: a two-byte tag, a one-byte value): 3 bytes each on
+  // the wire (1.8 MB), a struct and an allocation each when decoded (about 15 MB)
+  size_t n = 600000, len = 0;
   uint8_t* buf = mem_alloc(3 * n);
   ASSERT_TRUE(buf != NULL);
   for (size_t i = 0; i < n; i++) {
@@ -219,5 +219,41 @@ TEST(wire_decoding_is_bounded_by_the_frame_size) {
   wire_free(r);
   mem_free(buf);
   mem_free(values);
+  return 0;
+}
+
+
+TEST(wire_decoding_admits_the_largest_legitimate_nested_request) {
+  // SetEnvironment with 1024 dipoles of small sub-messages: about 12 times its frame decoded
+  enum { N = 1024 };
+  static Sensim__V1__MagneticDipole dip[N];
+  static Sensim__V1__Vec3 moment[N];
+  static Sensim__V1__MagneticDipole* dips[N];
+  for (int i = 0; i < N; i++) {
+    sensim__v1__vec3__init(&moment[i]);
+    moment[i].has_z = 1;
+    moment[i].z = 1.0;
+    sensim__v1__magnetic_dipole__init(&dip[i]);
+    dip[i].moment = &moment[i];
+    dip[i].has_body_id = 1;
+    dip[i].body_id = 1;
+    dips[i] = &dip[i];
+  }
+  Sensim__V1__SetEnvironment set = SENSIM__V1__SET_ENVIRONMENT__INIT;
+  set.n_dipoles = N;
+  set.dipoles = dips;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.has_id = 1;
+  env.id = 1;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_ENVIRONMENT;
+  env.set_environment = &set;
+  uint8_t* buf;
+  size_t len;
+  ASSERT_OK(wire_pack(&env, &buf, &len));
+  wire_request_t* r;
+  ASSERT_OK(wire_decode(buf, len, &r, NULL));
+  ASSERT_TRUE(wire_size(r) > 4 * len);  // the decoded size is what back-pressure counts
+  wire_free(r);
+  mem_free(buf);
   return 0;
 }
