@@ -10,40 +10,9 @@ import struct
 
 import pytest
 
-import sensim
 from sensim import errors, pb
 
-
-def frame(env) -> bytes:
-    payload = env.SerializeToString()
-    return struct.pack("<I", len(payload)) + payload
-
-
-def hello(id_: int = 1, **fields) -> "pb.Envelope":
-    env = pb.Envelope(id=id_)
-    env.hello.protocol_version = pb.PROTOCOL_VERSION
-    for k, v in fields.items():
-        setattr(env.hello, k, v)
-    return env
-
-
-def read_all(sock: socket.socket, timeout: float = 30.0) -> list:
-    """Every reply until the daemon closes the connection."""
-    sock.settimeout(timeout)
-    data = b""
-    while True:
-        chunk = sock.recv(1 << 20)
-        if not chunk:
-            break
-        data += chunk
-    out = []
-    while data:
-        (n,) = struct.unpack_from("<I", data)
-        env = pb.Envelope()
-        env.ParseFromString(data[4:4 + n])
-        out.append(env)
-        data = data[4 + n:]
-    return out
+from rawwire import frame, hello, read_all
 
 
 def test_order_is_kept_across_a_backpressure_pause(sensimd):

@@ -6,7 +6,6 @@ nothing, named environments and retention (DESIGN.md sections 3-4, MODELS.md 10.
 from __future__ import annotations
 
 import math
-import struct
 
 import numpy as np
 import pytest

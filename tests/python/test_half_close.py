@@ -5,32 +5,10 @@
 from __future__ import annotations
 
 import socket
-import struct
 
 from sensim import pb
 
-
-def frame(env) -> bytes:
-    payload = env.SerializeToString()
-    return struct.pack("<I", len(payload)) + payload
-
-
-def read_frames(sock: socket.socket) -> list:
-    data = b""
-    sock.settimeout(10)
-    while True:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    out = []
-    while data:
-        (n,) = struct.unpack_from("<I", data)
-        env = pb.Envelope()
-        env.ParseFromString(data[4:4 + n])
-        out.append(env)
-        data = data[4 + n:]
-    return out
+from rawwire import frame, read_all
 
 
 def test_half_closed_client_gets_every_reply(sensimd):
@@ -52,7 +30,7 @@ def test_half_closed_client_gets_every_reply(sensimd):
     with socket.create_connection(("127.0.0.1", sensimd.port)) as sock:
         sock.sendall(b"".join(frame(e) for e in batch))
         sock.shutdown(socket.SHUT_WR)
-        replies = read_frames(sock)
+        replies = read_all(sock)
     assert [r.id for r in replies] == [1, 2, 3, 4, 5]
     assert all(r.status.code == pb.OK for r in replies)
     assert abs(replies[3].raycast_result.distances[0] - 4.0) < 1e-4

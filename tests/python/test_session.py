@@ -13,10 +13,7 @@ import pytest
 import sensim
 from sensim import errors, pb
 
-
-def frame(env) -> bytes:
-    payload = env.SerializeToString()
-    return struct.pack("<I", len(payload)) + payload
+from rawwire import frame
 
 
 def ping_env(id_: int, payload: bytes = b"") -> "pb.Envelope":
