@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
-"""Replies leave each connection in request order even when reading pauses for back-pressure,
-replies still owed are sent before a protocol error closes the connection, decoding is bounded,
-and environments are released as documented (proto/README.md)."""
+"""Limits and the daemon's promises at them (proto/README.md, README.md): replies keep request
+order across back-pressure pauses, replies still owed are sent before a protocol error closes the
+connection, decoding is bounded, environments are limited and released as documented, names are
+UTF-8, and the command line refuses bad options."""
 
 from __future__ import annotations
 
+import os
 import socket
 import struct
+import subprocess
 
 import pytest
 
@@ -120,3 +123,29 @@ def test_first_message_without_id_is_refused_and_closed(sensimd):
         sock.sendall(frame(pb.Envelope(ping=pb.Ping())))
         replies = read_all(sock)
     assert len(replies) == 1 and replies[0].status.code == pb.FAILED_PRECONDITION
+
+
+def test_max_environments_is_enforced_and_freed(sensimd_factory):
+    d = sensimd_factory("--max-environments", "2")
+    a = d.client(environment="a")
+    b = d.client(environment="b")
+    with pytest.raises(errors.ResourceExhausted, match="max_environments"):
+        d.client(environment="c")
+    # joining an existing one still works, and a destroyed one frees its place
+    d.client(environment="a").close()
+    b.close()
+    with d.client(environment="c") as c:
+        names = sorted(e.name for e in c.get_info().environments)
+        assert names == ["a", "c"]
+    a.close()
+
+
+def test_cli_rejects_bad_options(sensimd):
+    exe = sensimd.args[0]
+    for args, word in ((["--threads", "0"], "threads"), (["--listen", "nowhere"], "listen"),
+                       (["--retention", "maybe"], "retention"), (["--bogus"], "bogus"),
+                       (["--log-level", "loud"], "log-level")):
+        r = subprocess.run([exe, *args], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and word in r.stderr, (args, r.stderr)
+    r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
+    assert r.returncode == 0 and r.stdout.startswith("sensimd ")
