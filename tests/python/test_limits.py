@@ -6,7 +6,6 @@ UTF-8, and the command line refuses bad options."""
 
 from __future__ import annotations
 
-import os
 import socket
 import struct
 import subprocess
