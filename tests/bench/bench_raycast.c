@@ -13,7 +13,6 @@
 // object of every ray), then the timed repeats are interleaved and their medians printed with
 // the paired ratios sensim / raw. Exit status 1 when the cross-check fails.
 #include <embree3/rtcore.h>
-#include <getopt.h>
 #include <math.h>
 #include <pmmintrin.h>
 #include <stdbool.h>
@@ -92,94 +91,25 @@ static void options_default(options_t* o, int quick) {
 }
 
 
-static unsigned parse_count(const char* opt, const char* text, unsigned lo, unsigned hi) {
-  char* end = NULL;
-  unsigned long v = strtoul(text, &end, 10);
-  if (!end || *end || text[0] == '-' || v < lo || v > hi) {
-    fprintf(stderr, "bench_raycast: --%s '%s' must be an integer in [%u, %u]\n", opt, text, lo,
-            hi);
-    exit(2);
-  }
-  return (unsigned)v;
-}
-
-
 static void parse_options(int argc, char** argv, options_t* o) {
   // --quick sets the defaults that the other options then override, wherever it appears
-  int quick = 0;
-  for (int i = 1; i < argc; i++) {
-    quick |= strcmp(argv[i], "--quick") == 0;
-  }
-  options_default(o, quick);
-
-  enum { OPT_QUICK = 1, OPT_GRID, OPT_BLOBS, OPT_BLOB_RES, OPT_FIELDS, OPT_CHANNELS,
-         OPT_COLUMNS, OPT_SCANS, OPT_REPEATS, OPT_RANGE, OPT_ABLATE, OPT_HELP };
-  static const struct option opts[] = {
-      {"quick", no_argument, NULL, OPT_QUICK},
-      {"grid", required_argument, NULL, OPT_GRID},
-      {"blobs", required_argument, NULL, OPT_BLOBS},
-      {"blob-res", required_argument, NULL, OPT_BLOB_RES},
-      {"fields", required_argument, NULL, OPT_FIELDS},
-      {"channels", required_argument, NULL, OPT_CHANNELS},
-      {"columns", required_argument, NULL, OPT_COLUMNS},
-      {"scans", required_argument, NULL, OPT_SCANS},
-      {"repeats", required_argument, NULL, OPT_REPEATS},
-      {"max-range", required_argument, NULL, OPT_RANGE},
-      {"ablate", no_argument, NULL, OPT_ABLATE},
-      {"help", no_argument, NULL, OPT_HELP},
-      {NULL, 0, NULL, 0},
+  options_default(o, bench_has_arg(argc, argv, "--quick"));
+  const bench_opt_t opts[] = {
+      {"quick", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"grid", BENCH_OPT_COUNT, &o->grid, 1, 2000},
+      {"blobs", BENCH_OPT_COUNT, &o->blobs, 1, 100000},
+      {"blob-res", BENCH_OPT_COUNT, &o->blob_res, 2, 512},
+      {"fields", BENCH_OPT_COUNT, &o->fields, 0, MAX_FIELDS},
+      {"channels", BENCH_OPT_COUNT, &o->channels, 1, 1024},
+      {"columns", BENCH_OPT_COUNT, &o->columns, 1, 65536},
+      {"scans", BENCH_OPT_COUNT, &o->scans, 1, 64},
+      {"repeats", BENCH_OPT_COUNT, &o->repeats, 5, 1000},
+      {"max-range", BENCH_OPT_POSITIVE, &o->max_range, 0, 0},
+      {"ablate", BENCH_OPT_FLAG, &o->ablate, 0, 0},
   };
-  int c;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (c) {
-      case OPT_QUICK:
-        break;
-      case OPT_GRID:
-        o->grid = parse_count("grid", optarg, 1, 2000);
-        break;
-      case OPT_BLOBS:
-        o->blobs = parse_count("blobs", optarg, 1, 100000);
-        break;
-      case OPT_BLOB_RES:
-        o->blob_res = parse_count("blob-res", optarg, 2, 512);
-        break;
-      case OPT_FIELDS:
-        o->fields = parse_count("fields", optarg, 0, MAX_FIELDS);
-        break;
-      case OPT_CHANNELS:
-        o->channels = parse_count("channels", optarg, 1, 1024);
-        break;
-      case OPT_COLUMNS:
-        o->columns = parse_count("columns", optarg, 1, 65536);
-        break;
-      case OPT_SCANS:
-        o->scans = parse_count("scans", optarg, 1, 64);
-        break;
-      case OPT_REPEATS:
-        o->repeats = parse_count("repeats", optarg, 5, 1000);
-        break;
-      case OPT_RANGE: {
-        char* end = NULL;
-        o->max_range = strtod(optarg, &end);
-        if (!end || *end || !(o->max_range > 0.0) || !isfinite(o->max_range)) {
-          fprintf(stderr, "bench_raycast: --max-range '%s' must be a positive number\n", optarg);
-          exit(2);
-        }
-        break;
-      }
-      case OPT_ABLATE:
-        o->ablate = 1;
-        break;
-      case OPT_HELP:
-        fputs(g_usage, stdout);
-        exit(0);
-      default:
-        fputs(g_usage, stderr);
-        exit(2);
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "bench_raycast: unexpected argument '%s'\n%s", argv[optind], g_usage);
+  int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
+  if (first < argc) {
+    fprintf(stderr, "bench_raycast: unexpected argument '%s'\n%s", argv[first], g_usage);
     exit(2);
   }
   uint64_t nray = (uint64_t)o->channels * o->columns * o->scans;
@@ -188,16 +118,6 @@ static void parse_options(int argc, char** argv, options_t* o) {
             (unsigned long long)nray);
     exit(2);
   }
-}
-
-
-static void* xmalloc(size_t n) {
-  void* p = malloc(n ? n : 1);
-  if (!p) {
-    fprintf(stderr, "bench_raycast: out of memory (%zu bytes)\n", n);
-    exit(1);
-  }
-  return p;
 }
 
 //---------------- Scene description
@@ -235,12 +155,6 @@ typedef struct world {
 } world_t;
 
 
-static double terrain_height(double x, double y) {
-  return 1.5 * sin(0.05 * x) * cos(0.07 * y) + 0.4 * sin(0.31 * x + 0.2 * y) +
-         0.15 * sin(1.3 * x) * sin(1.1 * y);
-}
-
-
 // Deterministic uniform numbers in [0, 1).
 static double rnd(uint64_t* s) {
   *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -250,29 +164,11 @@ static double rnd(uint64_t* s) {
 
 // Height field over the square of side TERRAIN_SIZE centred on the origin.
 static void make_terrain(mesh_t* m, unsigned g) {
-  unsigned nside = g + 1;
-  m->nv = nside * nside;
+  m->nv = (g + 1) * (g + 1);
   m->nt = 2 * g * g;
-  m->v = xmalloc(3 * sizeof(float) * m->nv);
-  m->idx = xmalloc(3 * sizeof(uint32_t) * m->nt);
-  double step = TERRAIN_SIZE / g;
-  for (unsigned j = 0; j < nside; j++) {
-    for (unsigned i = 0; i < nside; i++) {
-      double x = -0.5 * TERRAIN_SIZE + step * i, y = -0.5 * TERRAIN_SIZE + step * j;
-      float* v = m->v + 3 * (j * nside + i);
-      v[0] = (float)x;
-      v[1] = (float)y;
-      v[2] = (float)terrain_height(x, y);
-    }
-  }
-  uint32_t* t = m->idx;
-  for (unsigned j = 0; j < g; j++) {
-    for (unsigned i = 0; i < g; i++) {
-      uint32_t a = j * nside + i, b = a + 1, c = a + nside + 1, d = a + nside;
-      *t++ = a, *t++ = b, *t++ = c;
-      *t++ = a, *t++ = c, *t++ = d;
-    }
-  }
+  m->v = bench_xmalloc(3 * sizeof(float) * m->nv);
+  m->idx = bench_xmalloc(3 * sizeof(uint32_t) * m->nt);
+  bench_terrain(g, TERRAIN_SIZE, m->v, m->idx);
 }
 
 
@@ -282,8 +178,8 @@ static void make_field(mesh_t* m, unsigned nblob, unsigned stacks) {
   uint32_t vper = (stacks + 1) * slices, tper = 2 * stacks * slices;
   m->nv = nblob * vper;
   m->nt = nblob * tper;
-  m->v = xmalloc(3 * sizeof(float) * m->nv);
-  m->idx = xmalloc(3 * sizeof(uint32_t) * m->nt);
+  m->v = bench_xmalloc(3 * sizeof(float) * m->nv);
+  m->idx = bench_xmalloc(3 * sizeof(uint32_t) * m->nt);
   uint64_t seed = 12345;
   float* v = m->v;
   uint32_t* t = m->idx;
@@ -363,7 +259,7 @@ static void make_world(world_t* w, const options_t* o) {
     double a = 2.0 * M_PI * k / (o->fields ? o->fields : 1) + 0.25;
     double x = 30.0 * cos(a), y = 30.0 * sin(a);
     double s = k == 1 ? 1.25 : 1.0;
-    add_object(w, gf, pose_yaw(x, y, terrain_height(x, y) - 0.3, 0.7 * k + 0.1), s, s,
+    add_object(w, gf, pose_yaw(x, y, bench_terrain_height(x, y) - 0.3, 0.7 * k + 0.1), s, s,
                k == 1 ? 0.9 : 1.0);
   }
 
@@ -372,19 +268,19 @@ static void make_world(world_t* w, const options_t* o) {
     double a = 1.05 * k + 0.2, r = 9.0 + 3.0 * k;
     double x = r * cos(a), y = r * sin(a);
     unsigned g = add_geom(w, NULL, SCENE_PRIM_CYLINDER, 0.12 + 0.02 * k, 3.0, 0);
-    add_object(w, g, pose_yaw(x, y, terrain_height(x, y) + 3.0, 0), 1, 1, 1);
+    add_object(w, g, pose_yaw(x, y, bench_terrain_height(x, y) + 3.0, 0), 1, 1, 1);
   }
   for (unsigned k = 0; k < 4; k++) {
     double a = 1.6 * k + 0.9, r = 12.0 + 2.5 * k;
     double x = r * cos(a), y = r * sin(a);
     unsigned g = add_geom(w, NULL, SCENE_PRIM_BOX, 2.2, 0.9 + 0.05 * k, 0.75);
-    add_object(w, g, pose_yaw(x, y, terrain_height(x, y) + 0.75, 0.8 * k + 0.3), 1, 1, 1);
+    add_object(w, g, pose_yaw(x, y, bench_terrain_height(x, y) + 0.75, 0.8 * k + 0.3), 1, 1, 1);
   }
   for (unsigned k = 0; k < 3; k++) {
     double a = 2.1 * k + 2.4, r = 7.0 + 4.0 * k, rad = 0.6 + 0.2 * k;
     double x = r * cos(a), y = r * sin(a);
     unsigned g = add_geom(w, NULL, SCENE_PRIM_SPHERE, rad, 0, 0);
-    add_object(w, g, pose_yaw(x, y, terrain_height(x, y) + rad, 0), 1, 1, 1);
+    add_object(w, g, pose_yaw(x, y, bench_terrain_height(x, y) + rad, 0), 1, 1, 1);
   }
 }
 
@@ -408,17 +304,18 @@ static void make_rays(rays_t* r, const options_t* o) {
   r->columns = o->columns;
   r->scans = o->scans;
   r->n = (size_t)o->channels * o->columns * o->scans;
-  r->org_d = xmalloc(3 * sizeof(double) * r->n);
-  r->dir_d = xmalloc(3 * sizeof(double) * r->n);
-  r->org = xmalloc(3 * sizeof(float) * r->n);
-  r->dir = xmalloc(3 * sizeof(float) * r->n);
+  r->org_d = bench_xmalloc(3 * sizeof(double) * r->n);
+  r->dir_d = bench_xmalloc(3 * sizeof(double) * r->n);
+  r->org = bench_xmalloc(3 * sizeof(float) * r->n);
+  r->dir = bench_xmalloc(3 * sizeof(float) * r->n);
   r->max_range = (float)o->max_range;
   const double el_span = 45.0 * M_PI / 180.0;
   size_t i = 0;
   for (unsigned s = 0; s < o->scans; s++) {
     // off the terrain's grid lines: a ray running exactly along shared edges is the case that
     // only robust traversal (scene.c's choice) reliably hits, which the reference lacks
-    double ox = 0.37 + 4.0 * s, oy = 0.21 + 1.5 * s, oz = terrain_height(ox, oy) + SENSOR_HEIGHT;
+    double ox = 0.37 + 4.0 * s, oy = 0.21 + 1.5 * s;
+    double oz = bench_terrain_height(ox, oy) + SENSOR_HEIGHT;
     for (unsigned col = 0; col < o->columns; col++) {
       double az = 2.0 * M_PI * col / o->columns;
       for (unsigned ch = 0; ch < o->channels; ch++, i++) {
@@ -608,8 +505,7 @@ typedef struct raw_scene {
 static void raw_check(RTCDevice dev, const char* what) {
   enum RTCError e = rtcGetDeviceError(dev);
   if (e != RTC_ERROR_NONE) {
-    fprintf(stderr, "bench_raycast: embree error %d in %s\n", (int)e, what);
-    exit(1);
+    bench_die("embree error %d in %s", (int)e, what);
   }
 }
 
@@ -724,15 +620,31 @@ typedef struct raw_job {
 } raw_job_t;
 
 
+// Start of a pool chunk: flush-to-zero and denormals-are-zero on this worker, a fresh intersect
+// context. Returns the MXCSR to restore at the end.
+static unsigned raw_chunk_begin(struct RTCIntersectContext* c) {
+  unsigned csr = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  rtcInitIntersectContext(c);
+  return csr;
+}
+
+
+// Ray i's result from Embree's hit fields.
+static void raw_store(result_t* out, size_t i, unsigned geom_id, float tfar, unsigned inst_id) {
+  bool hit = geom_id != RTC_INVALID_GEOMETRY_ID;
+  out->dist[i] = hit ? tfar : INFINITY;
+  out->obj[i] = hit ? inst_id : UINT32_MAX;
+}
+
+
 // pool_fn_t: rays [begin, end) one at a time with rtcIntersect1.
 static void raw_single_chunk(void* ctx, size_t begin, size_t end) {
   const raw_job_t* job = ctx;
   const rays_t* r = job->rays;
-  unsigned csr = _mm_getcsr();
-  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   struct RTCIntersectContext c;
-  rtcInitIntersectContext(&c);
+  unsigned csr = raw_chunk_begin(&c);
   float time = job->scene->flags & RAW_MOTION ? 1.0f : 0.0f;
   for (size_t i = begin; i < end; i++) {
     struct RTCRayHit rh;
@@ -751,9 +663,7 @@ static void raw_single_chunk(void* ctx, size_t begin, size_t end) {
     rh.hit.geomID = RTC_INVALID_GEOMETRY_ID;
     rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
     rtcIntersect1(job->scene->top, &c, &rh);
-    bool hit = rh.hit.geomID != RTC_INVALID_GEOMETRY_ID;
-    job->out->dist[i] = hit ? rh.ray.tfar : INFINITY;
-    job->out->obj[i] = hit ? rh.hit.instID[0] : UINT32_MAX;
+    raw_store(job->out, i, rh.hit.geomID, rh.ray.tfar, rh.hit.instID[0]);
   }
   _mm_setcsr(csr);
 }
@@ -763,11 +673,8 @@ static void raw_single_chunk(void* ctx, size_t begin, size_t end) {
 static void raw_packet_chunk(void* ctx, size_t begin, size_t end) {
   const raw_job_t* job = ctx;
   const rays_t* r = job->rays;
-  unsigned csr = _mm_getcsr();
-  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   struct RTCIntersectContext c;
-  rtcInitIntersectContext(&c);
+  unsigned csr = raw_chunk_begin(&c);
   c.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
   size_t cb = (r->channels + 3) / 4, ab = (r->columns + 3) / 4, per_scan = cb * ab;
   float time = job->scene->flags & RAW_MOTION ? 1.0f : 0.0f;
@@ -804,9 +711,7 @@ static void raw_packet_chunk(void* ctx, size_t begin, size_t end) {
       if (!valid[k]) {
         continue;
       }
-      bool hit = rh.hit.geomID[k] != RTC_INVALID_GEOMETRY_ID;
-      job->out->dist[idx[k]] = hit ? rh.ray.tfar[k] : INFINITY;
-      job->out->obj[idx[k]] = hit ? rh.hit.instID[0][k] : UINT32_MAX;
+      raw_store(job->out, idx[k], rh.hit.geomID[k], rh.ray.tfar[k], rh.hit.instID[0][k]);
     }
   }
   _mm_setcsr(csr);
@@ -843,8 +748,7 @@ static double time_sensim(env_t* e, const rays_t* r, scene_hit_t* hits) {
   int rc_code = env_raycast(e, &rc, hits, &msg);
   double dt = bench_now() - t0;
   if (rc_code) {
-    fprintf(stderr, "bench_raycast: env_raycast failed: %s\n", msg.text);
-    exit(1);
+    bench_die("env_raycast failed: %s", msg.text);
   }
   return dt;
 }
@@ -928,8 +832,7 @@ static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, siz
   err_msg_t msg;
   env_t* e = env_create("bench", &lim, dev, pool, &msg);
   if (!e) {
-    fprintf(stderr, "bench_raycast: env_create: %s\n", msg.text);
-    exit(1);
+    bench_die("env_create: %s", msg.text);
   }
   for (unsigned i = 0; i < w->ngeom; i++) {
     const geom_def_t* g = &w->geoms[i];
@@ -949,8 +852,7 @@ static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, siz
       rc = env_create_primitive(e, &d, &msg);
     }
     if (rc) {
-      fprintf(stderr, "bench_raycast: geometry %u: %s\n", g->id, msg.text);
-      exit(1);
+      bench_die("geometry %u: %s", g->id, msg.text);
     }
   }
   for (unsigned i = 0; i < w->nobject; i++) {
@@ -963,8 +865,7 @@ static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, siz
     };
     memcpy(d.scale, o->scale, sizeof d.scale);
     if (env_create_object(e, &d, &msg)) {
-      fprintf(stderr, "bench_raycast: object %u: %s\n", o->id, msg.text);
-      exit(1);
+      bench_die("object %u: %s", o->id, msg.text);
     }
   }
   return e;
@@ -972,14 +873,25 @@ static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, siz
 
 
 static void result_alloc(result_t* r, size_t n) {
-  r->dist = xmalloc(n * sizeof *r->dist);
-  r->obj = xmalloc(n * sizeof *r->obj);
+  r->dist = bench_xmalloc(n * sizeof *r->dist);
+  r->obj = bench_xmalloc(n * sizeof *r->obj);
 }
 
 
 static void result_free(result_t* r) {
   free(r->dist);
   free(r->obj);
+}
+
+// Median of the rates (Mrays/s) of nrep runs of nray rays that took secs[rep] seconds each.
+static double median_mrays(size_t nray, const double* secs, unsigned nrep) {
+  double* v = bench_xmalloc(sizeof(double) * nrep);
+  for (unsigned rep = 0; rep < nrep; rep++) {
+    v[rep] = (double)nray / secs[rep] * 1e-6;
+  }
+  double m = bench_median(v, nrep);
+  free(v);
+  return m;
 }
 
 // --ablate: raw rtcIntersect1 on one thread with each of scene.c's choices alone; Mrays/s
@@ -998,10 +910,10 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
       {RAW_SCENE_C, "all (scene.c)"},
   };
   enum { NVAR = sizeof kVariants / sizeof kVariants[0] };
-  raw_scene_t* sc = xmalloc(NVAR * sizeof *sc);
+  raw_scene_t* sc = bench_xmalloc(NVAR * sizeof *sc);
   result_t out;
   result_alloc(&out, r->n);
-  double* secs = xmalloc(sizeof(double) * NVAR * nrep);
+  double* secs = bench_xmalloc(sizeof(double) * NVAR * nrep);
   for (unsigned v = 0; v < NVAR; v++) {
     raw_build(&sc[v], dev, w, kVariants[v].flags);
     time_raw(pool, &sc[v], r, &out, false);
@@ -1013,19 +925,12 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
   }
   printf("\nablation, raw rtcIntersect1, 1 thread:\n%-24s %10s %12s\n", "variant", "Mrays/s",
          "vs reference");
-  double* tmp = xmalloc(sizeof(double) * nrep);
   for (unsigned v = 0; v < NVAR; v++) {
-    for (unsigned rep = 0; rep < nrep; rep++) {
-      tmp[rep] = (double)r->n / secs[v * nrep + rep] * 1e-6;
-    }
-    double mr = bench_median(tmp, nrep);
-    for (unsigned rep = 0; rep < nrep; rep++) {
-      tmp[rep] = secs[rep] / secs[v * nrep + rep];
-    }
-    printf("%-24s %10.2f %12.3f\n", kVariants[v].name, mr, bench_median(tmp, nrep));
+    const double* sv = secs + v * nrep;
+    printf("%-24s %10.2f %12.3f\n", kVariants[v].name, median_mrays(r->n, sv, nrep),
+           bench_median_ratio(secs, sv, nrep));
     raw_release(&sc[v], w);
   }
-  free(tmp);
   free(secs);
   result_free(&out);
   free(sc);
@@ -1034,13 +939,14 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
 
 
 int main(int argc, char** argv) {
+  bench_init("bench_raycast", NULL);
   options_t opt;
   parse_options(argc, argv, &opt);
   alarm(opt.quick ? 300 : 1800);  // watchdog: packet traversal must never hang a test run
 
   // scene and rays
   double t0 = bench_now();
-  world_t* w = xmalloc(sizeof *w);
+  world_t* w = bench_xmalloc(sizeof *w);
   make_world(w, &opt);
   rays_t rays;
   make_rays(&rays, &opt);
@@ -1059,16 +965,14 @@ int main(int argc, char** argv) {
   err_msg_t msg;
   scene_device_t* dev = scene_device_create(&msg);
   if (!dev) {
-    fprintf(stderr, "bench_raycast: scene_device_create: %s\n", msg.text);
-    return 1;
+    bench_die("scene_device_create: %s", msg.text);
   }
   pool_t* pools[NTHREAD_CONFIGS];
   env_t* envs[NTHREAD_CONFIGS];
   for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
     pools[t] = pool_create(t + 1);
     if (!pools[t]) {
-      fprintf(stderr, "bench_raycast: pool_create(%u) failed\n", t + 1);
-      return 1;
+      bench_die("pool_create(%u) failed", t + 1);
     }
     envs[t] = build_env(w, dev, pools[t], rays.n);
   }
@@ -1076,15 +980,14 @@ int main(int argc, char** argv) {
   // raw Embree: the reference and scene.c's configuration
   RTCDevice rdev = rtcNewDevice("max_isa=avx2");
   if (!rdev) {
-    fprintf(stderr, "bench_raycast: rtcNewDevice failed (%d)\n", (int)rtcGetDeviceError(NULL));
-    return 1;
+    bench_die("rtcNewDevice failed (%d)", (int)rtcGetDeviceError(NULL));
   }
-  raw_scene_t* raw = xmalloc(sizeof *raw);
-  raw_scene_t* raw_scfg = xmalloc(sizeof *raw_scfg);
+  raw_scene_t* raw = bench_xmalloc(sizeof *raw);
+  raw_scene_t* raw_scfg = bench_xmalloc(sizeof *raw_scfg);
   raw_build(raw, rdev, w, 0);
   raw_build(raw_scfg, rdev, w, RAW_SCENE_C);
 
-  scene_hit_t* hits = xmalloc(rays.n * sizeof *hits);
+  scene_hit_t* hits = bench_xmalloc(rays.n * sizeof *hits);
   result_t res[NCFG];
   for (int k = 1; k < NCFG; k++) {
     result_alloc(&res[k], rays.n);
@@ -1107,7 +1010,7 @@ int main(int argc, char** argv) {
 
   // timed repeats, interleaved so that drift of the machine hits every configuration alike
   unsigned nrep = opt.repeats;
-  double* secs = xmalloc(sizeof(double) * NTHREAD_CONFIGS * NCFG * nrep);
+  double* secs = bench_xmalloc(sizeof(double) * NTHREAD_CONFIGS * NCFG * nrep);
 #define SECS(t, k, rep) secs[((t) * NCFG + (k)) * nrep + (rep)]
   for (unsigned rep = 0; rep < nrep; rep++) {
     for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
@@ -1123,20 +1026,13 @@ int main(int argc, char** argv) {
   printf("\n%-7s %12s %12s %12s %16s %14s %14s %14s\n", "threads", "sensim", "raw-single",
          "raw-packet16", "raw-single-scfg", "sensim/single", "sensim/packet", "sensim/scfg");
   double mr[NTHREAD_CONFIGS][NCFG];
-  double* tmp = xmalloc(sizeof(double) * nrep);
   for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
     for (int k = 0; k < NCFG; k++) {
-      for (unsigned rep = 0; rep < nrep; rep++) {
-        tmp[rep] = (double)rays.n / SECS(t, k, rep) * 1e-6;
-      }
-      mr[t][k] = bench_median(tmp, nrep);
+      mr[t][k] = median_mrays(rays.n, &SECS(t, k, 0), nrep);
     }
     double ratio[NCFG];
     for (int k = 1; k < NCFG; k++) {
-      for (unsigned rep = 0; rep < nrep; rep++) {
-        tmp[rep] = SECS(t, k, rep) / SECS(t, CFG_SENSIM, rep);
-      }
-      ratio[k] = bench_median(tmp, nrep);
+      ratio[k] = bench_median_ratio(&SECS(t, k, 0), &SECS(t, CFG_SENSIM, 0), nrep);
     }
     printf("%-7u %12.2f %12.2f %12.2f %16.2f %14.3f %14.3f %14.3f\n", t + 1, mr[t][0], mr[t][1],
            mr[t][2], mr[t][3], ratio[1], ratio[2], ratio[3]);
@@ -1156,7 +1052,6 @@ int main(int argc, char** argv) {
   printf("cross-check: %s\n", ok ? "PASS" : "FAIL");
 
   // teardown
-  free(tmp);
   free(secs);
   for (int k = 1; k < NCFG; k++) {
     result_free(&res[k]);

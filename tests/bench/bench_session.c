@@ -14,14 +14,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,23 +78,8 @@ static const char* const g_usage =
     "                        pipelined)\n";
 
 
-static unsigned parse_count(const char* opt, const char* text, unsigned lo, unsigned hi) {
-  char* end = NULL;
-  unsigned long v = strtoul(text, &end, 10);
-  if (!end || *end || text[0] == '-' || v < lo || v > hi) {
-    fprintf(stderr, "bench_session: --%s '%s' must be an integer in [%u, %u]\n", opt, text, lo,
-            hi);
-    exit(2);
-  }
-  return (unsigned)v;
-}
-
-
 static void parse_options(int argc, char** argv, options_t* o) {
-  int quick = 0;
-  for (int i = 1; i < argc; i++) {
-    quick |= strcmp(argv[i], "--quick") == 0;
-  }
+  int quick = bench_has_arg(argc, argv, "--quick");
   memset(o, 0, sizeof *o);
   o->quick = quick;
   const char* env = getenv("SENSIMD");
@@ -111,89 +94,43 @@ static void parse_options(int argc, char** argv, options_t* o) {
   o->ray_pipe = quick ? 8 : 20;
   o->ray_window = 4;
 
-  enum { OPT_QUICK = 1, OPT_SENSIMD, OPT_THREADS, OPT_RAYS, OPT_GRID, OPT_ROUNDS, OPT_PINGS,
-         OPT_RAYCASTS, OPT_HELP };
-  static const struct option opts[] = {
-      {"quick", no_argument, NULL, OPT_QUICK},
-      {"sensimd", required_argument, NULL, OPT_SENSIMD},
-      {"daemon-threads", required_argument, NULL, OPT_THREADS},
-      {"rays", required_argument, NULL, OPT_RAYS},
-      {"grid", required_argument, NULL, OPT_GRID},
-      {"rounds", required_argument, NULL, OPT_ROUNDS},
-      {"pings", required_argument, NULL, OPT_PINGS},
-      {"raycasts", required_argument, NULL, OPT_RAYCASTS},
-      {"help", no_argument, NULL, OPT_HELP},
-      {NULL, 0, NULL, 0},
+  // --pings N: N one-in-flight and 5 N pipelined; --raycasts N: N of each (0: not given)
+  unsigned pings = 0, raycasts = 0;
+  const bench_opt_t opts[] = {
+      {"quick", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"sensimd", BENCH_OPT_STRING, &o->sensimd, 0, 0},
+      {"daemon-threads", BENCH_OPT_COUNT, &o->daemon_threads, 1, 256},
+      {"rays", BENCH_OPT_COUNT, &o->rays, NSAMPLE, 1u << 22},
+      {"grid", BENCH_OPT_COUNT, &o->grid, 1, 1000},
+      {"rounds", BENCH_OPT_COUNT, &o->rounds, 1, 1000},
+      {"pings", BENCH_OPT_COUNT, &pings, 1, 10000000},
+      {"raycasts", BENCH_OPT_COUNT, &raycasts, 1, 1000000},
   };
-  int c;
-  while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-    switch (c) {
-      case OPT_QUICK:
-        break;
-      case OPT_SENSIMD:
-        o->sensimd = optarg;
-        break;
-      case OPT_THREADS:
-        o->daemon_threads = parse_count("daemon-threads", optarg, 1, 256);
-        break;
-      case OPT_RAYS:
-        o->rays = parse_count("rays", optarg, NSAMPLE, 1u << 22);
-        break;
-      case OPT_GRID:
-        o->grid = parse_count("grid", optarg, 1, 1000);
-        break;
-      case OPT_ROUNDS:
-        o->rounds = parse_count("rounds", optarg, 1, 1000);
-        break;
-      case OPT_PINGS:
-        o->ping_lat = parse_count("pings", optarg, 1, 10000000);
-        o->ping_pipe = 5 * o->ping_lat;
-        break;
-      case OPT_RAYCASTS:
-        o->ray_lat = parse_count("raycasts", optarg, 1, 1000000);
-        o->ray_pipe = o->ray_lat;
-        break;
-      case OPT_HELP:
-        fputs(g_usage, stdout);
-        exit(0);
-      default:
-        fputs(g_usage, stderr);
-        exit(2);
-    }
+  int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
+  if (pings) {
+    o->ping_lat = pings;
+    o->ping_pipe = 5 * pings;
   }
-  if (optind + 1 == argc) {
-    o->sensimd = argv[optind];
-  } else if (optind < argc) {
+  if (raycasts) {
+    o->ray_lat = o->ray_pipe = raycasts;
+  }
+  if (first + 1 == argc) {
+    o->sensimd = argv[first];
+  } else if (first < argc) {
     fputs(g_usage, stderr);
     exit(2);
   }
 }
 
 
-static void die(const char* fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-
 static pid_t g_daemon = -1;
 
-static void die(const char* fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("bench_session: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
+
+// bench_die's hook: no daemon outlives the benchmark.
+static void kill_daemon(void) {
   if (g_daemon > 0) {
     kill(g_daemon, SIGKILL);
   }
-  exit(1);
-}
-
-
-static void* xmalloc(size_t n) {
-  void* p = malloc(n ? n : 1);
-  if (!p) {
-    die("out of memory (%zu bytes)", n);
-  }
-  return p;
 }
 
 //---------------- Frames and sockets
@@ -207,7 +144,7 @@ typedef struct frame {
 
 static frame_t frame_encode(const Sensim__V1__Envelope* env) {
   size_t n = sensim__v1__envelope__get_packed_size(env);
-  frame_t f = {.data = xmalloc(4 + n), .len = 4 + n};
+  frame_t f = {.data = bench_xmalloc(4 + n), .len = 4 + n};
   f.data[0] = (uint8_t)n;
   f.data[1] = (uint8_t)(n >> 8);
   f.data[2] = (uint8_t)(n >> 16);
@@ -284,7 +221,7 @@ static long recv_frame(int fd, rbuf_t* b) {
   if (n > b->cap) {
     free(b->data);
     b->cap = n;
-    b->data = xmalloc(n);
+    b->data = bench_xmalloc(n);
   }
   return recv_all(fd, b->data, n) ? -1 : (long)n;
 }
@@ -295,7 +232,7 @@ static int connect_loopback(int port) {
   struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
-    die("cannot connect to 127.0.0.1:%d: %s", port, strerror(errno));
+    bench_die("cannot connect to 127.0.0.1:%d: %s", port, strerror(errno));
   }
   set_nodelay(fd);
   struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
@@ -316,7 +253,7 @@ typedef struct daemon_proc {
 static void daemon_start(daemon_proc_t* d, const options_t* o) {
   int p[2];
   if (pipe(p) != 0) {
-    die("pipe: %s", strerror(errno));
+    bench_die("pipe: %s", strerror(errno));
   }
   char threads[16];
   snprintf(threads, sizeof threads, "%u", o->daemon_threads);
@@ -324,7 +261,7 @@ static void daemon_start(daemon_proc_t* d, const options_t* o) {
                         o->daemon_threads ? "--threads" : NULL, threads, NULL};
   pid_t pid = fork();
   if (pid < 0) {
-    die("fork: %s", strerror(errno));
+    bench_die("fork: %s", strerror(errno));
   }
   if (pid == 0) {
     dup2(p[1], STDOUT_FILENO);
@@ -345,11 +282,11 @@ static void daemon_start(daemon_proc_t* d, const options_t* o) {
   for (;;) {
     struct pollfd pf = {.fd = d->out, .events = POLLIN};
     if (poll(&pf, 1, IO_TIMEOUT_MS) <= 0) {
-      die("%s printed no 'listening' line in time", o->sensimd);
+      bench_die("%s printed no 'listening' line in time", o->sensimd);
     }
     ssize_t k = read(d->out, line + n, sizeof line - 1 - n);
     if (k <= 0) {
-      die("%s exited before listening (see its stderr above)", o->sensimd);
+      bench_die("%s exited before listening (see its stderr above)", o->sensimd);
     }
     n += (size_t)k;
     line[n] = '\0';
@@ -359,11 +296,11 @@ static void daemon_start(daemon_proc_t* d, const options_t* o) {
       break;
     }
     if (n == sizeof line - 1) {
-      die("unexpected output from %s: %s", o->sensimd, line);
+      bench_die("unexpected output from %s: %s", o->sensimd, line);
     }
   }
   if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &d->port) != 1) {
-    die("unexpected output from %s: '%s'", o->sensimd, line);
+    bench_die("unexpected output from %s: '%s'", o->sensimd, line);
   }
 }
 
@@ -401,24 +338,24 @@ static Sensim__V1__Envelope* call(int fd, Sensim__V1__Envelope* env, rbuf_t* b,
   env->id = g_next_id++;
   frame_t f = frame_encode(env);
   if (send_all(fd, f.data, f.len)) {
-    die("%s: send failed", what);
+    bench_die("%s: send failed", what);
   }
   free(f.data);
   long n = recv_frame(fd, b);
   if (n < 0) {
-    die("%s: no reply (connection closed)", what);
+    bench_die("%s: no reply (connection closed)", what);
   }
   Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, (size_t)n, b->data);
   if (!r) {
-    die("%s: reply does not decode", what);
+    bench_die("%s: reply does not decode", what);
   }
   if (!r->has_id || r->id != env->id) {
-    die("%s: reply id %llu, expected %llu", what, (unsigned long long)r->id,
-        (unsigned long long)env->id);
+    bench_die("%s: reply id %llu, expected %llu", what, (unsigned long long)r->id,
+              (unsigned long long)env->id);
   }
   if (r->status && r->status->has_code && r->status->code != 0) {
-    die("%s: status %d: %s", what, (int)r->status->code,
-        r->status->message ? r->status->message : "");
+    bench_die("%s: status %d: %s", what, (int)r->status->code,
+              r->status->message ? r->status->message : "");
   }
   return r;
 }
@@ -440,36 +377,12 @@ typedef struct world {
 } world_t;
 
 
-static double terrain_height(double x, double y) {
-  return 1.5 * sin(0.05 * x) * cos(0.07 * y) + 0.4 * sin(0.31 * x + 0.2 * y) +
-         0.15 * sin(1.3 * x) * sin(1.1 * y);
-}
-
-
 static void make_world(world_t* w, unsigned g) {
-  unsigned nside = g + 1;
-  w->nv = nside * nside;
+  w->nv = (g + 1) * (g + 1);
   w->nt = 2 * g * g;
-  w->v = xmalloc(3 * sizeof(float) * w->nv);
-  w->idx = xmalloc(3 * sizeof(uint32_t) * w->nt);
-  double step = TERRAIN_SIZE / g;
-  for (unsigned j = 0; j < nside; j++) {
-    for (unsigned i = 0; i < nside; i++) {
-      double x = -0.5 * TERRAIN_SIZE + step * i, y = -0.5 * TERRAIN_SIZE + step * j;
-      float* v = w->v + 3 * (j * nside + i);
-      v[0] = (float)x;
-      v[1] = (float)y;
-      v[2] = (float)terrain_height(x, y);
-    }
-  }
-  uint32_t* t = w->idx;
-  for (unsigned j = 0; j < g; j++) {
-    for (unsigned i = 0; i < g; i++) {
-      uint32_t a = j * nside + i, b = a + 1, c = a + nside + 1, d = a + nside;
-      *t++ = a, *t++ = b, *t++ = c;
-      *t++ = a, *t++ = c, *t++ = d;
-    }
-  }
+  w->v = bench_xmalloc(3 * sizeof(float) * w->nv);
+  w->idx = bench_xmalloc(3 * sizeof(uint32_t) * w->nt);
+  bench_terrain(g, TERRAIN_SIZE, w->v, w->idx);
   for (unsigned k = 0; k < NBOX; k++) {
     double a = 1.6 * k + 0.9, r = 8.0 + 3.0 * k;
     double x = r * cos(a), y = r * sin(a);
@@ -478,7 +391,7 @@ static void make_world(world_t* w, unsigned g) {
     w->box_half[k][2] = 0.8;
     w->box_center[k][0] = x;
     w->box_center[k][1] = y;
-    w->box_center[k][2] = terrain_height(x, y) + 0.5;
+    w->box_center[k][2] = bench_terrain_height(x, y) + 0.5;
   }
 }
 
@@ -547,7 +460,7 @@ static void send_world(int fd, const world_t* w, rbuf_t* b) {
 static void make_rays(unsigned n, double* org, double* dir) {
   const unsigned channels = 32;
   unsigned columns = (n + channels - 1) / channels;
-  double ox = 0.37, oy = 0.21, oz = terrain_height(ox, oy) + 2.0;
+  double ox = 0.37, oy = 0.21, oz = bench_terrain_height(ox, oy) + 2.0;
   double span = 45.0 * M_PI / 180.0;
   for (unsigned i = 0; i < n; i++) {
     unsigned col = i / channels, ch = i % channels;
@@ -671,11 +584,11 @@ static void echo_start(echo_t* e) {
   socklen_t len = sizeof a;
   if (e->listener < 0 || bind(e->listener, (struct sockaddr*)&a, sizeof a) != 0 ||
       listen(e->listener, 1) != 0 || getsockname(e->listener, (struct sockaddr*)&a, &len) != 0) {
-    die("reference server: %s", strerror(errno));
+    bench_die("reference server: %s", strerror(errno));
   }
   e->port = ntohs(a.sin_port);
   if (pthread_create(&e->thread, NULL, echo_main, e) != 0) {
-    die("reference server: pthread_create failed");
+    bench_die("reference server: pthread_create failed");
   }
 }
 
@@ -684,7 +597,7 @@ static void echo_start(echo_t* e) {
 // Length check of a timed reply: the recorded length give or take a few varint bytes.
 static void check_len(size_t got, size_t want, const char* path) {
   if (got + LEN_SLACK < want || got > want + LEN_SLACK) {
-    die("%s: reply of %zu bytes, expected about %zu (an error status?)", path, got, want);
+    bench_die("%s: reply of %zu bytes, expected about %zu (an error status?)", path, got, want);
   }
 }
 
@@ -695,12 +608,12 @@ static void run_latency(int fd, const frame_t* req, size_t reply_len, unsigned n
   for (unsigned i = 0; i < n; i++) {
     double t0 = bench_now();
     if (send_all(fd, req->data, req->len)) {
-      die("%s: send failed", path);
+      bench_die("%s: send failed", path);
     }
     long k = recv_frame(fd, b);
     lat[i] = (bench_now() - t0) * 1e6;
     if (k < 0) {
-      die("%s: connection closed", path);
+      bench_die("%s: connection closed", path);
     }
     check_len((size_t)k, reply_len, path);
   }
@@ -726,7 +639,7 @@ static double run_pipelined(int fd, const frame_t* req, size_t reply_len, unsign
       continue;
     }
     if (pr <= 0) {
-      die("%s: no progress for %d ms (%u sent, %u received)", path, IO_TIMEOUT_MS, sent, got);
+      bench_die("%s: no progress for %d ms (%u sent, %u received)", path, IO_TIMEOUT_MS, sent, got);
     }
     while ((pf.revents & POLLOUT) && sent < n && sent - got < window) {
       ssize_t k = send(fd, req->data + off, req->len - off, MSG_NOSIGNAL);
@@ -734,7 +647,7 @@ static double run_pipelined(int fd, const frame_t* req, size_t reply_len, unsign
         break;
       }
       if (k <= 0) {
-        die("%s: send failed: %s", path, strerror(errno));
+        bench_die("%s: send failed: %s", path, strerror(errno));
       }
       off += (size_t)k;
       if (off == req->len) {
@@ -749,7 +662,7 @@ static double run_pipelined(int fd, const frame_t* req, size_t reply_len, unsign
         break;
       }
       if (k <= 0) {
-        die("%s: connection closed", path);
+        bench_die("%s: connection closed", path);
       }
       for (size_t pos = 0; pos < (size_t)k;) {
         if (hgot < 4) {
@@ -801,7 +714,7 @@ static void workload_round(workload_t* wl, const int fds[NPATH], unsigned round,
     double t0 = bench_now();
     run_latency(fds[path], &wl->req, wl->reply_len, wl->lat_n, lat, b, g_path_names[path]);
     wl->seq[path][round] = wl->lat_n / (bench_now() - t0);
-    double* tmp = xmalloc(sizeof(double) * wl->lat_n);
+    double* tmp = bench_xmalloc(sizeof(double) * wl->lat_n);
     memcpy(tmp, lat, sizeof(double) * wl->lat_n);
     wl->med[path][round] = bench_median(tmp, wl->lat_n);
     free(tmp);
@@ -812,24 +725,12 @@ static void workload_round(workload_t* wl, const int fds[NPATH], unsigned round,
 }
 
 
-// Medians over rounds of the paired per-round ratio sensimd / raw, for one per-round series.
-static double paired_ratio(const double* a, const double* b, unsigned rounds) {
-  double* r = xmalloc(sizeof(double) * rounds);
-  for (unsigned i = 0; i < rounds; i++) {
-    r[i] = a[i] / b[i];
-  }
-  double m = bench_median(r, rounds);
-  free(r);
-  return m;
-}
-
-
 static void workload_report(workload_t* wl, unsigned rounds) {
   double p99[NPATH];
   size_t nlat = (size_t)rounds * wl->lat_n;
-  double rmed = paired_ratio(wl->med[0], wl->med[1], rounds);
-  double rseq = paired_ratio(wl->seq[0], wl->seq[1], rounds);
-  double rpipe = paired_ratio(wl->pipe[0], wl->pipe[1], rounds);
+  double rmed = bench_median_ratio(wl->med[0], wl->med[1], rounds);
+  double rseq = bench_median_ratio(wl->seq[0], wl->seq[1], rounds);
+  double rpipe = bench_median_ratio(wl->pipe[0], wl->pipe[1], rounds);
   for (int p = 0; p < NPATH; p++) {
     p99[p] = bench_percentile(wl->lat[p], nlat, 99.0);
     double med = bench_median(wl->lat[p], nlat);
@@ -845,6 +746,7 @@ static void workload_report(workload_t* wl, unsigned rounds) {
 //---------------- Main
 
 int main(int argc, char** argv) {
+  bench_init("bench_session", kill_daemon);
   options_t opt;
   parse_options(argc, argv, &opt);
   signal(SIGPIPE, SIG_IGN);
@@ -893,8 +795,8 @@ int main(int argc, char** argv) {
   sensim__v1__envelope__free_unpacked(pr, NULL);
 
   unsigned nray = opt.rays;
-  double* org = xmalloc(3 * sizeof(double) * nray);
-  double* dir = xmalloc(3 * sizeof(double) * nray);
+  double* org = bench_xmalloc(3 * sizeof(double) * nray);
+  double* dir = bench_xmalloc(3 * sizeof(double) * nray);
   make_rays(nray, org, dir);
   Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
   rc.n_origins = rc.n_directions = 3 * (size_t)nray;
@@ -941,25 +843,25 @@ int main(int argc, char** argv) {
     reqs[k]->id = 1000000 + (uint64_t)k;
     wls[k].req = frame_encode(reqs[k]);
     if (send_all(sfd, wls[k].req.data, wls[k].req.len)) {
-      die("send failed");
+      bench_die("send failed");
     }
     long n = recv_frame(sfd, &b);
     if (n < 0) {
-      die("no reply");
+      bench_die("no reply");
     }
     wls[k].reply_len = (size_t)n;
     echo.req_len[k] = wls[k].req.len - 4;
     echo.reply[k].len = 4 + (size_t)n;
-    echo.reply[k].data = xmalloc(4 + (size_t)n);
+    echo.reply[k].data = bench_xmalloc(4 + (size_t)n);
     uint8_t h[4] = {(uint8_t)n, (uint8_t)(n >> 8), (uint8_t)(n >> 16), (uint8_t)(n >> 24)};
     memcpy(echo.reply[k].data, h, 4);
     memcpy(echo.reply[k].data + 4, b.data, (size_t)n);
     echo.nreply++;
     for (int p = 0; p < NPATH; p++) {
-      wls[k].lat[p] = xmalloc(sizeof(double) * opt.rounds * wls[k].lat_n);
-      wls[k].med[p] = xmalloc(sizeof(double) * opt.rounds);
-      wls[k].pipe[p] = xmalloc(sizeof(double) * opt.rounds);
-      wls[k].seq[p] = xmalloc(sizeof(double) * opt.rounds);
+      wls[k].lat[p] = bench_xmalloc(sizeof(double) * opt.rounds * wls[k].lat_n);
+      wls[k].med[p] = bench_xmalloc(sizeof(double) * opt.rounds);
+      wls[k].pipe[p] = bench_xmalloc(sizeof(double) * opt.rounds);
+      wls[k].seq[p] = bench_xmalloc(sizeof(double) * opt.rounds);
     }
   }
   int fds[NPATH] = {sfd, connect_loopback(echo.port)};
@@ -980,7 +882,7 @@ int main(int argc, char** argv) {
 
   // warm-up, then interleaved rounds
   for (int k = 0; k < 2; k++) {
-    double* tmp = xmalloc(sizeof(double) * 20);
+    double* tmp = bench_xmalloc(sizeof(double) * 20);
     for (int p = 0; p < NPATH; p++) {
       run_latency(fds[p], &wls[k].req, wls[k].reply_len, k == 0 ? 20 : 3, tmp, &b,
                   g_path_names[p]);

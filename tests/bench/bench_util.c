@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
-// bench_util.c: clock, percentiles and number formatting for the benchmark programs.
+// bench_util.c: clock, percentiles, number formatting, errors, options and terrain for the
+// benchmark programs.
 #include "bench_util.h"
 
+#include <getopt.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +45,17 @@ double bench_median(double* v, size_t n) {
 }
 
 
+double bench_median_ratio(const double* a, const double* b, size_t n) {
+  double* r = bench_xmalloc(sizeof(double) * n);
+  for (size_t i = 0; i < n; i++) {
+    r[i] = a[i] / b[i];
+  }
+  double m = bench_median(r, n);
+  free(r);
+  return m;
+}
+
+
 const char* bench_count(uint64_t u, char dest[32]) {
   char digits[24];
   int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)u);
@@ -54,4 +68,148 @@ const char* bench_count(uint64_t u, char dest[32]) {
   }
   dest[out] = '\0';
   return dest;
+}
+
+//---------------- Errors
+
+static const char* g_prog = "bench";
+static void (*g_on_die)(void);
+
+
+void bench_init(const char* prog, void (*on_die)(void)) {
+  g_prog = prog;
+  g_on_die = on_die;
+}
+
+
+void bench_die(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", g_prog);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  if (g_on_die) {
+    g_on_die();
+  }
+  exit(1);
+}
+
+
+void* bench_xmalloc(size_t n) {
+  void* p = malloc(n ? n : 1);
+  if (!p) {
+    bench_die("out of memory (%zu bytes)", n);
+  }
+  return p;
+}
+
+//---------------- Options
+
+#define BENCH_MAX_OPTS 32
+
+
+bool bench_has_arg(int argc, char** argv, const char* arg) {
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], arg) == 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+
+static void set_option(const bench_opt_t* o, const char* arg) {
+  switch (o->kind) {
+    case BENCH_OPT_FLAG:
+      if (o->dst) {
+        *(int*)o->dst = 1;
+      }
+      break;
+    case BENCH_OPT_COUNT: {
+      char* end = NULL;
+      unsigned long v = strtoul(arg, &end, 10);
+      if (!end || *end || arg[0] == '-' || v < o->lo || v > o->hi) {
+        fprintf(stderr, "%s: --%s '%s' must be an integer in [%u, %u]\n", g_prog, o->name, arg,
+                o->lo, o->hi);
+        exit(2);
+      }
+      *(unsigned*)o->dst = (unsigned)v;
+      break;
+    }
+    case BENCH_OPT_POSITIVE: {
+      char* end = NULL;
+      double v = strtod(arg, &end);
+      if (!end || *end || !(v > 0.0) || !isfinite(v)) {
+        fprintf(stderr, "%s: --%s '%s' must be a positive number\n", g_prog, o->name, arg);
+        exit(2);
+      }
+      *(double*)o->dst = v;
+      break;
+    }
+    case BENCH_OPT_STRING:
+      *(const char**)o->dst = arg;
+      break;
+  }
+}
+
+
+int bench_parse_options(int argc, char** argv, const bench_opt_t* opts, size_t n,
+                        const char* usage) {
+  if (n >= BENCH_MAX_OPTS) {
+    fprintf(stderr, "%s: too many options\n", g_prog);
+    abort();
+  }
+  struct option lopts[BENCH_MAX_OPTS + 1];
+  for (size_t i = 0; i < n; i++) {
+    lopts[i] = (struct option){opts[i].name,
+                               opts[i].kind == BENCH_OPT_FLAG ? no_argument : required_argument,
+                               NULL, 1 + (int)i};
+  }
+  const int help = 1 + (int)n;
+  lopts[n] = (struct option){"help", no_argument, NULL, help};
+  lopts[n + 1] = (struct option){NULL, 0, NULL, 0};
+  int c;
+  while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+    if (c == help) {
+      fputs(usage, stdout);
+      exit(0);
+    }
+    if (c < 1 || c > (int)n) {
+      fputs(usage, stderr);
+      exit(2);
+    }
+    set_option(&opts[c - 1], optarg);
+  }
+  return optind;
+}
+
+//---------------- Terrain
+
+double bench_terrain_height(double x, double y) {
+  return 1.5 * sin(0.05 * x) * cos(0.07 * y) + 0.4 * sin(0.31 * x + 0.2 * y) +
+         0.15 * sin(1.3 * x) * sin(1.1 * y);
+}
+
+
+void bench_terrain(unsigned g, double side, float* v, uint32_t* idx) {
+  unsigned nside = g + 1;
+  double step = side / g;
+  for (unsigned j = 0; j < nside; j++) {
+    for (unsigned i = 0; i < nside; i++) {
+      double x = -0.5 * side + step * i, y = -0.5 * side + step * j;
+      float* p = v + 3 * (j * nside + i);
+      p[0] = (float)x;
+      p[1] = (float)y;
+      p[2] = (float)bench_terrain_height(x, y);
+    }
+  }
+  uint32_t* t = idx;
+  for (unsigned j = 0; j < g; j++) {
+    for (unsigned i = 0; i < g; i++) {
+      uint32_t a = j * nside + i, b = a + 1, c = a + nside + 1, d = a + nside;
+      *t++ = a, *t++ = b, *t++ = c;
+      *t++ = a, *t++ = c, *t++ = d;
+    }
+  }
 }

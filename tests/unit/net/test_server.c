@@ -47,6 +47,7 @@ typedef struct client_write {
 //---------------- server side
 
 struct tctx {
+  int64_t live;                  // allocations before tctx_init
   uv_loop_t loop;
   server_t* srv;
   uv_timer_t timer;
@@ -321,15 +322,22 @@ static void timer_start(tctx_t* t, void (*cb)(tctx_t* t), uint64_t ms, uint64_t 
 
 //---------------- fixture
 
+static server_hooks_t test_hooks(void* user) {
+  server_hooks_t hooks = {.user = user, .on_open = hook_open, .on_frame = hook_frame,
+                          .on_stream_error = hook_stream_error, .on_close = hook_close};
+  return hooks;
+}
+
+
 static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
   memset(t, 0, sizeof(*t));
+  t->live = mem_live_count();
   ASSERT_OK(uv_loop_init(&t->loop));
   uv_timer_init(&t->loop, &t->timer);
   t->timer.data = t;
   buf_init(&t->frames);
   server_limits_t lim = {max_frame, max_queue};
-  server_hooks_t hooks = {.user = t, .on_open = hook_open, .on_frame = hook_frame,
-                          .on_stream_error = hook_stream_error, .on_close = hook_close};
+  server_hooks_t hooks = test_hooks(t);
   err_msg_t msg;
   t->srv = server_create(&t->loop, "127.0.0.1", 0, &lim, &hooks, &msg);
   ASSERT_TRUE(t->srv != NULL);
@@ -375,6 +383,63 @@ static void tctx_free(tctx_t* t) {
   for (int i = 0; i < t->nclients; i++) {
     buf_close(&t->clients[i].in);
   }
+}
+
+
+// One test's traffic: the server's limit on unsent output, the per-test hooks, and the clients
+// (all connect; the last `nquiet` never read; on_connect / on_end apply to each).
+typedef struct tcase {
+  uint64_t max_queue;
+  int (*open_cb)(tctx_t* t, session_t* s);
+  void (*frame_cb)(tctx_t* t, session_t* s, const uint8_t* p, size_t len);
+  void (*stream_error_cb)(tctx_t* t, session_t* s);
+  void (*close_cb)(tctx_t* t, session_t* s);
+  void (*on_timer)(tctx_t* t);
+  int nclients;                  // 0: one
+  int nquiet;
+  void (*on_connect)(client_t* c);
+  void (*on_end)(client_t* c);
+} tcase_t;
+
+
+// Set up t for the case (frames up to 1024 bytes), connect its clients and run the loop to
+// completion (tctx_run's checks).
+static int tctx_start(tctx_t* t, const tcase_t* tc) {
+  if (tctx_init(t, 1024, tc->max_queue)) {
+    return 1;
+  }
+  t->open_cb = tc->open_cb;
+  t->frame_cb = tc->frame_cb;
+  t->stream_error_cb = tc->stream_error_cb;
+  t->close_cb = tc->close_cb;
+  t->on_timer = tc->on_timer;
+  int n = tc->nclients ? tc->nclients : 1;
+  for (int i = 0; i < n; i++) {
+    client_t* c = client_new(t, i < n - tc->nquiet);
+    c->on_connect = tc->on_connect;
+    c->on_end = tc->on_end;
+    client_connect(c);
+  }
+  return tctx_run(t);
+}
+
+
+// Free t; nothing the test allocated may be left.
+static int tctx_finish(tctx_t* t) {
+  tctx_free(t);
+  ASSERT_EQ(mem_live_count(), t->live);
+  return 0;
+}
+
+
+// The nth frame client c received has len bytes of payload_new(len, seed).
+static int expect_payload_frame(const client_t* c, int nth, uint32_t len, unsigned seed) {
+  const uint8_t* p;
+  uint32_t n;
+  ASSERT_TRUE(client_frame(c, nth, &p, &n));
+  ASSERT_EQ(n, len);
+  ASSERT_TRUE(payload_ok(p, n, seed));
+  return 0;
 }
 
 
@@ -464,26 +529,15 @@ static void split_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
 
 
 TEST(server_frames_split_at_every_byte_arrive_whole) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 1 << 20)) {
-    return 1;
-  }
-  t.frame_cb = split_frame;
-  t.close_cb = shutdown_on_close;
-  client_t* c = client_new(&t, 1);
-  c->on_connect = split_connected;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 1 << 20, .frame_cb = split_frame,
+                      .close_cb = shutdown_on_close, .on_connect = split_connected};
+  ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.opens, 1);
   ASSERT_EQ(t.nframes, SPLIT_ROUNDS * SPLIT_NFRAMES);
   ASSERT_EQ(t.stream_errors, 0);
-  ASSERT_EQ(c->write_error, 0);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  ASSERT_EQ(t.clients[0].write_error, 0);
+  return tctx_finish(&t);
 }
 
 
@@ -510,18 +564,10 @@ static int send_open(tctx_t* t, session_t* s) {
 
 
 TEST(server_session_send_writes_le_header_and_flushes_before_close) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 64 << 20)) {
-    return 1;
-  }
-  t.open_cb = send_open;
-  client_t* c = client_new(&t, 1);
-  c->on_end = shutdown_on_end;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 64 << 20, .open_cb = send_open, .on_end = shutdown_on_end};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
   ASSERT_EQ(t.opens, 1);
   ASSERT_EQ(t.queued_after_open, 1);
   ASSERT_EQ(c->eof, 1);
@@ -540,9 +586,7 @@ TEST(server_session_send_writes_le_header_and_flushes_before_close) {
     pos += FRAME_HEADER_BYTES + n;
   }
   ASSERT_EQ(c->in.len, pos);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -557,29 +601,16 @@ static int late_send_open(tctx_t* t, session_t* s) {
 
 
 TEST(server_send_after_close_is_dropped_and_queued_frames_flush) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 64 << 20)) {
-    return 1;
-  }
-  t.open_cb = late_send_open;
-  client_t* c = client_new(&t, 1);
-  c->on_end = shutdown_on_end;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 64 << 20, .open_cb = late_send_open,
+                      .on_end = shutdown_on_end};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
   ASSERT_EQ(c->eof, 1);
   ASSERT_EQ(c->read_error, 0);
   ASSERT_EQ(c->in.len, FRAME_HEADER_BYTES + (8u << 20));
-  const uint8_t* p;
-  uint32_t n;
-  ASSERT_TRUE(client_frame(c, 0, &p, &n));
-  ASSERT_EQ(n, 8u << 20);
-  ASSERT_TRUE(payload_ok(p, n, 1));
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  ASSERT_OK(expect_payload_frame(c, 0, 8u << 20, 1));
+  return tctx_finish(&t);
 }
 
 
@@ -592,24 +623,14 @@ static int refuse_open(tctx_t* t, session_t* s) {
 
 
 TEST(server_refused_session_gets_its_frame_then_eof) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 1 << 20)) {
-    return 1;
-  }
-  t.open_cb = refuse_open;
-  client_t* c = client_new(&t, 1);
-  c->on_end = shutdown_on_end;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 1 << 20, .open_cb = refuse_open, .on_end = shutdown_on_end};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
   ASSERT_EQ(c->eof, 1);
   ASSERT_EQ(c->in.len, FRAME_HEADER_BYTES + 4);
   ASSERT_MEM_EQ(c->in.data + FRAME_HEADER_BYTES, "full", 4);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -651,20 +672,12 @@ static void close_when_both_closed(tctx_t* t, session_t* s) {
 
 
 TEST(server_oversize_frame_reports_limit_then_flushes_and_closes) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 1 << 20)) {
-    return 1;
-  }
-  t.stream_error_cb = oversize_error;
-  t.close_cb = close_when_both_closed;
-  client_t* c = client_new(&t, 1);
-  c->on_connect = oversize_connected;
-  c->on_end = end_when_both_closed;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 1 << 20, .stream_error_cb = oversize_error,
+                      .close_cb = close_when_both_closed, .on_connect = oversize_connected,
+                      .on_end = end_when_both_closed};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
   ASSERT_EQ(t.nframes, 1);                   // the frame before the bad header
   ASSERT_EQ(t.frame_len[0], 5);
   ASSERT_MEM_EQ(t.frames.data, "hello", 5);
@@ -682,9 +695,7 @@ TEST(server_oversize_frame_reports_limit_then_flushes_and_closes) {
   ASSERT_TRUE(client_frame(c, 0, &p, &n));
   ASSERT_EQ(n, 7);
   ASSERT_MEM_EQ(p, "E:limit", 7);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -698,27 +709,16 @@ static void zero_connected(client_t* c) {
 
 
 TEST(server_zero_length_frame_is_a_protocol_error) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 1 << 20)) {
-    return 1;
-  }
-  t.close_cb = close_when_both_closed;
-  client_t* c = client_new(&t, 1);
-  c->on_connect = zero_connected;
-  c->on_end = end_when_both_closed;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 1 << 20, .close_cb = close_when_both_closed,
+                      .on_connect = zero_connected, .on_end = end_when_both_closed};
+  ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.nframes, 1);
   ASSERT_EQ(t.stream_errors, 1);
   ASSERT_EQ(t.stream_error_code, ERR_PROTO);
-  ASSERT_EQ(c->eof, 1);
-  ASSERT_EQ(c->in.len, 0);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  ASSERT_EQ(t.clients[0].eof, 1);
+  ASSERT_EQ(t.clients[0].in.len, 0);
+  return tctx_finish(&t);
 }
 
 
@@ -793,27 +793,16 @@ static void pause_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
 
 
 TEST(server_pause_buffers_frames_and_resume_delivers_them_in_order) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 1 << 20)) {
-    return 1;
-  }
-  t.frame_cb = pause_frame;
-  t.close_cb = shutdown_on_close;
-  client_t* c = client_new(&t, 1);
-  c->on_connect = pause_connected;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 1 << 20, .frame_cb = pause_frame,
+                      .close_cb = shutdown_on_close, .on_connect = pause_connected};
+  ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.ticks, 3);
   ASSERT_EQ(t.nframes, 8);
   for (int i = 0; i < 8; i++) {
     ASSERT_EQ(t.frames.data[4 * i], i);
   }
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -851,26 +840,15 @@ static void cap_closed(tctx_t* t, session_t* s) {
 
 
 TEST(server_peer_that_never_reads_is_closed_past_max_queue_bytes) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, CAP_BYTES)) {
-    return 1;
-  }
-  t.on_timer = cap_tick_stalled;
-  t.open_cb = cap_open;
-  t.close_cb = cap_closed;
-  client_t* c = client_new(&t, 0);           // connects, never reads
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = CAP_BYTES, .on_timer = cap_tick_stalled, .open_cb = cap_open,
+                      .close_cb = cap_closed, .nquiet = 1};   // connects, never reads
+  ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.closes, 1);
   ASSERT_TRUE(t.sent <= 4000);
   // written bytes do not count: more than the cap went out before the close
   ASSERT_TRUE((uint64_t)t.sent * (FRAME_HEADER_BYTES + CAP_FRAME) > CAP_BYTES);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -891,32 +869,18 @@ static void cap_tick_reading(tctx_t* t) {
 
 
 TEST(server_reading_peer_is_not_closed_by_max_queue_bytes) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, CAP_BYTES)) {
-    return 1;
-  }
-  t.on_timer = cap_tick_reading;
-  t.open_cb = cap_open;
-  client_t* c = client_new(&t, 1);
-  c->on_end = shutdown_on_end;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = CAP_BYTES, .on_timer = cap_tick_reading, .open_cb = cap_open,
+                      .on_end = shutdown_on_end};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
   ASSERT_EQ(t.sent, 64);
   ASSERT_EQ(c->eof, 1);
   ASSERT_EQ(c->in.len, 64 * (FRAME_HEADER_BYTES + CAP_FRAME));
   for (int i = 0; i < 64; i++) {
-    const uint8_t* p;
-    uint32_t n;
-    ASSERT_TRUE(client_frame(c, i, &p, &n));
-    ASSERT_EQ(n, CAP_FRAME);
-    ASSERT_TRUE(payload_ok(p, n, (unsigned)i));
+    ASSERT_OK(expect_payload_frame(c, i, CAP_FRAME, (unsigned)i));
   }
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -961,24 +925,13 @@ static void retain_closed(tctx_t* t, session_t* s) {
 
 
 TEST(server_retained_session_outlives_its_close) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 1 << 20)) {
-    return 1;
-  }
-  t.open_cb = retain_open;
-  t.close_cb = retain_closed;
-  client_t* c = client_new(&t, 1);
-  c->on_connect = retain_connected;
-  client_connect(c);
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 1 << 20, .open_cb = retain_open, .close_cb = retain_closed,
+                      .on_connect = retain_connected};
+  ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.opens, 1);
   ASSERT_EQ(t.close_count[0], 1);
-  tctx_free(&t);
-  ASSERT_EQ(mem_live_count(), base);
-  return 0;
+  return tctx_finish(&t);
 }
 
 
@@ -1021,20 +974,11 @@ static void close_all_closed(tctx_t* t, session_t* s) {
 
 
 TEST(server_close_with_open_sessions_runs_to_completion) {
-  int64_t base = mem_live_count();
   static tctx_t t;
-  if (tctx_init(&t, 1024, 64 << 20)) {
-    return 1;
-  }
-  t.on_timer = close_all_tick;
-  t.open_cb = close_all_open;
-  t.close_cb = close_all_closed;
-  for (int i = 0; i < 3; i++) {
-    client_connect(client_new(&t, i == 0));
-  }
-  if (tctx_run(&t)) {
-    return 1;
-  }
+  const tcase_t tc = {.max_queue = 64 << 20, .on_timer = close_all_tick,
+                      .open_cb = close_all_open, .close_cb = close_all_closed, .nclients = 3,
+                      .nquiet = 2};
+  ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.opens, 3);
   ASSERT_EQ(server_port(t.srv), -1);
   tctx_free(&t);
@@ -1043,7 +987,23 @@ TEST(server_close_with_open_sessions_runs_to_completion) {
   session_t* s = t.sessions[0];
   ASSERT_TRUE(session_is_closing(s));
   session_release(s);
-  ASSERT_EQ(mem_live_count(), base);
+  ASSERT_EQ(mem_live_count(), t.live);
+  return 0;
+}
+
+
+// server_create on loop with the test hooks (no user), 1024-byte frames and a 1 MiB queue.
+static server_t* create_on(uv_loop_t* loop, const char* host, int port, err_msg_t* msg) {
+  server_limits_t lim = {1024, 1 << 20};
+  server_hooks_t hooks = test_hooks(NULL);
+  return server_create(loop, host, port, &lim, &hooks, msg);
+}
+
+
+// Run loop to completion, then close it.
+static int loop_finish(uv_loop_t* loop) {
+  ASSERT_OK(uv_run(loop, UV_RUN_DEFAULT));
+  ASSERT_OK(uv_loop_close(loop));
   return 0;
 }
 
@@ -1052,15 +1012,11 @@ TEST(server_create_rejects_a_bad_host) {
   int64_t base = mem_live_count();
   uv_loop_t loop;
   ASSERT_OK(uv_loop_init(&loop));
-  server_limits_t lim = {1024, 1 << 20};
-  server_hooks_t hooks = {.on_open = hook_open, .on_frame = hook_frame,
-                          .on_stream_error = hook_stream_error, .on_close = hook_close};
   err_msg_t msg;
-  server_t* srv = server_create(&loop, "not-an-ip", 0, &lim, &hooks, &msg);
+  server_t* srv = create_on(&loop, "not-an-ip", 0, &msg);
   ASSERT_TRUE(srv == NULL);
   ASSERT_CONTAINS(msg.text, "not-an-ip");
-  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_OK(uv_loop_close(&loop));
+  ASSERT_OK(loop_finish(&loop));
   ASSERT_EQ(mem_live_count(), base);
   return 0;
 }
@@ -1070,22 +1026,18 @@ TEST(server_create_on_a_busy_port_returns_a_closed_server) {
   int64_t base = mem_live_count();
   uv_loop_t loop;
   ASSERT_OK(uv_loop_init(&loop));
-  server_limits_t lim = {1024, 1 << 20};
-  server_hooks_t hooks = {.on_open = hook_open, .on_frame = hook_frame,
-                          .on_stream_error = hook_stream_error, .on_close = hook_close};
   err_msg_t msg;
-  server_t* first = server_create(&loop, "127.0.0.1", 0, &lim, &hooks, &msg);
+  server_t* first = create_on(&loop, "127.0.0.1", 0, &msg);
   ASSERT_TRUE(first != NULL);
   int port = server_port(first);
   ASSERT_TRUE(port > 0);
-  server_t* second = server_create(&loop, "127.0.0.1", port, &lim, &hooks, &msg);
+  server_t* second = create_on(&loop, "127.0.0.1", port, &msg);
   ASSERT_TRUE(second != NULL);
   ASSERT_EQ(server_port(second), -1);
   ASSERT_CONTAINS(msg.text, "cannot listen");
   server_close(second);
   server_close(first);
-  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
-  ASSERT_OK(uv_loop_close(&loop));
+  ASSERT_OK(loop_finish(&loop));
   server_destroy(second);
   server_destroy(first);
   ASSERT_EQ(mem_live_count(), base);

@@ -77,37 +77,52 @@ static pose_t pose_rot(double x, double y, double z, double ax, double ay, doubl
 static const double kUnit[3] = {1.0, 1.0, 1.0};
 
 
+// rc, after printing what failed when it is an error (negative).
+static int noted(int rc, const char* what, const err_msg_t* msg) {
+  if (rc < 0) {
+    fprintf(stderr, "# %s: %s\n", what, msg->text);
+  }
+  return rc;
+}
+
+
+// An instance of geometry g moving from pose a (s = 0) to b (s = 1), or frozen at b; its handle,
+// negative on failure.
+static int add_instance(scene_t* s, int g, const double scale[3], uint32_t id, uint32_t label,
+                        pose_t a, pose_t b, int freeze) {
+  err_msg_t msg = {{0}};
+  int h = noted(scene_add_instance(s, g, scale, id, label, &msg), "scene_add_instance", &msg);
+  if (h >= 0) {
+    scene_set_instance_pose(s, h, &a, &b, freeze);
+  }
+  return h;
+}
+
+
 // An instance of geometry g with a static pose; negative on failure.
 static int place(scene_t* s, int g, const double scale[3], pose_t pose, uint32_t id) {
-  err_msg_t msg = {{0}};
-  int h = scene_add_instance(s, g, scale, id, id + 1000, &msg);
-  if (h < 0) {
-    fprintf(stderr, "# scene_add_instance: %s\n", msg.text);
-    return h;
-  }
-  scene_set_instance_pose(s, h, &pose, &pose, 0);
-  return h;
+  return add_instance(s, g, scale, id, id + 1000, pose, pose, 0);
 }
 
 
 static int commit(scene_t* s) {
   err_msg_t msg = {{0}};
-  int rc = scene_commit(s, &msg);
-  if (rc) {
-    fprintf(stderr, "# scene_commit: %s\n", msg.text);
-  }
-  return rc;
+  return noted(scene_commit(s, &msg), "scene_commit", &msg);
+}
+
+
+// One static instance of geometry g (which must exist), committed.
+static int place_one(scene_t* s, int g, const double scale[3], pose_t pose, uint32_t id) {
+  ASSERT_TRUE(g >= 0);
+  ASSERT_TRUE(place(s, g, scale, pose, id) >= 0);
+  return commit(s);
 }
 
 
 static int add_prim(scene_t* s, scene_prim_kind_t kind, double a, double b, double c) {
   err_msg_t msg = {{0}};
   double size[3] = {a, b, c};
-  int g = scene_add_primitive(s, kind, size, &msg);
-  if (g < 0) {
-    fprintf(stderr, "# scene_add_primitive: %s\n", msg.text);
-  }
-  return g;
+  return noted(scene_add_primitive(s, kind, size, &msg), "scene_add_primitive", &msg);
 }
 
 
@@ -118,11 +133,7 @@ static int add_cube_mesh(scene_t* s) {
   static const uint32_t idx[12 * 3] = {0, 2, 1, 0, 3, 2, 4, 5, 6, 4, 6, 7, 0, 1, 5, 0, 5, 4,
                                        3, 7, 6, 3, 6, 2, 0, 4, 7, 0, 7, 3, 1, 2, 6, 1, 6, 5};
   err_msg_t msg = {{0}};
-  int g = scene_add_mesh(s, v, 8, idx, 12, &msg);
-  if (g < 0) {
-    fprintf(stderr, "# scene_add_mesh: %s\n", msg.text);
-  }
-  return g;
+  return noted(scene_add_mesh(s, v, 8, idx, 12, &msg), "scene_add_mesh", &msg);
 }
 
 
@@ -176,10 +187,8 @@ static int normal_is_one_of(const double n[3], const double (*cand)[3], int k) {
 TEST(scene_sphere_from_outside) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 2.0, 0, 0);
-  ASSERT_TRUE(g >= 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(3, 1, 2), 5) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_SPHERE, 2.0, 0, 0), kUnit, pose_at(3, 1, 2),
+                      5));
 
   // head-on: distance to the centre minus the radius
   scene_hit_t h = shoot(f.s, -7, 1, 2, 1, 0, 0);
@@ -202,9 +211,8 @@ TEST(scene_sphere_from_outside) {
 TEST(scene_sphere_from_inside) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 2.0, 0, 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(3, 1, 2), 5) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_SPHERE, 2.0, 0, 0), kUnit, pose_at(3, 1, 2),
+                      5));
 
   // from the centre every direction reaches the far side at r; the normal faces the ray
   static const double dirs[4][3] = {{1, 0, 0}, {0, 0, -1}, {1, 1, 1}, {-0.3, 0.2, 0.9}};
@@ -229,10 +237,8 @@ TEST(scene_tilted_plane) {
   ASSERT_OK(setup(&f));
 
   // half side 0 = "infinite" plane, rotated 30 deg about x: normal (0, -sin 30, cos 30)
-  int g = add_prim(f.s, SCENE_PRIM_PLANE, 0, 0, 0);
-  ASSERT_TRUE(g >= 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_rot(0, 0, 0, 1, 0, 0, M_PI / 6), 1) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_PLANE, 0, 0, 0), kUnit,
+                      pose_rot(0, 0, 0, 1, 0, 0, M_PI / 6), 1));
 
   // down from (0, 2, 10): the plane holds z = y tan 30 there
   double c30 = cos(M_PI / 6), s30 = 0.5;
@@ -251,9 +257,8 @@ TEST(scene_tilted_plane) {
 TEST(scene_finite_plane_has_edges) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_prim(f.s, SCENE_PRIM_PLANE, 1.5, 0, 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(0, 0, -1), 1) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_PLANE, 1.5, 0, 0), kUnit, pose_at(0, 0, -1),
+                      1));
   ASSERT_HIT(shoot(f.s, 1.4, -1.4, 5, 0, 0, -1), 6.0, 0, 0, 1);
   ASSERT_MISS(shoot(f.s, 1.6, 0, 5, 0, 0, -1));
   ASSERT_MISS(shoot(f.s, 0, 0, 5, 1, 0, 0));  // parallel
@@ -297,10 +302,7 @@ static int check_box_at_10(const scene_t* s) {
 TEST(scene_box_primitive_faces_edges_corners) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_prim(f.s, SCENE_PRIM_BOX, 1, 2, 3);
-  ASSERT_TRUE(g >= 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(10, 0, 0), 3) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_BOX, 1, 2, 3), kUnit, pose_at(10, 0, 0), 3));
   ASSERT_OK(check_box_at_10(f.s));
   return teardown(&f);
 }
@@ -309,11 +311,8 @@ TEST(scene_box_primitive_faces_edges_corners) {
 TEST(scene_box_mesh_faces_edges_corners) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_cube_mesh(f.s);
-  ASSERT_TRUE(g >= 0);
   static const double scale[3] = {1, 2, 3};
-  ASSERT_TRUE(place(f.s, g, scale, pose_at(10, 0, 0), 3) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_cube_mesh(f.s), scale, pose_at(10, 0, 0), 3));
   ASSERT_OK(check_box_at_10(f.s));
   return teardown(&f);
 }
@@ -322,12 +321,10 @@ TEST(scene_box_mesh_faces_edges_corners) {
 TEST(scene_scaled_rotated_mesh_instance) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_cube_mesh(f.s);
   static const double scale[3] = {2, 1, 0.5};
 
   // Rz(90): object x (half 2) lies along world y, object y (half 1) along world x
-  ASSERT_TRUE(place(f.s, g, scale, pose_rot(0, 0, 0, 0, 0, 1, M_PI / 2), 9) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_cube_mesh(f.s), scale, pose_rot(0, 0, 0, 0, 0, 1, M_PI / 2), 9));
   ASSERT_HIT(shoot(f.s, -10, 0.3, 0.1, 1, 0, 0), 9.0, -1, 0, 0);
   ASSERT_HIT(shoot(f.s, 0.5, -10, -0.2, 0, 1, 0), 8.0, 0, -1, 0);
   ASSERT_HIT(shoot(f.s, 0.9, 1.9, 10, 0, 0, -1), 9.5, 0, 0, 1);
@@ -343,10 +340,8 @@ TEST(scene_scaled_sphere_normal_uses_inverse_transpose) {
 
   // ellipsoid x^2/4 + y^2 + z^2 = 1; down the line x = 1 it is hit at z = sqrt(3)/2, where the
   // normal is grad = (x/4, y, z) ~ (1/4, 0, sqrt(3)/2) (a plain M n would give (1, 0, 0.87))
-  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 1, 0, 0);
   static const double scale[3] = {2, 1, 1};
-  ASSERT_TRUE(place(f.s, g, scale, xform_identity(), 2) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_SPHERE, 1, 0, 0), scale, xform_identity(), 2));
   double len = sqrt(0.0625 + 0.75);
   ASSERT_HIT(shoot(f.s, 1, 0, 10, 0, 0, -1), 10.0 - SQRT3 / 2, 0.25 / len, 0, SQRT3 / 2 / len);
   return teardown(&f);
@@ -356,10 +351,8 @@ TEST(scene_scaled_sphere_normal_uses_inverse_transpose) {
 TEST(scene_cylinder_side_cap_rim_inside) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_prim(f.s, SCENE_PRIM_CYLINDER, 1, 2, 0);
-  ASSERT_TRUE(g >= 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(0, 0, 0), 4) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_CYLINDER, 1, 2, 0), kUnit, pose_at(0, 0, 0),
+                      4));
 
   // side and caps
   ASSERT_HIT(shoot(f.s, -10, 0, 0.5, 1, 0, 0), 9.0, -1, 0, 0);
@@ -385,10 +378,8 @@ TEST(scene_cylinder_side_cap_rim_inside) {
 TEST(scene_capsule_side_caps_inside) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int g = add_prim(f.s, SCENE_PRIM_CAPSULE, 1, 2, 0);
-  ASSERT_TRUE(g >= 0);
-  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(0, 0, 0), 4) >= 0);
-  ASSERT_OK(commit(f.s));
+  ASSERT_OK(place_one(f.s, add_prim(f.s, SCENE_PRIM_CAPSULE, 1, 2, 0), kUnit, pose_at(0, 0, 0),
+                      4));
 
   // side, and the hemispherical caps (centres at z = +-2)
   ASSERT_HIT(shoot(f.s, -10, 0, 1.5, 1, 0, 0), 9.0, -1, 0, 0);
@@ -443,11 +434,8 @@ TEST(scene_mesh_reports_object_label_primitive) {
   err_msg_t msg = {{0}};
   int g = scene_add_mesh(f.s, v, 4, idx, 2, &msg);
   ASSERT_TRUE(g >= 0);
-  err_msg_t m2 = {{0}};
-  int h = scene_add_instance(f.s, g, kUnit, 42, 7, &m2);
-  ASSERT_TRUE(h >= 0);
   pose_t p = pose_at(5, 0, 0);
-  scene_set_instance_pose(f.s, h, &p, &p, 0);
+  ASSERT_TRUE(add_instance(f.s, g, kUnit, 42, 7, p, p, 0) >= 0);
   ASSERT_OK(commit(f.s));
 
   scene_hit_t a = shoot(f.s, 0, -0.5, 0.5, 1, 0, 0);
@@ -478,11 +466,9 @@ TEST(scene_moving_wall_seen_at_ray_time) {
   // a wall 0.2 m thick moving from x = 10 (s = 0) to x = 8 (s = 1): constant velocity, so a
   // ray along +x at time s meets its near face at 10 - 2 s - 0.1 (MODELS.md 16.1)
   int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
-  err_msg_t msg = {{0}};
-  int h = scene_add_instance(f.s, g, kUnit, 1, 1, &msg);
-  ASSERT_TRUE(h >= 0);
   pose_t a = pose_at(10, 0, 0), b = pose_at(8, 0, 0);
-  scene_set_instance_pose(f.s, h, &a, &b, 0);
+  int h = add_instance(f.s, g, kUnit, 1, 1, a, b, 0);
+  ASSERT_TRUE(h >= 0);
   ASSERT_OK(commit(f.s));
   static const double times[4] = {0, 0.25, 0.5, 1};
   for (int i = 0; i < 4; i++) {
@@ -493,10 +479,7 @@ TEST(scene_moving_wall_seen_at_ray_time) {
   // the same wall mesh-built, frozen: every time sees the end pose
   int gm = add_cube_mesh(f.s);
   static const double wall[3] = {0.1, 5, 5};
-  int hm = scene_add_instance(f.s, gm, wall, 2, 2, &msg);
-  ASSERT_TRUE(hm >= 0);
-  pose_t am = pose_at(10, 0, 20), bm = pose_at(8, 0, 20);
-  scene_set_instance_pose(f.s, hm, &am, &bm, 1);
+  ASSERT_TRUE(add_instance(f.s, gm, wall, 2, 2, pose_at(10, 0, 20), pose_at(8, 0, 20), 1) >= 0);
   scene_set_instance_pose(f.s, h, &a, &b, 1);
   ASSERT_OK(commit(f.s));
   for (int i = 0; i < 4; i++) {
@@ -517,11 +500,8 @@ TEST(scene_rotation_interpolated_by_slerp) {
   // its face normal is (cos a, sin a, 0) with a = 90 s deg, and the ray along +x through the
   // centre meets the face at 10 - 0.1 / cos a
   int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
-  err_msg_t msg = {{0}};
-  int h = scene_add_instance(f.s, g, kUnit, 1, 1, &msg);
-  ASSERT_TRUE(h >= 0);
   pose_t a = pose_at(10, 0, 0), b = pose_rot(10, 0, 0, 0, 0, 1, M_PI / 2);
-  scene_set_instance_pose(f.s, h, &a, &b, 0);
+  ASSERT_TRUE(add_instance(f.s, g, kUnit, 1, 1, a, b, 0) >= 0);
   ASSERT_OK(commit(f.s));
   static const double times[3] = {0, 0.25, 0.5};
   for (int i = 0; i < 3; i++) {
@@ -745,11 +725,8 @@ static int add_blob_mesh(scene_t* s) {
     }
   }
   err_msg_t msg = {{0}};
-  int g = scene_add_mesh(s, v, (STACKS + 1) * SLICES, idx, 2 * nt, &msg);
-  if (g < 0) {
-    fprintf(stderr, "# scene_add_mesh: %s\n", msg.text);
-  }
-  return g;
+  return noted(scene_add_mesh(s, v, (STACKS + 1) * SLICES, idx, 2 * nt, &msg), "scene_add_mesh",
+               &msg);
 }
 
 
@@ -782,16 +759,14 @@ TEST(scene_packets_match_single_rays) {
   for (int i = 0; i < NOBJ; i++) {
     double ang = 2 * M_PI * i / NOBJ;
     double scale[3] = {rnd_in(&st, 0.5, 2), rnd_in(&st, 0.5, 2), rnd_in(&st, 0.5, 2)};
-    err_msg_t msg = {{0}};
-    int h = scene_add_instance(f.s, g[i % 7], scale, (uint32_t)i + 1, (uint32_t)i % 3, &msg);
-    ASSERT_TRUE(h >= 0);
     double z = rnd_in(&st, -2, 2);
     pose_t a = pose_random(&st, 10 * cos(ang), 10 * sin(ang), z);
     pose_t b = a;
     if (i % 2) {
       b = pose_random(&st, 10 * cos(ang) + rnd_in(&st, -1, 1), 10 * sin(ang), z + 0.5);
     }
-    scene_set_instance_pose(f.s, h, &a, &b, i % 5 == 0);
+    ASSERT_TRUE(add_instance(f.s, g[i % 7], scale, (uint32_t)i + 1, (uint32_t)i % 3, a, b,
+                             i % 5 == 0) >= 0);
   }
   ASSERT_OK(commit(f.s));
 

@@ -11,166 +11,16 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "check.h"
+#include "env_fixture.h"
 
 //---------------- Fixtures
 
-// Little-endian packing, independent of the host.
-static void put_u32(uint8_t* p, uint32_t u) {
-  p[0] = (uint8_t)u;
-  p[1] = (uint8_t)(u >> 8);
-  p[2] = (uint8_t)(u >> 16);
-  p[3] = (uint8_t)(u >> 24);
-}
-
-
-static void put_f32(uint8_t* p, float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof(u));
-  put_u32(p, u);
-}
-
-
-// Packed arrays of a mesh; `off` shifts the data by a byte so that it is unaligned.
-typedef struct mesh_bytes {
-  uint8_t vbuf[8 * 12 + 1];
-  uint8_t ibuf[12 * 12 + 1];
-  uint8_t mbuf[12 * 4 + 1];
-  mesh_desc_t d;
-} mesh_bytes_t;
-
-
-// Axis-aligned cube of half side 0.5 (8 vertices, 12 triangles).
-static void make_cube(mesh_bytes_t* m, uint32_t id, int off) {
-  static const float v[8][3] = {{-.5f, -.5f, -.5f}, {.5f, -.5f, -.5f}, {.5f, .5f, -.5f},
-                                {-.5f, .5f, -.5f},  {-.5f, -.5f, .5f}, {.5f, -.5f, .5f},
-                                {.5f, .5f, .5f},    {-.5f, .5f, .5f}};
-  static const uint32_t t[12][3] = {{0, 2, 1}, {0, 3, 2}, {4, 5, 6}, {4, 6, 7},
-                                    {0, 1, 5}, {0, 5, 4}, {1, 2, 6}, {1, 6, 5},
-                                    {2, 3, 7}, {2, 7, 6}, {3, 0, 4}, {3, 4, 7}};
-  memset(m, 0, sizeof(*m));
-  for (int i = 0; i < 24; i++) {
-    put_f32(m->vbuf + off + 4 * i, v[i / 3][i % 3]);
-  }
-  for (int i = 0; i < 36; i++) {
-    put_u32(m->ibuf + off + 4 * i, t[i / 3][i % 3]);
-  }
-  m->d.id = id;
-  m->d.vertices = m->vbuf + off;
-  m->d.vertices_len = 96;
-  m->d.indices = m->ibuf + off;
-  m->d.indices_len = 144;
-}
-
-
-// Square z = 0, x and y in [-1, 1] (4 vertices, 2 triangles), per-triangle materials.
-static void make_quad(mesh_bytes_t* m, uint32_t id, uint32_t mat0, uint32_t mat1) {
-  static const float v[4][3] = {{-1, -1, 0}, {1, -1, 0}, {1, 1, 0}, {-1, 1, 0}};
-  static const uint32_t t[6] = {0, 1, 2, 0, 2, 3};
-  memset(m, 0, sizeof(*m));
-  for (int i = 0; i < 12; i++) {
-    put_f32(m->vbuf + 4 * i, v[i / 3][i % 3]);
-  }
-  for (int i = 0; i < 6; i++) {
-    put_u32(m->ibuf + 4 * i, t[i]);
-  }
-  put_u32(m->mbuf, mat0);
-  put_u32(m->mbuf + 4, mat1);
-  m->d.id = id;
-  m->d.vertices = m->vbuf;
-  m->d.vertices_len = 48;
-  m->d.indices = m->ibuf;
-  m->d.indices_len = 24;
-  m->d.material_ids = m->mbuf;
-  m->d.material_ids_len = 8;
-}
-
-
-static pose_t pose_at(double x, double y, double z) {
-  pose_t p = xform_identity();
-  p.p[0] = x;
-  p.p[1] = y;
-  p.p[2] = z;
-  return p;
-}
-
-
-static object_desc_t object(uint32_t id, uint32_t geometry, uint32_t body, pose_t local) {
-  object_desc_t o = {.id = id, .geometry_id = geometry, .body_id = body, .local_pose = local,
-                     .scale = {1, 1, 1}, .label = id};
-  return o;
-}
-
-
-// Body poses in wire order (px py pz qx qy qz qw), identity orientation.
-static void wire_pose(double* dst, double x, double y, double z) {
-  const double p[7] = {x, y, z, 0, 0, 0, 1};
-  memcpy(dst, p, sizeof(p));
-}
-
-
-static int update_bodies(env_t* e, double t, uint32_t n, const uint32_t* ids,
-                         const double* poses) {
-  env_state_update_t u = {.time = t, .nbody = n, .body_ids = ids, .body_poses = poses};
-  err_msg_t msg;
-  int rc = env_update_state(e, &u, &msg);
-  if (rc) {
-    fprintf(stderr, "# env_update_state: %s\n", msg.text);
-  }
-  return rc;
-}
-
-
-// The standard scene: cube mesh 1, sphere 2, quad mesh 7 (triangle 0 of material 6),
-// materials 5 and 6, medium 3 (fog), bodies 10 and 11, objects 100 (cube on body 10),
-// 101 (sphere on body 11), 102 (static cube at (0, 5, 0), scale 2, material 5, medium 3),
-// 103 (static quad at (5, 5, 0)), joint 20. States: t = 0 (step 0 done), then t = 1 with body
-// 10 raised to z = 1, so that the current interval [0, 1] is not empty.
+// The standard scene (env_fixture.h) with geometry 7 a quad (triangle 0 of material 6).
 static int populate(env_t* e) {
-  err_msg_t msg;
   mesh_bytes_t cube, quad;
-  surface_material_t two = material_default_two_layer();
-  surface_material_t dull = material_default_lambertian();
-  dull.reflectance = 0.3;
-  ambient_material_t fog;
-  ASSERT_OK(ambient_fog(100.0, &fog, &msg));
-
-  make_cube(&cube, 1, 0);
-  ASSERT_OK(env_create_mesh(e, &cube.d, &msg));
-  prim_desc_t sphere = {.id = 2, .kind = SCENE_PRIM_SPHERE, .size = {0.5, 0, 0}};
-  ASSERT_OK(env_create_primitive(e, &sphere, &msg));
-  ASSERT_OK(env_set_material(e, 5, &two, "paint", &msg));
-  ASSERT_OK(env_set_material(e, 6, &dull, NULL, &msg));
+  make_cube(&cube, 1, 0, 0);
   make_quad(&quad, 7, 6, 0);
-  ASSERT_OK(env_create_mesh(e, &quad.d, &msg));
-  ASSERT_OK(env_set_medium(e, 3, &fog, &msg));
-
-  body_desc_t b10 = {.id = 10, .pose = pose_at(0, 0, 0), .name = "cart"};
-  body_desc_t b11 = {.id = 11, .pose = pose_at(5, 0, 0)};
-  ASSERT_OK(env_create_body(e, &b10, &msg));
-  ASSERT_OK(env_create_body(e, &b11, &msg));
-  object_desc_t o100 = object(100, 1, 10, xform_identity());
-  object_desc_t o101 = object(101, 2, 11, xform_identity());
-  object_desc_t o102 = object(102, 1, 0, pose_at(0, 5, 0));
-  o102.scale[0] = o102.scale[1] = o102.scale[2] = 2.0;
-  o102.material_id = 5;
-  o102.medium_id = 3;
-  object_desc_t o103 = object(103, 7, 0, pose_at(5, 5, 0));
-  ASSERT_OK(env_create_object(e, &o100, &msg));
-  ASSERT_OK(env_create_object(e, &o101, &msg));
-  ASSERT_OK(env_create_object(e, &o102, &msg));
-  ASSERT_OK(env_create_object(e, &o103, &msg));
-  joint_desc_t j = {.id = 20, .type = JOINT_TYPE_REVOLUTE, .position = 0.5};
-  ASSERT_OK(env_create_joint(e, &j, &msg));
-
-  uint32_t ids[2] = {10, 11};
-  double poses[14];
-  wire_pose(poses, 0, 0, 0);
-  wire_pose(poses + 7, 5, 0, 0);
-  ASSERT_OK(update_bodies(e, 0.0, 2, ids, poses));
-  ASSERT_OK(env_step(e, 0.0, &msg));
-  wire_pose(poses, 0, 0, 1);
-  ASSERT_OK(update_bodies(e, 1.0, 1, ids, poses));
-  return 0;
+  return populate_standard(e, &cube.d, &quad.d, NULL);
 }
 
 
@@ -180,16 +30,24 @@ typedef struct fixture {
 } fixture_t;
 
 
-static int setup(fixture_t* f, const env_limits_t* limits) {
+// A device and an empty environment of that name.
+static int setup_empty(fixture_t* f, const char* name, const env_limits_t* limits,
+                       pool_t* pool) {
   err_msg_t msg;
   f->dev = scene_device_create(&msg);
   if (!f->dev) {
     CHECK_FAIL("scene_device_create: %s", msg.text);
   }
-  f->e = env_create("test", limits, f->dev, NULL, &msg);
+  f->e = env_create(name, limits, f->dev, pool, &msg);
   if (!f->e) {
     CHECK_FAIL("env_create: %s", msg.text);
   }
+  return 0;
+}
+
+
+static int setup(fixture_t* f, const env_limits_t* limits) {
+  ASSERT_OK(setup_empty(f, "test", limits, NULL));
   return populate(f->e);
 }
 
@@ -203,102 +61,29 @@ static void teardown(fixture_t* f) {
 
 #define NPROBE 8
 
-typedef struct snap {
-  env_info_t info;
-  scene_hit_t at_cur[NPROBE];    // rays at t_cur
-  scene_hit_t at_prev[NPROBE];   // rays at t_prev
-  double field[3];               // magnetic field at (0.3, 0.2, 2)
-} snap_t;
-
-
-// Rays that see every object of the standard scene, from above and from the side.
-static void probes(double o[3 * NPROBE], double d[3 * NPROBE]) {
-  static const double xy[6][2] = {{0, 0}, {5, 0}, {0, 5}, {5, 5}, {0.8, 5.8}, {4.5, 4.5}};
-  for (int i = 0; i < 6; i++) {
-    double oi[3] = {xy[i][0], xy[i][1], 10};
-    double di[3] = {0, 0, -1};
-    memcpy(o + 3 * i, oi, sizeof(oi));
-    memcpy(d + 3 * i, di, sizeof(di));
-  }
-  const double side[2][6] = {{-10, 0, 0, 1, 0, 0}, {-10, 0, 1, 1, 0, 0}};
-  for (int i = 0; i < 2; i++) {
-    memcpy(o + 3 * (6 + i), side[i], 3 * sizeof(double));
-    memcpy(d + 3 * (6 + i), side[i] + 3, 3 * sizeof(double));
-  }
-}
-
-
-static int take(env_t* e, snap_t* s) {
-  memset(s, 0, sizeof(*s));
-  env_get_info(e, &s->info);
-  double o[3 * NPROBE], d[3 * NPROBE];
-  probes(o, d);
-  err_msg_t msg;
-  env_raycast_t r = {.nray = NPROBE, .origins = o, .directions = d};
-  ASSERT_OK(env_raycast(e, &r, s->at_cur, &msg));
-  if (s->info.time.has_time) {
-    r.ntime = 1;
-    r.times = &s->info.time.t_prev;
-    ASSERT_OK(env_raycast(e, &r, s->at_prev, &msg));
-  }
-  const double p[3] = {0.3, 0.2, 2};
-  env_magnetic_field(e, p, s->field);
-  return 0;
-}
-
-
-static int same_hits(const scene_hit_t* a, const scene_hit_t* b, const char* when) {
-  for (int i = 0; i < NPROBE; i++) {
-    if (a[i].object_id != b[i].object_id || a[i].distance != b[i].distance) {
-      CHECK_FAIL("probe %d at %s: object %u at %g became object %u at %g", i, when,
-                 a[i].object_id, a[i].distance, b[i].object_id, b[i].distance);
-    }
-  }
-  return 0;
-}
-
-
-static int same(const snap_t* a, const snap_t* b) {
-  const env_info_t* x = &a->info;
-  const env_info_t* y = &b->info;
-  ASSERT_EQ(x->geometries, y->geometries);
-  ASSERT_EQ(x->materials, y->materials);
-  ASSERT_EQ(x->media, y->media);
-  ASSERT_EQ(x->bodies, y->bodies);
-  ASSERT_EQ(x->objects, y->objects);
-  ASSERT_EQ(x->joints, y->joints);
-  ASSERT_EQ(x->sensors, y->sensors);
-  ASSERT_EQ(x->time.has_time, y->time.has_time);
-  ASSERT_TRUE(x->time.t_prev == y->time.t_prev);
-  ASSERT_TRUE(x->time.t_cur == y->time.t_cur);
-  ASSERT_EQ(x->time.steps, y->time.steps);
-  ASSERT_EQ(x->scene.geometry_builds, y->scene.geometry_builds);
-  ASSERT_EQ(x->scene.instance_updates, y->scene.instance_updates);
-  ASSERT_MEM_EQ(a->field, b->field, sizeof(a->field));
-  if (same_hits(a->at_cur, b->at_cur, "t_cur") || same_hits(a->at_prev, b->at_prev, "t_prev")) {
-    return 1;
-  }
-  return 0;
+// A snapshot with the 8 probe rays that see the standard scene.
+static int take(env_t* e, env_snap_t* s) {
+  return env_snap_take(e, NPROBE, s);
 }
 
 
 // Run `call` (which must fail with `code` and a message containing `text`) and check that the
 // environment did not change.
-#define ASSERT_REJECTED(e, call, want_code, want_text)                           \
-  do {                                                                           \
-    snap_t before_, after_;                                                      \
-    ASSERT_OK(take((e), &before_));                                              \
-    int64_t live_ = mem_live_count();                                            \
-    err_msg_t msg_ = {{0}};                                                      \
-    err_msg_t* emsg = &msg_;                                                     \
-    int rc_ = (call);                                                            \
-    if (rc_ != (want_code)) {                                                    \
+#define ASSERT_REJECTED(e, call, want_code, want_text)                         \
+  do {                                                                         \
+    env_snap_t before_, after_;                                                \
+    ASSERT_OK(take((e), &before_));                                            \
+    int64_t live_ = mem_live_count();                                          \
+    err_msg_t msg_ = {{0}};                                                    \
+    err_msg_t* emsg = &msg_;                                                   \
+    int rc_ = (call);                                                          \
+    if (rc_ != (want_code)) {                                                  \
       CHECK_FAIL("%s: rc %d (%s), expected %d", #call, rc_, msg_.text, (want_code)); \
-    }                                                                            \
-    ASSERT_CONTAINS(msg_.text, (want_text));                                     \
-    ASSERT_EQ(mem_live_count(), live_);                                          \
-    ASSERT_OK(take((e), &after_));                                               \
-    if (same(&before_, &after_)) CHECK_FAIL("environment changed by %s", #call); \
+    }                                                                          \
+    ASSERT_CONTAINS(msg_.text, (want_text));                                   \
+    ASSERT_EQ(mem_live_count(), live_);                                        \
+    ASSERT_OK(take((e), &after_));                                             \
+    if (env_snap_same(&before_, &after_)) CHECK_FAIL("environment changed by %s", #call); \
   } while (0)
 
 //---------------- Geometry
@@ -307,7 +92,7 @@ static int same(const snap_t* a, const snap_t* b) {
 TEST(env_standard_scene_is_seen_by_rays) {
   fixture_t f;
   ASSERT_OK(setup(&f, NULL));
-  snap_t s;
+  env_snap_t s;
   ASSERT_OK(take(f.e, &s));
   ASSERT_EQ(s.info.geometries, 3);
   ASSERT_EQ(s.info.materials, 3);
@@ -362,53 +147,53 @@ TEST(env_mesh_errors_name_the_element_and_change_nothing) {
   mesh_bytes_t m;
 
   // ids
-  make_cube(&m, 0, 0);
+  make_cube(&m, 0, 0, 0);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "id = 0 is reserved");
-  make_cube(&m, 1, 0);
+  make_cube(&m, 1, 0, 0);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_EXISTS, "geometry 1 already exists");
-  make_cube(&m, 2, 0);
+  make_cube(&m, 2, 0, 0);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_EXISTS, "geometry 2 already exists");
 
   // lengths and counts
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   m.d.vertices_len = 13;
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
                   "vertices length 13 is not a multiple of 12");
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   m.d.indices_len = 143;
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
                   "indices length 143 is not a multiple of 12");
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   m.d.vertices_len = 0;
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "vertices is empty");
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   m.d.indices = NULL;
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "indices is empty");
 
   // limits
   uint8_t big[9 * 12 + 1] = {0};
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   m.d.vertices = big;
   m.d.vertices_len = 9 * 12;
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_LIMIT, "max_mesh_vertices = 8");
   uint8_t many[13 * 12] = {0};
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   m.d.indices = many;
   m.d.indices_len = sizeof(many);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_LIMIT, "max_mesh_triangles = 12");
 
   // values
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   put_f32(m.vbuf + 4 * (5 * 3 + 1), NAN);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "vertices[5].y = nan is not finite");
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   put_f32(m.vbuf + 4 * (7 * 3 + 2), -INFINITY);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL, "vertices[7].z = -inf");
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   put_u32(m.ibuf + 4 * 7, 12);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
                   "indices[7] = 12 is out of range (8 vertices)");
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   put_u32(m.ibuf + 4 * 35, 8);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_INVAL,
                   "indices[35] = 8 is out of range (8 vertices)");
@@ -427,7 +212,7 @@ TEST(env_mesh_errors_name_the_element_and_change_nothing) {
                   "material_ids[1] = 42 is not a known material");
 
   // the same mesh, fixed and at unaligned addresses, is accepted
-  make_cube(&m, 9, 1);
+  make_cube(&m, 9, 1, 0);
   err_msg_t msg;
   ASSERT_OK(env_create_mesh(e, &m.d, &msg));
   env_info_t info;
@@ -445,7 +230,7 @@ TEST(env_geometry_limit_and_primitive_errors) {
   ASSERT_OK(setup(&f, &lim));
   env_t* e = f.e;
   mesh_bytes_t m;
-  make_cube(&m, 9, 0);
+  make_cube(&m, 9, 0, 0);
   ASSERT_REJECTED(e, env_create_mesh(e, &m.d, emsg), ERR_LIMIT, "max_geometries = 3");
   prim_desc_t p = {.id = 9, .kind = SCENE_PRIM_BOX, .size = {1, 1, 1}};
   ASSERT_REJECTED(e, env_create_primitive(e, &p, emsg), ERR_LIMIT, "max_geometries = 3");
@@ -665,7 +450,7 @@ TEST(env_create_fails_cleanly_when_allocations_fail) {
   // fail the 1st, 2nd, ... allocation of each call until it succeeds
   for (int step = 0; step < 6; step++) {
     for (int64_t n = 1;; n++) {
-      snap_t before, after;
+      env_snap_t before, after;
       ASSERT_OK(take(e, &before));
       int64_t live = mem_live_count();
       err_msg_t msg;
@@ -683,7 +468,7 @@ TEST(env_create_fails_cleanly_when_allocations_fail) {
       ASSERT_EQ(rc, ERR_NOMEM);
       ASSERT_EQ(mem_live_count(), live);
       ASSERT_OK(take(e, &after));
-      if (same(&before, &after)) {
+      if (env_snap_same(&before, &after)) {
         CHECK_FAIL("call %d changed the environment when allocation %lld failed", step,
                    (long long)n);
       }
@@ -784,11 +569,10 @@ TEST(env_update_state_is_all_or_nothing) {
 
 
 TEST(env_time_line_rules) {
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "time", NULL, NULL));
+  env_t* e = f.e;
   err_msg_t msg;
-  scene_device_t* dev = scene_device_create(&msg);
-  ASSERT_TRUE(dev != NULL);
-  env_t* e = env_create("time", NULL, dev, NULL, &msg);
-  ASSERT_TRUE(e != NULL);
   env_time_t t;
   env_get_time(e, &t);
   ASSERT_EQ(t.has_time, 0);
@@ -818,8 +602,7 @@ TEST(env_time_line_rules) {
   env_get_time(e, &t);
   ASSERT_TRUE(t.t_prev == -3.5 && t.t_cur == -3.5 && t.steps == 2);
   ASSERT_EQ(env_step(e, INFINITY, &msg), ERR_INVAL);
-  env_destroy(e);
-  scene_device_destroy(dev);
+  teardown(&f);
   return 0;
 }
 
@@ -889,13 +672,12 @@ TEST(env_step_and_raycast_errors_change_nothing) {
 
 
 TEST(env_constant_velocity_body_seen_at_ray_times) {
-  err_msg_t msg;
-  scene_device_t* dev = scene_device_create(&msg);
-  ASSERT_TRUE(dev != NULL);
   pool_t* pool = pool_create(2);
   ASSERT_TRUE(pool != NULL);
-  env_t* e = env_create("wall", NULL, dev, pool, &msg);
-  ASSERT_TRUE(e != NULL);
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "wall", NULL, pool));
+  env_t* e = f.e;
+  err_msg_t msg;
 
   // a wall (box, half thickness 0.1) approaching a static lidar at the origin at v = 2 m/s
   prim_desc_t box = {.id = 1, .kind = SCENE_PRIM_BOX, .size = {0.1, 5, 5}};
@@ -964,21 +746,19 @@ TEST(env_constant_velocity_body_seen_at_ray_times) {
   mid = t0 + 2 * dt;
   r.ntime = 1;
   ASSERT_EQ(env_raycast(e, &r, hits, &msg), ERR_INVAL);
-  env_destroy(e);
+  teardown(&f);
   pool_destroy(pool);
-  scene_device_destroy(dev);
   return 0;
 }
 
 
 TEST(env_hundred_moving_objects_update_without_rebuilding_geometry) {
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "many", NULL, NULL));
+  env_t* e = f.e;
   err_msg_t msg;
-  scene_device_t* dev = scene_device_create(&msg);
-  ASSERT_TRUE(dev != NULL);
-  env_t* e = env_create("many", NULL, dev, NULL, &msg);
-  ASSERT_TRUE(e != NULL);
   mesh_bytes_t cube;
-  make_cube(&cube, 1, 0);
+  make_cube(&cube, 1, 0, 0);
   ASSERT_OK(env_create_mesh(e, &cube.d, &msg));
   enum { N = 100 };
   uint32_t ids[N];
@@ -1023,18 +803,17 @@ TEST(env_hundred_moving_objects_update_without_rebuilding_geometry) {
     ASSERT_TRUE(info.scene.instance_updates >= updates + N);
     updates = info.scene.instance_updates;
   }
-  env_destroy(e);
-  scene_device_destroy(dev);
+  teardown(&f);
   return 0;
 }
 
 
 TEST(env_environments_are_isolated) {
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "a", NULL, NULL));
   err_msg_t msg;
-  scene_device_t* dev = scene_device_create(&msg);
-  ASSERT_TRUE(dev != NULL);
-  env_t* a = env_create("a", NULL, dev, NULL, &msg);
-  env_t* b = env_create("b", NULL, dev, NULL, &msg);
+  env_t* a = f.e;
+  env_t* b = env_create("b", NULL, f.dev, NULL, &msg);
   ASSERT_TRUE(a && b);
   ASSERT_STREQ(env_name(a), "a");
   ASSERT_STREQ(env_name(b), "b");
@@ -1067,9 +846,8 @@ TEST(env_environments_are_isolated) {
   ASSERT_OK(env_raycast(b, &r, hb, &msg));
   ASSERT_EQ(ha[0].object_id, 0);
   ASSERT_EQ(hb[1].object_id, 7);
-  env_destroy(a);
   env_destroy(b);
-  scene_device_destroy(dev);
+  teardown(&f);
   return 0;
 }
 
@@ -1126,7 +904,7 @@ TEST(env_remove_refuses_referenced_entities) {
   ASSERT_OK(env_remove(e, ENV_ENTITY_JOINT, 20, &msg));
   ASSERT_OK(env_remove(e, ENV_ENTITY_OBJECT, 100, &msg));
   ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 10, &msg));
-  snap_t end;
+  env_snap_t end;
   ASSERT_OK(take(e, &end));
   ASSERT_EQ(end.info.geometries, 1);
   ASSERT_EQ(end.info.materials, 1);

@@ -16,6 +16,7 @@
 
 #include "base/mem.h"
 #include "check.h"
+#include "env_fixture.h"
 #include "world/env_impl.h"
 
 // More attempts than any call here allocates; reaching it means the call never succeeds.
@@ -23,136 +24,14 @@
 
 //---------------- Fixtures
 
-static void put_u32(uint8_t* p, uint32_t u) {
-  p[0] = (uint8_t)u;
-  p[1] = (uint8_t)(u >> 8);
-  p[2] = (uint8_t)(u >> 16);
-  p[3] = (uint8_t)(u >> 24);
-}
-
-
-static void put_f32(uint8_t* p, float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof(u));
-  put_u32(p, u);
-}
-
-
-typedef struct mesh_bytes {
-  uint8_t vbuf[8 * 12];
-  uint8_t ibuf[12 * 12];
-  uint8_t mbuf[12 * 4];
-  mesh_desc_t d;
-} mesh_bytes_t;
-
-
-// Axis-aligned cube of half side 0.5 (8 vertices, 12 triangles); mat != 0 gives every other
-// triangle that material.
-static void make_cube(mesh_bytes_t* m, uint32_t id, uint32_t mat, const char* name) {
-  static const float v[8][3] = {{-.5f, -.5f, -.5f}, {.5f, -.5f, -.5f}, {.5f, .5f, -.5f},
-                                {-.5f, .5f, -.5f},  {-.5f, -.5f, .5f}, {.5f, -.5f, .5f},
-                                {.5f, .5f, .5f},    {-.5f, .5f, .5f}};
-  static const uint32_t t[12][3] = {{0, 2, 1}, {0, 3, 2}, {4, 5, 6}, {4, 6, 7},
-                                    {0, 1, 5}, {0, 5, 4}, {1, 2, 6}, {1, 6, 5},
-                                    {2, 3, 7}, {2, 7, 6}, {3, 0, 4}, {3, 4, 7}};
-  memset(m, 0, sizeof(*m));
-  for (int i = 0; i < 24; i++) {
-    put_f32(m->vbuf + 4 * i, v[i / 3][i % 3]);
-  }
-  for (int i = 0; i < 36; i++) {
-    put_u32(m->ibuf + 4 * i, t[i / 3][i % 3]);
-  }
-  for (int i = 0; i < 12; i++) {
-    put_u32(m->mbuf + 4 * i, i % 2 ? mat : 0);
-  }
-  m->d.id = id;
-  m->d.vertices = m->vbuf;
-  m->d.vertices_len = sizeof(m->vbuf);
-  m->d.indices = m->ibuf;
-  m->d.indices_len = sizeof(m->ibuf);
-  if (mat) {
-    m->d.material_ids = m->mbuf;
-    m->d.material_ids_len = sizeof(m->mbuf);
-  }
-  m->d.name = name;
-}
-
-
-static pose_t pose_at(double x, double y, double z) {
-  pose_t p = xform_identity();
-  p.p[0] = x;
-  p.p[1] = y;
-  p.p[2] = z;
-  return p;
-}
-
-
-static object_desc_t object(uint32_t id, uint32_t geometry, uint32_t body, pose_t local) {
-  object_desc_t o = {.id = id, .geometry_id = geometry, .body_id = body, .local_pose = local,
-                     .scale = {1, 1, 1}, .label = id};
-  return o;
-}
-
-
-static void wire_pose(double* dst, double x, double y, double z) {
-  const double p[7] = {x, y, z, 0, 0, 0, 1};
-  memcpy(dst, p, sizeof(p));
-}
-
-
-// The standard scene of test_env.c: cube mesh 1 (no per-triangle materials), sphere 2, cube
-// mesh 7 (every other triangle material 6), materials 5 and 6, medium 3 (fog), bodies 10 and
-// 11, objects 100 (cube on body 10), 101 (sphere on body 11), 102 (static cube at (0, 5, 0),
-// scale 2, material 5, medium 3), 103 (mesh 7 at (5, 5, 0)), joint 20. States t = 0 (stepped)
-// and t = 1 with body 10 raised to z = 1.
+// The standard scene of test_env.c (env_fixture.h) with geometry 1 named "cube", geometry 7 a
+// cube mesh with every other triangle of material 6, and joint 20 named "wheel".
 static int populate(env_t* e) {
-  err_msg_t msg;
-  mesh_bytes_t cube;
-  surface_material_t two = material_default_two_layer();
-  surface_material_t dull = material_default_lambertian();
-  dull.reflectance = 0.3;
-  ambient_material_t fog;
-  ASSERT_OK(ambient_fog(100.0, &fog, &msg));
-
-  make_cube(&cube, 1, 0, "cube");
-  ASSERT_OK(env_create_mesh(e, &cube.d, &msg));
-  prim_desc_t sphere = {.id = 2, .kind = SCENE_PRIM_SPHERE, .size = {0.5, 0, 0}};
-  ASSERT_OK(env_create_primitive(e, &sphere, &msg));
-  ASSERT_OK(env_set_material(e, 5, &two, "paint", &msg));
-  ASSERT_OK(env_set_material(e, 6, &dull, NULL, &msg));
-  make_cube(&cube, 7, 6, NULL);
-  ASSERT_OK(env_create_mesh(e, &cube.d, &msg));
-  ASSERT_OK(env_set_medium(e, 3, &fog, &msg));
-
-  body_desc_t b10 = {.id = 10, .pose = pose_at(0, 0, 0), .name = "cart"};
-  body_desc_t b11 = {.id = 11, .pose = pose_at(5, 0, 0)};
-  ASSERT_OK(env_create_body(e, &b10, &msg));
-  ASSERT_OK(env_create_body(e, &b11, &msg));
-  object_desc_t o100 = object(100, 1, 10, xform_identity());
-  object_desc_t o101 = object(101, 2, 11, xform_identity());
-  object_desc_t o102 = object(102, 1, 0, pose_at(0, 5, 0));
-  o102.scale[0] = o102.scale[1] = o102.scale[2] = 2.0;
-  o102.material_id = 5;
-  o102.medium_id = 3;
-  object_desc_t o103 = object(103, 7, 0, pose_at(5, 5, 0));
-  ASSERT_OK(env_create_object(e, &o100, &msg));
-  ASSERT_OK(env_create_object(e, &o101, &msg));
-  ASSERT_OK(env_create_object(e, &o102, &msg));
-  ASSERT_OK(env_create_object(e, &o103, &msg));
-  joint_desc_t j = {.id = 20, .type = JOINT_TYPE_REVOLUTE, .position = 0.5, .name = "wheel"};
-  ASSERT_OK(env_create_joint(e, &j, &msg));
-
-  uint32_t ids[2] = {10, 11};
-  double poses[14];
-  wire_pose(poses, 0, 0, 0);
-  wire_pose(poses + 7, 5, 0, 0);
-  env_state_update_t u0 = {.time = 0.0, .nbody = 2, .body_ids = ids, .body_poses = poses};
-  ASSERT_OK(env_update_state(e, &u0, &msg));
-  ASSERT_OK(env_step(e, 0.0, &msg));
-  wire_pose(poses, 0, 0, 1);
-  env_state_update_t u1 = {.time = 1.0, .nbody = 1, .body_ids = ids, .body_poses = poses};
-  ASSERT_OK(env_update_state(e, &u1, &msg));
-  return 0;
+  mesh_bytes_t cube, mesh7;
+  make_cube(&cube, 1, 0, 0);
+  cube.d.name = "cube";
+  make_cube(&mesh7, 7, 0, 6);
+  return populate_standard(e, &cube.d, &mesh7.d, "wheel");
 }
 
 
@@ -228,7 +107,7 @@ static int make_env(scene_device_t* dev, int full, env_t** out) {
 
 //---------------- Snapshots: what "unchanged" means
 
-#define NPROBE 9
+#define NPROBE ENV_PROBES_MAX
 
 static const uint32_t kMaterials[] = {0, 5, 6, 30, 40};
 static const uint32_t kMedia[] = {0, 3, 31, 41};
@@ -238,10 +117,7 @@ static const uint32_t kBodies[] = {10, 11, 12, 40};
 #define NBODY (sizeof(kBodies) / sizeof(kBodies[0]))
 
 typedef struct snap {
-  env_info_t info;
-  scene_hit_t at_cur[NPROBE];    // rays at t_cur
-  scene_hit_t at_prev[NPROBE];   // rays at t_prev
-  double field[3];               // magnetic field at (0.3, 0.2, 2)
+  env_snap_t env;                // counts, time, probe rays, magnetic field
   double gravity[3];
   uint32_t ndipole;
   uint64_t seed;
@@ -256,40 +132,11 @@ typedef struct snap {
 } snap_t;
 
 
-// Rays that see every object of the standard scene, from above and from the side, and one
-// that sees what the calls below add at (0, 0, 4).
-static void probes(double o[3 * NPROBE], double d[3 * NPROBE]) {
-  static const double xy[6][2] = {{0, 0}, {5, 0}, {0, 5}, {5, 5}, {0.8, 5.8}, {4.5, 4.5}};
-  for (int i = 0; i < 6; i++) {
-    double oi[3] = {xy[i][0], xy[i][1], 10};
-    double di[3] = {0, 0, -1};
-    memcpy(o + 3 * i, oi, sizeof(oi));
-    memcpy(d + 3 * i, di, sizeof(di));
-  }
-  const double side[3][6] = {{-10, 0, 0, 1, 0, 0}, {-10, 0, 1, 1, 0, 0}, {-10, 0, 4, 1, 0, 0}};
-  for (int i = 0; i < 3; i++) {
-    memcpy(o + 3 * (6 + i), side[i], 3 * sizeof(double));
-    memcpy(d + 3 * (6 + i), side[i] + 3, 3 * sizeof(double));
-  }
-}
-
-
-// Take a snapshot; never under failure injection.
+// Take a snapshot; never under failure injection. Every probe ray of env_fixture.h: the last
+// one sees what the calls below add at (0, 0, 4).
 static int take(env_t* e, snap_t* s) {
   memset(s, 0, sizeof(*s));
-  env_get_info(e, &s->info);
-  double o[3 * NPROBE], d[3 * NPROBE];
-  probes(o, d);
-  err_msg_t msg;
-  env_raycast_t r = {.nray = NPROBE, .origins = o, .directions = d};
-  ASSERT_OK(env_raycast(e, &r, s->at_cur, &msg));
-  if (s->info.time.has_time) {
-    r.ntime = 1;
-    r.times = &s->info.time.t_prev;
-    ASSERT_OK(env_raycast(e, &r, s->at_prev, &msg));
-  }
-  const double p[3] = {0.3, 0.2, 2};
-  env_magnetic_field(e, p, s->field);
+  ASSERT_OK(env_snap_take(e, NPROBE, &s->env));
   memcpy(s->gravity, e->gravity, sizeof(s->gravity));
   s->ndipole = e->ndipole;
   s->seed = e->seed;
@@ -315,39 +162,12 @@ static int take(env_t* e, snap_t* s) {
 }
 
 
-static int same_hits(const scene_hit_t* a, const scene_hit_t* b, const char* when) {
-  for (int i = 0; i < NPROBE; i++) {
-    if (a[i].object_id != b[i].object_id || a[i].distance != b[i].distance ||
-        a[i].primitive != b[i].primitive) {
-      CHECK_FAIL("probe %d at %s: object %u at %g became object %u at %g", i, when,
-                 a[i].object_id, a[i].distance, b[i].object_id, b[i].distance);
-    }
-  }
-  return 0;
-}
-
-
 static int same(const snap_t* a, const snap_t* b) {
-  const env_info_t* x = &a->info;
-  const env_info_t* y = &b->info;
-  ASSERT_EQ(x->geometries, y->geometries);
-  ASSERT_EQ(x->materials, y->materials);
-  ASSERT_EQ(x->media, y->media);
-  ASSERT_EQ(x->bodies, y->bodies);
-  ASSERT_EQ(x->objects, y->objects);
-  ASSERT_EQ(x->joints, y->joints);
-  ASSERT_EQ(x->sensors, y->sensors);
-  ASSERT_EQ(x->time.has_time, y->time.has_time);
-  ASSERT_TRUE(x->time.t_prev == y->time.t_prev);
-  ASSERT_TRUE(x->time.t_cur == y->time.t_cur);
-  ASSERT_EQ(x->time.steps, y->time.steps);
-  ASSERT_EQ(x->scene.geometry_builds, y->scene.geometry_builds);
-  ASSERT_EQ(x->scene.instance_updates, y->scene.instance_updates);
-  if (same_hits(a->at_cur, b->at_cur, "t_cur") || same_hits(a->at_prev, b->at_prev, "t_prev")) {
+  if (env_snap_same(&a->env, &b->env)) {
     return 1;
   }
   for (int i = 0; i < 3; i++) {
-    ASSERT_TRUE(a->field[i] == b->field[i]);
+    ASSERT_TRUE(a->env.field[i] == b->env.field[i]);
     ASSERT_TRUE(a->gravity[i] == b->gravity[i]);
   }
   ASSERT_EQ(a->ndipole, b->ndipole);
@@ -384,7 +204,8 @@ typedef int (*op_fn_t)(env_t* e, err_msg_t* msg);
 
 static int op_create_mesh(env_t* e, err_msg_t* msg) {
   mesh_bytes_t m;
-  make_cube(&m, 60, 5, "new mesh");
+  make_cube(&m, 60, 0, 5);
+  m.d.name = "new mesh";
   return env_create_mesh(e, &m.d, msg);
 }
 
@@ -493,7 +314,7 @@ static int op_step(env_t* e, err_msg_t* msg) {
 
 static int op_raycast(env_t* e, err_msg_t* msg) {
   double o[3 * NPROBE], d[3 * NPROBE];
-  probes(o, d);
+  env_probes(NPROBE, o, d);
   scene_hit_t hits[NPROBE];
   double t = 0.5;
   env_raycast_t r = {.nray = NPROBE, .origins = o, .directions = d, .ntime = 1, .times = &t};
