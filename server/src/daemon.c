@@ -7,6 +7,7 @@
 #include "daemon.h"
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,12 +30,19 @@
 
 typedef struct daemon daemon_t;
 
+// Whether a client is still there, shared with its jobs so a long raycast can stop early.
+typedef struct liveness {
+  atomic_int gone;           // Thread: set on the loop, read by tracing threads
+  int refs;                  // the client + each job (loop thread)
+} liveness_t;
+
 typedef struct client {
   daemon_t* d;
   session_t* s;
   int ready;                 // hello done
   int observer;
   registry_entry_t* entry;   // joined environment
+  liveness_t* live;
   outbox_t out;              // replies in request order
   uint64_t pending_bytes;    // decoded requests queued on the environment thread
   int paused;                // reading paused by back-pressure
@@ -56,6 +64,7 @@ struct daemon {
   registry_t registry;
   uint64_t start_ns;
   int stopping;
+  atomic_int halt;           // set when stopping: running raycasts end early
 };
 
 typedef struct req_job {
@@ -63,6 +72,7 @@ typedef struct req_job {
   daemon_t* d;
   session_t* s;              // retained
   outbox_slot_t* slot;       // where the reply goes
+  liveness_t* live;          // referenced
   registry_entry_t* entry;   // referenced
   wire_request_t* req;
   uint8_t* out;
@@ -216,6 +226,20 @@ static void add_env_counters(wire_counters_t* c, const registry_totals_t* t) {
 
 //---------------- request jobs
 
+static void liveness_unref(liveness_t* l) {
+  if (--l->refs == 0) {
+    mem_free(l);
+  }
+}
+
+
+// wire_set_cancel hook: the daemon is stopping or the requesting client has left.
+static int req_cancelled(void* ctx) {
+  const req_job_t* rj = ctx;
+  return atomic_load(&rj->d->halt) || atomic_load(&rj->live->gone);
+}
+
+
 static void req_run(job_t* j) {
   req_job_t* rj = (req_job_t*)j;
   registry_entry_t* e = rj->entry;
@@ -305,6 +329,7 @@ static void req_done(job_t* j, int cancelled) {
   mem_free(rj->out);
   wire_free(rj->req);
   registry_unref(rj->entry);
+  liveness_unref(rj->live);
   session_release(rj->s);
   mem_free(rj);
 }
@@ -327,6 +352,9 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   rj->entry = c->entry;
   rj->req = req;
   rj->hello = hello;
+  rj->live = c->live;
+  rj->live->refs++;
+  wire_set_cancel(req, req_cancelled, rj);
   rj->base.run = req_run;
   rj->base.done = req_done;
   registry_ref(c->entry);
@@ -600,6 +628,13 @@ static int on_open(void* user, session_t* s) {
   if (!c) {
     return ERR_NOMEM;
   }
+  c->live = mem_calloc(1, sizeof(*c->live));
+  if (!c->live) {
+    mem_free(c);
+    return ERR_NOMEM;
+  }
+  atomic_init(&c->live->gone, 0);
+  c->live->refs = 1;
   c->d = d;
   c->s = s;
   outbox_init(&c->out, client_send, c);
@@ -652,6 +687,8 @@ static void on_close(void* user, session_t* s) {
   LOG_DEBUG("session %llu: closed", (unsigned long long)session_id(s));
   client_leave(d, c);
   outbox_close(&c->out);
+  atomic_store(&c->live->gone, 1);
+  liveness_unref(c->live);
 
   // jobs still in flight find no client data and only release their references
   session_set_data(s, NULL);
@@ -666,6 +703,7 @@ static void stop(daemon_t* d, const char* why) {
     return;
   }
   d->stopping = 1;
+  atomic_store(&d->halt, 1);
   LOG_INFO("%s: shutting down", why);
   uv_close((uv_handle_t*)&d->sigint, NULL);
   uv_close((uv_handle_t*)&d->sigterm, NULL);
@@ -689,6 +727,7 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   d->cfg = *cfg;
   d->start_ns = clock_now_ns();
+  atomic_init(&d->halt, 0);
   log_set_level(cfg->log_level);
   d->limits = (wire_limits_t){cfg->max_frame_bytes, cfg->max_clients, cfg->max_environments,
                               cfg->max_queue_bytes, cfg->limits};

@@ -9,6 +9,9 @@ from __future__ import annotations
 import socket
 import struct
 import subprocess
+import time
+
+import numpy as np
 
 import pytest
 
@@ -148,3 +151,40 @@ def test_cli_rejects_bad_options(sensimd):
         assert r.returncode == 2 and word in r.stderr, (args, r.stderr)
     r = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=10)
     assert r.returncode == 0 and r.stdout.startswith("sensimd ")
+
+
+def slow_scene(c, rng) -> "pb.Raycast":
+    """A pathological scene (100k large random overlapping triangles: about 1 ms per ray here)
+    and a raycast request that would take minutes to finish."""
+    n = 100_000
+    v = rng.uniform(-10, 10, size=(3 * n, 3)).astype(np.float32)
+    c.create_mesh(1, v, np.arange(3 * n, dtype=np.uint32).reshape(n, 3))
+    c.create_object(1, 1)
+    return pb.Raycast(origins=[0.0] * (3 * 400_000),
+                      directions=rng.normal(size=3 * 400_000).tolist())
+
+
+def test_stopping_cancels_a_long_raycast(sensimd):
+    rng = np.random.default_rng(1)
+    with sensimd.client() as c:
+        c.send_request("raycast", slow_scene(c, rng))
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        assert sensimd.stop(timeout=30) == 0
+    assert time.monotonic() - t0 < 20, "SIGTERM waited for the whole raycast"
+
+
+def test_a_vanished_client_cancels_its_raycast(sensimd):
+    """A connection that breaks (reset) cancels its running raycast. (A client that closes
+    normally is treated as a half close: its requests are still executed and answered.)"""
+    rng = np.random.default_rng(2)
+    c = sensimd.client(environment="heavy")
+    c.send_request("raycast", slow_scene(c, rng))
+    time.sleep(0.5)
+    c._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()  # with SO_LINGER 0: a reset, not an orderly close
+    # the one environment thread is free again soon: another environment is served
+    with sensimd.client(environment="light", timeout=30) as other:
+        t0 = time.monotonic()
+        other.create_primitive(1, "sphere", radius=1.0)
+        assert time.monotonic() - t0 < 20

@@ -13,6 +13,8 @@
 struct wire_request {
   Sensim__V1__Envelope* env;
   size_t size;
+  int (*cancelled)(void* ctx);  // nullable
+  void* cancel_ctx;
 };
 
 
@@ -71,6 +73,8 @@ int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_ms
   }
   r->env = env;
   r->size = len + (WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK - budget.left);
+  r->cancelled = NULL;
+  r->cancel_ctx = NULL;
   *out = r;
   return 0;
 }
@@ -87,6 +91,18 @@ void wire_free(wire_request_t* r) {
 
 const Sensim__V1__Envelope* wire_envelope(const wire_request_t* r) {
   return r->env;
+}
+
+
+void wire_set_cancel(wire_request_t* r, int (*cancelled)(void* ctx), void* ctx) {
+  r->cancelled = cancelled;
+  r->cancel_ctx = ctx;
+}
+
+
+void wire_get_cancel(const wire_request_t* r, int (**cancelled)(void* ctx), void** ctx) {
+  *cancelled = r->cancelled;
+  *ctx = r->cancel_ctx;
 }
 
 

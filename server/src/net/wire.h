@@ -137,6 +137,10 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out,
 
 //---------------- Environment requests (Thread: the environment thread)
 
+// Let a long request (a raycast) stop early when cancelled() returns non-zero; polled from
+// tracing threads. Thread: loop, before the request is queued.
+void wire_set_cancel(wire_request_t* r, int (*cancelled)(void* ctx), void* ctx);
+
 // Execute an ENV_READ or ENV_WRITE request against e and encode its reply (always produced;
 // ERR_NOMEM only if even the status reply cannot be allocated). *out_code receives the
 // internal code of the outcome (0 on success) for the counters.

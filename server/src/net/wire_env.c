@@ -348,7 +348,8 @@ static void ray_result_free(ray_result_t* r) {
 }
 
 
-static int do_raycast(const Sensim__V1__Raycast* m, env_t* e, outcome_t* o, ray_result_t* res) {
+static int do_raycast(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t* e,
+                      outcome_t* o, ray_result_t* res) {
   if (m->n_origins % 3 != 0) {
     return err_set(&o->msg, ERR_INVAL, "origins has %zu values, not a multiple of 3",
                    m->n_origins);
@@ -373,6 +374,7 @@ static int do_raycast(const Sensim__V1__Raycast* m, env_t* e, outcome_t* o, ray_
   r.max_range = m->has_max_range ? m->max_range : 0.0;
   r.ntime = (uint32_t)m->n_times;
   r.times = m->times;
+  wire_get_cancel(req, &r.cancelled, &r.cancel_ctx);
   size_t alloc_n = n ? n : 1;
   res->hits = mem_alloc(alloc_n * sizeof(*res->hits));
   if (!res->hits) {
@@ -455,7 +457,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
       o.code = do_step(env->step, e, &o, &done);
       break;
     case SENSIM__V1__ENVELOPE__BODY_RAYCAST:
-      o.code = do_raycast(env->raycast, e, &o, &rays);
+      o.code = do_raycast(r, env->raycast, e, &o, &rays);
       break;
     default:
       o.code = err_set(&o.msg, ERR_INTERNAL, "not an environment request");

@@ -12,6 +12,9 @@
 
 extern ProtobufCAllocator wire_allocator;
 
+// The cancellation hook of a request (wire_set_cancel); *cancelled NULL when none.
+void wire_get_cancel(const wire_request_t* r, int (**cancelled)(void* ctx), void** ctx);
+
 // The decoded Envelope of a request.
 const Sensim__V1__Envelope* wire_envelope(const wire_request_t* r);
 

@@ -231,9 +231,12 @@ void env_get_time(const env_t* e, env_time_t* out);
 
 //---------------- Raycast
 
-// Rays in world coordinates. times: absolute s in [t_prev, t_cur] (ntime = 0: t_cur;
-// ntime = 1: one time for all; else ntime = nray), checked with a relative tolerance of 1e-12
-// when a state exists (any finite time before). max_range <= 0 means +inf.
+// Rays in world coordinates. times: absolute s in [t_prev, t_cur], the interval of the state not
+// yet stepped (after env_step it is the instant t_cur until the next update), with a relative
+// tolerance of 1e-12, and refused before any state (ntime = 0: t_cur; ntime = 1: one time for
+// all; else ntime = nray). max_range <= 0 means +inf. cancelled (nullable) is polled between
+// batches of rays from tracing threads; once it returns non-zero the call stops early and
+// returns ERR_STATE.
 typedef struct env_raycast {
   uint32_t nray;
   const double* origins;        // 3 per ray, |x| <= ENV_MAX_COORD
@@ -241,6 +244,8 @@ typedef struct env_raycast {
   double max_range;
   uint32_t ntime;
   const double* times;
+  int (*cancelled)(void* ctx);  // nullable; Thread: any tracing thread
+  void* cancel_ctx;
 } env_raycast_t;
 
 // Validate, commit the scene if needed, and trace. out: nray hits, provided by the caller.

@@ -6,6 +6,7 @@
 #include "world/env.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/pool.h"
@@ -280,7 +281,11 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
     if (!isfinite(t)) {
       return err_set(msg, ERR_INVAL, "times[%u] = %g is not finite", i, t);
     }
-    if (e->has_time && (t < e->t_prev - tol || t > e->t_cur + tol)) {
+    if (!e->has_time) {
+      return err_set(msg, ERR_STATE, "times[%u] given, but no state has been set (UpdateState "
+                     "defines the interval)", i);
+    }
+    if (t < e->t_prev - tol || t > e->t_cur + tol) {
       return err_set(msg, ERR_INVAL, "times[%u] = %.15g is outside the interval [%.15g, %.15g]",
                      i, t, e->t_prev, e->t_cur);
     }
@@ -296,14 +301,21 @@ typedef struct raycast_job {
   double tmax;          // m, > 0, may be +inf
   double t_prev;        // interval; s = 1 when it is empty or there is no state
   double dt;            // t_cur - t_prev, 0 for "s = 1"
+  atomic_int stopped;   // set by the first chunk that sees r->cancelled
 } raycast_job_t;
 
 
 // pool_fn_t: trace rays [begin, end) in stack batches.
 static void raycast_chunk(void* ctx, size_t begin, size_t end) {
-  const raycast_job_t* job = ctx;
+  raycast_job_t* job = ctx;
   const env_raycast_t* r = job->r;
   scene_ray_t rays[RAY_BATCH];
+
+  // a cancelled request (daemon stopping, client gone) leaves its remaining chunks untraced
+  if (atomic_load(&job->stopped) || (r->cancelled && r->cancelled(r->cancel_ctx))) {
+    atomic_store(&job->stopped, 1);
+    return;
+  }
   for (size_t i0 = begin; i0 < end; i0 += RAY_BATCH) {
     size_t n = end - i0 < RAY_BATCH ? end - i0 : RAY_BATCH;
     for (size_t k = 0; k < n; k++) {
@@ -348,6 +360,10 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
       .t_prev = e->t_prev,
       .dt = e->has_time ? e->t_cur - e->t_prev : 0.0,
   };
+  atomic_init(&job.stopped, 0);
   pool_parallel_for(e->pool, r->nray, RAY_GRAIN, raycast_chunk, &job);
+  if (atomic_load(&job.stopped)) {
+    return err_set(msg, ERR_STATE, "cancelled (the daemon is stopping or the client left)");
+  }
   return 0;
 }
