@@ -104,6 +104,11 @@ void daemon_config_default(daemon_config_t* cfg) {
   cfg->max_environments = 64;
   cfg->max_queue_bytes = 256ull << 20;
   cfg->max_pending_bytes = 64ull << 20;
+
+  // half of the physical memory: a scene too large for the machine fails with an error
+  // instead of the daemon being killed by the kernel
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  cfg->max_scene_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
   cfg->retain_environments = 0;
   cfg->log_level = LOG_LEVEL_INFO;
   cfg->limits = env_default_limits();
@@ -730,7 +735,7 @@ int daemon_run(const daemon_config_t* cfg) {
   atomic_init(&d->halt, 0);
   log_set_level(cfg->log_level);
   d->limits = (wire_limits_t){cfg->max_frame_bytes, cfg->max_clients, cfg->max_environments,
-                              cfg->max_queue_bytes, cfg->limits};
+                              cfg->max_queue_bytes, cfg->max_scene_bytes, cfg->limits};
   signal(SIGPIPE, SIG_IGN);
   int rc = 1;
   err_msg_t msg;
@@ -743,6 +748,7 @@ int daemon_run(const daemon_config_t* cfg) {
     LOG_ERROR("ray-tracing device: %s", msg.text);
     goto out_loop;
   }
+  scene_device_set_budget(d->device, (int64_t)cfg->max_scene_bytes);
   d->pool = pool_create(cfg->threads);
   d->jobs = jobs_create(&d->loop);
   registry_init(&d->registry, d->jobs, cfg->max_environments);

@@ -22,6 +22,7 @@ typedef struct daemon_config {
   uint32_t max_environments;
   uint64_t max_queue_bytes;   // per session: unsent output before the session is closed
   uint64_t max_pending_bytes; // per session: received requests not yet executed before reading pauses
+  uint64_t max_scene_bytes;   // memory the ray-tracing backend may hold, all environments
   int retain_environments;    // 1: keep an environment when its last client leaves
   log_level_t log_level;
   env_limits_t limits;

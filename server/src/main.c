@@ -22,6 +22,9 @@ static const char* const g_usage =
     "  --max-frame-bytes N     largest accepted frame payload (default 67108864)\n"
     "  --max-clients N         simultaneous connections (default 64)\n"
     "  --max-environments N    named environments (default 64)\n"
+    "  --max-scene-bytes N     memory the ray-tracing backend may hold for all environments;\n"
+    "                          larger scenes fail with RESOURCE_EXHAUSTED (default: half of\n"
+    "                          the physical memory; 0 = unlimited)\n"
     "  --retention POLICY      destroy | keep: what happens to an environment when its last\n"
     "                          client leaves (default destroy); a client may override it in\n"
     "                          the Hello that creates the environment\n"
@@ -82,7 +85,7 @@ int main(int argc, char** argv) {
 
   enum {
     OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN, OPT_MAX_FRAME, OPT_MAX_CLIENTS, OPT_MAX_ENVS,
-    OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION
+    OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION, OPT_MAX_SCENE
   };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -92,6 +95,7 @@ int main(int argc, char** argv) {
       {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
       {"max-environments", required_argument, NULL, OPT_MAX_ENVS},
       {"retention", required_argument, NULL, OPT_RETENTION},
+      {"max-scene-bytes", required_argument, NULL, OPT_MAX_SCENE},
       {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
       {"help", no_argument, NULL, OPT_HELP},
       {"version", no_argument, NULL, OPT_VERSION},
@@ -128,6 +132,10 @@ int main(int argc, char** argv) {
       case OPT_MAX_ENVS:
         if (parse_uint("max-environments", optarg, 1, 65536, &v)) return 2;
         cfg.max_environments = (uint32_t)v;
+        break;
+      case OPT_MAX_SCENE:
+        if (parse_uint("max-scene-bytes", optarg, 0, 1ull << 50, &v)) return 2;
+        cfg.max_scene_bytes = v;
         break;
       case OPT_RETENTION:
         if (strcmp(optarg, "keep") == 0) {

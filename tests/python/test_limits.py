@@ -188,3 +188,21 @@ def test_a_vanished_client_cancels_its_raycast(sensimd):
         t0 = time.monotonic()
         other.create_primitive(1, "sphere", radius=1.0)
         assert time.monotonic() - t0 < 20
+
+
+def test_scene_memory_budget(sensimd_factory):
+    d = sensimd_factory("--max-scene-bytes", "2000000")
+    with d.client() as c:
+        assert c.limits.max_scene_bytes == 2_000_000
+        n = 200_000  # 2.4 MB of vertices alone in the backend's buffers
+        v = np.zeros((3 * n, 3), dtype=np.float32)
+        v[:, 0] = np.repeat(np.arange(n, dtype=np.float32), 3)
+        v[1::3, 1] = 1.0
+        v[2::3, 2] = 1.0
+        with pytest.raises(errors.ResourceExhausted, match="max-scene-bytes"):
+            c.create_mesh(1, v, np.arange(3 * n, dtype=np.uint32).reshape(n, 3))
+        assert c.get_info().environments[0].geometries == 0
+        # what fits still works
+        c.create_primitive(2, "sphere", radius=1.0)
+        c.create_object(1, 2)
+        assert c.raycast([[-5, 0, 0]], [[1, 0, 0]]).distances[0] == pytest.approx(4.0, rel=1e-5)

@@ -265,6 +265,7 @@ static void fill_limits(Sensim__V1__Limits* l, const wire_limits_t* w) {
   LIM(max_sensors, w->env.max_sensors);
   LIM(max_raycast_rays, w->env.max_raycast_rays);
   LIM(max_queue_bytes, w->max_queue_bytes);
+  LIM(max_scene_bytes, w->max_scene_bytes);
 #undef LIM
 }
 

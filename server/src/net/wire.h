@@ -77,6 +77,7 @@ typedef struct wire_limits {
   uint32_t max_clients;
   uint32_t max_environments;
   uint64_t max_queue_bytes;
+  uint64_t max_scene_bytes;
   env_limits_t env;
 } wire_limits_t;
 

@@ -21,6 +21,8 @@ struct scene_device {
   RTCDevice rtc;
   atomic_uint_fast64_t nerror;   // errors reported through the error callback
   atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
+  atomic_int_fast64_t budget;    // most bytes Embree may hold; 0 = unlimited
+  atomic_uint_fast64_t refused;  // allocations refused for the budget
 
   // The error callback may run on any thread (TBB build threads included); this lock guards
   // last_error only and is never held while calling into Embree.
@@ -83,10 +85,18 @@ static void device_error_cb(void* user, enum RTCError code, const char* str) {
 }
 
 
+// Embree asks before it allocates (post = false): refusing makes the operation fail with
+// RTC_ERROR_OUT_OF_MEMORY, so a budget bounds what scenes can take. Releases (negative) and
+// after-the-fact reports (post) are only counted.
 static bool device_memory_cb(void* user, ssize_t bytes, bool post) {
-  (void)post;
   scene_device_t* dev = user;
-  atomic_fetch_add(&dev->bytes, (int_fast64_t)bytes);
+  int_fast64_t budget = atomic_load(&dev->budget);
+  int_fast64_t now = atomic_fetch_add(&dev->bytes, (int_fast64_t)bytes) + (int_fast64_t)bytes;
+  if (bytes > 0 && !post && budget > 0 && now > budget) {
+    atomic_fetch_sub(&dev->bytes, (int_fast64_t)bytes);
+    atomic_fetch_add(&dev->refused, 1);
+    return false;
+  }
   return true;
 }
 
@@ -99,6 +109,8 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   }
   atomic_init(&dev->nerror, 0);
   atomic_init(&dev->bytes, 0);
+  atomic_init(&dev->budget, 0);
+  atomic_init(&dev->refused, 0);
   if (pthread_mutex_init(&dev->lock, NULL) != 0) {
     mem_free(dev);
     err_set(msg, ERR_INTERNAL, "scene device: mutex init failed");
@@ -131,6 +143,11 @@ void scene_device_destroy(scene_device_t* dev) {
 }
 
 
+void scene_device_set_budget(scene_device_t* dev, int64_t bytes) {
+  atomic_store(&dev->budget, bytes > 0 ? bytes : 0);
+}
+
+
 void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes) {
   if (out_errors) {
     *out_errors = atomic_load(&dev->nerror);
@@ -153,6 +170,12 @@ static int device_check(scene_device_t* dev, uint64_t before, const char* what, 
   enum RTCError code = rtcGetDeviceError(dev->rtc);
   if (code == RTC_ERROR_NONE && atomic_load(&dev->nerror) == before) {
     return 0;
+  }
+  if (code == RTC_ERROR_OUT_OF_MEMORY && atomic_load(&dev->refused) > 0 &&
+      atomic_load(&dev->budget) > 0) {
+    return err_set(msg, ERR_LIMIT, "%s: the ray-tracing memory budget (%lld bytes, "
+                   "--max-scene-bytes) is exhausted", what,
+                   (long long)atomic_load(&dev->budget));
   }
   err_msg_t last;
   scene_device_last_error(dev, &last);
@@ -319,7 +342,10 @@ int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const ui
   if (!vb || !ib) {
     rtcReleaseGeometry(g);
     geom_release_slot(s, h);
-    return err_set(msg, ERR_NOMEM, "scene_add_mesh: backend buffer allocation failed");
+    int rc = device_check(s->dev, before, "scene_add_mesh", msg);
+    return rc == ERR_LIMIT ? rc
+                           : err_set(msg, ERR_NOMEM, "scene_add_mesh: backend buffer allocation "
+                                                     "failed");
   }
   memcpy(vb, vertices, 3 * sizeof(float) * (size_t)nvertex);
   memcpy(ib, indices, 3 * sizeof(uint32_t) * (size_t)ntriangle);

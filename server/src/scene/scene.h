@@ -38,6 +38,10 @@ typedef struct scene_counters {
 scene_device_t* scene_device_create(err_msg_t* msg);
 void scene_device_destroy(scene_device_t* dev);
 
+// Bound the memory the backend may hold (bytes; 0 = unlimited). Builds and commits that would
+// exceed it fail with ERR_LIMIT. Thread: any.
+void scene_device_set_budget(scene_device_t* dev, int64_t bytes);
+
 // Device-wide counters of backend errors and memory.
 void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes);
 

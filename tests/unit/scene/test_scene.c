@@ -853,3 +853,50 @@ TEST(scene_packets_match_single_rays) {
   ASSERT_EQ(c.rays_traced, 3 * (uint64_t)N);
   return teardown(&f);
 }
+
+
+TEST(scene_memory_budget_refuses_builds_with_a_clear_error) {
+  // a 1 MiB budget: a 100k-triangle mesh (about 1.2 MB of vertices alone in Embree's buffers)
+  // must fail cleanly, and the device must stay usable for what fits
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  scene_t* s = scene_create(dev, &msg);
+  ASSERT_TRUE(s != NULL);
+  scene_device_set_budget(dev, 1 << 20);
+  enum { NT = 100000 };
+  float* v = malloc(sizeof(float) * 9 * NT);
+  uint32_t* idx = malloc(sizeof(uint32_t) * 3 * NT);
+  ASSERT_TRUE(v && idx);
+  for (uint32_t t = 0; t < NT; t++) {
+    float x = (float)(t % 1000), y = (float)(t / 1000);
+    float tri[9] = {x, y, 0, x + 1, y, 0, x, y + 1, 0};
+    memcpy(v + 9 * t, tri, sizeof(tri));
+    idx[3 * t] = 3 * t;
+    idx[3 * t + 1] = 3 * t + 1;
+    idx[3 * t + 2] = 3 * t + 2;
+  }
+  int g = scene_add_mesh(s, v, 3 * NT, idx, NT, &msg);
+  ASSERT_EQ(g, ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "memory budget");
+
+  // a small primitive still fits, and tracing works
+  static const double r[3] = {1.0, 0.0, 0.0};
+  int p = scene_add_primitive(s, SCENE_PRIM_SPHERE, r, &msg);
+  ASSERT_TRUE(p >= 0);
+  static const double one[3] = {1.0, 1.0, 1.0};
+  int in = scene_add_instance(s, p, one, 9, 0, &msg);
+  ASSERT_TRUE(in >= 0);
+  pose_t id = xform_identity();
+  scene_set_instance_pose(s, in, &id, &id, 0);
+  ASSERT_OK(scene_commit(s, &msg));
+  scene_ray_t ray = {{-5, 0, 0}, {1, 0, 0}, INFINITY, 1.0};
+  scene_hit_t hit;
+  scene_trace(s, &ray, &hit, 1);
+  ASSERT_NEAR(hit.distance, 4.0, 1e-5);
+  free(v);
+  free(idx);
+  scene_destroy(s);
+  scene_device_destroy(dev);
+  return 0;
+}
