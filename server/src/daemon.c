@@ -771,7 +771,7 @@ int daemon_run(const daemon_config_t* cfg) {
   };
   d->server = server_create(&d->loop, cfg->host, cfg->port, &lim, &hooks, &msg);
   if (!d->server || server_port(d->server) < 0) {
-    LOG_ERROR("%s", d->server ? msg.text : "cannot create the listener");
+    LOG_ERROR("--listen %s:%d: %s", cfg->host, cfg->port, msg.text);
     if (d->server) {
       server_close(d->server);
     }

@@ -37,7 +37,10 @@ int material_validate(const surface_material_t* m, err_msg_t* msg) {
     case MATERIAL_TWO_LAYER:
       // top layer: complex index n + ik with n > 0, k >= 0; GGX slope sigma_B >= 0 (2.4.1)
       if ((rc = check_positive("two_layer.refractive_index", m->n_re, msg)) < 0 ||
-          (rc = check_nonnegative("two_layer.extinction_coefficient", m->n_im, msg)) < 0 ||
+          (rc = check_range("two_layer.refractive_index", m->n_re, 0.0, MATERIAL_MAX_INDEX,
+                            msg)) < 0 ||
+          (rc = check_range("two_layer.extinction_coefficient", m->n_im, 0.0, MATERIAL_MAX_INDEX,
+                            msg)) < 0 ||
           (rc = check_range("two_layer.specular_roughness", m->sigma_b, 0.0,
                             MATERIAL_MAX_SPECULAR_ROUGHNESS, msg)) < 0) {
         return rc;

@@ -10,6 +10,9 @@
 // of 10 (GGX alpha 14) is far rougher than any real surface, and a facet-angle standard
 // deviation cannot exceed 90 degrees; beyond them the formulas overflow to NaN.
 #define MATERIAL_MAX_SPECULAR_ROUGHNESS 10.0
+// Upper bound of both parts of the complex refractive index: real materials stay below about 10
+// at lidar wavelengths (aluminium 2.05 + 8.26i at 905 nm, MODELS.md 2.3).
+#define MATERIAL_MAX_INDEX 100.0
 #define MATERIAL_MAX_DIFFUSE_ROUGHNESS 1.5707963267948966
 
 typedef enum material_kind {

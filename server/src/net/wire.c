@@ -359,7 +359,9 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t
       EI(objects, w->info.objects);
       EI(joints, w->info.joints);
       EI(sensors, w->info.sensors);
-      EI(time, w->info.time.t_cur);
+      if (w->info.time.has_time) {
+        EI(time, w->info.time.t_cur);
+      }
       EI(steps, w->info.time.steps);
       EI(retention, (Sensim__V1__Retention)w->retention);
 #undef EI
