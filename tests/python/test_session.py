@@ -311,3 +311,109 @@ def test_session_signal_shuts_down_cleanly_with_clients(sensimd_factory, sig):
     assert d.stop(sig) == 0
     for c in (idle, busy, raw):
         assert_closed(c)
+
+
+# ---------------------------------------------------------------- info is real
+
+def raw_call(client: sensim.Client, env: "pb.Envelope") -> tuple[int, "pb.Envelope"]:
+    """Send env as one frame below the client library; return the frame's size and the reply."""
+    data = frame(env)
+    client.send_raw(data)
+    reply = client.recv(timeout=10)
+    assert reply.id == env.id
+    assert reply.status.code == pb.OK, reply.status.message
+    return len(data), reply
+
+
+def get_info_env(id_: int) -> "pb.Envelope":
+    env = pb.Envelope(id=id_)
+    env.get_info.SetInParent()
+    return env
+
+
+def test_session_info_uptime_advances_with_the_clock(sensimd):
+    with sensimd.client() as c:
+        before = time.monotonic()
+        first = c.get_info().uptime_s
+        time.sleep(0.2)
+        second = c.get_info().uptime_s
+        elapsed = time.monotonic() - before
+        assert first > 0
+        # at least the sleep (less a margin), at most the time both calls took (seconds, not ms)
+        assert second - first >= 0.15, (first, second)
+        assert second - first <= elapsed + 1e-3, (first, second, elapsed)
+
+
+def connections_now(client: sensim.Client) -> int:
+    return client.get_info().connections
+
+
+def test_session_info_connections_counts_open_connections(sensimd):
+    with sensimd.client() as a:
+        assert connections_now(a) == 1
+        b = sensimd.client()
+        c = sensimd.client()
+        assert connections_now(a) == 3
+        b.ping()
+        c.ping()
+        b.close()
+        c.close()
+        # the daemon finishes a close after it has read the peer's end of stream
+        deadline = time.monotonic() + 2.0
+        while (n := connections_now(a)) != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert n == 1
+
+
+def test_session_info_counts_frames_and_bytes_exactly(sensimd):
+    with sensimd.client() as c:
+        _, reply = raw_call(c, get_info_env(500))
+        first = reply.info.counters
+        info_reply_size = len(frame(reply))
+
+        sent = 0
+        pong_sizes = 0
+        for i in range(5):
+            size, pong = raw_call(c, ping_env(501 + i, b"x" * (i * 7)))
+            assert pong.pong.payload == b"x" * (i * 7)
+            sent += size
+            pong_sizes += len(frame(pong))
+        size, reply = raw_call(c, get_info_env(506))
+        sent += size
+        second = reply.info.counters
+
+        # in: 5 pings and the second get_info (each Info is taken after its request was read)
+        assert second.frames_in - first.frames_in == 6
+        assert second.bytes_in - first.bytes_in == sent
+        # out: the first Info reply (sent after its own counters were taken) and 5 pongs; the
+        # second Info reply is not yet counted in itself
+        assert second.frames_out - first.frames_out == 6
+        assert second.bytes_out - first.bytes_out == info_reply_size + pong_sizes
+        assert second.requests_failed == first.requests_failed
+        assert second.frames_rejected == first.frames_rejected
+        assert second.connections_total == first.connections_total == 1
+
+
+def test_session_info_counts_each_failed_request_once(sensimd):
+    with sensimd.client() as c:
+        first = c.get_info().counters
+
+        # an environment request the core refuses
+        with pytest.raises(errors.InvalidArgument):
+            c.set_material(3, "lambertian", reflectance=1.5)
+        assert c.ping(b"still here").payload == b"still here"
+        second = c.get_info().counters
+        assert second.requests_failed - first.requests_failed == 1
+
+        # a request the daemon does not serve
+        with pytest.raises(errors.Unimplemented):
+            c.create_sensor(1, pb.ConeConfig(fov_horizontal=0.5, fov_vertical=0.3, range=10.0))
+        third = c.get_info().counters
+        assert third.requests_failed - second.requests_failed == 1
+
+        # successful requests do not count
+        c.set_material(3, "lambertian", reflectance=0.5)
+        c.ping()
+        fourth = c.get_info().counters
+        assert fourth.requests_failed == third.requests_failed
+        assert fourth.frames_rejected == first.frames_rejected

@@ -1,0 +1,853 @@
+// SPDX-License-Identifier: MIT
+// test_wire_env.c: the wire -> core translation puts every field where it belongs. Requests are
+// built with protobuf-c, packed, decoded and run by wire_env_execute against a real
+// environment; the result is read back through the core API (materials, media, magnetic field,
+// raycasts, body poses), with values chosen distinct so that a swapped field shows.
+#include "net/wire.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "check.h"
+#include "net/wire_pb.h"
+#include "world/env.h"
+#include "world/env_impl.h"  // gravity, seed and freeze_objects have no getter in env.h
+
+// Exact equality of doubles, printing both sides.
+#define ASSERT_DEQ(a, b) ASSERT_NEAR(a, b, 0.0)
+
+//---------------- Fixture
+
+typedef struct fixture {
+  scene_device_t* dev;
+  env_t* e;
+} fixture_t;
+
+
+static int setup(fixture_t* f) {
+  err_msg_t msg;
+  f->dev = scene_device_create(&msg);
+  if (!f->dev) {
+    CHECK_FAIL("scene_device_create: %s", msg.text);
+  }
+  env_limits_t limits = env_default_limits();
+  f->e = env_create("wire_env", &limits, f->dev, NULL, &msg);
+  if (!f->e) {
+    CHECK_FAIL("env_create: %s", msg.text);
+  }
+  return 0;
+}
+
+
+static void teardown(fixture_t* f) {
+  env_destroy(f->e);
+  scene_device_destroy(f->dev);
+}
+
+
+// Pack the request, decode it as the daemon does, execute it against e, and check that the
+// reply decodes with the request's id and status OK.
+static int execute_ok(env_t* e, Sensim__V1__Envelope* req) {
+  static uint64_t next_id = 100;
+  req->has_id = 1;
+  req->id = next_id++;
+  uint8_t* buf;
+  size_t len;
+  ASSERT_OK(wire_pack(req, &buf, &len));
+  wire_request_t* r;
+  err_msg_t msg;
+  int rc = wire_decode(buf, len, &r, &msg);
+  if (rc) {
+    CHECK_FAIL("wire_decode: %s", msg.text);
+  }
+  uint8_t* out = NULL;
+  size_t out_len = 0;
+  int code = -1;
+  ASSERT_OK(wire_env_execute(r, e, &out, &out_len, &code));
+  Sensim__V1__Envelope* reply = sensim__v1__envelope__unpack(NULL, out_len, out);
+  ASSERT_TRUE(reply != NULL);
+  ASSERT_TRUE(reply->has_id);
+  ASSERT_EQ(reply->id, req->id);
+  ASSERT_TRUE(reply->status != NULL);
+  if (reply->status->code != SENSIM__V1__STATUS_CODE__OK || code != 0) {
+    CHECK_FAIL("%s: status %d (code %d): %s", wire_body_name(r), (int)reply->status->code,
+               code, reply->status->message ? reply->status->message : "");
+  }
+  sensim__v1__envelope__free_unpacked(reply, NULL);
+  mem_free(out);
+  wire_free(r);
+  mem_free(buf);
+  return 0;
+}
+
+
+static Sensim__V1__Vec3 vec3(double x, double y, double z) {
+  Sensim__V1__Vec3 v = SENSIM__V1__VEC3__INIT;
+  v.has_x = v.has_y = v.has_z = 1;
+  v.x = x;
+  v.y = y;
+  v.z = z;
+  return v;
+}
+
+
+// Quaternion message from (w, x, y, z).
+static Sensim__V1__Quat quat_wxyz(const double q[4]) {
+  Sensim__V1__Quat m = SENSIM__V1__QUAT__INIT;
+  m.has_w = m.has_x = m.has_y = m.has_z = 1;
+  m.w = q[0];
+  m.x = q[1];
+  m.y = q[2];
+  m.z = q[3];
+  return m;
+}
+
+
+static int create_sphere(env_t* e, uint32_t id, double radius) {
+  Sensim__V1__Sphere s = SENSIM__V1__SPHERE__INIT;
+  s.has_radius = 1;
+  s.radius = radius;
+  Sensim__V1__CreatePrimitive p = SENSIM__V1__CREATE_PRIMITIVE__INIT;
+  p.has_id = 1;
+  p.id = id;
+  p.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_SPHERE;
+  p.sphere = &s;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
+  env.create_primitive = &p;
+  return execute_ok(e, &env);
+}
+
+
+static int create_box(env_t* e, uint32_t id, double hx, double hy, double hz) {
+  Sensim__V1__Vec3 h = vec3(hx, hy, hz);
+  Sensim__V1__Box b = SENSIM__V1__BOX__INIT;
+  b.half_extents = &h;
+  Sensim__V1__CreatePrimitive p = SENSIM__V1__CREATE_PRIMITIVE__INIT;
+  p.has_id = 1;
+  p.id = id;
+  p.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_BOX;
+  p.box = &b;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
+  env.create_primitive = &p;
+  return execute_ok(e, &env);
+}
+
+
+// A static object of geometry `geometry` with a material, everything else default.
+static int create_object_with_material(env_t* e, uint32_t id, uint32_t geometry,
+                                       uint32_t material) {
+  Sensim__V1__CreateObject o = SENSIM__V1__CREATE_OBJECT__INIT;
+  o.has_id = 1;
+  o.id = id;
+  o.has_geometry_id = 1;
+  o.geometry_id = geometry;
+  o.has_material_id = 1;
+  o.material_id = material;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+  env.create_object = &o;
+  return execute_ok(e, &env);
+}
+
+//---------------- Reference geometry (independent of the core's xform)
+
+// Rotation matrix of the unit quaternion (w, x, y, z), row-major, active rotation.
+static void ref_quat_mat(const double q[4], double r[9]) {
+  double w = q[0], x = q[1], y = q[2], z = q[3];
+  r[0] = 1 - 2 * (y * y + z * z);
+  r[1] = 2 * (x * y - w * z);
+  r[2] = 2 * (x * z + w * y);
+  r[3] = 2 * (x * y + w * z);
+  r[4] = 1 - 2 * (x * x + z * z);
+  r[5] = 2 * (y * z - w * x);
+  r[6] = 2 * (x * z - w * y);
+  r[7] = 2 * (y * z + w * x);
+  r[8] = 1 - 2 * (x * x + y * y);
+}
+
+
+// An oriented box: centre p, orientation q (w, x, y, z), half extents h (after scale).
+typedef struct ref_box {
+  double p[3];
+  double q[4];
+  double h[3];
+} ref_box_t;
+
+
+// Entry distance of the ray (o, unit d) into the box with half extents scaled by `grow`, or
+// +inf. Origins are outside the box.
+static double ref_box_hit(const ref_box_t* b, const double o[3], const double d[3],
+                          double grow) {
+  double r[9];
+  ref_quat_mat(b->q, r);
+  double ol[3], dl[3];
+  for (int i = 0; i < 3; i++) {
+    // local = R^T (world - p)
+    ol[i] = r[i] * (o[0] - b->p[0]) + r[3 + i] * (o[1] - b->p[1]) + r[6 + i] * (o[2] - b->p[2]);
+    dl[i] = r[i] * d[0] + r[3 + i] * d[1] + r[6 + i] * d[2];
+  }
+  double t0 = 0.0, t1 = INFINITY;
+  for (int i = 0; i < 3; i++) {
+    double h = b->h[i] * grow;
+    if (fabs(dl[i]) < 1e-15) {
+      if (fabs(ol[i]) > h) {
+        return INFINITY;
+      }
+      continue;
+    }
+    double a = (-h - ol[i]) / dl[i];
+    double c = (h - ol[i]) / dl[i];
+    if (a > c) {
+      double t = a;
+      a = c;
+      c = t;
+    }
+    t0 = fmax(t0, a);
+    t1 = fmin(t1, c);
+  }
+  return t0 <= t1 ? t0 : INFINITY;
+}
+
+
+#define PROBE_MAX (7 * 81)
+
+typedef struct probes {
+  int n;
+  double o[3 * PROBE_MAX];
+  double d[3 * PROBE_MAX];
+} probes_t;
+
+
+// Rays at the box centre c from six sides (+-x, +-y, +-z) and along one diagonal, on a 9 x 9
+// grid of offsets across [-span, span] in the two perpendicular axes, starting 20 m away.
+static void make_probes(const double c[3], double span, probes_t* pr) {
+  static const double dirs[7][3] = {{1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, -1, 0},
+                                    {0, 0, 1}, {0, 0, -1}, {0.48, 0.6, 0.64}};
+  pr->n = 0;
+  for (int k = 0; k < 7; k++) {
+    double d[3] = {dirs[k][0], dirs[k][1], dirs[k][2]};
+    double dn = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+    for (int i = 0; i < 3; i++) {
+      d[i] /= dn;
+    }
+    // two unit vectors perpendicular to d
+    double a[3] = {fabs(d[0]) < 0.9 ? 1.0 : 0.0, fabs(d[0]) < 0.9 ? 0.0 : 1.0, 0.0};
+    double u[3] = {d[1] * a[2] - d[2] * a[1], d[2] * a[0] - d[0] * a[2],
+                   d[0] * a[1] - d[1] * a[0]};
+    double un = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2]);
+    for (int i = 0; i < 3; i++) {
+      u[i] /= un;
+    }
+    double v[3] = {d[1] * u[2] - d[2] * u[1], d[2] * u[0] - d[0] * u[2],
+                   d[0] * u[1] - d[1] * u[0]};
+    for (int i = 0; i < 9; i++) {
+      for (int j = 0; j < 9; j++) {
+        double s = span * (i - 4) / 4.0 + 0.013;
+        double t = span * (j - 4) / 4.0 - 0.029;
+        double* o = pr->o + 3 * pr->n;
+        for (int m = 0; m < 3; m++) {
+          o[m] = c[m] - 20.0 * d[m] + s * u[m] + t * v[m];
+          pr->d[3 * pr->n + m] = d[m];
+        }
+        pr->n++;
+      }
+    }
+  }
+}
+
+
+// Compare what env_raycast sees with the reference box: every ray whose outcome does not
+// depend on a 0.1 % change of the box must agree (hit or miss, distance, object id, label).
+// Returns the number of such hits in *nhit and of misses in *nmiss.
+static int check_against_ref(env_t* e, const ref_box_t* b, uint32_t object_id, uint32_t label,
+                             int* nhit, int* nmiss) {
+  static probes_t pr;
+  make_probes(b->p, 1.2 * fmax(b->h[0], fmax(b->h[1], b->h[2])), &pr);
+  static scene_hit_t hits[PROBE_MAX];
+  env_raycast_t rc = {.nray = (uint32_t)pr.n, .origins = pr.o, .directions = pr.d};
+  err_msg_t msg;
+  int r = env_raycast(e, &rc, hits, &msg);
+  if (r) {
+    CHECK_FAIL("env_raycast: %s", msg.text);
+  }
+  *nhit = *nmiss = 0;
+  for (int i = 0; i < pr.n; i++) {
+    const double* o = pr.o + 3 * i;
+    const double* d = pr.d + 3 * i;
+    double lo = ref_box_hit(b, o, d, 0.999);
+    double hi = ref_box_hit(b, o, d, 1.001);
+    if (isinf(lo) != isinf(hi)) {
+      continue;  // grazes an edge
+    }
+    if (isinf(hi)) {
+      if (!isinf(hits[i].distance)) {
+        CHECK_FAIL("ray %d (%g %g %g)->(%g %g %g): expected a miss, got object %u at %g", i,
+                   o[0], o[1], o[2], d[0], d[1], d[2], hits[i].object_id, hits[i].distance);
+      }
+      ++*nmiss;
+      continue;
+    }
+    double t = ref_box_hit(b, o, d, 1.0);
+    if (!(fabs(hits[i].distance - t) <= 1e-4 * fmax(1.0, t)) ||
+        hits[i].object_id != object_id || hits[i].label != label) {
+      CHECK_FAIL("ray %d (%g %g %g)->(%g %g %g): expected object %u label %u at %.9g, got "
+                 "object %u label %u at %.9g", i, o[0], o[1], o[2], d[0], d[1], d[2],
+                 object_id, label, t, hits[i].object_id, hits[i].label, hits[i].distance);
+    }
+    ++*nhit;
+  }
+  return 0;
+}
+
+
+// Number of probe rays whose outcome differs (definitely) between boxes a and b: shows that
+// the probes tell a wrong orientation from the right one.
+static int ref_disagreements(const ref_box_t* a, const ref_box_t* b) {
+  static probes_t pr;
+  make_probes(a->p, 1.2 * fmax(a->h[0], fmax(a->h[1], a->h[2])), &pr);
+  int n = 0;
+  for (int i = 0; i < pr.n; i++) {
+    const double* o = pr.o + 3 * i;
+    const double* d = pr.d + 3 * i;
+    double ta = ref_box_hit(a, o, d, 1.0), tb = ref_box_hit(b, o, d, 1.0);
+    if (isinf(ta) != isinf(tb) || (!isinf(ta) && fabs(ta - tb) > 1e-2)) {
+      n++;
+    }
+  }
+  return n;
+}
+
+
+static void normalize4(double q[4]) {
+  double n = sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]);
+  for (int i = 0; i < 4; i++) {
+    q[i] /= n;
+  }
+}
+
+//---------------- Materials
+
+TEST(wire_env_two_layer_fields_reach_the_material) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  Sensim__V1__TwoLayer t = SENSIM__V1__TWO_LAYER__INIT;
+  t.has_refractive_index = 1;
+  t.refractive_index = 1.7;          // n
+  t.has_extinction_coefficient = 1;
+  t.extinction_coefficient = 0.3;    // k
+  t.has_specular_roughness = 1;
+  t.specular_roughness = 0.21;       // sigma_B
+  t.has_diffuse_reflectance = 1;
+  t.diffuse_reflectance = 0.55;      // C
+  t.has_diffuse_roughness = 1;
+  t.diffuse_roughness = 0.42;        // sigma_ON
+  Sensim__V1__SetMaterial m = SENSIM__V1__SET_MATERIAL__INIT;
+  m.has_id = 1;
+  m.id = 5;
+  m.model_case = SENSIM__V1__SET_MATERIAL__MODEL_TWO_LAYER;
+  m.two_layer = &t;
+  m.name = "paint";
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_MATERIAL;
+  env.set_material = &m;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  ASSERT_OK(create_sphere(f.e, 1, 1.0));
+  ASSERT_OK(create_object_with_material(f.e, 50, 1, 5));
+  const surface_material_t* s = env_hit_material(f.e, 50, 0);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(s->kind, MATERIAL_TWO_LAYER);
+  ASSERT_DEQ(s->n_re, 1.7);
+  ASSERT_DEQ(s->n_im, 0.3);
+  ASSERT_DEQ(s->sigma_b, 0.21);
+  ASSERT_DEQ(s->reflectance, 0.55);
+  ASSERT_DEQ(s->sigma_on, 0.42);
+
+  // the default material is untouched
+  ASSERT_OK(create_object_with_material(f.e, 51, 1, 0));
+  s = env_hit_material(f.e, 51, 0);
+  ASSERT_EQ(s->kind, MATERIAL_LAMBERTIAN);
+  ASSERT_DEQ(s->reflectance, 0.8);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_two_layer_absent_fields_take_the_documented_defaults) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  Sensim__V1__TwoLayer t = SENSIM__V1__TWO_LAYER__INIT;
+  t.has_diffuse_reflectance = 1;
+  t.diffuse_reflectance = 0.25;
+  Sensim__V1__SetMaterial m = SENSIM__V1__SET_MATERIAL__INIT;
+  m.has_id = 1;
+  m.id = 8;
+  m.model_case = SENSIM__V1__SET_MATERIAL__MODEL_TWO_LAYER;
+  m.two_layer = &t;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_MATERIAL;
+  env.set_material = &m;
+  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(create_sphere(f.e, 1, 1.0));
+  ASSERT_OK(create_object_with_material(f.e, 50, 1, 8));
+  const surface_material_t* s = env_hit_material(f.e, 50, 0);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(s->kind, MATERIAL_TWO_LAYER);
+  ASSERT_DEQ(s->n_re, 1.4517);
+  ASSERT_DEQ(s->n_im, 0.0);
+  ASSERT_DEQ(s->sigma_b, 0.3);
+  ASSERT_DEQ(s->reflectance, 0.25);
+  ASSERT_DEQ(s->sigma_on, 0.3);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_lambertian_reflectance_reaches_the_material) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(create_sphere(f.e, 1, 1.0));
+  const double values[2][2] = {{6, 0.37}, {0, 0.61}};  // material 6, and the default 0
+  for (int i = 0; i < 2; i++) {
+    Sensim__V1__Lambertian l = SENSIM__V1__LAMBERTIAN__INIT;
+    l.has_reflectance = 1;
+    l.reflectance = values[i][1];
+    Sensim__V1__SetMaterial m = SENSIM__V1__SET_MATERIAL__INIT;
+    m.has_id = 1;
+    m.id = (uint32_t)values[i][0];
+    m.model_case = SENSIM__V1__SET_MATERIAL__MODEL_LAMBERTIAN;
+    m.lambertian = &l;
+    Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_MATERIAL;
+    env.set_material = &m;
+    ASSERT_OK(execute_ok(f.e, &env));
+  }
+  ASSERT_OK(create_object_with_material(f.e, 60, 1, 6));
+  ASSERT_OK(create_object_with_material(f.e, 61, 1, 0));
+  const surface_material_t* s = env_hit_material(f.e, 60, 0);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(s->kind, MATERIAL_LAMBERTIAN);
+  ASSERT_DEQ(s->reflectance, 0.37);
+  s = env_hit_material(f.e, 61, 0);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(s->kind, MATERIAL_LAMBERTIAN);
+  ASSERT_DEQ(s->reflectance, 0.61);
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Media
+
+static int set_custom_ambient(env_t* e, uint32_t id, const double v[6]) {
+  Sensim__V1__AmbientMaterial a = SENSIM__V1__AMBIENT_MATERIAL__INIT;
+  a.has_attenuation = 1;
+  a.attenuation = v[0];
+  a.has_refractive_index = 1;
+  a.refractive_index = v[1];
+  a.has_return_gamma_shape = 1;
+  a.return_gamma_shape = v[2];
+  a.has_return_gamma_scale = 1;
+  a.return_gamma_scale = v[3];
+  a.has_return_probability_scaling = 1;
+  a.return_probability_scaling = v[4];
+  a.has_atmospheric_backscatter = 1;
+  a.atmospheric_backscatter = v[5];
+  Sensim__V1__SetAmbient s = SENSIM__V1__SET_AMBIENT__INIT;
+  s.has_id = 1;
+  s.id = id;
+  s.medium_case = SENSIM__V1__SET_AMBIENT__MEDIUM_CUSTOM;
+  s.custom = &a;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_AMBIENT;
+  env.set_ambient = &s;
+  return execute_ok(e, &env);
+}
+
+
+static int same_medium(const ambient_material_t* got, const ambient_material_t* want) {
+  ASSERT_TRUE(got != NULL);
+  ASSERT_DEQ(got->attenuation, want->attenuation);
+  ASSERT_DEQ(got->refractive_index, want->refractive_index);
+  ASSERT_DEQ(got->gamma_shape, want->gamma_shape);
+  ASSERT_DEQ(got->gamma_scale, want->gamma_scale);
+  ASSERT_DEQ(got->return_scaling, want->return_scaling);
+  ASSERT_DEQ(got->backscatter, want->backscatter);
+  return 0;
+}
+
+
+TEST(wire_env_custom_ambient_fields_reach_the_medium) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  // attenuation, refractive index, gamma shape, gamma scale, return scaling, backscatter
+  const double v0[6] = {0.011, 1.0123, 7.25, 0.61, 0.043, 0.27};
+  const double v4[6] = {0.052, 1.33, 3.5, 0.18, 0.71, 0.09};
+  ASSERT_OK(set_custom_ambient(f.e, 0, v0));
+  ASSERT_OK(set_custom_ambient(f.e, 4, v4));
+  ambient_material_t w0 = {.attenuation = 0.011, .refractive_index = 1.0123,
+                           .gamma_shape = 7.25, .gamma_scale = 0.61, .return_scaling = 0.043,
+                           .backscatter = 0.27};
+  ambient_material_t w4 = {.attenuation = 0.052, .refractive_index = 1.33, .gamma_shape = 3.5,
+                           .gamma_scale = 0.18, .return_scaling = 0.71, .backscatter = 0.09};
+  ASSERT_OK(same_medium(env_get_medium(f.e, 0), &w0));
+  ASSERT_OK(same_medium(env_get_medium(f.e, 4), &w4));
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_ambient_presets_use_their_own_formula_and_input) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  err_msg_t msg;
+  // Pairs with the same input, so that a preset sent to the wrong formula shows. (Fog below
+  // 500 m visibility equals clear air: its wavelength exponent is 0 there.)
+  ambient_material_t want[4], fog200;
+  ASSERT_OK(ambient_clear_air(2000.0, &want[0], &msg));
+  ASSERT_OK(ambient_fog(2000.0, &want[1], &msg));
+  ASSERT_OK(ambient_rain(3.0, &want[2], &msg));
+  ASSERT_OK(ambient_snow(3.0, &want[3], &msg));
+  ASSERT_OK(ambient_fog(200.0, &fog200, &msg));
+
+  Sensim__V1__ClearAir clear = SENSIM__V1__CLEAR_AIR__INIT;
+  clear.has_visibility = 1;
+  clear.visibility = 2000.0;
+  Sensim__V1__Fog fog = SENSIM__V1__FOG__INIT;
+  fog.has_visibility = 1;
+  fog.visibility = 2000.0;
+  Sensim__V1__Rain rain = SENSIM__V1__RAIN__INIT;
+  rain.has_rate = 1;
+  rain.rate = 3.0;
+  Sensim__V1__Snow snow = SENSIM__V1__SNOW__INIT;
+  snow.has_rate = 1;
+  snow.rate = 3.0;
+  for (uint32_t i = 0; i < 4; i++) {
+    Sensim__V1__SetAmbient s = SENSIM__V1__SET_AMBIENT__INIT;
+    s.has_id = 1;
+    s.id = 10 + i;
+    switch (i) {
+      case 0:
+        s.medium_case = SENSIM__V1__SET_AMBIENT__MEDIUM_CLEAR_AIR;
+        s.clear_air = &clear;
+        break;
+      case 1:
+        s.medium_case = SENSIM__V1__SET_AMBIENT__MEDIUM_FOG;
+        s.fog = &fog;
+        break;
+      case 2:
+        s.medium_case = SENSIM__V1__SET_AMBIENT__MEDIUM_RAIN;
+        s.rain = &rain;
+        break;
+      default:
+        s.medium_case = SENSIM__V1__SET_AMBIENT__MEDIUM_SNOW;
+        s.snow = &snow;
+        break;
+    }
+    Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_AMBIENT;
+    env.set_ambient = &s;
+    ASSERT_OK(execute_ok(f.e, &env));
+  }
+  for (uint32_t i = 0; i < 4; i++) {
+    if (same_medium(env_get_medium(f.e, 10 + i), &want[i])) {
+      CHECK_FAIL("medium %u (preset %u) differs from its preset", 10 + i, i);
+    }
+  }
+  // the four presets differ from each other
+  for (int i = 0; i < 4; i++) {
+    for (int j = i + 1; j < 4; j++) {
+      ASSERT_TRUE(want[i].attenuation != want[j].attenuation);
+    }
+  }
+
+  // fog of visibility 200 m as the ambient medium (id 0)
+  fog.visibility = 200.0;
+  Sensim__V1__SetAmbient s = SENSIM__V1__SET_AMBIENT__INIT;
+  s.medium_case = SENSIM__V1__SET_AMBIENT__MEDIUM_FOG;
+  s.fog = &fog;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_AMBIENT;
+  env.set_ambient = &s;
+  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(same_medium(env_get_medium(f.e, 0), &fog200));
+  ASSERT_OK(same_medium(env_get_medium(f.e, 11), &want[1]));  // medium 11 unchanged
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Settings
+
+// B0 + the analytic field of a dipole m at c, at point p (mu0 / 4 pi = 1e-7).
+static void ref_field(const double b0[3], const double m[3], const double c[3],
+                      const double p[3], double dest[3]) {
+  double r[3] = {p[0] - c[0], p[1] - c[1], p[2] - c[2]};
+  double rn = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
+  double mu = (m[0] * r[0] + m[1] * r[1] + m[2] * r[2]) / rn;
+  for (int i = 0; i < 3; i++) {
+    dest[i] = b0[i] + 1e-7 * (3.0 * r[i] / rn * mu - m[i]) / (rn * rn * rn);
+  }
+}
+
+
+static int field_is(env_t* e, const double p[3], const double want[3]) {
+  double b[3];
+  env_magnetic_field(e, p, b);
+  for (int i = 0; i < 3; i++) {
+    if (!(fabs(b[i] - want[i]) <= 1e-12 * fabs(want[i]) + 1e-20)) {
+      CHECK_FAIL("field at (%g %g %g): component %d is %.17g, expected %.17g", p[0], p[1], p[2],
+                 i, b[i], want[i]);
+    }
+  }
+  return 0;
+}
+
+
+TEST(wire_env_settings_reach_gravity_field_and_dipoles) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  const double b0[3] = {2.0e-5, -3.0e-6, 4.5e-5};
+  const double m1[3] = {3.0, -4.0, 12.0};   // |m| = 13 A m^2
+  const double c1[3] = {1.0, 2.0, 3.0};
+
+  Sensim__V1__Vec3 g = vec3(1.5, -2.5, -9.1);
+  Sensim__V1__Vec3 b = vec3(b0[0], b0[1], b0[2]);
+  Sensim__V1__Vec3 dm = vec3(m1[0], m1[1], m1[2]);
+  Sensim__V1__Vec3 dp = vec3(c1[0], c1[1], c1[2]);
+  Sensim__V1__MagneticDipole d1 = SENSIM__V1__MAGNETIC_DIPOLE__INIT;
+  d1.moment = &dm;
+  d1.position = &dp;
+  Sensim__V1__MagneticDipole* dips[1] = {&d1};
+  Sensim__V1__SetEnvironment s = SENSIM__V1__SET_ENVIRONMENT__INIT;
+  s.gravity = &g;
+  s.magnetic_field = &b;
+  s.n_dipoles = 1;
+  s.dipoles = dips;
+  s.has_replace_dipoles = 1;
+  s.replace_dipoles = 1;
+  s.has_seed = 1;
+  s.seed = 0x123456789abcull;
+  s.has_freeze_objects = 1;
+  s.freeze_objects = 1;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_ENVIRONMENT;
+  env.set_environment = &s;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  ASSERT_DEQ(f.e->gravity[0], 1.5);
+  ASSERT_DEQ(f.e->gravity[1], -2.5);
+  ASSERT_DEQ(f.e->gravity[2], -9.1);
+  ASSERT_TRUE(f.e->seed == 0x123456789abcull);
+  ASSERT_EQ(f.e->freeze_objects, 1);
+
+  // on the dipole's axis, r = 2 m: B = B0 + 2 m 1e-7 / r^3
+  const double r = 2.0;
+  double p[3], want[3];
+  for (int i = 0; i < 3; i++) {
+    p[i] = c1[i] + r * m1[i] / 13.0;
+    want[i] = b0[i] + 2.0 * m1[i] * 1e-7 / (r * r * r);
+  }
+  ASSERT_OK(field_is(f.e, p, want));
+  // on its equator (u = (4, 3, 0) / 5 is perpendicular to m): B = B0 - m 1e-7 / r^3
+  for (int i = 0; i < 3; i++) {
+    const double u[3] = {0.8, 0.6, 0.0};
+    p[i] = c1[i] + r * u[i];
+    want[i] = b0[i] - m1[i] * 1e-7 / (r * r * r);
+  }
+  ASSERT_OK(field_is(f.e, p, want));
+  // anywhere else, the general formula
+  const double q[3] = {-0.7, 3.1, 5.3};
+  ref_field(b0, m1, c1, q, want);
+  ASSERT_OK(field_is(f.e, q, want));
+
+  // a dipole on a body: its position is in the body frame. The uniform field and gravity
+  // stay, since this request does not set them.
+  Sensim__V1__Vec3 bp = vec3(10.0, -5.0, 1.0);
+  Sensim__V1__Pose bpose = SENSIM__V1__POSE__INIT;
+  bpose.position = &bp;
+  Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
+  cb.has_id = 1;
+  cb.id = 7;
+  cb.pose = &bpose;
+  Sensim__V1__Envelope envb = SENSIM__V1__ENVELOPE__INIT;
+  envb.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
+  envb.create_body = &cb;
+  ASSERT_OK(execute_ok(f.e, &envb));
+
+  const double m2[3] = {0.0, 0.0, -8.0};
+  Sensim__V1__Vec3 dm2 = vec3(m2[0], m2[1], m2[2]);
+  Sensim__V1__Vec3 dp2 = vec3(0.0, 0.0, 1.0);
+  Sensim__V1__MagneticDipole d2 = SENSIM__V1__MAGNETIC_DIPOLE__INIT;
+  d2.moment = &dm2;
+  d2.position = &dp2;
+  d2.has_body_id = 1;
+  d2.body_id = 7;
+  Sensim__V1__MagneticDipole* dips2[1] = {&d2};
+  Sensim__V1__SetEnvironment s2 = SENSIM__V1__SET_ENVIRONMENT__INIT;
+  s2.n_dipoles = 1;
+  s2.dipoles = dips2;
+  s2.has_replace_dipoles = 1;
+  s2.replace_dipoles = 1;
+  env.set_environment = &s2;
+  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_DEQ(f.e->gravity[0], 1.5);
+  ASSERT_DEQ(f.e->gravity[2], -9.1);
+
+  // the dipole is at (10, -5, 2) in the world; on its axis 2 m above
+  const double p2[3] = {10.0, -5.0, 4.0};
+  for (int i = 0; i < 3; i++) {
+    want[i] = b0[i] + 2.0 * m2[i] * 1e-7 / 8.0;
+  }
+  ASSERT_OK(field_is(f.e, p2, want));
+  // dipole 1 is gone: at its axis point only B0 and dipole 2 remain
+  for (int i = 0; i < 3; i++) {
+    p[i] = c1[i] + r * m1[i] / 13.0;
+  }
+  const double c2[3] = {10.0, -5.0, 2.0};
+  ref_field(b0, m2, c2, p, want);
+  ASSERT_OK(field_is(f.e, p, want));
+  teardown(&f);
+  return 0;
+}
+
+//---------------- Objects and state
+
+TEST(wire_env_object_scale_pose_and_label_reach_the_scene) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(create_box(f.e, 1, 0.5, 0.5, 0.5));
+
+  // object 9: unit box scaled (4, 1, 2) -> half extents (2, 0.5, 1), at (3, -1, 2), label 77
+  Sensim__V1__Vec3 pos = vec3(3.0, -1.0, 2.0);
+  Sensim__V1__Pose pose = SENSIM__V1__POSE__INIT;
+  pose.position = &pos;
+  Sensim__V1__Vec3 scale = vec3(4.0, 1.0, 2.0);
+  Sensim__V1__CreateObject o = SENSIM__V1__CREATE_OBJECT__INIT;
+  o.has_id = 1;
+  o.id = 9;
+  o.has_geometry_id = 1;
+  o.geometry_id = 1;
+  o.local_pose = &pose;
+  o.scale = &scale;
+  o.has_label = 1;
+  o.label = 77;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+  env.create_object = &o;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  // box x in [1, 5], y in [-1.5, -0.5], z in [1, 3]
+  const double orig[3][3] = {{3, -1, 10}, {-10, -1, 2}, {3, -10, 2}};
+  const double dir[3][3] = {{0, 0, -1}, {1, 0, 0}, {0, 1, 0}};
+  const double want[3] = {7.0, 11.0, 8.5};
+  scene_hit_t hits[3];
+  env_raycast_t rc = {.nray = 3, .origins = &orig[0][0], .directions = &dir[0][0]};
+  err_msg_t msg;
+  ASSERT_OK(env_raycast(f.e, &rc, hits, &msg));
+  for (int i = 0; i < 3; i++) {
+    ASSERT_NEAR(hits[i].distance, want[i], 1e-4);
+    ASSERT_EQ(hits[i].object_id, 9);
+    ASSERT_EQ(hits[i].label, 77);
+  }
+
+  // object 12: the same box turned by an orientation with four distinct components, far away
+  double q[4] = {0.8, 0.1, -0.3, 0.5};  // (w, x, y, z)
+  normalize4(q);
+  Sensim__V1__Vec3 pos2 = vec3(-30.0, 20.0, 6.0);
+  Sensim__V1__Quat ori2 = quat_wxyz(q);
+  Sensim__V1__Pose pose2 = SENSIM__V1__POSE__INIT;
+  pose2.position = &pos2;
+  pose2.orientation = &ori2;
+  o.id = 12;
+  o.local_pose = &pose2;
+  o.label = 31;
+  ASSERT_OK(execute_ok(f.e, &env));
+  ref_box_t box = {.p = {-30.0, 20.0, 6.0}, .q = {q[0], q[1], q[2], q[3]}, .h = {2, 0.5, 1}};
+  int nhit, nmiss;
+  ASSERT_OK(check_against_ref(f.e, &box, 12, 31, &nhit, &nmiss));
+  ASSERT_TRUE(nhit >= 50);
+  ASSERT_TRUE(nmiss >= 50);
+
+  // the probes would notice a quaternion read in another order or the scale axes swapped
+  ref_box_t wrong = box;
+  const double xyzw_as_wxyz[4] = {q[1], q[2], q[3], q[0]};
+  memcpy(wrong.q, xyzw_as_wxyz, sizeof(wrong.q));
+  ASSERT_TRUE(ref_disagreements(&box, &wrong) >= 10);
+  const double w_z_swapped[4] = {q[3], q[1], q[2], q[0]};
+  memcpy(wrong.q, w_z_swapped, sizeof(wrong.q));
+  ASSERT_TRUE(ref_disagreements(&box, &wrong) >= 10);
+  wrong = box;
+  wrong.h[0] = 0.5;
+  wrong.h[1] = 2.0;
+  ASSERT_TRUE(ref_disagreements(&box, &wrong) >= 10);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_update_state_body_poses_are_px_py_pz_qx_qy_qz_qw) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(create_box(f.e, 1, 2.0, 0.5, 1.0));
+  Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
+  cb.has_id = 1;
+  cb.id = 10;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
+  env.create_body = &cb;
+  ASSERT_OK(execute_ok(f.e, &env));
+  Sensim__V1__CreateObject o = SENSIM__V1__CREATE_OBJECT__INIT;
+  o.has_id = 1;
+  o.id = 40;
+  o.has_geometry_id = 1;
+  o.geometry_id = 1;
+  o.has_body_id = 1;
+  o.body_id = 10;
+  o.has_label = 1;
+  o.label = 4;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+  env.create_object = &o;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  double q[4] = {0.7, -0.2, 0.4, 0.55};  // (w, x, y, z), four distinct components
+  normalize4(q);
+  const double p[3] = {1.5, -2.0, 3.25};
+  uint32_t ids[1] = {10};
+  double poses[7] = {p[0], p[1], p[2], q[1], q[2], q[3], q[0]};  // wire: px py pz qx qy qz qw
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = 1;
+  u.time = 0.5;
+  u.n_body_ids = 1;
+  u.body_ids = ids;
+  u.n_body_poses = 7;
+  u.body_poses = poses;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  // the core holds (w, x, y, z)
+  pose_t got;
+  ASSERT_OK(env_body_pose(f.e, 10, 1.0, &got));
+  for (int i = 0; i < 3; i++) {
+    ASSERT_NEAR(got.p[i], p[i], 1e-12);
+  }
+  double sign = got.q[0] * q[0] >= 0 ? 1.0 : -1.0;
+  for (int i = 0; i < 4; i++) {
+    ASSERT_NEAR(sign * got.q[i], q[i], 1e-12);
+  }
+
+  // and rays see the box turned that way
+  ref_box_t box = {.p = {p[0], p[1], p[2]}, .q = {q[0], q[1], q[2], q[3]}, .h = {2, 0.5, 1}};
+  int nhit, nmiss;
+  ASSERT_OK(check_against_ref(f.e, &box, 40, 4, &nhit, &nmiss));
+  ASSERT_TRUE(nhit >= 50);
+  ASSERT_TRUE(nmiss >= 50);
+  ref_box_t wrong = box;
+  const double wire_read_as_wxyz[4] = {q[1], q[2], q[3], q[0]};
+  memcpy(wrong.q, wire_read_as_wxyz, sizeof(wrong.q));
+  ASSERT_TRUE(ref_disagreements(&box, &wrong) >= 10);
+  teardown(&f);
+  return 0;
+}
