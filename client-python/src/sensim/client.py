@@ -159,6 +159,14 @@ def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
             setattr(msg, key, value)
 
 
+def _choose(msg: Message, kind: str, params: Mapping[str, Any]) -> Message:
+    """Select oneof member `kind` of msg (even with no parameters) and set its fields."""
+    sub = getattr(msg, kind)
+    sub.SetInParent()
+    _set_fields(sub, params, kind)
+    return msg
+
+
 def point_cloud_to_numpy(cloud: Any) -> np.ndarray:
     """Decode a PointCloud message (RAW or ZSTD) into a structured array, one record per point,
     with the cloud's own field names and types (like sensor_msgs/PointCloud2)."""
@@ -508,10 +516,7 @@ class Client:
         unknown = set(size) - set(_PRIMITIVES[kind])
         if unknown:
             raise TypeError(f"{kind}: unexpected {sorted(unknown)}; takes {_PRIMITIVES[kind]}")
-        msg = pb.CreatePrimitive(id=id)
-        shape = getattr(msg, kind)
-        shape.SetInParent()
-        _set_fields(shape, size, kind)
+        msg = _choose(pb.CreatePrimitive(id=id), kind, size)
         if name:
             msg.name = name
         self._call("create_primitive", msg)
@@ -523,10 +528,7 @@ class Client:
         diffuse_reflectance, diffuse_roughness); absent parameters take the protocol defaults."""
         if kind not in _MATERIALS:
             raise ValueError(f"kind: unknown material model {kind!r}; one of {_MATERIALS}")
-        msg = pb.SetMaterial(id=id)
-        model = getattr(msg, kind)
-        model.SetInParent()
-        _set_fields(model, params, kind)
+        msg = _choose(pb.SetMaterial(id=id), kind, params)
         if name:
             msg.name = name
         self._call("set_material", msg)
@@ -538,11 +540,7 @@ class Client:
         "fog" (visibility, m), "rain" / "snow" (rate, mm/h)."""
         if kind not in _AMBIENTS:
             raise ValueError(f"kind: unknown medium {kind!r}; one of {_AMBIENTS}")
-        msg = pb.SetAmbient(id=id)
-        medium = getattr(msg, kind)
-        medium.SetInParent()
-        _set_fields(medium, params, kind)
-        self._call("set_ambient", msg)
+        self._call("set_ambient", _choose(pb.SetAmbient(id=id), kind, params))
 
     def set_environment(self, *, gravity: Any = None, magnetic_field: Any = None,
                         dipoles: Iterable[Any] | None = None, seed: int | None = None,

@@ -10,6 +10,22 @@
 #include "net/wire_pb.h"
 
 
+// Pack env as a request and decode it, as the daemon receives it; *out_len: frame size.
+static int pack_decode(Sensim__V1__Envelope* env, wire_request_t** out, size_t* out_len) {
+  uint8_t* buf;
+  size_t len;
+  if (wire_pack(env, &buf, &len) != 0) {
+    return -1;
+  }
+  int rc = wire_decode(buf, len, out, NULL);
+  mem_free(buf);
+  if (out_len) {
+    *out_len = len;
+  }
+  return rc;
+}
+
+
 TEST(wire_status_codes_are_the_protocol_numbers) {
   // gRPC / google.rpc.Code numbers, as documented in proto/README.md
   ASSERT_EQ(wire_status_code(0), 0);
@@ -39,12 +55,8 @@ TEST(wire_decodes_a_hello_and_classifies_it) {
   env.id = 42;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
   env.hello = &h;
-  uint8_t* buf;
-  size_t len;
-  ASSERT_OK(wire_pack(&env, &buf, &len));
-
   wire_request_t* r;
-  ASSERT_OK(wire_decode(buf, len, &r, NULL));
+  ASSERT_OK(pack_decode(&env, &r, NULL));
   ASSERT_EQ(wire_id(r), 42);
   ASSERT_EQ(wire_kind(r), WIRE_KIND_HELLO);
   ASSERT_STREQ(wire_body_name(r), "hello");
@@ -55,7 +67,6 @@ TEST(wire_decodes_a_hello_and_classifies_it) {
   ASSERT_STREQ(out.token, "");
   ASSERT_EQ(out.observer, 1);
   wire_free(r);
-  mem_free(buf);
   return 0;
 }
 
@@ -128,18 +139,11 @@ TEST(wire_classifies_every_request_kind) {
     env.has_id = 1;
     env.id = 1;
     env.body_case = cases[i].body;
-    env.ping = &empty;
-    uint8_t* buf;
-    size_t len;
-    if (cases[i].body == SENSIM__V1__ENVELOPE__BODY__NOT_SET) {
-      env.ping = NULL;
-    }
-    ASSERT_OK(wire_pack(&env, &buf, &len));
+    env.ping = cases[i].body == SENSIM__V1__ENVELOPE__BODY__NOT_SET ? NULL : &empty;
     wire_request_t* r;
-    ASSERT_OK(wire_decode(buf, len, &r, NULL));
+    ASSERT_OK(pack_decode(&env, &r, NULL));
     ASSERT_EQ(wire_kind(r), cases[i].kind);
     wire_free(r);
-    mem_free(buf);
   }
   return 0;
 }
@@ -171,14 +175,10 @@ TEST(wire_remove_environment_is_told_apart_from_other_bodies) {
     env.id = 1;
     env.body_case = cases[i].body;
     env.create_body = cases[i].msg;
-    uint8_t* buf;
-    size_t len;
-    ASSERT_OK(wire_pack(&env, &buf, &len));
     wire_request_t* r;
-    ASSERT_OK(wire_decode(buf, len, &r, NULL));
+    ASSERT_OK(pack_decode(&env, &r, NULL));
     ASSERT_EQ(wire_kind(r), cases[i].kind);
     wire_free(r);
-    mem_free(buf);
   }
   return 0;
 }
@@ -214,10 +214,8 @@ TEST(wire_decoding_is_bounded_by_the_frame_size) {
   env.id = 1;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
   env.raycast = &ray;
-  ASSERT_OK(wire_pack(&env, &buf, &len));
-  ASSERT_OK(wire_decode(buf, len, &r, NULL));
+  ASSERT_OK(pack_decode(&env, &r, NULL));
   wire_free(r);
-  mem_free(buf);
   mem_free(values);
   return 0;
 }
@@ -247,13 +245,10 @@ TEST(wire_decoding_admits_the_largest_legitimate_nested_request) {
   env.id = 1;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_SET_ENVIRONMENT;
   env.set_environment = &set;
-  uint8_t* buf;
-  size_t len;
-  ASSERT_OK(wire_pack(&env, &buf, &len));
   wire_request_t* r;
-  ASSERT_OK(wire_decode(buf, len, &r, NULL));
+  size_t len;
+  ASSERT_OK(pack_decode(&env, &r, &len));
   ASSERT_TRUE(wire_size(r) > 4 * len);  // the decoded size is what back-pressure counts
   wire_free(r);
-  mem_free(buf);
   return 0;
 }
