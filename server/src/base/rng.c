@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// rng.c: Philox-4x32-10 and the distributions drawn from it (see rng.h).
+#include "base/rng.h"
+
+#include <math.h>
+
+#define PHILOX_M0 0xD2511F53u
+#define PHILOX_M1 0xCD9E8D57u
+#define PHILOX_W0 0x9E3779B9u
+#define PHILOX_W1 0xBB67AE85u
+
+static void mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
+  uint64_t p = (uint64_t)a * b;
+  *hi = (uint32_t)(p >> 32);
+  *lo = (uint32_t)p;
+}
+
+static void philox(uint32_t ctr[4], uint32_t key0, uint32_t key1) {
+  for (int r = 0; r < 10; r++) {
+    uint32_t hi0, lo0, hi1, lo1;
+    mulhilo(PHILOX_M0, ctr[0], &hi0, &lo0);
+    mulhilo(PHILOX_M1, ctr[2], &hi1, &lo1);
+    uint32_t c0 = hi1 ^ ctr[1] ^ key0;
+    uint32_t c1 = lo1;
+    uint32_t c2 = hi0 ^ ctr[3] ^ key1;
+    uint32_t c3 = lo0;
+    ctr[0] = c0;
+    ctr[1] = c1;
+    ctr[2] = c2;
+    ctr[3] = c3;
+    key0 += PHILOX_W0;
+    key1 += PHILOX_W1;
+  }
+}
+
+void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
+  // Counter: 128 bits from (stream, frame, index, draw). The frame and index share the middle
+  // words through a mix so that both may use their full 64 bits without colliding in practice;
+  // a first pass enciphers (stream, frame) into a per-frame key.
+  uint32_t pre[4] = {k->stream, (uint32_t)k->frame, (uint32_t)(k->frame >> 32), 0x5EED5EEDu};
+  philox(pre, (uint32_t)k->seed, (uint32_t)(k->seed >> 32));
+  out[0] = (uint32_t)k->index;
+  out[1] = (uint32_t)(k->index >> 32);
+  out[2] = draw;
+  out[3] = pre[2];
+  philox(out, pre[0], pre[1] ^ pre[3]);
+}
+
+static double to_open_unit(uint32_t hi, uint32_t lo) {
+  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 11;  // 53 bits
+  return ((double)bits + 0.5) * (1.0 / 9007199254740992.0);
+}
+
+double rng_uniform(const rng_key_t* k, uint32_t draw) {
+  uint32_t w[4];
+  rng_words(k, draw, w);
+  return to_open_unit(w[0], w[1]);
+}
+
+double rng_normal(const rng_key_t* k, uint32_t draw) {
+  uint32_t w[4];
+  rng_words(k, draw, w);
+  double u1 = to_open_unit(w[0], w[1]);
+  double u2 = to_open_unit(w[2], w[3]);
+  return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+double rng_gamma(const rng_key_t* k, uint32_t draw, double shape, double scale) {
+  double boost = 1.0;
+  uint32_t d0 = draw;
+  if (shape < 1.0) {
+    boost = pow(rng_uniform(k, d0++), 1.0 / shape);
+    shape += 1.0;
+  }
+  double d = shape - 1.0 / 3.0;
+  double c = 1.0 / sqrt(9.0 * d);
+  double v = 1.0;
+  for (uint32_t attempt = 0; attempt < 32; attempt++) {
+    uint32_t w[4];
+    rng_words(k, d0 + 2 * attempt, w);
+    double u1 = to_open_unit(w[0], w[1]);
+    double u2 = to_open_unit(w[2], w[3]);
+    double x = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+    double t = 1.0 + c * x;
+    if (t <= 0.0) {
+      continue;
+    }
+    v = t * t * t;
+    double u = rng_uniform(k, d0 + 2 * attempt + 1);
+    if (log(u) < 0.5 * x * x + d - d * v + d * log(v)) {
+      break;
+    }
+  }
+  return d * v * scale * boost;
+}

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+// rng.h: counter-based random numbers. Every draw is a pure function of a key (environment seed,
+// sensor id, frame or step index, ray or sample index) and a draw number, so results do not
+// depend on the order in which threads evaluate rays, nor on the number of threads
+// (docs/time.md, "Determinism"). No state, no locks.
+//
+// The generator is Philox-4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy
+// as 1, 2, 3", SC 2011): the key (seed) selects the permutation, the counter (sensor, frame,
+// index, draw) is enciphered. Thread: any.
+#ifndef SENSIM_BASE_RNG_H_
+#define SENSIM_BASE_RNG_H_
+
+#include <stdint.h>
+
+typedef struct rng_key {
+  uint64_t seed;      // environment seed
+  uint32_t stream;    // sensor id (or another independent stream)
+  uint64_t frame;     // frame (lidar) or step/sample index
+  uint64_t index;     // ray or sample index within the frame
+} rng_key_t;
+
+// Four independent 32-bit words for draw number `draw` (each draw is a new counter).
+void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]);
+
+// Uniform in the open interval (0, 1), 53 bits. Uses draw `draw`.
+double rng_uniform(const rng_key_t* k, uint32_t draw);
+
+// Standard normal N(0, 1) by the Box-Muller transform of one draw (two 53-bit uniforms).
+double rng_normal(const rng_key_t* k, uint32_t draw);
+
+// Gamma(shape k > 0, scale theta > 0) by Marsaglia and Tsang ("A simple method for generating
+// gamma variables", ACM TOMS 2000), shape < 1 boosted by U^(1/k). Uses draws from `draw` on
+// (each attempt takes the next draw numbers, up to draw + 64; the last attempt's candidate is
+// returned if all are rejected, which has probability far below 1e-30).
+double rng_gamma(const rng_key_t* k, uint32_t draw, double shape, double scale);
+
+#endif  // SENSIM_BASE_RNG_H_

@@ -1,0 +1,168 @@
+// SPDX-License-Identifier: MIT
+// sensor.h: what every sensor model offers the world, and the records sensors produce.
+//
+// A sensor is created by its model's own constructor (lidar/, imu/, joint/, cone/ — each
+// validates its configuration and names the offending field) and handed to the world with
+// env_create_sensor, which owns it from then on. At every step the world builds a step_view_t
+// and calls each sensor's `step` in increasing id order; the sensor appends its records (zero,
+// one or several: a lidar publishes when a revolution completes, an IMU at a fixed rate may
+// sample several times in a long step) to the step's output list.
+//
+// A failing `step` (ERR_NOMEM, or a cancelled request) must leave the sensor's own state as it
+// was before the call, so that the step can be refused as a whole.
+//
+// Thread: `step` runs on the environment's executor thread and may use view->pool;
+// `destroy` on the environment's owner.
+#ifndef SENSIM_SENSOR_SENSOR_H_
+#define SENSIM_SENSOR_SENSOR_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/xform.h"
+#include "sensor/view.h"
+
+typedef enum sensor_kind {
+  SENSOR_LIDAR = 1,
+  SENSOR_IMU,
+  SENSOR_ENCODER,
+  SENSOR_ODOMETER,
+  SENSOR_CONE,
+  SENSOR_TEST,                  // used by unit tests only
+} sensor_kind_t;
+
+//---------------- Output records
+
+typedef enum sensor_record_kind {
+  SENSOR_REC_CLOUD = 1,
+  SENSOR_REC_IMU,
+  SENSOR_REC_SCALAR,
+  SENSOR_REC_CONE,
+} sensor_record_kind_t;
+
+// Point field datatypes, numbered as sensor_msgs/PointField (and the wire's PointField).
+typedef enum sensor_datatype {
+  SENSOR_INT8 = 1,
+  SENSOR_UINT8,
+  SENSOR_INT16,
+  SENSOR_UINT16,
+  SENSOR_INT32,
+  SENSOR_UINT32,
+  SENSOR_FLOAT32,
+  SENSOR_FLOAT64,
+} sensor_datatype_t;
+
+#define SENSOR_MAX_FIELDS 16
+
+typedef struct sensor_field {
+  const char* name;             // static string
+  uint32_t offset;              // bytes from the start of a point
+  sensor_datatype_t datatype;
+  uint32_t count;               // elements
+} sensor_field_t;
+
+// A point cloud, described like sensor_msgs/PointCloud2: little-endian points of point_step
+// bytes.
+typedef struct sensor_cloud {
+  sensor_field_t fields[SENSOR_MAX_FIELDS];
+  uint32_t nfield;
+  uint32_t point_step;
+  uint32_t count;               // points
+  uint8_t* data;                // count * point_step bytes, owned by the record (mem_alloc)
+  double frame_start_time;      // s; each point's time offset is relative to it
+  int complete;                 // a whole revolution (or flash frame)
+  int world_frame;              // points in the world frame (else the sensor frame)
+} sensor_cloud_t;
+
+typedef struct sensor_imu {
+  int has_acceleration;
+  int has_angular_velocity;
+  int has_magnetic_field;
+  double acceleration[3];       // m/s^2, IMU frame
+  double angular_velocity[3];   // rad/s
+  double magnetic_field[3];     // T
+  double values[9];             // the selected axes, accelerometer first
+  uint32_t nvalues;
+} sensor_imu_t;
+
+typedef struct sensor_scalar {
+  double position;              // encoder: rad or m; odometer: m
+  int has_speed;
+  double speed;                 // encoder: rad/s or m/s
+} sensor_scalar_t;
+
+typedef struct sensor_cone {
+  int detected;
+  double range;                 // m
+  double azimuth;               // rad
+  double elevation;             // rad
+  int has_speed;
+  double speed;                 // m/s
+  double point[3];              // closest point, world frame
+  uint32_t object_id;
+} sensor_cone_t;
+
+typedef struct sensor_record {
+  uint32_t sensor_id;
+  double time;                  // s: end of the step, or the sample's own time
+  uint64_t frame;               // per-sensor counter of records
+  sensor_record_kind_t kind;
+  union {
+    sensor_cloud_t cloud;
+    sensor_imu_t imu;
+    sensor_scalar_t scalar;
+    sensor_cone_t cone;
+  } u;
+} sensor_record_t;
+
+// The records of one step, in sensor id order.
+typedef struct sensor_out {
+  sensor_record_t* rec;
+  uint32_t n;
+  uint32_t cap;
+} sensor_out_t;
+
+// Append a zeroed record of `kind` for `sensor_id`; NULL when out of memory.
+sensor_record_t* sensor_out_push(sensor_out_t* out, uint32_t sensor_id, sensor_record_kind_t kind);
+
+// Drop the records appended after the first `n` (freeing their clouds' data).
+void sensor_out_truncate(sensor_out_t* out, uint32_t n);
+
+// Drop every record; keep the capacity.
+void sensor_out_clear(sensor_out_t* out);
+
+// Release everything.
+void sensor_out_free(sensor_out_t* out);
+
+// Allocate a cloud's data for `count` points of cloud->point_step bytes (zeroed). ERR_NOMEM or
+// ERR_LIMIT (over 4 GiB) with a message.
+int sensor_cloud_alloc(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) CHECKRET;
+
+//---------------- Sensors
+
+// Where a sensor is: on body `body_id` (0 = the world) at pose `mount` relative to the body.
+typedef struct sensor_ctx {
+  uint32_t id;
+  uint32_t body_id;
+  pose_t mount;
+} sensor_ctx_t;
+
+typedef struct sensor_ops {
+  const char* kind_name;        // "lidar", "imu", ...
+  // Evaluate the sensor over (v->t0, v->t1] and append its records to out. Returns 0 or a
+  // negative code with msg; on failure the sensor's state is unchanged (the caller drops the
+  // records it appended).
+  int (*step)(void* self, const sensor_ctx_t* ctx, const step_view_t* v, sensor_out_t* out,
+              err_msg_t* msg);
+  void (*destroy)(void* self);
+} sensor_ops_t;
+
+typedef struct sensor {
+  sensor_kind_t kind;
+  const sensor_ops_t* ops;
+  void* self;
+  uint32_t joint_id;            // the joint it reads (encoder, odometer), 0 = none
+} sensor_t;
+
+#endif  // SENSIM_SENSOR_SENSOR_H_

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// view.h: the read-only view of one step that every sensor evaluation receives (the model/data
+// split of MuJoCo's mjModel/mjData): the scene to trace, materials and media, body and joint
+// states at both ends of the step, and the environment's fields. Sensor code depends on this
+// view, `scene`, `material` and `base` only, never on `world`'s tables; `world` builds the view
+// at each step (world/env_sensor.c).
+//
+// Time: the step covers the interval (t0, t1]. A scene ray's `time` is the fraction
+// s = (t - t0) / (t1 - t0) in [0, 1] (0 when t1 == t0, which happens on the first step when it
+// is at the time of the first state). Bodies are interpolated between the two ends (lerp of the
+// position, slerp of the orientation); frames mounted on a body move rigidly with it
+// (docs/time.md).
+//
+// Thread: valid for the duration of one sensor step; may be read from any number of threads.
+#ifndef SENSIM_SENSOR_VIEW_H_
+#define SENSIM_SENSOR_VIEW_H_
+
+#include <stdint.h>
+
+#include "base/xform.h"
+#include "material/material.h"
+#include "scene/scene.h"
+#include "sensor/field.h"
+
+typedef struct pool pool_t;
+
+// State of a body at one end of the step, world frame.
+typedef struct body_state {
+  pose_t pose;                  // world <- body
+  double linear_velocity[3];    // m/s, of the body origin
+  double angular_velocity[3];   // rad/s
+  int has_velocity;             // the client sent the velocities of this state
+} body_state_t;
+
+typedef struct view_body {
+  uint32_t id;
+  body_state_t at[2];           // [0] at t0, [1] at t1
+} view_body_t;
+
+typedef enum view_joint_type {
+  VIEW_JOINT_REVOLUTE = 0,      // position in rad
+  VIEW_JOINT_PRISMATIC = 1,     // position in m
+} view_joint_type_t;
+
+typedef struct view_joint {
+  uint32_t id;
+  view_joint_type_t type;
+  double position[2];           // at t0 and t1
+} view_joint_t;
+
+typedef struct step_view {
+  double t0;                    // start of the interval, s
+  double t1;                    // end of the interval (the step's time), s
+  uint64_t step;                // index of this step, from 1
+  uint64_t seed;                // environment seed (base/rng.h keys)
+
+  const scene_t* scene;         // committed, two time steps: ray time = fraction of (t0, t1]
+  pool_t* pool;                 // nullable: serial
+
+  const view_body_t* bodies;    // sorted by id (nbody); body 0 (the world) is not listed
+  uint32_t nbody;
+  const view_joint_t* joints;   // sorted by id (njoint)
+  uint32_t njoint;
+
+  double gravity[3];            // m/s^2, world
+  field_magnetic_t magnetic;    // at t1, world
+
+  // Media and surface materials, looked up through the world without exposing its tables.
+  const ambient_material_t* ambient;   // medium 0, the space the sensors are in
+  const void* lookup_ctx;
+  // Surface material at a hit (mesh per-triangle material, else the object's). Never NULL for
+  // an object id reported by the scene.
+  const surface_material_t* (*hit_material)(const void* ctx, uint32_t object_id,
+                                            uint32_t primitive);
+  // Medium filling an object (NULL when it is an opaque surface).
+  const ambient_material_t* (*object_medium)(const void* ctx, uint32_t object_id);
+} step_view_t;
+
+// States of body `id` at both ends; body 0 is the world (identity pose, zero velocity, has
+// velocity). Returns NULL when the body is unknown.
+const view_body_t* view_find_body(const step_view_t* v, uint32_t id);
+
+// Joint `id`, or NULL.
+const view_joint_t* view_find_joint(const step_view_t* v, uint32_t id);
+
+// Fraction of the interval at absolute time t (clamped to [0, 1]; 0 when t1 == t0).
+double view_fraction(const step_view_t* v, double t);
+
+// World pose at fraction s of a frame mounted at `mount` on body `body` (NULL = world): the
+// body's pose interpolated (lerp + slerp), the mount composed rigidly on it.
+pose_t view_mount_pose(const view_body_t* body, const pose_t* mount, double s);
+
+#endif  // SENSIM_SENSOR_VIEW_H_
