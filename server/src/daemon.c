@@ -19,9 +19,9 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/pool.h"
-#include "net/jobs.h"
+#include "daemon/exec.h"
+#include "daemon/registry.h"
 #include "net/outbox.h"
-#include "net/registry.h"
 #include "net/server.h"
 #include "net/wire.h"
 
@@ -56,7 +56,7 @@ struct daemon {
   uv_signal_t sigint;
   uv_signal_t sigterm;
   server_t* server;
-  jobs_t* jobs;
+  exec_t* jobs;
   pool_t* pool;
   scene_device_t* device;
   wire_limits_t limits;
@@ -68,7 +68,7 @@ struct daemon {
 };
 
 typedef struct req_job {
-  job_t base;
+  exec_job_t base;
   daemon_t* d;
   session_t* s;              // retained
   outbox_slot_t* slot;       // where the reply goes
@@ -83,7 +83,7 @@ typedef struct req_job {
 } req_job_t;
 
 typedef struct info_job {
-  job_t base;
+  exec_job_t base;
   daemon_t* d;
   session_t* s;              // retained
   outbox_slot_t* slot;
@@ -231,7 +231,7 @@ static void add_env_counters(wire_counters_t* c, const registry_totals_t* t) {
 
 //---------------- request jobs
 
-static void liveness_unref(liveness_t* l) {
+static void liveness_release(liveness_t* l) {
   if (--l->refs == 0) {
     mem_free(l);
   }
@@ -245,7 +245,7 @@ static int req_cancelled(void* ctx) {
 }
 
 
-static void req_run(job_t* j) {
+static void req_run(exec_job_t* j) {
   req_job_t* rj = (req_job_t*)j;
   registry_entry_t* e = rj->entry;
   daemon_t* d = rj->d;
@@ -304,7 +304,7 @@ static uint8_t* hello_reply(daemon_t* d, client_t* c, req_job_t* rj, size_t* out
 }
 
 
-static void req_done(job_t* j, int cancelled) {
+static void req_done(exec_job_t* j, int cancelled) {
   req_job_t* rj = (req_job_t*)j;
   daemon_t* d = rj->d;
   client_t* c = session_data(rj->s);
@@ -333,8 +333,8 @@ static void req_done(job_t* j, int cancelled) {
   }
   mem_free(rj->out);
   wire_free(rj->req);
-  registry_unref(rj->entry);
-  liveness_unref(rj->live);
+  registry_release(rj->entry);
+  liveness_release(rj->live);
   session_release(rj->s);
   mem_free(rj);
 }
@@ -362,17 +362,17 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   wire_set_cancel(req, req_cancelled, rj);
   rj->base.run = req_run;
   rj->base.done = req_done;
-  registry_ref(c->entry);
+  registry_retain(c->entry);
   session_retain(c->s);
   c->pending_bytes += wire_size(req);
   client_check_backlog(d, c);
-  jobs_submit(d->jobs, &rj->base);
+  exec_submit(d->jobs, &rj->base);
 }
 
 
 //---------------- info
 
-static void info_run(job_t* j) {
+static void info_run(exec_job_t* j) {
   info_job_t* ij = (info_job_t*)j;
   for (uint32_t i = 0; i < ij->n; i++) {
     if (ij->entries[i]->env) {
@@ -382,7 +382,7 @@ static void info_run(job_t* j) {
 }
 
 
-static void info_done(job_t* j, int cancelled) {
+static void info_done(exec_job_t* j, int cancelled) {
   info_job_t* ij = (info_job_t*)j;
   daemon_t* d = ij->d;
   client_t* client = session_data(ij->s);
@@ -422,7 +422,7 @@ static void info_done(job_t* j, int cancelled) {
     client_after_reply(d, client);
   }
   for (uint32_t i = 0; i < ij->n; i++) {
-    registry_unref(ij->entries[i]);
+    registry_release(ij->entries[i]);
   }
   mem_free(ij->entries);
   mem_free(ij->infos);
@@ -442,7 +442,7 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   outbox_slot_t* slot = ij && entries && infos ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     for (uint32_t i = 0; entries && i < n; i++) {
-      registry_unref(entries[i]);
+      registry_release(entries[i]);
     }
     mem_free(ij);
     mem_free(entries);
@@ -461,7 +461,7 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   ij->base.done = info_done;
   session_retain(c->s);
   client_check_backlog(d, c);
-  jobs_submit(d->jobs, &ij->base);
+  exec_submit(d->jobs, &ij->base);
 }
 
 
@@ -693,7 +693,7 @@ static void on_close(void* user, session_t* s) {
   client_leave(d, c);
   outbox_close(&c->out);
   atomic_store(&c->live->gone, 1);
-  liveness_unref(c->live);
+  liveness_release(c->live);
 
   // jobs still in flight find no client data and only release their references
   session_set_data(s, NULL);
@@ -715,7 +715,7 @@ static void stop(daemon_t* d, const char* why) {
   server_close(d->server);
 
   // the running job finishes; queued ones are cancelled and release what they hold
-  jobs_stop(d->jobs);
+  exec_stop(d->jobs);
 }
 
 
@@ -750,12 +750,12 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   scene_device_set_budget(d->device, (int64_t)cfg->max_scene_bytes);
   d->pool = pool_create(cfg->threads);
-  d->jobs = jobs_create(&d->loop);
+  d->jobs = exec_create(&d->loop);
   registry_init(&d->registry, d->jobs, cfg->max_environments);
   if (!d->pool || !d->jobs) {
     LOG_ERROR("cannot start worker threads");
     if (d->jobs) {
-      jobs_stop(d->jobs);
+      exec_stop(d->jobs);
       uv_run(&d->loop, UV_RUN_DEFAULT);
     }
     goto out_threads;
@@ -775,7 +775,7 @@ int daemon_run(const daemon_config_t* cfg) {
     if (d->server) {
       server_close(d->server);
     }
-    jobs_stop(d->jobs);
+    exec_stop(d->jobs);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     goto out_server;
   }
@@ -810,7 +810,7 @@ out_server:
     server_destroy(d->server);
   }
 out_threads:
-  jobs_destroy(d->jobs);
+  exec_destroy(d->jobs);
   pool_destroy(d->pool);
   scene_device_destroy(d->device);
 out_loop:

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-// jobs.c: a FIFO drained by one thread. The mutex guards the two lists (todo, finished) and
+// exec.c: a FIFO drained by one thread. The mutex guards the two lists (todo, finished) and
 // the stop flag; it is the only lock of the daemon and is never held while a job runs.
-#include "net/jobs.h"
+#include "daemon/exec.h"
 
 #include <uv.h>
 
 #include "base/mem.h"
 
-struct jobs {
+struct exec {
   uv_loop_t* loop;
   uv_async_t async;          // wakes the loop when jobs finish
   uv_thread_t thread;
@@ -23,7 +23,7 @@ struct jobs {
 
 
 static void thread_main(void* arg) {
-  jobs_t* q = arg;
+  exec_t* q = arg;
   for (;;) {
     uv_mutex_lock(&q->mutex);
     while (list_is_empty(&q->todo) && !q->stop) {
@@ -37,7 +37,7 @@ static void thread_main(void* arg) {
     list_remove(n);
     uv_mutex_unlock(&q->mutex);
 
-    job_t* j = container_of(n, job_t, node);
+    exec_job_t* j = container_of(n, exec_job_t, node);
     j->run(j);
 
     uv_mutex_lock(&q->mutex);
@@ -48,9 +48,9 @@ static void thread_main(void* arg) {
 }
 
 
-static void drain_finished(jobs_t* q, int cancelled) {
+static void drain_finished(exec_t* q, int cancelled) {
   // uv_async_send coalesces: take everything that is ready. The ready list lives in q so that
-  // a done() that calls jobs_stop (which drains again) keeps completions in submission order.
+  // a done() that calls exec_stop (which drains again) keeps completions in submission order.
   uv_mutex_lock(&q->mutex);
   while (!list_is_empty(&q->finished)) {
     list_node_t* n = list_front(&q->finished);
@@ -62,7 +62,7 @@ static void drain_finished(jobs_t* q, int cancelled) {
     list_node_t* n = list_front(&q->ready);
     list_remove(n);
     q->pending--;
-    job_t* j = container_of(n, job_t, node);
+    exec_job_t* j = container_of(n, exec_job_t, node);
     j->done(j, cancelled);
   }
 }
@@ -73,8 +73,8 @@ static void on_async(uv_async_t* a) {
 }
 
 
-jobs_t* jobs_create(uv_loop_t* loop) {
-  jobs_t* q = mem_calloc(1, sizeof(*q));
+exec_t* exec_create(uv_loop_t* loop) {
+  exec_t* q = mem_calloc(1, sizeof(*q));
   if (!q) {
     return NULL;
   }
@@ -96,14 +96,14 @@ jobs_t* jobs_create(uv_loop_t* loop) {
   if (uv_thread_create(&q->thread, thread_main, q) != 0) {
     q->stop = 1;
     uv_close((uv_handle_t*)&q->async, NULL);
-    return q;  // jobs_stop/destroy still work; submissions are cancelled
+    return q;  // exec_stop/destroy still work; submissions are cancelled
   }
   q->started = 1;
   return q;
 }
 
 
-void jobs_submit(jobs_t* q, job_t* j) {
+void exec_submit(exec_t* q, exec_job_t* j) {
   q->pending++;
   uv_mutex_lock(&q->mutex);
   int stopped = q->stop;
@@ -119,12 +119,12 @@ void jobs_submit(jobs_t* q, job_t* j) {
 }
 
 
-unsigned jobs_pending(const jobs_t* q) {
+unsigned exec_pending(const exec_t* q) {
   return q->pending;
 }
 
 
-void jobs_stop(jobs_t* q) {
+void exec_stop(exec_t* q) {
   uv_mutex_lock(&q->mutex);
   q->stop = 1;
   uv_cond_signal(&q->cond);
@@ -140,7 +140,7 @@ void jobs_stop(jobs_t* q) {
     list_node_t* n = list_front(&q->todo);
     list_remove(n);
     q->pending--;
-    job_t* j = container_of(n, job_t, node);
+    exec_job_t* j = container_of(n, exec_job_t, node);
     j->done(j, 1);
   }
   if (!uv_is_closing((uv_handle_t*)&q->async)) {
@@ -149,7 +149,7 @@ void jobs_stop(jobs_t* q) {
 }
 
 
-void jobs_destroy(jobs_t* q) {
+void exec_destroy(exec_t* q) {
   if (!q) {
     return;
   }

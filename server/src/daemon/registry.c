@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // registry.c: named environments, found by a linear scan (at most --max-environments, 64 by
 // default), reference-counted so that jobs in flight outlive a client's departure.
-#include "net/registry.h"
+#include "daemon/registry.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -10,14 +10,14 @@
 #include "base/mem.h"
 
 typedef struct destroy_job {
-  job_t base;
+  exec_job_t base;
   registry_t* r;
   registry_entry_t* e;
   env_info_t last;
 } destroy_job_t;
 
 
-void registry_init(registry_t* r, jobs_t* jobs, uint32_t max) {
+void registry_init(registry_t* r, exec_t* jobs, uint32_t max) {
   memset(r, 0, sizeof(*r));
   list_init(&r->entries);
   r->max = max;
@@ -69,12 +69,12 @@ int registry_name_ok(const char* name) {
 }
 
 
-void registry_ref(registry_entry_t* e) {
+void registry_retain(registry_entry_t* e) {
   e->refs++;
 }
 
 
-void registry_unref(registry_entry_t* e) {
+void registry_release(registry_entry_t* e) {
   if (--e->refs == 0) {
     mem_free(e);
   }
@@ -128,7 +128,7 @@ void registry_totals_add(registry_totals_t* t, const env_info_t* info) {
 }
 
 
-static void destroy_run(job_t* j) {
+static void destroy_run(exec_job_t* j) {
   destroy_job_t* dj = (destroy_job_t*)j;
   if (dj->e->env) {
     env_get_info(dj->e->env, &dj->last);
@@ -138,16 +138,16 @@ static void destroy_run(job_t* j) {
 }
 
 
-static void destroy_done(job_t* j, int cancelled) {
+static void destroy_done(exec_job_t* j, int cancelled) {
   destroy_job_t* dj = (destroy_job_t*)j;
 
-  // after jobs_stop the environment thread is gone: destroy here, on the loop thread
+  // after exec_stop the environment thread is gone: destroy here, on the loop thread
   if (cancelled) {
     destroy_run(j);
   }
   registry_totals_add(&dj->r->retired, &dj->last);
   LOG_INFO("environment '%s' destroyed", dj->e->name);
-  registry_unref(dj->e);
+  registry_release(dj->e);
   mem_free(dj);
 }
 
@@ -166,7 +166,7 @@ static void retire(registry_t* r, registry_entry_t* e) {
   dj->e = e;  // takes over the registry's reference
   dj->base.run = destroy_run;
   dj->base.done = destroy_done;
-  jobs_submit(r->jobs, &dj->base);
+  exec_submit(r->jobs, &dj->base);
 }
 
 
@@ -174,7 +174,7 @@ void registry_leave(registry_t* r, registry_entry_t* e) {
   if (--e->clients == 0 && !e->retain && e->registered) {
     retire(r, e);
   }
-  registry_unref(e);
+  registry_release(e);
 }
 
 
@@ -203,6 +203,6 @@ void registry_close(registry_t* r) {
     r->n--;
     env_destroy(e->env);
     e->env = NULL;
-    registry_unref(e);
+    registry_release(e);
   }
 }

@@ -4,13 +4,13 @@
 // and is destroyed on the environment thread after every job queued before it.
 //
 // Thread: loop thread, except the fields marked otherwise.
-#ifndef SENSIM_NET_REGISTRY_H_
-#define SENSIM_NET_REGISTRY_H_
+#ifndef SENSIM_DAEMON_REGISTRY_H_
+#define SENSIM_DAEMON_REGISTRY_H_
 
 #include <stdint.h>
 
 #include "base/list.h"
-#include "net/jobs.h"
+#include "daemon/exec.h"
 #include "world/env.h"
 
 #define REGISTRY_NAME_MAX 63
@@ -41,11 +41,11 @@ typedef struct registry {
   list_t entries;
   uint32_t n;                // registered entries
   uint32_t max;              // most registered entries at once
-  jobs_t* jobs;              // borrowed: runs the destroy jobs
+  exec_t* jobs;              // borrowed: runs the destroy jobs
   registry_totals_t retired;
 } registry_t;
 
-void registry_init(registry_t* r, jobs_t* jobs, uint32_t max);
+void registry_init(registry_t* r, exec_t* jobs, uint32_t max);
 
 // 1 when name is 1 to REGISTRY_NAME_MAX bytes of printable UTF-8.
 int registry_name_ok(const char* name);
@@ -61,10 +61,10 @@ int registry_join(registry_t* r, const char* name, int retain, registry_entry_t*
 // non-retained environment retires it.
 void registry_leave(registry_t* r, registry_entry_t* e);
 
-void registry_ref(registry_entry_t* e);
-void registry_unref(registry_entry_t* e);
+void registry_retain(registry_entry_t* e);
+void registry_release(registry_entry_t* e);
 
-// The registered entries, each referenced for the caller (registry_unref each, then mem_free
+// The registered entries, each referenced for the caller (registry_release each, then mem_free
 // the array). ERR_NOMEM on failure.
 int registry_snapshot(registry_t* r, registry_entry_t*** out, uint32_t* out_n) CHECKRET;
 
@@ -75,4 +75,4 @@ void registry_totals_add(registry_totals_t* t, const env_info_t* info);
 // environment thread has stopped.
 void registry_close(registry_t* r);
 
-#endif  // SENSIM_NET_REGISTRY_H_
+#endif  // SENSIM_DAEMON_REGISTRY_H_

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // test_jobs.c: the environment thread: FIFO order, which thread runs and completes a job,
 // cancellation on stop, and that every job and handle is released.
-#include "net/jobs.h"
+#include "daemon/exec.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -22,7 +22,7 @@ __attribute__((constructor)) static void use_mem_allocator(void) {
 typedef struct fixture fixture_t;
 
 typedef struct test_job {
-  job_t base;
+  exec_job_t base;
   fixture_t* f;
   int seq;                       // submission order, from 0
   int ran;                       // set by run (environment thread)
@@ -31,12 +31,12 @@ typedef struct test_job {
 
 struct fixture {
   uv_loop_t loop;
-  jobs_t* q;
+  exec_t* q;
   uv_thread_t loop_thread;
   pid_t loop_tid;
   uv_sem_t started;
   uv_sem_t go;
-  uv_sem_t stopping;             // the loop thread is about to call jobs_stop
+  uv_sem_t stopping;             // the loop thread is about to call exec_stop
 
   // written by run (environment thread only); read on the loop thread after done
   int run_count;
@@ -54,13 +54,13 @@ struct fixture {
   int ndone_per_job[NJOBS + 1];
 
   int submitted;
-  int stop_after_done;           // done of this seq calls jobs_stop (-1: never)
+  int stop_after_done;           // done of this seq calls exec_stop (-1: never)
   int submit_more_after_done;    // done of this seq submits the rest (-1: never)
   int total;                     // jobs to submit in all
 };
 
 
-static void job_run(job_t* j) {
+static void job_run(exec_job_t* j) {
   test_job_t* t = (test_job_t*)j;
   fixture_t* f = t->f;
   uv_thread_t self = uv_thread_self();
@@ -84,7 +84,7 @@ static void job_run(job_t* j) {
 static void submit_one(fixture_t* f, int block);
 
 
-static void job_done(job_t* j, int cancelled) {
+static void job_done(exec_job_t* j, int cancelled) {
   test_job_t* t = (test_job_t*)j;
   fixture_t* f = t->f;
   uv_thread_t self = uv_thread_self();
@@ -106,7 +106,7 @@ static void job_done(job_t* j, int cancelled) {
   }
   if (seq == f->stop_after_done) {
     uv_sem_post(&f->go);         // release a blocked job, if any, so that stop can join
-    jobs_stop(f->q);
+    exec_stop(f->q);
   }
 }
 
@@ -118,7 +118,7 @@ static void submit_one(fixture_t* f, int block) {
   t->block = block;
   t->base.run = job_run;
   t->base.done = job_done;
-  jobs_submit(f->q, &t->base);
+  exec_submit(f->q, &t->base);
 }
 
 
@@ -133,7 +133,7 @@ static int fixture_init(fixture_t* f, int total) {
   ASSERT_OK(uv_sem_init(&f->go, 0));
   ASSERT_OK(uv_sem_init(&f->stopping, 0));
   ASSERT_OK(uv_loop_init(&f->loop));
-  f->q = jobs_create(&f->loop);
+  f->q = exec_create(&f->loop);
   ASSERT_TRUE(f->q != NULL);
   return 0;
 }
@@ -143,7 +143,7 @@ static int fixture_init(fixture_t* f, int total) {
 static int fixture_finish(fixture_t* f) {
   ASSERT_OK(uv_run(&f->loop, UV_RUN_DEFAULT));
   ASSERT_OK(uv_loop_close(&f->loop));
-  jobs_destroy(f->q);
+  exec_destroy(f->q);
   uv_sem_destroy(&f->started);
   uv_sem_destroy(&f->go);
   uv_sem_destroy(&f->stopping);
@@ -177,7 +177,7 @@ TEST(jobs_fifo_thousand_jobs_done_on_loop_thread) {
   for (int i = 0; i < NJOBS / 2; i++) {
     submit_one(&f, 0);
   }
-  ASSERT_EQ(jobs_pending(f.q), NJOBS / 2);
+  ASSERT_EQ(exec_pending(f.q), NJOBS / 2);
   f.submit_more_after_done = 10;
   f.stop_after_done = NJOBS - 1;
   if (fixture_finish(&f)) {
@@ -215,7 +215,7 @@ static char thread_state(pid_t tid) {
 }
 
 
-// Helper thread: releases the running job once the loop thread sleeps inside jobs_stop, i.e.
+// Helper thread: releases the running job once the loop thread sleeps inside exec_stop, i.e.
 // after the stop flag is set (the loop thread does not block anywhere else on the way there:
 // the mutex is free while the job runs), so that no queued job can start.
 static void release_when_stopping(void* arg) {
@@ -228,7 +228,7 @@ static void release_when_stopping(void* arg) {
 }
 
 
-// jobs_stop while a job runs and many are queued: the running job completes normally, the
+// exec_stop while a job runs and many are queued: the running job completes normally, the
 // queued ones are cancelled without running, each exactly once, in submission order.
 TEST(jobs_stop_cancels_queued_jobs) {
   int64_t base = mem_live_count();
@@ -240,21 +240,21 @@ TEST(jobs_stop_cancels_queued_jobs) {
   for (int i = 1; i < NJOBS; i++) {
     submit_one(&f, 0);
   }
-  ASSERT_EQ(jobs_pending(f.q), NJOBS);
+  ASSERT_EQ(exec_pending(f.q), NJOBS);
   uv_thread_t helper;
   ASSERT_OK(uv_thread_create(&helper, release_when_stopping, &f));
   uv_sem_wait(&f.started);       // job 0 is running; the rest are queued behind it
   uv_sem_post(&f.stopping);
-  jobs_stop(f.q);
+  exec_stop(f.q);
   ASSERT_OK(uv_thread_join(&helper));
-  ASSERT_EQ(jobs_pending(f.q), 0);
+  ASSERT_EQ(exec_pending(f.q), 0);
   ASSERT_EQ(f.done_count, NJOBS);
 
   // submitting after stop cancels at once
   f.total++;
   submit_one(&f, 0);
   ASSERT_EQ(f.done_count, NJOBS + 1);
-  ASSERT_EQ(jobs_pending(f.q), 0);
+  ASSERT_EQ(exec_pending(f.q), 0);
   if (fixture_finish(&f)) {
     return 1;
   }
@@ -273,7 +273,7 @@ TEST(jobs_stop_cancels_queued_jobs) {
 }
 
 
-// jobs_stop from inside a done callback while more finished jobs wait for their done: the
+// exec_stop from inside a done callback while more finished jobs wait for their done: the
 // completions keep submission order across the nested drain.
 TEST(jobs_stop_from_done_keeps_order) {
   int64_t base = mem_live_count();
@@ -319,9 +319,9 @@ TEST(jobs_stop_idle_closes_cleanly) {
   if (fixture_init(&f, 0)) {
     return 1;
   }
-  ASSERT_EQ(jobs_pending(f.q), 0);
-  jobs_stop(f.q);
-  jobs_stop(f.q);                // idempotent
+  ASSERT_EQ(exec_pending(f.q), 0);
+  exec_stop(f.q);
+  exec_stop(f.q);                // idempotent
   if (fixture_finish(&f)) {
     return 1;
   }
