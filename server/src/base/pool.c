@@ -1,79 +1,102 @@
 // SPDX-License-Identifier: MIT
-// pool.c: fixed pthread worker pool for data-parallel loops. The caller publishes a job,
-// every worker joins it, chunks are claimed from an atomic counter, and the caller waits until
-// every worker has left the job, so no worker can still be inside a job that has returned.
+// pool.c: fixed pthread worker pool shared by many submitters. Each pool_parallel_for call is a
+// task on the caller's stack; while it has unclaimed chunks it sits in the pool's active list,
+// where workers take one chunk at a time from the task after the one they served last
+// (round-robin), and its caller runs its own chunks too. A call returns only when no worker is
+// still inside one of its chunks, so a task never outlives its stack frame.
 #include "base/pool.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 
+#include "base/list.h"
 #include "base/mem.h"
 
-struct pool {
-  unsigned nthreads;       // workers + the caller
-  pthread_t* workers;      // (nthreads - 1)
-
-  // The job is published under lock and read by each worker once it has seen a new
-  // generation; lock guards generation, stopping, active and the job fields, and is the only
-  // lock of the pool.
-  pthread_mutex_t lock;
-  pthread_cond_t wake;     // a new generation or stopping
-  pthread_cond_t done;     // active reached 0
-  uint64_t generation;
-  bool stopping;
-  unsigned active;         // workers that have not finished the current generation
-
-  // current job
+// One pool_parallel_for call in flight.
+typedef struct task {
+  list_node_t node;        // in pool.active while next < nchunk
   pool_fn_t fn;
   void* ctx;
   size_t n;
   size_t grain;
   size_t nchunk;
-  atomic_size_t next_chunk;
+  size_t next;             // first unclaimed chunk
+  unsigned running;        // chunks being run by workers (not the caller)
+} task_t;
+
+struct pool {
+  unsigned nthreads;       // workers + the caller
+  pthread_t* workers;      // (nthreads - 1)
+
+  // lock guards everything below and every task's next, running and node; it is the only
+  // lock of the pool and is never held while a chunk runs.
+  pthread_mutex_t lock;
+  pthread_cond_t wake;     // a task was added, or stopping
+  pthread_cond_t done;     // a task's last worker chunk finished (broadcast: callers check)
+  list_t active;           // tasks with unclaimed chunks, oldest first
+  list_node_t* cursor;     // the task a worker serves next (&active.head: the first)
+  bool stopping;
 };
 
 
-// Claim chunks until none is left.
-static void run_chunks(pool_t* p) {
-  for (;;) {
-    size_t c = atomic_fetch_add(&p->next_chunk, 1);
-    if (c >= p->nchunk) {
-      return;
+static void chunk_range(const task_t* t, size_t c, size_t* begin, size_t* end) {
+  *begin = c * t->grain;
+  *end = t->n - *begin < t->grain ? t->n : *begin + t->grain;
+}
+
+
+// Claim the next chunk of t; a task whose last chunk is claimed leaves the active list (and the
+// cursor moves past it). Thread: lock held.
+static size_t claim(pool_t* p, task_t* t) {
+  size_t c = t->next++;
+  if (t->next == t->nchunk) {
+    if (p->cursor == &t->node) {
+      p->cursor = t->node.next;
     }
-    size_t begin = c * p->grain;
-    size_t end = p->n - begin < p->grain ? p->n : begin + p->grain;
-    p->fn(p->ctx, begin, end);
+    list_remove(&t->node);
   }
+  return c;
+}
+
+
+// The task to serve next, round-robin over the active list. Thread: lock held, list not empty.
+static task_t* next_task(pool_t* p) {
+  list_node_t* n = p->cursor;
+  if (n == &p->active.head) {
+    n = n->next;
+  }
+  p->cursor = n->next;
+  return container_of(n, task_t, node);
 }
 
 
 static void* worker_main(void* arg) {
   pool_t* p = arg;
 
-  // Workers keep the default floating-point mode, like the calling thread that runs chunks
+  // Workers keep the default floating-point mode, like the calling threads that run chunks
   // too: the same work must give the same bits on any thread. Embree's flush-to-zero mode is
   // set by scene_trace around each call.
-  uint64_t seen = 0;
   pthread_mutex_lock(&p->lock);
   for (;;) {
-    // wait for a new job or the end
-    while (!p->stopping && p->generation == seen) {
+    // wait for work or the end
+    while (!p->stopping && list_is_empty(&p->active)) {
       pthread_cond_wait(&p->wake, &p->lock);
     }
     if (p->stopping) {
       break;
     }
-    seen = p->generation;
+
+    // one chunk of the next task in turn
+    task_t* t = next_task(p);
+    size_t c = claim(p, t);
+    t->running++;
     pthread_mutex_unlock(&p->lock);
-
-    // work
-    run_chunks(p);
-
-    // leave the job
+    size_t begin, end;
+    chunk_range(t, c, &begin, &end);
+    t->fn(t->ctx, begin, end);
     pthread_mutex_lock(&p->lock);
-    if (--p->active == 0) {
-      pthread_cond_signal(&p->done);
+    if (--t->running == 0 && t->next == t->nchunk) {
+      pthread_cond_broadcast(&p->done);
     }
   }
   pthread_mutex_unlock(&p->lock);
@@ -111,7 +134,8 @@ pool_t* pool_create(unsigned nthreads) {
     return NULL;
   }
   p->nthreads = nthreads;
-  atomic_init(&p->next_chunk, 0);
+  list_init(&p->active);
+  p->cursor = &p->active.head;
   if (nthreads > 1) {
     p->workers = mem_calloc(nthreads - 1, sizeof *p->workers);
     if (!p->workers) {
@@ -162,33 +186,36 @@ void pool_parallel_for(pool_t* p, size_t n, size_t grain, pool_fn_t fn, void* ct
       grain = 1;
     }
   }
-  size_t nchunk = n / grain + (n % grain != 0);
+  task_t t = {.fn = fn, .ctx = ctx, .n = n, .grain = grain};
+  t.nchunk = n / grain + (n % grain != 0);
 
   // serial: no pool, one thread, or a single chunk
-  if (nthreads == 1 || nchunk == 1) {
-    for (size_t begin = 0; begin < n; begin += grain) {
-      fn(ctx, begin, n - begin < grain ? n : begin + grain);
+  if (nthreads == 1 || t.nchunk == 1) {
+    for (size_t c = 0; c < t.nchunk; c++) {
+      size_t begin, end;
+      chunk_range(&t, c, &begin, &end);
+      fn(ctx, begin, end);
     }
     return;
   }
 
-  // publish the job and wake every worker
+  // publish the task; the workers share themselves among every active task
   pthread_mutex_lock(&p->lock);
-  p->fn = fn;
-  p->ctx = ctx;
-  p->n = n;
-  p->grain = grain;
-  p->nchunk = nchunk;
-  atomic_store(&p->next_chunk, 0);
-  p->active = nthreads - 1;
-  p->generation++;
+  list_push_back(&p->active, &t.node);
   pthread_cond_broadcast(&p->wake);
-  pthread_mutex_unlock(&p->lock);
 
-  // take part, then wait for every worker to leave the job
-  run_chunks(p);
-  pthread_mutex_lock(&p->lock);
-  while (p->active > 0) {
+  // take part in our own task only, so that its latency does not depend on the others
+  while (t.next < t.nchunk) {
+    size_t c = claim(p, &t);
+    pthread_mutex_unlock(&p->lock);
+    size_t begin, end;
+    chunk_range(&t, c, &begin, &end);
+    fn(ctx, begin, end);
+    pthread_mutex_lock(&p->lock);
+  }
+
+  // every chunk is claimed: wait for the workers still inside one of ours
+  while (t.running > 0) {
     pthread_cond_wait(&p->done, &p->lock);
   }
   pthread_mutex_unlock(&p->lock);

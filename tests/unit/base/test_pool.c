@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // test_pool.c: the worker pool runs every index exactly once, in chunks of the requested
-// grain, with output independent of the thread count, and joins its workers on destroy.
+// grain, with output independent of the thread count, for several callers at once (nested
+// too) without a small call waiting for a large one, and joins its workers on destroy.
 #include "base/pool.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
@@ -156,6 +158,199 @@ TEST(pool_denormal_arithmetic_is_the_same_on_every_thread) {
   free(ref);
   free(out);
   ASSERT_TRUE(same);
+  return 0;
+}
+
+
+//---------------- several callers
+
+typedef struct caller {
+  pool_t* p;
+  unsigned seed;
+  int rounds;
+  int failures;          // rounds whose output was wrong
+} caller_t;
+
+
+typedef struct fill_ctx {
+  uint32_t* out;         // (n) out[i] = i * key
+  uint32_t key;
+} fill_ctx_t;
+
+
+static void fill_fn(void* ctx, size_t begin, size_t end) {
+  fill_ctx_t* f = ctx;
+  for (size_t i = begin; i < end; i++) {
+    f->out[i] = (uint32_t)i * f->key;
+  }
+}
+
+
+// Calls of varied sizes and grains from one thread; each checks its own output.
+static void* caller_main(void* arg) {
+  caller_t* c = arg;
+  unsigned x = c->seed;
+  for (int r = 0; r < c->rounds; r++) {
+    x = x * 1103515245u + 12345u;
+    size_t n = 1 + (x >> 8) % 20000;
+    size_t grain = (x >> 4) % 4 == 0 ? 0 : 1 + (x >> 12) % 700;
+    uint32_t* out = calloc(n, sizeof *out);
+    if (!out) {
+      c->failures++;
+      continue;
+    }
+    fill_ctx_t f = {out, c->seed * 2654435761u + (uint32_t)r};
+    pool_parallel_for(c->p, n, grain, fill_fn, &f);
+    for (size_t i = 0; i < n; i++) {
+      if (out[i] != (uint32_t)i * f.key) {
+        c->failures++;
+        break;
+      }
+    }
+    free(out);
+  }
+  return NULL;
+}
+
+
+TEST(pool_serves_several_callers_at_once) {
+  enum { NCALLER = 6 };
+  static const unsigned threads[] = {1, 2, 4};
+  for (size_t ti = 0; ti < 3; ti++) {
+    pool_t* p = pool_create(threads[ti]);
+    ASSERT_TRUE(p != NULL);
+    caller_t c[NCALLER];
+    pthread_t th[NCALLER];
+    for (int i = 0; i < NCALLER; i++) {
+      c[i] = (caller_t){.p = p, .seed = 17u + (unsigned)i * 101u, .rounds = 60};
+      ASSERT_EQ(pthread_create(&th[i], NULL, caller_main, &c[i]), 0);
+    }
+    for (int i = 0; i < NCALLER; i++) {
+      pthread_join(th[i], NULL);
+    }
+    pool_destroy(p);
+    for (int i = 0; i < NCALLER; i++) {
+      ASSERT_EQ(c[i].failures, 0);
+    }
+  }
+  return 0;
+}
+
+
+typedef struct nest_ctx {
+  pool_t* p;
+  uint32_t* out;         // (rows x 64)
+} nest_ctx_t;
+
+
+static void nest_row_fn(void* ctx, size_t begin, size_t end) {
+  nest_ctx_t* nc = ctx;
+  for (size_t row = begin; row < end; row++) {
+    fill_ctx_t f = {nc->out + row * 64, (uint32_t)row + 1};
+    pool_parallel_for(nc->p, 64, 4, fill_fn, &f);
+  }
+}
+
+
+// A chunk may itself call the pool (a sensor that traces rays): no deadlock, every cell once.
+TEST(pool_nested_calls_complete) {
+  enum { ROWS = 200 };
+  pool_t* p = pool_create(3);
+  ASSERT_TRUE(p != NULL);
+  uint32_t* out = calloc(ROWS * 64, sizeof *out);
+  ASSERT_TRUE(out != NULL);
+  nest_ctx_t nc = {p, out};
+  pool_parallel_for(p, ROWS, 1, nest_row_fn, &nc);
+  pool_destroy(p);
+  int bad = 0;
+  for (size_t row = 0; row < ROWS; row++) {
+    for (size_t i = 0; i < 64; i++) {
+      bad += out[row * 64 + i] != (uint32_t)i * ((uint32_t)row + 1);
+    }
+  }
+  free(out);
+  ASSERT_EQ(bad, 0);
+  return 0;
+}
+
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+
+// Chunks that take wall time without CPU (a sleep), so the timings below do not depend on the
+// machine's load; each records the thread that ran it.
+typedef struct slow_ctx {
+  long chunk_ns;
+  pthread_t caller;
+  atomic_int started;    // chunks begun
+  atomic_int elsewhere;  // chunks run by a thread other than the caller
+} slow_ctx_t;
+
+
+static void slow_fn(void* ctx, size_t begin, size_t end) {
+  slow_ctx_t* s = ctx;
+  atomic_fetch_add(&s->started, 1);
+  if (!pthread_equal(pthread_self(), s->caller)) {
+    atomic_fetch_add(&s->elsewhere, 1);
+  }
+  for (size_t i = begin; i < end; i++) {
+    struct timespec ts = {0, s->chunk_ns};
+    nanosleep(&ts, NULL);
+  }
+}
+
+
+typedef struct big_call {
+  pool_t* p;
+  slow_ctx_t s;
+  double end_s;          // when the call returned
+} big_call_t;
+
+
+static void* big_main(void* arg) {
+  big_call_t* b = arg;
+  b->s.caller = pthread_self();
+  pool_parallel_for(b->p, 400, 1, slow_fn, &b->s);
+  b->end_s = now_s();
+  return NULL;
+}
+
+
+// A small call made while a large one keeps every worker busy finishes long before the large
+// one, and the workers take turns: some of the small call's chunks run on workers.
+TEST(pool_small_call_is_not_queued_behind_a_large_one) {
+  pool_t* p = pool_create(3);
+  ASSERT_TRUE(p != NULL);
+
+  // large: 400 chunks of 2 ms, about 270 ms on 3 threads
+  big_call_t big = {.p = p, .s = {.chunk_ns = 2000000}};
+  atomic_init(&big.s.started, 0);
+  atomic_init(&big.s.elsewhere, 0);
+  pthread_t th;
+  ASSERT_EQ(pthread_create(&th, NULL, big_main, &big), 0);
+  while (atomic_load(&big.s.started) < 3) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+
+  // small: 20 chunks of 5 ms, 100 ms if the caller ran them alone
+  slow_ctx_t small = {.chunk_ns = 5000000, .caller = pthread_self()};
+  atomic_init(&small.started, 0);
+  atomic_init(&small.elsewhere, 0);
+  double t0 = now_s();
+  pool_parallel_for(p, 20, 1, slow_fn, &small);
+  double t1 = now_s();
+  pthread_join(th, NULL);
+  pool_destroy(p);
+  ASSERT_TRUE(t1 < big.end_s);
+  ASSERT_TRUE(t1 - t0 < 0.2);
+  ASSERT_TRUE(atomic_load(&small.elsewhere) > 0);
+  ASSERT_EQ(atomic_load(&small.started), 20);
+  ASSERT_EQ(atomic_load(&big.s.started), 400);
   return 0;
 }
 
