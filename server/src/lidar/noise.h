@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: MIT
+// noise.h: lidar measurement noise (docs/models/lidar.md, "Noise"): the detection distance
+// inaccuracy of every reported return, x' = max(x + mu + (sigma_base + sigma_slope x) N, 0),
+// and the optional Gaussian ray emission angle noise. Random numbers come from base/rng.h keyed
+// by the ray (seed, sensor, frame, ray index) with a fixed draw number per purpose, so a ray's
+// noise does not depend on threads or on the other rays.
+//
+// Thread: any (pure functions; structs read-only after init).
+#ifndef SENSIM_LIDAR_NOISE_H_
+#define SENSIM_LIDAR_NOISE_H_
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/rng.h"
+
+// Draw numbers of a ray's key (base/rng.h). Each purpose owns a fixed range, so adding returns
+// or segments never shifts another purpose's numbers.
+#define LIDAR_DRAW_ANGLE 0u                 // ray emission angle noise (one normal)
+#define LIDAR_DRAW_DISTANCE 1u              // distance noise of output return k: 1 + k
+#define LIDAR_DRAW_ATMOSPHERE 512u          // segment (heap node) i: 512 + 80 i ... + 79
+#define LIDAR_DRAW_ATMOSPHERE_STRIDE 80u
+
+//---------------- Detection distance noise
+
+typedef struct lidar_distance_noise_desc {
+  double stddev_base;           // sigma_base, m, >= 0
+  double stddev_slope;          // sigma_slope, m per m, >= 0
+  double mean;                  // mu, m (finite)
+} lidar_distance_noise_desc_t;
+
+typedef struct lidar_distance_noise {
+  double stddev_base;
+  double stddev_slope;
+  double mean;
+  int enabled;                  // any parameter non-zero
+} lidar_distance_noise_t;
+
+// Validate and fill n; ERR_INVAL naming "<prefix>.<field>"; n untouched on failure.
+int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_noise_desc_t* d,
+                              const char* prefix, err_msg_t* msg) CHECKRET;
+
+// sigma(x) = sigma_base + sigma_slope * x.
+double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x);
+
+// x' = max(x + mu + sigma(x) * z, 0) for a standard normal sample z (injectable for tests).
+double lidar_noise_distance_apply(const lidar_distance_noise_t* n, double x, double z);
+
+// The same with z drawn from `key`, draw LIDAR_DRAW_DISTANCE + k (k = output return slot).
+// Returns x unchanged (no draw) when the noise is disabled.
+double lidar_noise_distance(const lidar_distance_noise_t* n, const rng_key_t* key, uint32_t k,
+                            double x);
+
+//---------------- Ray emission angle noise
+
+typedef enum lidar_angle_axis {
+  LIDAR_ANGLE_ELEVATION = 0,    // rotation about x_opt
+  LIDAR_ANGLE_AZIMUTH = 1,      // rotation about y_opt
+} lidar_angle_axis_t;
+
+typedef struct lidar_angle_noise_desc {
+  lidar_angle_axis_t axis;
+  double mean;                  // rad (finite)
+  double stddev;                // rad, >= 0
+} lidar_angle_noise_desc_t;
+
+typedef struct lidar_angle_noise {
+  lidar_angle_axis_t axis;
+  double mean;
+  double stddev;
+  int enabled;
+} lidar_angle_noise_t;
+
+int lidar_noise_angle_init(lidar_angle_noise_t* n, const lidar_angle_noise_desc_t* d,
+                           const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Rotate the unit direction dir (sensor frame, z up) by beta = mu + sigma * z about one axis of
+// its optical frame: z_opt = dir, x_opt = normalize(e_z x dir) (e_y when dir is vertical),
+// y_opt = z_opt x x_opt. Elevation rotates about x_opt, azimuth about y_opt. dest may alias dir.
+void lidar_noise_angle_apply(const lidar_angle_noise_t* n, const double dir[3], double z,
+                             double dest[3]);
+
+// The same with z drawn from `key`, draw LIDAR_DRAW_ANGLE; copies dir when disabled.
+void lidar_noise_angle(const lidar_angle_noise_t* n, const rng_key_t* key, const double dir[3],
+                       double dest[3]);
+
+#endif  // SENSIM_LIDAR_NOISE_H_
