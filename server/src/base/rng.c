@@ -15,7 +15,7 @@ static void mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
   *lo = (uint32_t)p;
 }
 
-static void philox(uint32_t ctr[4], uint32_t key0, uint32_t key1) {
+void rng_philox(uint32_t ctr[4], uint32_t key0, uint32_t key1) {
   for (int r = 0; r < 10; r++) {
     uint32_t hi0, lo0, hi1, lo1;
     mulhilo(PHILOX_M0, ctr[0], &hi0, &lo0);
@@ -38,12 +38,12 @@ void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
   // words through a mix so that both may use their full 64 bits without colliding in practice;
   // a first pass enciphers (stream, frame) into a per-frame key.
   uint32_t pre[4] = {k->stream, (uint32_t)k->frame, (uint32_t)(k->frame >> 32), 0x5EED5EEDu};
-  philox(pre, (uint32_t)k->seed, (uint32_t)(k->seed >> 32));
+  rng_philox(pre, (uint32_t)k->seed, (uint32_t)(k->seed >> 32));
   out[0] = (uint32_t)k->index;
   out[1] = (uint32_t)(k->index >> 32);
   out[2] = draw;
   out[3] = pre[2];
-  philox(out, pre[0], pre[1] ^ pre[3]);
+  rng_philox(out, pre[0], pre[1] ^ pre[3]);
 }
 
 static double to_open_unit(uint32_t hi, uint32_t lo) {

@@ -19,6 +19,9 @@ typedef struct rng_key {
   uint64_t index;     // ray or sample index within the frame
 } rng_key_t;
 
+// The bare Philox-4x32-10 bijection: enciphers ctr in place under key (k0, k1).
+void rng_philox(uint32_t ctr[4], uint32_t k0, uint32_t k1);
+
 // Four independent 32-bit words for draw number `draw` (each draw is a new counter).
 void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]);
 

@@ -8,8 +8,11 @@
 // one or several: a lidar publishes when a revolution completes, an IMU at a fixed rate may
 // sample several times in a long step) to the step's output list.
 //
-// A failing `step` (ERR_NOMEM, or a cancelled request) must leave the sensor's own state as it
-// was before the call, so that the step can be refused as a whole.
+// Two phases, so that a step is all or nothing: `step` computes the records from the sensor's
+// committed state and stages whatever state it carries to the next step (a lidar's unfinished
+// revolution, an encoder's last reading, a bias drift) without applying it; once every sensor
+// of the environment succeeded the world calls `commit` on each. A failed step (ERR_NOMEM, a
+// cancelled request) calls no commit, so the next step starts again from the committed state.
 //
 // Thread: `step` runs on the environment's executor thread and may use view->pool;
 // `destroy` on the environment's owner.
@@ -151,10 +154,11 @@ typedef struct sensor_ctx {
 typedef struct sensor_ops {
   const char* kind_name;        // "lidar", "imu", ...
   // Evaluate the sensor over (v->t0, v->t1] and append its records to out. Returns 0 or a
-  // negative code with msg; on failure the sensor's state is unchanged (the caller drops the
-  // records it appended).
+  // negative code with msg (the caller drops the records it appended).
   int (*step)(void* self, const sensor_ctx_t* ctx, const step_view_t* v, sensor_out_t* out,
               err_msg_t* msg);
+  // Apply the state staged by the last successful `step` (nullable: a stateless sensor).
+  void (*commit)(void* self);
   void (*destroy)(void* self);
 } sensor_ops_t;
 

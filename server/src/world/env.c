@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "scene/prim.h"
 #include "world/env_impl.h"
 
 
@@ -36,21 +37,6 @@ env_limits_t env_default_limits(void) {
 }
 
 //---------------- Helpers
-
-
-double env_quat_normalize(const double q[4], double dest[4]) {
-  double norm = xform_norm(q, 4);
-  if (norm >= ENV_QUAT_MIN_NORM) {
-    // divide by the largest component first: the norm of components near DBL_MAX overflows
-    double m = fmax(fmax(fabs(q[0]), fabs(q[1])), fmax(fabs(q[2]), fabs(q[3])));
-    double u[4] = {q[0] / m, q[1] / m, q[2] / m, q[3] / m};
-    double r = xform_norm(u, 4);
-    for (int i = 0; i < 4; i++) {
-      dest[i] = u[i] / r;
-    }
-  }
-  return norm;
-}
 
 
 static int check_vec3(const char* field, const double v[3], err_msg_t* msg) {
@@ -85,7 +71,7 @@ static int check_pose(const char* field, const pose_t* p, pose_t* dest, err_msg_
     }
   }
   pose_t out = *p;
-  double norm = env_quat_normalize(p->q, out.q);
+  double norm = xform_quat_normalize(out.q);
   if (norm < ENV_QUAT_MIN_NORM) {
     return err_set(msg, ERR_INVAL, "%s.orientation has norm %g (must be >= %g)", field, norm,
                    ENV_QUAT_MIN_NORM);
@@ -145,13 +131,11 @@ static int grow_u32(uint32_t** arr, uint32_t* cap, uint32_t need) {
 
 
 void env_sync_object(env_t* e, const env_object_t* o, const env_body_t* b) {
-  pose_t start = o->local_pose;
-  pose_t end = o->local_pose;
-  if (b) {
-    start = xform_compose(&b->pose_prev, &o->local_pose);
-    end = xform_compose(&b->pose_cur, &o->local_pose);
-  }
-  scene_set_instance_pose(e->scene, o->instance, &start, &end, e->freeze_objects);
+  // the scene moves the object rigidly with its interpolated body; frozen objects stand at
+  // the end of the step
+  const pose_t* start = b ? (e->freeze_objects ? &b->pose_cur : &b->pose_prev) : NULL;
+  const pose_t* end = b ? &b->pose_cur : NULL;
+  scene_set_instance_pose(e->scene, o->instance, &o->local_pose, start, end);
   e->dirty = 1;
 }
 
@@ -164,6 +148,7 @@ void env_sync_body(env_t* e, const env_body_t* b) {
 
 
 int env_commit(env_t* e, err_msg_t* msg) {
+  env_sync_moved(e);
   if (!e->dirty) {
     return 0;
   }
@@ -197,6 +182,7 @@ env_t* env_create(const char* name, const env_limits_t* limits, scene_device_t* 
   table_init(&e->bodies, sizeof(env_body_t));
   table_init(&e->objects, sizeof(env_object_t));
   table_init(&e->joints, sizeof(env_joint_t));
+  env_sensors_init(e);
   e->gravity[2] = -9.80665;
   e->material0.m = material_default_lambertian();
   e->medium0.a = ambient_default_air();
@@ -248,6 +234,7 @@ void env_destroy(env_t* e) {
   free_records(&e->bodies, offsetof(env_body_t, name));
   free_records(&e->objects, offsetof(env_object_t, name));
   free_records(&e->joints, offsetof(env_joint_t, name));
+  env_sensors_close(e);
   mem_free(e->material0.name);
   scene_destroy(e->scene);
   mem_free(e->dipoles);
@@ -461,89 +448,14 @@ int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) {
 }
 
 
-static int check_size(const char* field, double v, err_msg_t* msg) {
-  if (!isfinite(v)) {
-    return err_set(msg, ERR_INVAL, "%s = %g is not finite", field, v);
-  }
-  if (!(v > 0.0)) {
-    return err_set(msg, ERR_INVAL, "%s = %g must be > 0", field, v);
-  }
-  if (v > ENV_MAX_COORD) {
-    return err_set(msg, ERR_INVAL, "%s = %g exceeds %g", field, v, ENV_MAX_COORD);
-  }
-  return 0;
-}
-
-
-// Validate a primitive's size for its kind and write the size the scene gets.
-static int check_primitive(const prim_desc_t* d, double size[3], err_msg_t* msg) {
-  int rc = 0;
-  size[0] = size[1] = size[2] = 0.0;
-  switch (d->kind) {
-    case SCENE_PRIM_BOX:
-      for (int i = 0; i < 3 && rc == 0; i++) {
-        char field[32];
-        snprintf(field, sizeof(field), "box.half_extents.%s", kAxis[i]);
-        rc = check_size(field, d->size[i], msg);
-        size[i] = d->size[i];
-      }
-      return rc;
-    case SCENE_PRIM_SPHERE:
-      size[0] = d->size[0];
-      return check_size("sphere.radius", d->size[0], msg);
-    case SCENE_PRIM_CYLINDER:
-    case SCENE_PRIM_CAPSULE: {
-      // a capsule of half length 0 is a sphere; a cylinder needs a length
-      const char* shape = d->kind == SCENE_PRIM_CYLINDER ? "cylinder" : "capsule";
-      char field[32];
-      snprintf(field, sizeof(field), "%s.radius", shape);
-      if ((rc = check_size(field, d->size[0], msg)) < 0) {
-        return rc;
-      }
-      snprintf(field, sizeof(field), "%s.half_length", shape);
-      size[0] = d->size[0];
-      size[1] = d->size[1];
-      if (d->kind == SCENE_PRIM_CAPSULE && d->size[1] == 0.0) {
-        return 0;
-      }
-      return check_size(field, d->size[1], msg);
-    }
-    case SCENE_PRIM_PLANE:
-      // half_size 0 means unbounded (scene.h)
-      size[0] = d->size[0];
-      return d->size[0] == 0.0 ? 0 : check_size("plane.half_size", size[0], msg);
-    default:
-      return err_set(msg, ERR_INVAL, "kind = %d is not a primitive kind", (int)d->kind);
-  }
-}
-
-
-// Largest distance of a primitive's surface from its origin.
-static double prim_extent(scene_prim_kind_t kind, const double size[3]) {
-  switch (kind) {
-    case SCENE_PRIM_BOX:
-      return sqrt(size[0] * size[0] + size[1] * size[1] + size[2] * size[2]);
-    case SCENE_PRIM_CYLINDER:
-      return hypot(size[0], size[1]);
-    case SCENE_PRIM_CAPSULE:
-      return size[0] + size[1];
-    case SCENE_PRIM_PLANE:
-      return (size[0] == 0.0 ? SCENE_PLANE_UNBOUNDED_HALF : size[0]) * sqrt(2.0);
-    default:
-      return size[0];
-  }
-}
-
-
 int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
-  // id, room and size
-  double size[3];
+  // id, room and size (the primitive rules are the scene's)
   int rc = check_new_id(&e->geometries, "geometry", d->id, msg);
   if (rc == 0) {
     rc = check_room(&e->geometries, e->limits.max_geometries, "max_geometries", msg);
   }
   if (rc == 0) {
-    rc = check_primitive(d, size, msg);
+    rc = prim_check(d->kind, d->size, msg);
   }
   if (rc < 0) {
     return rc;
@@ -555,7 +467,7 @@ int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
     mem_free(name);
     return err_set(msg, ERR_NOMEM, "out of memory for primitive %u", d->id);
   }
-  int handle = scene_add_primitive(e->scene, d->kind, size, msg);
+  int handle = scene_add_primitive(e->scene, d->kind, d->size, msg);
   if (handle < 0) {
     mem_free(name);
     return handle;
@@ -565,7 +477,7 @@ int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
   env_geometry_t* g = table_at(&e->geometries, table_insert(&e->geometries, d->id));
   g->handle = handle;
   g->prim = d->kind;
-  g->extent = prim_extent(d->kind, size);
+  g->extent = prim_extent(d->kind, d->size);
   g->name = name;
   e->dirty = 1;
   return 0;
@@ -710,33 +622,32 @@ int env_set_settings(env_t* e, const env_settings_t* s, err_msg_t* msg) {
 }
 
 
+void env_dipole_world(const env_t* e, const env_dipole_t* d, field_dipole_t* out) {
+  // a dipole on a body moves and turns with it (its state at t_cur)
+  const env_body_t* body = d->body_id ? table_get(&e->bodies, d->body_id) : NULL;
+  if (body) {
+    xform_apply(&body->pose_cur, d->position, out->position);
+    xform_quat_rotate(body->pose_cur.q, d->moment, out->moment);
+  } else {
+    memcpy(out->position, d->position, sizeof(out->position));
+    memcpy(out->moment, d->moment, sizeof(out->moment));
+  }
+}
+
+
 void env_magnetic_field(const env_t* e, const double p[3], double dest[3]) {
-  // MODELS.md 16.4: B = B0 + sum mu0/(4 pi) (3 r_hat (m . r_hat) - m) / |r|^3
-  const double mu0_4pi = 1e-7;  // T m / A
-  double b[3] = {e->magnetic_field[0], e->magnetic_field[1], e->magnetic_field[2]};
+  field_magnetic_t f = {.ndipole = 0};
+  memcpy(f.uniform, e->magnetic_field, sizeof(f.uniform));
+  double b[3];
+  field_magnetic_at(&f, p, b);
   for (uint32_t i = 0; i < e->ndipole; i++) {
-    const env_dipole_t* d = &e->dipoles[i];
-
-    // position and moment in the world: a dipole on a body moves and turns with it
-    double c[3] = {d->position[0], d->position[1], d->position[2]};
-    double m[3] = {d->moment[0], d->moment[1], d->moment[2]};
-    const env_body_t* body = d->body_id ? table_get(&e->bodies, d->body_id) : NULL;
-    if (body) {
-      xform_apply(&body->pose_cur, d->position, c);
-      xform_quat_rotate(body->pose_cur.q, d->moment, m);
-    }
-
-    // field of the dipole; none inside 1e-6 m
-    double r[3] = {p[0] - c[0], p[1] - c[1], p[2] - c[2]};
-    double rn = sqrt(r[0] * r[0] + r[1] * r[1] + r[2] * r[2]);
-    if (!(rn >= 1e-6)) {
-      continue;
-    }
-    double u[3] = {r[0] / rn, r[1] / rn, r[2] / rn};
-    double mu = m[0] * u[0] + m[1] * u[1] + m[2] * u[2];
-    double k = mu0_4pi / (rn * rn * rn);
-    for (int j = 0; j < 3; j++) {
-      b[j] += k * (3.0 * u[j] * mu - m[j]);
+    field_dipole_t d;
+    env_dipole_world(e, &e->dipoles[i], &d);
+    double db[3];
+    field_magnetic_t one = {.uniform = {0, 0, 0}, .dipoles = &d, .ndipole = 1};
+    field_magnetic_at(&one, p, db);
+    for (int k = 0; k < 3; k++) {
+      b[k] += db[k];
     }
   }
   memcpy(dest, b, sizeof(b));
@@ -783,6 +694,10 @@ int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
   memcpy(b->linear_velocity, d->linear_velocity, sizeof(b->linear_velocity));
   memcpy(b->angular_velocity, d->angular_velocity, sizeof(b->angular_velocity));
   memcpy(b->center_of_mass, d->center_of_mass, sizeof(b->center_of_mass));
+  memcpy(b->linear_velocity_prev, d->linear_velocity, sizeof(b->linear_velocity_prev));
+  memcpy(b->angular_velocity_prev, d->angular_velocity, sizeof(b->angular_velocity_prev));
+  b->has_velocity = 1;
+  b->has_velocity_prev = 1;
   b->name = name;
   return 0;
 }
@@ -937,7 +852,7 @@ void env_get_info(const env_t* e, env_info_t* out) {
   out->bodies = e->bodies.count;
   out->objects = e->objects.count;
   out->joints = e->joints.count;
-  out->sensors = 0;
+  out->sensors = e->sensors.count;
   env_get_time(e, &out->time);
   scene_counters(e->scene, &out->scene);
 }

@@ -24,6 +24,7 @@
 #include "base/xform.h"
 #include "material/material.h"
 #include "scene/scene.h"
+#include "sensor/sensor.h"
 
 typedef struct env env_t;
 typedef struct pool pool_t;
@@ -88,9 +89,9 @@ int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) CHECKRET;
 typedef struct prim_desc {
   uint32_t id;
   scene_prim_kind_t kind;
-  double size[3];               // as scene_prim_kind_t documents, finite, > 0 and <= ENV_MAX_COORD
-                                // (capsule half length and plane half side may be 0); unused
-                                // entries ignored
+  double size[3];               // as scene_prim_kind_t documents; the rules are prim_check's
+                                // (scene/prim.h): in [1e-6, 1e9] m, capsule half length and
+                                // plane half side may be 0; unused entries ignored
   const char* name;             // nullable
 } prim_desc_t;
 
@@ -142,8 +143,9 @@ typedef struct body_desc {
   uint32_t id;                  // > 0 (0 is the static world)
   pose_t pose;                  // any non-zero quaternion (norm >= 1e-9), normalised here;
                                 // |position| <= ENV_MAX_COORD per axis
-  double linear_velocity[3];
-  double angular_velocity[3];
+  double linear_velocity[3];    // m/s, world frame, of the body origin (pose.position), not
+                                // of the centre of mass
+  double angular_velocity[3];   // rad/s, world frame
   double center_of_mass[3];     // body frame
   const char* name;
 } body_desc_t;
@@ -190,8 +192,8 @@ typedef enum env_entity {
 
 // Remove an entity. ERR_NOTFOUND for an unknown id; ERR_STATE when it is still referenced
 // (geometry used by an object, body carrying objects or dipoles, material used by an object or
-// a mesh triangle, medium used by an object), naming one user; material 0 and medium 0
-// cannot be removed (ERR_INVAL). Sensors do not exist yet: ERR_NOTFOUND.
+// a mesh triangle, medium used by an object, body carrying sensors, joint read by a sensor),
+// naming one user; material 0 and medium 0 cannot be removed (ERR_INVAL).
 int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) CHECKRET;
 
 //---------------- Time
@@ -252,6 +254,27 @@ typedef struct env_raycast {
 // Uses the environment's pool when it has one; must not be called from inside a job of
 // that pool. Thread: owner or one worker.
 int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* msg) CHECKRET;
+
+//---------------- Sensors
+
+// A sensor built by its model's constructor (lidar/, imu/, joint/, cone/), mounted at `mount`
+// (any non-zero quaternion, normalised here) on body `body_id` (0 = the world).
+typedef struct sensor_desc {
+  uint32_t id;                  // > 0
+  uint32_t body_id;
+  pose_t mount;
+  const char* name;             // nullable
+  sensor_t sensor;              // kind, ops, model state; joint_id when it reads a joint
+} sensor_desc_t;
+
+// Add a sensor. Checks: id > 0 and free, room (max_sensors), body known, mount valid, the
+// joint it reads known. On success the environment owns d->sensor.self (destroyed by
+// env_remove or env_destroy); on failure the caller still owns it.
+int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) CHECKRET;
+
+// Records of the last successful env_step, in sensor id order (empty before the first step
+// and after a failed one). Valid until the next env_step or env_destroy.
+const sensor_out_t* env_outputs(const env_t* e);
 
 //---------------- Introspection
 

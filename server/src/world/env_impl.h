@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "sensor/sensor.h"
 #include "world/env.h"
 #include "world/table.h"
 
@@ -37,16 +38,26 @@ typedef struct env_medium {
 typedef struct env_body {
   pose_t pose_prev;             // state at t_prev (start of the interval)
   pose_t pose_cur;              // state at t_cur
-  double linear_velocity[3];    // m/s, world, at t_cur
+  double linear_velocity[3];    // m/s, world, of the body origin, at t_cur
   double angular_velocity[3];   // rad/s, world, at t_cur
   double center_of_mass[3];     // m, body frame
+  double linear_velocity_prev[3];   // at t_prev
+  double angular_velocity_prev[3];  // at t_prev
+  int has_velocity;             // the velocities at t_cur were sent (or given at creation)
+  int has_velocity_prev;        // the same at t_prev
+  uint32_t nsensor;             // sensors mounted on it
   uint32_t* objects;            // slots of the objects carried (nobject)
   uint32_t nobject;
   uint32_t object_cap;
   uint64_t stamp;               // last env_update_state call naming this body
-  int moved;                    // listed in env->moved_bodies
+  int moved;                    // ENV_BODY_* bits; listed in env->moved_bodies while non-zero
   char* name;
 } env_body_t;
+
+// env_body_t.moved: the state at t_cur differs from the one at t_prev (rolled at env_step);
+// the instances of its objects are not yet synced (synced once, at the next env_commit).
+#define ENV_BODY_MOVED 1
+#define ENV_BODY_STALE 2
 
 typedef struct env_object {
   uint32_t geometry_id;
@@ -64,6 +75,7 @@ typedef struct env_joint {
   joint_type_t type;
   double position_prev;         // at t_prev
   double position;              // at t_cur
+  uint32_t nsensor;             // sensors reading it
   uint64_t stamp;               // last env_update_state call naming this joint
   int moved;                    // listed in env->moved_joints
   char* name;
@@ -95,6 +107,16 @@ struct env {
   uint64_t seed;
   int freeze_objects;
 
+  // sensors (env_sensor_t) and what the last step produced
+  table_t sensors;
+  sensor_out_t outputs;         // records of the last step, valid until the next step
+  view_body_t* view_bodies;     // the step view's arrays, reused from step to step
+  uint32_t view_body_cap;
+  view_joint_t* view_joints;
+  uint32_t view_joint_cap;
+  field_dipole_t* view_dipoles;
+  uint32_t view_dipole_cap;
+
   // time line
   int has_time;                 // a state was set
   int has_stepped;              // a step was done
@@ -113,12 +135,36 @@ struct env {
   uint32_t moved_joint_cap;
 };
 
+typedef struct env_sensor {
+  sensor_t sensor;              // owned
+  sensor_ctx_t ctx;             // id, body, mount
+  char* name;
+} env_sensor_t;
+
+// Sensor table lifetime (env_sensor.c).
+void env_sensors_init(env_t* e);
+void env_sensors_close(env_t* e);
+
+// Remove a sensor (env_sensor.c).
+int env_remove_sensor(env_t* e, uint32_t id, err_msg_t* msg);
+
+// Evaluate every sensor over (t_prev, t_cur] into e->outputs; on failure no record is kept and
+// every sensor is as it was (env_sensor.c). Called by env_step after the commit.
+int env_eval_sensors(env_t* e, err_msg_t* msg);
+
+// World position and moment of a dipole at t_cur (env.c).
+void env_dipole_world(const env_t* e, const env_dipole_t* d, field_dipole_t* out);
+
 // Set the scene instance of an object from its body's prev/cur poses (b: its body, NULL for
 // the static world).
 void env_sync_object(env_t* e, const env_object_t* o, const env_body_t* b);
 
 // Re-sync every object carried by a body.
 void env_sync_body(env_t* e, const env_body_t* b);
+
+// Sync the objects of every ENV_BODY_STALE body and drop the bodies left unmoved from
+// env->moved_bodies (env_time.c; called by env_commit).
+void env_sync_moved(env_t* e);
 
 // Material or medium of an id (0 = the defaults), or NULL.
 env_material_t* env_find_material(const env_t* e, uint32_t id);
@@ -132,9 +178,5 @@ int env_commit(env_t* e, err_msg_t* msg);
 
 // Smallest accepted quaternion norm; smaller ones carry no orientation.
 #define ENV_QUAT_MIN_NORM 1e-9
-
-// Norm of a quaternion with finite components, computed without overflow or underflow, and
-// q / norm in dest when the norm is at least ENV_QUAT_MIN_NORM (dest untouched otherwise).
-double env_quat_normalize(const double q[4], double dest[4]);
 
 #endif  // SENSIM_WORLD_ENV_IMPL_H_

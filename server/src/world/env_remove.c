@@ -124,6 +124,9 @@ static int remove_body(env_t* e, uint32_t id, err_msg_t* msg) {
     return err_set(msg, ERR_STATE, "body %u carries object %u", id,
                    table_slot_id(&e->objects, b->objects[0]));
   }
+  if (b->nsensor > 0) {
+    return err_set(msg, ERR_STATE, "body %u carries %u sensor(s)", id, b->nsensor);
+  }
   for (uint32_t i = 0; i < e->ndipole; i++) {
     if (e->dipoles[i].body_id == id) {
       return err_set(msg, ERR_STATE, "body %u carries magnetic dipole %u (dipoles[%u])", id, i,
@@ -171,6 +174,9 @@ static int remove_joint(env_t* e, uint32_t id, err_msg_t* msg) {
     return err_set(msg, ERR_NOTFOUND, "joint %u not found", id);
   }
   env_joint_t* j = table_at(&e->joints, slot);
+  if (j->nsensor > 0) {
+    return err_set(msg, ERR_STATE, "joint %u is read by %u sensor(s)", id, j->nsensor);
+  }
   if (j->moved) {
     drop_slot(e->moved_joints, &e->nmoved_joint, slot);
   }
@@ -195,7 +201,7 @@ int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) {
     case ENV_ENTITY_JOINT:
       return remove_joint(e, id, msg);
     case ENV_ENTITY_SENSOR:
-      return err_set(msg, ERR_NOTFOUND, "sensor %u not found", id);
+      return env_remove_sensor(e, id, msg);
     default:
       return err_set(msg, ERR_INVAL, "kind = %d is not an entity kind", (int)kind);
   }

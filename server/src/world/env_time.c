@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // env_time.c: the environment's time line (states, steps) and raycasts at absolute times.
-// Each body keeps its state at t_prev and at t_cur; an object's scene instance carries the two
-// world poses, so a ray at time t sees it at s = (t - t_prev) / (t_cur - t_prev). Bodies moved
-// since the last step are listed, so updates and steps cost O(moved objects), never O(all).
+// Each body keeps its state at t_prev and at t_cur; an object's scene instance carries its
+// body's two poses and its local pose, so a ray at time t sees it rigidly mounted on the body
+// interpolated to s = (t - t_prev) / (t_cur - t_prev). Bodies moved since the last step are
+// listed, so updates and steps cost O(moved objects), never O(all); their objects' instances
+// are written once per step, at the commit before the first trace.
 #include "world/env.h"
 
 #include <math.h>
@@ -57,9 +59,8 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
                        7 * (size_t)i + k, p[k], id, ENV_MAX_COORD);
       }
     }
-    double q[4] = {p[6], p[3], p[4], p[5]};
-    double unit[4];
-    double norm = env_quat_normalize(q, unit);
+    // the norm does not depend on the order of the components: normalised once, when applied
+    double norm = xform_norm(p + 3, 4);
     if (norm < ENV_QUAT_MIN_NORM) {
       return err_set(msg, ERR_INVAL,
                      "body_poses[%zu..%zu] (body %u): orientation norm %g is below %g",
@@ -134,22 +135,29 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     uint32_t slot = table_find(&e->bodies, u->body_ids[i]);
     env_body_t* b = table_at(&e->bodies, slot);
     const double* p = u->body_poses + 7 * (size_t)i;
-    double q[4] = {p[6], p[3], p[4], p[5]};
-    pose_t pose;
-    memcpy(pose.p, p, sizeof(pose.p));
-    env_quat_normalize(q, pose.q);
+
+    // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation
+    pose_t pose = {{p[0], p[1], p[2]}, {p[6], p[3], p[4], p[5]}};
+    xform_quat_normalize(pose.q);
     b->pose_cur = pose;
     if (u->body_velocities) {
       memcpy(b->linear_velocity, u->body_velocities + 6 * (size_t)i, 3 * sizeof(double));
       memcpy(b->angular_velocity, u->body_velocities + 6 * (size_t)i + 3, 3 * sizeof(double));
     }
+    b->has_velocity = u->body_velocities != NULL;
+
+    // the objects' instances are written at the next commit
     if (first) {
       b->pose_prev = pose;
-    } else if (!b->moved) {
-      b->moved = 1;
+      memcpy(b->linear_velocity_prev, b->linear_velocity, sizeof(b->linear_velocity_prev));
+      memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
+      b->has_velocity_prev = b->has_velocity;
+    }
+    if (!b->moved) {
       e->moved_bodies[e->nmoved_body++] = slot;
     }
-    env_sync_body(e, b);
+    b->moved |= ENV_BODY_STALE | (first ? 0 : ENV_BODY_MOVED);
+    e->dirty = 1;
   }
 
   // joints
@@ -177,6 +185,24 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
 //---------------- Steps
 
 
+void env_sync_moved(env_t* e) {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < e->nmoved_body; i++) {
+    uint32_t slot = e->moved_bodies[i];
+    env_body_t* b = table_at(&e->bodies, slot);
+    if (b->moved & ENV_BODY_STALE) {
+      env_sync_body(e, b);
+      b->moved &= ~ENV_BODY_STALE;
+    }
+    if (b->moved) {
+      e->moved_bodies[n++] = slot;
+    }
+  }
+  e->nmoved_body = n;
+}
+
+
+
 int env_step(env_t* e, double t, err_msg_t* msg) {
   // t must be the last state's time and follow the previous step
   if (!isfinite(t)) {
@@ -200,16 +226,24 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
     return rc;
   }
 
-  // sensors are evaluated here over (t_prev, t] (none exist yet)
+  // every sensor over (t_prev, t]; all or nothing
+  rc = env_eval_sensors(e, msg);
+  if (rc < 0) {
+    return rc;
+  }
 
-  // the current state becomes the start of the next interval
+  // the current state becomes the start of the next interval; the committed instances still
+  // show the motion, so the rolled bodies stay listed until the next commit syncs them
+  // (env_commit left only moved bodies in the list)
   for (uint32_t i = 0; i < e->nmoved_body; i++) {
     env_body_t* b = table_at(&e->bodies, e->moved_bodies[i]);
     b->pose_prev = b->pose_cur;
-    b->moved = 0;
-    env_sync_body(e, b);
+    memcpy(b->linear_velocity_prev, b->linear_velocity, sizeof(b->linear_velocity_prev));
+    memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
+    b->has_velocity_prev = b->has_velocity;
+    b->moved = ENV_BODY_STALE;
   }
-  e->nmoved_body = 0;
+  e->dirty |= e->nmoved_body > 0;
   for (uint32_t i = 0; i < e->nmoved_joint; i++) {
     env_joint_t* j = table_at(&e->joints, e->moved_joints[i]);
     j->position_prev = j->position;
@@ -226,7 +260,6 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
 //---------------- Raycast
 
 
-// Norm of a finite vector without overflow or underflow (0 for the zero vector).
 static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit_t* out,
                          err_msg_t* msg) {
   static const char* const kAxis[3] = {"x", "y", "z"};

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+// env_sensor.c: the sensor table of an environment and the evaluation of its sensors at each
+// step through a read-only step view (sensor/view.h). Sensors never see the tables below.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "world/env_impl.h"
+
+void env_sensors_init(env_t* e) {
+  table_init(&e->sensors, sizeof(env_sensor_t));
+}
+
+
+void env_sensors_close(env_t* e) {
+  for (uint32_t s = 0; s < e->sensors.used; s++) {
+    if (table_slot_id(&e->sensors, s) != 0) {
+      env_sensor_t* r = table_at(&e->sensors, s);
+      r->sensor.ops->destroy(r->sensor.self);
+      mem_free(r->name);
+    }
+  }
+  table_close(&e->sensors);
+  sensor_out_free(&e->outputs);
+  mem_free(e->view_bodies);
+  mem_free(e->view_joints);
+  mem_free(e->view_dipoles);
+}
+
+
+static int check_mount(const pose_t* m, pose_t* dest, err_msg_t* msg) {
+  static const char* const kAxis[3] = {"x", "y", "z"};
+  for (int k = 0; k < 3; k++) {
+    if (!isfinite(m->p[k]) || fabs(m->p[k]) > ENV_MAX_COORD) {
+      return err_set(msg, ERR_INVAL, "mount.position.%s = %g is not finite or beyond %g m",
+                     kAxis[k], m->p[k], ENV_MAX_COORD);
+    }
+  }
+  for (int k = 0; k < 4; k++) {
+    if (!isfinite(m->q[k])) {
+      return err_set(msg, ERR_INVAL, "mount.orientation is not finite");
+    }
+  }
+  *dest = *m;
+  if (xform_quat_normalize(dest->q) < ENV_QUAT_MIN_NORM) {
+    return err_set(msg, ERR_INVAL, "mount.orientation has a zero norm");
+  }
+  return 0;
+}
+
+
+int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
+  if (d->id == 0) {
+    return err_set(msg, ERR_INVAL, "id = 0 is not a valid sensor id (ids start at 1)");
+  }
+  if (table_find(&e->sensors, d->id) != TABLE_NONE) {
+    return err_set(msg, ERR_EXISTS, "sensor %u already exists", d->id);
+  }
+  if (e->sensors.count >= e->limits.max_sensors) {
+    return err_set(msg, ERR_LIMIT, "sensor %u exceeds the limit max_sensors = %u", d->id,
+                   e->limits.max_sensors);
+  }
+  if (!d->sensor.ops || !d->sensor.ops->step || !d->sensor.ops->destroy) {
+    return err_set(msg, ERR_INVAL, "sensor %u has no model", d->id);
+  }
+  env_body_t* body = NULL;
+  if (d->body_id != 0 && !(body = table_get(&e->bodies, d->body_id))) {
+    return err_set(msg, ERR_NOTFOUND, "body_id = %u is not a known body", d->body_id);
+  }
+  env_joint_t* joint = NULL;
+  if (d->sensor.joint_id != 0 && !(joint = table_get(&e->joints, d->sensor.joint_id))) {
+    return err_set(msg, ERR_NOTFOUND, "joint_id = %u is not a known joint", d->sensor.joint_id);
+  }
+  pose_t mount;
+  int rc = check_mount(&d->mount, &mount, msg);
+  if (rc < 0) {
+    return rc;
+  }
+  char* name = NULL;
+  if ((d->name && d->name[0] && !(name = mem_strdup(d->name))) ||
+      table_reserve(&e->sensors, 1) < 0) {
+    mem_free(name);
+    return err_set(msg, ERR_NOMEM, "out of memory for sensor %u", d->id);
+  }
+  env_sensor_t* r = table_at(&e->sensors, table_insert(&e->sensors, d->id));
+  r->sensor = d->sensor;
+  r->ctx.id = d->id;
+  r->ctx.body_id = d->body_id;
+  r->ctx.mount = mount;
+  r->name = name;
+  if (body) {
+    body->nsensor++;
+  }
+  if (joint) {
+    joint->nsensor++;
+  }
+  return 0;
+}
+
+
+int env_remove_sensor(env_t* e, uint32_t id, err_msg_t* msg) {
+  env_sensor_t* r = table_get(&e->sensors, id);
+  if (!r) {
+    return err_set(msg, ERR_NOTFOUND, "sensor %u not found", id);
+  }
+  if (r->ctx.body_id != 0) {
+    ((env_body_t*)table_get(&e->bodies, r->ctx.body_id))->nsensor--;
+  }
+  if (r->sensor.joint_id != 0) {
+    ((env_joint_t*)table_get(&e->joints, r->sensor.joint_id))->nsensor--;
+  }
+  r->sensor.ops->destroy(r->sensor.self);
+  mem_free(r->name);
+  table_remove(&e->sensors, id);
+  return 0;
+}
+
+
+const sensor_out_t* env_outputs(const env_t* e) {
+  return &e->outputs;
+}
+
+//---------------- The step view
+
+
+static int cmp_id(const void* a, const void* b) {
+  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;  // id is each record's first field
+  return (x > y) - (x < y);
+}
+
+
+static int grow(void** arr, uint32_t* cap, uint32_t need, size_t elem) {
+  if (need <= *cap) {
+    return 0;
+  }
+  uint32_t c = *cap ? *cap : 16;
+  while (c < need) {
+    c = c > UINT32_MAX / 2 ? need : 2 * c;
+  }
+  void* p = mem_realloc(*arr, (size_t)c * elem);
+  if (!p) {
+    return ERR_NOMEM;
+  }
+  *arr = p;
+  *cap = c;
+  return 0;
+}
+
+
+static const surface_material_t* view_hit_material(const void* ctx, uint32_t object_id,
+                                                   uint32_t primitive) {
+  return env_hit_material(ctx, object_id, primitive);
+}
+
+
+static const ambient_material_t* view_object_medium(const void* ctx, uint32_t object_id) {
+  const env_t* e = ctx;
+  const env_object_t* o = table_get(&e->objects, object_id);
+  if (!o || o->medium_id == 0) {
+    return NULL;
+  }
+  return &env_find_medium(e, o->medium_id)->a;
+}
+
+
+static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
+  if (grow((void**)&e->view_bodies, &e->view_body_cap, e->bodies.count, sizeof(view_body_t)) ||
+      grow((void**)&e->view_joints, &e->view_joint_cap, e->joints.count, sizeof(view_joint_t)) ||
+      grow((void**)&e->view_dipoles, &e->view_dipole_cap, e->ndipole, sizeof(field_dipole_t))) {
+    return err_set(msg, ERR_NOMEM, "out of memory for the step view");
+  }
+  memset(v, 0, sizeof(*v));
+  v->t0 = e->t_prev;
+  v->t1 = e->t_cur;
+  v->step = e->steps + 1;
+  v->seed = e->seed;
+  v->scene = e->scene;
+  v->pool = e->pool;
+
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < e->bodies.used; s++) {
+    uint32_t id = table_slot_id(&e->bodies, s);
+    if (id == 0) {
+      continue;
+    }
+    const env_body_t* b = table_at(&e->bodies, s);
+    view_body_t* vb = &e->view_bodies[n++];
+    vb->id = id;
+    vb->at[0].pose = b->pose_prev;
+    memcpy(vb->at[0].linear_velocity, b->linear_velocity_prev, sizeof(double[3]));
+    memcpy(vb->at[0].angular_velocity, b->angular_velocity_prev, sizeof(double[3]));
+    vb->at[0].has_velocity = b->has_velocity_prev;
+    vb->at[1].pose = b->pose_cur;
+    memcpy(vb->at[1].linear_velocity, b->linear_velocity, sizeof(double[3]));
+    memcpy(vb->at[1].angular_velocity, b->angular_velocity, sizeof(double[3]));
+    vb->at[1].has_velocity = b->has_velocity;
+  }
+  qsort(e->view_bodies, n, sizeof(view_body_t), cmp_id);
+  v->bodies = e->view_bodies;
+  v->nbody = n;
+
+  n = 0;
+  for (uint32_t s = 0; s < e->joints.used; s++) {
+    uint32_t id = table_slot_id(&e->joints, s);
+    if (id == 0) {
+      continue;
+    }
+    const env_joint_t* j = table_at(&e->joints, s);
+    view_joint_t* vj = &e->view_joints[n++];
+    vj->id = id;
+    vj->type = j->type == JOINT_TYPE_PRISMATIC ? VIEW_JOINT_PRISMATIC : VIEW_JOINT_REVOLUTE;
+    vj->position[0] = j->position_prev;
+    vj->position[1] = j->position;
+  }
+  qsort(e->view_joints, n, sizeof(view_joint_t), cmp_id);
+  v->joints = e->view_joints;
+  v->njoint = n;
+
+  memcpy(v->gravity, e->gravity, sizeof(v->gravity));
+  memcpy(v->magnetic.uniform, e->magnetic_field, sizeof(v->magnetic.uniform));
+  for (uint32_t i = 0; i < e->ndipole; i++) {
+    env_dipole_world(e, &e->dipoles[i], &e->view_dipoles[i]);
+  }
+  v->magnetic.dipoles = e->view_dipoles;
+  v->magnetic.ndipole = e->ndipole;
+
+  v->ambient = &e->medium0.a;
+  v->lookup_ctx = e;
+  v->hit_material = view_hit_material;
+  v->object_medium = view_object_medium;
+  return 0;
+}
+
+
+int env_eval_sensors(env_t* e, err_msg_t* msg) {
+  sensor_out_clear(&e->outputs);
+  uint32_t count = e->sensors.count;
+  if (count == 0) {
+    return 0;
+  }
+  step_view_t v;
+  int rc = build_view(e, &v, msg);
+  if (rc < 0) {
+    return rc;
+  }
+
+  // sensors in id order, so that the records are in a stable order
+  uint32_t* order = mem_alloc((size_t)count * sizeof(uint32_t));
+  if (!order) {
+    return err_set(msg, ERR_NOMEM, "out of memory for %u sensors", count);
+  }
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < e->sensors.used; s++) {
+    uint32_t id = table_slot_id(&e->sensors, s);
+    if (id != 0) {
+      order[n++] = id;
+    }
+  }
+  qsort(order, n, sizeof(uint32_t), cmp_id);
+
+  for (uint32_t i = 0; i < n && rc == 0; i++) {
+    env_sensor_t* r = table_get(&e->sensors, order[i]);
+    rc = r->sensor.ops->step(r->sensor.self, &r->ctx, &v, &e->outputs, msg);
+  }
+  if (rc < 0) {
+    sensor_out_clear(&e->outputs);
+  } else {
+    for (uint32_t i = 0; i < n; i++) {
+      env_sensor_t* r = table_get(&e->sensors, order[i]);
+      if (r->sensor.ops->commit) {
+        r->sensor.ops->commit(r->sensor.self);
+      }
+    }
+  }
+  mem_free(order);
+  return rc;
+}
