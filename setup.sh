@@ -23,7 +23,6 @@ packages=(
   nanopb libnanopb-dev
   protobuf-compiler
   libembree-dev
-  libcglm-dev
   libzstd-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
 )

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// xform.c: rigid transforms in double precision (MODELS.md 0.2, 10.7): unit quaternions
-// (w, x, y, z) with the Hamilton product, poses, and lerp/slerp interpolation between poses.
+// xform.c: rigid transforms in double precision (docs/frames.md, docs/time.md): unit
+// quaternions (w, x, y, z) with the Hamilton product, poses, and lerp/slerp interpolation
+// between poses.
 #include "base/xform.h"
 
 #include <math.h>
@@ -78,18 +79,25 @@ double xform_norm(const double* v, int n) {
 
 
 double xform_quat_normalize(double q[4]) {
-  double n = xform_norm(q, 4);
+  double m = fmax(fmax(fabs(q[0]), fabs(q[1])), fmax(fabs(q[2]), fabs(q[3])));
 
   // a zero quaternion has no direction: fall back to the identity rather than divide by 0
-  if (!(n > 0.0)) {
+  if (!(m > 0.0)) {
     q[0] = 1.0;
     q[1] = q[2] = q[3] = 0.0;
-    return n;
+    return 0.0;
   }
+
+  // q / m has components in [-1, 1] and a norm in [1, 2]: no overflow, no underflow to zero
+  double u[4];
   for (int i = 0; i < 4; i++) {
-    q[i] /= n;
+    u[i] = q[i] / m;
   }
-  return n;
+  double r = sqrt(u[0] * u[0] + u[1] * u[1] + u[2] * u[2] + u[3] * u[3]);
+  for (int i = 0; i < 4; i++) {
+    q[i] = u[i] / r;
+  }
+  return m * r;
 }
 
 
@@ -133,6 +141,12 @@ pose_t xform_interpolate(const pose_t* a, const pose_t* b, double s) {
   }
   xform_slerp(a->q, b->q, s, r.q);
   return r;
+}
+
+
+pose_t xform_mounted(const pose_t* a, const pose_t* b, const pose_t* local, double s) {
+  pose_t body = xform_interpolate(a, b, s);
+  return xform_compose(&body, local);
 }
 
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // xform.h: rigid transforms in double precision: poses (position + unit quaternion), their
-// composition and inverse, rotation of vectors, lerp/slerp interpolation (MODELS.md 0.2, 10.7).
+// composition and inverse, rotation of vectors, norms, lerp/slerp interpolation, frames mounted
+// on interpolated bodies (docs/frames.md, docs/time.md).
 // Quaternions are stored (w, x, y, z), Hamilton product, active rotation local -> parent.
 #ifndef SENSIM_BASE_XFORM_H_
 #define SENSIM_BASE_XFORM_H_
@@ -29,15 +30,23 @@ void xform_quat_to_mat(const double q[4], double dest[9]);
 // overflow nor underflow (finite inputs give a finite result).
 double xform_norm(const double* v, int n);
 
-// Normalise q in place; returns its norm before normalisation (a zero q becomes the identity).
+// Normalise q in place (finite components of any magnitude: scaled by the largest first, so
+// neither the norm nor the quotients overflow); returns its norm before normalisation, +inf when
+// that norm exceeds DBL_MAX. A zero q becomes the identity.
 double xform_quat_normalize(double q[4]);
 
-// Shortest-arc slerp (MODELS.md 10.7): flips b when a.b < 0, lerps and normalises when
+// Shortest-arc slerp (docs/time.md): flips b when a.b < 0, lerps and normalises when
 // a.b > 0.9995. s in [0, 1].
 void xform_slerp(const double a[4], const double b[4], double s, double dest[4]);
 
 // Pose at fraction s: lerp of positions, slerp of orientations.
 pose_t xform_interpolate(const pose_t* a, const pose_t* b, double s);
+
+// Pose of a frame rigidly mounted on a moving body (an object, a sensor), at fraction s of the
+// step: the body is interpolated between its poses a (s = 0) and b (s = 1) (lerp of its origin,
+// slerp of its orientation) and the mount composed on it, X(s) = X_body(s) * local, so a point
+// away from the body's origin moves along the arc, not the chord (docs/time.md).
+pose_t xform_mounted(const pose_t* a, const pose_t* b, const pose_t* local, double s);
 
 // Composition: the pose of frame c in the world given a = world<-b and b_c = b<-c.
 pose_t xform_compose(const pose_t* a, const pose_t* b_c);

@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "base/xform.h"
+
 // A parameter interval [t0, t1] on the ray with the bound that set each end: 0..2 = the slab
 // of that axis, 3 = the curved side, -1 = unbounded.
 typedef struct span {
@@ -17,52 +19,97 @@ typedef struct span {
 enum { SIDE_CURVED = 3 };
 
 
-int prim_init(prim_t* p, scene_prim_kind_t kind, const double size[3], err_msg_t* msg) {
-  // every size component must be a number, whether the kind uses it or not
-  for (int i = 0; i < 3; i++) {
-    if (!isfinite(size[i])) {
-      return err_set(msg, ERR_INVAL, "size[%d] = %g is not finite", i, size[i]);
-    }
+// One size of a primitive: finite, in [PRIM_MIN_SIZE, PRIM_MAX_SIZE], or 0 when zero_ok.
+static int check_size(const char* shape, const char* field, double v, bool zero_ok,
+                      err_msg_t* msg) {
+  if (!isfinite(v)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g is not finite", shape, field, v);
   }
+  if (zero_ok && v == 0.0) {
+    return 0;
+  }
+  if (!(v > 0.0)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g must be > 0", shape, field, v);
+  }
+  if (v < PRIM_MIN_SIZE) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g is below the smallest size %g m", shape, field,
+                   v, PRIM_MIN_SIZE);
+  }
+  if (v > PRIM_MAX_SIZE) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g exceeds %g m", shape, field, v, PRIM_MAX_SIZE);
+  }
+  return 0;
+}
 
-  // per-kind positivity
-  int nneed = 0;     // leading components that must be > 0
-  int nnonneg = 0;   // leading components that must be >= 0
+
+int prim_check(scene_prim_kind_t kind, const double size[3], err_msg_t* msg) {
+  // the fields each kind uses, as the protocol names them; the others are ignored
+  static const char* const kBox[3] = {"half_extents.x", "half_extents.y", "half_extents.z"};
+  static const char* const kRound[2] = {"radius", "half_length"};
+  const char* shape;
+  const char* const* field;
+  int nused;
+  bool zero_last = false;  // the last used size may be 0
   switch (kind) {
     case SCENE_PRIM_BOX:
-      nneed = 3;
+      shape = "box", field = kBox, nused = 3;
       break;
     case SCENE_PRIM_SPHERE:
-      nneed = 1;
+      shape = "sphere", field = kRound, nused = 1;
       break;
     case SCENE_PRIM_CYLINDER:
-      nneed = 2;
+      shape = "cylinder", field = kRound, nused = 2;
       break;
     case SCENE_PRIM_CAPSULE:
-      nneed = 1;
-      nnonneg = 2;
+      shape = "capsule", field = kRound, nused = 2, zero_last = true;
       break;
-    case SCENE_PRIM_PLANE:
-      nnonneg = 1;
+    case SCENE_PRIM_PLANE: {
+      static const char* const kPlane[1] = {"half_size"};
+      shape = "plane", field = kPlane, nused = 1, zero_last = true;
       break;
+    }
     default:
       return err_set(msg, ERR_INVAL, "kind = %d is not a primitive kind", (int)kind);
   }
-  for (int i = 0; i < nneed; i++) {
-    if (!(size[i] > 0.0)) {
-      return err_set(msg, ERR_INVAL, "size[%d] = %g must be > 0", i, size[i]);
+  for (int i = 0; i < nused; i++) {
+    int rc = check_size(shape, field[i], size[i], zero_last && i == nused - 1, msg);
+    if (rc) {
+      return rc;
     }
   }
-  for (int i = nneed; i < nnonneg; i++) {
-    if (size[i] < 0.0) {
-      return err_set(msg, ERR_INVAL, "size[%d] = %g must be >= 0", i, size[i]);
-    }
+  return 0;
+}
+
+
+double prim_extent(scene_prim_kind_t kind, const double size[3]) {
+  switch (kind) {
+    case SCENE_PRIM_BOX:
+      return xform_norm(size, 3);
+    case SCENE_PRIM_CYLINDER:
+      return xform_norm(size, 2);
+    case SCENE_PRIM_CAPSULE:
+      return size[0] + size[1];
+    case SCENE_PRIM_PLANE:
+      return (size[0] == 0.0 ? SCENE_PLANE_UNBOUNDED_HALF : size[0]) * sqrt(2.0);
+    default:
+      return size[0];
+  }
+}
+
+
+int prim_init(prim_t* p, scene_prim_kind_t kind, const double size[3], err_msg_t* msg) {
+  int rc = prim_check(kind, size, msg);
+  if (rc) {
+    return rc;
   }
 
-  // store, with the plane's "infinite" default
+  // store the used sizes (the others as 0), with the plane's "infinite" default
+  static const int kUsed[] = {[SCENE_PRIM_BOX] = 3, [SCENE_PRIM_SPHERE] = 1,
+                              [SCENE_PRIM_CYLINDER] = 2, [SCENE_PRIM_CAPSULE] = 2,
+                              [SCENE_PRIM_PLANE] = 1};
   p->kind = kind;
   for (int i = 0; i < 3; i++) {
-    p->size[i] = size[i];
+    p->size[i] = i < kUsed[kind] ? size[i] : 0.0;
   }
   if (kind == SCENE_PRIM_PLANE && p->size[0] == 0.0) {
     p->size[0] = SCENE_PLANE_UNBOUNDED_HALF;
@@ -254,7 +301,7 @@ static void sphere_candidates(const double o[3], const double d[3], double r, do
     if (zsign * pt[2] < -tol) {
       continue;
     }
-    double len = sqrt(pt[0] * pt[0] + pt[1] * pt[1] + pt[2] * pt[2]);
+    double len = xform_norm(pt, 3);
     if (!(len > 0.0)) {
       continue;
     }

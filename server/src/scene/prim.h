@@ -10,14 +10,27 @@
 #include "base/err.h"
 #include "scene/scene.h"
 
-// Half side used for a plane given with half_size 0 ("infinite" ground), m.
+// Smallest and largest primitive size (radius, half length, half extent, half side), m. One
+// lower bound for every size: below it the curved intersections lose their precision (a
+// cylinder of radius 1e-320 returned normals perpendicular to the ray).
+#define PRIM_MIN_SIZE 1e-6
+#define PRIM_MAX_SIZE 1e9
 
 typedef struct prim {
   scene_prim_kind_t kind;
   double size[3];  // as scene_prim_kind_t documents, after defaults (plane half side > 0)
 } prim_t;
 
-// Validate kind and size and fill p. Returns 0, or ERR_INVAL naming the bad field in msg.
+// The rules of a primitive's size, in one place: each size the kind uses finite and in
+// [PRIM_MIN_SIZE, PRIM_MAX_SIZE], except a capsule's half length and a plane's half side, which
+// may also be 0 (a sphere; an unbounded plane); unused components are ignored. Returns 0, or
+// ERR_INVAL with a message naming the field as the protocol does ("cylinder.half_length").
+int prim_check(scene_prim_kind_t kind, const double size[3], err_msg_t* msg) CHECKRET;
+
+// Largest distance of a valid primitive's surface from its origin, m.
+double prim_extent(scene_prim_kind_t kind, const double size[3]);
+
+// Check kind and size (prim_check) and fill p.
 int prim_init(prim_t* p, scene_prim_kind_t kind, const double size[3], err_msg_t* msg) CHECKRET;
 
 // Axis-aligned bounds of the shape in its local frame.

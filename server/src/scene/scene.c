@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: MIT
 // scene.c: the Embree 3 adapter, the only file including embree3. Each geometry is its own
-// bottom-level scene, built once; each object is a two-time-step instance in the top-level
-// scene, so moving an object only refits the top level and rays see it at their own time.
+// bottom-level scene, built once; each object is an instance in the top-level scene (two time
+// steps while it moves), so moving an object only refits the top level and rays see it at their
+// own time.
 #include "scene/scene.h"
 
-#include <cglm/cglm.h>
 #include <embree3/rtcore.h>
 #include <math.h>
 #include <pmmintrin.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <xmmintrin.h>
 
@@ -45,9 +46,9 @@ typedef struct inst {
   int next_free;     // free-list link while the slot is free
   uint32_t object_id;
   uint32_t label;
-  vec3 scale;        // per-axis scale (float, as Embree uses it)
-  double q0[4];      // orientation at s = 0 (on the same hemisphere as q1)
-  double q1[4];      // orientation at s = 1
+  double scale[3];   // per-axis scale
+  double q0[4];      // world orientation at s = 0 (on the same hemisphere as q1)
+  double q1[4];      // world orientation at s = 1
   int moving;        // two time steps (motion blur); 0: one, start and end poses are equal
 } inst_t;
 
@@ -489,25 +490,46 @@ static bool inst_valid(const scene_t* s, int h) {
 }
 
 
-// Write the time steps of an instance from its stored scale and orientations and the two
-// positions. Embree composes T * R * S, lerps T and S and slerps R (MODELS.md 16.1). A static
-// instance has one time step: Embree keeps it out of the slower motion-blur hierarchy.
-static void inst_write(inst_t* in, const double p0[3], const double p1[3], int moving) {
+// One time step of an instance. Embree's quaternion decomposition is M = T R S with S = scale
+// then shift: x -> T + R (shift + scale x); between time steps it lerps T and S and slerps R.
+static void inst_step(inst_t* in, unsigned k, const double q[4], const double shift[3],
+                      const double t[3]) {
+  struct RTCQuaternionDecomposition qd;
+  rtcInitQuaternionDecomposition(&qd);
+  rtcQuaternionDecompositionSetScale(&qd, (float)in->scale[0], (float)in->scale[1],
+                                     (float)in->scale[2]);
+  rtcQuaternionDecompositionSetShift(&qd, (float)shift[0], (float)shift[1], (float)shift[2]);
+  rtcQuaternionDecompositionSetQuaternion(&qd, (float)q[0], (float)q[1], (float)q[2],
+                                          (float)q[3]);
+  rtcQuaternionDecompositionSetTranslation(&qd, (float)t[0], (float)t[1], (float)t[2]);
+  rtcSetGeometryTransformQuaternion(in->rtc, k, &qd);
+}
+
+
+// Write an instance's time steps. An object with local pose (p_l, q_l) on a body at
+// (p_b(s), q_b(s)) is at x -> p_b + R(q_b) (p_l + R(q_l) scale x)
+//                            = p_b + R(q_b q_l) (R(q_l)^-1 p_l + scale x):
+// T = the body origin (lerped by Embree), R = q_b q_l (slerped: slerp(q_b0 q_l, q_b1 q_l, s)
+// = slerp(q_b0, q_b1, s) q_l since right-multiplying by a unit quaternion keeps every angle),
+// shift = R(q_l)^-1 p_l, the same at both ends. The object thus moves rigidly with its body.
+// A static instance has one time step, composed in double: Embree keeps it out of the slower
+// motion-blur hierarchy.
+static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const pose_t* b1,
+                       int moving) {
   if (moving != in->moving) {
     rtcSetGeometryTimeStepCount(in->rtc, moving ? 2 : 1);
     in->moving = moving;
   }
-  const double* q[2] = {in->q0, in->q1};
-  const double* p[2] = {p0, p1};
-  for (unsigned k = 0; k < (moving ? 2u : 1u); k++) {
-    struct RTCQuaternionDecomposition qd;
-    rtcInitQuaternionDecomposition(&qd);
-    rtcQuaternionDecompositionSetScale(&qd, in->scale[0], in->scale[1], in->scale[2]);
-    rtcQuaternionDecompositionSetQuaternion(&qd, (float)q[k][0], (float)q[k][1],
-                                            (float)q[k][2], (float)q[k][3]);
-    rtcQuaternionDecompositionSetTranslation(&qd, (float)p[k][0], (float)p[k][1],
-                                             (float)p[k][2]);
-    rtcSetGeometryTransformQuaternion(in->rtc, k, &qd);
+  if (!moving) {
+    static const double kZero[3] = {0.0, 0.0, 0.0};
+    pose_t w = b1 ? xform_compose(b1, local) : *local;
+    inst_step(in, 0, in->q1, kZero, w.p);
+  } else {
+    double ql_inv[4], shift[3];
+    xform_quat_conj(local->q, ql_inv);
+    xform_quat_rotate(ql_inv, local->p, shift);
+    inst_step(in, 0, in->q0, shift, b0->p);
+    inst_step(in, 1, in->q1, shift, b1->p);
   }
   rtcCommitGeometry(in->rtc);
 }
@@ -547,17 +569,17 @@ int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t
   in->geometry = geometry;
   in->object_id = object_id;
   in->label = label;
-  glm_vec3_copy((vec3){(float)scale[0], (float)scale[1], (float)scale[2]}, in->scale);
+  memcpy(in->scale, scale, sizeof in->scale);
   in->q0[0] = in->q1[0] = 1.0;
 
-  // instance with two time steps at the identity pose; its Embree ID is the handle
+  // static instance at the identity pose; its Embree ID is the handle
   uint64_t before = atomic_load(&s->dev->nerror);
   in->rtc = rtcNewGeometry(s->dev->rtc, RTC_GEOMETRY_TYPE_INSTANCE);
   if (in->rtc) {
-    static const double zero[3] = {0.0, 0.0, 0.0};
+    pose_t id = xform_identity();
     rtcSetGeometryInstancedScene(in->rtc, s->geoms[geometry]->rtc);
     rtcSetGeometryTimeStepCount(in->rtc, 1);
-    inst_write(in, zero, zero, 0);
+    inst_write(in, &id, NULL, NULL, 0);
     rtcAttachGeometryByID(s->top, in->rtc, (unsigned)h);
   }
   int rc = device_check(s->dev, before, "scene_add_instance", msg);
@@ -587,21 +609,24 @@ void scene_remove_instance(scene_t* s, int instance) {
 }
 
 
-void scene_set_instance_pose(scene_t* s, int instance, const pose_t* pose_start,
-                             const pose_t* pose_end, int freeze) {
+void scene_set_instance_pose(scene_t* s, int instance, const pose_t* local,
+                             const pose_t* body_start, const pose_t* body_end) {
   if (!inst_valid(s, instance)) {
     return;
   }
   inst_t* in = &s->insts[instance];
-  const pose_t* a = freeze ? pose_end : pose_start;
-  const pose_t* b = pose_end;
+  const pose_t* b0 = body_start && body_end ? body_start : NULL;
+  const pose_t* b1 = b0 ? body_end : NULL;
 
-  // unit orientations; the start on the end's hemisphere so that Embree's slerp takes the
-  // shortest arc, as xform_slerp does
-  memcpy(in->q0, a->q, sizeof in->q0);
-  memcpy(in->q1, b->q, sizeof in->q1);
-  xform_quat_normalize(in->q0);
-  xform_quat_normalize(in->q1);
+  // world orientations (unit: products of unit quaternions), the start on the end's hemisphere
+  // so that Embree's slerp takes the shortest arc, as xform_slerp does
+  if (b0) {
+    xform_quat_mul(b0->q, local->q, in->q0);
+    xform_quat_mul(b1->q, local->q, in->q1);
+  } else {
+    memcpy(in->q0, local->q, sizeof in->q0);
+    memcpy(in->q1, local->q, sizeof in->q1);
+  }
   double c = in->q0[0] * in->q1[0] + in->q0[1] * in->q1[1] + in->q0[2] * in->q1[2] +
              in->q0[3] * in->q1[3];
   if (c < 0.0) {
@@ -609,8 +634,9 @@ void scene_set_instance_pose(scene_t* s, int instance, const pose_t* pose_start,
       in->q0[i] = -in->q0[i];
     }
   }
-  int moving = memcmp(a->p, b->p, sizeof(a->p)) != 0 || memcmp(in->q0, in->q1, sizeof in->q0);
-  inst_write(in, a->p, b->p, moving);
+  int moving = b0 && (memcmp(b0->p, b1->p, sizeof b0->p) != 0 ||
+                      memcmp(in->q0, in->q1, sizeof in->q0) != 0);
+  inst_write(in, local, b0, b1, moving);
   s->instance_updates++;
 }
 
@@ -644,10 +670,9 @@ static void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* rh,
   const inst_t* in = &s->insts[id];
 
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
-  // R(q(s)) S is R(q(s)) S^-1
-  vec3 ng = {rh->hit.Ng_x[k], rh->hit.Ng_y[k], rh->hit.Ng_z[k]};
-  glm_vec3_div(ng, (float*)in->scale, ng);
-  double nobj[3] = {ng[0], ng[1], ng[2]};
+  // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals)
+  double nobj[3] = {rh->hit.Ng_x[k] / in->scale[0], rh->hit.Ng_y[k] / in->scale[1],
+                    rh->hit.Ng_z[k] / in->scale[2]};
   double q[4], n[3];
   if (in->moving) {
     xform_slerp(in->q0, in->q1, rh->ray.time[k], q);

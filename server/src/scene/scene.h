@@ -2,8 +2,8 @@
 // scene.h: the ray-tracing backend (Embree 3 adapter; the only file including embree3). A
 // two-level scene: one bottom-level BVH per geometry (triangle mesh or analytic primitive),
 // built once; one instance per object whose transform is updated every step with no geometry
-// rebuild. Instances carry two time steps (start and end of the step) so a ray with time
-// s in [0, 1] sees the object interpolated (instance motion blur, MODELS.md 16.1).
+// rebuild. Instances of moving objects carry two time steps (start and end of the step) so a
+// ray with time s in [0, 1] sees the object where its body puts it at s (instance motion blur).
 //
 // Thread: creation, geometry/instance edits and scene_commit on one thread (the environment's
 // owner); scene_trace on any number of threads at once after a commit, never concurrently
@@ -81,10 +81,14 @@ int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t
 
 void scene_remove_instance(scene_t* s, int instance);
 
-// Set the instance's world pose at the start (s = 0) and end (s = 1) of the step. With
-// freeze = 1 both ends use pose_end. Counted in instance_updates.
-void scene_set_instance_pose(scene_t* s, int instance, const pose_t* pose_start,
-                             const pose_t* pose_end, int freeze);
+// Place an instance: its local pose on a body (scale applied first, then local) and the body's
+// world pose at the start (s = 0) and end (s = 1) of the step, all orientations unit
+// quaternions. A ray at time s sees the object rigidly mounted on the body interpolated to s
+// (lerp of the body origin, slerp of its orientation; xform_mounted is the same pose in
+// double), so a point away from the body's origin moves along the arc, not the chord. NULL
+// body poses: a static object whose world pose is `local`. Counted in instance_updates.
+void scene_set_instance_pose(scene_t* s, int instance, const pose_t* local,
+                             const pose_t* body_start, const pose_t* body_end);
 
 // Commit pending changes (top level only, unless a geometry was added). Returns 0 or
 // ERR_BACKEND with the backend's message.

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
-// test_xform.c: poses and quaternions: KAT-GEO pose interpolation (MODELS.md 13), rotation
-// matrices by hand, and composition/inverse round trips.
+// test_xform.c: poses and quaternions: the known-answer pose interpolation (docs/time.md),
+// frames mounted on interpolated bodies (KAT-INT), rotation matrices by hand, and
+// composition/inverse round trips.
 #include "base/xform.h"
 
 #include "check.h"
 
-// MODELS.md 13 pass criterion for double precision.
+// Known-answer pass criterion for double precision: 2e-8 relative above a 1e-3 floor.
 #define KAT_REL 2e-8
 #define KAT_FLOOR 1e-3
 
@@ -270,5 +271,55 @@ TEST(xform_norm_neither_overflows_nor_underflows) {
   xform_quat_normalize(q);
   ASSERT_NEAR(q[2], 0.6, 1e-15);
   ASSERT_NEAR(q[3], 0.8, 1e-15);
+  return 0;
+}
+
+
+TEST(xform_normalize_survives_components_near_dbl_max) {
+  // the norm of these exceeds DBL_MAX: the quaternion is still normalised, the norm is +inf
+  double q[4] = {1.5e308, 1.5e308, 1.5e308, 1.5e308};
+  ASSERT_TRUE(isinf(xform_quat_normalize(q)));
+  for (int i = 0; i < 4; i++) {
+    ASSERT_NEAR(q[i], 0.5, 1e-15);
+  }
+  double t[4] = {0.0, 4e-310, 0.0, 3e-310};  // subnormal components
+  ASSERT_TRUE(xform_quat_normalize(t) > 0.0);
+  ASSERT_NEAR(t[1], 0.8, 1e-15);
+  ASSERT_NEAR(t[3], 0.6, 1e-15);
+  return 0;
+}
+
+
+// KAT-INT (docs/time.md): body at the origin, identity at s = 0, +90 deg about z at s = 1, a
+// frame mounted at local (1, 0, 0): on the arc, (0.7071067812, 0.7071067812, 0) at s = 0.5 and
+// (0.9238795325, 0.3826834324, 0) at s = 0.25; the chord would give (0.5, 0.5, 0).
+TEST(xform_mounted_frame_moves_on_the_arc_kat_int) {
+  pose_t b0 = xform_identity(), b1 = xform_identity();
+  quat_axis_angle(0, 0, 1, M_PI / 2, b1.q);
+  pose_t local = xform_identity();
+  local.p[0] = 1.0;
+  static const struct {
+    double s, x, y;
+  } kKat[] = {{0.5, 0.7071067812, 0.7071067812}, {0.25, 0.9238795325, 0.3826834324}};
+  for (int i = 0; i < 2; i++) {
+    pose_t m = xform_mounted(&b0, &b1, &local, kKat[i].s);
+    ASSERT_NEAR(m.p[0], kKat[i].x, KAT_REL * fmax(fabs(kKat[i].x), KAT_FLOOR));
+    ASSERT_NEAR(m.p[1], kKat[i].y, KAT_REL * fmax(fabs(kKat[i].y), KAT_FLOOR));
+    ASSERT_NEAR(m.p[2], 0.0, 1e-15);
+
+    // the frame turns with the body: its orientation is the body's, Rz(90 s deg)
+    ASSERT_NEAR(m.q[0], cos(kKat[i].s * M_PI / 4), 1e-15);
+    ASSERT_NEAR(m.q[3], sin(kKat[i].s * M_PI / 4), 1e-15);
+  }
+
+  // a moving body origin is lerped, and the mount's own rotation is kept
+  b0.p[0] = 2.0;
+  b1.p[0] = 4.0;
+  quat_axis_angle(0, 0, 1, M_PI / 2, local.q);
+  pose_t m = xform_mounted(&b0, &b1, &local, 0.5);
+  ASSERT_NEAR(m.p[0], 3.0 + 0.7071067811865476, 1e-15);
+  ASSERT_NEAR(m.p[1], 0.7071067811865476, 1e-15);
+  ASSERT_NEAR(m.q[0], cos(3 * M_PI / 8), 1e-15);
+  ASSERT_NEAR(m.q[3], sin(3 * M_PI / 8), 1e-15);
   return 0;
 }

@@ -86,14 +86,15 @@ static int noted(int rc, const char* what, const err_msg_t* msg) {
 }
 
 
-// An instance of geometry g moving from pose a (s = 0) to b (s = 1), or frozen at b; its handle,
-// negative on failure.
+// An instance of geometry g at the origin of a body moving from pose a (s = 0) to b (s = 1), or
+// frozen at b; its handle, negative on failure.
 static int add_instance(scene_t* s, int g, const double scale[3], uint32_t id, uint32_t label,
                         pose_t a, pose_t b, int freeze) {
   err_msg_t msg = {{0}};
   int h = noted(scene_add_instance(s, g, scale, id, label, &msg), "scene_add_instance", &msg);
   if (h >= 0) {
-    scene_set_instance_pose(s, h, &a, &b, freeze);
+    pose_t local = xform_identity();
+    scene_set_instance_pose(s, h, &local, freeze ? &b : &a, &b);
   }
   return h;
 }
@@ -398,15 +399,59 @@ TEST(scene_capsule_side_caps_inside) {
 }
 
 
+// One lower bound for every primitive size (prim.h): 1e-320 is refused with the field named;
+// the smallest accepted cylinder and capsule still answer with normals facing the ray.
+TEST(scene_primitive_sizes_have_one_lower_bound) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  err_msg_t msg = {{0}};
+  static const double tiny_r[3] = {1e-320, 1.0, 0.0}, tiny_h[3] = {1.0, 1e-320, 0.0};
+  static const double under[3] = {0.99e-6, 1.0, 1.0};
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_CYLINDER, tiny_r, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cylinder.radius");
+  ASSERT_CONTAINS(msg.text, "below the smallest size 1e-06 m");
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_CAPSULE, tiny_h, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "capsule.half_length");
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_BOX, under, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "box.half_extents.x");
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_SPHERE, tiny_r, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "sphere.radius");
+
+  // the bound itself: a cylinder and a capsule of radius and half length 1e-6 m
+  int gc = add_prim(f.s, SCENE_PRIM_CYLINDER, 1e-6, 1e-6, 0);
+  int gk = add_prim(f.s, SCENE_PRIM_CAPSULE, 1e-6, 1e-6, 0);
+  ASSERT_TRUE(gc >= 0 && gk >= 0);
+  ASSERT_TRUE(place(f.s, gc, kUnit, pose_at(0, 0, 0), 1) >= 0);
+  ASSERT_TRUE(place(f.s, gk, kUnit, pose_at(0, 5, 0), 2) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // side and cap of the cylinder, side and end of the capsule, from 1 m away
+  scene_hit_t h = shoot(f.s, -1, 0, 0, 1, 0, 0);
+  ASSERT_EQ(h.object_id, 1);
+  ASSERT_NEAR(h.distance, 1.0 - 1e-6, 1e-6);
+  ASSERT_NEAR(h.normal[0], -1.0, 1e-6);
+  h = shoot(f.s, 0, 0, 1, 0, 0, -1);
+  ASSERT_EQ(h.object_id, 1);
+  ASSERT_NEAR(h.normal[2], 1.0, 1e-6);
+  h = shoot(f.s, -1, 5, 0, 1, 0, 0);
+  ASSERT_EQ(h.object_id, 2);
+  ASSERT_NEAR(h.normal[0], -1.0, 1e-6);
+  h = shoot(f.s, 0, 5, 1, 0, 0, -1);
+  ASSERT_EQ(h.object_id, 2);
+  ASSERT_NEAR(h.normal[2], 1.0, 1e-6);
+  return teardown(&f);
+}
+
+
 TEST(scene_primitive_rejects_bad_sizes) {
   fixture_t f;
   ASSERT_OK(setup(&f));
   err_msg_t msg = {{0}};
   double neg[3] = {-1, 1, 1}, nan3[3] = {1, NAN, 1}, zero[3] = {0, 0, 0};
   ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_BOX, neg, &msg), ERR_INVAL);
-  ASSERT_CONTAINS(msg.text, "size[0]");
-  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_SPHERE, nan3, &msg), ERR_INVAL);
-  ASSERT_CONTAINS(msg.text, "size[1]");
+  ASSERT_CONTAINS(msg.text, "box.half_extents.x = -1 must be > 0");
+  ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_CYLINDER, nan3, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cylinder.half_length = nan is not finite");
   ASSERT_EQ(scene_add_primitive(f.s, SCENE_PRIM_CYLINDER, zero, &msg), ERR_INVAL);
   ASSERT_EQ(scene_add_primitive(f.s, (scene_prim_kind_t)99, kUnit, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "kind");
@@ -464,7 +509,7 @@ TEST(scene_moving_wall_seen_at_ray_time) {
   ASSERT_OK(setup(&f));
 
   // a wall 0.2 m thick moving from x = 10 (s = 0) to x = 8 (s = 1): constant velocity, so a
-  // ray along +x at time s meets its near face at 10 - 2 s - 0.1 (MODELS.md 16.1)
+  // ray along +x at time s meets its near face at 10 - 2 s - 0.1 (docs/time.md)
   int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
   pose_t a = pose_at(10, 0, 0), b = pose_at(8, 0, 0);
   int h = add_instance(f.s, g, kUnit, 1, 1, a, b, 0);
@@ -480,7 +525,8 @@ TEST(scene_moving_wall_seen_at_ray_time) {
   int gm = add_cube_mesh(f.s);
   static const double wall[3] = {0.1, 5, 5};
   ASSERT_TRUE(add_instance(f.s, gm, wall, 2, 2, pose_at(10, 0, 20), pose_at(8, 0, 20), 1) >= 0);
-  scene_set_instance_pose(f.s, h, &a, &b, 1);
+  pose_t origin = xform_identity();
+  scene_set_instance_pose(f.s, h, &origin, &b, &b);
   ASSERT_OK(commit(f.s));
   for (int i = 0; i < 4; i++) {
     ASSERT_HIT(shoot_t(f.s, 0, 0.3, -0.2, 1, 0, 0, times[i]), 8.0 - 0.1, -1, 0, 0);
@@ -516,6 +562,109 @@ TEST(scene_rotation_interpolated_by_slerp) {
 }
 
 
+// KAT-INT (docs/time.md): a body at the origin turning from the identity to +90 deg about z
+// in one step carries an object at local (1, 0, 0). The object moves on the arc: at s = 0.5 its
+// centre is at (cos 45, sin 45, 0) = (0.7071067812, 0.7071067812, 0), at s = 0.25 at
+// (0.9238795325, 0.3826834324, 0); the chord would put it at (0.5, 0.5, 0) at s = 0.5.
+TEST(scene_object_moves_rigidly_with_its_body_on_the_arc) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 0.1, 0, 0);
+  err_msg_t msg = {{0}};
+  int h = scene_add_instance(f.s, g, kUnit, 7, 0, &msg);
+  ASSERT_TRUE(h >= 0);
+  pose_t local = pose_at(1, 0, 0);
+  pose_t b0 = xform_identity(), b1 = pose_rot(0, 0, 0, 0, 0, 1, M_PI / 2);
+  scene_set_instance_pose(f.s, h, &local, &b0, &b1);
+  ASSERT_OK(commit(f.s));
+
+  // rays straight down onto the KAT centres meet the top of the sphere, 10 - 0.1 m away.
+  // Embree interpolates the transform in float (its slerp and the inverse it traces with): the
+  // centre is placed to about 1e-6 m, which tilts the normal of a 0.1 m sphere by 1e-5.
+  static const struct {
+    double s, x, y;
+  } kKat[] = {{0.0, 1.0, 0.0},
+              {0.25, 0.9238795325, 0.3826834324},
+              {0.5, 0.7071067812, 0.7071067812},
+              {1.0, 0.0, 1.0}};
+  for (size_t i = 0; i < sizeof kKat / sizeof kKat[0]; i++) {
+    scene_hit_t hit = shoot_t(f.s, kKat[i].x, kKat[i].y, 10, 0, 0, -1, kKat[i].s);
+    ASSERT_NEAR(hit.distance, 10.0 - 0.1, TOL(10.0));
+    ASSERT_NEAR(hit.normal[0], 0.0, 1e-4);
+    ASSERT_NEAR(hit.normal[1], 0.0, 1e-4);
+    ASSERT_NEAR(hit.normal[2], 1.0, 1e-8);
+    ASSERT_EQ(hit.object_id, 7);
+  }
+
+  // the chord's midpoint is empty at s = 0.5 (the sphere is 0.29 m away from it)
+  ASSERT_MISS(shoot_t(f.s, 0.5, 0.5, 10, 0, 0, -1, 0.5));
+
+  // from the axis, the object is 1 m away in every direction it passes through
+  for (int k = 0; k <= 8; k++) {
+    double s = k / 8.0, a = s * M_PI / 2;
+    scene_hit_t hit = shoot_t(f.s, 0, 0, 0, cos(a), sin(a), 0, s);
+    ASSERT_NEAR(hit.distance, 1.0 - 0.1, TOL(1.0));
+    ASSERT_NEAR(hit.normal[0], -cos(a), 1e-4);
+    ASSERT_NEAR(hit.normal[1], -sin(a), 1e-4);
+  }
+  return teardown(&f);
+}
+
+
+// A local pose with its own rotation and a scale: at s = 0.5 the body is at Rz(45 deg) and
+// moved by (0, 0, 2) of its (0, 0, 4) travel, the object (a box of half extents
+// (0.1, 0.2 * 2, 0.3) after the scale) at local (1, 0, 0) turned by Rz(90 deg), so its world
+// orientation is Rz(135 deg): its local -y axis points along (cos 45, sin 45, 0), outward.
+TEST(scene_mounted_object_keeps_its_local_rotation_and_scale) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 0.2, 0.3);
+  err_msg_t msg = {{0}};
+  static const double scale[3] = {1.0, 2.0, 1.0};
+  int h = scene_add_instance(f.s, g, scale, 8, 0, &msg);
+  ASSERT_TRUE(h >= 0);
+  pose_t local = pose_rot(1, 0, 0, 0, 0, 1, M_PI / 2);
+  pose_t b0 = xform_identity(), b1 = pose_rot(0, 0, 4, 0, 0, 1, M_PI / 2);
+  scene_set_instance_pose(f.s, h, &local, &b0, &b1);
+  ASSERT_OK(commit(f.s));
+
+  // inward along the radius at 45 deg, at the body's mid height: the face 1 + 0.4 m out
+  double c = sqrt(0.5);
+  ASSERT_HIT(shoot_t(f.s, 5 * c, 5 * c, 2, -c, -c, 0, 0.5), 5.0 - 1.0 - 0.4, c, c, 0);
+
+  // down onto the centre: the top face, 0.3 m above the centre
+  ASSERT_HIT(shoot_t(f.s, c, c, 10, 0, 0, -1, 0.5), 10.0 - 2.0 - 0.3, 0, 0, 1);
+
+  // the same pose through xform_mounted, the double-precision reference for sensors
+  pose_t m = xform_mounted(&b0, &b1, &local, 0.5);
+  ASSERT_NEAR(m.p[0], c, 1e-12);
+  ASSERT_NEAR(m.p[1], c, 1e-12);
+  ASSERT_NEAR(m.p[2], 2.0, 1e-12);
+  return teardown(&f);
+}
+
+
+// A body standing still: one time step, the object composed on the body in double.
+TEST(scene_object_on_a_still_body_is_composed) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_SPHERE, 0.5, 0, 0);
+  err_msg_t msg = {{0}};
+  int h = scene_add_instance(f.s, g, kUnit, 9, 0, &msg);
+  ASSERT_TRUE(h >= 0);
+  pose_t local = pose_at(2, 0, 0);
+  pose_t body = pose_rot(10, 0, 0, 0, 0, 1, M_PI / 2);
+  scene_set_instance_pose(f.s, h, &local, &body, &body);
+  ASSERT_OK(commit(f.s));
+
+  // the object is at (10, 2, 0) at every time
+  for (int k = 0; k <= 2; k++) {
+    ASSERT_HIT(shoot_t(f.s, 10, -5, 0, 0, 1, 0, 0.5 * k), 7.0 - 0.5, 0, -1, 0);
+  }
+  return teardown(&f);
+}
+
+
 TEST(scene_instance_updates_never_rebuild_geometry) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -531,7 +680,8 @@ TEST(scene_instance_updates_never_rebuild_geometry) {
   for (int step = 0; step < 10; step++) {
     for (int i = 0; i < 100; i++) {
       pose_t a = pose_at(10 + 3 * i, step - 1, 0), b = pose_at(10 + 3 * i, step, 0);
-      scene_set_instance_pose(f.s, h[i], &a, &b, 0);
+      pose_t origin = xform_identity();
+      scene_set_instance_pose(f.s, h[i], &origin, &a, &b);
     }
     ASSERT_OK(commit(f.s));
   }
@@ -888,7 +1038,7 @@ TEST(scene_memory_budget_refuses_builds_with_a_clear_error) {
   int in = scene_add_instance(s, p, one, 9, 0, &msg);
   ASSERT_TRUE(in >= 0);
   pose_t id = xform_identity();
-  scene_set_instance_pose(s, in, &id, &id, 0);
+  scene_set_instance_pose(s, in, &id, NULL, NULL);
   ASSERT_OK(scene_commit(s, &msg));
   scene_ray_t ray = {{-5, 0, 0}, {1, 0, 0}, INFINITY, 1.0};
   scene_hit_t hit;
