@@ -78,7 +78,7 @@ static sensim_v1_Envelope* begin_request(sensim_client_t* cli, pb_size_t tag) {
 // and its body is `reply_tag` (0 = any). A non-OK status from the daemon becomes the result,
 // with the daemon's message as the last error.
 static sensim_status_t call(sensim_client_t* cli, pb_size_t reply_tag) {
-  sensim_status_t st = transport_send(&cli->tr, &cli->tx);
+  sensim_status_t st = sensim_transport_send(&cli->tr, &cli->tx);
   if (st != SENSIM_OK) {
     return st;
   }
@@ -88,7 +88,7 @@ static sensim_status_t call(sensim_client_t* cli, pb_size_t reply_tag) {
     *rx = (sensim_v1_Envelope)sensim_v1_Envelope_init_zero;
     rx->cb_body.funcs.decode = select_body;
     rx->cb_body.arg = cli;
-    st = transport_recv(&cli->tr, rx);
+    st = sensim_transport_recv(&cli->tr, rx);
     if (st != SENSIM_OK) {
       return st;
     }
@@ -101,21 +101,21 @@ static sensim_status_t call(sensim_client_t* cli, pb_size_t reply_tag) {
     // which this client does not subscribe to, and a stale id is a reply nobody waits for.
     if (rx->id == 0 && rx->has_status && rx->status.code != sensim_v1_StatusCode_OK &&
         rx->which_body == 0) {
-      transport_close(&cli->tr);
-      return set_error(cli->last_error, sizeof(cli->last_error),
-                       (sensim_status_t)rx->status.code, "%s", rx->status.message);
+      sensim_transport_close(&cli->tr);
+      return sensim_fail(cli->last_error, sizeof(cli->last_error),
+                         (sensim_status_t)rx->status.code, "%s", rx->status.message);
     }
   }
 
   // status, then the expected body
   if (rx->has_status && rx->status.code != sensim_v1_StatusCode_OK) {
-    return set_error(cli->last_error, sizeof(cli->last_error), (sensim_status_t)rx->status.code,
-                     "%s", rx->status.message);
+    return sensim_fail(cli->last_error, sizeof(cli->last_error), (sensim_status_t)rx->status.code,
+                       "%s", rx->status.message);
   }
   if (reply_tag != 0 && rx->which_body != reply_tag) {
-    return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_EPROTO,
-                     "reply %llu carries body %u, expected %u", (unsigned long long)id,
-                     (unsigned)rx->which_body, (unsigned)reply_tag);
+    return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_EPROTO,
+                       "reply %llu carries body %u, expected %u", (unsigned long long)id,
+                       (unsigned)rx->which_body, (unsigned)reply_tag);
   }
   return SENSIM_OK;
 }
@@ -135,21 +135,21 @@ static sensim_status_t handshake(sensim_client_t* cli, const sensim_options_t* o
   const char* name = opts->client_name != NULL ? opts->client_name : "sensim-c";
   hello->has_client_name = true;
   if (!copy_field(hello->client_name, sizeof(hello->client_name), name)) {
-    return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
-                     "client_name: longer than %zu bytes", sizeof(hello->client_name) - 1);
+    return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
+                       "client_name: longer than %zu bytes", sizeof(hello->client_name) - 1);
   }
   if (opts->environment != NULL && opts->environment[0] != '\0') {
     hello->has_environment = true;
     if (!copy_field(hello->environment, sizeof(hello->environment), opts->environment)) {
-      return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
-                       "environment: longer than %zu bytes", sizeof(hello->environment) - 1);
+      return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
+                         "environment: longer than %zu bytes", sizeof(hello->environment) - 1);
     }
   }
   if (opts->token != NULL) {
     hello->has_token = true;
     if (!copy_field(hello->token, sizeof(hello->token), opts->token)) {
-      return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
-                       "token: longer than %zu bytes", sizeof(hello->token) - 1);
+      return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
+                         "token: longer than %zu bytes", sizeof(hello->token) - 1);
     }
   }
 
@@ -160,11 +160,11 @@ static sensim_status_t handshake(sensim_client_t* cli, const sensim_options_t* o
   const sensim_v1_HelloReply* reply = &cli->rx.body.hello_reply;
   if (reply->has_protocol_version &&
       reply->protocol_version != sensim_v1_ProtocolVersion_PROTOCOL_VERSION) {
-    transport_close(&cli->tr);
-    return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_EPROTO,
-                     "daemon speaks protocol_version %u, this client %u",
-                     (unsigned)reply->protocol_version,
-                     (unsigned)sensim_v1_ProtocolVersion_PROTOCOL_VERSION);
+    sensim_transport_close(&cli->tr);
+    return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_EPROTO,
+                       "daemon speaks protocol_version %u, this client %u",
+                       (unsigned)reply->protocol_version,
+                       (unsigned)sensim_v1_ProtocolVersion_PROTOCOL_VERSION);
   }
   memcpy(cli->server_version, reply->server_version, sizeof(cli->server_version));
   cli->server_version[sizeof(cli->server_version) - 1] = '\0';
@@ -187,19 +187,19 @@ sensim_status_t sensim_client_connect(const char* host, uint16_t port,
   *out = cli;
   uint32_t max_frame = opts->max_frame_bytes != 0 ? opts->max_frame_bytes
                                                   : CLIENT_DEFAULT_MAX_FRAME;
-  transport_init(&cli->tr, opts->timeout_ms, max_frame, cli->last_error,
-                 sizeof(cli->last_error));
+  sensim_transport_init(&cli->tr, opts->timeout_ms, max_frame, cli->last_error,
+                        sizeof(cli->last_error));
 
   // connect, then Hello; a failed handshake leaves the handle closed with the reason
   if (host == NULL || host[0] == '\0') {
     host = "127.0.0.1";
   }
-  sensim_status_t st = transport_connect(&cli->tr, host, port);
+  sensim_status_t st = sensim_transport_connect(&cli->tr, host, port);
   if (st == SENSIM_OK) {
     st = handshake(cli, opts);
   }
   if (st != SENSIM_OK) {
-    transport_close(&cli->tr);
+    sensim_transport_close(&cli->tr);
   }
   return st;
 }
@@ -209,7 +209,7 @@ void sensim_client_close(sensim_client_t* cli) {
   if (cli == NULL) {
     return;
   }
-  transport_close(&cli->tr);
+  sensim_transport_close(&cli->tr);
   free(cli);
 }
 
@@ -219,8 +219,8 @@ sensim_status_t sensim_ping(sensim_client_t* cli, const void* payload, size_t le
   sensim_v1_Envelope* tx = begin_request(cli, sensim_v1_Envelope_ping_tag);
   sensim_v1_Ping* ping = &tx->body.ping;
   if (len > sizeof(ping->payload.bytes)) {
-    return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
-                     "payload: %zu bytes, at most %zu", len, sizeof(ping->payload.bytes));
+    return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_INVALID_ARGUMENT,
+                       "payload: %zu bytes, at most %zu", len, sizeof(ping->payload.bytes));
   }
   if (len > 0) {
     ping->has_payload = true;
@@ -235,9 +235,9 @@ sensim_status_t sensim_ping(sensim_client_t* cli, const void* payload, size_t le
   const sensim_v1_Pong* pong = &cli->rx.body.pong;
   size_t echoed = pong->has_payload ? pong->payload.size : 0;
   if (echoed != len || (len > 0 && memcmp(pong->payload.bytes, payload, len) != 0)) {
-    return set_error(cli->last_error, sizeof(cli->last_error), SENSIM_EPROTO,
-                     "pong payload differs from the ping (%zu bytes sent, %zu echoed)", len,
-                     echoed);
+    return sensim_fail(cli->last_error, sizeof(cli->last_error), SENSIM_EPROTO,
+                       "pong payload differs from the ping (%zu bytes sent, %zu echoed)", len,
+                       echoed);
   }
   if (server_time_ns != NULL) {
     *server_time_ns = pong->server_time_ns;

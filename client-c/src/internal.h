@@ -17,7 +17,7 @@
 #define CLIENT_ERROR_CAP 640
 
 struct sensim_client {
-  transport_t tr;
+  sensim_transport_t tr;
 
   // session
   uint64_t next_id;                 // id of the last request sent
@@ -32,8 +32,8 @@ struct sensim_client {
 };
 
 // Format a failure into err (err_cap bytes) and return st, so that callers can write
-// `return set_error(...)`.
-sensim_status_t set_error(char* err, size_t err_cap, sensim_status_t st, const char* fmt, ...)
+// `return sensim_fail(...)`.
+sensim_status_t sensim_fail(char* err, size_t err_cap, sensim_status_t st, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
 #endif  // SENSIM_CLIENT_INTERNAL_H

@@ -66,7 +66,7 @@ const char* sensim_status_str(sensim_status_t status) {
 }
 
 
-sensim_status_t set_error(char* err, size_t err_cap, sensim_status_t st, const char* fmt, ...) {
+sensim_status_t sensim_fail(char* err, size_t err_cap, sensim_status_t st, const char* fmt, ...) {
   if (err != NULL && err_cap > 0) {
     va_list ap;
     va_start(ap, fmt);

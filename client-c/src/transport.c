@@ -58,16 +58,16 @@ static int wait_fd(int fd, short events, int64_t deadline) {
 }
 
 
-static sensim_status_t fail(transport_t* tr, sensim_status_t st, const char* what, int err) {
-  transport_close(tr);
+static sensim_status_t fail(sensim_transport_t* tr, sensim_status_t st, const char* what, int err) {
+  sensim_transport_close(tr);
   if (err != 0) {
-    return set_error(tr->err, tr->err_cap, st, "%s: %s", what, strerror(err));
+    return sensim_fail(tr->err, tr->err_cap, st, "%s: %s", what, strerror(err));
   }
-  return set_error(tr->err, tr->err_cap, st, "%s", what);
+  return sensim_fail(tr->err, tr->err_cap, st, "%s", what);
 }
 
 
-static sensim_status_t reserve(transport_t* tr, size_t need) {
+static sensim_status_t reserve(sensim_transport_t* tr, size_t need) {
   if (need <= tr->cap) {
     return SENSIM_OK;
   }
@@ -77,7 +77,7 @@ static sensim_status_t reserve(transport_t* tr, size_t need) {
   }
   uint8_t* buf = realloc(tr->buf, cap);
   if (buf == NULL) {
-    return set_error(tr->err, tr->err_cap, SENSIM_ENOMEM, "frame buffer of %zu bytes", need);
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_ENOMEM, "frame buffer of %zu bytes", need);
   }
   tr->buf = buf;
   tr->cap = cap;
@@ -85,8 +85,8 @@ static sensim_status_t reserve(transport_t* tr, size_t need) {
 }
 
 
-void transport_init(transport_t* tr, int timeout_ms, uint32_t max_frame_bytes, char* err,
-                    size_t err_cap) {
+void sensim_transport_init(sensim_transport_t* tr, int timeout_ms, uint32_t max_frame_bytes,
+                           char* err, size_t err_cap) {
   memset(tr, 0, sizeof(*tr));
   tr->fd = -1;
   tr->timeout_ms = timeout_ms;
@@ -147,8 +147,8 @@ fail:;
 }
 
 
-sensim_status_t transport_connect(transport_t* tr, const char* host, uint16_t port) {
-  transport_close(tr);
+sensim_status_t sensim_transport_connect(sensim_transport_t* tr, const char* host, uint16_t port) {
+  sensim_transport_close(tr);
 
   // resolve
   char service[8];
@@ -161,7 +161,7 @@ sensim_status_t transport_connect(transport_t* tr, const char* host, uint16_t po
   struct addrinfo* list = NULL;
   int gai = getaddrinfo(host, service, &hints, &list);
   if (gai != 0) {
-    return set_error(tr->err, tr->err_cap, SENSIM_ECONNECT, "resolve: %s", gai_strerror(gai));
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_ECONNECT, "resolve: %s", gai_strerror(gai));
   }
 
   // try each address until one connects; report the last failure
@@ -181,14 +181,14 @@ sensim_status_t transport_connect(transport_t* tr, const char* host, uint16_t po
   freeaddrinfo(list);
   if (tr->fd < 0) {
     sensim_status_t st = err == ETIMEDOUT ? SENSIM_ETIMEDOUT : SENSIM_ECONNECT;
-    return set_error(tr->err, tr->err_cap, st, "connect: %s", strerror(err));
+    return sensim_fail(tr->err, tr->err_cap, st, "connect: %s", strerror(err));
   }
   return SENSIM_OK;
 }
 
 
 // Send or receive exactly len bytes before the deadline.
-static sensim_status_t io_all(transport_t* tr, uint8_t* p, size_t len, bool sending,
+static sensim_status_t io_all(sensim_transport_t* tr, uint8_t* p, size_t len, bool sending,
                               int64_t deadline) {
   while (len > 0) {
     int ready = wait_fd(tr->fd, sending ? POLLOUT : POLLIN, deadline);
@@ -219,19 +219,19 @@ static sensim_status_t io_all(transport_t* tr, uint8_t* p, size_t len, bool send
 }
 
 
-sensim_status_t transport_send(transport_t* tr, const sensim_v1_Envelope* env) {
+sensim_status_t sensim_transport_send(sensim_transport_t* tr, const sensim_v1_Envelope* env) {
   if (tr->fd < 0) {
-    return set_error(tr->err, tr->err_cap, SENSIM_ECLOSED, "connection is closed");
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_ECLOSED, "connection is closed");
   }
 
   // size, then encode behind the length prefix
   size_t size = 0;
   if (!pb_get_encoded_size(&size, sensim_v1_Envelope_fields, env)) {
-    return set_error(tr->err, tr->err_cap, SENSIM_EPROTO, "cannot size the request");
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_EPROTO, "cannot size the request");
   }
   if (size > 0xffffffffu) {
-    return set_error(tr->err, tr->err_cap, SENSIM_INVALID_ARGUMENT,
-                     "request of %zu bytes does not fit a frame", size);
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_INVALID_ARGUMENT,
+                       "request of %zu bytes does not fit a frame", size);
   }
   sensim_status_t st = reserve(tr, FRAME_HEADER + size);
   if (st != SENSIM_OK) {
@@ -239,8 +239,8 @@ sensim_status_t transport_send(transport_t* tr, const sensim_v1_Envelope* env) {
   }
   pb_ostream_t out = pb_ostream_from_buffer(tr->buf + FRAME_HEADER, size);
   if (!pb_encode(&out, sensim_v1_Envelope_fields, env)) {
-    return set_error(tr->err, tr->err_cap, SENSIM_EPROTO, "cannot encode the request: %s",
-                     PB_GET_ERROR(&out));
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_EPROTO, "cannot encode the request: %s",
+                       PB_GET_ERROR(&out));
   }
   for (int i = 0; i < FRAME_HEADER; i++) {
     tr->buf[i] = (uint8_t)(size >> (8 * i));
@@ -250,9 +250,9 @@ sensim_status_t transport_send(transport_t* tr, const sensim_v1_Envelope* env) {
 }
 
 
-sensim_status_t transport_recv(transport_t* tr, sensim_v1_Envelope* env) {
+sensim_status_t sensim_transport_recv(sensim_transport_t* tr, sensim_v1_Envelope* env) {
   if (tr->fd < 0) {
-    return set_error(tr->err, tr->err_cap, SENSIM_ECLOSED, "connection is closed");
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_ECLOSED, "connection is closed");
   }
   int64_t deadline = deadline_after(tr->timeout_ms);
 
@@ -265,14 +265,14 @@ sensim_status_t transport_recv(transport_t* tr, sensim_v1_Envelope* env) {
   uint32_t len = (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 |
                  (uint32_t)header[3] << 24;
   if (len > tr->max_frame_bytes) {
-    transport_close(tr);
-    return set_error(tr->err, tr->err_cap, SENSIM_EPROTO,
-                     "daemon sent a frame of %u bytes, over max_frame_bytes %u", len,
-                     tr->max_frame_bytes);
+    sensim_transport_close(tr);
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_EPROTO,
+                       "daemon sent a frame of %u bytes, over max_frame_bytes %u", len,
+                       tr->max_frame_bytes);
   }
   st = reserve(tr, len);
   if (st != SENSIM_OK) {
-    transport_close(tr);
+    sensim_transport_close(tr);
     return st;
   }
 
@@ -283,15 +283,15 @@ sensim_status_t transport_recv(transport_t* tr, sensim_v1_Envelope* env) {
   }
   pb_istream_t in = pb_istream_from_buffer(tr->buf, len);
   if (!pb_decode(&in, sensim_v1_Envelope_fields, env)) {
-    transport_close(tr);
-    return set_error(tr->err, tr->err_cap, SENSIM_EPROTO, "cannot decode a reply: %s",
-                     PB_GET_ERROR(&in));
+    sensim_transport_close(tr);
+    return sensim_fail(tr->err, tr->err_cap, SENSIM_EPROTO, "cannot decode a reply: %s",
+                       PB_GET_ERROR(&in));
   }
   return SENSIM_OK;
 }
 
 
-void transport_close(transport_t* tr) {
+void sensim_transport_close(sensim_transport_t* tr) {
   if (tr->fd >= 0) {
     close(tr->fd);
     tr->fd = -1;
