@@ -13,7 +13,8 @@ from . import errors
 from ._proto import pb
 from .client import PROTOCOL_VERSION, RAYCAST_DTYPE, Client, point_cloud_to_numpy
 from .errors import SensimError
+from .outputs import SensorOutput, outputs
 
 __all__ = ["Client", "SensimError", "errors", "pb", "PROTOCOL_VERSION", "RAYCAST_DTYPE",
-           "point_cloud_to_numpy"]
+           "point_cloud_to_numpy", "SensorOutput", "outputs"]
 __version__ = "0.1.0"
