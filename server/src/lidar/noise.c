@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+// noise.c: detection distance inaccuracy (AGX Sensor technical description, section on the
+// detection distance; slope in metres per metre as OpenPLX `LidarDetectionDistanceGaussianNoise`
+// documents it) and ray emission angle noise (AGXUnity `LidarRayAngleGaussianNoise`, OpenPLX
+// `RayEmissionAngleGaussianNoise`).
+#include "lidar/noise.h"
+
+#include <math.h>
+
+
+static int check_nonneg(const char* prefix, const char* field, double v, err_msg_t* msg) {
+  if (!isfinite(v) || !(v >= 0.0)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g must be finite and >= 0", prefix, field, v);
+  }
+  return 0;
+}
+
+
+static int check_finite(const char* prefix, const char* field, double v, err_msg_t* msg) {
+  if (!isfinite(v)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g is not finite", prefix, field, v);
+  }
+  return 0;
+}
+
+
+int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_noise_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
+  int rc;
+  if ((rc = check_nonneg(prefix, "stddev_base", d->stddev_base, msg)) < 0 ||
+      (rc = check_nonneg(prefix, "stddev_slope", d->stddev_slope, msg)) < 0 ||
+      (rc = check_finite(prefix, "mean", d->mean, msg)) < 0) {
+    return rc;
+  }
+  *n = (lidar_distance_noise_t){
+      .stddev_base = d->stddev_base,
+      .stddev_slope = d->stddev_slope,
+      .mean = d->mean,
+      .enabled = d->stddev_base != 0.0 || d->stddev_slope != 0.0 || d->mean != 0.0,
+  };
+  return 0;
+}
+
+
+double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x) {
+  return n->stddev_base + n->stddev_slope * x;
+}
+
+
+double lidar_noise_distance_apply(const lidar_distance_noise_t* n, double x, double z) {
+  double sigma = lidar_noise_distance_stddev(n, x);
+
+  // sigma = 0 gives exactly x + mu (no 0 * z rounding)
+  double xn = sigma == 0.0 ? x + n->mean : x + n->mean + sigma * z;
+  return xn > 0.0 ? xn : 0.0;
+}
+
+
+double lidar_noise_distance(const lidar_distance_noise_t* n, const rng_key_t* key, uint32_t k,
+                            double x) {
+  if (!n->enabled) {
+    return x;
+  }
+  double sigma = lidar_noise_distance_stddev(n, x);
+  double z = sigma == 0.0 ? 0.0 : rng_normal(key, LIDAR_DRAW_DISTANCE + k);
+  return lidar_noise_distance_apply(n, x, z);
+}
+
+
+int lidar_noise_angle_init(lidar_angle_noise_t* n, const lidar_angle_noise_desc_t* d,
+                           const char* prefix, err_msg_t* msg) {
+  int rc;
+  if (d->axis != LIDAR_ANGLE_ELEVATION && d->axis != LIDAR_ANGLE_AZIMUTH) {
+    return err_set(msg, ERR_INVAL, "%s.axis = %d is not ELEVATION (0) or AZIMUTH (1)", prefix,
+                   (int)d->axis);
+  }
+  if ((rc = check_finite(prefix, "mean", d->mean, msg)) < 0 ||
+      (rc = check_nonneg(prefix, "stddev", d->stddev, msg)) < 0) {
+    return rc;
+  }
+  *n = (lidar_angle_noise_t){
+      .axis = d->axis,
+      .mean = d->mean,
+      .stddev = d->stddev,
+      .enabled = d->mean != 0.0 || d->stddev != 0.0,
+  };
+  return 0;
+}
+
+
+void lidar_noise_angle_apply(const lidar_angle_noise_t* n, const double dir[3], double z,
+                             double dest[3]) {
+  double d[3] = {dir[0], dir[1], dir[2]};
+  double beta = n->stddev == 0.0 ? n->mean : n->mean + n->stddev * z;
+
+  // optical frame: z_opt = d, x_opt = e_z x d normalised (e_y for a vertical ray),
+  // y_opt = z_opt x x_opt
+  double x_opt[3] = {-d[1], d[0], 0.0};
+  double len = hypot(x_opt[0], x_opt[1]);
+  if (len > 1e-9) {
+    x_opt[0] /= len;
+    x_opt[1] /= len;
+  } else {
+    x_opt[0] = 0.0;
+    x_opt[1] = 1.0;
+  }
+  double y_opt[3] = {
+      d[1] * x_opt[2] - d[2] * x_opt[1],
+      d[2] * x_opt[0] - d[0] * x_opt[2],
+      d[0] * x_opt[1] - d[1] * x_opt[0],
+  };
+
+  // Rodrigues rotation of d about a unit axis perpendicular to it: d cos b + (a x d) sin b;
+  // a x d = -y_opt for a = x_opt (elevation), x_opt for a = y_opt (azimuth)
+  const double* ad_sign = n->axis == LIDAR_ANGLE_ELEVATION ? y_opt : x_opt;
+  double sgn = n->axis == LIDAR_ANGLE_ELEVATION ? -1.0 : 1.0;
+  double cb = cos(beta);
+  double sb = sin(beta);
+  for (int i = 0; i < 3; i++) {
+    dest[i] = d[i] * cb + sgn * ad_sign[i] * sb;
+  }
+}
+
+
+void lidar_noise_angle(const lidar_angle_noise_t* n, const rng_key_t* key, const double dir[3],
+                       double dest[3]) {
+  if (!n->enabled) {
+    dest[0] = dir[0];
+    dest[1] = dir[1];
+    dest[2] = dir[2];
+    return;
+  }
+  double z = n->stddev == 0.0 ? 0.0 : rng_normal(key, LIDAR_DRAW_ANGLE);
+  lidar_noise_angle_apply(n, dir, z, dest);
+}

@@ -1,0 +1,539 @@
+// SPDX-License-Identifier: MIT
+// returns.c: the lidar raytrace process (AGX Sensor technical description, section 2.1;
+// docs/models/lidar.md): a binary heap of ray segments per primary ray, return candidates from
+// surfaces and media, and the return modes.
+//
+// A heap node is one straight segment and the interface that ends it: node i starts at optical
+// path length (OPL) X0 with weight W in a medium (alpha, n); it ends after geometric length L
+// (to the hit, or to the remaining range) and OPL dX = n L. Candidates:
+//   surface     I = W tau(dX) rho_bs BD(X0 + dX)        at X0 + dX
+//   atmosphere  I = W tau(xa) rho_atm BD(X0 + xa)       at X0 + xa, xa sampled per segment
+// A surface hit spawns a reflection child 2i+1 with weight W tau w_R (w_R = 0 for Lambertian
+// surfaces); the boundary of a volume filled with another medium spawns a reflection child and
+// a refracted transmission child 2i+2 with the Fresnel R and T of the two media and no surface
+// return. With round-trip attenuation tau and the interface weights are squared (the light
+// comes back the same way); BD never is.
+//
+// Volumes: a ray starts in the view's ambient medium; crossing the boundary of an object that
+// has a medium enters it, crossing the boundary of the volume the segment is in leaves it (back
+// to the medium it was entered from). Volumes may nest; a lidar placed inside a volume is
+// taken to be in the ambient medium.
+#include "lidar/returns.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "material/atmosphere.h"
+#include "material/brdf.h"
+
+#define BATCH_RAYS 64          // primary rays traced per scene_trace call
+#define MAX_NODES ((1u << LIDAR_MAX_DEPTH) - 1u)
+#define MAX_CANDIDATES (2u * MAX_NODES)
+#define NO_NODE 0xffffu
+
+// Offset of a secondary segment's origin from the hit, along the normal: 1e-6 m, grown with the
+// magnitude of the coordinates so that it stays above the single-precision resolution of the
+// backend's hit points far from the origin.
+#define SELF_HIT_OFFSET 1e-6
+#define SELF_HIT_RELATIVE 4e-7
+
+
+//---------------- configuration
+
+int lidar_returns_init(lidar_returns_t* p, const lidar_returns_desc_t* d, err_msg_t* msg) {
+  lidar_returns_t r;
+  memset(&r, 0, sizeof r);
+
+  // heap depth and return mode
+  r.depth = d->depth == 0 ? 1 : d->depth;
+  if (r.depth > LIDAR_MAX_DEPTH) {
+    return err_set(msg, ERR_INVAL, "lidar.raytrace_depth = %u is outside [1, %u]",
+                   (unsigned)d->depth, (unsigned)LIDAR_MAX_DEPTH);
+  }
+  r.max_candidates = 2u * ((1u << r.depth) - 1u);
+  switch (d->mode) {
+    case LIDAR_RETURN_STRONGEST:
+    case LIDAR_RETURN_FIRST:
+    case LIDAR_RETURN_LAST:
+      r.max_returns = 1;
+      break;
+    case LIDAR_RETURN_DUAL:
+      r.max_returns = 2;
+      break;
+    case LIDAR_RETURN_ALL:
+      if (d->max_returns > LIDAR_MAX_RETURNS) {
+        return err_set(msg, ERR_INVAL, "lidar.max_returns = %u is outside [1, %u]",
+                       (unsigned)d->max_returns, (unsigned)LIDAR_MAX_RETURNS);
+      }
+      r.max_returns = d->max_returns != 0 ? d->max_returns : r.max_candidates;
+      if (r.max_returns > LIDAR_MAX_RETURNS) {
+        r.max_returns = LIDAR_MAX_RETURNS;
+      }
+      break;
+    default:
+      return err_set(msg, ERR_INVAL,
+                     "lidar.return_mode = %d is not STRONGEST (0), FIRST (1), LAST (2), DUAL (3) "
+                     "or ALL (4)",
+                     (int)d->mode);
+  }
+  r.mode = d->mode;
+
+  // detection threshold and ranges
+  if (!isfinite(d->intensity_threshold) || !(d->intensity_threshold >= 0.0)) {
+    return err_set(msg, ERR_INVAL, "lidar.intensity_threshold = %g must be finite and >= 0",
+                   d->intensity_threshold);
+  }
+  if (!isfinite(d->range_min) || !(d->range_min >= 0.0)) {
+    return err_set(msg, ERR_INVAL, "lidar.range_min = %g must be finite and >= 0", d->range_min);
+  }
+  if (isnan(d->range_max) || !(d->range_max > d->range_min)) {
+    return err_set(msg, ERR_INVAL, "lidar.range_max = %g must be > range_min (%g)",
+                   d->range_max, d->range_min);
+  }
+  r.intensity_threshold = d->intensity_threshold;
+  r.range_min = d->range_min;
+  r.range_max = d->range_max;
+  r.round_trip = d->round_trip ? 1 : 0;
+
+  // beam divergence and distance noise
+  int rc;
+  if ((rc = lidar_divergence_init(&r.beam, &d->beam, "lidar.beam", msg)) < 0 ||
+      (rc = lidar_noise_distance_init(&r.distance_noise, &d->distance_noise,
+                                      "lidar.distance_noise", msg)) < 0) {
+    return rc;
+  }
+  *p = r;
+  return 0;
+}
+
+
+uint32_t lidar_returns_max(const lidar_returns_t* p) {
+  return p->max_returns;
+}
+
+
+//---------------- selection
+
+// Candidate order: OPL, then heap node, then the surface before the atmosphere.
+static int cand_before(const lidar_candidate_t* a, const lidar_candidate_t* b) {
+  if (a->distance != b->distance) {
+    return a->distance < b->distance;
+  }
+  if (a->node != b->node) {
+    return a->node < b->node;
+  }
+  return a->atmospheric < b->atmospheric;
+}
+
+
+// Index of the strongest candidate of c (sorted), skipping `skip` (or none when skip >= n):
+// ties go to the earlier one, i.e. the smaller OPL, then the smaller node.
+static uint32_t strongest(const lidar_candidate_t* c, uint32_t n, uint32_t skip) {
+  uint32_t best = n;
+  for (uint32_t i = 0; i < n; i++) {
+    if (i != skip && (best == n || c[i].intensity > c[best].intensity)) {
+      best = i;
+    }
+  }
+  return best;
+}
+
+
+static void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lidar_return_t* out) {
+  out->distance = c[i].distance;
+  out->intensity = c[i].intensity;
+  out->normal[0] = c[i].normal[0];
+  out->normal[1] = c[i].normal[1];
+  out->normal[2] = c[i].normal[2];
+  out->object_id = c[i].object_id;
+  out->label = c[i].label;
+  out->index = (uint16_t)i;
+  out->count = (uint16_t)n;
+  out->atmospheric = c[i].atmospheric;
+}
+
+
+uint32_t lidar_returns_select(const lidar_returns_t* p, lidar_candidate_t* c, uint32_t nc,
+                              lidar_return_t* out) {
+  // range and detection threshold
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < nc; i++) {
+    if (c[i].distance >= p->range_min && c[i].distance <= p->range_max &&
+        c[i].intensity > p->intensity_threshold) {
+      c[n++] = c[i];
+    }
+  }
+  if (n == 0) {
+    return 0;
+  }
+
+  // OPL order (insertion sort: a handful of candidates per ray)
+  for (uint32_t i = 1; i < n; i++) {
+    lidar_candidate_t t = c[i];
+    uint32_t j = i;
+    while (j > 0 && cand_before(&t, &c[j - 1])) {
+      c[j] = c[j - 1];
+      j--;
+    }
+    c[j] = t;
+  }
+
+  switch (p->mode) {
+    case LIDAR_RETURN_FIRST:
+      emit(c, 0, n, out);
+      return 1;
+    case LIDAR_RETURN_LAST:
+      emit(c, n - 1, n, out);
+      return 1;
+    case LIDAR_RETURN_DUAL: {
+      uint32_t s = strongest(c, n, n);
+      uint32_t other = s != n - 1 ? n - 1 : strongest(c, n, s);
+      if (other >= n) {
+        emit(c, s, n, out);
+        return 1;
+      }
+      uint32_t lo = s < other ? s : other;
+      uint32_t hi = s < other ? other : s;
+      emit(c, lo, n, &out[0]);
+      emit(c, hi, n, &out[1]);
+      return 2;
+    }
+    case LIDAR_RETURN_ALL: {
+      if (n <= p->max_returns) {
+        for (uint32_t i = 0; i < n; i++) {
+          emit(c, i, n, &out[i]);
+        }
+        return n;
+      }
+
+      // the max_returns strongest (ties: smaller OPL), written in OPL order
+      uint8_t taken[MAX_CANDIDATES];
+      memset(taken, 0, n);
+      for (uint32_t k = 0; k < p->max_returns; k++) {
+        uint32_t best = n;
+        for (uint32_t i = 0; i < n; i++) {
+          if (!taken[i] && (best == n || c[i].intensity > c[best].intensity)) {
+            best = i;
+          }
+        }
+        taken[best] = 1;
+      }
+      uint32_t m = 0;
+      for (uint32_t i = 0; i < n; i++) {
+        if (taken[i]) {
+          emit(c, i, n, &out[m++]);
+        }
+      }
+      return m;
+    }
+    case LIDAR_RETURN_STRONGEST:
+    default:
+      emit(c, strongest(c, n, n), n, out);
+      return 1;
+  }
+}
+
+
+//---------------- the segment heap
+
+// One segment (heap node) of a ray.
+typedef struct seg {
+  double origin[3];                     // world, m
+  double dir[3];                        // unit
+  double x0;                            // OPL at the start, m
+  double weight;                        // W at the start
+  const ambient_material_t* medium;     // the medium the segment travels in
+  uint32_t volume;                      // object whose volume holds the segment (0: ambient)
+  uint16_t outer;                       // node whose segment is outside that volume
+  uint8_t valid;
+} seg_t;
+
+// What one ray's evaluation needs.
+typedef struct ray_ctx {
+  const lidar_returns_t* p;
+  const step_view_t* v;
+  rng_key_t key;
+  double time;                          // fraction of the step
+  seg_t* nodes;                         // MAX_NODES (NULL for depth 1)
+  lidar_candidate_t* cand;
+  uint32_t ncand;
+} ray_ctx_t;
+
+
+static double dot3(const double a[3], const double b[3]) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+
+// Geometric length left for a segment starting at OPL x0 in a medium of index n.
+static double remaining_length(const lidar_returns_t* p, double x0, double n) {
+  return (p->range_max - x0) / n;
+}
+
+
+// x^2 for the round-trip option, else x.
+static double path_power(const lidar_returns_t* p, double x) {
+  return p->round_trip ? x * x : x;
+}
+
+
+static void add_candidate(ray_ctx_t* r, uint32_t node, double x, double intensity,
+                          const scene_hit_t* hit) {
+  lidar_candidate_t* c = &r->cand[r->ncand++];
+  c->distance = x;
+  c->intensity = intensity;
+  c->node = node;
+  if (hit != NULL) {
+    c->normal[0] = hit->normal[0];
+    c->normal[1] = hit->normal[1];
+    c->normal[2] = hit->normal[2];
+    c->object_id = hit->object_id;
+    c->label = hit->label;
+    c->atmospheric = 0;
+  } else {
+    c->normal[0] = c->normal[1] = c->normal[2] = 0.0;
+    c->object_id = 0;
+    c->label = 0;
+    c->atmospheric = 1;
+  }
+}
+
+
+// Start child `ci` of node s at the hit point, offset along the normal n (side = +1: the
+// incoming side, -1: through the interface).
+static void spawn(ray_ctx_t* r, uint32_t ci, const seg_t* s, double length, const double n[3],
+                  double side, const double dir[3], double x1, double weight,
+                  const ambient_material_t* medium, uint32_t volume, uint16_t outer) {
+  seg_t* c = &r->nodes[ci];
+  double hit[3];
+  double mag = 0.0;
+  for (int k = 0; k < 3; k++) {
+    hit[k] = s->origin[k] + s->dir[k] * length;
+    mag = fmax(mag, fabs(hit[k]));
+  }
+  double off = side * fmax(SELF_HIT_OFFSET, SELF_HIT_RELATIVE * mag);
+  for (int k = 0; k < 3; k++) {
+    c->origin[k] = hit[k] + n[k] * off;
+    c->dir[k] = dir[k];
+  }
+  c->x0 = x1;
+  c->weight = weight;
+  c->medium = medium;
+  c->volume = volume;
+  c->outer = outer;
+  c->valid = 1;
+}
+
+
+// Evaluate node i (segment s, its hit h): candidates, and children when `children` is set.
+static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_t* h,
+                      int children) {
+  const lidar_returns_t* p = r->p;
+  const ambient_material_t* med = s->medium;
+  double n_amb = med->refractive_index;
+  double tmax = remaining_length(p, s->x0, n_amb);
+  int is_hit = h->object_id != 0 && h->distance <= tmax;
+  double length = is_hit ? h->distance : tmax;
+  double dx = n_amb * length;
+  double x1 = s->x0 + dx;
+
+  // atmospheric return of the segment
+  double xa;
+  if (med->return_scaling > 0.0 &&
+      atmosphere_sample(med, dx, &r->key,
+                        LIDAR_DRAW_ATMOSPHERE + i * LIDAR_DRAW_ATMOSPHERE_STRIDE, &xa)) {
+    double x = s->x0 + xa;
+    double tau = path_power(p, atmosphere_transmittance(med->attenuation, xa));
+    double bd = lidar_divergence_factor(&p->beam, x);
+    add_candidate(r, i, x, s->weight * tau * med->backscatter * bd, NULL);
+  }
+  if (!is_hit) {
+    return;
+  }
+
+  // the interface: an opaque surface, or the boundary of a volume with its own medium
+  double cos_i = -dot3(h->normal, s->dir);
+  double tau = path_power(p, atmosphere_transmittance(med->attenuation, dx));
+  const ambient_material_t* inside =
+      r->v->object_medium != NULL ? r->v->object_medium(r->v->lookup_ctx, h->object_id) : NULL;
+  if (inside == NULL) {
+    const surface_material_t* m = r->v->hit_material(r->v->lookup_ctx, h->object_id,
+                                                     h->primitive);
+    double rho = brdf_backscatter(m, n_amb, cos_i);
+    if (rho > 0.0) {
+      add_candidate(r, i, x1, s->weight * tau * rho * lidar_divergence_factor(&p->beam, x1), h);
+    }
+    if (children && m->kind != MATERIAL_LAMBERTIAN) {
+      double w = s->weight * tau * path_power(p, brdf_reflection_weight(m, n_amb, cos_i));
+      if (w > 0.0) {
+        double refl[3];
+        for (int k = 0; k < 3; k++) {
+          refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
+        }
+        spawn(r, 2 * i + 1, s, length, h->normal, 1.0, refl, x1, w, med, s->volume, s->outer);
+      }
+    }
+    return;
+  }
+  if (!children) {
+    return;
+  }
+
+  // medium boundary: leaving the volume the segment is in, or entering another one
+  const ambient_material_t* far;
+  uint32_t far_volume;
+  uint16_t far_outer;
+  if (s->volume == h->object_id) {
+    if (s->outer == NO_NODE) {
+      far = r->v->ambient;
+      far_volume = 0;
+      far_outer = NO_NODE;
+    } else {
+      const seg_t* o = &r->nodes[s->outer];
+      far = o->medium;
+      far_volume = o->volume;
+      far_outer = o->outer;
+    }
+  } else {
+    far = inside;
+    far_volume = h->object_id;
+    far_outer = (uint16_t)i;
+  }
+  double n2 = far->refractive_index;
+  double eta = n_amb / n2;
+  double ci = fmin(fmax(cos_i, 0.0), 1.0);
+  double sin2_t = eta * eta * (1.0 - ci * ci);
+  brdf_fresnel_t f = brdf_fresnel(n_amb, n2, 0.0, ci);
+  double w_r = sin2_t >= 1.0 ? 1.0 : f.r;
+  double w_t = sin2_t >= 1.0 ? 0.0 : f.t;
+
+  // reflection stays in the medium; transmission bends by Snell's law into the far medium
+  double wr = s->weight * tau * path_power(p, w_r);
+  if (wr > 0.0) {
+    double refl[3];
+    for (int k = 0; k < 3; k++) {
+      refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
+    }
+    spawn(r, 2 * i + 1, s, length, h->normal, 1.0, refl, x1, wr, med, s->volume, s->outer);
+  }
+  double wt = s->weight * tau * path_power(p, w_t);
+  if (wt > 0.0) {
+    double cos_t = sqrt(1.0 - sin2_t);
+    double refr[3];
+    for (int k = 0; k < 3; k++) {
+      refr[k] = eta * s->dir[k] + (eta * ci - cos_t) * h->normal[k];
+    }
+    double len = sqrt(dot3(refr, refr));
+    for (int k = 0; k < 3; k++) {
+      refr[k] /= len;
+    }
+    spawn(r, 2 * i + 2, s, length, h->normal, -1.0, refr, x1, wt, far, far_volume, far_outer);
+  }
+}
+
+
+// Trace the deeper levels of one ray whose root (node 0) has been evaluated.
+static void trace_deeper(ray_ctx_t* r) {
+  scene_ray_t rays[1u << (LIDAR_MAX_DEPTH - 1)];
+  scene_hit_t hits[1u << (LIDAR_MAX_DEPTH - 1)];
+  uint32_t idx[1u << (LIDAR_MAX_DEPTH - 1)];
+  for (uint32_t level = 1; level < r->p->depth; level++) {
+    // the valid nodes of this level, traced together
+    uint32_t first = (1u << level) - 1u;
+    uint32_t last = (1u << (level + 1)) - 1u;
+    uint32_t n = 0;
+    for (uint32_t i = first; i < last; i++) {
+      const seg_t* s = &r->nodes[i];
+      if (!s->valid) {
+        continue;
+      }
+      double tmax = remaining_length(r->p, s->x0, s->medium->refractive_index);
+      if (!(tmax > 0.0)) {
+        continue;
+      }
+      scene_ray_t* ray = &rays[n];
+      memcpy(ray->origin, s->origin, sizeof ray->origin);
+      memcpy(ray->dir, s->dir, sizeof ray->dir);
+      ray->tmax = tmax;
+      ray->time = r->time;
+      idx[n++] = i;
+    }
+    if (n == 0) {
+      return;
+    }
+    scene_trace(r->v->scene, rays, hits, n);
+    int children = level + 1 < r->p->depth;
+    for (uint32_t k = 0; k < n; k++) {
+      eval_node(r, idx[k], &r->nodes[idx[k]], &hits[k], children);
+    }
+  }
+}
+
+
+void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* b,
+                         lidar_return_t* out, uint8_t* nret) {
+  const step_view_t* v = b->view;
+  const ambient_material_t* air = v->ambient;
+  uint32_t maxr = p->max_returns;
+  int deep = p->depth > 1;
+  lidar_candidate_t cand[MAX_CANDIDATES];
+  seg_t nodes[MAX_NODES];
+  scene_ray_t rays[BATCH_RAYS];
+  scene_hit_t hits[BATCH_RAYS];
+  double tmax0 = remaining_length(p, 0.0, air->refractive_index);
+
+  for (size_t base = 0; base < b->n; base += BATCH_RAYS) {
+    size_t m = b->n - base < BATCH_RAYS ? b->n - base : BATCH_RAYS;
+
+    // primary segments, in packets
+    for (size_t j = 0; j < m; j++) {
+      rays[j] = b->rays[base + j];
+      rays[j].tmax = tmax0;
+    }
+    scene_trace(v->scene, rays, hits, m);
+
+    for (size_t j = 0; j < m; j++) {
+      size_t i = base + j;
+      ray_ctx_t r = {
+          .p = p,
+          .v = v,
+          .key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame,
+                  .index = b->ray_index[i]},
+          .time = rays[j].time,
+          .nodes = deep ? nodes : NULL,
+          .cand = cand,
+          .ncand = 0,
+      };
+      seg_t root = {
+          .origin = {rays[j].origin[0], rays[j].origin[1], rays[j].origin[2]},
+          .dir = {rays[j].dir[0], rays[j].dir[1], rays[j].dir[2]},
+          .x0 = 0.0,
+          .weight = 1.0,
+          .medium = air,
+          .volume = 0,
+          .outer = NO_NODE,
+          .valid = 1,
+      };
+
+      // the heap: root, then each deeper level of this ray
+      if (deep) {
+        for (uint32_t k = 0; k < MAX_NODES && k < (1u << p->depth) - 1u; k++) {
+          nodes[k].valid = 0;
+        }
+        nodes[0] = root;
+      }
+      eval_node(&r, 0, &root, &hits[j], deep);
+      if (deep) {
+        trace_deeper(&r);
+      }
+
+      // selection, then the detection distance noise of each reported return
+      lidar_return_t* o = &out[i * maxr];
+      uint32_t k = lidar_returns_select(p, cand, r.ncand, o);
+      for (uint32_t q = 0; q < k; q++) {
+        o[q].distance = lidar_noise_distance(&p->distance_noise, &r.key, q, o[q].distance);
+      }
+      nret[i] = (uint8_t)k;
+    }
+  }
+}

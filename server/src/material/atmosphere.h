@@ -1,0 +1,40 @@
+// SPDX-License-Identifier: MIT
+// atmosphere.h: what an ambient medium does to a lidar beam (docs/models/materials.md,
+// "Ambient media"): Beer-Lambert attenuation tau(x) = exp(-alpha x) over an optical path
+// length x, and atmospheric returns: the probability that the medium returns the beam between
+// x and x + dx from the segment start is s f(x; k, theta) dx, with f the Gamma pdf of shape k
+// and scale theta, so a segment of length L returns with probability s F(L; k, theta).
+//
+// Thread: any (pure functions; random numbers from base/rng.h keys).
+#ifndef SENSIM_MATERIAL_ATMOSPHERE_H_
+#define SENSIM_MATERIAL_ATMOSPHERE_H_
+
+#include <stdint.h>
+
+#include "base/rng.h"
+#include "material/material.h"
+
+// Beer-Lambert transmittance exp(-alpha x) (x >= 0, may be +inf).
+double atmosphere_transmittance(double alpha, double x);
+
+// Gamma pdf f(x; k, theta), evaluated in log space; at x = 0: 1/theta (k = 1), 0 (k > 1),
+// +inf (k < 1); 0 for x < 0.
+double atmosphere_gamma_pdf(double x, double k, double theta);
+
+// Gamma CDF F(x; k, theta) = P(k, x / theta), the regularised lower incomplete gamma function
+// (series below k + 1, continued fraction above; relative accuracy about 1e-14); 0 for
+// x <= 0, 1 for x = +inf.
+double atmosphere_gamma_cdf(double x, double k, double theta);
+
+// Probability s F(L; k, theta) that a segment of optical path length L (may be +inf) has an
+// atmospheric return.
+double atmosphere_return_probability(const ambient_material_t* m, double length);
+
+// Draw the atmospheric return of one segment of optical path length `length`: with
+// probability s a Gamma(k, theta) distance xa, kept when xa < length. Returns 1 and writes the
+// offset from the segment start to *out_offset, or 0 (no return). Uses draw `draw` (the
+// uniform) and the draws from draw + 1 on (rng_gamma: at most 64).
+int atmosphere_sample(const ambient_material_t* m, double length, const rng_key_t* key,
+                      uint32_t draw, double* out_offset);
+
+#endif  // SENSIM_MATERIAL_ATMOSPHERE_H_
