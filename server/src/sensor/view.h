@@ -48,6 +48,22 @@ typedef struct view_joint {
   double position[2];           // at t0 and t1
 } view_joint_t;
 
+// Geometry of one scene object at the end of the step, for sensors that need more than rays
+// (the cone sensor's exact closest point). Filled by the world (world/env_sensor.c) from its
+// object and geometry tables: world pose at t1 = body pose at t1 composed with the object's
+// local pose; a local point x is at pose * (scale .* x).
+typedef struct view_object {
+  uint32_t id;                  // object id (as reported by the scene on hits)
+  int prim;                     // 0 = triangle mesh, else a scene_prim_kind_t
+  double size[3];               // primitive size (scene.h)
+  const float* vertices;        // mesh: 3 floats per vertex, object frame (nvertex)
+  uint32_t nvertex;
+  const uint32_t* indices;      // mesh: 3 per triangle (ntriangle)
+  uint32_t ntriangle;
+  double scale[3];              // per axis, applied first
+  pose_t pose;                  // world <- object at t1
+} view_object_t;
+
 typedef struct step_view {
   double t0;                    // start of the interval, s
   double t1;                    // end of the interval (the step's time), s
@@ -61,6 +77,9 @@ typedef struct step_view {
   uint32_t nbody;
   const view_joint_t* joints;   // sorted by id (njoint)
   uint32_t njoint;
+
+  const view_object_t* objects; // every object of the committed scene, sorted by id (nobject);
+  uint32_t nobject;             //   NULL/0 when the world does not provide them
 
   double gravity[3];            // m/s^2, world
   field_magnetic_t magnetic;    // at t1, world

@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+// imu.c: the IMU container: configuration, validation and the per-step sampling of its
+// sub-sensors (see imu.h).
+#include "imu/imu.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/rng.h"
+
+// Samples one step may produce at a fixed rate; a longer step fails rather than allocate
+// without bound.
+#define IMU_MAX_SAMPLES_PER_STEP 1000000u
+
+// Highest fixed sample rate, Hz.
+#define IMU_MAX_RATE 1e6
+
+// Draw numbers: 16 per sub-sensor and sample (white 0-2, spectral 3-5, drift 6-14).
+#define IMU_DRAWS_PER_SUB 16u
+
+enum { SUB_ACC = 0, SUB_GYR = 1, SUB_MAG = 2 };
+
+typedef struct imu_sensor {
+  imu_config_t c;
+  imu_motion_t motion;          // velocity estimate at the end of the last step
+  triax_drift_t drift[3];       // per sub-sensor
+  int have_sample;
+  double last_sample_time;      // s
+  uint64_t frame;               // records produced
+} imu_sensor_t;
+
+void imu_config_default(imu_config_t* c) {
+  memset(c, 0, sizeof(*c));
+  c->accelerometer_mount = xform_identity();
+  c->gyroscope_mount = xform_identity();
+  c->magnetometer_mount = xform_identity();
+  triax_config_default(&c->accelerometer);
+  triax_config_default(&c->gyroscope);
+  triax_config_default(&c->magnetometer);
+}
+
+static int check_mount(const pose_t* p, const char* name, err_msg_t* msg) {
+  static const char* const kPos[3] = {"x", "y", "z"};
+  static const char* const kQuat[4] = {"w", "x", "y", "z"};
+  for (int i = 0; i < 3; i++) {
+    if (!isfinite(p->p[i])) {
+      return err_set(msg, ERR_INVAL, "%s.mount.position.%s = %g is not finite", name, kPos[i],
+                     p->p[i]);
+    }
+  }
+  double n = 0.0;
+  for (int i = 0; i < 4; i++) {
+    if (!isfinite(p->q[i])) {
+      return err_set(msg, ERR_INVAL, "%s.mount.orientation.%s = %g is not finite", name,
+                     kQuat[i], p->q[i]);
+    }
+    n = fmax(n, fabs(p->q[i]));
+  }
+  if (n == 0.0) {
+    return err_set(msg, ERR_INVAL, "%s.mount.orientation is the zero quaternion", name);
+  }
+  return 0;
+}
+
+int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
+  int rc;
+  if (!c->has_accelerometer && !c->has_gyroscope && !c->has_magnetometer) {
+    return err_set(msg, ERR_INVAL,
+                   "imu has no accelerometer, gyroscope or magnetometer (set at least one)");
+  }
+  if (!isfinite(c->sample_rate) || c->sample_rate < 0.0 || c->sample_rate > IMU_MAX_RATE) {
+    return err_set(msg, ERR_INVAL, "imu.sample_rate = %g must be in [0, %g] Hz (0 = per step)",
+                   c->sample_rate, IMU_MAX_RATE);
+  }
+  if (c->has_accelerometer) {
+    if ((rc = check_mount(&c->accelerometer_mount, "imu.accelerometer", msg)) != 0 ||
+        (rc = triax_config_check(&c->accelerometer, "imu.accelerometer", msg)) != 0) {
+      return rc;
+    }
+  }
+  if (c->has_gyroscope) {
+    if ((rc = check_mount(&c->gyroscope_mount, "imu.gyroscope", msg)) != 0 ||
+        (rc = triax_config_check(&c->gyroscope, "imu.gyroscope", msg)) != 0) {
+      return rc;
+    }
+    for (int i = 0; i < 9; i++) {
+      if (!isfinite(c->lae[i])) {
+        return err_set(msg, ERR_INVAL, "imu.gyroscope.linear_acceleration_effect[%d] = %g is not finite",
+                       i, c->lae[i]);
+      }
+    }
+  }
+  if (c->has_magnetometer) {
+    if ((rc = check_mount(&c->magnetometer_mount, "imu.magnetometer", msg)) != 0 ||
+        (rc = triax_config_check(&c->magnetometer, "imu.magnetometer", msg)) != 0) {
+      return rc;
+    }
+  }
+  return 0;
+}
+
+// Standard normal draws of one sub-sensor for one sample.
+static void draw_normals(const rng_key_t* key, uint32_t sub, double white[3], double spectral[3],
+                         double drift[9]) {
+  uint32_t base = sub * IMU_DRAWS_PER_SUB;
+  for (uint32_t i = 0; i < 3; i++) {
+    white[i] = rng_normal(key, base + i);
+    spectral[i] = rng_normal(key, base + 3 + i);
+  }
+  for (uint32_t i = 0; i < 9; i++) {
+    drift[i] = rng_normal(key, base + 6 + i);
+  }
+}
+
+// Draws are needed only for the noise terms a chain has configured.
+static int chain_is_noisy(const triax_config_t* c) {
+  for (int i = 0; i < 3; i++) {
+    if (c->noise_stddev[i] > 0.0 || c->spectral_density[i] > 0.0) {
+      return 1;
+    }
+  }
+  return c->turn_on_stddev > 0.0 || c->bias_instability > 0.0 || c->random_walk > 0.0;
+}
+
+// Steps 1-6 and the drift of one sub-sensor; `lae` (nullable) is added before the drift.
+static void run_chain(const triax_config_t* c, const rng_key_t* key, uint32_t sub,
+                      const double ideal[3], double nu, double dt, const double* lae_add,
+                      triax_drift_t* drift, double dest[3]) {
+  double white[3] = {0, 0, 0}, spectral[3] = {0, 0, 0}, dn[9] = {0};
+  if (chain_is_noisy(c)) {
+    draw_normals(key, sub, white, spectral, dn);
+  }
+  triax_chain(c, ideal, white, spectral, nu, dest);
+  if (lae_add) {
+    for (int i = 0; i < 3; i++) {
+      dest[i] += lae_add[i];
+    }
+  }
+  double add[3];
+  triax_drift_advance(c, drift, dt, dn, drift, add);
+  for (int i = 0; i < 3; i++) {
+    dest[i] += add[i];
+  }
+  triax_quantize(c, dest, dest);
+}
+
+// One sample at fraction s of the step (time t). Fills rec; advances the drift copies.
+static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step_view_t* v,
+                   const view_body_t* body, const imu_step_motion_t* m, double s, double t,
+                   double nu, double dt_sample, const rng_key_t* key, triax_drift_t drift[3],
+                   sensor_imu_t* rec) {
+  const imu_config_t* c = &self->c;
+  pose_t bpose = xform_interpolate(&body->at[0].pose, &body->at[1].pose, s);
+  pose_t imu_pose = xform_compose(&bpose, &ctx->mount);
+  double omega[3];
+  for (int i = 0; i < 3; i++) {
+    omega[i] = (1.0 - s) * m->w0[i] + s * m->w1[i];
+  }
+  double g_sign_literal = c->literal_gravity_sign;
+  uint32_t nv = 0;
+
+  if (c->has_accelerometer) {
+    pose_t p = xform_compose(&imu_pose, &c->accelerometer_mount);
+    double r[3], ideal[3];
+    for (int i = 0; i < 3; i++) {
+      r[i] = p.p[i] - bpose.p[i];
+    }
+    accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, (int)g_sign_literal, ideal);
+    run_chain(&c->accelerometer, key, SUB_ACC, ideal, nu, dt_sample, NULL, &drift[SUB_ACC],
+              rec->acceleration);
+    rec->has_acceleration = 1;
+    nv += triax_select(&c->accelerometer, rec->acceleration, rec->values + nv);
+  }
+  if (c->has_gyroscope) {
+    pose_t p = xform_compose(&imu_pose, &c->gyroscope_mount);
+    double ideal[3], lae[3] = {0, 0, 0};
+    gyro_ideal(p.q, omega, ideal);
+    int any_lae = 0;
+    for (int i = 0; i < 9; i++) {
+      any_lae |= c->lae[i] != 0.0;
+    }
+    if (any_lae) {
+      // ideal specific force at the gyroscope, in its frame (same gravity sign)
+      double r[3], a[3];
+      for (int i = 0; i < 3; i++) {
+        r[i] = p.p[i] - bpose.p[i];
+      }
+      accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, (int)g_sign_literal, a);
+      gyro_lae(c->lae, a, lae);
+    }
+    run_chain(&c->gyroscope, key, SUB_GYR, ideal, nu, dt_sample, lae, &drift[SUB_GYR],
+              rec->angular_velocity);
+    rec->has_angular_velocity = 1;
+    nv += triax_select(&c->gyroscope, rec->angular_velocity, rec->values + nv);
+  }
+  if (c->has_magnetometer) {
+    pose_t p = xform_compose(&imu_pose, &c->magnetometer_mount);
+    double ideal[3];
+    mag_ideal(p.q, &v->magnetic, p.p, ideal);
+    run_chain(&c->magnetometer, key, SUB_MAG, ideal, nu, dt_sample, NULL, &drift[SUB_MAG],
+              rec->magnetic_field);
+    rec->has_magnetic_field = 1;
+    nv += triax_select(&c->magnetometer, rec->magnetic_field, rec->values + nv);
+  }
+  rec->nvalues = nv;
+  (void)t;
+}
+
+static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
+                    sensor_out_t* out, err_msg_t* msg) {
+  imu_sensor_t* self = opaque;
+  const view_body_t* body = view_find_body(v, ctx->body_id);
+  if (!body) {
+    return err_set(msg, ERR_NOTFOUND, "imu %u: body %u is not in the environment", ctx->id,
+                   ctx->body_id);
+  }
+  imu_step_motion_t m;
+  imu_motion_t motion;
+  imu_motion_step(body, v->t0, v->t1, &self->motion, &m, &motion);
+
+  // the sample times: the step's end, or every multiple of 1/rate in (t0, t1]
+  double dt = v->t1 - v->t0;
+  int64_t j0 = 0, j1 = 0;
+  double rate = self->c.sample_rate;
+  if (rate > 0.0) {
+    // a time within 1e-9 s of a grid point counts as on it (so steps of exactly 1/rate give
+    // one sample each despite rounding)
+    const double tol = 1e-9;
+    j0 = (int64_t)floor((v->t0 + tol) * rate) + 1;
+    j1 = (int64_t)floor((v->t1 + tol) * rate);
+    if (j1 >= j0 && (uint64_t)(j1 - j0) >= IMU_MAX_SAMPLES_PER_STEP) {
+      return err_set(msg, ERR_LIMIT,
+                     "imu %u: a step of %g s at imu.sample_rate = %g Hz exceeds %u samples",
+                     ctx->id, dt, rate, IMU_MAX_SAMPLES_PER_STEP);
+    }
+  }
+
+  uint32_t n0 = out->n;
+  triax_drift_t drift[3];
+  memcpy(drift, self->drift, sizeof(drift));
+  int have = self->have_sample;
+  double last = self->last_sample_time;
+  uint64_t frame = self->frame;
+  int64_t count = rate > 0.0 ? (j1 >= j0 ? j1 - j0 + 1 : 0) : 1;
+  for (int64_t k = 0; k < count; k++) {
+    double t, nu;
+    if (rate > 0.0) {
+      t = fmin((double)(j0 + k) / rate, v->t1);
+      nu = rate;
+    } else {
+      t = v->t1;
+      nu = dt > 0.0 ? 1.0 / dt : 0.0;
+    }
+    double s = view_fraction(v, t);
+    double dts = have ? t - last : 0.0;
+    rng_key_t key = {.seed = v->seed, .stream = ctx->id, .frame = v->step, .index = (uint64_t)k};
+    sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_IMU);
+    if (!r) {
+      sensor_out_truncate(out, n0);
+      return err_set(msg, ERR_NOMEM, "imu %u: out of memory for its samples", ctx->id);
+    }
+    r->time = t;
+    r->frame = frame++;
+    sample(self, ctx, v, body, &m, s, t, nu, dts, &key, drift, &r->u.imu);
+    have = 1;
+    last = t;
+  }
+
+  // commit
+  self->motion = motion;
+  memcpy(self->drift, drift, sizeof(drift));
+  self->have_sample = have;
+  self->last_sample_time = last;
+  self->frame = frame;
+  return 0;
+}
+
+static void imu_destroy(void* opaque) { mem_free(opaque); }
+
+static const sensor_ops_t kImuOps = {
+    .kind_name = "imu",
+    .step = imu_step,
+    .destroy = imu_destroy,
+};
+
+int imu_create(const imu_config_t* c, sensor_t* out, err_msg_t* msg) {
+  int rc = imu_config_check(c, msg);
+  if (rc != 0) {
+    return rc;
+  }
+  imu_sensor_t* self = mem_calloc(1, sizeof(*self));
+  if (!self) {
+    return err_set(msg, ERR_NOMEM, "out of memory for an imu");
+  }
+  self->c = *c;
+  xform_quat_normalize(self->c.accelerometer_mount.q);
+  xform_quat_normalize(self->c.gyroscope_mount.q);
+  xform_quat_normalize(self->c.magnetometer_mount.q);
+  memset(out, 0, sizeof(*out));
+  out->kind = SENSOR_IMU;
+  out->ops = &kImuOps;
+  out->self = self;
+  return 0;
+}

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+// encoder.c: position encoder on a joint (see encoder.h).
+#include "joint/encoder.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/rng.h"
+
+typedef struct encoder_sensor {
+  encoder_config_t c;
+  encoder_speed_t speed;
+  uint64_t frame;
+} encoder_sensor_t;
+
+void encoder_config_default(encoder_config_t* c, encoder_mode_t mode) {
+  memset(c, 0, sizeof(*c));
+  c->scaling = 1.0;
+  c->mode = mode;
+  if (mode == ENCODER_MODE_INCREMENTAL) {
+    c->lower = 0.0;
+    c->upper = 2.0 * M_PI;
+  } else {
+    c->lower = -INFINITY;
+    c->upper = INFINITY;
+  }
+}
+
+int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) {
+  if (c->joint_id == 0) {
+    return err_set(msg, ERR_INVAL, "encoder.joint_id = 0 must name a joint (> 0)");
+  }
+  if (!isfinite(c->noise_stddev) || c->noise_stddev < 0.0) {
+    return err_set(msg, ERR_INVAL, "encoder.noise_stddev = %g must be finite and >= 0",
+                   c->noise_stddev);
+  }
+  if (!isfinite(c->resolution) || c->resolution < 0.0) {
+    return err_set(msg, ERR_INVAL, "encoder.resolution = %g must be finite and >= 0 (0 = off)",
+                   c->resolution);
+  }
+  if (!isfinite(c->scaling)) {
+    return err_set(msg, ERR_INVAL, "encoder.scaling = %g is not finite", c->scaling);
+  }
+  if (c->mode != ENCODER_MODE_ABSOLUTE && c->mode != ENCODER_MODE_INCREMENTAL) {
+    return err_set(msg, ERR_INVAL, "encoder.mode = %d is not ABSOLUTE or INCREMENTAL",
+                   (int)c->mode);
+  }
+  if (isnan(c->lower) || isnan(c->upper) || !(c->lower < c->upper)) {
+    return err_set(msg, ERR_INVAL, "encoder.range_lower = %g must be below range_upper = %g",
+                   c->lower, c->upper);
+  }
+  if (c->mode == ENCODER_MODE_INCREMENTAL &&
+      (!isfinite(c->lower) || !isfinite(c->upper) || !isfinite(c->upper - c->lower))) {
+    return err_set(msg, ERR_INVAL,
+                   "encoder.range_lower = %g and range_upper = %g must be finite in incremental "
+                   "mode",
+                   c->lower, c->upper);
+  }
+  if (!isfinite(c->speed_timeout) || c->speed_timeout < 0.0) {
+    return err_set(msg, ERR_INVAL, "encoder.speed_timeout = %g must be finite and >= 0 (0 = off)",
+                   c->speed_timeout);
+  }
+  return 0;
+}
+
+double encoder_wrap(double u, double lower, double upper) {
+  double span = upper - lower;
+  double m = u - span * floor((u - lower) / span);
+  // rounding can land exactly on U; the range is half-open
+  return m >= upper ? lower : m;
+}
+
+double encoder_bin(double u, double res) { return res * floor(u / res); }
+
+double encoder_measure(const encoder_config_t* c, double q, double n) {
+  double u = q;
+  if (c->noise_stddev > 0.0) {
+    u += c->noise_stddev * n;
+  }
+  if (c->resolution > 0.0) {
+    u = encoder_bin(u, c->resolution);
+  }
+  u *= c->scaling;
+  if (c->mode == ENCODER_MODE_INCREMENTAL) {
+    return encoder_wrap(u, c->lower, c->upper);
+  }
+  return fmax(c->lower, fmin(u, c->upper));
+}
+
+double encoder_speed_update(const encoder_config_t* c, encoder_speed_t* s, double m, double t) {
+  if (!s->started) {
+    s->started = 1;
+    s->m_ref = m;
+    s->t_ref = t;
+    s->m_prev = m;
+    s->speed = 0.0;
+    return 0.0;
+  }
+  if (m != s->m_prev && t > s->t_ref) {
+    double delta = m - s->m_ref;
+    if (c->mode == ENCODER_MODE_INCREMENTAL) {
+      double span = c->upper - c->lower;
+      delta -= span * round(delta / span);
+    }
+    s->speed = delta / (t - s->t_ref);
+    s->m_ref = m;
+    s->t_ref = t;
+  }
+  s->m_prev = m;
+  if (c->speed_timeout > 0.0 && t - s->t_ref > c->speed_timeout) {
+    return 0.0;
+  }
+  return s->speed;
+}
+
+static int encoder_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
+                        sensor_out_t* out, err_msg_t* msg) {
+  encoder_sensor_t* self = opaque;
+  const view_joint_t* j = view_find_joint(v, self->c.joint_id);
+  if (!j) {
+    return err_set(msg, ERR_NOTFOUND, "encoder %u: joint %u is not in the environment", ctx->id,
+                   self->c.joint_id);
+  }
+  double n = 0.0;
+  if (self->c.noise_stddev > 0.0) {
+    rng_key_t key = {.seed = v->seed, .stream = ctx->id, .frame = v->step, .index = 0};
+    n = rng_normal(&key, 0);
+  }
+  double m = encoder_measure(&self->c, j->position[1], n);
+  encoder_speed_t sp = self->speed;
+  double speed = encoder_speed_update(&self->c, &sp, m, v->t1);
+  sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_SCALAR);
+  if (!r) {
+    return err_set(msg, ERR_NOMEM, "encoder %u: out of memory for its sample", ctx->id);
+  }
+  r->time = v->t1;
+  r->frame = self->frame;
+  r->u.scalar.position = m;
+  r->u.scalar.has_speed = 1;
+  r->u.scalar.speed = speed;
+  self->speed = sp;
+  self->frame++;
+  return 0;
+}
+
+static void encoder_destroy(void* opaque) { mem_free(opaque); }
+
+static const sensor_ops_t kEncoderOps = {
+    .kind_name = "encoder",
+    .step = encoder_step,
+    .destroy = encoder_destroy,
+};
+
+int encoder_create(const encoder_config_t* c, sensor_t* out, err_msg_t* msg) {
+  int rc = encoder_config_check(c, msg);
+  if (rc != 0) {
+    return rc;
+  }
+  encoder_sensor_t* self = mem_calloc(1, sizeof(*self));
+  if (!self) {
+    return err_set(msg, ERR_NOMEM, "out of memory for an encoder");
+  }
+  self->c = *c;
+  memset(out, 0, sizeof(*out));
+  out->kind = SENSOR_ENCODER;
+  out->ops = &kEncoderOps;
+  out->self = self;
+  out->joint_id = c->joint_id;
+  return 0;
+}
