@@ -1,0 +1,238 @@
+// SPDX-License-Identifier: MIT
+// pattern.c: what every scan pattern shares: firing groups and sweeps, ray directions and
+// emission origins (see pattern.h).
+#include "lidar/pattern.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+
+void lidar_pattern_close(lidar_pattern_t* p) {
+  if (!p) {
+    return;
+  }
+  mem_free(p->elevation);
+  mem_free(p->azimuth);
+  mem_free(p->time_offset);
+  mem_free(p->ring);
+  mem_free(p->vertical_offset);
+  memset(p, 0, sizeof *p);
+}
+
+
+int lidar_pattern_alloc(lidar_pattern_t* p, uint32_t nray, int with_vertical_offset,
+                        const char* prefix, err_msg_t* msg) {
+  memset(p, 0, sizeof *p);
+  if (nray == 0 || nray > LIDAR_PATTERN_MAX_GROUP) {
+    return err_set(msg, ERR_LIMIT, "%s: %u rays per firing group is outside [1, %u]", prefix,
+                   nray, LIDAR_PATTERN_MAX_GROUP);
+  }
+  p->nray = nray;
+  p->elevation = mem_calloc(nray, sizeof *p->elevation);
+  p->azimuth = mem_calloc(nray, sizeof *p->azimuth);
+  p->time_offset = mem_calloc(nray, sizeof *p->time_offset);
+  p->ring = mem_calloc(nray, sizeof *p->ring);
+  if (with_vertical_offset) {
+    p->vertical_offset = mem_calloc(nray, sizeof *p->vertical_offset);
+  }
+  if (!p->elevation || !p->azimuth || !p->time_offset || !p->ring ||
+      (with_vertical_offset && !p->vertical_offset)) {
+    lidar_pattern_close(p);
+    return err_set(msg, ERR_NOMEM, "%s: out of memory for %u rays", prefix, nray);
+  }
+  return 0;
+}
+
+
+int lidar_pattern_check_finite(double v, const char* prefix, const char* field, err_msg_t* msg) {
+  if (!isfinite(v)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g is not finite", prefix, field, v);
+  }
+  return 0;
+}
+
+
+//---------------- Sweeps
+
+uint64_t lidar_pattern_sweep_of(const lidar_pattern_t* p, uint64_t g) {
+  if (p->groups_per_sweep) {
+    return g / p->groups_per_sweep;
+  }
+  return (uint64_t)floor((double)g * p->group_period / p->sweep_period);
+}
+
+
+uint64_t lidar_pattern_first_group(const lidar_pattern_t* p, uint64_t sweep) {
+  if (p->groups_per_sweep) {
+    return sweep * p->groups_per_sweep;
+  }
+
+  // the estimate is within a group of the answer; settle it with sweep_of itself so that the
+  // two functions agree exactly whatever the rounding
+  uint64_t g = (uint64_t)ceil((double)sweep * p->sweep_period / p->group_period);
+  while (g > 0 && lidar_pattern_sweep_of(p, g - 1) >= sweep) {
+    g--;
+  }
+  while (lidar_pattern_sweep_of(p, g) < sweep) {
+    g++;
+  }
+  return g;
+}
+
+
+double lidar_pattern_sweep_start(const lidar_pattern_t* p, uint64_t sweep) {
+  return (double)sweep * p->sweep_period;
+}
+
+
+double lidar_pattern_time(const lidar_pattern_t* p, uint64_t g, uint32_t k) {
+  return (double)g * p->group_period + p->time_offset[k];
+}
+
+
+double lidar_pattern_rate(const lidar_pattern_t* p) {
+  return (double)p->nray / p->group_period;
+}
+
+
+//---------------- Rays
+
+// Angle in (-pi, pi].
+static double wrap_angle(double a) {
+  double r = remainder(a, 2.0 * M_PI);
+  return r <= -M_PI ? r + 2.0 * M_PI : r;
+}
+
+
+// Direction of the Risley-prism rosette at time t (s after t_s): the sum of two rotating
+// deflections, read as a polar angle off the +x boresight.
+static void livox_angles(const lidar_pattern_t* p, double t, double* az, double* el, double d[3]) {
+  double dy = 0.0, dz = 0.0;
+  for (int i = 0; i < 2; i++) {
+    // the phase from the fractional turns keeps its precision over long runs
+    double turns = p->prism_rate[i] * t;
+    double ph = 2.0 * M_PI * (turns - floor(turns));
+    dy += p->prism_amplitude[i] * cos(ph);
+    dz += p->prism_amplitude[i] * sin(ph);
+  }
+  double theta = hypot(dy, dz);
+  double psi = atan2(dz, dy);
+  d[0] = cos(theta);
+  d[1] = sin(theta) * cos(psi);
+  d[2] = sin(theta) * sin(psi);
+  *az = atan2(d[1], d[0]);
+  *el = atan2(d[2], hypot(d[0], d[1]));
+}
+
+
+void lidar_pattern_ray(const lidar_pattern_t* p, uint64_t g, uint32_t k, lidar_pattern_ray_t* out) {
+  // timing: the offset inside the sweep is computed from the group difference, so that it keeps
+  // full precision however long the lidar has run
+  uint64_t sweep = lidar_pattern_sweep_of(p, g);
+  uint64_t first = lidar_pattern_first_group(p, sweep);
+  out->sweep = sweep;
+  out->index = (g - first) * p->nray + k;
+  out->time = lidar_pattern_time(p, g, k);
+  if (p->groups_per_sweep) {
+    out->time_offset = (double)(g - first) * p->group_period + p->time_offset[k];
+  } else {
+    out->time_offset = ((double)g * p->group_period - (double)sweep * p->sweep_period) +
+                       p->time_offset[k];
+  }
+  out->ring = p->ring[k];
+
+  // direction
+  if (p->kind == LIDAR_PATTERN_LIVOX) {
+    livox_angles(p, out->time, &out->azimuth, &out->elevation, out->dir);
+    memset(out->origin, 0, sizeof out->origin);
+    return;
+  }
+  double rotor = p->start_azimuth + p->spin_rate * out->time_offset;
+  double az = wrap_angle(rotor + p->azimuth[k]);
+  double el = p->elevation[k];
+  double ce = cos(el), se = sin(el), ca = cos(az), sa = sin(az);
+  out->azimuth = az;
+  out->elevation = el;
+  out->dir[0] = ce * ca;
+  out->dir[1] = ce * sa;
+  out->dir[2] = se;
+
+  // emission origin: a vertical offset perpendicular to the beam in its vertical plane (the
+  // Velodyne correction: xy = r cos(el) - o sin(el), z = r sin(el) + o cos(el)), and a radial
+  // offset along the rotor direction (Ouster: p = (r - n) d + n (cos enc, sin enc, 0))
+  memset(out->origin, 0, sizeof out->origin);
+  if (p->vertical_offset) {
+    double o = p->vertical_offset[k];
+    out->origin[0] = -o * se * ca;
+    out->origin[1] = -o * se * sa;
+    out->origin[2] = o * ce;
+  }
+  if (p->beam_origin_radius > 0.0) {
+    out->origin[0] += p->beam_origin_radius * cos(rotor);
+    out->origin[1] += p->beam_origin_radius * sin(rotor);
+  }
+}
+
+
+//---------------- Firing order
+
+typedef struct order_key {
+  double t;
+  uint32_t ring;
+  uint32_t i;
+} order_key_t;
+
+
+static int order_cmp(const void* a, const void* b) {
+  const order_key_t* x = a;
+  const order_key_t* y = b;
+  if (x->t != y->t) {
+    return x->t < y->t ? -1 : 1;
+  }
+  if (x->ring != y->ring) {
+    return x->ring < y->ring ? -1 : 1;
+  }
+  return x->i < y->i ? -1 : (x->i > y->i);
+}
+
+
+int lidar_pattern_sort(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) {
+  // rays of a group in firing order: increasing time, then channel, then as given
+  uint32_t n = p->nray;
+  order_key_t* key = mem_alloc((size_t)n * sizeof *key);
+  double* tmp = mem_alloc((size_t)n * sizeof *tmp);
+  uint32_t* rtmp = mem_alloc((size_t)n * sizeof *rtmp);
+  if (!key || !tmp || !rtmp) {
+    mem_free(key);
+    mem_free(tmp);
+    mem_free(rtmp);
+    return err_set(msg, ERR_NOMEM, "%s: out of memory for %u rays", prefix, n);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    key[i] = (order_key_t){.t = p->time_offset[i], .ring = p->ring[i], .i = i};
+  }
+  qsort(key, n, sizeof *key, order_cmp);
+
+  // permute every table
+  double* tables[] = {p->elevation, p->azimuth, p->time_offset, p->vertical_offset};
+  for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+    if (!tables[t]) {
+      continue;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+      tmp[i] = tables[t][key[i].i];
+    }
+    memcpy(tables[t], tmp, (size_t)n * sizeof *tmp);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    rtmp[i] = p->ring[key[i].i];
+  }
+  memcpy(p->ring, rtmp, (size_t)n * sizeof *rtmp);
+  mem_free(key);
+  mem_free(tmp);
+  mem_free(rtmp);
+  return 0;
+}

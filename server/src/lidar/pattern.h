@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+// pattern.h: lidar scan patterns (docs/models/lidar.md, "Scan patterns"): which rays a lidar
+// fires, in which direction and when. Every pattern is a stream of firing groups: group g fires
+// at g * group_period after the sweep start time t_s, and its ray k at an extra time_offset[k]
+// (a column of a spinning lidar, a VLP-16 firing sequence, a flash frame, one ray of a
+// non-repetitive pattern). Spinning patterns add the rotor azimuth at the ray's time. Groups are
+// grouped into sweeps (revolutions, frames): a fixed number of groups per sweep, or (VLP-16,
+// whose sequences do not divide a revolution) the sweep that contains the group's start time.
+//
+// One file per model: pattern_spinning.c (generic), pattern_vlp16.c, pattern_ouster.c,
+// pattern_bpearl.c, pattern_hdl64e.c, pattern_flash.c, pattern_custom.c, pattern_livox.c;
+// pattern.c holds what they share. Directions follow REP-103 (x forward, y left, z up; azimuth
+// counter-clockwise from +x seen from above, elevation positive up).
+//
+// Thread: a pattern is read-only after init; lidar_pattern_ray runs on any thread.
+#ifndef SENSIM_LIDAR_PATTERN_H_
+#define SENSIM_LIDAR_PATTERN_H_
+
+#include <stdint.h>
+
+#include "base/err.h"
+
+typedef enum lidar_pattern_kind {
+  LIDAR_PATTERN_SPINNING = 1,
+  LIDAR_PATTERN_VLP16,
+  LIDAR_PATTERN_OUSTER,
+  LIDAR_PATTERN_BPEARL,
+  LIDAR_PATTERN_HDL64E,
+  LIDAR_PATTERN_FLASH,
+  LIDAR_PATTERN_CUSTOM,
+  LIDAR_PATTERN_LIVOX,
+} lidar_pattern_kind_t;
+
+// Most rays in one firing group (a custom ray list or a flash frame).
+#define LIDAR_PATTERN_MAX_GROUP (1u << 22)
+
+typedef struct lidar_pattern {
+  lidar_pattern_kind_t kind;
+
+  // firing groups
+  double group_period;          // s between group starts, > 0
+  uint32_t nray;                // rays per group
+  double* elevation;            // (nray) rad
+  double* azimuth;              // (nray) rad: added to the rotor azimuth (static: the azimuth)
+  double* time_offset;          // (nray) s after the group start, non-decreasing, < group_period
+  uint32_t* ring;               // (nray) channel reported as `ring`
+  double* vertical_offset;      // (nray) m, emission origin offset perpendicular to the beam in
+                                //   its vertical plane (VLP-16 corrections); NULL = none
+  double beam_origin_radius;    // m, emission origin at this radius in the rotor's direction
+                                //   (Ouster lidar_origin_to_beam_origin); 0 = none
+
+  // rotor
+  double spin_rate;             // rad/s, signed (+ counter-clockwise seen from +z); 0 = static
+  double start_azimuth;         // rad, rotor azimuth at the start of every sweep
+
+  // sweeps
+  uint64_t groups_per_sweep;    // > 0: this many groups per sweep; 0: by start time (below)
+  double sweep_period;          // s, duration of a sweep (1 / frequency)
+
+  // non-repetitive Risley-prism pattern (LIDAR_PATTERN_LIVOX)
+  double prism_rate[2];         // rev/s of the two deflection terms
+  double prism_amplitude[2];    // rad, deflection of each term
+} lidar_pattern_t;
+
+// One ray of a pattern, in the sensor frame.
+typedef struct lidar_pattern_ray {
+  double time;                  // s after t_s (the first sweep's start)
+  double time_offset;           // s after the start of its sweep
+  uint64_t sweep;               // sweep index, from 0
+  uint64_t index;               // index within the sweep (firing order)
+  double azimuth;               // rad, in (-pi, pi]
+  double elevation;             // rad
+  double origin[3];             // emission point, m
+  double dir[3];                // unit direction
+  uint32_t ring;
+} lidar_pattern_ray_t;
+
+// Release the tables; the pattern is zeroed. Nullable: p.
+void lidar_pattern_close(lidar_pattern_t* p);
+
+// Sweep of group g, and the first group of sweep n.
+uint64_t lidar_pattern_sweep_of(const lidar_pattern_t* p, uint64_t g);
+uint64_t lidar_pattern_first_group(const lidar_pattern_t* p, uint64_t sweep);
+
+// Start of sweep n, s after t_s.
+double lidar_pattern_sweep_start(const lidar_pattern_t* p, uint64_t sweep);
+
+// Time of ray k of group g, s after t_s (the same value lidar_pattern_ray reports).
+double lidar_pattern_time(const lidar_pattern_t* p, uint64_t g, uint32_t k);
+
+// Ray k < nray of group g. Output: out.
+void lidar_pattern_ray(const lidar_pattern_t* p, uint64_t g, uint32_t k, lidar_pattern_ray_t* out);
+
+// Rays per second (average over a sweep).
+double lidar_pattern_rate(const lidar_pattern_t* p);
+
+//---------------- Models (each validates its parameters and names the field under `prefix`)
+
+// Generic spinning lidar (channels fire at offsets inside each column).
+typedef struct lidar_spinning_desc {
+  double frequency;             // Hz, > 0
+  uint32_t columns;             // per revolution, > 0
+  const double* elevations;     // (nchannel) rad, in [-pi/2, pi/2]
+  uint32_t nchannel;            // > 0
+  const double* azimuth_offsets;  // (nazimuth_offset) rad; nazimuth_offset 0 = all 0
+  uint32_t nazimuth_offset;
+  const double* time_offsets;   // (ntime_offset) s, each in [0, 1 / (frequency columns))
+  uint32_t ntime_offset;
+  int counter_clockwise;        // 0: clockwise seen from +z (Velodyne, Ouster)
+  double start_azimuth;         // rad
+} lidar_spinning_desc_t;
+
+int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
+                                const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Velodyne VLP-16: 16 lasers, 2.304 us apart, sequences of 55.296 us in continuous time.
+typedef struct lidar_vlp16_desc {
+  double frequency;             // Hz, [5, 20]
+  int vertical_offsets;         // apply the per-laser origin offsets
+  double start_azimuth;         // rad
+} lidar_vlp16_desc_t;
+
+int lidar_pattern_vlp16_init(lidar_pattern_t* p, const lidar_vlp16_desc_t* d, const char* prefix,
+                             err_msg_t* msg) CHECKRET;
+
+// Ouster OS1: uniform beams (or per-unit beam_altitude_angles), columns sharing a timestamp.
+typedef struct lidar_ouster_desc {
+  uint32_t channels;            // 16, 32, 64 or 128
+  uint32_t columns;             // 512, 1024 or 2048
+  double frequency;             // 10 or 20 Hz
+  double elevation_max;         // rad; NAN = the datasheet value for `channels`
+  double elevation_min;         // rad; NAN = -elevation_max's default
+  const double* altitudes;      // (naltitude) rad, beam_altitude_angles; 0 = uniform
+  uint32_t naltitude;
+  const double* azimuths;       // (nazimuth) rad, beam_azimuth_angles (lidar frame); 0 = none
+  uint32_t nazimuth;
+  double beam_origin;           // m, lidar_origin_to_beam_origin, >= 0
+} lidar_ouster_desc_t;
+
+int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
+                              const char* prefix, err_msg_t* msg) CHECKRET;
+
+// RoboSense RS-Bpearl: 32 channels over a 90 degree vertical field.
+typedef struct lidar_bpearl_desc {
+  double frequency;             // 10 or 20 Hz
+  double start_azimuth;         // rad
+} lidar_bpearl_desc_t;
+
+int lidar_pattern_bpearl_init(lidar_pattern_t* p, const lidar_bpearl_desc_t* d,
+                              const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Velodyne HDL-64E: 64 lasers in two blocks, +2 to -24.8 degrees.
+typedef struct lidar_hdl64e_desc {
+  double frequency;             // Hz, [5, 20]
+  uint32_t columns;             // per revolution; 0 = the datasheet point rate
+  double start_azimuth;         // rad
+} lidar_hdl64e_desc_t;
+
+int lidar_pattern_hdl64e_init(lidar_pattern_t* p, const lidar_hdl64e_desc_t* d,
+                              const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Flash (solid-state) grid: every pixel fires at the frame time.
+typedef struct lidar_flash_desc {
+  uint32_t columns;             // N_h > 0
+  uint32_t rows;                // N_v > 0
+  double fov_horizontal;        // full angle, rad, (0, 2 pi) (projective: (0, pi))
+  double fov_vertical;          // full angle, rad, (0, pi)
+  double frame_rate;            // Hz, > 0
+  int projective;               // pinhole grid instead of equi-angular
+} lidar_flash_desc_t;
+
+int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
+                             err_msg_t* msg) CHECKRET;
+
+// A ray list repeated every 1 / frame_rate.
+typedef struct lidar_custom_desc {
+  const double* azimuths;       // (nray) rad
+  const double* elevations;     // (nray) rad
+  const double* time_offsets;   // (ntime_offset) s in [0, 1 / frame_rate); 0 values = all 0
+  uint32_t ntime_offset;
+  const uint32_t* channels;     // (nchannel) reported as ring; 0 values = the ray's index
+  uint32_t nchannel;
+  uint32_t nray;
+  double frame_rate;            // Hz, > 0
+} lidar_custom_desc_t;
+
+int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
+                              const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Non-repetitive rosette of two rotating Risley prisms (Livox style).
+typedef struct lidar_livox_desc {
+  double fov;                   // full cone angle, rad, (0, pi)
+  double point_rate;            // rays per second, > 0
+  double frame_rate;            // Hz, > 0, <= point_rate
+  double prism_rate[2];         // rev/s of each prism term, finite, different
+} lidar_livox_desc_t;
+
+int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
+                             err_msg_t* msg) CHECKRET;
+
+//---------------- Shared by the model files
+
+// Allocate the per-ray tables of nray rays (zeroed; vertical_offset only when asked).
+int lidar_pattern_alloc(lidar_pattern_t* p, uint32_t nray, int with_vertical_offset,
+                        const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Reorder the rays of a group into firing order: increasing time offset, then ring, then as
+// given. ERR_NOMEM.
+int lidar_pattern_sort(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Check a finite value; ERR_INVAL "<prefix>.<field> = <v> is not finite".
+int lidar_pattern_check_finite(double v, const char* prefix, const char* field,
+                               err_msg_t* msg) CHECKRET;
+
+#endif  // SENSIM_LIDAR_PATTERN_H_

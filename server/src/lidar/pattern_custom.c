@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+// pattern_custom.c: a ray list sent in the configuration (docs/models/lidar.md, "Custom ray
+// list"): azimuth, elevation, time offset inside the frame and channel of every ray, repeated
+// every 1 / frame_rate. Rays fire in order of time offset (then channel, then as given).
+#include <math.h>
+
+#include "lidar/pattern.h"
+
+
+int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
+  // list
+  if (d->nray == 0) {
+    return err_set(msg, ERR_INVAL, "%s.azimuths is empty: a ray list needs at least one ray",
+                   prefix);
+  }
+  if (d->nray > LIDAR_PATTERN_MAX_GROUP) {
+    return err_set(msg, ERR_INVAL, "%s.azimuths has %u rays, more than %u", prefix, d->nray,
+                   LIDAR_PATTERN_MAX_GROUP);
+  }
+  if (!isfinite(d->frame_rate) || !(d->frame_rate > 0.0) || d->frame_rate > 1e4) {
+    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, 10000] Hz", prefix,
+                   d->frame_rate);
+  }
+  if (d->ntime_offset != 0 && d->ntime_offset != d->nray) {
+    return err_set(msg, ERR_INVAL, "%s.time_offsets has %u values for %u rays", prefix,
+                   d->ntime_offset, d->nray);
+  }
+  if (d->nchannel != 0 && d->nchannel != d->nray) {
+    return err_set(msg, ERR_INVAL, "%s.channels has %u values for %u rays", prefix, d->nchannel,
+                   d->nray);
+  }
+  double period = 1.0 / d->frame_rate;
+  for (uint32_t i = 0; i < d->nray; i++) {
+    if (!isfinite(d->azimuths[i])) {
+      return err_set(msg, ERR_INVAL, "%s.azimuths[%u] = %g is not finite", prefix, i,
+                     d->azimuths[i]);
+    }
+    if (!isfinite(d->elevations[i]) || fabs(d->elevations[i]) > M_PI / 2) {
+      return err_set(msg, ERR_INVAL, "%s.elevations[%u] = %g is outside [-pi/2, pi/2]", prefix, i,
+                     d->elevations[i]);
+    }
+    if (d->ntime_offset) {
+      double t = d->time_offsets[i];
+      if (!isfinite(t) || t < 0.0 || t >= period) {
+        return err_set(msg, ERR_INVAL, "%s.time_offsets[%u] = %g is outside [0, %g) s (one "
+                       "frame)", prefix, i, t, period);
+      }
+    }
+  }
+
+  // tables, in firing order
+  int rc;
+  if ((rc = lidar_pattern_alloc(p, d->nray, 0, prefix, msg))) {
+    return rc;
+  }
+  p->kind = LIDAR_PATTERN_CUSTOM;
+  for (uint32_t i = 0; i < d->nray; i++) {
+    p->azimuth[i] = d->azimuths[i];
+    p->elevation[i] = d->elevations[i];
+    p->time_offset[i] = d->ntime_offset ? d->time_offsets[i] : 0.0;
+    p->ring[i] = d->nchannel ? d->channels[i] : i;
+  }
+  if ((rc = lidar_pattern_sort(p, prefix, msg))) {
+    lidar_pattern_close(p);
+    return rc;
+  }
+  p->group_period = period;
+  p->groups_per_sweep = 1;
+  p->sweep_period = period;
+  return 0;
+}

@@ -1,0 +1,389 @@
+// SPDX-License-Identifier: MIT
+// test_pattern.c: scan patterns against the known answers of docs/models/lidar.md (VLP-16
+// firing table, Ouster beam elevations and column periods, flash pixel centres) and against
+// analytic geometry; bad configurations name their field.
+#include <math.h>
+
+#include "check.h"
+#include "lidar/pattern.h"
+
+#define DEG (M_PI / 180.0)
+
+static const double kVlpAzimuthSeq1[16] = {
+    -0.1990656, -0.20736,  -0.2156544, -0.2239488, -0.2322432, -0.2405376,
+    -0.248832,  -0.2571264, -0.2654208, -0.2737152, -0.2820096, -0.290304,
+    -0.2985984, -0.3068928, -0.3151872, -0.3234816};
+static const double kVlpDirSeq1[16][3] = {
+    {0.96592, -0.0033559578, -0.25881905},    {0.99984115, -0.0036185556, 0.017452406},
+    {0.97436316, -0.0036674027, -0.22495105}, {0.99862191, -0.0039032773, 0.052335956},
+    {0.98161912, -0.0039789251, -0.190809},   {0.99618592, -0.0041821855, 0.087155743},
+    {0.98767903, -0.0042894554, -0.15643447}, {0.99253616, -0.0044542367, 0.12186934},
+    {0.9925355, -0.0045979207, -0.12186934},  {0.98767707, -0.0047183979, 0.15643447},
+    {0.99618263, -0.0049032466, -0.087155743}, {0.98161458, -0.0049736487, 0.190809},
+    {0.99861597, -0.0052043594, -0.052335956}, {0.97435609, -0.0052189835, 0.22495105},
+    {0.99983257, -0.0055001888, -0.017452406}, {0.96591043, -0.0054534134, 0.25881905}};
+static const double kVlpElevation[16] = {-15, 1, -13, 3, -11, 5, -9, 7,
+                                         -7,  9, -5, 11, -3, 13, -1, 15};
+
+
+TEST(pattern_vlp16_firing_table) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_vlp16_desc_t d = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &d, "lidar.vlp16", &msg));
+  ASSERT_EQ(p.nray, 16);
+  for (uint32_t k = 0; k < 16; k++) {
+    lidar_pattern_ray_t r0, r1;
+    lidar_pattern_ray(&p, 0, k, &r0);
+    lidar_pattern_ray(&p, 1, k, &r1);
+    ASSERT_NEAR(r0.time * 1e6, 2.304 * k, 1e-9);
+    ASSERT_NEAR(r1.time * 1e6, 55.296 + 2.304 * k, 1e-9);
+    ASSERT_NEAR(r1.elevation / DEG, kVlpElevation[k], 1e-12);
+    ASSERT_KAT(r1.azimuth / DEG, kVlpAzimuthSeq1[k], 1e-7, 1e-6);
+    for (int i = 0; i < 3; i++) {
+      ASSERT_KAT(r1.dir[i], kVlpDirSeq1[k][i], 2e-7, 1e-6);
+    }
+    ASSERT_EQ(r1.ring, k);
+    ASSERT_EQ(r1.sweep, 0);
+    ASSERT_EQ(r1.index, 16 + k);
+  }
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_vlp16_continuous_time) {
+  // 1808.449 sequences per revolution at 10 Hz: whole sequences per revolution alternate
+  // between 1809 and 1808, and over many revolutions the rate is 16 / 55.296 us
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_vlp16_desc_t d = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &d, "lidar.vlp16", &msg));
+  for (uint64_t n = 0; n < 200; n++) {
+    uint64_t count = lidar_pattern_first_group(&p, n + 1) - lidar_pattern_first_group(&p, n);
+    ASSERT_TRUE(count == 1808 || count == 1809);
+    // the first sequence of a revolution starts inside it, the one before it does not
+    uint64_t g = lidar_pattern_first_group(&p, n);
+    ASSERT_TRUE(g * 55.296e-6 >= n * 0.1 - 1e-12);
+    ASSERT_TRUE(g == 0 || (g - 1) * 55.296e-6 < n * 0.1);
+  }
+  uint64_t groups = lidar_pattern_first_group(&p, 100);   // 10 s
+  ASSERT_EQ(groups * 16 / 10, 289352);
+  ASSERT_EQ(lidar_pattern_first_group(&p, 1), 1809);
+
+  // azimuth keeps turning across revolution boundaries: the first ray of a revolution is at
+  // phi_0 - 2 pi f (t - t_s)
+  for (uint64_t n = 1; n < 50; n += 7) {
+    uint64_t g = lidar_pattern_first_group(&p, n);
+    lidar_pattern_ray_t r;
+    lidar_pattern_ray(&p, g, 3, &r);
+    ASSERT_EQ(r.sweep, n);
+    ASSERT_EQ(r.index, 3);
+    double t = g * 55.296e-6 + 3 * 2.304e-6;
+    ASSERT_NEAR(r.time, t, 1e-12);
+    ASSERT_NEAR(r.time_offset, t - n * 0.1, 1e-12);
+    double expect = remainder(-2.0 * M_PI * 10.0 * t, 2.0 * M_PI);
+    ASSERT_NEAR(remainder(r.azimuth - expect, 2.0 * M_PI), 0.0, 1e-9);
+  }
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_vlp16_vertical_offsets) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_vlp16_desc_t d = {.frequency = 10.0, .vertical_offsets = 1};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &d, "lidar.vlp16", &msg));
+  lidar_pattern_ray_t r;
+  lidar_pattern_ray(&p, 0, 0, &r);   // laser 0: -15 deg, offset 0.0112 m
+  double rr = 10.0, el = -15 * DEG, o = 0.0112;
+  double pt[3] = {r.origin[0] + rr * r.dir[0], r.origin[1] + rr * r.dir[1],
+                  r.origin[2] + rr * r.dir[2]};
+  ASSERT_NEAR(hypot(pt[0], pt[1]), rr * cos(el) - o * sin(el), 1e-12);
+  ASSERT_NEAR(pt[2], rr * sin(el) + o * cos(el), 1e-12);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_ouster_uniform_beams) {
+  struct {
+    uint32_t n;
+    int beam[3];
+    double deg[3];
+  } cases[] = {
+      {64, {1, 32, 63}, {16.073016, -0.26349206, -16.6}},
+      {128, {1, 64, 127}, {22.145669, -0.17716535, -22.5}},
+      {32, {1, 16, 31}, {21.048387, -0.72580645, -22.5}},
+  };
+  for (size_t c = 0; c < 3; c++) {
+    lidar_pattern_t p;
+    err_msg_t msg = {0};
+    lidar_ouster_desc_t d = {.channels = cases[c].n, .columns = 1024, .frequency = 10.0,
+                             .elevation_max = NAN, .elevation_min = NAN};
+    ASSERT_OK(lidar_pattern_ouster_init(&p, &d, "lidar.ouster", &msg));
+    for (int i = 0; i < 3; i++) {
+      ASSERT_KAT(p.elevation[cases[c].beam[i]] / DEG, cases[c].deg[i], 1e-7, 1e-6);
+    }
+    ASSERT_NEAR(p.group_period * 1e6, 97.65625, 1e-9);
+
+    // column j looks at pi - 2 pi j / W; beams of a column share its time
+    for (uint64_t j = 0; j < 1024; j += 97) {
+      lidar_pattern_ray_t r;
+      lidar_pattern_ray(&p, j, 5, &r);
+      double expect = remainder(M_PI - 2.0 * M_PI * (double)j / 1024.0, 2.0 * M_PI);
+      ASSERT_NEAR(remainder(r.azimuth - expect, 2.0 * M_PI), 0.0, 1e-12);
+      ASSERT_NEAR(r.time_offset, j * 97.65625e-6, 1e-15);
+    }
+    lidar_pattern_close(&p);
+  }
+
+  // 2048 columns at 20 Hz
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_ouster_desc_t d = {.channels = 128, .columns = 2048, .frequency = 20.0,
+                           .elevation_max = NAN, .elevation_min = NAN};
+  ASSERT_OK(lidar_pattern_ouster_init(&p, &d, "lidar.ouster", &msg));
+  ASSERT_NEAR(p.group_period * 1e6, 24.414062, 1e-6);
+  ASSERT_NEAR(lidar_pattern_rate(&p), 128.0 * 2048 * 20, 1e-6);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_ouster_beam_origin_offset) {
+  // p = (r - n) d + n (cos enc, sin enc, 0): the emission point is n out along the encoder
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  double az[16] = {0};
+  az[2] = 3.0 * DEG;   // lidar frame, positive clockwise
+  lidar_ouster_desc_t d = {.channels = 16, .columns = 512, .frequency = 10.0,
+                           .elevation_max = NAN, .elevation_min = NAN, .azimuths = az,
+                           .nazimuth = 16, .beam_origin = 0.015806};
+  ASSERT_OK(lidar_pattern_ouster_init(&p, &d, "lidar.ouster", &msg));
+  lidar_pattern_ray_t r;
+  lidar_pattern_ray(&p, 128, 2, &r);  // a quarter turn clockwise from the rear: azimuth +pi/2
+  ASSERT_NEAR(r.origin[0], 0.0, 1e-12);
+  ASSERT_NEAR(r.origin[1], 0.015806, 1e-12);
+  ASSERT_NEAR(r.azimuth, M_PI / 2 - 3.0 * DEG, 1e-12);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_flash_grid_kat) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_flash_desc_t d = {.columns = 8, .rows = 4, .fov_horizontal = 40 * DEG,
+                          .fov_vertical = 20 * DEG, .frame_rate = 10.0};
+  ASSERT_OK(lidar_pattern_flash_init(&p, &d, "lidar.flash", &msg));
+  ASSERT_EQ(p.nray, 32);
+  const double az[8] = {17.5, 12.5, 7.5, 2.5, -2.5, -7.5, -12.5, -17.5};
+  const double el[4] = {7.5, 2.5, -2.5, -7.5};
+  for (uint32_t i = 0; i < 4; i++) {
+    for (uint32_t j = 0; j < 8; j++) {
+      lidar_pattern_ray_t r;
+      lidar_pattern_ray(&p, 3, i * 8 + j, &r);
+      ASSERT_NEAR(r.azimuth / DEG, az[j], 1e-12);
+      ASSERT_NEAR(r.elevation / DEG, el[i], 1e-12);
+      ASSERT_EQ(r.ring, i);
+      ASSERT_EQ(r.sweep, 3);
+      ASSERT_EQ(r.time_offset, 0.0);
+      ASSERT_NEAR(r.time, 0.3, 1e-15);
+    }
+  }
+  lidar_pattern_ray_t r;
+  lidar_pattern_ray(&p, 0, 0, &r);
+  ASSERT_KAT(r.dir[0], 0.94555777, 1e-7, 1e-6);
+  ASSERT_KAT(r.dir[1], 0.29813322, 1e-7, 1e-6);
+  ASSERT_KAT(r.dir[2], 0.130526192, 1e-7, 1e-6);
+  lidar_pattern_ray(&p, 0, 31, &r);
+  ASSERT_KAT(r.dir[0], 0.94555777, 1e-7, 1e-6);
+  ASSERT_KAT(r.dir[1], -0.29813322, 1e-7, 1e-6);
+  ASSERT_KAT(r.dir[2], -0.130526192, 1e-7, 1e-6);
+  lidar_pattern_close(&p);
+
+  // projective: d = normalize(1, u tan(FOV_h/2), v tan(FOV_v/2))
+  d.projective = 1;
+  ASSERT_OK(lidar_pattern_flash_init(&p, &d, "lidar.flash", &msg));
+  lidar_pattern_ray(&p, 0, 1 * 8 + 6, &r);   // i = 1, j = 6
+  double u = 1.0 - 2.0 * 6.5 / 8.0, v = 1.0 - 2.0 * 1.5 / 4.0;
+  double e[3] = {1.0, u * tan(20 * DEG), v * tan(10 * DEG)};
+  double n = sqrt(e[0] * e[0] + e[1] * e[1] + e[2] * e[2]);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_NEAR(r.dir[i], e[i] / n, 1e-14);
+  }
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_spinning_firing_offsets) {
+  // channel 1 fires 10 us into each column, channel 0 at its start: order by time, azimuth
+  // shifted by sigma 2 pi f dt
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  double el[3] = {0.1, -0.1, 0.0};
+  double dt[3] = {20e-6, 0.0, 10e-6};
+  lidar_spinning_desc_t d = {.frequency = 10.0, .columns = 360, .elevations = el, .nchannel = 3,
+                             .time_offsets = dt, .ntime_offset = 3, .start_azimuth = 0.5};
+  ASSERT_OK(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg));
+  const uint32_t order[3] = {1, 2, 0};
+  for (uint32_t k = 0; k < 3; k++) {
+    lidar_pattern_ray_t r;
+    lidar_pattern_ray(&p, 361, k, &r);
+    uint32_t c = order[k];
+    ASSERT_EQ(r.ring, c);
+    ASSERT_NEAR(r.elevation, el[c], 0.0);
+    ASSERT_EQ(r.sweep, 1);
+    ASSERT_NEAR(r.time_offset, 1.0 / 3600.0 + dt[c], 1e-15);
+    double expect = 0.5 - 2.0 * M_PI * 10.0 * (1.0 / 3600.0 + dt[c]);
+    ASSERT_NEAR(r.azimuth, expect, 1e-12);
+  }
+  lidar_pattern_close(&p);
+
+  // counter-clockwise
+  d.counter_clockwise = 1;
+  d.ntime_offset = 0;
+  ASSERT_OK(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg));
+  lidar_pattern_ray_t r;
+  lidar_pattern_ray(&p, 90, 0, &r);
+  ASSERT_NEAR(r.azimuth, 0.5 + M_PI / 2, 1e-12);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_presets_bpearl_hdl64e) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_bpearl_desc_t b = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_bpearl_init(&p, &b, "lidar.bpearl", &msg));
+  ASSERT_EQ(p.nray, 32);
+  ASSERT_NEAR(lidar_pattern_rate(&p), 576000.0, 1e-6);
+  double lo = 1e9, hi = -1e9;
+  for (uint32_t k = 0; k < p.nray; k++) {
+    lo = fmin(lo, p.elevation[k]);
+    hi = fmax(hi, p.elevation[k]);
+  }
+  ASSERT_NEAR(lo, 0.0, 1e-15);
+  ASSERT_NEAR((hi - lo) / DEG, 90.0 * 31 / 32, 1e-12);   // 2.8125 degree steps
+  lidar_pattern_close(&p);
+  b.frequency = 15.0;
+  ASSERT_NE(lidar_pattern_bpearl_init(&p, &b, "lidar.bpearl", &msg), 0);
+  ASSERT_CONTAINS(msg.text, "lidar.bpearl.frequency");
+
+  lidar_hdl64e_desc_t h = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_hdl64e_init(&p, &h, "lidar.hdl64e", &msg));
+  ASSERT_EQ(p.nray, 64);
+  lo = 1e9;
+  hi = -1e9;
+  for (uint32_t k = 0; k < p.nray; k++) {
+    lo = fmin(lo, p.elevation[k]);
+    hi = fmax(hi, p.elevation[k]);
+  }
+  ASSERT_NEAR(hi / DEG, 2.0, 1e-12);
+  ASSERT_NEAR(lo / DEG, -24.8, 1e-12);
+  ASSERT_NEAR(lidar_pattern_rate(&p), 1.3333e6, 1e3);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_custom_ray_list) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  double az[3] = {0.1, 0.2, 0.3}, el[3] = {0.0, 0.1, -0.1}, t[3] = {0.02, 0.0, 0.01};
+  uint32_t ch[3] = {7, 8, 9};
+  lidar_custom_desc_t d = {.azimuths = az, .elevations = el, .time_offsets = t,
+                           .ntime_offset = 3, .channels = ch, .nchannel = 3, .nray = 3,
+                           .frame_rate = 20.0};
+  ASSERT_OK(lidar_pattern_custom_init(&p, &d, "lidar.custom", &msg));
+  const uint32_t order[3] = {1, 2, 0};
+  for (uint32_t k = 0; k < 3; k++) {
+    lidar_pattern_ray_t r;
+    lidar_pattern_ray(&p, 2, k, &r);
+    ASSERT_NEAR(r.azimuth, az[order[k]], 0.0);
+    ASSERT_NEAR(r.elevation, el[order[k]], 0.0);
+    ASSERT_EQ(r.ring, ch[order[k]]);
+    ASSERT_NEAR(r.time, 0.1 + t[order[k]], 1e-15);
+    ASSERT_EQ(r.sweep, 2);
+  }
+  lidar_pattern_close(&p);
+
+  t[2] = 0.05;   // = one frame
+  ASSERT_NE(lidar_pattern_custom_init(&p, &d, "lidar.custom", &msg), 0);
+  ASSERT_CONTAINS(msg.text, "lidar.custom.time_offsets[2]");
+  return 0;
+}
+
+
+TEST(pattern_livox_rosette) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_livox_desc_t d = {.fov = 38.4 * DEG, .point_rate = 100000, .frame_rate = 10,
+                          .prism_rate = {7294.0 / 60.0, -4664.0 / 60.0}};
+  ASSERT_OK(lidar_pattern_livox_init(&p, &d, "lidar.livox", &msg));
+  ASSERT_EQ(p.groups_per_sweep, 10000);
+
+  // every ray inside the cone; the field is covered out to its edge; frames differ
+  double maxang = 0.0;
+  int differ = 0;
+  for (uint64_t g = 0; g < 10000; g++) {
+    lidar_pattern_ray_t r, r2;
+    lidar_pattern_ray(&p, g, 0, &r);
+    lidar_pattern_ray(&p, g + 10000, 0, &r2);
+    double ang = acos(fmin(1.0, r.dir[0]));
+    ASSERT_TRUE(ang <= 19.2 * DEG + 1e-12);
+    maxang = fmax(maxang, ang);
+    ASSERT_NEAR(r.dir[0] * r.dir[0] + r.dir[1] * r.dir[1] + r.dir[2] * r.dir[2], 1.0, 1e-12);
+    differ += fabs(r.dir[1] - r2.dir[1]) > 1e-6;
+    ASSERT_EQ(r2.sweep, 1);
+  }
+  ASSERT_TRUE(maxang > 19.0 * DEG);
+  ASSERT_TRUE(differ > 9000);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(pattern_bad_configurations_name_the_field) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  double el[2] = {0.0, 0.1};
+  lidar_spinning_desc_t d = {.frequency = 10.0, .columns = 100, .elevations = el, .nchannel = 0};
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.channel_elevations is empty");
+  d.nchannel = 2;
+  d.columns = 0;
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_STREQ(msg.text, "lidar.spinning.columns = 0 must be > 0");
+  d.columns = 100;
+  d.frequency = NAN;
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.frequency = nan");
+  d.frequency = 10.0;
+  el[1] = NAN;
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.channel_elevations[1]");
+  el[1] = 0.1;
+  double dt[2] = {0.0, 1e-3};   // a column lasts 1 ms
+  d.time_offsets = dt;
+  d.ntime_offset = 2;
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.channel_time_offsets[1]");
+
+  lidar_vlp16_desc_t v = {.frequency = 25.0};
+  ASSERT_EQ(lidar_pattern_vlp16_init(&p, &v, "lidar.vlp16", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.vlp16.frequency = 25");
+  lidar_ouster_desc_t o = {.channels = 48, .columns = 1024, .frequency = 10.0,
+                           .elevation_max = NAN, .elevation_min = NAN};
+  ASSERT_EQ(lidar_pattern_ouster_init(&p, &o, "lidar.ouster", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.ouster.channels = 48");
+  lidar_flash_desc_t f = {.columns = 8, .rows = 0, .fov_horizontal = 1, .fov_vertical = 1,
+                          .frame_rate = 10};
+  ASSERT_EQ(lidar_pattern_flash_init(&p, &f, "lidar.flash", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.flash.rows = 0");
+  return 0;
+}
