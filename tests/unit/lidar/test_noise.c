@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: MIT
+// test_noise.c: detection distance noise (known sigma values of docs/models/lidar.md, injected
+// samples, statistics of the drawn noise, determinism) and ray emission angle noise.
+#include <math.h>
+
+#include "check.h"
+#include "lidar/noise.h"
+
+static lidar_distance_noise_t distance_noise(double base, double slope, double mean) {
+  lidar_distance_noise_desc_t d = {base, slope, mean};
+  lidar_distance_noise_t n = {0};
+  if (lidar_noise_distance_init(&n, &d, "lidar.distance_noise", NULL) != 0) {
+    n.enabled = -1;
+  }
+  return n;
+}
+
+
+TEST(noise_distance_sigma_known_answers) {
+  lidar_distance_noise_t n = distance_noise(0.01, 0.001, 0.0);
+  ASSERT_NEAR(lidar_noise_distance_stddev(&n, 0.0), 0.01, 1e-15);
+  ASSERT_NEAR(lidar_noise_distance_stddev(&n, 50.0), 0.06, 1e-15);
+  n = distance_noise(0.0, 0.003, 0.0);
+  ASSERT_NEAR(lidar_noise_distance_stddev(&n, 10.0), 0.03, 1e-15);
+  n = distance_noise(0.02, 0.0, 0.0);
+  ASSERT_NEAR(lidar_noise_distance_stddev(&n, 100.0), 0.02, 1e-15);
+  return 0;
+}
+
+
+TEST(noise_distance_injected_samples) {
+  lidar_distance_noise_t n = distance_noise(0.01, 0.001, 0.005);
+  ASSERT_NEAR(lidar_noise_distance_apply(&n, 50.0, 1.5), 50.0 + 0.005 + 0.06 * 1.5, 1e-12);
+  ASSERT_NEAR(lidar_noise_distance_apply(&n, 50.0, -2.0), 50.0 + 0.005 - 0.12, 1e-12);
+
+  // clamped at 0
+  ASSERT_TRUE(lidar_noise_distance_apply(&n, 0.01, -10.0) == 0.0);
+
+  // sigma = 0 gives exactly x + mu, whatever the sample
+  n = distance_noise(0.0, 0.0, 0.25);
+  ASSERT_TRUE(lidar_noise_distance_apply(&n, 3.0, 1e300) == 3.25);
+  rng_key_t key = {.seed = 1};
+  ASSERT_TRUE(lidar_noise_distance(&n, &key, 0, 3.0) == 3.25);
+
+  // disabled: unchanged
+  n = distance_noise(0.0, 0.0, 0.0);
+  ASSERT_EQ(n.enabled, 0);
+  ASSERT_TRUE(lidar_noise_distance(&n, &key, 0, 3.0) == 3.0);
+  return 0;
+}
+
+
+TEST(noise_distance_statistics) {
+  // sigma(40) = 0.01 + 0.002 * 40 = 0.09, mean offset 0.03: sample mean and std within 4 sigma
+  // of their sampling errors
+  lidar_distance_noise_t n = distance_noise(0.01, 0.002, 0.03);
+  const int count = 100000;
+  double sum = 0.0, s2 = 0.0;
+  for (int i = 0; i < count; i++) {
+    rng_key_t key = {.seed = 5, .stream = 2, .frame = 9, .index = (uint64_t)i};
+    double x = lidar_noise_distance(&n, &key, 0, 40.0) - 40.03;
+    sum += x;
+    s2 += x * x;
+  }
+  double mean = sum / count;
+  double sd = sqrt(s2 / count - mean * mean);
+  ASSERT_NEAR(mean, 0.0, 4 * 0.09 / sqrt(count));
+  ASSERT_NEAR(sd, 0.09, 4 * 0.09 / sqrt(2.0 * count));
+
+  // the same key and slot give the same value; another slot an independent one
+  rng_key_t key = {.seed = 5, .stream = 2, .frame = 9, .index = 17};
+  double a = lidar_noise_distance(&n, &key, 0, 40.0);
+  ASSERT_TRUE(a == lidar_noise_distance(&n, &key, 0, 40.0));
+  ASSERT_TRUE(a != lidar_noise_distance(&n, &key, 1, 40.0));
+  return 0;
+}
+
+
+TEST(noise_angle_rotates_about_the_optical_axes) {
+  lidar_angle_noise_desc_t d = {.axis = LIDAR_ANGLE_AZIMUTH, .mean = 0.1, .stddev = 0.0};
+  lidar_angle_noise_t n;
+  ASSERT_OK(lidar_noise_angle_init(&n, &d, "lidar.angle_noise", NULL));
+  double dir[3] = {cos(0.2) * cos(0.5), cos(0.2) * sin(0.5), sin(0.2)};
+  double out[3];
+  lidar_noise_angle_apply(&n, dir, 0.0, out);
+
+  // azimuth noise on a ray at elevation 0.2: the angle between them is 0.1 and the rotation axis
+  // y_opt lies in the vertical plane of the ray, so the new direction is unit length
+  double c = dir[0] * out[0] + dir[1] * out[1] + dir[2] * out[2];
+  ASSERT_NEAR(acos(c), 0.1, 1e-12);
+  ASSERT_NEAR(out[0] * out[0] + out[1] * out[1] + out[2] * out[2], 1.0, 1e-14);
+
+  // elevation noise on a horizontal ray changes the elevation only
+  d.axis = LIDAR_ANGLE_ELEVATION;
+  ASSERT_OK(lidar_noise_angle_init(&n, &d, "lidar.angle_noise", NULL));
+  double h[3] = {cos(0.5), sin(0.5), 0.0};
+  lidar_noise_angle_apply(&n, h, 0.0, out);
+  ASSERT_NEAR(fabs(asin(out[2])), 0.1, 1e-12);
+  ASSERT_NEAR(atan2(out[1], out[0]), 0.5, 1e-12);
+
+  // a vertical ray uses e_y as x_opt
+  double up[3] = {0, 0, 1};
+  lidar_noise_angle_apply(&n, up, 0.0, out);
+  ASSERT_NEAR(out[1], 0.0, 1e-15);
+  ASSERT_NEAR(fabs(out[0]), sin(0.1), 1e-15);
+  return 0;
+}
+
+
+TEST(noise_rejects_bad_configuration) {
+  static const struct {
+    lidar_distance_noise_desc_t d;
+    const char* field;
+  } bad[] = {
+      {{-0.01, 0, 0}, "lidar.distance_noise.stddev_base = -0.01"},
+      {{NAN, 0, 0}, "lidar.distance_noise.stddev_base = nan"},
+      {{0, -1e-3, 0}, "lidar.distance_noise.stddev_slope = -0.001"},
+      {{0, INFINITY, 0}, "lidar.distance_noise.stddev_slope = inf"},
+      {{0, 0, NAN}, "lidar.distance_noise.mean = nan"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    lidar_distance_noise_t n = {.enabled = 7};
+    err_msg_t msg = {{0}};
+    ASSERT_EQ(lidar_noise_distance_init(&n, &bad[i].d, "lidar.distance_noise", &msg), ERR_INVAL);
+    ASSERT_CONTAINS(msg.text, bad[i].field);
+    ASSERT_EQ(n.enabled, 7);
+  }
+  lidar_angle_noise_desc_t a = {.axis = (lidar_angle_axis_t)5};
+  lidar_angle_noise_t an;
+  err_msg_t msg = {{0}};
+  ASSERT_EQ(lidar_noise_angle_init(&an, &a, "lidar.angle_noise", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.angle_noise.axis");
+  a = (lidar_angle_noise_desc_t){.axis = LIDAR_ANGLE_AZIMUTH, .stddev = -1.0};
+  ASSERT_EQ(lidar_noise_angle_init(&an, &a, "lidar.angle_noise", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.angle_noise.stddev");
+  return 0;
+}
