@@ -11,6 +11,12 @@
 // so the ratio is the daemon's cost over bare loopback transport. Measured: one request in
 // flight (median and p99 round trip, requests/s) and pipelined with a window of requests in
 // flight (requests/s), in interleaved rounds. Exit status 1 when validation fails.
+//
+// End to end: the same scene is also built in this process, and a raycast of 131,072 rays is
+// traced here with env_raycast (as many worker threads as the daemon) and through the Python
+// client (tests/bench/bench_e2e.py, run as a child, joining the daemon's environment as an
+// observer): BENCH e2e_python_over_inprocess is the Python client's rays per second over the
+// in-process ones (medians), and the Python hits must equal the in-process hits bit for bit.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -29,11 +35,23 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/pool.h"
 #include "bench_util.h"
+#include "scene/scene.h"
 #include "sensim.pb-c.h"
+#include "world/env.h"
 
 #ifndef SENSIMD_DEFAULT
 #define SENSIMD_DEFAULT "sensimd"
+#endif
+#ifndef BENCH_PYTHON
+#define BENCH_PYTHON "python3"
+#endif
+#ifndef BENCH_E2E_SCRIPT
+#define BENCH_E2E_SCRIPT "bench_e2e.py"
+#endif
+#ifndef BENCH_PYTHONPATH
+#define BENCH_PYTHONPATH ""
 #endif
 
 #define IO_TIMEOUT_MS 30000     // any single wait on a socket or the daemon
@@ -59,6 +77,9 @@ typedef struct options {
   unsigned ray_lat;         // one-in-flight raycasts per path and round
   unsigned ray_pipe;        // pipelined raycasts per path and round
   unsigned ray_window;
+  unsigned e2e_rays;        // rays per end-to-end raycast; 0: no end-to-end part
+  unsigned e2e_calls;       // timed calls per side
+  const char* python;       // interpreter for bench_e2e.py
 } options_t;
 
 static const char* const g_usage =
@@ -75,7 +96,13 @@ static const char* const g_usage =
     "  --pings N             one-in-flight pings per path and round (default 2000; 5x as\n"
     "                        many pipelined)\n"
     "  --raycasts N          one-in-flight raycasts per path and round (default 20; as many\n"
-    "                        pipelined)\n";
+    "                        pipelined)\n"
+    "  --e2e-rays N          rays per end-to-end raycast through the Python client (default\n"
+    "                        131072)\n"
+    "  --e2e-calls N         timed end-to-end calls per side (default 10; 3 with --quick)\n"
+    "  --no-e2e              skip the end-to-end part\n"
+    "  --python PATH         interpreter for bench_e2e.py (default: $SENSIM_PYTHON, else the\n"
+    "                        build's)\n";
 
 
 static void parse_options(int argc, char** argv, options_t* o) {
@@ -93,6 +120,10 @@ static void parse_options(int argc, char** argv, options_t* o) {
   o->ray_lat = quick ? 6 : 20;
   o->ray_pipe = quick ? 8 : 20;
   o->ray_window = 4;
+  o->e2e_rays = 131072;
+  o->e2e_calls = quick ? 3 : 10;
+  const char* py = getenv("SENSIM_PYTHON");
+  o->python = py && py[0] ? py : BENCH_PYTHON;
 
   // --pings N: N one-in-flight and 5 N pipelined; --raycasts N: N of each (0: not given)
   unsigned pings = 0, raycasts = 0;
@@ -105,6 +136,10 @@ static void parse_options(int argc, char** argv, options_t* o) {
       {"rounds", BENCH_OPT_COUNT, &o->rounds, 1, 1000},
       {"pings", BENCH_OPT_COUNT, &pings, 1, 10000000},
       {"raycasts", BENCH_OPT_COUNT, &raycasts, 1, 1000000},
+      {"e2e-rays", BENCH_OPT_COUNT, &o->e2e_rays, 1, 1u << 22},
+      {"e2e-calls", BENCH_OPT_COUNT, &o->e2e_calls, 1, 10000},
+      {"no-e2e", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"python", BENCH_OPT_STRING, &o->python, 0, 0},
   };
   int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   if (pings) {
@@ -113,6 +148,9 @@ static void parse_options(int argc, char** argv, options_t* o) {
   }
   if (raycasts) {
     o->ray_lat = o->ray_pipe = raycasts;
+  }
+  if (bench_has_arg(argc, argv, "--no-e2e")) {
+    o->e2e_rays = 0;
   }
   if (first + 1 == argc) {
     o->sensimd = argv[first];
@@ -743,6 +781,221 @@ static void workload_report(workload_t* wl, unsigned rounds) {
          rseq, rpipe);
 }
 
+//---------------- End to end: the Python client against tracing in this process
+
+// The world of send_world, built in this process.
+static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, unsigned nray) {
+  env_limits_t lim = env_default_limits();
+  if (lim.max_raycast_rays < nray) {
+    lim.max_raycast_rays = nray;
+  }
+  err_msg_t msg;
+  env_t* e = env_create("bench_e2e", &lim, dev, pool, &msg);
+  if (!e) {
+    bench_die("env_create: %s", msg.text);
+  }
+  mesh_desc_t md = {
+      .id = 1,
+      .vertices = (const uint8_t*)w->v,
+      .vertices_len = 3 * sizeof(float) * w->nv,
+      .indices = (const uint8_t*)w->idx,
+      .indices_len = 3 * sizeof(uint32_t) * w->nt,
+  };
+  if (env_create_mesh(e, &md, &msg)) {
+    bench_die("env_create_mesh: %s", msg.text);
+  }
+  object_desc_t od = {.id = 100, .geometry_id = 1, .local_pose = xform_identity()};
+  for (int i = 0; i < 3; i++) {
+    od.scale[i] = 1.0;
+  }
+  if (env_create_object(e, &od, &msg)) {
+    bench_die("env_create_object: %s", msg.text);
+  }
+  for (unsigned k = 0; k < NBOX; k++) {
+    prim_desc_t pd = {.id = k + 2, .kind = SCENE_PRIM_BOX};
+    memcpy(pd.size, w->box_half[k], sizeof pd.size);
+    if (env_create_primitive(e, &pd, &msg)) {
+      bench_die("env_create_primitive: %s", msg.text);
+    }
+    od.id = 101 + k;
+    od.geometry_id = k + 2;
+    memcpy(od.local_pose.p, w->box_center[k], sizeof od.local_pose.p);
+    if (env_create_object(e, &od, &msg)) {
+      bench_die("env_create_object: %s", msg.text);
+    }
+  }
+  return e;
+}
+
+
+// Seconds of one env_raycast of the n rays into hits.
+static double trace_inprocess(env_t* e, const double* org, const double* dir, unsigned n,
+                              scene_hit_t* hits) {
+  env_raycast_t r = {.nray = n, .origins = org, .directions = dir, .max_range = MAX_RANGE};
+  err_msg_t msg;
+  double t0 = bench_now();
+  if (env_raycast(e, &r, hits, &msg)) {
+    bench_die("env_raycast: %s", msg.text);
+  }
+  return bench_now() - t0;
+}
+
+
+static void write_file(const char* path, const void* data, size_t len) {
+  FILE* f = fopen(path, "wb");
+  if (!f || fwrite(data, 1, len, f) != len || fclose(f) != 0) {
+    bench_die("cannot write %s: %s", path, strerror(errno));
+  }
+}
+
+
+// Run bench_e2e.py against the daemon's environment; collects its per-call seconds into sec
+// (returns how many) and leaves the last call's hits in hits_path.
+static unsigned run_python(const options_t* o, int port, const char* env_name,
+                           const char* rays_path, const char* hits_path, double* sec) {
+  int p[2];
+  if (pipe(p) != 0) {
+    bench_die("pipe: %s", strerror(errno));
+  }
+  char port_s[16], calls_s[16], range_s[32];
+  snprintf(port_s, sizeof port_s, "%d", port);
+  snprintf(calls_s, sizeof calls_s, "%u", o->e2e_calls);
+  snprintf(range_s, sizeof range_s, "%.17g", MAX_RANGE);
+  const char* argv[] = {o->python, BENCH_E2E_SCRIPT, "--port", port_s, "--environment",
+                        env_name, "--rays", rays_path, "--hits", hits_path, "--calls",
+                        calls_s, "--max-range", range_s, NULL};
+  pid_t pid = fork();
+  if (pid < 0) {
+    bench_die("fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[0]);
+    close(p[1]);
+    const char* old = getenv("PYTHONPATH");
+    char path[4096];
+    snprintf(path, sizeof path, "%s%s%s", BENCH_PYTHONPATH, old && old[0] ? ":" : "",
+             old ? old : "");
+    setenv("PYTHONPATH", path, 1);
+    execvp(o->python, (char* const*)argv);
+    fprintf(stderr, "bench_session: cannot run %s: %s\n", o->python, strerror(errno));
+    _exit(127);
+  }
+  close(p[1]);
+  FILE* f = fdopen(p[0], "r");
+  if (!f) {
+    bench_die("fdopen: %s", strerror(errno));
+  }
+  unsigned n = 0;
+  char line[256];
+  while (fgets(line, sizeof line, f)) {
+    double v;
+    if (sscanf(line, "e2e_seconds %lf", &v) == 1 && n < o->e2e_calls) {
+      sec[n++] = v;
+    }
+  }
+  fclose(f);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != o->e2e_calls) {
+    bench_die("%s %s failed (status %d, %u of %u calls timed)", o->python, BENCH_E2E_SCRIPT,
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1, n, o->e2e_calls);
+  }
+  return n;
+}
+
+
+// Rays whose hits_bytes record (48 bytes: distance, normal, object id, label) differs from
+// the in-process hit in any bit.
+static unsigned compare_hits(const char* hits_path, const scene_hit_t* hits, unsigned n) {
+  FILE* f = fopen(hits_path, "rb");
+  if (!f) {
+    bench_die("cannot read %s: %s", hits_path, strerror(errno));
+  }
+  unsigned bad = 0;
+  uint8_t rec[48];
+  for (unsigned i = 0; i < n; i++) {
+    if (fread(rec, 1, sizeof rec, f) != sizeof rec) {
+      bench_die("%s: %u records, expected %u", hits_path, i, n);
+    }
+    uint32_t ids[2] = {hits[i].object_id, hits[i].label};
+    bad += memcmp(rec, &hits[i].distance, 8) != 0 || memcmp(rec + 8, hits[i].normal, 24) != 0 ||
+           memcmp(rec + 32, ids, 8) != 0;
+  }
+  fclose(f);
+  return bad;
+}
+
+
+// The end-to-end part; returns whether its check passed.
+static bool run_e2e(const options_t* o, const world_t* w, int port, const char* env_name,
+                    unsigned threads) {
+  unsigned n = o->e2e_rays;
+  double* rays = bench_xmalloc(6 * sizeof(double) * n);
+  make_rays(n, rays, rays + 3 * (size_t)n);
+  char rays_path[] = "/tmp/bench_e2e_rays_XXXXXX", hits_path[] = "/tmp/bench_e2e_hits_XXXXXX";
+  int fd1 = mkstemp(rays_path), fd2 = mkstemp(hits_path);
+  if (fd1 < 0 || fd2 < 0) {
+    bench_die("mkstemp: %s", strerror(errno));
+  }
+  close(fd1);
+  close(fd2);
+  write_file(rays_path, rays, 6 * sizeof(double) * n);
+
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  if (!dev) {
+    bench_die("scene_device_create: %s", msg.text);
+  }
+  pool_t* pool = pool_create(threads ? threads : 1);
+  if (!pool) {
+    bench_die("pool_create(%u) failed", threads);
+  }
+  env_t* e = build_env(w, dev, pool, n);
+  scene_hit_t* hits = bench_xmalloc(sizeof(scene_hit_t) * n);
+
+  // in-process calls before and after the Python ones (each after a warm-up call)
+  unsigned calls = o->e2e_calls;
+  double* inproc = bench_xmalloc(sizeof(double) * 2 * calls);
+  double* e2e = bench_xmalloc(sizeof(double) * calls);
+  trace_inprocess(e, rays, rays + 3 * (size_t)n, n, hits);
+  for (unsigned i = 0; i < calls; i++) {
+    inproc[i] = trace_inprocess(e, rays, rays + 3 * (size_t)n, n, hits);
+  }
+  run_python(o, port, env_name, rays_path, hits_path, e2e);
+  for (unsigned i = 0; i < calls; i++) {
+    inproc[calls + i] = trace_inprocess(e, rays, rays + 3 * (size_t)n, n, hits);
+  }
+  unsigned bad = compare_hits(hits_path, hits, n);
+  unsigned nhit = 0;
+  for (unsigned i = 0; i < n; i++) {
+    nhit += isfinite(hits[i].distance) != 0;
+  }
+
+  double t_in = bench_median(inproc, 2 * (size_t)calls), t_py = bench_median(e2e, calls);
+  char c1[32];
+  printf("\ne2e: raycast of %s rays (%u hit), in this process (env_raycast, %u threads, "
+         "%u calls) and through the Python client (%s, %u calls)\n",
+         bench_count(n, c1), nhit, threads, 2 * calls, BENCH_E2E_SCRIPT, calls);
+  printf("%-10s %12s %12s\n", "path", "median ms", "Mrays/s");
+  printf("%-10s %12.2f %12.2f\n", "in-process", 1e3 * t_in, n / t_in / 1e6);
+  printf("%-10s %12.2f %12.2f\n", "python", 1e3 * t_py, n / t_py / 1e6);
+  printf("check e2e: Python hits equal the in-process hits bit for bit: %u of %u differ: %s\n",
+         bad, n, bad == 0 ? "PASS" : "FAIL");
+  printf("BENCH e2e_python_over_inprocess %.3f x\n", t_in / t_py);
+
+  unlink(rays_path);
+  unlink(hits_path);
+  free(inproc);
+  free(e2e);
+  free(hits);
+  free(rays);
+  env_destroy(e);
+  pool_destroy(pool);
+  scene_device_destroy(dev);
+  return bad == 0 && nhit > 0;
+}
+
 //---------------- Main
 
 int main(int argc, char** argv) {
@@ -907,6 +1160,11 @@ int main(int argc, char** argv) {
          opt.rounds, opt.rounds * wls[0].lat_n, opt.rounds * wls[1].lat_n, opt.ping_window,
          opt.ray_window);
 
+  bool ok_e2e = true;
+  if (opt.e2e_rays) {
+    ok_e2e = run_e2e(&opt, &w, d.port, "bench_session", threads);
+  }
+
   // shutdown
   close(fds[1]);
   pthread_join(echo.thread, NULL);
@@ -914,7 +1172,7 @@ int main(int argc, char** argv) {
   close(sfd);
   int status = daemon_stop(&d);
   printf("sensimd stopped with SIGTERM: exit status %d\n", status);
-  bool ok = ok_ping && ok_ray && status == 0;
+  bool ok = ok_ping && ok_ray && ok_e2e && status == 0;
   printf("checks: %s\n", ok ? "PASS" : "FAIL");
 
   for (int k = 0; k < 2; k++) {

@@ -25,13 +25,15 @@ __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"
 
 PROTOCOL_VERSION = pb.PROTOCOL_VERSION
 
-# Result of Client.raycast: one record per ray.
-RAYCAST_DTYPE = np.dtype([
-    ("distances", "<f8"),       # m; +inf on a miss
-    ("object_ids", "<u4"),      # 0 on a miss
-    ("labels", "<u4"),
-    ("normals", "<f8", (3,)),   # world frame, facing the ray; 0 on a miss
-])
+# Result of Client.raycast: one record per ray, laid out like RaycastResult.hits_bytes (48 bytes:
+# distance at 0, normal at 8, object id at 32, label at 36, 8 reserved bytes), so that the reply
+# is read in place.
+RAYCAST_DTYPE = np.dtype({
+    "names": ["distances", "normals", "object_ids", "labels"],
+    "formats": ["<f8", ("<f8", (3,)), "<u4", "<u4"],  # m, +inf on a miss; world frame, facing
+    "offsets": [0, 8, 32, 36],                        # the ray, 0 on a miss; 0 on a miss; label
+    "itemsize": 48,
+})
 
 _ROLES = {"controller": pb.ROLE_CONTROLLER, "observer": pb.ROLE_OBSERVER}
 _RETENTIONS = {"default": pb.RETENTION_DEFAULT, "destroy": pb.RETENTION_DESTROY,
@@ -128,6 +130,44 @@ def _rows(value: Any, width: int, what: str, dtype: Any = float) -> np.ndarray:
     if arr.ndim != 2 or arr.shape[1] != width:
         raise ValueError(f"{what}: expected shape (N, {width}), got {np.shape(value)}")
     return arr
+
+
+def _le_bytes(arr: np.ndarray, dtype: str) -> bytes:
+    """The values of arr as packed little-endian bytes (the *_bytes fields)."""
+    return np.ascontiguousarray(arr, dtype=dtype).tobytes()
+
+
+def _ids(value: Any, what: str) -> np.ndarray:
+    """Ids as a little-endian uint32 array; negative or too large ids are refused."""
+    arr = np.asarray(value).reshape(-1)
+    if arr.size and arr.dtype.kind not in "iu":
+        raise ValueError(f"{what}: expected integer ids, got {arr.dtype}")
+    if arr.size and (arr.min() < 0 or arr.max() > 0xFFFFFFFF):
+        raise ValueError(f"{what}: ids must lie in [0, 2**32)")
+    return np.ascontiguousarray(arr, dtype="<u4")
+
+
+def raycast_hits(result: Any, n: int) -> np.recarray:
+    """The hits of a RaycastResult for n rays as a RAYCAST_DTYPE record array: hits_bytes seen
+    in place (read-only), or the four packed arrays of the old form copied."""
+    if result.HasField("hits_bytes"):
+        data = result.hits_bytes  # one copy out of the message; read in place from here on
+        if len(data) != n * RAYCAST_DTYPE.itemsize:
+            raise errors.ProtocolError(f"raycast: {len(data)} bytes of hits_bytes for {n} rays")
+        return np.frombuffer(data, dtype=RAYCAST_DTYPE).view(np.recarray)
+    out = np.zeros(n, dtype=RAYCAST_DTYPE).view(np.recarray)
+    distances = np.asarray(result.distances, dtype=float)
+    if distances.shape != (n,):
+        raise errors.ProtocolError(f"raycast: {len(distances)} distances for {n} rays")
+    out.distances = distances
+    for name, got, width in (("object_ids", result.object_ids, 1),
+                             ("labels", result.labels, 1), ("normals", result.normals, 3)):
+        if len(got) == 0:
+            continue
+        if len(got) != n * width:
+            raise errors.ProtocolError(f"raycast: {len(got)} {name} for {n} rays")
+        out[name] = np.asarray(got).reshape((n, 3) if width == 3 else n)
+    return out
 
 
 def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
@@ -650,31 +690,32 @@ class Client:
                      body_velocities: Any = None, joint_ids: Sequence[int] = (),
                      joint_positions: Any = None) -> None:
         """Send the state at `time`: body_poses (N, 7) px py pz qx qy qz qw, body_velocities
-        (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,)."""
-        ids = np.asarray(body_ids, dtype=np.int64).reshape(-1)
-        jids = np.asarray(joint_ids, dtype=np.int64).reshape(-1)
+        (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,). The arrays travel as
+        little-endian bytes (the UpdateState *_bytes fields)."""
+        ids = _ids(body_ids, "body_ids")
+        jids = _ids(joint_ids, "joint_ids")
         msg = pb.UpdateState(time=float(time))
-        msg.body_ids.extend(ids.tolist())
-        msg.joint_ids.extend(jids.tolist())
         if len(ids):
             if body_poses is None:
                 raise ValueError("body_poses: required with body_ids")
             poses = _rows(body_poses, 7, "body_poses")
             if len(poses) != len(ids):
                 raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
-            msg.body_poses.extend(poses.reshape(-1).tolist())
+            msg.body_ids_bytes = ids.tobytes()
+            msg.body_poses_bytes = _le_bytes(poses, "<f8")
             if body_velocities is not None:
                 vel = _rows(body_velocities, 6, "body_velocities")
                 if len(vel) != len(ids):
                     raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
-                msg.body_velocities.extend(vel.reshape(-1).tolist())
+                msg.body_velocities_bytes = _le_bytes(vel, "<f8")
         if len(jids):
             if joint_positions is None:
                 raise ValueError("joint_positions: required with joint_ids")
             pos = np.asarray(joint_positions, dtype=float).reshape(-1)
             if len(pos) != len(jids):
                 raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
-            msg.joint_positions.extend(pos.tolist())
+            msg.joint_ids_bytes = jids.tobytes()
+            msg.joint_positions_bytes = _le_bytes(pos, "<f8")
         self._call("update_state", msg)
 
     def step(self, time: float) -> Any:
@@ -684,31 +725,17 @@ class Client:
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None) -> np.recarray:
         """Trace rays (origins and directions (N, 3), world) against the environment. Returns a
-        record array of N rays with fields distances (+inf on a miss), object_ids, labels and
-        normals (N, 3)."""
+        record array of N rays (RAYCAST_DTYPE) with fields distances (+inf on a miss),
+        object_ids, labels and normals (N, 3). The rays travel as little-endian bytes and the
+        result is the reply's bytes seen in place: read-only (copy it to change it)."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
-        msg = pb.Raycast(max_range=float(max_range))
-        msg.origins.extend(o.reshape(-1).tolist())
-        msg.directions.extend(d.reshape(-1).tolist())
+        msg = pb.Raycast(max_range=float(max_range), origins_bytes=_le_bytes(o, "<f8"),
+                         directions_bytes=_le_bytes(d, "<f8"))
         if times is not None:
-            msg.times.extend(np.asarray(times, dtype=float).reshape(-1).tolist())
-        r = self._call("raycast", msg, "raycast_result")
+            msg.times_bytes = _le_bytes(np.asarray(times, dtype=float).reshape(-1), "<f8")
+        return raycast_hits(self._call("raycast", msg, "raycast_result"), len(o))
 
-        n = len(o)
-        out = np.zeros(n, dtype=RAYCAST_DTYPE).view(np.recarray)
-        distances = np.asarray(r.distances, dtype=float)
-        if distances.shape != (n,):
-            raise errors.ProtocolError(f"raycast: {len(distances)} distances for {n} rays")
-        out.distances = distances
-        for name, got, width in (("object_ids", r.object_ids, 1), ("labels", r.labels, 1),
-                                 ("normals", r.normals, 3)):
-            if len(got) == 0:
-                continue
-            if len(got) != n * width:
-                raise errors.ProtocolError(f"raycast: {len(got)} {name} for {n} rays")
-            out[name] = np.asarray(got).reshape((n, 3) if width == 3 else n)
-        return out
 

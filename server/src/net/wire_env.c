@@ -3,11 +3,18 @@
 // bodies, objects, joints, state, step, raycast) from protobuf-c messages into core calls, and
 // of their results into replies. Runs on the environment thread.
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "base/mem.h"
 #include "net/wire_pb.h"
+#include "net/wire_sensor.h"
+
+// The bytes form of bulk arrays is little-endian and read in place (proto/README.md).
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "wire_env.c reads little-endian bulk arrays in place: add byte swapping for this host"
+#endif
 
 // Outcome of one request: a code, its detail, and (on success) an optional reply body.
 typedef struct outcome {
@@ -15,38 +22,6 @@ typedef struct outcome {
   err_msg_t msg;
   Sensim__V1__Envelope reply;
 } outcome_t;
-
-
-static void vec3_or(const Sensim__V1__Vec3* v, double dx, double dy, double dz, double dest[3]) {
-  if (!v) {
-    dest[0] = dx;
-    dest[1] = dy;
-    dest[2] = dz;
-    return;
-  }
-  dest[0] = v->has_x ? v->x : 0.0;
-  dest[1] = v->has_y ? v->y : 0.0;
-  dest[2] = v->has_z ? v->z : 0.0;
-}
-
-
-// Pose from the wire: absent position = origin, absent orientation = identity. The core
-// validates the quaternion (finite, non-zero norm).
-static pose_t pose_from(const Sensim__V1__Pose* p) {
-  pose_t out = xform_identity();
-  if (!p) {
-    return out;
-  }
-  vec3_or(p->position, 0, 0, 0, out.p);
-  if (p->orientation) {
-    const Sensim__V1__Quat* q = p->orientation;
-    out.q[0] = q->has_w ? q->w : 0.0;
-    out.q[1] = q->has_x ? q->x : 0.0;
-    out.q[2] = q->has_y ? q->y : 0.0;
-    out.q[3] = q->has_z ? q->z : 0.0;
-  }
-  return out;
-}
 
 
 static const char* str_or_null(const char* s) {
@@ -78,7 +53,7 @@ static int do_create_primitive(const Sensim__V1__CreatePrimitive* m, env_t* e, o
       if (!m->box->half_extents) {
         return err_set(&o->msg, ERR_INVAL, "box.half_extents is not set");
       }
-      vec3_or(m->box->half_extents, 0, 0, 0, d.size);
+      wire_vec3_or(m->box->half_extents, 0, 0, 0, d.size);
       break;
     case SENSIM__V1__CREATE_PRIMITIVE__SHAPE_SPHERE:
       d.kind = SCENE_PRIM_SPHERE;
@@ -173,11 +148,11 @@ static int do_set_environment(const Sensim__V1__SetEnvironment* m, env_t* e, out
   env_settings_t s = {0};
   if (m->gravity) {
     s.has_gravity = 1;
-    vec3_or(m->gravity, 0, 0, 0, s.gravity);
+    wire_vec3_or(m->gravity, 0, 0, 0, s.gravity);
   }
   if (m->magnetic_field) {
     s.has_magnetic_field = 1;
-    vec3_or(m->magnetic_field, 0, 0, 0, s.magnetic_field);
+    wire_vec3_or(m->magnetic_field, 0, 0, 0, s.magnetic_field);
   }
   env_dipole_t* dipoles = NULL;
   if (m->n_dipoles > 0 && !(m->has_replace_dipoles && m->replace_dipoles)) {
@@ -193,8 +168,8 @@ static int do_set_environment(const Sensim__V1__SetEnvironment* m, env_t* e, out
       }
       for (size_t i = 0; i < m->n_dipoles; i++) {
         const Sensim__V1__MagneticDipole* d = m->dipoles[i];
-        vec3_or(d->moment, 0, 0, 0, dipoles[i].moment);
-        vec3_or(d->position, 0, 0, 0, dipoles[i].position);
+        wire_vec3_or(d->moment, 0, 0, 0, dipoles[i].moment);
+        wire_vec3_or(d->position, 0, 0, 0, dipoles[i].position);
         dipoles[i].body_id = d->has_body_id ? d->body_id : 0;
       }
     }
@@ -218,10 +193,10 @@ static int do_set_environment(const Sensim__V1__SetEnvironment* m, env_t* e, out
 static int do_create_body(const Sensim__V1__CreateBody* m, env_t* e, outcome_t* o) {
   body_desc_t d = {0};
   d.id = m->has_id ? m->id : 0;
-  d.pose = pose_from(m->pose);
-  vec3_or(m->linear_velocity, 0, 0, 0, d.linear_velocity);
-  vec3_or(m->angular_velocity, 0, 0, 0, d.angular_velocity);
-  vec3_or(m->center_of_mass, 0, 0, 0, d.center_of_mass);
+  d.pose = wire_pose_from(m->pose);
+  wire_vec3_or(m->linear_velocity, 0, 0, 0, d.linear_velocity);
+  wire_vec3_or(m->angular_velocity, 0, 0, 0, d.angular_velocity);
+  wire_vec3_or(m->center_of_mass, 0, 0, 0, d.center_of_mass);
   d.name = str_or_null(m->name);
   return env_create_body(e, &d, &o->msg);
 }
@@ -232,8 +207,8 @@ static int do_create_object(const Sensim__V1__CreateObject* m, env_t* e, outcome
   d.id = m->has_id ? m->id : 0;
   d.geometry_id = m->has_geometry_id ? m->geometry_id : 0;
   d.body_id = m->has_body_id ? m->body_id : 0;
-  d.local_pose = pose_from(m->local_pose);
-  vec3_or(m->scale, 1, 1, 1, d.scale);
+  d.local_pose = wire_pose_from(m->local_pose);
+  wire_vec3_or(m->scale, 1, 1, 1, d.scale);
   d.material_id = m->has_material_id ? m->material_id : 0;
   d.label = m->has_label ? m->label : 0;
   d.medium_id = m->has_medium_id ? m->medium_id : 0;
@@ -275,40 +250,146 @@ static int do_remove(const Sensim__V1__Remove* m, env_t* e, outcome_t* o) {
 }
 
 
+//---------------- Bulk arrays: packed repeated fields or their little-endian bytes twins
+
+// One bulk array of a request as the core wants it: count values of size bytes each.
+typedef struct bulk {
+  const char* name;   // the field the values came from ("origins" or "origins_bytes")
+  int bytes;          // 1: the bytes form was sent
+  size_t count;       // values
+  const void* data;   // NULL when count is 0
+  void* owned;        // aligned copy of misaligned bytes, freed by bulk_free
+} bulk_t;
+
+
+static void bulk_free(bulk_t* b) {
+  mem_free(b->owned);
+  b->owned = NULL;
+}
+
+
+// Take a bulk array from either form. name is the packed field's name ("origins"), twin its
+// bytes field's ("origins_bytes"); record is the size of one record in bytes (24 for a ray's
+// x y z) and size the size of one value. Refuses both forms at once, and a bytes field whose
+// length is not a whole number of records. Misaligned bytes are copied so the core reads
+// aligned values.
+static int bulk_take(bulk_t* b, const char* name, const char* twin, size_t n_packed,
+                     const void* packed, protobuf_c_boolean has_bytes,
+                     const ProtobufCBinaryData* bytes, size_t size, size_t record,
+                     const char* layout, err_msg_t* msg) {
+  memset(b, 0, sizeof(*b));
+  b->name = name;
+  b->count = n_packed;
+  b->data = n_packed ? packed : NULL;
+  if (!has_bytes) {
+    return 0;
+  }
+  if (n_packed) {
+    return err_set(msg, ERR_INVAL, "%s and %s are both set: send one form of the array", name,
+                   twin);
+  }
+  b->name = twin;
+  b->bytes = 1;
+  if (bytes->len % record != 0) {
+    return err_set(msg, ERR_INVAL, "%s has %zu bytes, not a multiple of %zu (%s)", twin,
+                   bytes->len, record, layout);
+  }
+  b->count = bytes->len / size;
+  if (!b->count) {
+    return 0;
+  }
+  b->data = bytes->data;
+  if (((uintptr_t)bytes->data) % size != 0) {
+    b->owned = mem_alloc(bytes->len);
+    if (!b->owned) {
+      return err_set(msg, ERR_NOMEM, "out of memory for %s (%zu bytes)", twin, bytes->len);
+    }
+    memcpy(b->owned, bytes->data, bytes->len);
+    b->data = b->owned;
+  }
+  return 0;
+}
+
+
+// "body_poses has 14 values" or "body_poses_bytes has 112 bytes".
+static const char* bulk_amount(const bulk_t* b, size_t size, char* buf, size_t cap) {
+  if (b->bytes) {
+    snprintf(buf, cap, "%s has %zu bytes", b->name, b->count * size);
+  } else {
+    snprintf(buf, cap, "%s has %zu values", b->name, b->count);
+  }
+  return buf;
+}
+
+
 static int do_update_state(const Sensim__V1__UpdateState* m, env_t* e, outcome_t* o) {
   if (!m->has_time) {
     return err_set(&o->msg, ERR_INVAL, "time is not set");
   }
-  size_t nb = m->n_body_ids;
-  if (m->n_body_poses != 7 * nb) {
-    return err_set(&o->msg, ERR_INVAL,
-                   "body_poses has %zu values, expected 7 per body (%zu body_ids)",
-                   m->n_body_poses, nb);
+  enum { IDS, POSES, VELS, JIDS, JPOS, NBULK };
+  bulk_t b[NBULK];
+  memset(b, 0, sizeof(b));
+  char amount[96];
+  int rc = bulk_take(&b[IDS], "body_ids", "body_ids_bytes", m->n_body_ids, m->body_ids,
+                     m->has_body_ids_bytes, &m->body_ids_bytes, 4, 4, "uint32 per body",
+                     &o->msg);
+  rc = rc ? rc
+          : bulk_take(&b[POSES], "body_poses", "body_poses_bytes", m->n_body_poses,
+                      m->body_poses, m->has_body_poses_bytes, &m->body_poses_bytes, 8, 56,
+                      "float64 px py pz qx qy qz qw per body", &o->msg);
+  rc = rc ? rc
+          : bulk_take(&b[VELS], "body_velocities", "body_velocities_bytes",
+                      m->n_body_velocities, m->body_velocities, m->has_body_velocities_bytes,
+                      &m->body_velocities_bytes, 8, 48, "float64 vx vy vz wx wy wz per body",
+                      &o->msg);
+  rc = rc ? rc
+          : bulk_take(&b[JIDS], "joint_ids", "joint_ids_bytes", m->n_joint_ids, m->joint_ids,
+                      m->has_joint_ids_bytes, &m->joint_ids_bytes, 4, 4, "uint32 per joint",
+                      &o->msg);
+  rc = rc ? rc
+          : bulk_take(&b[JPOS], "joint_positions", "joint_positions_bytes",
+                      m->n_joint_positions, m->joint_positions, m->has_joint_positions_bytes,
+                      &m->joint_positions_bytes, 8, 8, "float64 per joint", &o->msg);
+  size_t nb = b[IDS].count;
+  if (!rc && b[POSES].count != 7 * nb) {
+    rc = err_set(&o->msg, ERR_INVAL, "%s, expected %d per body (%zu %s)",
+                 bulk_amount(&b[POSES], 8, amount, sizeof(amount)), b[POSES].bytes ? 56 : 7,
+                 nb, b[IDS].name);
   }
-  if (m->n_body_velocities != 0 && m->n_body_velocities != 6 * nb) {
-    return err_set(&o->msg, ERR_INVAL,
-                   "body_velocities has %zu values, expected 0 or 6 per body (%zu body_ids)",
-                   m->n_body_velocities, nb);
+  if (!rc && b[VELS].count != 0 && b[VELS].count != 6 * nb) {
+    rc = err_set(&o->msg, ERR_INVAL, "%s, expected 0 or %d per body (%zu %s)",
+                 bulk_amount(&b[VELS], 8, amount, sizeof(amount)), b[VELS].bytes ? 48 : 6, nb,
+                 b[IDS].name);
   }
-  if (m->n_joint_positions != m->n_joint_ids) {
-    return err_set(&o->msg, ERR_INVAL, "joint_positions has %zu values for %zu joint_ids",
-                   m->n_joint_positions, m->n_joint_ids);
+  if (!rc && b[JPOS].count != b[JIDS].count) {
+    rc = err_set(&o->msg, ERR_INVAL, "%s for %zu %s",
+                 bulk_amount(&b[JPOS], 8, amount, sizeof(amount)), b[JIDS].count,
+                 b[JIDS].name);
   }
-  env_state_update_t u = {0};
-  u.time = m->time;
-  u.nbody = (uint32_t)nb;
-  u.body_ids = m->body_ids;
-  u.body_poses = m->body_poses;
-  u.body_velocities = m->n_body_velocities ? m->body_velocities : NULL;
-  u.njoint = (uint32_t)m->n_joint_ids;
-  u.joint_ids = m->joint_ids;
-  u.joint_positions = m->joint_positions;
-  return env_update_state(e, &u, &o->msg);
+  if (!rc && (nb > UINT32_MAX || b[JIDS].count > UINT32_MAX)) {
+    rc = err_set(&o->msg, ERR_INVAL, "more than %u bodies or joints", (unsigned)UINT32_MAX);
+  }
+  if (!rc) {
+    env_state_update_t u = {0};
+    u.time = m->time;
+    u.nbody = (uint32_t)nb;
+    u.body_ids = b[IDS].data;
+    u.body_poses = b[POSES].data;
+    u.body_velocities = b[VELS].count ? b[VELS].data : NULL;
+    u.njoint = (uint32_t)b[JIDS].count;
+    u.joint_ids = b[JIDS].data;
+    u.joint_positions = b[JPOS].data;
+    rc = env_update_state(e, &u, &o->msg);
+  }
+  for (int i = 0; i < NBULK; i++) {
+    bulk_free(&b[i]);
+  }
+  return rc;
 }
 
 
 static int do_step(const Sensim__V1__Step* m, env_t* e, outcome_t* o,
-                   Sensim__V1__StepDone* done) {
+                   Sensim__V1__StepDone* done, wire_outputs_t** outputs) {
   if (!m->has_time) {
     return err_set(&o->msg, ERR_INVAL, "time is not set");
   }
@@ -322,16 +403,46 @@ static int do_step(const Sensim__V1__Step* m, env_t* e, outcome_t* o,
   done->time = m->time;
   done->has_step = 1;
   done->step = t.steps;
+  rc = wire_sensor_outputs(env_outputs(e), done, outputs, &o->msg);
+  if (rc) {
+    return rc;
+  }
   o->reply.body_case = SENSIM__V1__ENVELOPE__BODY_STEP_DONE;
   o->reply.step_done = done;
   return 0;
 }
 
 
-// Raycast results live in one allocation released after packing.
+// Whether the core's hit record has the wire's record layout (RaycastResult.hits_bytes), so
+// that env_raycast writes the reply's records in place.
+#define HIT_IN_PLACE                                                                      \
+  (sizeof(scene_hit_t) == WIRE_HIT_RECORD_BYTES && offsetof(scene_hit_t, distance) == 0 && \
+   _Generic(((scene_hit_t*)0)->distance, double: 1, default: 0) &&                        \
+   offsetof(scene_hit_t, normal) == 8 &&                                                  \
+   _Generic(((scene_hit_t*)0)->normal[0], double: 1, default: 0) &&                       \
+   offsetof(scene_hit_t, object_id) == 32 && sizeof(((scene_hit_t*)0)->object_id) == 4 && \
+   offsetof(scene_hit_t, label) == 36 && sizeof(((scene_hit_t*)0)->label) == 4)
+
+
+void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out) {
+  for (size_t i = 0; i < n; i++) {
+    uint8_t* rec = out + i * WIRE_HIT_RECORD_BYTES;
+    double distance = hits[i].distance;
+    double normal[3] = {hits[i].normal[0], hits[i].normal[1], hits[i].normal[2]};
+    uint32_t ids[2] = {hits[i].object_id, hits[i].label};
+    memcpy(rec, &distance, 8);
+    memcpy(rec + 8, normal, 24);
+    memcpy(rec + 32, ids, 8);
+    memset(rec + 40, 0, 8);
+  }
+}
+
+
+// Raycast results live in allocations released after packing.
 typedef struct ray_result {
   Sensim__V1__RaycastResult msg;
   scene_hit_t* hits;
+  uint8_t* records;   // hits_bytes when the hits are not written in place
   double* distances;
   uint32_t* object_ids;
   uint32_t* labels;
@@ -341,6 +452,7 @@ typedef struct ray_result {
 
 static void ray_result_free(ray_result_t* r) {
   mem_free(r->hits);
+  mem_free(r->records);
   mem_free(r->distances);
   mem_free(r->object_ids);
   mem_free(r->labels);
@@ -348,48 +460,39 @@ static void ray_result_free(ray_result_t* r) {
 }
 
 
-static int do_raycast(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t* e,
-                      outcome_t* o, ray_result_t* res) {
-  if (m->n_origins % 3 != 0) {
-    return err_set(&o->msg, ERR_INVAL, "origins has %zu values, not a multiple of 3",
-                   m->n_origins);
+// The reply to a request in the bytes form: one record per ray, written by the core in place
+// when its hit record has the wire layout (then only the reserved bytes are cleared).
+static int hits_as_bytes(size_t n, ray_result_t* res, err_msg_t* msg) {
+  uint8_t* rec;
+  if (HIT_IN_PLACE) {
+    rec = (uint8_t*)res->hits;
+    for (size_t i = 0; i < n; i++) {
+      memset(rec + i * WIRE_HIT_RECORD_BYTES + 40, 0, 8);
+    }
+  } else {
+    res->records = mem_alloc(n ? n * WIRE_HIT_RECORD_BYTES : 1);
+    if (!res->records) {
+      return err_set(msg, ERR_NOMEM, "out of memory for %zu results", n);
+    }
+    wire_hit_records(res->hits, n, res->records);
+    rec = res->records;
   }
-  size_t n = m->n_origins / 3;
-  if (m->n_directions != 3 * n) {
-    return err_set(&o->msg, ERR_INVAL, "directions has %zu values, expected %zu (3 per ray)",
-                   m->n_directions, 3 * n);
-  }
-  if (m->n_times != 0 && m->n_times != 1 && m->n_times != n) {
-    return err_set(&o->msg, ERR_INVAL, "times has %zu values, expected 0, 1 or %zu (one per ray)",
-                   m->n_times, n);
-  }
-  if (m->has_max_range && (isnan(m->max_range) || m->max_range < 0)) {
-    return err_set(&o->msg, ERR_INVAL, "max_range = %g must be >= 0 (0 = unlimited)",
-                   m->max_range);
-  }
-  env_raycast_t r = {0};
-  r.nray = (uint32_t)n;
-  r.origins = m->origins;
-  r.directions = m->directions;
-  r.max_range = m->has_max_range ? m->max_range : 0.0;
-  r.ntime = (uint32_t)m->n_times;
-  r.times = m->times;
-  wire_get_cancel(req, &r.cancelled, &r.cancel_ctx);
+  res->msg.has_hits_bytes = 1;
+  res->msg.hits_bytes.len = n * WIRE_HIT_RECORD_BYTES;
+  res->msg.hits_bytes.data = rec;
+  return 0;
+}
+
+
+// The reply to a request in the packed form: four arrays.
+static int hits_as_arrays(size_t n, ray_result_t* res, err_msg_t* msg) {
   size_t alloc_n = n ? n : 1;
-  res->hits = mem_alloc(alloc_n * sizeof(*res->hits));
-  if (!res->hits) {
-    return err_set(&o->msg, ERR_NOMEM, "out of memory for %zu rays", n);
-  }
-  int rc = env_raycast(e, &r, res->hits, &o->msg);
-  if (rc) {
-    return rc;
-  }
   res->distances = mem_alloc(alloc_n * sizeof(double));
   res->object_ids = mem_alloc(alloc_n * sizeof(uint32_t));
   res->labels = mem_alloc(alloc_n * sizeof(uint32_t));
   res->normals = mem_alloc(alloc_n * 3 * sizeof(double));
   if (!res->distances || !res->object_ids || !res->labels || !res->normals) {
-    return err_set(&o->msg, ERR_NOMEM, "out of memory for %zu results", n);
+    return err_set(msg, ERR_NOMEM, "out of memory for %zu results", n);
   }
   for (size_t i = 0; i < n; i++) {
     res->distances[i] = res->hits[i].distance;
@@ -405,9 +508,82 @@ static int do_raycast(const wire_request_t* req, const Sensim__V1__Raycast* m, e
   res->msg.labels = res->labels;
   res->msg.n_normals = 3 * n;
   res->msg.normals = res->normals;
+  return 0;
+}
+
+
+static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t* e,
+                 const bulk_t b[3], outcome_t* o, ray_result_t* res) {
+  char amount[96];
+  if (!b[0].bytes && b[0].count % 3 != 0) {
+    return err_set(&o->msg, ERR_INVAL, "origins has %zu values, not a multiple of 3",
+                   b[0].count);
+  }
+  size_t n = b[0].count / 3;
+  if (b[1].count != 3 * n) {
+    return err_set(&o->msg, ERR_INVAL, "%s, expected %zu (3 per ray, %zu rays in %s)",
+                   bulk_amount(&b[1], 8, amount, sizeof(amount)),
+                   b[1].bytes ? 24 * n : 3 * n, n, b[0].name);
+  }
+  if (b[2].count != 0 && b[2].count != 1 && b[2].count != n) {
+    return err_set(&o->msg, ERR_INVAL, "%s, expected 0, 1 or %zu (one per ray)",
+                   bulk_amount(&b[2], 8, amount, sizeof(amount)), b[2].bytes ? 8 * n : n);
+  }
+  if (m->has_max_range && (isnan(m->max_range) || m->max_range < 0)) {
+    return err_set(&o->msg, ERR_INVAL, "max_range = %g must be >= 0 (0 = unlimited)",
+                   m->max_range);
+  }
+  if (n > UINT32_MAX) {
+    return err_set(&o->msg, ERR_INVAL, "%zu rays exceed %u", n, (unsigned)UINT32_MAX);
+  }
+  env_raycast_t r = {0};
+  r.nray = (uint32_t)n;
+  r.origins = b[0].data;
+  r.directions = b[1].data;
+  r.max_range = m->has_max_range ? m->max_range : 0.0;
+  r.ntime = (uint32_t)b[2].count;
+  r.times = b[2].data;
+  wire_get_cancel(req, &r.cancelled, &r.cancel_ctx);
+  res->hits = mem_alloc((n ? n : 1) * sizeof(*res->hits));
+  if (!res->hits) {
+    return err_set(&o->msg, ERR_NOMEM, "out of memory for %zu rays", n);
+  }
+  int rc = env_raycast(e, &r, res->hits, &o->msg);
+  if (rc) {
+    return rc;
+  }
+  int as_bytes = b[0].bytes || b[1].bytes || b[2].bytes;
+  rc = as_bytes ? hits_as_bytes(n, res, &o->msg) : hits_as_arrays(n, res, &o->msg);
+  if (rc) {
+    return rc;
+  }
   o->reply.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST_RESULT;
   o->reply.raycast_result = &res->msg;
   return 0;
+}
+
+
+static int do_raycast(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t* e,
+                      outcome_t* o, ray_result_t* res) {
+  bulk_t b[3];
+  memset(b, 0, sizeof(b));
+  int rc = bulk_take(&b[0], "origins", "origins_bytes", m->n_origins, m->origins,
+                     m->has_origins_bytes, &m->origins_bytes, 8, 24, "float64 x y z per ray",
+                     &o->msg);
+  rc = rc ? rc
+          : bulk_take(&b[1], "directions", "directions_bytes", m->n_directions,
+                      m->directions, m->has_directions_bytes, &m->directions_bytes, 8, 24,
+                      "float64 x y z per ray", &o->msg);
+  rc = rc ? rc
+          : bulk_take(&b[2], "times", "times_bytes", m->n_times, m->times, m->has_times_bytes,
+                      &m->times_bytes, 8, 8, "float64 per time", &o->msg);
+  if (!rc) {
+    rc = trace(req, m, e, b, o, res);
+  }
+  for (int i = 0; i < 3; i++) {
+    bulk_free(&b[i]);
+  }
+  return rc;
 }
 
 
@@ -418,6 +594,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
   memset(&o, 0, sizeof(o));
   sensim__v1__envelope__init(&o.reply);
   Sensim__V1__StepDone done = SENSIM__V1__STEP_DONE__INIT;
+  wire_outputs_t* outputs = NULL;
   ray_result_t rays;
   memset(&rays, 0, sizeof(rays));
   sensim__v1__raycast_result__init(&rays.msg);
@@ -454,7 +631,10 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
       o.code = do_update_state(env->update_state, e, &o);
       break;
     case SENSIM__V1__ENVELOPE__BODY_STEP:
-      o.code = do_step(env->step, e, &o, &done);
+      o.code = do_step(env->step, e, &o, &done, &outputs);
+      break;
+    case SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR:
+      o.code = wire_sensor_create(env->create_sensor, e, &o.msg);
       break;
     case SENSIM__V1__ENVELOPE__BODY_RAYCAST:
       o.code = do_raycast(r, env->raycast, e, &o, &rays);
@@ -475,6 +655,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
     rc = wire_pack_reply(wire_id(r), 0, NULL, &o.reply, out, out_len);
   }
   ray_result_free(&rays);
+  wire_sensor_outputs_free(outputs);
   *out_code = o.code;
   return rc;
 }

@@ -25,4 +25,11 @@ int wire_pack(Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len) CHECKRE
 int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Envelope* env,
                     uint8_t** out, size_t* out_len) CHECKRET;
 
+// RaycastResult.hits_bytes: one little-endian record per ray, float64 distance at 0, float64
+// normal x y z at 8, uint32 object_id at 32, uint32 label at 36, 8 reserved bytes (zero) at 40.
+#define WIRE_HIT_RECORD_BYTES 48u
+
+// Write n hits as hits_bytes records into out (n * WIRE_HIT_RECORD_BYTES bytes).
+void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out);
+
 #endif  // SENSIM_NET_WIRE_PB_H_
