@@ -1,0 +1,401 @@
+// SPDX-License-Identifier: MIT
+// test_imu.c: the IMU sensor over hand-built step views: centripetal omega^2 r on a spinning
+// body (velocities sent, or estimated from poses), +g at rest, 0 in free fall, magnetometer in a
+// rotated uniform field and near a dipole, selected axes, fixed-rate sampling, noise of the
+// whole sensor, determinism, configuration errors.
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "imu/imu.h"
+#include "imu_fixture.h"
+
+static int make_imu(const imu_config_t* c, sensor_t* s) {
+  err_msg_t msg;
+  int rc = imu_create(c, s, &msg);
+  if (rc != 0) {
+    fprintf(stderr, "# imu_create: %s\n", msg.text);
+  }
+  return rc;
+}
+
+static int step(sensor_t* s, const sensor_ctx_t* ctx, fixture_t* f, sensor_out_t* out) {
+  err_msg_t msg;
+  sensor_out_clear(out);
+  int rc = s->ops->step(s->self, ctx, &f->v, out, &msg);
+  if (rc != 0) {
+    fprintf(stderr, "# step: %s\n", msg.text);
+  }
+  return rc;
+}
+
+static void spin_pose(double w, double t, pose_t* p) {
+  memset(p, 0, sizeof(*p));
+  quat_axis_angle(0, 0, 1, w * t, p->q);
+}
+
+// A body spinning about z at omega (origin on the axis); the IMU 0.5 m out on x; returns the
+// largest relative error of the centripetal reading over 20 steps.
+static int spin_case(int send_velocity, double rate, double* max_err, uint32_t* nsamples) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = 1;
+  c.has_gyroscope = 1;
+  c.sample_rate = rate;
+  sensor_t s;
+  if (make_imu(&c, &s) != 0) {
+    return 1;
+  }
+  sensor_ctx_t ctx = {.id = 1, .body_id = 1, .mount = xform_identity()};
+  ctx.mount.p[0] = 0.5;
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  const double w = 3.0, r = 0.5, dt = 0.01;
+  double vel[3] = {0, 0, 0}, om[3] = {0, 0, w};
+  *max_err = 0.0;
+  *nsamples = 0;
+  for (int k = 0; k <= 20; k++) {
+    pose_t p;
+    double t = 1.0 + k * dt;
+    spin_pose(w, t, &p);
+    fixture_advance(&f, t, &p, send_velocity ? vel : NULL, om);
+    if (step(&s, &ctx, &f, &out) != 0) {
+      return 1;
+    }
+    if (k < 2) {
+      continue;   // estimates from poses need two steps of history
+    }
+    for (uint32_t i = 0; i < out.n; i++) {
+      const sensor_imu_t* m = &out.rec[i].u.imu;
+      // in the IMU frame (rotating with the body) the centripetal acceleration points to -x
+      double e = fabs(m->acceleration[0] - (-w * w * r)) / (w * w * r);
+      e = fmax(e, fabs(m->acceleration[1]) / (w * w * r));
+      e = fmax(e, fabs(m->acceleration[2] - G0) / G0);
+      e = fmax(e, fabs(m->angular_velocity[2] - w) / w);
+      *max_err = fmax(*max_err, e);
+      (*nsamples)++;
+    }
+  }
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(centripetal_with_sent_velocities) {
+  double err;
+  uint32_t n;
+  ASSERT_OK(spin_case(1, 0.0, &err, &n));
+  ASSERT_EQ(n, 19);
+  ASSERT_TRUE(err <= 1e-9);
+  return 0;
+}
+
+TEST(centripetal_from_poses) {
+  double err;
+  uint32_t n;
+  ASSERT_OK(spin_case(0, 0.0, &err, &n));
+  ASSERT_TRUE(err <= 1e-9);
+  return 0;
+}
+
+TEST(centripetal_at_fixed_rate_several_samples_per_step) {
+  double err;
+  uint32_t n;
+  ASSERT_OK(spin_case(1, 400.0, &err, &n));   // 4 samples per 10 ms step
+  ASSERT_EQ(n, 19 * 4);
+  ASSERT_TRUE(err <= 1e-9);
+  return 0;
+}
+
+TEST(fixed_rate_sample_times) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_gyroscope = 1;
+  c.sample_rate = 100.0;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 2, .body_id = 1, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  pose_t p = xform_identity();
+  fixture_advance(&f, 0.0, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_EQ(out.n, 0);           // (0, 0] is empty
+  fixture_advance(&f, 0.035, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_EQ(out.n, 3);           // 0.01 0.02 0.03
+  ASSERT_NEAR(out.rec[0].time, 0.01, 1e-15);
+  ASSERT_NEAR(out.rec[2].time, 0.03, 1e-15);
+  ASSERT_EQ(out.rec[2].frame, 2);
+  fixture_advance(&f, 0.037, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_EQ(out.n, 0);           // a short step between two samples
+  fixture_advance(&f, 0.04, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_EQ(out.n, 1);
+  ASSERT_NEAR(out.rec[0].time, 0.04, 1e-15);
+  ASSERT_EQ(out.rec[0].frame, 3);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(static_body_and_world_read_plus_g) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = 1;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  for (uint32_t body = 0; body <= 1; body++) {
+    sensor_ctx_t ctx = {.id = 3, .body_id = body, .mount = xform_identity()};
+    ctx.mount.p[1] = 0.3;
+    pose_t p = xform_identity();
+    p.p[0] = 4.0;
+    fixture_advance(&f, 0.01 * (body + 1), &p, NULL, NULL);
+    ASSERT_OK(step(&s, &ctx, &f, &out));
+    ASSERT_EQ(out.n, 1);
+    const sensor_imu_t* m = &out.rec[0].u.imu;
+    ASSERT_NEAR(m->acceleration[0], 0.0, 1e-12);
+    ASSERT_NEAR(m->acceleration[1], 0.0, 1e-12);
+    ASSERT_NEAR(m->acceleration[2], G0, 1e-12);
+  }
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+static int free_fall(int send_velocity) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = 1;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 4, .body_id = 1, .mount = xform_identity()};
+  quat_axis_angle(1, 1, 0, 0.7, ctx.mount.q);     // any orientation
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  for (int k = 0; k < 10; k++) {
+    double t = 0.02 * k;
+    pose_t p = xform_identity();
+    p.p[2] = 100.0 - 0.5 * G0 * t * t;
+    p.p[0] = 2.0 * t;
+    double v[3] = {2.0, 0, -G0 * t}, w[3] = {0, 0, 0};
+    fixture_advance(&f, t, &p, send_velocity ? v : NULL, w);
+    ASSERT_OK(step(&s, &ctx, &f, &out));
+    if (k >= (send_velocity ? 1 : 2)) {
+      const sensor_imu_t* m = &out.rec[0].u.imu;
+      for (int i = 0; i < 3; i++) {
+        ASSERT_NEAR(m->acceleration[i], 0.0, 1e-9);
+      }
+    }
+  }
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(free_fall_reads_zero) {
+  ASSERT_OK(free_fall(1));
+  ASSERT_OK(free_fall(0));
+  return 0;
+}
+
+TEST(literal_gravity_sign) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = 1;
+  c.literal_gravity_sign = 1;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 5, .body_id = 0, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  pose_t p = xform_identity();
+  fixture_advance(&f, 0.0, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_NEAR(out.rec[0].u.imu.acceleration[2], -G0, 1e-12);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(magnetometer_rotated_field_and_dipole) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_magnetometer = 1;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 6, .body_id = 1, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  f.v.magnetic.uniform[0] = 2e-5;
+  f.v.magnetic.uniform[2] = -4.5e-5;
+  sensor_out_t out = {0};
+  // body turned +90 deg about z: the field's x component appears on -y of the sensor
+  pose_t p = xform_identity();
+  quat_axis_angle(0, 0, 1, M_PI / 2, p.q);
+  fixture_advance(&f, 0.0, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  const sensor_imu_t* m = &out.rec[0].u.imu;
+  ASSERT_NEAR(m->magnetic_field[0], 0.0, 1e-18);
+  ASSERT_NEAR(m->magnetic_field[1], -2e-5, 1e-18);
+  ASSERT_NEAR(m->magnetic_field[2], -4.5e-5, 1e-18);
+  // a dipole of moment 1 A m^2 along z, 0.1 m below the sensor on the axis: on-axis field
+  // mu0 / (4 pi) 2 m / r^3 = 1e-7 * 2 / 1e-3 = 2e-4 T along +z
+  f.v.magnetic.uniform[0] = f.v.magnetic.uniform[2] = 0.0;
+  f.dipole.moment[2] = 1.0;
+  f.dipole.position[0] = 1.0;
+  f.dipole.position[2] = -0.1;
+  f.v.magnetic.dipoles = &f.dipole;
+  f.v.magnetic.ndipole = 1;
+  p = xform_identity();
+  p.p[0] = 1.0;
+  fixture_advance(&f, 0.01, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  m = &out.rec[0].u.imu;
+  ASSERT_NEAR(m->magnetic_field[0], 0.0, 1e-18);
+  ASSERT_NEAR(m->magnetic_field[1], 0.0, 1e-18);
+  ASSERT_KAT(m->magnetic_field[2], 2e-4, 1e-12, 0);
+  // beside it, on the equator 0.1 m away: -mu0/(4 pi) m / r^3 = -1e-4 T
+  p.p[2] = -0.1;
+  p.p[0] = 1.1;
+  fixture_advance(&f, 0.02, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_KAT(out.rec[0].u.imu.magnetic_field[2], -1e-4, 1e-12, 0);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(selected_axes_accelerometer_first) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = c.has_gyroscope = c.has_magnetometer = 1;
+  c.accelerometer.axes = 4;      // z
+  c.gyroscope.axes = 3;          // x y
+  c.magnetometer.axes = 2;       // y
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 7, .body_id = 1, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  f.v.magnetic.uniform[1] = 3e-5;
+  sensor_out_t out = {0};
+  pose_t p = xform_identity();
+  double v[3] = {0, 0, 0}, w[3] = {0.1, -0.2, 0.3};
+  fixture_advance(&f, 0.0, &p, v, w);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  const sensor_imu_t* m = &out.rec[0].u.imu;
+  ASSERT_EQ(m->nvalues, 4);
+  ASSERT_NEAR(m->values[0], G0, 1e-12);
+  ASSERT_NEAR(m->values[1], 0.1, 1e-15);
+  ASSERT_NEAR(m->values[2], -0.2, 1e-15);
+  ASSERT_NEAR(m->values[3], 3e-5, 1e-18);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+// Noise of the whole sensor over 10^4 steps: spectral density at the step rate, deterministic
+// for the same seed, different for another sensor id.
+TEST(sensor_noise_statistics_and_determinism) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = 1;
+  c.accelerometer.spectral_density[0] = 150e-6 * G0;
+  c.accelerometer.noise_stddev[2] = 0.05;
+  sensor_t s1, s2;
+  ASSERT_OK(make_imu(&c, &s1));
+  ASSERT_OK(make_imu(&c, &s2));
+  sensor_ctx_t ctx1 = {.id = 8, .body_id = 1, .mount = xform_identity()};
+  sensor_ctx_t ctx2 = ctx1;
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t o1 = {0}, o2 = {0};
+  const int n = 10000;
+  double sx = 0, qx = 0, sz = 0, qz = 0;
+  for (int k = 0; k < n; k++) {
+    pose_t p = xform_identity();
+    fixture_advance(&f, 0.01 * k, &p, NULL, NULL);
+    ASSERT_OK(step(&s1, &ctx1, &f, &o1));
+    ASSERT_OK(step(&s2, &ctx2, &f, &o2));
+    ASSERT_MEM_EQ(&o1.rec[0].u.imu, &o2.rec[0].u.imu, sizeof(sensor_imu_t));
+    if (k == 0) {
+      continue;                  // the first step has no interval: no spectral noise
+    }
+    double x = o1.rec[0].u.imu.acceleration[0], z = o1.rec[0].u.imu.acceleration[2] - G0;
+    sx += x;
+    qx += x * x;
+    sz += z;
+    qz += z * z;
+  }
+  double m = n - 1;
+  double mx = sx / m, mz = sz / m;
+  ASSERT_NEAR(mx, 0.0, 4.0 * 0.014709975 / sqrt(m));
+  ASSERT_NEAR(sqrt(qx / m - mx * mx), 0.014709975, 4.0 * 0.014709975 / sqrt(2.0 * m));
+  ASSERT_NEAR(mz, 0.0, 4.0 * 0.05 / sqrt(m));
+  ASSERT_NEAR(sqrt(qz / m - mz * mz), 0.05, 4.0 * 0.05 / sqrt(2.0 * m));
+  // another sensor id draws other numbers
+  sensor_ctx_t ctx3 = {.id = 9, .body_id = 1, .mount = xform_identity()};
+  ASSERT_OK(step(&s2, &ctx3, &f, &o2));
+  ASSERT_TRUE(o2.rec[0].u.imu.acceleration[0] != o1.rec[0].u.imu.acceleration[0]);
+  sensor_out_free(&o1);
+  sensor_out_free(&o2);
+  s1.ops->destroy(s1.self);
+  s2.ops->destroy(s2.self);
+  return 0;
+}
+
+TEST(bad_configurations_name_the_field) {
+  imu_config_t c;
+  sensor_t s;
+  err_msg_t msg;
+  imu_config_default(&c);
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "accelerometer, gyroscope or magnetometer");
+  c.has_gyroscope = 1;
+  c.sample_rate = -1;
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "imu.sample_rate");
+  c.sample_rate = 0;
+  c.lae[4] = NAN;
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.linear_acceleration_effect[4]");
+  c.lae[4] = 0;
+  c.gyroscope_mount.q[0] = 0;
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.mount.orientation");
+  c.gyroscope_mount.q[0] = 1;
+  c.gyroscope.spectral_density[0] = -1;
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.spectral_noise_density.x");
+  return 0;
+}
+
+TEST(unknown_body_fails_the_step_and_changes_nothing) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_gyroscope = 1;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 10, .body_id = 99, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  pose_t p = xform_identity();
+  fixture_advance(&f, 0.0, &p, NULL, NULL);
+  err_msg_t msg;
+  ASSERT_EQ(s.ops->step(s.self, &ctx, &f.v, &out, &msg), ERR_NOTFOUND);
+  ASSERT_CONTAINS(msg.text, "body 99");
+  ASSERT_EQ(out.n, 0);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
