@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // daemon.c: the composition root. Creates, in order, the loop, the ray-tracing device and
-// worker pool, the environment thread, the listener and the signal handlers, and tears them
-// down in reverse. Owns the sessions' protocol state (handshake, role, environment) and the
-// registry of named environments. Environment work is a job on the environment thread; the
-// loop only decodes, routes and writes.
+// worker pool, the executors, the listener and the signal handlers, and tears them down in
+// reverse. Owns the sessions' protocol state (handshake, role, environment) and the registry
+// of named environments. Environment work is a job on the environment's serial queue
+// (daemon/exec.h); the loop only decodes, routes and writes.
 #include "daemon.h"
 
 #include <signal.h>
@@ -19,6 +19,7 @@
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/pool.h"
+#include "base/text.h"
 #include "daemon/exec.h"
 #include "daemon/registry.h"
 #include "net/outbox.h"
@@ -44,7 +45,7 @@ typedef struct client {
   registry_entry_t* entry;   // joined environment
   liveness_t* live;
   outbox_t out;              // replies in request order
-  uint64_t pending_bytes;    // decoded requests queued on the environment thread
+  uint64_t pending_bytes;    // decoded requests queued on the environment's queue
   int paused;                // reading paused by back-pressure
   int finishing;             // half-closed or broken: close once every reply is out
   char name[64];
@@ -56,7 +57,7 @@ struct daemon {
   uv_signal_t sigint;
   uv_signal_t sigterm;
   server_t* server;
-  exec_t* jobs;
+  exec_t* exec;
   pool_t* pool;
   scene_device_t* device;
   wire_limits_t limits;
@@ -80,18 +81,32 @@ typedef struct req_job {
   int code;
   int hello;                 // the hello job: create the environment if needed
   int created;
+  uint64_t deadline_ns;      // 0 = none; set when the job starts running
+  atomic_int expired;        // the deadline stopped it (Thread: set by tracing threads)
 } req_job_t;
 
-typedef struct info_job {
+// GetInfo reads each environment on its own queue (one part per environment) and replies when
+// the last part is done.
+typedef struct info_job info_job_t;
+
+typedef struct info_part {
   exec_job_t base;
+  info_job_t* ij;
+  uint32_t i;                // index in entries and infos
+} info_part_t;
+
+struct info_job {
   daemon_t* d;
   session_t* s;              // retained
   outbox_slot_t* slot;
   uint64_t id;
-  registry_entry_t** entries;
-  wire_env_info_t* infos;
+  registry_entry_t** entries;  // (n) retained
+  wire_env_info_t* infos;    // (n) infos[i] written by part i
+  info_part_t* parts;        // (n)
   uint32_t n;
-} info_job_t;
+  uint32_t remaining;        // parts not yet done
+  int cancelled;             // a part was cancelled (the daemon is stopping)
+};
 
 void daemon_config_default(daemon_config_t* cfg) {
   memset(cfg, 0, sizeof(*cfg));
@@ -104,11 +119,21 @@ void daemon_config_default(daemon_config_t* cfg) {
   cfg->max_environments = 64;
   cfg->max_queue_bytes = 256ull << 20;
   cfg->max_pending_bytes = 64ull << 20;
+  cfg->max_hello_bytes = 64u << 10;
+  cfg->handshake_timeout_ms = 5000;
+  cfg->io_timeout_ms = 30000;
+  cfg->max_request_ms = 60000;
 
   // half of the physical memory: a scene too large for the machine fails with an error
   // instead of the daemon being killed by the kernel
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   cfg->max_scene_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
+
+  // a sixteenth of it (at least 256 MiB) for everything queued on connections
+  cfg->max_held_bytes = cfg->max_scene_bytes / 8;
+  if (cfg->max_held_bytes < (256ull << 20)) {
+    cfg->max_held_bytes = 256ull << 20;
+  }
   cfg->retain_environments = 0;
   cfg->log_level = LOG_LEVEL_INFO;
   cfg->limits = env_default_limits();
@@ -238,9 +263,14 @@ static void liveness_release(liveness_t* l) {
 }
 
 
-// wire_set_cancel hook: the daemon is stopping or the requesting client has left.
+// wire_set_cancel hook: the daemon is stopping, the requesting client has left, or the
+// request ran past --max-request-seconds (any long request polls it: raycasts, sensor steps).
 static int req_cancelled(void* ctx) {
-  const req_job_t* rj = ctx;
+  req_job_t* rj = ctx;
+  if (rj->deadline_ns && clock_now_ns() > rj->deadline_ns) {
+    atomic_store(&rj->expired, 1);
+    return 1;
+  }
   return atomic_load(&rj->d->halt) || atomic_load(&rj->live->gone);
 }
 
@@ -249,6 +279,9 @@ static void req_run(exec_job_t* j) {
   req_job_t* rj = (req_job_t*)j;
   registry_entry_t* e = rj->entry;
   daemon_t* d = rj->d;
+  if (d->cfg.max_request_ms) {
+    rj->deadline_ns = clock_now_ns() + (uint64_t)d->cfg.max_request_ms * 1000000u;
+  }
   if (rj->hello) {
     if (!e->env && !e->failed) {
       err_msg_t msg;
@@ -320,6 +353,16 @@ static void req_done(exec_job_t* j, int cancelled) {
       len = rj->out_len;
       rj->out = NULL;
       d->counters.requests_failed += rj->code != 0;
+      if (rj->code != 0 && atomic_load(&rj->expired)) {
+        // stopped by its deadline: said so, instead of the generic cancellation
+        d->counters.requests_timed_out++;
+        mem_free(out);
+        char text[160];
+        snprintf(text, sizeof(text), "%s took longer than max_request_ms %u and was stopped; "
+                 "nothing was changed", wire_body_name(rj->req), d->cfg.max_request_ms);
+        out = wire_encode_status(wire_id(rj->req), WIRE_ERR_DEADLINE, text, &out, &len) ? NULL
+                                                                                         : out;
+      }
     }
     if (!out && wire_encode_status(wire_id(rj->req), ERR_NOMEM,
                                    "out of memory encoding the reply", &out, &len)) {
@@ -327,6 +370,7 @@ static void req_done(exec_job_t* j, int cancelled) {
     }
   }
   outbox_fill(rj->slot, out, len);
+  server_hold(d->server, -(int64_t)wire_size(rj->req));
   if (c) {
     c->pending_bytes -= wire_size(rj->req);
     client_after_reply(d, c);
@@ -340,7 +384,7 @@ static void req_done(exec_job_t* j, int cancelled) {
 }
 
 
-// Queue a request on the environment thread; takes ownership of req.
+// Queue a request on its environment's queue; takes ownership of req.
 static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int hello) {
   req_job_t* rj = mem_calloc(1, sizeof(*rj));
   outbox_slot_t* slot = rj ? outbox_reserve(&c->out) : NULL;
@@ -365,30 +409,30 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   registry_retain(c->entry);
   session_retain(c->s);
   c->pending_bytes += wire_size(req);
+  server_hold(d->server, (int64_t)wire_size(req));
   client_check_backlog(d, c);
-  exec_submit(d->jobs, &rj->base);
+  exec_submit(d->exec, &c->entry->queue, &rj->base);
 }
 
 
 //---------------- info
 
-static void info_run(exec_job_t* j) {
-  info_job_t* ij = (info_job_t*)j;
-  for (uint32_t i = 0; i < ij->n; i++) {
-    if (ij->entries[i]->env) {
-      env_get_info(ij->entries[i]->env, &ij->infos[i].info);
-    }
+static void info_part_run(exec_job_t* j) {
+  info_part_t* part = (info_part_t*)j;
+  registry_entry_t* e = part->ij->entries[part->i];
+  if (e->env) {
+    env_get_info(e->env, &part->ij->infos[part->i].info);
   }
 }
 
 
-static void info_done(exec_job_t* j, int cancelled) {
-  info_job_t* ij = (info_job_t*)j;
+// Every part is done: reply and free.
+static void info_finish(info_job_t* ij) {
   daemon_t* d = ij->d;
   client_t* client = session_data(ij->s);
   uint8_t* out = NULL;
   size_t len = 0;
-  if (!cancelled && client) {
+  if (!ij->cancelled && client) {
     wire_info_t info = {
         .server_version = SENSIM_VERSION,
         .uptime_s = (double)(clock_now_ns() - d->start_ns) * 1e-9,
@@ -400,6 +444,10 @@ static void info_done(exec_job_t* j, int cancelled) {
         .limits = &d->limits,
     };
     wire_counters_t* c = &info.counters;
+    server_stats_t st;
+    server_get_stats(d->server, &st);
+    c->held_bytes = st.held_bytes;
+    c->connections_timed_out = st.timed_out;
     add_env_counters(c, &d->registry.retired);
     for (uint32_t i = 0; i < ij->n; i++) {
       ij->infos[i].name = ij->entries[i]->name;
@@ -426,8 +474,18 @@ static void info_done(exec_job_t* j, int cancelled) {
   }
   mem_free(ij->entries);
   mem_free(ij->infos);
+  mem_free(ij->parts);
   session_release(ij->s);
   mem_free(ij);
+}
+
+
+static void info_part_done(exec_job_t* j, int cancelled) {
+  info_job_t* ij = ((info_part_t*)j)->ij;
+  ij->cancelled |= cancelled;
+  if (--ij->remaining == 0) {
+    info_finish(ij);
+  }
 }
 
 
@@ -439,7 +497,8 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
     entries = NULL;
   }
   wire_env_info_t* infos = mem_calloc(n ? n : 1, sizeof(*infos));
-  outbox_slot_t* slot = ij && entries && infos ? outbox_reserve(&c->out) : NULL;
+  info_part_t* parts = mem_calloc(n ? n : 1, sizeof(*parts));
+  outbox_slot_t* slot = ij && entries && infos && parts ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     for (uint32_t i = 0; entries && i < n; i++) {
       registry_release(entries[i]);
@@ -447,6 +506,7 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
     mem_free(ij);
     mem_free(entries);
     mem_free(infos);
+    mem_free(parts);
     reply_status(d, c->s, id, ERR_NOMEM, "out of memory collecting info");
     return;
   }
@@ -455,13 +515,21 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
   ij->id = id;
   ij->entries = entries;
   ij->infos = infos;
+  ij->parts = parts;
   ij->n = n;
+  ij->remaining = n;
   ij->slot = slot;
-  ij->base.run = info_run;
-  ij->base.done = info_done;
   session_retain(c->s);
   client_check_backlog(d, c);
-  exec_submit(d->jobs, &ij->base);
+  if (n == 0) {
+    info_finish(ij);
+    return;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    parts[i] = (info_part_t){.base = {.run = info_part_run, .done = info_part_done},
+                             .ij = ij, .i = i};
+    exec_submit(d->exec, &entries[i]->queue, &parts[i].base);
+  }
 }
 
 
@@ -478,7 +546,9 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
                  h.protocol_version, WIRE_PROTOCOL_VERSION);
     goto refuse;
   }
-  if (d->cfg.token && strcmp(h.token, d->cfg.token) != 0) {
+  // strings hold no NUL (wire_text_error), so strlen is the full length
+  if (d->cfg.token && !text_equal_secret(h.token, strlen(h.token), d->cfg.token,
+                                         strlen(d->cfg.token))) {
     reply_status(d, s, id, ERR_AUTH, "hello.token is %s", h.token[0] ? "wrong" : "missing");
     LOG_WARN("session %llu (%s): refused: bad token", (unsigned long long)session_id(s),
              session_peer(s));
@@ -520,6 +590,7 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
     goto refuse;
   }
   c->ready = 1;
+  session_set_ready(s);
   c->observer = h.observer;
   snprintf(c->name, sizeof(c->name), "%s", h.client_name);
   submit_request(d, c, req, 1);
@@ -554,6 +625,16 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
   uint64_t id = wire_id(req);
   wire_kind_t kind = wire_kind(req);
   const char* body = wire_body_name(req);
+
+  // a NUL, a control character or an over-long string refuses the request (field named)
+  if (wire_text_error(req)) {
+    reply_status(d, s, id, ERR_INVAL, "%s", wire_text_error(req));
+    wire_free(req);
+    if (!c->ready) {
+      session_close(s);
+    }
+    return;
+  }
 
   // handshake first: anything else, or a hello without an id, is refused and closed
   if (!c->ready) {
@@ -673,6 +754,33 @@ static void on_stream_error(void* user, session_t* s, int code, const char* msg)
 }
 
 
+// A reply the transport cannot queue (too large, or the memory budget is full) is replaced by
+// a status naming the limit, with the same id, so that the request is answered.
+_Static_assert(SERVER_ERR_TIMEOUT == WIRE_ERR_DEADLINE, "one code for deadlines");
+
+static void on_send_refused(void* user, session_t* s, const uint8_t* payload, size_t len,
+                            int code, const char* msg) {
+  daemon_t* d = user;
+  uint64_t id;
+  uint8_t* out;
+  size_t out_len;
+  if (!wire_peek_id(payload, len, &id)) {
+    id = 0;
+  }
+  d->counters.requests_failed++;
+  if (wire_encode_status(id, code, msg, &out, &out_len) == 0) {
+    session_send(s, out, out_len);
+  }
+}
+
+
+static int is_busy(void* user, session_t* s) {
+  (void)user;
+  const client_t* c = session_data(s);
+  return c && !outbox_is_empty(&c->out);
+}
+
+
 static void on_eof(void* user, session_t* s) {
   client_t* c = session_data(s);
   if (c) {
@@ -714,8 +822,8 @@ static void stop(daemon_t* d, const char* why) {
   uv_close((uv_handle_t*)&d->sigterm, NULL);
   server_close(d->server);
 
-  // the running job finishes; queued ones are cancelled and release what they hold
-  exec_stop(d->jobs);
+  // running jobs finish; queued ones are cancelled and release what they hold
+  exec_stop(d->exec);
 }
 
 
@@ -735,7 +843,10 @@ int daemon_run(const daemon_config_t* cfg) {
   atomic_init(&d->halt, 0);
   log_set_level(cfg->log_level);
   d->limits = (wire_limits_t){cfg->max_frame_bytes, cfg->max_clients, cfg->max_environments,
-                              cfg->max_queue_bytes, cfg->max_scene_bytes, cfg->limits};
+                              cfg->max_queue_bytes, cfg->max_scene_bytes, cfg->limits,
+                              cfg->max_held_bytes, cfg->handshake_timeout_ms,
+                              cfg->idle_timeout_ms, cfg->io_timeout_ms, cfg->max_request_ms,
+                              cfg->max_hello_bytes};
   signal(SIGPIPE, SIG_IGN);
   int rc = 1;
   err_msg_t msg;
@@ -750,17 +861,25 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   scene_device_set_budget(d->device, (int64_t)cfg->max_scene_bytes);
   d->pool = pool_create(cfg->threads);
-  d->jobs = exec_create(&d->loop);
-  registry_init(&d->registry, d->jobs, cfg->max_environments);
-  if (!d->pool || !d->jobs) {
+  d->exec = exec_create(&d->loop, cfg->max_environments);
+  registry_init(&d->registry, d->exec, cfg->max_environments);
+  if (!d->pool || !d->exec) {
     LOG_ERROR("cannot start worker threads");
-    if (d->jobs) {
-      exec_stop(d->jobs);
+    if (d->exec) {
+      exec_stop(d->exec);
       uv_run(&d->loop, UV_RUN_DEFAULT);
     }
     goto out_threads;
   }
-  server_limits_t lim = {cfg->max_frame_bytes, cfg->max_queue_bytes};
+  server_limits_t lim = {
+      .max_frame_bytes = cfg->max_frame_bytes,
+      .max_queue_bytes = cfg->max_queue_bytes,
+      .max_hello_bytes = cfg->max_hello_bytes,
+      .max_held_bytes = cfg->max_held_bytes,
+      .handshake_timeout_ms = cfg->handshake_timeout_ms,
+      .idle_timeout_ms = cfg->idle_timeout_ms,
+      .io_timeout_ms = cfg->io_timeout_ms,
+  };
   server_hooks_t hooks = {
       .user = d,
       .on_open = on_open,
@@ -768,6 +887,8 @@ int daemon_run(const daemon_config_t* cfg) {
       .on_stream_error = on_stream_error,
       .on_eof = on_eof,
       .on_close = on_close,
+      .on_send_refused = on_send_refused,
+      .is_busy = is_busy,
   };
   d->server = server_create(&d->loop, cfg->host, cfg->port, &lim, &hooks, &msg);
   if (!d->server || server_port(d->server) < 0) {
@@ -775,7 +896,7 @@ int daemon_run(const daemon_config_t* cfg) {
     if (d->server) {
       server_close(d->server);
     }
-    exec_stop(d->jobs);
+    exec_stop(d->exec);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     goto out_server;
   }
@@ -799,7 +920,7 @@ int daemon_run(const daemon_config_t* cfg) {
          server_port(d->server));
   fflush(stdout);
 
-  // serve until a signal stops the listener, the sessions and the environment thread
+  // serve until a signal stops the listener, the sessions and the executors
   uv_run(&d->loop, UV_RUN_DEFAULT);
   rc = 0;
 
@@ -810,7 +931,7 @@ out_server:
     server_destroy(d->server);
   }
 out_threads:
-  exec_destroy(d->jobs);
+  exec_destroy(d->exec);
   pool_destroy(d->pool);
   scene_device_destroy(d->device);
 out_loop:

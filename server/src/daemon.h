@@ -23,6 +23,13 @@ typedef struct daemon_config {
   uint64_t max_queue_bytes;   // per session: unsent output before the session is closed
   uint64_t max_pending_bytes; // per session: received requests not yet executed before reading pauses
   uint64_t max_scene_bytes;   // memory the ray-tracing backend may hold, all environments
+  uint64_t max_held_bytes;    // all connections: input buffers, requests waiting, unsent
+                              // replies (0 = unlimited)
+  uint32_t max_hello_bytes;   // largest frame accepted before Hello succeeds
+  uint32_t handshake_timeout_ms; // Hello must succeed within this (0 = no limit)
+  uint32_t idle_timeout_ms;   // a connection without traffic or work is closed (0 = never)
+  uint32_t io_timeout_ms;     // a started frame must arrive, unsent replies move (0 = never)
+  uint32_t max_request_ms;    // one request's execution time (0 = unlimited)
   int retain_environments;    // 1: keep an environment when its last client leaves
   log_level_t log_level;
   env_limits_t limits;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/text.h"
 #include "daemon.h"
 
 static const char* const g_usage =
@@ -25,6 +26,17 @@ static const char* const g_usage =
     "  --max-scene-bytes N     memory the ray-tracing backend may hold for all environments;\n"
     "                          larger scenes fail with RESOURCE_EXHAUSTED (default: half of\n"
     "                          the physical memory; 0 = unlimited)\n"
+    "  --max-held-bytes N      bytes held for all connections together: input buffers,\n"
+    "                          requests waiting, unsent replies (default: a sixteenth of the\n"
+    "                          physical memory, at least 268435456; 0 = unlimited)\n"
+    "  --handshake-timeout S   seconds from connecting to a successful Hello (default 5;\n"
+    "                          0 = none); until then frames are limited to 65536 bytes\n"
+    "  --idle-timeout S        close a connection without traffic and without requests in\n"
+    "                          progress after S seconds (default 0 = never)\n"
+    "  --io-timeout S          a started frame must arrive completely, and unsent replies\n"
+    "                          must keep moving, within S seconds (default 30; 0 = never)\n"
+    "  --max-request-seconds S one request's execution time; a longer one is stopped and\n"
+    "                          answered DEADLINE_EXCEEDED (default 60; 0 = unlimited)\n"
     "  --retention POLICY      destroy | keep: what happens to an environment when its last\n"
     "                          client leaves (default destroy); a client may override it in\n"
     "                          the Hello that creates the environment\n"
@@ -48,6 +60,22 @@ static int parse_uint(const char* opt, const char* text, unsigned long long lo,
     return -1;
   }
   *out = v;
+  return 0;
+}
+
+
+// Parse seconds (decimal, e.g. 0.5) in [0, 86400] into milliseconds.
+static int parse_seconds(const char* opt, const char* text, uint32_t* out_ms) {
+  char* end = NULL;
+  errno = 0;
+  double v = strtod(text, &end);
+  if (errno || !end || *end || text[0] == '\0' || !(v >= 0.0 && v <= 86400.0)) {
+    fprintf(stderr, "sensimd: --%s '%s' must be a number of seconds in [0, 86400]\n", opt,
+            text);
+    return -1;
+  }
+  double ms = v * 1000.0;
+  *out_ms = v > 0.0 && ms < 1.0 ? 1u : (uint32_t)(ms + 0.5);
   return 0;
 }
 
@@ -85,7 +113,8 @@ int main(int argc, char** argv) {
 
   enum {
     OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN, OPT_MAX_FRAME, OPT_MAX_CLIENTS, OPT_MAX_ENVS,
-    OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION, OPT_MAX_SCENE
+    OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION, OPT_MAX_SCENE, OPT_MAX_HELD,
+    OPT_HANDSHAKE, OPT_IDLE, OPT_IO, OPT_MAX_REQUEST
   };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -96,6 +125,11 @@ int main(int argc, char** argv) {
       {"max-environments", required_argument, NULL, OPT_MAX_ENVS},
       {"retention", required_argument, NULL, OPT_RETENTION},
       {"max-scene-bytes", required_argument, NULL, OPT_MAX_SCENE},
+      {"max-held-bytes", required_argument, NULL, OPT_MAX_HELD},
+      {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
+      {"idle-timeout", required_argument, NULL, OPT_IDLE},
+      {"io-timeout", required_argument, NULL, OPT_IO},
+      {"max-request-seconds", required_argument, NULL, OPT_MAX_REQUEST},
       {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
       {"help", no_argument, NULL, OPT_HELP},
       {"version", no_argument, NULL, OPT_VERSION},
@@ -115,8 +149,10 @@ int main(int argc, char** argv) {
         cfg.threads = (unsigned)v;
         break;
       case OPT_TOKEN:
-        if (optarg[0] == '\0' || strlen(optarg) > 127) {
-          fprintf(stderr, "sensimd: --token must be 1 to 127 characters\n");
+        if (optarg[0] == '\0' || strlen(optarg) > 127 ||
+            !text_is_clean(optarg, strlen(optarg), NULL)) {
+          fprintf(stderr, "sensimd: --token must be 1 to 127 characters, none of them a "
+                  "control character\n");
           return 2;
         }
         cfg.token = optarg;
@@ -136,6 +172,22 @@ int main(int argc, char** argv) {
       case OPT_MAX_SCENE:
         if (parse_uint("max-scene-bytes", optarg, 0, 1ull << 50, &v)) return 2;
         cfg.max_scene_bytes = v;
+        break;
+      case OPT_MAX_HELD:
+        if (parse_uint("max-held-bytes", optarg, 0, 1ull << 50, &v)) return 2;
+        cfg.max_held_bytes = v;
+        break;
+      case OPT_HANDSHAKE:
+        if (parse_seconds("handshake-timeout", optarg, &cfg.handshake_timeout_ms)) return 2;
+        break;
+      case OPT_IDLE:
+        if (parse_seconds("idle-timeout", optarg, &cfg.idle_timeout_ms)) return 2;
+        break;
+      case OPT_IO:
+        if (parse_seconds("io-timeout", optarg, &cfg.io_timeout_ms)) return 2;
+        break;
+      case OPT_MAX_REQUEST:
+        if (parse_seconds("max-request-seconds", optarg, &cfg.max_request_ms)) return 2;
         break;
       case OPT_RETENTION:
         if (strcmp(optarg, "keep") == 0) {
@@ -165,6 +217,9 @@ int main(int argc, char** argv) {
                 argv[optind - 1]);
         return 2;
     }
+  }
+  if (cfg.max_hello_bytes > cfg.max_frame_bytes) {
+    cfg.max_hello_bytes = cfg.max_frame_bytes;
   }
   if (optind < argc) {
     fprintf(stderr, "sensimd: unexpected argument '%s' (see --help)\n", argv[optind]);

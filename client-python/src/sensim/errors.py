@@ -11,6 +11,7 @@ from __future__ import annotations
 __all__ = [
     "SensimError",
     "InvalidArgument",
+    "DeadlineExceeded",
     "NotFound",
     "AlreadyExists",
     "ResourceExhausted",
@@ -45,6 +46,13 @@ class SensimError(Exception):
 class InvalidArgument(SensimError):
     """A field is malformed or out of range; the message names it."""
     code, name = 3, "INVALID_ARGUMENT"
+
+
+class DeadlineExceeded(SensimError):
+    """The request ran out of its time (the daemon's --max-request-seconds) and was stopped;
+    it changed nothing. Also the status of a connection closed by a handshake, idle or I/O
+    deadline."""
+    code, name = 4, "DEADLINE_EXCEEDED"
 
 
 class NotFound(SensimError):
@@ -109,7 +117,7 @@ class ProtocolError(TransportError):
 
 _BY_CODE = {
     cls.code: cls
-    for cls in (InvalidArgument, NotFound, AlreadyExists, ResourceExhausted, FailedPrecondition,
+    for cls in (InvalidArgument, DeadlineExceeded, NotFound, AlreadyExists, ResourceExhausted, FailedPrecondition,
                 Unimplemented, Internal, Unauthenticated)
 }
 

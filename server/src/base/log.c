@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // log.c: one formatted line per call, written with a single fwrite so that lines from
-// different threads do not interleave.
+// different threads do not interleave. The message is escaped (base/text.h): text from clients
+// cannot start a new line or send control sequences to a terminal.
 #include "base/log.h"
+
+#include "base/text.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,6 +40,7 @@ void log_write(log_level_t level, const char* fmt, ...) {
   if (level > g_level) {
     return;
   }
+  char text[1024];
   char line[1024];
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -46,12 +50,10 @@ void log_write(log_level_t level, const char* fmt, ...) {
                    tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000L, g_names[level]);
   va_list ap;
   va_start(ap, fmt);
-  int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+  int m = vsnprintf(text, sizeof(text), fmt, ap);
   va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-  if (len > sizeof(line) - 2) {
-    len = sizeof(line) - 2;
-  }
+  size_t tlen = m < 0 ? 0 : (size_t)m < sizeof(text) ? (size_t)m : sizeof(text) - 1;
+  size_t len = (size_t)n + text_escape(line + n, sizeof(line) - (size_t)n - 1, text, tlen);
   line[len++] = '\n';
   fwrite(line, 1, len, stderr);
 }

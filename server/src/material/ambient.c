@@ -107,7 +107,9 @@ double ambient_koschmieder(double visibility_m) {
 // Fill every parameter from the extinction coefficient with the rules documented above.
 // Returns ERR_INVAL naming `field` when an extreme input overflows a parameter; out is written
 // only on success.
-static int from_attenuation(const char* field, double input, double alpha,
+// `extreme` says which way the input overflows the parameters: "too small" for a visibility
+// (extinction grows as it shrinks), "too large" for a precipitation rate.
+static int from_attenuation(const char* field, double input, const char* extreme, double alpha,
                             ambient_material_t* out, err_msg_t* msg) {
   // return-distance gamma: AGX shape, scale narrowed by the two-way extra extinction
   double theta = AIR_GAMMA_SCALE / (1.0 + 2.0 * AIR_GAMMA_SCALE * (alpha - AIR_ATTENUATION));
@@ -126,8 +128,8 @@ static int from_attenuation(const char* field, double input, double alpha,
       .backscatter = AIR_BACKSCATTER,
   };
   if (ambient_validate(&a, NULL) < 0) {
-    return err_set(msg, ERR_INVAL, "%s = %g is too large (the medium parameters overflow)", field,
-                   input);
+    return err_set(msg, ERR_INVAL, "%s = %g is %s (the medium parameters overflow)", field,
+                   input, extreme);
   }
   *out = a;
   return 0;
@@ -139,7 +141,7 @@ int ambient_clear_air(double visibility_m, ambient_material_t* out, err_msg_t* m
   if (rc < 0) {
     return rc;
   }
-  return from_attenuation("clear_air.visibility", visibility_m,
+  return from_attenuation("clear_air.visibility", visibility_m, "too small",
                           ambient_koschmieder(visibility_m), out, msg);
 }
 
@@ -169,7 +171,7 @@ int ambient_fog(double visibility_m, ambient_material_t* out, err_msg_t* msg) {
   }
   double q = kim_exponent(visibility_m / 1000.0);
   double alpha = ambient_koschmieder(visibility_m) * pow(LIDAR_WAVELENGTH_NM / 550.0, -q);
-  return from_attenuation("fog.visibility", visibility_m, alpha, out, msg);
+  return from_attenuation("fog.visibility", visibility_m, "too small", alpha, out, msg);
 }
 
 
@@ -179,7 +181,7 @@ int ambient_rain(double rate_mm_h, ambient_material_t* out, err_msg_t* msg) {
     return rc;
   }
   double gamma_db_km = 1.076 * pow(rate_mm_h, 0.67);
-  return from_attenuation("rain.rate", rate_mm_h, gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
+  return from_attenuation("rain.rate", rate_mm_h, "too large", gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
 }
 
 
@@ -190,5 +192,5 @@ int ambient_snow(double rate_mm_h, ambient_material_t* out, err_msg_t* msg) {
   }
   double a = 5.42e-5 * LIDAR_WAVELENGTH_NM + 5.4958776;
   double gamma_db_km = a * pow(rate_mm_h, 1.38);
-  return from_attenuation("snow.rate", rate_mm_h, gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
+  return from_attenuation("snow.rate", rate_mm_h, "too large", gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
 }

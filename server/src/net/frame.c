@@ -3,6 +3,8 @@
 // call so that the caller can decode it in place without a copy.
 #include "net/frame.h"
 
+#include "base/mem.h"
+
 // Capacity an empty reader keeps between frames.
 #define FRAME_KEEP_BYTES (1u << 20)
 
@@ -11,6 +13,8 @@ void frame_reader_init(frame_reader_t* r, uint32_t max_bytes) {
   buf_init(&r->in);
   r->pending = 0;
   r->max_bytes = max_bytes;
+  r->limit_name = "max_frame_bytes";
+  r->limit_note = "";
   r->failed = 0;
 }
 
@@ -39,6 +43,21 @@ int frame_reader_feed(frame_reader_t* r, const void* data, size_t n) {
   if (r->failed) {
     return r->failed;
   }
+
+  // a large frame gets a buffer of its own size, not the next power of two: the daemon's
+  // memory budget counts what the reader holds
+  size_t want = frame_reader_expected(r);
+  if (want && want - FRAME_HEADER_BYTES <= r->max_bytes) {
+    want = want > r->in.len + n ? want : r->in.len + n;
+    if (want > r->in.cap) {
+      uint8_t* d = mem_realloc(r->in.data, want);
+      if (!d) {
+        return ERR_NOMEM;
+      }
+      r->in.data = d;
+      r->in.cap = want;
+    }
+  }
   return buf_append(&r->in, data, n);
 }
 
@@ -63,8 +82,8 @@ int frame_reader_next(frame_reader_t* r, const uint8_t** out_payload, size_t* ou
   }
   if (len > r->max_bytes) {
     r->failed = ERR_LIMIT;
-    return err_set(msg, ERR_LIMIT, "frame length %u exceeds max_frame_bytes %u", len,
-                   r->max_bytes);
+    return err_set(msg, ERR_LIMIT, "frame length %u exceeds %s %u%s", len, r->limit_name,
+                   r->max_bytes, r->limit_note);
   }
   if (r->in.len - FRAME_HEADER_BYTES < len) {
     return 0;
@@ -80,6 +99,30 @@ int frame_reader_next(frame_reader_t* r, const uint8_t** out_payload, size_t* ou
 
 size_t frame_reader_buffered(const frame_reader_t* r) {
   return r->in.len - r->pending;
+}
+
+
+void frame_reader_set_limit(frame_reader_t* r, uint32_t max_bytes, const char* limit_name,
+                            const char* note) {
+  r->max_bytes = max_bytes;
+  r->limit_name = limit_name;
+  r->limit_note = note;
+}
+
+
+size_t frame_reader_expected(const frame_reader_t* r) {
+  size_t have = r->in.len - r->pending;
+  if (r->failed || have < FRAME_HEADER_BYTES) {
+    return 0;
+  }
+  const uint8_t* h = r->in.data + r->pending;
+  size_t len = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
+  return have < FRAME_HEADER_BYTES + len ? FRAME_HEADER_BYTES + len : 0;
+}
+
+
+size_t frame_reader_memory(const frame_reader_t* r) {
+  return r->in.cap;
 }
 
 

@@ -17,6 +17,8 @@ typedef struct frame_reader {
   buf_t in;              // bytes received and not yet consumed
   size_t pending;        // bytes of the frame returned last, consumed on the next call
   uint32_t max_bytes;    // largest payload accepted
+  const char* limit_name; // what max_bytes is called in messages
+  const char* limit_note; // appended to the message ("" or " (...)")
   int failed;            // sticky error code once the stream is broken
 } frame_reader_t;
 
@@ -35,6 +37,18 @@ int frame_reader_next(frame_reader_t* r, const uint8_t** out_payload, size_t* ou
 
 // Bytes buffered and not yet returned as frames.
 size_t frame_reader_buffered(const frame_reader_t* r);
+
+// Change the largest payload accepted from the next frame header on; limit_name and note
+// (static text) name the limit in the error message: "frame length N exceeds NAME MAX NOTE".
+void frame_reader_set_limit(frame_reader_t* r, uint32_t max_bytes, const char* limit_name,
+                            const char* note);
+
+// Size (header + payload) of the frame being received once its header has arrived and before
+// all of its payload has; 0 otherwise. Call after frame_reader_next returned 0.
+size_t frame_reader_expected(const frame_reader_t* r);
+
+// Bytes of memory the reader holds now (its buffer's capacity).
+size_t frame_reader_memory(const frame_reader_t* r);
 
 // Write the 4-byte header for a payload of len bytes.
 void frame_write_header(uint8_t dest[FRAME_HEADER_BYTES], uint32_t len);

@@ -2,8 +2,10 @@
 // server.c: libuv TCP listener and sessions. Reads accumulate in a frame reader; writes are
 // owned by their request and freed in the write callback; a session closed from inside its
 // own callback is only marked, and freed when both its handle is closed and no job holds it.
+// One timer per server checks the deadlines of every session a few times a second.
 #include "net/server.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <uv.h>
@@ -15,6 +17,10 @@
 
 // How long a closing session waits for its peer to take the last replies.
 #define SESSION_LINGER_MS 5000
+
+// Period of the deadline checks: a quarter of the shortest deadline, within these bounds.
+#define TICK_MIN_MS 10
+#define TICK_MAX_MS 250
 
 struct session {
   uv_tcp_t tcp;              // must stay first: handle callbacks cast back to the session
@@ -31,6 +37,16 @@ struct session {
   uv_timer_t linger;         // bounds how long a closing session may wait for its peer
   int eof;                   // the peer shut down its sending side
   int shut;                  // our shutdown is done: every queued byte went to the kernel
+  int ready;                 // session_set_ready: the handshake succeeded
+  int substituting;          // inside on_send_refused: its substitute bypasses the limits
+  int in_frame;              // a partial frame is buffered since frame_ms
+  uint64_t in_held;          // bytes of the reader counted in srv->held
+  uint64_t sent_total;       // bytes ever handed to uv_write
+  uint64_t progress_mark;    // bytes handed to the kernel at progress_ms
+  uint64_t opened_ms;        // loop times (uv_now)
+  uint64_t active_ms;        // last byte read or write completed
+  uint64_t frame_ms;         // first byte of the partial frame (or last frame completed)
+  uint64_t progress_ms;
   void* data;
   char peer[64];
 };
@@ -41,7 +57,11 @@ struct server {
   server_limits_t limits;
   server_hooks_t hooks;
   list_t sessions;
-  uint32_t nsession;
+  uv_timer_t tick;           // deadline checks; initialized when the listener is
+  int ticking;
+  uint64_t held;             // bytes counted against limits.max_held_bytes
+  uint64_t timed_out;
+  uint32_t nlive;            // not being closed: what server_sessions reports
   uint64_t next_id;
   int port;
   int closed;
@@ -60,8 +80,31 @@ static void session_unref(session_t* s) {
   if (--s->refs > 0) {
     return;
   }
+  s->srv->held -= s->in_held;
   frame_reader_close(&s->reader);
   mem_free(s);
+}
+
+
+// Count the reader's memory, or the frame it is receiving when that is larger, against the
+// budget. ERR_LIMIT (msg filled, nothing counted) when a frame in progress does not fit.
+static int account_input(session_t* s, err_msg_t* msg) {
+  server_t* srv = s->srv;
+  uint64_t want = frame_reader_expected(&s->reader);
+  uint64_t mem = frame_reader_memory(&s->reader);
+  uint64_t now = want > mem ? want : mem;
+  uint64_t others = srv->held - s->in_held;
+  if (want > s->in_held && srv->limits.max_held_bytes &&
+      others + now > srv->limits.max_held_bytes) {
+    return err_set(msg, ERR_LIMIT,
+                   "a frame of %llu bytes does not fit the daemon's memory budget now "
+                   "(%llu of max_held_bytes %llu held for all connections)",
+                   (unsigned long long)want, (unsigned long long)others,
+                   (unsigned long long)srv->limits.max_held_bytes);
+  }
+  srv->held = others + now;
+  s->in_held = now;
+  return 0;
 }
 
 
@@ -74,7 +117,6 @@ static void on_session_closed(uv_handle_t* h) {
   session_t* s = (session_t*)h;
   server_t* srv = s->srv;
   list_remove(&s->node);
-  srv->nsession--;
   if (srv->hooks.on_close) {
     srv->hooks.on_close(srv->hooks.user, s);
   }
@@ -99,6 +141,9 @@ static void close_now(session_t* s) {
   if (uv_is_closing((uv_handle_t*)&s->tcp)) {
     return;
   }
+
+  // the slot is free from now on (a reset peer's slot goes at once, not a loop turn later)
+  s->srv->nlive--;
   s->closing = 1;
   uv_close((uv_handle_t*)&s->tcp, on_session_closed);
 }
@@ -153,6 +198,8 @@ static void on_write(uv_write_t* req, int status) {
   session_write_t* w = (session_write_t*)req;
   session_t* s = w->s;
   s->queued -= FRAME_HEADER_BYTES + w->len;
+  s->srv->held -= FRAME_HEADER_BYTES + w->len;
+  s->active_ms = uv_now(s->srv->loop);
 
   // a closing session that still makes progress is not cut off: the linger time is idle time
   if (s->closing && status == 0 && !uv_is_closing((uv_handle_t*)&s->tcp)) {
@@ -168,6 +215,36 @@ static void on_write(uv_write_t* req, int status) {
 }
 
 
+// A frame that cannot be queued: the owner may send a short substitute (a status naming the
+// limit). When the peer does not read its replies, no status could reach it: the session is
+// closed at once and the reason logged.
+static void refuse_send(session_t* s, uint8_t* payload, size_t len, int close_after,
+                        const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void refuse_send(session_t* s, uint8_t* payload, size_t len, int close_after,
+                        const char* fmt, ...) {
+  server_t* srv = s->srv;
+  err_msg_t msg;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg.text, sizeof(msg.text), fmt, ap);
+  va_end(ap);
+  if (close_after) {
+    LOG_WARN("session %llu (%s): %s; closing", (unsigned long long)s->id, s->peer, msg.text);
+    mem_free(payload);
+    close_now(s);
+    return;
+  }
+  LOG_DEBUG("session %llu (%s): %s", (unsigned long long)s->id, s->peer, msg.text);
+  if (srv->hooks.on_send_refused) {
+    s->substituting = 1;
+    srv->hooks.on_send_refused(srv->hooks.user, s, payload, len, ERR_LIMIT, msg.text);
+    s->substituting = 0;
+  }
+  mem_free(payload);
+}
+
+
 void session_send(session_t* s, uint8_t* payload, size_t len) {
   // after session_close the stream is shut down: uv_write would fail with EPIPE and close_now
   // would cancel the frames still queued ahead of the shutdown
@@ -175,12 +252,30 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
     mem_free(payload);
     return;
   }
+  server_t* srv = s->srv;
+  const server_limits_t* lim = &srv->limits;
   uint64_t total = FRAME_HEADER_BYTES + (uint64_t)len;
-  if (s->queued + total > s->srv->limits.max_queue_bytes) {
-    LOG_WARN("session %llu (%s): %llu unsent bytes exceed max_queue_bytes; closing",
-             (unsigned long long)s->id, s->peer, (unsigned long long)(s->queued + total));
-    mem_free(payload);
-    close_now(s);
+  if (s->substituting && len <= SERVER_SUBSTITUTE_BYTES) {
+    // the substitute for a refused frame: short, and the only way to say why
+  } else if (len > lim->max_frame_bytes) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes would exceed max_frame_bytes %u",
+                len, lim->max_frame_bytes);
+    return;
+  } else if (total > lim->max_queue_bytes ||
+             (lim->max_held_bytes && total > lim->max_held_bytes)) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes can never fit max_queue_bytes %llu "
+                "or max_held_bytes %llu", len, (unsigned long long)lim->max_queue_bytes,
+                (unsigned long long)lim->max_held_bytes);
+    return;
+  } else if (s->queued + total > lim->max_queue_bytes) {
+    refuse_send(s, payload, len, 1, "%llu bytes of replies are not read by the peer; a reply "
+                "of %zu more would exceed max_queue_bytes %llu", (unsigned long long)s->queued,
+                len, (unsigned long long)lim->max_queue_bytes);
+    return;
+  } else if (lim->max_held_bytes && srv->held + total > lim->max_held_bytes) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes does not fit the daemon's memory "
+                "budget now (%llu of max_held_bytes %llu held for all connections)", len,
+                (unsigned long long)srv->held, (unsigned long long)lim->max_held_bytes);
     return;
   }
   session_write_t* w = mem_alloc(sizeof(*w));
@@ -195,11 +290,20 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   frame_write_header(w->header, (uint32_t)len);
   uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
                       uv_buf_init((char*)payload, (unsigned)len)};
+  if (s->queued == 0) {
+    // the write-progress deadline counts from the moment output starts to wait
+    s->progress_ms = uv_now(srv->loop);
+    s->progress_mark = s->sent_total;
+  }
   s->refs++;
   s->queued += total;
+  s->sent_total += total;
+  srv->held += total;
   int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 2, on_write);
   if (rc != 0) {
     s->queued -= total;
+    s->sent_total -= total;
+    srv->held -= total;
     s->refs--;
     mem_free(payload);
     mem_free(w);
@@ -216,29 +320,50 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
 }
 
 
+// Nothing more can be read: the owner answers and closes (after its pending replies).
+static void stream_fail(session_t* s, int code, const char* msg) {
+  server_t* srv = s->srv;
+  session_pause(s);
+  if (srv->hooks.on_stream_error) {
+    srv->hooks.on_stream_error(srv->hooks.user, s, code, msg);
+  } else {
+    session_close(s);
+  }
+}
+
+
 // Hand every complete buffered frame to the owner; a hook may close or pause the session, which
-// stops delivery. A broken stream is reported once and the session closed.
+// stops delivery. A broken stream, or a frame that does not fit the memory budget, is reported
+// once and the session closed.
 static void deliver_frames(session_t* s) {
   server_t* srv = s->srv;
   const uint8_t* payload;
   size_t len;
   err_msg_t msg;
+  int delivered = 0;
   while (!s->closing && !s->paused) {
     int rc = frame_reader_next(&s->reader, &payload, &len, &msg);
     if (rc == 0) {
-      return;
+      if (account_input(s, &msg) != 0) {
+        stream_fail(s, ERR_LIMIT, msg.text);
+        return;
+      }
+      break;
     }
     if (rc < 0) {
-      // nothing more can be read; the owner answers and closes (after its pending replies)
-      session_pause(s);
-      if (srv->hooks.on_stream_error) {
-        srv->hooks.on_stream_error(srv->hooks.user, s, rc, msg.text);
-      } else {
-        session_close(s);
-      }
+      stream_fail(s, rc, msg.text);
       return;
     }
+    delivered = 1;
     srv->hooks.on_frame(srv->hooks.user, s, payload, len);
+  }
+
+  // the partial-frame deadline runs from a frame's first byte, or from the last complete one
+  if (frame_reader_buffered(&s->reader) == 0) {
+    s->in_frame = 0;
+  } else if (delivered || !s->in_frame) {
+    s->in_frame = 1;
+    s->frame_ms = uv_now(srv->loop);
   }
 }
 
@@ -281,6 +406,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     mem_free(buf->base);
     return;
   }
+  s->active_ms = uv_now(srv->loop);
   int rc = frame_reader_feed(&s->reader, buf->base, (size_t)nread);
   mem_free(buf->base);
   if (rc) {
@@ -316,9 +442,17 @@ void session_resume(session_t* s) {
   }
   s->paused = 0;
 
-  // frames already buffered are delivered before reading more
+  // frames already buffered are delivered before reading more; a partial frame's deadline
+  // restarts, since the daemon, not the peer, held it up
+  s->in_frame = 0;
   deliver_frames(s);
   start_reading(s);
+}
+
+
+void session_set_ready(session_t* s) {
+  s->ready = 1;
+  frame_reader_set_limit(&s->reader, s->srv->limits.max_frame_bytes, "max_frame_bytes", "");
 }
 
 
@@ -393,12 +527,18 @@ static void on_connection(uv_stream_t* listener, int status) {
   s->srv = srv;
   s->id = ++srv->next_id;
   s->refs = 1;
-  frame_reader_init(&s->reader, srv->limits.max_frame_bytes);
+  s->opened_ms = s->active_ms = uv_now(srv->loop);
+
+  // until Hello succeeds only a small frame is accepted: an unauthenticated peer cannot make
+  // the daemon buffer max_frame_bytes
+  frame_reader_init(&s->reader, srv->limits.max_hello_bytes);
+  frame_reader_set_limit(&s->reader, srv->limits.max_hello_bytes, "max_hello_bytes",
+                         " (the limit until Hello succeeds; then max_frame_bytes)");
   uv_tcp_init(srv->loop, &s->tcp);
   uv_timer_init(srv->loop, &s->linger);
   s->linger.data = s;
   list_push_back(&srv->sessions, &s->node);
-  srv->nsession++;
+  srv->nlive++;
   if (uv_accept(listener, (uv_stream_t*)&s->tcp) != 0) {
     close_now(s);
     return;
@@ -410,6 +550,87 @@ static void on_connection(uv_stream_t* listener, int status) {
     return;
   }
   start_reading(s);
+}
+
+
+// Close a session whose deadline passed, with a status frame when it can still be read.
+static void expire(session_t* s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void expire(session_t* s, const char* fmt, ...) {
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  s->srv->timed_out++;
+  stream_fail(s, SERVER_ERR_TIMEOUT, text);
+}
+
+
+static void check_deadlines(session_t* s, uint64_t now) {
+  server_t* srv = s->srv;
+  const server_limits_t* lim = &srv->limits;
+
+  // replies that do not move: the peer does not read, no status frame can reach it
+  if (lim->io_timeout_ms && s->queued > 0) {
+    uint64_t mark = s->sent_total - uv_stream_get_write_queue_size((uv_stream_t*)&s->tcp);
+    if (mark != s->progress_mark) {
+      s->progress_mark = mark;
+      s->progress_ms = now;
+    } else if (now - s->progress_ms >= lim->io_timeout_ms) {
+      LOG_WARN("session %llu (%s): %llu unsent bytes did not move for %u ms; closing",
+               (unsigned long long)s->id, s->peer, (unsigned long long)s->queued,
+               lim->io_timeout_ms);
+      srv->timed_out++;
+      close_now(s);
+      return;
+    }
+  }
+  if (!s->ready && lim->handshake_timeout_ms && now - s->opened_ms >= lim->handshake_timeout_ms) {
+    expire(s, "no successful hello within handshake_timeout_ms %u", lim->handshake_timeout_ms);
+  } else if (lim->io_timeout_ms && s->in_frame && !s->paused && !s->eof &&
+             now - s->frame_ms >= lim->io_timeout_ms) {
+    expire(s, "a frame did not arrive completely within io_timeout_ms %u (%zu of %zu bytes)",
+           lim->io_timeout_ms, frame_reader_buffered(&s->reader),
+           frame_reader_expected(&s->reader));
+  } else if (s->ready && lim->idle_timeout_ms && s->queued == 0 &&
+             now - s->active_ms >= lim->idle_timeout_ms &&
+             !(srv->hooks.is_busy && srv->hooks.is_busy(srv->hooks.user, s))) {
+    expire(s, "no traffic for idle_timeout_ms %u", lim->idle_timeout_ms);
+  }
+}
+
+
+static void on_tick(uv_timer_t* t) {
+  server_t* srv = t->data;
+  uint64_t now = uv_now(srv->loop);
+  for (list_node_t* n = srv->sessions.head.next; n != &srv->sessions.head;) {
+    session_t* s = container_of(n, session_t, node);
+    n = n->next;
+    if (!s->closing) {
+      check_deadlines(s, now);
+    }
+  }
+}
+
+
+static void start_tick(server_t* srv) {
+  const server_limits_t* lim = &srv->limits;
+  uint32_t shortest = 0;
+  uint32_t all[3] = {lim->handshake_timeout_ms, lim->idle_timeout_ms, lim->io_timeout_ms};
+  for (int i = 0; i < 3; i++) {
+    if (all[i] && (!shortest || all[i] < shortest)) {
+      shortest = all[i];
+    }
+  }
+  uv_timer_init(srv->loop, &srv->tick);
+  srv->tick.data = srv;
+  srv->ticking = 1;
+  if (shortest) {
+    uint32_t period = shortest / 4;
+    period = period < TICK_MIN_MS ? TICK_MIN_MS : period > TICK_MAX_MS ? TICK_MAX_MS : period;
+    uv_timer_start(&srv->tick, on_tick, period, period);
+  }
 }
 
 
@@ -448,6 +669,7 @@ server_t* server_create(uv_loop_t* loop, const char* host, int port,
   uv_tcp_getsockname(&srv->listener, (struct sockaddr*)&bound, &len);
   srv->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6*)&bound)->sin6_port
                                                  : ((struct sockaddr_in*)&bound)->sin_port);
+  start_tick(srv);
   return srv;
 }
 
@@ -462,6 +684,9 @@ void server_close(server_t* srv) {
     uv_close((uv_handle_t*)&srv->listener, NULL);
   }
   srv->closed = 1;
+  if (srv->ticking && !uv_is_closing((uv_handle_t*)&srv->tick)) {
+    uv_close((uv_handle_t*)&srv->tick, NULL);
+  }
   for (list_node_t* n = srv->sessions.head.next; n != &srv->sessions.head;) {
     session_t* s = container_of(n, session_t, node);
     n = n->next;
@@ -476,5 +701,16 @@ void server_destroy(server_t* srv) {
 
 
 uint32_t server_sessions(const server_t* srv) {
-  return srv->nsession;
+  return srv->nlive;
+}
+
+
+void server_get_stats(const server_t* srv, server_stats_t* out) {
+  out->held_bytes = srv->held;
+  out->timed_out = srv->timed_out;
+}
+
+
+void server_hold(server_t* srv, int64_t delta) {
+  srv->held += (uint64_t)delta;
 }

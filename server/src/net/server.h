@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // server.h: the TCP transport (libuv): a listener and its sessions. A session turns the byte
 // stream into frames (net/frame.h) and hands each to the owner's hooks; it queues outgoing
-// frames, caps its unsent output, and closes after flushing when asked to.
+// frames, caps its unsent output, and closes after flushing when asked to. It also enforces the
+// connection deadlines (handshake, idle, partial frame, write progress) and the daemon-wide
+// budget of bytes held for all connections (input buffers, unsent output, and what the owner
+// declares with server_hold).
 //
 // Thread: loop thread only, except session_retain/session_release which the loop thread also
 // calls on behalf of jobs.
@@ -25,10 +28,20 @@ typedef struct server_hooks {
   int (*on_open)(void* user, session_t* s);
   // A complete frame; payload valid for the call only.
   void (*on_frame)(void* user, session_t* s, const uint8_t* payload, size_t len);
-  // The byte stream broke (oversize or zero length); code and msg describe it. Reading has
-  // stopped; the hook sends what it owes and closes the session. Without the hook the server
-  // closes it.
+  // The byte stream broke (oversize or zero length), a frame does not fit the memory budget,
+  // or a deadline passed (handshake, idle, partial frame: code SERVER_ERR_TIMEOUT); code and
+  // msg describe it. Reading has stopped; the hook sends what it owes and closes the session.
+  // Without the hook the server closes it.
   void (*on_stream_error)(void* user, session_t* s, int code, const char* msg);
+  // Nullable. A frame given to session_send cannot be queued (code ERR_LIMIT, msg says why:
+  // larger than max_frame_bytes or max_queue_bytes, or the memory budget is full). payload
+  // is valid during the call only. The hook may session_send one short substitute (a status,
+  // at most SERVER_SUBSTITUTE_BYTES), which bypasses the limits. (When the peer's unread
+  // replies fill max_queue_bytes the session is closed instead, without the hook.)
+  void (*on_send_refused)(void* user, session_t* s, const uint8_t* payload, size_t len, int code,
+                          const char* msg);
+  // Nullable. Non-zero while the owner still owes the session replies: it is not idle then.
+  int (*is_busy)(void* user, session_t* s);
   // Nullable. The peer shut down its sending side after the frames delivered so far; the
   // session stays open for replies until the owner calls session_close. Without this hook
   // end of stream closes the session at once.
@@ -37,10 +50,27 @@ typedef struct server_hooks {
   void (*on_close)(void* user, session_t* s);
 } server_hooks_t;
 
+// Code of a deadline in on_stream_error (DEADLINE_EXCEEDED on the wire).
+#define SERVER_ERR_TIMEOUT (-100)
+
+// Largest substitute frame on_send_refused may send past the limits.
+#define SERVER_SUBSTITUTE_BYTES 1024u
+
 typedef struct server_limits {
   uint32_t max_frame_bytes;
-  uint64_t max_queue_bytes;
+  uint64_t max_queue_bytes;       // per session: unsent output
+  uint32_t max_hello_bytes;       // largest frame before session_set_ready
+  uint64_t max_held_bytes;        // all sessions: input buffers + unsent output + held; 0 = none
+  uint32_t handshake_timeout_ms;  // from accept to session_set_ready; 0 = none
+  uint32_t idle_timeout_ms;       // no byte either way while not busy; 0 = none
+  uint32_t io_timeout_ms;         // a started frame must complete, unsent output must move;
+                                  // 0 = none
 } server_limits_t;
+
+typedef struct server_stats {
+  uint64_t held_bytes;            // bytes counted against max_held_bytes now
+  uint64_t timed_out;             // sessions closed by a deadline
+} server_stats_t;
 
 // Create and bind. host is an IPv4 or IPv6 literal; port 0 picks a free port. Returns NULL with
 // msg filled for a bad host or no memory. When bind/listen fails it returns a closed server
@@ -61,12 +91,25 @@ void server_destroy(server_t* srv);
 // Number of open sessions.
 uint32_t server_sessions(const server_t* srv);
 
+void server_get_stats(const server_t* srv, server_stats_t* out);
+
+// Count (delta > 0) or release (delta < 0) bytes the owner holds for sessions (decoded requests
+// waiting for execution) against max_held_bytes. Held bytes are never refused: they make room
+// for fewer new frames.
+void server_hold(server_t* srv, int64_t delta);
+
 //---------------- Sessions
 
 // Queue one frame: writes the 4-byte header and the payload. Takes ownership of payload
-// (a mem_alloc'ed buffer of len bytes). Sessions that are closing drop it. Closes the session
-// when its unsent output would exceed max_queue_bytes.
+// (a mem_alloc'ed buffer of len bytes). Sessions that are closing drop it. A frame larger than
+// max_frame_bytes or max_queue_bytes, or one that does not fit the memory budget now, is
+// dropped and reported to on_send_refused; when the session's unsent output would exceed
+// max_queue_bytes the session is closed (logged).
 void session_send(session_t* s, uint8_t* payload, size_t len);
+
+// The handshake succeeded: frames up to max_frame_bytes are accepted from now on and the
+// handshake deadline no longer applies.
+void session_set_ready(session_t* s);
 
 // Close after every queued frame has been written and the peer has ended its stream (input
 // that arrives meanwhile is discarded), or after 5 s in which nothing moves.

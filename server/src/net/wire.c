@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/text.h"
 #include "net/wire_pb.h"
 
 struct wire_request {
@@ -15,6 +16,7 @@ struct wire_request {
   size_t size;
   int (*cancelled)(void* ctx);  // nullable
   void* cancel_ctx;
+  char* bad_text;               // nullable: why a string field is refused (wire_text_error)
 };
 
 
@@ -53,6 +55,111 @@ static void* budget_alloc(void* data, size_t size) {
 }
 
 
+// Strings are checked on the encoded bytes, where their length is known: protobuf-c hands out
+// NUL-terminated copies, so "ab\0cd" would silently become "ab" after decoding.
+#define TEXT_MAX_DEPTH 32
+
+static int read_varint(const uint8_t* p, size_t n, size_t* pos, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *pos < n; shift += 7) {
+    uint8_t b = p[(*pos)++];
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      return 0;
+    }
+  }
+  return -1;
+}
+
+
+// Walk one encoded message: every string field (at any depth) must be clean and at most
+// TEXT_NAME_MAX bytes. path holds the field path so far ("create_body"). 0 or ERR_INVAL.
+static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, size_t n,
+                      int depth, char* path, size_t path_len, err_msg_t* msg) {
+  size_t pos = 0;
+  while (pos < n) {
+    uint64_t tag, len;
+    if (read_varint(p, n, &pos, &tag)) {
+      return 0;  // unreachable for a frame that decoded; nothing more to check
+    }
+    switch (tag & 7) {
+      case 0:
+        if (read_varint(p, n, &pos, &len)) {
+          return 0;
+        }
+        continue;
+      case 1:
+        pos += 8;
+        continue;
+      case 5:
+        pos += 4;
+        continue;
+      case 2:
+        break;
+      default:
+        return 0;
+    }
+    if (read_varint(p, n, &pos, &len) || len > n - pos) {
+      return 0;
+    }
+    const uint8_t* v = p + pos;
+    pos += (size_t)len;
+    const ProtobufCFieldDescriptor* f =
+        protobuf_c_message_descriptor_get_field(desc, (unsigned)(tag >> 3));
+    if (!f || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)) {
+      continue;
+    }
+    int w = snprintf(path + path_len, WIRE_STATUS_MAX - path_len, "%s%s", path_len ? "." : "",
+                     f->name);
+    size_t sub_len = w < 0 ? path_len : path_len + (size_t)w;
+    if (sub_len >= WIRE_STATUS_MAX) {
+      sub_len = WIRE_STATUS_MAX - 1;
+    }
+    if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
+      if (depth >= TEXT_MAX_DEPTH) {
+        return err_set(msg, ERR_INVAL, "%s is nested more than %d messages deep", path,
+                       TEXT_MAX_DEPTH);
+      }
+      int rc = check_text(f->descriptor, v, (size_t)len, depth + 1, path, sub_len, msg);
+      if (rc) {
+        return rc;
+      }
+    } else {
+      size_t at;
+      if (len > TEXT_NAME_MAX) {
+        return err_set(msg, ERR_INVAL, "%s is %llu bytes; text fields are at most %u bytes",
+                       path, (unsigned long long)len, TEXT_NAME_MAX);
+      }
+      if (!text_is_clean((const char*)v, (size_t)len, &at)) {
+        return err_set(msg, ERR_INVAL,
+                       "%s contains a NUL or control character (byte 0x%02x at offset %zu)",
+                       path, v[at], at);
+      }
+    }
+    path[path_len] = '\0';
+  }
+  return 0;
+}
+
+
+const char* wire_text_error(const wire_request_t* r) {
+  return r->bad_text;
+}
+
+
+int wire_peek_id(const uint8_t* payload, size_t len, uint64_t* id) {
+  // the daemon's replies start with the envelope id (field 1, varint): protobuf-c packs
+  // fields in number order
+  size_t pos = 0;
+  uint64_t tag;
+  *id = 0;
+  if (read_varint(payload, len, &pos, &tag) || tag != 8) {
+    return 0;
+  }
+  return read_varint(payload, len, &pos, id) == 0;
+}
+
+
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg) {
   decode_budget_t budget = {WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK, 0};
   ProtobufCAllocator bounded = {budget_alloc, pb_free, &budget};
@@ -75,6 +182,18 @@ int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_ms
   r->size = len + (WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK - budget.left);
   r->cancelled = NULL;
   r->cancel_ctx = NULL;
+  r->bad_text = NULL;
+
+  // a refused string is answered as a bad argument of this request, not as a broken stream
+  char path[WIRE_STATUS_MAX] = "";
+  err_msg_t tmsg;
+  if (check_text(&sensim__v1__envelope__descriptor, payload, len, 0, path, 0, &tmsg) != 0) {
+    r->bad_text = mem_strdup(tmsg.text);
+    if (!r->bad_text) {
+      wire_free(r);
+      return err_set(msg, ERR_NOMEM, "out of memory decoding a frame");
+    }
+  }
   *out = r;
   return 0;
 }
@@ -85,6 +204,7 @@ void wire_free(wire_request_t* r) {
     return;
   }
   sensim__v1__envelope__free_unpacked(r->env, &wire_allocator);
+  mem_free(r->bad_text);
   mem_free(r);
 }
 
@@ -143,8 +263,8 @@ wire_kind_t wire_kind(const wire_request_t* r) {
     case SENSIM__V1__ENVELOPE__BODY_CREATE_JOINT:
     case SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE:
     case SENSIM__V1__ENVELOPE__BODY_STEP:
-      return WIRE_KIND_ENV_WRITE;
     case SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR:
+      return WIRE_KIND_ENV_WRITE;
     case SENSIM__V1__ENVELOPE__BODY_SUBSCRIBE:
     case SENSIM__V1__ENVELOPE__BODY_UNSUBSCRIBE:
       return WIRE_KIND_NOT_SERVED;
@@ -205,6 +325,8 @@ int wire_status_code(int code) {
       return SENSIM__V1__STATUS_CODE__UNIMPLEMENTED;
     case ERR_AUTH:
       return SENSIM__V1__STATUS_CODE__UNAUTHENTICATED;
+    case WIRE_ERR_DEADLINE:
+      return SENSIM__V1__STATUS_CODE__DEADLINE_EXCEEDED;
     default:
       return SENSIM__V1__STATUS_CODE__INTERNAL;
   }
@@ -228,7 +350,9 @@ int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Enve
                     uint8_t** out, size_t* out_len) {
   // status messages fit the clients' fixed buffers (WIRE_STATUS_MAX bytes, proto options)
   char text[WIRE_STATUS_MAX + 1];
-  const char* body = message && message[0] ? message : (code ? err_str(code) : "");
+  const char* body = message && message[0] ? message
+                     : code == WIRE_ERR_DEADLINE ? "deadline exceeded"
+                     : code ? err_str(code) : "";
   snprintf(text, sizeof(text), "%s", body);
   Sensim__V1__Status st = SENSIM__V1__STATUS__INIT;
   st.has_code = 1;
@@ -266,6 +390,13 @@ static void fill_limits(Sensim__V1__Limits* l, const wire_limits_t* w) {
   LIM(max_raycast_rays, w->env.max_raycast_rays);
   LIM(max_queue_bytes, w->max_queue_bytes);
   LIM(max_scene_bytes, w->max_scene_bytes);
+  LIM(max_held_bytes, w->max_held_bytes);
+  LIM(max_name_bytes, TEXT_NAME_MAX);
+  LIM(handshake_timeout_ms, w->handshake_timeout_ms);
+  LIM(idle_timeout_ms, w->idle_timeout_ms);
+  LIM(io_timeout_ms, w->io_timeout_ms);
+  LIM(max_request_ms, w->max_request_ms);
+  LIM(max_hello_bytes, w->max_hello_bytes);
 #undef LIM
 }
 
@@ -328,6 +459,9 @@ static void fill_counters(Sensim__V1__Counters* c, const wire_counters_t* w) {
   CNT(backend_errors);
   CNT(backend_bytes);
   CNT(frames_dropped);
+  CNT(held_bytes);
+  CNT(connections_timed_out);
+  CNT(requests_timed_out);
 #undef CNT
 }
 

@@ -16,6 +16,10 @@
 // Longest status message sent (sensim.options: Status.message max_size 512 with its NUL).
 #define WIRE_STATUS_MAX 511
 
+// A request that ran out of its time (DEADLINE_EXCEEDED on the wire). Beside the err_code_t
+// codes, for wire_encode_status and wire_status_code.
+#define WIRE_ERR_DEADLINE (-100)
+
 typedef struct wire_request wire_request_t;
 
 typedef enum wire_kind {
@@ -41,6 +45,14 @@ typedef enum wire_kind {
 // ERR_LIMIT when it would decode to more than the budget above.
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg);
 void wire_free(wire_request_t* r);
+
+// NULL, or why a string field of the request is refused: a NUL or control character, or more
+// than TEXT_NAME_MAX bytes (base/text.h); the message names the field ("create_body.name").
+// Such a request must be answered INVALID_ARGUMENT and not executed.
+const char* wire_text_error(const wire_request_t* r);
+
+// The envelope id at the start of an encoded reply of this daemon; 1 and *id when found.
+int wire_peek_id(const uint8_t* payload, size_t len, uint64_t* id);
 
 uint64_t wire_id(const wire_request_t* r);
 wire_kind_t wire_kind(const wire_request_t* r);
@@ -79,6 +91,12 @@ typedef struct wire_limits {
   uint64_t max_queue_bytes;
   uint64_t max_scene_bytes;
   env_limits_t env;
+  uint64_t max_held_bytes;
+  uint32_t handshake_timeout_ms;
+  uint32_t idle_timeout_ms;
+  uint32_t io_timeout_ms;
+  uint32_t max_request_ms;
+  uint32_t max_hello_bytes;
 } wire_limits_t;
 
 typedef struct wire_hello_reply {
@@ -113,6 +131,9 @@ typedef struct wire_counters {
   uint64_t backend_errors;
   uint64_t backend_bytes;
   uint64_t frames_dropped;
+  uint64_t held_bytes;
+  uint64_t connections_timed_out;
+  uint64_t requests_timed_out;
 } wire_counters_t;
 
 typedef struct wire_env_info {

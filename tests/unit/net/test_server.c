@@ -336,7 +336,10 @@ static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
   uv_timer_init(&t->loop, &t->timer);
   t->timer.data = t;
   buf_init(&t->frames);
-  server_limits_t lim = {max_frame, max_queue};
+  // sessions here never complete a handshake: max_hello_bytes is the limit of incoming
+  // frames, while outgoing ones may be as large as the queue
+  server_limits_t lim = {.max_frame_bytes = 1u << 30, .max_queue_bytes = max_queue,
+                         .max_hello_bytes = max_frame};
   server_hooks_t hooks = test_hooks(t);
   err_msg_t msg;
   t->srv = server_create(&t->loop, "127.0.0.1", 0, &lim, &hooks, &msg);
@@ -994,7 +997,8 @@ TEST(server_close_with_open_sessions_runs_to_completion) {
 
 // server_create on loop with the test hooks (no user), 1024-byte frames and a 1 MiB queue.
 static server_t* create_on(uv_loop_t* loop, const char* host, int port, err_msg_t* msg) {
-  server_limits_t lim = {1024, 1 << 20};
+  server_limits_t lim = {.max_frame_bytes = 1024, .max_queue_bytes = 1 << 20,
+                         .max_hello_bytes = 1024};
   server_hooks_t hooks = test_hooks(NULL);
   return server_create(loop, host, port, &lim, &hooks, msg);
 }
