@@ -521,13 +521,14 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   }
   size_t n = b[0].count / 3;
   if (b[1].count != 3 * n) {
-    return err_set(&o->msg, ERR_INVAL, "%s, expected %zu (3 per ray, %zu rays in %s)",
+    return err_set(&o->msg, ERR_INVAL, "%s, expected %zu (%d per ray, %zu rays in %s)",
                    bulk_amount(&b[1], 8, amount, sizeof(amount)),
-                   b[1].bytes ? 24 * n : 3 * n, n, b[0].name);
+                   b[1].bytes ? 24 * n : 3 * n, b[1].bytes ? 24 : 3, n, b[0].name);
   }
   if (b[2].count != 0 && b[2].count != 1 && b[2].count != n) {
-    return err_set(&o->msg, ERR_INVAL, "%s, expected 0, 1 or %zu (one per ray)",
-                   bulk_amount(&b[2], 8, amount, sizeof(amount)), b[2].bytes ? 8 * n : n);
+    return err_set(&o->msg, ERR_INVAL, "%s, expected 0, %d or %zu (one per ray)",
+                   bulk_amount(&b[2], 8, amount, sizeof(amount)), b[2].bytes ? 8 : 1,
+                   b[2].bytes ? 8 * n : n);
   }
   if (m->has_max_range && (isnan(m->max_range) || m->max_range < 0)) {
     return err_set(&o->msg, ERR_INVAL, "max_range = %g must be >= 0 (0 = unlimited)",

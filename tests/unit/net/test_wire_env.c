@@ -851,3 +851,463 @@ TEST(wire_env_update_state_body_poses_are_px_py_pz_qx_qy_qz_qw) {
   teardown(&f);
   return 0;
 }
+
+//---------------- Bulk arrays in the bytes form
+
+// Pack, decode and execute req against e; *reply receives the decoded reply (free with
+// sensim__v1__envelope__free_unpacked) and *code the internal outcome.
+static int execute_reply(env_t* e, Sensim__V1__Envelope* req, Sensim__V1__Envelope** reply,
+                         int* code) {
+  static uint64_t next_id = 5000;
+  req->has_id = 1;
+  req->id = next_id++;
+  uint8_t* buf;
+  size_t len;
+  ASSERT_OK(wire_pack(req, &buf, &len));
+  wire_request_t* r;
+  err_msg_t msg;
+  if (wire_decode(buf, len, &r, &msg)) {
+    CHECK_FAIL("wire_decode: %s", msg.text);
+  }
+  uint8_t* out = NULL;
+  size_t out_len = 0;
+  ASSERT_OK(wire_env_execute(r, e, &out, &out_len, code));
+  *reply = sensim__v1__envelope__unpack(NULL, out_len, out);
+  ASSERT_TRUE(*reply != NULL);
+  ASSERT_EQ((*reply)->id, req->id);
+  ASSERT_TRUE((*reply)->status != NULL);
+  mem_free(out);
+  wire_free(r);
+  mem_free(buf);
+  return 0;
+}
+
+
+// Execute req and expect INVALID_ARGUMENT whose message contains want.
+static int execute_refused(env_t* e, Sensim__V1__Envelope* req, const char* want) {
+  Sensim__V1__Envelope* reply;
+  int code;
+  ASSERT_OK(execute_reply(e, req, &reply, &code));
+  ASSERT_EQ(code, ERR_INVAL);
+  ASSERT_EQ(reply->status->code, SENSIM__V1__STATUS_CODE__INVALID_ARGUMENT);
+  ASSERT_EQ(reply->body_case, SENSIM__V1__ENVELOPE__BODY__NOT_SET);
+  ASSERT_CONTAINS(reply->status->message, want);
+  sensim__v1__envelope__free_unpacked(reply, NULL);
+  return 0;
+}
+
+
+static ProtobufCBinaryData bin(const void* data, size_t len) {
+  ProtobufCBinaryData b = {len, (uint8_t*)data};
+  return b;
+}
+
+
+// A sphere of radius 2 at the origin as object 5 with label 23.
+static int sphere_scene(env_t* e) {
+  ASSERT_OK(create_sphere(e, 1, 2.0));
+  Sensim__V1__CreateObject o = SENSIM__V1__CREATE_OBJECT__INIT;
+  o.has_id = o.has_geometry_id = o.has_label = 1;
+  o.id = 5;
+  o.geometry_id = 1;
+  o.label = 23;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+  env.create_object = &o;
+  return execute_ok(e, &env);
+}
+
+
+// Three rays at the sphere of radius 2: along x through the centre (distance 8, normal -x), along
+// y at height 0.5 (distance 10 - sqrt(3.75), normal (0, -sqrt(3.75), 0.5) / 2), and a miss.
+#define NRAY 3
+static const double g_org[NRAY][3] = {{-10, 0, 0}, {0, -10, 0.5}, {0, 0, 10}};
+static const double g_dir[NRAY][3] = {{1, 0, 0}, {0, 1, 0}, {1, 0, 0}};
+
+
+static int check_sphere_hit(double distance, const double normal[3], uint32_t object_id,
+                            uint32_t label, int i) {
+  const double s = sqrt(3.75);
+  const double want_d[NRAY] = {8.0, 10.0 - s, INFINITY};
+  const double want_n[NRAY][3] = {{-1, 0, 0}, {0, -s / 2, 0.25}, {0, 0, 0}};
+  if (i == 2) {
+    ASSERT_TRUE(isinf(distance) && distance > 0);
+    ASSERT_EQ(object_id, 0);
+  } else {
+    ASSERT_NEAR(distance, want_d[i], 1e-5);
+    ASSERT_EQ(object_id, 5);
+    ASSERT_EQ(label, 23);
+  }
+  for (int k = 0; k < 3; k++) {
+    ASSERT_NEAR(normal[k], want_n[i][k], 1e-5);
+  }
+  return 0;
+}
+
+
+TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+
+  // the packed form: four arrays, no records
+  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
+  rc.n_origins = rc.n_directions = 3 * NRAY;
+  rc.origins = (double*)&g_org[0][0];
+  rc.directions = (double*)&g_dir[0][0];
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  env.raycast = &rc;
+  Sensim__V1__Envelope* arrays;
+  int code;
+  ASSERT_OK(execute_reply(f.e, &env, &arrays, &code));
+  ASSERT_EQ(code, 0);
+  const Sensim__V1__RaycastResult* a = arrays->raycast_result;
+  ASSERT_TRUE(a != NULL);
+  ASSERT_TRUE(!a->has_hits_bytes);
+  ASSERT_EQ(a->n_distances, NRAY);
+  ASSERT_EQ(a->n_normals, 3 * NRAY);
+
+  // the bytes form (rays at an odd address: the daemon copies them to read aligned values)
+  uint8_t raw[2 * sizeof(g_org) + 1];
+  memcpy(raw + 1, g_org, sizeof(g_org));
+  memcpy(raw + 1 + sizeof(g_org), g_dir, sizeof(g_dir));
+  Sensim__V1__Raycast rb = SENSIM__V1__RAYCAST__INIT;
+  rb.has_origins_bytes = rb.has_directions_bytes = 1;
+  rb.origins_bytes = bin(raw + 1, sizeof(g_org));
+  rb.directions_bytes = bin(raw + 1 + sizeof(g_org), sizeof(g_dir));
+  env.raycast = &rb;
+  Sensim__V1__Envelope* records;
+  ASSERT_OK(execute_reply(f.e, &env, &records, &code));
+  ASSERT_EQ(code, 0);
+  const Sensim__V1__RaycastResult* b = records->raycast_result;
+  ASSERT_TRUE(b != NULL);
+  ASSERT_EQ(b->n_distances, 0);
+  ASSERT_EQ(b->n_object_ids, 0);
+  ASSERT_EQ(b->n_labels, 0);
+  ASSERT_EQ(b->n_normals, 0);
+  ASSERT_TRUE(b->has_hits_bytes);
+  ASSERT_EQ(b->hits_bytes.len, 48 * NRAY);
+
+  // each record: analytic truth, and the same bits as the arrays
+  static const uint8_t zero[8];
+  for (int i = 0; i < NRAY; i++) {
+    const uint8_t* rec = b->hits_bytes.data + 48 * i;
+    double distance, normal[3];
+    uint32_t ids[2];
+    memcpy(&distance, rec, 8);
+    memcpy(normal, rec + 8, 24);
+    memcpy(ids, rec + 32, 8);
+    ASSERT_OK(check_sphere_hit(distance, normal, ids[0], ids[1], i));
+    ASSERT_MEM_EQ(rec, &a->distances[i], 8);
+    ASSERT_MEM_EQ(rec + 8, &a->normals[3 * i], 24);
+    ASSERT_MEM_EQ(rec + 32, &a->object_ids[i], 4);
+    ASSERT_MEM_EQ(rec + 36, &a->labels[i], 4);
+    ASSERT_MEM_EQ(rec + 40, zero, 8);
+  }
+  sensim__v1__envelope__free_unpacked(arrays, NULL);
+  sensim__v1__envelope__free_unpacked(records, NULL);
+
+  // one array in each form is the bytes form too
+  Sensim__V1__Raycast rm = SENSIM__V1__RAYCAST__INIT;
+  rm.n_origins = 3 * NRAY;
+  rm.origins = (double*)&g_org[0][0];
+  rm.has_directions_bytes = 1;
+  rm.directions_bytes = bin(g_dir, sizeof(g_dir));
+  env.raycast = &rm;
+  Sensim__V1__Envelope* mixed;
+  ASSERT_OK(execute_reply(f.e, &env, &mixed, &code));
+  ASSERT_EQ(code, 0);
+  ASSERT_TRUE(mixed->raycast_result->has_hits_bytes);
+  ASSERT_EQ(mixed->raycast_result->hits_bytes.len, 48 * NRAY);
+  ASSERT_EQ(mixed->raycast_result->n_distances, 0);
+  sensim__v1__envelope__free_unpacked(mixed, NULL);
+
+  // no rays in the bytes form: an empty record array
+  Sensim__V1__Raycast r0 = SENSIM__V1__RAYCAST__INIT;
+  r0.has_origins_bytes = r0.has_directions_bytes = 1;
+  env.raycast = &r0;
+  Sensim__V1__Envelope* none;
+  ASSERT_OK(execute_reply(f.e, &env, &none, &code));
+  ASSERT_EQ(code, 0);
+  ASSERT_TRUE(none->raycast_result->has_hits_bytes);
+  ASSERT_EQ(none->raycast_result->hits_bytes.len, 0);
+  sensim__v1__envelope__free_unpacked(none, NULL);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_raycast_bytes_times_select_the_instant) {
+  // a body moving along +x from x = 0 at t = 1 to x = 2 at t = 3 carries the sphere
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(create_sphere(f.e, 1, 2.0));
+  Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
+  cb.has_id = 1;
+  cb.id = 3;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
+  env.create_body = &cb;
+  ASSERT_OK(execute_ok(f.e, &env));
+  Sensim__V1__CreateObject o = SENSIM__V1__CREATE_OBJECT__INIT;
+  o.has_id = o.has_geometry_id = o.has_body_id = 1;
+  o.id = 5;
+  o.geometry_id = 1;
+  o.body_id = 3;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+  env.create_object = &o;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  const uint32_t ids[1] = {3};
+  const double p0[7] = {0, 0, 0, 0, 0, 0, 1}, p1[7] = {2, 0, 0, 0, 0, 0, 1};
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = u.has_body_ids_bytes = u.has_body_poses_bytes = 1;
+  u.time = 1.0;
+  u.body_ids_bytes = bin(ids, sizeof(ids));
+  u.body_poses_bytes = bin(p0, sizeof(p0));
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  ASSERT_OK(execute_ok(f.e, &env));
+  Sensim__V1__Step st = SENSIM__V1__STEP__INIT;
+  st.has_time = 1;
+  st.time = 1.0;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
+  env.step = &st;
+  ASSERT_OK(execute_ok(f.e, &env));
+  u.time = 3.0;
+  u.body_poses_bytes = bin(p1, sizeof(p1));
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;  // the body is a union: the step took its place
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  // two rays from x = -10 along +x at t = 1.5 and t = 2.5: the sphere's centre is at
+  // x = t - 1, its near side 2 m before
+  const double org[2][3] = {{-10, 0, 0}, {-10, 0, 0}}, dir[2][3] = {{1, 0, 0}, {1, 0, 0}};
+  const double times[2] = {1.5, 2.5};
+  Sensim__V1__Raycast rb = SENSIM__V1__RAYCAST__INIT;
+  rb.has_origins_bytes = rb.has_directions_bytes = rb.has_times_bytes = 1;
+  rb.origins_bytes = bin(org, sizeof(org));
+  rb.directions_bytes = bin(dir, sizeof(dir));
+  rb.times_bytes = bin(times, sizeof(times));
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  env.raycast = &rb;
+  Sensim__V1__Envelope* reply;
+  int code;
+  ASSERT_OK(execute_reply(f.e, &env, &reply, &code));
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(reply->raycast_result->hits_bytes.len, 96);
+  for (int i = 0; i < 2; i++) {
+    double d;
+    memcpy(&d, reply->raycast_result->hits_bytes.data + 48 * i, 8);
+    ASSERT_NEAR(d, 10.0 + (times[i] - 1.0) - 2.0, 1e-5);
+  }
+  sensim__v1__envelope__free_unpacked(reply, NULL);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_bulk_arrays_in_both_forms_or_of_wrong_length_are_refused_by_name) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
+  cb.has_id = 1;
+  cb.id = 3;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
+  env.create_body = &cb;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  // raycasts
+  double org[2][3] = {{-10, 0, 0}, {-10, 0, 0.5}}, dir[2][3] = {{1, 0, 0}, {1, 0, 0}};
+  uint8_t raw[64] = {0};
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  Sensim__V1__Raycast r = SENSIM__V1__RAYCAST__INIT;
+  env.raycast = &r;
+  r.n_origins = 6;
+  r.origins = &org[0][0];
+  r.has_origins_bytes = 1;
+  r.origins_bytes = bin(org, sizeof(org));
+  r.has_directions_bytes = 1;
+  r.directions_bytes = bin(dir, sizeof(dir));
+  ASSERT_OK(execute_refused(f.e, &env, "origins and origins_bytes are both set"));
+  r.n_origins = 0;
+  r.origins_bytes = bin(raw, 25);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "raycast: origins_bytes has 25 bytes, not a multiple of 24"));
+  r.origins_bytes = bin(org, sizeof(org));
+  r.directions_bytes = bin(dir, 24);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "directions_bytes has 24 bytes, expected 48 (24 per ray, 2 rays"));
+  r.directions_bytes = bin(dir, sizeof(dir));
+  r.n_directions = 6;
+  r.directions = &dir[0][0];
+  ASSERT_OK(execute_refused(f.e, &env, "directions and directions_bytes are both set"));
+  r.n_directions = 0;
+  r.has_times_bytes = 1;
+  r.times_bytes = bin(raw, 12);
+  ASSERT_OK(execute_refused(f.e, &env, "times_bytes has 12 bytes, not a multiple of 8"));
+  r.times_bytes = bin(raw, 24);
+  ASSERT_OK(execute_refused(f.e, &env, "times_bytes has 24 bytes, expected 0, 8 or 16"));
+  double t1 = 0.0;
+  r.n_times = 1;
+  r.times = &t1;
+  ASSERT_OK(execute_refused(f.e, &env, "times and times_bytes are both set"));
+
+  // state updates: each refusal changes nothing (no state yet afterwards)
+  const uint32_t ids[2] = {3, 3};
+  const double poses[14] = {0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1};
+  const double vels[6] = {0};
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = 1;
+  u.time = 1.0;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  u.n_body_ids = 1;
+  u.body_ids = (uint32_t*)ids;
+  u.has_body_ids_bytes = 1;
+  u.body_ids_bytes = bin(ids, 4);
+  u.has_body_poses_bytes = 1;
+  u.body_poses_bytes = bin(poses, 56);
+  ASSERT_OK(execute_refused(f.e, &env, "body_ids and body_ids_bytes are both set"));
+  u.n_body_ids = 0;
+  u.body_ids_bytes = bin(raw, 6);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "update_state: body_ids_bytes has 6 bytes, not a multiple of 4"));
+  u.body_ids_bytes = bin(ids, 4);
+  u.body_poses_bytes = bin(poses, 55);
+  ASSERT_OK(execute_refused(f.e, &env, "body_poses_bytes has 55 bytes, not a multiple of 56"));
+  u.body_poses_bytes = bin(poses, 112);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "body_poses_bytes has 112 bytes, expected 56 per body (1 "
+                            "body_ids_bytes)"));
+  u.body_poses_bytes = bin(poses, 56);
+  u.has_body_velocities_bytes = 1;
+  u.body_velocities_bytes = bin(vels, 40);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "body_velocities_bytes has 40 bytes, not a multiple of 48"));
+  u.body_velocities_bytes = bin(vels, 48);
+  u.n_body_velocities = 6;
+  u.body_velocities = (double*)vels;
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "body_velocities and body_velocities_bytes are both set"));
+  u.n_body_velocities = 0;
+  u.has_joint_ids_bytes = 1;
+  u.joint_ids_bytes = bin(ids, 8);
+  u.has_joint_positions_bytes = 1;
+  u.joint_positions_bytes = bin(vels, 8);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "joint_positions_bytes has 8 bytes for 2 joint_ids_bytes"));
+  u.joint_positions_bytes = bin(vels, 12);
+  ASSERT_OK(execute_refused(f.e, &env,
+                            "joint_positions_bytes has 12 bytes, not a multiple of 8"));
+  env_time_t t;
+  env_get_time(f.e, &t);
+  ASSERT_EQ(t.has_time, 0);
+
+  // the same update without the joints is accepted
+  u.has_joint_ids_bytes = u.has_joint_positions_bytes = 0;
+  ASSERT_OK(execute_ok(f.e, &env));
+  env_get_time(f.e, &t);
+  ASSERT_EQ(t.has_time, 1);
+  ASSERT_DEQ(t.t_cur, 1.0);
+  teardown(&f);
+  return 0;
+}
+
+
+// Body 10 in a fresh environment, given pose (wire order) by one update in the packed form or
+// the bytes form (at an odd address); *out its pose at the end of the step.
+static int pose_through(int bytes, const double pose[7], pose_t* out) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
+  cb.has_id = 1;
+  cb.id = 10;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
+  env.create_body = &cb;
+  ASSERT_OK(execute_ok(f.e, &env));
+  uint32_t id = 10;
+  uint8_t raw[57];
+  memcpy(raw + 1, pose, 56);
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = 1;
+  u.time = 0.5;
+  if (bytes) {
+    u.has_body_ids_bytes = u.has_body_poses_bytes = 1;
+    u.body_ids_bytes = bin(&id, 4);
+    u.body_poses_bytes = bin(raw + 1, 56);
+  } else {
+    u.n_body_ids = 1;
+    u.body_ids = &id;
+    u.n_body_poses = 7;
+    u.body_poses = (double*)pose;
+  }
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(env_body_pose(f.e, 10, 1.0, out));
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_update_state_bytes_form_sets_the_same_pose_as_the_packed_form) {
+  double q[4] = {0.7, -0.2, 0.4, 0.55};  // (w, x, y, z)
+  normalize4(q);
+  const double pose[7] = {1.5, -2.0, 3.25, q[1], q[2], q[3], q[0]};
+  pose_t a, b;
+  ASSERT_OK(pose_through(0, pose, &a));
+  ASSERT_OK(pose_through(1, pose, &b));
+  ASSERT_MEM_EQ(a.p, b.p, sizeof(a.p));
+  ASSERT_MEM_EQ(a.q, b.q, sizeof(a.q));
+  for (int i = 0; i < 3; i++) {
+    ASSERT_NEAR(b.p[i], pose[i], 1e-12);
+  }
+  double sign = b.q[0] * q[0] >= 0 ? 1.0 : -1.0;
+  for (int i = 0; i < 4; i++) {
+    ASSERT_NEAR(sign * b.q[i], q[i], 1e-12);
+  }
+  return 0;
+}
+
+
+TEST(wire_hit_records_lay_out_distance_normal_ids_and_zero_reserved_bytes) {
+  scene_hit_t hits[2];
+  memset(hits, 0xA5, sizeof(hits));  // padding and the primitive index must not leak
+  hits[0].distance = 12.5;
+  hits[0].normal[0] = -0.6;
+  hits[0].normal[1] = 0.0;
+  hits[0].normal[2] = 0.8;
+  hits[0].object_id = 0x01020304u;
+  hits[0].label = 0xA0B0C0D0u;
+  hits[1].distance = INFINITY;
+  memset(hits[1].normal, 0, sizeof(hits[1].normal));
+  hits[1].object_id = 0;
+  hits[1].label = 0;
+  uint8_t out[2 * WIRE_HIT_RECORD_BYTES];
+  memset(out, 0xFF, sizeof(out));
+  wire_hit_records(hits, 2, out);
+
+  // little-endian bytes written out by hand
+  const uint8_t d0[8] = {0, 0, 0, 0, 0, 0, 0x29, 0x40};                 // 12.5
+  const uint8_t n0[8] = {0x33, 0x33, 0x33, 0x33, 0x33, 0x33, 0xE3, 0xBF};  // -0.6
+  const uint8_t ids0[8] = {0x04, 0x03, 0x02, 0x01, 0xD0, 0xC0, 0xB0, 0xA0};
+  const uint8_t inf[8] = {0, 0, 0, 0, 0, 0, 0xF0, 0x7F};
+  static const uint8_t zero[24];
+  ASSERT_MEM_EQ(out, d0, 8);
+  ASSERT_MEM_EQ(out + 8, n0, 8);
+  ASSERT_MEM_EQ(out + 16, zero, 8);
+  double z;
+  memcpy(&z, out + 24, 8);
+  ASSERT_DEQ(z, 0.8);
+  ASSERT_MEM_EQ(out + 32, ids0, 8);
+  ASSERT_MEM_EQ(out + 40, zero, 8);
+  ASSERT_MEM_EQ(out + 48, inf, 8);
+  ASSERT_MEM_EQ(out + 56, zero, 24);
+  ASSERT_MEM_EQ(out + 80, zero, 16);
+  return 0;
+}
