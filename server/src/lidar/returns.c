@@ -33,7 +33,8 @@
 
 // Offset of a secondary segment's origin from the hit, along the normal: 1e-6 m, grown with the
 // magnitude of the coordinates so that it stays above the single-precision resolution of the
-// backend's hit points far from the origin.
+// backend's hit points far from the origin. The offset's component along the new segment is
+// added back to its traced length, so optical path lengths do not shrink at each interface.
 #define SELF_HIT_OFFSET 1e-6
 #define SELF_HIT_RELATIVE 4e-7
 
@@ -242,6 +243,8 @@ typedef struct seg {
   double dir[3];                        // unit
   double x0;                            // OPL at the start, m
   double weight;                        // W at the start
+  double lead;                          // m: how far the origin's self-hit offset moved it
+                                        //   back along dir (added to the traced length)
   const ambient_material_t* medium;     // the medium the segment travels in
   uint32_t volume;                      // object whose volume holds the segment (0: ambient)
   uint16_t outer;                       // node whose segment is outside that volume
@@ -299,16 +302,16 @@ static void add_candidate(ray_ctx_t* r, uint32_t node, double x, double intensit
 }
 
 
-// Start child `ci` of node s at the hit point, offset along the normal n (side = +1: the
-// incoming side, -1: through the interface).
-static void spawn(ray_ctx_t* r, uint32_t ci, const seg_t* s, double length, const double n[3],
+// Start child `ci` of node s at its hit point (`traced` along the traced segment), offset along
+// the normal n (side = +1: the incoming side, -1: through the interface).
+static void spawn(ray_ctx_t* r, uint32_t ci, const seg_t* s, double traced, const double n[3],
                   double side, const double dir[3], double x1, double weight,
                   const ambient_material_t* medium, uint32_t volume, uint16_t outer) {
   seg_t* c = &r->nodes[ci];
   double hit[3];
   double mag = 0.0;
   for (int k = 0; k < 3; k++) {
-    hit[k] = s->origin[k] + s->dir[k] * length;
+    hit[k] = s->origin[k] + s->dir[k] * traced;
     mag = fmax(mag, fabs(hit[k]));
   }
   double off = side * fmax(SELF_HIT_OFFSET, SELF_HIT_RELATIVE * mag);
@@ -316,6 +319,7 @@ static void spawn(ray_ctx_t* r, uint32_t ci, const seg_t* s, double length, cons
     c->origin[k] = hit[k] + n[k] * off;
     c->dir[k] = dir[k];
   }
+  c->lead = off * dot3(n, dir);
   c->x0 = x1;
   c->weight = weight;
   c->medium = medium;
@@ -333,7 +337,7 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   double n_amb = med->refractive_index;
   double tmax = remaining_length(p, s->x0, n_amb);
   int is_hit = h->object_id != 0 && h->distance <= tmax;
-  double length = is_hit ? h->distance : tmax;
+  double length = is_hit ? h->distance + s->lead : tmax;
   double dx = n_amb * length;
   double x1 = s->x0 + dx;
 
@@ -370,7 +374,8 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
         for (int k = 0; k < 3; k++) {
           refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
         }
-        spawn(r, 2 * i + 1, s, length, h->normal, 1.0, refl, x1, w, med, s->volume, s->outer);
+        spawn(r, 2 * i + 1, s, h->distance, h->normal, 1.0, refl, x1, w, med, s->volume,
+              s->outer);
       }
     }
     return;
@@ -414,7 +419,7 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
     for (int k = 0; k < 3; k++) {
       refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
     }
-    spawn(r, 2 * i + 1, s, length, h->normal, 1.0, refl, x1, wr, med, s->volume, s->outer);
+    spawn(r, 2 * i + 1, s, h->distance, h->normal, 1.0, refl, x1, wr, med, s->volume, s->outer);
   }
   double wt = s->weight * tau * path_power(p, w_t);
   if (wt > 0.0) {
@@ -427,7 +432,8 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
     for (int k = 0; k < 3; k++) {
       refr[k] /= len;
     }
-    spawn(r, 2 * i + 2, s, length, h->normal, -1.0, refr, x1, wt, far, far_volume, far_outer);
+    spawn(r, 2 * i + 2, s, h->distance, h->normal, -1.0, refr, x1, wt, far, far_volume,
+          far_outer);
   }
 }
 
