@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: MIT
+// cone.c: the cone sensor: configuration, the faces of each object for the two modes, and the
+// per-step reading (see cone.h).
+//
+// World interface (for the environment's step view): the sensor needs
+// step_view_t.objects/nobject (sensor/view.h): for every object of the committed scene, its id,
+// its geometry (triangle mesh vertices and indices in the object frame, or the analytic
+// primitive kind and size of scene.h), its per-axis scale and its world pose at t1 (body pose at
+// t1 composed with the object's local pose). With no objects listed it detects nothing.
+#include "cone/cone.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/mem.h"
+
+// Lines per face at most (LINES mode).
+#define CONE_MAX_LINES 100000u
+
+// Tessellation of the curved primitives in LINES mode (the line method needs faces).
+#define CONE_TESS_AROUND 24
+#define CONE_TESS_ALONG 12
+
+typedef struct cone_sensor {
+  cone_config_t c;
+  cone_shape_t k;
+  int prev_found;
+  double prev_point[3];         // world
+  double prev_time;
+  uint64_t frame;
+} cone_sensor_t;
+
+void cone_config_default(cone_config_t* c) {
+  memset(c, 0, sizeof(*c));
+  c->fov_horizontal = 45.0 * M_PI / 180.0;
+  c->fov_vertical = 30.0 * M_PI / 180.0;
+  c->range = 20.0;
+  c->mode = CONE_MODE_EXACT;
+  c->lines_per_face = 10;
+}
+
+int cone_config_check(const cone_config_t* c, err_msg_t* msg) {
+  if (!(c->fov_horizontal > 0.0 && c->fov_horizontal < M_PI)) {
+    return err_set(msg, ERR_INVAL, "cone.fov_horizontal = %g rad must be in (0, pi)",
+                   c->fov_horizontal);
+  }
+  if (!(c->fov_vertical > 0.0 && c->fov_vertical < M_PI)) {
+    return err_set(msg, ERR_INVAL, "cone.fov_vertical = %g rad must be in (0, pi)",
+                   c->fov_vertical);
+  }
+  if (!isfinite(c->range) || !(c->range > 0.0)) {
+    return err_set(msg, ERR_INVAL, "cone.range = %g m must be finite and > 0", c->range);
+  }
+  if (c->mode != CONE_MODE_EXACT && c->mode != CONE_MODE_LINES) {
+    return err_set(msg, ERR_INVAL, "cone.mode = %d is not EXACT or LINES", (int)c->mode);
+  }
+  if (c->mode == CONE_MODE_LINES &&
+      (c->lines_per_face < 2 || c->lines_per_face > CONE_MAX_LINES)) {
+    return err_set(msg, ERR_INVAL, "cone.lines_per_face = %u must be in [2, %u] in LINES mode",
+                   c->lines_per_face, CONE_MAX_LINES);
+  }
+  return 0;
+}
+
+void cone_object_point(const cone_object_t* o, const double x[3], double dest[3]) {
+  double s[3] = {x[0] * o->obj->scale[0], x[1] * o->obj->scale[1], x[2] * o->obj->scale[2]};
+  xform_apply(&o->pose, s, dest);
+}
+
+// One quad face (object frame): lines, or two triangles.
+static void eval_quad(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
+                      const double local[4][3], cone_best_t* best) {
+  double v[4][3];
+  for (int i = 0; i < 4; i++) {
+    cone_object_point(o, local[i], v[i]);
+  }
+  if (mode == CONE_MODE_LINES) {
+    cone_lines_quad(k, v, n, o->obj->id, best);
+    return;
+  }
+  double t1[3][3], t2[3][3];
+  memcpy(t1[0], v[0], sizeof(t1[0]));
+  memcpy(t1[1], v[1], sizeof(t1[1]));
+  memcpy(t1[2], v[2], sizeof(t1[2]));
+  memcpy(t2[0], v[0], sizeof(t2[0]));
+  memcpy(t2[1], v[2], sizeof(t2[1]));
+  memcpy(t2[2], v[3], sizeof(t2[2]));
+  cone_exact_triangle(k, t1, o->obj->id, best);
+  cone_exact_triangle(k, t2, o->obj->id, best);
+}
+
+// Box faces: lines run along the first tangent axis and step along the second (for the faces
+// normal to x: along y, stepping in z).
+static void eval_box(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
+                     cone_best_t* best) {
+  const double* h = o->obj->size;
+  for (int axis = 0; axis < 3; axis++) {
+    int t = axis == 0 ? 1 : 0;          // lines along
+    int u = axis == 2 ? 1 : 2;          // stepping along
+    for (int side = -1; side <= 1; side += 2) {
+      double q[4][3];
+      static const double kT[4] = {-1, 1, 1, -1}, kU[4] = {-1, -1, 1, 1};
+      for (int i = 0; i < 4; i++) {
+        q[i][axis] = side * h[axis];
+        q[i][t] = kT[i] * h[t];
+        q[i][u] = kU[i] * h[u];
+      }
+      eval_quad(k, o, mode, n, q, best);
+    }
+  }
+}
+
+// A point of a curved primitive's surface for LINES mode: around in [0, 1), along in [0, 1].
+static void curved_point(const view_object_t* obj, double around, double along, double p[3]) {
+  double phi = 2.0 * M_PI * around;
+  double r = obj->size[0], h = obj->size[1];
+  switch (obj->prim) {
+    case SCENE_PRIM_SPHERE: {
+      double lat = M_PI * (along - 0.5);
+      p[0] = r * cos(lat) * cos(phi);
+      p[1] = r * cos(lat) * sin(phi);
+      p[2] = r * sin(lat);
+      return;
+    }
+    case SCENE_PRIM_CYLINDER: {
+      // bottom cap (0..1/4), side (1/4..3/4), top cap (3/4..1)
+      double rr = along < 0.25 ? r * along * 4.0 : (along > 0.75 ? r * (1.0 - along) * 4.0 : r);
+      double z = along < 0.25 ? -h : (along > 0.75 ? h : h * (4.0 * along - 2.0));
+      p[0] = rr * cos(phi);
+      p[1] = rr * sin(phi);
+      p[2] = z;
+      return;
+    }
+    default: {  // capsule: bottom hemisphere (0..1/3), side, top hemisphere (2/3..1)
+      double lat, z0;
+      if (along < 1.0 / 3.0) {
+        lat = -0.5 * M_PI * (1.0 - 3.0 * along);
+        z0 = -h;
+      } else if (along > 2.0 / 3.0) {
+        lat = 0.5 * M_PI * (3.0 * along - 2.0);
+        z0 = h;
+      } else {
+        lat = 0.0;
+        z0 = h * (6.0 * along - 3.0);
+      }
+      p[0] = r * cos(lat) * cos(phi);
+      p[1] = r * cos(lat) * sin(phi);
+      p[2] = z0 + r * sin(lat);
+      return;
+    }
+  }
+}
+
+void cone_object_eval(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
+                      cone_best_t* best) {
+  const view_object_t* obj = o->obj;
+  switch (obj->prim) {
+    case 0: {   // triangle mesh
+      for (uint32_t t = 0; t < obj->ntriangle; t++) {
+        double local[4][3];
+        for (int i = 0; i < 3; i++) {
+          uint32_t vi = obj->indices[3 * t + i];
+          for (int j = 0; j < 3; j++) {
+            local[i][j] = obj->vertices[3 * vi + j];
+          }
+        }
+        if (mode == CONE_MODE_LINES) {
+          // a triangle is the quad v0 v1 v2 v2: lines from the v0-v2 edge to the v1-v2 edge
+          memcpy(local[3], local[2], sizeof(local[3]));
+          eval_quad(k, o, mode, n, local, best);
+        } else {
+          double v[3][3];
+          for (int i = 0; i < 3; i++) {
+            cone_object_point(o, local[i], v[i]);
+          }
+          cone_exact_triangle(k, v, obj->id, best);
+        }
+      }
+      return;
+    }
+    case SCENE_PRIM_BOX:
+      eval_box(k, o, mode, n, best);
+      return;
+    case SCENE_PRIM_PLANE: {
+      double h = obj->size[0] > 0.0 ? obj->size[0] : SCENE_PLANE_UNBOUNDED_HALF;
+      double q[4][3] = {{-h, -h, 0}, {h, -h, 0}, {h, h, 0}, {-h, h, 0}};
+      eval_quad(k, o, mode, n, q, best);
+      return;
+    }
+    case SCENE_PRIM_SPHERE:
+    case SCENE_PRIM_CYLINDER:
+    case SCENE_PRIM_CAPSULE:
+      if (mode == CONE_MODE_EXACT) {
+        cone_exact_curved(k, o, best);
+        return;
+      }
+      for (int i = 0; i < CONE_TESS_ALONG; i++) {
+        for (int j = 0; j < CONE_TESS_AROUND; j++) {
+          double q[4][3];
+          double a0 = (double)j / CONE_TESS_AROUND, a1 = (double)(j + 1) / CONE_TESS_AROUND;
+          double l0 = (double)i / CONE_TESS_ALONG, l1 = (double)(i + 1) / CONE_TESS_ALONG;
+          curved_point(obj, a0, l0, q[0]);
+          curved_point(obj, a1, l0, q[1]);
+          curved_point(obj, a1, l1, q[2]);
+          curved_point(obj, a0, l1, q[3]);
+          eval_quad(k, o, mode, n, q, best);
+        }
+      }
+      return;
+    default:
+      return;
+  }
+}
+
+static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
+                     sensor_out_t* out, err_msg_t* msg) {
+  cone_sensor_t* self = opaque;
+  const view_body_t* body = view_find_body(v, ctx->body_id);
+  if (!body) {
+    return err_set(msg, ERR_NOTFOUND, "cone %u: body %u is not in the environment", ctx->id,
+                   ctx->body_id);
+  }
+  pose_t sensor = view_mount_pose(body, &ctx->mount, 1.0);
+  pose_t inv = xform_inverse(&sensor);
+  cone_best_t best = {0};
+  for (uint32_t i = 0; i < v->nobject; i++) {
+    cone_object_t o = {.obj = &v->objects[i]};
+    o.pose = xform_compose(&inv, &v->objects[i].pose);
+    cone_object_eval(&self->k, &o, self->c.mode, self->c.lines_per_face, &best);
+  }
+  sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_CONE);
+  if (!r) {
+    return err_set(msg, ERR_NOMEM, "cone %u: out of memory for its reading", ctx->id);
+  }
+  r->time = v->t1;
+  r->frame = self->frame++;
+  sensor_cone_t* c = &r->u.cone;
+  if (best.found) {
+    c->detected = 1;
+    c->range = sqrt(best.d2);
+    c->azimuth = atan2(best.q[1], best.q[0]);
+    c->elevation = atan2(best.q[2], best.q[0]);
+    c->object_id = best.object_id;
+    xform_apply(&sensor, best.q, c->point);
+    if (self->prev_found && v->t1 > self->prev_time) {
+      double d[3] = {c->point[0] - self->prev_point[0], c->point[1] - self->prev_point[1],
+                     c->point[2] - self->prev_point[2]};
+      c->has_speed = 1;
+      c->speed = xform_norm(d, 3) / (v->t1 - self->prev_time);
+    }
+    memcpy(self->prev_point, c->point, sizeof(self->prev_point));
+  }
+  self->prev_found = best.found;
+  self->prev_time = v->t1;
+  return 0;
+}
+
+static void cone_destroy(void* opaque) { mem_free(opaque); }
+
+static const sensor_ops_t kConeOps = {
+    .kind_name = "cone",
+    .step = cone_step,
+    .destroy = cone_destroy,
+};
+
+int cone_create(const cone_config_t* c, sensor_t* out, err_msg_t* msg) {
+  int rc = cone_config_check(c, msg);
+  if (rc != 0) {
+    return rc;
+  }
+  cone_sensor_t* self = mem_calloc(1, sizeof(*self));
+  if (!self) {
+    return err_set(msg, ERR_NOMEM, "out of memory for a cone sensor");
+  }
+  self->c = *c;
+  self->k.a = tan(0.5 * c->fov_horizontal);
+  self->k.b = tan(0.5 * c->fov_vertical);
+  self->k.range = c->range;
+  memset(out, 0, sizeof(*out));
+  out->kind = SENSOR_CONE;
+  out->ops = &kConeOps;
+  out->self = self;
+  return 0;
+}

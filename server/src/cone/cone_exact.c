@@ -1,0 +1,573 @@
+// SPDX-License-Identifier: MIT
+// cone_exact.c: EXACT mode: the true closest point to the sensor of a convex piece of the scene
+// (a triangle, a sphere, a cylinder, a capsule) inside the truncated cone K.
+//
+// Minimising |q| over piece C intersected with K is a convex problem with one minimum. Either
+// the closest point of C to the sensor lies in K (then it is the answer), or the minimum lies on
+// the boundary of C within K: on an edge of a triangle clipped to K (exact, as a line of the
+// LINES mode), on the cap x = range (exact), or on the lateral surface of the cone. The
+// lateral surface is parametrised by its generatrices g(theta) = (1, a cos theta, b sin theta):
+// the candidate on generatrix theta is where it enters C (a ray from the apex, exact), and the
+// distance along the generatrices is minimised by sampling theta and refining each local
+// minimum by golden-section search to about 1e-12 rad. Every candidate is an actual point of C
+// inside K, so the result is never farther than the true minimum plus the refinement error
+// (far below 1e-6 m at the ranges of the sensor).
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "cone/cone.h"
+
+#define LATERAL_SAMPLES 256
+#define LATERAL_REFINE 4          // local minima refined per piece
+#define GOLDEN_ITERATIONS 80
+
+// A point on generatrix theta, or +inf: fills q.
+typedef double (*lateral_fn)(const cone_shape_t* k, const void* ctx, double theta, double q[3]);
+
+static double dot3(const double a[3], const double b[3]) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+static void sub3(const double a[3], const double b[3], double d[3]) {
+  d[0] = a[0] - b[0];
+  d[1] = a[1] - b[1];
+  d[2] = a[2] - b[2];
+}
+
+static void cross3(const double a[3], const double b[3], double d[3]) {
+  d[0] = a[1] * b[2] - a[2] * b[1];
+  d[1] = a[2] * b[0] - a[0] * b[2];
+  d[2] = a[0] * b[1] - a[1] * b[0];
+}
+
+// Minimise f over the generatrices; offers the best points found.
+static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
+                           uint32_t object_id, cone_best_t* best) {
+  double h[LATERAL_SAMPLES];
+  double q[3];
+  const double step = 2.0 * M_PI / LATERAL_SAMPLES;
+  int any = 0;
+  for (int i = 0; i < LATERAL_SAMPLES; i++) {
+    h[i] = f(k, ctx, i * step, q);
+    any |= isfinite(h[i]);
+  }
+  if (!any) {
+    return;
+  }
+  // local minima (cyclic); the LATERAL_REFINE smallest are refined
+  int idx[LATERAL_REFINE];
+  int nidx = 0;
+  for (int i = 0; i < LATERAL_SAMPLES; i++) {
+    double l = h[(i + LATERAL_SAMPLES - 1) % LATERAL_SAMPLES], r = h[(i + 1) % LATERAL_SAMPLES];
+    if (!isfinite(h[i]) || h[i] > l || h[i] > r) {
+      continue;
+    }
+    int pos;
+    if (nidx < LATERAL_REFINE) {
+      pos = nidx++;
+    } else if (h[i] < h[idx[LATERAL_REFINE - 1]]) {
+      pos = LATERAL_REFINE - 1;
+    } else {
+      continue;
+    }
+    idx[pos] = i;
+    while (pos > 0 && h[idx[pos]] < h[idx[pos - 1]]) {
+      int tmp = idx[pos];
+      idx[pos] = idx[pos - 1];
+      idx[pos - 1] = tmp;
+      pos--;
+    }
+  }
+  const double gr = 0.5 * (sqrt(5.0) - 1.0);
+  for (int m = 0; m < nidx; m++) {
+    int i = idx[m];
+    double lo = (i - 1) * step, hi = (i + 1) * step;
+    double x1 = hi - gr * (hi - lo), x2 = lo + gr * (hi - lo);
+    double f1 = f(k, ctx, x1, q), f2 = f(k, ctx, x2, q);
+    for (int it = 0; it < GOLDEN_ITERATIONS; it++) {
+      if (f1 <= f2) {
+        hi = x2;
+        x2 = x1;
+        f2 = f1;
+        x1 = hi - gr * (hi - lo);
+        f1 = f(k, ctx, x1, q);
+      } else {
+        lo = x1;
+        x1 = x2;
+        f1 = f2;
+        x2 = lo + gr * (hi - lo);
+        f2 = f(k, ctx, x2, q);
+      }
+    }
+    // the best of the refined point and the sample itself
+    double hr = f(k, ctx, 0.5 * (lo + hi), q);
+    if (isfinite(hr) && hr <= h[i]) {
+      cone_offer_point(q, object_id, best);
+    } else {
+      f(k, ctx, i * step, q);
+      cone_offer_point(q, object_id, best);
+    }
+  }
+}
+
+//---------------- Triangles
+
+typedef struct tri_ctx {
+  const double (*v)[3];
+  double n[3];                  // normal (not unit)
+  double d;                     // n . v0
+  double scale;                 // |n| times a length, for the edge tolerance
+} tri_ctx_t;
+
+static int tri_contains(const tri_ctx_t* t, const double q[3]) {
+  for (int i = 0; i < 3; i++) {
+    double e[3], w[3], c[3];
+    sub3(t->v[(i + 1) % 3], t->v[i], e);
+    sub3(q, t->v[i], w);
+    cross3(e, w, c);
+    if (dot3(c, t->n) < -1e-12 * t->scale) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static double tri_lateral(const cone_shape_t* k, const void* opaque, double theta, double q[3]) {
+  const tri_ctx_t* t = opaque;
+  double g[3] = {1.0, k->a * cos(theta), k->b * sin(theta)};
+  double ng = dot3(t->n, g);
+  if (ng == 0.0) {
+    return INFINITY;
+  }
+  double s = t->d / ng;
+  if (!(s > 0.0) || s > k->range * (1.0 + 1e-12)) {
+    return INFINITY;
+  }
+  for (int i = 0; i < 3; i++) {
+    q[i] = s * g[i];
+  }
+  if (!tri_contains(t, q)) {
+    return INFINITY;
+  }
+  return sqrt(dot3(q, q));
+}
+
+// Closest point of triangle v to the origin (Ericson, "Real-Time Collision Detection", 5.1.5).
+static void tri_closest(const double v[3][3], double dest[3]) {
+  const double* a = v[0];
+  const double* b = v[1];
+  const double* c = v[2];
+  double ab[3], ac[3], ap[3], bp[3], cp[3];
+  double p[3] = {0, 0, 0};
+  sub3(b, a, ab);
+  sub3(c, a, ac);
+  sub3(p, a, ap);
+  double d1 = dot3(ab, ap), d2 = dot3(ac, ap);
+  if (d1 <= 0.0 && d2 <= 0.0) {
+    memcpy(dest, a, 3 * sizeof(double));
+    return;
+  }
+  sub3(p, b, bp);
+  double d3 = dot3(ab, bp), d4 = dot3(ac, bp);
+  if (d3 >= 0.0 && d4 <= d3) {
+    memcpy(dest, b, 3 * sizeof(double));
+    return;
+  }
+  double vc = d1 * d4 - d3 * d2;
+  if (vc <= 0.0 && d1 >= 0.0 && d3 <= 0.0) {
+    double t = d1 / (d1 - d3);
+    for (int i = 0; i < 3; i++) dest[i] = a[i] + t * ab[i];
+    return;
+  }
+  sub3(p, c, cp);
+  double d5 = dot3(ab, cp), d6 = dot3(ac, cp);
+  if (d6 >= 0.0 && d5 <= d6) {
+    memcpy(dest, c, 3 * sizeof(double));
+    return;
+  }
+  double vb = d5 * d2 - d1 * d6;
+  if (vb <= 0.0 && d2 >= 0.0 && d6 <= 0.0) {
+    double t = d2 / (d2 - d6);
+    for (int i = 0; i < 3; i++) dest[i] = a[i] + t * ac[i];
+    return;
+  }
+  double va = d3 * d6 - d5 * d4;
+  if (va <= 0.0 && (d4 - d3) >= 0.0 && (d5 - d6) >= 0.0) {
+    double t = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+    for (int i = 0; i < 3; i++) dest[i] = b[i] + t * (c[i] - b[i]);
+    return;
+  }
+  double den = 1.0 / (va + vb + vc);
+  double sv = vb * den, sw = vc * den;
+  for (int i = 0; i < 3; i++) dest[i] = a[i] + ab[i] * sv + ac[i] * sw;
+}
+
+// Outside a face of the pyramid |y| <= a x, |z| <= b x, 0 < x <= range that contains K.
+static int tri_culled(const cone_shape_t* k, const double v[3][3]) {
+  int out[6] = {1, 1, 1, 1, 1, 1};
+  for (int i = 0; i < 3; i++) {
+    const double* p = v[i];
+    out[0] &= p[0] <= 0.0;
+    out[1] &= p[0] > k->range;
+    out[2] &= p[1] > k->a * p[0];
+    out[3] &= -p[1] > k->a * p[0];
+    out[4] &= p[2] > k->b * p[0];
+    out[5] &= -p[2] > k->b * p[0];
+  }
+  for (int i = 0; i < 6; i++) {
+    if (out[i]) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t object_id,
+                         cone_best_t* best) {
+  if (tri_culled(k, v)) {
+    return;
+  }
+  // 1. the triangle's closest point; a lower bound for the whole triangle
+  double p[3];
+  tri_closest(v, p);
+  double p2 = dot3(p, p);
+  if (best->found && p2 >= best->d2) {
+    return;
+  }
+  if (cone_inside(k, p)) {
+    cone_offer_point(p, object_id, best);
+    return;
+  }
+  // 2. the edges clipped to the cone
+  for (int i = 0; i < 3; i++) {
+    cone_offer_segment(k, v[i], v[(i + 1) % 3], object_id, best);
+  }
+  // 3. the cap: the triangle's cut by the plane x = range
+  double cut[2][3];
+  int ncut = 0;
+  for (int i = 0; i < 3 && ncut < 2; i++) {
+    const double* a = v[i];
+    const double* b = v[(i + 1) % 3];
+    double fa = a[0] - k->range, fb = b[0] - k->range;
+    if ((fa < 0.0 && fb >= 0.0) || (fa >= 0.0 && fb < 0.0)) {
+      double t = fa / (fa - fb);
+      for (int j = 0; j < 3; j++) {
+        cut[ncut][j] = a[j] + t * (b[j] - a[j]);
+      }
+      cut[ncut][0] = k->range;
+      ncut++;
+    }
+  }
+  if (ncut == 2) {
+    cone_offer_segment(k, cut[0], cut[1], object_id, best);
+  }
+  tri_ctx_t t = {.v = v};
+  double e1[3], e2[3];
+  sub3(v[1], v[0], e1);
+  sub3(v[2], v[0], e2);
+  cross3(e1, e2, t.n);
+  double nn = sqrt(dot3(t.n, t.n));
+  if (!(nn > 0.0)) {
+    return;                     // degenerate: its edges were enough
+  }
+  t.d = dot3(t.n, v[0]);
+  t.scale = nn * (sqrt(dot3(e1, e1)) + sqrt(dot3(e2, e2)));
+  if (v[0][0] == k->range && v[1][0] == k->range && v[2][0] == k->range) {
+    // a triangle in the cap plane: its point closest to the axis
+    double w[3][3];
+    for (int i = 0; i < 3; i++) {
+      w[i][0] = 0.0;
+      w[i][1] = v[i][1];
+      w[i][2] = v[i][2];
+    }
+    double c[3];
+    tri_closest(w, c);
+    c[0] = k->range;
+    if (cone_inside(k, c)) {
+      cone_offer_point(c, object_id, best);
+    }
+  }
+  // 4. the lateral surface
+  lateral_search(k, tri_lateral, &t, object_id, best);
+}
+
+//---------------- Curved primitives (convex solids)
+
+typedef struct solid_ctx {
+  const cone_object_t* o;
+  double rot_t[9];              // object <- sensor rotation (R^T), row-major
+  double o_c[3];                // sensor origin in the object frame, scale undone
+  double inv_scale[3];
+} solid_ctx_t;
+
+// Interval of t where o + t d is inside the infinite cylinder x^2 + y^2 <= r^2.
+static int cyl_interval(const double o[3], const double d[3], double r, double* t0, double* t1) {
+  double A = d[0] * d[0] + d[1] * d[1];
+  double B = 2.0 * (o[0] * d[0] + o[1] * d[1]);
+  double C = o[0] * o[0] + o[1] * o[1] - r * r;
+  if (A == 0.0) {
+    if (C > 0.0) {
+      return 0;
+    }
+    *t0 = -INFINITY;
+    *t1 = INFINITY;
+    return 1;
+  }
+  double disc = B * B - 4.0 * A * C;
+  if (disc < 0.0) {
+    return 0;
+  }
+  double sq = sqrt(disc);
+  double qq = -0.5 * (B + (B >= 0.0 ? sq : -sq));
+  double r0 = qq / A, r1 = qq != 0.0 ? C / qq : r0;
+  *t0 = fmin(r0, r1);
+  *t1 = fmax(r0, r1);
+  return 1;
+}
+
+static int sphere_interval(const double o[3], const double d[3], const double c[3], double r,
+                           double* t0, double* t1) {
+  double oc[3];
+  sub3(o, c, oc);
+  double A = dot3(d, d), B = 2.0 * dot3(oc, d), C = dot3(oc, oc) - r * r;
+  double disc = B * B - 4.0 * A * C;
+  if (disc < 0.0 || A == 0.0) {
+    return 0;
+  }
+  double sq = sqrt(disc);
+  double qq = -0.5 * (B + (B >= 0.0 ? sq : -sq));
+  double r0 = qq / A, r1 = qq != 0.0 ? C / qq : r0;
+  *t0 = fmin(r0, r1);
+  *t1 = fmax(r0, r1);
+  return 1;
+}
+
+// Where the ray o + t d (object frame, scale undone) first meets the solid, t >= 0 (its exit
+// when o is inside); +inf on a miss.
+static double solid_entry(const view_object_t* obj, const double o[3], const double d[3]) {
+  double t0 = -INFINITY, t1 = INFINITY, a, b;
+  const double* sz = obj->size;
+  switch (obj->prim) {
+    case SCENE_PRIM_SPHERE: {
+      double c[3] = {0, 0, 0};
+      if (!sphere_interval(o, d, c, sz[0], &t0, &t1)) {
+        return INFINITY;
+      }
+      break;
+    }
+    case SCENE_PRIM_CYLINDER: {  // infinite cylinder and the slab |z| <= h
+      if (!cyl_interval(o, d, sz[0], &t0, &t1)) {
+        return INFINITY;
+      }
+      if (d[2] != 0.0) {
+        a = (-sz[1] - o[2]) / d[2];
+        b = (sz[1] - o[2]) / d[2];
+        t0 = fmax(t0, fmin(a, b));
+        t1 = fmin(t1, fmax(a, b));
+      } else if (fabs(o[2]) > sz[1]) {
+        return INFINITY;
+      }
+      break;
+    }
+    case SCENE_PRIM_CAPSULE: {  // union of the cylinder part and the two end spheres (convex)
+      double best0 = INFINITY, best1 = -INFINITY;
+      double c0, c1;
+      if (cyl_interval(o, d, sz[0], &c0, &c1)) {
+        if (d[2] != 0.0) {
+          a = (-sz[1] - o[2]) / d[2];
+          b = (sz[1] - o[2]) / d[2];
+          c0 = fmax(c0, fmin(a, b));
+          c1 = fmin(c1, fmax(a, b));
+        } else if (fabs(o[2]) > sz[1]) {
+          c1 = c0 - 1.0;
+        }
+        if (c0 <= c1) {
+          best0 = c0;
+          best1 = c1;
+        }
+      }
+      for (int e = -1; e <= 1; e += 2) {
+        double c[3] = {0, 0, e * sz[1]};
+        if (sphere_interval(o, d, c, sz[0], &c0, &c1)) {
+          best0 = fmin(best0, c0);
+          best1 = fmax(best1, c1);
+        }
+      }
+      t0 = best0;
+      t1 = best1;
+      break;
+    }
+    default:
+      return INFINITY;
+  }
+  if (!(t0 <= t1) || t1 < 0.0) {
+    return INFINITY;
+  }
+  return t0 >= 0.0 ? t0 : t1;
+}
+
+static void solid_dir(const solid_ctx_t* s, const double d[3], double dc[3]) {
+  for (int i = 0; i < 3; i++) {
+    dc[i] = (s->rot_t[3 * i] * d[0] + s->rot_t[3 * i + 1] * d[1] + s->rot_t[3 * i + 2] * d[2]) *
+            s->inv_scale[i];
+  }
+}
+
+// Entry point along unit direction u from the sensor, inside the cap; +inf otherwise.
+static double solid_ray(const cone_shape_t* k, const solid_ctx_t* s, const double u[3],
+                        double q[3]) {
+  double dc[3];
+  solid_dir(s, u, dc);
+  double t = solid_entry(s->o->obj, s->o_c, dc);
+  if (!isfinite(t)) {
+    return INFINITY;
+  }
+  for (int i = 0; i < 3; i++) {
+    q[i] = t * u[i];
+  }
+  if (!cone_inside(k, q)) {
+    return INFINITY;
+  }
+  return t;
+}
+
+static double solid_lateral(const cone_shape_t* k, const void* opaque, double theta, double q[3]) {
+  double g[3] = {1.0, k->a * cos(theta), k->b * sin(theta)};
+  double n = sqrt(dot3(g, g));
+  for (int i = 0; i < 3; i++) {
+    g[i] /= n;
+  }
+  return solid_ray(k, opaque, g, q);
+}
+
+// Ray entry for chart point (u, w) of the unit disk (projected onto it when outside).
+static double solid_chart(const cone_shape_t* k, const solid_ctx_t* s, double u, double w,
+                          double q[3]) {
+  double r = hypot(u, w);
+  if (r > 1.0) {
+    u /= r;
+    w /= r;
+  }
+  double g[3] = {1.0, k->a * u, k->b * w};
+  double n = sqrt(dot3(g, g));
+  for (int i = 0; i < 3; i++) {
+    g[i] /= n;
+  }
+  return solid_ray(k, s, g, q);
+}
+
+// The closest point of the solid to the sensor, when its scale keeps it a sphere, cylinder
+// or capsule (uniform, or uniform across the axis for a cylinder). Returns 0 when unknown.
+static int solid_closest(const solid_ctx_t* s, double dest[3]) {
+  const view_object_t* obj = s->o->obj;
+  double sx = fabs(obj->scale[0]), sy = fabs(obj->scale[1]), sz = fabs(obj->scale[2]);
+  // sensor origin in the rotated (unscaled) object frame
+  double o[3] = {s->o_c[0] * obj->scale[0], s->o_c[1] * obj->scale[1], s->o_c[2] * obj->scale[2]};
+  double c[3];
+  if (obj->prim == SCENE_PRIM_SPHERE || obj->prim == SCENE_PRIM_CAPSULE) {
+    if (sx != sy || sy != sz) {
+      return 0;
+    }
+    double r = obj->size[0] * sx;
+    double h = obj->prim == SCENE_PRIM_CAPSULE ? obj->size[1] * sz : 0.0;
+    // closest point of the axis segment, then out by the radius
+    double a[3] = {0.0, 0.0, fmin(fmax(o[2], -h), h)};
+    double w[3];
+    sub3(o, a, w);
+    double len = sqrt(dot3(w, w));
+    if (!(len > r)) {
+      return 0;                 // the sensor is inside
+    }
+    for (int i = 0; i < 3; i++) {
+      c[i] = a[i] + w[i] * (r / len);
+    }
+  } else if (obj->prim == SCENE_PRIM_CYLINDER) {
+    if (sx != sy) {
+      return 0;
+    }
+    double r = obj->size[0] * sx, h = obj->size[1] * sz;
+    double rho = hypot(o[0], o[1]);
+    double z = fmin(fmax(o[2], -h), h);
+    if (rho <= r && fabs(o[2]) <= h) {
+      return 0;
+    }
+    double f = rho > r ? r / rho : 1.0;
+    c[0] = o[0] * f;
+    c[1] = o[1] * f;
+    c[2] = z;
+  } else {
+    return 0;
+  }
+  // back to the sensor frame: R c + p
+  xform_apply(&s->o->pose, c, dest);
+  return 1;
+}
+
+void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_t* best) {
+  solid_ctx_t s = {.o = o};
+  double rot[9];
+  xform_quat_to_mat(o->pose.q, rot);
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++) {
+      s.rot_t[3 * i + j] = rot[3 * j + i];
+    }
+    s.inv_scale[i] = 1.0 / o->obj->scale[i];
+  }
+  for (int i = 0; i < 3; i++) {
+    double v = -(s.rot_t[3 * i] * o->pose.p[0] + s.rot_t[3 * i + 1] * o->pose.p[1] +
+                 s.rot_t[3 * i + 2] * o->pose.p[2]);
+    s.o_c[i] = v * s.inv_scale[i];
+  }
+  uint32_t id = o->obj->id;
+  // 1. the solid's closest point, when inside the cone, is the answer
+  double c[3];
+  if (solid_closest(&s, c) && cone_inside(k, c)) {
+    cone_offer_point(c, id, best);
+    return;
+  }
+  // 2. the lateral surface of the cone
+  lateral_search(k, solid_lateral, &s, id, best);
+  // 3. inside the cone (non-uniform scales, the cap): the entry distance over the directions
+  //    of the cone, sampled on a polar grid and refined by a compass search
+  double q[3], bu = 0.0, bw = 0.0, bf = INFINITY;
+  const int rings = 24, spokes = 48;
+  for (int i = 0; i <= rings; i++) {
+    double r = (double)i / rings;
+    for (int j = 0; j < (i ? spokes : 1); j++) {
+      double ang = 2.0 * M_PI * j / spokes;
+      double u = r * cos(ang), w = r * sin(ang);
+      double f = solid_chart(k, &s, u, w, q);
+      if (f < bf) {
+        bf = f;
+        bu = u;
+        bw = w;
+      }
+    }
+  }
+  if (!isfinite(bf)) {
+    return;
+  }
+  double h = 1.0 / rings;
+  while (h > 1e-13) {
+    int moved = 0;
+    for (int dir = 0; dir < 8; dir++) {
+      double ang = dir * M_PI / 4.0;
+      double u = bu + h * cos(ang), w = bw + h * sin(ang);
+      double f = solid_chart(k, &s, u, w, q);
+      if (f < bf) {
+        double r = hypot(u, w);
+        bf = f;
+        bu = r > 1.0 ? u / r : u;
+        bw = r > 1.0 ? w / r : w;
+        moved = 1;
+        break;
+      }
+    }
+    if (!moved) {
+      h *= 0.5;
+    }
+  }
+  solid_chart(k, &s, bu, bw, q);
+  cone_offer_point(q, id, best);
+}
