@@ -1,159 +1,259 @@
 // SPDX-License-Identifier: MIT
-// exec.c: a FIFO drained by one thread. The mutex guards the two lists (todo, finished) and
-// the stop flag; it is the only lock of the daemon and is never held while a job runs.
+// exec.c: serial queues drained by a growing set of executor threads. A queue with jobs and no
+// running job sits in the ready list; an executor takes the first ready queue, runs one job of
+// it, and puts the queue back at the end if it has more, so busy environments take turns.
+//
+// How many threads: an executor is started when a queue becomes runnable and every executor is
+// busy, up to max_threads (the daemon passes its environment limit), and then stays, parked
+// while idle. So an environment never waits for another's long job (a fixed set of N
+// executors would queue the (N+1)th busy environment behind the others), no thread is created
+// or joined per environment or per request (a thread per environment would be, for each one),
+// and memory stays bounded: at most one stack per environment that was busy at the same time
+// as the others, never more than the limit. CPU is shared by the worker pool, not by these
+// threads: an executor mostly runs its own chunks of pool work or waits for them.
+//
+// The mutex guards the ready list, every queue's todo and running, the finished list, the
+// counters and the stop flag; it is the only lock here and is never held while a job runs.
 #include "daemon/exec.h"
 
 #include <uv.h>
 
+#include "base/log.h"
 #include "base/mem.h"
 
 struct exec {
   uv_loop_t* loop;
   uv_async_t async;          // wakes the loop when jobs finish
-  uv_thread_t thread;
-  uv_mutex_t mutex;          // guards todo, finished, stop
-  uv_cond_t cond;            // signalled when todo grows or stop is set
-  list_t todo;
-  list_t finished;
-  list_t ready;              // finished jobs awaiting done (loop thread only)
+  uv_mutex_t mutex;
+  uv_cond_t cond;            // signalled when a queue becomes ready or stop is set
+  list_t ready;              // runnable queues, in turn order
+  unsigned nready;           // queues in ready
+  list_t finished;           // jobs run, awaiting done
+  list_t completing;         // finished jobs being completed (loop thread only)
+  uv_thread_t* threads;      // (max_threads)
+  unsigned max_threads;
+  unsigned nthreads;         // executors started or being started
+  unsigned idle;             // executors waiting for a ready queue
+  unsigned starting;         // executors created that have not yet looked for work
   unsigned pending;          // submitted and not yet done (loop thread only)
   int stop;
-  int started;
 };
 
 
-static void thread_main(void* arg) {
-  exec_t* q = arg;
-  for (;;) {
-    uv_mutex_lock(&q->mutex);
-    while (list_is_empty(&q->todo) && !q->stop) {
-      uv_cond_wait(&q->cond, &q->mutex);
-    }
-    if (q->stop) {
-      uv_mutex_unlock(&q->mutex);
-      return;
-    }
-    list_node_t* n = list_front(&q->todo);
-    list_remove(n);
-    uv_mutex_unlock(&q->mutex);
-
-    exec_job_t* j = container_of(n, exec_job_t, node);
-    j->run(j);
-
-    uv_mutex_lock(&q->mutex);
-    list_push_back(&q->finished, &j->node);
-    uv_mutex_unlock(&q->mutex);
-    uv_async_send(&q->async);
-  }
+void exec_queue_init(exec_queue_t* q) {
+  list_init(&q->todo);
+  q->node.prev = q->node.next = &q->node;
+  q->running = 0;
 }
 
 
-static void drain_finished(exec_t* q, int cancelled) {
-  // uv_async_send coalesces: take everything that is ready. The ready list lives in q so that
-  // a done() that calls exec_stop (which drains again) keeps completions in submission order.
-  uv_mutex_lock(&q->mutex);
-  while (!list_is_empty(&q->finished)) {
-    list_node_t* n = list_front(&q->finished);
+static void executor_main(void* arg) {
+  exec_t* x = arg;
+  uv_mutex_lock(&x->mutex);
+  x->starting--;
+  for (;;) {
+    // wait for a runnable queue or the end
+    while (!x->stop && list_is_empty(&x->ready)) {
+      x->idle++;
+      uv_cond_wait(&x->cond, &x->mutex);
+      x->idle--;
+    }
+    if (x->stop) {
+      break;
+    }
+
+    // one job of the first ready queue
+    exec_queue_t* q = container_of(list_front(&x->ready), exec_queue_t, node);
+    list_remove(&q->node);
+    x->nready--;
+    q->running = 1;
+    list_node_t* n = list_front(&q->todo);
     list_remove(n);
-    list_push_back(&q->ready, n);
-  }
-  uv_mutex_unlock(&q->mutex);
-  while (!list_is_empty(&q->ready)) {
-    list_node_t* n = list_front(&q->ready);
-    list_remove(n);
-    q->pending--;
+    uv_mutex_unlock(&x->mutex);
     exec_job_t* j = container_of(n, exec_job_t, node);
-    j->done(j, cancelled);
+    j->run(j);
+
+    // The queue goes back in turn before the job is handed over: once the job is in the
+    // finished list its done may free the queue's owner, so q is not touched after that.
+    uv_mutex_lock(&x->mutex);
+    q->running = 0;
+    if (!list_is_empty(&q->todo)) {
+      list_push_back(&x->ready, &q->node);
+      x->nready++;
+    }
+    list_push_back(&x->finished, &j->node);
+    uv_async_send(&x->async);
+  }
+  uv_mutex_unlock(&x->mutex);
+}
+
+
+static void drain_finished(exec_t* x) {
+  // uv_async_send coalesces: take everything that is ready. The completing list lives in x
+  // so that a done() that calls exec_stop (which drains again) keeps completions in order.
+  uv_mutex_lock(&x->mutex);
+  while (!list_is_empty(&x->finished)) {
+    list_node_t* n = list_front(&x->finished);
+    list_remove(n);
+    list_push_back(&x->completing, n);
+  }
+  uv_mutex_unlock(&x->mutex);
+  while (!list_is_empty(&x->completing)) {
+    list_node_t* n = list_front(&x->completing);
+    list_remove(n);
+    x->pending--;
+    exec_job_t* j = container_of(n, exec_job_t, node);
+    j->done(j, 0);
   }
 }
 
 
 static void on_async(uv_async_t* a) {
-  drain_finished(a->data, 0);
+  drain_finished(a->data);
 }
 
 
-exec_t* exec_create(uv_loop_t* loop) {
-  exec_t* q = mem_calloc(1, sizeof(*q));
-  if (!q) {
-    return NULL;
+// Start the executor of the last slot reserved (nthreads and starting counted under the
+// mutex); a failure gives the slot back. Thread: loop, mutex not held.
+static int start_executor(exec_t* x) {
+  if (uv_thread_create(&x->threads[x->nthreads - 1], executor_main, x) != 0) {
+    uv_mutex_lock(&x->mutex);
+    x->nthreads--;
+    x->starting--;
+    uv_mutex_unlock(&x->mutex);
+    return -1;
   }
-  q->loop = loop;
-  list_init(&q->todo);
-  list_init(&q->finished);
-  list_init(&q->ready);
-  if (uv_mutex_init(&q->mutex) != 0) {
-    mem_free(q);
-    return NULL;
-  }
-  if (uv_cond_init(&q->cond) != 0) {
-    uv_mutex_destroy(&q->mutex);
-    mem_free(q);
-    return NULL;
-  }
-  uv_async_init(loop, &q->async, on_async);
-  q->async.data = q;
-  if (uv_thread_create(&q->thread, thread_main, q) != 0) {
-    q->stop = 1;
-    uv_close((uv_handle_t*)&q->async, NULL);
-    return q;  // exec_stop/destroy still work; submissions are cancelled
-  }
-  q->started = 1;
-  return q;
+  return 0;
 }
 
 
-void exec_submit(exec_t* q, exec_job_t* j) {
-  q->pending++;
-  uv_mutex_lock(&q->mutex);
-  int stopped = q->stop;
+exec_t* exec_create(uv_loop_t* loop, unsigned max_threads) {
+  exec_t* x = mem_calloc(1, sizeof(*x));
+  if (!x) {
+    return NULL;
+  }
+  x->max_threads = max_threads ? max_threads : 1;
+  x->threads = mem_calloc(x->max_threads, sizeof(*x->threads));
+  if (!x->threads) {
+    mem_free(x);
+    return NULL;
+  }
+  x->loop = loop;
+  list_init(&x->ready);
+  list_init(&x->finished);
+  list_init(&x->completing);
+  if (uv_mutex_init(&x->mutex) != 0) {
+    mem_free(x->threads);
+    mem_free(x);
+    return NULL;
+  }
+  if (uv_cond_init(&x->cond) != 0) {
+    uv_mutex_destroy(&x->mutex);
+    mem_free(x->threads);
+    mem_free(x);
+    return NULL;
+  }
+  uv_async_init(loop, &x->async, on_async);
+  x->async.data = x;
+  x->nthreads = 1;
+  x->starting = 1;
+  if (start_executor(x) != 0) {
+    x->stop = 1;
+    uv_close((uv_handle_t*)&x->async, NULL);
+    return x;  // exec_stop/destroy still work; submissions are cancelled
+  }
+  return x;
+}
+
+
+void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j) {
+  x->pending++;
+  uv_mutex_lock(&x->mutex);
+  int stopped = x->stop;
+  int grow = 0;
   if (!stopped) {
+    // a queue that is neither running nor waiting becomes ready
+    int was_idle = !q->running && list_is_empty(&q->todo);
     list_push_back(&q->todo, &j->node);
-    uv_cond_signal(&q->cond);
+    if (was_idle) {
+      list_push_back(&x->ready, &q->node);
+      x->nready++;
+      uv_cond_signal(&x->cond);
+      grow = x->nready > x->idle + x->starting && x->nthreads < x->max_threads;
+      x->nthreads += grow;
+      x->starting += grow;
+    }
   }
-  uv_mutex_unlock(&q->mutex);
+  uv_mutex_unlock(&x->mutex);
   if (stopped) {
-    q->pending--;
+    x->pending--;
     j->done(j, 1);
-  }
-}
-
-
-unsigned exec_pending(const exec_t* q) {
-  return q->pending;
-}
-
-
-void exec_stop(exec_t* q) {
-  uv_mutex_lock(&q->mutex);
-  q->stop = 1;
-  uv_cond_signal(&q->cond);
-  uv_mutex_unlock(&q->mutex);
-  if (q->started) {
-    uv_thread_join(&q->thread);
-    q->started = 0;
-  }
-
-  // finished jobs complete normally; the never-run ones are cancelled
-  drain_finished(q, 0);
-  while (!list_is_empty(&q->todo)) {
-    list_node_t* n = list_front(&q->todo);
-    list_remove(n);
-    q->pending--;
-    exec_job_t* j = container_of(n, exec_job_t, node);
-    j->done(j, 1);
-  }
-  if (!uv_is_closing((uv_handle_t*)&q->async)) {
-    uv_close((uv_handle_t*)&q->async, NULL);
-  }
-}
-
-
-void exec_destroy(exec_t* q) {
-  if (!q) {
     return;
   }
-  uv_cond_destroy(&q->cond);
-  uv_mutex_destroy(&q->mutex);
-  mem_free(q);
+
+  // Only the loop thread starts executors, so the reserved slot is still the last. A failure
+  // leaves fewer executors: the ready queues still run, in turn.
+  if (grow && start_executor(x) != 0) {
+    LOG_WARN("cannot start another executor thread (%u running)", x->nthreads);
+  }
+}
+
+
+unsigned exec_pending(const exec_t* x) {
+  return x->pending;
+}
+
+
+unsigned exec_threads(const exec_t* x) {
+  return x->nthreads;
+}
+
+
+void exec_stop(exec_t* x) {
+  uv_mutex_lock(&x->mutex);
+  x->stop = 1;
+  uv_cond_broadcast(&x->cond);
+  uv_mutex_unlock(&x->mutex);
+  for (unsigned i = 0; i < x->nthreads; i++) {
+    uv_thread_join(&x->threads[i]);
+  }
+  x->nthreads = 0;
+
+  // Finished jobs complete normally; the never-run ones are cancelled, queue by queue. Every
+  // queue with jobs left is in the ready list: an executor puts its queue back before it
+  // leaves. The jobs leave the queue before any done runs: the last one may free the queue.
+  drain_finished(x);
+  while (!list_is_empty(&x->ready)) {
+    exec_queue_t* q = container_of(list_front(&x->ready), exec_queue_t, node);
+    list_remove(&q->node);
+    x->nready--;
+    list_t todo;
+    list_init(&todo);
+    while (!list_is_empty(&q->todo)) {
+      list_node_t* n = list_front(&q->todo);
+      list_remove(n);
+      list_push_back(&todo, n);
+    }
+    while (!list_is_empty(&todo)) {
+      list_node_t* n = list_front(&todo);
+      list_remove(n);
+      x->pending--;
+      exec_job_t* j = container_of(n, exec_job_t, node);
+      j->done(j, 1);
+    }
+  }
+  if (!uv_is_closing((uv_handle_t*)&x->async)) {
+    uv_close((uv_handle_t*)&x->async, NULL);
+  }
+}
+
+
+void exec_destroy(exec_t* x) {
+  if (!x) {
+    return;
+  }
+  uv_cond_destroy(&x->cond);
+  uv_mutex_destroy(&x->mutex);
+  mem_free(x->threads);
+  mem_free(x);
 }

@@ -17,11 +17,11 @@ typedef struct destroy_job {
 } destroy_job_t;
 
 
-void registry_init(registry_t* r, exec_t* jobs, uint32_t max) {
+void registry_init(registry_t* r, exec_t* exec, uint32_t max) {
   memset(r, 0, sizeof(*r));
   list_init(&r->entries);
   r->max = max;
-  r->jobs = jobs;
+  r->exec = exec;
 }
 
 
@@ -106,6 +106,7 @@ int registry_join(registry_t* r, const char* name, int retain, registry_entry_t*
     }
     snprintf(e->name, sizeof(e->name), "%s", name);
     e->retain = retain;
+    exec_queue_init(&e->queue);
     e->refs = 1;
     e->registered = 1;
     list_push_back(&r->entries, &e->node);
@@ -141,7 +142,7 @@ static void destroy_run(exec_job_t* j) {
 static void destroy_done(exec_job_t* j, int cancelled) {
   destroy_job_t* dj = (destroy_job_t*)j;
 
-  // after exec_stop the environment thread is gone: destroy here, on the loop thread
+  // after exec_stop no executor is left: destroy here, on the loop thread
   if (cancelled) {
     destroy_run(j);
   }
@@ -166,7 +167,7 @@ static void retire(registry_t* r, registry_entry_t* e) {
   dj->e = e;  // takes over the registry's reference
   dj->base.run = destroy_run;
   dj->base.done = destroy_done;
-  exec_submit(r->jobs, &dj->base);
+  exec_submit(r->exec, &e->queue, &dj->base);
 }
 
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // registry.h: the daemon's named environments. Clients join an environment by name (created
-// on first use); when the last client leaves, a non-retained environment leaves the registry
-// and is destroyed on the environment thread after every job queued before it.
+// on first use); each environment has its own serial queue of jobs (daemon/exec.h). When the
+// last client leaves, a non-retained environment leaves the registry and is destroyed by a
+// last job on its queue, after every job queued before it.
 //
 // Thread: loop thread, except the fields marked otherwise.
 #ifndef SENSIM_DAEMON_REGISTRY_H_
@@ -17,11 +18,12 @@
 
 typedef struct registry_entry {
   char name[REGISTRY_NAME_MAX + 1];
-  env_t* env;                // Thread: environment thread (created by the first job, NULL after
+  env_t* env;                // Thread: the entry's queue (created by the first job, NULL after
                              //   destruction)
-  int failed;                // Thread: environment thread; creation failed
+  int failed;                // Thread: the entry's queue; creation failed
   uint32_t clients;          // clients joined
   int retain;                // kept when the last client leaves
+  exec_queue_t queue;        // every job on env runs here, in order
   // private: owned by registry.c
   list_node_t node;          // in registry.entries while registered
   int refs;                  // registry membership + one per holder (clients, jobs)
@@ -41,11 +43,11 @@ typedef struct registry {
   list_t entries;
   uint32_t n;                // registered entries
   uint32_t max;              // most registered entries at once
-  exec_t* jobs;              // borrowed: runs the destroy jobs
+  exec_t* exec;              // borrowed: runs the entries' queues
   registry_totals_t retired;
 } registry_t;
 
-void registry_init(registry_t* r, exec_t* jobs, uint32_t max);
+void registry_init(registry_t* r, exec_t* exec, uint32_t max);
 
 // 1 when name is 1 to REGISTRY_NAME_MAX bytes of printable UTF-8.
 int registry_name_ok(const char* name);
@@ -71,8 +73,8 @@ int registry_snapshot(registry_t* r, registry_entry_t*** out, uint32_t* out_n) C
 // Add an environment's counters to totals.
 void registry_totals_add(registry_totals_t* t, const env_info_t* info);
 
-// Destroy every environment still registered (retained ones). Thread: loop, after the
-// environment thread has stopped.
+// Destroy every environment still registered (retained ones). Thread: loop, after
+// exec_stop.
 void registry_close(registry_t* r);
 
 #endif  // SENSIM_DAEMON_REGISTRY_H_

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// test_jobs.c: the environment thread: FIFO order, which thread runs and completes a job,
-// cancellation on stop, and that every job and handle is released.
+// test_exec.c: the executors: FIFO order within a queue, queues in parallel, which thread runs
+// and completes a job, the bound on executor threads, cancellation on stop, and that every
+// job and handle is released.
 #include "daemon/exec.h"
 
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "check.h"
 
 #define NJOBS 1000
+#define NQUEUE 8
 
 // libuv allocates through mem_* as in the daemon, so that mem_live_count covers its memory.
 __attribute__((constructor)) static void use_mem_allocator(void) {
@@ -25,25 +28,28 @@ typedef struct test_job {
   exec_job_t base;
   fixture_t* f;
   int seq;                       // submission order, from 0
-  int ran;                       // set by run (environment thread)
+  int queue;                     // index in fixture.queues
+  int ran;                       // set by run (an executor)
   int block;                     // run signals `started` then waits for `go`
 } test_job_t;
 
 struct fixture {
   uv_loop_t loop;
   exec_t* q;
+  exec_queue_t queues[NQUEUE];
   uv_thread_t loop_thread;
   pid_t loop_tid;
   uv_sem_t started;
   uv_sem_t go;
   uv_sem_t stopping;             // the loop thread is about to call exec_stop
 
-  // written by run (environment thread only); read on the loop thread after done
-  int run_count;
-  int run_order[NJOBS];          // seq of the nth job run
-  int run_wrong_thread;          // run was called on the loop thread
-  int run_other_env_thread;      // run was called on more than one thread
-  uv_thread_t env_thread;
+  // written by run (one executor at a time per queue); read on the loop thread after done
+  atomic_int run_count;
+  int queue_runs[NQUEUE];        // jobs run so far, per queue
+  int run_order[NQUEUE][NJOBS];  // seq of the nth job run on each queue
+  atomic_int running[NQUEUE];    // jobs of the queue running now
+  atomic_int run_overlap;        // two jobs of one queue ran at once
+  atomic_int run_wrong_thread;   // run was called on the loop thread
 
   // written by done (loop thread)
   int done_count;
@@ -54,6 +60,8 @@ struct fixture {
   int ndone_per_job[NJOBS + 1];
 
   int submitted;
+  int next_queue;                // queue of the next job submitted (round-robin over nqueue)
+  int nqueue;                    // queues in use, 1 unless a test sets more
   int stop_after_done;           // done of this seq calls exec_stop (-1: never)
   int submit_more_after_done;    // done of this seq submits the rest (-1: never)
   int total;                     // jobs to submit in all
@@ -65,19 +73,19 @@ static void job_run(exec_job_t* j) {
   fixture_t* f = t->f;
   uv_thread_t self = uv_thread_self();
   if (uv_thread_equal(&self, &f->loop_thread)) {
-    f->run_wrong_thread = 1;
+    atomic_store(&f->run_wrong_thread, 1);
   }
-  if (f->run_count == 0) {
-    f->env_thread = self;
-  } else if (!uv_thread_equal(&self, &f->env_thread)) {
-    f->run_other_env_thread = 1;
+  if (atomic_fetch_add(&f->running[t->queue], 1) != 0) {
+    atomic_store(&f->run_overlap, 1);
   }
   if (t->block) {
     uv_sem_post(&f->started);
     uv_sem_wait(&f->go);
   }
   t->ran = 1;
-  f->run_order[f->run_count++] = t->seq;
+  f->run_order[t->queue][f->queue_runs[t->queue]++] = t->seq;
+  atomic_fetch_add(&f->run_count, 1);
+  atomic_fetch_sub(&f->running[t->queue], 1);
 }
 
 
@@ -115,25 +123,31 @@ static void submit_one(fixture_t* f, int block) {
   test_job_t* t = mem_calloc(1, sizeof(*t));
   t->f = f;
   t->seq = f->submitted++;
+  t->queue = f->next_queue;
+  f->next_queue = (f->next_queue + 1) % f->nqueue;
   t->block = block;
   t->base.run = job_run;
   t->base.done = job_done;
-  exec_submit(f->q, &t->base);
+  exec_submit(f->q, &f->queues[t->queue], &t->base);
 }
 
 
-static int fixture_init(fixture_t* f, int total) {
+static int fixture_init(fixture_t* f, int total, unsigned max_threads) {
   memset(f, 0, sizeof(*f));
   f->loop_thread = uv_thread_self();
   f->loop_tid = gettid();
   f->stop_after_done = -1;
   f->submit_more_after_done = -1;
   f->total = total;
+  f->nqueue = 1;
+  for (int i = 0; i < NQUEUE; i++) {
+    exec_queue_init(&f->queues[i]);
+  }
   ASSERT_OK(uv_sem_init(&f->started, 0));
   ASSERT_OK(uv_sem_init(&f->go, 0));
   ASSERT_OK(uv_sem_init(&f->stopping, 0));
   ASSERT_OK(uv_loop_init(&f->loop));
-  f->q = exec_create(&f->loop);
+  f->q = exec_create(&f->loop, max_threads);
   ASSERT_TRUE(f->q != NULL);
   return 0;
 }
@@ -151,11 +165,12 @@ static int fixture_finish(fixture_t* f) {
 }
 
 
-// Every job done exactly once, on the loop thread; run only on the one environment thread.
-static int check_threads_and_counts(const fixture_t* f) {
+// Every job done exactly once, on the loop thread; run off the loop thread, one job of a
+// queue at a time.
+static int check_threads_and_counts(fixture_t* f) {
   ASSERT_EQ(f->done_wrong_thread, 0);
-  ASSERT_EQ(f->run_wrong_thread, 0);
-  ASSERT_EQ(f->run_other_env_thread, 0);
+  ASSERT_EQ(atomic_load(&f->run_wrong_thread), 0);
+  ASSERT_EQ(atomic_load(&f->run_overlap), 0);
   ASSERT_EQ(f->done_count, f->total);
   for (int i = 0; i < f->total; i++) {
     if (f->ndone_per_job[i] != 1) {
@@ -166,10 +181,10 @@ static int check_threads_and_counts(const fixture_t* f) {
 }
 
 
-TEST(jobs_fifo_thousand_jobs_done_on_loop_thread) {
+TEST(exec_fifo_thousand_jobs_done_on_loop_thread) {
   int64_t base = mem_live_count();
   static fixture_t f;
-  if (fixture_init(&f, NJOBS)) {
+  if (fixture_init(&f, NJOBS, 4)) {
     return 1;
   }
 
@@ -187,9 +202,9 @@ TEST(jobs_fifo_thousand_jobs_done_on_loop_thread) {
   if (check_threads_and_counts(&f)) {
     return 1;
   }
-  ASSERT_EQ(f.run_count, NJOBS);
+  ASSERT_EQ(atomic_load(&f.run_count), NJOBS);
   for (int i = 0; i < NJOBS; i++) {
-    ASSERT_EQ(f.run_order[i], i);
+    ASSERT_EQ(f.run_order[0][i], i);
     ASSERT_EQ(f.done_seq[i], i);
     ASSERT_EQ(f.done_cancelled[i], 0);
     ASSERT_EQ(f.done_ran[i], 1);
@@ -230,10 +245,10 @@ static void release_when_stopping(void* arg) {
 
 // exec_stop while a job runs and many are queued: the running job completes normally, the
 // queued ones are cancelled without running, each exactly once, in submission order.
-TEST(jobs_stop_cancels_queued_jobs) {
+TEST(exec_stop_cancels_queued_jobs) {
   int64_t base = mem_live_count();
   static fixture_t f;
-  if (fixture_init(&f, NJOBS)) {
+  if (fixture_init(&f, NJOBS, 4)) {
     return 1;
   }
   submit_one(&f, 1);
@@ -262,7 +277,7 @@ TEST(jobs_stop_cancels_queued_jobs) {
   if (check_threads_and_counts(&f)) {
     return 1;
   }
-  ASSERT_EQ(f.run_count, 1);     // only the job that was running
+  ASSERT_EQ(atomic_load(&f.run_count), 1);  // only the job that was running
   for (int i = 0; i < f.total; i++) {
     ASSERT_EQ(f.done_seq[i], i);
     ASSERT_EQ(f.done_cancelled[i], i > 0);
@@ -275,11 +290,11 @@ TEST(jobs_stop_cancels_queued_jobs) {
 
 // exec_stop from inside a done callback while more finished jobs wait for their done: the
 // completions keep submission order across the nested drain.
-TEST(jobs_stop_from_done_keeps_order) {
+TEST(exec_stop_from_done_keeps_order) {
   int64_t base = mem_live_count();
   static fixture_t f;
   const int n = 10;
-  if (fixture_init(&f, n)) {
+  if (fixture_init(&f, n, 4)) {
     return 1;
   }
   for (int i = 0; i < 3; i++) {
@@ -301,7 +316,7 @@ TEST(jobs_stop_from_done_keeps_order) {
   // jobs 0..3 ran (3 was running at stop); later ones may have started before the flag was
   // set. Either way the completions are in submission order: finished ones first, then the
   // cancelled ones.
-  int nran = f.run_count;
+  int nran = atomic_load(&f.run_count);
   ASSERT_TRUE(nran >= 4);
   for (int i = 0; i < n; i++) {
     ASSERT_EQ(f.done_seq[i], i);
@@ -313,10 +328,10 @@ TEST(jobs_stop_from_done_keeps_order) {
 }
 
 
-TEST(jobs_stop_idle_closes_cleanly) {
+TEST(exec_stop_idle_closes_cleanly) {
   int64_t base = mem_live_count();
   static fixture_t f;
-  if (fixture_init(&f, 0)) {
+  if (fixture_init(&f, 0, 4)) {
     return 1;
   }
   ASSERT_EQ(exec_pending(f.q), 0);
@@ -326,6 +341,170 @@ TEST(jobs_stop_idle_closes_cleanly) {
     return 1;
   }
   ASSERT_EQ(f.done_count, 0);
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// Jobs spread over several queues, submitted interleaved: each queue runs its jobs in
+// submission order, one at a time, and completes them in that order.
+TEST(exec_queues_keep_their_order) {
+  int64_t base = mem_live_count();
+  static fixture_t f;
+  if (fixture_init(&f, NJOBS, 4)) {
+    return 1;
+  }
+  f.nqueue = NQUEUE;
+  for (int i = 0; i < NJOBS; i++) {
+    submit_one(&f, 0);
+  }
+  f.stop_after_done = -1;
+  while (f.done_count < NJOBS) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+  }
+  ASSERT_TRUE(exec_threads(f.q) >= 1 && exec_threads(f.q) <= 4);
+  exec_stop(f.q);
+  if (fixture_finish(&f)) {
+    return 1;
+  }
+  if (check_threads_and_counts(&f)) {
+    return 1;
+  }
+
+  // job seq went to queue seq % NQUEUE
+  int last_done[NQUEUE];
+  for (int k = 0; k < NQUEUE; k++) {
+    ASSERT_EQ(f.queue_runs[k], NJOBS / NQUEUE);
+    for (int i = 0; i < NJOBS / NQUEUE; i++) {
+      ASSERT_EQ(f.run_order[k][i], i * NQUEUE + k);
+    }
+    last_done[k] = -1;
+  }
+  for (int i = 0; i < NJOBS; i++) {
+    int seq = f.done_seq[i];
+    ASSERT_TRUE(seq > last_done[seq % NQUEUE]);
+    last_done[seq % NQUEUE] = seq;
+    ASSERT_EQ(f.done_cancelled[i], 0);
+  }
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// A job that blocks one queue does not hold up another: the blocked job is released only by
+// the done of a job of a second queue, submitted after it (a single thread would deadlock and
+// the test would time out).
+TEST(exec_queues_run_in_parallel) {
+  int64_t base = mem_live_count();
+  static fixture_t f;
+  if (fixture_init(&f, 3, 4)) {
+    return 1;
+  }
+  f.nqueue = 2;
+  submit_one(&f, 1);             // seq 0, queue 0: blocks until go
+  uv_sem_wait(&f.started);
+  submit_one(&f, 0);             // seq 1, queue 1
+  submit_one(&f, 0);             // seq 2, queue 0: behind the blocked job
+  while (f.done_count < 1) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(f.done_seq[0], 1);
+  ASSERT_EQ(exec_pending(f.q), 2);
+  uv_sem_post(&f.go);
+  while (f.done_count < 3) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(f.done_seq[1], 0);
+  ASSERT_EQ(f.done_seq[2], 2);
+  ASSERT_EQ(exec_threads(f.q), 2);
+  exec_stop(f.q);
+  if (fixture_finish(&f)) {
+    return 1;
+  }
+  if (check_threads_and_counts(&f)) {
+    return 1;
+  }
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// No more executors than max_threads, however many queues are busy: with one executor
+// blocked, the other queues wait; releasing it lets them all run.
+TEST(exec_threads_are_bounded) {
+  int64_t base = mem_live_count();
+  static fixture_t f;
+  if (fixture_init(&f, NQUEUE * 4, 2)) {
+    return 1;
+  }
+  f.nqueue = NQUEUE;
+  submit_one(&f, 1);             // queue 0 blocks one executor
+  uv_sem_wait(&f.started);
+  for (int i = 1; i < NQUEUE * 4; i++) {
+    submit_one(&f, 0);
+  }
+  ASSERT_EQ(exec_threads(f.q), 2);
+
+  // every job but those of queue 0 completes on the second executor
+  while (f.done_count < NQUEUE * 4 - 4) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(f.queue_runs[0], 0);
+  uv_sem_post(&f.go);
+  while (f.done_count < NQUEUE * 4) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(exec_threads(f.q), 2);
+  exec_stop(f.q);
+  if (fixture_finish(&f)) {
+    return 1;
+  }
+  if (check_threads_and_counts(&f)) {
+    return 1;
+  }
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// Stop with jobs queued on several queues, one running: each queue's jobs are cancelled in
+// its order, each exactly once, and a done that frees its queue's owner is safe.
+TEST(exec_stop_cancels_every_queue) {
+  int64_t base = mem_live_count();
+  static fixture_t f;
+  if (fixture_init(&f, 40, 4)) {
+    return 1;
+  }
+  f.nqueue = 4;
+  submit_one(&f, 1);
+  for (int i = 1; i < 40; i++) {
+    submit_one(&f, 0);
+  }
+  uv_sem_wait(&f.started);
+  uv_sem_post(&f.go);
+  exec_stop(f.q);
+  ASSERT_EQ(exec_pending(f.q), 0);
+  if (fixture_finish(&f)) {
+    return 1;
+  }
+  if (check_threads_and_counts(&f)) {
+    return 1;
+  }
+
+  // per queue: the ones that ran, then the cancelled ones, in submission order
+  int last_done[4] = {-1, -1, -1, -1};
+  int seen_cancel[4] = {0, 0, 0, 0};
+  for (int i = 0; i < 40; i++) {
+    int seq = f.done_seq[i], k = seq % 4;
+    ASSERT_TRUE(seq > last_done[k]);
+    last_done[k] = seq;
+    ASSERT_EQ(f.done_cancelled[i], !f.done_ran[i]);
+    if (f.done_cancelled[i]) {
+      seen_cancel[k] = 1;
+    } else {
+      ASSERT_EQ(seen_cancel[k], 0);
+    }
+  }
   ASSERT_EQ(mem_live_count(), base);
   return 0;
 }
