@@ -1,0 +1,485 @@
+// SPDX-License-Identifier: MIT
+// lidar.c: the lidar sensor: sweep stepping, batched tracing on the pool, point assembly and
+// publishing (see lidar.h).
+#include "lidar/lidar.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/mem.h"
+#include "base/pool.h"
+#include "base/rng.h"
+#include "lidar/sweep.h"
+
+// Rays per pool task: 32 packets of 8 consecutive rays of the pattern.
+#define CHUNK 256u
+
+// Rays per batch (times the returns per ray, bounded): the scratch is allocated once.
+#define BATCH_RETURNS 65536u
+
+// Most bytes a lidar may accumulate for one cloud (the wire's 4 GiB limit of a cloud).
+#define MAX_CLOUD_BYTES ((uint64_t)UINT32_MAX)
+
+// What phase 2 needs of a ray besides its world ray and returns.
+typedef struct ray_meta {
+  double tau;                   // s after the record's frame start
+  double origin[3];             // emission point, sensor frame
+  double dir[3];                // emission direction after angle noise, sensor frame
+  double q[4];                  // sensor orientation at the ray's time (world <- sensor)
+  float azimuth;                // rad, nominal
+  float elevation;
+  uint32_t ring;
+} ray_meta_t;
+
+typedef struct lidar {
+  // model (const after create)
+  lidar_pattern_t pat;
+  lidar_returns_t ret;
+  lidar_angle_noise_t angle;
+  lidar_layout_t layout;
+  lidar_miss_mode_t misses;
+  int world_frame;
+  int per_step;
+  int has_start_time;
+  double start_time;
+  int see_own_body;
+  uint32_t exclude_bodies[LIDAR_MAX_EXCLUDED_BODIES];
+  uint32_t nexclude_body;
+  uint32_t group_mask;
+  uint32_t maxret;              // returns per ray
+  size_t batch;                 // rays per batch (multiple of CHUNK)
+
+  // sweep state (restored when a step fails)
+  int started;
+  double t_s;                   // s, start of sweep 0
+  lidar_cursor_t cursor;        // next ray to fire
+  uint64_t acc_sweep;           // sweep being accumulated
+  int acc_complete;             // its first ray was fired by this lidar
+  uint64_t frame;               // records published
+
+  // accumulated points of the current sweep (point_step bytes each)
+  uint8_t* acc;
+  size_t acc_n;                 // points
+  size_t acc_cap;               // points
+
+  // scratch of one batch (batch rays)
+  scene_ray_t* rays;            // (batch) world rays
+  uint64_t* ray_index;          // (batch) index within the sweep (rng key)
+  ray_meta_t* meta;             // (batch)
+  lidar_return_t* returns;      // (batch x maxret)
+  uint8_t* nret;                // (batch)
+  size_t* chunk_points;         // (batch / CHUNK) points of each chunk, then their offsets
+} lidar_t;
+
+
+//---------------- Creation
+
+static void lidar_destroy(void* self) {
+  lidar_t* l = self;
+  if (!l) {
+    return;
+  }
+  lidar_pattern_close(&l->pat);
+  mem_free(l->acc);
+  mem_free(l->rays);
+  mem_free(l->ray_index);
+  mem_free(l->meta);
+  mem_free(l->returns);
+  mem_free(l->nret);
+  mem_free(l->chunk_points);
+  mem_free(l);
+}
+
+
+int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
+  // options
+  lidar_t tmp;
+  memset(&tmp, 0, sizeof tmp);
+  int rc;
+  if (d->pattern.nray == 0) {
+    return err_set(msg, ERR_INVAL, "lidar: a scan pattern is required (spinning, vlp16, ouster, "
+                   "bpearl, hdl64e, flash, custom or livox)");
+  }
+  if (d->has_start_time && !isfinite(d->start_time)) {
+    return err_set(msg, ERR_INVAL, "lidar.start_time = %g is not finite", d->start_time);
+  }
+  if ((rc = lidar_returns_init(&tmp.ret, &d->returns, msg)) < 0 ||
+      (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0 ||
+      (rc = lidar_layout_init(&tmp.layout, d->layout, d->fields, d->nfield, msg)) < 0) {
+    return rc;
+  }
+  if ((unsigned)d->misses > LIDAR_MISS_NAN) {
+    return err_set(msg, ERR_INVAL, "lidar.misses = %d is not REMOVE (0), ZERO (1) or NAN (2)",
+                   (int)d->misses);
+  }
+  if (d->nexclude_body > LIDAR_MAX_EXCLUDED_BODIES) {
+    return err_set(msg, ERR_INVAL, "lidar.exclude_bodies has %u bodies, more than %d",
+                   d->nexclude_body, LIDAR_MAX_EXCLUDED_BODIES);
+  }
+
+  // the sensor and its scratch
+  lidar_t* l = mem_calloc(1, sizeof *l);
+  if (!l) {
+    return err_set(msg, ERR_NOMEM, "lidar: out of memory");
+  }
+  *l = tmp;
+  l->misses = d->misses;
+  l->world_frame = d->world_frame ? 1 : 0;
+  l->per_step = d->publish_per_step ? 1 : 0;
+  l->has_start_time = d->has_start_time ? 1 : 0;
+  l->start_time = d->start_time;
+  l->see_own_body = d->see_own_body ? 1 : 0;
+  l->nexclude_body = d->nexclude_body;
+  if (d->nexclude_body) {
+    memcpy(l->exclude_bodies, d->exclude_bodies, d->nexclude_body * sizeof(uint32_t));
+  }
+  l->group_mask = d->group_mask;
+  l->maxret = lidar_returns_max(&l->ret);
+  size_t batch = BATCH_RETURNS / l->maxret;
+  batch = (batch < CHUNK ? CHUNK : batch) / CHUNK * CHUNK;
+  l->batch = batch;
+  l->rays = mem_alloc(batch * sizeof *l->rays);
+  l->ray_index = mem_alloc(batch * sizeof *l->ray_index);
+  l->meta = mem_alloc(batch * sizeof *l->meta);
+  l->returns = mem_alloc(batch * l->maxret * sizeof *l->returns);
+  l->nret = mem_alloc(batch * sizeof *l->nret);
+  l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
+  if (!l->rays || !l->ray_index || !l->meta || !l->returns || !l->nret || !l->chunk_points) {
+    lidar_destroy(l);
+    return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
+  }
+
+  // the pattern moves in last: nothing can fail any more
+  l->pat = d->pattern;
+  memset(&d->pattern, 0, sizeof d->pattern);
+  out->kind = SENSOR_LIDAR;
+  out->ops = &lidar_ops;
+  out->self = l;
+  out->joint_id = 0;
+  return 0;
+}
+
+
+//---------------- Batches
+
+typedef struct batch_ctx {
+  lidar_t* l;
+  const sensor_ctx_t* ctx;
+  const step_view_t* v;
+  const view_body_t* body;
+  const lidar_sweep_pose_t* fixed;   // the pose of every ray when the body does not move
+  lidar_cursor_t first;         // cursor of ray 0 of the batch
+  size_t n;                     // rays
+  uint64_t sweep;
+  double tau_origin;            // s after t_s that time offsets are measured from; NAN = the
+                                //   start of the ray's sweep
+} batch_ctx_t;
+
+
+// Phase 1 of a chunk: rays (pattern, angle noise, pose at the firing time), their returns, and
+// the number of points they give.
+static void trace_chunk(void* arg, size_t begin, size_t end) {
+  batch_ctx_t* b = arg;
+  lidar_t* l = b->l;
+  for (size_t c = begin; c < end; c++) {
+    size_t i0 = c * CHUNK;
+    size_t i1 = i0 + CHUNK < b->n ? i0 + CHUNK : b->n;
+    lidar_sweep_pose_t pose;
+    pose.s = -1.0;
+    for (size_t i = i0; i < i1; i++) {
+      // the pattern's ray, its emission angle noise
+      lidar_pattern_ray_t pr;
+      lidar_sweep_ray(&l->pat, b->first + i, &pr);
+      ray_meta_t* m = &l->meta[i];
+      rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
+                       .index = pr.index};
+      lidar_noise_angle(&l->angle, &key, pr.dir, m->dir);
+      memcpy(m->origin, pr.origin, sizeof m->origin);
+      m->tau = isnan(b->tau_origin) ? pr.time_offset : pr.time - b->tau_origin;
+      m->azimuth = (float)pr.azimuth;
+      m->elevation = (float)pr.elevation;
+      m->ring = pr.ring;
+      l->ray_index[i] = pr.index;
+
+      // the sensor pose at the firing time (rays of a column share it), the ray at that time
+      double s = view_fraction(b->v, l->t_s + pr.time);
+      const lidar_sweep_pose_t* ps = b->fixed;
+      if (!ps) {
+        if (s != pose.s) {
+          lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
+        }
+        ps = &pose;
+      }
+      memcpy(m->q, ps->pose.q, sizeof m->q);
+      lidar_sweep_world_ray(ps, m->origin, m->dir, &l->rays[i]);
+      l->rays[i].time = s;
+    }
+
+    // returns
+    lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
+                                .rays = l->rays + i0, .ray_index = l->ray_index + i0,
+                                .n = i1 - i0};
+    lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
+
+    // points
+    size_t np = 0;
+    for (size_t i = i0; i < i1; i++) {
+      np += l->nret[i] ? l->nret[i] : (l->misses != LIDAR_MISS_REMOVE);
+    }
+    l->chunk_points[c] = np;
+  }
+}
+
+
+// Phase 2 of a chunk: its points, packed at their offsets in the accumulator.
+static void write_chunk(void* arg, size_t begin, size_t end) {
+  batch_ctx_t* b = arg;
+  lidar_t* l = b->l;
+  uint32_t step = l->layout.point_step;
+  for (size_t c = begin; c < end; c++) {
+    size_t i0 = c * CHUNK;
+    size_t i1 = i0 + CHUNK < b->n ? i0 + CHUNK : b->n;
+    uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
+    for (size_t i = i0; i < i1; i++) {
+      const ray_meta_t* m = &l->meta[i];
+      const scene_ray_t* w = &l->rays[i];
+      lidar_point_t pt;
+      memset(&pt, 0, sizeof pt);
+      pt.time_offset = m->tau;
+      pt.azimuth = m->azimuth;
+      pt.elevation = m->elevation;
+      pt.ring = m->ring;
+
+      // a miss, if kept
+      uint32_t n = l->nret[i];
+      if (n == 0) {
+        if (l->misses == LIDAR_MISS_REMOVE) {
+          continue;
+        }
+        if (l->misses == LIDAR_MISS_NAN) {
+          pt.xyz[0] = pt.xyz[1] = pt.xyz[2] = NAN;
+          pt.distance = NAN;
+        }
+        lidar_points_write(&l->layout, &pt, dest);
+        dest += step;
+        continue;
+      }
+
+      // each return along the emission direction, in the chosen frame
+      double qc[4];
+      xform_quat_conj(m->q, qc);
+      for (uint32_t k = 0; k < n; k++) {
+        const lidar_return_t* r = &l->returns[i * l->maxret + k];
+        double x = r->distance;
+        for (int a = 0; a < 3; a++) {
+          pt.xyz[a] = l->world_frame ? w->origin[a] + w->dir[a] * x : m->origin[a] + m->dir[a] * x;
+        }
+        if (l->world_frame) {
+          memcpy(pt.normal, r->normal, sizeof pt.normal);
+        } else {
+          xform_quat_rotate(qc, r->normal, pt.normal);
+        }
+        pt.distance = x;
+        pt.intensity = r->intensity;
+        pt.object_id = r->object_id;
+        pt.label = r->label;
+        pt.return_index = r->index;
+        pt.return_count = r->count;
+        lidar_points_write(&l->layout, &pt, dest);
+        dest += step;
+      }
+    }
+  }
+}
+
+
+// Make room for `more` points in the accumulator.
+static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
+  size_t need = l->acc_n + more;
+  if (need <= l->acc_cap) {
+    return 0;
+  }
+  uint32_t step = l->layout.point_step;
+  if ((uint64_t)need * step > MAX_CLOUD_BYTES) {
+    return err_set(msg, ERR_LIMIT, "lidar: a cloud of %zu points of %u bytes exceeds 4 GiB "
+                   "(publish per step, or step more often)", need, step);
+  }
+  size_t cap = l->acc_cap ? l->acc_cap : 4096;
+  while (cap < need) {
+    cap *= 2;
+  }
+  if ((uint64_t)cap * step > MAX_CLOUD_BYTES) {
+    cap = (size_t)(MAX_CLOUD_BYTES / step);
+  }
+  uint8_t* acc = mem_realloc(l->acc, cap * step);
+  if (!acc) {
+    return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
+  }
+  l->acc = acc;
+  l->acc_cap = cap;
+  return 0;
+}
+
+
+// Trace n rays from the cursor (all of one sweep) and append their points.
+static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
+                     const view_body_t* body, const lidar_sweep_pose_t* fixed, size_t n,
+                     double tau_origin, err_msg_t* msg) {
+  batch_ctx_t b = {.l = l, .ctx = ctx, .v = v, .body = body, .fixed = fixed,
+                   .first = l->cursor, .n = n, .sweep = lidar_sweep_of(&l->pat, l->cursor),
+                   .tau_origin = tau_origin};
+  size_t nchunk = (n + CHUNK - 1) / CHUNK;
+  pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
+
+  // offsets of the chunks' points, room for them, then the points
+  size_t total = 0;
+  for (size_t c = 0; c < nchunk; c++) {
+    size_t np = l->chunk_points[c];
+    l->chunk_points[c] = total;
+    total += np;
+  }
+  int rc = acc_reserve(l, total, msg);
+  if (rc < 0) {
+    return rc;
+  }
+  pool_parallel_for(v->pool, nchunk, 1, write_chunk, &b);
+  l->acc_n += total;
+  return 0;
+}
+
+
+//---------------- Publishing
+
+// A record of the points [from, acc_n).
+static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, size_t from,
+                   double frame_start, int complete, sensor_out_t* out, err_msg_t* msg) {
+  sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_CLOUD);
+  if (!r) {
+    return err_set(msg, ERR_NOMEM, "lidar: out of memory for a record");
+  }
+  r->time = v->t1;
+  r->frame = l->frame;
+  sensor_cloud_t* c = &r->u.cloud;
+  lidar_layout_describe(&l->layout, c);
+  c->frame_start_time = frame_start;
+  c->complete = complete;
+  c->world_frame = l->world_frame;
+  size_t n = l->acc_n - from;
+  int rc = sensor_cloud_alloc(c, (uint32_t)n, msg);
+  if (rc < 0) {
+    return rc;
+  }
+  if (n) {
+    memcpy(c->data, l->acc + from * l->layout.point_step, n * l->layout.point_step);
+  }
+  l->frame++;
+  return 0;
+}
+
+
+//---------------- Step
+
+typedef struct saved {
+  int started;
+  double t_s;
+  lidar_cursor_t cursor;
+  uint64_t acc_sweep;
+  int acc_complete;
+  uint64_t frame;
+  size_t acc_n;
+} saved_t;
+
+
+static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, sensor_out_t* out,
+                    size_t* base, err_msg_t* msg) {
+  // the sensor's body; a pose shared by every ray when the body does not move in this step
+  const view_body_t* body = view_find_body(v, ctx->body_id);
+  if (!body) {
+    return err_set(msg, ERR_STATE, "lidar %u: body %u is not in the step", ctx->id, ctx->body_id);
+  }
+  lidar_sweep_pose_t fixed;
+  int is_fixed = memcmp(&body->at[0].pose, &body->at[1].pose, sizeof(pose_t)) == 0;
+  if (is_fixed) {
+    lidar_sweep_pose(body, &ctx->mount, 1.0, &fixed);
+  }
+
+  // the first step places sweep 0 and the cursor
+  if (!l->started) {
+    l->t_s = l->has_start_time ? l->start_time : v->t0;
+    l->cursor = lidar_sweep_seek(&l->pat, l->t_s, v->t0);
+    l->acc_sweep = lidar_sweep_of(&l->pat, l->cursor);
+    l->acc_complete =
+        l->cursor == lidar_pattern_first_group(&l->pat, l->acc_sweep) * l->pat.nray;
+    l->started = 1;
+  }
+
+  // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in
+  *base = 0;
+  for (;;) {
+    size_t n = lidar_sweep_take(&l->pat, l->t_s, l->cursor, v->t1, l->batch);
+    if (n == 0) {
+      break;
+    }
+    double tau_origin = l->per_step ? v->t0 - l->t_s : NAN;   // NAN: the sweep's own offsets
+    int rc = run_batch(l, ctx, v, body, is_fixed ? &fixed : NULL, n, tau_origin, msg);
+    if (rc < 0) {
+      return rc;
+    }
+    l->cursor += n;
+    uint64_t next = lidar_sweep_of(&l->pat, l->cursor);
+    if (!l->per_step && next != l->acc_sweep) {
+      double start = l->t_s + lidar_pattern_sweep_start(&l->pat, l->acc_sweep);
+      if ((rc = publish(l, ctx, v, *base, start, l->acc_complete, out, msg)) < 0) {
+        return rc;
+      }
+      *base = l->acc_n;
+      l->acc_sweep = next;
+      l->acc_complete = 1;
+    }
+  }
+  if (l->per_step) {
+    int rc = publish(l, ctx, v, 0, v->t0, 0, out, msg);
+    if (rc < 0) {
+      return rc;
+    }
+    *base = l->acc_n;
+  }
+  return 0;
+}
+
+
+static int lidar_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
+                      sensor_out_t* out, err_msg_t* msg) {
+  lidar_t* l = self;
+  saved_t s = {.started = l->started, .t_s = l->t_s, .cursor = l->cursor,
+               .acc_sweep = l->acc_sweep, .acc_complete = l->acc_complete, .frame = l->frame,
+               .acc_n = l->acc_n};
+  size_t base = 0;
+  int rc = step_run(l, ctx, v, out, &base, msg);
+  if (rc < 0) {
+    // the points of earlier steps are still in [0, s.acc_n): only appends happened since
+    l->started = s.started;
+    l->t_s = s.t_s;
+    l->cursor = s.cursor;
+    l->acc_sweep = s.acc_sweep;
+    l->acc_complete = s.acc_complete;
+    l->frame = s.frame;
+    l->acc_n = s.acc_n;
+    return rc;
+  }
+
+  // keep only the points of the sweep still open
+  size_t keep = l->acc_n - base;
+  if (keep && base) {
+    memmove(l->acc, l->acc + base * l->layout.point_step, keep * l->layout.point_step);
+  }
+  l->acc_n = keep;
+  return 0;
+}
+
+
+const sensor_ops_t lidar_ops = {
+    .kind_name = "lidar",
+    .step = lidar_step,
+    .destroy = lidar_destroy,
+};

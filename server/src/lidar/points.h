@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+// points.h: lidar point assembly (docs/models/lidar.md, "Point clouds"): which fields a point
+// carries and where they sit in its bytes, described like sensor_msgs/PointCloud2 (name, offset,
+// datatype, count, point_step, little-endian), so a client maps a cloud to a NumPy structured
+// array or a PointCloud2 without copying. A layout is either a list of field names (packed in
+// the order given, each aligned to its size) or a preset byte-compatible with a common ROS
+// driver:
+//   velodyne  x y z intensity ring time          (velodyne_pointcloud PointXYZIRT, 22 bytes)
+//   ouster    x y z intensity t reflectivity ring ambient range  (ouster_ros Point, 48 bytes)
+//   xyzi      x y z intensity                    (16 bytes)
+//
+// Field names: x y z (float32, m), intensity (float32, relative), ring (uint16), azimuth and
+// elevation (float32, rad), distance (float32, m), time_offset (float32, s after the cloud's
+// frame_start_time), object_id and label (uint32), return_index and return_count (uint8),
+// normal (float32 x 3, in the cloud's frame). The presets add time (float32 s), t (uint32 ns),
+// reflectivity (uint16: 100 pi intensity, the Lambertian albedo in percent for a target at
+// normal incidence without range losses), ambient (uint16, 0: no ambient light model) and
+// range (uint32 mm).
+//
+// Thread: a layout is read-only after init; lidar_points_write runs on any thread.
+#ifndef SENSIM_LIDAR_POINTS_H_
+#define SENSIM_LIDAR_POINTS_H_
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "sensor/sensor.h"
+
+typedef enum lidar_layout_preset {
+  LIDAR_LAYOUT_FIELDS = 0,      // the listed field names (empty list: xyzi)
+  LIDAR_LAYOUT_VELODYNE,
+  LIDAR_LAYOUT_OUSTER,
+  LIDAR_LAYOUT_XYZI,
+} lidar_layout_preset_t;
+
+typedef enum lidar_point_field {
+  LIDAR_FIELD_X = 0,
+  LIDAR_FIELD_Y,
+  LIDAR_FIELD_Z,
+  LIDAR_FIELD_INTENSITY,
+  LIDAR_FIELD_RING,
+  LIDAR_FIELD_AZIMUTH,
+  LIDAR_FIELD_ELEVATION,
+  LIDAR_FIELD_DISTANCE,
+  LIDAR_FIELD_TIME_OFFSET,
+  LIDAR_FIELD_OBJECT_ID,
+  LIDAR_FIELD_LABEL,
+  LIDAR_FIELD_RETURN_INDEX,
+  LIDAR_FIELD_RETURN_COUNT,
+  LIDAR_FIELD_NORMAL,
+  // preset-only fields
+  LIDAR_FIELD_TIME,             // velodyne: float32 s
+  LIDAR_FIELD_T_NS,             // ouster: uint32 ns
+  LIDAR_FIELD_REFLECTIVITY,     // ouster: uint16
+  LIDAR_FIELD_AMBIENT,          // ouster: uint16
+  LIDAR_FIELD_RANGE_MM,         // ouster: uint32 mm
+  LIDAR_FIELD_COUNT
+} lidar_point_field_t;
+
+typedef struct lidar_layout {
+  uint32_t nfield;
+  lidar_point_field_t id[SENSOR_MAX_FIELDS];    // (nfield)
+  sensor_field_t field[SENSOR_MAX_FIELDS];      // (nfield) name, offset, datatype, count
+  uint32_t point_step;          // bytes per point
+} lidar_layout_t;
+
+// Build a layout: a preset, or (LIDAR_LAYOUT_FIELDS) the n names (n = 0: xyzi). ERR_INVAL naming
+// the field ("lidar.fields[2] = \"colour\" is not a point field (x y z ...)"), for an unknown
+// or repeated name.
+int lidar_layout_init(lidar_layout_t* l, lidar_layout_preset_t preset, const char* const* names,
+                      uint32_t n, err_msg_t* msg) CHECKRET;
+
+// Copy the layout's description into a cloud (fields, nfield, point_step).
+void lidar_layout_describe(const lidar_layout_t* l, sensor_cloud_t* cloud);
+
+// One point before packing (frame already chosen by the caller).
+typedef struct lidar_point {
+  double xyz[3];                // m, or NaN for a miss kept as NaN
+  double intensity;
+  double distance;              // m (NaN for a miss kept as NaN)
+  double time_offset;           // s after the cloud's frame_start_time
+  double azimuth;               // rad
+  double elevation;             // rad
+  double normal[3];
+  uint32_t ring;
+  uint32_t object_id;
+  uint32_t label;
+  uint32_t return_index;
+  uint32_t return_count;
+} lidar_point_t;
+
+// Pack a point into point_step bytes at dest (little-endian; padding bytes zeroed).
+void lidar_points_write(const lidar_layout_t* l, const lidar_point_t* pt, uint8_t* dest);
+
+#endif  // SENSIM_LIDAR_POINTS_H_

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// sweep.c: which rays a step fires and the sensor pose at each (see sweep.h).
+#include "lidar/sweep.h"
+
+#include <math.h>
+
+
+// Firing time of the ray at cursor c, absolute.
+static double fire_time(const lidar_pattern_t* p, double t_s, lidar_cursor_t c) {
+  return t_s + lidar_pattern_time(p, c / p->nray, (uint32_t)(c % p->nray));
+}
+
+
+int lidar_sweep_fired(const lidar_pattern_t* p, double t_s, lidar_cursor_t c, double t_end) {
+  return fire_time(p, t_s, c) <= t_end;
+}
+
+
+lidar_cursor_t lidar_sweep_seek(const lidar_pattern_t* p, double t_s, double t) {
+  // bracket by the group estimate, then bisect on the exact firing times
+  if (!(t > t_s)) {
+    return 0;
+  }
+  double est = floor((t - t_s) / p->group_period);
+  uint64_t g = est > 0.0 ? (uint64_t)est : 0;
+  lidar_cursor_t lo = g > 1 ? (g - 2) * p->nray : 0;
+  while (lo > 0 && fire_time(p, t_s, lo) >= t) {
+    lo = lo > p->nray ? lo - p->nray : 0;
+  }
+  lidar_cursor_t hi = (g + 2) * p->nray;
+  while (fire_time(p, t_s, hi) < t) {
+    hi += p->nray;
+  }
+
+  // smallest c in [lo, hi] with fire_time >= t
+  if (fire_time(p, t_s, lo) >= t) {
+    return lo;
+  }
+  while (hi - lo > 1) {
+    lidar_cursor_t mid = lo + (hi - lo) / 2;
+    if (fire_time(p, t_s, mid) >= t) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return hi;
+}
+
+
+uint64_t lidar_sweep_of(const lidar_pattern_t* p, lidar_cursor_t c) {
+  return lidar_pattern_sweep_of(p, c / p->nray);
+}
+
+
+size_t lidar_sweep_take(const lidar_pattern_t* p, double t_s, lidar_cursor_t c, double t_end,
+                        size_t max) {
+  // the candidates: up to max rays, not past the end of c's sweep
+  if (max == 0 || !lidar_sweep_fired(p, t_s, c, t_end)) {
+    return 0;
+  }
+  uint64_t sweep = lidar_sweep_of(p, c);
+  lidar_cursor_t end = lidar_pattern_first_group(p, sweep + 1) * p->nray;
+  if (end - c > max) {
+    end = c + max;
+  }
+  if (lidar_sweep_fired(p, t_s, end - 1, t_end)) {
+    return (size_t)(end - c);
+  }
+
+  // firing times increase along the cursor: bisect for the last ray fired
+  lidar_cursor_t lo = c, hi = end - 1;   // fired(lo), !fired(hi)
+  while (hi - lo > 1) {
+    lidar_cursor_t mid = lo + (hi - lo) / 2;
+    if (lidar_sweep_fired(p, t_s, mid, t_end)) {
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  return (size_t)(hi - c);
+}
+
+
+void lidar_sweep_ray(const lidar_pattern_t* p, lidar_cursor_t c, lidar_pattern_ray_t* out) {
+  lidar_pattern_ray(p, c / p->nray, (uint32_t)(c % p->nray), out);
+}
+
+
+void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
+                      lidar_sweep_pose_t* out) {
+  out->s = s;
+  out->pose = view_mount_pose(body, mount, s);
+  xform_quat_to_mat(out->pose.q, out->rot);
+}
+
+
+void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const double origin[3],
+                           const double dir[3], scene_ray_t* out) {
+  const double* r = ps->rot;
+  for (int i = 0; i < 3; i++) {
+    out->origin[i] = ps->pose.p[i] + r[3 * i] * origin[0] + r[3 * i + 1] * origin[1] +
+                     r[3 * i + 2] * origin[2];
+    out->dir[i] = r[3 * i] * dir[0] + r[3 * i + 1] * dir[1] + r[3 * i + 2] * dir[2];
+  }
+  out->tmax = INFINITY;
+  out->time = ps->s;
+}

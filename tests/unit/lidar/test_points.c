@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+// test_points.c: point layouts byte-compatible with the ROS drivers' point types
+// (velodyne_pointcloud PointXYZIRT: x y z intensity ring time at 0 4 8 12 16 18, 22 bytes;
+// ouster_ros Point: x y z at 0 4 8, intensity 16, t 20, reflectivity 24, ring 26, ambient 28,
+// range 32, 48 bytes), field lists packed with alignment, and packing of every field.
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "lidar/points.h"
+
+
+static const sensor_field_t* find(const lidar_layout_t* l, const char* name) {
+  for (uint32_t i = 0; i < l->nfield; i++) {
+    if (strcmp(l->field[i].name, name) == 0) {
+      return &l->field[i];
+    }
+  }
+  return NULL;
+}
+
+
+#define ASSERT_FIELD(l, name, off, type)            \
+  do {                                              \
+    const sensor_field_t* f_ = find(l, name);       \
+    ASSERT_TRUE(f_ != NULL);                        \
+    ASSERT_EQ(f_->offset, off);                     \
+    ASSERT_EQ(f_->datatype, type);                  \
+  } while (0)
+
+
+TEST(points_presets_match_the_ros_drivers) {
+  lidar_layout_t l;
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_layout_init(&l, LIDAR_LAYOUT_VELODYNE, NULL, 0, &msg));
+  ASSERT_EQ(l.point_step, 22);
+  ASSERT_EQ(l.nfield, 6);
+  ASSERT_FIELD(&l, "x", 0, SENSOR_FLOAT32);
+  ASSERT_FIELD(&l, "y", 4, SENSOR_FLOAT32);
+  ASSERT_FIELD(&l, "z", 8, SENSOR_FLOAT32);
+  ASSERT_FIELD(&l, "intensity", 12, SENSOR_FLOAT32);
+  ASSERT_FIELD(&l, "ring", 16, SENSOR_UINT16);
+  ASSERT_FIELD(&l, "time", 18, SENSOR_FLOAT32);
+
+  ASSERT_OK(lidar_layout_init(&l, LIDAR_LAYOUT_OUSTER, NULL, 0, &msg));
+  ASSERT_EQ(l.point_step, 48);
+  ASSERT_EQ(l.nfield, 9);
+  ASSERT_FIELD(&l, "intensity", 16, SENSOR_FLOAT32);
+  ASSERT_FIELD(&l, "t", 20, SENSOR_UINT32);
+  ASSERT_FIELD(&l, "reflectivity", 24, SENSOR_UINT16);
+  ASSERT_FIELD(&l, "ring", 26, SENSOR_UINT16);
+  ASSERT_FIELD(&l, "ambient", 28, SENSOR_UINT16);
+  ASSERT_FIELD(&l, "range", 32, SENSOR_UINT32);
+
+  ASSERT_OK(lidar_layout_init(&l, LIDAR_LAYOUT_XYZI, NULL, 0, &msg));
+  ASSERT_EQ(l.point_step, 16);
+  lidar_layout_t e;
+  ASSERT_OK(lidar_layout_init(&e, LIDAR_LAYOUT_FIELDS, NULL, 0, &msg));   // default = xyzi
+  ASSERT_EQ(e.point_step, 16);
+  ASSERT_EQ(e.nfield, 4);
+  return 0;
+}
+
+
+TEST(points_field_list_is_packed_with_alignment) {
+  lidar_layout_t l;
+  err_msg_t msg = {0};
+  const char* names[] = {"return_index", "x", "ring", "normal", "return_count", "object_id"};
+  ASSERT_OK(lidar_layout_init(&l, LIDAR_LAYOUT_FIELDS, names, 6, &msg));
+  ASSERT_FIELD(&l, "return_index", 0, SENSOR_UINT8);
+  ASSERT_FIELD(&l, "x", 4, SENSOR_FLOAT32);
+  ASSERT_FIELD(&l, "ring", 8, SENSOR_UINT16);
+  ASSERT_FIELD(&l, "normal", 12, SENSOR_FLOAT32);
+  ASSERT_EQ(find(&l, "normal")->count, 3);
+  ASSERT_FIELD(&l, "return_count", 24, SENSOR_UINT8);
+  ASSERT_FIELD(&l, "object_id", 28, SENSOR_UINT32);
+  ASSERT_EQ(l.point_step, 32);
+
+  const char* bad[] = {"x", "rgb"};
+  ASSERT_EQ(lidar_layout_init(&l, LIDAR_LAYOUT_FIELDS, bad, 2, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.fields[1] = \"rgb\" is not a point field");
+  return 0;
+}
+
+
+TEST(points_write_every_field) {
+  lidar_layout_t l;
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_layout_init(&l, LIDAR_LAYOUT_OUSTER, NULL, 0, &msg));
+  lidar_point_t pt = {.xyz = {1.5, -2.0, 0.25}, .intensity = 0.8 / M_PI, .distance = 12.3456,
+                      .time_offset = 0.0123456789, .ring = 77};
+  uint8_t buf[48];
+  memset(buf, 0xAB, sizeof buf);
+  lidar_points_write(&l, &pt, buf);
+  float f;
+  uint32_t u = 0;
+  uint16_t h;
+  memcpy(&f, buf + 4, 4);
+  ASSERT_EQ(f, -2.0f);
+  memcpy(&u, buf + 20, 4);
+  ASSERT_EQ(u, 12345679);   // ns
+  memcpy(&h, buf + 24, 2);
+  ASSERT_EQ(h, 80);         // Lambertian 0.8 at normal incidence: 80 %
+  memcpy(&h, buf + 26, 2);
+  ASSERT_EQ(h, 77);
+  memcpy(&u, buf + 32, 4);
+  ASSERT_EQ(u, 12346);      // mm
+  ASSERT_EQ(buf[12], 0);    // padding zeroed
+  ASSERT_EQ(buf[47], 0);
+
+  // a NaN distance packs as range 0
+  pt.distance = NAN;
+  lidar_points_write(&l, &pt, buf);
+  memcpy(&u, buf + 32, 4);
+  ASSERT_EQ(u, 0);
+  return 0;
+}

@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// test_sweep.c: sweep time stepping: every ray fires in exactly one step whatever the steps,
+// batches stop at sweep ends, and the sensor pose at a ray's time is the body's interpolated
+// pose with the mount composed (known answers of docs/models/lidar.md, "Pose interpolation").
+#include <math.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "lidar/sweep.h"
+
+#define DEG (M_PI / 180.0)
+
+
+// Cut [0, t_end] into steps at the given times and take rays in batches of `max`; check every
+// ray fires once, in its step, in order, and no batch crosses a sweep.
+static int cover(const lidar_pattern_t* p, double t_s, const double* cuts, int ncut, size_t max,
+                 uint64_t* out_total) {
+  lidar_cursor_t c = lidar_sweep_seek(p, t_s, t_s);
+  ASSERT_EQ(c, 0);
+  double t0 = t_s;
+  for (int k = 0; k < ncut; k++) {
+    double t1 = cuts[k];
+    for (;;) {
+      size_t n = lidar_sweep_take(p, t_s, c, t1, max);
+      if (n == 0) {
+        break;
+      }
+      ASSERT_TRUE(n <= max);
+      uint64_t sweep = lidar_sweep_of(p, c);
+      ASSERT_EQ(lidar_sweep_of(p, c + n - 1), sweep);
+      for (size_t i = 0; i < n; i++) {
+        lidar_pattern_ray_t r;
+        lidar_sweep_ray(p, c + i, &r);
+        double t = t_s + r.time;
+        ASSERT_TRUE(t <= t1);
+        ASSERT_TRUE(k == 0 ? t >= t0 : t > t0);
+      }
+      c += n;
+    }
+    // the next ray is after the step
+    ASSERT_TRUE(!lidar_sweep_fired(p, t_s, c, t1));
+    t0 = t1;
+  }
+  *out_total = c;
+  return 0;
+}
+
+
+TEST(sweep_every_ray_fires_once_whatever_the_steps) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_vlp16_desc_t d = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &d, "lidar.vlp16", &msg));
+  const double t_s = 12.5;
+
+  // one step, uneven steps, 1 kHz steps: the same rays up to t_s + 0.35
+  double one[1] = {t_s + 0.35};
+  double uneven[5] = {t_s + 0.001, t_s + 0.1, t_s + 0.1000001, t_s + 0.27, t_s + 0.35};
+  double* khz = malloc(350 * sizeof(double));
+  ASSERT_TRUE(khz != NULL);
+  for (int k = 0; k < 350; k++) {
+    khz[k] = t_s + 0.001 * (k + 1);
+  }
+  khz[349] = t_s + 0.35;
+  uint64_t a, b, c, e;
+  ASSERT_OK(cover(&p, t_s, one, 1, 100000, &a));
+  ASSERT_OK(cover(&p, t_s, uneven, 5, 777, &b));
+  ASSERT_OK(cover(&p, t_s, khz, 350, 4096, &c));
+  ASSERT_OK(cover(&p, t_s, one, 1, 1, &e));
+  free(khz);
+  ASSERT_EQ(a, b);
+  ASSERT_EQ(a, c);
+  ASSERT_EQ(a, e);
+  // sequences starting in [0, 0.35]: 6330 (0.35 / 55.296 us = 6329.57), all 16 lasers of the
+  // last one fire by 0.35 only if it started 34.56 us before
+  uint64_t seq = (uint64_t)floor(0.35 / 55.296e-6) + 1;
+  uint64_t expect = seq * 16;
+  double last = (seq - 1) * 55.296e-6;
+  for (int j = 15; j >= 0 && last + j * 2.304e-6 > 0.35; j--) {
+    expect--;
+  }
+  ASSERT_EQ(a, expect);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(sweep_seek_finds_the_first_ray_at_or_after) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  double el[1] = {0.0};
+  lidar_spinning_desc_t d = {.frequency = 10.0, .columns = 1000, .elevations = el, .nchannel = 1};
+  ASSERT_OK(lidar_pattern_spinning_init(&p, &d, "lidar.spinning", &msg));
+  ASSERT_EQ(lidar_sweep_seek(&p, 1.0, 0.5), 0);
+  ASSERT_EQ(lidar_sweep_seek(&p, 1.0, 1.0), 0);
+  ASSERT_EQ(lidar_sweep_seek(&p, 1.0, 1.00005), 1);   // columns every 100 us
+  ASSERT_EQ(lidar_sweep_seek(&p, 1.0, 1.2500001), 2501);
+  ASSERT_EQ(lidar_sweep_seek(&p, 0.0, 7.0), 70000);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(sweep_pose_interpolation_kat) {
+  // lerp p0 = (0, 0, 1) -> p1 = (0.1, 0, 1) at s = 0.4 -> (0.04, 0, 1); yaw 0 -> 90 degrees at
+  // s = 0.4: local +x points to (0.809016994, 0.587785252, 0)
+  view_body_t b = {.id = 1};
+  b.at[0].pose = xform_identity();
+  b.at[0].pose.p[2] = 1.0;
+  b.at[1].pose = b.at[0].pose;
+  b.at[1].pose.p[0] = 0.1;
+  b.at[1].pose.q[0] = cos(45 * DEG);
+  b.at[1].pose.q[3] = sin(45 * DEG);
+  pose_t mount = xform_identity();
+  lidar_sweep_pose_t ps;
+  lidar_sweep_pose(&b, &mount, 0.4, &ps);
+  ASSERT_NEAR(ps.pose.p[0], 0.04, 1e-15);
+  ASSERT_NEAR(ps.pose.p[1], 0.0, 1e-15);
+  ASSERT_NEAR(ps.pose.p[2], 1.0, 1e-15);
+  double o[3] = {0, 0, 0}, x[3] = {1, 0, 0};
+  scene_ray_t r;
+  lidar_sweep_world_ray(&ps, o, x, &r);
+  ASSERT_KAT(r.dir[0], 0.809016994, 1e-8, 1e-6);
+  ASSERT_KAT(r.dir[1], 0.587785252, 1e-8, 1e-6);
+  ASSERT_NEAR(r.dir[2], 0.0, 1e-15);
+  ASSERT_NEAR(r.origin[0], 0.04, 1e-15);
+  ASSERT_NEAR(r.time, 0.4, 0.0);
+
+  // slerp(identity, Rz(90), 0.5) = Rz(45); a mount 1 m ahead swings on the arc, not the chord
+  mount.p[0] = 1.0;
+  b.at[1].pose.p[0] = 0.0;
+  lidar_sweep_pose(&b, &mount, 0.5, &ps);
+  ASSERT_KAT(ps.pose.q[0], 0.923879533, 1e-8, 1e-6);
+  ASSERT_KAT(ps.pose.q[3], 0.382683432, 1e-8, 1e-6);
+  ASSERT_NEAR(ps.pose.p[0], 0.7071067812, 1e-9);
+  ASSERT_NEAR(ps.pose.p[1], 0.7071067812, 1e-9);
+  return 0;
+}
