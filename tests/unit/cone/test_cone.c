@@ -1,0 +1,342 @@
+// SPDX-License-Identifier: MIT
+// test_cone.c: KAT-CONE and KAT-CONV of the model documentation (docs/models/cone.md): the
+// in-cone test and closest points of segments, Table 2 of Kallin's thesis in LINES mode, the
+// thesis' obstacle in both modes, and EXACT mode against analytic closest points on meshes,
+// boxes, spheres, ellipsoids, cylinders and capsules (inside the cone, on its lateral surface,
+// on a clipped edge); speed from real step times; configuration errors.
+#include <math.h>
+#include <string.h>
+
+#include "check.h"
+#include "cone/cone.h"
+
+#define DEG (M_PI / 180.0)
+#define KAT_REL 2e-8
+#define KAT_FLOOR 1e-3
+#define EXACT_TOL 1e-6
+
+static cone_shape_t shape(double fh_deg, double fv_deg, double range) {
+  cone_shape_t k = {tan(0.5 * fh_deg * DEG), tan(0.5 * fv_deg * DEG), range};
+  return k;
+}
+
+static view_object_t prim(uint32_t id, int kind, double s0, double s1, double s2) {
+  view_object_t o;
+  memset(&o, 0, sizeof(o));
+  o.id = id;
+  o.prim = kind;
+  o.size[0] = s0;
+  o.size[1] = s1;
+  o.size[2] = s2;
+  o.scale[0] = o.scale[1] = o.scale[2] = 1.0;
+  o.pose = xform_identity();
+  return o;
+}
+
+static void rotz(double angle, double q[4]) {
+  q[0] = cos(0.5 * angle);
+  q[1] = q[2] = 0.0;
+  q[3] = sin(0.5 * angle);
+}
+
+// Evaluate objects seen from a sensor at the origin (sensor frame = world).
+static cone_best_t eval(const cone_shape_t* k, const view_object_t* objs, int n, cone_mode_t mode,
+                        uint32_t lines) {
+  cone_best_t best = {0};
+  for (int i = 0; i < n; i++) {
+    cone_object_t o = {.obj = &objs[i], .pose = objs[i].pose};
+    cone_object_eval(k, &o, mode, lines, &best);
+  }
+  return best;
+}
+
+TEST(kat_cone_inside_and_angles) {
+  cone_shape_t k = shape(45, 30, 20);
+  static const double p[7][3] = {{1, 0, 0},  {7, -5, 0},   {10, 4, 0}, {10, 4.2, 0},
+                                 {10, 0, 2.6}, {21, 0, 0}, {-1, 0, 0}};
+  static const int inside[7] = {1, 0, 1, 0, 1, 0, 0};
+  for (int i = 0; i < 7; i++) {
+    ASSERT_EQ(cone_inside(&k, p[i]), inside[i]);
+  }
+  ASSERT_KAT(atan2(-5.0, 7.0) / DEG, -35.5376778, KAT_REL, KAT_FLOOR);
+  ASSERT_KAT(atan2(4.0, 10.0) / DEG, 21.8014095, KAT_REL, KAT_FLOOR);
+  ASSERT_KAT(atan2(2.6, 10.0) / DEG, 14.5742162, KAT_REL, KAT_FLOOR);
+  return 0;
+}
+
+TEST(kat_cone_closest_point_of_segments) {
+  cone_shape_t k = shape(45, 30, 20);
+  cone_best_t b = {0};
+  double a0[3] = {2, -1, 0.5}, a1[3] = {2, 1, 0.5};
+  cone_offer_segment(&k, a0, a1, 1, &b);
+  ASSERT_TRUE(b.found);
+  ASSERT_KAT(b.q[0], 2, KAT_REL, KAT_FLOOR);
+  ASSERT_KAT(b.q[1], 0, KAT_REL, KAT_FLOOR);
+  ASSERT_KAT(b.q[2], 0.5, KAT_REL, KAT_FLOOR);
+  cone_best_t c = {0};
+  double s0[3] = {3, 1, 0}, s1[3] = {5, 2, 0};
+  cone_offer_segment(&k, s0, s1, 2, &c);
+  ASSERT_KAT(c.q[0], 3, KAT_REL, KAT_FLOOR);
+  ASSERT_KAT(c.q[1], 1, KAT_REL, KAT_FLOOR);
+  // a segment beside the cone (y from 5 to 20 at x = 10, the cone reaches y = 4.14): nothing
+  cone_best_t d = {0};
+  double e0[3] = {10, 20, 0}, e1[3] = {10, 5, 0};
+  cone_offer_segment(&k, e0, e1, 3, &d);
+  ASSERT_TRUE(!d.found);
+  // a segment crossing the cone: clipped at the lateral surface, y = +-a x
+  double f0[3] = {10, 20, 0}, f1[3] = {10, -20, 0};
+  double tin, tout;
+  ASSERT_TRUE(cone_clip_segment(&k, f0, f1, &tin, &tout));
+  ASSERT_NEAR(20.0 - 40.0 * tin, 10.0 * k.a, 1e-12);
+  ASSERT_NEAR(20.0 - 40.0 * tout, -10.0 * k.a, 1e-12);
+  return 0;
+}
+
+// Table 2 of the thesis: a 1 x 1 x 1e-5 obstacle at distance 1 (face at 0.999995).
+TEST(thesis_table2_lines_mode) {
+  static const uint32_t kLines[4] = {2, 10, 100, 1000};
+  static const double kRange[4] = {1.1180295, 1.0015370, 1.0000078, 0.9999951};
+  static const double kElev[4] = {26.56517, 3.17985, 0.289372, 0.0286767};
+  static const double kThesisRange[4] = {1.118025, 1.001532, 1.000003, 0.99999};
+  cone_shape_t k = shape(90, 90, 20);
+  view_object_t box = prim(1, SCENE_PRIM_BOX, 0.5e-5, 0.5, 0.5);
+  box.pose.p[0] = 1.0;
+  for (int i = 0; i < 4; i++) {
+    cone_best_t b = eval(&k, &box, 1, CONE_MODE_LINES, kLines[i]);
+    ASSERT_TRUE(b.found);
+    double range = sqrt(b.d2);
+    ASSERT_NEAR(range, kRange[i], 1e-7);
+    // the thesis' single-precision values (1.001532 against 1.0015370 is 5.03e-6 off)
+    ASSERT_NEAR(range, kThesisRange[i], 6e-6);
+    ASSERT_NEAR(fabs(atan2(b.q[2], b.q[0])) / DEG, kElev[i], 1e-5 * kElev[i]);
+    ASSERT_NEAR(atan2(b.q[1], b.q[0]), 0.0, 1e-12);
+  }
+  // the exact mode finds the face itself
+  cone_best_t e = eval(&k, &box, 1, CONE_MODE_EXACT, 0);
+  ASSERT_NEAR(sqrt(e.d2), 0.999995, 1e-12);
+  return 0;
+}
+
+// KAT-CONV: the thesis' obstacle at (5, 0, 7) in Unity, (7, -5, 0) here, turned to face the
+// sensor: range = |(7, -5)| - half the thickness, azimuth -35.5376778 deg, in both modes.
+TEST(thesis_obstacle_both_modes) {
+  cone_shape_t k = shape(90, 60, 20);
+  view_object_t box = prim(4, SCENE_PRIM_BOX, 0.5e-5, 0.5, 0.5);
+  box.pose.p[0] = 7.0;
+  box.pose.p[1] = -5.0;
+  rotz(atan2(-5.0, 7.0), box.pose.q);
+  for (int mode = 0; mode < 2; mode++) {
+    cone_best_t b = eval(&k, &box, 1, (cone_mode_t)mode, 11);
+    ASSERT_TRUE(b.found);
+    ASSERT_EQ(b.object_id, 4);
+    ASSERT_NEAR(sqrt(b.d2), sqrt(74.0) - 0.5e-5, 1e-9);
+    ASSERT_NEAR(sqrt(b.d2), 8.60232, 5e-6);
+    ASSERT_KAT(atan2(b.q[1], b.q[0]) / DEG, -35.5376778, KAT_REL, KAT_FLOOR);
+    ASSERT_NEAR(atan2(b.q[2], b.q[0]), 0.0, 1e-12);
+  }
+  return 0;
+}
+
+// A wall y = 2 beside the boresight, as a two-triangle mesh: only its part beyond x = 2/a is
+// in the cone; the closest point is (2/a, 2, 0) on the cone's lateral surface.
+TEST(exact_mesh_wall_on_the_lateral_surface) {
+  cone_shape_t k = shape(45, 30, 20);
+  static const float kV[12] = {0, 2, -5, 30, 2, -5, 30, 2, 5, 0, 2, 5};
+  static const uint32_t kI[6] = {0, 1, 2, 0, 2, 3};
+  view_object_t wall = prim(7, 0, 0, 0, 0);
+  wall.vertices = kV;
+  wall.nvertex = 4;
+  wall.indices = kI;
+  wall.ntriangle = 2;
+  cone_best_t b = eval(&k, &wall, 1, CONE_MODE_EXACT, 0);
+  ASSERT_TRUE(b.found);
+  double x = 2.0 / k.a;
+  ASSERT_NEAR(b.q[0], x, EXACT_TOL);
+  ASSERT_NEAR(b.q[1], 2.0, EXACT_TOL);
+  ASSERT_NEAR(b.q[2], 0.0, EXACT_TOL);
+  ASSERT_NEAR(sqrt(b.d2), sqrt(x * x + 4.0), EXACT_TOL);
+  // the line method with few lines is farther away
+  cone_best_t l = eval(&k, &wall, 1, CONE_MODE_LINES, 4);
+  ASSERT_TRUE(l.found);
+  ASSERT_TRUE(sqrt(l.d2) >= sqrt(b.d2) - 1e-12);
+  // the same wall cut at z >= 0.5: the closest point is on that edge, at the cone surface
+  static const float kV2[12] = {0, 2, 0.5f, 30, 2, 0.5f, 30, 2, 5, 0, 2, 5};
+  wall.vertices = kV2;
+  b = eval(&k, &wall, 1, CONE_MODE_EXACT, 0);
+  double x2 = sqrt(pow(2.0 / k.a, 2) + pow(0.5 / k.b, 2));
+  ASSERT_NEAR(b.q[0], x2, EXACT_TOL);
+  ASSERT_NEAR(b.q[2], 0.5, EXACT_TOL);
+  return 0;
+}
+
+// Entry distance of the ray along unit d into the sphere (c, r).
+static double ray_sphere(const double d[3], const double c[3], double r) {
+  double cd = c[0] * d[0] + c[1] * d[1] + c[2] * d[2];
+  double cc = c[0] * c[0] + c[1] * c[1] + c[2] * c[2];
+  return cd - sqrt(r * r - (cc - cd * cd));
+}
+
+TEST(exact_sphere_inside_and_on_the_lateral_surface) {
+  cone_shape_t k = shape(45, 30, 20);
+  view_object_t s = prim(2, SCENE_PRIM_SPHERE, 1.0, 0, 0);
+  s.pose.p[0] = 10.0;
+  s.pose.p[2] = 0.5;
+  cone_best_t b = eval(&k, &s, 1, CONE_MODE_EXACT, 0);
+  double cn = sqrt(100.25);
+  ASSERT_NEAR(sqrt(b.d2), cn - 1.0, EXACT_TOL);
+  // beside the cone: centre at azimuth 30.96 deg, radius 2: the closest point lies on the
+  // generatrix at azimuth +22.5 deg in the plane z = 0
+  s.size[0] = 2.0;
+  s.pose.p[1] = 6.0;
+  s.pose.p[2] = 0.0;
+  b = eval(&k, &s, 1, CONE_MODE_EXACT, 0);
+  ASSERT_TRUE(b.found);
+  double d[3] = {cos(22.5 * DEG), sin(22.5 * DEG), 0};
+  double t = ray_sphere(d, s.pose.p, 2.0);
+  ASSERT_NEAR(sqrt(b.d2), t, EXACT_TOL);
+  ASSERT_NEAR(b.q[2], 0.0, EXACT_TOL);
+  ASSERT_NEAR(atan2(b.q[1], b.q[0]) / DEG, 22.5, 1e-6);
+  return 0;
+}
+
+TEST(exact_ellipsoid_cylinder_capsule) {
+  cone_shape_t k = shape(45, 30, 20);
+  // a unit sphere scaled (2, 1, 1) at x = 10: an ellipsoid whose closest point is (8, 0, 0)
+  view_object_t e = prim(3, SCENE_PRIM_SPHERE, 1.0, 0, 0);
+  e.scale[0] = 2.0;
+  e.pose.p[0] = 10.0;
+  cone_best_t b = eval(&k, &e, 1, CONE_MODE_EXACT, 0);
+  ASSERT_NEAR(sqrt(b.d2), 8.0, EXACT_TOL);
+  // an upright cylinder (radius 1, half length 3) at x = 10: (9, 0, 0)
+  view_object_t c = prim(5, SCENE_PRIM_CYLINDER, 1.0, 3.0, 0);
+  c.pose.p[0] = 10.0;
+  b = eval(&k, &c, 1, CONE_MODE_EXACT, 0);
+  ASSERT_NEAR(sqrt(b.d2), 9.0, EXACT_TOL);
+  // the same cylinder lying across the boresight (axis along y) and seen end-on from above
+  c.pose.p[2] = 1.5;
+  c.pose.q[0] = cos(M_PI / 4);
+  c.pose.q[1] = sin(M_PI / 4);
+  b = eval(&k, &c, 1, CONE_MODE_EXACT, 0);
+  // the point of the cylinder closest to the sensor: on the axis' closest approach, r = 1 in
+  // the direction of the sensor
+  ASSERT_NEAR(sqrt(b.d2), sqrt(100.0 + 2.25) - 1.0, EXACT_TOL);
+  // a capsule beside the cone: its cross-section z = 0 is a circle of radius 1 at (10, 5)
+  view_object_t p = prim(6, SCENE_PRIM_CAPSULE, 1.0, 2.0, 0);
+  p.pose.p[0] = 10.0;
+  p.pose.p[1] = 5.0;
+  b = eval(&k, &p, 1, CONE_MODE_EXACT, 0);
+  ASSERT_TRUE(b.found);
+  double d[3] = {cos(22.5 * DEG), sin(22.5 * DEG), 0};
+  double t = ray_sphere(d, p.pose.p, 1.0);
+  ASSERT_NEAR(sqrt(b.d2), t, EXACT_TOL);
+  // nothing in the cone: a sphere behind the sensor and one beyond the range
+  view_object_t far[2] = {prim(8, SCENE_PRIM_SPHERE, 1.0, 0, 0), prim(9, SCENE_PRIM_SPHERE, 1.0, 0, 0)};
+  far[0].pose.p[0] = -5.0;
+  far[1].pose.p[0] = 25.0;
+  b = eval(&k, far, 2, CONE_MODE_EXACT, 0);
+  ASSERT_TRUE(!b.found);
+  b = eval(&k, far, 2, CONE_MODE_LINES, 10);
+  ASSERT_TRUE(!b.found);
+  return 0;
+}
+
+TEST(exact_picks_the_nearest_object) {
+  cone_shape_t k = shape(45, 30, 20);
+  view_object_t objs[3] = {prim(1, SCENE_PRIM_BOX, 0.5, 0.5, 0.5),
+                           prim(2, SCENE_PRIM_SPHERE, 0.5, 0, 0),
+                           prim(3, SCENE_PRIM_PLANE, 0, 0, 0)};
+  objs[0].pose.p[0] = 6.0;
+  objs[1].pose.p[0] = 4.0;
+  objs[1].pose.p[1] = 0.3;
+  // a floor 2 m below, unbounded: the closest visible point is where the lower cone surface
+  // meets it, at x = 2 / b
+  objs[2].pose.p[2] = -2.0;
+  cone_best_t b = eval(&k, objs, 3, CONE_MODE_EXACT, 0);
+  double floor_x = 2.0 / k.b;
+  double sphere = sqrt(16.0 + 0.09) - 0.5;
+  ASSERT_TRUE(sphere < sqrt(floor_x * floor_x + 4.0));
+  ASSERT_EQ(b.object_id, 2);
+  ASSERT_NEAR(sqrt(b.d2), sphere, EXACT_TOL);
+  b = eval(&k, &objs[2], 1, CONE_MODE_EXACT, 0);
+  ASSERT_EQ(b.object_id, 3);
+  ASSERT_NEAR(sqrt(b.d2), sqrt(floor_x * floor_x + 4.0), EXACT_TOL);
+  return 0;
+}
+
+// The sensor over step views: the reading, the point in the world, speed from real step times.
+TEST(sensor_reading_and_speed) {
+  cone_config_t c;
+  cone_config_default(&c);
+  sensor_t s;
+  err_msg_t msg;
+  ASSERT_OK(cone_create(&c, &s, &msg));
+  view_object_t ball = prim(11, SCENE_PRIM_SPHERE, 1.0, 0, 0);
+  view_body_t body = {.id = 1};
+  body.at[0].pose = body.at[1].pose = xform_identity();
+  body.at[0].pose.p[1] = body.at[1].pose.p[1] = 2.0;   // the sensor's body, 2 m along y
+  step_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.bodies = &body;
+  v.nbody = 1;
+  v.objects = &ball;
+  v.nobject = 1;
+  sensor_ctx_t ctx = {.id = 5, .body_id = 1, .mount = xform_identity()};
+  sensor_out_t out = {0};
+  double times[3] = {1.0, 1.02, 1.05};
+  double xs[3] = {10.0, 9.9, 9.75};     // the ball approaches at 5 m/s
+  for (int i = 0; i < 3; i++) {
+    v.t0 = i ? times[i - 1] : times[0];
+    v.t1 = times[i];
+    v.step = (uint64_t)i + 1;
+    ball.pose.p[0] = xs[i];
+    ball.pose.p[1] = 2.0;
+    sensor_out_clear(&out);
+    ASSERT_OK(s.ops->step(s.self, &ctx, &v, &out, &msg));
+    ASSERT_EQ(out.n, 1);
+    const sensor_cone_t* r = &out.rec[0].u.cone;
+    ASSERT_TRUE(r->detected);
+    ASSERT_EQ(r->object_id, 11);
+    ASSERT_NEAR(r->range, xs[i] - 1.0, EXACT_TOL);
+    ASSERT_NEAR(r->point[0], xs[i] - 1.0, EXACT_TOL);
+    ASSERT_NEAR(r->point[1], 2.0, EXACT_TOL);
+    ASSERT_EQ(r->has_speed, i > 0);
+    if (i > 0) {
+      ASSERT_NEAR(r->speed, 5.0, 1e-6);
+    }
+  }
+  // out of range: not detected, and no speed at the next detection
+  v.t0 = v.t1;
+  v.t1 = 1.1;
+  v.step = 4;
+  ball.pose.p[0] = 30.0;
+  sensor_out_clear(&out);
+  ASSERT_OK(s.ops->step(s.self, &ctx, &v, &out, &msg));
+  ASSERT_TRUE(!out.rec[0].u.cone.detected);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(bad_configurations_name_the_field) {
+  cone_config_t c;
+  sensor_t s;
+  err_msg_t msg;
+  cone_config_default(&c);
+  c.fov_horizontal = M_PI;
+  ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cone.fov_horizontal");
+  cone_config_default(&c);
+  c.fov_vertical = 0;
+  ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cone.fov_vertical");
+  cone_config_default(&c);
+  c.range = -1;
+  ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cone.range");
+  cone_config_default(&c);
+  c.mode = CONE_MODE_LINES;
+  c.lines_per_face = 1;
+  ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cone.lines_per_face");
+  return 0;
+}
