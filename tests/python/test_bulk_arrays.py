@@ -1,0 +1,318 @@
+# SPDX-License-Identifier: MIT
+"""Bulk arrays as little-endian bytes (Raycast *_bytes, UpdateState *_bytes,
+RaycastResult.hits_bytes) against the packed repeated fields: the same rays and states give the
+same hits bit for bit, a request is answered in the form it used, both forms of one array or a
+length that is not whole records are refused naming the field and change nothing. Truth is
+analytic: rays against a sphere of radius 2 traced in float64 here."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import sensim
+from sensim import errors, pb
+
+RADIUS = 2.0
+TOL = 1e-5  # the daemon traces in float32
+
+
+def _sphere_scene(c: sensim.Client, body: int = 0) -> None:
+    """Sphere geometry 1 of radius 2 as object 5 (label 23), on `body` when given."""
+    c.create_primitive(1, "sphere", radius=RADIUS)
+    if body:
+        c.create_body(body)
+    c.create_object(5, geometry_id=1, body_id=body, label=23)
+
+
+def _rays(n: int, seed: int = 7) -> tuple[np.ndarray, np.ndarray]:
+    """Rays from points 10 m from the origin towards points within 3 m of it: some hit the
+    sphere, some miss."""
+    rng = np.random.default_rng(seed)
+    o = rng.normal(size=(n, 3))
+    o *= 10.0 / np.linalg.norm(o, axis=1, keepdims=True)
+    target = rng.uniform(-3.0, 3.0, size=(n, 3))
+    d = target - o
+    return o, d
+
+
+def _sphere_truth(o: np.ndarray, d: np.ndarray, centre=(0.0, 0.0, 0.0)):
+    """Distance (inf on a miss) and outward normal of the first hit on the sphere."""
+    u = d / np.linalg.norm(d, axis=1, keepdims=True)
+    oc = o - np.asarray(centre)
+    b = np.sum(oc * u, axis=1)
+    disc = b * b - (np.sum(oc * oc, axis=1) - RADIUS * RADIUS)
+    t = np.where(disc >= 0, -b - np.sqrt(np.maximum(disc, 0.0)), np.inf)
+    t = np.where(t > 0, t, np.inf)
+    p = oc + u * np.where(np.isfinite(t), t, 0.0)[:, None]
+    n = np.where(np.isfinite(t)[:, None], p / RADIUS, 0.0)
+    return t, n
+
+
+def _call(c: sensim.Client, body: str, msg, check: bool = True):
+    env = c.wait_reply(c.send_request(body, msg), check=check)
+    return env
+
+
+def _packed_raycast(c, o, d, times=None):
+    msg = pb.Raycast()
+    msg.origins.extend(o.reshape(-1).tolist())
+    msg.directions.extend(d.reshape(-1).tolist())
+    if times is not None:
+        msg.times.extend(np.asarray(times, dtype=float).tolist())
+    return _call(c, "raycast", msg).raycast_result
+
+
+def _bytes_raycast(c, o, d, times=None):
+    msg = pb.Raycast(origins_bytes=np.asarray(o, "<f8").tobytes(),
+                     directions_bytes=np.asarray(d, "<f8").tobytes())
+    if times is not None:
+        msg.times_bytes = np.asarray(times, "<f8").tobytes()
+    return _call(c, "raycast", msg).raycast_result
+
+
+def _records_of_arrays(r, n: int) -> np.ndarray:
+    """The four arrays of the packed form as hits_bytes records (reserved bytes zero)."""
+    out = np.zeros(n, dtype=sensim.RAYCAST_DTYPE)
+    out["distances"] = np.asarray(r.distances, dtype="<f8")
+    out["normals"] = np.asarray(r.normals, dtype="<f8").reshape(n, 3)
+    out["object_ids"] = np.asarray(r.object_ids, dtype="<u4")
+    out["labels"] = np.asarray(r.labels, dtype="<u4")
+    return out
+
+
+def test_raycast_forms_give_identical_hits_that_match_the_sphere(sensimd):
+    n = 2000
+    o, d = _rays(n)
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        packed = _packed_raycast(c, o, d)
+        raw = _bytes_raycast(c, o, d)
+        hits = c.raycast(o, d)
+
+    # each form answers in its own form
+    assert not packed.HasField("hits_bytes") and len(packed.distances) == n
+    assert raw.HasField("hits_bytes") and len(raw.distances) == 0 and len(raw.normals) == 0
+    assert len(raw.object_ids) == 0 and len(raw.labels) == 0
+    assert len(raw.hits_bytes) == 48 * n
+
+    # bit for bit: the packed arrays, the raw records and the client's record array
+    from_arrays = _records_of_arrays(packed, n).tobytes()
+    assert raw.hits_bytes == from_arrays
+    assert np.asarray(hits).tobytes() == from_arrays
+
+    # against the analytic sphere
+    want_t, want_n = _sphere_truth(o, d)
+    hit = np.isfinite(want_t)
+    assert 0.2 * n < hit.sum() < 0.8 * n
+    assert np.array_equal(np.isfinite(hits.distances), hit)
+    np.testing.assert_allclose(hits.distances[hit], want_t[hit], rtol=0, atol=TOL)
+    np.testing.assert_allclose(hits.normals[hit], want_n[hit], rtol=0, atol=TOL)
+    assert np.all(hits.object_ids[hit] == 5) and np.all(hits.labels[hit] == 23)
+    assert np.all(hits.object_ids[~hit] == 0) and np.all(hits.normals[~hit] == 0)
+    assert np.all(np.isposinf(hits.distances[~hit]))
+
+
+def test_client_raycast_reads_the_records_in_place(sensimd):
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        hits = c.raycast([[-10.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]])
+        none = c.raycast(np.zeros((0, 3)), np.zeros((0, 3)))
+    assert sensim.RAYCAST_DTYPE.itemsize == 48
+    assert hits.dtype == sensim.RAYCAST_DTYPE and len(hits) == 1
+    assert hits.distances[0] == pytest.approx(8.0, abs=TOL)
+    assert tuple(hits.normals[0]) == pytest.approx((-1.0, 0.0, 0.0), abs=TOL)
+    assert (hits.object_ids[0], hits.labels[0]) == (5, 23)
+    assert not hits.flags.writeable  # a view of the reply; copy to change it
+    mine = hits.copy()
+    mine.distances[0] = 1.0
+    assert mine.distances[0] == 1.0
+    assert len(none) == 0 and none.dtype == sensim.RAYCAST_DTYPE
+
+
+def test_one_array_in_bytes_form_is_answered_with_records(sensimd):
+    o, d = _rays(50, seed=3)
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        msg = pb.Raycast(directions_bytes=d.astype("<f8").tobytes())
+        msg.origins.extend(o.reshape(-1).tolist())
+        mixed = _call(c, "raycast", msg).raycast_result
+        packed = _packed_raycast(c, o, d)
+    assert len(mixed.distances) == 0
+    assert mixed.hits_bytes == _records_of_arrays(packed, 50).tobytes()
+
+
+def test_raycast_times_in_bytes_form_select_the_instant(sensimd):
+    # body 2 carries the sphere from x = 0 at t = 1 to x = 4 at t = 3
+    o = np.array([[-10.0, 0.0, 0.0]] * 3)
+    d = np.array([[1.0, 0.0, 0.0]] * 3)
+    times = np.array([1.5, 2.0, 3.0])
+    with sensimd.client() as c:
+        _sphere_scene(c, body=2)
+        c.update_state(1.0, [2], [[0, 0, 0, 0, 0, 0, 1]])
+        c.step(1.0)
+        c.update_state(3.0, [2], [[4, 0, 0, 0, 0, 0, 1]])
+        by_bytes = c.raycast(o, d, times=times)
+        packed = _packed_raycast(c, o, d, times=times)
+    centre_x = 2.0 * (times - 1.0)
+    np.testing.assert_allclose(by_bytes.distances, 10.0 + centre_x - RADIUS, rtol=0, atol=TOL)
+    assert np.asarray(by_bytes).tobytes() == _records_of_arrays(packed, 3).tobytes()
+
+
+def _update(c, form: str, time: float, ids, poses, vels=None, jids=(), jpos=()):
+    """UpdateState in the packed or the bytes form, sent as it is."""
+    msg = pb.UpdateState(time=time)
+    ids = np.asarray(ids, dtype="<u4")
+    poses = np.asarray(poses, dtype="<f8").reshape(-1)
+    if form == "packed":
+        msg.body_ids.extend(ids.tolist())
+        msg.body_poses.extend(poses.tolist())
+        if vels is not None:
+            msg.body_velocities.extend(np.asarray(vels, dtype=float).reshape(-1).tolist())
+        msg.joint_ids.extend(list(jids))
+        msg.joint_positions.extend(list(jpos))
+    else:
+        msg.body_ids_bytes = ids.tobytes()
+        msg.body_poses_bytes = poses.tobytes()
+        if vels is not None:
+            msg.body_velocities_bytes = np.asarray(vels, dtype="<f8").tobytes()
+        if len(jids):
+            msg.joint_ids_bytes = np.asarray(jids, dtype="<u4").tobytes()
+            msg.joint_positions_bytes = np.asarray(jpos, dtype="<f8").tobytes()
+    _call(c, "update_state", msg)
+
+
+def test_update_state_forms_move_bodies_identically(sensimd):
+    # the same sequence of states in two environments, one per form: the sphere on body 2 is
+    # seen bit for bit alike, where the poses put it
+    q = np.array([0.1, -0.3, 0.5, 0.8])
+    q /= np.linalg.norm(q)
+    states = [(1.0, [1.0, 2.0, -0.5, *q]), (2.0, [3.0, -1.0, 0.25, 0.0, 0.0, 0.0, 1.0])]
+    o, d = _rays(500, seed=11)
+    seen = {}
+    for form in ("packed", "bytes"):
+        with sensimd.client(environment=f"state_{form}") as c:
+            _sphere_scene(c, body=2)
+            c.create_joint(7, "revolute", 0.0)
+            for t, pose in states:
+                _update(c, form, t, [2], [pose], vels=[[0.5, 0, 0, 0, 0, 0.1]], jids=[7],
+                        jpos=[0.25 * t])
+                c.step(t)
+            seen[form] = np.asarray(c.raycast(o + pose[:3], d)).tobytes()
+            info = c.get_info()
+            env = next(e for e in info.environments if e.name == f"state_{form}")
+            assert env.time == 2.0 and env.steps == 2
+    assert seen["packed"] == seen["bytes"]
+    hits = np.frombuffer(seen["bytes"], dtype=sensim.RAYCAST_DTYPE)
+    want_t, _ = _sphere_truth(o + states[-1][1][:3], d, centre=states[-1][1][:3])
+    fin = np.isfinite(want_t)
+    assert fin.sum() > 50
+    np.testing.assert_allclose(hits["distances"][fin], want_t[fin], rtol=0, atol=TOL)
+
+
+def _state_time(c) -> float | None:
+    info = c.get_info()
+    env = next(e for e in info.environments if e.name == c.environment)
+    return env.time if env.HasField("time") else None
+
+
+@pytest.mark.parametrize("fields, words", [
+    # raycast: both forms of one array
+    (dict(origins=[0.0, 0.0, 0.0], origins_bytes=bytes(24), directions_bytes=bytes(24)),
+     "raycast: origins and origins_bytes are both set"),
+    (dict(origins_bytes=bytes(24), directions=[1.0, 0.0, 0.0],
+          directions_bytes=np.array([1.0, 0, 0]).tobytes()),
+     "raycast: directions and directions_bytes are both set"),
+    (dict(origins_bytes=bytes(24), directions_bytes=np.array([1.0, 0, 0]).tobytes(),
+          times=[0.0], times_bytes=bytes(8)),
+     "raycast: times and times_bytes are both set"),
+    # raycast: lengths
+    (dict(origins_bytes=bytes(25), directions_bytes=bytes(24)),
+     "raycast: origins_bytes has 25 bytes, not a multiple of 24"),
+    (dict(origins_bytes=bytes(48), directions_bytes=bytes(23)),
+     "raycast: directions_bytes has 23 bytes, not a multiple of 24"),
+    (dict(origins_bytes=bytes(48), directions_bytes=np.array([1.0, 0, 0]).tobytes()),
+     "raycast: directions_bytes has 24 bytes, expected 48"),
+    (dict(origins_bytes=bytes(24), directions_bytes=np.array([1.0, 0, 0]).tobytes(),
+          times_bytes=bytes(4)),
+     "raycast: times_bytes has 4 bytes, not a multiple of 8"),
+    (dict(origins_bytes=bytes(48), directions_bytes=np.array([1.0, 0, 0] * 2).tobytes(),
+          times_bytes=bytes(24)),
+     "raycast: times_bytes has 24 bytes, expected 0, 8 or 16"),
+])
+def test_raycast_bulk_errors_name_the_field(sensimd, fields, words):
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        with pytest.raises(errors.InvalidArgument, match=re.escape(words)):
+            c._call("raycast", pb.Raycast(**fields))
+        # the connection and the scene are as they were
+        assert c.raycast([[-10.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]]).distances[0] == \
+            pytest.approx(8.0, abs=TOL)
+
+
+_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(body_ids=[2], body_ids_bytes=np.array([2], "<u4").tobytes(),
+          body_poses_bytes=_POSE.tobytes()),
+     "update_state: body_ids and body_ids_bytes are both set"),
+    (dict(body_ids_bytes=np.array([2], "<u4").tobytes(), body_poses=_POSE.tolist(),
+          body_poses_bytes=_POSE.tobytes()),
+     "update_state: body_poses and body_poses_bytes are both set"),
+    (dict(body_ids_bytes=np.array([2], "<u4").tobytes(), body_poses_bytes=_POSE.tobytes(),
+          body_velocities=[0.0] * 6, body_velocities_bytes=bytes(48)),
+     "update_state: body_velocities and body_velocities_bytes are both set"),
+    (dict(joint_ids=[7], joint_ids_bytes=np.array([7], "<u4").tobytes(),
+          joint_positions_bytes=bytes(8)),
+     "update_state: joint_ids and joint_ids_bytes are both set"),
+    (dict(joint_ids_bytes=np.array([7], "<u4").tobytes(), joint_positions=[0.0],
+          joint_positions_bytes=bytes(8)),
+     "update_state: joint_positions and joint_positions_bytes are both set"),
+    (dict(body_ids_bytes=bytes(5), body_poses_bytes=_POSE.tobytes()),
+     "update_state: body_ids_bytes has 5 bytes, not a multiple of 4"),
+    (dict(body_ids_bytes=np.array([2], "<u4").tobytes(), body_poses_bytes=bytes(57)),
+     "update_state: body_poses_bytes has 57 bytes, not a multiple of 56"),
+    (dict(body_ids_bytes=np.array([2], "<u4").tobytes(), body_poses_bytes=bytes(112)),
+     "update_state: body_poses_bytes has 112 bytes, expected 56 per body (1 body_ids_bytes)"),
+    (dict(body_ids_bytes=np.array([2], "<u4").tobytes(), body_poses_bytes=_POSE.tobytes(),
+          body_velocities_bytes=bytes(96)),
+     "update_state: body_velocities_bytes has 96 bytes, expected 0 or 48 per body"),
+    (dict(body_ids_bytes=np.array([2], "<u4").tobytes(), body_poses_bytes=_POSE.tobytes(),
+          body_velocities_bytes=bytes(47)),
+     "update_state: body_velocities_bytes has 47 bytes, not a multiple of 48"),
+    (dict(joint_ids_bytes=np.array([7, 7], "<u4").tobytes(), joint_positions_bytes=bytes(8)),
+     "update_state: joint_positions_bytes has 8 bytes for 2 joint_ids_bytes"),
+    (dict(joint_ids_bytes=np.array([7], "<u4").tobytes(), joint_positions_bytes=bytes(9)),
+     "update_state: joint_positions_bytes has 9 bytes, not a multiple of 8"),
+])
+def test_update_state_bulk_errors_name_the_field_and_change_nothing(sensimd, fields, words):
+    with sensimd.client() as c:
+        _sphere_scene(c, body=2)
+        c.create_joint(7, "revolute", 0.0)
+        c.update_state(1.0, [2], [_POSE])
+        with pytest.raises(errors.InvalidArgument, match=re.escape(words)):
+            c._call("update_state", pb.UpdateState(time=2.0, **fields))
+        assert _state_time(c) == 1.0
+        # a valid update at the refused time is still accepted
+        c.update_state(2.0, [2], [_POSE])
+        assert _state_time(c) == 2.0
+
+
+def test_client_update_state_sends_bytes_and_refuses_bad_ids(sensimd):
+    with sensimd.client() as c:
+        _sphere_scene(c, body=2)
+        c.update_state(1.0, np.array([2], dtype=np.uint64), [[5.0, 0, 0, 0, 0, 0, 1]],
+                       body_velocities=[[0.0] * 6])
+        c.step(1.0)
+        hits = c.raycast([[-10.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]])
+        assert hits.distances[0] == pytest.approx(13.0, abs=TOL)
+        with pytest.raises(ValueError, match="body_ids"):
+            c.update_state(2.0, [-1], [_POSE])
+        with pytest.raises(ValueError, match="body_ids"):
+            c.update_state(2.0, [2 ** 32], [_POSE])
+        with pytest.raises(ValueError, match="body_ids"):
+            c.update_state(2.0, [2.5], [_POSE])
+        assert _state_time(c) == 1.0
