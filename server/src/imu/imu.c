@@ -74,26 +74,26 @@ int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
                    c->sample_rate, IMU_MAX_RATE);
   }
   if (c->has_accelerometer) {
-    if ((rc = check_mount(&c->accelerometer_mount, "imu.accelerometer", msg)) != 0 ||
-        (rc = triax_config_check(&c->accelerometer, "imu.accelerometer", msg)) != 0) {
+    if ((rc = check_mount(&c->accelerometer_mount, "imu.accelerometer.chain", msg)) != 0 ||
+        (rc = triax_config_check(&c->accelerometer, "imu.accelerometer.chain", msg)) != 0) {
       return rc;
     }
   }
   if (c->has_gyroscope) {
-    if ((rc = check_mount(&c->gyroscope_mount, "imu.gyroscope", msg)) != 0 ||
-        (rc = triax_config_check(&c->gyroscope, "imu.gyroscope", msg)) != 0) {
+    if ((rc = check_mount(&c->gyroscope_mount, "imu.gyroscope.chain", msg)) != 0 ||
+        (rc = triax_config_check(&c->gyroscope, "imu.gyroscope.chain", msg)) != 0) {
       return rc;
     }
     for (int i = 0; i < 9; i++) {
       if (!isfinite(c->lae[i])) {
-        return err_set(msg, ERR_INVAL, "imu.gyroscope.linear_acceleration_effect[%d] = %g is not finite",
-                       i, c->lae[i]);
+        return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_matrix.m[%d] = %g is not finite", i,
+                       c->lae[i]);
       }
     }
   }
   if (c->has_magnetometer) {
-    if ((rc = check_mount(&c->magnetometer_mount, "imu.magnetometer", msg)) != 0 ||
-        (rc = triax_config_check(&c->magnetometer, "imu.magnetometer", msg)) != 0) {
+    if ((rc = check_mount(&c->magnetometer_mount, "imu.magnetometer.chain", msg)) != 0 ||
+        (rc = triax_config_check(&c->magnetometer, "imu.magnetometer.chain", msg)) != 0) {
       return rc;
     }
   }

@@ -68,7 +68,7 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
   }
   for (int i = 0; i < 9; i++) {
     if (!isfinite(c->cross[i])) {
-      return err_set(msg, ERR_INVAL, "%s.cross_axis[%d] = %g is not finite", prefix, i,
+      return err_set(msg, ERR_INVAL, "%s.cross_axis_matrix.m[%d] = %g is not finite", prefix, i,
                      c->cross[i]);
     }
   }

@@ -367,15 +367,15 @@ TEST(bad_configurations_name_the_field) {
   c.sample_rate = 0;
   c.lae[4] = NAN;
   ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
-  ASSERT_CONTAINS(msg.text, "imu.gyroscope.linear_acceleration_effect[4]");
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.lae_matrix.m[4]");
   c.lae[4] = 0;
   c.gyroscope_mount.q[0] = 0;
   ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
-  ASSERT_CONTAINS(msg.text, "imu.gyroscope.mount.orientation");
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.chain.mount.orientation");
   c.gyroscope_mount.q[0] = 1;
   c.gyroscope.spectral_density[0] = -1;
   ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
-  ASSERT_CONTAINS(msg.text, "imu.gyroscope.spectral_noise_density.x");
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.chain.spectral_noise_density.x");
   return 0;
 }
 
