@@ -12,8 +12,10 @@
 // the first state), and then makes the current state the start of the next interval. Objects
 // and sensors are interpolated between the state at t_prev and the state at t.
 //
-// Thread: one owner thread at a time. env_raycast and env_step may run on a worker thread
-// while the owner does nothing else with this environment.
+// Thread: one thread at a time (the daemon runs every call of one environment on that
+// environment's serial queue, possibly on a different executor thread each time). Different
+// environments are independent and may be used from different threads at once; their data-
+// parallel work shares the pool given to env_create, which serves several callers at once.
 #ifndef SENSIM_WORLD_ENV_H_
 #define SENSIM_WORLD_ENV_H_
 
