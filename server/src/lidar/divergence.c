@@ -9,6 +9,8 @@
 #include <math.h>
 
 #define DIVERGENCE_MAX 0.1   // rad: the half angle must be below this (a lidar beam, not a cone)
+#define DIVERGENCE_NORM 1.1565176427496656518   // 1 / (1 - e^-2)
+#define SMALL_EXPONENT 1e-3  // below: 1 - exp(-a) by expm1, which keeps its relative precision
 
 
 int lidar_divergence_init(lidar_beam_t* b, const lidar_beam_desc_t* d, const char* prefix,
@@ -55,8 +57,7 @@ double lidar_divergence_factor(const lidar_beam_t* b, double x) {
     return 1.0;
   }
 
-  // 1 / (1 - e^-2), the normalisation
-  const double norm = -1.0 / expm1(-2.0);
+  const double norm = DIVERGENCE_NORM;
   double w = lidar_divergence_width(b, x);
   double bd;
   if (!(w > 0.0)) {
@@ -67,8 +68,9 @@ double lidar_divergence_factor(const lidar_beam_t* b, double x) {
     double r = b->detector_radius;
     double rd = b->detector_offset;
 
-    // -expm1 keeps the relative precision of 1 - exp(-a) in the far field (a << 1)
-    bd = -expm1(-2.0 * r * r * inv_w2) * norm;
+    // far field (a << 1): -expm1 keeps the relative precision of 1 - exp(-a)
+    double a = 2.0 * r * r * inv_w2;
+    bd = (a < SMALL_EXPONENT ? -expm1(-a) : 1.0 - exp(-a)) * norm;
     if (rd != 0.0) {
       bd *= exp(-2.0 * rd * rd * inv_w2);
     }

@@ -42,6 +42,50 @@ int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_no
 }
 
 
+double lidar_noise_uniform(uint32_t hi, uint32_t lo) {
+  // 52 bits and a half-step offset: (bits + 0.5) is exact, so the result is never 0 or 1
+  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 12;
+  return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
+}
+
+
+double lidar_noise_normal_quantile(double u) {
+  // P. J. Acklam, "An algorithm for computing the inverse normal cumulative distribution
+  // function" (2003): a rational function of u - 1/2 in the centre, of sqrt(-2 ln u) in the
+  // tails (below 0.02425 and symmetrically above 1 - 0.02425)
+  static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                              -2.759285104469687e+02, 1.383577518672690e+02,
+                              -3.066479806614716e+01, 2.506628277459239e+00};
+  static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                              -1.556989798598866e+02, 6.680131188771972e+01,
+                              -1.328068155288572e+01};
+  static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01,
+                              -2.400758277161838e+00, -2.549732539343734e+00,
+                              4.374664141464968e+00, 2.938163982698783e+00};
+  static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01,
+                              2.445134137142996e+00, 3.754408661907416e+00};
+  const double p_low = 0.02425;
+  if (u > p_low && u < 1.0 - p_low) {
+    double q = u - 0.5;
+    double r = q * q;
+    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+  }
+  double tail = u <= p_low ? u : 1.0 - u;
+  double q = sqrt(-2.0 * log(tail));
+  double x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+             ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  return u <= p_low ? x : -x;
+}
+
+
+double lidar_noise_normal(const rng_key_t* key, uint32_t draw) {
+  uint32_t w[4];
+  rng_words(key, draw, w);
+  return lidar_noise_normal_quantile(lidar_noise_uniform(w[0], w[1]));
+}
+
+
 double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x) {
   return n->stddev_base + n->stddev_slope * x;
 }
@@ -62,7 +106,14 @@ double lidar_noise_distance(const lidar_distance_noise_t* n, const rng_key_t* ke
     return x;
   }
   double sigma = lidar_noise_distance_stddev(n, x);
-  double z = sigma == 0.0 ? 0.0 : rng_normal(key, LIDAR_DRAW_DISTANCE + k);
+  double z = 0.0;
+  if (sigma != 0.0 && k == 0) {
+    uint32_t w[4];
+    rng_words(key, LIDAR_DRAW_RAY, w);
+    z = lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]));
+  } else if (sigma != 0.0) {
+    z = lidar_noise_normal(key, LIDAR_DRAW_DISTANCE + k);
+  }
   return lidar_noise_distance_apply(n, x, z);
 }
 
@@ -130,6 +181,6 @@ void lidar_noise_angle(const lidar_angle_noise_t* n, const rng_key_t* key, const
     dest[2] = dir[2];
     return;
   }
-  double z = n->stddev == 0.0 ? 0.0 : rng_normal(key, LIDAR_DRAW_ANGLE);
+  double z = n->stddev == 0.0 ? 0.0 : lidar_noise_normal(key, LIDAR_DRAW_ANGLE);
   lidar_noise_angle_apply(n, dir, z, dest);
 }

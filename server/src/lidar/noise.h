@@ -15,11 +15,28 @@
 #include "base/rng.h"
 
 // Draw numbers of a ray's key (base/rng.h). Each purpose owns a fixed range, so adding returns
-// or segments never shifts another purpose's numbers.
-#define LIDAR_DRAW_ANGLE 0u                 // ray emission angle noise (one normal)
-#define LIDAR_DRAW_DISTANCE 1u              // distance noise of output return k: 1 + k
+// or segments never shifts another purpose's numbers. The first draw of a ray serves its two
+// most frequent needs at once (one generator call per ray in the common case): words 0-1 are
+// the uniform of the root segment's atmospheric return, words 2-3 the distance noise of the
+// first reported return.
+#define LIDAR_DRAW_ANGLE 0u                 // ray emission angle noise (words 0-1)
+#define LIDAR_DRAW_RAY 1u                   // root atmosphere (words 0-1), return 0 (words 2-3)
+#define LIDAR_DRAW_DISTANCE 1u              // distance noise of return k >= 1: draw 1 + k
 #define LIDAR_DRAW_ATMOSPHERE 512u          // segment (heap node) i: 512 + 80 i ... + 79
-#define LIDAR_DRAW_ATMOSPHERE_STRIDE 80u
+#define LIDAR_DRAW_ATMOSPHERE_STRIDE 80u    //   (root: its gamma sample only, from 513)
+
+//---------------- Random variates
+
+// Uniform in the open interval (0, 1) from two words (52 bits), never 0 or 1.
+double lidar_noise_uniform(uint32_t hi, uint32_t lo);
+
+// Standard normal quantile Phi^-1(u) for u in (0, 1): P. J. Acklam's rational approximation
+// (relative error below 1.2e-9), so one uniform gives one normal without a log or a cosine in
+// 95 % of the draws.
+double lidar_noise_normal_quantile(double u);
+
+// A standard normal from draw `draw` of key (words 0-1).
+double lidar_noise_normal(const rng_key_t* key, uint32_t draw);
 
 //---------------- Detection distance noise
 
@@ -46,8 +63,9 @@ double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x);
 // x' = max(x + mu + sigma(x) * z, 0) for a standard normal sample z (injectable for tests).
 double lidar_noise_distance_apply(const lidar_distance_noise_t* n, double x, double z);
 
-// The same with z drawn from `key`, draw LIDAR_DRAW_DISTANCE + k (k = output return slot).
-// Returns x unchanged (no draw) when the noise is disabled.
+// The same with z drawn from `key` for output return slot k: words 2-3 of LIDAR_DRAW_RAY for
+// k = 0, draw LIDAR_DRAW_DISTANCE + k otherwise. Returns x unchanged (no draw) when the noise is
+// disabled, x + mu when sigma(x) = 0.
 double lidar_noise_distance(const lidar_distance_noise_t* n, const rng_key_t* key, uint32_t k,
                             double x);
 

@@ -157,6 +157,15 @@ static void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lidar_retur
 uint32_t lidar_returns_select(const lidar_returns_t* p, lidar_candidate_t* c, uint32_t nc,
                               lidar_return_t* out) {
   // range and detection threshold
+  // one candidate (the common case): every mode reports it
+  if (nc == 1) {
+    if (c[0].distance >= p->range_min && c[0].distance <= p->range_max &&
+        c[0].intensity > p->intensity_threshold) {
+      emit(c, 0, 1, out);
+      return 1;
+    }
+    return 0;
+  }
   uint32_t n = 0;
   for (uint32_t i = 0; i < nc; i++) {
     if (c[i].distance >= p->range_min && c[i].distance <= p->range_max &&
@@ -257,6 +266,8 @@ typedef struct ray_ctx {
   const step_view_t* v;
   rng_key_t key;
   double time;                          // fraction of the step
+  uint32_t block[4];                    // words of draw LIDAR_DRAW_RAY (when has_block)
+  int has_block;
   seg_t* nodes;                         // MAX_NODES (NULL for depth 1)
   lidar_candidate_t* cand;
   uint32_t ncand;
@@ -265,6 +276,16 @@ typedef struct ray_ctx {
 
 static double dot3(const double a[3], const double b[3]) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
+}
+
+
+// The words of the ray's first draw (computed once, on first use).
+static const uint32_t* ray_block(ray_ctx_t* r) {
+  if (!r->has_block) {
+    rng_words(&r->key, LIDAR_DRAW_RAY, r->block);
+    r->has_block = 1;
+  }
+  return r->block;
 }
 
 
@@ -341,15 +362,23 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   double dx = n_amb * length;
   double x1 = s->x0 + dx;
 
-  // atmospheric return of the segment
-  double xa;
-  if (med->return_scaling > 0.0 &&
-      atmosphere_sample(med, dx, &r->key,
-                        LIDAR_DRAW_ATMOSPHERE + i * LIDAR_DRAW_ATMOSPHERE_STRIDE, &xa)) {
-    double x = s->x0 + xa;
-    double tau = path_power(p, atmosphere_transmittance(med->attenuation, xa));
-    double bd = lidar_divergence_factor(&p->beam, x);
-    add_candidate(r, i, x, s->weight * tau * med->backscatter * bd, NULL);
+  // atmospheric return of the segment (the root's uniform comes with the ray's first draw)
+  if (med->return_scaling > 0.0) {
+    uint32_t draw = LIDAR_DRAW_ATMOSPHERE + i * LIDAR_DRAW_ATMOSPHERE_STRIDE;
+    double u;
+    if (i == 0) {
+      const uint32_t* w = ray_block(r);
+      u = lidar_noise_uniform(w[0], w[1]);
+    } else {
+      u = rng_uniform(&r->key, draw);
+    }
+    double xa;
+    if (atmosphere_sample(med, dx, u, &r->key, draw + 1, &xa)) {
+      double x = s->x0 + xa;
+      double tau = path_power(p, atmosphere_transmittance(med->attenuation, xa));
+      double bd = lidar_divergence_factor(&p->beam, x);
+      add_candidate(r, i, x, s->weight * tau * med->backscatter * bd, NULL);
+    }
   }
   if (!is_hit) {
     return;
@@ -506,6 +535,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
           .key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame,
                   .index = b->ray_index[i]},
           .time = rays[j].time,
+          .has_block = 0,
           .nodes = deep ? nodes : NULL,
           .cand = cand,
           .ncand = 0,
@@ -533,11 +563,19 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
         trace_deeper(&r);
       }
 
-      // selection, then the detection distance noise of each reported return
+      // selection, then the detection distance noise of each reported return (the first one's
+      // normal from the ray's first draw, as lidar_noise_distance does)
       lidar_return_t* o = &out[i * maxr];
       uint32_t k = lidar_returns_select(p, cand, r.ncand, o);
-      for (uint32_t q = 0; q < k; q++) {
-        o[q].distance = lidar_noise_distance(&p->distance_noise, &r.key, q, o[q].distance);
+      const lidar_distance_noise_t* dn = &p->distance_noise;
+      for (uint32_t q = 0; dn->enabled && q < k; q++) {
+        double z = 0.0;
+        if (lidar_noise_distance_stddev(dn, o[q].distance) != 0.0) {
+          const uint32_t* w = ray_block(&r);
+          z = q == 0 ? lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]))
+                     : lidar_noise_normal(&r.key, LIDAR_DRAW_DISTANCE + q);
+        }
+        o[q].distance = lidar_noise_distance_apply(dn, o[q].distance, z);
       }
       nret[i] = (uint8_t)k;
     }

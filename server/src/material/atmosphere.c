@@ -103,14 +103,14 @@ double atmosphere_return_probability(const ambient_material_t* m, double length)
 }
 
 
-int atmosphere_sample(const ambient_material_t* m, double length, const rng_key_t* key,
-                      uint32_t draw, double* out_offset) {
+int atmosphere_sample(const ambient_material_t* m, double length, double u, const rng_key_t* key,
+                      uint32_t gamma_draw, double* out_offset) {
   // a return happens with probability s; its distance is Gamma distributed and must fall
   // inside the segment: exactly s F(length), and the Gamma law truncated to [0, length)
-  if (!(m->return_scaling > 0.0) || rng_uniform(key, draw) >= m->return_scaling) {
+  if (!(u < m->return_scaling)) {
     return 0;
   }
-  double xa = rng_gamma(key, draw + 1, m->gamma_shape, m->gamma_scale);
+  double xa = rng_gamma(key, gamma_draw, m->gamma_shape, m->gamma_scale);
   if (!(xa < length)) {
     return 0;
   }

@@ -30,11 +30,11 @@ double atmosphere_gamma_cdf(double x, double k, double theta);
 // atmospheric return.
 double atmosphere_return_probability(const ambient_material_t* m, double length);
 
-// Draw the atmospheric return of one segment of optical path length `length`: with
-// probability s a Gamma(k, theta) distance xa, kept when xa < length. Returns 1 and writes the
-// offset from the segment start to *out_offset, or 0 (no return). Uses draw `draw` (the
-// uniform) and the draws from draw + 1 on (rng_gamma: at most 64).
-int atmosphere_sample(const ambient_material_t* m, double length, const rng_key_t* key,
-                      uint32_t draw, double* out_offset);
+// Draw the atmospheric return of one segment of optical path length `length`: when the uniform
+// u in (0, 1) is below s, a Gamma(k, theta) distance xa (base/rng.h draws from `gamma_draw` on,
+// at most 64), kept when xa < length. Returns 1 and writes the offset from the segment start to
+// *out_offset, or 0 (no return; no draw made when u >= s).
+int atmosphere_sample(const ambient_material_t* m, double length, double u, const rng_key_t* key,
+                      uint32_t gamma_draw, double* out_offset);
 
 #endif  // SENSIM_MATERIAL_ATMOSPHERE_H_

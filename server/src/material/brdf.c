@@ -220,7 +220,10 @@ brdf_backscatter_parts_t brdf_backscatter_parts(const surface_material_t* m, dou
 
 double brdf_backscatter(const surface_material_t* m, double n1, double cos_theta) {
   if (m->kind == MATERIAL_LAMBERTIAN) {
-    return cos_theta > BRDF_EPS_COS ? m->reflectance / M_PI * fmin(cos_theta, 1.0) : 0.0;
+    if (!(cos_theta > BRDF_EPS_COS)) {
+      return 0.0;
+    }
+    return m->reflectance / M_PI * (cos_theta < 1.0 ? cos_theta : 1.0);
   }
   return brdf_backscatter_parts(m, n1, cos_theta).total;
 }

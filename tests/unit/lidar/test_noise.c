@@ -16,6 +16,36 @@ static lidar_distance_noise_t distance_noise(double base, double slope, double m
 }
 
 
+TEST(noise_normal_quantile_known_values) {
+  // Phi^-1 at probabilities with known quantiles (centre, both tails, the region boundaries)
+  static const double k[][2] = {
+      {0.5, 0.0},
+      {0.8413447460685429, 1.0},
+      {0.975, 1.959963984540054},
+      {0.03, -1.880793608151251},
+      {0.02, -2.053748910631823},
+      {0.001, -3.090232306167813},
+      {1e-10, -6.361340902404056},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+    ASSERT_NEAR(lidar_noise_normal_quantile(k[i][0]), k[i][1], 1.2e-9 * fabs(k[i][1]) + 1e-12);
+    if (k[i][0] > 1e-6) {  // 1 - 1e-10 is not exact in double
+      ASSERT_NEAR(lidar_noise_normal_quantile(1.0 - k[i][0]), -k[i][1],
+                  1.2e-9 * fabs(k[i][1]) + 1e-12);
+    }
+  }
+
+  // monotonic across the region boundaries
+  ASSERT_TRUE(lidar_noise_normal_quantile(0.02425) < lidar_noise_normal_quantile(0.0242501));
+  ASSERT_TRUE(lidar_noise_normal_quantile(0.9757499) < lidar_noise_normal_quantile(0.97575));
+
+  // the open unit interval from two words
+  ASSERT_TRUE(lidar_noise_uniform(0, 0) > 0.0);
+  ASSERT_TRUE(lidar_noise_uniform(0xffffffffu, 0xffffffffu) < 1.0);
+  return 0;
+}
+
+
 TEST(noise_distance_sigma_known_answers) {
   lidar_distance_noise_t n = distance_noise(0.01, 0.001, 0.0);
   ASSERT_NEAR(lidar_noise_distance_stddev(&n, 0.0), 0.01, 1e-15);

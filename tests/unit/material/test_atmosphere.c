@@ -91,7 +91,7 @@ TEST(atmosphere_sampling_statistics) {
   for (int i = 0; i < n; i++) {
     rng_key_t key = {.seed = 7, .stream = 3, .frame = 11, .index = (uint64_t)i};
     double xa;
-    if (atmosphere_sample(&fog, 5.0, &key, 100, &xa)) {
+    if (atmosphere_sample(&fog, 5.0, rng_uniform(&key, 100), &key, 101, &xa)) {
       ASSERT_TRUE(xa >= 0.0 && xa < 5.0);
       hits++;
       sum += xa;
@@ -113,7 +113,7 @@ TEST(atmosphere_sampling_statistics) {
   for (int i = 0; i < n; i++) {
     rng_key_t key = {.seed = 9, .stream = 1, .frame = 2, .index = (uint64_t)i};
     double xa;
-    if (atmosphere_sample(&fog, INFINITY, &key, 0, &xa)) {
+    if (atmosphere_sample(&fog, INFINITY, rng_uniform(&key, 0), &key, 1, &xa)) {
       m++;
       sum += xa;
       s2 += xa * xa;
@@ -124,11 +124,11 @@ TEST(atmosphere_sampling_statistics) {
   ASSERT_NEAR(mean, 4.94, 4 * 1.60274764 / sqrt(m));
   ASSERT_NEAR(sqrt(s2 / m - mean * mean), 1.60274764, 0.02);
 
-  // s = 0: never, without drawing
+  // s = 0: never
   fog.return_scaling = 0.0;
   rng_key_t key = {.seed = 1};
   double xa = -1.0;
-  ASSERT_EQ(atmosphere_sample(&fog, INFINITY, &key, 0, &xa), 0);
+  ASSERT_EQ(atmosphere_sample(&fog, INFINITY, 1e-300, &key, 0, &xa), 0);
   ASSERT_TRUE(xa == -1.0);
   return 0;
 }
