@@ -29,6 +29,7 @@
 #define BATCH_RAYS 64          // primary rays traced per scene_trace call
 #define MAX_NODES ((1u << LIDAR_MAX_DEPTH) - 1u)
 #define MAX_CANDIDATES (2u * MAX_NODES)
+#define NODE_BUDGET 256        // heap nodes of one chunk of rays (>= MAX_NODES)
 #define NO_NODE 0xffffu
 
 // Offset of a secondary segment's origin from the hit, along the normal: 1e-6 m, grown with the
@@ -268,7 +269,7 @@ typedef struct ray_ctx {
   double time;                          // fraction of the step
   uint32_t block[4];                    // words of draw LIDAR_DRAW_RAY (when has_block)
   int has_block;
-  seg_t* nodes;                         // MAX_NODES (NULL for depth 1)
+  seg_t* nodes;                         // 2^D - 1 heap nodes
   lidar_candidate_t* cand;
   uint32_t ncand;
 } ray_ctx_t;
@@ -467,40 +468,18 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
 }
 
 
-// Trace the deeper levels of one ray whose root (node 0) has been evaluated.
-static void trace_deeper(ray_ctx_t* r) {
-  scene_ray_t rays[1u << (LIDAR_MAX_DEPTH - 1)];
-  scene_hit_t hits[1u << (LIDAR_MAX_DEPTH - 1)];
-  uint32_t idx[1u << (LIDAR_MAX_DEPTH - 1)];
-  for (uint32_t level = 1; level < r->p->depth; level++) {
-    // the valid nodes of this level, traced together
-    uint32_t first = (1u << level) - 1u;
-    uint32_t last = (1u << (level + 1)) - 1u;
-    uint32_t n = 0;
-    for (uint32_t i = first; i < last; i++) {
-      const seg_t* s = &r->nodes[i];
-      if (!s->valid) {
-        continue;
-      }
-      double tmax = remaining_length(r->p, s->x0, s->medium->refractive_index);
-      if (!(tmax > 0.0)) {
-        continue;
-      }
-      scene_ray_t* ray = &rays[n];
-      memcpy(ray->origin, s->origin, sizeof ray->origin);
-      memcpy(ray->dir, s->dir, sizeof ray->dir);
-      ray->tmax = tmax;
-      ray->time = r->time;
-      idx[n++] = i;
+// Apply the detection distance noise to the k returns of a ray (the first one's normal from
+// the ray's first draw, as lidar_noise_distance does).
+static void add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t* o, uint32_t k) {
+  const lidar_distance_noise_t* dn = &p->distance_noise;
+  for (uint32_t q = 0; dn->enabled && q < k; q++) {
+    double z = 0.0;
+    if (lidar_noise_distance_stddev(dn, o[q].distance) != 0.0) {
+      const uint32_t* w = ray_block(r);
+      z = q == 0 ? lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]))
+                 : lidar_noise_normal(&r->key, LIDAR_DRAW_DISTANCE + q);
     }
-    if (n == 0) {
-      return;
-    }
-    scene_trace(r->v->scene, rays, hits, n);
-    int children = level + 1 < r->p->depth;
-    for (uint32_t k = 0; k < n; k++) {
-      eval_node(r, idx[k], &r->nodes[idx[k]], &hits[k], children);
-    }
+    o[q].distance = lidar_noise_distance_apply(dn, o[q].distance, z);
   }
 }
 
@@ -510,15 +489,24 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   const step_view_t* v = b->view;
   const ambient_material_t* air = v->ambient;
   uint32_t maxr = p->max_returns;
-  int deep = p->depth > 1;
-  lidar_candidate_t cand[MAX_CANDIDATES];
-  seg_t nodes[MAX_NODES];
-  scene_ray_t rays[BATCH_RAYS];
-  scene_hit_t hits[BATCH_RAYS];
+
+  // Rays are taken in chunks whose heaps fit the node budget (64 rays up to depth 2, 36 at
+  // depth 3, 2 at depth 8); each level of a chunk's heaps is traced in one call, so secondary
+  // segments are traced in packets too.
+  uint32_t npr = (1u << p->depth) - 1u;             // heap nodes per ray
+  uint32_t ncr = 2u * npr;                          // candidates per ray
+  size_t chunk = NODE_BUDGET / npr < BATCH_RAYS ? NODE_BUDGET / npr : BATCH_RAYS;
+  seg_t nodes[NODE_BUDGET];
+  lidar_candidate_t cand[2 * NODE_BUDGET];
+  scene_ray_t rays[NODE_BUDGET];
+  scene_hit_t hits[NODE_BUDGET];
+  uint16_t owner[NODE_BUDGET];                      // chunk ray of each traced segment
+  uint16_t which[NODE_BUDGET];                      // its heap node
+  ray_ctx_t ctx[BATCH_RAYS];
   double tmax0 = remaining_length(p, 0.0, air->refractive_index);
 
-  for (size_t base = 0; base < b->n; base += BATCH_RAYS) {
-    size_t m = b->n - base < BATCH_RAYS ? b->n - base : BATCH_RAYS;
+  for (size_t base = 0; base < b->n; base += chunk) {
+    size_t m = b->n - base < chunk ? b->n - base : chunk;
 
     // primary segments, in packets
     for (size_t j = 0; j < m; j++) {
@@ -526,57 +514,71 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       rays[j].tmax = tmax0;
     }
     scene_trace(v->scene, rays, hits, m);
+    for (size_t j = 0; j < m; j++) {
+      ray_ctx_t* r = &ctx[j];
+      r->p = p;
+      r->v = v;
+      r->key = (rng_key_t){.seed = v->seed, .stream = b->sensor_id, .frame = b->frame,
+                           .index = b->ray_index[base + j]};
+      r->time = rays[j].time;
+      r->has_block = 0;
+      r->nodes = &nodes[j * npr];
+      r->cand = &cand[j * ncr];
+      r->ncand = 0;
+      for (uint32_t k = 1; k < npr; k++) {
+        r->nodes[k].valid = 0;
+      }
+      seg_t* root = &r->nodes[0];
+      memcpy(root->origin, rays[j].origin, sizeof root->origin);
+      memcpy(root->dir, rays[j].dir, sizeof root->dir);
+      root->x0 = 0.0;
+      root->weight = 1.0;
+      root->lead = 0.0;
+      root->medium = air;
+      root->volume = 0;
+      root->outer = NO_NODE;
+      root->valid = 1;
+      eval_node(r, 0, root, &hits[j], p->depth > 1);
+    }
 
+    // deeper levels: the valid segments of every ray of the chunk, traced together
+    for (uint32_t level = 1; level < p->depth; level++) {
+      uint32_t first = (1u << level) - 1u;
+      uint32_t last = (1u << (level + 1)) - 1u;
+      size_t n = 0;
+      for (size_t j = 0; j < m; j++) {
+        for (uint32_t i = first; i < last; i++) {
+          const seg_t* s = &ctx[j].nodes[i];
+          double tmax = s->valid ? remaining_length(p, s->x0, s->medium->refractive_index) : 0.0;
+          if (!(tmax > 0.0)) {
+            continue;
+          }
+          memcpy(rays[n].origin, s->origin, sizeof rays[n].origin);
+          memcpy(rays[n].dir, s->dir, sizeof rays[n].dir);
+          rays[n].tmax = tmax;
+          rays[n].time = ctx[j].time;
+          owner[n] = (uint16_t)j;
+          which[n] = (uint16_t)i;
+          n++;
+        }
+      }
+      if (n == 0) {
+        break;
+      }
+      scene_trace(v->scene, rays, hits, n);
+      int children = level + 1 < p->depth;
+      for (size_t k = 0; k < n; k++) {
+        ray_ctx_t* r = &ctx[owner[k]];
+        eval_node(r, which[k], &r->nodes[which[k]], &hits[k], children);
+      }
+    }
+
+    // selection, then the detection distance noise of each reported return
     for (size_t j = 0; j < m; j++) {
       size_t i = base + j;
-      ray_ctx_t r = {
-          .p = p,
-          .v = v,
-          .key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame,
-                  .index = b->ray_index[i]},
-          .time = rays[j].time,
-          .has_block = 0,
-          .nodes = deep ? nodes : NULL,
-          .cand = cand,
-          .ncand = 0,
-      };
-      seg_t root = {
-          .origin = {rays[j].origin[0], rays[j].origin[1], rays[j].origin[2]},
-          .dir = {rays[j].dir[0], rays[j].dir[1], rays[j].dir[2]},
-          .x0 = 0.0,
-          .weight = 1.0,
-          .medium = air,
-          .volume = 0,
-          .outer = NO_NODE,
-          .valid = 1,
-      };
-
-      // the heap: root, then each deeper level of this ray
-      if (deep) {
-        for (uint32_t k = 0; k < MAX_NODES && k < (1u << p->depth) - 1u; k++) {
-          nodes[k].valid = 0;
-        }
-        nodes[0] = root;
-      }
-      eval_node(&r, 0, &root, &hits[j], deep);
-      if (deep) {
-        trace_deeper(&r);
-      }
-
-      // selection, then the detection distance noise of each reported return (the first one's
-      // normal from the ray's first draw, as lidar_noise_distance does)
       lidar_return_t* o = &out[i * maxr];
-      uint32_t k = lidar_returns_select(p, cand, r.ncand, o);
-      const lidar_distance_noise_t* dn = &p->distance_noise;
-      for (uint32_t q = 0; dn->enabled && q < k; q++) {
-        double z = 0.0;
-        if (lidar_noise_distance_stddev(dn, o[q].distance) != 0.0) {
-          const uint32_t* w = ray_block(&r);
-          z = q == 0 ? lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]))
-                     : lidar_noise_normal(&r.key, LIDAR_DRAW_DISTANCE + q);
-        }
-        o[q].distance = lidar_noise_distance_apply(dn, o[q].distance, z);
-      }
+      uint32_t k = lidar_returns_select(p, ctx[j].cand, ctx[j].ncand, o);
+      add_noise(p, &ctx[j], o, k);
       nret[i] = (uint8_t)k;
     }
   }

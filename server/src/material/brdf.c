@@ -23,13 +23,6 @@ static double clamp_unit(double c) {
 }
 
 
-static double abs2(double complex z) {
-  double re = creal(z);
-  double im = cimag(z);
-  return re * re + im * im;
-}
-
-
 brdf_fresnel_t brdf_fresnel(double n1, double n2_re, double n2_im, double cos_i) {
   brdf_fresnel_t f = {.rs = 1.0, .rp = 1.0, .ts = 0.0, .tp = 0.0, .r = 1.0, .t = 0.0};
   double ci = clamp_unit(cos_i);
@@ -39,27 +32,33 @@ brdf_fresnel_t brdf_fresnel(double n1, double n2_re, double n2_im, double cos_i)
     return f;
   }
 
-  // refracted cosine on the branch with Im(n2 cos_t) >= 0 (a decaying transmitted wave)
-  double complex n2 = CMPLX(n2_re, n2_im);
-  double complex ratio = n1 / n2;
-  double complex arg = 1.0 - ratio * ratio * (1.0 - ci * ci);
-  arg = CMPLX(creal(arg), cimag(arg) + 0.0);
-  double complex ct = csqrt(arg);
-  double complex w = n2 * ct;
-  if (cimag(w) < 0.0 || (cimag(w) == 0.0 && creal(w) < 0.0)) {
-    ct = -ct;
+  // refracted cosine cos_t = sqrt(1 - (n1/n2)^2 sin^2) on the branch with Im(n2 cos_t) >= 0 (a
+  // decaying transmitted wave); real arithmetic except the square root, since only squared
+  // magnitudes of the amplitude ratios are needed (no complex division)
+  double m2 = n2_re * n2_re + n2_im * n2_im;
+  double qr = n1 * n2_re / m2;
+  double qi = -n1 * n2_im / m2;
+  double sin2 = 1.0 - ci * ci;
+  double complex ct = csqrt(CMPLX(1.0 - (qr * qr - qi * qi) * sin2, -2.0 * qr * qi * sin2 + 0.0));
+  double cr = creal(ct);
+  double cm = cimag(ct);
+  double wr = n2_re * cr - n2_im * cm;   // n2 cos_t
+  double wi = n2_re * cm + n2_im * cr;
+  if (wi < 0.0 || (wi == 0.0 && wr < 0.0)) {
+    cr = -cr, cm = -cm, wr = -wr, wi = -wi;
   }
 
-  // amplitude coefficients, then power (|r|^2; transmitted flux with real parts)
-  double complex a = n1 * ci;
-  double complex rs = (a - n2 * ct) / (a + n2 * ct);
-  double complex rp = (n2 * ci - n1 * ct) / (n2 * ci + n1 * ct);
-  double complex ts = 2.0 * a / (a + n2 * ct);
-  double complex tp = 2.0 * a / (n2 * ci + n1 * ct);
-  f.rs = abs2(rs);
-  f.rp = abs2(rp);
-  f.ts = creal(n2 * ct) / (n1 * ci) * abs2(ts);
-  f.tp = creal(conj(n2) * ct) / (n1 * ci) * abs2(tp);
+  // |r_s|^2 = |n1 ci - n2 ct|^2 / |n1 ci + n2 ct|^2, |r_p|^2 likewise with n2 ci and n1 ct;
+  // transmittances |t|^2 Re(..) / (n1 ci) with |t|^2 = (2 n1 ci)^2 / |denominator|^2
+  double a = n1 * ci;
+  double den_s = (a + wr) * (a + wr) + wi * wi;
+  double pr = n2_re * ci, pi = n2_im * ci;
+  double tr = n1 * cr, ti = n1 * cm;
+  double den_p = (pr + tr) * (pr + tr) + (pi + ti) * (pi + ti);
+  f.rs = ((a - wr) * (a - wr) + wi * wi) / den_s;
+  f.rp = ((pr - tr) * (pr - tr) + (pi - ti) * (pi - ti)) / den_p;
+  f.ts = 4.0 * a * wr / den_s;
+  f.tp = 4.0 * a * (n2_re * cr + n2_im * cm) / den_p;
   f.r = 0.5 * (f.rs + f.rp);
   f.t = 0.5 * (f.ts + f.tp);
   return f;
