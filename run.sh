@@ -83,6 +83,8 @@ case "$cmd" in
     build build-release -DCMAKE_BUILD_TYPE=Release
     ./build-release/tests/bench/bench_raycast
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
     ;;
   *)
     echo "usage: ./run.sh demo | test | build | bench" >&2

@@ -673,6 +673,46 @@ class Client:
                         "create_sensor")
         self._call("create_sensor", msg)
 
+    def create_imu(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
+                   accelerometer: Any = None, gyroscope: Any = None, magnetometer: Any = None,
+                   sample_rate: float | None = None) -> None:
+        """Create an IMU with the sub-sensors given (True = ideal defaults, or a dict in
+        protobuf JSON form, e.g. {"chain": {"noiseStddev": {"x": 0.01}}}); sample_rate in Hz
+        (None = one sample per step)."""
+        cfg: dict = {}
+        for key, sub in (("accelerometer", accelerometer), ("gyroscope", gyroscope),
+                         ("magnetometer", magnetometer)):
+            if sub is not None and sub is not False:
+                cfg[key] = {} if sub is True else sub
+        if sample_rate is not None:
+            cfg["sampleRate"] = float(sample_rate)
+        self.create_sensor(id, imu=cfg, body_id=body_id, mount=mount, name=name)
+
+    def create_encoder(self, id: int, joint_id: int, *, mode: str = "absolute",
+                       name: str = "", **params: Any) -> None:
+        """Create an encoder on joint `joint_id` (mode "absolute" or "incremental"); params are
+        EncoderConfig fields (noise_stddev, resolution, scaling, range_lower, range_upper,
+        speed_timeout)."""
+        msg = pb.EncoderConfig(joint_id=joint_id, mode=pb.EncoderMode.Value(
+            "ENCODER_" + mode.upper()))
+        _set_fields(msg, params, "encoder")
+        self.create_sensor(id, msg, name=name)
+
+    def create_odometer(self, id: int, joint_id: int, *, name: str = "", **params: Any) -> None:
+        """Create an odometer on revolute joint `joint_id`; params are OdometerConfig fields
+        (wheel_radius, pulses_per_revolution, noise_stddev, scaling)."""
+        msg = pb.OdometerConfig(joint_id=joint_id)
+        _set_fields(msg, params, "odometer")
+        self.create_sensor(id, msg, name=name)
+
+    def create_cone(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
+                    mode: str = "exact", **params: Any) -> None:
+        """Create a cone sensor (mode "exact" or "lines"); params are ConeConfig fields
+        (fov_horizontal, fov_vertical in rad, range in m, lines_per_face)."""
+        msg = pb.ConeConfig(mode=pb.ConeMode.Value("CONE_" + mode.upper()))
+        _set_fields(msg, params, "cone")
+        self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
+
     def subscribe(self, sensor_id: int, encoding: str | int = "raw",
                   precision: float | None = None) -> None:
         """Stream sensor `sensor_id` to this connection (see next_sensor_data)."""

@@ -1,0 +1,238 @@
+# SPDX-License-Identifier: MIT
+"""IMU, encoder, odometer and cone sensors through the real daemon and the Python client
+(docs/models/imu.md, docs/models/joint_sensors.md, docs/models/cone.md): analytic readings of
+spinning, resting and falling bodies, the magnetic field, fixed-rate sampling, encoder wrap and
+speed, odometer binning, the cone sensor's closest point in both modes, configuration errors
+that change nothing, and bit-identical outputs at 1 and 2 worker threads."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import sensim
+from sensim import errors
+
+G0 = 9.80665
+
+
+def quat_z(angle: float) -> tuple[float, float, float, float]:
+    """(x, y, z, w) of a rotation by `angle` about +z."""
+    return (0.0, 0.0, math.sin(angle / 2), math.cos(angle / 2))
+
+
+def by_sensor(done) -> dict[int, list[sensim.SensorOutput]]:
+    out: dict[int, list[sensim.SensorOutput]] = {}
+    for o in sensim.outputs(done):
+        out.setdefault(o.sensor_id, []).append(o)
+    return out
+
+
+def sensor_count(c: sensim.Client) -> int:
+    return sum(env.sensors for env in c.get_info().environments)
+
+
+# ---------------------------------------------------------------- IMU
+
+@pytest.mark.parametrize("send_velocity", [True, False])
+def test_spinning_body_reads_centripetal_acceleration(sensimd, send_velocity):
+    w, r, dt = 3.0, 0.5, 0.01
+    with sensimd.client() as c:
+        c.create_body(1)
+        c.create_imu(1, body_id=1, mount=(r, 0, 0), accelerometer=True, gyroscope=True)
+        checked = 0
+        for k in range(12):
+            t = k * dt
+            vel = [[0, 0, 0, 0, 0, w]] if send_velocity else None
+            c.update_state(t, [1], [[0, 0, 0, *quat_z(w * t)]], vel)
+            outs = by_sensor(c.step(t))[1]
+            assert len(outs) == 1 and outs[0].kind == "imu"
+            assert outs[0].time == pytest.approx(t, abs=1e-12)
+            if k < 2:
+                continue  # estimates from poses need two steps of history
+            acc = outs[0].value["acceleration"]
+            gyr = outs[0].value["angular_velocity"]
+            # in the IMU frame, turning with the body, the centripetal acceleration is -x
+            assert acc[0] == pytest.approx(-w * w * r, rel=1e-9)
+            assert acc[1] == pytest.approx(0.0, abs=1e-9 * w * w * r)
+            assert acc[2] == pytest.approx(G0, rel=1e-12)
+            assert gyr == pytest.approx([0, 0, w], rel=1e-9, abs=1e-12)
+            checked += 1
+        assert checked == 10
+
+
+def test_resting_and_falling_bodies(sensimd):
+    with sensimd.client() as c:
+        c.create_body(1)
+        c.create_body(2)
+        c.create_imu(1, body_id=1, accelerometer=True)
+        c.create_imu(2, body_id=2, accelerometer=True)
+        c.create_imu(3, accelerometer=True)  # on the world
+        for k in range(6):
+            t = 0.02 * k
+            poses = [[1, 2, 3, 0, 0, 0, 1], [0, 0, 100 - 0.5 * G0 * t * t, 0, 0, 0, 1]]
+            c.update_state(t, [1, 2], poses)  # no velocities: differences of poses
+            outs = by_sensor(c.step(t))
+            for sid in (1, 3):
+                assert outs[sid][0].value["acceleration"] == pytest.approx([0, 0, G0], abs=1e-12)
+            if k >= 2:
+                assert outs[2][0].value["acceleration"] == pytest.approx([0, 0, 0], abs=1e-8)
+
+
+def test_magnetometer_and_selected_axes(sensimd):
+    with sensimd.client() as c:
+        c.set_environment(magnetic_field=(2e-5, 0, -4.5e-5))
+        c.create_body(1)
+        c.create_imu(1, body_id=1, accelerometer={"chain": {"axes": 4}},
+                     gyroscope={"chain": {"axes": 3}}, magnetometer=True)
+        # the body turned +90 deg about z: the field's x component appears on the sensor's -y
+        c.update_state(0.0, [1], [[0, 0, 0, *quat_z(math.pi / 2)]], [[0, 0, 0, 0.1, -0.2, 0.3]])
+        out = by_sensor(c.step(0.0))[1][0].value
+        assert out["magnetic_field"] == pytest.approx([0, -2e-5, -4.5e-5], abs=1e-18)
+        # z of the accelerometer, x y of the gyroscope (rotated), x y z of the magnetometer
+        np.testing.assert_allclose(out["values"], [G0, -0.2, -0.1, 0, -2e-5, -4.5e-5],
+                                   atol=1e-12)
+
+
+def test_fixed_sample_rate(sensimd):
+    with sensimd.client() as c:
+        c.create_imu(1, gyroscope=True, sample_rate=100.0)
+        c.update_state(0.0)
+        assert by_sensor(c.step(0.0)).get(1, []) == []
+        c.update_state(0.055)
+        outs = by_sensor(c.step(0.055))[1]
+        assert [round(o.time, 9) for o in outs] == [0.01, 0.02, 0.03, 0.04, 0.05]
+        assert [o.frame for o in outs] == [0, 1, 2, 3, 4]
+
+
+def noisy_run(sensimd_factory, threads: int) -> list[bytes]:
+    d = sensimd_factory("--threads", str(threads))
+    with d.client() as c:
+        c.set_environment(seed=42)
+        c.create_body(1)
+        c.create_imu(1, body_id=1,
+                     accelerometer={"chain": {"noiseStddev": {"x": 0.1, "y": 0.1, "z": 0.1},
+                                              "spectralNoiseDensity": {"x": 1e-3, "y": 1e-3,
+                                                                       "z": 1e-3},
+                                              "drift": {"biasInstability": 0.01,
+                                                        "biasCorrelationTime": 1.0,
+                                                        "randomWalk": 0.01}}},
+                     gyroscope={"chain": {"noiseStddev": {"x": 0.01, "y": 0.01, "z": 0.01}}},
+                     sample_rate=250.0)
+        c.create_joint(1)
+        c.create_encoder(2, 1, noise_stddev=0.01, resolution=0.001)
+        c.create_odometer(3, 1, noise_stddev=0.001)
+        out = []
+        for k in range(20):
+            t = 0.02 * k
+            c.update_state(t, [1], [[t, 0, 0, *quat_z(t)]], joint_ids=[1],
+                           joint_positions=[2.0 * t])
+            done = c.step(t)
+            out += [o.SerializeToString() for o in done.outputs]
+        return out
+
+
+def test_identical_outputs_at_1_and_2_threads(sensimd_factory):
+    a = noisy_run(sensimd_factory, 1)
+    b = noisy_run(sensimd_factory, 2)
+    assert len(a) == len(b) > 20
+    assert a == b
+
+
+# ---------------------------------------------------------------- encoder and odometer
+
+def test_encoder_wraps_and_odometer_bins(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(1, "revolute")
+        c.create_encoder(1, 1, mode="incremental")
+        c.create_encoder(2, 1, range_lower=-1.0, range_upper=1.0)
+        c.create_odometer(3, 1)
+        for k in range(9):
+            t = 0.5 * k
+            q = -0.5 + 2.0 * t
+            c.update_state(t, joint_ids=[1], joint_positions=[q])
+            outs = by_sensor(c.step(t))
+            inc = outs[1][0].value
+            assert inc["position"] == pytest.approx(q % (2 * math.pi), abs=1e-12)
+            if k > 0:
+                assert inc["speed"] == pytest.approx(2.0, rel=1e-9)
+            assert outs[2][0].value["position"] == pytest.approx(min(max(q, -1.0), 1.0))
+        # KAT O2: theta = 10 rad, R = 0.5 m, 1024 pulses: 4.99770941 m
+        c.update_state(10.0, joint_ids=[1], joint_positions=[10.0])
+        assert by_sensor(c.step(10.0))[3][0].value["position"] == pytest.approx(4.99770941,
+                                                                                 rel=2e-8)
+
+
+# ---------------------------------------------------------------- cone sensor
+
+# The cone sensor reads the scene's geometry from the step view (objects with their triangles or
+# primitive sizes, scale and pose); until the environment lists them it detects nothing.
+needs_view_objects = pytest.mark.xfail(
+    reason="the environment does not list its objects' geometry in the step view yet",
+    strict=False)
+
+
+@needs_view_objects
+@pytest.mark.parametrize("mode", ["exact", "lines"])
+def test_cone_sees_the_thesis_obstacle(sensimd, mode):
+    # the thesis' 1 x 1 x 1e-5 obstacle at (7, -5, 0), turned to face the sensor
+    with sensimd.client() as c:
+        c.create_primitive(1, "box", half_extents=(0.5e-5, 0.5, 0.5))
+        az = math.atan2(-5.0, 7.0)
+        c.create_object(7, 1, local_pose=((7, -5, 0), quat_z(az)))
+        c.create_cone(1, mode=mode, fov_horizontal=math.radians(90), fov_vertical=math.radians(60),
+                      range=20.0, lines_per_face=11)
+        c.update_state(0.0)
+        r = by_sensor(c.step(0.0))[1][0].value
+        assert r["detected"]
+        assert r["object_id"] == 7
+        assert r["range"] == pytest.approx(math.sqrt(74.0) - 0.5e-5, abs=1e-6)
+        assert r["range"] == pytest.approx(8.60232, abs=5e-6)
+        assert math.degrees(r["azimuth"]) == pytest.approx(-35.5376778, abs=1e-6)
+        assert r["elevation"] == pytest.approx(0.0, abs=1e-9)
+
+
+@needs_view_objects
+def test_cone_speed_from_step_times(sensimd):
+    with sensimd.client() as c:
+        c.create_primitive(1, "sphere", radius=1.0)
+        c.create_body(1, (10, 0, 0, 0, 0, 0, 1))
+        c.create_object(3, 1, body_id=1)
+        c.create_cone(1)
+        readings = []
+        for t, x in ((0.0, 10.0), (0.02, 9.9), (0.05, 9.75)):
+            c.update_state(t, [1], [[x, 0, 0, 0, 0, 0, 1]])
+            readings.append(by_sensor(c.step(t))[1][0].value)
+        assert [r["range"] for r in readings] == pytest.approx([9.0, 8.9, 8.75], abs=1e-6)
+        assert readings[0]["speed"] is None
+        assert readings[1]["speed"] == pytest.approx(5.0, rel=1e-6)
+        assert readings[2]["speed"] == pytest.approx(5.0, rel=1e-6)
+
+
+# ---------------------------------------------------------------- configuration errors
+
+@pytest.mark.parametrize("kwargs,field", [
+    (dict(imu={}), "accelerometer, gyroscope or magnetometer"),
+    (dict(imu={"gyroscope": {"chain": {"noiseStddev": {"y": -1}}}}),
+     "imu.gyroscope.chain.noise_stddev.y"),
+    (dict(imu={"accelerometer": {"chain": {"crossAxisMatrix": {"m": [1, 2]}}}}),
+     "imu.accelerometer.chain.cross_axis_matrix"),
+    (dict(imu={"magnetometer": {}, "sampleRate": -5}), "imu.sample_rate"),
+    (dict(encoder={"jointId": 1, "resolution": -1}), "encoder.resolution"),
+    (dict(encoder={}), "encoder.joint_id"),
+    (dict(odometer={"jointId": 1, "wheelRadius": 0}), "odometer.wheel_radius"),
+    (dict(cone={"fovHorizontal": 4.0}), "cone.fov_horizontal"),
+    (dict(cone={"mode": "CONE_LINES", "linesPerFace": 1}), "cone.lines_per_face"),
+])
+def test_bad_configuration_names_the_field_and_changes_nothing(sensimd, kwargs, field):
+    with sensimd.client() as c:
+        c.create_joint(1)
+        before = sensor_count(c)
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_sensor(5, **kwargs)
+        assert field in str(exc.value)
+        assert sensor_count(c) == before
+        # the id is still free
+        c.create_imu(5, gyroscope=True)
