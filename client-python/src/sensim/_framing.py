@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: MIT
 """Frame codec of the sensim protocol: each frame is a 4-byte little-endian length followed by
-that many bytes (one serialized Envelope). Pure functions and an incremental decoder; no I/O."""
+that many bytes (one serialized Envelope). Pure functions, an incremental decoder that can
+receive a large frame straight into its own buffer, and the assembly of a request whose bulk
+arrays are sent from the caller's buffers without copying them."""
 
 from __future__ import annotations
 
+import socket
 import struct
+from typing import Sequence
 
 HEADER = struct.Struct("<I")
 HEADER_SIZE = HEADER.size
@@ -12,6 +16,9 @@ MAX_LENGTH = 0xFFFFFFFF
 # Largest frame this client accepts from the daemon unless told otherwise (point clouds can be
 # large; the daemon bounds what it sends by its own limits).
 DEFAULT_MAX_FRAME_BYTES = 256 << 20
+# A frame at least this large is received into a buffer of its own size (no re-copying).
+LARGE_FRAME = 1 << 20
+_RECV_BYTES = 1 << 16
 
 
 class FrameTooLarge(ValueError):
@@ -30,6 +37,63 @@ def encode(payload: bytes) -> bytes:
     return HEADER.pack(len(payload)) + payload
 
 
+def varint(value: int) -> bytes:
+    """Protocol-buffers base-128 varint of a non-negative integer."""
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _length_delimited(number: int, length: int) -> bytes:
+    """Tag and length of a length-delimited field (bytes or message) of `length` bytes."""
+    return varint(number << 3 | 2) + varint(length)
+
+
+def bulk_frame(envelope: bytes, body_number: int, body: bytes,
+               arrays: Sequence[tuple[int, memoryview]]) -> list:
+    """The buffers of one frame, in order, for a scatter-gather send: an Envelope serialized
+    without its body (`envelope`, e.g. just its id), then its body field `body_number` holding
+    the body's serialized scalar fields (`body`) followed by the `bytes` fields `arrays`, each
+    (field number, buffer) sent from the caller's buffer as it is. Protocol buffers read fields
+    in any order, so this is the Envelope with those fields set."""
+    parts: list = []
+    inner = len(body)
+    heads = []
+    for number, data in arrays:
+        head = _length_delimited(number, data.nbytes)
+        heads.append(head)
+        inner += len(head) + data.nbytes
+    prefix = envelope + _length_delimited(body_number, inner) + body
+    total = len(prefix) + inner - len(body)
+    if total > MAX_LENGTH:
+        raise ValueError(f"payload of {total} bytes does not fit a u32 length prefix")
+    parts.append(HEADER.pack(total) + prefix)
+    for head, (_, data) in zip(heads, arrays):
+        parts.append(head)
+        parts.append(data)
+    return parts
+
+
+def send_parts(sock: socket.socket, parts: list) -> None:
+    """Send every buffer of parts in order (sendmsg, resumed after partial sends)."""
+    views = [memoryview(p).cast("B") for p in parts if len(p)]
+    while views:
+        sent = sock.sendmsg(views[:512])
+        while sent:
+            if sent >= views[0].nbytes:
+                sent -= views[0].nbytes
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
+
+
 class FrameDecoder:
     """Accumulates received bytes and yields whole frames, keeping any partial remainder.
 
@@ -40,15 +104,52 @@ class FrameDecoder:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
+        self._large: bytearray | None = None  # body of a large frame being received
+        self._have = 0                         # bytes of it received
 
     def __len__(self) -> int:
-        return len(self._buf)
+        return len(self._buf) + self._have
 
     def feed(self, data: bytes) -> None:
+        if self._large is not None:
+            take = min(len(data), len(self._large) - self._have)
+            self._large[self._have:self._have + take] = data[:take]
+            self._have += take
+            data = data[take:]  # the frames after the large one
         self._buf += data
 
-    def next_frame(self) -> bytes | None:
-        """Return the next complete frame body, or None if more bytes are needed."""
+    def recv_from(self, sock: socket.socket) -> int:
+        """Receive once from sock (blocking as sock is set): a large frame goes straight into
+        a buffer of its own size. Returns the bytes received, 0 at the end of the stream."""
+        if self._large is None and len(self._buf) >= HEADER_SIZE:
+            self._start_large()
+        if self._large is not None:
+            n = sock.recv_into(memoryview(self._large)[self._have:])
+            self._have += n
+            return n
+        data = sock.recv(_RECV_BYTES)
+        self.feed(data)
+        return len(data)
+
+    def _start_large(self) -> None:
+        """Move a large frame's first bytes to a buffer of the frame's size."""
+        (length,) = HEADER.unpack_from(self._buf)
+        have = len(self._buf) - HEADER_SIZE
+        if length < LARGE_FRAME or length > self.max_frame_bytes or have >= length:
+            return  # next_frame returns it or refuses it
+        self._large = bytearray(length)
+        self._large[:have] = self._buf[HEADER_SIZE:]
+        self._have = have
+        self._buf.clear()
+
+    def next_frame(self) -> bytes | bytearray | None:
+        """Return the next complete frame body, or None if more bytes are needed. A large frame
+        comes back as the bytearray it was received into (no copy)."""
+        if self._large is not None:
+            if self._have < len(self._large):
+                return None
+            body, self._large, self._have = self._large, None, 0
+            return body
         if len(self._buf) < HEADER_SIZE:
             return None
         (length,) = HEADER.unpack_from(self._buf)
@@ -63,3 +164,5 @@ class FrameDecoder:
 
     def clear(self) -> None:
         self._buf.clear()
+        self._large = None
+        self._have = 0

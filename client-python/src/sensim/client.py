@@ -54,6 +54,19 @@ _SENSOR_CONFIGS = {"LidarConfig": "lidar", "ImuConfig": "imu", "EncoderConfig": 
                    "OdometerConfig": "odometer", "ConeConfig": "cone"}
 
 
+_LIDAR_PATTERNS = ("spinning", "vlp16", "ouster", "flash", "hdl64e", "bpearl", "custom",
+                   "livox")
+_LIDAR_ENUMS = {
+    "return_mode": {"strongest": pb.RETURN_STRONGEST, "first": pb.RETURN_FIRST,
+                    "last": pb.RETURN_LAST, "dual": pb.RETURN_DUAL, "all": pb.RETURN_ALL},
+    "frame": {"sensor": pb.FRAME_SENSOR, "world": pb.FRAME_WORLD},
+    "publish": {"per_revolution": pb.PUBLISH_PER_REVOLUTION, "per_step": pb.PUBLISH_PER_STEP},
+    "misses": {"remove": pb.MISSES_REMOVE, "zero": pb.MISSES_ZERO, "nan": pb.MISSES_NAN},
+    "layout": {"fields": pb.LAYOUT_FIELDS, "velodyne": pb.LAYOUT_VELODYNE,
+               "ouster": pb.LAYOUT_OUSTER, "xyzi": pb.LAYOUT_XYZI},
+}
+
+
 def _enum(value: Any, table: Mapping[str, int], what: str) -> int:
     """Map a lowercase name (or an enum number) to its wire value."""
     if isinstance(value, str):
@@ -132,9 +145,10 @@ def _rows(value: Any, width: int, what: str, dtype: Any = float) -> np.ndarray:
     return arr
 
 
-def _le_bytes(arr: np.ndarray, dtype: str) -> bytes:
-    """The values of arr as packed little-endian bytes (the *_bytes fields)."""
-    return np.ascontiguousarray(arr, dtype=dtype).tobytes()
+def _le(arr: np.ndarray) -> np.ndarray:
+    """arr as a C-contiguous little-endian float64 array (itself when it already is one), to be
+    sent as a *_bytes field from its own memory."""
+    return np.ascontiguousarray(arr, dtype="<f8")
 
 
 def _ids(value: Any, what: str) -> np.ndarray:
@@ -370,11 +384,15 @@ class Client:
 
     def send_raw(self, data: bytes) -> None:
         """Write bytes to the socket as they are, without framing (for tests)."""
+        self._send_parts([data])
+
+    def _send_parts(self, parts: list) -> None:
+        """Write the buffers of parts in order (one frame or several), without copying them."""
         if self._sock is None:
             raise self._closed_error()
         try:
             self._sock.settimeout(self.timeout)
-            self._sock.sendall(data)
+            _framing.send_parts(self._sock, parts)
         except socket.timeout:
             self.close()
             raise errors.Timeout("timed out sending") from None
@@ -398,6 +416,26 @@ class Client:
                 f"request of {len(payload)} bytes exceeds the daemon's max_frame_bytes {limit}")
         self.send_raw(_framing.encode(payload))
         return env.id
+
+    def _send_bulk(self, body: str, message: Message,
+                   arrays: Sequence[tuple[str, np.ndarray]]) -> int:
+        """Send a request whose body `body` is `message` plus the bytes fields `arrays`
+        ((field name, C-contiguous little-endian array)), written from the arrays' own memory.
+        Returns its id."""
+        fields = message.DESCRIPTOR.fields_by_name
+        bulk = [(fields[name].number, memoryview(a).cast("B") if a.size else memoryview(b""))
+                for name, a in arrays]
+        size = message.ByteSize() + sum(view.nbytes for _, view in bulk)
+        limit = self.limits.max_frame_bytes if self.limits is not None else 0
+        if limit and size > limit:
+            raise errors.ResourceExhausted(
+                f"request of about {size} bytes exceeds the daemon's max_frame_bytes {limit}")
+        self._next_id += 1
+        envelope = pb.Envelope(id=self._next_id).SerializeToString()
+        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
+        self._send_parts(_framing.bulk_frame(envelope, number, message.SerializeToString(),
+                                             bulk))
+        return self._next_id
 
     def send_request(self, body: str, message: Message | None = None) -> int:
         """Send a request whose body is the Envelope field `body` (e.g. "ping") without waiting.
@@ -443,20 +481,19 @@ class Client:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             self._sock.settimeout(remaining)
-            data = self._sock.recv(1 << 16)
+            received = self._decoder.recv_from(self._sock)
         except (socket.timeout, BlockingIOError):
             raise errors.Timeout(f"nothing received within {self.timeout} s") from None
         except ConnectionResetError:
-            data = b""
+            received = 0
         except OSError as exc:
             self.close()
             raise errors.TransportError(f"recv: {exc}") from exc
-        if not data:
+        if not received:
             self.close()
             if self._fatal is not None:
                 raise self._closed_error()
             raise errors.ConnectionClosed("connection closed by the daemon")
-        self._decoder.feed(data)
 
     def _dispatch(self, env: Any) -> None:
         """File an Envelope that is not the reply being waited for."""
@@ -705,6 +742,35 @@ class Client:
         _set_fields(msg, params, "odometer")
         self.create_sensor(id, msg, name=name)
 
+    def create_lidar(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
+                     **config: Any) -> None:
+        """Create lidar `id` on body `body_id` at `mount`. Exactly one scan pattern keyword
+        (spinning, vlp16, ouster, flash, hdl64e, bpearl, custom, livox) with a dict of its
+        fields, e.g. ``vlp16={"frequency": 10.0}``; the other keywords are LidarConfig fields,
+        enums by lowercase name: return_mode ("strongest", "first", "last", "dual", "all"),
+        frame ("sensor", "world"), publish ("per_revolution", "per_step"), misses ("remove",
+        "zero", "nan"), layout ("fields", "velodyne", "ouster", "xyzi"); fields a list of
+        names; beam, distance_noise, angle_noise dicts. Read the clouds with lidar_clouds."""
+        msg = pb.LidarConfig()
+        patterns = [k for k in config if k in _LIDAR_PATTERNS]
+        if len(patterns) != 1:
+            raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}")
+        params = dict(config)
+        _choose(msg, patterns[0], params.pop(patterns[0]) or {})
+        for key, table in _LIDAR_ENUMS.items():
+            if key in params and params[key] is not None:
+                setattr(msg, key, _enum(params.pop(key), table, f"lidar.{key}"))
+        _set_fields(msg, params, "lidar")
+        self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
+
+    @staticmethod
+    def lidar_clouds(done: Any, sensor_id: int) -> list[np.ndarray]:
+        """The point clouds of lidar `sensor_id` in a StepDone (or a list of SensorData), in
+        order, as structured arrays (one record per point, the cloud's own fields)."""
+        items = done.outputs if hasattr(done, "outputs") else done
+        return [point_cloud_to_numpy(d.point_cloud) for d in items
+                if d.sensor_id == sensor_id and d.WhichOneof("payload") == "point_cloud"]
+
     def create_cone(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
                     mode: str = "exact", **params: Any) -> None:
         """Create a cone sensor (mode "exact" or "lines"); params are ConeConfig fields
@@ -734,29 +800,28 @@ class Client:
         little-endian bytes (the UpdateState *_bytes fields)."""
         ids = _ids(body_ids, "body_ids")
         jids = _ids(joint_ids, "joint_ids")
-        msg = pb.UpdateState(time=float(time))
+        arrays = []
         if len(ids):
             if body_poses is None:
                 raise ValueError("body_poses: required with body_ids")
             poses = _rows(body_poses, 7, "body_poses")
             if len(poses) != len(ids):
                 raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
-            msg.body_ids_bytes = ids.tobytes()
-            msg.body_poses_bytes = _le_bytes(poses, "<f8")
+            arrays += [("body_ids_bytes", ids), ("body_poses_bytes", _le(poses))]
             if body_velocities is not None:
                 vel = _rows(body_velocities, 6, "body_velocities")
                 if len(vel) != len(ids):
                     raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
-                msg.body_velocities_bytes = _le_bytes(vel, "<f8")
+                arrays.append(("body_velocities_bytes", _le(vel)))
         if len(jids):
             if joint_positions is None:
                 raise ValueError("joint_positions: required with joint_ids")
             pos = np.asarray(joint_positions, dtype=float).reshape(-1)
             if len(pos) != len(jids):
                 raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
-            msg.joint_ids_bytes = jids.tobytes()
-            msg.joint_positions_bytes = _le_bytes(pos, "<f8")
-        self._call("update_state", msg)
+            arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", _le(pos))]
+        self.wait_reply(self._send_bulk("update_state", pb.UpdateState(time=float(time)),
+                                        arrays))
 
     def step(self, time: float) -> Any:
         """Evaluate every sensor over (t_prev, time]; returns the StepDone message."""
@@ -772,10 +837,14 @@ class Client:
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
-        msg = pb.Raycast(max_range=float(max_range), origins_bytes=_le_bytes(o, "<f8"),
-                         directions_bytes=_le_bytes(d, "<f8"))
+        arrays = [("origins_bytes", _le(o)), ("directions_bytes", _le(d))]
         if times is not None:
-            msg.times_bytes = _le_bytes(np.asarray(times, dtype=float).reshape(-1), "<f8")
-        return raycast_hits(self._call("raycast", msg, "raycast_result"), len(o))
+            arrays.append(("times_bytes", _le(np.asarray(times, dtype=float).reshape(-1))))
+        env = self.wait_reply(self._send_bulk("raycast", pb.Raycast(max_range=float(max_range)),
+                                              arrays))
+        if env.WhichOneof("body") != "raycast_result":
+            raise errors.ProtocolError(
+                f"raycast: expected a raycast_result reply, got {env.WhichOneof('body')}")
+        return raycast_hits(env.raycast_result, len(o))
 
 
