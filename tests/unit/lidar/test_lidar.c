@@ -44,9 +44,12 @@ static int fx_open(fx_t* f, unsigned threads) {
   }
 
   // geometry tests read distances: a medium of refractive index 1 makes the optical path
-  // length of a return its geometric distance (air's 1.000273 would add 0.027 %)
+  // length of a return its geometric distance (air's 1.000273 would add 0.027 %), and without
+  // air's rare atmospheric returns every point lies on a surface
   ambient_material_t vacuum = ambient_default_air();
   vacuum.refractive_index = 1.0;
+  vacuum.attenuation = 0.0;
+  vacuum.return_scaling = 0.0;
   if (env_set_medium(f->e, 0, &vacuum, &msg)) {
     CHECK_FAIL("env_set_medium: %s", msg.text);
   }

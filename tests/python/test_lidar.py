@@ -1,0 +1,218 @@
+# SPDX-License-Identifier: MIT
+"""Lidar sensors over TCP through the Python client against the real sensimd: every scan
+pattern is served, clouds arrive in StepDone as structured arrays with the requested layout,
+geometry and timing match analytic truth, misses are handled per mode, and bad configurations
+are refused naming the field without changing the environment."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sensim import errors
+
+T_SEQ = 55.296e-6          # VLP-16 firing sequence, s
+AIR_N = 1.000273           # refractive index of the default air: ranges are optical paths
+
+
+def _clear(c, refractive_index=AIR_N):
+    """Air without its rare atmospheric returns, so that every point lies on a surface."""
+    c.set_ambient("custom", return_probability_scaling=0.0, refractive_index=refractive_index)
+
+
+def _room(c, radius=12.0, refractive_index=AIR_N):
+    """A hollow sphere around the origin in clear air: every ray from inside hits it."""
+    _clear(c, refractive_index)
+    c.create_primitive(1, "sphere", radius=radius)
+    c.create_object(1, geometry_id=1, label=3)
+
+
+def _env_sensors(c):
+    info = c.get_info()
+    return [e.sensors for e in info.environments if e.name == "default"][0]
+
+
+def _run(c, sensor, times):
+    """States and steps at the given times (static world); the clouds of `sensor`."""
+    clouds = []
+    for t in times:
+        c.update_state(t)
+        clouds += c.lidar_clouds(c.step(t), sensor)
+    return clouds
+
+
+def test_lidar_vlp16_revolution_in_a_room(sensimd):
+    with sensimd.client() as c:
+        _room(c, 12.0)
+        c.create_lidar(5, vlp16={"frequency": 10.0},
+                       fields=["x", "y", "z", "distance", "ring", "time_offset", "azimuth",
+                               "object_id", "label"])
+        clouds = _run(c, 5, [0.0, 0.05, 0.1, 0.15, 0.2])
+        assert len(clouds) == 2
+        first = clouds[0]
+        # sequences starting in [0, 0.1): ceil(0.1 / 55.296 us) = 1809
+        assert len(first) == 1809 * 16
+        assert np.all(first["object_id"] == 1) and np.all(first["label"] == 3)
+        np.testing.assert_allclose(first["distance"], 12.0 * AIR_N, rtol=2e-6)
+        r = np.sqrt(first["x"].astype(float) ** 2 + first["y"] ** 2 + first["z"] ** 2)
+        np.testing.assert_allclose(r, first["distance"], rtol=1e-5)
+        n = np.arange(len(first)) // 16
+        j = np.arange(len(first)) % 16
+        t = n * T_SEQ + j * 2.304e-6
+        np.testing.assert_allclose(first["time_offset"], t, atol=1e-8)
+        assert np.array_equal(first["ring"], j)
+        phi = np.remainder(-2 * math.pi * 10.0 * t + math.pi, 2 * math.pi) - math.pi
+        np.testing.assert_allclose(np.remainder(first["azimuth"] - phi + math.pi, 2 * math.pi)
+                                   - math.pi, 0.0, atol=1e-6)
+        assert len(clouds[1]) == 1808 * 16
+
+
+def test_lidar_every_pattern_is_served(sensimd):
+    patterns = {
+        "spinning": ({"spinning": {"frequency": 10.0, "columns": 360,
+                                   "channel_elevations": [-0.1, 0.0, 0.1]}}, 360 * 3),
+        "ouster": ({"ouster": {"channels": 32, "columns": 512, "frequency": 10.0}}, 32 * 512),
+        "bpearl": ({"bpearl": {}}, 32 * 1800),
+        "hdl64e": ({"hdl64e": {"columns": 1000}}, 64 * 1000),
+        "flash": ({"flash": {"columns": 8, "rows": 4, "fov_horizontal": 0.7,
+                             "fov_vertical": 0.35, "frame_rate": 10.0}}, 32),
+        "custom": ({"custom": {"azimuths": [0.0, 0.5, -0.5], "elevations": [0.0, 0.1, -0.1],
+                               "time_offsets": [0.0, 0.01, 0.02], "channels": [4, 5, 6],
+                               "frame_rate": 10.0}}, 3),
+        "livox": ({"livox": {"point_rate": 20000, "frame_rate": 10}}, 2000),
+    }
+    with sensimd.client() as c:
+        _room(c, 8.0)
+        for i, (config, _) in enumerate(patterns.values()):
+            c.create_lidar(10 + i, **config)
+        assert _env_sensors(c) == len(patterns)
+        c.update_state(0.0)
+        c.update_state(0.1)
+        done = c.step(0.1)
+        for i, (name, (_, count)) in enumerate(patterns.items()):
+            clouds = c.lidar_clouds(done, 10 + i)
+            assert len(clouds) >= 1, name
+            assert len(clouds[0]) == count, name
+            np.testing.assert_allclose(
+                np.sqrt(clouds[0]["x"].astype(float) ** 2 + clouds[0]["y"] ** 2 +
+                        clouds[0]["z"] ** 2), 8.0 * AIR_N, rtol=1e-5, err_msg=name)
+
+
+def test_lidar_layout_presets_over_the_wire(sensimd):
+    with sensimd.client() as c:
+        _room(c)
+        c.create_lidar(1, vlp16={"frequency": 10.0}, layout="velodyne")
+        c.create_lidar(2, ouster={"channels": 16, "columns": 512, "frequency": 10.0},
+                       layout="ouster")
+        c.create_lidar(3, vlp16={"frequency": 10.0})
+        c.update_state(0.0)
+        c.update_state(0.15)
+        done = c.step(0.15)
+        velo = c.lidar_clouds(done, 1)[0]
+        assert velo.dtype.itemsize == 22
+        assert [velo.dtype.fields[n][1] for n in ("x", "y", "z", "intensity", "ring", "time")] \
+            == [0, 4, 8, 12, 16, 18]
+        assert velo.dtype["ring"] == np.dtype("<u2")
+        ouster = c.lidar_clouds(done, 2)[0]
+        assert ouster.dtype.itemsize == 48
+        assert [ouster.dtype.fields[n][1] for n in
+                ("x", "y", "z", "intensity", "t", "reflectivity", "ring", "ambient", "range")] \
+            == [0, 4, 8, 16, 20, 24, 26, 28, 32]
+        np.testing.assert_allclose(ouster["range"], round(12.0 * AIR_N * 1000), atol=1)
+        # column j fires at j * 195.3125 us (16 beams share it)
+        np.testing.assert_allclose(ouster["t"], (np.arange(len(ouster)) // 16) * 195312.5,
+                                   atol=1)
+        xyzi = c.lidar_clouds(done, 3)[0]
+        assert xyzi.dtype.names == ("x", "y", "z", "intensity")
+        assert xyzi.dtype.itemsize == 16
+        assert np.all(xyzi["intensity"] > 0)
+
+
+@pytest.mark.parametrize("mode", ["remove", "zero", "nan"])
+def test_lidar_misses(sensimd, mode):
+    with sensimd.client() as c:
+        # a wall x = 5 in front of the left half of a flash grid only
+        _clear(c)
+        c.create_primitive(1, "plane", half_size=5.0)
+        c.create_object(1, geometry_id=1,
+                        local_pose={"position": (5, 5, 0),
+                                    "orientation": (0, math.sin(math.pi / 4), 0,
+                                                    math.cos(math.pi / 4))})
+        c.create_lidar(1, flash={"columns": 8, "rows": 2, "fov_horizontal": 0.7,
+                                 "fov_vertical": 0.2, "frame_rate": 10.0},
+                       misses=mode, fields=["x", "y", "z", "distance", "azimuth",
+                                            "return_count"])
+        clouds = _run(c, 1, [0.0])
+        assert len(clouds) == 1
+        cloud = clouds[0]
+        hit = cloud["azimuth"] > 0
+        assert len(cloud) == (8 if mode == "remove" else 16)
+        assert hit.sum() == 8
+        np.testing.assert_allclose(cloud["x"][hit], 5.0 * AIR_N, rtol=1e-5, atol=1e-4)
+        if mode == "zero":
+            assert np.all(cloud["x"][~hit] == 0) and np.all(cloud["distance"][~hit] == 0)
+        if mode == "nan":
+            assert np.all(np.isnan(cloud["x"][~hit])) and np.all(np.isnan(cloud["distance"][~hit]))
+        assert np.all(cloud["return_count"][~hit] == 0)
+
+
+def test_lidar_publish_per_step_world_frame(sensimd):
+    with sensimd.client() as c:
+        _room(c, 10.0, refractive_index=1.0)   # world points: |o + d X| = R when X = L
+        c.create_body(2)
+        c.create_lidar(1, body_id=2, mount={"position": (0, 0, 1)},
+                       ouster={"channels": 16, "columns": 512, "frequency": 10.0},
+                       publish="per_step", frame="world", fields=["x", "y", "z", "time_offset"])
+        counts = []
+        for k in range(4):
+            t = 0.02 * k
+            c.update_state(t, [2], [[0.5 * t, 0, 0, 0, 0, 0, 1]])
+            done = c.step(t)
+            clouds = c.lidar_clouds(done, 1)
+            assert len(clouds) == 1
+            cloud = clouds[0]
+            counts.append(len(cloud))
+            r = np.sqrt(cloud["x"].astype(float) ** 2 + cloud["y"] ** 2 + cloud["z"] ** 2)
+            np.testing.assert_allclose(r, 10.0, rtol=1e-5)
+            assert np.all(cloud["time_offset"] <= 0.02 + 1e-6)
+        # rays at t <= 0.06: columns 0..307 (0.06 / 195.3125 us = 307.2)
+        assert sum(counts) == 308 * 16
+
+
+@pytest.mark.parametrize("config, field", [
+    ({"spinning": {"frequency": 10.0, "columns": 100}}, "lidar.spinning.channel_elevations"),
+    ({"spinning": {"frequency": 10.0, "columns": 0, "channel_elevations": [0.0]}},
+     "lidar.spinning.columns = 0 must be > 0"),
+    ({"vlp16": {"frequency": 10.0}, "range_min": -1.0}, "lidar.range_min"),
+    ({"vlp16": {"frequency": 10.0}, "range_max": 0.05}, "lidar.range_max"),
+    ({"vlp16": {"frequency": 10.0}, "fields": ["x", "colour"]}, "lidar.fields[1]"),
+    ({"vlp16": {"frequency": float("nan")}}, "lidar.vlp16.frequency"),
+    ({"ouster": {"channels": 48, "columns": 1024, "frequency": 10.0}}, "lidar.ouster.channels"),
+    ({"flash": {"columns": 8, "rows": 0, "fov_horizontal": 1, "fov_vertical": 1,
+                "frame_rate": 10}}, "lidar.flash.rows"),
+    ({"custom": {"azimuths": [0.0, 0.1], "elevations": [0.0], "frame_rate": 10}},
+     "lidar.custom.elevations"),
+    ({"livox": {"prism_rates": [1.0]}}, "lidar.livox.prism_rates"),
+    ({"vlp16": {"frequency": 10.0}, "distance_noise": {"stddev_base": -1}},
+     "lidar.distance_noise"),
+])
+def test_lidar_bad_configuration_names_the_field(sensimd, config, field):
+    with sensimd.client() as c:
+        _room(c)
+        c.create_lidar(1, vlp16={"frequency": 10.0})
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_lidar(2, **config)
+        assert field in exc.value.message
+        assert _env_sensors(c) == 1
+        c.create_lidar(2, vlp16={"frequency": 10.0})   # the id is still free
+        assert _env_sensors(c) == 2
+
+
+def test_lidar_no_pattern_is_refused(sensimd):
+    with sensimd.client() as c:
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_sensor(1, lidar={})
+        assert "scan pattern" in exc.value.message
+        assert _env_sensors(c) == 0
