@@ -6,6 +6,7 @@
 // (daemon/exec.h); the loop only decodes, routes and writes.
 #include "daemon.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -535,6 +536,24 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
 
 //---------------- protocol
 
+// The environments' memory past --max-scene-bytes refuses requests that add to them: the heap
+// in use less what is queued for connections (the core's copies of meshes, tables and names),
+// plus what the ray-tracing backend holds (it allocates most of its memory outside the heap;
+// the part inside is counted twice, on the safe side).
+static int scene_memory_full(daemon_t* d, uint64_t* used) {
+  struct mallinfo2 mi = mallinfo2();
+  server_stats_t st;
+  server_get_stats(d->server, &st);
+  uint64_t heap = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+  uint64_t errors;
+  int64_t backend;
+  scene_device_counters(d->device, &errors, &backend);
+  *used = heap > st.held_bytes ? heap - st.held_bytes : 0;
+  *used += backend > 0 ? (uint64_t)backend : 0;
+  return d->cfg.max_scene_bytes && *used > d->cfg.max_scene_bytes;
+}
+
+
 static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   session_t* s = c->s;
   uint64_t id = wire_id(req);
@@ -675,6 +694,14 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       if (c->observer) {
         reply_status(d, s, id, ERR_STATE,
                      "%s changes the environment; this connection's role is observer", body);
+        break;
+      }
+      uint64_t used;
+      if ((strncmp(body, "create_", 7) == 0 || strcmp(body, "set_material") == 0) &&
+          scene_memory_full(d, &used)) {
+        reply_status(d, s, id, ERR_LIMIT, "%s: the environments hold %llu bytes, past "
+                     "max_scene_bytes %llu; remove something first", body,
+                     (unsigned long long)used, (unsigned long long)d->cfg.max_scene_bytes);
         break;
       }
       submit_request(d, c, req, 0);

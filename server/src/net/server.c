@@ -571,6 +571,20 @@ static void check_deadlines(session_t* s, uint64_t now) {
   server_t* srv = s->srv;
   const server_limits_t* lim = &srv->limits;
 
+  // a session that is not reading (paused, half closed) would notice a reset only when a
+  // write fails: ask the socket, so that the slot is given back within a tick
+  uv_os_fd_t fd;
+  if (!s->reading && uv_fileno((uv_handle_t*)&s->tcp, &fd) == 0) {
+    int err = 0;
+    socklen_t n = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) == 0 && err != 0) {
+      LOG_DEBUG("session %llu (%s): %s; closing", (unsigned long long)s->id, s->peer,
+                strerror(err));
+      close_now(s);
+      return;
+    }
+  }
+
   // replies that do not move: the peer does not read, no status frame can reach it
   if (lim->io_timeout_ms && s->queued > 0) {
     uint64_t mark = s->sent_total - uv_stream_get_write_queue_size((uv_stream_t*)&s->tcp);

@@ -212,3 +212,72 @@ TEST(frame_reader_releases_the_buffer_of_a_large_frame) {
   frame_reader_close(&r);
   return 0;
 }
+
+
+TEST(frame_limit_can_change_between_frames_and_is_named) {
+  frame_reader_t r;
+  frame_reader_init(&r, 1000);
+  frame_reader_set_limit(&r, 16, "max_hello_bytes", " (until Hello)");
+  uint8_t data[4 + 16 + 4];
+  frame_write_header(data, 16);
+  for (int i = 0; i < 16; i++) {
+    data[4 + i] = (uint8_t)i;
+  }
+  frame_write_header(data + 20, 17);
+  ASSERT_OK(frame_reader_feed(&r, data, 20));
+  const uint8_t* p;
+  size_t len;
+  err_msg_t msg;
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, &msg), 1);
+  ASSERT_EQ(len, 16);
+
+  // raised after the first frame: the next header is measured against the new limit
+  frame_reader_set_limit(&r, 1000, "max_frame_bytes", "");
+  ASSERT_OK(frame_reader_feed(&r, data + 20, 4));
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, &msg), 0);
+  frame_reader_close(&r);
+
+  frame_reader_init(&r, 1000);
+  frame_reader_set_limit(&r, 16, "max_hello_bytes", " (until Hello)");
+  ASSERT_OK(frame_reader_feed(&r, data + 20, 4));
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, &msg), ERR_LIMIT);
+  ASSERT_STREQ(msg.text, "frame length 17 exceeds max_hello_bytes 16 (until Hello)");
+  frame_reader_close(&r);
+  return 0;
+}
+
+
+TEST(frame_in_progress_is_measured_and_buffered_at_its_own_size) {
+  frame_reader_t r;
+  frame_reader_init(&r, 1u << 24);
+  enum { N = 3000000 };  // not a power of two: the buffer must not round up to 4 MiB
+  uint8_t* data = calloc(1, FRAME_HEADER_BYTES + N);
+  ASSERT_TRUE(data != NULL);
+  frame_write_header(data, N);
+  const uint8_t* p;
+  size_t len;
+  ASSERT_EQ(frame_reader_expected(&r), 0);
+  ASSERT_OK(frame_reader_feed(&r, data, 2));
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 0);
+  ASSERT_EQ(frame_reader_expected(&r), 0);  // header incomplete
+  size_t pos = 2;
+  while (pos < FRAME_HEADER_BYTES + N) {
+    size_t n = FRAME_HEADER_BYTES + N - pos < 65536 ? FRAME_HEADER_BYTES + N - pos : 65536;
+    ASSERT_OK(frame_reader_feed(&r, data + pos, n));
+    pos += n;
+    if (pos < FRAME_HEADER_BYTES + N) {
+      ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 0);
+      ASSERT_EQ(frame_reader_expected(&r), FRAME_HEADER_BYTES + N);
+      ASSERT_TRUE(frame_reader_memory(&r) <= FRAME_HEADER_BYTES + N);
+    }
+  }
+  ASSERT_EQ(frame_reader_memory(&r), FRAME_HEADER_BYTES + N);
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 1);
+  ASSERT_EQ(len, N);
+  ASSERT_EQ(frame_reader_expected(&r), 0);  // a whole frame is not "in progress"
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 0);
+  ASSERT_EQ(frame_reader_memory(&r), 0);    // a large buffer is released once drained
+  frame_reader_close(&r);
+  free(data);
+  return 0;
+}

@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: MIT
+// test_text.c: strings from the outside: clean-text checks, the constant-time comparison of
+// secrets, and log escaping.
+#include "base/text.h"
+
+#include <string.h>
+
+#include "check.h"
+
+
+TEST(text_clean_refuses_nul_c0_del_and_c1_controls) {
+  size_t at = 99;
+  ASSERT_TRUE(text_is_clean("plain name", 10, &at));
+  ASSERT_TRUE(text_is_clean("caf\xc3\xa9 \xe2\x82\xac", 9, &at));  // é and € are fine
+  ASSERT_TRUE(!text_is_clean("ab\0cd", 5, &at));
+  ASSERT_EQ(at, 2);
+  ASSERT_TRUE(!text_is_clean("a\nb", 3, &at));
+  ASSERT_EQ(at, 1);
+  ASSERT_TRUE(!text_is_clean("\x1b[31m", 5, &at));
+  ASSERT_EQ(at, 0);
+  ASSERT_TRUE(!text_is_clean("x\x7f", 2, &at));
+  ASSERT_EQ(at, 1);
+  ASSERT_TRUE(!text_is_clean("c1\xc2\x9b", 4, &at));  // U+009B, the 8-bit CSI
+  ASSERT_EQ(at, 2);
+  ASSERT_TRUE(text_is_clean("\xc2\xa0", 2, NULL));     // U+00A0 is not a control
+  ASSERT_TRUE(text_is_clean("", 0, NULL));
+  return 0;
+}
+
+
+TEST(text_secrets_are_equal_only_over_their_full_length) {
+  ASSERT_TRUE(text_equal_secret("s3cret", 6, "s3cret", 6));
+  ASSERT_TRUE(!text_equal_secret("s3cret\0junk", 11, "s3cret", 6));
+  ASSERT_TRUE(!text_equal_secret("s3cre", 5, "s3cret", 6));
+  ASSERT_TRUE(!text_equal_secret("s3cret", 6, "s3creT", 6));
+  ASSERT_TRUE(!text_equal_secret("", 0, "x", 1));
+  ASSERT_TRUE(text_equal_secret("", 0, "", 0));
+  // equal prefixes padded with what the shorter string does not have still differ
+  ASSERT_TRUE(!text_equal_secret("ab", 2, "ab\0", 3));
+  return 0;
+}
+
+
+TEST(text_escape_keeps_one_line_and_no_control_bytes) {
+  char out[64];
+  ASSERT_EQ(text_escape(out, sizeof(out), "ok caf\xc3\xa9", 8), 8);
+  ASSERT_STREQ(out, "ok caf\xc3\xa9");
+  text_escape(out, sizeof(out), "a\nb\rc\td\\e", 9);
+  ASSERT_STREQ(out, "a\\nb\\rc\\td\\\\e");
+  text_escape(out, sizeof(out), "\x1b[2J\x7f", 5);
+  ASSERT_STREQ(out, "\\x1b[2J\\x7f");
+  text_escape(out, sizeof(out), "bad\xff\xfe\xc2", 6);
+  ASSERT_STREQ(out, "bad\\xff\\xfe\\xc2");
+  text_escape(out, sizeof(out), "c1\xc2\x9bx", 5);                  // C1 CSI, escaped bytewise
+  ASSERT_STREQ(out, "c1\\xc2\\x9bx");
+  text_escape(out, sizeof(out), "\xed\xa0\x80", 3);                 // a surrogate is not UTF-8
+  ASSERT_STREQ(out, "\\xed\\xa0\\x80");
+  text_escape(out, sizeof(out), "\xe0\x80\x80", 3);                 // nor an overlong form
+  ASSERT_STREQ(out, "\\xe0\\x80\\x80");
+  ASSERT_EQ(text_escape(out, sizeof(out), "nul\0x", 5), 8);
+  ASSERT_STREQ(out, "nul\\x00x");
+  return 0;
+}
+
+
+TEST(text_escape_cuts_at_a_character_boundary) {
+  char out[6];
+  // "\n" needs two bytes: "abc" + "\n" would be 5 + NUL = 6, so it fits; the rest does not
+  ASSERT_EQ(text_escape(out, sizeof(out), "abc\ndef", 7), 5);
+  ASSERT_STREQ(out, "abc\\n");
+  ASSERT_EQ(text_escape(out, sizeof(out), "abcd\x01", 5), 4);       // "\x01" would not fit
+  ASSERT_STREQ(out, "abcd");
+  ASSERT_EQ(text_escape(out, sizeof(out), "ab\xe2\x82\xac\xe2\x82\xac", 8), 5);
+  ASSERT_STREQ(out, "ab\xe2\x82\xac");
+  char one[1];
+  ASSERT_EQ(text_escape(one, sizeof(one), "x", 1), 0);
+  ASSERT_STREQ(one, "");
+  return 0;
+}
