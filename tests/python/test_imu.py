@@ -219,6 +219,8 @@ def test_cone_speed_from_step_times(sensimd):
      "imu.gyroscope.chain.noise_stddev.y"),
     (dict(imu={"accelerometer": {"chain": {"crossAxisMatrix": {"m": [1, 2]}}}}),
      "imu.accelerometer.chain.cross_axis_matrix"),
+    (dict(imu={"accelerometer": {"chain": {"crossAxisScalar": 1.5}}}),
+     "imu.accelerometer.chain.cross_axis_scalar"),
     (dict(imu={"magnetometer": {}, "sampleRate": -5}), "imu.sample_rate"),
     (dict(encoder={"jointId": 1, "resolution": -1}), "encoder.resolution"),
     (dict(encoder={}), "encoder.joint_id"),

@@ -223,10 +223,14 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
   pose_t sensor = view_mount_pose(body, &ctx->mount, 1.0);
   pose_t inv = xform_inverse(&sensor);
   cone_best_t best = {0};
-  for (uint32_t i = 0; i < v->nobject; i++) {
-    cone_object_t o = {.obj = &v->objects[i]};
-    o.pose = xform_compose(&inv, &v->objects[i].pose);
-    cone_object_eval(&self->k, &o, self->c.mode, self->c.lines_per_face, &best);
+  int passes = self->c.mode == CONE_MODE_EXACT ? 2 : 1;
+  for (int pass = 1; pass <= passes; pass++) {
+    best.pass = self->c.mode == CONE_MODE_EXACT ? pass : 0;
+    for (uint32_t i = 0; i < v->nobject; i++) {
+      cone_object_t o = {.obj = &v->objects[i]};
+      o.pose = xform_compose(&inv, &v->objects[i].pose);
+      cone_object_eval(&self->k, &o, self->c.mode, self->c.lines_per_face, &best);
+    }
   }
   sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_CONE);
   if (!r) {

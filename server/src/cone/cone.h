@@ -45,6 +45,10 @@ typedef struct cone_best {
   double d2;                    // |q|^2
   double q[3];
   uint32_t object_id;
+  // EXACT mode in two passes over the scene: 1 offers only the pieces whose own closest point
+  // is inside the cone (cheap), so that pass 2 (the boundary searches) can skip every piece
+  // that cannot come closer; 0 = one full pass.
+  int pass;
 } cone_best_t;
 
 // Defaults: 45 x 30 degrees, range 20 m, EXACT, 10 lines per face.

@@ -239,6 +239,9 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
     cone_offer_point(p, object_id, best);
     return;
   }
+  if (best->pass == 1) {
+    return;
+  }
   // 2. the edges clipped to the cone
   for (int i = 0; i < 3; i++) {
     cone_offer_segment(k, v[i], v[(i + 1) % 3], object_id, best);
@@ -522,9 +525,13 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
   uint32_t id = o->obj->id;
   // 1. the solid's closest point, when inside the cone, is the answer
   double c[3];
-  if (solid_closest(&s, c) && cone_inside(k, c)) {
+  int known = solid_closest(&s, c);
+  if (known && cone_inside(k, c)) {
     cone_offer_point(c, id, best);
     return;
+  }
+  if (best->pass == 1 || (known && best->found && dot3(c, c) >= best->d2)) {
+    return;                     // pass 1, or the solid cannot come closer than the best
   }
   // 2. the lateral surface of the cone
   lateral_search(k, solid_lateral, &s, id, best);

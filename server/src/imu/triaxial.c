@@ -58,8 +58,8 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
       return err_set(msg, ERR_INVAL, "%s.range.upper.%s = %g must be a number above -inf",
                      prefix, kAxis[i], c->upper[i]);
     }
-    if (!(c->lower[i] < c->upper[i])) {
-      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must be below range.upper.%s = %g",
+    if (!(c->lower[i] <= c->upper[i])) {
+      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must not exceed range.upper.%s = %g",
                      prefix, kAxis[i], c->lower[i], kAxis[i], c->upper[i]);
     }
   }

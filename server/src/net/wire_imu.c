@@ -32,6 +32,10 @@ static int chain_from(const Sensim__V1__TriaxialConfig* m, const char* field, po
   }
   vec3_default(m->bias, 0.0, c->bias);
   if (m->cross_axis_case == SENSIM__V1__TRIAXIAL_CONFIG__CROSS_AXIS_CROSS_AXIS_SCALAR) {
+    if (!(m->cross_axis_scalar >= 0.0 && m->cross_axis_scalar <= 1.0)) {
+      return err_set(msg, ERR_INVAL, "%s.cross_axis_scalar = %g must be in [0, 1]", field,
+                     m->cross_axis_scalar);
+    }
     triax_cross_scalar(m->cross_axis_scalar, c->cross);
   } else if (m->cross_axis_case == SENSIM__V1__TRIAXIAL_CONFIG__CROSS_AXIS_CROSS_AXIS_MATRIX) {
     char name[96];

@@ -169,6 +169,38 @@ TEST(exact_mesh_wall_on_the_lateral_surface) {
   return 0;
 }
 
+// The documentation's analytic exact-mode values (FOV 45 x 30 deg, range 20 m): a wall across
+// the view, a wall along the left side and a ceiling, as unbounded planes.
+TEST(exact_mode_documented_walls) {
+  cone_shape_t k = shape(45, 30, 20);
+  view_object_t p = prim(1, SCENE_PRIM_PLANE, 0, 0, 0);
+  // x = 5: the plane's normal (+z local) turned to -x
+  p.pose.p[0] = 5.0;
+  p.pose.q[0] = cos(M_PI / 4);
+  p.pose.q[2] = -sin(M_PI / 4);
+  cone_best_t b = eval(&k, &p, 1, CONE_MODE_EXACT, 0);
+  ASSERT_NEAR(sqrt(b.d2), 5.0, EXACT_TOL);
+  ASSERT_NEAR(atan2(b.q[1], b.q[0]), 0.0, 1e-9);
+  // y = 3: normal turned to -y
+  p.pose = xform_identity();
+  p.pose.p[1] = 3.0;
+  p.pose.q[0] = cos(M_PI / 4);
+  p.pose.q[1] = sin(M_PI / 4);
+  b = eval(&k, &p, 1, CONE_MODE_EXACT, 0);
+  ASSERT_NEAR(sqrt(b.d2), 7.83937779, EXACT_TOL);
+  ASSERT_NEAR(b.q[0], 7.24264069, EXACT_TOL);
+  ASSERT_NEAR(atan2(b.q[1], b.q[0]) / DEG, 22.5, 1e-6);
+  ASSERT_NEAR(atan2(b.q[2], b.q[0]) / DEG, 0.0, 1e-6);
+  // z = 2
+  p.pose = xform_identity();
+  p.pose.p[2] = 2.0;
+  b = eval(&k, &p, 1, CONE_MODE_EXACT, 0);
+  ASSERT_NEAR(sqrt(b.d2), 7.72740661, EXACT_TOL);
+  ASSERT_NEAR(b.q[0], 7.46410162, EXACT_TOL);
+  ASSERT_NEAR(atan2(b.q[2], b.q[0]) / DEG, 15.0, 1e-6);
+  return 0;
+}
+
 // Entry distance of the ray along unit d into the sphere (c, r).
 static double ray_sphere(const double d[3], const double c[3], double r) {
   double cd = c[0] * d[0] + c[1] * d[1] + c[2] * d[2];
@@ -257,6 +289,17 @@ TEST(exact_picks_the_nearest_object) {
   ASSERT_TRUE(sphere < sqrt(floor_x * floor_x + 4.0));
   ASSERT_EQ(b.object_id, 2);
   ASSERT_NEAR(sqrt(b.d2), sphere, EXACT_TOL);
+  // the sensor's two passes (pieces whose own closest point is in view first) agree
+  cone_best_t two = {0};
+  for (int pass = 1; pass <= 2; pass++) {
+    two.pass = pass;
+    for (int i = 0; i < 3; i++) {
+      cone_object_t o = {.obj = &objs[i], .pose = objs[i].pose};
+      cone_object_eval(&k, &o, CONE_MODE_EXACT, 0, &two);
+    }
+  }
+  ASSERT_EQ(two.object_id, 2);
+  ASSERT_TRUE(two.d2 == b.d2);
   b = eval(&k, &objs[2], 1, CONE_MODE_EXACT, 0);
   ASSERT_EQ(b.object_id, 3);
   ASSERT_NEAR(sqrt(b.d2), sqrt(floor_x * floor_x + 4.0), EXACT_TOL);
