@@ -145,10 +145,9 @@ static void run_chain(const triax_config_t* c, const rng_key_t* key, uint32_t su
   triax_quantize(c, dest, dest);
 }
 
-// One sample at fraction s of the step (time t). Fills rec; advances the drift copies.
+// One sample at fraction s of the step. Fills rec; advances the drift copies.
 static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step_view_t* v,
-                   const view_body_t* body, const imu_step_motion_t* m, double s, double t,
-                   double nu, double dt_sample, const rng_key_t* key, triax_drift_t drift[3],
+                   const view_body_t* body, const imu_step_motion_t* m, double s, double nu, double dt_sample, const rng_key_t* key, triax_drift_t drift[3],
                    sensor_imu_t* rec) {
   const imu_config_t* c = &self->c;
   pose_t bpose = xform_interpolate(&body->at[0].pose, &body->at[1].pose, s);
@@ -157,7 +156,6 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
   for (int i = 0; i < 3; i++) {
     omega[i] = (1.0 - s) * m->w0[i] + s * m->w1[i];
   }
-  double g_sign_literal = c->literal_gravity_sign;
   uint32_t nv = 0;
 
   if (c->has_accelerometer) {
@@ -166,7 +164,7 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
     for (int i = 0; i < 3; i++) {
       r[i] = p.p[i] - bpose.p[i];
     }
-    accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, (int)g_sign_literal, ideal);
+    accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, c->literal_gravity_sign, ideal);
     run_chain(&c->accelerometer, key, SUB_ACC, ideal, nu, dt_sample, NULL, &drift[SUB_ACC],
               rec->acceleration);
     rec->has_acceleration = 1;
@@ -186,7 +184,7 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
       for (int i = 0; i < 3; i++) {
         r[i] = p.p[i] - bpose.p[i];
       }
-      accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, (int)g_sign_literal, a);
+      accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, c->literal_gravity_sign, a);
       gyro_lae(c->lae, a, lae);
     }
     run_chain(&c->gyroscope, key, SUB_GYR, ideal, nu, dt_sample, lae, &drift[SUB_GYR],
@@ -204,7 +202,6 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
     nv += triax_select(&c->magnetometer, rec->magnetic_field, rec->values + nv);
   }
   rec->nvalues = nv;
-  (void)t;
 }
 
 static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
@@ -227,6 +224,10 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
     // a time within 1e-9 s of a grid point counts as on it (so steps of exactly 1/rate give
     // one sample each despite rounding)
     const double tol = 1e-9;
+    if (!(fabs(v->t0) * rate < 4e18 && fabs(v->t1) * rate < 4e18)) {
+      return err_set(msg, ERR_LIMIT, "imu %u: time %g s is too large for imu.sample_rate = %g Hz",
+                     ctx->id, v->t1, rate);
+    }
     j0 = (int64_t)floor((v->t0 + tol) * rate) + 1;
     j1 = (int64_t)floor((v->t1 + tol) * rate);
     if (j1 >= j0 && (uint64_t)(j1 - j0) >= IMU_MAX_SAMPLES_PER_STEP) {
@@ -262,7 +263,7 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
     }
     r->time = t;
     r->frame = frame++;
-    sample(self, ctx, v, body, &m, s, t, nu, dts, &key, drift, &r->u.imu);
+    sample(self, ctx, v, body, &m, s, nu, dts, &key, drift, &r->u.imu);
     have = 1;
     last = t;
   }
