@@ -306,6 +306,182 @@ TEST(exact_picks_the_nearest_object) {
   return 0;
 }
 
+// Deterministic pseudo-random numbers in [0, 1) (xorshift64).
+static double rnd(uint64_t* state) {
+  uint64_t x = *state;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  *state = x;
+  return (double)(x >> 11) / (double)(1ull << 53);
+}
+
+// Random triangles against brute force: the nearest of a dense grid of the triangle's own points
+// inside the cone is an upper bound of the true minimum, so EXACT mode (which offers only true
+// points) must be at most that bound, and at least the bound minus the grid's resolution.
+TEST(exact_random_triangles_against_brute_force) {
+  cone_shape_t k = shape(50, 35, 12);
+  uint64_t st = 0x9e3779b97f4a7c15ull;
+  const int grid = 300;
+  int detected = 0;
+  for (int trial = 0; trial < 60; trial++) {
+    double v[3][3];
+    for (int i = 0; i < 3; i++) {
+      v[i][0] = -2.0 + 16.0 * rnd(&st);
+      v[i][1] = -8.0 + 16.0 * rnd(&st);
+      v[i][2] = -6.0 + 12.0 * rnd(&st);
+    }
+    cone_best_t b = {0};
+    cone_exact_triangle(&k, v, 1, &b);
+    double brute = INFINITY;
+    for (int i = 0; i <= grid; i++) {
+      for (int j = 0; j <= grid - i; j++) {
+        double u = (double)i / grid, w = (double)j / grid;
+        double p[3];
+        for (int c = 0; c < 3; c++) {
+          p[c] = v[0][c] + u * (v[1][c] - v[0][c]) + w * (v[2][c] - v[0][c]);
+        }
+        if (cone_inside(&k, p)) {
+          brute = fmin(brute, sqrt(p[0] * p[0] + p[1] * p[1] + p[2] * p[2]));
+        }
+      }
+    }
+    if (!isfinite(brute)) {
+      continue;                 // the grid saw nothing; a sliver may still be in view
+    }
+    detected++;
+    ASSERT_TRUE(b.found);
+    ASSERT_TRUE(cone_inside(&k, b.q));
+    double got = sqrt(b.d2);
+    ASSERT_TRUE(got <= brute + 1e-9);
+    ASSERT_TRUE(got >= brute - 0.1);
+  }
+  ASSERT_TRUE(detected >= 20);
+  return 0;
+}
+
+// Random ellipsoids (spheres at non-uniform scales, turned) against brute force over a dense
+// grid of their surface points.
+TEST(exact_random_ellipsoids_against_brute_force) {
+  cone_shape_t k = shape(60, 40, 15);
+  uint64_t st = 0x2545f4914f6cdd1dull;
+  int detected = 0;
+  for (int trial = 0; trial < 30; trial++) {
+    view_object_t e = prim(1, SCENE_PRIM_SPHERE, 1.0, 0, 0);
+    for (int i = 0; i < 3; i++) {
+      e.scale[i] = 0.3 + 2.0 * rnd(&st);
+    }
+    e.pose.p[0] = 1.0 + 12.0 * rnd(&st);
+    e.pose.p[1] = -8.0 + 16.0 * rnd(&st);
+    e.pose.p[2] = -5.0 + 10.0 * rnd(&st);
+    for (int i = 0; i < 4; i++) {
+      e.pose.q[i] = rnd(&st) - 0.5;
+    }
+    xform_quat_normalize(e.pose.q);
+    if (xform_norm(e.pose.p, 3) < 2.5) {
+      continue;                 // keep the sensor outside
+    }
+    cone_best_t b = eval(&k, &e, 1, CONE_MODE_EXACT, 0);
+    cone_object_t o = {.obj = &e, .pose = e.pose};
+    double brute = INFINITY;
+    const int n = 400;
+    for (int i = 0; i <= n; i++) {
+      double lat = M_PI * ((double)i / n - 0.5);
+      for (int j = 0; j < 2 * n; j++) {
+        double lon = M_PI * j / n;
+        double x[3] = {cos(lat) * cos(lon), cos(lat) * sin(lon), sin(lat)}, p[3];
+        cone_object_point(&o, x, p);
+        if (cone_inside(&k, p)) {
+          brute = fmin(brute, xform_norm(p, 3));
+        }
+      }
+    }
+    if (!isfinite(brute)) {
+      continue;
+    }
+    detected++;
+    ASSERT_TRUE(b.found);
+    double got = sqrt(b.d2);
+    ASSERT_TRUE(got <= brute + 1e-6);
+    ASSERT_TRUE(got >= brute - 0.05);
+  }
+  ASSERT_TRUE(detected >= 8);
+  return 0;
+}
+
+// A point of the unit-radius cylinder or capsule (half length h) surface: u, w in [0, 1].
+static void tube_point(int capsule, double h, double u, double w, double x[3]) {
+  double phi = 2.0 * M_PI * w;
+  if (u < 0.25 || u > 0.75) {
+    double side = u < 0.25 ? -1.0 : 1.0;
+    double f = u < 0.25 ? u * 4.0 : (1.0 - u) * 4.0;   // 0 at the pole, 1 at the rim
+    if (capsule) {
+      double lat = 0.5 * M_PI * (1.0 - f);
+      x[0] = cos(lat) * cos(phi);
+      x[1] = cos(lat) * sin(phi);
+      x[2] = side * (h + sin(lat));
+    } else {
+      x[0] = f * cos(phi);
+      x[1] = f * sin(phi);
+      x[2] = side * h;
+    }
+    return;
+  }
+  x[0] = cos(phi);
+  x[1] = sin(phi);
+  x[2] = h * (4.0 * u - 2.0);
+}
+
+TEST(exact_random_cylinders_and_capsules_against_brute_force) {
+  cone_shape_t k = shape(55, 40, 14);
+  uint64_t st = 0x1234567887654321ull;
+  int detected = 0;
+  for (int trial = 0; trial < 30; trial++) {
+    int capsule = trial % 2;
+    double h = 0.3 + 2.0 * rnd(&st);
+    view_object_t e = prim(1, capsule ? SCENE_PRIM_CAPSULE : SCENE_PRIM_CYLINDER, 1.0, h, 0);
+    double s = 0.4 + 1.2 * rnd(&st);
+    e.scale[0] = e.scale[1] = e.scale[2] = s;
+    if (!capsule && trial % 4 == 0) {
+      e.scale[2] = 0.5 + rnd(&st);  // cylinders keep their shape under any axial scale
+    }
+    e.pose.p[0] = 1.0 + 12.0 * rnd(&st);
+    e.pose.p[1] = -8.0 + 16.0 * rnd(&st);
+    e.pose.p[2] = -5.0 + 10.0 * rnd(&st);
+    for (int i = 0; i < 4; i++) {
+      e.pose.q[i] = rnd(&st) - 0.5;
+    }
+    xform_quat_normalize(e.pose.q);
+    if (xform_norm(e.pose.p, 3) < 3.0 * (1.0 + h) * s) {
+      continue;                 // keep the sensor outside
+    }
+    cone_best_t b = eval(&k, &e, 1, CONE_MODE_EXACT, 0);
+    cone_object_t o = {.obj = &e, .pose = e.pose};
+    double brute = INFINITY;
+    const int n = 600;
+    for (int i = 0; i <= n; i++) {
+      for (int j = 0; j < n; j++) {
+        double x[3], p[3];
+        tube_point(capsule, h, (double)i / n, (double)j / n, x);
+        cone_object_point(&o, x, p);
+        if (cone_inside(&k, p)) {
+          brute = fmin(brute, xform_norm(p, 3));
+        }
+      }
+    }
+    if (!isfinite(brute)) {
+      continue;
+    }
+    detected++;
+    ASSERT_TRUE(b.found);
+    double got = sqrt(b.d2);
+    ASSERT_TRUE(got <= brute + 1e-6);
+    ASSERT_TRUE(got >= brute - 0.05);
+  }
+  ASSERT_TRUE(detected >= 8);
+  return 0;
+}
+
 // The sensor over step views: the reading, the point in the world, speed from real step times.
 TEST(sensor_reading_and_speed) {
   cone_config_t c;
