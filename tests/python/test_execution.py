@@ -6,6 +6,7 @@ requests pipelined into one environment keep their order and see each other's ef
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 
 import numpy as np
@@ -168,3 +169,36 @@ def test_many_environments_stepping_at_once(sensimd, nenv):
     finally:
         for c in clients:
             c.close()
+
+
+def test_environments_building_and_tracing_at_once_stay_exact(sensimd):
+    """Four environments, each on its own connection and thread, build meshes (a new BVH each
+    round) and trace at the same time: every hit is where that environment's own geometry is.
+    A square plate of two triangles in the plane x = d, centred on the x axis, is hit by the
+    ray from the origin along +x at exactly d."""
+    nenv, nround = 4, 15
+    failures: list[str] = []
+
+    def run(i: int) -> None:
+        try:
+            with sensimd.client(environment=f"build{i}", timeout=60) as c:
+                for k in range(nround):
+                    d = 2.0 + i + 0.25 * k
+                    v = np.array([[d, -5, -5], [d, 5, -5], [d, 5, 5], [d, -5, 5]], np.float32)
+                    c.create_mesh(k + 1, v, np.array([[0, 1, 2], [0, 2, 3]], np.uint32))
+                    c.create_object(k + 1, k + 1)
+                    if k:
+                        c.remove("object", k)
+                    hits = c.raycast([[0, 0, 0], [0, 0.5, 0.5]], [[1, 0, 0], [1, 0, 0]])
+                    got = list(hits.distances)
+                    if got != [pytest.approx(d, abs=1e-5)] * 2:
+                        failures.append(f"env {i} round {k}: {got} != {d}")
+        except Exception as exc:  # reported below, with the other threads' results
+            failures.append(f"env {i}: {exc!r}")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(nenv)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    assert not failures, failures
