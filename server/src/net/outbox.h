@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // outbox.h: the replies of one connection, kept in request order. A request reserves a slot
 // when it arrives; the slot is filled when its reply is ready (at once, or when a job on the
-// environment thread finishes); the filled slots at the head leave through the send callback.
+// environment's queue finishes); the filled slots at the head leave through the send callback.
 // Replies that are ready but wait behind an unfinished one are counted, for back-pressure.
 //
 // Thread: loop thread. No I/O and no protocol here: the owner supplies `send`.

@@ -157,7 +157,7 @@ typedef struct wire_info {
 int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out,
                      size_t* out_len) CHECKRET;
 
-//---------------- Environment requests (Thread: the environment thread)
+//---------------- Environment requests (Thread: the environment's queue, daemon/exec.h)
 
 // Let a long request (a raycast) stop early when cancelled() returns non-zero; polled from
 // tracing threads. Thread: loop, before the request is queued.
