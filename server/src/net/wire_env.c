@@ -438,11 +438,13 @@ void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out) {
 }
 
 
-// Raycast results live in allocations released after packing.
+// Raycast results live in allocations released after packing, except a reply encoded here
+// (payload), which the caller takes.
 typedef struct ray_result {
   Sensim__V1__RaycastResult msg;
   scene_hit_t* hits;
-  uint8_t* records;   // hits_bytes when the hits are not written in place
+  uint8_t* payload;   // the whole reply of a bytes-form request, hit records inside
+  size_t payload_len;
   double* distances;
   uint32_t* object_ids;
   uint32_t* labels;
@@ -452,7 +454,7 @@ typedef struct ray_result {
 
 static void ray_result_free(ray_result_t* r) {
   mem_free(r->hits);
-  mem_free(r->records);
+  mem_free(r->payload);
   mem_free(r->distances);
   mem_free(r->object_ids);
   mem_free(r->labels);
@@ -460,27 +462,105 @@ static void ray_result_free(ray_result_t* r) {
 }
 
 
-// The reply to a request in the bytes form: one record per ray, written by the core in place
-// when its hit record has the wire layout (then only the reserved bytes are cleared).
-static int hits_as_bytes(size_t n, ray_result_t* res, err_msg_t* msg) {
-  uint8_t* rec;
+//---------------- The reply of the bytes form, encoded here around the records
+
+static size_t varint_len(uint64_t v) {
+  size_t n = 1;
+  for (; v >= 0x80; v >>= 7) {
+    n++;
+  }
+  return n;
+}
+
+
+static uint8_t* put_varint(uint8_t* p, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) {
+    *p++ = (uint8_t)(v | 0x80);
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+
+// Tag of a length-delimited field of number `number`.
+static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
+  return (uint64_t)protobuf_c_message_descriptor_get_field_by_name(d, name)->id << 3 | 2;
+}
+
+
+// Allocate the whole reply to a bytes-form raycast of n rays: the Envelope's id and status OK,
+// then raycast_result = {padding, hits_bytes}, with padding chosen so that the records start at
+// a multiple of 8 from the start of the buffer (which malloc aligns). Protocol buffers read
+// fields in any order, so this is the Envelope protobuf-c would write with those fields set.
+// *records points into the reply; its n records are left to the caller.
+static int reply_alloc(uint64_t id, size_t n, ray_result_t* res, uint8_t** records,
+                       err_msg_t* msg) {
+  uint8_t* head;
+  size_t head_len;
+  Sensim__V1__Envelope bare = SENSIM__V1__ENVELOPE__INIT;
+  if (wire_pack_reply(id, 0, NULL, &bare, &head, &head_len)) {
+    return err_set(msg, ERR_NOMEM, "out of memory for the reply");
+  }
+  const uint64_t t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
+  const uint64_t t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
+  const uint64_t t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
+  size_t nbytes = n * WIRE_HIT_RECORD_BYTES, pad = 0, inner = 0, at = 0;
+  for (; pad < 16; pad++) {
+    inner = varint_len(t_pad) + varint_len(pad) + pad + varint_len(t_hits) + varint_len(nbytes);
+    at = head_len + varint_len(t_result) + varint_len(inner + nbytes) + inner;
+    if (at % 8 == 0) {
+      break;
+    }
+  }
+  res->payload_len = at + nbytes;
+  res->payload = mem_alloc(res->payload_len);
+  if (!res->payload) {
+    mem_free(head);
+    return err_set(msg, ERR_NOMEM, "out of memory for %zu results", n);
+  }
+  uint8_t* p = res->payload;
+  memcpy(p, head, head_len);
+  mem_free(head);
+  p += head_len;
+  p = put_varint(p, t_result);
+  p = put_varint(p, inner + nbytes);
+  p = put_varint(p, t_pad);
+  p = put_varint(p, pad);
+  memset(p, 0, pad);
+  p += pad;
+  p = put_varint(p, t_hits);
+  p = put_varint(p, nbytes);
+  *records = p;
+  return 0;
+}
+
+
+// Trace into the reply to a bytes-form request: the core writes its hits straight into the
+// records when its hit record has the wire layout (then only the reserved bytes are cleared).
+static int trace_to_records(const wire_request_t* req, env_t* e, const env_raycast_t* r,
+                            ray_result_t* res, err_msg_t* msg) {
+  size_t n = r->nray;
+  uint8_t* rec = NULL;
+  int rc = reply_alloc(wire_id(req), n, res, &rec, msg);
+  if (rc) {
+    return rc;
+  }
   if (HIT_IN_PLACE) {
-    rec = (uint8_t*)res->hits;
-    for (size_t i = 0; i < n; i++) {
+    rc = env_raycast(e, r, (scene_hit_t*)(void*)rec, msg);
+    for (size_t i = 0; !rc && i < n; i++) {
       memset(rec + i * WIRE_HIT_RECORD_BYTES + 40, 0, 8);
     }
-  } else {
-    res->records = mem_alloc(n ? n * WIRE_HIT_RECORD_BYTES : 1);
-    if (!res->records) {
-      return err_set(msg, ERR_NOMEM, "out of memory for %zu results", n);
-    }
-    wire_hit_records(res->hits, n, res->records);
-    rec = res->records;
+    return rc;
   }
-  res->msg.has_hits_bytes = 1;
-  res->msg.hits_bytes.len = n * WIRE_HIT_RECORD_BYTES;
-  res->msg.hits_bytes.data = rec;
-  return 0;
+  res->hits = mem_alloc((n ? n : 1) * sizeof(*res->hits));
+  if (!res->hits) {
+    return err_set(msg, ERR_NOMEM, "out of memory for %zu rays", n);
+  }
+  rc = env_raycast(e, r, res->hits, msg);
+  if (!rc) {
+    wire_hit_records(res->hits, n, rec);
+  }
+  return rc;
 }
 
 
@@ -545,6 +625,14 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   r.ntime = (uint32_t)b[2].count;
   r.times = b[2].data;
   wire_get_cancel(req, &r.cancelled, &r.cancel_ctx);
+  if (b[0].bytes || b[1].bytes || b[2].bytes) {
+    int rc = trace_to_records(req, e, &r, res, &o->msg);
+    if (rc) {
+      mem_free(res->payload);
+      res->payload = NULL;
+    }
+    return rc;
+  }
   res->hits = mem_alloc((n ? n : 1) * sizeof(*res->hits));
   if (!res->hits) {
     return err_set(&o->msg, ERR_NOMEM, "out of memory for %zu rays", n);
@@ -553,8 +641,7 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   if (rc) {
     return rc;
   }
-  int as_bytes = b[0].bytes || b[1].bytes || b[2].bytes;
-  rc = as_bytes ? hits_as_bytes(n, res, &o->msg) : hits_as_arrays(n, res, &o->msg);
+  rc = hits_as_arrays(n, res, &o->msg);
   if (rc) {
     return rc;
   }
@@ -652,6 +739,11 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
     snprintf(text, sizeof(text), "%s: %s", wire_body_name(r), o.msg.text);
     Sensim__V1__Envelope bare = SENSIM__V1__ENVELOPE__INIT;
     rc = wire_pack_reply(wire_id(r), o.code, text, &bare, out, out_len);
+  } else if (rays.payload) {
+    *out = rays.payload;  // encoded around the hit records already
+    *out_len = rays.payload_len;
+    rays.payload = NULL;
+    rc = 0;
   } else {
     rc = wire_pack_reply(wire_id(r), 0, NULL, &o.reply, out, out_len);
   }

@@ -1311,3 +1311,137 @@ TEST(wire_hit_records_lay_out_distance_normal_ids_and_zero_reserved_bytes) {
   ASSERT_MEM_EQ(out + 80, zero, 16);
   return 0;
 }
+
+
+// Varint at *p (below end); advances *p. Returns -1 when it runs past end.
+static int read_varint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; *p < end && shift < 64; shift += 7) {
+    uint8_t b = *(*p)++;
+    *v |= (uint64_t)(b & 0x7F) << shift;
+    if (!(b & 0x80)) {
+      return 0;
+    }
+  }
+  return -1;
+}
+
+
+// Offset of the value of length-delimited field `number` among the fields in [p, end), and its
+// length; -1 when absent. Other fields are skipped by wire type.
+static long find_len_field(const uint8_t* base, const uint8_t* p, const uint8_t* end,
+                           uint64_t number, size_t* len) {
+  while (p < end) {
+    uint64_t tag, v;
+    if (read_varint(&p, end, &tag)) {
+      return -1;
+    }
+    switch (tag & 7) {
+      case 0:
+        if (read_varint(&p, end, &v)) {
+          return -1;
+        }
+        break;
+      case 1:
+        p += 8;
+        break;
+      case 5:
+        p += 4;
+        break;
+      case 2:
+        if (read_varint(&p, end, &v) || v > (uint64_t)(end - p)) {
+          return -1;
+        }
+        if (tag >> 3 == number) {
+          *len = (size_t)v;
+          return (long)(p - base);
+        }
+        p += v;
+        break;
+      default:
+        return -1;
+    }
+  }
+  return -1;
+}
+
+
+TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  const size_t counts[] = {0, 1, 2, 3, 5, 8, 100, 2731, 2732, 40000};
+  size_t most = counts[sizeof(counts) / sizeof(counts[0]) - 1];
+  double* org = mem_alloc(3 * sizeof(double) * most);
+  double* dir = mem_alloc(3 * sizeof(double) * most);
+  ASSERT_TRUE(org && dir);
+  for (size_t i = 0; i < most; i++) {
+    // from x = -10 towards the sphere, spread over y in [-1, 1): all hit
+    org[3 * i] = -10.0;
+    org[3 * i + 1] = -1.0 + 2.0 * (double)i / (double)most;
+    org[3 * i + 2] = 0.0;
+    dir[3 * i] = 1.0;
+    dir[3 * i + 1] = dir[3 * i + 2] = 0.0;
+  }
+  for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+    size_t n = counts[k];
+    Sensim__V1__Raycast rb = SENSIM__V1__RAYCAST__INIT;
+    rb.has_origins_bytes = rb.has_directions_bytes = 1;
+    rb.origins_bytes = bin(org, 24 * n);
+    rb.directions_bytes = bin(dir, 24 * n);
+    Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+    env.raycast = &rb;
+    env.has_id = 1;
+    env.id = 1 + (uint64_t)k * 1000003u;  // ids of different varint lengths
+    uint8_t* buf;
+    size_t len;
+    ASSERT_OK(wire_pack(&env, &buf, &len));
+    wire_request_t* r;
+    err_msg_t msg;
+    ASSERT_OK(wire_decode(buf, len, &r, &msg));
+    uint8_t* out = NULL;
+    size_t out_len = 0;
+    int code = -1;
+    ASSERT_OK(wire_env_execute(r, f.e, &out, &out_len, &code));
+    ASSERT_EQ(code, 0);
+
+    // raycast_result (44) holds padding (6), all zero, then hits_bytes (5) at a multiple of 8
+    size_t rlen = 0, plen = 0, hlen = 0;
+    long at = find_len_field(out, out, out + out_len, 44, &rlen);
+    ASSERT_TRUE(at >= 0);
+    const uint8_t* inner = out + at;
+    long pad = find_len_field(out, inner, inner + rlen, 6, &plen);
+    long hits = find_len_field(out, inner, inner + rlen, 5, &hlen);
+    ASSERT_TRUE(pad >= 0 && hits > pad);
+    ASSERT_TRUE(plen < 16);
+    for (size_t i = 0; i < plen; i++) {
+      ASSERT_EQ(out[pad + (long)i], 0);
+    }
+    ASSERT_EQ(hits % 8, 0);
+    ASSERT_EQ(hlen, 48 * n);
+    ASSERT_EQ((size_t)hits + hlen, out_len);
+
+    // and protobuf-c reads the same Envelope: id, status OK, the records
+    Sensim__V1__Envelope* reply = sensim__v1__envelope__unpack(NULL, out_len, out);
+    ASSERT_TRUE(reply != NULL);
+    ASSERT_EQ(reply->id, env.id);
+    ASSERT_TRUE(reply->status && reply->status->code == SENSIM__V1__STATUS_CODE__OK);
+    ASSERT_EQ(reply->body_case, SENSIM__V1__ENVELOPE__BODY_RAYCAST_RESULT);
+    ASSERT_EQ(reply->raycast_result->hits_bytes.len, 48 * n);
+    ASSERT_MEM_EQ(reply->raycast_result->hits_bytes.data, out + hits, 48 * n);
+    for (size_t i = 0; i < n; i++) {
+      double d, y = org[3 * i + 1];
+      memcpy(&d, out + hits + 48 * (long)i, 8);
+      ASSERT_NEAR(d, 10.0 - sqrt(4.0 - y * y), 1e-5);
+    }
+    sensim__v1__envelope__free_unpacked(reply, NULL);
+    mem_free(out);
+    wire_free(r);
+    mem_free(buf);
+  }
+  mem_free(org);
+  mem_free(dir);
+  teardown(&f);
+  return 0;
+}
