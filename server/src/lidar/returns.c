@@ -31,6 +31,7 @@
 #define MAX_CANDIDATES (2u * MAX_NODES)
 #define NODE_BUDGET 256        // heap nodes of one chunk of rays (>= MAX_NODES)
 #define NO_NODE 0xffffu
+_Static_assert(NODE_BUDGET >= MAX_NODES, "a chunk holds the heap of at least one ray");
 
 // Offset of a secondary segment's origin from the hit, along the normal: 1e-6 m, grown with the
 // magnitude of the coordinates so that it stays above the single-precision resolution of the
@@ -253,8 +254,8 @@ typedef struct seg {
   double dir[3];                        // unit
   double x0;                            // OPL at the start, m
   double weight;                        // W at the start
-  double lead;                          // m: how far the origin's self-hit offset moved it
-                                        //   back along dir (added to the traced length)
+  double lead;                          // m: how far the self-hit offset moved the origin
+                                        //   ahead along dir (added to the traced length)
   const ambient_material_t* medium;     // the medium the segment travels in
   uint32_t volume;                      // object whose volume holds the segment (0: ambient)
   uint16_t outer;                       // node whose segment is outside that volume
