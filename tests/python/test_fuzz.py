@@ -832,7 +832,7 @@ def gen_envelope(rng):
     if defect == 2:
         return "hello", pb.Hello(protocol_version=1), ("already done",)
     if defect == 3:
-        return rng.choice(["create_sensor", "subscribe", "unsubscribe"]), None, ("not served",)
+        return rng.choice(["subscribe", "unsubscribe"]), None, ("not served",)
     return "id0", None, ("envelope.id",)
 
 

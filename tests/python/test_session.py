@@ -289,11 +289,10 @@ def test_session_max_clients(sensimd_factory):
 
 def test_session_unimplemented_names_the_message(sensimd):
     with sensimd.client() as c:
-        cone = pb.ConeConfig(fov_horizontal=0.5, fov_vertical=0.3, range=10.0)
         with pytest.raises(errors.Unimplemented) as exc:
-            c.create_sensor(1, cone)
+            c.subscribe(1)
         assert exc.value.code == pb.UNIMPLEMENTED
-        assert "create_sensor" in exc.value.message
+        assert "subscribe" in exc.value.message
         assert c.ping(b"after").payload == b"after"
 
 
@@ -407,7 +406,7 @@ def test_session_info_counts_each_failed_request_once(sensimd):
 
         # a request the daemon does not serve
         with pytest.raises(errors.Unimplemented):
-            c.create_sensor(1, pb.ConeConfig(fov_horizontal=0.5, fov_vertical=0.3, range=10.0))
+            c.subscribe(1)
         third = c.get_info().counters
         assert third.requests_failed - second.requests_failed == 1
 
