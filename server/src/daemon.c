@@ -540,11 +540,22 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
 // in use less what is queued for connections (the core's copies of meshes, tables and names),
 // plus what the ray-tracing backend holds (it allocates most of its memory outside the heap;
 // the part inside is counted twice, on the safe side).
-static int scene_memory_full(daemon_t* d, uint64_t* used) {
+#if defined(__SANITIZE_ADDRESS__)
+size_t __sanitizer_get_current_allocated_bytes(void);  // the ASan runtime's
+static uint64_t heap_in_use(void) {
+  return __sanitizer_get_current_allocated_bytes();  // the sanitizer's allocator replaces malloc
+}
+#else
+static uint64_t heap_in_use(void) {
   struct mallinfo2 mi = mallinfo2();
+  return (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+}
+#endif
+
+static int scene_memory_full(daemon_t* d, uint64_t* used) {
   server_stats_t st;
   server_get_stats(d->server, &st);
-  uint64_t heap = (uint64_t)mi.uordblks + (uint64_t)mi.hblkhd;
+  uint64_t heap = heap_in_use();
   uint64_t errors;
   int64_t backend;
   scene_device_counters(d->device, &errors, &backend);

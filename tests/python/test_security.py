@@ -111,6 +111,13 @@ def with_raw_string(env, path: str, value: bytes) -> bytes:
     return struct.pack("<I", len(payload)) + payload
 
 
+def sanitized(pid: int) -> bool:
+    """The daemon runs under AddressSanitizer, whose quarantine and shadow memory make its
+    resident size say nothing about the daemon's own bounds."""
+    with open(f"/proc/{pid}/maps") as f:
+        return any("libasan" in line for line in f)
+
+
 def ping_frame(id_: int, payload: bytes) -> bytes:
     return frame(pb.Envelope(id=id_, ping=pb.Ping(payload=payload)))
 
@@ -482,7 +489,8 @@ def test_max_scene_bytes_counts_the_core_copies_too(sensimd_factory):
         # requests are refused once both pass the budget, at most one mesh beyond it
         mesh = 2 * nv * 12
         assert created * mesh <= budget + mesh, created
-        assert rss_bytes(pid) - rss0 <= budget + mesh
+        if not sanitized(pid):
+            assert rss_bytes(pid) - rss0 <= budget + mesh
         # removing makes room again
         c.remove("geometry", 1)
         c.remove("geometry", 2)
@@ -546,7 +554,8 @@ def test_64_connections_attacking_stay_within_the_memory_bound(sensimd):
         peak_held = max(peak_held, witness.get_info().counters.held_bytes)
     rss_peak = rss_bytes(pid, "VmHWM")
     assert peak_held <= budget
-    assert rss_peak <= rss0 + budget + 256 * MIB, (rss0, rss_peak, budget)
+    if not sanitized(pid):
+        assert rss_peak <= rss0 + budget + 256 * MIB, (rss0, rss_peak, budget)
     # the witness is served throughout, and the deadlines (30 s) free every slot
     assert witness.ping(b"alive").payload == b"alive"
     deadline = time.monotonic() + 60
@@ -558,7 +567,8 @@ def test_64_connections_attacking_stay_within_the_memory_bound(sensimd):
         time.sleep(0.5)
     for sock in attackers:
         sock.close()
-    assert rss_bytes(pid, "VmHWM") <= rss0 + budget + 256 * MIB
+    if not sanitized(pid):
+        assert rss_bytes(pid, "VmHWM") <= rss0 + budget + 256 * MIB
     witness.close()
     print(f"budget {budget >> 20} MiB; RSS at start {rss0 >> 20} MiB, peak "
           f"{rss_bytes(pid, 'VmHWM') >> 20} MiB; peak held {peak_held >> 20} MiB")

@@ -80,7 +80,6 @@ static void session_unref(session_t* s) {
   if (--s->refs > 0) {
     return;
   }
-  s->srv->held -= s->in_held;
   frame_reader_close(&s->reader);
   mem_free(s);
 }
@@ -120,6 +119,11 @@ static void on_session_closed(uv_handle_t* h) {
   if (srv->hooks.on_close) {
     srv->hooks.on_close(srv->hooks.user, s);
   }
+
+  // input nobody will read is released now, not when the last job lets go of the session
+  frame_reader_close(&s->reader);
+  srv->held -= s->in_held;
+  s->in_held = 0;
 
   // the session's memory goes with its last handle
   uv_close((uv_handle_t*)&s->linger, on_linger_closed);
@@ -356,6 +360,10 @@ static void deliver_frames(session_t* s) {
     }
     delivered = 1;
     srv->hooks.on_frame(srv->hooks.user, s, payload, len);
+  }
+  if (!uv_is_closing((uv_handle_t*)&s->tcp) && account_input(s, &msg) != 0) {
+    stream_fail(s, ERR_LIMIT, msg.text);
+    return;
   }
 
   // the partial-frame deadline runs from a frame's first byte, or from the last complete one

@@ -69,6 +69,10 @@ struct tctx {
   int stream_error_code;
   char stream_error_msg[512];
 
+  int refused;                   // on_send_refused calls
+  size_t refused_len;
+  char refused_msg[512];
+
   // per-test behaviour
   int (*open_cb)(tctx_t* t, session_t* s);
   void (*frame_cb)(tctx_t* t, session_t* s, const uint8_t* p, size_t len);
@@ -288,6 +292,21 @@ static void hook_stream_error(void* user, session_t* s, int code, const char* ms
 }
 
 
+// A refused frame is replaced by a 10-byte substitute (payload_new(10, 99)).
+static void hook_send_refused(void* user, session_t* s, const uint8_t* p, size_t len, int code,
+                              const char* msg) {
+  tctx_t* t = user;
+  (void)p;
+  t->refused++;
+  t->refused_len = len;
+  snprintf(t->refused_msg, sizeof(t->refused_msg), "%s", msg);
+  if (code != ERR_LIMIT) {
+    note_bad(t, "on_send_refused code is not ERR_LIMIT");
+  }
+  session_send(s, payload_new(10, 99), 10);
+}
+
+
 static void hook_close(void* user, session_t* s) {
   tctx_t* t = user;
   t->closes++;
@@ -324,9 +343,14 @@ static void timer_start(tctx_t* t, void (*cb)(tctx_t* t), uint64_t ms, uint64_t 
 
 static server_hooks_t test_hooks(void* user) {
   server_hooks_t hooks = {.user = user, .on_open = hook_open, .on_frame = hook_frame,
-                          .on_stream_error = hook_stream_error, .on_close = hook_close};
+                          .on_stream_error = hook_stream_error, .on_close = hook_close,
+                          .on_send_refused = hook_send_refused};
   return hooks;
 }
+
+
+// Limits a test sets beyond the fixture's (deadlines, budget; 0 = the fixture's value).
+static server_limits_t g_extra;
 
 
 static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
@@ -340,6 +364,16 @@ static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
   // frames, while outgoing ones may be as large as the queue
   server_limits_t lim = {.max_frame_bytes = 1u << 30, .max_queue_bytes = max_queue,
                          .max_hello_bytes = max_frame};
+  if (g_extra.max_frame_bytes) {
+    lim.max_frame_bytes = g_extra.max_frame_bytes;
+  }
+  if (g_extra.max_hello_bytes) {
+    lim.max_hello_bytes = g_extra.max_hello_bytes;
+  }
+  lim.max_held_bytes = g_extra.max_held_bytes;
+  lim.handshake_timeout_ms = g_extra.handshake_timeout_ms;
+  lim.idle_timeout_ms = g_extra.idle_timeout_ms;
+  lim.io_timeout_ms = g_extra.io_timeout_ms;
   server_hooks_t hooks = test_hooks(t);
   err_msg_t msg;
   t->srv = server_create(&t->loop, "127.0.0.1", 0, &lim, &hooks, &msg);
@@ -1046,4 +1080,117 @@ TEST(server_create_on_a_busy_port_returns_a_closed_server) {
   server_destroy(first);
   ASSERT_EQ(mem_live_count(), base);
   return 0;
+}
+
+
+//---------------- deadlines, budget, refused frames
+
+TEST(server_handshake_deadline_reports_a_timeout) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.handshake_timeout_ms = 40};
+  const tcase_t tc = {.max_queue = 1 << 20, .on_end = shutdown_on_end};  // sends nothing
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_EQ(t.stream_errors, 1);
+  ASSERT_EQ(t.stream_error_code, SERVER_ERR_TIMEOUT);
+  ASSERT_CONTAINS(t.stream_error_msg, "handshake_timeout_ms 40");
+  return tctx_finish(&t);
+}
+
+
+static int ready_open(tctx_t* t, session_t* s) {
+  (void)t;
+  session_set_ready(s);
+  return 0;
+}
+
+
+static void partial_connected(client_t* c) {
+  uint8_t h[FRAME_HEADER_BYTES + 3];
+  frame_write_header(h, 100);
+  client_write(c, h, sizeof(h));     // 3 of 100 bytes, then nothing
+}
+
+
+TEST(server_partial_frame_deadline_reports_a_timeout_but_ready_sessions_pass_the_handshake) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.handshake_timeout_ms = 20, .io_timeout_ms = 80};
+  const tcase_t tc = {.max_queue = 1 << 20, .open_cb = ready_open,
+                      .on_connect = partial_connected, .on_end = shutdown_on_end};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_EQ(t.stream_errors, 1);
+  ASSERT_EQ(t.stream_error_code, SERVER_ERR_TIMEOUT);
+  ASSERT_CONTAINS(t.stream_error_msg, "io_timeout_ms 80 (7 of 104 bytes)");
+  return tctx_finish(&t);
+}
+
+
+static void budget_connected(client_t* c) {
+  uint8_t h[FRAME_HEADER_BYTES];
+  frame_write_header(h, 5000);
+  client_write(c, h, sizeof(h));
+}
+
+
+TEST(server_frame_past_the_memory_budget_is_refused_before_it_is_buffered) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.max_hello_bytes = 1 << 20, .max_held_bytes = 4096};
+  const tcase_t tc = {.max_queue = 1 << 20, .on_connect = budget_connected,
+                      .on_end = shutdown_on_end};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_EQ(t.stream_errors, 1);
+  ASSERT_EQ(t.stream_error_code, ERR_LIMIT);
+  ASSERT_CONTAINS(t.stream_error_msg, "a frame of 5004 bytes does not fit");
+  ASSERT_CONTAINS(t.stream_error_msg, "max_held_bytes 4096");
+  server_stats_t st;
+  server_get_stats(t.srv, &st);
+  ASSERT_EQ(st.held_bytes, 0);
+  return tctx_finish(&t);
+}
+
+
+static int oversize_open(tctx_t* t, session_t* s) {
+  (void)t;
+  session_send(s, payload_new(2000, 1), 2000);   // over max_frame_bytes: substituted
+  session_send(s, payload_new(100, 2), 100);     // the session goes on
+  return 0;
+}
+
+
+static void refuse_end_check(tctx_t* t) {
+  client_t* c = &t->clients[0];
+  const uint8_t* p;
+  uint32_t n;
+  if (client_frame(c, 1, &p, &n)) {
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void refuse_connected(client_t* c) {
+  timer_start(c->t, refuse_end_check, 5, 5);
+}
+
+
+TEST(server_reply_over_max_frame_bytes_is_replaced_and_the_session_goes_on) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.max_frame_bytes = 1024};
+  const tcase_t tc = {.max_queue = 1 << 20, .open_cb = oversize_open,
+                      .on_connect = refuse_connected};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_EQ(t.refused, 1);
+  ASSERT_EQ(t.refused_len, 2000);
+  ASSERT_CONTAINS(t.refused_msg, "a reply of 2000 bytes would exceed max_frame_bytes 1024");
+  ASSERT_OK(expect_payload_frame(&t.clients[0], 0, 10, 99));
+  ASSERT_OK(expect_payload_frame(&t.clients[0], 1, 100, 2));
+  ASSERT_EQ(t.stream_errors, 0);
+  return tctx_finish(&t);
 }
