@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "base/mem.h"
+#include "base/pool.h"
 #include "check.h"
 #include "material/atmosphere.h"
 #include "material/brdf.h"
@@ -712,6 +713,71 @@ TEST(returns_identical_whatever_the_batches) {
   lidar_returns_batch_t other = {&w.view, 4, 78, rays, idx, n};
   lidar_returns_trace(&p, &other, b, nb);
   ASSERT_TRUE(memcmp(a, b, n * maxr * sizeof *a) != 0);
+  free(rays);
+  free(idx);
+  free(a);
+  free(b);
+  free(na);
+  free(nb);
+  return world_close(&w);
+}
+
+
+typedef struct par_ctx {
+  const lidar_returns_t* p;
+  const world_t* w;
+  const scene_ray_t* rays;
+  const uint64_t* idx;
+  lidar_return_t* out;
+  uint8_t* nret;
+} par_ctx_t;
+
+
+static void par_trace(void* arg, size_t begin, size_t end) {
+  par_ctx_t* c = arg;
+  uint32_t maxr = lidar_returns_max(c->p);
+  lidar_returns_batch_t b = {&c->w->view, 4, 5, c->rays + begin, c->idx + begin, end - begin};
+  lidar_returns_trace(c->p, &b, c->out + begin * maxr, c->nret + begin);
+}
+
+
+TEST(returns_identical_on_one_and_two_workers) {
+  // the same rays traced serially and on a pool of two threads, in grains of 7
+  ambient_material_t fog = medium(0.02, 1.000273);
+  fog.return_scaling = 0.4;
+  world_t w;
+  ASSERT_OK(world_init(&w, fog));
+  double c[3] = {0, 0, 0};
+  double up[3] = {0, 0, 1};
+  ASSERT_TRUE(add_object(&w, SCENE_PRIM_SPHERE, 9.0, 0, 0, c, up, two_layer(1.5, 0, 0.1, 0.6, 0.3),
+                         NULL));
+  ASSERT_OK(commit(&w));
+  const size_t n = 3000;
+  scene_ray_t* rays = malloc(n * sizeof *rays);
+  uint64_t* idx = malloc(n * sizeof *idx);
+  for (size_t i = 0; i < n; i++) {
+    double z = 1.0 - (2.0 * i + 1.0) / n;
+    double r = sqrt(1.0 - z * z);
+    rays[i] = ray(0.5, 0.2, 0, r * cos(2.4 * i), r * sin(2.4 * i), z);
+    idx[i] = i;
+  }
+  lidar_returns_desc_t d = desc(3, LIDAR_RETURN_DUAL);
+  d.distance_noise.stddev_slope = 0.002;
+  lidar_returns_t p;
+  ASSERT_OK(lidar_returns_init(&p, &d, NULL));
+  lidar_return_t* a = calloc(n * 2, sizeof *a);
+  lidar_return_t* b = calloc(n * 2, sizeof *b);
+  uint8_t* na = calloc(n, 1);
+  uint8_t* nb = calloc(n, 1);
+  par_ctx_t serial = {&p, &w, rays, idx, a, na};
+  par_trace(&serial, 0, n);
+  pool_t* pool = pool_create(2);
+  ASSERT_TRUE(pool != NULL);
+  par_ctx_t par = {&p, &w, rays, idx, b, nb};
+  pool_parallel_for(pool, n, 7, par_trace, &par);
+  pool_destroy(pool);
+  ASSERT_MEM_EQ(na, nb, n);
+  ASSERT_MEM_EQ(a, b, n * 2 * sizeof *a);
   free(rays);
   free(idx);
   free(a);
