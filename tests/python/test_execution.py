@@ -5,7 +5,9 @@ requests pipelined into one environment keep their order and see each other's ef
 
 from __future__ import annotations
 
+import socket
 import statistics
+import struct
 import threading
 import time
 
@@ -202,3 +204,20 @@ def test_environments_building_and_tracing_at_once_stay_exact(sensimd):
     for th in threads:
         th.join(timeout=120)
     assert not failures, failures
+
+
+def test_a_broken_connection_cancels_its_raycast_on_its_queue(sensimd):
+    """A connection that breaks (reset) cancels its running raycast: the next request on the
+    same (kept) environment, queued behind that raycast, is served soon, whereas the whole
+    raycast would take minutes."""
+    rng = np.random.default_rng(3)
+    c = sensimd.client(environment="heavy", retention="keep", timeout=60)
+    slow_scene(c, rng)
+    c.send_request("raycast", raycast_request(rng, 400_000))
+    time.sleep(0.5)
+    c._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()  # with SO_LINGER 0: a reset, not an orderly close
+    with sensimd.client(environment="heavy", timeout=60) as other:
+        t0 = time.monotonic()
+        other.create_primitive(2, "sphere", radius=1.0)
+        assert time.monotonic() - t0 < 20
