@@ -607,9 +607,11 @@ static void raw_release(raw_scene_t* r, const world_t* w) {
 
 //---------------- Tracing
 
-// Output of one configuration: distance (INFINITY on a miss) and object index per ray.
+// Output of one configuration, per ray: distance (INFINITY on a miss), Embree's geometric
+// normal (object space of the instance hit) and the object index.
 typedef struct result {
   float* dist;
+  float* ng;         // 3 per ray
   uint32_t* obj;     // index into world_t.objects, UINT32_MAX on a miss
 } result_t;
 
@@ -617,6 +619,7 @@ typedef struct raw_job {
   const raw_scene_t* scene;
   const rays_t* rays;
   result_t* out;
+  unsigned width;    // rays per packet: 1, 8 or 16 consecutive rays; 0: 4 x 4 tiles
 } raw_job_t;
 
 
@@ -632,10 +635,14 @@ static unsigned raw_chunk_begin(struct RTCIntersectContext* c) {
 
 
 // Ray i's result from Embree's hit fields.
-static void raw_store(result_t* out, size_t i, unsigned geom_id, float tfar, unsigned inst_id) {
+static void raw_store(result_t* out, size_t i, unsigned geom_id, float tfar, unsigned inst_id,
+                      float nx, float ny, float nz) {
   bool hit = geom_id != RTC_INVALID_GEOMETRY_ID;
   out->dist[i] = hit ? tfar : INFINITY;
   out->obj[i] = hit ? inst_id : UINT32_MAX;
+  out->ng[3 * i + 0] = nx;
+  out->ng[3 * i + 1] = ny;
+  out->ng[3 * i + 2] = nz;
 }
 
 
@@ -663,74 +670,119 @@ static void raw_single_chunk(void* ctx, size_t begin, size_t end) {
     rh.hit.geomID = RTC_INVALID_GEOMETRY_ID;
     rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
     rtcIntersect1(job->scene->top, &c, &rh);
-    raw_store(job->out, i, rh.hit.geomID, rh.ray.tfar, rh.hit.instID[0]);
+    raw_store(job->out, i, rh.hit.geomID, rh.ray.tfar, rh.hit.instID[0], rh.hit.Ng_x,
+              rh.hit.Ng_y, rh.hit.Ng_z);
   }
   _mm_setcsr(csr);
 }
 
 
-// pool_fn_t: 16-ray tiles [begin, end) of 4 channels x 4 azimuths with rtcIntersect16.
+// A packet of W <= 16 lanes in Embree's RTCRayHitW layout: 20 fields of W lanes (org xyz,
+// tnear, dir xyz, time, tfar, mask, id, flags; Ng xyz, u, v, primID, geomID, instID).
+enum { P_TFAR = 8, P_MASK = 9, P_NG = 12, P_GEOM = 18, P_INST = 19, P_FIELDS = 20 };
+typedef union raw_packet {
+  struct RTCRayHit16 rh16;
+  float f[P_FIELDS * 16];
+  unsigned u[P_FIELDS * 16];
+} raw_packet_t;
+
+
+// Trace the W rays idx[0..W) (valid[k] set for real lanes) as one packet of width W.
+static void raw_trace_packet(const raw_job_t* job, struct RTCIntersectContext* c, unsigned W,
+                             const size_t* idx, int* valid) {
+  const rays_t* r = job->rays;
+  float time = job->scene->flags & RAW_MOTION ? 1.0f : 0.0f;
+  _Alignas(64) raw_packet_t pk;
+  for (unsigned k = 0; k < W; k++) {
+    size_t i = idx[k];
+    for (int a = 0; a < 3; a++) {
+      pk.f[a * W + k] = r->org[3 * i + a];
+      pk.f[(4 + a) * W + k] = r->dir[3 * i + a];
+    }
+    pk.f[3 * W + k] = 0.0f;
+    pk.f[7 * W + k] = time;
+    pk.f[P_TFAR * W + k] = r->max_range;
+    pk.u[P_MASK * W + k] = 0xFFFFFFFFu;
+    pk.u[10 * W + k] = k;
+    pk.u[11 * W + k] = 0;
+    pk.u[P_GEOM * W + k] = RTC_INVALID_GEOMETRY_ID;
+    pk.u[P_INST * W + k] = RTC_INVALID_GEOMETRY_ID;
+  }
+  if (W == 16) {
+    rtcIntersect16(valid, job->scene->top, c, &pk.rh16);
+  } else {
+    rtcIntersect8(valid, job->scene->top, c, (struct RTCRayHit8*)pk.f);
+  }
+  for (unsigned k = 0; k < W; k++) {
+    if (valid[k]) {
+      raw_store(job->out, idx[k], pk.u[P_GEOM * W + k], pk.f[P_TFAR * W + k],
+                pk.u[P_INST * W + k], pk.f[P_NG * W + k], pk.f[(P_NG + 1) * W + k],
+                pk.f[(P_NG + 2) * W + k]);
+    }
+  }
+}
+
+
+// pool_fn_t: packets [begin, end) of `width` consecutive rays, as scene.c forms them.
 static void raw_packet_chunk(void* ctx, size_t begin, size_t end) {
+  const raw_job_t* job = ctx;
+  struct RTCIntersectContext c;
+  unsigned csr = raw_chunk_begin(&c);
+  c.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
+  unsigned W = job->width;
+  size_t n = job->rays->n;
+  for (size_t p = begin; p < end; p++) {
+    _Alignas(64) int valid[16];
+    size_t idx[16];
+    for (unsigned k = 0; k < W; k++) {
+      size_t i = p * W + k;
+      valid[k] = i < n ? -1 : 0;
+      idx[k] = i < n ? i : p * W;
+    }
+    raw_trace_packet(job, &c, W, idx, valid);
+  }
+  _mm_setcsr(csr);
+}
+
+
+// pool_fn_t: 16-ray tiles [begin, end) of 4 channels x 4 azimuths (coherent order only).
+static void raw_tile_chunk(void* ctx, size_t begin, size_t end) {
   const raw_job_t* job = ctx;
   const rays_t* r = job->rays;
   struct RTCIntersectContext c;
   unsigned csr = raw_chunk_begin(&c);
   c.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
   size_t cb = (r->channels + 3) / 4, ab = (r->columns + 3) / 4, per_scan = cb * ab;
-  float time = job->scene->flags & RAW_MOTION ? 1.0f : 0.0f;
   for (size_t tile = begin; tile < end; tile++) {
     size_t scan = tile / per_scan, rem = tile % per_scan;
     size_t col0 = 4 * (rem / cb), ch0 = 4 * (rem % cb);
     _Alignas(64) int valid[16];
-    _Alignas(64) struct RTCRayHit16 rh;
     size_t idx[16];
     size_t first = (scan * r->columns + col0) * r->channels + ch0;
     for (unsigned k = 0; k < 16; k++) {
       size_t ch = ch0 + (k & 3), col = col0 + (k >> 2);
       bool ok = ch < r->channels && col < r->columns;
-      size_t i = ok ? (scan * r->columns + col) * r->channels + ch : first;
-      idx[k] = i;
+      idx[k] = ok ? (scan * r->columns + col) * r->channels + ch : first;
       valid[k] = ok ? -1 : 0;
-      rh.ray.org_x[k] = r->org[3 * i + 0];
-      rh.ray.org_y[k] = r->org[3 * i + 1];
-      rh.ray.org_z[k] = r->org[3 * i + 2];
-      rh.ray.tnear[k] = 0.0f;
-      rh.ray.dir_x[k] = r->dir[3 * i + 0];
-      rh.ray.dir_y[k] = r->dir[3 * i + 1];
-      rh.ray.dir_z[k] = r->dir[3 * i + 2];
-      rh.ray.time[k] = time;
-      rh.ray.tfar[k] = r->max_range;
-      rh.ray.mask[k] = 0xFFFFFFFFu;
-      rh.ray.id[k] = k;
-      rh.ray.flags[k] = 0;
-      rh.hit.geomID[k] = RTC_INVALID_GEOMETRY_ID;
-      rh.hit.instID[0][k] = RTC_INVALID_GEOMETRY_ID;
     }
-    rtcIntersect16(valid, job->scene->top, &c, &rh);
-    for (unsigned k = 0; k < 16; k++) {
-      if (!valid[k]) {
-        continue;
-      }
-      raw_store(job->out, idx[k], rh.hit.geomID[k], rh.ray.tfar[k], rh.hit.instID[0][k]);
-    }
+    raw_trace_packet(job, &c, 16, idx, valid);
   }
   _mm_setcsr(csr);
 }
 
 
-static size_t ntiles(const rays_t* r) {
-  return (size_t)r->scans * ((r->channels + 3) / 4) * ((r->columns + 3) / 4);
-}
-
-
 static double time_raw(pool_t* pool, const raw_scene_t* s, const rays_t* r, result_t* out,
-                       bool packets) {
-  raw_job_t job = {.scene = s, .rays = r, .out = out};
+                       unsigned width) {
+  raw_job_t job = {.scene = s, .rays = r, .out = out, .width = width};
   double t0 = bench_now();
-  if (packets) {
-    pool_parallel_for(pool, ntiles(r), TILE_GRAIN, raw_packet_chunk, &job);
-  } else {
+  if (width == 0) {
+    size_t ntile = (size_t)r->scans * ((r->channels + 3) / 4) * ((r->columns + 3) / 4);
+    pool_parallel_for(pool, ntile, RAY_GRAIN / 16, raw_tile_chunk, &job);
+  } else if (width == 1) {
     pool_parallel_for(pool, r->n, RAY_GRAIN, raw_single_chunk, &job);
+  } else {
+    pool_parallel_for(pool, (r->n + width - 1) / width, RAY_GRAIN / width, raw_packet_chunk,
+                      &job);
   }
   return bench_now() - t0;
 }
@@ -753,75 +805,316 @@ static double time_sensim(env_t* e, const rays_t* r, scene_hit_t* hits) {
   return dt;
 }
 
-//---------------- Cross-check
+//---------------- Truth: a float64 brute force
 
-typedef struct check {
-  uint64_t hits_sensim;
-  uint64_t hits_raw;
-  uint64_t mismatches;     // hit/miss differs, distance beyond tolerance, or other object
-  uint64_t object_diffs;   // same distance, other object (coincident surfaces)
-  double max_diff;         // m, over rays that agree
-  size_t first_bad;        // index of the first mismatch, SIZE_MAX if none
-} check_t;
+// Two answers agree on a ray: both miss, or both hit at the same distance (1e-4 m + 1e-5
+// relative: float rounding of the instance transform) with the same normal (1e-4), object and
+// label. Coincident surfaces (two objects at one distance) may report either object.
+#define DIST_TOL(d) (1e-4 + 1e-5 * (d))
+#define NORMAL_TOL 1e-4
+
+typedef struct truth_hit {
+  double dist;       // m
+  unsigned obj;      // object index
+  double normal[3];  // world, unit, facing against the ray
+} truth_hit_t;
 
 
-// Same float ray, same float triangles: distances agree to float rounding of the instance
-// transform (1e-5 relative, 1e-4 m absolute is generous).
-static void cross_check(const world_t* w, const rays_t* r, const scene_hit_t* hits,
-                        const result_t* raw, check_t* c) {
-  memset(c, 0, sizeof *c);
-  c->first_bad = SIZE_MAX;
-  for (size_t i = 0; i < r->n; i++) {
-    bool hs = isfinite(hits[i].distance), hr = isfinite(raw->dist[i]);
-    c->hits_sensim += hs;
-    c->hits_raw += hr;
-    bool bad = hs != hr;
-    if (hs && hr) {
-      double diff = fabs(hits[i].distance - raw->dist[i]);
-      uint32_t oid = raw->obj[i] < w->nobject ? w->objects[raw->obj[i]].id : 0;
-      if (diff > 1e-4 + 1e-5 * hits[i].distance) {
-        bad = true;
-      } else {
-        c->max_diff = fmax(c->max_diff, diff);
-        c->object_diffs += oid != hits[i].object_id;
-      }
+// Ray/triangle in double (Moller-Trumbore); edges and vertices count as inside, so a ray
+// through a shared edge hits both triangles; eps > 0 widens the triangle by that much in
+// barycentric coordinates.
+static bool tri_hit(const double o[3], const double d[3], const float* a, const float* b,
+                    const float* c, double tmax, double eps, double* t, double n[3]) {
+  double e1[3], e2[3], pv[3], tv[3], qv[3];
+  for (int k = 0; k < 3; k++) {
+    e1[k] = (double)b[k] - a[k];
+    e2[k] = (double)c[k] - a[k];
+    tv[k] = o[k] - a[k];
+  }
+  pv[0] = d[1] * e2[2] - d[2] * e2[1];
+  pv[1] = d[2] * e2[0] - d[0] * e2[2];
+  pv[2] = d[0] * e2[1] - d[1] * e2[0];
+  double det = e1[0] * pv[0] + e1[1] * pv[1] + e1[2] * pv[2];
+  if (det == 0.0) {
+    return false;
+  }
+  double u = (tv[0] * pv[0] + tv[1] * pv[1] + tv[2] * pv[2]) / det;
+  if (u < -eps || u > 1.0 + eps) {
+    return false;
+  }
+  qv[0] = tv[1] * e1[2] - tv[2] * e1[1];
+  qv[1] = tv[2] * e1[0] - tv[0] * e1[2];
+  qv[2] = tv[0] * e1[1] - tv[1] * e1[0];
+  double v = (d[0] * qv[0] + d[1] * qv[1] + d[2] * qv[2]) / det;
+  if (v < -eps || u + v > 1.0 + eps) {
+    return false;
+  }
+  double tt = (e2[0] * qv[0] + e2[1] * qv[1] + e2[2] * qv[2]) / det;
+  if (!(tt >= 0.0 && tt <= tmax)) {
+    return false;
+  }
+  *t = tt;
+  n[0] = e1[1] * e2[2] - e1[2] * e2[1];
+  n[1] = e1[2] * e2[0] - e1[0] * e2[2];
+  n[2] = e1[0] * e2[1] - e1[1] * e2[0];
+  return true;
+}
+
+
+// World normal of an object-space normal: R(q) S^-1 n, unit, facing against d.
+static void world_normal(const object_def_t* o, const double nobj[3], const double d[3],
+                         double out[3]) {
+  double ns[3] = {nobj[0] / o->scale[0], nobj[1] / o->scale[1], nobj[2] / o->scale[2]};
+  xform_quat_rotate(o->pose.q, ns, out);
+  double len = xform_norm(out, 3);
+  double facing = out[0] * d[0] + out[1] * d[1] + out[2] * d[2];
+  double f = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
+  for (int k = 0; k < 3; k++) {
+    out[k] *= f;
+  }
+}
+
+
+#define MAX_CANDIDATES 8
+// Barycentric slack of the triangles that may share the first surface point: the traced ray is
+// the float one, moved from the double ray by about 1e-7 of the 30-120 m involved, which at
+// grazing incidence (80 degrees and more, as on a rolling terrain) slides the hit point by up to
+// about 1e-4 m along the surface: 1e-3 of these 0.1 m triangles.
+#define EDGE_EPS 1e-3
+
+typedef struct truth {
+  truth_hit_t hit[MAX_CANDIDATES];  // hit[0]: the nearest surface; then every other surface
+                                     // within DIST_TOL of it (triangles sharing the edge or
+                                     // vertex the ray passes through, coincident objects)
+  int n;
+} truth_t;
+
+
+// The surfaces on ray i (its float origin and direction, as traced), every triangle and
+// primitive of every object tried in double precision: with cutoff = INFINITY the nearest one
+// (in hit[0]); with a finite cutoff every one with t in [cutoff - tol, cutoff + tol], triangles
+// widened by EDGE_EPS.
+static void brute_force_pass(const world_t* w, const rays_t* r, size_t i, double cutoff,
+                             truth_t* out) {
+  double o[3] = {r->org[3 * i], r->org[3 * i + 1], r->org[3 * i + 2]};
+  double d[3] = {r->dir[3 * i], r->dir[3 * i + 1], r->dir[3 * i + 2]};
+  bool nearest = isinf(cutoff);
+  double tol = nearest ? 0.0 : DIST_TOL(cutoff);
+  for (unsigned k = 0; k < w->nobject; k++) {
+    const object_def_t* ob = &w->objects[k];
+    const geom_def_t* g = &w->geoms[ob->geom];
+
+    // the ray in the object frame: S^-1 R^T (x - p); t keeps the world parametrisation
+    double qi[4], ol[3], dl[3], rel[3] = {o[0] - ob->pose.p[0], o[1] - ob->pose.p[1],
+                                          o[2] - ob->pose.p[2]};
+    xform_quat_conj(ob->pose.q, qi);
+    xform_quat_rotate(qi, rel, ol);
+    xform_quat_rotate(qi, d, dl);
+    for (int a = 0; a < 3; a++) {
+      ol[a] /= ob->scale[a];
+      dl[a] /= ob->scale[a];
     }
-    if (bad) {
-      c->mismatches++;
-      if (c->first_bad == SIZE_MAX) {
-        c->first_bad = i;
+    double tmax = nearest ? fmin(out->n ? out->hit[0].dist : INFINITY, r->max_range)
+                          : cutoff + tol;
+    double t, n[3];
+    unsigned ntri = g->mesh ? g->mesh->nt : 1;
+    for (uint32_t tri = 0; tri < ntri; tri++) {
+      bool hit;
+      if (g->mesh) {
+        const uint32_t* ix = g->mesh->idx + 3 * tri;
+        const float* v = g->mesh->v;
+        hit = tri_hit(ol, dl, v + 3 * ix[0], v + 3 * ix[1], v + 3 * ix[2], tmax,
+                      nearest ? 0.0 : EDGE_EPS, &t, n);
+      } else {
+        ref_prim_t p = {.kind = g->kind};
+        memcpy(p.size, g->size, sizeof p.size);
+        hit = ref_prim_hit(&p, ol, dl, 0.0, tmax, &t, n);
+      }
+      if (!hit || (!nearest && t < cutoff - tol)) {
+        continue;
+      }
+      truth_hit_t th = {t, k, {0, 0, 0}};
+      world_normal(ob, n, d, th.normal);
+      if (nearest) {
+        tmax = t;
+        out->hit[0] = th;
+        out->n = 1;
+      } else if (out->n < MAX_CANDIDATES) {
+        out->hit[out->n++] = th;
       }
     }
   }
 }
 
 
-static bool report_check(const char* name, const rays_t* r, const scene_hit_t* hits,
-                         const result_t* raw, const check_t* c) {
-  char a[32], b[32], n[32];
-  double frac = (double)c->mismatches / (double)r->n;
-  bool ok = frac <= MISMATCH_LIMIT && c->hits_sensim > 0;
-  printf("check sensim vs %-13s %s rays, hits %s / %s, max |d diff| %.2g m, mismatches %llu "
-         "(%.4f%%), other object at equal distance %llu: %s\n",
-         name, bench_count(r->n, n), bench_count(c->hits_sensim, a), bench_count(c->hits_raw, b),
-         c->max_diff, (unsigned long long)c->mismatches, 100.0 * frac,
-         (unsigned long long)c->object_diffs, ok ? "PASS" : "FAIL");
+static truth_t brute_force(const world_t* w, const rays_t* r, size_t i) {
+  truth_t t = {.n = 0};
+  brute_force_pass(w, r, i, INFINITY, &t);
+  if (t.n > 0) {
+    brute_force_pass(w, r, i, t.hit[0].dist, &t);
+  }
+  return t;
+}
+
+//---------------- Cross-check
+
+typedef struct answer {
+  double dist;
+  double normal[3];
+  uint32_t object_id;   // 0 on a miss
+  uint32_t label;
+} answer_t;
+
+
+static answer_t answer_sensim(const scene_hit_t* h) {
+  answer_t a = {h->distance, {h->normal[0], h->normal[1], h->normal[2]}, h->object_id,
+                h->label};
+  return a;
+}
+
+
+static answer_t answer_raw(const world_t* w, const rays_t* r, const result_t* res, size_t i) {
+  answer_t a = {INFINITY, {0, 0, 0}, 0, 0};
+  uint32_t k = res->obj[i];
+  if (isfinite(res->dist[i]) && k < w->nobject) {
+    const object_def_t* ob = &w->objects[k];
+    double ng[3] = {res->ng[3 * i], res->ng[3 * i + 1], res->ng[3 * i + 2]};
+    a.dist = res->dist[i];
+    world_normal(ob, ng, r->dir_d + 3 * i, a.normal);
+    a.object_id = ob->id;
+    a.label = 1 + ob->geom;
+  }
+  return a;
+}
+
+
+static answer_t answer_truth(const world_t* w, const truth_hit_t* t) {
+  answer_t a = {t->dist, {t->normal[0], t->normal[1], t->normal[2]}, w->objects[t->obj].id,
+                1 + w->objects[t->obj].geom};
+  return a;
+}
+
+
+// 0: the answers agree; 1: same surface distance, another object (coincident surfaces);
+// 2: they differ.
+static int compare(const answer_t* a, const answer_t* b) {
+  bool ha = isfinite(a->dist), hb = isfinite(b->dist);
+  if (!ha || !hb) {
+    return ha == hb ? 0 : 2;
+  }
+  if (fabs(a->dist - b->dist) > DIST_TOL(a->dist)) {
+    return 2;
+  }
+  if (a->object_id != b->object_id) {
+    return 1;
+  }
+  for (int k = 0; k < 3; k++) {
+    if (fabs(a->normal[k] - b->normal[k]) > NORMAL_TOL) {
+      return 2;
+    }
+  }
+  return a->label == b->label ? 0 : 2;
+}
+
+#define MAX_ARBITRATED 4000   // mismatches settled by the brute force; the rest count as wrong
+
+typedef struct check {
+  uint64_t hits;            // sensim
+  uint64_t mismatches;      // rays where sensim and the reference differ
+  uint64_t coincident;      // same distance, other object
+  uint64_t sensim_right;    // mismatches where the brute force agrees with sensim
+  uint64_t unexplained;     // mismatches where it does not (or not arbitrated)
+  size_t first_bad;         // first unexplained ray, SIZE_MAX if none
+  answer_t bad_s, bad_r, bad_t;
+} check_t;
+
+
+// Compare every field of every ray; settle each difference with the float64 brute force.
+static void cross_check(const world_t* w, const rays_t* r, const scene_hit_t* hits,
+                        const result_t* raw, check_t* c) {
+  memset(c, 0, sizeof *c);
+  c->first_bad = SIZE_MAX;
+  for (size_t i = 0; i < r->n; i++) {
+    answer_t as = answer_sensim(&hits[i]), ar = answer_raw(w, r, raw, i);
+    c->hits += isfinite(as.dist);
+    int cmp = compare(&as, &ar);
+    c->coincident += cmp == 1;
+    if (cmp < 2) {
+      continue;
+    }
+    c->mismatches++;
+    bool ok = false;
+    answer_t at = {INFINITY, {0, 0, 0}, 0, 0};
+    if (c->mismatches <= MAX_ARBITRATED) {
+      // sensim is right when it reports one of the surfaces the ray meets first (at an edge
+      // shared by two triangles, either)
+      truth_t t = brute_force(w, r, i);
+      ok = t.n == 0 && !isfinite(as.dist);
+      for (int k = 0; k < t.n && !ok; k++) {
+        answer_t cand = answer_truth(w, &t.hit[k]);
+        ok = compare(&as, &cand) == 0;
+      }
+      if (t.n > 0) {
+        at = answer_truth(w, &t.hit[0]);
+      }
+    }
+    if (ok) {
+      c->sensim_right++;
+    } else {
+      c->unexplained++;
+      if (c->first_bad == SIZE_MAX) {
+        c->first_bad = i;
+        c->bad_s = as;
+        c->bad_r = ar;
+        c->bad_t = at;
+      }
+    }
+  }
+}
+
+
+static void print_answer(const char* who, const answer_t* a) {
+  printf("    %-7s %.6f m object %u label %u normal (%.6f %.6f %.6f)\n", who, a->dist,
+         a->object_id, a->label, a->normal[0], a->normal[1], a->normal[2]);
+}
+
+
+static bool report_check(const char* name, const rays_t* r, const check_t* c) {
+  char a[32], n[32];
+  bool ok = c->unexplained == 0 && c->hits > 0;
+  printf("check sensim vs %-18s %s rays, %s hits: mismatches %llu, of which sensim right "
+         "(float64 brute force) %llu, unexplained %llu; coincident surfaces %llu: %s\n",
+         name, bench_count(r->n, n), bench_count(c->hits, a),
+         (unsigned long long)c->mismatches, (unsigned long long)c->sensim_right,
+         (unsigned long long)c->unexplained, (unsigned long long)c->coincident,
+         ok ? "PASS" : "FAIL");
   if (c->first_bad != SIZE_MAX) {
     size_t i = c->first_bad;
-    printf("  first mismatch: ray %zu dir (%.6f %.6f %.6f): sensim %.6f m object %u, raw %.6f m "
-           "object index %d\n",
-           i, r->dir_d[3 * i], r->dir_d[3 * i + 1], r->dir_d[3 * i + 2], hits[i].distance,
-           hits[i].object_id, (double)raw->dist[i], (int)raw->obj[i]);
+    printf("  first unexplained: ray %zu dir (%.6f %.6f %.6f)\n", i, r->dir_d[3 * i],
+           r->dir_d[3 * i + 1], r->dir_d[3 * i + 2]);
+    print_answer("sensim", &c->bad_s);
+    print_answer("raw", &c->bad_r);
+    print_answer("truth", &c->bad_t);
   }
   return ok;
 }
 
 //---------------- Main
 
-enum { CFG_SENSIM, CFG_RAW_SINGLE, CFG_RAW_PACKET, CFG_RAW_SENSIM_CFG, NCFG };
+// Timed configurations: sensim and raw Embree on the same rays in the same order.
+enum {
+  CFG_SENSIM,        // env_raycast, firing order
+  CFG_RAW8,          // rtcIntersect8 on the same 8-ray packets as scene.c forms
+  CFG_RAW16,         // rtcIntersect16 on 16 consecutive rays
+  CFG_RAW16_TILES,   // rtcIntersect16 on tiles of 4 channels x 4 azimuths (information)
+  CFG_SENSIM_SHUF,   // env_raycast, the same rays shuffled
+  CFG_RAW1_SHUF,     // rtcIntersect1, shuffled
+  NCFG
+};
 
-static const char* const g_cfg_names[NCFG] = {"sensim", "raw-single", "raw-packet16",
-                                              "raw-single-scfg"};
+static const char* const g_cfg_names[NCFG] = {"sensim", "raw8", "raw16", "raw16-tiles",
+                                              "sensim-shuf", "raw1-shuf"};
+static const unsigned g_cfg_width[NCFG] = {0, 8, 16, 0, 0, 1};
 
 
 static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, size_t nray) {
@@ -874,25 +1167,28 @@ static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, siz
 
 static void result_alloc(result_t* r, size_t n) {
   r->dist = bench_xmalloc(n * sizeof *r->dist);
+  r->ng = bench_xmalloc(3 * n * sizeof *r->ng);
   r->obj = bench_xmalloc(n * sizeof *r->obj);
 }
 
 
 static void result_free(result_t* r) {
   free(r->dist);
+  free(r->ng);
   free(r->obj);
 }
 
-// Median of the rates (Mrays/s) of nrep runs of nray rays that took secs[rep] seconds each.
-static double median_mrays(size_t nray, const double* secs, unsigned nrep) {
+
+// Rate (Mrays/s) of nray rays at the p-th percentile of the nrep durations secs (p = 50: the
+// median; p = 99: the slow tail).
+static double mrays_at(size_t nray, const double* secs, unsigned nrep, double p) {
   double* v = bench_xmalloc(sizeof(double) * nrep);
-  for (unsigned rep = 0; rep < nrep; rep++) {
-    v[rep] = (double)nray / secs[rep] * 1e-6;
-  }
-  double m = bench_median(v, nrep);
+  memcpy(v, secs, sizeof(double) * nrep);
+  double t = bench_percentile(v, nrep, p);
   free(v);
-  return m;
+  return (double)nray / t * 1e-6;
 }
+
 
 // --ablate: raw rtcIntersect1 on one thread with each of scene.c's choices alone; Mrays/s
 // medians and the paired ratio to the plain reference.
@@ -916,18 +1212,18 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
   double* secs = bench_xmalloc(sizeof(double) * NVAR * nrep);
   for (unsigned v = 0; v < NVAR; v++) {
     raw_build(&sc[v], dev, w, kVariants[v].flags);
-    time_raw(pool, &sc[v], r, &out, false);
+    time_raw(pool, &sc[v], r, &out, 1);
   }
   for (unsigned rep = 0; rep < nrep; rep++) {
     for (unsigned v = 0; v < NVAR; v++) {
-      secs[v * nrep + rep] = time_raw(pool, &sc[v], r, &out, false);
+      secs[v * nrep + rep] = time_raw(pool, &sc[v], r, &out, 1);
     }
   }
   printf("\nablation, raw rtcIntersect1, 1 thread:\n%-24s %10s %12s\n", "variant", "Mrays/s",
          "vs reference");
   for (unsigned v = 0; v < NVAR; v++) {
     const double* sv = secs + v * nrep;
-    printf("%-24s %10.2f %12.3f\n", kVariants[v].name, median_mrays(r->n, sv, nrep),
+    printf("%-24s %10.2f %12.3f\n", kVariants[v].name, mrays_at(r->n, sv, nrep, 50),
            bench_median_ratio(secs, sv, nrep));
     raw_release(&sc[v], w);
   }
@@ -936,6 +1232,54 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
   free(sc);
 }
 
+
+// The rays of r in a fixed pseudo-random order (Fisher-Yates with a fixed seed).
+static void shuffle_rays(const rays_t* r, rays_t* out) {
+  *out = *r;
+  out->org_d = bench_xmalloc(3 * sizeof(double) * r->n);
+  out->dir_d = bench_xmalloc(3 * sizeof(double) * r->n);
+  out->org = bench_xmalloc(3 * sizeof(float) * r->n);
+  out->dir = bench_xmalloc(3 * sizeof(float) * r->n);
+  size_t* perm = bench_xmalloc(sizeof(size_t) * r->n);
+  for (size_t i = 0; i < r->n; i++) {
+    perm[i] = i;
+  }
+  uint64_t seed = 987654321;
+  for (size_t i = r->n; i > 1; i--) {
+    size_t j = (size_t)(rnd(&seed) * (double)i);
+    size_t tmp = perm[i - 1];
+    perm[i - 1] = perm[j];
+    perm[j] = tmp;
+  }
+  for (size_t i = 0; i < r->n; i++) {
+    size_t k = perm[i];
+    memcpy(out->org_d + 3 * i, r->org_d + 3 * k, 3 * sizeof(double));
+    memcpy(out->dir_d + 3 * i, r->dir_d + 3 * k, 3 * sizeof(double));
+    memcpy(out->org + 3 * i, r->org + 3 * k, 3 * sizeof(float));
+    memcpy(out->dir + 3 * i, r->dir + 3 * k, 3 * sizeof(float));
+  }
+  free(perm);
+}
+
+
+static void rays_free(rays_t* r) {
+  free(r->org_d);
+  free(r->dir_d);
+  free(r->org);
+  free(r->dir);
+}
+
+
+// The instruction set Embree runs on this CPU (its widest packet is native there).
+static const char* embree_isa(RTCDevice dev) {
+  if (rtcGetDeviceProperty(dev, RTC_DEVICE_PROPERTY_NATIVE_RAY16_SUPPORTED)) {
+    return "AVX-512 (native 16-ray packets)";
+  }
+  if (rtcGetDeviceProperty(dev, RTC_DEVICE_PROPERTY_NATIVE_RAY8_SUPPORTED)) {
+    return "AVX2/AVX (native 8-ray packets)";
+  }
+  return "SSE (native 4-ray packets)";
+}
 
 
 int main(int argc, char** argv) {
@@ -948,16 +1292,17 @@ int main(int argc, char** argv) {
   double t0 = bench_now();
   world_t* w = bench_xmalloc(sizeof *w);
   make_world(w, &opt);
-  rays_t rays;
+  rays_t rays, shuf;
   make_rays(&rays, &opt);
+  shuffle_rays(&rays, &shuf);
   char s1[32], s2[32], s3[32], s4[32];
   printf("bench_raycast%s: scene %s instanced triangles (terrain %s, blob field %s x %u), "
          "%u analytic primitives, %u objects\n",
          opt.quick ? " --quick" : "", bench_count(w->instanced_triangles, s1),
          bench_count(w->terrain.nt, s2), bench_count(w->field.nt, s3), opt.fields, w->nprim,
          w->nobject);
-  printf("rays: %u channels x %u columns x %u scans = %s per batch, max range %.0f m; "
-         "%u repeats, interleaved, medians\n",
+  printf("rays: %u channels x %u columns x %u scans = %s per batch, max range %.0f m, in "
+         "firing order (coherent) and shuffled; %u repeats, interleaved\n",
          opt.channels, opt.columns, opt.scans, bench_count(rays.n, s4), opt.max_range,
          opt.repeats);
 
@@ -977,74 +1322,108 @@ int main(int argc, char** argv) {
     envs[t] = build_env(w, dev, pools[t], rays.n);
   }
 
-  // raw Embree: the reference and scene.c's configuration
-  RTCDevice rdev = rtcNewDevice("max_isa=avx2");
+  // raw Embree at the best ISA of this CPU, its scene built as scene.c builds its own: robust
+  // bottom and top levels, a dynamic low-quality top, static instances with one time step of
+  // matrix transform
+  RTCDevice rdev = rtcNewDevice(NULL);
   if (!rdev) {
     bench_die("rtcNewDevice failed (%d)", (int)rtcGetDeviceError(NULL));
   }
+  printf("Embree ISA: %s; reference scene built like scene.c (robust, one-step matrix "
+         "instances, low-quality dynamic top)\n",
+         embree_isa(rdev));
   raw_scene_t* raw = bench_xmalloc(sizeof *raw);
-  raw_scene_t* raw_scfg = bench_xmalloc(sizeof *raw_scfg);
-  raw_build(raw, rdev, w, 0);
-  raw_build(raw_scfg, rdev, w, RAW_SCENE_C);
+  raw_build(raw, rdev, w, RAW_ROBUST | RAW_LOW_TOP);
 
-  scene_hit_t* hits = bench_xmalloc(rays.n * sizeof *hits);
+  scene_hit_t* hits[2] = {bench_xmalloc(rays.n * sizeof(scene_hit_t)),
+                          bench_xmalloc(rays.n * sizeof(scene_hit_t))};
   result_t res[NCFG];
-  for (int k = 1; k < NCFG; k++) {
+  for (int k = 0; k < NCFG; k++) {
     result_alloc(&res[k], rays.n);
   }
 
-  // warm-up (also commits the environments' scenes) and cross-check
-  for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
-    time_sensim(envs[t], &rays, hits);
-    time_raw(pools[t], raw, &rays, &res[CFG_RAW_SINGLE], false);
-    time_raw(pools[t], raw, &rays, &res[CFG_RAW_PACKET], true);
-    time_raw(pools[t], raw_scfg, &rays, &res[CFG_RAW_SENSIM_CFG], false);
-  }
-  printf("setup %.1f s\n", bench_now() - t0);
-  bool ok = true;
-  for (int k = 1; k < NCFG; k++) {
-    check_t c;
-    cross_check(w, &rays, hits, &res[k], &c);
-    ok &= report_check(g_cfg_names[k], &rays, hits, &res[k], &c);
-  }
-
-  // timed repeats, interleaved so that drift of the machine hits every configuration alike
+  // one untimed run of everything (it also commits the environments' scenes), cross-checked
   unsigned nrep = opt.repeats;
-  double* secs = bench_xmalloc(sizeof(double) * NTHREAD_CONFIGS * NCFG * nrep);
-#define SECS(t, k, rep) secs[((t) * NCFG + (k)) * nrep + (rep)]
-  for (unsigned rep = 0; rep < nrep; rep++) {
+  double* secs = bench_xmalloc(sizeof(double) * NTHREAD_CONFIGS * NCFG * (nrep + 1));
+#define SECS(t, k, rep) secs[((t) * NCFG + (k)) * (nrep + 1) + (rep)]
+  for (unsigned rep = 0; rep <= nrep; rep++) {
     for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
-      SECS(t, CFG_SENSIM, rep) = time_sensim(envs[t], &rays, hits);
-      SECS(t, CFG_RAW_SINGLE, rep) = time_raw(pools[t], raw, &rays, &res[CFG_RAW_SINGLE], false);
-      SECS(t, CFG_RAW_PACKET, rep) = time_raw(pools[t], raw, &rays, &res[CFG_RAW_PACKET], true);
-      SECS(t, CFG_RAW_SENSIM_CFG, rep) =
-          time_raw(pools[t], raw_scfg, &rays, &res[CFG_RAW_SENSIM_CFG], false);
+      for (int k = 0; k < NCFG; k++) {
+        double dt;
+        if (k == CFG_SENSIM || k == CFG_SENSIM_SHUF) {
+          dt = time_sensim(envs[t], k == CFG_SENSIM ? &rays : &shuf, hits[k == CFG_SENSIM_SHUF]);
+        } else {
+          dt = time_raw(pools[t], raw, k == CFG_RAW1_SHUF ? &shuf : &rays, &res[k],
+                        g_cfg_width[k]);
+        }
+        SECS(t, k, rep) = dt;
+      }
+    }
+    if (rep == 0) {
+      printf("setup %.1f s\n", bench_now() - t0);
     }
   }
 
-  // Mrays/s medians, and paired per-repeat ratios sensim / raw (their medians)
-  printf("\n%-7s %12s %12s %12s %16s %14s %14s %14s\n", "threads", "sensim", "raw-single",
-         "raw-packet16", "raw-single-scfg", "sensim/single", "sensim/packet", "sensim/scfg");
-  double mr[NTHREAD_CONFIGS][NCFG];
+  // cross-check the last run: sensim against raw Embree on the same rays, every field
+  bool ok = true;
+  static const struct {
+    int sensim, raw;
+  } kPairs[] = {{CFG_SENSIM, CFG_RAW8}, {CFG_SENSIM, CFG_RAW16}, {CFG_SENSIM_SHUF, CFG_RAW1_SHUF}};
+  for (size_t p = 0; p < sizeof kPairs / sizeof kPairs[0]; p++) {
+    check_t c;
+    const rays_t* r = kPairs[p].sensim == CFG_SENSIM ? &rays : &shuf;
+    cross_check(w, r, hits[kPairs[p].sensim == CFG_SENSIM_SHUF], &res[kPairs[p].raw], &c);
+    ok &= report_check(g_cfg_names[kPairs[p].raw], r, &c);
+  }
+
+  // and against a plain, non-robust scene traced with single rays: where the two traversals
+  // part (rays through shared edges, mostly) the brute force says which one is right
+  {
+    raw_scene_t* plain = bench_xmalloc(sizeof *plain);
+    raw_build(plain, rdev, w, 0);
+    time_raw(pools[0], plain, &rays, &res[CFG_RAW16_TILES], 1);
+    check_t c;
+    cross_check(w, &rays, hits[0], &res[CFG_RAW16_TILES], &c);
+    ok &= report_check("raw1-plain", &rays, &c);
+    raw_release(plain, w);
+    free(plain);
+  }
+
+  // Mrays/s: median and the slow tail (p99 of the durations) over the timed repeats 1..nrep
+  printf("\n%-7s %-12s %14s %14s\n", "threads", "config", "median Mrays/s", "p99 Mrays/s");
   for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
     for (int k = 0; k < NCFG; k++) {
-      mr[t][k] = median_mrays(rays.n, &SECS(t, k, 0), nrep);
+      printf("%-7u %-12s %14.2f %14.2f\n", t + 1, g_cfg_names[k],
+             mrays_at(rays.n, &SECS(t, k, 1), nrep, 50), mrays_at(rays.n, &SECS(t, k, 1), nrep, 99));
     }
-    double ratio[NCFG];
-    for (int k = 1; k < NCFG; k++) {
-      ratio[k] = bench_median_ratio(&SECS(t, k, 0), &SECS(t, CFG_SENSIM, 0), nrep);
-    }
-    printf("%-7u %12.2f %12.2f %12.2f %16.2f %14.3f %14.3f %14.3f\n", t + 1, mr[t][0], mr[t][1],
-           mr[t][2], mr[t][3], ratio[1], ratio[2], ratio[3]);
   }
-  printf("(Mrays/s, median of %u; ratios = median of paired per-repeat ratios, < 1: sensim "
-         "slower)\n",
-         nrep);
-  printf("2-thread scaling: sensim %.2fx, raw-single %.2fx, raw-packet16 %.2fx, "
-         "raw-single-scfg %.2fx\n",
-         mr[1][0] / mr[0][0], mr[1][1] / mr[0][1], mr[1][2] / mr[0][2], mr[1][3] / mr[0][3]);
-  printf("raw-single-scfg: raw rtcIntersect1 on a scene built like scene.c (robust, two-step "
-         "quaternion instances, low-quality dynamic top)\n");
+
+  // ratios sensim / raw: medians of the paired per-repeat ratios (> 1: sensim faster)
+  printf("\nratios sensim / raw (median of paired per-repeat ratios; p99: the worst pair)\n");
+  static const struct {
+    const char* name;
+    int sensim, raw;
+  } kRatios[] = {{"raycast_over_raw8", CFG_SENSIM, CFG_RAW8},
+                 {"raycast_over_raw16", CFG_SENSIM, CFG_RAW16},
+                 {"raycast_over_raw16_tiles", CFG_SENSIM, CFG_RAW16_TILES},
+                 {"raycast_shuffled_over_raw1", CFG_SENSIM_SHUF, CFG_RAW1_SHUF}};
+  for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
+    for (size_t q = 0; q < sizeof kRatios / sizeof kRatios[0]; q++) {
+      double* v = bench_xmalloc(sizeof(double) * nrep);
+      for (unsigned rep = 0; rep < nrep; rep++) {
+        v[rep] = SECS(t, kRatios[q].raw, rep + 1) / SECS(t, kRatios[q].sensim, rep + 1);
+      }
+      double med = bench_median(v, nrep), worst = bench_percentile(v, nrep, 1);
+      free(v);
+      if (t == 0 && q != 2) {
+        printf("BENCH %s %.3f ratio\n", kRatios[q].name, med);
+      }
+      printf("  %u thread%s %-28s median %.3f p99 %.3f\n", t + 1, t ? "s" : " ",
+             kRatios[q].name, med, worst);
+    }
+  }
+  printf("(the BENCH lines are one thread: the per-ray cost; raw8/raw16 trace the same rays in "
+         "the same consecutive packets)\n");
 #undef SECS
   if (opt.ablate) {
     ablate(rdev, w, &rays, pools[0], nrep);
@@ -1053,14 +1432,13 @@ int main(int argc, char** argv) {
 
   // teardown
   free(secs);
-  for (int k = 1; k < NCFG; k++) {
+  for (int k = 0; k < NCFG; k++) {
     result_free(&res[k]);
   }
-  free(hits);
+  free(hits[0]);
+  free(hits[1]);
   raw_release(raw, w);
-  raw_release(raw_scfg, w);
   free(raw);
-  free(raw_scfg);
   rtcReleaseDevice(rdev);
   for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
     env_destroy(envs[t]);
@@ -1072,9 +1450,7 @@ int main(int argc, char** argv) {
   free(w->field.v);
   free(w->field.idx);
   free(w);
-  free(rays.org_d);
-  free(rays.dir_d);
-  free(rays.org);
-  free(rays.dir);
+  rays_free(&rays);
+  rays_free(&shuf);
   return ok ? 0 : 1;
 }

@@ -172,7 +172,7 @@ def test_freeze_objects_sees_the_end_of_step_pose(sensimd):
         np.testing.assert_allclose(hits.distances, 7.9, rtol=TOL)
 
 
-def test_rotating_body_is_slerped(sensimd):
+def test_rotating_body_carries_its_objects_on_the_arc(sensimd):
     with sensimd.client() as c:
         # a thin plate along the body's x axis, 1..3 m from the body origin
         c.create_primitive(1, "box", half_extents=(1, 0.01, 1))
@@ -181,23 +181,23 @@ def test_rotating_body_is_slerped(sensimd):
         c.update_state(0.0, [1], [[0, 0, 0, 0, 0, 0, 1]])
         c.step(0.0)
         c.update_state(1.0, [1], [[0, 0, 0, *quat_z(math.pi / 2)]])
-        # MODELS.md 16.1: the object's world pose is interpolated, position by lerp and
-        # orientation by slerp. Its centre goes from (2, 0, 0) to (0, 2, 0), so at mid-step it
-        # is at (1, 1, 0), turned 45 degrees: the plate lies on the bisector from sqrt(2) - 1
-        # to sqrt(2) + 1.
+        # docs/time.md: the body is interpolated (its origin lerped, its orientation slerped)
+        # and the object carried rigidly, so at mid-step the body is turned 45 degrees and the
+        # plate lies on the bisector from 1 to 3 m. (Interpolating the object's own world pose
+        # would put its centre on the chord, at (1, 1, 0), and the plate from sqrt(2) - 1.)
         d45 = [math.cos(math.pi / 4), math.sin(math.pi / 4), 0]
         h = ray(c, (0, 0, 0), d45, times=[0.5])
-        assert h.distances == pytest.approx(math.sqrt(2) - 1, abs=1e-4)
+        assert h.distances == pytest.approx(1.0, abs=1e-4)
         assert math.isinf(ray(c, (0, 0, 0), (1, 0, 0), times=[0.5]).distances)
         # at the interval's ends it lies along +x and along +y
         assert ray(c, (0, 0, 0), (1, 0, 0), times=[0.0]).distances == pytest.approx(1.0, abs=1e-4)
         assert ray(c, (0, 0, 0), (0, 1, 0), times=[1.0]).distances == pytest.approx(1.0, abs=1e-4)
         # slerp, not a linear blend of matrices: at s = 0.25 the plate is turned 22.5 degrees
-        # with its centre at (1.5, 0.5, 0); a ray from that centre along the plate's normal
-        # (rotated +y) reaches the face at its half thickness
+        # with its centre on the arc at 2 (cos 22.5, sin 22.5, 0); a ray from that centre along
+        # the plate's normal (rotated +y) reaches the face at its half thickness
         a = math.radians(22.5)
         n = [-math.sin(a), math.cos(a), 0]
-        h = ray(c, (1.5, 0.5, 0), n, times=[0.25])
+        h = ray(c, (2 * math.cos(a), 2 * math.sin(a), 0), n, times=[0.25])
         assert h.distances == pytest.approx(0.01, abs=1e-4)
         np.testing.assert_allclose(h.normals, [-x for x in n], atol=1e-4)
 

@@ -845,9 +845,10 @@ PROBE_D = [[0, 0, -1]] * 4 + [[1, 0, 0]] * 2
 
 
 def snapshot(c: sensim.Client) -> dict:
-    env = info_of(c.get_info(), "semantic")
     now = c.raycast(PROBE_O, PROBE_D)
     prev = c.raycast(PROBE_O, PROBE_D, times=[0.0])
+    # counters after the probes: their first commit writes the instances of bodies moved since
+    env = info_of(c.get_info(), "semantic")
     return {
         "counts": (env.geometries, env.materials, env.bodies, env.objects, env.joints,
                    env.sensors),

@@ -63,6 +63,17 @@ void xform_quat_to_mat(const double q[4], double dest[9]) {
 
 
 double xform_norm(const double* v, int n) {
+  // the plain sum of squares when it is safely inside the normal range: no square that
+  // underflowed can matter beside it, and none overflowed
+  double s = 0.0;
+  for (int i = 0; i < n; i++) {
+    s += v[i] * v[i];
+  }
+  if (s > 1e-290 && s < 1e290) {
+    return sqrt(s);
+  }
+
+  // otherwise scaled by the largest magnitude first
   double m = 0.0;
   for (int i = 0; i < n; i++) {
     m = fmax(m, fabs(v[i]));
@@ -70,7 +81,7 @@ double xform_norm(const double* v, int n) {
   if (!(m > 0.0) || isinf(m)) {
     return m;
   }
-  double s = 0.0;
+  s = 0.0;
   for (int i = 0; i < n; i++) {
     s += (v[i] / m) * (v[i] / m);
   }

@@ -6,6 +6,8 @@
 #ifndef SENSIM_BASE_XFORM_H_
 #define SENSIM_BASE_XFORM_H_
 
+#include <math.h>
+
 typedef struct pose {
   double p[3];  // position, m
   double q[4];  // unit quaternion (w, x, y, z)
@@ -29,6 +31,12 @@ void xform_quat_to_mat(const double q[4], double dest[9]);
 // Euclidean norm of n values, scaled by the largest magnitude first so that the squares neither
 // overflow nor underflow (finite inputs give a finite result).
 double xform_norm(const double* v, int n);
+
+// xform_norm of a 3-vector, inline: the plain sum of squares when it is safely in range.
+static inline double xform_norm3(const double v[3]) {
+  double s = v[0] * v[0] + v[1] * v[1] + v[2] * v[2];
+  return s > 1e-290 && s < 1e290 ? sqrt(s) : xform_norm(v, 3);
+}
 
 // Normalise q in place (finite components of any magnitude: scaled by the largest first, so
 // neither the norm nor the quotients overflow); returns its norm before normalisation, +inf when

@@ -20,6 +20,7 @@
 
 struct scene_device {
   RTCDevice rtc;
+  unsigned packet;               // rays per traced packet: 16 with native 16-wide packets, else 8
   atomic_uint_fast64_t nerror;   // errors reported through the error callback
   atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
   atomic_int_fast64_t budget;    // most bytes Embree may hold; 0 = unlimited
@@ -47,6 +48,8 @@ typedef struct inst {
   uint32_t object_id;
   uint32_t label;
   double scale[3];   // per-axis scale
+  bool is_prim;      // the geometry is an analytic primitive (hits report primitive 0)
+  double nmat[9];    // static instance: R(q1) S^-1, object-space normals to world (row-major)
   double q0[4];      // world orientation at s = 0 (on the same hemisphere as q1)
   double q1[4];      // world orientation at s = 1
   int moving;        // two time steps (motion blur); 0: one, start and end poses are equal
@@ -118,9 +121,10 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
     return NULL;
   }
 
-  // AVX-512 packet traversal was seen to hang in rtcOccluded16 on this platform (STACK.md);
-  // AVX2 costs next to nothing for the single rays traced here.
-  dev->rtc = rtcNewDevice("max_isa=avx2");
+  // The best ISA the CPU has. Embree 3.13's AVX-512 occlusion packets (rtcOccluded16) were seen
+  // to spin forever after other packet work in the same process; intersection packets never
+  // did, and this adapter never calls rtcOccluded*: it traces with rtcIntersect8/16 only.
+  dev->rtc = rtcNewDevice(NULL);
   if (!dev->rtc) {
     enum RTCError code = rtcGetDeviceError(NULL);
     pthread_mutex_destroy(&dev->lock);
@@ -130,6 +134,7 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   }
   rtcSetDeviceErrorFunction(dev->rtc, device_error_cb, dev);
   rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
+  dev->packet = rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_NATIVE_RAY16_SUPPORTED) ? 16 : 8;
   return dev;
 }
 
@@ -512,8 +517,9 @@ static void inst_step(inst_t* in, unsigned k, const double q[4], const double sh
 // T = the body origin (lerped by Embree), R = q_b q_l (slerped: slerp(q_b0 q_l, q_b1 q_l, s)
 // = slerp(q_b0, q_b1, s) q_l since right-multiplying by a unit quaternion keeps every angle),
 // shift = R(q_l)^-1 p_l, the same at both ends. The object thus moves rigidly with its body.
-// A static instance has one time step, composed in double: Embree keeps it out of the slower
-// motion-blur hierarchy.
+// A static instance has one time step (Embree keeps it out of the slower motion-blur
+// hierarchy) and a matrix composed in double: Embree's float quaternion-to-matrix conversion
+// moved rays by micrometres (a ray grazing a crease of a rotated mesh passed it by).
 static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const pose_t* b1,
                        int moving) {
   if (moving != in->moving) {
@@ -521,9 +527,18 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
     in->moving = moving;
   }
   if (!moving) {
-    static const double kZero[3] = {0.0, 0.0, 0.0};
     pose_t w = b1 ? xform_compose(b1, local) : *local;
-    inst_step(in, 0, in->q1, kZero, w.p);
+    double r[9];
+    float m[12];  // column-major 3x4: R S | p
+    xform_quat_to_mat(in->q1, r);
+    for (int i = 0; i < 9; i++) {
+      in->nmat[i] = r[i] / in->scale[i % 3];
+      m[3 * (i % 3) + i / 3] = (float)(r[i] * in->scale[i % 3]);
+    }
+    for (int i = 0; i < 3; i++) {
+      m[9 + i] = (float)w.p[i];
+    }
+    rtcSetGeometryTransform(in->rtc, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
   } else {
     double ql_inv[4], shift[3];
     xform_quat_conj(local->q, ql_inv);
@@ -570,6 +585,7 @@ int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t
   in->object_id = object_id;
   in->label = label;
   memcpy(in->scale, scale, sizeof in->scale);
+  in->is_prim = s->geoms[geometry]->is_prim;
   in->q0[0] = in->q1[0] = 1.0;
 
   // static instance at the identity pose; its Embree ID is the handle
@@ -651,86 +667,171 @@ int scene_commit(scene_t* s, err_msg_t* msg) {
 
 //---------------- Tracing
 
-// Rays per Embree packet. The device is capped at AVX2 (8 lanes): rtcIntersect8 runs Embree's
-// native hybrid packet traversal with our valid mask, while rtcIntersect16 is split into two
-// packets of 8 by Embree's stream fallback, which copies the rays and ignores the valid mask
-// (measured: 8 beat 16 and 4 on bench_raycast). Packets are fixed index ranges of the caller's
-// array, so which rays share a packet never depends on the thread that traces them.
-#define SCENE_PACKET 8
+// Rays per Embree packet: 16 where the device runs 16-wide packets natively (AVX-512), else 8
+// (an emulated rtcIntersect16 is split by Embree's stream fallback, which copies the rays and
+// ignores the valid mask). Packets are fixed index ranges of the caller's array, so which rays
+// share a packet never depends on the thread that traces them.
+#define SCENE_PACKET_MAX 16
 
-typedef struct RTCRayHit8 packet_t;
+// A packet of N <= 16 lanes in Embree's RTCRayHitN layout: 20 fields of N lanes each (the ray:
+// org xyz, tnear, dir xyz, time, tfar, mask, id, flags; the hit: Ng xyz, u, v, primID, geomID,
+// instID[0]), the same for N = 8 and 16 with the lane count as the stride.
+enum {
+  F_ORG_X, F_ORG_Y, F_ORG_Z, F_TNEAR, F_DIR_X, F_DIR_Y, F_DIR_Z, F_TIME, F_TFAR, F_MASK, F_ID,
+  F_FLAGS, F_NG_X, F_NG_Y, F_NG_Z, F_U, F_V, F_PRIM, F_GEOM, F_INST, F_COUNT
+};
 
-// The hit of lane k of an intersected packet into out (already cleared to a miss).
-static void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* rh, unsigned k,
-                     scene_hit_t* out) {
-  unsigned id = rh->hit.instID[0][k];
-  if (rh->hit.geomID[k] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
+typedef union packet {
+  struct RTCRayHit16 rh16;   // sizes and aligns the storage
+  float f[F_COUNT * SCENE_PACKET_MAX];
+  unsigned u[F_COUNT * SCENE_PACKET_MAX];
+} packet_t;
+
+_Static_assert(sizeof(struct RTCRayHit16) == F_COUNT * 16 * sizeof(float), "RTCRayHit16 layout");
+_Static_assert(sizeof(struct RTCRayHit8) == F_COUNT * 8 * sizeof(float), "RTCRayHit8 layout");
+
+
+// The hit of lane k of an intersected N-lane packet into out (already cleared to a miss).
+static void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk, unsigned N,
+                     unsigned k, scene_hit_t* out) {
+  unsigned id = pk->u[F_INST * N + k];
+  if (pk->u[F_GEOM * N + k] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
     return;
   }
   const inst_t* in = &s->insts[id];
 
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
-  // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals)
-  double nobj[3] = {rh->hit.Ng_x[k] / in->scale[0], rh->hit.Ng_y[k] / in->scale[1],
-                    rh->hit.Ng_z[k] / in->scale[2]};
-  double q[4], n[3];
+  // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals): a fixed matrix for a
+  // static instance
+  double ng[3] = {pk->f[F_NG_X * N + k], pk->f[F_NG_Y * N + k], pk->f[F_NG_Z * N + k]};
+  double n[3];
   if (in->moving) {
-    xform_slerp(in->q0, in->q1, rh->ray.time[k], q);
+    double q[4];
+    double nobj[3] = {ng[0] / in->scale[0], ng[1] / in->scale[1], ng[2] / in->scale[2]};
+    xform_slerp(in->q0, in->q1, pk->f[F_TIME * N + k], q);
+    xform_quat_rotate(q, nobj, n);
   } else {
-    memcpy(q, in->q1, sizeof(q));
+    const double* m = in->nmat;
+    n[0] = m[0] * ng[0] + m[1] * ng[1] + m[2] * ng[2];
+    n[1] = m[3] * ng[0] + m[4] * ng[1] + m[5] * ng[2];
+    n[2] = m[6] * ng[0] + m[7] * ng[1] + m[8] * ng[2];
   }
-  xform_quat_rotate(q, nobj, n);
+
+  // |n| is within [1e-6, 1e6] of |Ng| (scales are bounded): the plain sum of squares is safe
   double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
   double facing = n[0] * r->dir[0] + n[1] * r->dir[1] + n[2] * r->dir[2];
   double f = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
 
   // the instance keeps t in the world ray's parametrisation: with a unit direction it is the
   // distance
-  out->distance = rh->ray.tfar[k];
+  out->distance = pk->f[F_TFAR * N + k];
   out->normal[0] = f * n[0];
   out->normal[1] = f * n[1];
   out->normal[2] = f * n[2];
   out->object_id = in->object_id;
   out->label = in->label;
-  out->primitive = s->geoms[in->geometry]->is_prim ? 0 : rh->hit.primID[k];
+  out->primitive = in->is_prim ? 0 : pk->u[F_PRIM * N + k];
 }
 
 
-// Up to SCENE_PACKET rays (n >= 1) as one packet against the committed top level. A ray with
+// Cosine of the widest angle between a packet's directions and its first one for which it is
+// traced as a packet (about 8 degrees: a lidar's neighbouring rays are well inside it).
+#define PACKET_COHERENT_COS 0.99
+
+// True when the valid lanes start from one point and point within PACKET_COHERENT_COS of each
+// other, so that traversing them together pays.
+static bool packet_coherent(const packet_t* pk, unsigned N, const int* valid) {
+  const float* f = pk->f;
+  int first = -1;
+  for (unsigned k = 0; k < N; k++) {
+    if (!valid[k]) {
+      continue;
+    }
+    if (first < 0) {
+      first = (int)k;
+      continue;
+    }
+    unsigned j = (unsigned)first;
+    float c = f[F_DIR_X * N + k] * f[F_DIR_X * N + j] + f[F_DIR_Y * N + k] * f[F_DIR_Y * N + j] +
+              f[F_DIR_Z * N + k] * f[F_DIR_Z * N + j];
+    if (c < PACKET_COHERENT_COS || f[F_ORG_X * N + k] != f[F_ORG_X * N + j] ||
+        f[F_ORG_Y * N + k] != f[F_ORG_Y * N + j] || f[F_ORG_Z * N + k] != f[F_ORG_Z * N + j]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+// The packet's rays one at a time: N-wide calls with one lane valid each, which Embree traces
+// with its single-ray traversal and with the same kernels as the lane in a full packet (its
+// rtcIntersect1 transforms rays into instances differently, so a ray would not get bit for bit
+// the hit it gets in a packet).
+static void trace_lanes(const scene_t* s, struct RTCIntersectContext* ctx, packet_t* pk,
+                        unsigned N, const int* valid) {
+  _Alignas(64) int one[SCENE_PACKET_MAX] = {0};
+  for (unsigned k = 0; k < N; k++) {
+    if (!valid[k]) {
+      continue;
+    }
+    one[k] = -1;
+    if (N == 16) {
+      rtcIntersect16(one, s->top, ctx, &pk->rh16);
+    } else {
+      rtcIntersect8(one, s->top, ctx, (struct RTCRayHit8*)pk->f);
+    }
+    one[k] = 0;
+  }
+}
+
+
+// Up to N rays (1 <= n <= N) as one N-lane packet against the committed top level. A ray with
 // tmax <= 0 or NaN is a miss and takes no lane; unused lanes also get an empty interval
 // [0, -inf] so that no Embree code path traces them.
-static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* out, unsigned n) {
+static void trace_packet(const scene_t* s, unsigned N, const scene_ray_t* r, scene_hit_t* out,
+                         unsigned n) {
   // rays (float); the time is clamped into the instances' [0, 1] range
-  _Alignas(64) int valid[SCENE_PACKET];
-  _Alignas(64) packet_t rh;
+  _Alignas(64) int valid[SCENE_PACKET_MAX];
+  _Alignas(64) packet_t pk;
+  float* f = pk.f;
   unsigned nvalid = 0;
-  for (unsigned k = 0; k < SCENE_PACKET; k++) {
+  for (unsigned k = 0; k < N; k++) {
     bool on = k < n && r[k].tmax > 0.0;
     valid[k] = on ? -1 : 0;
     nvalid += on;
-    rh.ray.org_x[k] = on ? (float)r[k].origin[0] : 0.0f;
-    rh.ray.org_y[k] = on ? (float)r[k].origin[1] : 0.0f;
-    rh.ray.org_z[k] = on ? (float)r[k].origin[2] : 0.0f;
-    rh.ray.tnear[k] = 0.0f;
-    rh.ray.dir_x[k] = on ? (float)r[k].dir[0] : 1.0f;
-    rh.ray.dir_y[k] = on ? (float)r[k].dir[1] : 0.0f;
-    rh.ray.dir_z[k] = on ? (float)r[k].dir[2] : 0.0f;
-    rh.ray.time[k] = on ? (float)fmin(fmax(r[k].time, 0.0), 1.0) : 0.0f;
-    rh.ray.tfar[k] = on ? (float)r[k].tmax : -INFINITY;
-    rh.ray.mask[k] = 0xFFFFFFFFu;
-    rh.ray.id[k] = k;
-    rh.ray.flags[k] = 0;
-    rh.hit.geomID[k] = RTC_INVALID_GEOMETRY_ID;
-    rh.hit.instID[0][k] = RTC_INVALID_GEOMETRY_ID;
+    f[F_ORG_X * N + k] = on ? (float)r[k].origin[0] : 0.0f;
+    f[F_ORG_Y * N + k] = on ? (float)r[k].origin[1] : 0.0f;
+    f[F_ORG_Z * N + k] = on ? (float)r[k].origin[2] : 0.0f;
+    f[F_TNEAR * N + k] = 0.0f;
+    f[F_DIR_X * N + k] = on ? (float)r[k].dir[0] : 1.0f;
+    f[F_DIR_Y * N + k] = on ? (float)r[k].dir[1] : 0.0f;
+    f[F_DIR_Z * N + k] = on ? (float)r[k].dir[2] : 0.0f;
+    double t = r[k].time;
+    f[F_TIME * N + k] = on ? (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0) : 0.0f;
+    f[F_TFAR * N + k] = on ? (float)r[k].tmax : -INFINITY;
+    pk.u[F_MASK * N + k] = 0xFFFFFFFFu;
+    pk.u[F_ID * N + k] = k;
+    pk.u[F_FLAGS * N + k] = 0;
+    pk.u[F_GEOM * N + k] = RTC_INVALID_GEOMETRY_ID;
+    pk.u[F_INST * N + k] = RTC_INVALID_GEOMETRY_ID;
   }
 
   // intersect; callers pass rays in firing order, which for lidars is coherent: Embree's
-  // coherent (frustum) traversal was ~15 % faster on bench_raycast, with the same hits
+  // coherent (frustum) traversal was ~15 % faster on bench_raycast, with the same hits. Rays in
+  // no particular order make packets that diverge at once: those go one by one.
   if (nvalid > 0) {
     struct RTCIntersectContext ctx;
     rtcInitIntersectContext(&ctx);
-    ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-    rtcIntersect8(valid, s->top, &ctx, &rh);
+    if (packet_coherent(&pk, N, valid)) {
+      ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
+      if (N == 16) {
+        rtcIntersect16(valid, s->top, &ctx, &pk.rh16);
+      } else {
+        rtcIntersect8(valid, s->top, &ctx, (struct RTCRayHit8*)pk.f);
+      }
+    } else {
+      trace_lanes(s, &ctx, &pk, N, valid);
+    }
   }
 
   // hits
@@ -738,7 +839,7 @@ static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* ou
     memset(&out[k], 0, sizeof out[k]);
     out[k].distance = INFINITY;
     if (valid[k]) {
-      hit_fill(s, &r[k], &rh, k, &out[k]);
+      hit_fill(s, &r[k], &pk, N, k, &out[k]);
     }
   }
 }
@@ -750,9 +851,10 @@ void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, s
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-  for (size_t i = 0; i < n; i += SCENE_PACKET) {
-    size_t m = n - i < SCENE_PACKET ? n - i : SCENE_PACKET;
-    trace_packet(s, rays + i, hits + i, (unsigned)m);
+  unsigned N = s->dev->packet;
+  for (size_t i = 0; i < n; i += N) {
+    size_t m = n - i < N ? n - i : N;
+    trace_packet(s, N, rays + i, hits + i, (unsigned)m);
   }
   _mm_setcsr(csr);
 

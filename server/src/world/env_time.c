@@ -7,8 +7,10 @@
 // are written once per step, at the commit before the first trace.
 #include "world/env.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/pool.h"
@@ -260,10 +262,52 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
 //---------------- Raycast
 
 
+// A ray the tracer can take: finite origin within ENV_MAX_COORD, finite direction of length at
+// least ENV_MIN_DIRECTION (a shorter one loses its precision when normalised, and is zero under
+// the flush-to-zero mode of the tracer). Its length in *len.
+static inline bool ray_ok(const double* o, const double* d, double* len) {
+  // comparisons are false for NaN; the origin's bound also excludes infinities
+  bool ok = fabs(o[0]) <= ENV_MAX_COORD && fabs(o[1]) <= ENV_MAX_COORD &&
+            fabs(o[2]) <= ENV_MAX_COORD && fabs(d[0]) <= DBL_MAX && fabs(d[1]) <= DBL_MAX &&
+            fabs(d[2]) <= DBL_MAX;
+  *len = ok ? xform_norm3(d) : 0.0;
+  return *len >= ENV_MIN_DIRECTION;
+}
+
+
+// The error of the first ray that ray_ok refuses (0 if none).
+static int check_rays(const env_raycast_t* r, err_msg_t* msg) {
+  static const char* const kAxis[3] = {"x", "y", "z"};
+  for (uint32_t i = 0; i < r->nray; i++) {
+    const double* o = r->origins + 3 * (size_t)i;
+    const double* d = r->directions + 3 * (size_t)i;
+    double len;
+    if (ray_ok(o, d, &len)) {
+      continue;
+    }
+    for (int k = 0; k < 3; k++) {
+      if (!isfinite(o[k])) {
+        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g is not finite", i, kAxis[k], o[k]);
+      }
+      if (fabs(o[k]) > ENV_MAX_COORD) {
+        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g exceeds %g m in magnitude", i,
+                       kAxis[k], o[k], ENV_MAX_COORD);
+      }
+      if (!isfinite(d[k])) {
+        return err_set(msg, ERR_INVAL, "directions[%u].%s = %g is not finite", i, kAxis[k],
+                       d[k]);
+      }
+    }
+    return err_set(msg, ERR_INVAL, "directions[%u] has length %g, below %g", i, len,
+                   ENV_MIN_DIRECTION);
+  }
+  return 0;
+}
+
+
+// The request's sizes, arrays and times (the rays are checked while they are traced).
 static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit_t* out,
                          err_msg_t* msg) {
-  static const char* const kAxis[3] = {"x", "y", "z"};
-
   // sizes and arrays
   if (r->nray > e->limits.max_raycast_rays) {
     return err_set(msg, ERR_LIMIT, "nray = %u exceeds the limit max_raycast_rays = %u", r->nray,
@@ -280,31 +324,6 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
   }
   if (isnan(r->max_range)) {
     return err_set(msg, ERR_INVAL, "max_range is not a number");
-  }
-
-  // rays
-  for (uint32_t i = 0; i < r->nray; i++) {
-    const double* o = r->origins + 3 * (size_t)i;
-    const double* d = r->directions + 3 * (size_t)i;
-    for (int k = 0; k < 3; k++) {
-      if (!isfinite(o[k])) {
-        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g is not finite", i, kAxis[k], o[k]);
-      }
-      if (fabs(o[k]) > ENV_MAX_COORD) {
-        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g exceeds %g m in magnitude", i,
-                       kAxis[k], o[k], ENV_MAX_COORD);
-      }
-      if (!isfinite(d[k])) {
-        return err_set(msg, ERR_INVAL, "directions[%u].%s = %g is not finite", i, kAxis[k],
-                       d[k]);
-      }
-    }
-    // a direction this short loses its precision when normalised (and is zero under the
-    // flush-to-zero mode of the tracer)
-    if (!(xform_norm(d, 3) >= ENV_MIN_DIRECTION)) {
-      return err_set(msg, ERR_INVAL, "directions[%u] has length %g, below %g", i, xform_norm(d, 3),
-                     ENV_MIN_DIRECTION);
-    }
   }
 
   // times: inside the current interval when there is one
@@ -335,17 +354,21 @@ typedef struct raycast_job {
   double t_prev;        // interval; s = 1 when it is empty or there is no state
   double dt;            // t_cur - t_prev, 0 for "s = 1"
   atomic_int stopped;   // set by the first chunk that sees r->cancelled
+  atomic_int bad;       // set by the first chunk that meets a ray ray_ok refuses
 } raycast_job_t;
 
 
-// pool_fn_t: trace rays [begin, end) in stack batches.
+// pool_fn_t: check and trace rays [begin, end) in stack batches. The rays are checked here, in
+// parallel, rather than in a pass of their own before tracing: a request with a bad ray is
+// refused all the same (its output is never used), it has only cost some tracing.
 static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   raycast_job_t* job = ctx;
   const env_raycast_t* r = job->r;
   scene_ray_t rays[RAY_BATCH];
 
   // a cancelled request (daemon stopping, client gone) leaves its remaining chunks untraced
-  if (atomic_load(&job->stopped) || (r->cancelled && r->cancelled(r->cancel_ctx))) {
+  if (atomic_load(&job->stopped) || atomic_load(&job->bad) ||
+      (r->cancelled && r->cancelled(r->cancel_ctx))) {
     atomic_store(&job->stopped, 1);
     return;
   }
@@ -354,11 +377,17 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
     for (size_t k = 0; k < n; k++) {
       size_t i = i0 + k;
       scene_ray_t* ray = &rays[k];
+      const double* o = r->origins + 3 * i;
       const double* d = r->directions + 3 * i;
-      double len = xform_norm(d, 3);
+      double len;
+      if (!ray_ok(o, d, &len)) {
+        atomic_store(&job->bad, 1);
+        return;
+      }
+      double inv = 1.0 / len;
       for (int a = 0; a < 3; a++) {
-        ray->origin[a] = r->origins[3 * i + a];
-        ray->dir[a] = d[a] / len;
+        ray->origin[a] = o[a];
+        ray->dir[a] = d[a] * inv;
       }
       ray->tmax = job->tmax;
 
@@ -366,7 +395,7 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
       double s = 1.0;
       if (r->ntime > 0 && job->dt > 0.0) {
         s = (r->times[r->ntime == 1 ? 0 : i] - job->t_prev) / job->dt;
-        s = fmin(1.0, fmax(0.0, s));
+        s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
       }
       ray->time = s;
     }
@@ -394,7 +423,12 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
       .dt = e->has_time ? e->t_cur - e->t_prev : 0.0,
   };
   atomic_init(&job.stopped, 0);
+  atomic_init(&job.bad, 0);
   pool_parallel_for(e->pool, r->nray, RAY_GRAIN, raycast_chunk, &job);
+  if (atomic_load(&job.bad)) {
+    rc = check_rays(r, msg);
+    return rc < 0 ? rc : err_set(msg, ERR_INTERNAL, "a ray was refused, then accepted");
+  }
   if (atomic_load(&job.stopped)) {
     return err_set(msg, ERR_STATE, "cancelled (the daemon is stopping or the client left)");
   }
