@@ -297,6 +297,21 @@ static double remaining_length(const lidar_returns_t* p, double x0, double n) {
 }
 
 
+// BD(x), without a call when the beam is off.
+static double beam_factor(const lidar_returns_t* p, double x) {
+  return p->beam.enabled ? lidar_divergence_factor(&p->beam, x) : 1.0;
+}
+
+
+// Backscatter of the material at a hit, the Lambertian case inline.
+static double backscatter(const surface_material_t* m, double n1, double cos_i) {
+  if (m->kind == MATERIAL_LAMBERTIAN) {
+    return cos_i > BRDF_EPS_COS ? m->reflectance * M_1_PI * (cos_i < 1.0 ? cos_i : 1.0) : 0.0;
+  }
+  return brdf_backscatter(m, n1, cos_i);
+}
+
+
 // x^2 for the round-trip option, else x.
 static double path_power(const lidar_returns_t* p, double x) {
   return p->round_trip ? x * x : x;
@@ -378,7 +393,7 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
     if (atmosphere_sample(med, dx, u, &r->key, draw + 1, &xa)) {
       double x = s->x0 + xa;
       double tau = path_power(p, atmosphere_transmittance(med->attenuation, xa));
-      double bd = lidar_divergence_factor(&p->beam, x);
+      double bd = beam_factor(p, x);
       add_candidate(r, i, x, s->weight * tau * med->backscatter * bd, NULL);
     }
   }
@@ -394,9 +409,9 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   if (inside == NULL) {
     const surface_material_t* m = r->v->hit_material(r->v->lookup_ctx, h->object_id,
                                                      h->primitive);
-    double rho = brdf_backscatter(m, n_amb, cos_i);
+    double rho = backscatter(m, n_amb, cos_i);
     if (rho > 0.0) {
-      add_candidate(r, i, x1, s->weight * tau * rho * lidar_divergence_factor(&p->beam, x1), h);
+      add_candidate(r, i, x1, s->weight * tau * rho * beam_factor(p, x1), h);
     }
     if (children && m->kind != MATERIAL_LAMBERTIAN) {
       double w = s->weight * tau * path_power(p, brdf_reflection_weight(m, n_amb, cos_i));
