@@ -316,3 +316,7 @@ def test_client_update_state_sends_bytes_and_refuses_bad_ids(sensimd):
         with pytest.raises(ValueError, match="body_ids"):
             c.update_state(2.0, [2.5], [_POSE])
         assert _state_time(c) == 1.0
+        c.update_state(2.0, [2.0], [[6.0, 0, 0, 0, 0, 0, 1]])  # a whole number is an id
+        c.step(2.0)
+        assert c.raycast([[-10.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]]).distances[0] == \
+            pytest.approx(14.0, abs=TOL)

@@ -152,11 +152,15 @@ def _le(arr: np.ndarray) -> np.ndarray:
 
 
 def _ids(value: Any, what: str) -> np.ndarray:
-    """Ids as a little-endian uint32 array; negative or too large ids are refused."""
+    """Ids as a little-endian uint32 array; fractional, negative or too large ids are refused."""
     arr = np.asarray(value).reshape(-1)
-    if arr.size and arr.dtype.kind not in "iu":
+    if not arr.size:
+        return np.zeros(0, dtype="<u4")
+    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr)):
+        arr = arr.astype(np.int64)
+    if arr.dtype.kind not in "iu":
         raise ValueError(f"{what}: expected integer ids, got {arr.dtype}")
-    if arr.size and (arr.min() < 0 or arr.max() > 0xFFFFFFFF):
+    if arr.min() < 0 or arr.max() > 0xFFFFFFFF:
         raise ValueError(f"{what}: ids must lie in [0, 2**32)")
     return np.ascontiguousarray(arr, dtype="<u4")
 
