@@ -68,6 +68,7 @@ typedef struct lidar {
   ray_meta_t* meta;             // (batch)
   lidar_return_t* returns;      // (batch x maxret)
   uint8_t* nret;                // (batch)
+  uint32_t* slot;               // (batch) trace position of each ray within its chunk
   size_t* chunk_points;         // (batch / CHUNK) points of each chunk, then their offsets
 } lidar_t;
 
@@ -86,6 +87,7 @@ static void lidar_destroy(void* self) {
   mem_free(l->meta);
   mem_free(l->returns);
   mem_free(l->nret);
+  mem_free(l->slot);
   mem_free(l->chunk_points);
   mem_free(l);
 }
@@ -143,8 +145,9 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->meta = mem_alloc(batch * sizeof *l->meta);
   l->returns = mem_alloc(batch * l->maxret * sizeof *l->returns);
   l->nret = mem_alloc(batch * sizeof *l->nret);
+  l->slot = mem_alloc(batch * sizeof *l->slot);
   l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
-  if (!l->rays || !l->ray_index || !l->meta || !l->returns || !l->nret || !l->chunk_points) {
+  if (!l->rays || !l->ray_index || !l->meta || !l->returns || !l->nret || !l->slot || !l->chunk_points) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }
@@ -177,32 +180,59 @@ typedef struct batch_ctx {
 
 
 // Phase 1 of a chunk: rays (pattern, angle noise, pose at the firing time), their returns, and
-// the number of points they give.
+// the number of points they give. Rays are stored in trace order: firing order, except that a
+// pattern with small firing groups (a VLP-16 fires 16 lasers at 16 elevations in a row) is
+// traced laser by laser across the groups of the chunk, so that each packet holds neighbouring
+// rays. Each ray's result is a function of the ray alone, so the order changes only the speed.
 static void trace_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
+  uint32_t K = l->pat.nray;
+  int regroup = K > 1 && K < CHUNK / 8;
+  lidar_pattern_ray_t pr[CHUNK];
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * CHUNK;
-    size_t i1 = i0 + CHUNK < b->n ? i0 + CHUNK : b->n;
+    size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
+    lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
+
+    // trace order: by position in the group, then group (a counting sort)
+    uint32_t* slot = l->slot + i0;
+    if (regroup) {
+      uint32_t count[CHUNK / 8 + 1] = {0};
+      uint32_t k0 = (uint32_t)((b->first + i0) % K);
+      for (size_t j = 0; j < m; j++) {
+        count[(k0 + j) % K + 1]++;
+      }
+      for (uint32_t k = 1; k <= K; k++) {
+        count[k] += count[k - 1];
+      }
+      for (size_t j = 0; j < m; j++) {
+        slot[j] = count[(k0 + j) % K]++;
+      }
+    } else {
+      for (size_t j = 0; j < m; j++) {
+        slot[j] = (uint32_t)j;
+      }
+    }
+
     lidar_sweep_pose_t pose;
     pose.s = -1.0;
-    for (size_t i = i0; i < i1; i++) {
+    for (size_t j = 0; j < m; j++) {
       // the pattern's ray, its emission angle noise
-      lidar_pattern_ray_t pr;
-      lidar_sweep_ray(&l->pat, b->first + i, &pr);
-      ray_meta_t* m = &l->meta[i];
+      size_t i = i0 + slot[j];
+      ray_meta_t* mt = &l->meta[i];
       rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
-                       .index = pr.index};
-      lidar_noise_angle(&l->angle, &key, pr.dir, m->dir);
-      memcpy(m->origin, pr.origin, sizeof m->origin);
-      m->tau = isnan(b->tau_origin) ? pr.time_offset : pr.time - b->tau_origin;
-      m->azimuth = (float)pr.azimuth;
-      m->elevation = (float)pr.elevation;
-      m->ring = pr.ring;
-      l->ray_index[i] = pr.index;
+                       .index = pr[j].index};
+      lidar_noise_angle(&l->angle, &key, pr[j].dir, mt->dir);
+      memcpy(mt->origin, pr[j].origin, sizeof mt->origin);
+      mt->tau = isnan(b->tau_origin) ? pr[j].time_offset : pr[j].time - b->tau_origin;
+      mt->azimuth = (float)pr[j].azimuth;
+      mt->elevation = (float)pr[j].elevation;
+      mt->ring = pr[j].ring;
+      l->ray_index[i] = pr[j].index;
 
       // the sensor pose at the firing time (rays of a column share it), the ray at that time
-      double s = view_fraction(b->v, l->t_s + pr.time);
+      double s = view_fraction(b->v, l->t_s + pr[j].time);
       const lidar_sweep_pose_t* ps = b->fixed;
       if (!ps) {
         if (s != pose.s) {
@@ -210,20 +240,19 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
         }
         ps = &pose;
       }
-      memcpy(m->q, ps->pose.q, sizeof m->q);
-      lidar_sweep_world_ray(ps, m->origin, m->dir, &l->rays[i]);
+      memcpy(mt->q, ps->pose.q, sizeof mt->q);
+      lidar_sweep_world_ray(ps, mt->origin, mt->dir, &l->rays[i]);
       l->rays[i].time = s;
     }
 
     // returns
     lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
-                                .rays = l->rays + i0, .ray_index = l->ray_index + i0,
-                                .n = i1 - i0};
+                                .rays = l->rays + i0, .ray_index = l->ray_index + i0, .n = m};
     lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
 
     // points
     size_t np = 0;
-    for (size_t i = i0; i < i1; i++) {
+    for (size_t i = i0; i < i0 + m; i++) {
       np += l->nret[i] ? l->nret[i] : (l->misses != LIDAR_MISS_REMOVE);
     }
     l->chunk_points[c] = np;
@@ -231,24 +260,25 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
 }
 
 
-// Phase 2 of a chunk: its points, packed at their offsets in the accumulator.
+// Phase 2 of a chunk: its points in firing order, packed at their offsets in the accumulator.
 static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
   uint32_t step = l->layout.point_step;
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * CHUNK;
-    size_t i1 = i0 + CHUNK < b->n ? i0 + CHUNK : b->n;
+    size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
     uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
-    for (size_t i = i0; i < i1; i++) {
-      const ray_meta_t* m = &l->meta[i];
+    for (size_t j = 0; j < m; j++) {
+      size_t i = i0 + l->slot[i0 + j];
+      const ray_meta_t* mt = &l->meta[i];
       const scene_ray_t* w = &l->rays[i];
       lidar_point_t pt;
       memset(&pt, 0, sizeof pt);
-      pt.time_offset = m->tau;
-      pt.azimuth = m->azimuth;
-      pt.elevation = m->elevation;
-      pt.ring = m->ring;
+      pt.time_offset = mt->tau;
+      pt.azimuth = mt->azimuth;
+      pt.elevation = mt->elevation;
+      pt.ring = mt->ring;
 
       // a miss, if kept
       uint32_t n = l->nret[i];
@@ -267,12 +297,13 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
 
       // each return along the emission direction, in the chosen frame
       double qc[4];
-      xform_quat_conj(m->q, qc);
+      xform_quat_conj(mt->q, qc);
       for (uint32_t k = 0; k < n; k++) {
         const lidar_return_t* r = &l->returns[i * l->maxret + k];
         double x = r->distance;
         for (int a = 0; a < 3; a++) {
-          pt.xyz[a] = l->world_frame ? w->origin[a] + w->dir[a] * x : m->origin[a] + m->dir[a] * x;
+          pt.xyz[a] = l->world_frame ? w->origin[a] + w->dir[a] * x
+                                     : mt->origin[a] + mt->dir[a] * x;
         }
         if (l->world_frame) {
           memcpy(pt.normal, r->normal, sizeof pt.normal);

@@ -19,6 +19,7 @@ void lidar_pattern_close(lidar_pattern_t* p) {
   mem_free(p->time_offset);
   mem_free(p->ring);
   mem_free(p->vertical_offset);
+  mem_free(p->trig);
   memset(p, 0, sizeof *p);
 }
 
@@ -128,52 +129,96 @@ static void livox_angles(const lidar_pattern_t* p, double t, double* az, double*
 }
 
 
+enum { TRIG_CE, TRIG_SE, TRIG_COFF, TRIG_SOFF, TRIG_CDT, TRIG_SDT, TRIG_OFF, TRIG_N };
+
+
+int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) {
+  p->trig = mem_alloc((size_t)p->nray * TRIG_N * sizeof *p->trig);
+  if (!p->trig) {
+    lidar_pattern_close(p);
+    return err_set(msg, ERR_NOMEM, "%s: out of memory for %u rays", prefix, p->nray);
+  }
+  for (uint32_t k = 0; k < p->nray; k++) {
+    double* t = &p->trig[(size_t)k * TRIG_N];
+    double dt = p->spin_rate * p->time_offset[k];
+    double off = p->azimuth[k] + dt;
+    t[TRIG_CE] = cos(p->elevation[k]);
+    t[TRIG_SE] = sin(p->elevation[k]);
+    t[TRIG_COFF] = cos(off);
+    t[TRIG_SOFF] = sin(off);
+    t[TRIG_CDT] = cos(dt);
+    t[TRIG_SDT] = sin(dt);
+    t[TRIG_OFF] = wrap_angle(off);
+  }
+  return 0;
+}
+
+
+void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
+                        lidar_pattern_ray_t* out) {
+  size_t i = 0;
+  while (i < n) {
+    // the group: its sweep, its start inside the sweep, the rotor then (the offset inside the
+    // sweep comes from the group difference, so it keeps full precision however long the lidar
+    // has run)
+    uint64_t sweep = lidar_pattern_sweep_of(p, g);
+    uint64_t first = lidar_pattern_first_group(p, sweep);
+    double t_group = (double)g * p->group_period;
+    double tau_group = p->groups_per_sweep
+                           ? (double)(g - first) * p->group_period
+                           : t_group - (double)sweep * p->sweep_period;
+    double rotor = p->start_azimuth + p->spin_rate * tau_group;
+    double cr = cos(rotor), sr = sin(rotor), rw = wrap_angle(rotor);
+
+    for (; k < p->nray && i < n; k++, i++) {
+      lidar_pattern_ray_t* r = &out[i];
+      const double* t = &p->trig[(size_t)k * TRIG_N];
+      r->sweep = sweep;
+      r->index = (g - first) * p->nray + k;
+      r->time = t_group + p->time_offset[k];
+      r->time_offset = tau_group + p->time_offset[k];
+      r->ring = p->ring[k];
+      r->origin[0] = r->origin[1] = r->origin[2] = 0.0;
+      if (p->kind == LIDAR_PATTERN_LIVOX) {
+        livox_angles(p, r->time, &r->azimuth, &r->elevation, r->dir);
+        continue;
+      }
+
+      // direction at azimuth rotor + off_k (angle sums, no trigonometry per ray)
+      double ce = t[TRIG_CE], se = t[TRIG_SE];
+      double ca = cr * t[TRIG_COFF] - sr * t[TRIG_SOFF];
+      double sa = sr * t[TRIG_COFF] + cr * t[TRIG_SOFF];
+      double az = rw + t[TRIG_OFF];
+      r->azimuth = az > M_PI ? az - 2.0 * M_PI : (az <= -M_PI ? az + 2.0 * M_PI : az);
+      r->elevation = p->elevation[k];
+      r->dir[0] = ce * ca;
+      r->dir[1] = ce * sa;
+      r->dir[2] = se;
+
+      // emission origin: a vertical offset perpendicular to the beam in its vertical plane (the
+      // Velodyne correction: xy = r cos(el) - o sin(el), z = r sin(el) + o cos(el)), and a
+      // radial offset along the rotor direction at the ray's time (Ouster: p = (r - n) d +
+      // n (cos enc, sin enc, 0))
+      if (p->vertical_offset) {
+        double o = p->vertical_offset[k];
+        r->origin[0] = -o * se * ca;
+        r->origin[1] = -o * se * sa;
+        r->origin[2] = o * ce;
+      }
+      if (p->beam_origin_radius > 0.0) {
+        double n0 = p->beam_origin_radius;
+        r->origin[0] += n0 * (cr * t[TRIG_CDT] - sr * t[TRIG_SDT]);
+        r->origin[1] += n0 * (sr * t[TRIG_CDT] + cr * t[TRIG_SDT]);
+      }
+    }
+    k = 0;
+    g++;
+  }
+}
+
+
 void lidar_pattern_ray(const lidar_pattern_t* p, uint64_t g, uint32_t k, lidar_pattern_ray_t* out) {
-  // timing: the offset inside the sweep is computed from the group difference, so that it keeps
-  // full precision however long the lidar has run
-  uint64_t sweep = lidar_pattern_sweep_of(p, g);
-  uint64_t first = lidar_pattern_first_group(p, sweep);
-  out->sweep = sweep;
-  out->index = (g - first) * p->nray + k;
-  out->time = lidar_pattern_time(p, g, k);
-  if (p->groups_per_sweep) {
-    out->time_offset = (double)(g - first) * p->group_period + p->time_offset[k];
-  } else {
-    out->time_offset = ((double)g * p->group_period - (double)sweep * p->sweep_period) +
-                       p->time_offset[k];
-  }
-  out->ring = p->ring[k];
-
-  // direction
-  if (p->kind == LIDAR_PATTERN_LIVOX) {
-    livox_angles(p, out->time, &out->azimuth, &out->elevation, out->dir);
-    memset(out->origin, 0, sizeof out->origin);
-    return;
-  }
-  double rotor = p->start_azimuth + p->spin_rate * out->time_offset;
-  double az = wrap_angle(rotor + p->azimuth[k]);
-  double el = p->elevation[k];
-  double ce = cos(el), se = sin(el), ca = cos(az), sa = sin(az);
-  out->azimuth = az;
-  out->elevation = el;
-  out->dir[0] = ce * ca;
-  out->dir[1] = ce * sa;
-  out->dir[2] = se;
-
-  // emission origin: a vertical offset perpendicular to the beam in its vertical plane (the
-  // Velodyne correction: xy = r cos(el) - o sin(el), z = r sin(el) + o cos(el)), and a radial
-  // offset along the rotor direction (Ouster: p = (r - n) d + n (cos enc, sin enc, 0))
-  memset(out->origin, 0, sizeof out->origin);
-  if (p->vertical_offset) {
-    double o = p->vertical_offset[k];
-    out->origin[0] = -o * se * ca;
-    out->origin[1] = -o * se * sa;
-    out->origin[2] = o * ce;
-  }
-  if (p->beam_origin_radius > 0.0) {
-    out->origin[0] += p->beam_origin_radius * cos(rotor);
-    out->origin[1] += p->beam_origin_radius * sin(rotor);
-  }
+  lidar_pattern_rays(p, g, k, 1, out);
 }
 
 

@@ -16,6 +16,7 @@
 #ifndef SENSIM_LIDAR_PATTERN_H_
 #define SENSIM_LIDAR_PATTERN_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -57,6 +58,11 @@ typedef struct lidar_pattern {
   uint64_t groups_per_sweep;    // > 0: this many groups per sweep; 0: by start time (below)
   double sweep_period;          // s, duration of a sweep (1 / frequency)
 
+  // per ray, from lidar_pattern_prepare: cos and sin of the elevation, of the azimuth offset
+  // off_k = azimuth[k] + spin_rate time_offset[k] and of spin_rate time_offset[k], and off_k
+  // wrapped to (-pi, pi]
+  double* trig;                 // (nray x 7)
+
   // non-repetitive Risley-prism pattern (LIDAR_PATTERN_LIVOX)
   double prism_rate[2];         // rev/s of the two deflection terms
   double prism_amplitude[2];    // rad, deflection of each term
@@ -90,6 +96,11 @@ double lidar_pattern_time(const lidar_pattern_t* p, uint64_t g, uint32_t k);
 
 // Ray k < nray of group g. Output: out.
 void lidar_pattern_ray(const lidar_pattern_t* p, uint64_t g, uint32_t k, lidar_pattern_ray_t* out);
+
+// The n rays that follow ray k of group g in firing order (the same values lidar_pattern_ray
+// gives one by one, computed group by group). Output: out (n).
+void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
+                        lidar_pattern_ray_t* out);
 
 // Rays per second (average over a sweep).
 double lidar_pattern_rate(const lidar_pattern_t* p);
@@ -207,6 +218,10 @@ int lidar_pattern_alloc(lidar_pattern_t* p, uint32_t nray, int with_vertical_off
 // Reorder the rays of a group into firing order: increasing time offset, then ring, then as
 // given. ERR_NOMEM.
 int lidar_pattern_sort(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
+
+// Last step of every model's init: the per-ray trigonometry (p->trig) once the tables and the
+// rotor are set. ERR_NOMEM (the pattern is closed).
+int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
 
 // Check a finite value; ERR_INVAL "<prefix>.<field> = <v> is not finite".
 int lidar_pattern_check_finite(double v, const char* prefix, const char* field,

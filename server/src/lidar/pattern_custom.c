@@ -68,5 +68,5 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
   p->group_period = period;
   p->groups_per_sweep = 1;
   p->sweep_period = period;
-  return 0;
+  return lidar_pattern_prepare(p, prefix, msg);
 }

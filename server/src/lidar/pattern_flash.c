@@ -63,5 +63,5 @@ int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, co
   p->group_period = 1.0 / d->frame_rate;
   p->groups_per_sweep = 1;
   p->sweep_period = p->group_period;
-  return 0;
+  return lidar_pattern_prepare(p, prefix, msg);
 }

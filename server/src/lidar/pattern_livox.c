@@ -54,5 +54,5 @@ int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, co
     p->prism_rate[i] = d->prism_rate[i];
     p->prism_amplitude[i] = d->fov / 4.0;
   }
-  return 0;
+  return lidar_pattern_prepare(p, prefix, msg);
 }

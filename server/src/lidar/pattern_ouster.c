@@ -85,5 +85,5 @@ int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
   p->spin_rate = -2.0 * M_PI * d->frequency;
   p->start_azimuth = M_PI;
   p->beam_origin_radius = d->beam_origin;
-  return 0;
+  return lidar_pattern_prepare(p, prefix, msg);
 }

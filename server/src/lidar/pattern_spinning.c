@@ -84,5 +84,5 @@ int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t*
   p->sweep_period = column_period * (double)d->columns;
   p->spin_rate = (d->counter_clockwise ? 2.0 : -2.0) * M_PI * d->frequency;
   p->start_azimuth = d->start_azimuth;
-  return 0;
+  return lidar_pattern_prepare(p, prefix, msg);
 }

@@ -52,5 +52,5 @@ int lidar_pattern_vlp16_init(lidar_pattern_t* p, const lidar_vlp16_desc_t* d, co
   p->sweep_period = 1.0 / d->frequency;
   p->spin_rate = -2.0 * M_PI * d->frequency;
   p->start_azimuth = d->start_azimuth;
-  return 0;
+  return lidar_pattern_prepare(p, prefix, msg);
 }

@@ -38,6 +38,10 @@ uint64_t lidar_sweep_of(const lidar_pattern_t* p, lidar_cursor_t c);
 // Ray at cursor c. Output: out.
 void lidar_sweep_ray(const lidar_pattern_t* p, lidar_cursor_t c, lidar_pattern_ray_t* out);
 
+// The n rays from cursor c. Output: out (n).
+void lidar_sweep_rays(const lidar_pattern_t* p, lidar_cursor_t c, size_t n,
+                      lidar_pattern_ray_t* out);
+
 // The sensor's world pose at fraction s of the step, with its rotation matrix.
 typedef struct lidar_sweep_pose {
   double s;                     // fraction of the step

@@ -1,0 +1,712 @@
+// SPDX-License-Identifier: MIT
+// bench_lidar.c: the whole lidar pipeline against raw Embree on the very same rays, in this
+// process, on one thread.
+//
+// The reference scene: a terrain mesh (>= 100k triangles), 150 boxes and 100 spheres as
+// triangle meshes (so both sides trace the same triangles), 100 of them on moving bodies
+// (instance motion blur over each step). It is built once through the core API (an environment
+// per configuration) and once directly with Embree (one bottom-level scene per geometry, one
+// instance per object, moving ones with two time steps; the device's best ISA; coherent
+// packets). The rays are a revolution of each lidar pattern (VLP-16 at 10 Hz, Ouster OS1-128
+// 2048 x 10) from the same static sensor pose, with the same ray times inside the step: raw
+// rtcIntersect1 and rtcIntersect16 (consecutive rays in firing order) trace them, and the
+// lidar (Lambertian, depth 1, distance noise on; then two-layer materials and depth 3) steps one
+// revolution per repetition. Repetitions are interleaved; medians are printed as
+//   BENCH <name> <value> <unit>
+// lidar_over_raw16 and lidar_over_raw1 are throughput ratios (rays per second of the lidar over
+// rays per second of raw Embree) for the OS1-128; os1_128_realtime_factor is simulated seconds
+// per CPU second; update_commit_over_scan is the cost of a state update and commit of 100
+// moving instances over the cost of the OS1-128 revolution.
+#include <embree3/rtcore.h>
+#include <math.h>
+#include <pmmintrin.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xmmintrin.h>
+
+#include "bench_util.h"
+#include "lidar/lidar.h"
+#include "lidar/sweep.h"
+#include "world/env.h"
+
+#define NBOX 150
+#define NSPHERE 100
+#define NMOVING 100
+#define NOBJ (1 + NBOX + NSPHERE)
+#define TERRAIN_SIDE 160.0      // m
+#define PERIOD 0.1              // s, one revolution (10 Hz) = one step
+
+typedef struct options {
+  int quick;
+  unsigned grid;                // terrain cells per side
+  unsigned repeats;
+} options_t;
+
+static const char* const g_usage =
+    "Usage: bench_lidar [OPTIONS]\n"
+    "The lidar pipeline (VLP-16, OS1-128 2048x10) against raw Embree rtcIntersect1 and\n"
+    "rtcIntersect16 on the same rays and scene, one thread, interleaved repetitions.\n"
+    "\n"
+    "  --quick        small terrain, 5 repetitions (a few seconds)\n"
+    "  --grid N       terrain cells per side (default 230: 105,800 triangles)\n"
+    "  --repeats N    timed repetitions, >= 5 (default 7)\n";
+
+//---------------- Scene description
+
+typedef struct mesh {
+  float* v;
+  uint32_t nv;
+  uint32_t* idx;
+  uint32_t nt;
+} mesh_t;
+
+typedef struct object {
+  unsigned geom;                // 0 terrain, 1 box, 2 sphere
+  double pos[3];
+  double scale[3];
+  double vel[3];                // m/s; zero for static objects
+  uint32_t body;                // 0 = static
+} object_t;
+
+typedef struct world {
+  mesh_t mesh[3];
+  object_t obj[NOBJ];
+} world_t;
+
+
+static double rnd(uint64_t* s) {
+  *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+  return (double)(*s >> 11) * 0x1.0p-53;
+}
+
+
+static void make_box(mesh_t* m) {
+  static const float v[8][3] = {{-.5f, -.5f, -.5f}, {.5f, -.5f, -.5f}, {.5f, .5f, -.5f},
+                                {-.5f, .5f, -.5f},  {-.5f, -.5f, .5f}, {.5f, -.5f, .5f},
+                                {.5f, .5f, .5f},    {-.5f, .5f, .5f}};
+  static const uint32_t t[12][3] = {{0, 2, 1}, {0, 3, 2}, {4, 5, 6}, {4, 6, 7},
+                                    {0, 1, 5}, {0, 5, 4}, {1, 2, 6}, {1, 6, 5},
+                                    {2, 3, 7}, {2, 7, 6}, {3, 0, 4}, {3, 4, 7}};
+  m->nv = 8;
+  m->nt = 12;
+  m->v = bench_xmalloc(sizeof v);
+  m->idx = bench_xmalloc(sizeof t);
+  memcpy(m->v, v, sizeof v);
+  memcpy(m->idx, t, sizeof t);
+}
+
+
+// Unit sphere, stacks x 2 stacks quads (poles included as degenerate quads' triangles).
+static void make_sphere(mesh_t* m, unsigned stacks) {
+  unsigned slices = 2 * stacks;
+  m->nv = (stacks + 1) * slices;
+  m->nt = 2 * stacks * slices;
+  m->v = bench_xmalloc(3 * sizeof(float) * m->nv);
+  m->idx = bench_xmalloc(3 * sizeof(uint32_t) * m->nt);
+  float* v = m->v;
+  for (unsigned i = 0; i <= stacks; i++) {
+    double th = M_PI * i / stacks;
+    for (unsigned j = 0; j < slices; j++) {
+      double ph = 2.0 * M_PI * j / slices;
+      *v++ = (float)(sin(th) * cos(ph));
+      *v++ = (float)(sin(th) * sin(ph));
+      *v++ = (float)cos(th);
+    }
+  }
+  uint32_t* t = m->idx;
+  for (unsigned i = 0; i < stacks; i++) {
+    for (unsigned j = 0; j < slices; j++) {
+      uint32_t a = i * slices + j, b = i * slices + (j + 1) % slices;
+      uint32_t c = b + slices, d = a + slices;
+      *t++ = a, *t++ = d, *t++ = c;
+      *t++ = a, *t++ = c, *t++ = b;
+    }
+  }
+}
+
+
+static void make_world(world_t* w, const options_t* o) {
+  memset(w, 0, sizeof *w);
+  mesh_t* t = &w->mesh[0];
+  t->nv = (o->grid + 1) * (o->grid + 1);
+  t->nt = 2 * o->grid * o->grid;
+  t->v = bench_xmalloc(3 * sizeof(float) * t->nv);
+  t->idx = bench_xmalloc(3 * sizeof(uint32_t) * t->nt);
+  bench_terrain(o->grid, TERRAIN_SIDE, t->v, t->idx);
+  make_box(&w->mesh[1]);
+  make_sphere(&w->mesh[2], 12);
+
+  // the terrain, then boxes and spheres scattered 4 to 40 m around the sensor; every other
+  // one of the first 2 NMOVING objects moves at a few m/s
+  uint64_t seed = 4242;
+  w->obj[0] = (object_t){.geom = 0, .scale = {1, 1, 1}};
+  uint32_t body = 0;
+  unsigned moving = 0;
+  for (unsigned i = 1; i < NOBJ; i++) {
+    object_t* ob = &w->obj[i];
+    double a = 2.0 * M_PI * rnd(&seed), r = 4.0 + 36.0 * rnd(&seed);
+    double x = r * cos(a), y = r * sin(a);
+    ob->geom = i <= NBOX ? 1 : 2;
+    if (ob->geom == 1) {
+      ob->scale[0] = 0.5 + 3.0 * rnd(&seed);
+      ob->scale[1] = 0.5 + 3.0 * rnd(&seed);
+      ob->scale[2] = 0.5 + 2.0 * rnd(&seed);
+    } else {
+      ob->scale[0] = ob->scale[1] = ob->scale[2] = 0.3 + 1.2 * rnd(&seed);
+    }
+    ob->pos[0] = x;
+    ob->pos[1] = y;
+    ob->pos[2] = bench_terrain_height(x, y) + 0.4 * ob->scale[2];
+    if (moving < NMOVING && (i % 2 == 0 || NOBJ - i <= NMOVING - moving)) {
+      ob->body = ++body;
+      ob->vel[0] = -3.0 + 6.0 * rnd(&seed);
+      ob->vel[1] = -3.0 + 6.0 * rnd(&seed);
+      moving++;
+    }
+  }
+}
+
+
+// World position of object i at time t.
+static void obj_at(const object_t* o, double t, double p[3]) {
+  for (int k = 0; k < 3; k++) {
+    p[k] = o->pos[k] + o->vel[k] * t;
+  }
+}
+
+//---------------- The environments
+
+typedef struct lidar_env {
+  scene_device_t* dev;
+  env_t* e;
+  double t;                     // time of the last step
+} lidar_env_t;
+
+
+static void check(int rc, const err_msg_t* msg, const char* what) {
+  if (rc < 0) {
+    bench_die("%s: %s", what, msg->text);
+  }
+}
+
+
+static void state_at(lidar_env_t* le, const world_t* w, double t) {
+  uint32_t ids[NMOVING];
+  double poses[7 * NMOVING];
+  unsigned n = 0;
+  for (unsigned i = 0; i < NOBJ; i++) {
+    if (!w->obj[i].body) {
+      continue;
+    }
+    double p[3];
+    obj_at(&w->obj[i], t, p);
+    ids[n] = w->obj[i].body;
+    double* q = &poses[7 * n];
+    q[0] = p[0], q[1] = p[1], q[2] = p[2], q[3] = 0, q[4] = 0, q[5] = 0, q[6] = 1;
+    n++;
+  }
+  env_state_update_t u = {.time = t, .nbody = n, .body_ids = ids, .body_poses = poses};
+  err_msg_t msg = {0};
+  check(env_update_state(le->e, &u, &msg), &msg, "env_update_state");
+}
+
+
+// kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3.
+static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
+                     const pose_t* sensor) {
+  err_msg_t msg = {0};
+  le->dev = scene_device_create(&msg);
+  if (!le->dev) {
+    bench_die("scene_device_create: %s", msg.text);
+  }
+  env_limits_t lim = env_default_limits();
+  le->e = env_create("bench", &lim, le->dev, NULL, &msg);
+  if (!le->e) {
+    bench_die("env_create: %s", msg.text);
+  }
+  for (unsigned g = 0; g < 3; g++) {
+    const mesh_t* m = &w->mesh[g];
+    mesh_desc_t d = {.id = g + 1, .vertices = (const uint8_t*)m->v,
+                     .vertices_len = 12 * (size_t)m->nv, .indices = (const uint8_t*)m->idx,
+                     .indices_len = 12 * (size_t)m->nt};
+    check(env_create_mesh(le->e, &d, &msg), &msg, "env_create_mesh");
+  }
+  if (two_layer) {
+    surface_material_t m = material_default_two_layer();
+    check(env_set_material(le->e, 0, &m, NULL, &msg), &msg, "env_set_material");
+  }
+  for (unsigned i = 0; i < NOBJ; i++) {
+    const object_t* o = &w->obj[i];
+    pose_t local = xform_identity();
+    if (o->body) {
+      body_desc_t b = {.id = o->body, .pose = xform_identity()};
+      memcpy(b.pose.p, o->pos, sizeof o->pos);
+      check(env_create_body(le->e, &b, &msg), &msg, "env_create_body");
+    } else {
+      memcpy(local.p, o->pos, sizeof o->pos);
+    }
+    object_desc_t d = {.id = i + 1, .geometry_id = o->geom + 1, .body_id = o->body,
+                       .local_pose = local, .scale = {o->scale[0], o->scale[1], o->scale[2]}};
+    check(env_create_object(le->e, &d, &msg), &msg, "env_create_object");
+  }
+  if (kind) {
+    lidar_desc_t d;
+    memset(&d, 0, sizeof d);
+    d.returns.range_min = 0.1;
+    d.returns.range_max = 120.0;
+    d.returns.depth = two_layer ? 3 : 1;
+    d.returns.distance_noise.stddev_base = 0.01;
+    if (kind == 1) {
+      lidar_vlp16_desc_t v = {.frequency = 10.0};
+      check(lidar_pattern_vlp16_init(&d.pattern, &v, "vlp16", &msg), &msg, "vlp16");
+    } else {
+      lidar_ouster_desc_t o = {.channels = 128, .columns = 2048, .frequency = 10.0,
+                               .elevation_max = NAN, .elevation_min = NAN};
+      check(lidar_pattern_ouster_init(&d.pattern, &o, "ouster", &msg), &msg, "ouster");
+    }
+    sensor_desc_t s = {.id = 1, .mount = *sensor};
+    check(lidar_create(&d, &s.sensor, &msg), &msg, "lidar_create");
+    check(env_create_sensor(le->e, &s, &msg), &msg, "env_create_sensor");
+  }
+
+  // the first revolution, untimed
+  state_at(le, w, 0.0);
+  state_at(le, w, PERIOD);
+  check(env_step(le->e, PERIOD, &msg), &msg, "env_step");
+  le->t = PERIOD;
+}
+
+
+// Update the state and step one revolution further; returns the seconds env_step took (with
+// `with_update`, the update too).
+static double env_rev(lidar_env_t* le, const world_t* w, int with_update, uint64_t* points) {
+  err_msg_t msg = {0};
+  double t = le->t + PERIOD;
+  double t0 = bench_now();
+  state_at(le, w, t);
+  double t1 = bench_now();
+  check(env_step(le->e, t, &msg), &msg, "env_step");
+  double t2 = bench_now();
+  le->t = t;
+  const sensor_out_t* out = env_outputs(le->e);
+  if (points) {
+    *points = 0;
+    for (uint32_t i = 0; i < out->n; i++) {
+      *points += out->rec[i].u.cloud.count;
+    }
+  }
+  return with_update ? t2 - t0 : t2 - t1;
+}
+
+
+static void env_close(lidar_env_t* le) {
+  env_destroy(le->e);
+  scene_device_destroy(le->dev);
+}
+
+//---------------- Raw Embree
+
+typedef struct raw {
+  RTCDevice dev;
+  RTCScene blas[3];
+  RTCScene top;
+} raw_t;
+
+
+static void raw_check(RTCDevice dev, const char* what) {
+  if (rtcGetDeviceError(dev) != RTC_ERROR_NONE) {
+    bench_die("embree error in %s", what);
+  }
+}
+
+
+// Column-major 3x4 of translation p and per-axis scale s.
+static void xfm(const double p[3], const double s[3], float m[12]) {
+  memset(m, 0, 12 * sizeof(float));
+  m[0] = (float)s[0];
+  m[4] = (float)s[1];
+  m[8] = (float)s[2];
+  m[9] = (float)p[0];
+  m[10] = (float)p[1];
+  m[11] = (float)p[2];
+}
+
+
+// The scene of the step (t0, t1]: moving instances with their poses at both ends.
+static void raw_build(raw_t* r, const world_t* w, double t0, double t1) {
+  r->dev = rtcNewDevice(NULL);
+  if (!r->dev) {
+    bench_die("rtcNewDevice failed");
+  }
+  for (unsigned g = 0; g < 3; g++) {
+    const mesh_t* m = &w->mesh[g];
+    RTCGeometry geo = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_TRIANGLE);
+    float* vb = rtcSetNewGeometryBuffer(geo, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3,
+                                        3 * sizeof(float), m->nv);
+    uint32_t* ib = rtcSetNewGeometryBuffer(geo, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3,
+                                           3 * sizeof(uint32_t), m->nt);
+    memcpy(vb, m->v, 3 * sizeof(float) * m->nv);
+    memcpy(ib, m->idx, 3 * sizeof(uint32_t) * m->nt);
+    rtcCommitGeometry(geo);
+    r->blas[g] = rtcNewScene(r->dev);
+    rtcAttachGeometry(r->blas[g], geo);
+    rtcReleaseGeometry(geo);
+    rtcCommitScene(r->blas[g]);
+  }
+  r->top = rtcNewScene(r->dev);
+  for (unsigned i = 0; i < NOBJ; i++) {
+    const object_t* o = &w->obj[i];
+    RTCGeometry g = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_INSTANCE);
+    rtcSetGeometryInstancedScene(g, r->blas[o->geom]);
+    float m[12];
+    if (o->body) {
+      double p[3];
+      rtcSetGeometryTimeStepCount(g, 2);
+      obj_at(o, t0, p);
+      xfm(p, o->scale, m);
+      rtcSetGeometryTransform(g, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
+      obj_at(o, t1, p);
+      xfm(p, o->scale, m);
+      rtcSetGeometryTransform(g, 1, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
+    } else {
+      xfm(o->pos, o->scale, m);
+      rtcSetGeometryTransform(g, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
+    }
+    rtcCommitGeometry(g);
+    rtcAttachGeometry(r->top, g);
+    rtcReleaseGeometry(g);
+  }
+  rtcCommitScene(r->top);
+  raw_check(r->dev, "raw scene");
+}
+
+
+static void raw_close(raw_t* r) {
+  rtcReleaseScene(r->top);
+  for (unsigned g = 0; g < 3; g++) {
+    rtcReleaseScene(r->blas[g]);
+  }
+  rtcReleaseDevice(r->dev);
+}
+
+
+typedef struct rayset {
+  size_t n;
+  float* org;                   // 3 per ray
+  float* dir;
+  float* time;                  // fraction of the step
+} rayset_t;
+
+
+// The rays of one revolution of `p` fired in (t0, t1] (t_s = 0) from the static pose.
+static void rays_of(const lidar_pattern_t* p, const pose_t* sensor, double t0, double t1,
+                    rayset_t* out) {
+  lidar_cursor_t c = lidar_sweep_seek(p, 0.0, t0);
+  while (lidar_sweep_fired(p, 0.0, c, t0)) {
+    c++;
+  }
+  lidar_cursor_t end = c;
+  while (lidar_sweep_fired(p, 0.0, end, t1)) {
+    end++;
+  }
+  out->n = end - c;
+  out->org = bench_xmalloc(3 * sizeof(float) * out->n);
+  out->dir = bench_xmalloc(3 * sizeof(float) * out->n);
+  out->time = bench_xmalloc(sizeof(float) * out->n);
+  lidar_sweep_pose_t ps;
+  lidar_sweep_pose(NULL, sensor, 0.0, &ps);
+  for (size_t i = 0; i < out->n; i++) {
+    lidar_pattern_ray_t r;
+    lidar_sweep_ray(p, c + i, &r);
+    scene_ray_t w;
+    lidar_sweep_world_ray(&ps, r.origin, r.dir, &w);
+    for (int k = 0; k < 3; k++) {
+      out->org[3 * i + k] = (float)w.origin[k];
+      out->dir[3 * i + k] = (float)w.dir[k];
+    }
+    out->time[i] = (float)((r.time - t0) / (t1 - t0));
+  }
+}
+
+
+// rtcIntersect1 over the set; returns the hits.
+static size_t raw_trace1(const raw_t* r, const rayset_t* s) {
+  struct RTCIntersectContext ctx;
+  rtcInitIntersectContext(&ctx);
+  size_t hits = 0;
+  for (size_t i = 0; i < s->n; i++) {
+    struct RTCRayHit rh;
+    rh.ray.org_x = s->org[3 * i];
+    rh.ray.org_y = s->org[3 * i + 1];
+    rh.ray.org_z = s->org[3 * i + 2];
+    rh.ray.dir_x = s->dir[3 * i];
+    rh.ray.dir_y = s->dir[3 * i + 1];
+    rh.ray.dir_z = s->dir[3 * i + 2];
+    rh.ray.tnear = 0.0f;
+    rh.ray.tfar = 120.0f;
+    rh.ray.time = s->time[i];
+    rh.ray.mask = 0xFFFFFFFFu;
+    rh.ray.flags = 0;
+    rh.hit.geomID = RTC_INVALID_GEOMETRY_ID;
+    rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
+    rtcIntersect1(r->top, &ctx, &rh);
+    hits += rh.hit.geomID != RTC_INVALID_GEOMETRY_ID;
+  }
+  return hits;
+}
+
+
+// rtcIntersect16 over packets of 16 consecutive rays (coherent); returns the hits.
+static size_t raw_trace16(const raw_t* r, const rayset_t* s) {
+  struct RTCIntersectContext ctx;
+  rtcInitIntersectContext(&ctx);
+  ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
+  size_t hits = 0;
+  for (size_t base = 0; base < s->n; base += 16) {
+    _Alignas(64) int valid[16];
+    _Alignas(64) struct RTCRayHit16 rh;
+    for (unsigned k = 0; k < 16; k++) {
+      size_t i = base + k < s->n ? base + k : base;
+      valid[k] = base + k < s->n ? -1 : 0;
+      rh.ray.org_x[k] = s->org[3 * i];
+      rh.ray.org_y[k] = s->org[3 * i + 1];
+      rh.ray.org_z[k] = s->org[3 * i + 2];
+      rh.ray.dir_x[k] = s->dir[3 * i];
+      rh.ray.dir_y[k] = s->dir[3 * i + 1];
+      rh.ray.dir_z[k] = s->dir[3 * i + 2];
+      rh.ray.tnear[k] = 0.0f;
+      rh.ray.tfar[k] = 120.0f;
+      rh.ray.time[k] = s->time[i];
+      rh.ray.mask[k] = 0xFFFFFFFFu;
+      rh.ray.flags[k] = 0;
+      rh.ray.id[k] = k;
+      rh.hit.geomID[k] = RTC_INVALID_GEOMETRY_ID;
+      rh.hit.instID[0][k] = RTC_INVALID_GEOMETRY_ID;
+    }
+    rtcIntersect16(valid, r->top, &ctx, &rh);
+    for (unsigned k = 0; k < 16; k++) {
+      hits += valid[k] && rh.hit.geomID[k] != RTC_INVALID_GEOMETRY_ID;
+    }
+  }
+  return hits;
+}
+
+
+// Seconds for one pass with the tracing threads' MXCSR as Embree wants it.
+static double raw_time(const raw_t* r, const rayset_t* s, int packets, size_t* hits) {
+  unsigned csr = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  double t0 = bench_now();
+  *hits = packets ? raw_trace16(r, s) : raw_trace1(r, s);
+  double t1 = bench_now();
+  _mm_setcsr(csr);
+  return t1 - t0;
+}
+
+//---------------- The core's ray-tracing adapter alone (scene_trace), for the breakdown
+
+typedef struct adapter {
+  scene_device_t* dev;
+  scene_t* s;
+  scene_ray_t* rays;            // the ray set in double
+  scene_hit_t* hits;
+  size_t n;
+} adapter_t;
+
+
+static void adapter_build(adapter_t* a, const world_t* w, double t0, double t1,
+                          const rayset_t* rs) {
+  err_msg_t msg = {0};
+  a->dev = scene_device_create(&msg);
+  a->s = a->dev ? scene_create(a->dev, &msg) : NULL;
+  if (!a->s) {
+    bench_die("scene_create: %s", msg.text);
+  }
+  int g[3];
+  for (unsigned k = 0; k < 3; k++) {
+    g[k] = scene_add_mesh(a->s, w->mesh[k].v, w->mesh[k].nv, w->mesh[k].idx, w->mesh[k].nt, &msg);
+    check(g[k], &msg, "scene_add_mesh");
+  }
+  for (unsigned i = 0; i < NOBJ; i++) {
+    const object_t* o = &w->obj[i];
+    int h = scene_add_instance(a->s, g[o->geom], o->scale, i + 1, 0, &msg);
+    check(h, &msg, "scene_add_instance");
+    pose_t local = xform_identity();
+    if (o->body) {
+      pose_t b0 = xform_identity(), b1 = xform_identity();
+      obj_at(o, t0, b0.p);
+      obj_at(o, t1, b1.p);
+      scene_set_instance_pose(a->s, h, &local, &b0, &b1);
+    } else {
+      memcpy(local.p, o->pos, sizeof o->pos);
+      scene_set_instance_pose(a->s, h, &local, NULL, NULL);
+    }
+  }
+  check(scene_commit(a->s, &msg), &msg, "scene_commit");
+  a->n = rs->n;
+  a->rays = bench_xmalloc(a->n * sizeof *a->rays);
+  a->hits = bench_xmalloc(a->n * sizeof *a->hits);
+  for (size_t i = 0; i < a->n; i++) {
+    for (int k = 0; k < 3; k++) {
+      a->rays[i].origin[k] = rs->org[3 * i + k];
+      a->rays[i].dir[k] = rs->dir[3 * i + k];
+    }
+    a->rays[i].tmax = 120.0;
+    a->rays[i].time = rs->time[i];
+  }
+}
+
+
+static double adapter_time(adapter_t* a) {
+  double t0 = bench_now();
+  for (size_t i = 0; i < a->n; i += 256) {
+    scene_trace(a->s, a->rays + i, a->hits + i, a->n - i < 256 ? a->n - i : 256);
+  }
+  return bench_now() - t0;
+}
+
+
+static void adapter_close(adapter_t* a) {
+  free(a->rays);
+  free(a->hits);
+  scene_destroy(a->s);
+  scene_device_destroy(a->dev);
+}
+
+//---------------- Main
+
+enum {
+  RAW1_VLP, RAW16_VLP, RAW1_OS1, RAW16_OS1, ADAPTER_OS1, LIDAR_VLP, LIDAR_OS1, LIDAR_OS1_2L,
+  UPDATE, NCFG
+};
+
+int main(int argc, char** argv) {
+  bench_init("bench_lidar", NULL);
+  options_t o = {.quick = bench_has_arg(argc, argv, "--quick")};
+  o.grid = o.quick ? 100 : 230;
+  o.repeats = o.quick ? 5 : 7;
+  const bench_opt_t opts[] = {
+      {"quick", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"grid", BENCH_OPT_COUNT, &o.grid, 10, 2000},
+      {"repeats", BENCH_OPT_COUNT, &o.repeats, 5, 1000},
+  };
+  int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
+  if (first < argc) {
+    fprintf(stderr, "bench_lidar: unexpected argument '%s'\n%s", argv[first], g_usage);
+    return 2;
+  }
+
+  // scene, sensor pose 1.8 m above the terrain
+  static world_t w;
+  make_world(&w, &o);
+  pose_t sensor = xform_identity();
+  sensor.p[0] = 0.31;
+  sensor.p[1] = -0.17;
+  sensor.p[2] = bench_terrain_height(0.31, -0.17) + 1.8;
+  uint64_t tris = w.mesh[0].nt + (uint64_t)NBOX * w.mesh[1].nt + (uint64_t)NSPHERE * w.mesh[2].nt;
+  char b0[32], b1[32];
+  printf("scene: %s triangles (terrain %s), %d boxes, %d spheres, %d moving\n",
+         bench_count(tris, b0), bench_count(w.mesh[0].nt, b1), NBOX, NSPHERE, NMOVING);
+
+  // the rays of the second revolution (0.1, 0.2], as the lidars trace them; the raw scene of
+  // that step
+  lidar_pattern_t vlp, os1;
+  err_msg_t msg = {0};
+  lidar_vlp16_desc_t vd = {.frequency = 10.0};
+  lidar_ouster_desc_t od = {.channels = 128, .columns = 2048, .frequency = 10.0,
+                            .elevation_max = NAN, .elevation_min = NAN};
+  check(lidar_pattern_vlp16_init(&vlp, &vd, "vlp16", &msg), &msg, "vlp16");
+  check(lidar_pattern_ouster_init(&os1, &od, "ouster", &msg), &msg, "ouster");
+  rayset_t rv, ro;
+  rays_of(&vlp, &sensor, PERIOD, 2 * PERIOD, &rv);
+  rays_of(&os1, &sensor, PERIOD, 2 * PERIOD, &ro);
+  raw_t raw;
+  raw_build(&raw, &w, PERIOD, 2 * PERIOD);
+  adapter_t ad;
+  adapter_build(&ad, &w, PERIOD, 2 * PERIOD, &ro);
+  printf("rays per revolution: VLP-16 %s, OS1-128 %s\n", bench_count(rv.n, b0),
+         bench_count(ro.n, b1));
+
+  // environments: one per configuration, so that each step times one lidar
+  lidar_env_t ev, eo, e2, en;
+  env_open(&ev, &w, 1, 0, &sensor);
+  env_open(&eo, &w, 2, 0, &sensor);
+  env_open(&e2, &w, 2, 1, &sensor);
+  env_open(&en, &w, 0, 0, &sensor);
+
+  // interleaved repetitions
+  double* t[NCFG];
+  for (int c = 0; c < NCFG; c++) {
+    t[c] = bench_xmalloc(o.repeats * sizeof(double));
+  }
+  size_t hits_v = 0, hits_o = 0, h;
+  uint64_t pts_v = 0, pts_o = 0, pts_2 = 0;
+  for (unsigned r = 0; r < o.repeats; r++) {
+    t[RAW1_VLP][r] = raw_time(&raw, &rv, 0, &hits_v);
+    t[RAW16_VLP][r] = raw_time(&raw, &rv, 1, &h);
+    if (h != hits_v) {
+      bench_die("raw rtcIntersect16 hits %zu rays, rtcIntersect1 %zu", h, hits_v);
+    }
+    t[RAW1_OS1][r] = raw_time(&raw, &ro, 0, &hits_o);
+    t[RAW16_OS1][r] = raw_time(&raw, &ro, 1, &h);
+    if (h != hits_o) {
+      bench_die("raw rtcIntersect16 hits %zu rays, rtcIntersect1 %zu", h, hits_o);
+    }
+    t[ADAPTER_OS1][r] = adapter_time(&ad);
+    t[LIDAR_VLP][r] = env_rev(&ev, &w, 0, &pts_v);
+    t[LIDAR_OS1][r] = env_rev(&eo, &w, 0, &pts_o);
+    t[LIDAR_OS1_2L][r] = env_rev(&e2, &w, 0, &pts_2);
+    t[UPDATE][r] = env_rev(&en, &w, 1, NULL);
+  }
+
+  // cross-check: the lidar's points are the raw hits within a few per cent (the lidar steps
+  // later revolutions, with its moving objects elsewhere; its range is an optical path length
+  // in air, 120 m of it 119.97 m of geometry)
+  if (fabs((double)pts_o - (double)hits_o) > 0.03 * (double)hits_o + 16) {
+    bench_die("OS1-128: %llu points but raw Embree hits %zu rays",
+              (unsigned long long)pts_o, hits_o);
+  }
+  printf("hits: VLP-16 raw %zu lidar %llu; OS1-128 raw %zu lidar %llu\n", hits_v,
+         (unsigned long long)pts_v, hits_o, (unsigned long long)pts_o);
+
+  // medians and ratios (rays per second of the lidar over those of raw Embree)
+  double m[NCFG];
+  for (int c = 0; c < NCFG; c++) {
+    double* copy = bench_xmalloc(o.repeats * sizeof(double));
+    memcpy(copy, t[c], o.repeats * sizeof(double));
+    m[c] = bench_median(copy, o.repeats);
+    free(copy);
+  }
+  double nv = (double)rv.n, no = (double)ro.n;
+  printf("rays/s (1 thread): raw1 VLP %.3g OS1 %.3g; raw16 VLP %.3g OS1 %.3g; lidar VLP %.3g "
+         "OS1 %.3g, OS1 two-layer depth 3 %.3g\n",
+         nv / m[RAW1_VLP], no / m[RAW1_OS1], nv / m[RAW16_VLP], no / m[RAW16_OS1],
+         nv / m[LIDAR_VLP], no / m[LIDAR_OS1], no / m[LIDAR_OS1_2L]);
+  printf("OS1-128 rays/s through scene_trace alone (the core's Embree adapter): %.3g\n",
+         no / m[ADAPTER_OS1]);
+  printf("BENCH lidar_over_raw16 %.3f ratio\n", m[RAW16_OS1] / m[LIDAR_OS1]);
+  printf("BENCH lidar_over_raw1 %.3f ratio\n", m[RAW1_OS1] / m[LIDAR_OS1]);
+  printf("BENCH lidar_vlp16_over_raw16 %.3f ratio\n", m[RAW16_VLP] / m[LIDAR_VLP]);
+  printf("BENCH lidar_vlp16_over_raw1 %.3f ratio\n", m[RAW1_VLP] / m[LIDAR_VLP]);
+  printf("BENCH lidar_two_layer_depth3_over_raw16 %.3f ratio\n", m[RAW16_OS1] / m[LIDAR_OS1_2L]);
+  printf("BENCH os1_128_realtime_factor %.2f sim_s_per_cpu_s\n", PERIOD / m[LIDAR_OS1]);
+  printf("BENCH vlp16_realtime_factor %.2f sim_s_per_cpu_s\n", PERIOD / m[LIDAR_VLP]);
+  printf("BENCH update_commit_over_scan %.4f ratio\n", m[UPDATE] / m[LIDAR_OS1]);
+  printf("BENCH scene_trace_over_raw16 %.3f ratio\n", m[RAW16_OS1] / m[ADAPTER_OS1]);
+  printf("BENCH lidar_over_scene_trace %.3f ratio\n", m[ADAPTER_OS1] / m[LIDAR_OS1]);
+
+  for (int c = 0; c < NCFG; c++) {
+    free(t[c]);
+  }
+  env_close(&ev);
+  env_close(&eo);
+  env_close(&e2);
+  env_close(&en);
+  raw_close(&raw);
+  adapter_close(&ad);
+  lidar_pattern_close(&vlp);
+  lidar_pattern_close(&os1);
+  return 0;
+}
