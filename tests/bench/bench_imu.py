@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""IMU / encoder / cone step benchmark through a real sensimd and the Python client.
+"""IMU / encoder / cone step benchmark through a real sensimd and the Python client (the C
+program bench_imu measures the same round trips without a client library).
 
 Prints
-    BENCH imu_step_rtt_over_ping <ratio> x
+    BENCH imu_step_rtt_over_ping_python <ratio> x
 the median round trip of UpdateState + Step (both sent at once, both replies awaited: one
 round trip; the requests are built before the clock starts) for an environment with one IMU (accelerometer, gyroscope, magnetometer, with
 noise), one encoder and one cone sensor (EXACT mode, a box and a sphere in view), divided by the
 median Ping round trip measured alternately in the same run (goal <= 2); the sequential form
 (UpdateState, wait, Step, wait) for reference; and
-    BENCH imu_samples_per_cpu_second <n>
+    BENCH imu_daemon_samples_per_cpu_second <n>
 the IMU samples produced per CPU second of the daemon (utime + stime from /proc) by an IMU at a
 fixed 20 kHz sample rate over 0.1 s steps, including their encoding and transmission.
 
@@ -104,7 +105,7 @@ def main() -> int:
         print(f"ping_rtt_us {p * 1e6:.1f}")
         print(f"update_step_rtt_us {statistics.median(piped) * 1e6:.1f} (pipelined), "
               f"{statistics.median(seq) * 1e6:.1f} (sequential)")
-        print(f"BENCH imu_step_rtt_over_ping {statistics.median(piped) / p:.2f} x")
+        print(f"BENCH imu_step_rtt_over_ping_python {statistics.median(piped) / p:.2f} x")
 
     # throughput: an IMU alone at 20 kHz, 0.1 s steps (2000 samples per step)
     steps = 5 if args.quick else 50
@@ -126,7 +127,7 @@ def main() -> int:
             print(f"bench_imu: {samples} samples, expected {2000 * steps}", file=sys.stderr)
             return 1
         print(f"imu_samples {samples} daemon_cpu_s {cpu:.3f}")
-        print(f"BENCH imu_samples_per_cpu_second {samples / max(cpu, 1e-3):.0f}")
+        print(f"BENCH imu_daemon_samples_per_cpu_second {samples / max(cpu, 1e-3):.0f}")
     return 0
 
 

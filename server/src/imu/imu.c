@@ -100,27 +100,27 @@ int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
   return 0;
 }
 
-// Standard normal draws of one sub-sensor for one sample.
-static void draw_normals(const rng_key_t* key, uint32_t sub, double white[3], double spectral[3],
-                         double drift[9]) {
+// Standard normal draws of one sub-sensor for one sample, only those its configured noise terms
+// use (each term has fixed draw numbers, so the others do not shift).
+static void draw_normals(const triax_config_t* c, const rng_key_t* key, uint32_t sub,
+                         int started, double white[3], double spectral[3], double drift[9]) {
   uint32_t base = sub * IMU_DRAWS_PER_SUB;
   for (uint32_t i = 0; i < 3; i++) {
-    white[i] = rng_normal(key, base + i);
-    spectral[i] = rng_normal(key, base + 3 + i);
-  }
-  for (uint32_t i = 0; i < 9; i++) {
-    drift[i] = rng_normal(key, base + 6 + i);
-  }
-}
-
-// Draws are needed only for the noise terms a chain has configured.
-static int chain_is_noisy(const triax_config_t* c) {
-  for (int i = 0; i < 3; i++) {
-    if (c->noise_stddev[i] > 0.0 || c->spectral_density[i] > 0.0) {
-      return 1;
+    if (c->noise_stddev[i] > 0.0) {
+      white[i] = rng_normal(key, base + i);
+    }
+    if (c->spectral_density[i] > 0.0) {
+      spectral[i] = rng_normal(key, base + 3 + i);
     }
   }
-  return c->turn_on_stddev > 0.0 || c->bias_instability > 0.0 || c->random_walk > 0.0;
+  // the turn-on bias is drawn once, when the drift starts
+  const int used[3] = {!started && c->turn_on_stddev > 0.0, c->bias_instability > 0.0,
+                       c->random_walk > 0.0};
+  for (uint32_t i = 0; i < 9; i++) {
+    if (used[i / 3]) {
+      drift[i] = rng_normal(key, base + 6 + i);
+    }
+  }
 }
 
 // Steps 1-6 and the drift of one sub-sensor; `lae` (nullable) is added before the drift.
@@ -128,9 +128,7 @@ static void run_chain(const triax_config_t* c, const rng_key_t* key, uint32_t su
                       const double ideal[3], double nu, double dt, const double* lae_add,
                       triax_drift_t* drift, double dest[3]) {
   double white[3] = {0, 0, 0}, spectral[3] = {0, 0, 0}, dn[9] = {0};
-  if (chain_is_noisy(c)) {
-    draw_normals(key, sub, white, spectral, dn);
-  }
+  draw_normals(c, key, sub, drift->started, white, spectral, dn);
   triax_chain(c, ideal, white, spectral, nu, dest);
   if (lae_add) {
     for (int i = 0; i < 3; i++) {
