@@ -20,8 +20,9 @@ int lidar_divergence_init(lidar_beam_t* b, const lidar_beam_desc_t* d, const cha
     return 0;
   }
   if (!isfinite(d->divergence) || !(d->divergence > 0.0 && d->divergence < DIVERGENCE_MAX)) {
-    return err_set(msg, ERR_INVAL, "%s.divergence = %g is outside (0, %g) (the 1/e^2 half angle, rad)",
-                   prefix, d->divergence, DIVERGENCE_MAX);
+    return err_set(msg, ERR_INVAL,
+                   "%s.divergence = %g is outside (0, %g) (the 1/e^2 half angle, rad)", prefix,
+                   d->divergence, DIVERGENCE_MAX);
   }
   if (!isfinite(d->exit_radius) || !(d->exit_radius >= 0.0)) {
     return err_set(msg, ERR_INVAL, "%s.exit_radius = %g must be finite and >= 0", prefix,
