@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xmmintrin.h>
 
@@ -47,6 +48,7 @@ typedef struct inst {
   int next_free;     // free-list link while the slot is free
   uint32_t object_id;
   uint32_t label;
+  uint32_t body_id;  // body it is mounted on (filtered tracing), 0 = the world
   double scale[3];   // per-axis scale
   bool is_prim;      // the geometry is an analytic primitive (hits report primitive 0)
   double nmat[9];    // static instance: R(q1) S^-1, object-space normals to world (row-major)
@@ -806,8 +808,8 @@ static void trace_packet(const scene_t* s, unsigned N, const scene_ray_t* r, sce
     f[F_DIR_X * N + k] = on ? (float)r[k].dir[0] : 1.0f;
     f[F_DIR_Y * N + k] = on ? (float)r[k].dir[1] : 0.0f;
     f[F_DIR_Z * N + k] = on ? (float)r[k].dir[2] : 0.0f;
-    double t = r[k].time;
-    f[F_TIME * N + k] = on ? (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0) : 0.0f;
+    double t = on ? r[k].time : 0.0;
+    f[F_TIME * N + k] = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
     f[F_TFAR * N + k] = on ? (float)r[k].tmax : -INFINITY;
     pk.u[F_MASK * N + k] = 0xFFFFFFFFu;
     pk.u[F_ID * N + k] = k;
@@ -869,4 +871,132 @@ void scene_counters(const scene_t* s, scene_counters_t* out) {
   out->commits = s->commits;
   out->rays_traced = atomic_load(&((scene_t*)s)->rays_traced);
   scene_device_counters(s->dev, &out->backend_errors, &out->backend_bytes);
+}
+
+
+//---------------- Filtered tracing
+
+void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id) {
+  if (inst_valid(s, instance)) {
+    s->insts[instance].body_id = body_id;
+  }
+}
+
+
+static int cmp_u32(const void* a, const void* b) {
+  uint32_t x = *(const uint32_t*)a, y = *(const uint32_t*)b;
+  return x < y ? -1 : x > y;
+}
+
+
+uint32_t scene_objects_on_bodies(const scene_t* s, const uint32_t* bodies, uint32_t nbody,
+                                 uint32_t* dest, uint32_t cap) {
+  uint32_t n = 0;
+  for (int i = 0; i < s->ninst && nbody > 0; i++) {
+    const inst_t* in = &s->insts[i];
+    if (!in->rtc) {
+      continue;
+    }
+    for (uint32_t b = 0; b < nbody; b++) {
+      if (in->body_id == bodies[b]) {
+        if (n < cap) {
+          dest[n] = in->object_id;
+        }
+        n++;
+        break;
+      }
+    }
+  }
+  qsort(dest, n < cap ? n : cap, sizeof *dest, cmp_u32);
+  return n;
+}
+
+
+static bool excluded(const scene_filter_t* f, uint32_t object_id) {
+  uint32_t lo = 0, hi = f->nexclude;
+  while (lo < hi) {
+    uint32_t mid = lo + (hi - lo) / 2;
+    if (f->exclude_objects[mid] < object_id) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < f->nexclude && f->exclude_objects[lo] == object_id;
+}
+
+
+// Rays re-traced at once past excluded objects.
+#define FILTER_BATCH 64
+#define FILTER_PASSES 16
+
+void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                          const scene_filter_t* f) {
+  scene_trace(s, rays, hits, n);
+  if (!f || f->nexclude == 0) {
+    return;
+  }
+
+  // each ray that hit an excluded object continues from just past the hit (a relative step
+  // of 1e-6, at least 1 um), its distances measured along the original ray
+  scene_ray_t more[FILTER_BATCH];
+  scene_hit_t got[FILTER_BATCH];
+  size_t idx[FILTER_BATCH];
+  double base[FILTER_BATCH];
+  for (size_t i = 0; i < n;) {
+    size_t m = 0;
+    for (; i < n && m < FILTER_BATCH; i++) {
+      if (hits[i].object_id != 0 && excluded(f, hits[i].object_id)) {
+        idx[m] = i;
+        base[m] = 0.0;
+        more[m] = rays[i];
+        m++;
+      }
+    }
+    for (int pass = 0; pass < FILTER_PASSES && m > 0; pass++) {
+      size_t keep = 0;
+      for (size_t j = 0; j < m; j++) {
+        scene_hit_t* h = &hits[idx[j]];
+        if (h->object_id == 0 || !excluded(f, h->object_id)) {
+          continue;
+        }
+        double step = h->distance - base[j] + fmax(1e-6, 1e-6 * h->distance);
+        scene_ray_t* r = &more[keep];
+        *r = more[j];
+        for (int a = 0; a < 3; a++) {
+          r->origin[a] += step * r->dir[a];
+        }
+        r->tmax -= step;
+        base[keep] = base[j] + step;
+        idx[keep] = idx[j];
+        if (!(r->tmax > 0.0)) {
+          memset(h, 0, sizeof *h);
+          h->distance = INFINITY;
+          continue;
+        }
+        keep++;
+      }
+      m = keep;
+      if (m == 0) {
+        break;
+      }
+      scene_trace(s, more, got, m);
+      for (size_t j = 0; j < m; j++) {
+        scene_hit_t* h = &hits[idx[j]];
+        *h = got[j];
+        if (h->object_id != 0) {
+          h->distance += base[j];
+        }
+      }
+    }
+
+    // still on an excluded object after every pass: a miss
+    for (size_t j = 0; j < m; j++) {
+      scene_hit_t* h = &hits[idx[j]];
+      if (h->object_id != 0 && excluded(f, h->object_id)) {
+        memset(h, 0, sizeof *h);
+        h->distance = INFINITY;
+      }
+    }
+  }
 }
