@@ -33,23 +33,36 @@ void rng_philox(uint32_t ctr[4], uint32_t key0, uint32_t key1) {
   }
 }
 
+// The splitmix64 finaliser (Steele, Lea, Flood, "Fast splittable pseudorandom number
+// generators", OOPSLA 2014): a bijection of 64 bits with full avalanche.
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+
 void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
-  // Counter: 128 bits from (stream, frame, index, draw). The frame and index share the middle
-  // words through a mix so that both may use their full 64 bits without colliding in practice;
-  // a first pass enciphers (stream, frame) into a per-frame key.
-  uint32_t pre[4] = {k->stream, (uint32_t)k->frame, (uint32_t)(k->frame >> 32), 0x5EED5EEDu};
-  rng_philox(pre, (uint32_t)k->seed, (uint32_t)(k->seed >> 32));
+  // Philox key: the seed mixed with a hash of (stream, frame); counter: (index, draw, the
+  // stream). Distinct (stream, frame) pairs give unrelated keys (a 64-bit hash: collisions
+  // have probability 2^-64 per pair), distinct (index, draw) distinct counters.
+  uint64_t h = mix64(k->frame + mix64(((uint64_t)k->stream << 1) | 1u));
+  uint64_t key = k->seed ^ h;
   out[0] = (uint32_t)k->index;
   out[1] = (uint32_t)(k->index >> 32);
   out[2] = draw;
-  out[3] = pre[2];
-  rng_philox(out, pre[0], pre[1] ^ pre[3]);
+  out[3] = k->stream;
+  rng_philox(out, (uint32_t)key, (uint32_t)(key >> 32));
 }
 
+
+// 52 random bits to the open interval (0, 1): (n + 1/2) / 2^52 is at most 1 - 2^-53, which a
+// double represents exactly (53 bits would round the top value to 1.0).
 static double to_open_unit(uint32_t hi, uint32_t lo) {
-  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 11;  // 53 bits
-  return ((double)bits + 0.5) * (1.0 / 9007199254740992.0);
+  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 12;
+  return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
 }
+
 
 double rng_uniform(const rng_key_t* k, uint32_t draw) {
   uint32_t w[4];

@@ -5,8 +5,8 @@
 // (docs/time.md, "Determinism"). No state, no locks.
 //
 // The generator is Philox-4x32 with 10 rounds (Salmon et al., "Parallel random numbers: as easy
-// as 1, 2, 3", SC 2011): the key (seed) selects the permutation, the counter (sensor, frame,
-// index, draw) is enciphered. Thread: any.
+// as 1, 2, 3", SC 2011): the Philox key is the seed mixed with a hash of (sensor, frame), the
+// counter (index, draw, sensor) is enciphered: one Philox evaluation per draw. Thread: any.
 #ifndef SENSIM_BASE_RNG_H_
 #define SENSIM_BASE_RNG_H_
 
@@ -25,10 +25,10 @@ void rng_philox(uint32_t ctr[4], uint32_t k0, uint32_t k1);
 // Four independent 32-bit words for draw number `draw` (each draw is a new counter).
 void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]);
 
-// Uniform in the open interval (0, 1), 53 bits. Uses draw `draw`.
+// Uniform in the open interval (0, 1), 52 bits. Uses draw `draw`.
 double rng_uniform(const rng_key_t* k, uint32_t draw);
 
-// Standard normal N(0, 1) by the Box-Muller transform of one draw (two 53-bit uniforms).
+// Standard normal N(0, 1) by the Box-Muller transform of one draw (two 52-bit uniforms).
 double rng_normal(const rng_key_t* k, uint32_t draw);
 
 // Gamma(shape k > 0, scale theta > 0) by Marsaglia and Tsang ("A simple method for generating

@@ -196,7 +196,9 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
     memcpy(vb->at[1].angular_velocity, b->angular_velocity, sizeof(double[3]));
     vb->at[1].has_velocity = b->has_velocity;
   }
-  qsort(e->view_bodies, n, sizeof(view_body_t), cmp_id);
+  if (n > 1) {
+    qsort(e->view_bodies, n, sizeof(view_body_t), cmp_id);
+  }
   v->bodies = e->view_bodies;
   v->nbody = n;
 
@@ -213,7 +215,9 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
     vj->position[0] = j->position_prev;
     vj->position[1] = j->position;
   }
-  qsort(e->view_joints, n, sizeof(view_joint_t), cmp_id);
+  if (n > 1) {
+    qsort(e->view_joints, n, sizeof(view_joint_t), cmp_id);
+  }
   v->joints = e->view_joints;
   v->njoint = n;
 
@@ -257,7 +261,9 @@ int env_eval_sensors(env_t* e, err_msg_t* msg) {
       order[n++] = id;
     }
   }
-  qsort(order, n, sizeof(uint32_t), cmp_id);
+  if (n > 1) {
+    qsort(order, n, sizeof(uint32_t), cmp_id);
+  }
 
   for (uint32_t i = 0; i < n && rc == 0; i++) {
     env_sensor_t* r = table_get(&e->sensors, order[i]);
