@@ -3,14 +3,16 @@
 // running job sits in the ready list; an executor takes the first ready queue, runs one job of
 // it, and puts the queue back at the end if it has more, so busy environments take turns.
 //
-// How many threads: an executor is started when a queue becomes runnable and every executor is
-// busy, up to max_threads (the daemon passes its environment limit), and then stays, parked
-// while idle. So an environment never waits for another's long job (a fixed set of N
-// executors would queue the (N+1)th busy environment behind the others), no thread is created
-// or joined per environment or per request (a thread per environment would be, for each one),
-// and memory stays bounded: at most one stack per environment that was busy at the same time
-// as the others, never more than the limit. CPU is shared by the worker pool, not by these
-// threads: an executor mostly runs its own chunks of pool work or waits for them.
+// How many threads: executors are started on demand so that one more than the runnable queues
+// is idle or starting, up to max_threads (the daemon passes its environment limit), and then
+// stay, parked while idle. So an environment never waits for another's long job (a fixed set
+// of N executors would queue the (N+1)th busy environment behind the others) nor for a thread
+// to be created (the spare is started off that path: measured, a new thread on a busy machine
+// took 5 to 15 ms to run its first job), no thread is created or joined per environment or per
+// request (a thread per environment would be, for each one), and memory stays bounded: one
+// stack per environment busy at the same time as the others plus the spare, never more than
+// the limit. CPU is shared by the worker pool, not by these threads: an executor mostly runs
+// its own chunks of pool work or waits for them.
 //
 // The mutex guards the ready list, every queue's todo and running, the finished list, the
 // counters and the stop flag; it is the only lock here and is never held while a job runs.
@@ -179,7 +181,7 @@ void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j) {
       list_push_back(&x->ready, &q->node);
       x->nready++;
       uv_cond_signal(&x->cond);
-      grow = x->nready > x->idle + x->starting && x->nthreads < x->max_threads;
+      grow = x->nready + 1 > x->idle + x->starting && x->nthreads < x->max_threads;
       x->nthreads += grow;
       x->starting += grow;
     }

@@ -33,8 +33,8 @@ struct exec_queue {
 
 void exec_queue_init(exec_queue_t* q);
 
-// Start the executors: one now, more on demand while more queues are runnable than executors
-// are idle, at most max_threads (>= 1) in all. Returns NULL on failure.
+// Start the executors: one now, more on demand so that one is spare (idle) beside the
+// runnable queues, at most max_threads (>= 1) in all. Returns NULL on failure.
 exec_t* exec_create(struct uv_loop_s* loop, unsigned max_threads);
 
 // Queue a job on q, after every job submitted to q before. Thread: loop.

@@ -402,8 +402,9 @@ TEST(exec_queues_run_in_parallel) {
   }
   f.nqueue = 2;
   submit_one(&f, 1);             // seq 0, queue 0: blocks until go
+  ASSERT_EQ(exec_threads(f.q), 2);  // the first executor and a spare
   uv_sem_wait(&f.started);
-  submit_one(&f, 0);             // seq 1, queue 1
+  submit_one(&f, 0);             // seq 1, queue 1: on the spare; another spare starts
   submit_one(&f, 0);             // seq 2, queue 0: behind the blocked job
   while (f.done_count < 1) {
     uv_run(&f.loop, UV_RUN_ONCE);
@@ -416,7 +417,7 @@ TEST(exec_queues_run_in_parallel) {
   }
   ASSERT_EQ(f.done_seq[1], 0);
   ASSERT_EQ(f.done_seq[2], 2);
-  ASSERT_EQ(exec_threads(f.q), 2);
+  ASSERT_EQ(exec_threads(f.q), 3);
   exec_stop(f.q);
   if (fixture_finish(&f)) {
     return 1;
