@@ -115,7 +115,7 @@ def test_raycast_forms_give_identical_hits_that_match_the_sphere(sensimd):
     assert np.all(np.isposinf(hits.distances[~hit]))
 
 
-def test_client_raycast_reads_the_records_in_place(sensimd):
+def test_client_raycast_returns_records(sensimd):
     with sensimd.client() as c:
         _sphere_scene(c)
         hits = c.raycast([[-10.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]])
@@ -125,11 +125,26 @@ def test_client_raycast_reads_the_records_in_place(sensimd):
     assert hits.distances[0] == pytest.approx(8.0, abs=TOL)
     assert tuple(hits.normals[0]) == pytest.approx((-1.0, 0.0, 0.0), abs=TOL)
     assert (hits.object_ids[0], hits.labels[0]) == (5, 23)
-    assert not hits.flags.writeable  # a view of the reply; copy to change it
-    mine = hits.copy()
-    mine.distances[0] = 1.0
-    assert mine.distances[0] == 1.0
+    hits.distances[0] = 1.0  # the caller's array, as with the packed form
+    assert hits.distances[0] == 1.0
     assert len(none) == 0 and none.dtype == sensim.RAYCAST_DTYPE
+
+
+def test_client_raycast_large_result_is_writable_and_independent(sensimd):
+    # a reply over 1 MiB is read in the frame it arrived in; each call gets its own array
+    n = 40000
+    o = np.tile([[-10.0, 0.0, 0.0]], (n, 1))
+    d = np.tile([[1.0, 0.0, 0.0]], (n, 1))
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        first = c.raycast(o, d)
+        first.distances[:] = -1.0
+        second = c.raycast(o, d)
+        packed = _packed_raycast(c, o[:3], d[:3])
+    assert np.all(first.distances == -1.0)
+    np.testing.assert_allclose(second.distances, 8.0, rtol=0, atol=TOL)
+    assert np.all(second.object_ids == 5) and np.all(second.labels == 23)
+    assert np.asarray(second[:3]).tobytes() == _records_of_arrays(packed, 3).tobytes()
 
 
 def test_one_array_in_bytes_form_is_answered_with_records(sensimd):

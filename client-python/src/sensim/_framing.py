@@ -80,6 +80,48 @@ def bulk_frame(envelope: bytes, body_number: int, body: bytes,
     return parts
 
 
+def _read_varint(buf, pos: int, end: int) -> tuple[int, int]:
+    value = shift = 0
+    while pos < end:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+        shift += 7
+    raise ValueError("truncated varint")
+
+
+def find_field(buf, path: Sequence[int]) -> tuple[int, int] | None:
+    """Offset and length, in the serialized message buf, of the length-delimited field reached
+    through path (field numbers, outermost first; the last occurrence of each); None when it
+    is absent. Only the top-level fields of each level are read, so a large bytes field is
+    found without being copied."""
+    pos, end = 0, len(buf)
+    for number in path:
+        found = None
+        while pos < end:
+            tag, pos = _read_varint(buf, pos, end)
+            kind = tag & 7
+            if kind == 0:
+                _, pos = _read_varint(buf, pos, end)
+            elif kind == 1:
+                pos += 8
+            elif kind == 5:
+                pos += 4
+            elif kind == 2:
+                length, pos = _read_varint(buf, pos, end)
+                if tag >> 3 == number:
+                    found = (pos, length)
+                pos += length
+            else:
+                raise ValueError(f"unsupported wire type {kind}")
+        if found is None or found[0] + found[1] > end:
+            return None
+        pos, end = found[0], found[0] + found[1]
+    return pos, end - pos
+
+
 def send_parts(sock: socket.socket, parts: list) -> None:
     """Send every buffer of parts in order (sendmsg, resumed after partial sends)."""
     views = [memoryview(p).cast("B") for p in parts if len(p)]

@@ -165,14 +165,19 @@ def _ids(value: Any, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr, dtype="<u4")
 
 
+# Envelope.raycast_result.hits_bytes, as field numbers
+_HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
+              pb.RaycastResult.DESCRIPTOR.fields_by_name["hits_bytes"].number)
+
+
 def raycast_hits(result: Any, n: int) -> np.recarray:
-    """The hits of a RaycastResult for n rays as a RAYCAST_DTYPE record array: hits_bytes seen
-    in place (read-only), or the four packed arrays of the old form copied."""
+    """The hits of a RaycastResult for n rays as a RAYCAST_DTYPE record array (a copy):
+    from hits_bytes, or from the four packed arrays of the old form."""
     if result.HasField("hits_bytes"):
-        data = result.hits_bytes  # one copy out of the message; read in place from here on
+        data = result.hits_bytes
         if len(data) != n * RAYCAST_DTYPE.itemsize:
             raise errors.ProtocolError(f"raycast: {len(data)} bytes of hits_bytes for {n} rays")
-        return np.frombuffer(data, dtype=RAYCAST_DTYPE).view(np.recarray)
+        return np.frombuffer(bytearray(data), dtype=RAYCAST_DTYPE).view(np.recarray)
     out = np.zeros(n, dtype=RAYCAST_DTYPE).view(np.recarray)
     distances = np.asarray(result.distances, dtype=float)
     if distances.shape != (n,):
@@ -284,6 +289,7 @@ class Client:
         self._abandoned: set[int] = set()
         self._pushed: collections.deque = collections.deque(maxlen=max(1, pushed_queue))
         self._fatal: errors.SensimError | None = None
+        self._large_frame: tuple[int, bytearray] | None = None  # (id, body) of the last one
         if connect:
             self.connect()
 
@@ -358,6 +364,7 @@ class Client:
         """Close the connection; further requests raise ConnectionClosed. Idempotent."""
         sock, self._sock = self._sock, None
         self.hello_reply = None
+        self._large_frame = None
         if sock is not None:
             try:
                 sock.close()
@@ -475,6 +482,10 @@ class Client:
         except DecodeError as exc:
             self.close()
             raise errors.ProtocolError(f"cannot decode a frame from the daemon: {exc}") from None
+        if isinstance(body, bytearray):
+            # a large frame, received into its own buffer: kept so that bulk arrays can be seen
+            # in place (raycast); only the last one, so that nothing piles up
+            self._large_frame = (env.id, body)
         return env
 
     def _fill(self, deadline: float | None) -> None:
@@ -835,8 +846,8 @@ class Client:
                 times: Any = None) -> np.recarray:
         """Trace rays (origins and directions (N, 3), world) against the environment. Returns a
         record array of N rays (RAYCAST_DTYPE) with fields distances (+inf on a miss),
-        object_ids, labels and normals (N, 3). The rays travel as little-endian bytes and the
-        result is the reply's bytes seen in place: read-only (copy it to change it)."""
+        object_ids, labels and normals (N, 3). The rays travel as little-endian bytes; a large
+        result is the reply's records seen in the frame they arrived in (no copy)."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
@@ -849,6 +860,13 @@ class Client:
         if env.WhichOneof("body") != "raycast_result":
             raise errors.ProtocolError(
                 f"raycast: expected a raycast_result reply, got {env.WhichOneof('body')}")
+        frame, self._large_frame = self._large_frame, None
+        if frame is not None and frame[0] == env.id:
+            # the records inside the frame they arrived in: no copy
+            at = _framing.find_field(frame[1], _HITS_PATH)
+            if at is not None and at[1] == len(o) * RAYCAST_DTYPE.itemsize:
+                return np.frombuffer(frame[1], dtype=RAYCAST_DTYPE, count=len(o),
+                                     offset=at[0]).view(np.recarray)
         return raycast_hits(env.raycast_result, len(o))
 
 
