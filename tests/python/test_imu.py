@@ -96,6 +96,42 @@ def test_magnetometer_and_selected_axes(sensimd):
                                    atol=1e-12)
 
 
+def test_chain_fields_reach_the_model(sensimd):
+    """Range, bias, cross-axis, scaling with absent components, LAE and drift precision, as
+    translated from the wire, on a sensor at rest (ideal specific force (0, 0, g))."""
+    with sensimd.client() as c:
+        c.create_imu(1, accelerometer={"chain": {
+            "range": {"upper": {"z": 5.0}},            # absent bounds stay open
+            "bias": {"x": 0.1},
+            "crossAxisScalar": 0.01,
+            "scaling": {"y": 2.0},                     # x and z keep 1
+        }}, gyroscope={"laeDiagonal": {"z": 0.002}, "chain": {"drift": {"precision": 0.001}}})
+        c.update_state(0.0)
+        out = by_sensor(c.step(0.0))[1][0].value
+        # clamp z to 5, add the bias, couple 1 % of each axis into the others, scale y by 2
+        u = np.array([0.1, 0.0, 5.0])
+        a = np.array([[1, 0.01, 0.01], [0.01, 1, 0.01], [0.01, 0.01, 1]]) @ u
+        a[1] *= 2.0
+        assert out["acceleration"] == pytest.approx(a, abs=1e-12)
+        # the gyroscope at rest reads the LAE of the specific force, quantized to 0.001
+        assert out["angular_velocity"] == pytest.approx([0, 0, round(0.002 * G0, 3)], abs=1e-15)
+
+
+def test_model_defaults_from_the_wire(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(1)
+        c.create_encoder(1, 1, mode="incremental")     # range [0, 2 pi)
+        c.create_odometer(2, 1)                         # R = 0.5 m, 1024 pulses
+        c.create_cone(3)                                # 45 x 30 deg, 20 m, EXACT
+        c.update_state(0.0, joint_ids=[1], joint_positions=[-1.0])
+        outs = by_sensor(c.step(0.0))
+        assert outs[1][0].value["position"] == pytest.approx(2 * math.pi - 1.0, abs=1e-12)
+        res = 2 * math.pi * 0.5 / 1024
+        assert outs[2][0].value["position"] == pytest.approx(res * math.floor(-0.5 / res),
+                                                             abs=1e-12)
+        assert outs[3][0].value["detected"] is False
+
+
 def test_fixed_sample_rate(sensimd):
     with sensimd.client() as c:
         c.create_imu(1, gyroscope=True, sample_rate=100.0)
