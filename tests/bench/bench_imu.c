@@ -490,7 +490,7 @@ int main(int argc, char** argv) {
   uint64_t n;
   double cpu = imu_throughput(quick ? 5 : 100, &n);
   char s1[32];
-  printf("imu_samples %s cpu_s %.3f (20 kHz, accelerometer + gyroscope + magnetometer with noise)\n",
+  printf("imu_samples %s cpu_s %.3f (20 kHz; accelerometer, gyroscope, magnetometer, noise)\n",
          bench_count(n, s1), cpu);
   printf("BENCH imu_samples_per_cpu_second %.0f\n", (double)n / fmax(cpu, 1e-9));
   return 0;

@@ -6,9 +6,10 @@ program bench_imu measures the same round trips without a client library).
 Prints
     BENCH imu_step_rtt_over_ping_python <ratio> x
 the median round trip of UpdateState + Step (both sent at once, both replies awaited: one
-round trip; the requests are built before the clock starts) for an environment with one IMU (accelerometer, gyroscope, magnetometer, with
-noise), one encoder and one cone sensor (EXACT mode, a box and a sphere in view), divided by the
-median Ping round trip measured alternately in the same run (goal <= 2); the sequential form
+round trip; the requests are built before the clock starts) for an environment with one IMU
+(accelerometer, gyroscope, magnetometer, with noise), one encoder and one cone sensor (EXACT
+mode, a box and a sphere in view), divided by the median Ping round trip measured alternately
+in the same run (goal <= 2); the sequential form
 (UpdateState, wait, Step, wait) for reference; and
     BENCH imu_daemon_samples_per_cpu_second <n>
 the IMU samples produced per CPU second of the daemon (utime + stime from /proc) by an IMU at a

@@ -145,7 +145,8 @@ static void run_chain(const triax_config_t* c, const rng_key_t* key, uint32_t su
 
 // One sample at fraction s of the step. Fills rec; advances the drift copies.
 static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step_view_t* v,
-                   const view_body_t* body, const imu_step_motion_t* m, double s, double nu, double dt_sample, const rng_key_t* key, triax_drift_t drift[3],
+                   const view_body_t* body, const imu_step_motion_t* m, double s, double nu,
+                   double dt_sample, const rng_key_t* key, triax_drift_t drift[3],
                    sensor_imu_t* rec) {
   const imu_config_t* c = &self->c;
   pose_t bpose = xform_interpolate(&body->at[0].pose, &body->at[1].pose, s);

@@ -133,7 +133,10 @@ void triax_drift_advance(const triax_config_t* c, const triax_drift_t* prev, dou
     // turn-on bias once; the Gauss-Markov bias starts in its stationary distribution; the
     // random walk starts at 0
     for (int i = 0; i < 3; i++) {
-      s.turn_on[i] = c->turn_on_mean + (c->turn_on_stddev > 0.0 ? c->turn_on_stddev * normals[i] : 0.0);
+      s.turn_on[i] = c->turn_on_mean;
+      if (c->turn_on_stddev > 0.0) {
+        s.turn_on[i] += c->turn_on_stddev * normals[i];
+      }
       s.markov[i] = c->bias_instability > 0.0 ? c->bias_instability * normals[3 + i] : 0.0;
       s.walk[i] = 0.0;
     }

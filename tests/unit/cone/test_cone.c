@@ -262,7 +262,8 @@ TEST(exact_ellipsoid_cylinder_capsule) {
   double t = ray_sphere(d, p.pose.p, 1.0);
   ASSERT_NEAR(sqrt(b.d2), t, EXACT_TOL);
   // nothing in the cone: a sphere behind the sensor and one beyond the range
-  view_object_t far[2] = {prim(8, SCENE_PRIM_SPHERE, 1.0, 0, 0), prim(9, SCENE_PRIM_SPHERE, 1.0, 0, 0)};
+  view_object_t far[2] = {prim(8, SCENE_PRIM_SPHERE, 1.0, 0, 0),
+                          prim(9, SCENE_PRIM_SPHERE, 1.0, 0, 0)};
   far[0].pose.p[0] = -5.0;
   far[1].pose.p[0] = 25.0;
   b = eval(&k, far, 2, CONE_MODE_EXACT, 0);
