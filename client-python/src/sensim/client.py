@@ -56,14 +56,13 @@ _SENSOR_CONFIGS = {"LidarConfig": "lidar", "ImuConfig": "imu", "EncoderConfig": 
 
 _LIDAR_PATTERNS = ("spinning", "vlp16", "ouster", "flash", "hdl64e", "bpearl", "custom",
                    "livox")
+# LidarConfig enums by lowercase name: field -> (wire prefix, names).
 _LIDAR_ENUMS = {
-    "return_mode": {"strongest": pb.RETURN_STRONGEST, "first": pb.RETURN_FIRST,
-                    "last": pb.RETURN_LAST, "dual": pb.RETURN_DUAL, "all": pb.RETURN_ALL},
-    "frame": {"sensor": pb.FRAME_SENSOR, "world": pb.FRAME_WORLD},
-    "publish": {"per_revolution": pb.PUBLISH_PER_REVOLUTION, "per_step": pb.PUBLISH_PER_STEP},
-    "misses": {"remove": pb.MISSES_REMOVE, "zero": pb.MISSES_ZERO, "nan": pb.MISSES_NAN},
-    "layout": {"fields": pb.LAYOUT_FIELDS, "velodyne": pb.LAYOUT_VELODYNE,
-               "ouster": pb.LAYOUT_OUSTER, "xyzi": pb.LAYOUT_XYZI},
+    "return_mode": ("RETURN_", ("strongest", "first", "last", "dual", "all")),
+    "frame": ("FRAME_", ("sensor", "world")),
+    "publish": ("PUBLISH_", ("per_revolution", "per_step")),
+    "misses": ("MISSES_", ("remove", "zero", "nan")),
+    "layout": ("LAYOUT_", ("fields", "velodyne", "ouster", "xyzi")),
 }
 
 
@@ -772,8 +771,9 @@ class Client:
             raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}")
         params = dict(config)
         _choose(msg, patterns[0], params.pop(patterns[0]) or {})
-        for key, table in _LIDAR_ENUMS.items():
+        for key, (prefix, names) in _LIDAR_ENUMS.items():
             if key in params and params[key] is not None:
+                table = {n: getattr(pb, prefix + n.upper()) for n in names}
                 setattr(msg, key, _enum(params.pop(key), table, f"lidar.{key}"))
         _set_fields(msg, params, "lidar")
         self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)

@@ -70,6 +70,11 @@ typedef struct lidar {
   uint8_t* nret;                // (batch)
   uint32_t* slot;               // (batch) trace position of each ray within its chunk
   size_t* chunk_points;         // (batch / CHUNK) points of each chunk, then their offsets
+
+  // objects not seen in the current step (on the lidar's own body, on excluded bodies)
+  uint32_t* excluded;           // (nexcluded) sorted object ids
+  uint32_t nexcluded;
+  uint32_t excluded_cap;
 } lidar_t;
 
 
@@ -89,6 +94,7 @@ static void lidar_destroy(void* self) {
   mem_free(l->nret);
   mem_free(l->slot);
   mem_free(l->chunk_points);
+  mem_free(l->excluded);
   mem_free(l);
 }
 
@@ -176,6 +182,7 @@ typedef struct batch_ctx {
   uint64_t sweep;
   double tau_origin;            // s after t_s that time offsets are measured from; NAN = the
                                 //   start of the ray's sweep
+  const scene_filter_t* filter; // objects the rays do not see
 } batch_ctx_t;
 
 
@@ -247,7 +254,8 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
 
     // returns
     lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
-                                .rays = l->rays + i0, .ray_index = l->ray_index + i0, .n = m};
+                                .rays = l->rays + i0, .ray_index = l->ray_index + i0, .n = m,
+                                .filter = b->filter};
     lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
 
     // points
@@ -355,10 +363,10 @@ static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
 // Trace n rays from the cursor (all of one sweep) and append their points.
 static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                      const view_body_t* body, const lidar_sweep_pose_t* fixed, size_t n,
-                     double tau_origin, err_msg_t* msg) {
+                     double tau_origin, const scene_filter_t* filter, err_msg_t* msg) {
   batch_ctx_t b = {.l = l, .ctx = ctx, .v = v, .body = body, .fixed = fixed,
                    .first = l->cursor, .n = n, .sweep = lidar_sweep_of(&l->pat, l->cursor),
-                   .tau_origin = tau_origin};
+                   .tau_origin = tau_origin, .filter = filter};
   size_t nchunk = (n + CHUNK - 1) / CHUNK;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
 
@@ -410,6 +418,36 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, si
 
 //---------------- Step
 
+// The objects this lidar does not see in this step: those on its own body (unless it sees
+// it; the world is never its own body) and on the excluded bodies.
+static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
+                      scene_filter_t* f, err_msg_t* msg) {
+  uint32_t bodies[LIDAR_MAX_EXCLUDED_BODIES + 1];
+  uint32_t nb = 0;
+  if (!l->see_own_body && ctx->body_id != 0) {
+    bodies[nb++] = ctx->body_id;
+  }
+  for (uint32_t i = 0; i < l->nexclude_body; i++) {
+    bodies[nb++] = l->exclude_bodies[i];
+  }
+  uint32_t n = nb ? scene_objects_on_bodies(v->scene, bodies, nb, l->excluded, l->excluded_cap)
+                  : 0;
+  if (n > l->excluded_cap) {
+    uint32_t* e = mem_realloc(l->excluded, (size_t)n * sizeof *e);
+    if (!e) {
+      return err_set(msg, ERR_NOMEM, "lidar: out of memory for %u excluded objects", n);
+    }
+    l->excluded = e;
+    l->excluded_cap = n;
+    n = scene_objects_on_bodies(v->scene, bodies, nb, l->excluded, l->excluded_cap);
+  }
+  l->nexcluded = n;
+  f->exclude_objects = l->excluded;
+  f->nexclude = n;
+  return 0;
+}
+
+
 typedef struct saved {
   int started;
   double t_s;
@@ -434,6 +472,12 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     lidar_sweep_pose(body, &ctx->mount, 1.0, &fixed);
   }
 
+  scene_filter_t filter;
+  int rc = exclusions(l, ctx, v, &filter, msg);
+  if (rc < 0) {
+    return rc;
+  }
+
   // the first step places sweep 0 and the cursor
   if (!l->started) {
     l->t_s = l->has_start_time ? l->start_time : v->t0;
@@ -452,7 +496,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
       break;
     }
     double tau_origin = l->per_step ? v->t0 - l->t_s : NAN;   // NAN: the sweep's own offsets
-    int rc = run_batch(l, ctx, v, body, is_fixed ? &fixed : NULL, n, tau_origin, msg);
+    rc = run_batch(l, ctx, v, body, is_fixed ? &fixed : NULL, n, tau_origin, &filter, msg);
     if (rc < 0) {
       return rc;
     }
@@ -469,7 +513,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     }
   }
   if (l->per_step) {
-    int rc = publish(l, ctx, v, 0, v->t0, 0, out, msg);
+    rc = publish(l, ctx, v, 0, v->t0, 0, out, msg);
     if (rc < 0) {
       return rc;
     }

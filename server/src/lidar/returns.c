@@ -529,7 +529,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       rays[j] = b->rays[base + j];
       rays[j].tmax = tmax0;
     }
-    scene_trace(v->scene, rays, hits, m);
+    scene_trace_filtered(v->scene, rays, hits, m, b->filter);
     for (size_t j = 0; j < m; j++) {
       ray_ctx_t* r = &ctx[j];
       r->p = p;
@@ -581,7 +581,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       if (n == 0) {
         break;
       }
-      scene_trace(v->scene, rays, hits, n);
+      scene_trace_filtered(v->scene, rays, hits, n, b->filter);
       int children = level + 1 < p->depth;
       for (size_t k = 0; k < n; k++) {
         ray_ctx_t* r = &ctx[owner[k]];

@@ -96,6 +96,7 @@ typedef struct lidar_returns_batch {
                                 //   fraction of the step; tmax is ignored (range_max rules)
   const uint64_t* ray_index;    // (n) rng index of each ray (unique within the frame)
   size_t n;
+  const scene_filter_t* filter; // objects the rays do not see (nullable: none)
 } lidar_returns_batch_t;
 
 // Trace the batch: ray i writes its returns, in increasing OPL order (before noise), to

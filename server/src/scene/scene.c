@@ -693,9 +693,11 @@ _Static_assert(sizeof(struct RTCRayHit16) == F_COUNT * 16 * sizeof(float), "RTCR
 _Static_assert(sizeof(struct RTCRayHit8) == F_COUNT * 8 * sizeof(float), "RTCRayHit8 layout");
 
 
-// The hit of lane k of an intersected N-lane packet into out (already cleared to a miss).
-static void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk, unsigned N,
-                     unsigned k, scene_hit_t* out) {
+// The hit of lane k of an intersected N-lane packet into out.
+static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
+                            const unsigned N, unsigned k, scene_hit_t* out) {
+  memset(out, 0, sizeof *out);
+  out->distance = INFINITY;
   unsigned id = pk->u[F_INST * N + k];
   if (pk->u[F_GEOM * N + k] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
     return;
@@ -738,14 +740,72 @@ static void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
 
 // Cosine of the widest angle between a packet's directions and its first one for which it is
 // traced as a packet (about 8 degrees: a lidar's neighbouring rays are well inside it).
-#define PACKET_COHERENT_COS 0.99
+#define PACKET_COHERENT_COS 0.99f
 
-// True when the valid lanes start from one point and point within PACKET_COHERENT_COS of each
-// other, so that traversing them together pays.
-static bool packet_coherent(const packet_t* pk, unsigned N, const int* valid) {
-  const float* f = pk->f;
+
+// Intersect an N-lane packet (N = 8 or 16) with the valid lanes set.
+static inline void intersect(const scene_t* s, struct RTCIntersectContext* ctx, const int* valid,
+                             packet_t* pk, const unsigned N) {
+  if (N == 16) {
+    rtcIntersect16(valid, s->top, ctx, &pk->rh16);
+  } else {
+    rtcIntersect8(valid, s->top, ctx, (struct RTCRayHit8*)pk->f);
+  }
+}
+
+
+// Up to N rays (1 <= n <= N) as one N-lane packet against the committed top level; N is a
+// constant at each call, so the lane loops compile to fixed strides. A ray with tmax <= 0 or
+// NaN is a miss and takes no lane; unused lanes also get an empty interval [0, -inf] so that
+// no Embree code path traces them. Rays in firing order (a lidar's) start from one point and
+// point within PACKET_COHERENT_COS of the first: those are traced as a packet with Embree's
+// coherent (frustum) traversal, ~15 % faster on bench_raycast. Others, which would diverge at
+// once, go one by one: N-wide calls with one lane valid each, which Embree traces with its
+// single-ray traversal and the same kernels as the lane in a full packet (rtcIntersect1
+// transforms rays into instances differently, so a ray would not get bit for bit the hit it
+// gets in a packet).
+static inline void trace_packet(const scene_t* s, const unsigned N, const scene_ray_t* r,
+                                scene_hit_t* out, unsigned n) {
+  // rays (float); the time is clamped into the instances' [0, 1] range
+  _Alignas(64) int valid[SCENE_PACKET_MAX];
+  _Alignas(64) packet_t pk;
+  float* f = pk.f;
+  unsigned* u = pk.u;
+  for (unsigned k = 0; k < n; k++) {
+    const scene_ray_t* rk = &r[k];
+    double t = rk->time;
+    bool on = rk->tmax > 0.0;
+    valid[k] = on ? -1 : 0;
+    f[F_ORG_X * N + k] = (float)rk->origin[0];
+    f[F_ORG_Y * N + k] = (float)rk->origin[1];
+    f[F_ORG_Z * N + k] = (float)rk->origin[2];
+    f[F_TNEAR * N + k] = 0.0f;
+    f[F_DIR_X * N + k] = (float)rk->dir[0];
+    f[F_DIR_Y * N + k] = (float)rk->dir[1];
+    f[F_DIR_Z * N + k] = (float)rk->dir[2];
+    f[F_TIME * N + k] = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
+    f[F_TFAR * N + k] = on ? (float)rk->tmax : -INFINITY;
+    u[F_MASK * N + k] = 0xFFFFFFFFu;
+    u[F_ID * N + k] = k;
+    u[F_FLAGS * N + k] = 0;
+    u[F_GEOM * N + k] = RTC_INVALID_GEOMETRY_ID;
+    u[F_INST * N + k] = RTC_INVALID_GEOMETRY_ID;
+  }
+  for (unsigned k = n; k < N; k++) {
+    valid[k] = 0;
+    for (unsigned fi = 0; fi < F_COUNT; fi++) {
+      u[fi * N + k] = 0;
+    }
+    f[F_DIR_X * N + k] = 1.0f;
+    f[F_TFAR * N + k] = -INFINITY;
+    u[F_GEOM * N + k] = RTC_INVALID_GEOMETRY_ID;
+    u[F_INST * N + k] = RTC_INVALID_GEOMETRY_ID;
+  }
+
+  // coherence: the valid lanes against the first valid one
   int first = -1;
-  for (unsigned k = 0; k < N; k++) {
+  bool coherent = true;
+  for (unsigned k = 0; k < n; k++) {
     if (!valid[k]) {
       continue;
     }
@@ -756,93 +816,33 @@ static bool packet_coherent(const packet_t* pk, unsigned N, const int* valid) {
     unsigned j = (unsigned)first;
     float c = f[F_DIR_X * N + k] * f[F_DIR_X * N + j] + f[F_DIR_Y * N + k] * f[F_DIR_Y * N + j] +
               f[F_DIR_Z * N + k] * f[F_DIR_Z * N + j];
-    if (c < PACKET_COHERENT_COS || f[F_ORG_X * N + k] != f[F_ORG_X * N + j] ||
-        f[F_ORG_Y * N + k] != f[F_ORG_Y * N + j] || f[F_ORG_Z * N + k] != f[F_ORG_Z * N + j]) {
-      return false;
-    }
-  }
-  return true;
-}
-
-
-// The packet's rays one at a time: N-wide calls with one lane valid each, which Embree traces
-// with its single-ray traversal and with the same kernels as the lane in a full packet (its
-// rtcIntersect1 transforms rays into instances differently, so a ray would not get bit for bit
-// the hit it gets in a packet).
-static void trace_lanes(const scene_t* s, struct RTCIntersectContext* ctx, packet_t* pk,
-                        unsigned N, const int* valid) {
-  _Alignas(64) int one[SCENE_PACKET_MAX] = {0};
-  for (unsigned k = 0; k < N; k++) {
-    if (!valid[k]) {
-      continue;
-    }
-    one[k] = -1;
-    if (N == 16) {
-      rtcIntersect16(one, s->top, ctx, &pk->rh16);
-    } else {
-      rtcIntersect8(one, s->top, ctx, (struct RTCRayHit8*)pk->f);
-    }
-    one[k] = 0;
-  }
-}
-
-
-// Up to N rays (1 <= n <= N) as one N-lane packet against the committed top level. A ray with
-// tmax <= 0 or NaN is a miss and takes no lane; unused lanes also get an empty interval
-// [0, -inf] so that no Embree code path traces them.
-static void trace_packet(const scene_t* s, unsigned N, const scene_ray_t* r, scene_hit_t* out,
-                         unsigned n) {
-  // rays (float); the time is clamped into the instances' [0, 1] range
-  _Alignas(64) int valid[SCENE_PACKET_MAX];
-  _Alignas(64) packet_t pk;
-  float* f = pk.f;
-  unsigned nvalid = 0;
-  for (unsigned k = 0; k < N; k++) {
-    bool on = k < n && r[k].tmax > 0.0;
-    valid[k] = on ? -1 : 0;
-    nvalid += on;
-    f[F_ORG_X * N + k] = on ? (float)r[k].origin[0] : 0.0f;
-    f[F_ORG_Y * N + k] = on ? (float)r[k].origin[1] : 0.0f;
-    f[F_ORG_Z * N + k] = on ? (float)r[k].origin[2] : 0.0f;
-    f[F_TNEAR * N + k] = 0.0f;
-    f[F_DIR_X * N + k] = on ? (float)r[k].dir[0] : 1.0f;
-    f[F_DIR_Y * N + k] = on ? (float)r[k].dir[1] : 0.0f;
-    f[F_DIR_Z * N + k] = on ? (float)r[k].dir[2] : 0.0f;
-    double t = on ? r[k].time : 0.0;
-    f[F_TIME * N + k] = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
-    f[F_TFAR * N + k] = on ? (float)r[k].tmax : -INFINITY;
-    pk.u[F_MASK * N + k] = 0xFFFFFFFFu;
-    pk.u[F_ID * N + k] = k;
-    pk.u[F_FLAGS * N + k] = 0;
-    pk.u[F_GEOM * N + k] = RTC_INVALID_GEOMETRY_ID;
-    pk.u[F_INST * N + k] = RTC_INVALID_GEOMETRY_ID;
+    coherent &= c >= PACKET_COHERENT_COS && f[F_ORG_X * N + k] == f[F_ORG_X * N + j] &&
+                f[F_ORG_Y * N + k] == f[F_ORG_Y * N + j] &&
+                f[F_ORG_Z * N + k] == f[F_ORG_Z * N + j];
   }
 
-  // intersect; callers pass rays in firing order, which for lidars is coherent: Embree's
-  // coherent (frustum) traversal was ~15 % faster on bench_raycast, with the same hits. Rays in
-  // no particular order make packets that diverge at once: those go one by one.
-  if (nvalid > 0) {
+  // intersect
+  if (first >= 0) {
     struct RTCIntersectContext ctx;
     rtcInitIntersectContext(&ctx);
-    if (packet_coherent(&pk, N, valid)) {
+    if (coherent) {
       ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-      if (N == 16) {
-        rtcIntersect16(valid, s->top, &ctx, &pk.rh16);
-      } else {
-        rtcIntersect8(valid, s->top, &ctx, (struct RTCRayHit8*)pk.f);
-      }
+      intersect(s, &ctx, valid, &pk, N);
     } else {
-      trace_lanes(s, &ctx, &pk, N, valid);
+      _Alignas(64) int one[SCENE_PACKET_MAX] = {0};
+      for (unsigned k = 0; k < n; k++) {
+        if (valid[k]) {
+          one[k] = -1;
+          intersect(s, &ctx, one, &pk, N);
+          one[k] = 0;
+        }
+      }
     }
   }
 
   // hits
   for (unsigned k = 0; k < n; k++) {
-    memset(&out[k], 0, sizeof out[k]);
-    out[k].distance = INFINITY;
-    if (valid[k]) {
-      hit_fill(s, &r[k], &pk, N, k, &out[k]);
-    }
+    hit_fill(s, &r[k], &pk, N, k, &out[k]);
   }
 }
 
@@ -855,8 +855,12 @@ void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, s
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   unsigned N = s->dev->packet;
   for (size_t i = 0; i < n; i += N) {
-    size_t m = n - i < N ? n - i : N;
-    trace_packet(s, N, rays + i, hits + i, (unsigned)m);
+    unsigned m = (unsigned)(n - i < N ? n - i : N);
+    if (N == 16) {
+      trace_packet(s, 16, rays + i, hits + i, m);
+    } else {
+      trace_packet(s, 8, rays + i, hits + i, m);
+    }
   }
   _mm_setcsr(csr);
 

@@ -113,6 +113,29 @@ typedef struct scene_hit {
 // Trace n rays. Thread: any, concurrently, after scene_commit. Counts rays_traced.
 void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n);
 
+//---------------- Filtered tracing (what a sensor does not see)
+
+// Record the body an instance is mounted on (0 = the world; the default).
+void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id);
+
+// Write the object ids of the instances mounted on any of the nbody bodies to dest (at most
+// cap), sorted ascending; returns how many there are (may exceed cap). Thread: any, after
+// scene_commit, not concurrently with edits.
+uint32_t scene_objects_on_bodies(const scene_t* s, const uint32_t* bodies, uint32_t nbody,
+                                 uint32_t* dest, uint32_t cap);
+
+// Objects that rays pass through as if absent: ids sorted ascending.
+typedef struct scene_filter {
+  const uint32_t* exclude_objects;
+  uint32_t nexclude;
+} scene_filter_t;
+
+// scene_trace, except that a ray hitting an excluded object goes on past it (re-traced from
+// just beyond the hit, up to 16 times; distances stay those along the original ray). Nullable:
+// f (= scene_trace). Thread: as scene_trace.
+void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                          const scene_filter_t* f);
+
 void scene_counters(const scene_t* s, scene_counters_t* out);
 
 #endif  // SENSIM_SCENE_SCENE_H_

@@ -781,6 +781,7 @@ int env_create_object(env_t* e, const object_desc_t* d, err_msg_t* msg) {
     mem_free(name);
     return instance;
   }
+  scene_set_instance_body(e->scene, instance, d->body_id);
 
   // record, references, pose
   uint32_t slot = table_insert(&e->objects, d->id);

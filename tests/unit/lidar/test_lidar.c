@@ -668,3 +668,66 @@ TEST(lidar_start_time_places_sweep_zero) {
   fx_close(&f);
   return 0;
 }
+
+
+TEST(lidar_does_not_see_its_own_body_unless_asked) {
+  // the lidar sits inside a 1 m box on its body 2, in a room of radius 10; a pillar on body 3
+  // stands 4 m ahead. Default: the box is invisible (the room and the pillar are seen);
+  // see_own_body: every ray stops on the box; exclude_bodies {3}: the pillar is invisible too.
+  for (int mode = 0; mode < 3; mode++) {
+    fx_t f;
+    ASSERT_OK(fx_open(&f, 2));
+    err_msg_t msg = {0};
+    body_desc_t b2 = {.id = 2, .pose = at(0, 0, 0)};
+    body_desc_t b3 = {.id = 3, .pose = at(4, 0, 0)};
+    ASSERT_OK(env_create_body(f.e, &b2, &msg));
+    ASSERT_OK(env_create_body(f.e, &b3, &msg));
+    ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+    ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 0.5, 0.5, 0.5, 2, at(0, 0, 0)));
+    ASSERT_OK(add_prim(f.e, 3, 3, SCENE_PRIM_BOX, 0.5, 0.5, 20.0, 3, at(0, 0, 0)));
+    lidar_desc_t d = base_desc();
+    d.see_own_body = mode == 1;
+    uint32_t ex[1] = {3};
+    if (mode == 2) {
+      d.exclude_bodies = ex;
+      d.nexclude_body = 1;
+    }
+    lidar_flash_desc_t fl = {.columns = 9, .rows = 3, .fov_horizontal = 20 * DEG,
+                             .fov_vertical = 10 * DEG, .frame_rate = 10.0};
+    ASSERT_OK(lidar_pattern_flash_init(&d.pattern, &fl, "lidar.flash", &msg));
+    ASSERT_OK(add_lidar(f.e, 5, 2, xform_identity(), &d));
+    uint32_t ids[2] = {2, 3};
+    double poses[14] = {0, 0, 0, 0, 0, 0, 1, 4, 0, 0, 0, 0, 0, 1};
+    ASSERT_OK(set_state(f.e, 0.0, 2, ids, poses));
+    ASSERT_OK(do_step(f.e, 0.0));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(collect(f.e, 5, &c));
+    ASSERT_EQ(c.n, 1);
+    const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+    ASSERT_EQ(pc->count, 27);
+    int oo = field_of(pc, "object_id"), od = field_of(pc, "distance");
+    int oa = field_of(pc, "azimuth"), oe = field_of(pc, "elevation");
+    uint32_t pillar = 0;
+    for (uint32_t i = 0; i < pc->count; i++) {
+      uint32_t obj = getu(pc, i, oo, 4);
+      double a = getf(pc, i, oa), e = getf(pc, i, oe);
+      if (mode == 1) {
+        ASSERT_EQ(obj, 2);
+        ASSERT_NEAR(getf(pc, i, od), 0.5 / (cos(a) * cos(e)), 1e-5);
+      } else if (obj == 3) {
+        pillar++;
+        ASSERT_NEAR(getf(pc, i, od), 3.5 / (cos(a) * cos(e)), 1e-4);
+      } else {
+        ASSERT_EQ(obj, 1);
+        ASSERT_NEAR(getf(pc, i, od), 10.0, 1e-4);
+      }
+    }
+    // the pillar (half width 0.5 at 3.5 m: |azimuth| < 8.13 degrees) takes the 7 middle
+    // columns (centres every 2.22 degrees)
+    ASSERT_EQ(pillar, mode == 0 ? 7 * 3 : 0);
+    clouds_free(&c);
+    fx_close(&f);
+  }
+  return 0;
+}

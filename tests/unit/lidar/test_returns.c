@@ -684,14 +684,14 @@ TEST(returns_identical_whatever_the_batches) {
   lidar_return_t* b = calloc(n * maxr, sizeof *b);
   uint8_t* na = calloc(n, 1);
   uint8_t* nb = calloc(n, 1);
-  lidar_returns_batch_t all = {&w.view, 4, 77, rays, idx, n};
+  lidar_returns_batch_t all = {&w.view, 4, 77, rays, idx, n, NULL};
   lidar_returns_trace(&p, &all, a, na);
 
   // backwards in odd-sized batches
   for (size_t end = n; end > 0;) {
     size_t m = end >= 37 ? 37 : end;
     size_t start = end - m;
-    lidar_returns_batch_t part = {&w.view, 4, 77, rays + start, idx + start, m};
+    lidar_returns_batch_t part = {&w.view, 4, 77, rays + start, idx + start, m, NULL};
     lidar_returns_trace(&p, &part, b + start * maxr, nb + start);
     end = start;
   }
@@ -710,7 +710,7 @@ TEST(returns_identical_whatever_the_batches) {
   ASSERT_TRUE(multi > 0);
 
   // another frame draws other noise
-  lidar_returns_batch_t other = {&w.view, 4, 78, rays, idx, n};
+  lidar_returns_batch_t other = {&w.view, 4, 78, rays, idx, n, NULL};
   lidar_returns_trace(&p, &other, b, nb);
   ASSERT_TRUE(memcmp(a, b, n * maxr * sizeof *a) != 0);
   free(rays);
@@ -736,7 +736,8 @@ typedef struct par_ctx {
 static void par_trace(void* arg, size_t begin, size_t end) {
   par_ctx_t* c = arg;
   uint32_t maxr = lidar_returns_max(c->p);
-  lidar_returns_batch_t b = {&c->w->view, 4, 5, c->rays + begin, c->idx + begin, end - begin};
+  lidar_returns_batch_t b = {&c->w->view, 4, 5, c->rays + begin, c->idx + begin, end - begin,
+                              NULL};
   lidar_returns_trace(c->p, &b, c->out + begin * maxr, c->nret + begin);
 }
 
