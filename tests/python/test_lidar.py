@@ -216,3 +216,31 @@ def test_lidar_no_pattern_is_refused(sensimd):
             c.create_sensor(1, lidar={})
         assert "scan pattern" in exc.value.message
         assert _env_sensors(c) == 0
+
+
+@pytest.mark.parametrize("see_own_body", [False, True])
+def test_lidar_own_body_and_excluded_bodies(sensimd, see_own_body):
+    with sensimd.client() as c:
+        _room(c, 10.0, refractive_index=1.0)
+        c.create_body(2)                                   # the vehicle, around the lidar
+        c.create_body(3, {"position": (4, 0, 0)})          # a pillar ahead
+        c.create_primitive(2, "box", half_extents=(0.5, 0.5, 0.5))
+        c.create_primitive(3, "box", half_extents=(0.5, 0.5, 20.0))
+        c.create_object(2, geometry_id=2, body_id=2)
+        c.create_object(3, geometry_id=3, body_id=3)
+        flash = {"columns": 9, "rows": 3, "fov_horizontal": math.radians(20),
+                 "fov_vertical": math.radians(10), "frame_rate": 10.0}
+        fields = ["distance", "object_id"]
+        c.create_lidar(1, body_id=2, flash=flash, fields=fields, see_own_body=see_own_body)
+        c.create_lidar(2, body_id=2, flash=flash, fields=fields, exclude_bodies=[3])
+        c.update_state(0.0, [2, 3], [[0, 0, 0, 0, 0, 0, 1], [4, 0, 0, 0, 0, 0, 1]])
+        done = c.step(0.0)
+        first = c.lidar_clouds(done, 1)[0]
+        if see_own_body:
+            assert set(first["object_id"]) == {2}
+        else:
+            assert set(first["object_id"]) == {1, 3}
+            assert (first["object_id"] == 3).sum() == 21
+        second = c.lidar_clouds(done, 2)[0]
+        assert set(second["object_id"]) == {1}
+        np.testing.assert_allclose(second["distance"], 10.0, rtol=1e-5)
