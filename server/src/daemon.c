@@ -527,7 +527,7 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
     return;
   }
   for (uint32_t i = 0; i < n; i++) {
-    parts[i] = (info_part_t){.base = {.run = info_part_run, .done = info_part_done},
+    parts[i] = (info_part_t){.base = {.run = info_part_run, .done = info_part_done, .brief = 1},
                              .ij = ij, .i = i};
     exec_submit(d->exec, &entries[i]->queue, &parts[i].base);
   }

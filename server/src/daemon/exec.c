@@ -181,10 +181,13 @@ void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j) {
       list_push_back(&x->ready, &q->node);
       x->nready++;
       uv_cond_signal(&x->cond);
-      grow = x->nready + 1 > x->idle + x->starting && x->nthreads < x->max_threads;
-      x->nthreads += grow;
-      x->starting += grow;
     }
+
+    // Checked on every job, not only when q becomes ready: q may be waiting behind brief
+    // jobs that started nothing (GetInfo puts one on every queue at once).
+    grow = !j->brief && x->nready + 1 > x->idle + x->starting && x->nthreads < x->max_threads;
+    x->nthreads += grow;
+    x->starting += grow;
   }
   uv_mutex_unlock(&x->mutex);
   if (stopped) {

@@ -21,6 +21,7 @@ struct exec_job {
   void (*run)(exec_job_t* j);  // Thread: an executor, never two jobs of one queue at once
   // Thread: loop; frees the job. cancelled: run never ran.
   void (*done)(exec_job_t* j, int cancelled);
+  int brief;                 // a short job (reading counters): never starts an executor
 };
 
 // A serial queue, embedded in what it serves (an environment's registry entry). It must stay
@@ -37,7 +38,9 @@ void exec_queue_init(exec_queue_t* q);
 // runnable queues, at most max_threads (>= 1) in all. Returns NULL on failure.
 exec_t* exec_create(struct uv_loop_s* loop, unsigned max_threads);
 
-// Queue a job on q, after every job submitted to q before. Thread: loop.
+// Queue a job on q, after every job submitted to q before. Unless the job is brief, an
+// executor is started when fewer than one more than the waiting queues are idle or starting.
+// Thread: loop.
 void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j);
 
 // Jobs queued, running or finished and awaiting their done, over every queue. Thread: loop.

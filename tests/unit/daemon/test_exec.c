@@ -62,6 +62,7 @@ struct fixture {
   int submitted;
   int next_queue;                // queue of the next job submitted (round-robin over nqueue)
   int nqueue;                    // queues in use, 1 unless a test sets more
+  int brief;                     // submit jobs marked brief
   int stop_after_done;           // done of this seq calls exec_stop (-1: never)
   int submit_more_after_done;    // done of this seq submits the rest (-1: never)
   int total;                     // jobs to submit in all
@@ -128,6 +129,7 @@ static void submit_one(fixture_t* f, int block) {
   t->block = block;
   t->base.run = job_run;
   t->base.done = job_done;
+  t->base.brief = f->brief;
   exec_submit(f->q, &f->queues[t->queue], &t->base);
 }
 
@@ -505,6 +507,38 @@ TEST(exec_stop_cancels_every_queue) {
     } else {
       ASSERT_EQ(seen_cancel[k], 0);
     }
+  }
+  ASSERT_EQ(mem_live_count(), base);
+  return 0;
+}
+
+
+// Brief jobs (GetInfo reads every environment with one) start no executor, however many
+// queues they make runnable; the next ordinary job does, and every job still runs.
+TEST(exec_brief_jobs_start_no_executor) {
+  int64_t base = mem_live_count();
+  static fixture_t f;
+  if (fixture_init(&f, NQUEUE + 1, NQUEUE)) {
+    return 1;
+  }
+  f.nqueue = NQUEUE;
+  f.brief = 1;
+  for (int i = 0; i < NQUEUE; i++) {
+    submit_one(&f, 0);
+  }
+  ASSERT_EQ(exec_threads(f.q), 1);
+  f.brief = 0;
+  submit_one(&f, 0);             // queue 0, behind a brief job
+  ASSERT_TRUE(exec_threads(f.q) >= 2);
+  while (f.done_count < NQUEUE + 1) {
+    uv_run(&f.loop, UV_RUN_ONCE);
+  }
+  exec_stop(f.q);
+  if (fixture_finish(&f)) {
+    return 1;
+  }
+  if (check_threads_and_counts(&f)) {
+    return 1;
   }
   ASSERT_EQ(mem_live_count(), base);
   return 0;
