@@ -5,6 +5,7 @@ requests pipelined into one environment keep their order and see each other's ef
 
 from __future__ import annotations
 
+import os
 import socket
 import statistics
 import struct
@@ -221,3 +222,33 @@ def test_a_broken_connection_cancels_its_raycast_on_its_queue(sensimd):
         t0 = time.monotonic()
         other.create_primitive(2, "sphere", radius=1.0)
         assert time.monotonic() - t0 < 20
+
+
+def thread_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_threads_follow_concurrency_not_environment_count(sensimd_factory):
+    """Thirty environments used one after the other, then read together by GetInfo, leave the
+    daemon with about as many threads as one environment does: executors are started for
+    environments busy at the same time, not per environment (nor for GetInfo's reads)."""
+    d = sensimd_factory("--threads", "2")
+    pid = d.proc.pid
+    with d.client(environment="first", timeout=60) as c:
+        c.update_state(0.0)
+        c.step(0.0)
+        base = thread_count(pid)
+    clients = []
+    try:
+        for i in range(30):
+            c = d.client(environment=f"env{i}", timeout=60)
+            clients.append(c)
+            c.update_state(0.0)
+            c.step(0.0)
+        info = clients[0].get_info()
+        assert len(info.environments) == 30
+        assert thread_count(pid) <= base + 2
+    finally:
+        for c in clients:
+            c.close()
