@@ -46,6 +46,7 @@ typedef struct lidar {
   uint32_t exclude_bodies[LIDAR_MAX_EXCLUDED_BODIES];
   uint32_t nexclude_body;
   uint32_t group_mask;
+  int has_normal;               // the layout carries normals (rotated per point)
   uint32_t maxret;              // returns per ray
   size_t batch;                 // rays per batch (multiple of CHUNK)
 
@@ -143,6 +144,9 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   }
   l->group_mask = d->group_mask;
   l->maxret = lidar_returns_max(&l->ret);
+  for (uint32_t i = 0; i < l->layout.nfield; i++) {
+    l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
+  }
   size_t batch = BATCH_RETURNS / l->maxret;
   batch = (batch < CHUNK ? CHUNK : batch) / CHUNK * CHUNK;
   l->batch = batch;
@@ -313,7 +317,9 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
           pt.xyz[a] = l->world_frame ? w->origin[a] + w->dir[a] * x
                                      : mt->origin[a] + mt->dir[a] * x;
         }
-        if (l->world_frame) {
+        if (!l->has_normal) {
+          // not packed
+        } else if (l->world_frame) {
           memcpy(pt.normal, r->normal, sizeof pt.normal);
         } else {
           xform_quat_rotate(qc, r->normal, pt.normal);
