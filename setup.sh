@@ -24,6 +24,7 @@ packages=(
   protobuf-compiler
   libembree-dev
   libzstd-dev
+  libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
 )
 
