@@ -3,14 +3,14 @@
 
 bench_session starts sensimd, gives it a scene in environment ENV, writes the rays to RAYS
 (little-endian float64: N origins x y z, then N directions x y z) and runs this script, which
-joins ENV as an observer and times CALLS raycasts of all N rays through sensim.Client (request
-built from numpy arrays, reply read into a record array: what a user's call costs). It prints
-one line per call, `e2e_seconds <s>`, and writes the hits of the last call to HITS as
-RaycastResult.hits_bytes records, which bench_session compares with the hits it traces in its
-own process.
+joins ENV as an observer and raycasts all N rays through sensim.Client (request built from
+numpy arrays, reply read into a record array: what a user's call costs). After a warm-up call
+it prints `ready`, then times one call per line `go` read from stdin (printing
+`e2e_seconds <s>`), so that bench_session can interleave its own in-process calls with these;
+at `end` (or end of input) it writes the hits of the last call to HITS as
+RaycastResult.hits_bytes records, which bench_session compares with the hits it traces itself.
 
-    bench_e2e.py --port P --environment ENV --rays RAYS --hits HITS [--calls 10]
-                 [--max-range 120]
+    bench_e2e.py --port P --environment ENV --rays RAYS --hits HITS [--max-range 120]
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ def main() -> int:
     ap.add_argument("--environment", required=True)
     ap.add_argument("--rays", required=True, help="file of origins then directions (float64)")
     ap.add_argument("--hits", required=True, help="where to write the last call's hits")
-    ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--max-range", type=float, default=120.0)
     args = ap.parse_args()
 
@@ -45,7 +44,10 @@ def main() -> int:
     with sensim.Client("127.0.0.1", args.port, environment=args.environment, role="observer",
                        client_name="bench_e2e", timeout=120.0) as c:
         hits = c.raycast(origins, directions, max_range=args.max_range)  # warm-up
-        for _ in range(args.calls):
+        print("ready", flush=True)
+        for line in sys.stdin:
+            if line.strip() != "go":
+                break
             t0 = time.perf_counter()
             hits = c.raycast(origins, directions, max_range=args.max_range)
             dt = time.perf_counter() - t0

@@ -99,7 +99,8 @@ static const char* const g_usage =
     "                        pipelined)\n"
     "  --e2e-rays N          rays per end-to-end raycast through the Python client (default\n"
     "                        131072)\n"
-    "  --e2e-calls N         timed end-to-end calls per side (default 10; 3 with --quick)\n"
+    "  --e2e-calls N         timed end-to-end calls per side, in pairs (default 20; 4 with\n"
+    "                        --quick)\n"
     "  --no-e2e              skip the end-to-end part\n"
     "  --python PATH         interpreter for bench_e2e.py (default: $SENSIM_PYTHON, else the\n"
     "                        build's)\n";
@@ -121,7 +122,7 @@ static void parse_options(int argc, char** argv, options_t* o) {
   o->ray_pipe = quick ? 8 : 20;
   o->ray_window = 4;
   o->e2e_rays = 131072;
-  o->e2e_calls = quick ? 3 : 10;
+  o->e2e_calls = quick ? 4 : 20;
   const char* py = getenv("SENSIM_PYTHON");
   o->python = py && py[0] ? py : BENCH_PYTHON;
 
@@ -849,29 +850,37 @@ static void write_file(const char* path, const void* data, size_t len) {
 }
 
 
-// Run bench_e2e.py against the daemon's environment; collects its per-call seconds into sec
-// (returns how many) and leaves the last call's hits in hits_path.
-static unsigned run_python(const options_t* o, int port, const char* env_name,
-                           const char* rays_path, const char* hits_path, double* sec) {
-  int p[2];
-  if (pipe(p) != 0) {
+// bench_e2e.py running against the daemon's environment, driven line by line.
+typedef struct py_child {
+  pid_t pid;
+  FILE* to;     // its stdin: "go" per timed call, "end"
+  FILE* from;   // its stdout: "ready", then "e2e_seconds S" per call
+} py_child_t;
+
+
+static void py_start(py_child_t* c, const options_t* o, int port, const char* env_name,
+                     const char* rays_path, const char* hits_path) {
+  int in[2], out[2];
+  if (pipe(in) != 0 || pipe(out) != 0) {
     bench_die("pipe: %s", strerror(errno));
   }
-  char port_s[16], calls_s[16], range_s[32];
+  char port_s[16], range_s[32];
   snprintf(port_s, sizeof port_s, "%d", port);
-  snprintf(calls_s, sizeof calls_s, "%u", o->e2e_calls);
   snprintf(range_s, sizeof range_s, "%.17g", MAX_RANGE);
   const char* argv[] = {o->python, BENCH_E2E_SCRIPT, "--port", port_s, "--environment",
-                        env_name, "--rays", rays_path, "--hits", hits_path, "--calls",
-                        calls_s, "--max-range", range_s, NULL};
-  pid_t pid = fork();
-  if (pid < 0) {
+                        env_name, "--rays", rays_path, "--hits", hits_path, "--max-range",
+                        range_s, NULL};
+  c->pid = fork();
+  if (c->pid < 0) {
     bench_die("fork: %s", strerror(errno));
   }
-  if (pid == 0) {
-    dup2(p[1], STDOUT_FILENO);
-    close(p[0]);
-    close(p[1]);
+  if (c->pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    close(in[0]);
+    close(in[1]);
+    close(out[0]);
+    close(out[1]);
     const char* old = getenv("PYTHONPATH");
     char path[4096];
     snprintf(path, sizeof path, "%s%s%s", BENCH_PYTHONPATH, old && old[0] ? ":" : "",
@@ -881,27 +890,43 @@ static unsigned run_python(const options_t* o, int port, const char* env_name,
     fprintf(stderr, "bench_session: cannot run %s: %s\n", o->python, strerror(errno));
     _exit(127);
   }
-  close(p[1]);
-  FILE* f = fdopen(p[0], "r");
-  if (!f) {
+  close(in[0]);
+  close(out[1]);
+  c->to = fdopen(in[1], "w");
+  c->from = fdopen(out[0], "r");
+  if (!c->to || !c->from) {
     bench_die("fdopen: %s", strerror(errno));
   }
-  unsigned n = 0;
   char line[256];
-  while (fgets(line, sizeof line, f)) {
-    double v;
-    if (sscanf(line, "e2e_seconds %lf", &v) == 1 && n < o->e2e_calls) {
-      sec[n++] = v;
-    }
+  if (!fgets(line, sizeof line, c->from) || strncmp(line, "ready", 5) != 0) {
+    bench_die("%s %s did not start (see its output above)", o->python, BENCH_E2E_SCRIPT);
   }
-  fclose(f);
+}
+
+
+// One timed call through the Python client; its seconds.
+static double py_call(py_child_t* c) {
+  char line[256];
+  double v;
+  if (fputs("go\n", c->to) == EOF || fflush(c->to) != 0 || !fgets(line, sizeof line, c->from) ||
+      sscanf(line, "e2e_seconds %lf", &v) != 1) {
+    bench_die("%s stopped answering", BENCH_E2E_SCRIPT);
+  }
+  return v;
+}
+
+
+// Let it write the last call's hits and exit.
+static void py_end(py_child_t* c) {
+  fputs("end\n", c->to);
+  fclose(c->to);
+  fclose(c->from);
   int status = 0;
-  waitpid(pid, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || n != o->e2e_calls) {
-    bench_die("%s %s failed (status %d, %u of %u calls timed)", o->python, BENCH_E2E_SCRIPT,
-              WIFEXITED(status) ? WEXITSTATUS(status) : -1, n, o->e2e_calls);
+  waitpid(c->pid, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    bench_die("%s failed (status %d)", BENCH_E2E_SCRIPT,
+              WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }
-  return n;
 }
 
 
@@ -954,35 +979,42 @@ static bool run_e2e(const options_t* o, const world_t* w, int port, const char* 
   env_t* e = build_env(w, dev, pool, n);
   scene_hit_t* hits = bench_xmalloc(sizeof(scene_hit_t) * n);
 
-  // in-process calls before and after the Python ones (each after a warm-up call)
+  // pairs of calls, alternating which side goes first (each side warmed up once)
   unsigned calls = o->e2e_calls;
-  double* inproc = bench_xmalloc(sizeof(double) * 2 * calls);
+  double* inproc = bench_xmalloc(sizeof(double) * calls);
   double* e2e = bench_xmalloc(sizeof(double) * calls);
+  py_child_t py;
+  py_start(&py, o, port, env_name, rays_path, hits_path);
   trace_inprocess(e, rays, rays + 3 * (size_t)n, n, hits);
   for (unsigned i = 0; i < calls; i++) {
+    if (i % 2) {
+      e2e[i] = py_call(&py);
+    }
     inproc[i] = trace_inprocess(e, rays, rays + 3 * (size_t)n, n, hits);
+    if (i % 2 == 0) {
+      e2e[i] = py_call(&py);
+    }
   }
-  run_python(o, port, env_name, rays_path, hits_path, e2e);
-  for (unsigned i = 0; i < calls; i++) {
-    inproc[calls + i] = trace_inprocess(e, rays, rays + 3 * (size_t)n, n, hits);
-  }
+  py_end(&py);
+  double ratio = bench_median_ratio(inproc, e2e, calls);
   unsigned bad = compare_hits(hits_path, hits, n);
   unsigned nhit = 0;
   for (unsigned i = 0; i < n; i++) {
     nhit += isfinite(hits[i].distance) != 0;
   }
 
-  double t_in = bench_median(inproc, 2 * (size_t)calls), t_py = bench_median(e2e, calls);
+  double t_in = bench_median(inproc, calls), t_py = bench_median(e2e, calls);
   char c1[32];
-  printf("\ne2e: raycast of %s rays (%u hit), in this process (env_raycast, %u threads, "
-         "%u calls) and through the Python client (%s, %u calls)\n",
-         bench_count(n, c1), nhit, threads, 2 * calls, BENCH_E2E_SCRIPT, calls);
+  printf("\ne2e: raycast of %s rays (%u hit), in this process (env_raycast, %u threads) and "
+         "through the Python client (%s), %u calls each, in alternating pairs\n",
+         bench_count(n, c1), nhit, threads, BENCH_E2E_SCRIPT, calls);
   printf("%-10s %12s %12s\n", "path", "median ms", "Mrays/s");
   printf("%-10s %12.2f %12.2f\n", "in-process", 1e3 * t_in, n / t_in / 1e6);
   printf("%-10s %12.2f %12.2f\n", "python", 1e3 * t_py, n / t_py / 1e6);
   printf("check e2e: Python hits equal the in-process hits bit for bit: %u of %u differ: %s\n",
          bad, n, bad == 0 ? "PASS" : "FAIL");
-  printf("BENCH e2e_python_over_inprocess %.3f x\n", t_in / t_py);
+  printf("(ratio: median of the pairs' in-process time over Python time)\n");
+  printf("BENCH e2e_python_over_inprocess %.3f x\n", ratio);
 
   unlink(rays_path);
   unlink(hits_path);

@@ -10,6 +10,8 @@ import socket
 import struct
 from typing import Sequence
 
+import numpy as np
+
 HEADER = struct.Struct("<I")
 HEADER_SIZE = HEADER.size
 MAX_LENGTH = 0xFFFFFFFF
@@ -146,7 +148,7 @@ class FrameDecoder:
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         self.max_frame_bytes = max_frame_bytes
         self._buf = bytearray()
-        self._large: bytearray | None = None  # body of a large frame being received
+        self._large: memoryview | None = None  # body of a large frame being received
         self._have = 0                         # bytes of it received
 
     def __len__(self) -> int:
@@ -179,14 +181,15 @@ class FrameDecoder:
         have = len(self._buf) - HEADER_SIZE
         if length < LARGE_FRAME or length > self.max_frame_bytes or have >= length:
             return  # next_frame returns it or refuses it
-        self._large = bytearray(length)
+        # memory that is not cleared first: recv_into writes every byte once
+        self._large = memoryview(np.empty(length, dtype=np.uint8))
         self._large[:have] = self._buf[HEADER_SIZE:]
         self._have = have
         self._buf.clear()
 
-    def next_frame(self) -> bytes | bytearray | None:
+    def next_frame(self) -> bytes | memoryview | None:
         """Return the next complete frame body, or None if more bytes are needed. A large frame
-        comes back as the bytearray it was received into (no copy)."""
+        comes back as a writable memoryview of the buffer it was received into (no copy)."""
         if self._large is not None:
             if self._have < len(self._large):
                 return None

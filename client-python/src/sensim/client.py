@@ -288,7 +288,7 @@ class Client:
         self._abandoned: set[int] = set()
         self._pushed: collections.deque = collections.deque(maxlen=max(1, pushed_queue))
         self._fatal: errors.SensimError | None = None
-        self._large_frame: tuple[int, bytearray] | None = None  # (id, body) of the last one
+        self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
         if connect:
             self.connect()
 
@@ -481,7 +481,7 @@ class Client:
         except DecodeError as exc:
             self.close()
             raise errors.ProtocolError(f"cannot decode a frame from the daemon: {exc}") from None
-        if isinstance(body, bytearray):
+        if isinstance(body, memoryview):
             # a large frame, received into its own buffer: kept so that bulk arrays can be seen
             # in place (raycast); only the last one, so that nothing piles up
             self._large_frame = (env.id, body)
