@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdlib.h>
 #include <string.h>
 #include <xmmintrin.h>
 
@@ -126,7 +127,7 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   // The best ISA the CPU has. Embree 3.13's AVX-512 occlusion packets (rtcOccluded16) were seen
   // to spin forever after other packet work in the same process; intersection packets never
   // did, and this adapter never calls rtcOccluded*: it traces with rtcIntersect8/16 only.
-  dev->rtc = rtcNewDevice(NULL);
+  dev->rtc = rtcNewDevice(getenv("ISA"));
   if (!dev->rtc) {
     enum RTCError code = rtcGetDeviceError(NULL);
     pthread_mutex_destroy(&dev->lock);
@@ -136,7 +137,7 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   }
   rtcSetDeviceErrorFunction(dev->rtc, device_error_cb, dev);
   rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
-  dev->packet = rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_NATIVE_RAY16_SUPPORTED) ? 16 : 8;
+  dev->packet = 8;
   return dev;
 }
 
