@@ -66,6 +66,7 @@ struct daemon {
   registry_t registry;
   uint64_t start_ns;
   int stopping;
+  uint64_t heap_base;        // heap in use once started (scene_memory_full)
   atomic_int halt;           // set when stopping: running raycasts end early
 };
 
@@ -537,7 +538,8 @@ static void submit_info(daemon_t* d, client_t* c, uint64_t id) {
 //---------------- protocol
 
 // The environments' memory past --max-scene-bytes refuses requests that add to them: the heap
-// in use less what is queued for connections (the core's copies of meshes, tables and names),
+// in use less what is queued for connections and what was in use at start-up (that is, the
+// core's copies of meshes, tables and names),
 // plus what the ray-tracing backend holds (it allocates most of its memory outside the heap;
 // the part inside is counted twice, on the safe side).
 #if defined(__SANITIZE_ADDRESS__)
@@ -559,7 +561,8 @@ static int scene_memory_full(daemon_t* d, uint64_t* used) {
   uint64_t errors;
   int64_t backend;
   scene_device_counters(d->device, &errors, &backend);
-  *used = heap > st.held_bytes ? heap - st.held_bytes : 0;
+  uint64_t other = st.held_bytes + d->heap_base;
+  *used = heap > other ? heap - other : 0;
   *used += backend > 0 ? (uint64_t)backend : 0;
   return d->cfg.max_scene_bytes && *used > d->cfg.max_scene_bytes;
 }
@@ -711,7 +714,7 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       if ((strncmp(body, "create_", 7) == 0 || strcmp(body, "set_material") == 0) &&
           scene_memory_full(d, &used)) {
         reply_status(d, s, id, ERR_LIMIT, "%s: the environments hold %llu bytes, past "
-                     "max_scene_bytes %llu; remove something first", body,
+                     "max_scene_bytes %llu (--max-scene-bytes); remove something first", body,
                      (unsigned long long)used, (unsigned long long)d->cfg.max_scene_bytes);
         break;
       }
@@ -779,7 +782,7 @@ static int on_open(void* user, session_t* s) {
 
 static void on_stream_error(void* user, session_t* s, int code, const char* msg) {
   daemon_t* d = user;
-  d->counters.frames_rejected++;
+  d->counters.frames_rejected += code != SERVER_ERR_TIMEOUT;  // timeouts are counted apart
   LOG_WARN("session %llu (%s): %s; closing", (unsigned long long)session_id(s), session_peer(s),
            msg);
   reply_status(d, s, 0, code, "%s; closing the connection", msg);
@@ -944,6 +947,7 @@ int daemon_run(const daemon_config_t* cfg) {
   d->sigterm.data = d;
   uv_signal_start(&d->sigint, on_signal, SIGINT);
   uv_signal_start(&d->sigterm, on_signal, SIGTERM);
+  d->heap_base = heap_in_use();
 
   int loopback = strcmp(cfg->host, "127.0.0.1") == 0 || strcmp(cfg->host, "::1") == 0 ||
                  strncmp(cfg->host, "127.", 4) == 0;

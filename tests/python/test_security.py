@@ -318,7 +318,7 @@ def test_replies_nobody_reads_are_dropped_after_the_io_timeout(sensimd_factory):
     while info(d).counters.held_bytes > MIB:
         assert time.monotonic() < deadline, "unread replies are still held"
         time.sleep(0.1)
-    assert info(d).connections == 0 or info(d).connections == 1
+    assert info(d).connections == 1  # the one asking
     sock.close()
     assert d.stop() == 0
     assert "did not move for 800 ms; closing" in d.stderr()

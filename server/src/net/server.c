@@ -29,6 +29,7 @@ struct session {
   frame_reader_t reader;
   uint64_t id;
   uint64_t queued;           // bytes handed to uv_write and not yet completed
+  uint64_t stream_queued;    // of which stream frames (session_send_stream)
   int refs;                  // 1 for the open handle + 1 per retain
   int closing;
   int reading;
@@ -40,6 +41,7 @@ struct session {
   int ready;                 // session_set_ready: the handshake succeeded
   int substituting;          // inside on_send_refused: its substitute bypasses the limits
   int in_frame;              // a partial frame is buffered since frame_ms
+  int left;                  // no longer counted in srv->nlive
   uint64_t in_held;          // bytes of the reader counted in srv->held
   uint64_t sent_total;       // bytes ever handed to uv_write
   uint64_t progress_mark;    // bytes handed to the kernel at progress_ms
@@ -61,7 +63,7 @@ struct server {
   int ticking;
   uint64_t held;             // bytes counted against limits.max_held_bytes
   uint64_t timed_out;
-  uint32_t nlive;            // not being closed: what server_sessions reports
+  uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
   uint64_t next_id;
   int port;
   int closed;
@@ -72,7 +74,9 @@ typedef struct session_write {
   session_t* s;
   uint8_t header[FRAME_HEADER_BYTES];
   uint8_t* payload;
-  size_t len;
+  size_t len;                // bytes after the header
+  shared_buf_t* shared;      // a stream frame (then payload is NULL)
+  uint8_t prefix[SESSION_STREAM_PREFIX_MAX];
 } session_write_t;
 
 
@@ -141,13 +145,21 @@ static void on_linger(uv_timer_t* t) {
 }
 
 
+// The session's slot is free from the moment it starts closing: a reset peer's slot goes at
+// once, and a lingering close (bounded by its timer) does not keep a client out.
+static void leave(session_t* s) {
+  if (!s->left) {
+    s->left = 1;
+    s->srv->nlive--;
+  }
+}
+
+
 static void close_now(session_t* s) {
   if (uv_is_closing((uv_handle_t*)&s->tcp)) {
     return;
   }
-
-  // the slot is free from now on (a reset peer's slot goes at once, not a loop turn later)
-  s->srv->nlive--;
+  leave(s);
   s->closing = 1;
   uv_close((uv_handle_t*)&s->tcp, on_session_closed);
 }
@@ -174,6 +186,7 @@ void session_close(session_t* s) {
   if (s->closing) {
     return;
   }
+  leave(s);
   s->closing = 1;
   s->paused = 0;
 
@@ -214,6 +227,13 @@ static void on_write(uv_write_t* req, int status) {
     close_now(s);
   }
   mem_free(w->payload);
+  if (w->shared) {
+    shared_buf_release(w->shared);
+    s->stream_queued -= FRAME_HEADER_BYTES + w->len;
+    if (s->srv->hooks.on_stream_drained && !s->closing) {
+      s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
+    }
+  }
   mem_free(w);
   session_unref(s);
 }
@@ -313,6 +333,58 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
     mem_free(w);
     close_now(s);
   }
+}
+
+
+int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
+                        size_t prefix_len) {
+  if (s->closing) {
+    return 0;
+  }
+  server_t* srv = s->srv;
+  session_write_t* w = mem_calloc(1, sizeof(*w));
+  if (!w || prefix_len > SESSION_STREAM_PREFIX_MAX) {
+    mem_free(w);
+    close_now(s);
+    return ERR_NOMEM;
+  }
+  w->s = s;
+  w->shared = shared_buf_retain(b);
+  w->len = prefix_len + shared_buf_len(b);
+  memcpy(w->prefix, prefix, prefix_len);
+  frame_write_header(w->header, (uint32_t)w->len);
+  uv_buf_t bufs[3] = {
+      uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
+      uv_buf_init((char*)w->prefix, (unsigned)prefix_len),
+      uv_buf_init((char*)shared_buf_frame(b) + FRAME_HEADER_BYTES, (unsigned)shared_buf_len(b))};
+  uint64_t total = FRAME_HEADER_BYTES + (uint64_t)w->len;
+  if (s->queued == 0) {
+    s->progress_ms = uv_now(srv->loop);
+    s->progress_mark = s->sent_total;
+  }
+  s->refs++;
+  s->queued += total;
+  s->stream_queued += total;
+  s->sent_total += total;
+  srv->held += total;
+  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 3, on_write);
+  if (rc != 0) {
+    s->queued -= total;
+    s->stream_queued -= total;
+    s->sent_total -= total;
+    srv->held -= total;
+    s->refs--;
+    shared_buf_release(w->shared);
+    mem_free(w);
+    close_now(s);
+    return ERR_NOMEM;
+  }
+  return 0;
+}
+
+
+uint64_t session_stream_bytes(const session_t* s) {
+  return s->stream_queued;
 }
 
 

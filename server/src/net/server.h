@@ -16,6 +16,7 @@
 
 #include "base/buf.h"
 #include "base/err.h"
+#include "net/shared_buf.h"
 
 typedef struct server server_t;
 typedef struct session session_t;
@@ -48,6 +49,9 @@ typedef struct server_hooks {
   void (*on_eof)(void* user, session_t* s);
   // The session is closed (peer left, error, or shutdown); called once, before it is freed.
   void (*on_close)(void* user, session_t* s);
+  // Nullable. A frame given to session_send_stream was written to the kernel (or dropped by
+  // a close): the owner may give the next one.
+  void (*on_stream_drained)(void* user, session_t* s);
 } server_hooks_t;
 
 // Code of a deadline in on_stream_error (DEADLINE_EXCEEDED on the wire).
@@ -88,7 +92,7 @@ void server_close(server_t* srv);
 // Free the server once the loop has run to completion after server_close.
 void server_destroy(server_t* srv);
 
-// Number of open sessions.
+// Number of open sessions that are not closing (a closing one lingers at most a few seconds).
 uint32_t server_sessions(const server_t* srv);
 
 void server_get_stats(const server_t* srv, server_stats_t* out);
@@ -106,6 +110,20 @@ void server_hold(server_t* srv, int64_t delta);
 // dropped and reported to on_send_refused; when the session's unsent output would exceed
 // max_queue_bytes the session is closed (logged).
 void session_send(session_t* s, uint8_t* payload, size_t len);
+
+// Longest prefix of session_send_stream.
+#define SESSION_STREAM_PREFIX_MAX 16u
+
+// Queue one shared frame (net/shared_buf.h) preceded by `prefix` (<= SESSION_STREAM_PREFIX_MAX
+// bytes, copied), both under one length header: the frame is prefix + the buffer's payload. A
+// reference is held until the write completes. Not subject to max_queue_bytes: the owner
+// bounds its streams itself and gives the next frame on on_stream_drained. Dropped when the
+// session is closing (0 returned: nothing to wait for); ERR_NOMEM closes the session.
+int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
+                        size_t prefix_len);
+
+// Stream bytes handed to the kernel writer and not yet written (0: give the next frame).
+uint64_t session_stream_bytes(const session_t* s);
 
 // The handshake succeeded: frames up to max_frame_bytes are accepted from now on and the
 // handshake deadline no longer applies.
