@@ -271,8 +271,8 @@ static void bulk_free(bulk_t* b) {
 // Take a bulk array from either form. name is the packed field's name ("origins"), twin its
 // bytes field's ("origins_bytes"); record is the size of one record in bytes (24 for a ray's
 // x y z) and size the size of one value. Refuses both forms at once, and a bytes field whose
-// length is not a whole number of records. Misaligned bytes are copied so the core reads
-// aligned values.
+// length is not a whole number of records. protobuf-c decodes bytes into allocations of their
+// own, so the values are aligned; bytes that are not (another decoder) are copied.
 static int bulk_take(bulk_t* b, const char* name, const char* twin, size_t n_packed,
                      const void* packed, protobuf_c_boolean has_bytes,
                      const ProtobufCBinaryData* bytes, size_t size, size_t record,

@@ -968,7 +968,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   ASSERT_EQ(a->n_distances, NRAY);
   ASSERT_EQ(a->n_normals, 3 * NRAY);
 
-  // the bytes form (rays at an odd address: the daemon copies them to read aligned values)
+  // the bytes form (built from a buffer at an odd address: the bytes carry no alignment)
   uint8_t raw[2 * sizeof(g_org) + 1];
   memcpy(raw + 1, g_org, sizeof(g_org));
   memcpy(raw + 1 + sizeof(g_org), g_dir, sizeof(g_dir));
@@ -1219,7 +1219,7 @@ TEST(wire_env_bulk_arrays_in_both_forms_or_of_wrong_length_are_refused_by_name) 
 
 
 // Body 10 in a fresh environment, given pose (wire order) by one update in the packed form or
-// the bytes form (at an odd address); *out its pose at the end of the step.
+// the bytes form (built from an odd address); *out its pose at the end of the step.
 static int pose_through(int bytes, const double pose[7], pose_t* out) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -1444,6 +1444,134 @@ TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) 
   }
   mem_free(org);
   mem_free(dir);
+  teardown(&f);
+  return 0;
+}
+
+
+// Execute the decoded request r with the nth allocation from now failing, until it succeeds:
+// each failure is a clean reply (or ERR_NOMEM without one) and leaks nothing. *tries receives
+// the number of runs.
+static int execute_under_oom(env_t* e, const wire_request_t* r, int* tries) {
+  for (int nth = 1; nth < 1000; nth++) {
+    int64_t live = mem_live_count();
+    uint8_t* out = NULL;
+    size_t out_len = 0;
+    int code = -1;
+    mem_fail_after(nth);
+    int rc = wire_env_execute(r, e, &out, &out_len, &code);
+    mem_fail_after(0);
+    if (rc) {
+      ASSERT_EQ(rc, ERR_NOMEM);
+      ASSERT_TRUE(out == NULL);
+    } else {
+      Sensim__V1__Envelope* reply = sensim__v1__envelope__unpack(NULL, out_len, out);
+      ASSERT_TRUE(reply != NULL && reply->status != NULL);
+      if (code == 0) {
+        ASSERT_EQ(reply->status->code, SENSIM__V1__STATUS_CODE__OK);
+      } else {
+        if (code != ERR_NOMEM) {
+          CHECK_FAIL("allocation %d: code %d: %s", nth, code, reply->status->message);
+        }
+        ASSERT_EQ(reply->body_case, SENSIM__V1__ENVELOPE__BODY__NOT_SET);
+        ASSERT_CONTAINS(reply->status->message, "out of memory");
+      }
+      sensim__v1__envelope__free_unpacked(reply, NULL);
+      mem_free(out);
+    }
+    ASSERT_EQ(mem_live_count(), live);
+    if (!rc && code == 0) {
+      *tries = nth;
+      return 0;
+    }
+  }
+  CHECK_FAIL("no success within 1000 allocations");
+}
+
+
+TEST(wire_env_bytes_form_fails_cleanly_when_memory_runs_out) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
+  cb.has_id = 1;
+  cb.id = 3;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
+  env.create_body = &cb;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  // a raycast, after one that commits the scene so that the runs allocate only for the
+  // request
+  uint8_t raw[1 + sizeof(g_org) + sizeof(g_dir)];
+  memcpy(raw + 1, g_org, sizeof(g_org));
+  memcpy(raw + 1 + sizeof(g_org), g_dir, sizeof(g_dir));
+  Sensim__V1__Raycast rb = SENSIM__V1__RAYCAST__INIT;
+  rb.has_origins_bytes = rb.has_directions_bytes = 1;
+  rb.origins_bytes = bin(raw + 1, sizeof(g_org));
+  rb.directions_bytes = bin(raw + 1 + sizeof(g_org), sizeof(g_dir));
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  env.raycast = &rb;
+  Sensim__V1__Envelope* warm;
+  int code;
+  ASSERT_OK(execute_reply(f.e, &env, &warm, &code));
+  ASSERT_EQ(code, 0);
+  sensim__v1__envelope__free_unpacked(warm, NULL);
+  uint8_t* buf;
+  size_t len;
+  ASSERT_OK(wire_pack(&env, &buf, &len));
+  wire_request_t* r;
+  err_msg_t msg;
+  ASSERT_OK(wire_decode(buf, len, &r, &msg));
+  int tries = 0;
+  ASSERT_OK(execute_under_oom(f.e, r, &tries));
+  ASSERT_TRUE(tries >= 3);  // at least the reply's head, the reply and the tracing could fail
+  wire_free(r);
+  mem_free(buf);
+
+  // a state update: a refusal changes nothing (a run whose reply itself could not be
+  // allocated may have applied it; the next run is later)
+  const uint32_t id = 3;
+  const double pose[7] = {0.5, 0, 0, 0, 0, 0, 1};
+  uint8_t praw[57];
+  memcpy(praw + 1, pose, sizeof(pose));
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = u.has_body_ids_bytes = u.has_body_poses_bytes = 1;
+  u.body_ids_bytes = bin(&id, 4);
+  u.body_poses_bytes = bin(praw + 1, 56);
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  int done = 0;
+  for (int nth = 1; nth < 1000 && !done; nth++) {
+    u.time = nth;
+    int64_t live = mem_live_count();
+    ASSERT_OK(wire_pack(&env, &buf, &len));
+    ASSERT_OK(wire_decode(buf, len, &r, &msg));
+    env_time_t before, after;
+    env_get_time(f.e, &before);
+    uint8_t* out = NULL;
+    size_t out_len = 0;
+    mem_fail_after(nth);
+    int rc = wire_env_execute(r, f.e, &out, &out_len, &code);
+    mem_fail_after(0);
+    env_get_time(f.e, &after);
+    if (!rc && code == ERR_NOMEM) {
+      ASSERT_EQ(after.has_time, before.has_time);
+      ASSERT_DEQ(after.t_cur, before.t_cur);
+    } else if (!rc) {
+      ASSERT_EQ(code, 0);
+      ASSERT_EQ(after.has_time, 1);
+      ASSERT_DEQ(after.t_cur, (double)nth);
+      done = 1;
+    } else {
+      ASSERT_EQ(rc, ERR_NOMEM);
+    }
+    mem_free(out);
+    wire_free(r);
+    mem_free(buf);
+    ASSERT_EQ(mem_live_count(), live);
+  }
+  ASSERT_TRUE(done);
   teardown(&f);
   return 0;
 }
