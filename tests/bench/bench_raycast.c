@@ -44,7 +44,6 @@
 #define SENSOR_HEIGHT 2.0    // m above the terrain
 #define NTHREAD_CONFIGS 2    // the pool at 1 and 2 threads
 #define RAY_GRAIN 1024       // rays per pool work item, as env_raycast uses
-#define TILE_GRAIN 64        // 16-ray tiles per pool work item
 #define MISMATCH_LIMIT 1e-4  // largest tolerated fraction of rays that disagree
 
 //---------------- Options
@@ -1401,7 +1400,8 @@ int main(int argc, char** argv) {
   for (unsigned t = 0; t < NTHREAD_CONFIGS; t++) {
     for (int k = 0; k < NCFG; k++) {
       printf("%-7u %-12s %14.2f %14.2f\n", t + 1, g_cfg_names[k],
-             mrays_at(rays.n, &SECS(t, k, 1), nrep, 50), mrays_at(rays.n, &SECS(t, k, 1), nrep, 99));
+             mrays_at(rays.n, &SECS(t, k, 1), nrep, 50),
+             mrays_at(rays.n, &SECS(t, k, 1), nrep, 99));
     }
   }
 

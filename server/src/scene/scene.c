@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdlib.h>
 #include <string.h>
 #include <xmmintrin.h>
 
@@ -22,7 +21,6 @@
 
 struct scene_device {
   RTCDevice rtc;
-  unsigned packet;               // rays per traced packet: 16 with native 16-wide packets, else 8
   atomic_uint_fast64_t nerror;   // errors reported through the error callback
   atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
   atomic_int_fast64_t budget;    // most bytes Embree may hold; 0 = unlimited
@@ -50,6 +48,7 @@ typedef struct inst {
   uint32_t object_id;
   uint32_t label;
   uint32_t body_id;  // body it is mounted on (filtered tracing), 0 = the world
+  uint32_t group;    // 0..31, for sensors' group masks
   double scale[3];   // per-axis scale
   bool is_prim;      // the geometry is an analytic primitive (hits report primitive 0)
   double nmat[9];    // static instance: R(q1) S^-1, object-space normals to world (row-major)
@@ -127,7 +126,7 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   // The best ISA the CPU has. Embree 3.13's AVX-512 occlusion packets (rtcOccluded16) were seen
   // to spin forever after other packet work in the same process; intersection packets never
   // did, and this adapter never calls rtcOccluded*: it traces with rtcIntersect8/16 only.
-  dev->rtc = rtcNewDevice(getenv("ISA"));
+  dev->rtc = rtcNewDevice(NULL);
   if (!dev->rtc) {
     enum RTCError code = rtcGetDeviceError(NULL);
     pthread_mutex_destroy(&dev->lock);
@@ -137,7 +136,6 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   }
   rtcSetDeviceErrorFunction(dev->rtc, device_error_cb, dev);
   rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
-  dev->packet = 8;
   return dev;
 }
 
@@ -670,37 +668,39 @@ int scene_commit(scene_t* s, err_msg_t* msg) {
 
 //---------------- Tracing
 
-// Rays per Embree packet: 16 where the device runs 16-wide packets natively (AVX-512), else 8
-// (an emulated rtcIntersect16 is split by Embree's stream fallback, which copies the rays and
-// ignores the valid mask). Packets are fixed index ranges of the caller's array, so which rays
-// share a packet never depends on the thread that traces them.
-#define SCENE_PACKET_MAX 16
+// Rays per Embree packet. 8: on bench_raycast's lidar-ordered rays, 8-ray packets beat 16-ray
+// ones on AVX-512 (the 16 consecutive rays of a column span twice the angle) and 4-ray ones
+// everywhere; Embree runs 8-wide packets natively from AVX on. Packets are fixed index ranges
+// of the caller's array, so which rays share a packet never depends on the thread that traces
+// them.
+enum { LANES = 8 };
 
-// A packet of N <= 16 lanes in Embree's RTCRayHitN layout: 20 fields of N lanes each (the ray:
-// org xyz, tnear, dir xyz, time, tfar, mask, id, flags; the hit: Ng xyz, u, v, primID, geomID,
-// instID[0]), the same for N = 8 and 16 with the lane count as the stride.
+// A packet in Embree's RTCRayHit8 layout, 20 fields of LANES lanes each (the ray: org xyz, tnear,
+// dir xyz, time, tfar, mask, id, flags; the hit: Ng xyz, u, v, primID, geomID, instID[0]).
 enum {
   F_ORG_X, F_ORG_Y, F_ORG_Z, F_TNEAR, F_DIR_X, F_DIR_Y, F_DIR_Z, F_TIME, F_TFAR, F_MASK, F_ID,
   F_FLAGS, F_NG_X, F_NG_Y, F_NG_Z, F_U, F_V, F_PRIM, F_GEOM, F_INST, F_COUNT
 };
 
 typedef union packet {
-  struct RTCRayHit16 rh16;   // sizes and aligns the storage
-  float f[F_COUNT * SCENE_PACKET_MAX];
-  unsigned u[F_COUNT * SCENE_PACKET_MAX];
+  struct RTCRayHit8 rh;   // sizes and aligns the storage
+  float f[F_COUNT * LANES];
+  unsigned u[F_COUNT * LANES];
 } packet_t;
 
-_Static_assert(sizeof(struct RTCRayHit16) == F_COUNT * 16 * sizeof(float), "RTCRayHit16 layout");
-_Static_assert(sizeof(struct RTCRayHit8) == F_COUNT * 8 * sizeof(float), "RTCRayHit8 layout");
+_Static_assert(sizeof(struct RTCRayHit8) == F_COUNT * LANES * sizeof(float), "RTCRayHit8 size");
+
+// Index of lane k of a field in packet_t.f / packet_t.u.
+#define LANE(field, k) ((field) * LANES + (k))
 
 
-// The hit of lane k of an intersected N-lane packet into out.
+// The hit of lane k of an intersected packet into out.
 static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
-                            const unsigned N, unsigned k, scene_hit_t* out) {
+                            unsigned k, scene_hit_t* out) {
   memset(out, 0, sizeof *out);
   out->distance = INFINITY;
-  unsigned id = pk->u[F_INST * N + k];
-  if (pk->u[F_GEOM * N + k] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
+  unsigned id = pk->u[LANE(F_INST, k)];
+  if (pk->u[LANE(F_GEOM, k)] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
     return;
   }
   const inst_t* in = &s->insts[id];
@@ -708,12 +708,12 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
   // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals): a fixed matrix for a
   // static instance
-  double ng[3] = {pk->f[F_NG_X * N + k], pk->f[F_NG_Y * N + k], pk->f[F_NG_Z * N + k]};
+  double ng[3] = {pk->f[LANE(F_NG_X, k)], pk->f[LANE(F_NG_Y, k)], pk->f[LANE(F_NG_Z, k)]};
   double n[3];
   if (in->moving) {
     double q[4];
     double nobj[3] = {ng[0] / in->scale[0], ng[1] / in->scale[1], ng[2] / in->scale[2]};
-    xform_slerp(in->q0, in->q1, pk->f[F_TIME * N + k], q);
+    xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k)], q);
     xform_quat_rotate(q, nobj, n);
   } else {
     const double* m = in->nmat;
@@ -729,13 +729,13 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 
   // the instance keeps t in the world ray's parametrisation: with a unit direction it is the
   // distance
-  out->distance = pk->f[F_TFAR * N + k];
+  out->distance = pk->f[LANE(F_TFAR, k)];
   out->normal[0] = f * n[0];
   out->normal[1] = f * n[1];
   out->normal[2] = f * n[2];
   out->object_id = in->object_id;
   out->label = in->label;
-  out->primitive = in->is_prim ? 0 : pk->u[F_PRIM * N + k];
+  out->primitive = in->is_prim ? 0 : pk->u[LANE(F_PRIM, k)];
 }
 
 
@@ -744,32 +744,19 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 #define PACKET_COHERENT_COS 0.99f
 
 
-// Intersect an N-lane packet (N = 8 or 16) with the valid lanes set.
-static inline void intersect(const scene_t* s, struct RTCIntersectContext* ctx, const int* valid,
-                             packet_t* pk, const unsigned N) {
-  if (N == 16) {
-    rtcIntersect16(valid, s->top, ctx, &pk->rh16);
-  } else {
-    rtcIntersect8(valid, s->top, ctx, (struct RTCRayHit8*)pk->f);
-  }
-}
-
-
-// Up to N rays (1 <= n <= N) as one N-lane packet against the committed top level; N is a
-// constant at each call, so the lane loops compile to fixed strides. A ray with tmax <= 0 or
-// NaN is a miss and takes no lane; unused lanes also get an empty interval [0, -inf] so that
-// no Embree code path traces them. Rays in firing order (a lidar's) start from one point and
-// point within PACKET_COHERENT_COS of the first: those are traced as a packet with Embree's
-// coherent (frustum) traversal, ~15 % faster on bench_raycast. Others, which would diverge at
-// once, go one by one: N-wide calls with one lane valid each, which Embree traces with its
-// single-ray traversal and the same kernels as the lane in a full packet (rtcIntersect1
-// transforms rays into instances differently, so a ray would not get bit for bit the hit it
-// gets in a packet).
-static inline void trace_packet(const scene_t* s, const unsigned N, const scene_ray_t* r,
-                                scene_hit_t* out, unsigned n) {
+// Up to LANES rays (1 <= n <= LANES) as one packet against the committed top level. A ray with
+// tmax <= 0 or NaN is a miss and takes no lane; unused lanes also get an empty interval
+// [0, -inf] so that no Embree code path traces them. Rays in firing order (a lidar's) start
+// from one point and point within PACKET_COHERENT_COS of the first: those are traced as a
+// packet with Embree's coherent (frustum) traversal, ~15 % faster on bench_raycast. Others,
+// which would diverge at once, go one by one: packet calls with one lane valid each, which
+// Embree traces with its single-ray traversal and the same kernels as the lane in a full
+// packet (rtcIntersect1 transforms rays into instances differently, so a ray would not get bit
+// for bit the hit it gets in a packet).
+static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* out, unsigned n) {
   // rays (float); the time is clamped into the instances' [0, 1] range
-  _Alignas(64) int valid[SCENE_PACKET_MAX];
-  _Alignas(64) packet_t pk;
+  _Alignas(32) int valid[LANES];
+  _Alignas(32) packet_t pk;
   float* f = pk.f;
   unsigned* u = pk.u;
   for (unsigned k = 0; k < n; k++) {
@@ -777,30 +764,30 @@ static inline void trace_packet(const scene_t* s, const unsigned N, const scene_
     double t = rk->time;
     bool on = rk->tmax > 0.0;
     valid[k] = on ? -1 : 0;
-    f[F_ORG_X * N + k] = (float)rk->origin[0];
-    f[F_ORG_Y * N + k] = (float)rk->origin[1];
-    f[F_ORG_Z * N + k] = (float)rk->origin[2];
-    f[F_TNEAR * N + k] = 0.0f;
-    f[F_DIR_X * N + k] = (float)rk->dir[0];
-    f[F_DIR_Y * N + k] = (float)rk->dir[1];
-    f[F_DIR_Z * N + k] = (float)rk->dir[2];
-    f[F_TIME * N + k] = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
-    f[F_TFAR * N + k] = on ? (float)rk->tmax : -INFINITY;
-    u[F_MASK * N + k] = 0xFFFFFFFFu;
-    u[F_ID * N + k] = k;
-    u[F_FLAGS * N + k] = 0;
-    u[F_GEOM * N + k] = RTC_INVALID_GEOMETRY_ID;
-    u[F_INST * N + k] = RTC_INVALID_GEOMETRY_ID;
+    f[LANE(F_ORG_X, k)] = (float)rk->origin[0];
+    f[LANE(F_ORG_Y, k)] = (float)rk->origin[1];
+    f[LANE(F_ORG_Z, k)] = (float)rk->origin[2];
+    f[LANE(F_TNEAR, k)] = 0.0f;
+    f[LANE(F_DIR_X, k)] = (float)rk->dir[0];
+    f[LANE(F_DIR_Y, k)] = (float)rk->dir[1];
+    f[LANE(F_DIR_Z, k)] = (float)rk->dir[2];
+    f[LANE(F_TIME, k)] = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
+    f[LANE(F_TFAR, k)] = on ? (float)rk->tmax : -INFINITY;
+    u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
+    u[LANE(F_ID, k)] = k;
+    u[LANE(F_FLAGS, k)] = 0;
+    u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
+    u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
   }
-  for (unsigned k = n; k < N; k++) {
+  for (unsigned k = n; k < LANES; k++) {
     valid[k] = 0;
     for (unsigned fi = 0; fi < F_COUNT; fi++) {
-      u[fi * N + k] = 0;
+      u[LANE(fi, k)] = 0;
     }
-    f[F_DIR_X * N + k] = 1.0f;
-    f[F_TFAR * N + k] = -INFINITY;
-    u[F_GEOM * N + k] = RTC_INVALID_GEOMETRY_ID;
-    u[F_INST * N + k] = RTC_INVALID_GEOMETRY_ID;
+    f[LANE(F_DIR_X, k)] = 1.0f;
+    f[LANE(F_TFAR, k)] = -INFINITY;
+    u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
+    u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
   }
 
   // coherence: the valid lanes against the first valid one
@@ -815,11 +802,12 @@ static inline void trace_packet(const scene_t* s, const unsigned N, const scene_
       continue;
     }
     unsigned j = (unsigned)first;
-    float c = f[F_DIR_X * N + k] * f[F_DIR_X * N + j] + f[F_DIR_Y * N + k] * f[F_DIR_Y * N + j] +
-              f[F_DIR_Z * N + k] * f[F_DIR_Z * N + j];
-    coherent &= c >= PACKET_COHERENT_COS && f[F_ORG_X * N + k] == f[F_ORG_X * N + j] &&
-                f[F_ORG_Y * N + k] == f[F_ORG_Y * N + j] &&
-                f[F_ORG_Z * N + k] == f[F_ORG_Z * N + j];
+    float c = f[LANE(F_DIR_X, k)] * f[LANE(F_DIR_X, j)] +
+              f[LANE(F_DIR_Y, k)] * f[LANE(F_DIR_Y, j)] +
+              f[LANE(F_DIR_Z, k)] * f[LANE(F_DIR_Z, j)];
+    coherent &= c >= PACKET_COHERENT_COS && f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)] &&
+                f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)] &&
+                f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)];
   }
 
   // intersect
@@ -828,13 +816,13 @@ static inline void trace_packet(const scene_t* s, const unsigned N, const scene_
     rtcInitIntersectContext(&ctx);
     if (coherent) {
       ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-      intersect(s, &ctx, valid, &pk, N);
+      rtcIntersect8(valid, s->top, &ctx, &pk.rh);
     } else {
-      _Alignas(64) int one[SCENE_PACKET_MAX] = {0};
+      _Alignas(32) int one[LANES] = {0};
       for (unsigned k = 0; k < n; k++) {
         if (valid[k]) {
           one[k] = -1;
-          intersect(s, &ctx, one, &pk, N);
+          rtcIntersect8(one, s->top, &ctx, &pk.rh);
           one[k] = 0;
         }
       }
@@ -843,7 +831,7 @@ static inline void trace_packet(const scene_t* s, const unsigned N, const scene_
 
   // hits
   for (unsigned k = 0; k < n; k++) {
-    hit_fill(s, &r[k], &pk, N, k, &out[k]);
+    hit_fill(s, &r[k], &pk, k, &out[k]);
   }
 }
 
@@ -854,14 +842,8 @@ void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, s
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-  unsigned N = s->dev->packet;
-  for (size_t i = 0; i < n; i += N) {
-    unsigned m = (unsigned)(n - i < N ? n - i : N);
-    if (N == 16) {
-      trace_packet(s, 16, rays + i, hits + i, m);
-    } else {
-      trace_packet(s, 8, rays + i, hits + i, m);
-    }
+  for (size_t i = 0; i < n; i += LANES) {
+    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < LANES ? n - i : LANES));
   }
   _mm_setcsr(csr);
 
@@ -881,9 +863,10 @@ void scene_counters(const scene_t* s, scene_counters_t* out) {
 
 //---------------- Filtered tracing
 
-void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id) {
+void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id, uint32_t group) {
   if (inst_valid(s, instance)) {
     s->insts[instance].body_id = body_id;
+    s->insts[instance].group = group & 31u;
   }
 }
 
@@ -894,22 +877,23 @@ static int cmp_u32(const void* a, const void* b) {
 }
 
 
-uint32_t scene_objects_on_bodies(const scene_t* s, const uint32_t* bodies, uint32_t nbody,
-                                 uint32_t* dest, uint32_t cap) {
+uint32_t scene_objects_hidden(const scene_t* s, const uint32_t* bodies, uint32_t nbody,
+                              uint32_t group_mask, uint32_t* dest, uint32_t cap) {
   uint32_t n = 0;
-  for (int i = 0; i < s->ninst && nbody > 0; i++) {
+  for (int i = 0; i < s->ninst && (nbody > 0 || group_mask != 0); i++) {
     const inst_t* in = &s->insts[i];
     if (!in->rtc) {
       continue;
     }
-    for (uint32_t b = 0; b < nbody; b++) {
-      if (in->body_id == bodies[b]) {
-        if (n < cap) {
-          dest[n] = in->object_id;
-        }
-        n++;
-        break;
+    bool hidden = group_mask != 0 && !(group_mask & (1u << in->group));
+    for (uint32_t b = 0; b < nbody && !hidden; b++) {
+      hidden = in->body_id == bodies[b];
+    }
+    if (hidden) {
+      if (n < cap) {
+        dest[n] = in->object_id;
       }
+      n++;
     }
   }
   qsort(dest, n < cap ? n : cap, sizeof *dest, cmp_u32);

@@ -886,9 +886,8 @@ static int add_blob_mesh(scene_t* s) {
 // empty rays. Embree intersects a lane with the same float kernels whether it traverses the
 // packet or the lane alone, so t and Ng agree to the bit; only an exact tie (equal t on two
 // primitives, e.g. a ray through a shared mesh edge) could be resolved by traversal order,
-// and random rays meet none. The primitive callbacks see N = the packet width (16 with
-// AVX-512, else 8) with a partial valid mask; random rays make incoherent packets, which are
-// traced lane by lane.
+// and random rays meet none. The primitive callbacks see N = 8 with a partial valid mask;
+// random rays make incoherent packets, which are traced lane by lane.
 TEST(scene_packets_match_single_rays) {
   fixture_t f;
   ASSERT_OK(setup(&f));
