@@ -666,14 +666,17 @@ class Client:
 
     def create_object(self, id: int, geometry_id: int, *, body_id: int = 0,
                       local_pose: Any = None, scale: Any = None, material_id: int = 0,
-                      label: int = 0, medium_id: int = 0, name: str = "") -> None:
-        """Place geometry `geometry_id` as object `id` on body `body_id` (0 = static world)."""
+                      label: int = 0, medium_id: int = 0, name: str = "",
+                      group: int = 0) -> None:
+        """Place geometry `geometry_id` as object `id` on body `body_id` (0 = static world);
+        `group` (0..31) is its bit in sensors' group masks."""
         msg = pb.CreateObject(id=id, geometry_id=geometry_id)
         if isinstance(scale, (int, float)):
             scale = (scale, scale, scale)
         _set_fields(msg, dict(body_id=body_id or None, local_pose=local_pose, scale=scale,
                               material_id=material_id or None, label=label or None,
-                              medium_id=medium_id or None, name=name or None), "create_object")
+                              medium_id=medium_id or None, name=name or None,
+                              group=group or None), "create_object")
         self._call("create_object", msg)
 
     def create_joint(self, id: int, type: str | int = "revolute", position: float = 0.0,

@@ -425,7 +425,7 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, si
 //---------------- Step
 
 // The objects this lidar does not see in this step: those on its own body (unless it sees
-// it; the world is never its own body) and on the excluded bodies.
+// it; the world is never its own body), on the excluded bodies, and outside its group mask.
 static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                       scene_filter_t* f, err_msg_t* msg) {
   uint32_t bodies[LIDAR_MAX_EXCLUDED_BODIES + 1];
@@ -436,8 +436,8 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   for (uint32_t i = 0; i < l->nexclude_body; i++) {
     bodies[nb++] = l->exclude_bodies[i];
   }
-  uint32_t n = nb ? scene_objects_on_bodies(v->scene, bodies, nb, l->excluded, l->excluded_cap)
-                  : 0;
+  uint32_t n = scene_objects_hidden(v->scene, bodies, nb, l->group_mask, l->excluded,
+                                    l->excluded_cap);
   if (n > l->excluded_cap) {
     uint32_t* e = mem_realloc(l->excluded, (size_t)n * sizeof *e);
     if (!e) {
@@ -445,7 +445,7 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
     }
     l->excluded = e;
     l->excluded_cap = n;
-    n = scene_objects_on_bodies(v->scene, bodies, nb, l->excluded, l->excluded_cap);
+    n = scene_objects_hidden(v->scene, bodies, nb, l->group_mask, l->excluded, l->excluded_cap);
   }
   l->nexcluded = n;
   f->exclude_objects = l->excluded;

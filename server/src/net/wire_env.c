@@ -213,6 +213,7 @@ static int do_create_object(const Sensim__V1__CreateObject* m, env_t* e, outcome
   d.label = m->has_label ? m->label : 0;
   d.medium_id = m->has_medium_id ? m->medium_id : 0;
   d.name = str_or_null(m->name);
+  d.group = m->has_group ? m->group : 0;
   return env_create_object(e, &d, &o->msg);
 }
 

@@ -263,6 +263,7 @@ static int build_options(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
   }
   d->exclude_bodies = m->exclude_bodies;
   d->nexclude_body = (uint32_t)m->n_exclude_bodies;
+  d->group_mask = m->has_group_mask ? m->group_mask : 0;
   return 0;
 }
 

@@ -115,14 +115,16 @@ void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, s
 
 //---------------- Filtered tracing (what a sensor does not see)
 
-// Record the body an instance is mounted on (0 = the world; the default).
-void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id);
+// Record the body an instance is mounted on (0 = the world; the default) and its group
+// (0..31, default 0).
+void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id, uint32_t group);
 
-// Write the object ids of the instances mounted on any of the nbody bodies to dest (at most
-// cap), sorted ascending; returns how many there are (may exceed cap). Thread: any, after
-// scene_commit, not concurrently with edits.
-uint32_t scene_objects_on_bodies(const scene_t* s, const uint32_t* bodies, uint32_t nbody,
-                                 uint32_t* dest, uint32_t cap);
+// Write the object ids of the instances that a sensor does not see to dest (at most cap),
+// sorted ascending: those mounted on any of the nbody bodies, and (group_mask != 0) those whose
+// group bit is not in group_mask. Returns how many there are (may exceed cap). Thread: any,
+// after scene_commit, not concurrently with edits.
+uint32_t scene_objects_hidden(const scene_t* s, const uint32_t* bodies, uint32_t nbody,
+                              uint32_t group_mask, uint32_t* dest, uint32_t cap);
 
 // Objects that rays pass through as if absent: ids sorted ascending.
 typedef struct scene_filter {

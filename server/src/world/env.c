@@ -746,6 +746,9 @@ static int check_object(const env_t* e, const object_desc_t* d, env_geometry_t**
     return err_set(msg, ERR_NOTFOUND, "material_id = %u is not a known material",
                    d->material_id);
   }
+  if (d->group > 31) {
+    return err_set(msg, ERR_INVAL, "group = %u is outside [0, 31]", d->group);
+  }
   if (d->medium_id != 0 && !env_find_medium(e, d->medium_id)) {
     return err_set(msg, ERR_NOTFOUND, "medium_id = %u is not a known medium", d->medium_id);
   }
@@ -781,7 +784,7 @@ int env_create_object(env_t* e, const object_desc_t* d, err_msg_t* msg) {
     mem_free(name);
     return instance;
   }
-  scene_set_instance_body(e->scene, instance, d->body_id);
+  scene_set_instance_body(e->scene, instance, d->body_id, d->group);
 
   // record, references, pose
   uint32_t slot = table_insert(&e->objects, d->id);

@@ -164,6 +164,7 @@ typedef struct object_desc {
   uint32_t label;
   uint32_t medium_id;           // 0 = opaque surface
   const char* name;
+  uint32_t group;               // 0..31: its bit in sensors' group masks
 } object_desc_t;
 
 int env_create_object(env_t* e, const object_desc_t* d, err_msg_t* msg) CHECKRET;
@@ -277,6 +278,9 @@ int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) CHECKRET
 // Records of the last successful env_step, in sensor id order (empty before the first step
 // and after a failed one). Valid until the next env_step or env_destroy.
 const sensor_out_t* env_outputs(const env_t* e);
+
+// Kind of sensor `id`, 0 when there is none.
+sensor_kind_t env_sensor_kind(const env_t* e, uint32_t id);
 
 //---------------- Introspection
 

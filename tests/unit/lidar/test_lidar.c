@@ -64,20 +64,26 @@ static void fx_close(fx_t* f) {
 }
 
 
-// Primitive geometry `gid` and an object `oid` of it on body `body` at `pose`.
-static int add_prim(env_t* e, uint32_t gid, uint32_t oid, scene_prim_kind_t kind, double a,
-                    double b, double c, uint32_t body, pose_t pose) {
+// Primitive geometry `gid` and an object `oid` of it in `group` on body `body` at `pose`.
+static int add_prim_in(env_t* e, uint32_t gid, uint32_t oid, scene_prim_kind_t kind, double a,
+                       double b, double c, uint32_t body, pose_t pose, uint32_t group) {
   err_msg_t msg = {0};
   prim_desc_t p = {.id = gid, .kind = kind, .size = {a, b, c}};
   if (env_create_primitive(e, &p, &msg)) {
     CHECK_FAIL("env_create_primitive: %s", msg.text);
   }
   object_desc_t o = {.id = oid, .geometry_id = gid, .body_id = body, .local_pose = pose,
-                     .scale = {1, 1, 1}, .label = 5};
+                     .scale = {1, 1, 1}, .label = 5, .group = group};
   if (env_create_object(e, &o, &msg)) {
     CHECK_FAIL("env_create_object: %s", msg.text);
   }
   return 0;
+}
+
+
+static int add_prim(env_t* e, uint32_t gid, uint32_t oid, scene_prim_kind_t kind, double a,
+                    double b, double c, uint32_t body, pose_t pose) {
+  return add_prim_in(e, gid, oid, kind, a, b, c, body, pose, 0);
 }
 
 
@@ -795,5 +801,58 @@ TEST(lidar_failed_steps_change_nothing) {
   }
   clouds_free(&ref);
   clouds_free(&got);
+  return 0;
+}
+
+
+TEST(lidar_group_mask_hides_other_groups) {
+  // a room (group 0) and a pillar 4 m ahead (group 3): a lidar with group mask {0} does not see
+  // the pillar, one with {3} sees only the pillar, one without a mask sees both
+  fx_t f;
+  ASSERT_OK(fx_open(&f, 0));
+  ASSERT_OK(add_prim_in(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0), 0));
+  ASSERT_OK(add_prim_in(f.e, 2, 2, SCENE_PRIM_BOX, 0.5, 0.5, 20.0, 0, at(4, 0, 0), 3));
+  const uint32_t masks[3] = {1u << 0, 1u << 3, 0};
+  for (uint32_t i = 0; i < 3; i++) {
+    lidar_desc_t d = base_desc();
+    d.group_mask = masks[i];
+    lidar_flash_desc_t fl = {.columns = 9, .rows = 1, .fov_horizontal = 20 * DEG,
+                             .fov_vertical = 1 * DEG, .frame_rate = 10.0};
+    err_msg_t msg = {0};
+    ASSERT_OK(lidar_pattern_flash_init(&d.pattern, &fl, "lidar.flash", &msg));
+    ASSERT_OK(add_lidar(f.e, 10 + i, 0, xform_identity(), &d));
+  }
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 0.0));
+  static clouds_t c;
+  c.n = 0;
+  for (uint32_t i = 0; i < 3; i++) {
+    ASSERT_OK(collect(f.e, 10 + i, &c));
+  }
+  ASSERT_EQ(c.n, 3);
+  uint32_t seen[3][3] = {{0}};
+  for (uint32_t i = 0; i < 3; i++) {
+    const sensor_cloud_t* pc = &c.rec[i].u.cloud;
+    int oo = field_of(pc, "object_id");
+    for (uint32_t k = 0; k < pc->count; k++) {
+      seen[i][getu(pc, k, oo, 4)]++;
+    }
+  }
+  ASSERT_EQ(seen[0][1], 9);     // room only
+  ASSERT_EQ(seen[0][2], 0);
+  ASSERT_EQ(seen[1][1], 0);     // pillar only: the 7 middle columns, the others miss
+  ASSERT_EQ(seen[1][2], 7);
+  ASSERT_EQ(c.rec[1].u.cloud.count, 7);
+  ASSERT_EQ(seen[2][1], 2);     // both
+  ASSERT_EQ(seen[2][2], 7);
+  clouds_free(&c);
+
+  // a group beyond 31 is refused, naming the field
+  err_msg_t msg = {0};
+  object_desc_t o = {.id = 9, .geometry_id = 1, .local_pose = xform_identity(),
+                     .scale = {1, 1, 1}, .group = 32};
+  ASSERT_EQ(env_create_object(f.e, &o, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "group = 32");
+  fx_close(&f);
   return 0;
 }
