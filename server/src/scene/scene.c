@@ -805,9 +805,9 @@ static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* ou
     float c = f[LANE(F_DIR_X, k)] * f[LANE(F_DIR_X, j)] +
               f[LANE(F_DIR_Y, k)] * f[LANE(F_DIR_Y, j)] +
               f[LANE(F_DIR_Z, k)] * f[LANE(F_DIR_Z, j)];
-    coherent &= c >= PACKET_COHERENT_COS && f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)] &&
-                f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)] &&
-                f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)];
+    coherent &= (c >= PACKET_COHERENT_COS) & (f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)]) &
+                (f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)]) &
+                (f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)]);
   }
 
   // intersect
