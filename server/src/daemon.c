@@ -23,6 +23,7 @@
 #include "base/text.h"
 #include "daemon/exec.h"
 #include "daemon/registry.h"
+#include "daemon/streams.h"
 #include "net/outbox.h"
 #include "net/server.h"
 #include "net/wire.h"
@@ -64,6 +65,7 @@ struct daemon {
   wire_limits_t limits;
   wire_counters_t counters;  // daemon totals (environment counters are added on demand)
   registry_t registry;
+  streams_t* streams;        // subscriptions (daemon/streams.h)
   uint64_t start_ns;
   int stopping;
   uint64_t heap_base;        // heap in use once started (scene_memory_full)
@@ -84,6 +86,7 @@ typedef struct req_job {
   int hello;                 // the hello job: create the environment if needed
   int created;
   uint64_t deadline_ns;      // 0 = none; set when the job starts running
+  streams_batch_t* batch;    // a step's frames for subscribers (set by run)
   atomic_int expired;        // the deadline stopped it (Thread: set by tracing threads)
 } req_job_t;
 
@@ -137,6 +140,9 @@ void daemon_config_default(daemon_config_t* cfg) {
     cfg->max_held_bytes = 256ull << 20;
   }
   cfg->retain_environments = 0;
+  cfg->subscriber_max_bytes = 32ull << 20;
+  cfg->subscriber_soft_bytes = 16ull << 20;
+  cfg->subscriber_soft_ms = 10000;
   cfg->log_level = LOG_LEVEL_INFO;
   cfg->limits = env_default_limits();
 }
@@ -305,8 +311,15 @@ static void req_run(exec_job_t* j) {
     }
     return;
   }
+  env_time_t t0;
+  env_get_time(e->env, &t0);
   if (wire_env_execute(rj->req, e->env, &rj->out, &rj->out_len, &rj->code)) {
     rj->out = NULL;
+  }
+
+  // a step's outputs, encoded here for the subscribers (never on the loop thread)
+  if (rj->code == 0 && wire_is_step(rj->req)) {
+    rj->batch = streams_encode(d->streams, e, env_outputs(e->env), t0.t_prev);
   }
 }
 
@@ -343,6 +356,18 @@ static void req_done(exec_job_t* j, int cancelled) {
   req_job_t* rj = (req_job_t*)j;
   daemon_t* d = rj->d;
   client_t* c = session_data(rj->s);
+
+  // subscribers get a step's frames before the stepping client's reply
+  uint32_t removed;
+  if (!cancelled && rj->batch) {
+    streams_publish(d->streams, rj->entry, rj->batch);
+  } else {
+    streams_batch_free(rj->batch);
+  }
+  rj->batch = NULL;
+  if (!cancelled && rj->code == 0 && !rj->hello && wire_removes_sensor(rj->req, &removed)) {
+    streams_sensor_removed(d->streams, rj->entry, removed);
+  }
 
   // the reply fills the request's slot; an orphaned slot (client gone) just frees it
   uint8_t* out = NULL;
@@ -417,6 +442,140 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
 }
 
 
+//---------------- subscriptions
+
+// Subscribe runs on the environment's queue, in order with the requests before it: the sensor
+// must exist there, and the demand is added before any later step runs.
+typedef struct sub_job {
+  exec_job_t base;
+  daemon_t* d;
+  session_t* s;              // retained
+  outbox_slot_t* slot;
+  registry_entry_t* entry;   // referenced
+  uint64_t id;
+  uint32_t sensor_id;
+  codec_params_t p;
+  int code;                  // 0, ERR_NOTFOUND or ERR_NOMEM
+} sub_job_t;
+
+
+static void sub_run(exec_job_t* j) {
+  sub_job_t* sj = (sub_job_t*)j;
+  registry_entry_t* e = sj->entry;
+  if (!e->env || env_sensor_kind(e->env, sj->sensor_id) == 0) {
+    sj->code = ERR_NOTFOUND;
+    return;
+  }
+  sj->code = streams_demand_add(sj->d->streams, e, sj->sensor_id, &sj->p);
+}
+
+
+static void sub_done(exec_job_t* j, int cancelled) {
+  sub_job_t* sj = (sub_job_t*)j;
+  daemon_t* d = sj->d;
+  client_t* c = session_data(sj->s);
+  int code = cancelled ? ERR_STATE : sj->code;
+  uint8_t* out = NULL;
+  size_t len = 0;
+  char text[160] = "";
+  if (code == 0 && (!c || session_is_closing(sj->s))) {
+    streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
+  } else if (code == 0) {
+    code = streams_subscribe(d->streams, sj->s, sj->entry, sj->entry->name, sj->sensor_id,
+                             &sj->p);
+    if (code != 0) {
+      streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
+    }
+  }
+  if (code == ERR_NOTFOUND) {
+    snprintf(text, sizeof(text), "subscribe.sensor_id = %u: no such sensor", sj->sensor_id);
+  } else if (code == ERR_EXISTS) {
+    snprintf(text, sizeof(text), "subscribe.sensor_id = %u: this connection is subscribed "
+             "already (unsubscribe first)", sj->sensor_id);
+  } else if (code != 0) {
+    snprintf(text, sizeof(text), "subscribe: %s", err_str(code));
+  }
+  if (c) {
+    d->counters.requests_failed += code != 0;
+    if (wire_encode_status(sj->id, code, text, &out, &len) != 0) {
+      out = NULL;
+    }
+  }
+  outbox_fill(sj->slot, out, len);
+  if (c) {
+    client_after_reply(d, c);
+  }
+  registry_release(sj->entry);
+  session_release(sj->s);
+  mem_free(sj);
+}
+
+
+static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
+  uint64_t id = wire_id(req);
+  wire_subscribe_t w;
+  wire_get_subscribe(req, &w);
+  if (w.encoding < CODEC_RAW || w.encoding > CODEC_QZSTD) {
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.encoding = %d is unknown", w.encoding);
+    return;
+  }
+  codec_params_t p = {.encoding = (codec_encoding_t)w.encoding, .level = w.level ? w.level : 1,
+                      .precision = w.has_precision ? w.precision : CODEC_DEFAULT_PRECISION};
+  if (w.level < 0 || w.level > 19) {
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.level = %d must be in [1, 19] (0: 1)",
+                 w.level);
+    return;
+  }
+  if (p.encoding == CODEC_QZSTD &&
+      !(p.precision >= CODEC_MIN_PRECISION && p.precision <= CODEC_MAX_PRECISION)) {
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.precision = %g must be in [%g, %g] m",
+                 p.precision, CODEC_MIN_PRECISION, CODEC_MAX_PRECISION);
+    return;
+  }
+  if (p.encoding != CODEC_QZSTD) {
+    p.precision = 0.0;
+  }
+  sub_job_t* sj = mem_calloc(1, sizeof(*sj));
+  outbox_slot_t* slot = sj ? outbox_reserve(&c->out) : NULL;
+  if (!slot) {
+    mem_free(sj);
+    reply_status(d, c->s, id, ERR_NOMEM, "out of memory queueing subscribe");
+    return;
+  }
+  sj->base.run = sub_run;
+  sj->base.done = sub_done;
+  sj->d = d;
+  sj->s = c->s;
+  sj->slot = slot;
+  sj->entry = c->entry;
+  sj->id = id;
+  sj->sensor_id = w.sensor_id;
+  sj->p = p;
+  registry_retain(c->entry);
+  session_retain(c->s);
+  exec_submit(d->exec, &c->entry->queue, &sj->base);
+}
+
+
+static void handle_unsubscribe(daemon_t* d, client_t* c, wire_request_t* req) {
+  wire_subscribe_t w;
+  wire_get_subscribe(req, &w);
+  if (streams_unsubscribe(d->streams, c->s, w.sensor_id) != 0) {
+    reply_status(d, c->s, wire_id(req), ERR_NOTFOUND,
+                 "unsubscribe.sensor_id = %u: this connection is not subscribed to it",
+                 w.sensor_id);
+    return;
+  }
+  reply_status(d, c->s, wire_id(req), 0, "unsubscribed from sensor %u", w.sensor_id);
+}
+
+
+static void on_stream_drained(void* user, session_t* s) {
+  daemon_t* d = user;
+  streams_drained(d->streams, s);
+}
+
+
 //---------------- info
 
 static void info_part_run(exec_job_t* j) {
@@ -459,6 +618,10 @@ static void info_finish(info_job_t* ij) {
       registry_totals_add(&t, &ij->infos[i].info);
       add_env_counters(c, &t);
     }
+    streams_totals(d->streams, &c->frames_dropped, &c->bytes_dropped, &c->subscribers_closed);
+    wire_sub_info_t* subs = NULL;
+    info.nsub = streams_info(d->streams, &subs);
+    info.subs = subs;
     int64_t bytes;
     scene_device_counters(d->device, &c->backend_errors, &bytes);
     c->backend_bytes = bytes > 0 ? (uint64_t)bytes : 0;
@@ -466,6 +629,7 @@ static void info_finish(info_job_t* ij) {
         wire_encode_status(ij->id, ERR_NOMEM, "out of memory encoding info", &out, &len) != 0) {
       out = NULL;
     }
+    mem_free(subs);
   }
   outbox_fill(ij->slot, out, len);
   if (client) {
@@ -734,6 +898,12 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       reply_status(d, s, id, 0, "environment '%s' is destroyed when its last client leaves",
                    c->entry->name);
       break;
+    case WIRE_KIND_SUBSCRIBE:
+      handle_subscribe(d, c, req);
+      break;
+    case WIRE_KIND_UNSUBSCRIBE:
+      handle_unsubscribe(d, c, req);
+      break;
     case WIRE_KIND_NOT_SERVED:
       reply_status(d, s, id, ERR_UNIMPL, "%s is not served by this daemon yet", body);
       break;
@@ -839,6 +1009,7 @@ static void on_close(void* user, session_t* s) {
     return;
   }
   LOG_DEBUG("session %llu: closed", (unsigned long long)session_id(s));
+  streams_session_closed(d->streams, s);
   client_leave(d, c);
   outbox_close(&c->out);
   atomic_store(&c->live->gone, 1);
@@ -887,7 +1058,8 @@ int daemon_run(const daemon_config_t* cfg) {
                               cfg->max_queue_bytes, cfg->max_scene_bytes, cfg->limits,
                               cfg->max_held_bytes, cfg->handshake_timeout_ms,
                               cfg->idle_timeout_ms, cfg->io_timeout_ms, cfg->max_request_ms,
-                              cfg->max_hello_bytes};
+                              cfg->max_hello_bytes, cfg->subscriber_max_bytes,
+                              cfg->subscriber_soft_bytes, cfg->subscriber_soft_ms};
   signal(SIGPIPE, SIG_IGN);
   int rc = 1;
   err_msg_t msg;
@@ -930,6 +1102,7 @@ int daemon_run(const daemon_config_t* cfg) {
       .on_close = on_close,
       .on_send_refused = on_send_refused,
       .is_busy = is_busy,
+      .on_stream_drained = on_stream_drained,
   };
   d->server = server_create(&d->loop, cfg->host, cfg->port, &lim, &hooks, &msg);
   if (!d->server || server_port(d->server) < 0) {
@@ -937,6 +1110,16 @@ int daemon_run(const daemon_config_t* cfg) {
     if (d->server) {
       server_close(d->server);
     }
+    exec_stop(d->exec);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
+    goto out_server;
+  }
+  streams_config_t scfg = {cfg->subscriber_max_bytes, cfg->subscriber_soft_bytes,
+                           cfg->subscriber_soft_ms, cfg->max_held_bytes};
+  d->streams = streams_create(d->server, &scfg);
+  if (!d->streams) {
+    LOG_ERROR("out of memory");
+    server_close(d->server);
     exec_stop(d->exec);
     uv_run(&d->loop, UV_RUN_DEFAULT);
     goto out_server;
@@ -969,6 +1152,7 @@ int daemon_run(const daemon_config_t* cfg) {
 out_server:
   // environments still registered (kept ones) are destroyed here, on the loop thread
   registry_close(&d->registry);
+  streams_destroy(d->streams);
   if (d->server) {
     server_destroy(d->server);
   }

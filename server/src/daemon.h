@@ -31,6 +31,9 @@ typedef struct daemon_config {
   uint32_t io_timeout_ms;     // a started frame must arrive, unsent replies move (0 = never)
   uint32_t max_request_ms;    // one request's execution time (0 = unlimited)
   int retain_environments;    // 1: keep an environment when its last client leaves
+  uint64_t subscriber_max_bytes;  // per subscription: queued frames before the oldest drop
+  uint64_t subscriber_soft_bytes; // above this for subscriber_soft_ms closes the connection
+  uint32_t subscriber_soft_ms;    // 0: never
   log_level_t log_level;
   env_limits_t limits;
 } daemon_config_t;

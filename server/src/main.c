@@ -37,6 +37,11 @@ static const char* const g_usage =
     "                          must keep moving, within S seconds (default 30; 0 = never)\n"
     "  --max-request-seconds S one request's execution time; a longer one is stopped and\n"
     "                          answered DEADLINE_EXCEEDED (default 60; 0 = unlimited)\n"
+    "  --subscriber-max-bytes N  frames queued per subscription; past it the oldest whole\n"
+    "                          frames are dropped and counted (default 33554432)\n"
+    "  --subscriber-soft-bytes N  a subscription queued above this for\n"
+    "                          --subscriber-soft-seconds closes its connection (default 16777216)\n"
+    "  --subscriber-soft-seconds S  (default 10; 0 = never)\n"
     "  --retention POLICY      destroy | keep: what happens to an environment when its last\n"
     "                          client leaves (default destroy); a client may override it in\n"
     "                          the Hello that creates the environment\n"
@@ -114,7 +119,7 @@ int main(int argc, char** argv) {
   enum {
     OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN, OPT_MAX_FRAME, OPT_MAX_CLIENTS, OPT_MAX_ENVS,
     OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION, OPT_MAX_SCENE, OPT_MAX_HELD,
-    OPT_HANDSHAKE, OPT_IDLE, OPT_IO, OPT_MAX_REQUEST
+    OPT_HANDSHAKE, OPT_IDLE, OPT_IO, OPT_MAX_REQUEST, OPT_SUB_MAX, OPT_SUB_SOFT, OPT_SUB_SOFT_S
   };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -130,6 +135,9 @@ int main(int argc, char** argv) {
       {"idle-timeout", required_argument, NULL, OPT_IDLE},
       {"io-timeout", required_argument, NULL, OPT_IO},
       {"max-request-seconds", required_argument, NULL, OPT_MAX_REQUEST},
+      {"subscriber-max-bytes", required_argument, NULL, OPT_SUB_MAX},
+      {"subscriber-soft-bytes", required_argument, NULL, OPT_SUB_SOFT},
+      {"subscriber-soft-seconds", required_argument, NULL, OPT_SUB_SOFT_S},
       {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
       {"help", no_argument, NULL, OPT_HELP},
       {"version", no_argument, NULL, OPT_VERSION},
@@ -185,6 +193,17 @@ int main(int argc, char** argv) {
         break;
       case OPT_IO:
         if (parse_seconds("io-timeout", optarg, &cfg.io_timeout_ms)) return 2;
+        break;
+      case OPT_SUB_MAX:
+        if (parse_uint("subscriber-max-bytes", optarg, 4096, 1ull << 40, &v)) return 2;
+        cfg.subscriber_max_bytes = v;
+        break;
+      case OPT_SUB_SOFT:
+        if (parse_uint("subscriber-soft-bytes", optarg, 0, 1ull << 40, &v)) return 2;
+        cfg.subscriber_soft_bytes = v;
+        break;
+      case OPT_SUB_SOFT_S:
+        if (parse_seconds("subscriber-soft-seconds", optarg, &cfg.subscriber_soft_ms)) return 2;
         break;
       case OPT_MAX_REQUEST:
         if (parse_seconds("max-request-seconds", optarg, &cfg.max_request_ms)) return 2;

@@ -821,8 +821,8 @@ def gen_raycast(rng):
 
 
 def gen_envelope(rng):
-    """Envelope-level faults: no body, a reply sent as a request, Hello twice, a message not
-    served yet, id 0."""
+    """Envelope-level faults: no body, a reply sent as a request, Hello twice, a subscription
+    to no sensor, id 0."""
     defect = rng.randrange(5)
     if defect == 0:
         return None, None, ("no body",)
@@ -832,7 +832,7 @@ def gen_envelope(rng):
     if defect == 2:
         return "hello", pb.Hello(protocol_version=1), ("already done",)
     if defect == 3:
-        return rng.choice(["subscribe", "unsubscribe"]), None, ("not served",)
+        return rng.choice(["subscribe", "unsubscribe"]), None, ("sensor_id",)
     return "id0", None, ("envelope.id",)
 
 

@@ -285,14 +285,14 @@ def test_session_max_clients(sensimd_factory):
     c.close()
 
 
-# ---------------------------------------------------------------- not yet served
+# ---------------------------------------------------------------- unknown ids
 
-def test_session_unimplemented_names_the_message(sensimd):
+def test_session_subscribe_to_no_sensor_names_the_field(sensimd):
     with sensimd.client() as c:
-        with pytest.raises(errors.Unimplemented) as exc:
+        with pytest.raises(errors.NotFound) as exc:
             c.subscribe(1)
-        assert exc.value.code == pb.UNIMPLEMENTED
-        assert "subscribe" in exc.value.message
+        assert exc.value.code == pb.NOT_FOUND
+        assert "subscribe.sensor_id" in exc.value.message
         assert c.ping(b"after").payload == b"after"
 
 
@@ -404,8 +404,8 @@ def test_session_info_counts_each_failed_request_once(sensimd):
         second = c.get_info().counters
         assert second.requests_failed - first.requests_failed == 1
 
-        # a request the daemon does not serve
-        with pytest.raises(errors.Unimplemented):
+        # a request naming no sensor
+        with pytest.raises(errors.NotFound):
             c.subscribe(1)
         third = c.get_info().counters
         assert third.requests_failed - second.requests_failed == 1

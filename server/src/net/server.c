@@ -311,6 +311,7 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   w->s = s;
   w->payload = payload;
   w->len = len;
+  w->shared = NULL;
   frame_write_header(w->header, (uint32_t)len);
   uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
                       uv_buf_init((char*)payload, (unsigned)len)};

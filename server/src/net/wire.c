@@ -266,8 +266,9 @@ wire_kind_t wire_kind(const wire_request_t* r) {
     case SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR:
       return WIRE_KIND_ENV_WRITE;
     case SENSIM__V1__ENVELOPE__BODY_SUBSCRIBE:
+      return WIRE_KIND_SUBSCRIBE;
     case SENSIM__V1__ENVELOPE__BODY_UNSUBSCRIBE:
-      return WIRE_KIND_NOT_SERVED;
+      return WIRE_KIND_UNSUBSCRIBE;
     case SENSIM__V1__ENVELOPE__BODY_HELLO_REPLY:
     case SENSIM__V1__ENVELOPE__BODY_PONG:
     case SENSIM__V1__ENVELOPE__BODY_INFO:
@@ -285,6 +286,36 @@ const char* wire_body_name(const wire_request_t* r) {
   const ProtobufCFieldDescriptor* f = protobuf_c_message_descriptor_get_field(
       &sensim__v1__envelope__descriptor, (unsigned)r->env->body_case);
   return f ? f->name : "(none)";
+}
+
+
+void wire_get_subscribe(const wire_request_t* r, wire_subscribe_t* out) {
+  memset(out, 0, sizeof(*out));
+  if (r->env->body_case == SENSIM__V1__ENVELOPE__BODY_UNSUBSCRIBE) {
+    out->sensor_id = r->env->unsubscribe->has_sensor_id ? r->env->unsubscribe->sensor_id : 0;
+    return;
+  }
+  const Sensim__V1__Subscribe* m = r->env->subscribe;
+  out->sensor_id = m->has_sensor_id ? m->sensor_id : 0;
+  out->encoding = m->has_encoding ? (int)m->encoding : 0;
+  out->has_precision = m->has_precision;
+  out->precision = m->precision;
+  out->level = m->has_level ? m->level : 0;
+}
+
+
+int wire_removes_sensor(const wire_request_t* r, uint32_t* sensor_id) {
+  if (r->env->body_case != SENSIM__V1__ENVELOPE__BODY_REMOVE || !r->env->remove->has_kind ||
+      r->env->remove->kind != SENSIM__V1__ENTITY_KIND__ENTITY_SENSOR) {
+    return 0;
+  }
+  *sensor_id = r->env->remove->has_id ? r->env->remove->id : 0;
+  return 1;
+}
+
+
+int wire_is_step(const wire_request_t* r) {
+  return r->env->body_case == SENSIM__V1__ENVELOPE__BODY_STEP;
 }
 
 
@@ -397,6 +428,9 @@ static void fill_limits(Sensim__V1__Limits* l, const wire_limits_t* w) {
   LIM(io_timeout_ms, w->io_timeout_ms);
   LIM(max_request_ms, w->max_request_ms);
   LIM(max_hello_bytes, w->max_hello_bytes);
+  LIM(subscriber_max_bytes, w->subscriber_max_bytes);
+  LIM(subscriber_soft_bytes, w->subscriber_soft_bytes);
+  LIM(subscriber_soft_ms, w->subscriber_soft_ms);
 #undef LIM
 }
 
@@ -462,6 +496,8 @@ static void fill_counters(Sensim__V1__Counters* c, const wire_counters_t* w) {
   CNT(held_bytes);
   CNT(connections_timed_out);
   CNT(requests_timed_out);
+  CNT(bytes_dropped);
+  CNT(subscribers_closed);
 #undef CNT
 }
 
@@ -477,8 +513,34 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t
   Sensim__V1__EnvironmentInfo* envs = mem_calloc(n ? n : 1, sizeof(*envs));
   Sensim__V1__EnvironmentInfo** envp = mem_calloc(n ? n : 1, sizeof(*envp));
   Sensim__V1__Counters* envc = mem_calloc(n ? n : 1, sizeof(*envc));
+  size_t ns = info->nsub;
+  Sensim__V1__SubscriberInfo* subs = mem_calloc(ns ? ns : 1, sizeof(*subs));
+  Sensim__V1__SubscriberInfo** subp = mem_calloc(ns ? ns : 1, sizeof(*subp));
   int rc = ERR_NOMEM;
-  if (envs && envp && envc) {
+  if (envs && envp && envc && subs && subp) {
+    for (size_t i = 0; i < ns; i++) {
+      const wire_sub_info_t* w = &info->subs[i];
+      Sensim__V1__SubscriberInfo* m = &subs[i];
+      sensim__v1__subscriber_info__init(m);
+#define SI(field, value) (m->has_##field = 1, m->field = (value))
+      SI(session_id, w->session_id);
+      SI(sensor_id, w->sensor_id);
+      SI(encoding, (Sensim__V1__Encoding)w->encoding);
+      if (w->encoding == SENSIM__V1__ENCODING__ENCODING_QUANTIZED_ZSTD) {
+        SI(precision, w->precision);
+      }
+      SI(queued_bytes, w->queued_bytes);
+      SI(queued_frames, w->queued_frames);
+      SI(frames_sent, w->frames_sent);
+      SI(bytes_sent, w->bytes_sent);
+      SI(frames_dropped, w->frames_dropped);
+      SI(bytes_dropped, w->bytes_dropped);
+#undef SI
+      m->environment = (char*)w->environment;
+      m->peer = (char*)w->peer;
+      m->closed_reason = (char*)w->closed_reason;
+      subp[i] = m;
+    }
     for (size_t i = 0; i < n; i++) {
       const wire_env_info_t* w = &info->envs[i];
       Sensim__V1__EnvironmentInfo* e = &envs[i];
@@ -523,6 +585,8 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t
     msg.n_environments = n;
     msg.environments = envp;
     msg.limits = &lim;
+    msg.n_subscribers = ns;
+    msg.subscribers = subp;
     Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
     env.body_case = SENSIM__V1__ENVELOPE__BODY_INFO;
     env.info = &msg;
@@ -531,5 +595,7 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t
   mem_free(envs);
   mem_free(envp);
   mem_free(envc);
+  mem_free(subs);
+  mem_free(subp);
   return rc;
 }

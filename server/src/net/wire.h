@@ -30,6 +30,8 @@ typedef enum wire_kind {
   WIRE_KIND_ENV_READ,        // an environment request that changes nothing (raycast)
   WIRE_KIND_ENV_WRITE,       // an environment request that changes it (controllers only)
   WIRE_KIND_ENV_RELEASE,     // remove the connection's environment itself (controllers only)
+  WIRE_KIND_SUBSCRIBE,       // Subscribe (any role)
+  WIRE_KIND_UNSUBSCRIBE,     // Unsubscribe (any role)
   WIRE_KIND_NOT_SERVED,      // defined by the protocol, not served by this daemon yet
   WIRE_KIND_REPLY,           // a reply or pushed message sent as a request
 } wire_kind_t;
@@ -75,6 +77,23 @@ typedef struct wire_hello {
 
 void wire_get_hello(const wire_request_t* r, wire_hello_t* out);
 
+typedef struct wire_subscribe {
+  uint32_t sensor_id;
+  int encoding;              // as sent: 0 raw, 1 zstd, 2 quantized zstd, else unknown
+  int has_precision;
+  double precision;          // m
+  int level;                 // as sent (0: absent)
+} wire_subscribe_t;
+
+// Subscribe or Unsubscribe (only sensor_id then).
+void wire_get_subscribe(const wire_request_t* r, wire_subscribe_t* out);
+
+// 1 and *sensor_id when r is Remove{kind: ENTITY_SENSOR}.
+int wire_removes_sensor(const wire_request_t* r, uint32_t* sensor_id);
+
+// 1 when r is a Step.
+int wire_is_step(const wire_request_t* r);
+
 //---------------- Replies (each returns a mem_alloc'ed payload; 0 or ERR_NOMEM)
 
 // A reply carrying only a status (code 0 = OK, else an err_code_t mapped to StatusCode).
@@ -97,6 +116,9 @@ typedef struct wire_limits {
   uint32_t io_timeout_ms;
   uint32_t max_request_ms;
   uint32_t max_hello_bytes;
+  uint64_t subscriber_max_bytes;
+  uint64_t subscriber_soft_bytes;
+  uint32_t subscriber_soft_ms;
 } wire_limits_t;
 
 typedef struct wire_hello_reply {
@@ -134,6 +156,8 @@ typedef struct wire_counters {
   uint64_t held_bytes;
   uint64_t connections_timed_out;
   uint64_t requests_timed_out;
+  uint64_t bytes_dropped;
+  uint64_t subscribers_closed;
 } wire_counters_t;
 
 typedef struct wire_env_info {
@@ -142,6 +166,22 @@ typedef struct wire_env_info {
   int retention;             // 1 destroy, 2 keep
   env_info_t info;
 } wire_env_info_t;
+
+typedef struct wire_sub_info {
+  uint64_t session_id;
+  const char* environment;
+  const char* peer;
+  const char* closed_reason; // nullable: a live subscription
+  uint32_t sensor_id;
+  int encoding;
+  double precision;
+  uint64_t queued_bytes;
+  uint32_t queued_frames;
+  uint64_t frames_sent;
+  uint64_t bytes_sent;
+  uint64_t frames_dropped;
+  uint64_t bytes_dropped;
+} wire_sub_info_t;
 
 typedef struct wire_info {
   const char* server_version;
@@ -152,6 +192,8 @@ typedef struct wire_info {
   const wire_env_info_t* envs;
   uint32_t nenv;
   const wire_limits_t* limits;
+  const wire_sub_info_t* subs;
+  uint32_t nsub;
 } wire_info_t;
 
 int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out,

@@ -121,6 +121,12 @@ const sensor_out_t* env_outputs(const env_t* e) {
   return &e->outputs;
 }
 
+
+sensor_kind_t env_sensor_kind(const env_t* e, uint32_t id) {
+  const env_sensor_t* r = table_get(&e->sensors, id);
+  return r ? r->sensor.kind : (sensor_kind_t)0;
+}
+
 //---------------- The step view
 
 
