@@ -54,10 +54,15 @@ typedef struct env_body {
   char* name;
 } env_body_t;
 
-// env_body_t.moved: the state at t_cur differs from the one at t_prev (rolled at env_step);
-// the instances of its objects are not yet synced (synced once, at the next env_commit).
+// env_body_t.moved bits. MOVED: the state at t_cur differs from the one at t_prev (rolled at
+// env_step). STALE: the instances of its objects do not show its motion yet (synced at the next
+// env_commit). ROLLED: rolled at the last step; its instances still show the motion that ended
+// at t_cur, which is right for the rays of an empty interval (s = 1): they are synced to stand
+// still only when a new interval opens without an update of the body. So each moving object's
+// instance is written once per step.
 #define ENV_BODY_MOVED 1
 #define ENV_BODY_STALE 2
+#define ENV_BODY_ROLLED 4
 
 typedef struct env_object {
   uint32_t geometry_id;
@@ -162,8 +167,9 @@ void env_sync_object(env_t* e, const env_object_t* o, const env_body_t* b);
 // Re-sync every object carried by a body.
 void env_sync_body(env_t* e, const env_body_t* b);
 
-// Sync the objects of every ENV_BODY_STALE body and drop the bodies left unmoved from
-// env->moved_bodies (env_time.c; called by env_commit).
+// Sync the objects of every ENV_BODY_STALE body, and of every ENV_BODY_ROLLED one once a new
+// interval is open; drop the bodies left with no bit from env->moved_bodies (env_time.c;
+// called by env_commit).
 void env_sync_moved(env_t* e);
 
 // Material or medium of an id (0 = the defaults), or NULL.

@@ -188,13 +188,14 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
 
 
 void env_sync_moved(env_t* e) {
+  bool open = e->has_time && e->t_cur > e->t_prev;
   uint32_t n = 0;
   for (uint32_t i = 0; i < e->nmoved_body; i++) {
     uint32_t slot = e->moved_bodies[i];
     env_body_t* b = table_at(&e->bodies, slot);
-    if (b->moved & ENV_BODY_STALE) {
+    if ((b->moved & ENV_BODY_STALE) || ((b->moved & ENV_BODY_ROLLED) && open)) {
       env_sync_body(e, b);
-      b->moved &= ~ENV_BODY_STALE;
+      b->moved &= ~(ENV_BODY_STALE | ENV_BODY_ROLLED);
     }
     if (b->moved) {
       e->moved_bodies[n++] = slot;
@@ -235,17 +236,18 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
   }
 
   // the current state becomes the start of the next interval; the committed instances still
-  // show the motion, so the rolled bodies stay listed until the next commit syncs them
-  // (env_commit left only moved bodies in the list)
+  // show the motion, which ends where the bodies now stand: they stay listed as rolled until
+  // the next interval opens (env_sync_moved)
   for (uint32_t i = 0; i < e->nmoved_body; i++) {
     env_body_t* b = table_at(&e->bodies, e->moved_bodies[i]);
-    b->pose_prev = b->pose_cur;
-    memcpy(b->linear_velocity_prev, b->linear_velocity, sizeof(b->linear_velocity_prev));
-    memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
-    b->has_velocity_prev = b->has_velocity;
-    b->moved = ENV_BODY_STALE;
+    if (b->moved & ENV_BODY_MOVED) {
+      b->pose_prev = b->pose_cur;
+      memcpy(b->linear_velocity_prev, b->linear_velocity, sizeof(b->linear_velocity_prev));
+      memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
+      b->has_velocity_prev = b->has_velocity;
+      b->moved = ENV_BODY_ROLLED;
+    }
   }
-  e->dirty |= e->nmoved_body > 0;
   for (uint32_t i = 0; i < e->nmoved_joint; i++) {
     env_joint_t* j = table_at(&e->joints, e->moved_joints[i]);
     j->position_prev = j->position;
