@@ -722,8 +722,7 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
     n[2] = m[6] * ng[0] + m[7] * ng[1] + m[8] * ng[2];
   }
 
-  // |n| is within [1e-6, 1e6] of |Ng| (scales are bounded): the plain sum of squares is safe
-  double len = sqrt(n[0] * n[0] + n[1] * n[1] + n[2] * n[2]);
+  double len = xform_norm3(n);
   double facing = n[0] * r->dir[0] + n[1] * r->dir[1] + n[2] * r->dir[2];
   double f = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
 
