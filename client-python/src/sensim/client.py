@@ -251,9 +251,83 @@ def point_cloud_to_numpy(cloud: Any) -> np.ndarray:
         import zstandard
         data = zstandard.ZstdDecompressor().decompress(
             data, max_output_size=cloud.count * cloud.point_step)
+    elif cloud.encoding == pb.ENCODING_QUANTIZED_ZSTD:
+        data = decode_quantized_zstd(cloud.data, cloud.count, cloud.point_step)
     elif cloud.encoding != pb.ENCODING_RAW:
-        raise NotImplementedError("point_cloud_to_numpy: only RAW and ZSTD encodings")
+        raise errors.ProtocolError(f"point cloud: unknown encoding {cloud.encoding}")
+    if len(data) != cloud.count * cloud.point_step:
+        raise errors.ProtocolError(f"point cloud: {len(data)} bytes for {cloud.count} points "
+                                   f"of {cloud.point_step}")
     return np.frombuffer(data, dtype=dtype, count=cloud.count)
+
+
+def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
+    """Decode ENCODING_QUANTIZED_ZSTD bytes (docs/streams.md) into count * point_step bytes."""
+    import struct
+    import zstandard
+    if len(data) < 56 or data[:4] != b"SQZ1":
+        raise errors.ProtocolError("quantized_zstd: no SQZ1 header")
+    n, step, stride, xo, yo, zo, nexc = struct.unpack_from("<7I", data, 4)
+    range_step, angle_step = struct.unpack_from("<2d", data, 32)
+    if n != count or step != point_step:
+        raise errors.ProtocolError("quantized_zstd: header does not match the cloud")
+    has_pos = xo != 0xFFFFFFFF
+    body = zstandard.ZstdDecompressor().decompress(data[56:], max_output_size=n * step + 12 * nexc)
+    if len(body) != n * step + 12 * nexc:
+        raise errors.ProtocolError("quantized_zstd: body size does not match the header")
+    buf = np.frombuffer(body, np.uint8)
+    out = np.zeros((n, step), np.uint8)
+    pos_bytes = set()
+    if has_pos:
+        if stride == 0 or any(o + 4 > step for o in (xo, yo, zo)):
+            raise errors.ProtocolError("quantized_zstd: bad stride or offsets")
+        planes = buf[:12 * n].reshape(12, n).astype(np.uint32)
+        codes = [planes[4 * k] | planes[4 * k + 1] << 8 | planes[4 * k + 2] << 16
+                 | planes[4 * k + 3] << 24 for k in range(3)]
+        valid = codes[0] != 0
+
+        def unzigzag(c):
+            return (c >> np.uint32(1)) ^ (np.uint32(0) - (c & np.uint32(1)))
+
+        values = []
+        for k in range(3):
+            res = unzigzag(codes[k] - np.uint32(1) if k == 0 else codes[k])
+            res = np.where(valid, res, np.uint32(0))   # a miss takes the prediction
+            # h[i] = 2 h[i-s] - h[i-2s] + r[i] along each column of stride s: two prefix sums
+            rows = -(-n // stride)
+            r = np.zeros(rows * stride, np.uint32)
+            r[:n] = res
+            r = r.reshape(rows, stride)
+            first = r[0].copy()
+            r[0] = 0
+            d = np.cumsum(r, axis=0, dtype=np.uint32)
+            h = first + np.cumsum(d, axis=0, dtype=np.uint32)
+            values.append(h.reshape(-1)[:n].view(np.int32).astype(np.float64))
+        rng = values[0] * range_step
+        az = values[1] * angle_step
+        el = values[2] * angle_step
+        ce = rng * np.cos(el)
+        xyz = [(ce * np.cos(az)).astype("<f4"), (ce * np.sin(az)).astype("<f4"),
+               (rng * np.sin(el)).astype("<f4")]
+        kind = codes[1]
+        miss = ~valid
+        exc = np.flatnonzero(miss & (kind == 2))
+        if len(exc) != nexc or np.any(miss & (kind > 2)):
+            raise errors.ProtocolError("quantized_zstd: misses do not match the header")
+        raw = buf[n * step:].reshape(-1, 3, 4).view("<u4")[:, :, 0] if nexc else None
+        for k, off in enumerate((xo, yo, zo)):
+            bits = xyz[k].view("<u4").copy()
+            bits[miss & (kind == 0)] = 0
+            bits[miss & (kind == 1)] = 0x7FC00000
+            if nexc:
+                bits[exc] = raw[:, k]
+            out[:, off:off + 4] = bits.view(np.uint8).reshape(n, 4)
+            pos_bytes.update(range(off, off + 4))
+    rest = [b for b in range(step) if b not in pos_bytes]
+    start = 12 * n if has_pos else 0
+    if rest:
+        out[:, rest] = buf[start:start + len(rest) * n].reshape(len(rest), n).T
+    return out.tobytes()
 
 
 class Client:
