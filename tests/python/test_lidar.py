@@ -244,3 +244,23 @@ def test_lidar_own_body_and_excluded_bodies(sensimd, see_own_body):
         second = c.lidar_clouds(done, 2)[0]
         assert set(second["object_id"]) == {1}
         np.testing.assert_allclose(second["distance"], 10.0, rtol=1e-5)
+
+
+def test_lidar_group_mask(sensimd):
+    with sensimd.client() as c:
+        _room(c, 10.0, refractive_index=1.0)                 # the room: group 0
+        c.create_primitive(3, "box", half_extents=(0.5, 0.5, 20.0))
+        c.create_object(3, geometry_id=3, local_pose={"position": (4, 0, 0)}, group=3)
+        flash = {"columns": 9, "rows": 1, "fov_horizontal": math.radians(20),
+                 "fov_vertical": math.radians(1), "frame_rate": 10.0}
+        c.create_lidar(1, flash=flash, fields=["object_id"], group_mask=1 << 0)
+        c.create_lidar(2, flash=flash, fields=["object_id"], group_mask=1 << 3)
+        c.create_lidar(3, flash=flash, fields=["object_id"])
+        c.update_state(0.0)
+        done = c.step(0.0)
+        assert list(c.lidar_clouds(done, 1)[0]["object_id"]) == [1] * 9
+        assert list(c.lidar_clouds(done, 2)[0]["object_id"]) == [3] * 7
+        assert sorted(c.lidar_clouds(done, 3)[0]["object_id"]) == [1, 1] + [3] * 7
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_object(4, geometry_id=3, group=32)
+        assert "group = 32" in exc.value.message
