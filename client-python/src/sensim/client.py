@@ -872,11 +872,15 @@ class Client:
         self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
 
     def subscribe(self, sensor_id: int, encoding: str | int = "raw",
-                  precision: float | None = None) -> None:
-        """Stream sensor `sensor_id` to this connection (see next_sensor_data)."""
+                  precision: float | None = None, level: int | None = None) -> None:
+        """Stream sensor `sensor_id` to this connection (see next_sensor_data; decode clouds
+        with point_cloud_to_numpy). precision: m, for "quantized_zstd" (default 0.001); level:
+        zstd level 1..19 (default 1)."""
         msg = pb.Subscribe(sensor_id=sensor_id, encoding=_enum(encoding, _ENCODINGS, "encoding"))
         if precision is not None:
             msg.precision = float(precision)
+        if level is not None:
+            msg.level = int(level)
         self._call("subscribe", msg)
 
     def unsubscribe(self, sensor_id: int) -> None:
@@ -920,11 +924,14 @@ class Client:
         return self._call("step", pb.Step(time=float(time)), "step_done")
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
-                times: Any = None) -> np.recarray:
+                times: Any = None, exclude_bodies: Sequence[int] = (),
+                group_mask: int = 0) -> np.recarray:
         """Trace rays (origins and directions (N, 3), world) against the environment. Returns a
         record array of N rays (RAYCAST_DTYPE) with fields distances (+inf on a miss),
         object_ids, labels and normals (N, 3). The rays travel as little-endian bytes; a large
-        result is the reply's records seen in the frame they arrived in (no copy)."""
+        result is the reply's records seen in the frame they arrived in (no copy). The rays
+        pass through the objects of `exclude_bodies` and, with a non-zero `group_mask`, those
+        whose group bit it does not set."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
@@ -932,8 +939,10 @@ class Client:
         arrays = [("origins_bytes", _le(o)), ("directions_bytes", _le(d))]
         if times is not None:
             arrays.append(("times_bytes", _le(np.asarray(times, dtype=float).reshape(-1))))
-        env = self.wait_reply(self._send_bulk("raycast", pb.Raycast(max_range=float(max_range)),
-                                              arrays))
+        msg = pb.Raycast(max_range=float(max_range), exclude_bodies=list(exclude_bodies))
+        if group_mask:
+            msg.group_mask = int(group_mask)
+        env = self.wait_reply(self._send_bulk("raycast", msg, arrays))
         if env.WhichOneof("body") != "raycast_result":
             raise errors.ProtocolError(
                 f"raycast: expected a raycast_result reply, got {env.WhichOneof('body')}")

@@ -1,0 +1,300 @@
+# SPDX-License-Identifier: MIT
+"""Subscriptions against the real daemon: every encoding round-trips (the raw cloud of StepDone
+is the reference), a slow subscriber costs at most its budget and drops whole frames counted
+exactly while a healthy one gets every frame, subscribers that vanish mid-frame, unsubscribe
+under load, removal of the sensor, IMU streams, refused subscriptions."""
+
+from __future__ import annotations
+
+import os
+import socket
+import struct
+import time
+
+import numpy as np
+import pytest
+
+from sensim import errors, pb
+from sensim.client import point_cloud_to_numpy
+
+OS1_64 = {"channels": 64, "columns": 1024, "frequency": 10.0}
+ASAN = os.environ.get("SENSIM_SANITIZE") == "1"
+
+
+def _scene(c):
+    """Clear air, a ground plane 1.5 m below the sensor and a sphere: some rays miss."""
+    c.set_ambient("custom", return_probability_scaling=0.0)
+    c.create_primitive(1, "plane", half_size=40.0)
+    c.create_object(1, geometry_id=1, local_pose={"position": (0, 0, -1.5)})
+    c.create_primitive(2, "sphere", radius=2.0)
+    c.create_object(2, geometry_id=2, local_pose={"position": (8, 3, 0)})
+
+
+def _lidar(c, misses="nan", **extra):
+    c.create_lidar(5, ouster=OS1_64, misses=misses, fields=["x", "y", "z", "intensity", "ring"],
+                   distance_noise={"stddevBase": 0.01}, **extra)
+
+
+def _step_clouds(c, t, sensor=5):
+    c.update_state(t)
+    done = c.step(t)
+    return [o for o in done.outputs if o.sensor_id == sensor and o.HasField("point_cloud")]
+
+
+def _xyz(a):
+    return np.stack([a["x"], a["y"], a["z"]], axis=1).astype(np.float64)
+
+
+def _rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def _sub_info(c, session_id, sensor=5):
+    for s in c.get_info().subscribers:
+        if s.session_id == session_id and s.sensor_id == sensor and not s.closed_reason:
+            return s
+    return None
+
+
+def test_streams_every_encoding_round_trips(sensimd):
+    with sensimd.client() as c, sensimd.client() as z, \
+            sensimd.client(role="observer") as q:
+        _scene(c)
+        _lidar(c)
+        c.subscribe(5, "raw")
+        z.subscribe(5, "zstd", level=3)
+        q.subscribe(5, "quantized_zstd", precision=0.002)
+        reference = []
+        for k in range(4):
+            reference += _step_clouds(c, 0.1 * k)
+        assert len(reference) == 3
+        for seq, ref in enumerate(reference, start=1):
+            raw = c.next_sensor_data(timeout=10)
+            zs = z.next_sensor_data(timeout=10)
+            qz = q.next_sensor_data(timeout=10)
+            truth = point_cloud_to_numpy(ref.point_cloud)
+            for sd in (raw, zs, qz):
+                assert sd.sequence == seq and sd.sensor_id == 5 and sd.frame == ref.frame
+                assert sd.time == ref.time and sd.start_time == pytest.approx(sd.time - 0.1)
+                assert sd.point_cloud.count == len(truth)
+            assert raw.point_cloud.encoding == pb.ENCODING_RAW
+            assert raw.point_cloud.data == ref.point_cloud.data
+            assert zs.point_cloud.encoding == pb.ENCODING_ZSTD
+            assert point_cloud_to_numpy(zs.point_cloud).tobytes() == truth.tobytes()
+            assert len(zs.point_cloud.data) < len(ref.point_cloud.data)
+
+            # quantized: order kept, within the stated error, the stated error within precision
+            cq = qz.point_cloud
+            assert cq.encoding == pb.ENCODING_QUANTIZED_ZSTD and cq.precision == 0.002
+            assert 0 < cq.max_error <= 0.002
+            got = point_cloud_to_numpy(cq)
+            miss = np.isnan(truth["x"])
+            assert miss.any() and (~miss).any()
+            assert np.array_equal(np.isnan(got["x"]), miss)
+            err = np.linalg.norm(_xyz(got)[~miss] - _xyz(truth)[~miss], axis=1)
+            assert err.max() <= cq.max_error * (1 + 1e-9)
+            assert err.max() == pytest.approx(cq.max_error, rel=1e-6)
+            assert np.array_equal(got["intensity"], truth["intensity"])
+            assert np.array_equal(got["ring"], truth["ring"])
+            assert len(cq.data) < len(zs.point_cloud.data) / 3
+
+
+@pytest.mark.parametrize("misses", ["remove", "zero"])
+def test_streams_quantized_without_nan_misses(sensimd, misses):
+    with sensimd.client() as c:
+        _scene(c)
+        _lidar(c, misses=misses)
+        c.subscribe(5, "quantized_zstd")
+        ref = []
+        for k in range(2):
+            ref += _step_clouds(c, 0.1 * k)
+        sd = c.next_sensor_data(timeout=10)
+        truth, got = point_cloud_to_numpy(ref[0].point_cloud), point_cloud_to_numpy(sd.point_cloud)
+        err = np.linalg.norm(_xyz(got) - _xyz(truth), axis=1)
+        assert err.max() <= sd.point_cloud.max_error * (1 + 1e-9) <= 0.001
+        zero = np.all(_xyz(truth) == 0, axis=1)
+        assert (misses == "zero") == bool(zero.any())
+        assert np.all(_xyz(got)[zero] == 0)
+
+
+def test_streams_refused_subscriptions(sensimd):
+    with sensimd.client() as c:
+        _scene(c)
+        _lidar(c)
+        with pytest.raises(errors.NotFound) as exc:
+            c.subscribe(99)
+        assert "subscribe.sensor_id = 99" in exc.value.message
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.subscribe(5, "quantized_zstd", precision=0.0)
+        assert "subscribe.precision" in exc.value.message
+        with pytest.raises(errors.NotFound) as exc:
+            c.unsubscribe(5)
+        assert "unsubscribe.sensor_id" in exc.value.message
+        c.subscribe(5)
+        with pytest.raises(errors.AlreadyExists):
+            c.subscribe(5, "zstd")
+        c.unsubscribe(5)
+        c.subscribe(5, "zstd")
+        assert c.ping(b"x").payload == b"x"
+
+
+def test_streams_imu_and_end_of_stream(sensimd):
+    with sensimd.client() as c, sensimd.client(role="observer") as o:
+        c.create_imu(7, accelerometer=True)
+        _scene(c)
+        _lidar(c)
+        o.subscribe(7)
+        o.subscribe(5, "quantized_zstd")
+        for k in range(3):
+            _step_clouds(c, 0.1 * k)
+        got = {5: [], 7: []}
+        for _ in range(5):
+            sd = o.next_sensor_data(timeout=10)
+            got[sd.sensor_id].append(sd)
+        assert [s.sequence for s in got[7]] == [1, 2, 3]
+        assert all(s.HasField("imu") for s in got[7])
+        assert [s.sequence for s in got[5]] == [1, 2]
+
+        # removing the sensor ends the subscription with a last frame
+        c.remove("sensor", 5)
+        end = o.next_sensor_data(timeout=10)
+        assert end.sensor_id == 5 and end.end_of_stream and end.sequence == 3
+        assert end.WhichOneof("payload") is None
+        _step_clouds(c, 0.3)
+        assert o.next_sensor_data(timeout=10).sensor_id == 7
+        with pytest.raises(errors.NotFound):
+            o.unsubscribe(5)
+
+
+def test_streams_slow_subscriber_is_bounded_and_healthy_ones_get_everything(sensimd_factory):
+    """A subscriber that never reads while the controller steps an OS1-64 at 10 Hz for 60 s of
+    simulated time: the daemon holds at most its budget plus one frame for it, counts every
+    dropped frame, a healthy subscriber receives every frame, and steps do not slow down."""
+    budget = 8 << 20
+    d = sensimd_factory("--subscriber-max-bytes", str(budget), "--subscriber-soft-seconds", "0",
+                        "--io-timeout", "0")
+    steps = 601
+    with d.client() as c, d.client() as healthy, d.client(role="observer") as slow:
+        _scene(c)
+        _lidar(c, misses="remove")
+        healthy.subscribe(5, "quantized_zstd")
+        slow.subscribe(5, "raw")
+        slow_session = slow.session_id
+        frame_bytes = 0
+        rtts, produced, received = [], 0, []
+        rss0 = _rss(d.proc.pid)
+        for k in range(steps):
+            t0 = time.perf_counter()
+            clouds = _step_clouds(c, 0.1 * k)
+            rtts.append(time.perf_counter() - t0)
+            produced += len(clouds)
+            for cl in clouds:
+                frame_bytes = max(frame_bytes, len(cl.point_cloud.data) + 1024)
+                sd = healthy.next_sensor_data(timeout=10)
+                received.append(sd.sequence)
+            if k % 100 == 99:
+                info = _sub_info(c, slow_session)
+                assert info.queued_bytes <= budget
+                assert c.get_info().counters.held_bytes <= budget + 2 * frame_bytes + (1 << 20)
+        assert produced == steps - 1
+        assert received == list(range(1, produced + 1))
+
+        info = _sub_info(c, slow_session)
+        assert info.frames_dropped > 0
+        assert info.queued_bytes <= budget
+        assert info.frames_sent + info.frames_dropped + info.queued_frames == produced
+        assert info.frames_sent <= 2 + (64 << 20) // frame_bytes  # what the socket buffers took
+        counters = c.get_info().counters
+        assert counters.frames_dropped == info.frames_dropped
+        assert counters.bytes_dropped == info.bytes_dropped
+        hinfo = _sub_info(c, healthy.session_id)
+        assert hinfo.frames_dropped == 0 and hinfo.frames_sent == produced
+
+        # the stepping client never waited: late steps as fast as early ones
+        early, late = np.median(rtts[10:110]), np.median(rtts[-100:])
+        assert late <= 1.5 * early + 0.005, (early, late)
+        if not ASAN:
+            assert _rss(d.proc.pid) - rss0 <= budget + 2 * frame_bytes + (48 << 20)
+
+        # the slow subscriber reads at last: consecutive numbers after its gap, newest frames
+        seqs = []
+        while True:
+            sd = slow.next_sensor_data(timeout=2)
+            if sd is None:
+                break
+            seqs.append(sd.sequence)
+        assert seqs[-1] == produced
+        gaps = np.diff(seqs)
+        assert np.all(gaps >= 1) and np.sum(gaps - 1) == info.frames_dropped
+
+
+def test_streams_slow_subscriber_past_soft_limit_is_closed(sensimd_factory):
+    d = sensimd_factory("--subscriber-max-bytes", str(4 << 20), "--subscriber-soft-bytes",
+                        str(1 << 20), "--subscriber-soft-seconds", "1")
+    with d.client() as c, d.client(role="observer") as slow:
+        _scene(c)
+        _lidar(c, misses="remove")
+        slow.subscribe(5, "raw")
+        sid = slow.session_id
+        deadline = time.monotonic() + 60
+        k = 0
+        while time.monotonic() < deadline:
+            _step_clouds(c, 0.1 * k)
+            k += 1
+            closed = [s for s in c.get_info().subscribers if s.closed_reason]
+            if closed:
+                break
+        assert closed and closed[0].session_id == sid
+        assert "slow subscriber" in closed[0].closed_reason
+        assert c.get_info().counters.subscribers_closed == 1
+        assert "slow subscriber" in d.stderr()
+
+
+@pytest.mark.parametrize("how", ["close", "reset"])
+def test_streams_subscriber_gone_mid_frame(sensimd, how):
+    with sensimd.client() as c:
+        _scene(c)
+        _lidar(c)
+        sub = sensimd.client(role="observer")
+        sub.subscribe(5, "raw")
+        _step_clouds(c, 0.0)
+        _step_clouds(c, 0.1)
+        sock = sub._sock
+        head = sock.recv(4, socket.MSG_WAITALL)
+        (length,) = struct.unpack("<I", head)
+        assert length > 100_000
+        sock.recv(1000)   # part of the frame
+        if how == "reset":
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        sock.close()
+        sub._sock = None
+        for k in range(2, 6):
+            assert len(_step_clouds(c, 0.1 * k)) == 1
+        deadline = time.monotonic() + 10
+        while any(s.sensor_id == 5 and not s.closed_reason for s in c.get_info().subscribers):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert c.ping(b"ok").payload == b"ok"
+
+
+def test_streams_unsubscribe_under_load(sensimd):
+    with sensimd.client() as c, sensimd.client(role="observer") as o:
+        _scene(c)
+        _lidar(c, misses="remove")
+        o.subscribe(5, "raw")
+        for k in range(8):
+            _step_clouds(c, 0.1 * k)   # frames pile up unread
+        o.unsubscribe(5)
+        before = len(o._pushed)
+        for k in range(8, 12):
+            _step_clouds(c, 0.1 * k)
+        assert o.ping(b"p").payload == b"p"
+        assert len(o._pushed) == before        # nothing arrived after the reply
+        seqs = [o.next_sensor_data(timeout=0).sequence for _ in range(before)]
+        assert seqs == sorted(seqs) and all(s <= 7 for s in seqs)
+        info = [s for s in c.get_info().subscribers if s.sensor_id == 5]
+        assert info == []
