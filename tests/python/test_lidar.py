@@ -264,3 +264,21 @@ def test_lidar_group_mask(sensimd):
         with pytest.raises(errors.InvalidArgument) as exc:
             c.create_object(4, geometry_id=3, group=32)
         assert "group = 32" in exc.value.message
+
+
+def test_raycast_exclude_bodies_and_group_mask(sensimd):
+    with sensimd.client() as c:
+        c.create_body(2, {"position": (2, 0, 0)})
+        c.create_primitive(1, "box", half_extents=(0.5, 0.5, 0.5))
+        c.create_primitive(2, "box", half_extents=(0.5, 5.0, 5.0))
+        c.create_object(1, geometry_id=1, body_id=2, group=1)
+        c.create_object(2, geometry_id=2, local_pose={"position": (6, 0, 0)})
+        c.update_state(0.0, [2], [[2, 0, 0, 0, 0, 0, 1]])
+        o, d = [[0, 0, 0]], [[1, 0, 0]]
+        assert c.raycast(o, d).object_ids[0] == 1
+        assert c.raycast(o, d, exclude_bodies=[2]).object_ids[0] == 2
+        assert c.raycast(o, d, group_mask=1 << 0).object_ids[0] == 2
+        hit = c.raycast(o, d, group_mask=1 << 1)
+        assert hit.object_ids[0] == 1
+        np.testing.assert_allclose(hit.distances[0], 1.5, rtol=1e-6)
+        assert math.isinf(c.raycast(o, d, exclude_bodies=[2], group_mask=2).distances[0])

@@ -625,6 +625,13 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   r.max_range = m->has_max_range ? m->max_range : 0.0;
   r.ntime = (uint32_t)b[2].count;
   r.times = b[2].data;
+  if (m->n_exclude_bodies > ENV_MAX_EXCLUDED_BODIES) {
+    return err_set(&o->msg, ERR_INVAL, "exclude_bodies has %zu bodies, more than %d",
+                   m->n_exclude_bodies, ENV_MAX_EXCLUDED_BODIES);
+  }
+  r.exclude_bodies = m->exclude_bodies;
+  r.nexclude_body = (uint32_t)m->n_exclude_bodies;
+  r.group_mask = m->has_group_mask ? m->group_mask : 0;
   wire_get_cancel(req, &r.cancelled, &r.cancel_ctx);
   if (b[0].bytes || b[1].bytes || b[2].bytes) {
     int rc = trace_to_records(req, e, &r, res, &o->msg);

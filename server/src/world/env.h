@@ -251,7 +251,12 @@ typedef struct env_raycast {
   const double* times;
   int (*cancelled)(void* ctx);  // nullable; Thread: any tracing thread
   void* cancel_ctx;
+  const uint32_t* exclude_bodies;   // (nexclude_body) the rays pass through these bodies' objects
+  uint32_t nexclude_body;       // at most ENV_MAX_EXCLUDED_BODIES
+  uint32_t group_mask;          // object groups the rays see (bit g = CreateObject group g); 0 = all
 } env_raycast_t;
+
+#define ENV_MAX_EXCLUDED_BODIES 1024
 
 // Validate, commit the scene if needed, and trace. out: nray hits, provided by the caller.
 // Uses the environment's pool when it has one; must not be called from inside a job of

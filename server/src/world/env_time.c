@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/pool.h"
 #include "world/env_impl.h"
 
@@ -327,6 +328,10 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
   if (isnan(r->max_range)) {
     return err_set(msg, ERR_INVAL, "max_range is not a number");
   }
+  if (r->nexclude_body > ENV_MAX_EXCLUDED_BODIES || (r->nexclude_body && !r->exclude_bodies)) {
+    return err_set(msg, ERR_INVAL, "exclude_bodies has %u bodies, more than %d",
+                   r->nexclude_body, ENV_MAX_EXCLUDED_BODIES);
+  }
 
   // times: inside the current interval when there is one
   double tol = TIME_REL_TOL * fmax(1.0, fmax(fabs(e->t_prev), fabs(e->t_cur)));
@@ -355,6 +360,7 @@ typedef struct raycast_job {
   double tmax;          // m, > 0, may be +inf
   double t_prev;        // interval; s = 1 when it is empty or there is no state
   double dt;            // t_cur - t_prev, 0 for "s = 1"
+  const scene_filter_t* filter;  // objects the rays pass through (nullable)
   atomic_int stopped;   // set by the first chunk that sees r->cancelled
   atomic_int bad;       // set by the first chunk that meets a ray ray_ok refuses
 } raycast_job_t;
@@ -401,7 +407,7 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
       }
       ray->time = s;
     }
-    scene_trace(job->scene, rays, job->out + i0, n);
+    scene_trace_filtered(job->scene, rays, job->out + i0, n, job->filter);
   }
 }
 
@@ -426,7 +432,24 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
   };
   atomic_init(&job.stopped, 0);
   atomic_init(&job.bad, 0);
+
+  // the objects hidden from these rays (excluded bodies, groups outside the mask)
+  scene_filter_t filter = {0};
+  uint32_t* hidden = NULL;
+  if (r->nexclude_body > 0 || r->group_mask != 0) {
+    uint32_t n = scene_objects_hidden(e->scene, r->exclude_bodies, r->nexclude_body,
+                                      r->group_mask, NULL, 0);
+    hidden = mem_alloc((n ? n : 1) * sizeof *hidden);
+    if (!hidden) {
+      return err_set(msg, ERR_NOMEM, "out of memory for %u hidden objects", n);
+    }
+    filter.nexclude = scene_objects_hidden(e->scene, r->exclude_bodies, r->nexclude_body,
+                                           r->group_mask, hidden, n);
+    filter.exclude_objects = hidden;
+    job.filter = &filter;
+  }
   pool_parallel_for(e->pool, r->nray, RAY_GRAIN, raycast_chunk, &job);
+  mem_free(hidden);
   if (atomic_load(&job.bad)) {
     rc = check_rays(r, msg);
     return rc < 0 ? rc : err_set(msg, ERR_INTERNAL, "a ray was refused, then accepted");

@@ -856,3 +856,47 @@ TEST(lidar_group_mask_hides_other_groups) {
   fx_close(&f);
   return 0;
 }
+
+
+TEST(raycast_excludes_bodies_and_groups) {
+  // the same exclusions for a Raycast: a box on body 2 in group 1 in front of a wall
+  fx_t f;
+  ASSERT_OK(fx_open(&f, 2));
+  err_msg_t msg = {0};
+  body_desc_t b = {.id = 2, .pose = at(2, 0, 0)};
+  ASSERT_OK(env_create_body(f.e, &b, &msg));
+  ASSERT_OK(add_prim_in(f.e, 1, 1, SCENE_PRIM_BOX, 0.5, 0.5, 0.5, 2, xform_identity(), 1));
+  ASSERT_OK(add_prim_in(f.e, 2, 2, SCENE_PRIM_BOX, 0.5, 5.0, 5.0, 0, at(6, 0, 0), 0));
+  uint32_t ids[1] = {2};
+  double p0[7] = {2, 0, 0, 0, 0, 0, 1};
+  ASSERT_OK(set_state(f.e, 0.0, 1, ids, p0));
+  double o[3] = {0, 0, 0}, d[3] = {1, 0, 0};
+  uint32_t ex[1] = {2};
+  struct {
+    const uint32_t* bodies;
+    uint32_t nbody;
+    uint32_t mask;
+    uint32_t object;
+    double distance;
+  } cases[] = {
+      {NULL, 0, 0, 1, 1.5},        // the box
+      {ex, 1, 0, 2, 5.5},          // body 2 excluded: the wall
+      {NULL, 0, 1u << 0, 2, 5.5},  // group 0 only: the wall
+      {NULL, 0, 1u << 1, 1, 1.5},  // group 1 only: the box
+      {ex, 1, 1u << 1, 0, INFINITY},   // both: nothing
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    env_raycast_t r = {.nray = 1, .origins = o, .directions = d, .exclude_bodies = cases[i].bodies,
+                       .nexclude_body = cases[i].nbody, .group_mask = cases[i].mask};
+    scene_hit_t h;
+    ASSERT_OK(env_raycast(f.e, &r, &h, &msg));
+    ASSERT_EQ(h.object_id, cases[i].object);
+    if (isinf(cases[i].distance)) {
+      ASSERT_TRUE(isinf(h.distance));
+    } else {
+      ASSERT_NEAR(h.distance, cases[i].distance, 1e-5);
+    }
+  }
+  fx_close(&f);
+  return 0;
+}
