@@ -143,6 +143,29 @@ def test_fixed_sample_rate(sensimd):
         assert [o.frame for o in outs] == [0, 1, 2, 3, 4]
 
 
+def test_subscriber_receives_the_same_samples(sensimd):
+    with sensimd.client() as c, sensimd.client() as watcher:
+        c.create_imu(1, gyroscope={"chain": {"noiseStddev": {"x": 0.1}}}, sample_rate=100.0)
+        c.create_joint(1)
+        c.create_encoder(2, 1)
+        watcher.subscribe(1)
+        c.update_state(0.0, joint_ids=[1], joint_positions=[0.0])
+        c.step(0.0)
+        c.update_state(0.03, joint_ids=[1], joint_positions=[0.3])
+        done = c.step(0.03)
+        stepped = [o for o in done.outputs if o.sensor_id == 1]
+        assert len(stepped) == 3
+        pushed = []
+        while len(pushed) < 3:
+            d = watcher.next_sensor_data(timeout=10.0)
+            assert d is not None, "no pushed sample"
+            pushed.append(d)
+        assert watcher.next_sensor_data(timeout=0.2) is None   # not the encoder's
+        for a, b in zip(stepped, pushed):
+            assert b.sensor_id == 1 and b.time == a.time and b.frame == a.frame
+            assert b.imu == a.imu
+
+
 def noisy_run(sensimd_factory, threads: int) -> list[bytes]:
     d = sensimd_factory("--threads", str(threads))
     with d.client() as c:
