@@ -187,6 +187,7 @@ typedef struct batch_ctx {
   double tau_origin;            // s after t_s that time offsets are measured from; NAN = the
                                 //   start of the ray's sweep
   const scene_filter_t* filter; // objects the rays do not see
+  double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
 } batch_ctx_t;
 
 
@@ -243,7 +244,8 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       l->ray_index[i] = pr[j].index;
 
       // the sensor pose at the firing time (rays of a column share it), the ray at that time
-      double s = view_fraction(b->v, l->t_s + pr[j].time);
+      double s = b->inv_dt * ((l->t_s - b->v->t0) + pr[j].time);
+      s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
       const lidar_sweep_pose_t* ps = b->fixed;
       if (!ps) {
         if (s != pose.s) {
@@ -372,7 +374,8 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                      double tau_origin, const scene_filter_t* filter, err_msg_t* msg) {
   batch_ctx_t b = {.l = l, .ctx = ctx, .v = v, .body = body, .fixed = fixed,
                    .first = l->cursor, .n = n, .sweep = lidar_sweep_of(&l->pat, l->cursor),
-                   .tau_origin = tau_origin, .filter = filter};
+                   .tau_origin = tau_origin, .filter = filter,
+                   .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   size_t nchunk = (n + CHUNK - 1) / CHUNK;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
 

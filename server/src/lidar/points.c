@@ -59,8 +59,30 @@ static void add_field(lidar_layout_t* l, lidar_point_field_t id, uint32_t offset
 }
 
 
+static int layout_build(lidar_layout_t* out_, lidar_layout_preset_t preset,
+                        const char* const* names, uint32_t n, err_msg_t* msg);
+
+
 int lidar_layout_init(lidar_layout_t* l, lidar_layout_preset_t preset, const char* const* names,
                       uint32_t n, err_msg_t* msg) {
+  lidar_layout_t out;
+  memset(&out, 0, sizeof out);
+  int rc = layout_build(&out, preset, names, n, msg);
+  if (rc < 0) {
+    return rc;
+  }
+  out.is_xyzi = out.point_step == 16 && out.nfield == 4;
+  for (uint32_t i = 0; i < out.nfield && out.is_xyzi; i++) {
+    out.is_xyzi = out.id[i] == (lidar_point_field_t)i && out.field[i].offset == 4 * i;
+  }
+  *l = out;
+  return 0;
+}
+
+
+// The fields and offsets of a preset or a name list into out (zeroed).
+static int layout_build(lidar_layout_t* out_, lidar_layout_preset_t preset,
+                        const char* const* names, uint32_t n, err_msg_t* msg) {
   lidar_layout_t out;
   memset(&out, 0, sizeof out);
 
@@ -74,7 +96,7 @@ int lidar_layout_init(lidar_layout_t* l, lidar_layout_preset_t preset, const cha
       add_field(&out, LIDAR_FIELD_RING, 16);
       add_field(&out, LIDAR_FIELD_TIME, 18);
       out.point_step = 22;
-      *l = out;
+      *out_ = out;
       return 0;
     case LIDAR_LAYOUT_OUSTER:
       add_field(&out, LIDAR_FIELD_X, 0);
@@ -87,7 +109,7 @@ int lidar_layout_init(lidar_layout_t* l, lidar_layout_preset_t preset, const cha
       add_field(&out, LIDAR_FIELD_AMBIENT, 28);
       add_field(&out, LIDAR_FIELD_RANGE_MM, 32);
       out.point_step = 48;
-      *l = out;
+      *out_ = out;
       return 0;
     case LIDAR_LAYOUT_FIELDS:
       if (n > 0) {
@@ -100,7 +122,7 @@ int lidar_layout_init(lidar_layout_t* l, lidar_layout_preset_t preset, const cha
       add_field(&out, LIDAR_FIELD_Z, 8);
       add_field(&out, LIDAR_FIELD_INTENSITY, 12);
       out.point_step = 16;
-      *l = out;
+      *out_ = out;
       return 0;
     default:
       return err_set(msg, ERR_INVAL, "lidar.layout = %d is not a layout preset", (int)preset);
@@ -136,7 +158,7 @@ int lidar_layout_init(lidar_layout_t* l, lidar_layout_preset_t preset, const cha
     align = size > align ? size : align;
   }
   out.point_step = (offset + align - 1) / align * align;
-  *l = out;
+  *out_ = out;
   return 0;
 }
 
@@ -178,6 +200,13 @@ static uint32_t to_uint(double v, double max) {
 
 
 void lidar_points_write(const lidar_layout_t* l, const lidar_point_t* pt, uint8_t* dest) {
+  // the plain x y z intensity layout, the common case, packed directly
+  if (l->is_xyzi) {
+    float f[4] = {(float)pt->xyz[0], (float)pt->xyz[1], (float)pt->xyz[2], (float)pt->intensity};
+    memcpy(dest, f, sizeof f);
+    return;
+  }
+
   // padding bytes are zero: clouds are compared and hashed byte for byte
   memset(dest, 0, l->point_step);
   for (uint32_t i = 0; i < l->nfield; i++) {

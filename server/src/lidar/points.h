@@ -62,6 +62,7 @@ typedef struct lidar_layout {
   lidar_point_field_t id[SENSOR_MAX_FIELDS];    // (nfield)
   sensor_field_t field[SENSOR_MAX_FIELDS];      // (nfield) name, offset, datatype, count
   uint32_t point_step;          // bytes per point
+  int is_xyzi;                  // exactly x y z intensity as float32 at 0 4 8 12 (fast path)
 } lidar_layout_t;
 
 // Build a layout: a preset, or (LIDAR_LAYOUT_FIELDS) the n names (n = 0: xyzi). ERR_INVAL naming

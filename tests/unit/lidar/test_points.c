@@ -115,3 +115,26 @@ TEST(points_write_every_field) {
   ASSERT_EQ(u, 0);
   return 0;
 }
+
+
+TEST(points_xyzi_packs_four_floats) {
+  // the default layout (x y z intensity, float32 at 0 4 8 12), by preset or by names
+  const char* names[4] = {"x", "y", "z", "intensity"};
+  lidar_layout_t a, b, c;
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_layout_init(&a, LIDAR_LAYOUT_XYZI, NULL, 0, &msg));
+  ASSERT_OK(lidar_layout_init(&b, LIDAR_LAYOUT_FIELDS, names, 4, &msg));
+  const char* other[4] = {"y", "x", "z", "intensity"};
+  ASSERT_OK(lidar_layout_init(&c, LIDAR_LAYOUT_FIELDS, other, 4, &msg));
+  lidar_point_t pt = {.xyz = {1.25, -2.5, 3.75}, .intensity = 0.125};
+  float fa[4], fb[4], fc[4];
+  lidar_points_write(&a, &pt, (uint8_t*)fa);
+  lidar_points_write(&b, &pt, (uint8_t*)fb);
+  lidar_points_write(&c, &pt, (uint8_t*)fc);
+  const float expect[4] = {1.25f, -2.5f, 3.75f, 0.125f};
+  ASSERT_MEM_EQ(fa, expect, sizeof expect);
+  ASSERT_MEM_EQ(fb, expect, sizeof expect);
+  const float swapped[4] = {-2.5f, 1.25f, 3.75f, 0.125f};
+  ASSERT_MEM_EQ(fc, swapped, sizeof swapped);
+  return 0;
+}
