@@ -537,6 +537,57 @@ TEST(sensor_reading_and_speed) {
   return 0;
 }
 
+// A sensor turned with its body and its mount: the reading is in the sensor's own frame (the
+// thesis obstacle turned with it gives the same range and azimuth), the point in the world.
+TEST(sensor_frame_follows_body_and_mount) {
+  cone_config_t c;
+  cone_config_default(&c);
+  c.fov_horizontal = 90.0 * DEG;
+  c.fov_vertical = 60.0 * DEG;
+  sensor_t s;
+  err_msg_t msg;
+  ASSERT_OK(cone_create(&c, &s, &msg));
+  // body at (1, 2, 0) turned +60 deg about z; mount 0.5 m along the body's x, turned +30 deg:
+  // the sensor looks along world +y from (1.25, 2.4330127, 0)
+  view_body_t body = {.id = 3};
+  body.at[1].pose = xform_identity();
+  body.at[1].pose.p[0] = 1.0;
+  body.at[1].pose.p[1] = 2.0;
+  rotz(60.0 * DEG, body.at[1].pose.q);
+  body.at[0] = body.at[1];
+  sensor_ctx_t ctx = {.id = 1, .body_id = 3, .mount = xform_identity()};
+  ctx.mount.p[0] = 0.5;
+  rotz(30.0 * DEG, ctx.mount.q);
+  double origin[3] = {1.0 + 0.5 * cos(60.0 * DEG), 2.0 + 0.5 * sin(60.0 * DEG), 0.0};
+  // the thesis obstacle at (7, -5, 0) of the sensor frame: world = origin + 7 y_w + 5 x_w
+  view_object_t box = prim(9, SCENE_PRIM_BOX, 0.5e-5, 0.5, 0.5);
+  box.pose.p[0] = origin[0] + 5.0;
+  box.pose.p[1] = origin[1] + 7.0;
+  rotz(90.0 * DEG + atan2(-5.0, 7.0), box.pose.q);
+  step_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.bodies = &body;
+  v.nbody = 1;
+  v.objects = &box;
+  v.nobject = 1;
+  v.t0 = v.t1 = 0.0;
+  v.step = 1;
+  sensor_out_t out = {0};
+  ASSERT_OK(s.ops->step(s.self, &ctx, &v, &out, &msg));
+  const sensor_cone_t* r = &out.rec[0].u.cone;
+  ASSERT_TRUE(r->detected);
+  ASSERT_NEAR(r->range, sqrt(74.0) - 0.5e-5, 1e-9);
+  ASSERT_KAT(r->azimuth / DEG, -35.5376778, KAT_REL, KAT_FLOOR);
+  ASSERT_NEAR(r->elevation, 0.0, 1e-12);
+  // the face centre, in the world
+  double f = (sqrt(74.0) - 0.5e-5) / sqrt(74.0);
+  ASSERT_NEAR(r->point[0], origin[0] + 5.0 * f, 1e-9);
+  ASSERT_NEAR(r->point[1], origin[1] + 7.0 * f, 1e-9);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
 TEST(bad_configurations_name_the_field) {
   cone_config_t c;
   sensor_t s;
