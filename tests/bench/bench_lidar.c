@@ -181,7 +181,11 @@ typedef struct lidar_env {
   scene_device_t* dev;
   env_t* e;
   double t;                     // time of the last step
+  int vehicle;                  // the lidar rides body SENSOR_BODY, moving at VEHICLE_SPEED
 } lidar_env_t;
+
+#define SENSOR_BODY 1000
+#define VEHICLE_SPEED 10.0      // m/s along x
 
 
 static void check(int rc, const err_msg_t* msg, const char* what) {
@@ -192,9 +196,15 @@ static void check(int rc, const err_msg_t* msg, const char* what) {
 
 
 static void state_at(lidar_env_t* le, const world_t* w, double t) {
-  uint32_t ids[NMOVING];
-  double poses[7 * NMOVING];
+  uint32_t ids[NMOVING + 1];
+  double poses[7 * (NMOVING + 1)];
   unsigned n = 0;
+  if (le->vehicle) {
+    ids[n] = SENSOR_BODY;
+    double* q = &poses[7 * n];
+    q[0] = VEHICLE_SPEED * t, q[1] = 0, q[2] = 0, q[3] = 0, q[4] = 0, q[5] = 0, q[6] = 1;
+    n++;
+  }
   for (unsigned i = 0; i < NOBJ; i++) {
     if (!w->obj[i].body) {
       continue;
@@ -212,10 +222,12 @@ static void state_at(lidar_env_t* le, const world_t* w, double t) {
 }
 
 
-// kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3.
-static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
+// kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3; vehicle:
+// the lidar on a body moving at VEHICLE_SPEED (each ray from its own pose).
+static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer, int vehicle,
                      const pose_t* sensor) {
   err_msg_t msg = {0};
+  le->vehicle = vehicle;
   le->dev = scene_device_create(&msg);
   if (!le->dev) {
     bench_die("scene_device_create: %s", msg.text);
@@ -266,6 +278,11 @@ static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
       check(lidar_pattern_ouster_init(&d.pattern, &o, "ouster", &msg), &msg, "ouster");
     }
     sensor_desc_t s = {.id = 1, .mount = *sensor};
+    if (vehicle) {
+      body_desc_t b = {.id = SENSOR_BODY, .pose = xform_identity()};
+      check(env_create_body(le->e, &b, &msg), &msg, "env_create_body");
+      s.body_id = SENSOR_BODY;
+    }
     check(lidar_create(&d, &s.sensor, &msg), &msg, "lidar_create");
     check(env_create_sensor(le->e, &s, &msg), &msg, "env_create_sensor");
   }
@@ -616,7 +633,7 @@ static void adapter_close(adapter_t* a) {
 
 enum {
   RAW1_VLP, RAW16_VLP, RAW1_OS1, RAW8_OS1, RAW16_OS1, ADAPTER_OS1, LIDAR_VLP, LIDAR_OS1,
-  LIDAR_OS1_2L, UPDATE, NCFG
+  LIDAR_OS1_2L, LIDAR_OS1_VEHICLE, UPDATE, NCFG
 };
 
 int main(int argc, char** argv) {
@@ -667,11 +684,12 @@ int main(int argc, char** argv) {
          bench_count(ro.n, b1));
 
   // environments: one per configuration, so that each step times one lidar
-  lidar_env_t ev, eo, e2, en;
-  env_open(&ev, &w, 1, 0, &sensor);
-  env_open(&eo, &w, 2, 0, &sensor);
-  env_open(&e2, &w, 2, 1, &sensor);
-  env_open(&en, &w, 0, 0, &sensor);
+  lidar_env_t ev, eo, e2, en, em;
+  env_open(&ev, &w, 1, 0, 0, &sensor);
+  env_open(&eo, &w, 2, 0, 0, &sensor);
+  env_open(&e2, &w, 2, 1, 0, &sensor);
+  env_open(&en, &w, 0, 0, 0, &sensor);
+  env_open(&em, &w, 2, 0, 1, &sensor);
 
   // interleaved repetitions
   double* t[NCFG];
@@ -699,6 +717,7 @@ int main(int argc, char** argv) {
     t[LIDAR_VLP][r] = env_rev(&ev, &w, 0, &pts_v);
     t[LIDAR_OS1][r] = env_rev(&eo, &w, 0, &pts_o);
     t[LIDAR_OS1_2L][r] = env_rev(&e2, &w, 0, &pts_2);
+    t[LIDAR_OS1_VEHICLE][r] = env_rev(&em, &w, 0, NULL);
     t[UPDATE][r] = env_rev(&en, &w, 1, NULL);
   }
 
@@ -734,6 +753,7 @@ int main(int argc, char** argv) {
   printf("BENCH lidar_over_best_raw %.3f ratio\n", best / m[LIDAR_OS1]);
   printf("BENCH lidar_vlp16_over_raw16 %.3f ratio\n", m[RAW16_VLP] / m[LIDAR_VLP]);
   printf("BENCH lidar_vlp16_over_raw1 %.3f ratio\n", m[RAW1_VLP] / m[LIDAR_VLP]);
+  printf("BENCH lidar_on_vehicle_over_static %.3f ratio\n", m[LIDAR_OS1] / m[LIDAR_OS1_VEHICLE]);
   printf("BENCH lidar_two_layer_depth3_over_raw16 %.3f ratio\n", m[RAW16_OS1] / m[LIDAR_OS1_2L]);
   printf("BENCH os1_128_realtime_factor %.2f sim_s_per_cpu_s\n", PERIOD / m[LIDAR_OS1]);
   printf("BENCH vlp16_realtime_factor %.2f sim_s_per_cpu_s\n", PERIOD / m[LIDAR_VLP]);
@@ -748,6 +768,7 @@ int main(int argc, char** argv) {
   env_close(&eo);
   env_close(&e2);
   env_close(&en);
+  env_close(&em);
   raw_close(&raw);
   adapter_close(&ad);
   lidar_pattern_close(&vlp);
