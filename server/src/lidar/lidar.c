@@ -17,6 +17,10 @@
 // Rays per batch (times the returns per ray, bounded): the scratch is allocated once.
 #define BATCH_RETURNS 65536u
 
+// Most rays one lidar fires in one step (24 s of an OS1-128 2048 x 10, 230 s of a VLP-16): a
+// longer step is refused (step more often).
+#define MAX_STEP_RAYS ((uint64_t)1 << 26)
+
 // Most bytes a lidar may accumulate for one cloud (the wire's 4 GiB limit of a cloud).
 #define MAX_CLOUD_BYTES ((uint64_t)UINT32_MAX)
 
@@ -495,6 +499,14 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     l->acc_complete =
         l->cursor == lidar_pattern_first_group(&l->pat, l->acc_sweep) * l->pat.nray;
     l->started = 1;
+  }
+
+  // a bounded amount of work: the rays fired in (t0, t1] are counted first
+  lidar_cursor_t last = lidar_sweep_seek(&l->pat, l->t_s, nextafter(v->t1, INFINITY));
+  if (last > l->cursor && last - l->cursor > MAX_STEP_RAYS) {
+    return err_set(msg, ERR_LIMIT, "lidar %u: the step (%.17g, %.17g] fires %llu rays, more "
+                   "than %llu; step more often", ctx->id, v->t0, v->t1,
+                   (unsigned long long)(last - l->cursor), (unsigned long long)MAX_STEP_RAYS);
   }
 
   // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in

@@ -900,3 +900,23 @@ TEST(raycast_excludes_bodies_and_groups) {
   fx_close(&f);
   return 0;
 }
+
+
+TEST(lidar_refuses_a_step_too_long) {
+  // 300 s of a VLP-16 in one step is 86.8 million rays: refused, naming the lidar
+  fx_t f;
+  ASSERT_OK(fx_open(&f, 0));
+  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+  lidar_desc_t d = base_desc();
+  lidar_vlp16_desc_t v = {.frequency = 10.0};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(set_state(f.e, 300.0, 0, NULL, NULL));
+  ASSERT_EQ(env_step(f.e, 300.0, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "lidar 3: the step (0, 300] fires");
+  ASSERT_CONTAINS(msg.text, "step more often");
+  fx_close(&f);
+  return 0;
+}
