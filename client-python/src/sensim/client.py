@@ -323,10 +323,17 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
                 bits[exc] = raw[:, k]
             out[:, off:off + 4] = bits.view(np.uint8).reshape(n, 4)
             pos_bytes.update(range(off, off + 4))
+    if stride == 0:
+        raise errors.ProtocolError("quantized_zstd: stride 0")
     rest = [b for b in range(step) if b not in pos_bytes]
     start = 12 * n if has_pos else 0
-    if rest:
-        out[:, rest] = buf[start:start + len(rest) * n].reshape(len(rest), n).T
+    if rest and n:
+        # each byte was stored less the same byte `stride` points back (mod 256)
+        rows = -(-n // stride)
+        d = np.zeros((len(rest), rows * stride), np.uint8)
+        d[:, :n] = buf[start:start + len(rest) * n].reshape(len(rest), n)
+        d = np.cumsum(d.reshape(len(rest), rows, stride), axis=1, dtype=np.uint8)
+        out[:, rest] = d.reshape(len(rest), -1)[:, :n].T
     return out.tobytes()
 
 

@@ -8,7 +8,8 @@
 // zigzagged; all arithmetic wraps in uint32, so decoding is exact whatever the values. A miss
 // (a zero point, NaN or any non-finite coordinate) codes R = 0 and its kind in A, and takes the
 // predictions as its values so the image stays smooth across it. The residual planes and the
-// other bytes of the points are byte-shuffled (byte k of every value together), then zstd.
+// other bytes of the points (each less the same byte `stride` points back) are byte-shuffled
+// (byte k of every value together), then zstd.
 #include "codec/qzstd.h"
 
 #include <math.h>
@@ -84,13 +85,44 @@ static inline float get_f32(const uint8_t* p) {
 }
 
 
-// The position a decoder rebuilds from the integers (the same expression in every decoder).
-static inline void rebuild(int32_t r, int32_t a, int32_t e, double rs, double as, float out[3]) {
-  double range = (double)r * rs, az = (double)a * as, el = (double)e * as;
-  double ce = range * cos(el);
-  out[0] = (float)(ce * cos(az));
-  out[1] = (float)(ce * sin(az));
-  out[2] = (float)(range * sin(el));
+// Cosines and sines of the angles met so far, by integer angle: a scan has few distinct
+// azimuths (one per column) and elevations (one per channel), so most points find theirs.
+#define TRIG_CACHE 4096u
+
+typedef struct trig_cache {
+  int32_t key[TRIG_CACHE];
+  uint8_t used[TRIG_CACHE];
+  double c[TRIG_CACHE];
+  double s[TRIG_CACHE];
+} trig_cache_t;
+
+
+static inline void trig(trig_cache_t* t, int32_t k, double step, double* c, double* s) {
+  uint32_t h = ((uint32_t)k * 2654435761u) >> 20;
+  if (!t->used[h] || t->key[h] != k) {
+    double a = (double)k * step;
+    t->key[h] = k;
+    t->used[h] = 1;
+    t->c[h] = cos(a);
+    t->s[h] = sin(a);
+  }
+  *c = t->c[h];
+  *s = t->s[h];
+}
+
+
+// The position a decoder rebuilds from the integers (the same expression in every decoder):
+// range = r rs, az = a as, el = e as; x = (range cos el) cos az, y = (range cos el) sin az,
+// z = range sin el, rounded to float32.
+static inline void rebuild(trig_cache_t* ta, trig_cache_t* te, int32_t r, int32_t a, int32_t e,
+                           double rs, double as, float out[3]) {
+  double range = (double)r * rs, ca, sa, ce, se;
+  trig(ta, a, as, &ca, &sa);
+  trig(te, e, as, &ce, &se);
+  double rc = range * ce;
+  out[0] = (float)(rc * ca);
+  out[1] = (float)(rc * sa);
+  out[2] = (float)(range * se);
 }
 
 
@@ -171,11 +203,13 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   uint32_t* h = has_pos ? mem_alloc(3u * (size_t)n * sizeof(uint32_t) + 1) : NULL;
   uint8_t* valid = has_pos ? mem_alloc((size_t)n + 1) : NULL;
   uint32_t* off = mem_alloc((size_t)step * sizeof(uint32_t) + 1);
-  if (!body || (has_pos && (!h || !valid)) || !off) {
+  trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
+  if (!body || (has_pos && (!h || !valid || !tc)) || !off) {
     mem_free(body);
     mem_free(h);
     mem_free(valid);
     mem_free(off);
+    mem_free(tc);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
   double range_step = prec, angle_step = 0.0, err_max = 0.0;
@@ -225,7 +259,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       ha[i] = (uint32_t)aq;
       he[i] = (uint32_t)eq;
       float back[3];
-      rebuild(rq, aq, eq, range_step, angle_step, back);
+      rebuild(tc, tc + 1, rq, aq, eq, range_step, angle_step, back);
       double dx = back[0] - x, dy = back[1] - y, dz = back[2] - z;
       double err = dx * dx + dy * dy + dz * dz;
       err_max = err > err_max ? err : err_max;
@@ -271,13 +305,17 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     }
   }
 
-  // every other byte, byte-shuffled
+  // every other byte, less the same byte `stride` points back (mod 256), byte-shuffled
+  if (!has_pos) {
+    stride = p->stride ? p->stride : 1;
+  }
   uint32_t nrest = rest_offsets(step, xyz, has_pos, off);
   uint8_t* rest = body + (has_pos ? 12u * (size_t)n : 0u);
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
+    const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
     for (uint32_t j = 0; j < nrest; j++) {
-      rest[(size_t)j * n + i] = pt[off[j]];
+      rest[(size_t)j * n + i] = (uint8_t)(pt[off[j]] - (back ? back[off[j]] : 0u));
     }
   }
 
@@ -300,6 +338,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   mem_free(h);
   mem_free(valid);
   mem_free(off);
+  mem_free(tc);
   if (rc) {
     return err_set(msg, rc, "zstd compression failed (%s)", err_str(rc));
   }
@@ -335,10 +374,13 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
                        "xyz"[k], xyz[k], step);
       }
     }
-    if (stride == 0 || !(range_step > 0.0) || !(angle_step > 0.0) || !isfinite(range_step) ||
+    if (!(range_step > 0.0) || !(angle_step > 0.0) || !isfinite(range_step) ||
         !isfinite(angle_step)) {
       return err_set(msg, ERR_PROTO, "header: stride, range_step or angle_step is not valid");
     }
+  }
+  if (stride == 0) {
+    return err_set(msg, ERR_PROTO, "header: stride is 0");
   }
   if (nexc > n || (!has_pos && nexc)) {
     return err_set(msg, ERR_PROTO, "header: %u exceptions for %u points", nexc, n);
@@ -347,10 +389,12 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   uint8_t* body = mem_alloc(body_len ? body_len : 1);
   uint32_t* h = has_pos ? mem_alloc(3u * (size_t)n * sizeof(uint32_t) + 1) : NULL;
   uint32_t* off = mem_alloc((size_t)step * sizeof(uint32_t) + 1);
-  if (!body || (has_pos && !h) || !off) {
+  trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
+  if (!body || (has_pos && (!h || !tc)) || !off) {
     mem_free(body);
     mem_free(h);
     mem_free(off);
+    mem_free(tc);
     return err_set(msg, ERR_NOMEM, "out of memory decoding %u points", n);
   }
   int rc = decompress_zstd(in + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES, body,
@@ -376,7 +420,8 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
         ha[i] = pa + unzigzag(ca);
         he[i] = pe + unzigzag(ce);
         float v[3];
-        rebuild(as_i32(hr[i]), as_i32(ha[i]), as_i32(he[i]), range_step, angle_step, v);
+        rebuild(tc, tc + 1, as_i32(hr[i]), as_i32(ha[i]), as_i32(he[i]), range_step, angle_step,
+                v);
         for (int k = 0; k < 3; k++) {
           memcpy(pt + xyz[k], &v[k], 4);
         }
@@ -409,13 +454,15 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     const uint8_t* rest = body + (has_pos ? 12u * (size_t)n : 0u);
     for (uint32_t i = 0; i < n; i++) {
       uint8_t* pt = out + (size_t)i * step;
+      const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
       for (uint32_t j = 0; j < nrest; j++) {
-        pt[off[j]] = rest[(size_t)j * n + i];
+        pt[off[j]] = (uint8_t)(rest[(size_t)j * n + i] + (back ? back[off[j]] : 0u));
       }
     }
   }
   mem_free(body);
   mem_free(h);
   mem_free(off);
+  mem_free(tc);
   return rc;
 }
