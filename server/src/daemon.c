@@ -1051,6 +1051,12 @@ int daemon_run(const daemon_config_t* cfg) {
     return 1;
   }
   d->cfg = *cfg;
+  // a step's outputs travel in its StepDone: they must fit in one frame with room to spare
+  uint64_t frame_room = cfg->max_frame_bytes > (128u << 10) ? cfg->max_frame_bytes - (64u << 10)
+                                                             : cfg->max_frame_bytes / 2;
+  if (d->cfg.limits.max_output_bytes > frame_room) {
+    d->cfg.limits.max_output_bytes = frame_room;
+  }
   d->start_ns = clock_now_ns();
   atomic_init(&d->halt, 0);
   log_set_level(cfg->log_level);

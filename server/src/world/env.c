@@ -31,6 +31,7 @@ env_limits_t env_default_limits(void) {
       .max_joints = 1u << 20,
       .max_sensors = 1u << 10,
       .max_raycast_rays = 1u << 22,
+      .max_output_bytes = 64ull << 20,
       .max_dipoles = 1u << 10,
   };
   return l;

@@ -43,6 +43,7 @@ typedef struct env_limits {
   uint32_t max_sensors;
   uint32_t max_raycast_rays;     // per request
   uint32_t max_dipoles;
+  uint64_t max_output_bytes;     // sensor records of one step (cloud bytes + 512 per record)
 } env_limits_t;
 
 // Defaults used by the daemon unless configured.

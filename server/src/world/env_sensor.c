@@ -8,6 +8,9 @@
 #include "base/mem.h"
 #include "world/env_impl.h"
 
+// Bytes counted for each record besides its point data (the message around it).
+#define ENV_RECORD_OVERHEAD 512u
+
 void env_sensors_init(env_t* e) {
   table_init(&e->sensors, sizeof(env_sensor_t));
 }
@@ -271,9 +274,34 @@ int env_eval_sensors(env_t* e, err_msg_t* msg) {
     qsort(order, n, sizeof(uint32_t), cmp_id);
   }
 
+  // the records of the step must fit in one reply: past max_output_bytes the step is refused
+  // before any sensor commits (all or nothing), naming the sensor that produced the most
+  uint64_t total = 0, most = 0;
+  uint32_t most_id = 0;
   for (uint32_t i = 0; i < n && rc == 0; i++) {
     env_sensor_t* r = table_get(&e->sensors, order[i]);
+    uint32_t first = e->outputs.n;
     rc = r->sensor.ops->step(r->sensor.self, &r->ctx, &v, &e->outputs, msg);
+    uint64_t bytes = 0;
+    for (uint32_t k = first; rc == 0 && k < e->outputs.n; k++) {
+      const sensor_record_t* rec = &e->outputs.rec[k];
+      bytes += ENV_RECORD_OVERHEAD;
+      if (rec->kind == SENSOR_REC_CLOUD) {
+        bytes += (uint64_t)rec->u.cloud.count * rec->u.cloud.point_step;
+      }
+    }
+    total += bytes;
+    if (bytes > most) {
+      most = bytes;
+      most_id = order[i];
+    }
+    if (rc == 0 && total > e->limits.max_output_bytes) {
+      rc = err_set(msg, ERR_LIMIT,
+                   "time: the outputs of this step take over %llu bytes, more than "
+                   "max_output_bytes = %llu (sensor %u: %llu bytes); step in shorter intervals",
+                   (unsigned long long)total, (unsigned long long)e->limits.max_output_bytes,
+                   most_id, (unsigned long long)most);
+    }
   }
   if (rc < 0) {
     sensor_out_clear(&e->outputs);

@@ -12,6 +12,7 @@ typedef struct probe {
   int steps;              // step calls
   int commits;            // commit calls
   int fail_next;          // make the next step fail
+  uint32_t cloud_points;  // also emit a cloud of this many 16-byte points
   int* destroyed;         // set when destroyed
   step_view_t seen;       // the last view (pointers not kept)
   view_body_t body;       // body 10 as seen
@@ -31,6 +32,17 @@ static int probe_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
   }
   r->time = v->t1;
   r->u.scalar.position = (double)ctx->id;
+  if (p->cloud_points) {
+    sensor_record_t* c = sensor_out_push(out, ctx->id, SENSOR_REC_CLOUD);
+    if (!c) {
+      return err_set(msg, ERR_NOMEM, "no memory");
+    }
+    c->u.cloud.point_step = 16;
+    int rc = sensor_cloud_alloc(&c->u.cloud, p->cloud_points, msg);
+    if (rc) {
+      return rc;
+    }
+  }
   if (p->fail_next) {
     p->fail_next = 0;
     return err_set(msg, ERR_STATE, "probe %u failed on purpose", ctx->id);
@@ -68,10 +80,10 @@ typedef struct world {
   env_t* e;
 } world_t;
 
-static int world_open(world_t* w) {
+static int world_open_limited(world_t* w, const env_limits_t* limits) {
   err_msg_t msg;
   w->dev = scene_device_create(&msg);
-  w->e = w->dev ? env_create("sensors", NULL, w->dev, NULL, &msg) : NULL;
+  w->e = w->dev ? env_create("sensors", limits, w->dev, NULL, &msg) : NULL;
   if (!w->e) {
     fprintf(stderr, "# %s\n", msg.text);
     return 1;
@@ -84,6 +96,8 @@ static int world_open(world_t* w) {
   }
   return 0;
 }
+
+static int world_open(world_t* w) { return world_open_limited(w, NULL); }
 
 static void world_close(world_t* w) {
   env_destroy(w->e);
@@ -254,5 +268,33 @@ TEST(sensors_pin_their_body_and_joint_and_are_removed_cleanly) {
   ASSERT_OK(add_probe(w.e, 2, 0, 0, id, &p, &msg));
   world_close(&w);
   ASSERT_EQ(destroyed, 1);
+  return 0;
+}
+
+TEST(outputs_over_the_limit_refuse_the_step_whole) {
+  env_limits_t lim = env_default_limits();
+  lim.max_output_bytes = 100000;
+  world_t w;
+  ASSERT_OK(world_open_limited(&w, &lim));
+  err_msg_t msg;
+  probe_t small = {0}, big = {.cloud_points = 6000};  // 96000 bytes + 2 x 512 overhead
+  pose_t id = xform_identity();
+  ASSERT_OK(add_probe(w.e, 1, 0, 0, id, &small, &msg));
+  ASSERT_OK(add_probe(w.e, 2, 0, 0, id, &big, &msg));
+  ASSERT_OK(move(w.e));  // steps once at t = 1 within the limit: 97536 + 512 bytes
+  ASSERT_EQ(env_outputs(w.e)->n, 3);
+  big.cloud_points = 7000;  // 112000 bytes: over
+  int commits = small.commits;
+  ASSERT_EQ(env_step(w.e, 3, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "max_output_bytes = 100000");
+  ASSERT_CONTAINS(msg.text, "sensor 2");
+  ASSERT_EQ(small.commits, commits);
+  ASSERT_EQ(env_outputs(w.e)->n, 0);
+  env_time_t t;
+  env_get_time(w.e, &t);
+  ASSERT_EQ(t.steps, 1);
+  big.cloud_points = 10;
+  ASSERT_OK(env_step(w.e, 3, &msg));
+  world_close(&w);
   return 0;
 }
