@@ -1,0 +1,683 @@
+# SPDX-License-Identifier: MIT
+"""Adversarial checks of the sensors against the real sensimd: geometry and motion against
+analytic truth computed here (hollow sphere, tilted plane, moving wall, rigid-body kinematics,
+dipole field, encoder arithmetic), return modes against the full candidate list, and hostile
+configurations, removals, pipelining and thread counts that must leave the daemon alive,
+deterministic and unchanged."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import numpy as np
+import pytest
+
+import sensim
+from sensim import errors, pb
+
+T_SEQ = 55.296e-6          # VLP-16 firing sequence, s
+T_LASER = 2.304e-6         # VLP-16 laser to laser, s
+NAN = float("nan")
+INF = float("inf")
+
+
+def qz(a):
+    return (0.0, 0.0, math.sin(a / 2), math.cos(a / 2))
+
+
+def qy(a):
+    return (0.0, math.sin(a / 2), 0.0, math.cos(a / 2))
+
+
+def rot(q):
+    """Rotation matrix of a unit quaternion (x, y, z, w)."""
+    x, y, z, w = np.asarray(q, dtype=float) / np.linalg.norm(q)
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)],
+                     [2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)],
+                     [2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)]])
+
+
+def quat_axis(axis, angle):
+    a = np.asarray(axis, dtype=float) / np.linalg.norm(axis)
+    s = math.sin(angle / 2)
+    return (a[0] * s, a[1] * s, a[2] * s, math.cos(angle / 2))
+
+
+def quat_mul(a, b):
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return (aw * bx + ax * bw + ay * bz - az * by, aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw, aw * bw - ax * bx - ay * by - az * bz)
+
+
+def vacuum(c):
+    """Geometric ranges: refractive index 1 and no atmospheric returns."""
+    c.set_ambient("custom", return_probability_scaling=0.0, refractive_index=1.0)
+
+
+def by_sensor(done):
+    out = {}
+    for o in sensim.outputs(done):
+        out.setdefault(o.sensor_id, []).append(o)
+    return out
+
+
+def directions(cl):
+    az = cl["azimuth"].astype(float)
+    el = cl["elevation"].astype(float)
+    return np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
+
+
+def xyz(cl):
+    return np.stack([cl["x"], cl["y"], cl["z"]], axis=1).astype(float)
+
+
+# ---------------------------------------------------------------- lidar geometry
+
+PATTERNS = {
+    "vlp16": {"vlp16": {"frequency": 10.0}},
+    "os1_64": {"ouster": {"channels": 64, "columns": 2048, "frequency": 10.0}},
+    "os1_128": {"ouster": {"channels": 128, "columns": 1024, "frequency": 20.0}},
+    "flash": {"flash": {"columns": 8, "rows": 4, "fov_horizontal": math.radians(40),
+                        "fov_vertical": math.radians(20), "frame_rate": 10.0}},
+    "hdl64e": {"hdl64e": {}},
+    "bpearl": {"bpearl": {}},
+    "livox": {"livox": {}},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PATTERNS))
+def test_every_ray_from_the_centre_of_a_hollow_sphere_reads_its_radius(sensimd, name):
+    radius = 7.5
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=radius)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, fields=["x", "y", "z", "distance", "azimuth", "elevation"],
+                       misses="nan", **PATTERNS[name])
+        clouds = []
+        for k in range(5):
+            c.update_state(0.05 * k)
+            clouds += c.lidar_clouds(c.step(0.05 * k), 5)
+        assert clouds
+        cl = clouds[0]
+        assert len(cl) > 0
+        np.testing.assert_allclose(cl["distance"], radius, rtol=1e-6)
+        p = xyz(cl)
+        np.testing.assert_allclose(np.linalg.norm(p, axis=1), radius, rtol=1e-6)
+        # the point lies along the reported azimuth and elevation (REP-103)
+        np.testing.assert_allclose(np.sum(p * directions(cl), axis=1), radius, rtol=1e-6)
+
+
+@pytest.mark.parametrize("theta_deg", [0.0, 30.0, 60.0, 75.0])
+@pytest.mark.parametrize("mount_yaw", [0.0, 0.7])
+def test_ranges_to_a_tilted_plane_are_d_over_cos(sensimd, theta_deg, mount_yaw):
+    # plane n . p = d with n = (cos th, 0, sin th); a ray u hits at d / (n . u)
+    th, d, h = math.radians(theta_deg), 4.0, 0.01
+    n = np.array([math.cos(th), 0.0, math.sin(th)])
+    rng = np.random.default_rng(1)
+    az = rng.uniform(-0.6, 0.6, 1500)
+    el = rng.uniform(-0.6, 0.6, 1500)
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "box", half_extents=(500, 500, h))
+        c.create_object(1, 1, local_pose=(tuple((d + h) * n), qy(math.pi / 2 - th)))
+        # sensor-frame azimuths chosen so that the world azimuths are `az`
+        c.create_lidar(5, mount=((0, 0, 0), qz(mount_yaw)),
+                       custom={"azimuths": list(az - mount_yaw), "elevations": list(el),
+                               "frame_rate": 10.0},
+                       fields=["x", "y", "z", "distance"], misses="nan", frame="world")
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+    u = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
+    cosi = u @ n
+    expect = np.full(len(u), np.nan)
+    front = cosi > 0
+    expect[front] = d / cosi[front]
+    inside = front & (expect < 400.0)            # well inside the 500 m plate
+    got = cl["distance"].astype(float)
+    np.testing.assert_allclose(got[inside], expect[inside], rtol=3e-6)
+    assert np.all(np.isnan(got[~front]))
+    np.testing.assert_allclose(xyz(cl)[inside] @ n, d, atol=2e-5)
+
+
+@pytest.mark.parametrize("frame", ["sensor", "world"])
+def test_a_moving_wall_is_seen_where_it_is_at_each_ray_time(sensimd, frame):
+    # the wall's face is at x = 5 - 10 t; ten rays along +x fire 10 ms apart
+    offsets = [0.01 * i for i in range(10)]
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "box", half_extents=(0.05, 50, 50))
+        c.create_body(2, ((5.05, 0, 0), (0, 0, 0, 1)))
+        c.create_object(1, 1, body_id=2)
+        c.create_lidar(5, custom={"azimuths": [0.0] * 10, "elevations": [0.0] * 10,
+                                  "time_offsets": offsets, "frame_rate": 10.0},
+                       fields=["x", "distance", "time_offset"], publish="per_step", frame=frame)
+        points = []
+        for t in (0.0, 0.1, 0.2):
+            c.update_state(t, [2], [[5.05 - 10 * t, 0, 0, 0, 0, 0, 1]],
+                           body_velocities=[[-10, 0, 0, 0, 0, 0]])
+            done = c.step(t)
+            start = 0.0 if t == 0.0 else t - 0.1
+            for cl in c.lidar_clouds(done, 5):
+                fired = start + cl["time_offset"].astype(float)
+                points += list(zip(fired, cl["distance"].astype(float), cl["x"].astype(float)))
+    fired, dist, x = map(np.array, zip(*points))
+    assert len(fired) == 21                      # rays at 0, 0.01, ..., 0.2
+    np.testing.assert_allclose(np.sort(fired), np.arange(21) * 0.01, atol=1e-9)
+    np.testing.assert_allclose(dist, 5.0 - 10.0 * fired, atol=2e-6)
+    np.testing.assert_allclose(x, 5.0 - 10.0 * fired, atol=2e-6)
+
+
+def test_vlp16_per_step_clouds_hold_every_firing_up_to_the_step_time(sensimd):
+    # laser j of sequence n fires at n T_seq + j 2.304 us: count the firings in [0, 1 s]
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 10.0}, publish="per_step",
+                       fields=["ring", "time_offset"])
+        total = 0
+        for k in range(21):
+            t = 0.05 * k
+            c.update_state(t)
+            total += sum(len(cl) for cl in c.lidar_clouds(c.step(t), 5))
+    expect = sum(math.floor((1.0 - T_LASER * j) / T_SEQ) + 1 for j in range(16))
+    assert total == expect
+    # 289,352 points per second (single return)
+    assert abs(total - 16 / T_SEQ) <= 16
+
+
+@pytest.mark.parametrize("channels,columns,freq,top_deg,second_deg", [
+    (64, 1024, 10.0, 16.6, 16.073016),
+    (128, 2048, 20.0, 22.5, 22.145669),
+    (32, 512, 10.0, 22.5, 21.048387),
+])
+def test_ouster_presets(sensimd, channels, columns, freq, top_deg, second_deg):
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        fov = {} if channels != 32 else {"elevation_max": math.radians(22.5),
+                                          "elevation_min": math.radians(-22.5)}
+        c.create_lidar(5, ouster={"channels": channels, "columns": columns, "frequency": freq,
+                                  **fov},
+                       fields=["ring", "time_offset", "elevation", "azimuth"])
+        clouds = []
+        for k in range(4):
+            c.update_state(0.06 * k)
+            clouds += c.lidar_clouds(c.step(0.06 * k), 5)
+    cl = clouds[0]
+    assert len(cl) == channels * columns
+    el = np.array([cl["elevation"][cl["ring"] == i][0] for i in range(channels)])
+    assert math.degrees(el[0]) == pytest.approx(top_deg, abs=1e-5)
+    assert math.degrees(el[1]) == pytest.approx(second_deg, abs=1e-5)
+    assert math.degrees(el[-1]) == pytest.approx(-top_deg, abs=1e-5)
+    times = np.unique(cl["time_offset"].astype(float))
+    assert len(times) == columns
+    np.testing.assert_allclose(np.diff(times), 1.0 / (freq * columns), atol=2e-8)  # float32
+    # column 0 at the rear, clockwise: phi_j = pi - 2 pi j / W
+    col = np.rint(cl["time_offset"].astype(float) * freq * columns)
+    phi = np.remainder(math.pi - 2 * math.pi * col / columns + math.pi, 2 * math.pi) - math.pi
+    dphi = np.remainder(cl["azimuth"].astype(float) - phi + math.pi, 2 * math.pi) - math.pi
+    np.testing.assert_allclose(dphi, 0.0, atol=1e-5)
+
+
+def test_flash_grid_pixel_centres(sensimd):
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, flash={"columns": 8, "rows": 4, "fov_horizontal": math.radians(40),
+                                 "fov_vertical": math.radians(20), "frame_rate": 10.0},
+                       fields=["x", "y", "z", "azimuth", "elevation", "time_offset"])
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+    assert len(cl) == 32
+    np.testing.assert_allclose(np.degrees(cl["azimuth"][:8].astype(float)),
+                               [17.5, 12.5, 7.5, 2.5, -2.5, -7.5, -12.5, -17.5], atol=1e-5)
+    np.testing.assert_allclose(np.degrees(cl["elevation"][::8].astype(float)),
+                               [7.5, 2.5, -2.5, -7.5], atol=1e-5)
+    p = xyz(cl) / 10.0
+    np.testing.assert_allclose(p[0], [0.94555777, 0.29813322, 0.130526192], atol=1e-6)
+    np.testing.assert_allclose(p[31], [0.94555777, -0.29813322, -0.130526192], atol=1e-6)
+    assert np.all(cl["time_offset"] == 0)
+
+
+def test_return_modes_select_from_the_full_candidate_list(sensimd_factory):
+    # fog gives a surface and an atmospheric candidate per ray; each mode must pick from the
+    # candidates that RETURN_ALL lists (same seed, same sensor id, same rays)
+    d = sensimd_factory()
+    rng = np.random.default_rng(3)
+    az, el = list(rng.uniform(-3, 3, 1500)), list(rng.uniform(-1, 1, 1500))
+    clouds = {}
+    for mode in ("all", "strongest", "first", "last", "dual"):
+        with d.client(environment=mode) as c:
+            c.set_environment(seed=77)
+            c.set_ambient("fog", visibility=15.0)
+            c.create_primitive(1, "sphere", radius=12.0)
+            c.create_object(1, geometry_id=1)
+            c.create_lidar(5, custom={"azimuths": az, "elevations": el, "frame_rate": 10.0},
+                           return_mode=mode, fields=["ring", "distance", "intensity",
+                                                     "return_index", "return_count"],
+                           **({"max_returns": 0} if mode == "all" else {}))
+            c.update_state(0.0)
+            clouds[mode] = c.lidar_clouds(c.step(0.0), 5)[0]
+
+    def per_ray(cl):
+        rays = {}
+        for p in cl:
+            rays.setdefault(int(p["ring"]), []).append((float(p["distance"]),
+                                                        float(p["intensity"]),
+                                                        int(p["return_index"])))
+        return rays
+
+    cands = per_ray(clouds["all"])
+    assert max(len(v) for v in cands.values()) >= 2
+    for ray, v in cands.items():
+        by_opl = sorted(v)
+        assert [r[2] for r in by_opl] == list(range(len(v)))
+    for mode in ("strongest", "first", "last", "dual"):
+        got = per_ray(clouds[mode])
+        assert set(got) == set(cands)
+        for ray, pts in got.items():
+            c_ = cands[ray]
+            strongest = sorted(c_, key=lambda r: (-r[1], r[0]))
+            last = max(c_)
+            if mode == "first":
+                want = [min(c_)[0]]
+            elif mode == "last":
+                want = [last[0]]
+            elif mode == "strongest":
+                want = [strongest[0][0]]
+            elif strongest[0] != last:
+                want = sorted([strongest[0][0], last[0]])
+            else:
+                want = sorted(r[0] for r in strongest[:2])
+            assert sorted(p[0] for p in pts) == want, (mode, ray)
+
+
+# ---------------------------------------------------------------- IMU, encoder, odometer
+
+def test_imu_on_a_body_spinning_about_a_tilted_axis(sensimd):
+    # hinge through the body origin along `axis` at 3 rad/s, IMU mounted off the axis and
+    # turned; specific force = F^T (w x (w x r) - g), rate = F^T w (checked against MuJoCo 2.2
+    # accelerometer/gyro on the same setup while this test was written)
+    g = np.array([0.0, 0.0, -9.81])
+    axis = np.array([0.3, -0.2, 1.0]) / np.linalg.norm([0.3, -0.2, 1.0])
+    w = 3.0 * axis
+    mount_p = np.array([0.5, 0.2, -0.1])
+    mount_q = quat_mul(qz(0.5), quat_mul(qy(0.35), (math.sin(0.087), 0, 0, math.cos(0.087))))
+    with sensimd.client() as c:
+        c.set_environment(gravity=tuple(g))
+        c.create_body(2, ((0, 0, 1), (0, 0, 0, 1)))
+        c.create_imu(6, body_id=2, mount=(tuple(mount_p), mount_q), accelerometer=True,
+                     gyroscope=True)
+        for t in (0.0, 0.0005, 0.5, 1.0, 1.5):
+            q = quat_axis(axis, 3.0 * t)
+            c.update_state(t, [2], [[0, 0, 1, *q]], body_velocities=[[0, 0, 0, *w]])
+            s = by_sensor(c.step(t))[6][0].value
+            R = rot(q)
+            F = R @ rot(mount_q)
+            r = R @ mount_p
+            acc = F.T @ (np.cross(w, np.cross(w, r)) - g)
+            np.testing.assert_allclose(s["acceleration"], acc, atol=1e-12)
+            np.testing.assert_allclose(s["angular_velocity"], F.T @ w, atol=1e-12)
+
+
+def test_imu_in_free_fall_and_at_rest(sensimd):
+    g = 9.80665
+    with sensimd.client() as c:
+        c.create_body(2)
+        c.create_body(3)
+        c.create_imu(6, body_id=2, accelerometer=True)
+        c.create_imu(7, body_id=3, accelerometer=True)
+        for k in range(4):
+            t = 0.1 * k
+            c.update_state(t, [2, 3], [[0, 0, -0.5 * g * t * t, 0, 0, 0, 1],
+                                       [1, 1, 1, 0, 0, 0, 1]],
+                           body_velocities=[[0, 0, -g * t, 0, 0, 0], [0, 0, 0, 0, 0, 0]])
+            out = by_sensor(c.step(t))
+            np.testing.assert_allclose(out[7][0].value["acceleration"], [0, 0, g], atol=1e-12)
+            if k:
+                np.testing.assert_allclose(out[6][0].value["acceleration"], 0.0, atol=1e-9)
+
+
+def test_magnetometer_in_a_turned_uniform_field_and_near_a_dipole(sensimd):
+    b0 = np.array([2e-5, 0.0, -4.5e-5])
+    m = np.array([0.3, -0.5, 1.2])
+    centre = np.array([1.0, 2.0, 0.5])
+    q3 = tuple(np.array([0.1, 0.2, 0.3, 0.927]) / np.linalg.norm([0.1, 0.2, 0.3, 0.927]))
+    with sensimd.client() as c:
+        c.set_environment(magnetic_field=tuple(b0))
+        c.create_body(2, ((0, 0, 0), qz(math.pi / 2)))
+        c.create_body(3, ((1.2, 2.3, 0.4), q3))
+        c.create_imu(6, body_id=2, magnetometer=True)
+        c.create_imu(7, body_id=3, mount=((0.1, 0, 0), (0, 0, 0, 1)), magnetometer=True)
+        states = [[0, 0, 0, *qz(math.pi / 2)], [1.2, 2.3, 0.4, *q3]]
+        c.update_state(0.0, [2, 3], states)
+        out = by_sensor(c.step(0.0))
+        np.testing.assert_allclose(out[6][0].value["magnetic_field"], [0, -2e-5, -4.5e-5],
+                                   atol=1e-18)
+        c.set_environment(dipoles=[(tuple(m), tuple(centre))])
+        c.update_state(0.1, [2, 3], states)
+        out = by_sensor(c.step(0.1))
+    R = rot(q3)
+    r = np.array([1.2, 2.3, 0.4]) + R @ [0.1, 0, 0] - centre
+    rn = np.linalg.norm(r)
+    b = b0 + 1e-7 * (3 * r / rn * (m @ r / rn) - m) / rn ** 3
+    np.testing.assert_allclose(out[7][0].value["magnetic_field"], R.T @ b, rtol=1e-12,
+                               atol=1e-20)
+
+
+def test_encoder_and_odometer_known_answers(sensimd):
+    res = 2 * math.pi / 1024
+    cases = [  # (joint position, encoder parameters, expected reading)
+        (7.0, dict(mode="incremental"), 0.716814693),
+        (-1.0, dict(mode="incremental"), 5.28318531),
+        (2 * math.pi, dict(mode="incremental"), 0.0),
+        (4.0, dict(mode="incremental", range_lower=-math.pi, range_upper=math.pi),
+         -2.28318531),
+        (2.0, dict(range_lower=-math.pi / 2, range_upper=math.pi / 2), 1.57079633),
+        (1.0, dict(resolution=res), 0.994019551),
+        (-0.001, dict(resolution=res), -0.00613592315),
+        (7.0, dict(mode="incremental", resolution=res), 0.711767086),
+    ]
+    with sensimd.client() as c:
+        for i, (pos, kw, _) in enumerate(cases, start=1):
+            c.create_joint(i, position=pos)
+            c.create_encoder(100 + i, i, **kw)
+        for jid, pos in ((20, 10.0), (21, -3.0)):
+            c.create_joint(jid, position=pos)
+            c.create_odometer(200 + jid, jid)
+        ids = list(range(1, len(cases) + 1)) + [20, 21]
+        c.update_state(0.0, joint_ids=ids,
+                       joint_positions=[p for p, _, _ in cases] + [10.0, -3.0])
+        out = by_sensor(c.step(0.0))
+    for i, (_, _, want) in enumerate(cases, start=1):
+        assert out[100 + i][0].value["position"] == pytest.approx(want, abs=1e-8), i
+    assert out[220][0].value["position"] == pytest.approx(4.99770941, abs=1e-8)
+    assert out[221][0].value["position"] == pytest.approx(-1.50023321, abs=1e-8)
+
+
+def test_incremental_encoder_speed_across_the_wrap(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(1, position=6.2)
+        c.create_encoder(5, 1, mode="incremental")
+        c.update_state(1.0, joint_ids=[1], joint_positions=[6.2])
+        c.step(1.0)
+        c.update_state(1.02, joint_ids=[1], joint_positions=[2 * math.pi + 0.1])
+        v = by_sensor(c.step(1.02))[5][0].value
+    assert v["position"] == pytest.approx(0.1, abs=1e-12)
+    assert v["speed"] == pytest.approx(9.15926536, abs=1e-7)
+
+
+# ---------------------------------------------------------------- hostile configurations
+
+def _lidar(**kw):
+    m = pb.LidarConfig()
+    m.vlp16.frequency = 10.0
+    for k, v in kw.items():
+        sub, _, field = k.rpartition("__")
+        target = m
+        for part in filter(None, sub.split("__")):
+            target = getattr(target, part)
+        setattr(target, field, v)
+    return m
+
+
+def _sensor_count(c):
+    return sum(e.sensors for e in c.get_info().environments)
+
+
+@pytest.mark.parametrize("config,field", [
+    (_lidar(vlp16__frequency=NAN), "lidar.vlp16.frequency"),
+    (_lidar(vlp16__start_azimuth=INF), "lidar.vlp16.start_azimuth"),
+    (_lidar(range_min=NAN), "lidar.range_min"),
+    (_lidar(range_max=-1.0), "lidar.range_max"),
+    (_lidar(range_min=5.0, range_max=1.0), "lidar.range_max"),
+    (_lidar(raytrace_depth=1000000), "lidar.raytrace_depth"),
+    (_lidar(return_mode=pb.RETURN_ALL, max_returns=4000000000), "lidar.max_returns"),
+    (_lidar(intensity_threshold=INF), "lidar.intensity_threshold"),
+    (_lidar(beam__divergence=NAN), "lidar.beam.divergence"),
+    (_lidar(beam__divergence=0.001, beam__exit_radius=INF), "lidar.beam.exit_radius"),
+    (_lidar(distance_noise__stddev_base=INF), "lidar.distance_noise.stddev_base"),
+    (_lidar(distance_noise__mean=NAN), "lidar.distance_noise.mean"),
+    (_lidar(angle_noise__stddev=NAN), "lidar.angle_noise.stddev"),
+    (pb.LidarConfig(spinning=pb.SpinningPattern(frequency=10.0, columns=0,
+                                                channel_elevations=[0.0])),
+     "lidar.spinning.columns"),
+    (pb.LidarConfig(spinning=pb.SpinningPattern(frequency=10.0, columns=4000000000,
+                                                channel_elevations=[0.0])),
+     "lidar.spinning.columns"),
+    (pb.LidarConfig(spinning=pb.SpinningPattern(frequency=10.0, columns=100,
+                                                channel_elevations=[0.0] * 10000)),
+     "lidar.spinning.channel_elevations"),
+    (pb.LidarConfig(ouster=pb.OusterPattern(channels=7, columns=512, frequency=10.0)),
+     "lidar.ouster.channels"),
+    (pb.LidarConfig(ouster=pb.OusterPattern(channels=64, columns=1024, frequency=10.0,
+                                            beam_altitude_angles=[NAN] * 64)),
+     "lidar.ouster.beam_altitude_angles"),
+    (pb.LidarConfig(flash=pb.FlashPattern(columns=100000, rows=100000, fov_horizontal=0.7,
+                                          fov_vertical=0.35, frame_rate=10.0)),
+     "lidar.flash"),
+    (pb.LidarConfig(flash=pb.FlashPattern(columns=8, rows=4, fov_horizontal=0.7,
+                                          fov_vertical=0.35, frame_rate=0.0)),
+     "lidar.flash.frame_rate"),
+    (pb.LidarConfig(livox=pb.LivoxPattern(point_rate=1e12)), "lidar.livox.point_rate"),
+    (pb.LidarConfig(custom=pb.CustomPattern(azimuths=[NAN], elevations=[0.0],
+                                            frame_rate=10.0)), "lidar.custom.azimuths"),
+    (pb.LidarConfig(custom=pb.CustomPattern(azimuths=[0.0], elevations=[0.0],
+                                            time_offsets=[0.5], frame_rate=10.0)),
+     "lidar.custom.time_offsets"),
+    (pb.ImuConfig(sample_rate=NAN, accelerometer=pb.AccelerometerConfig()), "imu.sample_rate"),
+    (pb.ImuConfig(accelerometer=pb.AccelerometerConfig(
+        chain=pb.TriaxialConfig(bias=pb.Vec3(x=NAN)))), "imu.accelerometer.chain.bias.x"),
+    (pb.ImuConfig(gyroscope=pb.GyroscopeConfig(chain=pb.TriaxialConfig(
+        drift=pb.TriaxialDrift(bias_instability=0.1, bias_correlation_time=0.0)))),
+     "imu.gyroscope.chain.drift.bias_correlation_time"),
+    (pb.EncoderConfig(joint_id=1, noise_stddev=NAN), "encoder.noise_stddev"),
+    (pb.EncoderConfig(joint_id=1, mode=pb.ENCODER_INCREMENTAL, range_upper=INF),
+     "encoder.range"),
+    (pb.OdometerConfig(joint_id=1, wheel_radius=INF), "odometer.wheel_radius"),
+    (pb.ConeConfig(fov_horizontal=math.pi, fov_vertical=0.5, range=10.0),
+     "cone.fov_horizontal"),
+    (pb.ConeConfig(fov_horizontal=0.5, fov_vertical=0.5, range=INF), "cone.range"),
+])
+def test_hostile_configuration_is_refused_naming_the_field(sensimd, config, field):
+    with sensimd.client() as c:
+        c.create_joint(1)
+        before = _sensor_count(c)
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_sensor(7, config)
+        assert field in str(exc.value)
+        assert _sensor_count(c) == before
+        c.create_imu(7, gyroscope=True)          # the id is still free, the daemon alive
+
+
+def test_mount_must_be_finite(sensimd):
+    with sensimd.client() as c:
+        for pose, field in ((((NAN, 0, 0), (0, 0, 0, 1)), "mount.position.x"),
+                            (((1e300, 0, 0), (0, 0, 0, 1)), "mount.position.x"),
+                            (((0, 0, 0), (0, 0, 0, 0)), "mount.orientation")):
+            with pytest.raises(errors.InvalidArgument) as exc:
+                c.create_lidar(5, mount=pose, vlp16={"frequency": 10.0})
+            assert field in str(exc.value)
+
+
+def test_observers_cannot_create_or_remove_sensors(sensimd):
+    with sensimd.client(environment="e") as c, \
+            sensimd.client(environment="e", role="observer") as o:
+        c.create_imu(6, accelerometer=True)
+        for call in (lambda: o.create_lidar(9, vlp16={"frequency": 10.0}),
+                     lambda: o.create_imu(9, accelerometer=True),
+                     lambda: o.create_encoder(9, 1),
+                     lambda: o.remove("sensor", 6),
+                     lambda: o.step(0.0)):
+            with pytest.raises(errors.FailedPrecondition):
+                call()
+        info = c.get_info()
+        assert [e.sensors for e in info.environments if e.name == "e"] == [1]
+
+
+def test_removing_a_body_or_joint_still_read_by_a_sensor_is_refused(sensimd):
+    with sensimd.client() as c:
+        c.create_body(2)
+        c.create_joint(3, position=0.5)
+        c.create_imu(6, body_id=2, accelerometer=True)
+        c.create_lidar(5, body_id=2, vlp16={"frequency": 10.0})
+        c.create_encoder(7, 3)
+        c.create_odometer(8, 3)
+        with pytest.raises(errors.FailedPrecondition, match="body 2"):
+            c.remove("body", 2)
+        with pytest.raises(errors.FailedPrecondition, match="joint 3"):
+            c.remove("joint", 3)
+        c.update_state(0.0, [2], [[0, 0, 0, 0, 0, 0, 1]], joint_ids=[3], joint_positions=[0.5])
+        assert set(by_sensor(c.step(0.0))) == {6, 7, 8}
+        for s in (5, 6, 7, 8):
+            c.remove("sensor", s)
+        c.remove("body", 2)
+        c.remove("joint", 3)
+        with pytest.raises(errors.NotFound):
+            c.remove("sensor", 5)
+
+
+def test_tiny_steps_and_bad_step_times(sensimd):
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_body(2)
+        c.create_joint(3, position=0.5)
+        c.create_lidar(5, body_id=2, vlp16={"frequency": 10.0}, publish="per_step")
+        c.create_imu(6, body_id=2, accelerometer=True, gyroscope=True)
+        c.create_encoder(7, 3)
+        t = 0.0
+        for dt in (0.0, 1e-9, 1e-15, 1e-12):
+            t += dt
+            c.update_state(t, [2], [[0, 0, 0, 0, 0, 0, 1]], joint_ids=[3],
+                           joint_positions=[0.5])
+            out = by_sensor(c.step(t))
+            np.testing.assert_allclose(out[6][0].value["acceleration"], [0, 0, 9.80665])
+            assert out[7][0].value["position"] == 0.5
+        for bad, exc in ((t, errors.FailedPrecondition), (t - 1e-3, errors.FailedPrecondition),
+                         (NAN, errors.InvalidArgument), (INF, errors.InvalidArgument)):
+            with pytest.raises(exc):
+                c.step(bad)
+        with pytest.raises(errors.InvalidArgument, match="joint_positions"):
+            c.update_state(t + 1, joint_ids=[3], joint_positions=[NAN])
+
+
+def test_joint_states_over_several_steps_keep_the_daemon_alive(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(3, position=0.5)
+        for t in (0.0, 0.5, 1.0):
+            c.update_state(t, joint_ids=[3], joint_positions=[0.5 + t])
+            c.step(t)
+    assert sensimd.running
+
+
+def test_pipelined_steps_with_a_sensor_removed_mid_stream(sensimd):
+    with sensimd.client(timeout=60) as c, sensimd.client(role="observer", timeout=60) as o:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 20.0}, publish="per_step")
+        c.create_imu(6, accelerometer=True, sample_rate=1000)
+        o.subscribe(5)
+        ids = []
+        for k in range(30):
+            t = 0.01 * k
+            ids.append(c.send_request("update_state", pb.UpdateState(time=t)))
+            ids.append(c.send_request("step", pb.Step(time=t)))
+            if k == 15:
+                ids.append(c.send_request("remove", pb.Remove(kind=pb.ENTITY_SENSOR, id=5)))
+        replies = [c.wait_reply(i) for i in ids]
+        assert all(r.status.code == 0 for r in replies)
+        steps = [r.step_done for r in replies if r.WhichOneof("body") == "step_done"]
+        assert [sum(x.sensor_id == 5 for x in s.outputs) for s in steps] == [1] * 16 + [0] * 14
+        pushed = []
+        while True:
+            e = o.next_sensor_data(timeout=5.0)
+            if e is None:
+                break
+            pushed.append(e)
+            if e.end_of_stream:
+                break
+        assert [e.sequence for e in pushed] == list(range(1, 18))
+        assert pushed[-1].end_of_stream and not any(e.end_of_stream for e in pushed[:-1])
+
+
+def _noisy_scene_digest(d):
+    h = hashlib.sha256()
+    with d.client() as c:
+        c.set_environment(seed=1234)
+        c.set_ambient("fog", visibility=30.0)
+        c.create_primitive(1, "sphere", radius=20.0)
+        c.create_object(1, geometry_id=1)
+        c.create_primitive(2, "box", half_extents=(1, 1, 1))
+        c.create_body(3, ((5, 0, 0), (0, 0, 0, 1)))
+        c.create_object(2, 2, body_id=3)
+        c.create_body(4)
+        c.create_lidar(5, body_id=4, ouster={"channels": 32, "columns": 1024, "frequency": 10.0},
+                       return_mode="all", max_returns=3, raytrace_depth=2,
+                       distance_noise={"stddev_base": 0.02, "stddev_slope": 0.001},
+                       angle_noise={"stddev": 0.001}, beam={"divergence": 0.0015},
+                       fields=["x", "y", "z", "intensity", "distance", "return_index",
+                               "return_count", "object_id"])
+        c.create_lidar(6, body_id=4, vlp16={"frequency": 20.0}, return_mode="dual",
+                       publish="per_step")
+        noise = {"x": 0.1, "y": 0.1, "z": 0.1}
+        c.create_imu(7, body_id=4, sample_rate=400,
+                     accelerometer={"chain": {"noiseStddev": noise,
+                                              "spectralNoiseDensity": noise,
+                                              "drift": {"biasInstability": 0.01,
+                                                        "biasCorrelationTime": 10,
+                                                        "randomWalk": 0.01}}},
+                     gyroscope={"chain": {"noiseStddev": noise}})
+        c.create_joint(8)
+        c.create_encoder(9, 8, noise_stddev=0.01)
+        for k in range(6):
+            t = 0.025 * k
+            c.update_state(t, [3, 4], [[5 - t, 0, 0, 0, 0, 0, 1],
+                                       [0, 0, 0.1 * t, 0, 0, math.sin(t / 2), math.cos(t / 2)]],
+                           joint_ids=[8], joint_positions=[t])
+            h.update(c.step(t).SerializeToString())
+    return h.hexdigest()
+
+
+def test_noisy_outputs_are_bit_identical_at_one_and_two_threads(sensimd_factory):
+    one = _noisy_scene_digest(sensimd_factory("--threads", "1"))
+    two = _noisy_scene_digest(sensimd_factory("--threads", "2"))
+    assert one == two
+
+
+def test_sensor_memory_counts_against_max_scene_bytes(sensimd_factory):
+    d = sensimd_factory("--max-scene-bytes", "50000000")
+    n = 1_000_000
+    cfg = pb.LidarConfig(custom=pb.CustomPattern(azimuths=np.linspace(-3, 3, n),
+                                                 elevations=np.zeros(n), frame_rate=10.0))
+    with d.client(timeout=60) as c:
+        with pytest.raises(errors.ResourceExhausted, match="max.scene.bytes"):
+            for i in range(10):
+                c.create_sensor(10 + i, cfg)
+        c.remove("sensor", 10)
+        c.create_imu(99, accelerometer=True)
+
+
+def test_imu_sample_budget_is_refused_and_changes_nothing(sensimd):
+    with sensimd.client() as c:
+        c.create_imu(6, accelerometer=True, sample_rate=1e6)
+        c.update_state(0.0)
+        c.step(0.0)
+        c.update_state(2.0)
+        with pytest.raises(errors.ResourceExhausted, match="sample_rate"):
+            c.step(2.0)
+        c.update_state(2.5)
+        with pytest.raises(errors.ResourceExhausted):
+            c.step(2.5)                          # the interval is still (0, 2.5]
+        c.remove("sensor", 6)
+        c.create_imu(7, accelerometer=True)
+        c.update_state(3.0)
+        assert len(by_sensor(c.step(3.0))[7]) == 1
