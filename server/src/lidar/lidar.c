@@ -443,6 +443,11 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   for (uint32_t i = 0; i < l->nexclude_body; i++) {
     bodies[nb++] = l->exclude_bodies[i];
   }
+  f->exclude_objects = NULL;
+  f->nexclude = 0;
+  if (nb == 0 && l->group_mask == 0) {
+    return 0;   // sees everything
+  }
   uint32_t n = scene_objects_hidden(v->scene, bodies, nb, l->group_mask, l->excluded,
                                     l->excluded_cap);
   if (n > l->excluded_cap) {
