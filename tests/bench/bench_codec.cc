@@ -170,16 +170,27 @@ result draco_run(bool kd_tree, const uint8_t* pts, uint32_t n, uint32_t step, in
 
 int main(int argc, char** argv) {
   int reps = 7;
+  const char* dump = nullptr;
   for (int i = 1; i < argc; i++) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       reps = 3;
+    } else if (std::strcmp(argv[i], "--dump") == 0 && i + 1 < argc) {
+      dump = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: bench_codec [--quick]\n");
+      std::fprintf(stderr, "usage: bench_codec [--quick] [--dump FILE]\n"
+                   "  --dump FILE  also write the scan's points (16-byte xyzi records)\n");
       return 2;
     }
   }
   uint32_t n, step;
   uint8_t* pts = scan_make(&n, &step);
+  if (dump) {
+    FILE* f = std::fopen(dump, "wb");
+    if (!f || std::fwrite(pts, step, n, f) != n || std::fclose(f) != 0) {
+      std::fprintf(stderr, "bench_codec: cannot write %s\n", dump);
+      return 1;
+    }
+  }
   std::printf("# OS1-128 2048x10 revolution: %u points of %u bytes (xyz + intensity)\n", n, step);
   result raw = ours(0, 1, 0, pts, n, step, reps);
   result zstd1 = ours(1, 1, 0, pts, n, step, reps);

@@ -261,6 +261,24 @@ def point_cloud_to_numpy(cloud: Any) -> np.ndarray:
     return np.frombuffer(data, dtype=dtype, count=cloud.count)
 
 
+def _unzigzag(c: np.ndarray) -> np.ndarray:
+    return (c >> np.uint32(1)) ^ (np.uint32(0) - (c & np.uint32(1)))
+
+
+def _column_sums(res: np.ndarray, stride: int) -> np.ndarray:
+    """h[i] = 2 h[i-s] - h[i-2s] + res[i] (h[i-s] + res[i] for i < 2s, res[i] for i < s) in
+    uint32 arithmetic: along each column of stride s, two prefix sums."""
+    n = len(res)
+    rows = -(-n // stride)
+    r = np.zeros(rows * stride, np.uint32)
+    r[:n] = res
+    r = r.reshape(rows, stride)
+    first = r[0].copy()
+    r[0] = 0
+    d = np.cumsum(r, axis=0, dtype=np.uint32)
+    return (first + np.cumsum(d, axis=0, dtype=np.uint32)).reshape(-1)[:n]
+
+
 def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
     """Decode ENCODING_QUANTIZED_ZSTD bytes (docs/streams.md) into count * point_step bytes."""
     import struct
@@ -286,23 +304,11 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
                  | planes[4 * k + 3] << 24 for k in range(3)]
         valid = codes[0] != 0
 
-        def unzigzag(c):
-            return (c >> np.uint32(1)) ^ (np.uint32(0) - (c & np.uint32(1)))
-
         values = []
         for k in range(3):
-            res = unzigzag(codes[k] - np.uint32(1) if k == 0 else codes[k])
+            res = _unzigzag(codes[k] - np.uint32(1) if k == 0 else codes[k])
             res = np.where(valid, res, np.uint32(0))   # a miss takes the prediction
-            # h[i] = 2 h[i-s] - h[i-2s] + r[i] along each column of stride s: two prefix sums
-            rows = -(-n // stride)
-            r = np.zeros(rows * stride, np.uint32)
-            r[:n] = res
-            r = r.reshape(rows, stride)
-            first = r[0].copy()
-            r[0] = 0
-            d = np.cumsum(r, axis=0, dtype=np.uint32)
-            h = first + np.cumsum(d, axis=0, dtype=np.uint32)
-            values.append(h.reshape(-1)[:n].view(np.int32).astype(np.float64))
+            values.append(_column_sums(res, stride).view(np.int32).astype(np.float64))
         rng = values[0] * range_step
         az = values[1] * angle_step
         el = values[2] * angle_step
@@ -327,6 +333,24 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
         raise errors.ProtocolError("quantized_zstd: stride 0")
     rest = [b for b in range(step) if b not in pos_bytes]
     start = 12 * n if has_pos else 0
+
+    # uint32 words (4 offsets in a row from a multiple of 4): column prediction plus the
+    # previous point's miss, i.e. e = prefix sum of the residuals, then the column sums
+    words, singles, j = [], [], 0
+    while j < len(rest):
+        if rest[j] % 4 == 0 and j + 3 < len(rest) and rest[j + 3] == rest[j] + 3:
+            words.append(rest[j])
+            j += 4
+        else:
+            singles.append(rest[j])
+            j += 1
+    for off in words:
+        planes = buf[start:start + 4 * n].reshape(4, n).astype(np.uint32)
+        start += 4 * n
+        code = planes[0] | planes[1] << 8 | planes[2] << 16 | planes[3] << 24
+        e = np.cumsum(_unzigzag(code), dtype=np.uint32)
+        out[:, off:off + 4] = _column_sums(e, stride).astype("<u4").view(np.uint8).reshape(n, 4)
+    rest = singles
     if rest and n:
         # each byte was stored less the same byte `stride` points back (mod 256)
         rows = -(-n // stride)

@@ -142,6 +142,41 @@ static uint32_t rest_offsets(uint32_t step, const uint32_t xyz[3], int has_pos, 
 }
 
 
+// Split the other bytes into uint32 words (4 offsets in a row starting at a multiple of 4: a
+// float32 or uint32 field) and single bytes; returns the number of words.
+static uint32_t rest_words(const uint32_t* off, uint32_t nrest, uint32_t* woff, uint32_t* boff,
+                           uint32_t* nbyte) {
+  uint32_t nw = 0, nb = 0;
+  for (uint32_t j = 0; j < nrest;) {
+    if (off[j] % 4 == 0 && j + 3 < nrest && off[j + 3] == off[j] + 3) {
+      woff[nw++] = off[j];
+      j += 4;
+    } else {
+      boff[nb++] = off[j++];
+    }
+  }
+  *nbyte = nb;
+  return nw;
+}
+
+
+// The prediction of a word of point i from the points before it (at p, `step` bytes apart):
+// the column prediction (predict) plus the previous point's miss of its own, so that a field
+// smooth along both the channel and the column leaves small residuals. *col: the column
+// prediction of point i, which the caller keeps as `prev_col` for point i + 1.
+static inline uint32_t predict_word(const uint8_t* p, uint32_t i, uint32_t s, size_t step,
+                                    uint32_t prev_col, uint32_t* col) {
+  uint32_t c = 0;
+  if (i >= 2 * s) {
+    c = 2u * get_u32(p + (size_t)(i - s) * step) - get_u32(p + (size_t)(i - 2 * s) * step);
+  } else if (i >= s) {
+    c = get_u32(p + (size_t)(i - s) * step);
+  }
+  *col = c;
+  return i ? c + (get_u32(p + (size_t)(i - 1) * step) - prev_col) : c;
+}
+
+
 // The stride of an organised scan: the smallest shift at which elevations repeat best.
 static uint32_t detect_stride(const uint32_t* e, const uint8_t* valid, uint32_t n) {
   uint32_t smax = n / 2 < STRIDE_SEARCH ? n / 2 : STRIDE_SEARCH;
@@ -202,7 +237,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   uint8_t* body = mem_alloc(body_cap ? body_cap : 1);
   uint32_t* h = has_pos ? mem_alloc(3u * (size_t)n * sizeof(uint32_t) + 1) : NULL;
   uint8_t* valid = has_pos ? mem_alloc((size_t)n + 1) : NULL;
-  uint32_t* off = mem_alloc((size_t)step * sizeof(uint32_t) + 1);
+  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
   if (!body || (has_pos && (!h || !valid || !tc)) || !off) {
     mem_free(body);
@@ -305,17 +340,35 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     }
   }
 
-  // every other byte, less the same byte `stride` points back (mod 256), byte-shuffled
+  // every other byte: words predicted like positions, zigzagged and byte-shuffled; single
+  // bytes less the same byte `stride` points back (mod 256)
   if (!has_pos) {
     stride = p->stride ? p->stride : 1;
   }
-  uint32_t nrest = rest_offsets(step, xyz, has_pos, off);
-  uint8_t* rest = body + (has_pos ? 12u * (size_t)n : 0u);
+  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
+  uint32_t* woff = off + step;
+  uint32_t* boff = off + 2u * step;
+  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
+  uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
+  for (uint32_t w = 0; w < nword; w++) {
+    const uint8_t* base = c->data + woff[w];
+    uint8_t* planes = wp + 4u * (size_t)w * n;
+    uint32_t prev_col = 0, col;
+    for (uint32_t i = 0; i < n; i++) {
+      uint32_t code = zigzag(get_u32(base + (size_t)i * step) -
+                             predict_word(base, i, stride, step, prev_col, &col));
+      prev_col = col;
+      for (int k = 0; k < 4; k++) {
+        planes[(size_t)k * n + i] = (uint8_t)(code >> (8 * k));
+      }
+    }
+  }
+  uint8_t* bp = wp + 4u * (size_t)nword * n;
   for (uint32_t i = 0; i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
     const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
-    for (uint32_t j = 0; j < nrest; j++) {
-      rest[(size_t)j * n + i] = (uint8_t)(pt[off[j]] - (back ? back[off[j]] : 0u));
+    for (uint32_t j = 0; j < nbyte; j++) {
+      bp[(size_t)j * n + i] = (uint8_t)(pt[boff[j]] - (back ? back[boff[j]] : 0u));
     }
   }
 
@@ -388,7 +441,7 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   size_t body_len = (size_t)n * step + 12u * (size_t)nexc;
   uint8_t* body = mem_alloc(body_len ? body_len : 1);
   uint32_t* h = has_pos ? mem_alloc(3u * (size_t)n * sizeof(uint32_t) + 1) : NULL;
-  uint32_t* off = mem_alloc((size_t)step * sizeof(uint32_t) + 1);
+  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
   if (!body || (has_pos && (!h || !tc)) || !off) {
     mem_free(body);
@@ -450,13 +503,31 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     }
   }
   if (rc == 0) {
-    uint32_t nrest = rest_offsets(step, xyz, has_pos, off);
-    const uint8_t* rest = body + (has_pos ? 12u * (size_t)n : 0u);
+    uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
+    uint32_t* woff = off + step;
+    uint32_t* boff = off + 2u * step;
+    uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
+    const uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
+    for (uint32_t w = 0; w < nword; w++) {
+      uint8_t* base = out + woff[w];
+      const uint8_t* planes = wp + 4u * (size_t)w * n;
+      uint32_t prev_col = 0, col;
+      for (uint32_t i = 0; i < n; i++) {
+        uint32_t code = 0;
+        for (int k = 0; k < 4; k++) {
+          code |= (uint32_t)planes[(size_t)k * n + i] << (8 * k);
+        }
+        uint32_t pred = predict_word(base, i, stride, step, prev_col, &col);
+        prev_col = col;
+        put_u32(base + (size_t)i * step, pred + unzigzag(code));
+      }
+    }
+    const uint8_t* bp = wp + 4u * (size_t)nword * n;
     for (uint32_t i = 0; i < n; i++) {
       uint8_t* pt = out + (size_t)i * step;
       const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
-      for (uint32_t j = 0; j < nrest; j++) {
-        pt[off[j]] = (uint8_t)(rest[(size_t)j * n + i] + (back ? back[off[j]] : 0u));
+      for (uint32_t j = 0; j < nbyte; j++) {
+        pt[boff[j]] = (uint8_t)(bp[(size_t)j * n + i] + (back ? back[boff[j]] : 0u));
       }
     }
   }

@@ -52,7 +52,7 @@ static scan_t make_scan(uint32_t channels, uint32_t columns, int misses) {
       r += ((double)(seed >> 8) / 16777216.0 - 0.5) * 0.02;
       float x = (float)(r * cos(el) * cos(az)), y = (float)(r * cos(el) * sin(az)),
             z = (float)(r * sin(el));
-      float inten = (float)(0.5 + 0.25 * sin(0.01 * i));
+      float inten = (float)(0.5 + 0.01 * c);
       if (misses && i % 97 == 5) {
         x = y = z = NAN;
         inten = 0.0f;
