@@ -161,7 +161,10 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->nret = mem_alloc(batch * sizeof *l->nret);
   l->slot = mem_alloc(batch * sizeof *l->slot);
   l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
-  if (!l->rays || !l->ray_index || !l->meta || !l->returns || !l->nret || !l->slot || !l->chunk_points) {
+  l->excluded_cap = 16;
+  l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
+  if (!l->rays || !l->ray_index || !l->meta || !l->returns || !l->nret || !l->slot ||
+      !l->chunk_points || !l->excluded) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }

@@ -437,8 +437,9 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
   scene_filter_t filter = {0};
   uint32_t* hidden = NULL;
   if (r->nexclude_body > 0 || r->group_mask != 0) {
+    uint32_t none;   // a count only: no entries are written
     uint32_t n = scene_objects_hidden(e->scene, r->exclude_bodies, r->nexclude_body,
-                                      r->group_mask, NULL, 0);
+                                      r->group_mask, &none, 0);
     hidden = mem_alloc((n ? n : 1) * sizeof *hidden);
     if (!hidden) {
       return err_set(msg, ERR_NOMEM, "out of memory for %u hidden objects", n);
