@@ -226,14 +226,8 @@ def test_encoder_wraps_and_odometer_bins(sensimd):
 
 # ---------------------------------------------------------------- cone sensor
 
-# The cone sensor reads the scene's geometry from the step view (objects with their triangles or
-# primitive sizes, scale and pose); until the environment lists them it detects nothing.
-needs_view_objects = pytest.mark.xfail(
-    reason="the environment does not list its objects' geometry in the step view yet",
-    strict=False)
 
 
-@needs_view_objects
 @pytest.mark.parametrize("mode", ["exact", "lines"])
 def test_cone_sees_the_thesis_obstacle(sensimd, mode):
     # the thesis' 1 x 1 x 1e-5 obstacle at (7, -5, 0), turned to face the sensor
@@ -253,7 +247,6 @@ def test_cone_sees_the_thesis_obstacle(sensimd, mode):
         assert r["elevation"] == pytest.approx(0.0, abs=1e-9)
 
 
-@needs_view_objects
 def test_cone_speed_from_step_times(sensimd):
     with sensimd.client() as c:
         c.create_primitive(1, "sphere", radius=1.0)

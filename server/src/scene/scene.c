@@ -360,6 +360,20 @@ int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const ui
 }
 
 
+void scene_geometry_shape(const scene_t* s, int geometry, scene_shape_t* out) {
+  memset(out, 0, sizeof(*out));
+  const geom_t* g = s->geoms[geometry];
+  if (g->is_prim) {
+    out->prim = (int)g->prim.kind;
+    memcpy(out->size, g->prim.size, sizeof(out->size));
+    return;
+  }
+  RTCGeometry rg = rtcGetGeometry(g->rtc, 0);
+  out->vertices = rtcGetGeometryBufferData(rg, RTC_BUFFER_TYPE_VERTEX, 0);
+  out->indices = rtcGetGeometryBufferData(rg, RTC_BUFFER_TYPE_INDEX, 0);
+}
+
+
 static void prim_bounds_cb(const struct RTCBoundsFunctionArguments* args) {
   const prim_t* p = args->geometryUserPtr;
   double lo[3], hi[3];

@@ -71,6 +71,21 @@ int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const ui
 int scene_add_primitive(scene_t* s, scene_prim_kind_t kind, const double size[3],
                         err_msg_t* msg) CHECKRET;
 
+// A geometry's shape, for sensors that need more than rays (the cone sensor's closest point):
+// a mesh's vertices (3 floats each) and indices (3 per triangle), owned by the backend and valid
+// while the geometry lives; or a primitive's kind and size (after defaults). prim = 0 for a
+// mesh. Thread: any, never concurrently with edits of that geometry.
+typedef struct scene_shape {
+  int prim;
+  double size[3];
+  const float* vertices;
+  uint32_t nvertex;
+  const uint32_t* indices;
+  uint32_t ntriangle;
+} scene_shape_t;
+
+void scene_geometry_shape(const scene_t* s, int geometry, scene_shape_t* out);
+
 // Release a geometry handle; the caller guarantees no instance uses it.
 void scene_remove_geometry(scene_t* s, int geometry);
 

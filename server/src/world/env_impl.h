@@ -121,6 +121,8 @@ struct env {
   uint32_t view_joint_cap;
   field_dipole_t* view_dipoles;
   uint32_t view_dipole_cap;
+  view_object_t* view_objects;  // only while a sensor needs object shapes (the cone sensor)
+  uint32_t view_object_cap;
 
   // time line
   int has_time;                 // a state was set

@@ -29,6 +29,7 @@ void env_sensors_close(env_t* e) {
   mem_free(e->view_bodies);
   mem_free(e->view_joints);
   mem_free(e->view_dipoles);
+  mem_free(e->view_objects);
 }
 
 
@@ -173,6 +174,43 @@ static const ambient_material_t* view_object_medium(const void* ctx, uint32_t ob
 }
 
 
+// Every object's shape and world pose at t_cur, sorted by id (for the cone sensor).
+static int build_objects(env_t* e, step_view_t* v, err_msg_t* msg) {
+  if (grow((void**)&e->view_objects, &e->view_object_cap, e->objects.count,
+           sizeof(view_object_t))) {
+    return err_set(msg, ERR_NOMEM, "out of memory for the step view's objects");
+  }
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < e->objects.used; s++) {
+    uint32_t id = table_slot_id(&e->objects, s);
+    if (id == 0) {
+      continue;
+    }
+    const env_object_t* o = table_at(&e->objects, s);
+    const env_geometry_t* g = table_get(&e->geometries, o->geometry_id);
+    const env_body_t* b = o->body_id ? table_get(&e->bodies, o->body_id) : NULL;
+    view_object_t* vo = &e->view_objects[n++];
+    scene_shape_t shape;
+    scene_geometry_shape(e->scene, g->handle, &shape);
+    vo->id = id;
+    vo->prim = shape.prim;
+    memcpy(vo->size, shape.size, sizeof(vo->size));
+    vo->vertices = shape.vertices;
+    vo->nvertex = g->is_mesh ? g->nvertex : 0;
+    vo->indices = shape.indices;
+    vo->ntriangle = g->is_mesh ? g->ntriangle : 0;
+    memcpy(vo->scale, o->scale, sizeof(vo->scale));
+    vo->pose = b ? xform_compose(&b->pose_cur, &o->local_pose) : o->local_pose;
+  }
+  if (n > 1) {
+    qsort(e->view_objects, n, sizeof(view_object_t), cmp_id);
+  }
+  v->objects = e->view_objects;
+  v->nobject = n;
+  return 0;
+}
+
+
 static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
   if (grow((void**)&e->view_bodies, &e->view_body_cap, e->bodies.count, sizeof(view_body_t)) ||
       grow((void**)&e->view_joints, &e->view_joint_cap, e->joints.count, sizeof(view_joint_t)) ||
@@ -255,6 +293,14 @@ int env_eval_sensors(env_t* e, err_msg_t* msg) {
   step_view_t v;
   int rc = build_view(e, &v, msg);
   if (rc < 0) {
+    return rc;
+  }
+  int need_objects = 0;
+  for (uint32_t s = 0; s < e->sensors.used && !need_objects; s++) {
+    need_objects = table_slot_id(&e->sensors, s) != 0 &&
+                   ((env_sensor_t*)table_at(&e->sensors, s))->sensor.kind == SENSOR_CONE;
+  }
+  if (need_objects && (rc = build_objects(e, &v, msg)) < 0) {
     return rc;
   }
 
