@@ -42,6 +42,12 @@ static inline int32_t as_i32(uint32_t v) {
 }
 
 
+// Nearest integer (halves away from zero) of |v| < 2^31, inline (lrint is a library call).
+static inline int32_t round_i32(double v) {
+  return (int32_t)(v >= 0.0 ? v + 0.5 : v - 0.5);
+}
+
+
 static inline uint32_t predict(const uint32_t* h, uint32_t i, uint32_t s) {
   if (i >= 2 * s) {
     return 2u * h[i - s] - h[i - 2 * s];
@@ -139,6 +145,26 @@ static uint32_t rest_offsets(uint32_t step, const uint32_t xyz[3], int has_pos, 
     }
   }
   return n;
+}
+
+
+// The angle of (u, v) in steps. Near its prediction (the usual case in a scan) it is found
+// from the small angle between the two, atan(t) = t - t^3/3 for |t| <= 1e-3 (the next term,
+// below 2e-16 rad, is negligible); elsewhere from atan2.
+static inline int32_t quantize_angle(trig_cache_t* t, double u, double v, uint32_t pred,
+                                     double step, double inv_step) {
+  int32_t p = as_i32(pred);
+  if (p > -(int32_t)VALUE_LIMIT && p < (int32_t)VALUE_LIMIT) {
+    double cp, sp;
+    trig(t, p, step, &cp, &sp);
+    double cc = u * cp + v * sp, ss = v * cp - u * sp;
+    if (cc > 0.0 && fabs(ss) <= 1e-3 * cc) {
+      double d = ss / cc;
+      d -= d * d * d / 3.0;
+      return p + round_i32(d * inv_step);
+    }
+  }
+  return round_i32(atan2(v, u) * inv_step);
 }
 
 
@@ -279,29 +305,20 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       angle_step = M_PI / (double)(VALUE_LIMIT / 2);
     }
 
-    // quantize, and measure the error of what a decoder rebuilds
-    for (uint32_t i = 0; i < n; i++) {
-      if (!valid[i]) {
-        continue;
-      }
-      const uint8_t* pt = c->data + (size_t)i * step;
-      double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-      double rxy = sqrt(x * x + y * y);
-      int32_t rq = (int32_t)lrint(sqrt(x * x + y * y + z * z) / range_step);
-      int32_t aq = (int32_t)lrint(atan2(y, x) / angle_step);
-      int32_t eq = (int32_t)lrint(atan2(z, rxy) / angle_step);
-      hr[i] = (uint32_t)rq;
-      ha[i] = (uint32_t)aq;
-      he[i] = (uint32_t)eq;
-      float back[3];
-      rebuild(tc, tc + 1, rq, aq, eq, range_step, angle_step, back);
-      double dx = back[0] - x, dy = back[1] - y, dz = back[2] - z;
-      double err = dx * dx + dy * dy + dz * dz;
-      err_max = err > err_max ? err : err_max;
-    }
-    err_max = sqrt(err_max);
-    stride = p->stride ? p->stride : detect_stride(he, valid, n);
+    const double inv_range = 1.0 / range_step, inv_angle = 1.0 / angle_step;
 
+    // the stride, from the elevations of the first points
+    if (p->stride) {
+      stride = p->stride;
+    } else {
+      uint32_t m = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
+      for (uint32_t i = 0; i < m; i++) {
+        const uint8_t* pt = c->data + (size_t)i * step;
+        double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
+        he[i] = valid[i] ? (uint32_t)round_i32(atan2(z, sqrt(x * x + y * y)) * inv_angle) : 0u;
+      }
+      stride = detect_stride(he, valid, m);
+    }
     // residuals against the prediction; a miss takes the prediction as its values
     uint8_t* planes = body;
     for (uint32_t i = 0; i < n; i++) {
@@ -309,6 +326,22 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
                pe = predict(he, i, stride);
       uint32_t cr, ca, ce;
       if (valid[i]) {
+        // quantize (angles found relative to their predictions), and measure the error of
+        // what a decoder rebuilds
+        const uint8_t* pt = c->data + (size_t)i * step;
+        double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
+        double rxy = sqrt(x * x + y * y);
+        int32_t rq = round_i32(sqrt(x * x + y * y + z * z) * inv_range);
+        int32_t aq = quantize_angle(tc, x, y, pa, angle_step, inv_angle);
+        int32_t eq = quantize_angle(tc + 1, rxy, z, pe, angle_step, inv_angle);
+        hr[i] = (uint32_t)rq;
+        ha[i] = (uint32_t)aq;
+        he[i] = (uint32_t)eq;
+        float back[3];
+        rebuild(tc, tc + 1, rq, aq, eq, range_step, angle_step, back);
+        double dx = back[0] - x, dy = back[1] - y, dz = back[2] - z;
+        double err = dx * dx + dy * dy + dz * dz;
+        err_max = err > err_max ? err : err_max;
         cr = zigzag(hr[i] - pr) + 1u;
         ca = zigzag(ha[i] - pa);
         ce = zigzag(he[i] - pe);
@@ -338,6 +371,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
         planes[(size_t)(8 + k) * n + i] = (uint8_t)(ce >> (8 * k));
       }
     }
+    err_max = sqrt(err_max);
   }
 
   // every other byte: words predicted like positions, zigzagged and byte-shuffled; single
