@@ -296,6 +296,11 @@ def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(sensimd):
              lambda: c.create_object(2, 1, scale=(1e12, 1, 1))),
             (errors.InvalidArgument, "radius", lambda: c.create_primitive(3, "sphere",
                                                                           radius=1e30)),
+            # one lower bound for every size (1e-6 m): 1e-320 used to be accepted
+            (errors.InvalidArgument, r"cylinder\.radius = \S+ is below the smallest size 1e-06 m",
+             lambda: c.create_primitive(3, "cylinder", radius=1e-320, half_length=1.0)),
+            (errors.InvalidArgument, r"capsule\.half_length",
+             lambda: c.create_primitive(3, "capsule", radius=1.0, half_length=5e-7)),
         ]
         for exc, pattern, call in cases:
             with pytest.raises(exc, match=pattern):
