@@ -5,6 +5,9 @@
 // completed sweep (revolution, flash frame; the default) or per step; points in the sensor frame
 // (the default; each point from the pose of its own ray, no motion compensation, like a real
 // device) or the world frame. Misses are removed (default), kept as zeros or kept as NaN.
+// A lidar does not see the objects of the body it is mounted on (unless see_own_body), nor
+// those of excluded bodies or of object groups outside its group mask: its rays pass through
+// them (scene_trace_filtered).
 //
 // Rays are traced in coherent batches (consecutive rays of the pattern, in packets of 8) on the
 // step's worker pool; every random number is keyed by (seed, sensor, sweep, ray index within
