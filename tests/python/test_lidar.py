@@ -282,3 +282,39 @@ def test_raycast_exclude_bodies_and_group_mask(sensimd):
         assert hit.object_ids[0] == 1
         np.testing.assert_allclose(hit.distances[0], 1.5, rtol=1e-6)
         assert math.isinf(c.raycast(o, d, exclude_bodies=[2], group_mask=2).distances[0])
+
+
+def test_lidar_options_reach_the_model(sensimd):
+    """Each LidarConfig option changes the cloud as the model says (a wall 5 m ahead)."""
+    with sensimd.client() as c:
+        _clear(c, 1.0)
+        c.create_primitive(1, "box", half_extents=(0.5, 20.0, 20.0))
+        c.create_object(1, geometry_id=1, local_pose={"position": (5.5, 0, 0)})
+        flash = {"columns": 4, "rows": 4, "fov_horizontal": 0.2, "fov_vertical": 0.2,
+                 "frame_rate": 10.0}
+        fields = ["distance", "intensity", "return_index", "return_count", "elevation"]
+        configs = {
+            1: {},
+            2: {"range_max": 4.0},                                   # the wall is beyond
+            3: {"range_min": 6.0},                                   # ... and before
+            4: {"intensity_threshold": 1.0},                         # too faint
+            5: {"distance_noise": {"stddev_base": 0.05}},
+            6: {"return_mode": "dual", "raytrace_depth": 2},
+            7: {"angle_noise": {"axis": "NOISE_AXIS_AZIMUTH", "stddev": 0.01}},
+            8: {"beam": {"divergence": 0.0015}},
+        }
+        for sid, extra in configs.items():
+            c.create_lidar(sid, flash=flash, fields=fields, **extra)
+        c.update_state(0.0)
+        done = c.step(0.0)
+        clouds = {sid: c.lidar_clouds(done, sid)[0] for sid in configs}
+        base = clouds[1]
+        assert len(base) == 16
+        np.testing.assert_allclose(base["distance"] * np.cos(base["elevation"]).mean(), 5.0,
+                                   rtol=0.02)
+        assert len(clouds[2]) == 0 and len(clouds[3]) == 0 and len(clouds[4]) == 0
+        assert not np.array_equal(clouds[5]["distance"], base["distance"])
+        np.testing.assert_allclose(clouds[5]["distance"], base["distance"], atol=4 * 0.05)
+        assert np.all(clouds[6]["return_count"] == 1) and len(clouds[6]) == 16
+        assert not np.array_equal(clouds[7]["distance"], base["distance"])
+        assert np.all(clouds[8]["intensity"] != base["intensity"])
