@@ -681,3 +681,43 @@ def test_imu_sample_budget_is_refused_and_changes_nothing(sensimd):
         c.create_imu(7, accelerometer=True)
         c.update_state(3.0)
         assert len(by_sensor(c.step(3.0))[7]) == 1
+
+
+@pytest.mark.parametrize("mode", ["exact", "lines"])
+def test_cone_sees_the_thesis_obstacle_turned_to_face_it(sensimd, mode):
+    # a 1 x 1 x 1e-5 m plate at (7, -5, 0), turned by atan2(-5, 7): the Unity point (5, 0, 7)
+    # of the thesis in REP-103 axes; closest point at its centre minus half the thickness
+    with sensimd.client() as c:
+        c.create_primitive(1, "box", half_extents=(0.5e-5, 0.5, 0.5))
+        c.create_object(7, 1, local_pose=((7, -5, 0), qz(math.atan2(-5.0, 7.0))))
+        c.create_cone(1, mode=mode, fov_horizontal=math.radians(90),
+                      fov_vertical=math.radians(60), range=20.0, lines_per_face=11)
+        c.update_state(0.0)
+        r = by_sensor(c.step(0.0))[1][0].value
+    assert r["detected"] and r["object_id"] == 7
+    assert r["range"] == pytest.approx(math.sqrt(74.0) - 0.5e-5, abs=1e-6)
+    assert r["range"] == pytest.approx(8.60232, abs=5e-6)
+    assert math.degrees(r["azimuth"]) == pytest.approx(-35.5376778, abs=1e-5)
+    assert r["elevation"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_sigterm_stops_a_long_lidar_step(sensimd):
+    import signal
+    import time
+    c = sensimd.client(timeout=120)
+    vacuum(c)
+    c.create_primitive(1, "sphere", radius=10.0)
+    c.create_object(1, geometry_id=1)
+    # every ray misses within 0.2 m: the whole tracing cost, empty clouds
+    c.create_lidar(5, ouster={"channels": 128, "columns": 2048, "frequency": 20.0},
+                   range_max=0.2)
+    c.update_state(0.0)
+    c.step(0.0)
+    c.update_state(30.0)
+    c.send_request("step", pb.Step(time=30.0))
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    sensimd.proc.send_signal(signal.SIGTERM)
+    assert sensimd.proc.wait(timeout=120) == 0
+    c.close()
+    assert time.monotonic() - t0 < 3.0
