@@ -150,6 +150,27 @@ typedef struct sensim_info {
 // Thread: one thread per client handle.
 SENSIM_API sensim_status_t sensim_get_info(sensim_client_t* cli, sensim_info_t* out);
 
+//---------------------------------------------------------------- Point clouds
+
+// PointCloud.encoding (sensim.v1.Encoding).
+typedef enum sensim_encoding {
+  SENSIM_ENCODING_RAW = 0,
+  SENSIM_ENCODING_ZSTD = 1,
+  SENSIM_ENCODING_QUANTIZED_ZSTD = 2,
+} sensim_encoding_t;
+
+// Decode the `len` bytes of a PointCloud's data, in `encoding`, into `count` points of
+// `point_step` bytes (out: at least count * point_step bytes, out_cap its size). Every
+// encoding of docs/streams.md; QUANTIZED_ZSTD rebuilds positions exactly as the daemon's
+// encoder measured them. Returns SENSIM_OK, SENSIM_INVALID_ARGUMENT when out_cap is too small,
+// SENSIM_EPROTO when the bytes are not a valid encoding of such a cloud, SENSIM_ENOMEM.
+// Nullable: data and out when count * point_step is 0.
+// Thread: any (no client handle).
+SENSIM_API sensim_status_t sensim_point_cloud_decode(sensim_encoding_t encoding, const void* data,
+                                                     size_t len, uint32_t count,
+                                                     uint32_t point_step, void* out,
+                                                     size_t out_cap);
+
 #ifdef __cplusplus
 }
 #endif
