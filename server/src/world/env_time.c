@@ -17,7 +17,7 @@
 #include "base/pool.h"
 #include "world/env_impl.h"
 
-#define RAY_BATCH 64     // rays handed to scene_trace at once (stack buffer per chunk)
+#define RAY_BATCH 256    // rays handed to scene_trace at once (a 16 KiB stack buffer)
 #define RAY_GRAIN 1024   // rays per pool work item
 #define TIME_REL_TOL 1e-12
 #define ENV_MIN_DIRECTION 1e-30  // shortest accepted ray direction (any unit)
