@@ -15,7 +15,7 @@
 #define CHUNK 256u
 
 // Rays per batch (times the returns per ray, bounded): the scratch is allocated once.
-#define BATCH_RETURNS 65536u
+#define BATCH_RETURNS 8192u
 
 // Most rays one lidar fires in one step (24 s of an OS1-128 2048 x 10, 230 s of a VLP-16): a
 // longer step is refused (step more often).

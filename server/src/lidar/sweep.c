@@ -99,16 +99,3 @@ void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
   out->pose = view_mount_pose(body, mount, s);
   xform_quat_to_mat(out->pose.q, out->rot);
 }
-
-
-void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const double origin[3],
-                           const double dir[3], scene_ray_t* out) {
-  const double* r = ps->rot;
-  for (int i = 0; i < 3; i++) {
-    out->origin[i] = ps->pose.p[i] + r[3 * i] * origin[0] + r[3 * i + 1] * origin[1] +
-                     r[3 * i + 2] * origin[2];
-    out->dir[i] = r[3 * i] * dir[0] + r[3 * i + 1] * dir[1] + r[3 * i + 2] * dir[2];
-  }
-  out->tmax = INFINITY;
-  out->time = ps->s;
-}

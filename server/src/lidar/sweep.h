@@ -10,6 +10,7 @@
 #ifndef SENSIM_LIDAR_SWEEP_H_
 #define SENSIM_LIDAR_SWEEP_H_
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,8 +55,17 @@ void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
                       lidar_sweep_pose_t* out);
 
 // World ray from a sensor-frame origin and unit direction at pose `ps`: origin = p + R o,
-// dir = R d, time = ps->s, tmax = +inf.
-void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const double origin[3],
-                           const double dir[3], scene_ray_t* out);
+// dir = R d, time = ps->s, tmax = +inf. (Inline: it runs once per ray.)
+static inline void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const double origin[3],
+                                         const double dir[3], scene_ray_t* out) {
+  const double* r = ps->rot;
+  for (int i = 0; i < 3; i++) {
+    out->origin[i] = ps->pose.p[i] + r[3 * i] * origin[0] + r[3 * i + 1] * origin[1] +
+                     r[3 * i + 2] * origin[2];
+    out->dir[i] = r[3 * i] * dir[0] + r[3 * i + 1] * dir[1] + r[3 * i + 2] * dir[2];
+  }
+  out->tmax = INFINITY;
+  out->time = ps->s;
+}
 
 #endif  // SENSIM_LIDAR_SWEEP_H_
