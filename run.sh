@@ -84,6 +84,7 @@ case "$cmd" in
     ./build-release/tests/bench/bench_raycast
     ./build-release/tests/bench/bench_lidar
     ./build-release/tests/bench/bench_codec
+    ./build-release/tests/bench/bench_streams --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \

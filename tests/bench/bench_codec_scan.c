@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool.h"
 #include "bench_util.h"
 #include "codec/codec.h"
 #include "lidar/lidar.h"
@@ -19,55 +20,58 @@ static void check(int rc, const err_msg_t* msg, const char* what) {
 }
 
 
-uint8_t* scan_make(uint32_t* count, uint32_t* point_step) {
-  err_msg_t msg = {0};
-  scene_device_t* dev = scene_device_create(&msg);
-  env_limits_t lim = env_default_limits();
-  env_t* e = env_create("bench", &lim, dev, NULL, &msg);
-  if (!dev || !e) {
-    bench_die("environment: %s", msg.text);
-  }
-
-  // a ground plane, two rows of building blocks along a street, poles and parked cars
-  prim_desc_t ground = {.id = 1, .kind = SCENE_PRIM_PLANE, .size = {200.0}};
-  prim_desc_t block = {.id = 2, .kind = SCENE_PRIM_BOX, .size = {6.0, 4.0, 5.0}};
-  prim_desc_t pole = {.id = 3, .kind = SCENE_PRIM_CYLINDER, .size = {0.15, 3.0}};
-  prim_desc_t car = {.id = 4, .kind = SCENE_PRIM_BOX, .size = {2.2, 0.9, 0.7}};
-  check(env_create_primitive(e, &ground, &msg), &msg, "plane");
-  check(env_create_primitive(e, &block, &msg), &msg, "block");
-  check(env_create_primitive(e, &pole, &msg), &msg, "pole");
-  check(env_create_primitive(e, &car, &msg), &msg, "car");
-  uint32_t id = 1;
-  object_desc_t g = {.id = id++, .geometry_id = 1, .local_pose = xform_identity(),
-                     .scale = {1, 1, 1}};
-  check(env_create_object(e, &g, &msg), &msg, "ground");
+uint32_t scan_objects(scan_object_t* out) {
+  uint32_t n = 0;
+  out[n++] = (scan_object_t){1, {0, 0, 0}};
   for (int side = -1; side <= 1; side += 2) {
     for (int k = -6; k <= 6; k++) {
-      object_desc_t o = {.id = id++, .geometry_id = 2, .local_pose = xform_identity(),
-                         .scale = {1, 1, 1}};
-      o.local_pose.p[0] = 14.0 * k + 3.0 * side;
-      o.local_pose.p[1] = side * (12.0 + 2.0 * (k & 1));
-      o.local_pose.p[2] = 5.0;
-      check(env_create_object(e, &o, &msg), &msg, "block");
-      object_desc_t p = o;
-      p.id = id++;
-      p.geometry_id = 3;
-      p.local_pose.p[1] = side * 6.5;
-      p.local_pose.p[2] = 3.0;
-      check(env_create_object(e, &p, &msg), &msg, "pole");
+      double x = 14.0 * k + 3.0 * side;
+      out[n++] = (scan_object_t){2, {x, side * (12.0 + 2.0 * (k & 1)), 5.0}};
+      out[n++] = (scan_object_t){3, {x, side * 6.5, 3.0}};
       if (k % 2 == 0) {
-        object_desc_t c = o;
-        c.id = id++;
-        c.geometry_id = 4;
-        c.local_pose.p[0] += 4.0;
-        c.local_pose.p[1] = side * 4.5;
-        c.local_pose.p[2] = 0.7;
-        check(env_create_object(e, &c, &msg), &msg, "car");
+        out[n++] = (scan_object_t){4, {x + 4.0, side * 4.5, 0.7}};
       }
     }
   }
+  return n;
+}
 
-  // the lidar 1.8 m above the street
+
+struct scan_world {
+  scene_device_t* dev;
+  pool_t* pool;
+  env_t* e;
+  double t;
+};
+
+
+scan_world_t* scan_world_create(unsigned threads) {
+  err_msg_t msg = {0};
+  scan_world_t* w = bench_xmalloc(sizeof(*w));
+  w->dev = scene_device_create(&msg);
+  w->pool = threads > 1 ? pool_create(threads) : NULL;
+  env_limits_t lim = env_default_limits();
+  w->e = w->dev ? env_create("bench", &lim, w->dev, w->pool, &msg) : NULL;
+  if (!w->e) {
+    bench_die("environment: %s", msg.text);
+  }
+  prim_desc_t prims[4] = {
+      {.id = 1, .kind = SCENE_PRIM_PLANE, .size = {200.0}},
+      {.id = 2, .kind = SCENE_PRIM_BOX, .size = {6.0, 4.0, 5.0}},
+      {.id = 3, .kind = SCENE_PRIM_CYLINDER, .size = {0.15, 3.0}},
+      {.id = 4, .kind = SCENE_PRIM_BOX, .size = {2.2, 0.9, 0.7}},
+  };
+  for (int g = 0; g < 4; g++) {
+    check(env_create_primitive(w->e, &prims[g], &msg), &msg, "primitive");
+  }
+  scan_object_t objs[128];
+  uint32_t nobj = scan_objects(objs);
+  for (uint32_t i = 0; i < nobj; i++) {
+    object_desc_t o = {.id = i + 1, .geometry_id = objs[i].geom, .local_pose = xform_identity(),
+                       .scale = {1, 1, 1}};
+    memcpy(o.local_pose.p, objs[i].pos, sizeof(objs[i].pos));
+    check(env_create_object(w->e, &o, &msg), &msg, "object");
+  }
   lidar_desc_t d;
   memset(&d, 0, sizeof d);
   d.returns.range_min = 0.1;
@@ -78,27 +82,48 @@ uint8_t* scan_make(uint32_t* count, uint32_t* point_step) {
   lidar_ouster_desc_t od = {.channels = 128, .columns = 2048, .frequency = 10.0,
                             .elevation_max = NAN, .elevation_min = NAN};
   check(lidar_pattern_ouster_init(&d.pattern, &od, "ouster", &msg), &msg, "ouster");
-  sensor_desc_t s = {.id = 1, .mount = xform_identity()};
-  s.mount.p[2] = 1.8;
-  check(lidar_create(&d, &s.sensor, &msg), &msg, "lidar_create");
-  check(env_create_sensor(e, &s, &msg), &msg, "env_create_sensor");
+  sensor_desc_t sd = {.id = 1, .mount = xform_identity()};
+  sd.mount.p[2] = SCAN_LIDAR_HEIGHT;
+  check(lidar_create(&d, &sd.sensor, &msg), &msg, "lidar_create");
+  check(env_create_sensor(w->e, &sd, &msg), &msg, "env_create_sensor");
   env_state_update_t u = {.time = 0.0};
-  check(env_update_state(e, &u, &msg), &msg, "state");
-  u.time = 0.1;
-  check(env_update_state(e, &u, &msg), &msg, "state");
-  check(env_step(e, 0.1, &msg), &msg, "step");
-  const sensor_out_t* out = env_outputs(e);
+  check(env_update_state(w->e, &u, &msg), &msg, "state");
+  w->t = 0.0;
+  return w;
+}
+
+
+const uint8_t* scan_world_step(scan_world_t* w, uint32_t* count, uint32_t* point_step) {
+  err_msg_t msg = {0};
+  w->t += 0.1;
+  env_state_update_t u = {.time = w->t};
+  check(env_update_state(w->e, &u, &msg), &msg, "state");
+  check(env_step(w->e, w->t, &msg), &msg, "step");
+  const sensor_out_t* out = env_outputs(w->e);
   if (out->n != 1 || out->rec[0].kind != SENSOR_REC_CLOUD) {
     bench_die("expected one cloud, got %u records", out->n);
   }
-  const sensor_cloud_t* c = &out->rec[0].u.cloud;
-  size_t bytes = (size_t)c->count * c->point_step;
+  *count = out->rec[0].u.cloud.count;
+  *point_step = out->rec[0].u.cloud.point_step;
+  return out->rec[0].u.cloud.data;
+}
+
+
+void scan_world_destroy(scan_world_t* w) {
+  env_destroy(w->e);
+  pool_destroy(w->pool);
+  scene_device_destroy(w->dev);
+  free(w);
+}
+
+
+uint8_t* scan_make(uint32_t* count, uint32_t* point_step) {
+  scan_world_t* w = scan_world_create(1);
+  const uint8_t* data = scan_world_step(w, count, point_step);
+  size_t bytes = (size_t)*count * *point_step;
   uint8_t* pts = bench_xmalloc(bytes);
-  memcpy(pts, c->data, bytes);
-  *count = c->count;
-  *point_step = c->point_step;
-  env_destroy(e);
-  scene_device_destroy(dev);
+  memcpy(pts, data, bytes);
+  scan_world_destroy(w);
   return pts;
 }
 
@@ -126,6 +151,13 @@ size_t scan_encode(int encoding, int level, double precision, const uint8_t* pts
   check(codec_encode(&p, &c, out, codec_max_size(&p, &c), &len, max_error, &msg), &msg,
         "codec_encode");
   return len;
+}
+
+
+int scan_decode_checked(int encoding, const uint8_t* in, size_t len, uint32_t count,
+                        uint32_t step, uint8_t* out) {
+  err_msg_t msg;
+  return codec_decode((codec_encoding_t)encoding, in, len, count, step, out, &msg);
 }
 
 

@@ -668,6 +668,8 @@ class Client:
             while self._pushed:
                 env = self._pushed.popleft()
                 if env.WhichOneof("body") == "sensor_data":
+                    if env.HasField("sequence"):
+                        env.sensor_data.sequence = env.sequence
                     return env.sensor_data
             env = self._next_buffered()
             if env is not None:

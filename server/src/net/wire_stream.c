@@ -6,11 +6,8 @@
 #include "net/wire_pb.h"
 #include "net/wire_sensor.h"
 
-// Envelope field 52 (sensor_data), wire type 2, as a varint key: 52 << 3 | 2 = 418.
-#define KEY_SENSOR_DATA_0 0xA2u
-#define KEY_SENSOR_DATA_1 0x03u
-// SensorData field 4 (sequence), wire type 0.
-#define KEY_SEQUENCE 0x20u
+// Envelope field 3 (sequence), wire type 0.
+#define KEY_SEQUENCE 0x18u
 
 
 static int pack_shared(Sensim__V1__SensorData* sd, shared_buf_t** out) {
@@ -88,12 +85,9 @@ size_t wire_stream_prefix(uint64_t sequence, uint8_t buf[WIRE_STREAM_PREFIX_MAX]
     var[n] |= sequence ? 0x80u : 0u;
     n++;
   } while (sequence);
-  buf[0] = KEY_SENSOR_DATA_0;
-  buf[1] = KEY_SENSOR_DATA_1;
-  buf[2] = (uint8_t)(1u + n);
-  buf[3] = KEY_SEQUENCE;
+  buf[0] = KEY_SEQUENCE;
   for (size_t i = 0; i < n; i++) {
-    buf[4 + i] = var[i];
+    buf[1 + i] = var[i];
   }
-  return 4 + n;
+  return 1 + n;
 }

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
 // wire_stream.h: the frames pushed to subscribers (docs/streams.md). A step's record is
-// encoded once per encoding into a shared frame, Envelope{sensor_data: {...}} without a
-// sequence number; each subscriber's frame is a short prefix of its own, a second
-// `sensor_data` field carrying only `sequence`, then the shared bytes. Protobuf merges the two
-// occurrences of the field, so a reader sees one SensorData with its sequence.
+// encoded once per encoding into a shared frame, Envelope{sensor_data: {...}}; each
+// subscriber's frame is a short prefix of its own, Envelope field `sequence`, then the shared
+// bytes (fields of a message may come in any order, so a reader sees one Envelope).
 #ifndef SENSIM_NET_WIRE_STREAM_H_
 #define SENSIM_NET_WIRE_STREAM_H_
 
@@ -16,7 +15,7 @@
 #include "sensor/sensor.h"
 
 // Longest prefix wire_stream_prefix writes.
-#define WIRE_STREAM_PREFIX_MAX 14u
+#define WIRE_STREAM_PREFIX_MAX 11u
 
 // Encode rec (its point cloud with p) covering (start_time, rec->time] into a new shared
 // frame (*out, one reference). Thread: any (a worker).

@@ -1,0 +1,603 @@
+// SPDX-License-Identifier: MIT
+// bench_streams.c: a lidar stream end to end over loopback against the sum of its parts, and
+// an empty step's round trip against a bare TCP ping-pong of the same bytes.
+//
+// A real sensimd (child, `--listen 127.0.0.1:0`) is given the street scene of
+// bench_codec_scan.h and its OS1-128 2048x10 lidar; a controller connection steps it one
+// revolution at a time while an observer connection subscribes with ENCODING_QUANTIZED_ZSTD
+// (1 mm). End to end: from writing UpdateState + Step to the observer holding the decoded
+// points (protobuf-c unpack, then the codec's decoder). Parts, measured in this process: the
+// same revolution traced by the core on as many worker threads as the daemon, its encoding,
+// a loopback TCP transfer of a frame of the encoded size through raw sockets, and its
+// decoding. Medians of the repetitions:
+//   BENCH step_to_decoded_over_parts   end to end / (trace + encode + transfer + decode)
+//   BENCH empty_step_rtt_over_tcp_pingpong   UpdateState + Step of an environment without
+//         sensors / the same request and reply bytes through an in-process echo thread
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_codec_scan.h"
+#include "bench_util.h"
+#include "sensim.pb-c.h"
+
+#ifndef SENSIMD_DEFAULT
+#define SENSIMD_DEFAULT "sensimd"
+#endif
+
+#define IO_TIMEOUT_S 60
+
+static pid_t g_pid = -1;
+
+
+static void kill_daemon(void) {
+  if (g_pid > 0) {
+    kill(g_pid, SIGKILL);
+  }
+}
+
+//---------------- Sockets and frames
+
+typedef struct conn {
+  int fd;
+  uint64_t next_id;
+  uint8_t* buf;
+  size_t cap;
+  size_t len;                   // of the last frame read
+} conn_t;
+
+
+static void write_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      bench_die("send: %s", k < 0 ? strerror(errno) : "closed");
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+}
+
+
+static void read_all(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      bench_die("recv: %s", k < 0 ? strerror(errno) : "connection closed");
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+}
+
+
+// Read one frame's payload into c->buf (c->len bytes).
+static void read_frame(conn_t* c) {
+  uint8_t h[4];
+  read_all(c->fd, h, 4);
+  size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
+  if (n > c->cap) {
+    free(c->buf);
+    c->buf = bench_xmalloc(n);
+    c->cap = n;
+  }
+  read_all(c->fd, c->buf, n);
+  c->len = n;
+}
+
+
+static uint64_t frame_append(conn_t* c, Sensim__V1__Envelope* env, uint8_t** out, size_t* len) {
+  env->has_id = 1;
+  env->id = c->next_id++;
+  size_t n = sensim__v1__envelope__get_packed_size(env);
+  uint8_t* p = realloc(*out, *len + 4 + n);
+  if (!p) {
+    bench_die("out of memory");
+  }
+  for (int i = 0; i < 4; i++) {
+    p[*len + (size_t)i] = (uint8_t)(n >> (8 * i));
+  }
+  sensim__v1__envelope__pack(env, p + *len + 4);
+  *out = p;
+  *len += 4 + n;
+  return env->id;
+}
+
+
+// Read frames until the reply to id (pushed frames are skipped); checks its status.
+static void expect_reply(conn_t* c, uint64_t id, const char* what) {
+  for (;;) {
+    read_frame(c);
+    Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, c->len, c->buf);
+    if (!r) {
+      bench_die("%s: a frame does not decode", what);
+    }
+    if (r->id == 0) {
+      sensim__v1__envelope__free_unpacked(r, NULL);
+      continue;
+    }
+    if (r->id != id || (r->status && r->status->code != 0)) {
+      bench_die("%s: reply %llu status %d: %s", what, (unsigned long long)r->id,
+                r->status ? (int)r->status->code : 0,
+                r->status && r->status->message ? r->status->message : "");
+    }
+    sensim__v1__envelope__free_unpacked(r, NULL);
+    return;
+  }
+}
+
+
+static void call(conn_t* c, Sensim__V1__Envelope* env, const char* what) {
+  uint8_t* f = NULL;
+  size_t len = 0;
+  uint64_t id = frame_append(c, env, &f, &len);
+  write_all(c->fd, f, len);
+  free(f);
+  expect_reply(c, id, what);
+}
+
+
+static int tcp_connect(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+    bench_die("connect to port %d: %s", port, strerror(errno));
+  }
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+//---------------- The daemon
+
+static int daemon_start(const char* exe) {
+  int p[2];
+  if (pipe(p) != 0) {
+    bench_die("pipe: %s", strerror(errno));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    bench_die("fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[0]);
+    close(p[1]);
+    execl(exe, exe, "--listen", "127.0.0.1:0", "--log-level", "warn", (char*)NULL);
+    fprintf(stderr, "bench_streams: cannot run %s: %s\n", exe, strerror(errno));
+    _exit(127);
+  }
+  close(p[1]);
+  g_pid = pid;
+  char line[256];
+  size_t n = 0;
+  while (!memchr(line, '\n', n)) {
+    struct pollfd pf = {.fd = p[0], .events = POLLIN};
+    ssize_t k;
+    if (n == sizeof line - 1 || poll(&pf, 1, IO_TIMEOUT_S * 1000) <= 0 ||
+        (k = read(p[0], line + n, sizeof line - 1 - n)) <= 0) {
+      bench_die("%s did not announce its port", exe);
+    }
+    n += (size_t)k;
+  }
+  line[n] = '\0';
+  int port = 0;
+  if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &port) != 1) {
+    bench_die("unexpected first line of %s: %s", exe, line);
+  }
+  return port;
+}
+
+
+static void daemon_stop(void) {
+  kill(g_pid, SIGTERM);
+  int status = 0;
+  waitpid(g_pid, &status, 0);
+  g_pid = -1;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    bench_die("sensimd did not exit cleanly (status %d)", status);
+  }
+}
+
+//---------------- Requests
+
+static void hello(conn_t* c, const char* env_name, int observer) {
+  Sensim__V1__Hello h = SENSIM__V1__HELLO__INIT;
+  h.has_protocol_version = 1;
+  h.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
+  h.client_name = "bench_streams";
+  h.environment = (char*)env_name;
+  h.has_role = 1;
+  h.role = observer ? SENSIM__V1__ROLE__ROLE_OBSERVER : SENSIM__V1__ROLE__ROLE_CONTROLLER;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
+  env.hello = &h;
+  call(c, &env, "hello");
+}
+
+
+static Sensim__V1__Vec3 vec3(double x, double y, double z) {
+  Sensim__V1__Vec3 v = SENSIM__V1__VEC3__INIT;
+  v.has_x = v.has_y = v.has_z = 1;
+  v.x = x;
+  v.y = y;
+  v.z = z;
+  return v;
+}
+
+
+// The street scene and the lidar of bench_codec_scan.h, through the protocol.
+static void build_street(conn_t* c) {
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
+  Sensim__V1__CreatePrimitive prim = SENSIM__V1__CREATE_PRIMITIVE__INIT;
+  env.create_primitive = &prim;
+  prim.has_id = 1;
+  Sensim__V1__Plane plane = SENSIM__V1__PLANE__INIT;
+  plane.has_half_size = 1;
+  plane.half_size = 200.0;
+  prim.id = 1;
+  prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_PLANE;
+  prim.plane = &plane;
+  call(c, &env, "plane");
+  Sensim__V1__Vec3 block_half = vec3(6.0, 4.0, 5.0), car_half = vec3(2.2, 0.9, 0.7);
+  Sensim__V1__Box block = SENSIM__V1__BOX__INIT, car = SENSIM__V1__BOX__INIT;
+  block.half_extents = &block_half;
+  car.half_extents = &car_half;
+  prim.id = 2;
+  prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_BOX;
+  prim.box = &block;
+  call(c, &env, "block");
+  Sensim__V1__Cylinder pole = SENSIM__V1__CYLINDER__INIT;
+  pole.has_radius = pole.has_half_length = 1;
+  pole.radius = 0.15;
+  pole.half_length = 3.0;
+  prim.id = 3;
+  prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_CYLINDER;
+  prim.cylinder = &pole;
+  call(c, &env, "pole");
+  prim.id = 4;
+  prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_BOX;
+  prim.box = &car;
+  call(c, &env, "car");
+
+  scan_object_t objs[128];
+  uint32_t n = scan_objects(objs);
+  for (uint32_t i = 0; i < n; i++) {
+    Sensim__V1__Vec3 pos = vec3(objs[i].pos[0], objs[i].pos[1], objs[i].pos[2]);
+    Sensim__V1__Pose pose = SENSIM__V1__POSE__INIT;
+    pose.position = &pos;
+    Sensim__V1__CreateObject obj = SENSIM__V1__CREATE_OBJECT__INIT;
+    obj.has_id = obj.has_geometry_id = 1;
+    obj.id = i + 1;
+    obj.geometry_id = objs[i].geom;
+    obj.local_pose = &pose;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
+    env.create_object = &obj;
+    call(c, &env, "create_object");
+  }
+
+  Sensim__V1__OusterPattern os = SENSIM__V1__OUSTER_PATTERN__INIT;
+  os.has_channels = os.has_columns = os.has_frequency = 1;
+  os.channels = 128;
+  os.columns = 2048;
+  os.frequency = 10.0;
+  Sensim__V1__DistanceNoise noise = SENSIM__V1__DISTANCE_NOISE__INIT;
+  noise.has_stddev_base = 1;
+  noise.stddev_base = 0.01;
+  Sensim__V1__LidarConfig lc = SENSIM__V1__LIDAR_CONFIG__INIT;
+  lc.pattern_case = SENSIM__V1__LIDAR_CONFIG__PATTERN_OUSTER;
+  lc.ouster = &os;
+  lc.has_range_min = lc.has_range_max = lc.has_misses = 1;
+  lc.range_min = 0.1;
+  lc.range_max = 120.0;
+  lc.misses = SENSIM__V1__MISS_MODE__MISSES_ZERO;
+  lc.distance_noise = &noise;
+  Sensim__V1__Vec3 mpos = vec3(0, 0, SCAN_LIDAR_HEIGHT);
+  Sensim__V1__Pose mount = SENSIM__V1__POSE__INIT;
+  mount.position = &mpos;
+  Sensim__V1__CreateSensor cs = SENSIM__V1__CREATE_SENSOR__INIT;
+  cs.has_id = 1;
+  cs.id = 1;
+  cs.mount = &mount;
+  cs.config_case = SENSIM__V1__CREATE_SENSOR__CONFIG_LIDAR;
+  cs.lidar = &lc;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR;
+  env.create_sensor = &cs;
+  call(c, &env, "create_sensor lidar");
+}
+
+
+// UpdateState + Step at t as one write; *step_id the step's id. Returns the bytes written.
+static size_t send_step(conn_t* c, double t, uint64_t* update_id, uint64_t* step_id,
+                        uint8_t** frames) {
+  Sensim__V1__UpdateState us = SENSIM__V1__UPDATE_STATE__INIT;
+  us.has_time = 1;
+  us.time = t;
+  Sensim__V1__Step st = SENSIM__V1__STEP__INIT;
+  st.has_time = 1;
+  st.time = t;
+  Sensim__V1__Envelope e1 = SENSIM__V1__ENVELOPE__INIT, e2 = SENSIM__V1__ENVELOPE__INIT;
+  e1.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  e1.update_state = &us;
+  e2.body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
+  e2.step = &st;
+  uint8_t* f = NULL;
+  size_t len = 0;
+  *update_id = frame_append(c, &e1, &f, &len);
+  *step_id = frame_append(c, &e2, &f, &len);
+  write_all(c->fd, f, len);
+  if (frames) {
+    *frames = f;
+  } else {
+    free(f);
+  }
+  return len;
+}
+
+
+// The observer's next pushed point cloud, decoded into *pts (grown as needed).
+static void receive_cloud(conn_t* c, uint8_t** pts, size_t* cap, uint64_t* seq) {
+  for (;;) {
+    read_frame(c);
+    Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, c->len, c->buf);
+    if (!r) {
+      bench_die("a pushed frame does not decode");
+    }
+    if (r->id != 0 || r->body_case != SENSIM__V1__ENVELOPE__BODY_SENSOR_DATA ||
+        !r->sensor_data->point_cloud) {
+      sensim__v1__envelope__free_unpacked(r, NULL);
+      continue;
+    }
+    const Sensim__V1__PointCloud* pc = r->sensor_data->point_cloud;
+    size_t need = (size_t)pc->count * pc->point_step;
+    if (need > *cap) {
+      free(*pts);
+      *pts = bench_xmalloc(need);
+      *cap = need;
+    }
+    if (scan_decode_checked((int)pc->encoding, pc->data.data, pc->data.len, pc->count,
+                            pc->point_step, *pts) != 0) {
+      bench_die("a pushed cloud does not decode");
+    }
+    *seq = r->sequence;
+    sensim__v1__envelope__free_unpacked(r, NULL);
+    return;
+  }
+}
+
+//---------------- Raw loopback references
+
+typedef struct echo {
+  int listen_fd;
+  int fd;
+  size_t req_len;               // bytes of a request
+  const uint8_t* reply;         // sent back for each request
+  size_t reply_len;
+  unsigned rounds;
+} echo_t;
+
+
+static void* echo_main(void* arg) {
+  echo_t* e = arg;
+  e->fd = accept(e->listen_fd, NULL, NULL);
+  int one = 1;
+  setsockopt(e->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  uint8_t* req = bench_xmalloc(e->req_len);
+  for (unsigned i = 0; i < e->rounds; i++) {
+    if (e->req_len) {
+      read_all(e->fd, req, e->req_len);
+    }
+    write_all(e->fd, e->reply, e->reply_len);
+  }
+  free(req);
+  close(e->fd);
+  return NULL;
+}
+
+
+// Median round trip of `rounds` requests of req_len bytes answered with reply_len bytes by a
+// thread of this process over loopback TCP.
+static double raw_round_trip(const uint8_t* req, size_t req_len, const uint8_t* reply,
+                             size_t reply_len, unsigned rounds) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (lfd < 0 || bind(lfd, (struct sockaddr*)&a, sizeof a) != 0 || listen(lfd, 1) != 0 ||
+      getsockname(lfd, (struct sockaddr*)&a, &alen) != 0) {
+    bench_die("loopback listener: %s", strerror(errno));
+  }
+  echo_t e = {.listen_fd = lfd, .req_len = req_len, .reply = reply, .reply_len = reply_len,
+              .rounds = rounds};
+  pthread_t th;
+  pthread_create(&th, NULL, echo_main, &e);
+  int fd = tcp_connect(ntohs(a.sin_port));
+  uint8_t* back = bench_xmalloc(reply_len);
+  double* t = bench_xmalloc(rounds * sizeof(double));
+  for (unsigned i = 0; i < rounds; i++) {
+    double t0 = bench_now();
+    write_all(fd, req, req_len);
+    read_all(fd, back, reply_len);
+    t[i] = bench_now() - t0;
+  }
+  pthread_join(th, NULL);
+  close(fd);
+  close(lfd);
+  double m = bench_median(t, rounds);
+  free(t);
+  free(back);
+  return m;
+}
+
+//---------------- Main
+
+static const char* const g_usage =
+    "Usage: bench_streams [OPTIONS]\n"
+    "A lidar stream through a real sensimd (loopback), step to decoded points, against the sum\n"
+    "of its parts measured in this process; an empty step against a raw TCP ping-pong.\n"
+    "\n"
+    "  --quick          5 revolutions, 50 empty steps\n"
+    "  --sensimd PATH   the daemon (default: the build's)\n"
+    "  --steps N        timed revolutions (default 20)\n"
+    "  --threads N      worker threads of the daemon and of the in-process trace (default 2)\n";
+
+
+int main(int argc, char** argv) {
+  bench_init("bench_streams", kill_daemon);
+  const char* exe = getenv("SENSIMD") ? getenv("SENSIMD") : SENSIMD_DEFAULT;
+  unsigned steps = 20, threads = 2, empties = 400;
+  if (bench_has_arg(argc, argv, "--quick")) {
+    steps = 5;
+    empties = 50;
+  }
+  bench_opt_t opts[] = {
+      {"quick", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"sensimd", BENCH_OPT_STRING, &exe, 0, 0},
+      {"steps", BENCH_OPT_COUNT, &steps, 2, 10000},
+      {"threads", BENCH_OPT_COUNT, &threads, 1, 256},
+  };
+  bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
+  signal(SIGPIPE, SIG_IGN);
+  (void)threads;
+  int port = daemon_start(exe);
+
+  // the street, a controller stepping it and an observer subscribed with quantized_zstd
+  conn_t ctl = {.fd = tcp_connect(port), .next_id = 1};
+  conn_t obs = {.fd = tcp_connect(port), .next_id = 1};
+  hello(&ctl, "street", 0);
+  build_street(&ctl);
+  hello(&obs, "street", 1);
+  Sensim__V1__Subscribe sub = SENSIM__V1__SUBSCRIBE__INIT;
+  sub.has_sensor_id = sub.has_encoding = sub.has_precision = 1;
+  sub.sensor_id = 1;
+  sub.encoding = SENSIM__V1__ENCODING__ENCODING_QUANTIZED_ZSTD;
+  sub.precision = 0.001;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SUBSCRIBE;
+  env.subscribe = &sub;
+  call(&obs, &env, "subscribe");
+
+  // end to end: from the step's request to the decoded points in the observer
+  uint64_t a, b, seq = 0;
+  uint8_t* pts = NULL;
+  size_t cap = 0, pushed_len = 0;
+  send_step(&ctl, 0.0, &a, &b, NULL);
+  expect_reply(&ctl, a, "update_state");
+  expect_reply(&ctl, b, "step");
+  double* e2e = bench_xmalloc((steps + 1) * sizeof(double));
+  for (unsigned k = 0; k <= steps; k++) {
+    double t0 = bench_now();
+    send_step(&ctl, 0.1 * (k + 1), &a, &b, NULL);
+    receive_cloud(&obs, &pts, &cap, &seq);
+    e2e[k] = bench_now() - t0;
+    pushed_len = obs.len + 4;
+    expect_reply(&ctl, a, "update_state");
+    expect_reply(&ctl, b, "step");
+    if (seq != k + 1) {
+      bench_die("the observer got frame %llu, expected %u", (unsigned long long)seq, k + 1);
+    }
+  }
+
+  // the parts, in this process: trace, encode, raw transfer of the frame's size, decode
+  scan_world_t* w = scan_world_create(threads);
+  double* tr = bench_xmalloc(steps * sizeof(double));
+  double* en = bench_xmalloc(steps * sizeof(double));
+  double* de = bench_xmalloc(steps * sizeof(double));
+  uint32_t n = 0, step = 0;
+  uint8_t* enc = NULL;
+  size_t enc_len = 0;
+  for (unsigned k = 0; k < steps; k++) {
+    double t0 = bench_now();
+    const uint8_t* scan = scan_world_step(w, &n, &step);
+    tr[k] = bench_now() - t0;
+    if (!enc) {
+      enc = bench_xmalloc(scan_max_size(2, scan, n, step));
+    }
+    double err;
+    t0 = bench_now();
+    enc_len = scan_encode(2, 1, 0.001, scan, n, step, enc, &err);
+    en[k] = bench_now() - t0;
+    t0 = bench_now();
+    scan_decode(2, enc, enc_len, n, step, pts);
+    de[k] = bench_now() - t0;
+  }
+  uint8_t one = 1;
+  uint8_t* frame = bench_xmalloc(pushed_len);
+  memset(frame, 0x5a, pushed_len);
+  double transfer = raw_round_trip(&one, 1, frame, pushed_len, steps);
+  double parts = bench_median(tr, steps) + bench_median(en, steps) + transfer +
+                 bench_median(de, steps);
+  double total = bench_median(e2e + 1, steps);
+  printf("# %u points, %zu bytes pushed per revolution\n", n, pushed_len);
+  printf("BENCH step_to_decoded_ms %.2f ms\n", total * 1e3);
+  printf("BENCH parts_trace_ms %.2f ms\n", bench_median(tr, steps) * 1e3);
+  printf("BENCH parts_encode_ms %.2f ms\n", bench_median(en, steps) * 1e3);
+  printf("BENCH parts_transfer_ms %.3f ms\n", transfer * 1e3);
+  printf("BENCH parts_decode_ms %.2f ms\n", bench_median(de, steps) * 1e3);
+  printf("BENCH step_to_decoded_over_parts %.3f x\n", total / parts);
+  scan_world_destroy(w);
+
+  // an empty step: another environment without sensors, against the same bytes echoed
+  conn_t emp = {.fd = tcp_connect(port), .next_id = 1};
+  hello(&emp, "empty", 0);
+  double* rtt = bench_xmalloc(empties * sizeof(double));
+  uint8_t* req = NULL;
+  size_t req_len = 0, reply_len = 0;
+  for (unsigned k = 0; k < empties; k++) {
+    free(req);
+    double t0 = bench_now();
+    req_len = send_step(&emp, 0.01 * k, &a, &b, &req);
+    expect_reply(&emp, a, "update_state");
+    size_t first = emp.len + 4;
+    expect_reply(&emp, b, "step");
+    rtt[k] = bench_now() - t0;
+    reply_len = first + emp.len + 4;
+  }
+  uint8_t* reply = bench_xmalloc(reply_len);
+  memset(reply, 0, reply_len);
+  double raw = raw_round_trip(req, req_len, reply, reply_len, empties);
+  double rtt_med = bench_median(rtt + empties / 10, empties - empties / 10);
+  printf("BENCH empty_step_rtt_us %.1f us\n", rtt_med * 1e6);
+  printf("BENCH tcp_pingpong_rtt_us %.1f us\n", raw * 1e6);
+  printf("BENCH empty_step_rtt_over_tcp_pingpong %.2f x\n", rtt_med / raw);
+
+  close(ctl.fd);
+  close(obs.fd);
+  close(emp.fd);
+  daemon_stop();
+  free(req);
+  free(reply);
+  free(rtt);
+  free(frame);
+  free(enc);
+  free(pts);
+  free(tr);
+  free(en);
+  free(de);
+  free(e2e);
+  free(ctl.buf);
+  free(obs.buf);
+  free(emp.buf);
+  return 0;
+}
