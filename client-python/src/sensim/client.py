@@ -874,7 +874,9 @@ class Client:
         enums by lowercase name: return_mode ("strongest", "first", "last", "dual", "all"),
         frame ("sensor", "world"), publish ("per_revolution", "per_step"), misses ("remove",
         "zero", "nan"), layout ("fields", "velodyne", "ouster", "xyzi"); fields a list of
-        names; beam, distance_noise, angle_noise dicts. Read the clouds with lidar_clouds."""
+        names; beam, distance_noise, angle_noise dicts; see_own_body, exclude_bodies (body ids)
+        and group_mask (bit g = object group g) for what it sees. Read the clouds with
+        lidar_clouds."""
         msg = pb.LidarConfig()
         patterns = [k for k in config if k in _LIDAR_PATTERNS]
         if len(patterns) != 1:
