@@ -920,3 +920,52 @@ TEST(lidar_refuses_a_step_too_long) {
   fx_close(&f);
   return 0;
 }
+
+
+TEST(lidar_rays_fire_from_the_pose_at_their_time) {
+  // a lidar on a body turning from yaw 0 to 90 degrees over the step (0, 0.1]; ten rays along
+  // its +x fired at t_j = 0.01 j: in the world they point at yaw 900 t_j degrees (slerp) and
+  // meet the room (radius 5 about the origin) there; in the sensor frame every point is
+  // (5, 0, 0)
+  for (int world = 0; world < 2; world++) {
+    fx_t f;
+    ASSERT_OK(fx_open(&f, 2));
+    err_msg_t msg = {0};
+    body_desc_t b = {.id = 2, .pose = at(0, 0, 0)};
+    ASSERT_OK(env_create_body(f.e, &b, &msg));
+    ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 5.0, 0, 0, 0, at(0, 0, 0)));
+    enum { N = 10 };
+    double az[N] = {0}, el[N] = {0}, tt[N];
+    for (int j = 0; j < N; j++) {
+      tt[j] = 0.01 * j;
+    }
+    lidar_desc_t d = base_desc();
+    d.world_frame = world;
+    lidar_custom_desc_t cu = {.azimuths = az, .elevations = el, .time_offsets = tt,
+                              .ntime_offset = N, .nray = N, .frame_rate = 10.0};
+    ASSERT_OK(lidar_pattern_custom_init(&d.pattern, &cu, "lidar.custom", &msg));
+    ASSERT_OK(add_lidar(f.e, 3, 2, xform_identity(), &d));
+    uint32_t ids[1] = {2};
+    double p0[7] = {0, 0, 0, 0, 0, 0, 1};
+    double p1[7] = {0, 0, 0, 0, 0, sin(M_PI / 4), cos(M_PI / 4)};   // yaw 90 degrees
+    ASSERT_OK(set_state(f.e, 0.0, 1, ids, p0));
+    ASSERT_OK(set_state(f.e, 0.1, 1, ids, p1));
+    ASSERT_OK(do_step(f.e, 0.1));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(collect(f.e, 3, &c));
+    ASSERT_EQ(c.n, 1);
+    const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+    ASSERT_EQ(pc->count, N);
+    int ox = field_of(pc, "x"), oy = field_of(pc, "y"), od = field_of(pc, "distance");
+    for (uint32_t j = 0; j < N; j++) {
+      double yaw = (M_PI / 2) * tt[j] / 0.1;
+      ASSERT_NEAR(getf(pc, j, od), 5.0, 1e-5);
+      ASSERT_NEAR(getf(pc, j, ox), world ? 5.0 * cos(yaw) : 5.0, 5e-5);
+      ASSERT_NEAR(getf(pc, j, oy), world ? 5.0 * sin(yaw) : 0.0, 5e-5);
+    }
+    clouds_free(&c);
+    fx_close(&f);
+  }
+  return 0;
+}
