@@ -969,3 +969,32 @@ TEST(lidar_rays_fire_from_the_pose_at_their_time) {
   }
   return 0;
 }
+
+
+TEST(lidar_create_out_of_memory_is_clean) {
+  // every allocation of lidar_create failing in turn: ERR_NOMEM, nothing leaked, the pattern
+  // still the caller's; then it succeeds
+  int64_t live = mem_live_count();
+  for (int64_t n = 1;; n++) {
+    lidar_desc_t d = base_desc();
+    lidar_vlp16_desc_t v = {.frequency = 10.0};
+    err_msg_t msg = {0};
+    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+    sensor_t s;
+    mem_fail_after(n);
+    int rc = lidar_create(&d, &s, &msg);
+    mem_fail_after(0);
+    if (rc == 0) {
+      ASSERT_EQ(d.pattern.nray, 0);
+      s.ops->destroy(s.self);
+      break;
+    }
+    ASSERT_EQ(rc, ERR_NOMEM);
+    ASSERT_EQ(d.pattern.nray, 16);
+    lidar_pattern_close(&d.pattern);
+    ASSERT_EQ(mem_live_count(), live);
+    ASSERT_TRUE(n < 100);
+  }
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
