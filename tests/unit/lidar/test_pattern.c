@@ -4,6 +4,7 @@
 // analytic geometry; bad configurations name their field.
 #include <math.h>
 
+#include "base/mem.h"
 #include "check.h"
 #include "lidar/pattern.h"
 
@@ -385,5 +386,68 @@ TEST(pattern_bad_configurations_name_the_field) {
                           .frame_rate = 10};
   ASSERT_EQ(lidar_pattern_flash_init(&p, &f, "lidar.flash", &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "lidar.flash.rows = 0");
+  return 0;
+}
+
+
+TEST(pattern_init_out_of_memory_is_clean) {
+  // every allocation of every model's init failing in turn: ERR_NOMEM and nothing leaked
+  double el[3] = {0.1, -0.1, 0.0}, dt[3] = {2e-6, 0.0, 1e-6};
+  double az[2] = {0.1, 0.2}, cel[2] = {0.0, 0.1};
+  for (int model = 0; model < 6; model++) {
+    int64_t live = mem_live_count();
+    for (int64_t n = 1;; n++) {
+      lidar_pattern_t p;
+      err_msg_t msg = {0};
+      mem_fail_after(n);
+      int rc;
+      switch (model) {
+        case 0: {
+          lidar_spinning_desc_t d = {.frequency = 10, .columns = 100, .elevations = el,
+                                     .nchannel = 3, .time_offsets = dt, .ntime_offset = 3};
+          rc = lidar_pattern_spinning_init(&p, &d, "s", &msg);
+          break;
+        }
+        case 1: {
+          lidar_vlp16_desc_t d = {.frequency = 10, .vertical_offsets = 1};
+          rc = lidar_pattern_vlp16_init(&p, &d, "v", &msg);
+          break;
+        }
+        case 2: {
+          lidar_ouster_desc_t d = {.channels = 16, .columns = 512, .frequency = 10,
+                                   .elevation_max = NAN, .elevation_min = NAN};
+          rc = lidar_pattern_ouster_init(&p, &d, "o", &msg);
+          break;
+        }
+        case 3: {
+          lidar_flash_desc_t d = {.columns = 4, .rows = 2, .fov_horizontal = 1,
+                                  .fov_vertical = 1, .frame_rate = 10};
+          rc = lidar_pattern_flash_init(&p, &d, "f", &msg);
+          break;
+        }
+        case 4: {
+          lidar_custom_desc_t d = {.azimuths = az, .elevations = cel, .nray = 2,
+                                   .frame_rate = 10};
+          rc = lidar_pattern_custom_init(&p, &d, "c", &msg);
+          break;
+        }
+        default: {
+          lidar_livox_desc_t d = {.fov = 0.5, .point_rate = 1000, .frame_rate = 10,
+                                  .prism_rate = {1.0, -0.7}};
+          rc = lidar_pattern_livox_init(&p, &d, "l", &msg);
+          break;
+        }
+      }
+      mem_fail_after(0);
+      if (rc == 0) {
+        lidar_pattern_close(&p);
+        break;
+      }
+      ASSERT_EQ(rc, ERR_NOMEM);
+      ASSERT_EQ(mem_live_count(), live);
+      ASSERT_TRUE(n < 100);
+    }
+    ASSERT_EQ(mem_live_count(), live);
+  }
   return 0;
 }
