@@ -53,7 +53,7 @@
 //    calibration, not a derivation; override with a custom medium when measured.
 //  * Refractive index 1.000273 (air: the particles do not change the group index) and
 //    atmospheric backscatter rho_atm = 1/pi (MODELS.md 3.4).
-#include "material/material.h"
+#include "material/ambient.h"
 
 #include <math.h>
 
