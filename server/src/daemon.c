@@ -455,6 +455,7 @@ typedef struct sub_job {
   uint64_t id;
   uint32_t sensor_id;
   codec_params_t p;
+  int unsubscribe;           // an Unsubscribe: queued only to keep its order
   int code;                  // 0, ERR_NOTFOUND or ERR_NOMEM
 } sub_job_t;
 
@@ -462,6 +463,9 @@ typedef struct sub_job {
 static void sub_run(exec_job_t* j) {
   sub_job_t* sj = (sub_job_t*)j;
   registry_entry_t* e = sj->entry;
+  if (sj->unsubscribe) {
+    return;
+  }
   if (!e->env || env_sensor_kind(e->env, sj->sensor_id) == 0) {
     sj->code = ERR_NOTFOUND;
     return;
@@ -478,7 +482,17 @@ static void sub_done(exec_job_t* j, int cancelled) {
   uint8_t* out = NULL;
   size_t len = 0;
   char text[160] = "";
-  if (code == 0 && (!c || session_is_closing(sj->s))) {
+  if (sj->unsubscribe) {
+    if (code == 0 && c) {
+      code = streams_unsubscribe(d->streams, sj->s, sj->sensor_id);
+    }
+    if (code == 0) {
+      snprintf(text, sizeof(text), "unsubscribed from sensor %u", sj->sensor_id);
+    } else if (code == ERR_NOTFOUND) {
+      snprintf(text, sizeof(text), "unsubscribe.sensor_id = %u: this connection is not "
+               "subscribed to it", sj->sensor_id);
+    }
+  } else if (code == 0 && (!c || session_is_closing(sj->s))) {
     streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
   } else if (code == 0) {
     code = streams_subscribe(d->streams, sj->s, sj->entry, sj->entry->name, sj->sensor_id,
@@ -487,13 +501,17 @@ static void sub_done(exec_job_t* j, int cancelled) {
       streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
     }
   }
-  if (code == ERR_NOTFOUND) {
+  if (sj->unsubscribe) {
+    // the text is set
+  } else if (code == ERR_NOTFOUND) {
     snprintf(text, sizeof(text), "subscribe.sensor_id = %u: no such sensor", sj->sensor_id);
   } else if (code == ERR_EXISTS) {
     snprintf(text, sizeof(text), "subscribe.sensor_id = %u: this connection is subscribed "
              "already (unsubscribe first)", sj->sensor_id);
-  } else if (code != 0) {
-    snprintf(text, sizeof(text), "subscribe: %s", err_str(code));
+  }
+  if (code != 0 && !text[0]) {
+    snprintf(text, sizeof(text), "%s: %s", sj->unsubscribe ? "unsubscribe" : "subscribe",
+             err_str(code));
   }
   if (c) {
     d->counters.requests_failed += code != 0;
@@ -509,6 +527,10 @@ static void sub_done(exec_job_t* j, int cancelled) {
   session_release(sj->s);
   mem_free(sj);
 }
+
+
+static void submit_sub_job(daemon_t* d, client_t* c, uint64_t id, uint32_t sensor_id,
+                           const codec_params_t* p, int unsubscribe);
 
 
 static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
@@ -535,11 +557,31 @@ static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
   if (p.encoding != CODEC_QZSTD) {
     p.precision = 0.0;
   }
+  if (p.encoding == CODEC_RAW) {
+    p.level = 1;
+  }
+  submit_sub_job(d, c, id, w.sensor_id, &p, 0);
+}
+
+
+// Unsubscribe goes through the environment's queue too, so that it follows a Subscribe sent
+// before it.
+static void handle_unsubscribe(daemon_t* d, client_t* c, wire_request_t* req) {
+  wire_subscribe_t w;
+  wire_get_subscribe(req, &w);
+  codec_params_t none = {0};
+  submit_sub_job(d, c, wire_id(req), w.sensor_id, &none, 1);
+}
+
+
+static void submit_sub_job(daemon_t* d, client_t* c, uint64_t id, uint32_t sensor_id,
+                           const codec_params_t* p, int unsubscribe) {
   sub_job_t* sj = mem_calloc(1, sizeof(*sj));
   outbox_slot_t* slot = sj ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     mem_free(sj);
-    reply_status(d, c->s, id, ERR_NOMEM, "out of memory queueing subscribe");
+    reply_status(d, c->s, id, ERR_NOMEM, "out of memory queueing %s",
+                 unsubscribe ? "unsubscribe" : "subscribe");
     return;
   }
   sj->base.run = sub_run;
@@ -549,24 +591,12 @@ static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
   sj->slot = slot;
   sj->entry = c->entry;
   sj->id = id;
-  sj->sensor_id = w.sensor_id;
-  sj->p = p;
+  sj->sensor_id = sensor_id;
+  sj->p = *p;
+  sj->unsubscribe = unsubscribe;
   registry_retain(c->entry);
   session_retain(c->s);
   exec_submit(d->exec, &c->entry->queue, &sj->base);
-}
-
-
-static void handle_unsubscribe(daemon_t* d, client_t* c, wire_request_t* req) {
-  wire_subscribe_t w;
-  wire_get_subscribe(req, &w);
-  if (streams_unsubscribe(d->streams, c->s, w.sensor_id) != 0) {
-    reply_status(d, c->s, wire_id(req), ERR_NOTFOUND,
-                 "unsubscribe.sensor_id = %u: this connection is not subscribed to it",
-                 w.sensor_id);
-    return;
-  }
-  reply_status(d, c->s, wire_id(req), 0, "unsubscribed from sensor %u", w.sensor_id);
 }
 
 
