@@ -530,9 +530,16 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
               : obj->prim == SCENE_PRIM_CAPSULE ? obj->size[0] + obj->size[1]
                                                 : hypot(obj->size[0], obj->size[1]);
   rb *= smax;
-  double lb = xform_norm(o->pose.p, 3) - rb;
-  if (o->pose.p[0] + rb <= 0.0 || o->pose.p[0] - rb > k->range ||
+  const double* c0 = o->pose.p;
+  double lb = xform_norm(c0, 3) - rb;
+  if (c0[0] + rb <= 0.0 || c0[0] - rb > k->range ||
       (best->found && lb > 0.0 && lb * lb >= best->d2)) {
+    return;
+  }
+  // ... or wholly outside one side of the pyramid |y| <= a x, |z| <= b x that holds the cone
+  double na = sqrt(1.0 + k->a * k->a), nb = sqrt(1.0 + k->b * k->b);
+  if ((c0[1] - k->a * c0[0]) / na > rb || (-c0[1] - k->a * c0[0]) / na > rb ||
+      (c0[2] - k->b * c0[0]) / nb > rb || (-c0[2] - k->b * c0[0]) / nb > rb) {
     return;
   }
   // 1. the solid's closest point, when inside the cone, is the answer
@@ -548,7 +555,12 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
   // 2. the lateral surface of the cone
   lateral_search(k, solid_lateral, &s, id, best);
   // 3. inside the cone (non-uniform scales, the cap): the entry distance over the directions
-  //    of the cone, sampled on a polar grid and refined by a compass search
+  //    of the cone, sampled on a polar grid and refined by a compass search. A solid whose
+  //    closest point is known and lies outside the cone has its answer on the mantle (done)
+  //    or on the cap, which it can only reach when its bounding sphere crosses x = range.
+  if (known && (c0[0] + rb < k->range || c0[0] - rb > k->range)) {
+    return;
+  }
   double q[3], bu = 0.0, bw = 0.0, bf = INFINITY;
   const int rings = 24, spokes = 48;
   for (int i = 0; i <= rings; i++) {
