@@ -35,6 +35,17 @@ typedef struct ray_meta {
   uint32_t ring;
 } ray_meta_t;
 
+// The sweep state carried from step to step.
+typedef struct saved {
+  int started;
+  double t_s;
+  lidar_cursor_t cursor;
+  uint64_t acc_sweep;
+  int acc_complete;
+  uint64_t frame;
+  size_t acc_n;
+} saved_t;
+
 typedef struct lidar {
   // model (const after create)
   lidar_pattern_t pat;
@@ -54,7 +65,12 @@ typedef struct lidar {
   uint32_t maxret;              // returns per ray
   size_t batch;                 // rays per batch (multiple of CHUNK)
 
-  // sweep state (restored when a step fails)
+  // sweep state: committed (after the last committed step), staged (by the last step, until
+  // its commit), and the working copy a step runs on (equal to the committed one between steps)
+  saved_t committed;
+  saved_t staged;
+  size_t staged_base;           // points [0, staged_base) published by the staged step
+  int has_staged;
   int started;
   double t_s;                   // s, start of sweep 0
   lidar_cursor_t cursor;        // next ray to fire
@@ -469,17 +485,6 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
 }
 
 
-typedef struct saved {
-  int started;
-  double t_s;
-  lidar_cursor_t cursor;
-  uint64_t acc_sweep;
-  int acc_complete;
-  uint64_t frame;
-  size_t acc_n;
-} saved_t;
-
-
 static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, sensor_out_t* out,
                     size_t* base, err_msg_t* msg) {
   // the sensor's body; a pose shared by every ray when the body does not move in this step
@@ -552,38 +557,68 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
 }
 
 
+// The sweep state of a step: loaded from the committed state before it runs, staged after it.
+static void state_save(const lidar_t* l, saved_t* s) {
+  *s = (saved_t){.started = l->started, .t_s = l->t_s, .cursor = l->cursor,
+                 .acc_sweep = l->acc_sweep, .acc_complete = l->acc_complete, .frame = l->frame,
+                 .acc_n = l->acc_n};
+}
+
+
+static void state_load(lidar_t* l, const saved_t* s) {
+  l->started = s->started;
+  l->t_s = s->t_s;
+  l->cursor = s->cursor;
+  l->acc_sweep = s->acc_sweep;
+  l->acc_complete = s->acc_complete;
+  l->frame = s->frame;
+  l->acc_n = s->acc_n;
+}
+
+
+// Two phases (sensor.h): a step starts from the committed state and only appends to the
+// accumulator past the committed points, so a step that is not committed (it failed, or
+// another sensor of the step did) leaves everything as it was.
 static int lidar_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
                       sensor_out_t* out, err_msg_t* msg) {
   lidar_t* l = self;
-  saved_t s = {.started = l->started, .t_s = l->t_s, .cursor = l->cursor,
-               .acc_sweep = l->acc_sweep, .acc_complete = l->acc_complete, .frame = l->frame,
-               .acc_n = l->acc_n};
+  state_load(l, &l->committed);
+  l->has_staged = 0;
   size_t base = 0;
   int rc = step_run(l, ctx, v, out, &base, msg);
   if (rc < 0) {
-    // the points of earlier steps are still in [0, s.acc_n): only appends happened since
-    l->started = s.started;
-    l->t_s = s.t_s;
-    l->cursor = s.cursor;
-    l->acc_sweep = s.acc_sweep;
-    l->acc_complete = s.acc_complete;
-    l->frame = s.frame;
-    l->acc_n = s.acc_n;
+    state_load(l, &l->committed);
     return rc;
   }
+  state_save(l, &l->staged);
+  l->staged_base = base;
+  l->has_staged = 1;
+  state_load(l, &l->committed);
+  return 0;
+}
 
-  // keep only the points of the sweep still open
-  size_t keep = l->acc_n - base;
+
+// Apply the staged step: keep only the points of the sweep still open, at the front.
+static void lidar_commit(void* self) {
+  lidar_t* l = self;
+  if (!l->has_staged) {
+    return;
+  }
+  size_t base = l->staged_base;
+  size_t keep = l->staged.acc_n - base;
   if (keep && base) {
     memmove(l->acc, l->acc + base * l->layout.point_step, keep * l->layout.point_step);
   }
-  l->acc_n = keep;
-  return 0;
+  l->committed = l->staged;
+  l->committed.acc_n = keep;
+  l->has_staged = 0;
+  state_load(l, &l->committed);
 }
 
 
 const sensor_ops_t lidar_ops = {
     .kind_name = "lidar",
     .step = lidar_step,
+    .commit = lidar_commit,
     .destroy = lidar_destroy,
 };

@@ -998,3 +998,69 @@ TEST(lidar_create_out_of_memory_is_clean) {
   ASSERT_EQ(mem_live_count(), live);
   return 0;
 }
+
+
+// A sensor that fails its step while *fail is set (another sensor of the same step failing).
+static int failing_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
+                        sensor_out_t* out, err_msg_t* msg) {
+  (void)ctx;
+  (void)v;
+  (void)out;
+  return *(int*)self ? err_set(msg, ERR_NOMEM, "test: failing on purpose") : 0;
+}
+
+
+static void failing_destroy(void* self) { (void)self; }
+
+
+static const sensor_ops_t kFailingOps = {.kind_name = "test", .step = failing_step,
+                                         .destroy = failing_destroy};
+
+
+TEST(lidar_step_not_committed_when_another_sensor_fails) {
+  // the same run twice: without failures, and with a second sensor failing every other step
+  // the first time it is tried; the lidar's clouds must be the same
+  static clouds_t runs[2];
+  for (int failing = 0; failing < 2; failing++) {
+    fx_t f;
+    ASSERT_OK(fx_open(&f, 0));
+    ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 9.0, 0, 0, 0, at(0, 0, 0)));
+    lidar_desc_t d = base_desc();
+    lidar_vlp16_desc_t v = {.frequency = 20.0};
+    err_msg_t msg = {0};
+    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+    d.returns.distance_noise.stddev_base = 0.01;
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    static int fail;
+    fail = 0;
+    sensor_desc_t sd = {.id = 9, .mount = xform_identity(),
+                        .sensor = {.kind = SENSOR_TEST, .ops = &kFailingOps, .self = &fail}};
+    ASSERT_OK(env_create_sensor(f.e, &sd, &msg));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    runs[failing].n = 0;
+    for (int k = 1; k <= 8; k++) {
+      double t = 0.03 * k;
+      ASSERT_OK(set_state(f.e, t, 0, NULL, NULL));
+      if (failing && k % 2 == 0) {
+        fail = 1;
+        ASSERT_EQ(env_step(f.e, t, &msg), ERR_NOMEM);
+        fail = 0;
+      }
+      ASSERT_OK(do_step(f.e, t));
+      ASSERT_OK(collect(f.e, 3, &runs[failing]));
+    }
+    fx_close(&f);
+  }
+  ASSERT_EQ(runs[0].n, 4);
+  ASSERT_EQ(runs[1].n, runs[0].n);
+  for (uint32_t i = 0; i < runs[0].n; i++) {
+    const sensor_cloud_t* a = &runs[0].rec[i].u.cloud;
+    const sensor_cloud_t* b = &runs[1].rec[i].u.cloud;
+    ASSERT_EQ(a->count, b->count);
+    ASSERT_EQ(runs[0].rec[i].frame, runs[1].rec[i].frame);
+    ASSERT_TRUE(memcmp(a->data, b->data, (size_t)a->count * a->point_step) == 0);
+  }
+  clouds_free(&runs[0]);
+  clouds_free(&runs[1]);
+  return 0;
+}
