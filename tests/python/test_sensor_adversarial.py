@@ -832,3 +832,66 @@ def test_sensors_created_and_removed_repeatedly_hold_no_memory(sensimd):
         sanitized = any("libasan" in line for line in f)   # its resident size means nothing
     if not sanitized:
         assert sizes[1] - sizes[0] < 4096         # KiB
+
+
+def test_frozen_objects_with_a_moving_sensor(sensimd):
+    # freeze_objects: the wall stays where it is at the end of the step (4 m); the sensor is
+    # still interpolated: at ray time tau it is at x = -5 tau, so it measures 4 + 5 tau
+    offsets = [0.01 * i for i in range(10)]
+    with sensimd.client() as c:
+        vacuum(c)
+        c.set_environment(freeze_objects=True)
+        c.create_primitive(1, "box", half_extents=(0.05, 50, 50))
+        c.create_body(2, ((5.05, 0, 0), (0, 0, 0, 1)))
+        c.create_object(1, 1, body_id=2)
+        c.create_body(3)
+        c.create_lidar(5, body_id=3, custom={"azimuths": [0.0] * 10, "elevations": [0.0] * 10,
+                                             "time_offsets": offsets, "frame_rate": 10.0},
+                       fields=["distance", "time_offset"], publish="per_step")
+        for t in (0.0, 0.1):
+            c.update_state(t, [2, 3], [[5.05 - 10 * t, 0, 0, 0, 0, 0, 1],
+                                       [-5 * t, 0, 0, 0, 0, 0, 1]])
+            cl = c.lidar_clouds(c.step(t), 5)[0]
+    tau = cl["time_offset"].astype(float)
+    np.testing.assert_allclose(tau, 0.01 * np.arange(1, 11), atol=1e-8)
+    np.testing.assert_allclose(cl["distance"], 4.0 + 5.0 * tau, atol=2e-6)
+
+
+@pytest.mark.parametrize("what,setup,old,new,field", [
+    ("lidar", lambda s: setattr(s.lidar, "return_mode", 4), b"\x68\x04", b"\x68\x63",
+     "lidar.return_mode"),
+    ("lidar", lambda s: setattr(s.lidar, "frame", 1), b"\xa8\x01\x01", b"\xa8\x01\x63",
+     "lidar.frame"),
+    ("lidar", lambda s: setattr(s.lidar, "publish", 1), b"\xb0\x01\x01", b"\xb0\x01\x63",
+     "lidar.publish"),
+    ("lidar", lambda s: setattr(s.lidar, "misses", 2), b"\xc0\x01\x02", b"\xc0\x01\x63",
+     "lidar.misses"),
+    ("lidar", lambda s: setattr(s.lidar, "layout", 3), b"\xc8\x01\x03", b"\xc8\x01\x63",
+     "lidar.layout"),
+    ("lidar", lambda s: setattr(s.lidar.angle_noise, "axis", 1), b"\x08\x01", b"\x08\x63",
+     "lidar.angle_noise.axis"),
+    ("encoder", lambda s: setattr(s.encoder, "mode", 1), b"\x28\x01", b"\x28\x63",
+     "encoder.mode"),
+    ("cone", lambda s: (setattr(s.cone, "mode", 1), setattr(s.cone, "lines_per_face", 5)),
+     b"\x20\x01", b"\x20\x63", "cone.mode"),
+])
+def test_unknown_enum_values_on_the_wire_are_refused(sensimd, what, setup, old, new, field):
+    # the Python client cannot set an unknown enum value: patch the serialized request
+    from sensim import _framing
+    with sensimd.client() as c:
+        c.create_joint(1)
+        env = pb.Envelope(id=77)
+        s = env.create_sensor
+        s.id = 10
+        if what == "lidar":
+            s.lidar.vlp16.frequency = 10.0
+        elif what == "encoder":
+            s.encoder.joint_id = 1
+        setup(s)
+        payload = env.SerializeToString()
+        assert payload.count(old) == 1
+        c.send_raw(_framing.encode(payload.replace(old, new)))
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.wait_reply(77)
+        assert field in str(exc.value) and "99" in str(exc.value)
+        assert _sensor_count(c) == 0
