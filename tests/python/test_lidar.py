@@ -318,3 +318,19 @@ def test_lidar_options_reach_the_model(sensimd):
         assert np.all(clouds[6]["return_count"] == 1) and len(clouds[6]) == 16
         assert not np.array_equal(clouds[7]["distance"], base["distance"])
         assert np.all(clouds[8]["intensity"] != base["intensity"])
+
+
+@pytest.mark.parametrize("spin, sign", [("clockwise", -1), ("counter_clockwise", 1),
+                                        ("SPIN_COUNTER_CLOCKWISE", 1)])
+def test_lidar_spin_direction(sensimd, spin, sign):
+    with sensimd.client() as c:
+        _room(c, 8.0)
+        c.create_lidar(1, spinning={"frequency": 10.0, "columns": 8, "channel_elevations": [0.0],
+                                    "start_azimuth": 0.5, "spin": spin},
+                       fields=["azimuth", "time_offset"])
+        clouds = _run(c, 1, [0.0, 0.1])
+        az = clouds[0]["azimuth"].astype(float)
+        expect = 0.5 + sign * 2 * math.pi * np.arange(8) / 8
+        np.testing.assert_allclose(np.remainder(az - expect + math.pi, 2 * math.pi) - math.pi,
+                                   0.0, atol=1e-6)
+        np.testing.assert_allclose(clouds[0]["time_offset"], np.arange(8) * 0.0125, atol=1e-7)

@@ -870,7 +870,8 @@ class Client:
                      **config: Any) -> None:
         """Create lidar `id` on body `body_id` at `mount`. Exactly one scan pattern keyword
         (spinning, vlp16, ouster, flash, hdl64e, bpearl, custom, livox) with a dict of its
-        fields, e.g. ``vlp16={"frequency": 10.0}``; the other keywords are LidarConfig fields,
+        fields, e.g. ``vlp16={"frequency": 10.0}`` (spinning's spin: "clockwise" or
+        "counter_clockwise"); the other keywords are LidarConfig fields,
         enums by lowercase name: return_mode ("strongest", "first", "last", "dual", "all"),
         frame ("sensor", "world"), publish ("per_revolution", "per_step"), misses ("remove",
         "zero", "nan"), layout ("fields", "velodyne", "ouster", "xyzi"); fields a list of
@@ -882,7 +883,12 @@ class Client:
         if len(patterns) != 1:
             raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}")
         params = dict(config)
-        _choose(msg, patterns[0], params.pop(patterns[0]) or {})
+        pattern = dict(params.pop(patterns[0]) or {})
+        if isinstance(pattern.get("spin"), str):      # "clockwise" / "counter_clockwise"
+            spin = pattern["spin"].upper()
+            pattern["spin"] = pb.SpinDirection.Value(spin if spin.startswith("SPIN_")
+                                                     else "SPIN_" + spin)
+        _choose(msg, patterns[0], pattern)
         for key, (prefix, names) in _LIDAR_ENUMS.items():
             if key in params and params[key] is not None:
                 table = {n: getattr(pb, prefix + n.upper()) for n in names}
