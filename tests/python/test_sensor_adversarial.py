@@ -895,3 +895,28 @@ def test_unknown_enum_values_on_the_wire_are_refused(sensimd, what, setup, old, 
             c.wait_reply(77)
         assert field in str(exc.value) and "99" in str(exc.value)
         assert _sensor_count(c) == 0
+
+
+def test_cone_line_mode_reproduces_the_thesis_table(sensimd):
+    # 1 x 1 x 1e-5 m obstacle at 1 m: ranges for 2, 10, 100, 1000 lines per face; the nearest
+    # line of an even count is half a line spacing above or below the boresight
+    with sensimd.client() as c:
+        c.create_primitive(1, "box", half_extents=(0.5e-5, 0.5, 0.5))
+        c.create_object(7, 1, local_pose=((1, 0, 0), (0, 0, 0, 1)))
+        counts = (2, 10, 100, 1000)
+        for i, n in enumerate(counts):
+            c.create_cone(10 + i, mode="lines", lines_per_face=n, fov_horizontal=math.pi / 2,
+                          fov_vertical=math.pi / 2, range=20.0)
+        c.create_cone(20, fov_horizontal=math.pi / 2, fov_vertical=math.pi / 2, range=20.0)
+        c.update_state(0.0)
+        out = by_sensor(c.step(0.0))
+    face = 1.0 - 0.5e-5
+    for i, n in enumerate(counts):
+        z = 0.5 / (n - 1)
+        r = out[10 + i][0].value
+        assert r["range"] == pytest.approx(math.hypot(face, z), abs=1e-7)
+        assert abs(r["elevation"]) == pytest.approx(math.atan2(z, face), abs=1e-7)
+        assert r["azimuth"] == pytest.approx(0.0, abs=1e-12)
+    assert out[10][0].value["range"] == pytest.approx(1.1180295, abs=1e-7)
+    assert out[13][0].value["range"] == pytest.approx(0.9999951, abs=1e-7)
+    assert out[20][0].value["range"] == pytest.approx(face, abs=1e-6)
