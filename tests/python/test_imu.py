@@ -290,3 +290,33 @@ def test_bad_configuration_names_the_field_and_changes_nothing(sensimd, kwargs, 
         assert sensor_count(c) == before
         # the id is still free
         c.create_imu(5, gyroscope=True)
+
+
+def test_odometer_needs_a_revolute_joint(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(1, "prismatic")
+        before = sensor_count(c)
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_odometer(2, 1)
+        assert "joint_id = 1" in str(exc.value) and "revolute" in str(exc.value)
+        assert sensor_count(c) == before
+        c.create_encoder(2, 1)                          # an encoder reads either kind
+
+
+def test_cone_does_not_see_the_body_it_is_mounted_on(sensimd):
+    # a sphere of radius 1 on the cone's own body, 3 m ahead, and another 6 m ahead on a second
+    # body: the cone reports the second one (5 m to its surface), like a lidar would
+    with sensimd.client() as c:
+        c.create_primitive(1, "sphere", radius=1.0)
+        c.create_body(1, (0, 0, 0, 0, 0, 0, 1))
+        c.create_body(2, (0, 0, 0, 0, 0, 0, 1))
+        c.create_object(10, 1, body_id=1, local_pose=((3, 0, 0), (0, 0, 0, 1)))
+        c.create_object(20, 1, body_id=2, local_pose=((6, 0, 0), (0, 0, 0, 1)))
+        c.create_cone(1, body_id=1)
+        c.create_cone(2)                                # on the world: sees the nearer one
+        c.update_state(0.0)
+        out = by_sensor(c.step(0.0))
+        assert out[1][0].value["object_id"] == 20
+        assert out[1][0].value["range"] == pytest.approx(5.0, abs=1e-6)
+        assert out[2][0].value["object_id"] == 10
+        assert out[2][0].value["range"] == pytest.approx(2.0, abs=1e-6)

@@ -227,6 +227,9 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
   for (int pass = 1; pass <= passes; pass++) {
     best.pass = self->c.mode == CONE_MODE_EXACT ? pass : 0;
     for (uint32_t i = 0; i < v->nobject; i++) {
+      if (ctx->body_id != 0 && v->objects[i].body_id == ctx->body_id) {
+        continue;  // like a lidar, the sensor does not see the body it is mounted on
+      }
       cone_object_t o = {.obj = &v->objects[i]};
       o.pose = xform_compose(&inv, &v->objects[i].pose);
       cone_object_eval(&self->k, &o, self->c.mode, self->c.lines_per_face, &best);

@@ -96,5 +96,6 @@ int odometer_create(const odometer_config_t* c, sensor_t* out, err_msg_t* msg) {
   out->ops = &kOdometerOps;
   out->self = self;
   out->joint_id = c->joint_id;
+  out->revolute_joint = 1;
   return 0;
 }

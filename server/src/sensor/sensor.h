@@ -167,6 +167,7 @@ typedef struct sensor {
   const sensor_ops_t* ops;
   void* self;
   uint32_t joint_id;            // the joint it reads (encoder, odometer), 0 = none
+  int revolute_joint;           // the joint must be revolute (a wheel: the odometer)
 } sensor_t;
 
 #endif  // SENSIM_SENSOR_SENSOR_H_

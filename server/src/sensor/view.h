@@ -54,6 +54,7 @@ typedef struct view_joint {
 // local pose; a local point x is at pose * (scale .* x).
 typedef struct view_object {
   uint32_t id;                  // object id (as reported by the scene on hits)
+  uint32_t body_id;             // the body carrying it, 0 = the world
   int prim;                     // 0 = triangle mesh, else a scene_prim_kind_t
   double size[3];               // primitive size (scene.h)
   const float* vertices;        // mesh: 3 floats per vertex, object frame (nvertex)

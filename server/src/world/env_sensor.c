@@ -76,6 +76,10 @@ int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
   if (d->sensor.joint_id != 0 && !(joint = table_get(&e->joints, d->sensor.joint_id))) {
     return err_set(msg, ERR_NOTFOUND, "joint_id = %u is not a known joint", d->sensor.joint_id);
   }
+  if (joint && d->sensor.revolute_joint && joint->type != JOINT_TYPE_REVOLUTE) {
+    return err_set(msg, ERR_INVAL, "joint_id = %u is a prismatic joint; a %s needs a revolute one",
+                   d->sensor.joint_id, d->sensor.ops->kind_name);
+  }
   pose_t mount;
   int rc = check_mount(&d->mount, &mount, msg);
   if (rc < 0) {
@@ -193,6 +197,7 @@ static int build_objects(env_t* e, step_view_t* v, err_msg_t* msg) {
     scene_shape_t shape;
     scene_geometry_shape(e->scene, g->handle, &shape);
     vo->id = id;
+    vo->body_id = o->body_id;
     vo->prim = shape.prim;
     memcpy(vo->size, shape.size, sizeof(vo->size));
     vo->vertices = shape.vertices;
