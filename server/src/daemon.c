@@ -1152,7 +1152,7 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   streams_config_t scfg = {cfg->subscriber_max_bytes, cfg->subscriber_soft_bytes,
                            cfg->subscriber_soft_ms, cfg->max_held_bytes};
-  d->streams = streams_create(d->server, &scfg);
+  d->streams = streams_create(d->server, d->pool, &scfg);
   if (!d->streams) {
     LOG_ERROR("out of memory");
     server_close(d->server);

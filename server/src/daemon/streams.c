@@ -15,6 +15,7 @@
 #include "base/list.h"
 #include "base/log.h"
 #include "base/mem.h"
+#include "base/pool.h"
 #include "net/stream_queue.h"
 #include "net/wire_stream.h"
 
@@ -66,6 +67,7 @@ struct streams_batch {
 
 struct streams {
   server_t* srv;
+  pool_t* pool;                 // encodes a step's frames in parallel (nullable)
   streams_config_t cfg;
   list_t subs;
   uint64_t serve_clock;
@@ -91,12 +93,13 @@ static int same_params(const codec_params_t* a, const codec_params_t* b) {
 }
 
 
-streams_t* streams_create(server_t* srv, const streams_config_t* cfg) {
+streams_t* streams_create(server_t* srv, pool_t* pool, const streams_config_t* cfg) {
   streams_t* st = mem_calloc(1, sizeof(*st));
   if (!st) {
     return NULL;
   }
   st->srv = srv;
+  st->pool = pool;
   st->cfg = *cfg;
   list_init(&st->subs);
   pthread_mutex_init(&st->mu, NULL);
@@ -174,6 +177,30 @@ void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_i
 
 //---------------- encoding
 
+// One frame to encode: a record in one encoding, or a share of another task's frame.
+typedef struct encode_task {
+  const sensor_record_t* rec;
+  codec_params_t p;
+  double start_time;
+  shared_buf_t* buf;            // the result; NULL when it could not be encoded
+  int64_t share_of;             // index of the task whose frame this one shares, or -1
+} encode_task_t;
+
+
+static void encode_range(void* ctx, size_t begin, size_t end) {
+  encode_task_t* tasks = ctx;
+  for (size_t k = begin; k < end; k++) {
+    encode_task_t* t = &tasks[k];
+    err_msg_t msg;
+    if (t->share_of < 0 && wire_stream_encode(t->rec, t->start_time, &t->p, &t->buf, &msg)) {
+      t->buf = NULL;
+      LOG_WARN("sensor %u: frame %llu not encoded as %s: %s", t->rec->sensor_id,
+               (unsigned long long)t->rec->frame, codec_name(t->p.encoding), msg.text);
+    }
+  }
+}
+
+
 streams_batch_t* streams_encode(streams_t* st, const void* env_key, const sensor_out_t* recs,
                                 double start_time) {
   if (recs->n == 0) {
@@ -201,39 +228,48 @@ streams_batch_t* streams_encode(streams_t* st, const void* env_key, const sensor
     return NULL;
   }
 
-  // each record once per wanted encoding; other records than clouds once for all
+  // each record once per wanted encoding (other records than clouds once for all), the
+  // encodings in parallel on the worker pool
   streams_batch_t* b = mem_calloc(1, sizeof(*b));
+  encode_task_t* tasks = mem_alloc((size_t)recs->n * nwant * sizeof(*tasks) + 1);
   if (b) {
-    b->f = mem_alloc((size_t)recs->n * nwant * sizeof(*b->f));
+    b->f = mem_alloc((size_t)recs->n * nwant * sizeof(*b->f) + 1);
   }
-  if (!b || !b->f) {
+  if (!b || !b->f || !tasks) {
     LOG_ERROR("out of memory encoding sensor frames for subscribers");
+    if (b) {
+      mem_free(b->f);
+    }
     mem_free(b);
+    mem_free(tasks);
     mem_free(want);
     return NULL;
   }
+  uint32_t ntask = 0;
   for (uint32_t r = 0; r < recs->n; r++) {
     const sensor_record_t* rec = &recs->rec[r];
-    shared_buf_t* plain = NULL;
+    int64_t first = -1;
     for (uint32_t w = 0; w < nwant; w++) {
       if (want[w].sensor_id != rec->sensor_id) {
         continue;
       }
-      shared_buf_t* buf = NULL;
-      err_msg_t msg;
-      if (rec->kind != SENSOR_REC_CLOUD && plain) {
-        buf = shared_buf_retain(plain);
-      } else if (wire_stream_encode(rec, start_time, &want[w].p, &buf, &msg) != 0) {
-        LOG_WARN("sensor %u: frame %llu not encoded as %s: %s", rec->sensor_id,
-                 (unsigned long long)rec->frame, codec_name(want[w].p.encoding), msg.text);
-        continue;
-      }
-      if (rec->kind != SENSOR_REC_CLOUD) {
-        plain = buf;
-      }
-      b->f[b->n++] = (batch_frame_t){rec->sensor_id, want[w].p, buf};
+      int share = rec->kind != SENSOR_REC_CLOUD && first >= 0;
+      tasks[ntask] = (encode_task_t){rec, want[w].p, start_time, NULL, share ? first : -1};
+      first = first >= 0 ? first : (int64_t)ntask;
+      ntask++;
     }
   }
+  pool_parallel_for(st->pool, ntask, 1, encode_range, tasks);
+  for (uint32_t k = 0; k < ntask; k++) {
+    encode_task_t* t = &tasks[k];
+    if (t->share_of >= 0 && tasks[t->share_of].buf) {
+      t->buf = shared_buf_retain(tasks[t->share_of].buf);
+    }
+    if (t->buf) {
+      b->f[b->n++] = (batch_frame_t){t->rec->sensor_id, t->p, t->buf};
+    }
+  }
+  mem_free(tasks);
   mem_free(want);
   return b;
 }

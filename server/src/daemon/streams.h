@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // streams.h: subscriptions (docs/streams.md). A connection subscribes to a sensor of its
 // environment with an encoding; each step's records are encoded once per wanted encoding on
-// the environment's executor (never on the loop thread) into shared frames, which every
-// subscription of that encoding queues by reference. A subscription's queue is bounded in
-// bytes: past its budget the oldest whole frames are dropped and counted; a connection whose
+// the worker pool (called from the environment's executor, never from the loop thread) into
+// shared frames, which every subscription of that encoding queues by reference. A
+// subscription's queue is bounded in bytes: past its budget the oldest whole frames are
+// dropped and counted; a connection whose
 // subscription stays above the soft limit too long is closed, the reason logged and kept for
 // GetInfo. One stream frame per connection is in the kernel writer at a time, so the loop
 // never blocks and a slow reader costs at most its budget plus one frame.
@@ -30,7 +31,10 @@ typedef struct streams_config {
   uint64_t max_held_bytes;      // the daemon's budget for everything queued (0: none)
 } streams_config_t;
 
-streams_t* streams_create(server_t* srv, const streams_config_t* cfg);
+typedef struct pool pool_t;
+
+// pool: nullable; the worker pool that encodes a step's frames (borrowed).
+streams_t* streams_create(server_t* srv, pool_t* pool, const streams_config_t* cfg);
 
 // After every session closed.
 void streams_destroy(streams_t* st);
@@ -46,8 +50,8 @@ void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_i
 
 //---------------- Encoding (Thread: the environment's queue)
 
-// Encode the records a step produced for every encoding wanted now; NULL when none is.
-// start_time: the start of the step's interval.
+// Encode the records a step produced for every encoding wanted now, the frames in parallel
+// on the pool; NULL when none is wanted. start_time: the start of the step's interval.
 streams_batch_t* streams_encode(streams_t* st, const void* env_key, const sensor_out_t* recs,
                                 double start_time);
 
