@@ -389,12 +389,15 @@ static int do_update_state(const Sensim__V1__UpdateState* m, env_t* e, outcome_t
 }
 
 
-static int do_step(const Sensim__V1__Step* m, env_t* e, outcome_t* o,
-                   Sensim__V1__StepDone* done, wire_outputs_t** outputs) {
+static int do_step(const wire_request_t* req, const Sensim__V1__Step* m, env_t* e,
+                   outcome_t* o, Sensim__V1__StepDone* done, wire_outputs_t** outputs) {
   if (!m->has_time) {
     return err_set(&o->msg, ERR_INVAL, "time is not set");
   }
-  int rc = env_step(e, m->time, &o->msg);
+  int (*cancelled)(void* ctx);
+  void* cancel_ctx;
+  wire_get_cancel(req, &cancelled, &cancel_ctx);
+  int rc = env_step_cancellable(e, m->time, cancelled, cancel_ctx, &o->msg);
   if (rc) {
     return rc;
   }
@@ -727,7 +730,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
       o.code = do_update_state(env->update_state, e, &o);
       break;
     case SENSIM__V1__ENVELOPE__BODY_STEP:
-      o.code = do_step(env->step, e, &o, &done, &outputs);
+      o.code = do_step(r, env->step, e, &o, &done, &outputs);
       break;
     case SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR:
       o.code = wire_sensor_create(env->create_sensor, e, &o.msg);

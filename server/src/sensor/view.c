@@ -43,6 +43,11 @@ const view_joint_t* view_find_joint(const step_view_t* v, uint32_t id) {
 }
 
 
+int view_cancelled(const step_view_t* v) {
+  return v->cancelled && v->cancelled(v->cancel_ctx);
+}
+
+
 double view_fraction(const step_view_t* v, double t) {
   double dt = v->t1 - v->t0;
   if (!(dt > 0.0)) {

@@ -88,6 +88,16 @@ typedef struct step_view {
   // Media and surface materials, looked up through the world without exposing its tables.
   const ambient_material_t* ambient;   // medium 0, the space the sensors are in
   const void* lookup_ctx;
+  // Long work (many rays, many faces) polls view_cancelled between chunks and, once it says
+  // so, returns ERR_STATE (the request was cancelled or ran out of time).
+  int (*cancelled)(void* ctx);  // nullable
+  void* cancel_ctx;
+  // Bytes the records of this sensor may still take in this step (the step's output limit
+  // minus what the sensors before it produced, counting a cloud's point bytes plus 512 per
+  // record). A sensor that can tell in advance that it would exceed it refuses the step
+  // (ERR_LIMIT) before doing the work.
+  uint64_t output_budget;
+
   // Surface material at a hit (mesh per-triangle material, else the object's). Never NULL for
   // an object id reported by the scene.
   const surface_material_t* (*hit_material)(const void* ctx, uint32_t object_id,
@@ -102,6 +112,9 @@ const view_body_t* view_find_body(const step_view_t* v, uint32_t id);
 
 // Joint `id`, or NULL.
 const view_joint_t* view_find_joint(const step_view_t* v, uint32_t id);
+
+// Whether the step should stop now (the request was cancelled or ran out of time).
+int view_cancelled(const step_view_t* v);
 
 // Fraction of the interval at absolute time t (clamped to [0, 1]; 0 when t1 == t0).
 double view_fraction(const step_view_t* v, double t);

@@ -55,6 +55,9 @@ env_limits_t env_default_limits(void);
 // object scales at least ENV_MIN_SCALE, so that no origin exceeds about 5e15 there. Beyond
 // these a raycast aborted the daemon inside Embree.
 #define ENV_MAX_COORD 1e9       // m
+// State times are at most this in magnitude (about 31.7 years): a double then still resolves
+// 0.12 microseconds, finer than any lidar's firing interval.
+#define ENV_MAX_TIME 1e9        // s
 #define ENV_MIN_SCALE 1e-6
 
 // Create an empty environment: no geometry, default material 0 (Lambertian 0.8), medium 0 =
@@ -224,6 +227,11 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) CHEC
 // exceed the previous step's. Non-increasing update times are ERR_STATE as well.
 // Thread: owner or one worker.
 int env_step(env_t* e, double t, err_msg_t* msg) CHECKRET;
+
+// The same, stoppable: sensors poll cancelled(ctx) between chunks of work; once it returns
+// non-zero the step fails with ERR_STATE and changes nothing.
+int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* cancel_ctx,
+                         err_msg_t* msg) CHECKRET;
 
 // Times: the interval of the current step. Before any state: has_time = 0.
 typedef struct env_time {

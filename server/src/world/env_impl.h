@@ -157,7 +157,7 @@ int env_remove_sensor(env_t* e, uint32_t id, err_msg_t* msg);
 
 // Evaluate every sensor over (t_prev, t_cur] into e->outputs; on failure no record is kept and
 // every sensor is as it was (env_sensor.c). Called by env_step after the commit.
-int env_eval_sensors(env_t* e, err_msg_t* msg);
+int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, err_msg_t* msg);
 
 // World position and moment of a dipole at t_cur (env.c).
 void env_dipole_world(const env_t* e, const env_dipole_t* d, field_dipole_t* out);

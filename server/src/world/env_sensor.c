@@ -289,7 +289,7 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
 }
 
 
-int env_eval_sensors(env_t* e, err_msg_t* msg) {
+int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, err_msg_t* msg) {
   sensor_out_clear(&e->outputs);
   uint32_t count = e->sensors.count;
   if (count == 0) {
@@ -300,6 +300,8 @@ int env_eval_sensors(env_t* e, err_msg_t* msg) {
   if (rc < 0) {
     return rc;
   }
+  v.cancelled = cancelled;
+  v.cancel_ctx = cancel_ctx;
   int need_objects = 0;
   for (uint32_t s = 0; s < e->sensors.used && !need_objects; s++) {
     need_objects = table_slot_id(&e->sensors, s) != 0 &&
@@ -332,6 +334,12 @@ int env_eval_sensors(env_t* e, err_msg_t* msg) {
   for (uint32_t i = 0; i < n && rc == 0; i++) {
     env_sensor_t* r = table_get(&e->sensors, order[i]);
     uint32_t first = e->outputs.n;
+    v.output_budget = e->limits.max_output_bytes - total;
+    if (view_cancelled(&v)) {
+      rc = err_set(msg, ERR_STATE, "cancelled (the daemon is stopping, the client left or the "
+                   "request ran out of time)");
+      break;
+    }
     rc = r->sensor.ops->step(r->sensor.self, &r->ctx, &v, &e->outputs, msg);
     uint64_t bytes = 0;
     for (uint32_t k = first; rc == 0 && k < e->outputs.n; k++) {

@@ -106,8 +106,9 @@ static int check_update_joints(env_t* e, const env_state_update_t* u, uint64_t s
 
 int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
   // time: any finite first time, then strictly increasing
-  if (!isfinite(u->time)) {
-    return err_set(msg, ERR_INVAL, "time = %g is not finite", u->time);
+  if (!isfinite(u->time) || fabs(u->time) > ENV_MAX_TIME) {
+    return err_set(msg, ERR_INVAL, "time = %g is not finite or beyond +-%g s", u->time,
+                   ENV_MAX_TIME);
   }
   if (e->has_time && !(u->time > e->t_cur)) {
     return err_set(msg, ERR_STATE, "time = %.15g does not exceed the last state's time %.15g",
@@ -208,6 +209,12 @@ void env_sync_moved(env_t* e) {
 
 
 int env_step(env_t* e, double t, err_msg_t* msg) {
+  return env_step_cancellable(e, t, NULL, NULL, msg);
+}
+
+
+int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* cancel_ctx,
+                         err_msg_t* msg) {
   // t must be the last state's time and follow the previous step
   if (!isfinite(t)) {
     return err_set(msg, ERR_INVAL, "time = %g is not finite", t);
@@ -231,7 +238,7 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
   }
 
   // every sensor over (t_prev, t]; all or nothing
-  rc = env_eval_sensors(e, msg);
+  rc = env_eval_sensors(e, cancelled, cancel_ctx, msg);
   if (rc < 0) {
     return rc;
   }

@@ -298,3 +298,45 @@ TEST(outputs_over_the_limit_refuse_the_step_whole) {
   world_close(&w);
   return 0;
 }
+
+static int always(void* ctx) {
+  (void)ctx;
+  return 1;
+}
+
+TEST(a_cancelled_step_changes_nothing_and_budgets_shrink) {
+  world_t w;
+  ASSERT_OK(world_open(&w));
+  err_msg_t msg;
+  probe_t a = {0}, b = {.cloud_points = 100};
+  pose_t id = xform_identity();
+  ASSERT_OK(add_probe(w.e, 1, 0, 0, id, &b, &msg));
+  ASSERT_OK(add_probe(w.e, 2, 0, 0, id, &a, &msg));
+  ASSERT_OK(move(w.e));
+  // the second sensor's budget is the limit less the first one's records (2 x 512 + 1600)
+  ASSERT_EQ(a.seen.output_budget, env_default_limits().max_output_bytes - 2 * 512 - 1600);
+  ASSERT_EQ(b.seen.output_budget, env_default_limits().max_output_bytes);
+  int commits = a.commits;
+  ASSERT_EQ(env_step_cancellable(w.e, 3, always, NULL, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "cancelled");
+  ASSERT_EQ(a.commits, commits);
+  env_time_t t;
+  env_get_time(w.e, &t);
+  ASSERT_EQ(t.steps, 1);
+  ASSERT_OK(env_step_cancellable(w.e, 3, NULL, NULL, &msg));
+  world_close(&w);
+  return 0;
+}
+
+TEST(state_times_are_bounded) {
+  world_t w;
+  ASSERT_OK(world_open(&w));
+  err_msg_t msg;
+  env_state_update_t u = {.time = 2e9};
+  ASSERT_EQ(env_update_state(w.e, &u, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "time = 2e+09");
+  u.time = -1e9;
+  ASSERT_OK(env_update_state(w.e, &u, &msg));
+  world_close(&w);
+  return 0;
+}
