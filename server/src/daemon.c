@@ -454,7 +454,7 @@ typedef struct sub_job {
   registry_entry_t* entry;   // referenced
   uint64_t id;
   uint32_t sensor_id;
-  codec_params_t p;
+  wire_stream_params_t p;
   int unsubscribe;           // an Unsubscribe: queued only to keep its order
   int code;                  // 0, ERR_NOTFOUND or ERR_NOMEM
 } sub_job_t;
@@ -530,7 +530,7 @@ static void sub_done(exec_job_t* j, int cancelled) {
 
 
 static void submit_sub_job(daemon_t* d, client_t* c, uint64_t id, uint32_t sensor_id,
-                           const codec_params_t* p, int unsubscribe);
+                           const wire_stream_params_t* p, int unsubscribe);
 
 
 static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
@@ -560,7 +560,32 @@ static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
   if (p.encoding == CODEC_RAW) {
     p.level = 1;
   }
-  submit_sub_job(d, c, id, w.sensor_id, &p, 0);
+
+  // the fields asked for: names of a point field, no repeats
+  wire_stream_params_t sp = {.codec = p};
+  if (w.nfield > WIRE_STREAM_MAX_FIELDS) {
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields has %zu names, at most %d",
+                 w.nfield, WIRE_STREAM_MAX_FIELDS);
+    return;
+  }
+  for (size_t i = 0; i < w.nfield; i++) {
+    size_t len = strlen(w.fields[i]);
+    if (len == 0 || len >= WIRE_STREAM_FIELD_NAME) {
+      reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields[%zu] must be 1 to %d bytes",
+                   i, WIRE_STREAM_FIELD_NAME - 1);
+      return;
+    }
+    for (size_t k = 0; k < i; k++) {
+      if (strcmp(w.fields[k], w.fields[i]) == 0) {
+        reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields[%zu] = \"%s\" is repeated", i,
+                     w.fields[i]);
+        return;
+      }
+    }
+    memcpy(sp.fields[i], w.fields[i], len + 1);
+  }
+  sp.nfield = (uint32_t)w.nfield;
+  submit_sub_job(d, c, id, w.sensor_id, &sp, 0);
 }
 
 
@@ -569,13 +594,13 @@ static void handle_subscribe(daemon_t* d, client_t* c, wire_request_t* req) {
 static void handle_unsubscribe(daemon_t* d, client_t* c, wire_request_t* req) {
   wire_subscribe_t w;
   wire_get_subscribe(req, &w);
-  codec_params_t none = {0};
+  wire_stream_params_t none = {0};
   submit_sub_job(d, c, wire_id(req), w.sensor_id, &none, 1);
 }
 
 
 static void submit_sub_job(daemon_t* d, client_t* c, uint64_t id, uint32_t sensor_id,
-                           const codec_params_t* p, int unsubscribe) {
+                           const wire_stream_params_t* p, int unsubscribe) {
   sub_job_t* sj = mem_calloc(1, sizeof(*sj));
   outbox_slot_t* slot = sj ? outbox_reserve(&c->out) : NULL;
   if (!slot) {

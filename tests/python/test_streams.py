@@ -350,3 +350,30 @@ def test_streams_c_and_python_clients_decode_the_same_bytes(sensimd, tmp_path, l
             err = np.linalg.norm(_xyz(a)[~miss] - _xyz(t)[~miss], axis=1)
             assert err.max() == pytest.approx(cloud.max_error, rel=1e-9)
             assert np.array_equal(np.isnan(a["x"]), miss)
+
+
+def test_streams_field_selection(sensimd):
+    with sensimd.client() as c, sensimd.client(role="observer") as q, \
+            sensimd.client(role="observer") as r:
+        _scene(c)
+        _lidar(c)
+        q.subscribe(5, "quantized_zstd", fields=["intensity", "z", "x", "y", "colour"])
+        r.subscribe(5, "raw", fields=["ring"])
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.subscribe(5, fields=["x", "x"])
+        assert "subscribe.fields[1]" in exc.value.message
+        ref = []
+        for k in range(2):
+            ref += _step_clouds(c, 0.1 * k)
+        truth = point_cloud_to_numpy(ref[0].point_cloud)
+        cq = q.next_sensor_data(timeout=10).point_cloud
+        cr = r.next_sensor_data(timeout=10).point_cloud
+        assert [f.name for f in cq.fields] == ["intensity", "z", "x", "y"]
+        assert [f.offset for f in cq.fields] == [0, 4, 8, 12] and cq.point_step == 16
+        got = point_cloud_to_numpy(cq)
+        assert np.array_equal(got["intensity"], truth["intensity"])
+        miss = np.isnan(truth["x"])
+        err = np.linalg.norm(_xyz(got)[~miss] - _xyz(truth)[~miss], axis=1)
+        assert err.max() <= cq.max_error * (1 + 1e-9) <= 0.001
+        assert [f.name for f in cr.fields] == ["ring"] and cr.point_step == 2
+        assert np.array_equal(point_cloud_to_numpy(cr)["ring"], truth["ring"])

@@ -913,11 +913,14 @@ class Client:
         self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
 
     def subscribe(self, sensor_id: int, encoding: str | int = "raw",
-                  precision: float | None = None, level: int | None = None) -> None:
+                  precision: float | None = None, level: int | None = None,
+                  fields: Sequence[str] = ()) -> None:
         """Stream sensor `sensor_id` to this connection (see next_sensor_data; decode clouds
         with point_cloud_to_numpy). precision: m, for "quantized_zstd" (default 0.001); level:
-        zstd level 1..19 (default 1)."""
-        msg = pb.Subscribe(sensor_id=sensor_id, encoding=_enum(encoding, _ENCODINGS, "encoding"))
+        zstd level 1..19 (default 1); fields: the point fields wanted, in this order (default
+        all)."""
+        msg = pb.Subscribe(sensor_id=sensor_id, encoding=_enum(encoding, _ENCODINGS, "encoding"),
+                           fields=list(fields))
         if precision is not None:
             msg.precision = float(precision)
         if level is not None:

@@ -27,7 +27,7 @@
 typedef struct demand {
   const void* env_key;
   uint32_t sensor_id;
-  codec_params_t p;
+  wire_stream_params_t p;
   uint32_t refs;
 } demand_t;
 
@@ -37,7 +37,7 @@ typedef struct sub {
   const void* env_key;
   char env_name[64];
   uint32_t sensor_id;
-  codec_params_t p;
+  wire_stream_params_t p;
   stream_queue_t q;
   uint64_t seq;                 // last sequence number given
   uint64_t held;                // q.bytes counted in the server's budget
@@ -56,7 +56,7 @@ typedef struct recent {
 
 typedef struct batch_frame {
   uint32_t sensor_id;
-  codec_params_t p;
+  wire_stream_params_t p;
   shared_buf_t* buf;
 } batch_frame_t;
 
@@ -85,12 +85,6 @@ struct streams {
   uint32_t ndemand;
   uint32_t demand_cap;
 };
-
-
-static int same_params(const codec_params_t* a, const codec_params_t* b) {
-  return a->encoding == b->encoding && a->level == b->level &&
-         (a->encoding != CODEC_QZSTD || a->precision == b->precision);
-}
 
 
 streams_t* streams_create(server_t* srv, pool_t* pool, const streams_config_t* cfg) {
@@ -132,12 +126,13 @@ void streams_destroy(streams_t* st) {
 //---------------- demand
 
 int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
-                       const codec_params_t* p) {
+                       const wire_stream_params_t* p) {
   int rc = 0;
   pthread_mutex_lock(&st->mu);
   for (uint32_t i = 0; i < st->ndemand; i++) {
     demand_t* d = &st->demand[i];
-    if (d->env_key == env_key && d->sensor_id == sensor_id && same_params(&d->p, p)) {
+    if (d->env_key == env_key && d->sensor_id == sensor_id &&
+        wire_stream_params_equal(&d->p, p)) {
       d->refs++;
       goto out;
     }
@@ -160,11 +155,12 @@ out:
 
 
 void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_id,
-                           const codec_params_t* p) {
+                           const wire_stream_params_t* p) {
   pthread_mutex_lock(&st->mu);
   for (uint32_t i = 0; i < st->ndemand; i++) {
     demand_t* d = &st->demand[i];
-    if (d->env_key == env_key && d->sensor_id == sensor_id && same_params(&d->p, p)) {
+    if (d->env_key == env_key && d->sensor_id == sensor_id &&
+        wire_stream_params_equal(&d->p, p)) {
       if (--d->refs == 0) {
         st->demand[i] = st->demand[--st->ndemand];
       }
@@ -180,7 +176,7 @@ void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_i
 // One frame to encode: a record in one encoding, or a share of another task's frame.
 typedef struct encode_task {
   const sensor_record_t* rec;
-  codec_params_t p;
+  wire_stream_params_t p;
   double start_time;
   shared_buf_t* buf;            // the result; NULL when it could not be encoded
   int64_t share_of;             // index of the task whose frame this one shares, or -1
@@ -195,7 +191,7 @@ static void encode_range(void* ctx, size_t begin, size_t end) {
     if (t->share_of < 0 && wire_stream_encode(t->rec, t->start_time, &t->p, &t->buf, &msg)) {
       t->buf = NULL;
       LOG_WARN("sensor %u: frame %llu not encoded as %s: %s", t->rec->sensor_id,
-               (unsigned long long)t->rec->frame, codec_name(t->p.encoding), msg.text);
+               (unsigned long long)t->rec->frame, codec_name(t->p.codec.encoding), msg.text);
     }
   }
 }
@@ -301,7 +297,7 @@ static sub_t* find_sub(streams_t* st, session_t* s, uint32_t sensor_id) {
 
 
 int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const char* env_name,
-                      uint32_t sensor_id, const codec_params_t* p) {
+                      uint32_t sensor_id, const wire_stream_params_t* p) {
   if (find_sub(st, s, sensor_id)) {
     return ERR_EXISTS;
   }
@@ -317,8 +313,8 @@ int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const ch
   sub->p = *p;
   sub->info.session_id = session_id(s);
   sub->info.sensor_id = sensor_id;
-  sub->info.encoding = p->encoding;
-  sub->info.precision = p->precision;
+  sub->info.encoding = p->codec.encoding;
+  sub->info.precision = p->codec.precision;
   list_push_back(&st->subs, &sub->node);
   return 0;
 }
@@ -494,7 +490,7 @@ void streams_publish(streams_t* st, const void* env_key, streams_batch_t* b) {
     for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
       sub_t* sub = container_of(n, sub_t, node);
       if (sub->env_key == env_key && sub->sensor_id == b->f[i].sensor_id && !sub->ended &&
-          same_params(&sub->p, &b->f[i].p) && !session_is_closing(sub->s)) {
+          wire_stream_params_equal(&sub->p, &b->f[i].p) && !session_is_closing(sub->s)) {
         push(st, sub, b->f[i].buf);
       }
     }

@@ -19,6 +19,7 @@
 #include "codec/codec.h"
 #include "net/server.h"
 #include "net/wire.h"
+#include "net/wire_stream.h"
 #include "sensor/sensor.h"
 
 typedef struct streams streams_t;
@@ -44,9 +45,9 @@ void streams_destroy(streams_t* st);
 // Ask (add) or stop asking (remove) for frames of sensor_id of environment env_key in p's
 // encoding; counted, so several subscriptions share one encoding.
 int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
-                       const codec_params_t* p) CHECKRET;
+                       const wire_stream_params_t* p) CHECKRET;
 void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_id,
-                           const codec_params_t* p);
+                           const wire_stream_params_t* p);
 
 //---------------- Encoding (Thread: the environment's queue)
 
@@ -63,7 +64,7 @@ void streams_batch_free(streams_batch_t* b);
 // A subscription of session s (its demand already added). ERR_EXISTS when s is subscribed
 // to sensor_id already; ERR_NOMEM.
 int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const char* env_name,
-                      uint32_t sensor_id, const codec_params_t* p) CHECKRET;
+                      uint32_t sensor_id, const wire_stream_params_t* p) CHECKRET;
 
 // End s's subscription to sensor_id (its queued frames are discarded). ERR_NOTFOUND.
 int streams_unsubscribe(streams_t* st, session_t* s, uint32_t sensor_id) CHECKRET;

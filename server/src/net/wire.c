@@ -301,6 +301,8 @@ void wire_get_subscribe(const wire_request_t* r, wire_subscribe_t* out) {
   out->has_precision = m->has_precision;
   out->precision = m->precision;
   out->level = m->has_level ? m->level : 0;
+  out->fields = (const char* const*)m->fields;
+  out->nfield = m->n_fields;
 }
 
 

@@ -83,6 +83,8 @@ typedef struct wire_subscribe {
   int has_precision;
   double precision;          // m
   int level;                 // as sent (0: absent)
+  const char* const* fields; // (nfield) valid while the request lives
+  size_t nfield;
 } wire_subscribe_t;
 
 // Subscribe or Unsubscribe (only sensor_id then).

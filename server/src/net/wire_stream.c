@@ -2,6 +2,8 @@
 // wire_stream.c: pushed SensorData frames (see wire_stream.h).
 #include "net/wire_stream.h"
 
+#include <string.h>
+
 #include "base/mem.h"
 #include "net/wire_pb.h"
 #include "net/wire_sensor.h"
@@ -25,8 +27,94 @@ static int pack_shared(Sensim__V1__SensorData* sd, shared_buf_t** out) {
 }
 
 
-int wire_stream_encode(const sensor_record_t* rec, double start_time, const codec_params_t* p,
-                       shared_buf_t** out, err_msg_t* msg) {
+int wire_stream_params_equal(const wire_stream_params_t* a, const wire_stream_params_t* b) {
+  const codec_params_t* x = &a->codec;
+  const codec_params_t* y = &b->codec;
+  if (x->encoding != y->encoding || x->level != y->level || a->nfield != b->nfield ||
+      (x->encoding == CODEC_QZSTD && x->precision != y->precision)) {
+    return 0;
+  }
+  for (uint32_t i = 0; i < a->nfield; i++) {
+    if (strcmp(a->fields[i], b->fields[i]) != 0) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+
+static uint32_t datatype_size(sensor_datatype_t t) {
+  switch (t) {
+    case SENSOR_INT8:
+    case SENSOR_UINT8:
+      return 1;
+    case SENSOR_INT16:
+    case SENSOR_UINT16:
+      return 2;
+    case SENSOR_FLOAT64:
+      return 8;
+    default:
+      return 4;
+  }
+}
+
+
+// The cloud reduced to the fields asked for (those it has), into *out with its own data
+// (mem_free out->data). ERR_NOMEM.
+static int select_fields(const sensor_cloud_t* c, const wire_stream_params_t* p,
+                         sensor_cloud_t* out) {
+  *out = *c;
+  out->nfield = 0;
+  out->data = NULL;
+  uint32_t src[SENSOR_MAX_FIELDS], size[SENSOR_MAX_FIELDS], at = 0, align = 1;
+  for (uint32_t k = 0; k < p->nfield; k++) {
+    for (uint32_t i = 0; i < c->nfield; i++) {
+      if (strcmp(c->fields[i].name, p->fields[k]) != 0 || out->nfield == SENSOR_MAX_FIELDS) {
+        continue;
+      }
+      uint32_t es = datatype_size(c->fields[i].datatype);
+      at = (at + es - 1) / es * es;
+      align = es > align ? es : align;
+      sensor_field_t* f = &out->fields[out->nfield];
+      *f = c->fields[i];
+      f->offset = at;
+      src[out->nfield] = c->fields[i].offset;
+      size[out->nfield] = es * c->fields[i].count;
+      at += size[out->nfield];
+      out->nfield++;
+    }
+  }
+  out->point_step = (at + align - 1) / align * align;
+  size_t bytes = (size_t)c->count * out->point_step;
+  out->data = mem_calloc(bytes ? bytes : 1, 1);
+  if (!out->data) {
+    return ERR_NOMEM;
+  }
+  for (uint32_t n = 0; n < c->count; n++) {
+    const uint8_t* from = c->data + (size_t)n * c->point_step;
+    uint8_t* to = out->data + (size_t)n * out->point_step;
+    for (uint32_t i = 0; i < out->nfield; i++) {
+      memcpy(to + out->fields[i].offset, from + src[i], size[i]);
+    }
+  }
+  return 0;
+}
+
+
+int wire_stream_encode(const sensor_record_t* rec, double start_time,
+                       const wire_stream_params_t* p, shared_buf_t** out, err_msg_t* msg) {
+  // a point cloud with the fields asked for
+  sensor_record_t sel;
+  if (rec->kind == SENSOR_REC_CLOUD && p->nfield) {
+    sel = *rec;
+    if (select_fields(&rec->u.cloud, p, &sel.u.cloud) != 0) {
+      return err_set(msg, ERR_NOMEM, "out of memory selecting point fields");
+    }
+    int rc = wire_stream_encode(&sel, start_time, &(wire_stream_params_t){.codec = p->codec},
+                                out, msg);
+    mem_free(sel.u.cloud.data);
+    return rc;
+  }
   sensor_out_t one = {.rec = (sensor_record_t*)rec, .n = 1, .cap = 1};  // read only
   Sensim__V1__StepDone done = SENSIM__V1__STEP_DONE__INIT;
   wire_outputs_t* store;
@@ -38,23 +126,24 @@ int wire_stream_encode(const sensor_record_t* rec, double start_time, const code
   sd->has_start_time = 1;
   sd->start_time = start_time;
   uint8_t* enc = NULL;
-  if (rec->kind == SENSOR_REC_CLOUD && p->encoding != CODEC_RAW) {
+  const codec_params_t* cp = &p->codec;
+  if (rec->kind == SENSOR_REC_CLOUD && cp->encoding != CODEC_RAW) {
     codec_cloud_t c = codec_cloud_of(&rec->u.cloud);
-    size_t cap = codec_max_size(p, &c), len;
+    size_t cap = codec_max_size(cp, &c), len;
     double max_error;
     enc = mem_alloc(cap ? cap : 1);
-    rc = enc ? codec_encode(p, &c, enc, cap, &len, &max_error, msg)
+    rc = enc ? codec_encode(cp, &c, enc, cap, &len, &max_error, msg)
              : err_set(msg, ERR_NOMEM, "out of memory encoding a point cloud");
     if (rc == 0) {
       Sensim__V1__PointCloud* pc = sd->point_cloud;
-      pc->encoding = (Sensim__V1__Encoding)p->encoding;
+      pc->encoding = (Sensim__V1__Encoding)cp->encoding;
       pc->data.data = enc;
       pc->data.len = len;
       pc->has_max_error = 1;
       pc->max_error = max_error;
-      if (p->encoding == CODEC_QZSTD) {
+      if (cp->encoding == CODEC_QZSTD) {
         pc->has_precision = 1;
-        pc->precision = p->precision;
+        pc->precision = cp->precision;
       }
     }
   }
