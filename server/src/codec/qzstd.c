@@ -14,6 +14,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/mem.h"
 #include "codec/compress.h"
@@ -42,10 +45,14 @@ static inline int32_t as_i32(uint32_t v) {
 }
 
 
-// Nearest integer (halves away from zero) of |v| < 2^31, inline and without a branch (lrint
-// is a library call; a sign test mispredicts on residuals of random sign).
+// Nearest integer of |v| < 2^31, inline and without a branch (lrint is a library call under
+// errno rules; a sign test mispredicts on residuals of random sign).
 static inline int32_t round_i32(double v) {
+#if defined(__SSE2__)
+  return _mm_cvtsd_si32(_mm_set_sd(v));  // the current rounding mode: to nearest, ties even
+#else
   return (int32_t)(v + copysign(0.5, v));
+#endif
 }
 
 
@@ -161,7 +168,7 @@ static inline int32_t quantize_angle(trig_cache_t* t, double u, double v, uint32
     double cc = u * cp + v * sp, ss = v * cp - u * sp;
     if (cc > 0.0 && fabs(ss) <= 1e-3 * cc) {
       double d = ss / cc;
-      d -= d * d * d / 3.0;
+      d -= d * d * d * (1.0 / 3.0);
       return p + round_i32(d * inv_step);
     }
   }
