@@ -920,3 +920,58 @@ def test_cone_line_mode_reproduces_the_thesis_table(sensimd):
     assert out[10][0].value["range"] == pytest.approx(1.1180295, abs=1e-7)
     assert out[13][0].value["range"] == pytest.approx(0.9999951, abs=1e-7)
     assert out[20][0].value["range"] == pytest.approx(face, abs=1e-6)
+
+
+def test_an_odometer_needs_a_revolute_joint(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(2, "prismatic")
+        with pytest.raises(errors.InvalidArgument, match="joint_id"):
+            c.create_odometer(7, 2)
+        assert _sensor_count(c) == 0
+
+
+def test_an_oversized_step_changes_nothing(sensimd):
+    # 30 s of a 20 Hz VLP-16 is 8.7 M points: more than one reply may carry
+    with sensimd.client(timeout=120) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 20.0})
+        c.update_state(0.0)
+        c.step(0.0)
+        c.update_state(30.0)
+        with pytest.raises(errors.ResourceExhausted):
+            c.step(30.0)
+        with pytest.raises(errors.ResourceExhausted):
+            c.step(30.0)                          # the same step fails the same way again
+
+
+def test_a_failed_step_does_not_advance_the_lidars(sensimd):
+    with sensimd.client(timeout=120) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 10.0}, publish="per_step", fields=["ring"])
+        c.create_imu(6, accelerometer=True, sample_rate=1e6)
+        c.update_state(0.0)
+        c.step(0.0)
+        c.update_state(2.0)
+        with pytest.raises(errors.ResourceExhausted, match="imu 6"):
+            c.step(2.0)
+        c.remove("sensor", 6)
+        points = sum(len(cl) for cl in c.lidar_clouds(c.step(2.0), 5))
+    # every firing in (0, 2]: laser j of sequence n at n T_seq + j 2.304 us
+    expect = sum(math.floor((2.0 - T_LASER * j) / T_SEQ) + 1 for j in range(16)) - 1
+    assert abs(points - expect) <= 1
+
+
+def test_a_huge_state_time_is_refused_or_served(sensimd):
+    with sensimd.client(timeout=10) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 10.0})
+        with pytest.raises(errors.InvalidArgument, match="time"):
+            c.update_state(1e300)
+        c.update_state(0.0)
+        c.step(0.0)
