@@ -377,3 +377,20 @@ def test_streams_field_selection(sensimd):
         assert err.max() <= cq.max_error * (1 + 1e-9) <= 0.001
         assert [f.name for f in cr.fields] == ["ring"] and cr.point_step == 2
         assert np.array_equal(point_cloud_to_numpy(cr)["ring"], truth["ring"])
+
+
+def test_streams_empty_cloud_in_every_encoding(sensimd):
+    """A lidar that sees nothing (misses removed) publishes empty clouds: every encoding
+    carries and decodes them."""
+    with sensimd.client() as c, sensimd.client() as z, sensimd.client() as q:
+        c.set_ambient("custom", return_probability_scaling=0.0)
+        c.create_lidar(5, ouster={"channels": 16, "columns": 512, "frequency": 10.0})
+        c.subscribe(5, "raw")
+        z.subscribe(5, "zstd")
+        q.subscribe(5, "quantized_zstd")
+        for k in range(2):
+            _step_clouds(c, 0.1 * k)
+        for cl in (c, z, q):
+            cloud = cl.next_sensor_data(timeout=10).point_cloud
+            assert cloud.count == 0
+            assert len(point_cloud_to_numpy(cloud)) == 0

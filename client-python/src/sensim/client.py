@@ -269,6 +269,8 @@ def _column_sums(res: np.ndarray, stride: int) -> np.ndarray:
     """h[i] = 2 h[i-s] - h[i-2s] + res[i] (h[i-s] + res[i] for i < 2s, res[i] for i < s) in
     uint32 arithmetic: along each column of stride s, two prefix sums."""
     n = len(res)
+    if n == 0:
+        return np.zeros(0, np.uint32)
     rows = -(-n // stride)
     r = np.zeros(rows * stride, np.uint32)
     r[:n] = res
