@@ -975,3 +975,33 @@ def test_a_huge_state_time_is_refused_or_served(sensimd):
             c.update_state(1e300)
         c.update_state(0.0)
         c.step(0.0)
+
+
+@pytest.mark.parametrize("mode", ["exact", "lines"])
+@pytest.mark.parametrize("point,inside,az_deg,el_deg", [
+    ((1.0, 0.0, 0.0), True, 0.0, 0.0),
+    ((7.0, -5.0, 0.0), False, None, None),
+    ((10.0, 4.0, 0.0), True, 21.8014095, 0.0),
+    ((10.0, 4.2, 0.0), False, None, None),
+    ((10.0, 0.0, 2.6), True, 0.0, 14.5742162),
+    ((21.0, 0.0, 0.0), False, None, None),
+    ((-1.0, 0.0, 0.0), False, None, None),
+])
+def test_cone_in_view_test_on_known_points(sensimd, mode, point, inside, az_deg, el_deg):
+    # a 0.1 mm sphere at each point; field of view 45 x 30 degrees, range 20 m
+    r0 = 1e-4
+    with sensimd.client() as c:
+        c.create_primitive(1, "sphere", radius=r0)
+        c.create_object(1, 1, local_pose=(point, (0, 0, 0, 1)))
+        c.create_cone(3, mode=mode, lines_per_face=50, fov_horizontal=math.radians(45),
+                      fov_vertical=math.radians(30), range=20.0)
+        c.update_state(0.0)
+        v = by_sensor(c.step(0.0))[3][0].value
+    assert v["detected"] == inside
+    if inside:
+        assert v["range"] == pytest.approx(math.dist(point, (0, 0, 0)) - r0, abs=2e-6)
+        assert math.degrees(v["azimuth"]) == pytest.approx(az_deg, abs=1e-4)
+        assert math.degrees(v["elevation"]) == pytest.approx(el_deg, abs=1e-4)
+        np.testing.assert_allclose(v["point"], np.array(point) * (1 - r0 / math.dist(point,
+                                                                                  (0, 0, 0))),
+                                   atol=2e-5)
