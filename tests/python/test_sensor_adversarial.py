@@ -1005,3 +1005,43 @@ def test_cone_in_view_test_on_known_points(sensimd, mode, point, inside, az_deg,
         np.testing.assert_allclose(v["point"], np.array(point) * (1 - r0 / math.dist(point,
                                                                                   (0, 0, 0))),
                                    atol=2e-5)
+
+
+@pytest.mark.parametrize("name,n_air,two_layer,x,incidence_deg,intensity", [
+    ("I1", 1.0, False, 10.0, 0.0, 0.0344662622),
+    ("I2", 1.0, False, 10.0, 30.0, 0.0298486587),
+    ("I3", 1.0, False, 50.0, 0.0, 0.00224621444),
+    ("I4", 1.000273, True, 20.0, 30.0, 0.010075825),
+])
+def test_end_to_end_intensity_known_answers(sensimd, name, n_air, two_layer, x, incidence_deg,
+                                            intensity):
+    # docs/models/lidar.md end-to-end table: a single primary return at OPL x through air of
+    # attenuation 0.000402272 1/m, coaxial beam theta_D = 1.5 mrad, E = R = 5 mm
+    th = math.radians(incidence_deg)
+    d = x / n_air * math.cos(th)               # plane distance giving an optical path x
+    n = np.array([math.cos(th), 0.0, math.sin(th)])
+    with sensimd.client() as c:
+        c.set_ambient("custom", attenuation=0.000402272, refractive_index=n_air,
+                      return_probability_scaling=0.0)
+        if two_layer:
+            c.set_material(2, "two_layer")
+        c.create_primitive(1, "box", half_extents=(500, 500, 0.01))
+        c.create_object(1, 1, local_pose=(tuple((d + 0.01) * n), qy(math.pi / 2 - th)),
+                        material_id=2 if two_layer else 0)
+        c.create_lidar(5, custom={"azimuths": [0.0], "elevations": [0.0], "frame_rate": 10.0},
+                       beam={"divergence": 0.0015, "exit_radius": 0.005,
+                             "detector_radius": 0.005},
+                       fields=["distance", "intensity"])
+        c.create_lidar(6, custom={"azimuths": [0.0], "elevations": [0.0], "frame_rate": 10.0},
+                       beam={"divergence": 0.0015, "exit_radius": 0.005,
+                             "detector_radius": 0.005},
+                       round_trip_attenuation=True, fields=["distance", "intensity"])
+        c.update_state(0.0)
+        done = c.step(0.0)
+    one = c.lidar_clouds(done, 5)[0]
+    two = c.lidar_clouds(done, 6)[0]
+    assert one["distance"][0] == pytest.approx(x, rel=1e-6)
+    assert one["intensity"][0] == pytest.approx(intensity, rel=1e-6)
+    # round trip: the Beer-Lambert factor once more
+    tau = math.exp(-0.000402272 * x)
+    assert two["intensity"][0] == pytest.approx(intensity * tau, rel=1e-6)
