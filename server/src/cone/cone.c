@@ -21,13 +21,22 @@
 #define CONE_TESS_AROUND 24
 #define CONE_TESS_ALONG 12
 
-typedef struct cone_sensor {
-  cone_config_t c;
-  cone_shape_t k;
+// The state carried from one step to the next.
+typedef struct cone_state {
   int prev_found;
   double prev_point[3];         // world
   double prev_time;
   uint64_t frame;
+} cone_state_t;
+
+// `st`: committed, every step starts from it; `next`: staged by the last successful step,
+// applied by cone_commit (sensor.h: two phases).
+typedef struct cone_sensor {
+  cone_config_t c;
+  cone_shape_t k;
+  cone_state_t st;
+  cone_state_t next;
+  int staged;
 } cone_sensor_t;
 
 void cone_config_default(cone_config_t* c) {
@@ -151,12 +160,35 @@ static void curved_point(const view_object_t* obj, double around, double along, 
   }
 }
 
+uint64_t cone_object_faces(const view_object_t* obj) {
+  switch (obj->prim) {
+    case 0:
+      return obj->ntriangle;
+    case SCENE_PRIM_BOX:
+      return 6;
+    case SCENE_PRIM_PLANE:
+      return 1;
+    case SCENE_PRIM_SPHERE:
+    case SCENE_PRIM_CYLINDER:
+    case SCENE_PRIM_CAPSULE:
+      return (uint64_t)CONE_TESS_ALONG * CONE_TESS_AROUND;
+    default:
+      return 0;
+  }
+}
+
 void cone_object_eval(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
                       cone_best_t* best) {
   const view_object_t* obj = o->obj;
   switch (obj->prim) {
     case 0: {   // triangle mesh
+      // poll for cancellation about every 10^5 lines (or 4096 triangles in EXACT mode)
+      uint32_t chunk = mode == CONE_MODE_LINES ? 100000u / n + 1u : 4096u;
       for (uint32_t t = 0; t < obj->ntriangle; t++) {
+        if (best->view && t % chunk == chunk - 1 && view_cancelled(best->view)) {
+          best->cancelled = 1;
+          return;
+        }
         double local[4][3];
         for (int i = 0; i < 3; i++) {
           uint32_t vi = obj->indices[3 * t + i];
@@ -215,14 +247,32 @@ void cone_object_eval(const cone_shape_t* k, const cone_object_t* o, cone_mode_t
 static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
                      sensor_out_t* out, err_msg_t* msg) {
   cone_sensor_t* self = opaque;
+  self->staged = 0;
   const view_body_t* body = view_find_body(v, ctx->body_id);
   if (!body) {
     return err_set(msg, ERR_NOTFOUND, "cone %u: body %u is not in the environment", ctx->id,
                    ctx->body_id);
   }
+  if (self->c.mode == CONE_MODE_LINES) {
+    // bound the work up front: every face of every object considered gets N lines
+    uint64_t faces = 0;
+    for (uint32_t i = 0; i < v->nobject; i++) {
+      if (ctx->body_id == 0 || v->objects[i].body_id != ctx->body_id) {
+        faces += cone_object_faces(&v->objects[i]);
+      }
+    }
+    uint64_t lines = faces * self->c.lines_per_face;
+    if (lines > CONE_MAX_LINES_PER_STEP) {
+      return err_set(msg, ERR_LIMIT,
+                     "cone %u: LINES mode over %llu faces x cone.lines_per_face = %u is %llu "
+                     "lines, over %llu per step (lower cone.lines_per_face or use mode EXACT)",
+                     ctx->id, (unsigned long long)faces, self->c.lines_per_face,
+                     (unsigned long long)lines, (unsigned long long)CONE_MAX_LINES_PER_STEP);
+    }
+  }
   pose_t sensor = view_mount_pose(body, &ctx->mount, 1.0);
   pose_t inv = xform_inverse(&sensor);
-  cone_best_t best = {0};
+  cone_best_t best = {.view = v};
   int passes = self->c.mode == CONE_MODE_EXACT ? 2 : 1;
   for (int pass = 1; pass <= passes; pass++) {
     best.pass = self->c.mode == CONE_MODE_EXACT ? pass : 0;
@@ -230,17 +280,29 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
       if (ctx->body_id != 0 && v->objects[i].body_id == ctx->body_id) {
         continue;  // like a lidar, the sensor does not see the body it is mounted on
       }
+      if ((i & 255) == 255 && view_cancelled(v)) {
+        best.cancelled = 1;
+      }
+      if (best.cancelled) {
+        return err_set(msg, ERR_STATE, "cone %u: cancelled", ctx->id);
+      }
       cone_object_t o = {.obj = &v->objects[i]};
       o.pose = xform_compose(&inv, &v->objects[i].pose);
       cone_object_eval(&self->k, &o, self->c.mode, self->c.lines_per_face, &best);
     }
   }
+  if (best.cancelled) {
+    return err_set(msg, ERR_STATE, "cone %u: cancelled", ctx->id);
+  }
   sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_CONE);
   if (!r) {
     return err_set(msg, ERR_NOMEM, "cone %u: out of memory for its reading", ctx->id);
   }
+  const cone_state_t* st = &self->st;
+  cone_state_t* nx = &self->next;
+  *nx = *st;
   r->time = v->t1;
-  r->frame = self->frame++;
+  r->frame = nx->frame++;
   sensor_cone_t* c = &r->u.cone;
   if (best.found) {
     c->detected = 1;
@@ -249,17 +311,26 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
     c->elevation = atan2(best.q[2], best.q[0]);
     c->object_id = best.object_id;
     xform_apply(&sensor, best.q, c->point);
-    if (self->prev_found && v->t1 > self->prev_time) {
-      double d[3] = {c->point[0] - self->prev_point[0], c->point[1] - self->prev_point[1],
-                     c->point[2] - self->prev_point[2]};
+    if (st->prev_found && v->t1 > st->prev_time) {
+      double d[3] = {c->point[0] - st->prev_point[0], c->point[1] - st->prev_point[1],
+                     c->point[2] - st->prev_point[2]};
       c->has_speed = 1;
-      c->speed = xform_norm(d, 3) / (v->t1 - self->prev_time);
+      c->speed = xform_norm(d, 3) / (v->t1 - st->prev_time);
     }
-    memcpy(self->prev_point, c->point, sizeof(self->prev_point));
+    memcpy(nx->prev_point, c->point, sizeof(nx->prev_point));
   }
-  self->prev_found = best.found;
-  self->prev_time = v->t1;
+  nx->prev_found = best.found;
+  nx->prev_time = v->t1;
+  self->staged = 1;
   return 0;
+}
+
+static void cone_commit(void* opaque) {
+  cone_sensor_t* self = opaque;
+  if (self->staged) {
+    self->st = self->next;
+    self->staged = 0;
+  }
 }
 
 static void cone_destroy(void* opaque) { mem_free(opaque); }
@@ -267,6 +338,7 @@ static void cone_destroy(void* opaque) { mem_free(opaque); }
 static const sensor_ops_t kConeOps = {
     .kind_name = "cone",
     .step = cone_step,
+    .commit = cone_commit,
     .destroy = cone_destroy,
 };
 

@@ -49,7 +49,19 @@ typedef struct cone_best {
   // is inside the cone (cheap), so that pass 2 (the boundary searches) can skip every piece
   // that cannot come closer; 0 = one full pass.
   int pass;
+  // Nullable: polled between chunks of a mesh's faces; once view_cancelled says so, the
+  // evaluation stops and sets `cancelled`.
+  const step_view_t* view;
+  int cancelled;
 } cone_best_t;
+
+// Lines one step may trace in LINES mode (faces x lines_per_face over every object the sensor
+// considers); a step over more is refused naming cone.lines_per_face.
+#define CONE_MAX_LINES_PER_STEP 10000000ull
+
+// Faces of an object in LINES mode (triangles of a mesh, 6 for a box, 1 for a plane, the
+// tessellation of a curved primitive).
+uint64_t cone_object_faces(const view_object_t* obj);
 
 // Defaults: 45 x 30 degrees, range 20 m, EXACT, 10 lines per face.
 void cone_config_default(cone_config_t* c);

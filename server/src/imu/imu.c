@@ -21,13 +21,22 @@
 
 enum { SUB_ACC = 0, SUB_GYR = 1, SUB_MAG = 2 };
 
-typedef struct imu_sensor {
-  imu_config_t c;
+// The state carried from one step to the next.
+typedef struct imu_state {
   imu_motion_t motion;          // velocity estimate at the end of the last step
   triax_drift_t drift[3];       // per sub-sensor
   int have_sample;
   double last_sample_time;      // s
   uint64_t frame;               // records produced
+} imu_state_t;
+
+// `st` is the committed state every step starts from; `next` the one staged by the last
+// successful step, applied by imu_commit (sensor.h: two phases).
+typedef struct imu_sensor {
+  imu_config_t c;
+  imu_state_t st;
+  imu_state_t next;
+  int staged;
 } imu_sensor_t;
 
 void imu_config_default(imu_config_t* c) {
@@ -206,6 +215,7 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
 static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
                     sensor_out_t* out, err_msg_t* msg) {
   imu_sensor_t* self = opaque;
+  self->staged = 0;
   const view_body_t* body = view_find_body(v, ctx->body_id);
   if (!body) {
     return err_set(msg, ERR_NOTFOUND, "imu %u: body %u is not in the environment", ctx->id,
@@ -213,7 +223,7 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
   }
   imu_step_motion_t m;
   imu_motion_t motion;
-  imu_motion_step(body, v->t0, v->t1, &self->motion, &m, &motion);
+  imu_motion_step(body, v->t0, v->t1, &self->st.motion, &m, &motion);
 
   // the sample times: the step's end, or every multiple of 1/rate in (t0, t1]
   double dt = v->t1 - v->t0;
@@ -236,14 +246,26 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
     }
   }
 
-  uint32_t n0 = out->n;
-  triax_drift_t drift[3];
-  memcpy(drift, self->drift, sizeof(drift));
-  int have = self->have_sample;
-  double last = self->last_sample_time;
-  uint64_t frame = self->frame;
   int64_t count = rate > 0.0 ? (j1 >= j0 ? j1 - j0 + 1 : 0) : 1;
+  // each record counts 512 bytes against the step's output limit (sensor/view.h): refuse
+  // before sampling
+  if ((uint64_t)count > v->output_budget / 512u) {
+    return err_set(msg, ERR_LIMIT,
+                   "imu %u: %lld samples (imu.sample_rate = %g Hz over %g s) exceed what remains "
+                   "of the step's output limit (max_output_bytes)",
+                   ctx->id, (long long)count, rate, dt);
+  }
+
+  uint32_t n0 = out->n;
+  imu_state_t* nx = &self->next;
+  *nx = self->st;
+  nx->motion = motion;
   for (int64_t k = 0; k < count; k++) {
+    if ((k & 4095) == 4095 && view_cancelled(v)) {
+      sensor_out_truncate(out, n0);
+      return err_set(msg, ERR_STATE, "imu %u: cancelled after %lld of %lld samples", ctx->id,
+                     (long long)k, (long long)count);
+    }
     double t, nu;
     if (rate > 0.0) {
       t = fmin((double)(j0 + k) / rate, v->t1);
@@ -253,7 +275,7 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
       nu = dt > 0.0 ? 1.0 / dt : 0.0;
     }
     double s = view_fraction(v, t);
-    double dts = have ? t - last : 0.0;
+    double dts = nx->have_sample ? t - nx->last_sample_time : 0.0;
     rng_key_t key = {.seed = v->seed, .stream = ctx->id, .frame = v->step, .index = (uint64_t)k};
     sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_IMU);
     if (!r) {
@@ -261,19 +283,21 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
       return err_set(msg, ERR_NOMEM, "imu %u: out of memory for its samples", ctx->id);
     }
     r->time = t;
-    r->frame = frame++;
-    sample(self, ctx, v, body, &m, s, nu, dts, &key, drift, &r->u.imu);
-    have = 1;
-    last = t;
+    r->frame = nx->frame++;
+    sample(self, ctx, v, body, &m, s, nu, dts, &key, nx->drift, &r->u.imu);
+    nx->have_sample = 1;
+    nx->last_sample_time = t;
   }
-
-  // commit
-  self->motion = motion;
-  memcpy(self->drift, drift, sizeof(drift));
-  self->have_sample = have;
-  self->last_sample_time = last;
-  self->frame = frame;
+  self->staged = 1;
   return 0;
+}
+
+static void imu_commit(void* opaque) {
+  imu_sensor_t* self = opaque;
+  if (self->staged) {
+    self->st = self->next;
+    self->staged = 0;
+  }
 }
 
 static void imu_destroy(void* opaque) { mem_free(opaque); }
@@ -281,6 +305,7 @@ static void imu_destroy(void* opaque) { mem_free(opaque); }
 static const sensor_ops_t kImuOps = {
     .kind_name = "imu",
     .step = imu_step,
+    .commit = imu_commit,
     .destroy = imu_destroy,
 };
 

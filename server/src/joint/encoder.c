@@ -8,10 +8,14 @@
 #include "base/mem.h"
 #include "base/rng.h"
 
+// speed/frame: the committed state each step starts from; next_*: staged by the last
+// successful step, applied by encoder_commit (sensor.h: two phases).
 typedef struct encoder_sensor {
   encoder_config_t c;
   encoder_speed_t speed;
   uint64_t frame;
+  encoder_speed_t next_speed;
+  int staged;
 } encoder_sensor_t;
 
 void encoder_config_default(encoder_config_t* c, encoder_mode_t mode) {
@@ -117,6 +121,7 @@ double encoder_speed_update(const encoder_config_t* c, encoder_speed_t* s, doubl
 static int encoder_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
                         sensor_out_t* out, err_msg_t* msg) {
   encoder_sensor_t* self = opaque;
+  self->staged = 0;
   const view_joint_t* j = view_find_joint(v, self->c.joint_id);
   if (!j) {
     return err_set(msg, ERR_NOTFOUND, "encoder %u: joint %u is not in the environment", ctx->id,
@@ -139,9 +144,18 @@ static int encoder_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t
   r->u.scalar.position = m;
   r->u.scalar.has_speed = 1;
   r->u.scalar.speed = speed;
-  self->speed = sp;
-  self->frame++;
+  self->next_speed = sp;
+  self->staged = 1;
   return 0;
+}
+
+static void encoder_commit(void* opaque) {
+  encoder_sensor_t* self = opaque;
+  if (self->staged) {
+    self->speed = self->next_speed;
+    self->frame++;
+    self->staged = 0;
+  }
 }
 
 static void encoder_destroy(void* opaque) { mem_free(opaque); }
@@ -149,6 +163,7 @@ static void encoder_destroy(void* opaque) { mem_free(opaque); }
 static const sensor_ops_t kEncoderOps = {
     .kind_name = "encoder",
     .step = encoder_step,
+    .commit = encoder_commit,
     .destroy = encoder_destroy,
 };
 

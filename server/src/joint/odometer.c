@@ -9,9 +9,11 @@
 #include "base/rng.h"
 #include "joint/encoder.h"
 
+// frame: records committed; a step stages one more, applied by odometer_commit (sensor.h).
 typedef struct odometer_sensor {
   odometer_config_t c;
   uint64_t frame;
+  int staged;
 } odometer_sensor_t;
 
 void odometer_config_default(odometer_config_t* c) {
@@ -53,6 +55,7 @@ double odometer_measure(const odometer_config_t* c, double theta, double n) {
 static int odometer_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
                          sensor_out_t* out, err_msg_t* msg) {
   odometer_sensor_t* self = opaque;
+  self->staged = 0;
   const view_joint_t* j = view_find_joint(v, self->c.joint_id);
   if (!j) {
     return err_set(msg, ERR_NOTFOUND, "odometer %u: joint %u is not in the environment", ctx->id,
@@ -68,9 +71,18 @@ static int odometer_step(void* opaque, const sensor_ctx_t* ctx, const step_view_
     return err_set(msg, ERR_NOMEM, "odometer %u: out of memory for its sample", ctx->id);
   }
   r->time = v->t1;
-  r->frame = self->frame++;
+  r->frame = self->frame;
   r->u.scalar.position = odometer_measure(&self->c, j->position[1], n);
+  self->staged = 1;
   return 0;
+}
+
+static void odometer_commit(void* opaque) {
+  odometer_sensor_t* self = opaque;
+  if (self->staged) {
+    self->frame++;
+    self->staged = 0;
+  }
 }
 
 static void odometer_destroy(void* opaque) { mem_free(opaque); }
@@ -78,6 +90,7 @@ static void odometer_destroy(void* opaque) { mem_free(opaque); }
 static const sensor_ops_t kOdometerOps = {
     .kind_name = "odometer",
     .step = odometer_step,
+    .commit = odometer_commit,
     .destroy = odometer_destroy,
 };
 

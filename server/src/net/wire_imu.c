@@ -85,6 +85,13 @@ int wire_imu_build(const Sensim__V1__ImuConfig* m, sensor_t* out, err_msg_t* msg
         SENSIM__V1__GYROSCOPE_CONFIG__LINEAR_ACCELERATION_EFFECT_LAE_DIAGONAL) {
       double d[3];
       wire_vec3_or(g->lae_diagonal, 0, 0, 0, d);
+      for (int i = 0; i < 3; i++) {
+        if (!isfinite(d[i])) {
+          static const char* const kAxis[3] = {"x", "y", "z"};
+          return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_diagonal.%s = %g is not finite",
+                         kAxis[i], d[i]);
+        }
+      }
       c.lae[0] = d[0];
       c.lae[4] = d[1];
       c.lae[8] = d[2];

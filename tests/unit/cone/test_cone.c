@@ -512,6 +512,7 @@ TEST(sensor_reading_and_speed) {
     ball.pose.p[1] = 2.0;
     sensor_out_clear(&out);
     ASSERT_OK(s.ops->step(s.self, &ctx, &v, &out, &msg));
+    s.ops->commit(s.self);
     ASSERT_EQ(out.n, 1);
     const sensor_cone_t* r = &out.rec[0].u.cone;
     ASSERT_TRUE(r->detected);
@@ -609,5 +610,106 @@ TEST(bad_configurations_name_the_field) {
   c.lines_per_face = 1;
   ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "cone.lines_per_face");
+  return 0;
+}
+
+// Two phases (sensor.h): a step evaluated but not committed (another sensor failed it) changes
+// nothing: run again, it gives the frame number and the speed of an uninterrupted run (a ball
+// approaching at 5 m/s).
+TEST(uncommitted_step_changes_nothing) {
+  cone_config_t c;
+  cone_config_default(&c);
+  sensor_t s;
+  err_msg_t msg;
+  ASSERT_OK(cone_create(&c, &s, &msg));
+  view_object_t ball = prim(11, SCENE_PRIM_SPHERE, 1.0, 0, 0);
+  view_body_t body = {.id = 1};
+  body.at[0].pose = body.at[1].pose = xform_identity();
+  step_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.bodies = &body;
+  v.nbody = 1;
+  v.objects = &ball;
+  v.nobject = 1;
+  sensor_ctx_t ctx = {.id = 5, .body_id = 1, .mount = xform_identity()};
+  sensor_out_t out = {0};
+  for (int i = 0; i < 4; i++) {
+    v.t0 = i ? 0.1 * (i - 1) : 0.0;
+    v.t1 = 0.1 * i;
+    v.step = (uint64_t)i + 1;
+    ball.pose.p[0] = 10.0 - 0.5 * i;
+    for (int rep = 0; rep < (i ? 3 : 1); rep++) {
+      sensor_out_clear(&out);
+      ASSERT_OK(s.ops->step(s.self, &ctx, &v, &out, &msg));
+      ASSERT_EQ(out.rec[0].frame, (uint64_t)i);
+      ASSERT_EQ(out.rec[0].u.cone.has_speed, i > 0);
+      if (i > 0) {
+        ASSERT_NEAR(out.rec[0].u.cone.speed, 5.0, 1e-6);
+      }
+    }
+    s.ops->commit(s.self);
+  }
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+static int cancel_now(void* ctx) {
+  (void)ctx;
+  return 1;
+}
+
+// LINES mode: the cost (faces x lines per face) is bounded per step, refused up front naming
+// cone.lines_per_face; a long evaluation polls the request's cancellation.
+TEST(lines_cost_bounded_and_cancellable) {
+  cone_config_t c;
+  cone_config_default(&c);
+  c.mode = CONE_MODE_LINES;
+  c.lines_per_face = 100000;
+  sensor_t s;
+  err_msg_t msg;
+  ASSERT_OK(cone_create(&c, &s, &msg));
+  // 200 spheres of 288 faces each: 5.76e9 lines
+  view_object_t balls[200];
+  for (int i = 0; i < 200; i++) {
+    balls[i] = prim((uint32_t)i + 1, SCENE_PRIM_SPHERE, 0.1, 0, 0);
+    balls[i].pose.p[0] = 5.0 + 0.3 * i;
+  }
+  step_view_t v;
+  memset(&v, 0, sizeof(v));
+  v.objects = balls;
+  v.nobject = 200;
+  v.step = 1;
+  sensor_ctx_t ctx = {.id = 3, .mount = xform_identity()};
+  sensor_out_t out = {0};
+  ASSERT_EQ(s.ops->step(s.self, &ctx, &v, &out, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "cone.lines_per_face");
+  ASSERT_EQ(out.n, 0);
+  s.ops->destroy(s.self);
+  ASSERT_EQ(cone_object_faces(&balls[0]), 288u);
+  // within the bound (one 8-triangle mesh of 1e6 lines per face), but cancelled
+  c.lines_per_face = 100000;
+  ASSERT_OK(cone_create(&c, &s, &msg));
+  static const float kVert[12] = {5, -1, -1, 5, 1, -1, 5, 1, 1, 5, -1, 1};
+  static const uint32_t kIdx[24] = {0, 1, 2, 0, 2, 3, 0, 1, 2, 0, 2, 3,
+                                    0, 1, 2, 0, 2, 3, 0, 1, 2, 0, 2, 3};
+  view_object_t mesh = prim(7, 0, 0, 0, 0);
+  mesh.vertices = kVert;
+  mesh.nvertex = 4;
+  mesh.indices = kIdx;
+  mesh.ntriangle = 8;
+  v.objects = &mesh;
+  v.nobject = 1;
+  v.cancelled = cancel_now;
+  ASSERT_EQ(s.ops->step(s.self, &ctx, &v, &out, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "cancelled");
+  ASSERT_EQ(out.n, 0);
+  // not cancelled: the face at x = 5 is found
+  v.cancelled = NULL;
+  ASSERT_OK(s.ops->step(s.self, &ctx, &v, &out, &msg));
+  ASSERT_EQ(out.n, 1);
+  ASSERT_NEAR(out.rec[0].u.cone.range, 5.0, 1e-9);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
   return 0;
 }

@@ -31,6 +31,7 @@ static inline void fixture_init(fixture_t* f) {
   f->v.njoint = 1;
   f->v.gravity[2] = -G0;
   f->v.seed = 12345;
+  f->v.output_budget = UINT64_MAX;
 }
 
 // Advance the fixture to a new state at time t: the old end becomes the start.

@@ -25,6 +25,8 @@ static int step(sensor_t* s, const sensor_ctx_t* ctx, fixture_t* f, sensor_out_t
   int rc = s->ops->step(s->self, ctx, &f->v, out, &msg);
   if (rc != 0) {
     fprintf(stderr, "# step: %s\n", msg.text);
+  } else {
+    s->ops->commit(s->self);
   }
   return rc;
 }
@@ -395,6 +397,120 @@ TEST(unknown_body_fails_the_step_and_changes_nothing) {
   ASSERT_EQ(s.ops->step(s.self, &ctx, &f.v, &out, &msg), ERR_NOTFOUND);
   ASSERT_CONTAINS(msg.text, "body 99");
   ASSERT_EQ(out.n, 0);
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+// Two phases (sensor.h): a step that is not committed (another sensor failed the step) leaves
+// the sensor as it was, so the step run again gives what an uninterrupted run gives: the same
+// frame numbers, the same random walk and Gauss-Markov drift, the same sample times.
+static int run_drifting(int fail_every_step, double rate, sensor_out_t* got) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_gyroscope = 1;
+  c.gyroscope.random_walk = 0.01;
+  c.gyroscope.bias_instability = 0.002;
+  c.gyroscope.bias_tau = 0.5;
+  c.gyroscope.turn_on_stddev = 0.1;
+  c.sample_rate = rate;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 4, .body_id = 1, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  err_msg_t msg;
+  for (int i = 0; i < 6; i++) {
+    pose_t p;
+    spin_pose(2.0, 0.05 * i, &p);
+    fixture_advance(&f, 0.05 * i, &p, NULL, NULL);
+    if (fail_every_step) {
+      // the step is evaluated, then dropped by the world: no commit (twice, to be sure
+      // nothing accumulates)
+      for (int k = 0; k < 2; k++) {
+        sensor_out_clear(&out);
+        ASSERT_OK(s.ops->step(s.self, &ctx, &f.v, &out, &msg));
+      }
+    }
+    ASSERT_OK(step(&s, &ctx, &f, &out));   // evaluated and committed
+    for (uint32_t k = 0; k < out.n; k++) {
+      sensor_record_t* r = sensor_out_push(got, 4, SENSOR_REC_IMU);
+      ASSERT_TRUE(r != NULL);
+      *r = out.rec[k];
+    }
+  }
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+TEST(uncommitted_step_changes_nothing) {
+  const double rates[2] = {0.0, 100.0};
+  for (int i = 0; i < 2; i++) {
+    sensor_out_t a = {0}, b = {0};
+    ASSERT_OK(run_drifting(0, rates[i], &a));
+    ASSERT_OK(run_drifting(1, rates[i], &b));
+    // per step: one sample; at 100 Hz: 1 at t = 0 ... none, then 5 per 0.05 s step
+    ASSERT_EQ(a.n, rates[i] > 0.0 ? 25u : 6u);
+    ASSERT_EQ(b.n, a.n);
+    for (uint32_t k = 0; k < a.n; k++) {
+      ASSERT_EQ(a.rec[k].frame, (uint64_t)k);
+      ASSERT_EQ(b.rec[k].frame, (uint64_t)k);
+      ASSERT_TRUE(a.rec[k].time == b.rec[k].time);
+      for (int j = 0; j < 3; j++) {
+        ASSERT_TRUE(a.rec[k].u.imu.angular_velocity[j] == b.rec[k].u.imu.angular_velocity[j]);
+      }
+    }
+    // the drift did advance between samples (the test would pass trivially otherwise)
+    ASSERT_TRUE(a.rec[1].u.imu.angular_velocity[0] != a.rec[a.n - 1].u.imu.angular_velocity[0]);
+    sensor_out_free(&a);
+    sensor_out_free(&b);
+  }
+  return 0;
+}
+
+static int cancel_now(void* ctx) {
+  (void)ctx;
+  return 1;
+}
+
+// A long fixed-rate step polls the request's cancellation and stops with ERR_STATE, leaving
+// nothing; one over what remains of the step's output limit is refused before sampling.
+TEST(long_fixed_rate_step_cancelled_and_bounded) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_accelerometer = 1;
+  c.sample_rate = 1e5;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  sensor_ctx_t ctx = {.id = 2, .body_id = 1, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  err_msg_t msg;
+  pose_t p = xform_identity();
+  fixture_advance(&f, 0.0, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  fixture_advance(&f, 5.0, &p, NULL, NULL);   // 500000 samples
+  f.v.cancelled = cancel_now;
+  sensor_out_clear(&out);
+  ASSERT_EQ(s.ops->step(s.self, &ctx, &f.v, &out, &msg), ERR_STATE);
+  ASSERT_CONTAINS(msg.text, "cancelled");
+  ASSERT_EQ(out.n, 0);
+  f.v.cancelled = NULL;
+  f.v.output_budget = 512u * 1000u;
+  ASSERT_EQ(s.ops->step(s.self, &ctx, &f.v, &out, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "max_output_bytes");
+  ASSERT_EQ(out.n, 0);
+  // a step that fits: the first samples (the refused steps produced none that count)
+  f.v.output_budget = UINT64_MAX;
+  fixture_advance(&f, 5.00002, &p, NULL, NULL);
+  f.v.t0 = 4.99999;
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  ASSERT_EQ(out.n, 3u);
+  ASSERT_EQ(out.rec[0].frame, 0u);
+  ASSERT_EQ(out.rec[2].frame, 2u);
   sensor_out_free(&out);
   s.ops->destroy(s.self);
   return 0;

@@ -120,6 +120,8 @@ static int run(sensor_t* s, uint32_t id, jfix_t* f, sensor_out_t* out) {
   int rc = s->ops->step(s->self, &ctx, &f->v, out, &msg);
   if (rc != 0) {
     fprintf(stderr, "# %s\n", msg.text);
+  } else {
+    s->ops->commit(s->self);
   }
   return rc;
 }
@@ -262,5 +264,53 @@ TEST(bad_configurations_name_the_field) {
   o.noise_stddev = INFINITY;
   ASSERT_EQ(odometer_create(&o, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "odometer.noise_stddev");
+  return 0;
+}
+
+// Two phases (sensor.h): a step evaluated but not committed (another sensor failed it) changes
+// nothing: run again, the encoder gives the frame number and the speed of an uninterrupted run
+// (a joint at 2 rad/s: speed 2 from the second step on), the odometer its frame number.
+TEST(uncommitted_step_changes_nothing) {
+  jfix_t f = {.joint = {.id = 1}};
+  f.v.joints = &f.joint;
+  f.v.njoint = 1;
+  encoder_config_t ce;
+  encoder_config_default(&ce, ENCODER_MODE_ABSOLUTE);
+  ce.joint_id = 1;
+  odometer_config_t co;
+  odometer_config_default(&co);
+  co.joint_id = 1;
+  co.pulses_per_revolution = 0;
+  sensor_t se, so;
+  err_msg_t msg;
+  ASSERT_OK(encoder_create(&ce, &se, &msg));
+  ASSERT_OK(odometer_create(&co, &so, &msg));
+  sensor_out_t out = {0};
+  sensor_ctx_t ctx = {.id = 1, .mount = xform_identity()};
+  for (int k = 0; k < 5; k++) {
+    double t = 0.1 * k, q = 2.0 * t;
+    jfix_step(&f, t, q);
+    if (k > 0) {
+      // uncommitted evaluations of this step, then the step for real
+      for (int rep = 0; rep < 2; rep++) {
+        sensor_out_clear(&out);
+        ASSERT_OK(se.ops->step(se.self, &ctx, &f.v, &out, &msg));
+        ASSERT_OK(so.ops->step(so.self, &ctx, &f.v, &out, &msg));
+        ASSERT_EQ(out.rec[0].frame, (uint64_t)k);
+        ASSERT_EQ(out.rec[1].frame, (uint64_t)k);
+        ASSERT_NEAR(out.rec[0].u.scalar.speed, 2.0, 1e-9);
+      }
+    }
+    ASSERT_OK(run(&se, 1, &f, &out));
+    ASSERT_EQ(out.rec[0].frame, (uint64_t)k);
+    ASSERT_NEAR(out.rec[0].u.scalar.position, q, 1e-15);
+    ASSERT_NEAR(out.rec[0].u.scalar.speed, k > 0 ? 2.0 : 0.0, 1e-9);
+    ASSERT_OK(run(&so, 2, &f, &out));
+    ASSERT_EQ(out.rec[0].frame, (uint64_t)k);
+    ASSERT_NEAR(out.rec[0].u.scalar.position, 0.5 * q, 1e-15);
+  }
+  sensor_out_free(&out);
+  se.ops->destroy(se.self);
+  so.ops->destroy(so.self);
   return 0;
 }
