@@ -1045,3 +1045,35 @@ def test_end_to_end_intensity_known_answers(sensimd, name, n_air, two_layer, x, 
     # round trip: the Beer-Lambert factor once more
     tau = math.exp(-0.000402272 * x)
     assert two["intensity"][0] == pytest.approx(intensity * tau, rel=1e-6)
+
+
+def _peak_rss_kib(pid):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.parametrize("config,seconds", [
+    ({"vlp16": {"frequency": 20.0}}, 1e6),
+    ({"flash": {"columns": 1024, "rows": 1024, "fov_horizontal": 0.5, "fov_vertical": 0.5,
+                "frame_rate": 10000.0}, "publish": "per_step"}, 0.03),
+])
+def test_a_step_firing_too_many_rays_is_refused_up_front(sensimd, config, seconds):
+    import time
+    with sensimd.client(timeout=300) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, **config)
+        c.update_state(0.0)
+        c.step(0.0)
+        c.update_state(seconds)
+        t0 = time.monotonic()
+        with pytest.raises(errors.ResourceExhausted, match="lidar 5") as exc:
+            c.step(seconds)
+        assert time.monotonic() - t0 < 5.0
+        assert "publish per step" not in str(exc.value)
+    with open(f"/proc/{sensimd.proc.pid}/maps") as f:
+        if not any("libasan" in line for line in f):
+            assert _peak_rss_kib(sensimd.proc.pid) < 1 << 20
