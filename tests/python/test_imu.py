@@ -320,3 +320,55 @@ def test_cone_does_not_see_the_body_it_is_mounted_on(sensimd):
         assert out[1][0].value["range"] == pytest.approx(5.0, abs=1e-6)
         assert out[2][0].value["object_id"] == 10
         assert out[2][0].value["range"] == pytest.approx(2.0, abs=1e-6)
+
+
+# ---------------------------------------------------------------- all or nothing
+
+def two_phase_run(c, fail: bool) -> list[tuple]:
+    """IMU 1 (drifting gyroscope), encoder 2, cone 3 watching a ball that approaches at
+    5 m/s; with `fail`, each step is first refused because of IMU 6 (fixed rate 1e6 Hz: over
+    the samples one step may take) and then, with IMU 6 removed, run again."""
+    c.set_environment(seed=7)
+    c.create_primitive(1, "sphere", radius=1.0)
+    c.create_body(1, (10, 0, 0, 0, 0, 0, 1))
+    c.create_object(3, 1, body_id=1)
+    c.create_joint(1)
+    c.create_imu(1, gyroscope={"chain": {"drift": {"randomWalk": 0.01,
+                                                   "biasInstability": 0.002,
+                                                   "biasCorrelationTime": 0.5}}})
+    c.create_encoder(2, 1)
+    c.create_cone(3)
+    rows = []
+    for k, t in enumerate((0.0, 1.5, 3.5, 6.0)):
+        x = 10.0 - 0.5 * t
+        c.update_state(t, [1], [[x, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[2 * t])
+        if fail and k > 0:
+            c.create_imu(6, gyroscope=True, sample_rate=1e6)
+            with pytest.raises(errors.SensimError) as exc:
+                c.step(t)
+            assert "imu 6" in str(exc.value)
+            c.remove("sensor", 6)
+        out = by_sensor(c.step(t))
+        for sid in (1, 2, 3):
+            o = out[sid][0]
+            rows.append((sid, o.frame, o.time,
+                         {key: tuple(np.ravel(v)) if isinstance(v, (np.ndarray, list)) else v
+                          for key, v in o.value.items()}))
+    return rows
+
+
+def test_refused_step_leaves_every_sensor_as_it_was(sensimd):
+    with sensimd.client(environment="plain") as a, sensimd.client(environment="retried") as b:
+        plain = two_phase_run(a, fail=False)
+        retried = two_phase_run(b, fail=True)
+    # frames 0, 1, 2, 3 per sensor (none skipped), the same readings bit for bit (the gyroscope
+    # drift advanced once per step, the cone and encoder speeds from the committed step)
+    assert [(sid, frame) for sid, frame, _, _ in retried] == \
+        [(sid, k) for k in range(4) for sid in (1, 2, 3)]
+    assert retried == plain
+    # and right: the ball approaches at 0.5 m/s, the joint turns at 2 rad/s
+    cone = [r[3] for r in retried if r[0] == 3]
+    assert cone[0]["speed"] is None
+    assert [r["speed"] for r in cone[1:]] == pytest.approx([0.5] * 3, rel=1e-9)
+    assert [r[3]["speed"] for r in retried if r[0] == 2][1:] == pytest.approx([2.0] * 3,
+                                                                              rel=1e-9)
