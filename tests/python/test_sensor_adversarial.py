@@ -1077,3 +1077,41 @@ def test_a_step_firing_too_many_rays_is_refused_up_front(sensimd, config, second
     with open(f"/proc/{sensimd.proc.pid}/maps") as f:
         if not any("libasan" in line for line in f):
             assert _peak_rss_kib(sensimd.proc.pid) < 1 << 20
+
+
+def test_world_frame_points_of_a_lidar_swinging_on_a_turning_body(sensimd):
+    # mounted 1 m off the axis of a body turning 81 degrees in one step, looking outwards:
+    # every ray measures 9 m, and its world point is on the sphere at the body's angle then
+    offsets = [0.01 * i for i in range(10)]
+    turn = math.radians(81.0)
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_body(2)
+        c.create_lidar(5, body_id=2, mount=((1, 0, 0), (0, 0, 0, 1)),
+                       custom={"azimuths": [0.0] * 10, "elevations": [0.0] * 10,
+                               "time_offsets": offsets, "frame_rate": 10.0},
+                       fields=["x", "y", "z", "distance", "time_offset"], frame="world",
+                       publish="per_step")
+        c.update_state(0.0, [2], [[0, 0, 0, 0, 0, 0, 1]])
+        c.step(0.0)
+        c.update_state(0.1, [2], [[0, 0, 0, *qz(turn)]])
+        cl = c.lidar_clouds(c.step(0.1), 5)[0]
+    np.testing.assert_allclose(cl["distance"], 9.0, atol=2e-6)
+    theta = turn * cl["time_offset"].astype(float) / 0.1
+    np.testing.assert_allclose(xyz(cl), np.stack([10 * np.cos(theta), 10 * np.sin(theta),
+                                                  0 * theta], axis=1), atol=2e-6)
+
+
+@pytest.mark.parametrize("name,ok", [("x" * 300, False), ("a\x00b", False), ("a\nb", False),
+                                     ("\u00e9" * 100, True)])
+def test_sensor_names_are_checked(sensimd, name, ok):
+    with sensimd.client() as c:
+        if ok:
+            c.create_imu(7, accelerometer=True, name=name)
+            assert _sensor_count(c) == 1
+        else:
+            with pytest.raises(errors.InvalidArgument, match="name"):
+                c.create_imu(7, accelerometer=True, name=name)
+            assert _sensor_count(c) == 0
