@@ -372,3 +372,29 @@ def test_refused_step_leaves_every_sensor_as_it_was(sensimd):
     assert [r["speed"] for r in cone[1:]] == pytest.approx([0.5] * 3, rel=1e-9)
     assert [r[3]["speed"] for r in retried if r[0] == 2][1:] == pytest.approx([2.0] * 3,
                                                                               rel=1e-9)
+
+
+# ---------------------------------------------------------------- client helpers
+
+def test_helpers_take_both_key_spellings_and_enum_names(sensimd):
+    with sensimd.client() as c:
+        c.create_joint(1)
+        c.create_encoder(1, 1, mode="ENCODER_INCREMENTAL", rangeLower=0.0, range_upper=1.0)
+        c.create_encoder(2, 1, mode=1, speedTimeout=0.5)
+        c.create_odometer(3, 1, wheelRadius=0.25, pulses_per_revolution=0)
+        c.create_cone(4, mode="CONE_LINES", linesPerFace=3, fov_horizontal=1.0)
+        c.create_cone(5, mode="lines", lines_per_face=3, fovHorizontal=1.0)
+        c.create_lidar(6, spinning={"frequency": 10.0, "columns": 4,
+                                    "channelElevations": [0.0, 0.1],
+                                    "spin": "SPIN_COUNTER_CLOCKWISE"})
+        c.create_lidar(7, spinning={"frequency": 10.0, "columns": 4,
+                                    "channel_elevations": [0.0], "spin": "counter_clockwise"})
+        with pytest.raises(ValueError) as exc:
+            c.create_cone(8, mode="sideways")
+        assert "cone.mode" in str(exc.value) and "lines" in str(exc.value)
+        with pytest.raises(TypeError):
+            c.create_odometer(8, 1, wheelradius=0.25)
+        c.update_state(1.0, joint_ids=[1], joint_positions=[1.5])
+        out = by_sensor(c.step(1.0))
+        assert out[1][0].value["position"] == pytest.approx(0.5, abs=1e-12)   # wrapped in [0, 1)
+        assert out[3][0].value["position"] == pytest.approx(0.375, abs=1e-12)  # R theta

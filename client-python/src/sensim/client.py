@@ -192,15 +192,52 @@ def raycast_hits(result: Any, n: int) -> np.recarray:
     return out
 
 
+def _enum_number(enum_type: Any, value: Any, what: str) -> int:
+    """An enum value from its number, its full name ("SPIN_CLOCKWISE") or its name without the
+    type's common prefix, any case ("clockwise")."""
+    if not isinstance(value, str):
+        return int(value)
+    names = [v.name for v in enum_type.values]
+    prefix = names[0][:names[0].find("_") + 1] if "_" in names[0] else ""
+    if not all(n.startswith(prefix) for n in names):
+        prefix = ""
+    key = value.upper()
+    for v in enum_type.values:
+        if v.name == key or v.name == prefix + key:
+            return v.number
+    short = sorted(n[len(prefix):].lower() for n in names)
+    raise ValueError(f"{what}: unknown value {value!r}; one of {short}") from None
+
+
 def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
-    """Set scalar and Vec3/Quat/Pose fields of msg from keyword arguments."""
+    """Set scalar, enum and Vec3/Quat/Pose fields of msg from keyword arguments: keys by
+    field name (snake_case) or protobuf JSON name (camelCase), enums by number or name (full,
+    or without the type's prefix, any case), other messages from dicts in protobuf JSON form."""
     fields = msg.DESCRIPTOR.fields_by_name
+    json_names = {f.json_name: f for f in msg.DESCRIPTOR.fields}
     for key, value in params.items():
         if value is None:
             continue
-        field = fields.get(key)
+        field = fields.get(key) or json_names.get(key)
         if field is None:
             raise TypeError(f"{what}: unknown field {key!r}; fields: {sorted(fields)}")
+        key = field.name
+        if field.enum_type is not None:
+            if field.label == field.LABEL_REPEATED:
+                getattr(msg, key).extend(_enum_number(field.enum_type, v, f"{what}.{key}")
+                                         for v in (value if isinstance(value, (list, tuple))
+                                                   else [value]))
+            else:
+                setattr(msg, key, _enum_number(field.enum_type, value, f"{what}.{key}"))
+            continue
+        if field.message_type is not None and field.label == field.LABEL_REPEATED:
+            items = getattr(msg, key)
+            for v in value:
+                if isinstance(v, Message):
+                    items.add().CopyFrom(v)
+                else:
+                    json_format.ParseDict(v, items.add())
+            continue
         if field.message_type is not None and field.label != field.LABEL_REPEATED:
             sub = getattr(msg, key)
             if isinstance(value, Message):
@@ -856,8 +893,8 @@ class Client:
         """Create an encoder on joint `joint_id` (mode "absolute" or "incremental"); params are
         EncoderConfig fields (noise_stddev, resolution, scaling, range_lower, range_upper,
         speed_timeout)."""
-        msg = pb.EncoderConfig(joint_id=joint_id, mode=pb.EncoderMode.Value(
-            "ENCODER_" + mode.upper()))
+        msg = pb.EncoderConfig(joint_id=joint_id, mode=_enum_number(
+            pb.EncoderMode.DESCRIPTOR, mode, "encoder.mode"))
         _set_fields(msg, params, "encoder")
         self.create_sensor(id, msg, name=name)
 
@@ -910,7 +947,7 @@ class Client:
                     mode: str = "exact", **params: Any) -> None:
         """Create a cone sensor (mode "exact" or "lines"); params are ConeConfig fields
         (fov_horizontal, fov_vertical in rad, range in m, lines_per_face)."""
-        msg = pb.ConeConfig(mode=pb.ConeMode.Value("CONE_" + mode.upper()))
+        msg = pb.ConeConfig(mode=_enum_number(pb.ConeMode.DESCRIPTOR, mode, "cone.mode"))
         _set_fields(msg, params, "cone")
         self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
 
