@@ -7,6 +7,7 @@ are refused naming the field without changing the environment."""
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -334,3 +335,133 @@ def test_lidar_spin_direction(sensimd, spin, sign):
         np.testing.assert_allclose(np.remainder(az - expect + math.pi, 2 * math.pi) - math.pi,
                                    0.0, atol=1e-6)
         np.testing.assert_allclose(clouds[0]["time_offset"], np.arange(8) * 0.0125, atol=1e-7)
+
+
+# ---- limits: nothing a client sends can make a step unbounded, and errors name the field
+
+
+def _vm_kib(pid, key):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(key):
+            return int(line.split()[1])
+    return 0
+
+
+@pytest.mark.parametrize("pattern", ["vlp16", "hdl64e", "bpearl", "livox"])
+def test_lidar_start_time_is_named_under_its_pattern_and_bounded(sensimd, pattern):
+    with sensimd.client() as c:
+        for bad in (math.nan, -1e300, 1.0000001e9, -2e9):
+            cfg = {"start_time": bad}
+            if pattern == "vlp16":
+                cfg["frequency"] = 10.0
+            with pytest.raises(errors.InvalidArgument) as exc:
+                c.create_lidar(5, **{pattern: cfg})
+            assert f"lidar.{pattern}.start_time" in str(exc.value)
+        assert _env_sensors(c) == 0
+
+
+def test_lidar_start_time_at_the_bound_steps_promptly(sensimd):
+    # 2e9 s of sweeps before the first step: the cursor is found at once, and 50 ms later
+    # the step holds 50 ms of rays (904 or 905 sequences of 16, give or take the resolution of
+    # times near 1e9 s: 1.2e-7 s)
+    with sensimd.client(timeout=10) as c:
+        _room(c)
+        c.create_lidar(5, vlp16={"frequency": 10.0, "start_time": -1e9}, publish="per_step")
+        t0 = time.monotonic()
+        _run(c, 5, [1e9 - 0.1])
+        n = len(_run(c, 5, [1e9 - 0.05])[0])
+        assert time.monotonic() - t0 < 5.0
+        assert abs(n - 0.05 / T_SEQ * 16) <= 2 * 16
+
+
+def test_lidar_step_over_the_output_limit_is_refused_before_tracing(sensimd):
+    # 200 s of a VLP-16 are 58 M points (0.9 GB): refused at once, memory untouched, the
+    # message names the lidar and Step.time (and does not advise publishing per step to a
+    # lidar that does)
+    with sensimd.client(timeout=60) as c:
+        _room(c)
+        c.create_lidar(5, vlp16={"frequency": 20.0})
+        c.create_lidar(6, vlp16={"frequency": 20.0}, publish="per_step")
+        _run(c, 5, [0.0])
+        rss0 = _vm_kib(sensimd.proc.pid, "VmRSS")
+        c.update_state(200.0)
+        t0 = time.monotonic()
+        with pytest.raises(errors.ResourceExhausted) as exc:
+            c.step(200.0)
+        assert time.monotonic() - t0 < 2.0
+        assert "lidar 5: Step.time = 200" in str(exc.value)
+        assert "publish per step" not in str(exc.value)
+        c.remove("sensor", 5)
+        with pytest.raises(errors.ResourceExhausted) as exc:
+            c.step(200.0)
+        assert "lidar 6: Step.time = 200" in str(exc.value)
+        assert _vm_kib(sensimd.proc.pid, "VmRSS") - rss0 < 64 * 1024
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(flash={"columns": 2048, "rows": 2048, "fov_horizontal": 0.5, "fov_vertical": 0.5,
+                 "frame_rate": 10.0}), "lidar.flash.columns x rows"),
+    (dict(livox={"frame_rate": 1e-12}), "lidar.livox.frame_rate"),
+    (dict(spinning={"frequency": 10.0, "columns": 1048576,
+                    "channel_elevations": [0.0] * 4096}), "lidar.spinning.columns"),
+    (dict(custom={"azimuths": [0.0] * 2100000, "elevations": [0.0] * 2100000,
+                  "frame_rate": 1.0}, return_mode=3), "lidar.custom.azimuths"),
+])
+def test_lidar_frame_that_cannot_be_published_is_refused(sensimd, kw, field):
+    # one frame (rays x returns x point_step) must fit in one step's output (the daemon's
+    # max_frame_bytes less its envelope): 2048 x 2048 x 16 bytes = 64 MiB does not
+    with sensimd.client(timeout=60) as c:
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_lidar(5, **kw)
+        assert field in str(exc.value)
+        assert _env_sensors(c) == 0
+        # the same grid with fewer bytes per point fits
+        if "flash" in kw:
+            c.create_lidar(5, fields=["x", "y", "z"], **kw)
+
+
+@pytest.mark.parametrize("noise,field", [({"mean": 1e300}, "lidar.distance_noise.mean"),
+                                         ({"mean": -2e6}, "lidar.distance_noise.mean"),
+                                         ({"stddev_base": 1e7}, "lidar.distance_noise.stddev_base"),
+                                         ({"stddev_slope": 1e300},
+                                          "lidar.distance_noise.stddev_slope")])
+def test_lidar_distance_noise_is_bounded(sensimd, noise, field):
+    with sensimd.client() as c:
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_lidar(5, custom={"azimuths": [0.0], "elevations": [0.0],
+                                      "frame_rate": 10.0}, distance_noise=noise)
+        assert field in str(exc.value)
+
+
+def test_lidar_distance_noise_at_its_bounds_gives_finite_points(sensimd):
+    # mean 1e6 m and slope 1e3 m/m: far from the wall, but every coordinate is finite
+    with sensimd.client() as c:
+        _room(c, 10.0, refractive_index=1.0)
+        c.create_lidar(5, custom={"azimuths": [0.0, 1.0, 2.0], "elevations": [0.0, 0.1, 0.2],
+                                  "frame_rate": 10.0},
+                       fields=["x", "y", "z", "distance"],
+                       distance_noise={"mean": 1e6, "stddev_slope": 1e3, "stddev_base": 1e6})
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+        assert len(cl) == 3
+        for f in ("x", "y", "z", "distance"):
+            assert np.all(np.isfinite(cl[f]))
+
+
+def test_lidar_step_honours_the_request_deadline(sensimd_factory):
+    # 2 s of an OS1-128 2048 x 20 (10.5 M rays of 4 bytes: inside the output limit) take
+    # longer than 0.2 s: stopped with DEADLINE_EXCEEDED, promptly, and nothing changes (the same
+    # step fails the same way)
+    d = sensimd_factory("--max-request-seconds", "0.2")
+    with d.client(timeout=60) as c:
+        _room(c)
+        c.create_lidar(5, ouster={"channels": 128, "columns": 2048, "frequency": 20.0},
+                       fields=["distance"], publish="per_step")
+        _run(c, 5, [0.0])
+        c.update_state(2.0)
+        for _ in range(2):
+            t0 = time.monotonic()
+            with pytest.raises(errors.SensimError) as exc:
+                c.step(2.0)
+            assert "DEADLINE_EXCEEDED" in str(exc.value)
+            assert time.monotonic() - t0 < 1.5

@@ -4,6 +4,7 @@
 #include "lidar/lidar.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -82,6 +83,7 @@ typedef struct lidar {
   uint8_t* acc;
   size_t acc_n;                 // points
   size_t acc_cap;               // points
+  size_t frame_points;          // most points of one frame (per-revolution publishing), capped
 
   // scratch of one batch (batch rays)
   scene_ray_t* rays;            // (batch) world rays
@@ -120,6 +122,15 @@ static void lidar_destroy(void* self) {
 }
 
 
+// Most rays of one frame (sweep) of pattern p.
+static double frame_rays(const lidar_pattern_t* p) {
+  if (p->groups_per_sweep) {
+    return (double)p->groups_per_sweep * p->nray;
+  }
+  return (floor(p->sweep_period / p->group_period) + 1.0) * p->nray;
+}
+
+
 int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   // options
   lidar_t tmp;
@@ -129,8 +140,11 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
     return err_set(msg, ERR_INVAL, "lidar: a scan pattern is required (spinning, vlp16, ouster, "
                    "bpearl, hdl64e, flash, custom or livox)");
   }
-  if (d->has_start_time && !isfinite(d->start_time)) {
-    return err_set(msg, ERR_INVAL, "lidar.start_time = %g is not finite", d->start_time);
+  const char* pfield = d->pattern_field ? d->pattern_field : "lidar";
+  if (d->has_start_time &&
+      (!isfinite(d->start_time) || fabs(d->start_time) > LIDAR_MAX_START_TIME)) {
+    return err_set(msg, ERR_INVAL, "%s.start_time = %g must be finite and within +-%g s",
+                   pfield, d->start_time, LIDAR_MAX_START_TIME);
   }
   if ((rc = lidar_returns_init(&tmp.ret, &d->returns, msg)) < 0 ||
       (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0 ||
@@ -144,6 +158,21 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   if (d->nexclude_body > LIDAR_MAX_EXCLUDED_BODIES) {
     return err_set(msg, ERR_INVAL, "lidar.exclude_bodies has %u bodies, more than %d",
                    d->nexclude_body, LIDAR_MAX_EXCLUDED_BODIES);
+  }
+
+  // one frame must fit in a step's output (per-revolution publishing)
+  uint32_t maxret = lidar_returns_max(&tmp.ret);
+  if (d->max_frame_bytes && !d->publish_per_step) {
+    double rays = frame_rays(&d->pattern);
+    double bytes = rays * maxret * tmp.layout.point_step + 512.0;
+    if (!(bytes <= (double)d->max_frame_bytes)) {
+      return err_set(msg, ERR_INVAL, "%s: one frame of %.0f rays x %u returns x %u bytes "
+                     "(%.4g bytes) exceeds the largest step output (%llu bytes); reduce %s, "
+                     "the returns or the fields, or publish per step",
+                     pfield, rays, maxret, tmp.layout.point_step, bytes,
+                     (unsigned long long)d->max_frame_bytes,
+                     d->frame_field ? d->frame_field : pfield);
+    }
   }
 
   // the sensor and its scratch
@@ -163,7 +192,12 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
     memcpy(l->exclude_bodies, d->exclude_bodies, d->nexclude_body * sizeof(uint32_t));
   }
   l->group_mask = d->group_mask;
-  l->maxret = lidar_returns_max(&l->ret);
+  l->maxret = maxret;
+  if (!l->per_step) {
+    double fp = frame_rays(&d->pattern) * maxret;
+    l->frame_points = fp < (double)(MAX_CLOUD_BYTES / l->layout.point_step)
+                          ? (size_t)fp : (size_t)(MAX_CLOUD_BYTES / l->layout.point_step);
+  }
   for (uint32_t i = 0; i < l->layout.nfield; i++) {
     l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
   }
@@ -211,6 +245,7 @@ typedef struct batch_ctx {
                                 //   start of the ray's sweep
   const scene_filter_t* filter; // objects the rays do not see
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
+  atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
 } batch_ctx_t;
 
 
@@ -228,6 +263,11 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * CHUNK;
     size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
+    if (atomic_load_explicit(&b->stop, memory_order_relaxed) || view_cancelled(b->v)) {
+      atomic_store_explicit(&b->stop, 1, memory_order_relaxed);
+      l->chunk_points[c] = 0;
+      continue;
+    }
     lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
 
     // trace order: by position in the group, then group (a counting sort)
@@ -399,8 +439,13 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                    .first = l->cursor, .n = n, .sweep = lidar_sweep_of(&l->pat, l->cursor),
                    .tau_origin = tau_origin, .filter = filter,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
+  atomic_init(&b.stop, 0);
   size_t nchunk = (n + CHUNK - 1) / CHUNK;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
+  if (atomic_load(&b.stop)) {
+    return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
+                   "left or the request ran out of time)", ctx->id);
+  }
 
   // offsets of the chunks' points, room for them, then the points
   size_t total = 0;
@@ -416,6 +461,24 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   pool_parallel_for(v->pool, nchunk, 1, write_chunk, &b);
   l->acc_n += total;
   return 0;
+}
+
+
+// Give memory back when the accumulator is far larger than what it must hold: `keep` points
+// now, and a frame (per revolution) or `typical` points (a step's, per step) later. Growth
+// doubles, so a steady state never shrinks and regrows.
+static void acc_trim(lidar_t* l, size_t keep, size_t typical) {
+  size_t target = keep > typical ? keep : typical;
+  target = target > l->frame_points ? target : l->frame_points;
+  target = target > 4096 ? target : 4096;
+  if (l->acc_cap / 4 <= target) {
+    return;
+  }
+  uint8_t* acc = mem_realloc(l->acc, target * l->layout.point_step);
+  if (acc) {
+    l->acc = acc;
+    l->acc_cap = target;
+  }
 }
 
 
@@ -522,9 +585,36 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
                    (unsigned long long)(last - l->cursor), (unsigned long long)MAX_STEP_RAYS);
   }
 
+  // the records this step can publish, at most (every ray with every return): refused before
+  // tracing when they cannot fit in the step's output
+  uint64_t pub_points = 0, nrec = 0;
+  if (l->per_step) {
+    pub_points = (last > l->cursor ? last - l->cursor : 0) * (uint64_t)l->maxret;
+    nrec = 1;
+  } else {
+    uint64_t last_sweep = lidar_sweep_of(&l->pat, last);
+    lidar_cursor_t first = lidar_pattern_first_group(&l->pat, last_sweep) * l->pat.nray;
+    if (first > l->cursor) {
+      pub_points = l->acc_n + (first - l->cursor) * (uint64_t)l->maxret;
+      nrec = last_sweep - l->acc_sweep;
+    }
+  }
+  double pub_bytes = (double)pub_points * l->layout.point_step + 512.0 * (double)nrec;
+  if (pub_bytes > (double)v->output_budget) {
+    return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: the rays fired since %.17g "
+                   "can give up to %.4g bytes of point clouds, more than the %llu bytes this "
+                   "step's output has left for them (max_output_bytes); step in shorter "
+                   "intervals", ctx->id, v->t1, v->t0, pub_bytes,
+                   (unsigned long long)v->output_budget);
+  }
+
   // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in
   *base = 0;
   for (;;) {
+    if (view_cancelled(v)) {
+      return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
+                     "left or the request ran out of time)", ctx->id);
+    }
     size_t n = lidar_sweep_take(&l->pat, l->t_s, l->cursor, v->t1, l->batch);
     if (n == 0) {
       break;
@@ -588,6 +678,7 @@ static int lidar_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
   int rc = step_run(l, ctx, v, out, &base, msg);
   if (rc < 0) {
     state_load(l, &l->committed);
+    acc_trim(l, l->acc_n, 0);
     return rc;
   }
   state_save(l, &l->staged);
@@ -613,6 +704,7 @@ static void lidar_commit(void* self) {
   l->committed.acc_n = keep;
   l->has_staged = 0;
   state_load(l, &l->committed);
+  acc_trim(l, keep, l->staged.acc_n);
 }
 
 

@@ -36,10 +36,18 @@ typedef enum lidar_miss_mode {
 
 #define LIDAR_MAX_EXCLUDED_BODIES 64
 
+// Largest |start_time|, s (the bound of the environment's state times).
+#define LIDAR_MAX_START_TIME 1e9
+
 typedef struct lidar_desc {
   lidar_pattern_t pattern;      // built by a lidar_pattern_*_init; see lidar_create
   int has_start_time;           // t_s given; else the time of the lidar's first step's start
-  double start_time;            // s, absolute
+  double start_time;            // s, absolute, |start_time| <= LIDAR_MAX_START_TIME
+  const char* pattern_field;    // the pattern's field prefix ("lidar.vlp16"); NULL = "lidar"
+  const char* frame_field;      // what to change when a frame is too large
+                                //   ("lidar.flash.columns x rows"); NULL = pattern_field
+  uint64_t max_frame_bytes;     // most bytes of one published frame (rays x returns x
+                                //   point_step, per-revolution publishing); 0 = no limit
   lidar_returns_desc_t returns;
   lidar_angle_noise_desc_t angle_noise;
   lidar_miss_mode_t misses;

@@ -32,6 +32,17 @@ int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_no
       (rc = check_finite(prefix, "mean", d->mean, msg)) < 0) {
     return rc;
   }
+  // bounded so that a noisy distance stays far inside float32 (points are float32)
+  if (d->stddev_base > LIDAR_NOISE_MAX_DISTANCE || fabs(d->mean) > LIDAR_NOISE_MAX_DISTANCE) {
+    int base = d->stddev_base > LIDAR_NOISE_MAX_DISTANCE;
+    return err_set(msg, ERR_INVAL, "%s.%s = %g must be within +-%g m", prefix,
+                   base ? "stddev_base" : "mean", base ? d->stddev_base : d->mean,
+                   LIDAR_NOISE_MAX_DISTANCE);
+  }
+  if (d->stddev_slope > LIDAR_NOISE_MAX_SLOPE) {
+    return err_set(msg, ERR_INVAL, "%s.stddev_slope = %g must be <= %g", prefix,
+                   d->stddev_slope, LIDAR_NOISE_MAX_SLOPE);
+  }
   *n = (lidar_distance_noise_t){
       .stddev_base = d->stddev_base,
       .stddev_slope = d->stddev_slope,

@@ -40,6 +40,10 @@ double lidar_noise_normal(const rng_key_t* key, uint32_t draw);
 
 //---------------- Detection distance noise
 
+// Bounds of the distance noise: |mean| and stddev_base in m, stddev_slope in m/m.
+#define LIDAR_NOISE_MAX_DISTANCE 1e6
+#define LIDAR_NOISE_MAX_SLOPE 1e3
+
 typedef struct lidar_distance_noise_desc {
   double stddev_base;           // sigma_base, m, >= 0
   double stddev_slope;          // sigma_slope, m per m, >= 0

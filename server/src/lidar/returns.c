@@ -485,10 +485,16 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
 
 
 // Apply the detection distance noise to the k returns of a ray (the first one's normal from
-// the ray's first draw, as lidar_noise_distance does).
-static void add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t* o, uint32_t k) {
+// the ray's first draw, as lidar_noise_distance does); a return whose distance ends up beyond
+// LIDAR_MAX_DISTANCE (no float32 point could hold it) is dropped. Returns the returns kept.
+static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t* o,
+                          uint32_t k) {
   const lidar_distance_noise_t* dn = &p->distance_noise;
-  for (uint32_t q = 0; dn->enabled && q < k; q++) {
+  if (!dn->enabled) {
+    return k;
+  }
+  uint32_t kept = 0;
+  for (uint32_t q = 0; q < k; q++) {
     double z = 0.0;
     if (lidar_noise_distance_stddev(dn, o[q].distance) != 0.0) {
       const uint32_t* w = ray_block(r);
@@ -496,7 +502,11 @@ static void add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t* o,
                  : lidar_noise_normal(&r->key, LIDAR_DRAW_DISTANCE + q);
     }
     o[q].distance = lidar_noise_distance_apply(dn, o[q].distance, z);
+    if (o[q].distance <= LIDAR_MAX_DISTANCE) {
+      o[kept++] = o[q];
+    }
   }
+  return kept;
 }
 
 
@@ -594,7 +604,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       size_t i = base + j;
       lidar_return_t* o = &out[i * maxr];
       uint32_t k = lidar_returns_select(p, ctx[j].cand, ctx[j].ncand, o);
-      add_noise(p, &ctx[j], o, k);
+      k = add_noise(p, &ctx[j], o, k);
       nret[i] = (uint8_t)k;
     }
   }

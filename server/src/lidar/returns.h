@@ -74,6 +74,9 @@ int lidar_returns_init(lidar_returns_t* p, const lidar_returns_desc_t* d, err_ms
 uint32_t lidar_returns_max(const lidar_returns_t* p);
 
 // One reported return.
+// Farthest distance a return may report (after distance noise), m: points are float32.
+#define LIDAR_MAX_DISTANCE 1e30
+
 typedef struct lidar_return {
   double distance;              // m: optical path length of the return after distance noise;
                                 //   the point is origin + dir * distance (emission direction)

@@ -17,19 +17,32 @@ int lidar_sweep_fired(const lidar_pattern_t* p, double t_s, lidar_cursor_t c, do
 
 
 lidar_cursor_t lidar_sweep_seek(const lidar_pattern_t* p, double t_s, double t) {
-  // bracket by the group estimate, then bisect on the exact firing times
+  // bracket by the group estimate (bounded so that cursors stay far from 2^64: with times
+  // bounded to 1e9 s no pattern gets near it), widened by doubling steps, then bisect on the
+  // exact firing times; every loop is bounded, even where times no longer resolve a group
   if (!(t > t_s)) {
     return 0;
   }
+  double gmax = 4611686018427387904.0 / p->nray;   // 2^62 rays
   double est = floor((t - t_s) / p->group_period);
-  uint64_t g = est > 0.0 ? (uint64_t)est : 0;
+  uint64_t g = est > 0.0 ? (est < gmax ? (uint64_t)est : (uint64_t)gmax) : 0;
   lidar_cursor_t lo = g > 1 ? (g - 2) * p->nray : 0;
-  while (lo > 0 && fire_time(p, t_s, lo) >= t) {
-    lo = lo > p->nray ? lo - p->nray : 0;
+  lidar_cursor_t step = p->nray;
+  for (int i = 0; i < 64 && lo > 0 && fire_time(p, t_s, lo) >= t; i++) {
+    lo = lo > step ? lo - step : 0;
+    step *= 2;
   }
   lidar_cursor_t hi = (g + 2) * p->nray;
-  while (fire_time(p, t_s, hi) < t) {
-    hi += p->nray;
+  step = p->nray;
+  for (int i = 0; i < 64 && fire_time(p, t_s, hi) < t && hi < ((lidar_cursor_t)1 << 62); i++) {
+    hi += step;
+    step *= 2;
+  }
+  if (fire_time(p, t_s, hi) < t) {
+    return hi;   // out of reach (not with bounded times): no ray before it is left to fire
+  }
+  if (lo > 0 && fire_time(p, t_s, lo) >= t) {
+    lo = 0;
   }
 
   // smallest c in [lo, hi] with fire_time >= t

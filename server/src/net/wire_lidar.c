@@ -12,10 +12,14 @@
 #define DEG (M_PI / 180.0)
 
 
-// The pattern's start time, when given.
-static void start_time(int has, double t, lidar_desc_t* d) {
+// The pattern's start time, when given, and the pattern's field names for the lidar's errors
+// (start_time; what to reduce when one frame cannot fit in a step's output).
+static void start_time(int has, double t, const char* field, const char* frame_field,
+                       lidar_desc_t* d) {
   d->has_start_time = has;
   d->start_time = has ? t : 0.0;
+  d->pattern_field = field;
+  d->frame_field = frame_field;
 }
 
 
@@ -45,7 +49,8 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
                        "COUNTER_CLOCKWISE (1)", (int)s->spin);
       }
       sd.counter_clockwise = s->has_spin && s->spin == SENSIM__V1__SPIN_DIRECTION__SPIN_COUNTER_CLOCKWISE;
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time,
+                 "lidar.spinning", "lidar.spinning.columns x channel_elevations", d);
       return lidar_pattern_spinning_init(p, &sd, "lidar.spinning", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_VLP16: {
@@ -55,7 +60,7 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
           .vertical_offsets = s->has_vertical_offsets && s->vertical_offsets,
           .start_azimuth = s->has_start_azimuth ? s->start_azimuth : 0.0,
       };
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time, "lidar.vlp16", NULL, d);
       return lidar_pattern_vlp16_init(p, &vd, "lidar.vlp16", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_OUSTER: {
@@ -82,7 +87,8 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
                        s->has_elevation_max && !isfinite(s->elevation_max) ? s->elevation_max
                                                                           : s->elevation_min);
       }
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time,
+                 "lidar.ouster", "lidar.ouster.columns x channels", d);
       return lidar_pattern_ouster_init(p, &od, "lidar.ouster", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_FLASH: {
@@ -95,7 +101,7 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
           .frame_rate = s->has_frame_rate ? s->frame_rate : 0.0,
           .projective = s->has_projective && s->projective,
       };
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time, "lidar.flash", "lidar.flash.columns x rows", d);
       return lidar_pattern_flash_init(p, &fd, "lidar.flash", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_HDL64E: {
@@ -108,7 +114,7 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
       if (s->has_columns && s->columns == 0) {
         return err_set(msg, ERR_INVAL, "lidar.hdl64e.columns = 0 must be > 0");
       }
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time, "lidar.hdl64e", "lidar.hdl64e.columns", d);
       return lidar_pattern_hdl64e_init(p, &hd, "lidar.hdl64e", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_BPEARL: {
@@ -117,7 +123,7 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
           .frequency = s->has_frequency ? s->frequency : 10.0,
           .start_azimuth = s->has_start_azimuth ? s->start_azimuth : 0.0,
       };
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time, "lidar.bpearl", NULL, d);
       return lidar_pattern_bpearl_init(p, &bd, "lidar.bpearl", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_CUSTOM: {
@@ -143,7 +149,7 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
           .nray = (uint32_t)s->n_azimuths,
           .frame_rate = s->has_frame_rate ? s->frame_rate : 0.0,
       };
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time, "lidar.custom", "lidar.custom.azimuths", d);
       return lidar_pattern_custom_init(p, &cd, "lidar.custom", msg);
     }
     case SENSIM__V1__LIDAR_CONFIG__PATTERN_LIVOX: {
@@ -162,7 +168,9 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
         ld.prism_rate[0] = s->prism_rates[0];
         ld.prism_rate[1] = s->prism_rates[1];
       }
-      start_time(s->has_start_time, s->start_time, d);
+      start_time(s->has_start_time, s->start_time,
+                 "lidar.livox",
+                 "lidar.livox.point_rate / frame_rate (raise lidar.livox.frame_rate)", d);
       return lidar_pattern_livox_init(p, &ld, "lidar.livox", msg);
     }
     default:
@@ -268,9 +276,11 @@ static int build_options(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
 }
 
 
-int wire_lidar_build(const Sensim__V1__LidarConfig* m, sensor_t* out, err_msg_t* msg) {
+int wire_lidar_build(const Sensim__V1__LidarConfig* m, uint64_t max_frame_bytes, sensor_t* out,
+                     err_msg_t* msg) {
   lidar_desc_t d;
   memset(&d, 0, sizeof d);
+  d.max_frame_bytes = max_frame_bytes;
   int rc = build_options(m, &d, msg);
   if (rc < 0) {
     return rc;

@@ -58,7 +58,7 @@ int wire_sensor_create(const Sensim__V1__CreateSensor* m, env_t* e, err_msg_t* m
   int rc;
   switch (m->config_case) {
     case SENSIM__V1__CREATE_SENSOR__CONFIG_LIDAR:
-      rc = wire_lidar_build(m->lidar, &s, msg);
+      rc = wire_lidar_build(m->lidar, env_get_limits(e)->max_output_bytes, &s, msg);
       break;
     case SENSIM__V1__CREATE_SENSOR__CONFIG_IMU:
       rc = wire_imu_build(m->imu, &s, msg);

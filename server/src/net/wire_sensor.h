@@ -27,7 +27,10 @@ int wire_sensor_create(const Sensim__V1__CreateSensor* m, env_t* e, err_msg_t* m
 // Each model's translation: validate the configuration (errors name the field, e.g.
 // "lidar.spinning.columns = 0 must be > 0"), build the sensor (out->self owned by the caller on
 // success). body_id and mount are known to the caller; model constructors do not need them.
-int wire_lidar_build(const Sensim__V1__LidarConfig* m, sensor_t* out, err_msg_t* msg) CHECKRET;
+// wire_lidar_build refuses a lidar whose one frame exceeds max_frame_bytes (the step output
+// limit; 0 = none).
+int wire_lidar_build(const Sensim__V1__LidarConfig* m, uint64_t max_frame_bytes, sensor_t* out,
+                     err_msg_t* msg) CHECKRET;
 int wire_imu_build(const Sensim__V1__ImuConfig* m, sensor_t* out, err_msg_t* msg) CHECKRET;
 int wire_encoder_build(const Sensim__V1__EncoderConfig* m, sensor_t* out,
                        err_msg_t* msg) CHECKRET;

@@ -37,6 +37,12 @@ env_limits_t env_default_limits(void) {
   return l;
 }
 
+
+const env_limits_t* env_get_limits(const env_t* e) {
+  return &e->limits;
+}
+
+
 //---------------- Helpers
 
 

@@ -49,6 +49,9 @@ typedef struct env_limits {
 // Defaults used by the daemon unless configured.
 env_limits_t env_default_limits(void);
 
+// The limits environment e was created with.
+const env_limits_t* env_get_limits(const env_t* e);
+
 // Bounds that keep every ray Embree traces valid: it traces in float and requires ray origins
 // within 1.8e18 in each instance's frame, where an origin becomes (o - t) / scale. Positions
 // (ray origins, body and object positions) are at most ENV_MAX_COORD in magnitude per axis and

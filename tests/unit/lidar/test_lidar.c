@@ -628,6 +628,13 @@ TEST(lidar_bad_configurations_name_the_field) {
   d.start_time = NAN;
   ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "lidar.start_time = nan");
+  // named under the pattern, and bounded like the environment's times (1e9 s)
+  d.pattern_field = "lidar.flash";
+  ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.flash.start_time = nan");
+  d.start_time = -1.5e9;
+  ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.flash.start_time = -1.5e+09");
   d.has_start_time = 0;
   d.angle_noise.stddev = NAN;
   ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
@@ -917,6 +924,71 @@ TEST(lidar_refuses_a_step_too_long) {
   ASSERT_EQ(env_step(f.e, 300.0, &msg), ERR_LIMIT);
   ASSERT_CONTAINS(msg.text, "lidar 3: the step (0, 300] fires");
   ASSERT_CONTAINS(msg.text, "step more often");
+  fx_close(&f);
+  return 0;
+}
+
+
+TEST(lidar_refuses_a_frame_larger_than_a_step_output) {
+  // 2048 x 2048 pixels of 16 bytes = 64 MiB: more than a step's output of 64 MiB - 64 KiB
+  err_msg_t msg = {0};
+  sensor_t s;
+  lidar_desc_t d = base_desc();
+  const char* names[4] = {"x", "y", "z", "intensity"};
+  d.fields = names;
+  d.nfield = 4;
+  d.max_frame_bytes = (64u << 20) - (64u << 10);
+  d.pattern_field = "lidar.flash";
+  d.frame_field = "lidar.flash.columns x rows";
+  lidar_flash_desc_t fl = {.columns = 2048, .rows = 2048, .fov_horizontal = 1,
+                           .fov_vertical = 1, .frame_rate = 10.0};
+  ASSERT_OK(lidar_pattern_flash_init(&d.pattern, &fl, "lidar.flash", &msg));
+  ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.flash: one frame of 4194304 rays x 1 returns x 16 bytes");
+  ASSERT_CONTAINS(msg.text, "reduce lidar.flash.columns x rows");
+  // three fields fit (48 MiB); dual returns of them do not
+  d.nfield = 3;
+  ASSERT_OK(lidar_create(&d, &s, &msg));
+  s.ops->destroy(s.self);
+  ASSERT_OK(lidar_pattern_flash_init(&d.pattern, &fl, "lidar.flash", &msg));
+  d.returns.mode = LIDAR_RETURN_DUAL;
+  ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "x 2 returns x 12 bytes");
+  // a lidar that publishes per step has no frame to bound (its steps are, see below)
+  d.publish_per_step = 1;
+  ASSERT_OK(lidar_create(&d, &s, &msg));
+  s.ops->destroy(s.self);
+  return 0;
+}
+
+
+TEST(lidar_refuses_a_step_over_its_output_budget_before_tracing) {
+  // VLP-16 at 10 Hz: 20 s are 5.79 M points of 16 bytes = 92.6 MB > 64 MiB of step output
+  fx_t f;
+  ASSERT_OK(fx_open(&f, 0));
+  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+  for (int per_step = 0; per_step < 2; per_step++) {
+    lidar_desc_t d = base_desc();
+    const char* names[4] = {"x", "y", "z", "intensity"};
+    d.fields = names;
+    d.nfield = 4;
+    d.publish_per_step = per_step;
+    lidar_vlp16_desc_t v = {.frequency = 10.0};
+    err_msg_t msg = {0};
+    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+    ASSERT_OK(add_lidar(f.e, 3 + per_step, 0, xform_identity(), &d));
+  }
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 0.0));
+  ASSERT_OK(set_state(f.e, 20.0, 0, NULL, NULL));
+  for (int again = 0; again < 2; again++) {
+    err_msg_t msg = {0};
+    ASSERT_EQ(env_step(f.e, 20.0, &msg), ERR_LIMIT);
+    ASSERT_CONTAINS(msg.text, "lidar 3: Step.time = 20: the rays fired since 0 can give up to "
+                    "9.2");
+    ASSERT_CONTAINS(msg.text, "step in shorter intervals");
+    ASSERT_TRUE(strstr(msg.text, "publish per step") == NULL);
+  }
   fx_close(&f);
   return 0;
 }

@@ -101,6 +101,31 @@ TEST(sweep_seek_finds_the_first_ray_at_or_after) {
 }
 
 
+// Seeking across the whole range of state times (start time -1e9 s, time 1e9 s) and beyond it
+// (times where firing times no longer resolve a group) returns, and what it returns is the first
+// ray at or after t wherever firing times resolve.
+TEST(sweep_seek_is_bounded_at_extreme_times) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  lidar_vlp16_desc_t d = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &d, "lidar.vlp16", &msg));
+  double t_s = -1e9, t = 1e9;
+  lidar_cursor_t c = lidar_sweep_seek(&p, t_s, t);
+  ASSERT_TRUE(lidar_sweep_fired(&p, t_s, c - 1, nextafter(t, -INFINITY)));
+  ASSERT_TRUE(!lidar_sweep_fired(&p, t_s, c, nextafter(t, -INFINITY)));
+  // 2e9 s of 16 lasers every 55.296 us
+  double expect = 2e9 / 55.296e-6 * 16.0;
+  ASSERT_TRUE(fabs((double)c - expect) < 1e-6 * expect);
+  // far outside the bounds: an answer, not an endless loop (the values no longer mean much)
+  (void)lidar_sweep_seek(&p, -1e300, 0.0);
+  (void)lidar_sweep_seek(&p, 0.0, 1e300);
+  (void)lidar_sweep_seek(&p, 1e300, nextafter(1e300, INFINITY));
+  (void)lidar_sweep_seek(&p, -1e16, 1e16);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
 TEST(sweep_pose_interpolation_kat) {
   // lerp p0 = (0, 0, 1) -> p1 = (0.1, 0, 1) at s = 0.4 -> (0.04, 0, 1); yaw 0 -> 90 degrees at
   // s = 0.4: local +x points to (0.809016994, 0.587785252, 0)
