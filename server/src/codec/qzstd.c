@@ -159,20 +159,26 @@ static uint32_t rest_offsets(uint32_t step, const uint32_t xyz[3], int has_pos, 
 // The angle of (u, v) in steps. Near its prediction (the usual case in a scan) it is found
 // from the small angle between the two, atan(t) = t - t^3/3 for |t| <= 1e-3 (the next term,
 // below 2e-16 rad, is negligible); elsewhere from atan2.
+// *c, *s: the cosine and sine of the result, looked up when it differs from the prediction.
 static inline int32_t quantize_angle(trig_cache_t* t, double u, double v, uint32_t pred,
-                                     double step, double inv_step) {
-  int32_t p = as_i32(pred);
+                                     double step, double inv_step, double* c, double* s) {
+  int32_t p = as_i32(pred), q;
   if (p > -(int32_t)VALUE_LIMIT && p < (int32_t)VALUE_LIMIT) {
-    double cp, sp;
-    trig(t, p, step, &cp, &sp);
-    double cc = u * cp + v * sp, ss = v * cp - u * sp;
+    trig(t, p, step, c, s);
+    double cc = u * *c + v * *s, ss = v * *c - u * *s;
     if (cc > 0.0 && fabs(ss) <= 1e-3 * cc) {
       double d = ss / cc;
       d -= d * d * d * (1.0 / 3.0);
-      return p + round_i32(d * inv_step);
+      q = p + round_i32(d * inv_step);
+      if (q != p) {
+        trig(t, q, step, c, s);
+      }
+      return q;
     }
   }
-  return round_i32(atan2(v, u) * inv_step);
+  q = round_i32(atan2(v, u) * inv_step);
+  trig(t, q, step, c, s);
+  return q;
 }
 
 
@@ -340,13 +346,17 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
         double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
         double rxy = sqrt(x * x + y * y);
         int32_t rq = round_i32(sqrt(x * x + y * y + z * z) * inv_range);
-        int32_t aq = quantize_angle(tc, x, y, pa, angle_step, inv_angle);
-        int32_t eq = quantize_angle(tc + 1, rxy, z, pe, angle_step, inv_angle);
+        double ca_, sa_, ce_, se_;
+        int32_t aq = quantize_angle(tc, x, y, pa, angle_step, inv_angle, &ca_, &sa_);
+        int32_t eq = quantize_angle(tc + 1, rxy, z, pe, angle_step, inv_angle, &ce_, &se_);
         hr[i] = (uint32_t)rq;
         ha[i] = (uint32_t)aq;
         he[i] = (uint32_t)eq;
         float back[3];
-        rebuild(tc, tc + 1, rq, aq, eq, range_step, angle_step, back);
+        double range = (double)rq * range_step, rc = range * ce_;
+        back[0] = (float)(rc * ca_);
+        back[1] = (float)(rc * sa_);
+        back[2] = (float)(range * se_);
         double dx = back[0] - x, dy = back[1] - y, dz = back[2] - z;
         double err = dx * dx + dy * dy + dz * dz;
         err_max = err > err_max ? err : err_max;
