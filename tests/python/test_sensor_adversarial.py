@@ -1115,3 +1115,136 @@ def test_sensor_names_are_checked(sensimd, name, ok):
             with pytest.raises(errors.InvalidArgument, match="name"):
                 c.create_imu(7, accelerometer=True, name=name)
             assert _sensor_count(c) == 0
+
+
+@pytest.mark.parametrize("kw,field", [
+    (dict(livox={"frame_rate": 1e-12}), "lidar.livox.frame_rate"),
+    (dict(spinning={"frequency": 10.0, "columns": 1048576,
+                    "channel_elevations": [0.0] * 4096}), "lidar.spinning"),
+    (dict(flash={"columns": 2048, "rows": 2048, "fov_horizontal": 0.5, "fov_vertical": 0.5,
+                 "frame_rate": 10.0}), "lidar.flash"),
+])
+def test_a_frame_that_could_never_be_delivered_is_refused_at_creation(sensimd, kw, field):
+    with sensimd.client() as c:
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_lidar(5, **kw)
+        assert field in str(exc.value)
+        assert _sensor_count(c) == 0
+
+
+@pytest.mark.parametrize("pattern", ["vlp16", "hdl64e", "bpearl", "ouster", "livox"])
+@pytest.mark.parametrize("value", [NAN, -1e300, 1e16])
+def test_start_time_is_checked_under_its_pattern(sensimd, pattern, value):
+    with sensimd.client() as c:
+        m = pb.LidarConfig()
+        getattr(m, pattern).start_time = value
+        if pattern == "vlp16":
+            m.vlp16.frequency = 10.0
+        if pattern == "ouster":
+            m.ouster.channels, m.ouster.columns, m.ouster.frequency = 16, 512, 10.0
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_sensor(5, m)
+        assert f"lidar.{pattern}.start_time" in str(exc.value)
+
+
+def test_lae_diagonal_errors_name_the_diagonal(sensimd):
+    with sensimd.client() as c:
+        m = pb.ImuConfig()
+        m.gyroscope.lae_diagonal.y = NAN
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_sensor(7, m)
+        assert "imu.gyroscope.lae_diagonal.y" in str(exc.value)
+
+
+@pytest.mark.parametrize("noise", [{"mean": 1e300}, {"stddev_slope": 1e300}, {"mean": 1e5}])
+def test_distance_noise_never_yields_infinite_points(sensimd, noise):
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        try:
+            c.create_lidar(5, custom={"azimuths": [0.0, 1.0, 2.0], "elevations": [0, 0.1, 0.2],
+                                      "frame_rate": 10.0},
+                           fields=["x", "y", "z", "distance"], distance_noise=noise)
+        except errors.InvalidArgument as exc:
+            assert "lidar.distance_noise" in str(exc)
+            return
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+        for f in ("x", "y", "z", "distance"):
+            assert np.all(np.isfinite(cl[f]))
+
+
+def test_a_step_honours_max_request_seconds(sensimd_factory):
+    import time
+    d = sensimd_factory("--max-request-seconds", "0.3")
+    with d.client(timeout=120) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        # 2-byte points (ring only): ~31 M rays fit one step's output; tracing them takes
+        # seconds
+        c.create_lidar(5, ouster={"channels": 128, "columns": 2048, "frequency": 20.0},
+                       fields=["ring"])
+        c.update_state(0.0)
+        c.step(0.0)
+        c.update_state(6.0)
+        steps = [e.steps for e in c.get_info().environments]
+        t0 = time.monotonic()
+        with pytest.raises(errors.SensimError, match="DEADLINE_EXCEEDED"):
+            c.step(6.0)
+        assert time.monotonic() - t0 < 1.5
+        assert [e.steps for e in c.get_info().environments] == steps   # nothing changed
+
+
+def test_a_failed_step_leaves_every_sensor_unchanged(sensimd):
+    with sensimd.client(timeout=120) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=30.0)
+        c.create_object(1, geometry_id=1)
+        c.create_primitive(2, "sphere", radius=1.0)
+        c.create_body(3, ((10, 0, 0), (0, 0, 0, 1)))
+        c.create_object(2, 2, body_id=3)
+        c.create_body(4)
+        c.create_joint(9, position=0.0)
+        c.create_imu(1, body_id=4, accelerometer=True)
+        c.create_encoder(2, 9)
+        c.create_cone(3, fov_horizontal=1.0, fov_vertical=1.0, range=20.0)
+        c.create_lidar(10, vlp16={"frequency": 10.0})      # stepped last, fails a long step
+
+        def step(t):
+            c.update_state(t, [3, 4], [[10 - 0.1 * t, 0, 0, 0, 0, 0, 1],
+                                       [0, 0, 0, 0, 0, 0, 1]],
+                           body_velocities=[[-0.1, 0, 0, 0, 0, 0], [2 * t, 0, 0, 0, 0, 0]],
+                           joint_ids=[9], joint_positions=[t])
+            return c.step(t)
+
+        step(0.0)
+        step(0.02)
+        with pytest.raises(errors.ResourceExhausted, match="lidar 10"):
+            step(20.02)                                    # 5.8 M points: over the output
+        c.remove("sensor", 10)
+        out = {o.sensor_id: o for o in sensim.outputs(c.step(20.02))}
+    assert [out[i].frame for i in (1, 2, 3)] == [2, 2, 2]
+    assert out[1].value["acceleration"] == pytest.approx([2.0, 0.0, 9.80665], abs=1e-9)
+    assert out[2].value["speed"] == pytest.approx(1.0, rel=1e-9)
+    assert out[3].value["speed"] == pytest.approx(0.1, rel=1e-6)
+
+
+def test_an_oversized_step_is_refused_before_tracing(sensimd):
+    import time
+    with sensimd.client(timeout=300) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 20.0})
+        c.update_state(0.0)
+        c.step(0.0)
+        c.update_state(200.0)                     # 58 M points: 0.9 GB of outputs
+        t0 = time.monotonic()
+        with pytest.raises(errors.ResourceExhausted, match="Step.time"):
+            c.step(200.0)
+        assert time.monotonic() - t0 < 3.0
+    with open(f"/proc/{sensimd.proc.pid}/maps") as f:
+        if not any("libasan" in line for line in f):
+            assert _peak_rss_kib(sensimd.proc.pid) < 400 * 1024
