@@ -12,8 +12,12 @@
 #include "base/rng.h"
 #include "lidar/sweep.h"
 
-// Rays per pool task: 32 packets of 8 consecutive rays of the pattern.
-#define CHUNK 256u
+// Rays per pool task: 32 packets of 16 rays (tiles of 4 x 4 up to 128 rays per group).
+#define CHUNK 512u
+
+// Patterns with fewer rays per firing group are traced ray by ray across the groups (a VLP-16
+// fires 16 lasers at 16 elevations in a row).
+#define REGROUP_BELOW 32u
 
 // Rays per batch (times the returns per ray, bounded): the scratch is allocated once.
 #define BATCH_RETURNS 8192u
@@ -250,15 +254,18 @@ typedef struct batch_ctx {
 
 
 // Phase 1 of a chunk: rays (pattern, angle noise, pose at the firing time), their returns, and
-// the number of points they give. Rays are stored in trace order: firing order, except that a
-// pattern with small firing groups (a VLP-16 fires 16 lasers at 16 elevations in a row) is
-// traced laser by laser across the groups of the chunk, so that each packet holds neighbouring
-// rays. Each ray's result is a function of the ray alone, so the order changes only the speed.
+// the number of points they give. Rays are stored in trace order, in which every 16 rays make a
+// packet: firing order, except that a pattern with small firing groups (a VLP-16 fires 16
+// lasers at 16 elevations in a row) is traced laser by laser across the groups of the chunk,
+// and one with groups of 32 to 128 rays (a column of an OS1-128) in tiles of 4 rays of 4
+// consecutive groups (4 channels x 4 columns), so that each packet holds neighbouring rays.
+// Each ray's result is a function of the ray alone, so the order changes only the speed.
 static void trace_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
   uint32_t K = l->pat.nray;
-  int regroup = K > 1 && K < CHUNK / 8;
+  int regroup = K > 1 && K < REGROUP_BELOW;
+  int tiles = K >= REGROUP_BELOW && K <= CHUNK / 4 && K % 4 == 0;
   lidar_pattern_ray_t pr[CHUNK];
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * CHUNK;
@@ -273,7 +280,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
     // trace order: by position in the group, then group (a counting sort)
     uint32_t* slot = l->slot + i0;
     if (regroup) {
-      uint32_t count[CHUNK / 8 + 1] = {0};
+      uint32_t count[REGROUP_BELOW + 1] = {0};
       uint32_t k0 = (uint32_t)((b->first + i0) % K);
       for (size_t j = 0; j < m; j++) {
         count[(k0 + j) % K + 1]++;
@@ -283,6 +290,24 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       }
       for (size_t j = 0; j < m; j++) {
         slot[j] = count[(k0 + j) % K]++;
+      }
+    } else if (tiles) {
+      // ray j is ray (k0 + j) % K of the chunk's group (k0 + j) / K
+      size_t k0 = (size_t)((b->first + i0) % K);
+      size_t ng = (k0 + m + K - 1) / K;
+      uint32_t pos = 0;
+      for (size_t gb = 0; gb < ng; gb += 4) {
+        size_t ge = gb + 4 < ng ? gb + 4 : ng;
+        for (size_t kb = 0; kb < K; kb += 4) {
+          for (size_t g = gb; g < ge; g++) {
+            for (size_t k = kb; k < kb + 4; k++) {
+              size_t lin = g * K + k;
+              if (lin >= k0 && lin - k0 < m) {
+                slot[lin - k0] = pos++;
+              }
+            }
+          }
+        }
       }
     } else {
       for (size_t j = 0; j < m; j++) {

@@ -522,6 +522,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   uint32_t npr = (1u << p->depth) - 1u;             // heap nodes per ray
   uint32_t ncr = 2u * npr;                          // candidates per ray
   size_t chunk = NODE_BUDGET / npr < BATCH_RAYS ? NODE_BUDGET / npr : BATCH_RAYS;
+  chunk = chunk >= 16 ? chunk / 16 * 16 : chunk;   // whole packets of 16 (the caller's order)
   seg_t nodes[NODE_BUDGET];
   lidar_candidate_t cand[2 * NODE_BUDGET];
   scene_ray_t rays[NODE_BUDGET];
@@ -539,7 +540,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       rays[j] = b->rays[base + j];
       rays[j].tmax = tmax0;
     }
-    scene_trace_filtered(v->scene, rays, hits, m, b->filter);
+    scene_trace_filtered16(v->scene, rays, hits, m, b->filter);
     for (size_t j = 0; j < m; j++) {
       ray_ctx_t* r = &ctx[j];
       r->p = p;

@@ -687,10 +687,12 @@ int scene_commit(scene_t* s, err_msg_t* msg) {
 // everywhere; Embree runs 8-wide packets natively from AVX on. Packets are fixed index ranges
 // of the caller's array, so which rays share a packet never depends on the thread that traces
 // them.
-enum { LANES = 8 };
+// Packet widths: scene_trace's (8) and scene_trace_coherent16's (16).
+enum { LANES = 8, WIDE = 16 };
 
-// A packet in Embree's RTCRayHit8 layout, 20 fields of LANES lanes each (the ray: org xyz, tnear,
-// dir xyz, time, tfar, mask, id, flags; the hit: Ng xyz, u, v, primID, geomID, instID[0]).
+// A packet in Embree's RTCRayHit8 or RTCRayHit16 layout, 20 fields of W lanes each (the ray:
+// org xyz, tnear, dir xyz, time, tfar, mask, id, flags; the hit: Ng xyz, u, v, primID, geomID,
+// instID[0]).
 enum {
   F_ORG_X, F_ORG_Y, F_ORG_Z, F_TNEAR, F_DIR_X, F_DIR_Y, F_DIR_Z, F_TIME, F_TFAR, F_MASK, F_ID,
   F_FLAGS, F_NG_X, F_NG_Y, F_NG_Z, F_U, F_V, F_PRIM, F_GEOM, F_INST, F_COUNT
@@ -698,19 +700,21 @@ enum {
 
 typedef union packet {
   struct RTCRayHit8 rh;   // sizes and aligns the storage
-  float f[F_COUNT * LANES];
-  unsigned u[F_COUNT * LANES];
+  struct RTCRayHit16 rh16;
+  float f[F_COUNT * WIDE];
+  unsigned u[F_COUNT * WIDE];
 } packet_t;
 
 _Static_assert(sizeof(struct RTCRayHit8) == F_COUNT * LANES * sizeof(float), "RTCRayHit8 size");
+_Static_assert(sizeof(struct RTCRayHit16) == F_COUNT * WIDE * sizeof(float), "RTCRayHit16 size");
 
-// Index of lane k of a field in packet_t.f / packet_t.u.
-#define LANE(field, k) ((field) * LANES + (k))
+// Index of lane k of a field in packet_t.f / packet_t.u, for a packet of W lanes.
+#define LANE(field, k) ((field) * W + (k))
 
 
-// The hit of lane k of an intersected packet into out.
+// The hit of lane k of an intersected packet of W lanes into out.
 static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
-                            unsigned k, scene_hit_t* out) {
+                            unsigned W, unsigned k, scene_hit_t* out) {
   memset(out, 0, sizeof *out);
   out->distance = INFINITY;
   unsigned id = pk->u[LANE(F_INST, k)];
@@ -756,6 +760,9 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 // traced as a packet (about 8 degrees: a lidar's neighbouring rays are well inside it).
 #define PACKET_COHERENT_COS 0.99f
 
+// Farthest the origins of a 16-wide packet may be from its first one (per axis, m).
+#define PACKET_COHERENT_ORIGIN 0.1f
+
 
 // Up to LANES rays (1 <= n <= LANES) as one packet against the committed top level. A ray with
 // tmax <= 0 or NaN is a miss and takes no lane; unused lanes also get an empty interval
@@ -766,10 +773,12 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 // Embree traces with its single-ray traversal and the same kernels as the lane in a full
 // packet (rtcIntersect1 transforms rays into instances differently, so a ray would not get bit
 // for bit the hit it gets in a packet).
-static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* out, unsigned n) {
+// W is LANES (rtcIntersect8) or WIDE (rtcIntersect16); both give each lane the same floats.
+static inline void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* out,
+                                unsigned n, const unsigned W) {
   // rays (float); the time is clamped into the instances' [0, 1] range
-  _Alignas(32) int valid[LANES];
-  _Alignas(32) packet_t pk;
+  _Alignas(64) int valid[WIDE];
+  _Alignas(64) packet_t pk;
   float* f = pk.f;
   unsigned* u = pk.u;
   for (unsigned k = 0; k < n; k++) {
@@ -792,7 +801,7 @@ static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* ou
     u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
     u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
   }
-  for (unsigned k = n; k < LANES; k++) {
+  for (unsigned k = n; k < W; k++) {
     valid[k] = 0;
     for (unsigned fi = 0; fi < F_COUNT; fi++) {
       u[LANE(fi, k)] = 0;
@@ -818,9 +827,18 @@ static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* ou
     float c = f[LANE(F_DIR_X, k)] * f[LANE(F_DIR_X, j)] +
               f[LANE(F_DIR_Y, k)] * f[LANE(F_DIR_Y, j)] +
               f[LANE(F_DIR_Z, k)] * f[LANE(F_DIR_Z, j)];
-    coherent &= (c >= PACKET_COHERENT_COS) & (f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)]) &
-                (f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)]) &
-                (f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)]);
+    if (W == WIDE) {
+      // a lidar's tile: origins may move a little between its columns (a sensor on a vehicle);
+      // Embree's packet frustum spans the origins
+      coherent &= (c >= PACKET_COHERENT_COS) &
+                  (fabsf(f[LANE(F_ORG_X, k)] - f[LANE(F_ORG_X, j)]) <= PACKET_COHERENT_ORIGIN) &
+                  (fabsf(f[LANE(F_ORG_Y, k)] - f[LANE(F_ORG_Y, j)]) <= PACKET_COHERENT_ORIGIN) &
+                  (fabsf(f[LANE(F_ORG_Z, k)] - f[LANE(F_ORG_Z, j)]) <= PACKET_COHERENT_ORIGIN);
+    } else {
+      coherent &= (c >= PACKET_COHERENT_COS) & (f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)]) &
+                  (f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)]) &
+                  (f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)]);
+    }
   }
 
   // intersect
@@ -829,13 +847,21 @@ static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* ou
     rtcInitIntersectContext(&ctx);
     if (coherent) {
       ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-      rtcIntersect8(valid, s->top, &ctx, &pk.rh);
+      if (W == WIDE) {
+        rtcIntersect16(valid, s->top, &ctx, &pk.rh16);
+      } else {
+        rtcIntersect8(valid, s->top, &ctx, &pk.rh);
+      }
     } else {
-      _Alignas(32) int one[LANES] = {0};
+      _Alignas(64) int one[WIDE] = {0};
       for (unsigned k = 0; k < n; k++) {
         if (valid[k]) {
           one[k] = -1;
-          rtcIntersect8(one, s->top, &ctx, &pk.rh);
+          if (W == WIDE) {
+            rtcIntersect16(one, s->top, &ctx, &pk.rh16);
+          } else {
+            rtcIntersect8(one, s->top, &ctx, &pk.rh);
+          }
           one[k] = 0;
         }
       }
@@ -844,7 +870,7 @@ static void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* ou
 
   // hits
   for (unsigned k = 0; k < n; k++) {
-    hit_fill(s, &r[k], &pk, k, &out[k]);
+    hit_fill(s, &r[k], &pk, W, k, &out[k]);
   }
 }
 
@@ -856,11 +882,24 @@ void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, s
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   for (size_t i = 0; i < n; i += LANES) {
-    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < LANES ? n - i : LANES));
+    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < LANES ? n - i : LANES), LANES);
   }
   _mm_setcsr(csr);
 
   // Tracing threads share the scene read-only; the counter is the one field they write.
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
+}
+
+
+void scene_trace_coherent16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                            size_t n) {
+  unsigned csr = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  for (size_t i = 0; i < n; i += WIDE) {
+    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < WIDE ? n - i : WIDE), WIDE);
+  }
+  _mm_setcsr(csr);
   atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
 }
 
@@ -932,12 +971,30 @@ static bool excluded(const scene_filter_t* f, uint32_t object_id) {
 #define FILTER_BATCH 64
 #define FILTER_PASSES 16
 
+// The rays that hit an excluded object after a first trace, traced on (scene_trace_filtered).
+static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                        const scene_filter_t* f);
+
 void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
                           const scene_filter_t* f) {
   scene_trace(s, rays, hits, n);
-  if (!f || f->nexclude == 0) {
-    return;
+  if (f && f->nexclude != 0) {
+    filter_hits(s, rays, hits, n, f);
   }
+}
+
+
+void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                            size_t n, const scene_filter_t* f) {
+  scene_trace_coherent16(s, rays, hits, n);
+  if (f && f->nexclude != 0) {
+    filter_hits(s, rays, hits, n, f);
+  }
+}
+
+
+static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                        const scene_filter_t* f) {
 
   // each ray that hit an excluded object continues from just past the hit (a relative step
   // of 1e-6, at least 1 um), its distances measured along the original ray

@@ -128,6 +128,14 @@ typedef struct scene_hit {
 // Trace n rays. Thread: any, concurrently, after scene_commit. Counts rays_traced.
 void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n);
 
+// scene_trace for rays laid out by the caller in packets of 16 (rays 16 i .. 16 i + 15, e.g. a
+// lidar's tile of 4 channels x 4 columns): each packet whose origins lie within 0.1 m and whose
+// directions lie within about 8 degrees of its first is traced as one coherent 16-wide packet
+// (rtcIntersect16), others ray by ray. A ray's hit may differ from scene_trace's in the last
+// float bit (other packet kernels) but depends only on its packet. Thread: as scene_trace.
+void scene_trace_coherent16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                            size_t n);
+
 //---------------- Filtered tracing (what a sensor does not see)
 
 // Record the body an instance is mounted on (0 = the world; the default) and its group
@@ -152,6 +160,10 @@ typedef struct scene_filter {
 // f (= scene_trace). Thread: as scene_trace.
 void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
                           const scene_filter_t* f);
+
+// scene_trace_filtered whose first trace is scene_trace_coherent16's.
+void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                            size_t n, const scene_filter_t* f);
 
 void scene_counters(const scene_t* s, scene_counters_t* out);
 
