@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The Sensor Environment through the real daemon and the Python client: geometry, objects on
 moving bodies, the time line, raycasts against analytic answers, validation that changes
-nothing, named environments and retention (DESIGN.md sections 3-4, MODELS.md 10.7, 16.1)."""
+nothing, named environments and retention (docs/time.md, proto/README.md)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def test_body_at_constant_velocity_is_seen_at_each_ray_time(sensimd):
         moving_wall(c)
         times = np.array([0.0, 0.025, 0.05, 0.075, 0.1])
         hits = c.raycast(np.zeros((5, 3)), np.tile([1.0, 0, 0], (5, 1)), times=times)
-        # MODELS.md 16.1: the range of a ray fired at t is d0 - v t
+        # docs/time.md, "Interpolation inside a step": the range of a ray fired at t is d0 - v t
         np.testing.assert_allclose(hits.distances, 10 - 20 * times - 0.1, rtol=TOL)
         # without times the rays see the end of the interval
         assert ray(c, (0, 0, 0), (1, 0, 0)).distances == pytest.approx(7.9, rel=TOL)

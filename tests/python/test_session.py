@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Session behaviour of the real sensimd: handshake, info, ping, framing errors, limits,
-pipelining and shutdown (DESIGN.md section 3, proto/README.md)."""
+pipelining and shutdown (proto/README.md)."""
 
 from __future__ import annotations
 

@@ -61,7 +61,8 @@ void check_register(const char* name, check_fn_t fn);
                  fabs(a_ - b_), t_);                                  \
   } while (0)
 
-// Relative tolerance as in MODELS.md 13: |got - expected| <= rel * max(|expected|, floor).
+// Relative tolerance of the reference values (docs/README.md): |got - expected| <= rel *
+// max(|expected|, floor).
 #define ASSERT_KAT(got, expected, rel, floor_)                        \
   ASSERT_NEAR(got, expected, (rel) * fmax(fabs((double)(expected)), (floor_)))
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// ambient.c: ambient media (MODELS.md 3): the AGXUnity "Air" defaults, validation, and presets
-// that derive the six medium parameters from a visibility or a precipitation rate.
+// ambient.c: ambient media (docs/models/materials.md, "Ambient media"): the AGXUnity "Air"
+// defaults, validation, and presets that derive the six medium parameters from a visibility or
+// a precipitation rate.
 //
 // Presets at a lidar wavelength of 905 nm. Every preset first computes the extinction
 // coefficient alpha (1/m) from its input, then derives the atmospheric-return parameters from
@@ -11,7 +12,8 @@
 // 1. Clear air (visibility V): Koschmieder's law with the 5 % contrast threshold that defines
 //    the MOR (WMO Guide to Instruments and Methods of Observation, WMO-No. 8, Part I ch. 9):
 //      alpha = ln(20) / V.
-//    V = 7447.03 m gives AGXUnity's default air coefficient 0.000402272 1/m (MODELS.md KAT-A).
+//    V = 7447.03 m gives AGXUnity's default air coefficient 0.000402272 1/m (reference value in
+//    docs/models/materials.md, "Known-answer values").
 //    No wavelength correction: AGXUnity's air default is the plain Koschmieder value.
 //
 // 2. Fog (visibility V): Koschmieder scaled to 905 nm with the particle-size exponent q of
@@ -47,25 +49,25 @@
 //    sqrt(-ln(1 - 1.58899e-5)) = 0.1009 1/m. A detection needs the near-range backscatter to
 //    cross a threshold, so s grows faster than linearly with density and saturates at 1. The
 //    exponent 2 is the one that meets both anchors: the AGXUnity air default s = 1.58899e-5 at
-//    alpha = 0.000402272 (exactly), and s = 0.3 at MOR 50 m, a project choice (MODELS.md KAT-A
-//    uses s = 0.3 as a "fog-like" example value, without tying it to a visibility); this gives
+//    alpha = 0.000402272 (exactly), and s = 0.3 at MOR 50 m, a project choice (the reference
+//    values use s = 0.3 as a "fog-like" example, without tying it to a visibility); this gives
 //    0.297. It treats every hydrometeor with one backscatter-to-extinction ratio: a project
 //    calibration, not a derivation; override with a custom medium when measured.
 //  * Refractive index 1.000273 (air: the particles do not change the group index) and
-//    atmospheric backscatter rho_atm = 1/pi (MODELS.md 3.4).
+//    atmospheric backscatter rho_atm = 1/pi (docs/models/materials.md, "Ambient media").
 #include "material/ambient.h"
 
 #include <math.h>
 
 #include "material/check.h"
 
-// AGXUnity AmbientMaterial "Air" defaults (MODELS.md 3.4)
+// AGXUnity AmbientMaterial "Air" defaults (docs/models/materials.md, "Ambient media")
 #define AIR_ATTENUATION 0.000402272     // 1/m
 #define AIR_REFRACTIVE_INDEX 1.000273
 #define AIR_GAMMA_SHAPE 9.5
 #define AIR_GAMMA_SCALE 0.52            // m
 #define AIR_RETURN_SCALING 1.58899e-5
-#define AIR_BACKSCATTER (1.0 / M_PI)    // 1/sr (MODELS.md 3.4, this spec)
+#define AIR_BACKSCATTER (1.0 / M_PI)    // 1/sr (a project parameter, see docs/models/materials.md)
 
 #define LIDAR_WAVELENGTH_NM 905.0
 #define DB_PER_KM_TO_PER_M (M_LN10 / 1.0e4)  // 1 dB/km = ln(10)/10 Np/km = 2.3026e-4 1/m

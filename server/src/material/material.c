@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// material.c: surface materials (MODELS.md 2): AGXUnity defaults and validation of every
-// parameter range, with messages that name the wire field (e.g. "two_layer.diffuse_roughness").
+// material.c: surface materials (docs/models/materials.md): AGXUnity defaults and validation of
+// every parameter range, with messages that name the wire field (e.g.
+// "two_layer.diffuse_roughness").
 #include "material/material.h"
 
 #include "material/check.h"
@@ -15,7 +16,7 @@ surface_material_t material_default_lambertian(void) {
 
 
 surface_material_t material_default_two_layer(void) {
-  // [AGXU] LidarSurfaceMaterialGgxAndOrenNayar defaults (MODELS.md 2.4.1, 2.5)
+  // AGXUnity LidarSurfaceMaterialGgxAndOrenNayar defaults (docs/models/materials.md)
   surface_material_t m = {0};
   m.kind = MATERIAL_TWO_LAYER;
   m.reflectance = 0.8;
@@ -31,7 +32,7 @@ int material_validate(const surface_material_t* m, err_msg_t* msg) {
   int rc;
   switch (m->kind) {
     case MATERIAL_LAMBERTIAN:
-      // only C is used by a Lambertian surface (MODELS.md 2.2); other fields are ignored
+      // only C is used by a Lambertian surface; other fields are ignored
       return check_unit_interval("lambertian.reflectance", m->reflectance, msg);
 
     case MATERIAL_TWO_LAYER:

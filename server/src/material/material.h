@@ -8,12 +8,13 @@
 #include "base/err.h"
 #include "material/ambient.h"
 
-// Upper bounds of the roughnesses (MODELS.md 2.4.1 and 2.5 only say >= 0). An RMS facet slope
+// Upper bounds of the roughnesses (the sources only say >= 0; docs/models/materials.md,
+// "Parameters and ranges"). An RMS facet slope
 // of 10 (GGX alpha 14) is far rougher than any real surface, and a facet-angle standard
 // deviation cannot exceed 90 degrees; beyond them the formulas overflow to NaN.
 #define MATERIAL_MAX_SPECULAR_ROUGHNESS 10.0
 // Upper bound of both parts of the complex refractive index: real materials stay below about 10
-// at lidar wavelengths (aluminium 2.05 + 8.26i at 905 nm, MODELS.md 2.3).
+// at lidar wavelengths (aluminium 2.05 + 8.26i at 905 nm, Rakic 1995).
 #define MATERIAL_MAX_INDEX 100.0
 #define MATERIAL_MAX_DIFFUSE_ROUGHNESS 1.5707963267948966
 
@@ -35,7 +36,7 @@ typedef struct surface_material {
 surface_material_t material_default_lambertian(void);
 surface_material_t material_default_two_layer(void);
 
-// Check every parameter range of MODELS.md 2; ERR_INVAL naming the field (e.g.
+// Check every parameter range of docs/models/materials.md; ERR_INVAL naming the field (e.g.
 // "two_layer.diffuse_reflectance = 1.2 is outside [0, 1]").
 int material_validate(const surface_material_t* m, err_msg_t* msg) CHECKRET;
 

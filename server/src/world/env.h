@@ -64,7 +64,7 @@ const env_limits_t* env_get_limits(const env_t* e);
 #define ENV_MIN_SCALE 1e-6
 
 // Create an empty environment: no geometry, default material 0 (Lambertian 0.8), medium 0 =
-// air (MODELS.md 3.4), gravity (0, 0, -9.80665), no magnetic field, seed 0, objects
+// air (docs/models/materials.md), gravity (0, 0, -9.80665), no magnetic field, seed 0, objects
 // interpolated. dev: borrowed, must outlive the environment. pool: nullable (serial tracing).
 env_t* env_create(const char* name, const env_limits_t* limits, scene_device_t* dev,
                   pool_t* pool, err_msg_t* msg);
@@ -143,7 +143,7 @@ typedef struct env_settings {
 int env_set_settings(env_t* e, const env_settings_t* s, err_msg_t* msg) CHECKRET;
 
 // Magnetic flux density at world point p at the current state (uniform field + dipoles,
-// MODELS.md 16.4).
+// docs/models/imu.md, "Magnetometer").
 void env_magnetic_field(const env_t* e, const double p[3], double dest[3]);
 
 //---------------- Bodies, objects, joints

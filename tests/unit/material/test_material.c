@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // test_material.c: surface-material and ambient-medium defaults, every range check with its
-// message, the Koschmieder KAT (MODELS.md KAT-A) and the weather presets.
+// message, the Koschmieder reference values (docs/models/materials.md) and the weather presets.
 #include "material/material.h"
 
 #include <math.h>
@@ -166,7 +166,7 @@ TEST(ambient_validate_names_every_field) {
 
 
 TEST(ambient_koschmieder_matches_kat_a) {
-  // MODELS.md KAT-A, pass criterion of MODELS.md 13
+  // docs/models/materials.md, "Known-answer values" (KAT-A), with their pass criterion
   ASSERT_KAT(ambient_koschmieder(7447.03), 0.000402272083, 2e-8, 1e-3);
   ASSERT_KAT(ambient_koschmieder(50.0), 0.0599146455, 2e-8, 1e-3);
 
