@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// points.h: lidar point assembly (docs/models/lidar.md, "Point clouds"): which fields a point
+// points.h: lidar point assembly (docs/models/lidar.md, "Point fields"): which fields a point
 // carries and where they sit in its bytes, described like sensor_msgs/PointCloud2 (name, offset,
 // datatype, count, point_step, little-endian), so a client maps a cloud to a NumPy structured
 // array or a PointCloud2 without copying. A layout is either a list of field names (packed in

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // test_sweep.c: sweep time stepping: every ray fires in exactly one step whatever the steps,
 // batches stop at sweep ends, and the sensor pose at a ray's time is the body's interpolated
-// pose with the mount composed (known answers of docs/models/lidar.md, "Pose interpolation").
+// pose with the mount composed (known answers of docs/time.md, "Interpolation inside a step").
 #include <math.h>
 #include <stdlib.h>
 
