@@ -1248,3 +1248,33 @@ def test_an_oversized_step_is_refused_before_tracing(sensimd):
     with open(f"/proc/{sensimd.proc.pid}/maps") as f:
         if not any("libasan" in line for line in f):
             assert _peak_rss_kib(sensimd.proc.pid) < 400 * 1024
+
+
+def test_a_failed_step_rolls_the_lidar_back_bit_for_bit(sensimd):
+    # the same noisy revolutions with and without a step that fails in a later sensor while a
+    # sweep is half gathered
+    def clouds(fail):
+        with sensimd.client(environment=f"fail{fail}", timeout=60) as c:
+            c.set_environment(seed=3)
+            c.set_ambient("fog", visibility=20.0)
+            c.create_primitive(1, "sphere", radius=12.0)
+            c.create_object(1, geometry_id=1)
+            c.create_lidar(5, vlp16={"frequency": 10.0}, distance_noise={"stddev_base": 0.05},
+                           return_mode="dual")
+            if fail:
+                c.create_imu(6, accelerometer=True, sample_rate=1e6)
+            out = []
+            for t in (0.0, 0.05):
+                c.update_state(t)
+                out += c.lidar_clouds(c.step(t), 5)
+            c.update_state(0.25)
+            if fail:
+                with pytest.raises(errors.ResourceExhausted, match="imu 6"):
+                    c.step(0.25)
+                c.remove("sensor", 6)
+            out += c.lidar_clouds(c.step(0.25), 5)
+            return out
+
+    ref, got = clouds(False), clouds(True)
+    assert len(ref) == len(got) == 2
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, got))
