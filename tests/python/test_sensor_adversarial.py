@@ -1278,3 +1278,39 @@ def test_a_failed_step_rolls_the_lidar_back_bit_for_bit(sensimd):
     ref, got = clouds(False), clouds(True)
     assert len(ref) == len(got) == 2
     assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, got))
+
+
+def test_a_failed_step_leaves_noise_and_drift_streams_unchanged(sensimd):
+    # IMU with noise, spectral noise, turn-on bias, bias instability and random walk; noisy
+    # encoder and odometer: the same outputs with and without a step refused by a later lidar
+    def outputs(fail):
+        noise = {"x": 0.1, "y": 0.1, "z": 0.1}
+        with sensimd.client(environment=f"fail{fail}", timeout=60) as c:
+            c.set_environment(seed=3)
+            c.create_primitive(1, "sphere", radius=12.0)
+            c.create_object(1, geometry_id=1)
+            c.create_imu(1, gyroscope={"chain": {"noiseStddev": noise}},
+                         accelerometer={"chain": {"noiseStddev": noise,
+                                                  "spectralNoiseDensity": noise,
+                                                  "drift": {"biasInstability": 0.01,
+                                                            "biasCorrelationTime": 5,
+                                                            "randomWalk": 0.02,
+                                                            "turnOnBiasStddev": 0.1}}})
+            c.create_joint(2)
+            c.create_encoder(3, 2, noise_stddev=0.01)
+            c.create_odometer(4, 2, noise_stddev=0.01)
+            if fail:
+                c.create_lidar(10, vlp16={"frequency": 10.0})
+            out = []
+            for t, q in ((0.0, 0.0), (0.05, 0.05), (20.0, 1.0), (20.1, 1.1)):
+                c.update_state(t, joint_ids=[2], joint_positions=[q])
+                if fail and t == 20.0:
+                    with pytest.raises(errors.ResourceExhausted, match="lidar 10"):
+                        c.step(t)
+                    c.remove("sensor", 10)
+                out += [x.SerializeToString() for x in c.step(t).outputs if x.sensor_id < 10]
+            return out
+
+    ref, got = outputs(False), outputs(True)
+    assert len(ref) == 12
+    assert ref == got
