@@ -1314,3 +1314,19 @@ def test_a_failed_step_leaves_noise_and_drift_streams_unchanged(sensimd):
     ref, got = outputs(False), outputs(True)
     assert len(ref) == 12
     assert ref == got
+
+
+def test_a_cone_does_not_see_its_own_body(sensimd):
+    with sensimd.client() as c:
+        c.create_primitive(1, "sphere", radius=0.5)
+        c.create_body(2)
+        c.create_object(1, 1, body_id=2, local_pose=((3, 0, 0), (0, 0, 0, 1)))
+        c.create_object(2, 1, local_pose=((8, 0, 0), (0, 0, 0, 1)))
+        c.create_cone(3, body_id=2)
+        c.create_cone(4)
+        c.update_state(0.0)
+        out = by_sensor(c.step(0.0))
+    assert out[3][0].value["object_id"] == 2
+    assert out[3][0].value["range"] == pytest.approx(7.5, abs=1e-6)
+    assert out[4][0].value["object_id"] == 1
+    assert out[4][0].value["range"] == pytest.approx(2.5, abs=1e-6)
