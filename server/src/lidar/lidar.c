@@ -398,8 +398,10 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
       }
 
       // each return along the emission direction, in the chosen frame
-      double qc[4];
-      xform_quat_conj(mt->q, qc);
+      double qc[4] = {1.0, 0.0, 0.0, 0.0};
+      if (l->has_normal && !l->world_frame) {
+        xform_quat_conj(mt->q, qc);
+      }
       for (uint32_t k = 0; k < n; k++) {
         const lidar_return_t* r = &l->returns[i * l->maxret + k];
         double x = r->distance;
