@@ -1330,3 +1330,18 @@ def test_a_cone_does_not_see_its_own_body(sensimd):
     assert out[3][0].value["range"] == pytest.approx(7.5, abs=1e-6)
     assert out[4][0].value["object_id"] == 1
     assert out[4][0].value["range"] == pytest.approx(2.5, abs=1e-6)
+
+
+def test_sensor_sources_and_docs_cite_only_the_product_documentation():
+    # the protocol, the sensor models and their pages point users at docs/, not at internal
+    # working documents
+    import pathlib
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    paths = [repo / "proto/sensim/v1/sensim.proto", repo / "docs/time.md",
+             repo / "docs/frames.md"]
+    paths += sorted((repo / "docs/models").glob("*.md"))
+    for folder in ("lidar", "imu", "joint", "cone", "sensor"):
+        paths += sorted((repo / "server/src" / folder).glob("*.[ch]"))
+    bad = [str(p.relative_to(repo)) for p in paths
+           if "MODELS.md" in p.read_text(errors="replace")]
+    assert not bad
