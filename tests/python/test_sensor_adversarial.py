@@ -1345,3 +1345,20 @@ def test_sensor_sources_and_docs_cite_only_the_product_documentation():
     bad = [str(p.relative_to(repo)) for p in paths
            if "MODELS.md" in p.read_text(errors="replace")]
     assert not bad
+
+
+def test_negative_times(sensimd):
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_imu(6, accelerometer=True, sample_rate=100)
+        c.create_lidar(5, vlp16={"frequency": 10.0}, publish="per_step", fields=["ring"])
+        times, n = [], 0
+        for t in (-0.05, 0.0, 0.05):
+            c.update_state(t)
+            done = c.step(t)
+            times += [o.time for o in sensim.outputs(done) if o.sensor_id == 6]
+            n += sum(len(cl) for cl in c.lidar_clouds(done, 5))
+    np.testing.assert_allclose(times, np.arange(-4, 6) * 0.01, atol=1e-9)
+    assert n == sum(math.floor((0.1 - T_LASER * j) / T_SEQ) + 1 for j in range(16))
