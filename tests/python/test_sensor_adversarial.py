@@ -1362,3 +1362,30 @@ def test_negative_times(sensimd):
             n += sum(len(cl) for cl in c.lidar_clouds(done, 5))
     np.testing.assert_allclose(times, np.arange(-4, 6) * 0.01, atol=1e-9)
     assert n == sum(math.floor((0.1 - T_LASER * j) / T_SEQ) + 1 for j in range(16))
+
+
+def test_vlp16_vertical_offsets_follow_the_driver_formula(sensimd):
+    # origin offset o_v perpendicular to the beam: xy = r cos(e) - o_v sin(e),
+    # z = r sin(e) + o_v cos(e); in a sphere of radius R the range is sqrt(R^2 - o_v^2)
+    offsets = np.array([0.0112, -0.0007, 0.0097, -0.0022, 0.0081, -0.0037, 0.0066, -0.0051,
+                        0.0051, -0.0066, 0.0037, -0.0081, 0.0022, -0.0097, 0.0007, -0.0112])
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 10.0, "vertical_offsets": True},
+                       fields=["x", "y", "z", "distance", "ring", "elevation"])
+        clouds = []
+        for t in (0.0, 0.1, 0.2):
+            c.update_state(t)
+            clouds += c.lidar_clouds(c.step(t), 5)
+    cl = clouds[0]
+    p = xyz(cl)
+    ov = offsets[cl["ring"].astype(int)]
+    r = cl["distance"].astype(float)
+    e = cl["elevation"].astype(float)
+    np.testing.assert_allclose(np.linalg.norm(p, axis=1), 10.0, atol=3e-6)
+    np.testing.assert_allclose(r, np.sqrt(100.0 - ov ** 2), atol=2e-6)
+    np.testing.assert_allclose(np.hypot(p[:, 0], p[:, 1]), r * np.cos(e) - ov * np.sin(e),
+                               atol=2e-6)
+    np.testing.assert_allclose(p[:, 2], r * np.sin(e) + ov * np.cos(e), atol=2e-6)
