@@ -28,6 +28,7 @@
 #define VALUE_LIMIT (1u << 29)     // |R|, |A|, |E| below it: a residual never reaches 2^31
 #define STRIDE_SEARCH 512u         // largest stride detected
 #define STRIDE_SAMPLE 1024u        // points compared per candidate stride
+#define CODE_BLOCK 256u            // points whose codes are byte-shuffled together
 
 
 static inline uint32_t zigzag(uint32_t v) {
@@ -53,14 +54,6 @@ static inline int32_t round_i32(double v) {
 #else
   return (int32_t)(v + copysign(0.5, v));
 #endif
-}
-
-
-static inline uint32_t predict(const uint32_t* h, uint32_t i, uint32_t s) {
-  if (i >= 2 * s) {
-    return 2u * h[i - s] - h[i - 2 * s];
-  }
-  return i >= s ? h[i - s] : 0u;
 }
 
 
@@ -99,6 +92,13 @@ static inline float get_f32(const uint8_t* p) {
 }
 
 
+// A measured point: x, y, z (their bits) finite and not all zero (+0 or -0).
+static inline int measured(uint32_t bx, uint32_t by, uint32_t bz) {
+  return ((bx & 0x7F800000u) != 0x7F800000u) & ((by & 0x7F800000u) != 0x7F800000u) &
+         ((bz & 0x7F800000u) != 0x7F800000u) & (((bx | by | bz) & 0x7FFFFFFFu) != 0u);
+}
+
+
 // Cosines and sines of the angles met so far, by integer angle: a scan has few distinct
 // azimuths (one per column) and elevations (one per channel), so most points find theirs.
 #define TRIG_CACHE 4096u
@@ -125,21 +125,6 @@ static inline void trig(trig_cache_t* t, int32_t k, double step, double* c, doub
 }
 
 
-// The position a decoder rebuilds from the integers (the same expression in every decoder):
-// range = r rs, az = a as, el = e as; x = (range cos el) cos az, y = (range cos el) sin az,
-// z = range sin el, rounded to float32.
-static inline void rebuild(trig_cache_t* ta, trig_cache_t* te, int32_t r, int32_t a, int32_t e,
-                           double rs, double as, float out[3]) {
-  double range = (double)r * rs, ca, sa, ce, se;
-  trig(ta, a, as, &ca, &sa);
-  trig(te, e, as, &ce, &se);
-  double rc = range * ce;
-  out[0] = (float)(rc * ca);
-  out[1] = (float)(rc * sa);
-  out[2] = (float)(range * se);
-}
-
-
 // Byte offsets of a point that are not positions, in increasing order; returns their number.
 static uint32_t rest_offsets(uint32_t step, const uint32_t xyz[3], int has_pos, uint32_t* off) {
   uint32_t n = 0;
@@ -155,31 +140,92 @@ static uint32_t rest_offsets(uint32_t step, const uint32_t xyz[3], int has_pos, 
   return n;
 }
 
+// The angle of (u, v) in steps, found from a reference angle `ref` (steps) of cosine c and
+// sine s, the last angle of the point's channel: the sine of the angle between the two is
+// t = (v c - u s) / |(u, v)| (inv: 1 / |(u, v)|), and asin t = t + t^3/6 + 3 t^5/40 to within
+// 5 t^7/112 (3.5e-11 rad at |t| <= 0.05, a few millionths of a step). Returns 0 (*q not set)
+// when the point is not within 0.05 rad of the reference, when |(u, v)| is 0, or when the
+// result leaves [-lim, lim] (the range atan2 gives): the caller then uses atan2.
+static inline int near_angle(double u, double v, double inv, int32_t ref, double c, double s,
+                             double inv_step, int32_t lim, int32_t* q) {
+  double cc = u * c + v * s, t = (v * c - u * s) * inv;
+  if (!(cc > 0.0 && fabs(t) <= 0.05)) {
+    return 0;
+  }
+  double t2 = t * t;
+  double d = t + t * t2 * ((1.0 / 6.0) + t2 * (3.0 / 40.0));
+  int32_t r = ref + round_i32(d * inv_step);
+  if (r > lim || r < -lim) {
+    return 0;
+  }
+  *q = r;
+  return 1;
+}
 
-// The angle of (u, v) in steps. Near its prediction (the usual case in a scan) it is found
-// from the small angle between the two, atan(t) = t - t^3/3 for |t| <= 1e-3 (the next term,
-// below 2e-16 rad, is negligible); elsewhere from atan2.
-// *c, *s: the cosine and sine of the result, looked up when it differs from the prediction.
-static inline int32_t quantize_angle(trig_cache_t* t, double u, double v, uint32_t pred,
-                                     double step, double inv_step, double* c, double* s) {
-  int32_t p = as_i32(pred), q;
-  if (p > -(int32_t)VALUE_LIMIT && p < (int32_t)VALUE_LIMIT) {
-    trig(t, p, step, c, s);
-    double cc = u * *c + v * *s, ss = v * *c - u * *s;
-    if (cc > 0.0 && fabs(ss) <= 1e-3 * cc) {
-      double d = ss / cc;
-      d -= d * d * d * (1.0 / 3.0);
-      q = p + round_i32(d * inv_step);
-      if (q != p) {
-        trig(t, q, step, c, s);
-      }
-      return q;
+
+// Byte k (k = 0..3) of codes[i] into planes[k n + i], i < m.
+static void shuffle_codes(const uint32_t* codes, size_t m, uint8_t* planes, size_t n) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i lo = _mm_set1_epi32(0xFF);
+  for (; i + 16 <= m; i += 16) {
+    __m128i v[4];
+    for (int j = 0; j < 4; j++) {
+      v[j] = _mm_loadu_si128((const __m128i*)(const void*)(codes + i + 4 * j));
+    }
+    for (int k = 0; k < 4; k++) {
+      __m128i sh = _mm_cvtsi32_si128(8 * k);
+      __m128i a = _mm_packs_epi32(_mm_and_si128(_mm_srl_epi32(v[0], sh), lo),
+                                  _mm_and_si128(_mm_srl_epi32(v[1], sh), lo));
+      __m128i b = _mm_packs_epi32(_mm_and_si128(_mm_srl_epi32(v[2], sh), lo),
+                                  _mm_and_si128(_mm_srl_epi32(v[3], sh), lo));
+      _mm_storeu_si128((__m128i*)(void*)(planes + (size_t)k * n + i), _mm_packus_epi16(a, b));
     }
   }
-  q = round_i32(atan2(v, u) * inv_step);
-  trig(t, q, step, c, s);
-  return q;
+#endif
+  for (; i < m; i++) {
+    for (int k = 0; k < 4; k++) {
+      planes[(size_t)k * n + i] = (uint8_t)(codes[i] >> (8 * k));
+    }
+  }
 }
+
+
+// codes[i] from byte k (k = 0..3) at planes[k n + i], i < m: the inverse of shuffle_codes.
+static void unshuffle_codes(const uint8_t* planes, size_t m, uint32_t* codes, size_t n) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  for (; i + 16 <= m; i += 16) {
+    __m128i b[4];
+    for (int k = 0; k < 4; k++) {
+      b[k] = _mm_loadu_si128((const __m128i*)(const void*)(planes + (size_t)k * n + i));
+    }
+    __m128i l01 = _mm_unpacklo_epi8(b[0], b[1]), h01 = _mm_unpackhi_epi8(b[0], b[1]);
+    __m128i l23 = _mm_unpacklo_epi8(b[2], b[3]), h23 = _mm_unpackhi_epi8(b[2], b[3]);
+    __m128i w[4] = {_mm_unpacklo_epi16(l01, l23), _mm_unpackhi_epi16(l01, l23),
+                    _mm_unpacklo_epi16(h01, h23), _mm_unpackhi_epi16(h01, h23)};
+    for (int j = 0; j < 4; j++) {
+      _mm_storeu_si128((__m128i*)(void*)(codes + i + 4 * j), w[j]);
+    }
+  }
+#endif
+  for (; i < m; i++) {
+    codes[i] = (uint32_t)planes[i] | (uint32_t)planes[n + i] << 8 |
+               (uint32_t)planes[2 * n + i] << 16 | (uint32_t)planes[3 * n + i] << 24;
+  }
+}
+
+
+// The channel state of the encoder (the points i = k mod stride): the channel's last two
+// values of R, A, E (the second last equal to the last one after the channel's first point, so
+// that 2 last - second last is always the prediction), and its last measured angles with their
+// cosines and sines, from which the next point's angles are found.
+typedef struct chan_ref {
+  uint32_t h1[3], h2[3];
+  int32_t a, e;
+  int set;
+  double ca, sa, ce, se;
+} chan_ref_t;
 
 
 // Split the other bytes into uint32 words (4 offsets in a row starting at a multiple of 4: a
@@ -273,35 +319,38 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       xyz[k] = (uint32_t)c->xyz_offset[k];
     }
   }
+  // the detected stride is at most STRIDE_SEARCH: the channel states are allocated for it
+  uint32_t nchan = p->stride ? p->stride : STRIDE_SEARCH;
+  nchan = nchan < n ? nchan : (n ? n : 1);
+  uint32_t nsample = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
   size_t body_cap = (size_t)n * step + 12u * (size_t)n;
   uint8_t* body = mem_alloc(body_cap ? body_cap : 1);
-  uint32_t* h = has_pos ? mem_alloc(3u * (size_t)n * sizeof(uint32_t) + 1) : NULL;
-  uint8_t* valid = has_pos ? mem_alloc((size_t)n + 1) : NULL;
   uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
-  if (!body || (has_pos && (!h || !valid || !tc)) || !off) {
+  chan_ref_t* chan = has_pos ? mem_calloc(nchan, sizeof(chan_ref_t)) : NULL;
+  uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
+  if (!body || (has_pos && (!tc || !chan || !sample)) || !off) {
     mem_free(body);
-    mem_free(h);
-    mem_free(valid);
     mem_free(off);
     mem_free(tc);
+    mem_free(chan);
+    mem_free(sample);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
   double range_step = prec, angle_step = 0.0, err_max = 0.0;
   uint32_t stride = 1, nexc = 0;
+  uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
 
-  // classify the points and find the largest range
-  double rmax = 0.0;
+  // the largest range of a measured point, without a branch
+  double r2max = 0.0;
   for (uint32_t i = 0; has_pos && i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
-    float x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-    valid[i] = isfinite(x) && isfinite(y) && isfinite(z) && (x != 0.0f || y != 0.0f ||
-                                                           z != 0.0f);
-    if (valid[i]) {
-      double r = sqrt((double)x * x + (double)y * y + (double)z * z);
-      rmax = r > rmax ? r : rmax;
-    }
+    int v = measured(get_u32(pt + xyz[0]), get_u32(pt + xyz[1]), get_u32(pt + xyz[2]));
+    double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
+    double r2 = v ? x * x + y * y + z * z : 0.0;
+    r2max = r2 > r2max ? r2 : r2max;
   }
+  double rmax = sqrt(r2max);
 
   // a range beyond 2^29 steps cannot be coded: positions are then kept losslessly
   if (has_pos && rmax / range_step >= (double)(VALUE_LIMIT - 1)) {
@@ -310,9 +359,6 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       xyz[k] = NO_POSITIONS;
     }
   }
-  uint32_t* hr = h;
-  uint32_t* ha = h ? h + n : NULL;
-  uint32_t* he = h ? h + 2u * (size_t)n : NULL;
   if (has_pos) {
     angle_step = rmax > 0.0 ? prec / (2.0 * rmax) : prec;
     if (angle_step < M_PI / (double)(VALUE_LIMIT / 2)) {
@@ -320,73 +366,109 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     }
 
     const double inv_range = 1.0 / range_step, inv_angle = 1.0 / angle_step;
+    const int32_t lim = round_i32(M_PI * inv_angle);
 
     // the stride, from the elevations of the first points
     if (p->stride) {
       stride = p->stride;
     } else {
-      uint32_t m = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
-      for (uint32_t i = 0; i < m; i++) {
+      uint8_t* valid = (uint8_t*)(sample + nsample);
+      for (uint32_t i = 0; i < nsample; i++) {
         const uint8_t* pt = c->data + (size_t)i * step;
         double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-        he[i] = valid[i] ? (uint32_t)round_i32(atan2(z, sqrt(x * x + y * y)) * inv_angle) : 0u;
+        valid[i] = (uint8_t)measured(get_u32(pt + xyz[0]), get_u32(pt + xyz[1]),
+                                     get_u32(pt + xyz[2]));
+        sample[i] = valid[i] ? (uint32_t)round_i32(atan2(z, sqrt(x * x + y * y)) * inv_angle)
+                             : 0u;
       }
-      stride = detect_stride(he, valid, m);
+      stride = detect_stride(sample, valid, nsample);
     }
-    // residuals against the prediction; a miss takes the prediction as its values
-    uint8_t* planes = body;
-    for (uint32_t i = 0; i < n; i++) {
-      uint32_t pr = predict(hr, i, stride), pa = predict(ha, i, stride),
-               pe = predict(he, i, stride);
-      uint32_t cr, ca, ce;
-      if (valid[i]) {
-        // quantize (angles found relative to their predictions), and measure the error of
-        // what a decoder rebuilds
+    // quantize each measured point: the range by rounding, its angles from its channel's last
+    // ones (atan2 for the first of a channel or a point far from it); then the residuals
+    // against the prediction (a miss takes the prediction as its values) and the error of what
+    // a decoder rebuilds. Blocks of points: their codes byte-shuffled into the planes.
+    uint32_t k = 0;                          // channel of point i: i mod stride (below nchan)
+    int32_t last_a = 0;                      // the last azimuth looked up, its cosine and sine
+    double last_ca = 1.0, last_sa = 0.0;
+    for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
+      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
+      for (uint32_t j = 0; j < m; j++) {
+        const uint32_t i = i0 + j;
         const uint8_t* pt = c->data + (size_t)i * step;
-        double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-        double rxy = sqrt(x * x + y * y);
-        int32_t rq = round_i32(sqrt(x * x + y * y + z * z) * inv_range);
-        double ca_, sa_, ce_, se_;
-        int32_t aq = quantize_angle(tc, x, y, pa, angle_step, inv_angle, &ca_, &sa_);
-        int32_t eq = quantize_angle(tc + 1, rxy, z, pe, angle_step, inv_angle, &ce_, &se_);
-        hr[i] = (uint32_t)rq;
-        ha[i] = (uint32_t)aq;
-        he[i] = (uint32_t)eq;
-        float back[3];
-        double range = (double)rq * range_step, rc = range * ce_;
-        back[0] = (float)(rc * ca_);
-        back[1] = (float)(rc * sa_);
-        back[2] = (float)(range * se_);
-        double dx = back[0] - x, dy = back[1] - y, dz = back[2] - z;
-        double err = dx * dx + dy * dy + dz * dz;
-        err_max = err > err_max ? err : err_max;
-        cr = zigzag(hr[i] - pr) + 1u;
-        ca = zigzag(ha[i] - pa);
-        ce = zigzag(he[i] - pe);
-      } else {
-        const uint8_t* pt = c->data + (size_t)i * step;
-        uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
-        if ((bx | by | bz) == 0u) {
-          ca = KIND_ZERO;
-        } else if (bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u) {
-          ca = KIND_NAN;
-        } else {
-          ca = KIND_RAW;
-          uint8_t* ex = body + (size_t)n * step + 12u * (size_t)nexc++;
-          put_u32(ex, bx);
-          put_u32(ex + 4, by);
-          put_u32(ex + 8, bz);
+        chan_ref_t* ch = &chan[k];
+        uint32_t pred[3], val[3];
+        for (int t = 0; t < 3; t++) {
+          pred[t] = 2u * ch->h1[t] - ch->h2[t];
         }
-        cr = 0u;
-        ce = 0u;
-        hr[i] = pr;
-        ha[i] = pa;
-        he[i] = pe;
+        uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
+        if (measured(bx, by, bz)) {
+          double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
+          double rxy2 = x * x + y * y;
+          double rxy = sqrt(rxy2), r = sqrt(rxy2 + z * z);
+          int32_t rq = round_i32(r * inv_range), aq, eq;
+          double inv = 1.0 / (r * rxy);
+          if (!(ch->set &&
+                near_angle(x, y, r * inv, ch->a, ch->ca, ch->sa, inv_angle, lim, &aq))) {
+            aq = round_i32(atan2(y, x) * inv_angle);
+          }
+          if (!(ch->set &&
+                near_angle(rxy, z, rxy * inv, ch->e, ch->ce, ch->se, inv_angle, lim, &eq))) {
+            eq = round_i32(atan2(z, rxy) * inv_angle);
+          }
+          // the cosines and sines of the angles: the channel's when unchanged, the previous
+          // point's azimuth (a column shares it), else the caches
+          if (!(ch->set && aq == ch->a)) {
+            if (aq != last_a) {
+              trig(tc, aq, angle_step, &last_ca, &last_sa);
+              last_a = aq;
+            }
+            ch->a = aq;
+            ch->ca = last_ca;
+            ch->sa = last_sa;
+          }
+          if (!(ch->set && eq == ch->e)) {
+            trig(tc + 1, eq, angle_step, &ch->ce, &ch->se);
+            ch->e = eq;
+          }
+          ch->set = 1;
+          double range = (double)rq * range_step, rc = range * ch->ce;
+          float fx = (float)(rc * ch->ca), fy = (float)(rc * ch->sa), fz = (float)(range * ch->se);
+          double dx = fx - x, dy = fy - y, dz = fz - z;
+          double err = dx * dx + dy * dy + dz * dz;
+          err_max = err > err_max ? err : err_max;
+          val[0] = (uint32_t)rq;
+          val[1] = (uint32_t)aq;
+          val[2] = (uint32_t)eq;
+          cb[0][j] = zigzag(val[0] - pred[0]) + 1u;
+          cb[1][j] = zigzag(val[1] - pred[1]);
+          cb[2][j] = zigzag(val[2] - pred[2]);
+        } else {
+          if ((bx | by | bz) == 0u) {
+            cb[1][j] = KIND_ZERO;
+          } else if (bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u) {
+            cb[1][j] = KIND_NAN;
+          } else {
+            cb[1][j] = KIND_RAW;
+            uint8_t* ex = body + (size_t)n * step + 12u * (size_t)nexc++;
+            put_u32(ex, bx);
+            put_u32(ex + 4, by);
+            put_u32(ex + 8, bz);
+          }
+          cb[0][j] = 0u;
+          cb[2][j] = 0u;
+          for (int t = 0; t < 3; t++) {
+            val[t] = pred[t];
+          }
+        }
+        int first = i < stride;
+        for (int t = 0; t < 3; t++) {
+          ch->h2[t] = first ? val[t] : ch->h1[t];
+          ch->h1[t] = val[t];
+        }
+        k = k + 1 == stride ? 0 : k + 1;
       }
-      for (int k = 0; k < 4; k++) {
-        planes[(size_t)k * n + i] = (uint8_t)(cr >> (8 * k));
-        planes[(size_t)(4 + k) * n + i] = (uint8_t)(ca >> (8 * k));
-        planes[(size_t)(8 + k) * n + i] = (uint8_t)(ce >> (8 * k));
+      for (int t = 0; t < 3; t++) {
+        shuffle_codes(cb[t], m, body + 4u * (size_t)t * n + i0, n);
       }
     }
     err_max = sqrt(err_max);
@@ -404,15 +486,16 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
   for (uint32_t w = 0; w < nword; w++) {
     const uint8_t* base = c->data + woff[w];
-    uint8_t* planes = wp + 4u * (size_t)w * n;
     uint32_t prev_col = 0, col;
-    for (uint32_t i = 0; i < n; i++) {
-      uint32_t code = zigzag(get_u32(base + (size_t)i * step) -
-                             predict_word(base, i, stride, step, prev_col, &col));
-      prev_col = col;
-      for (int k = 0; k < 4; k++) {
-        planes[(size_t)k * n + i] = (uint8_t)(code >> (8 * k));
+    for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
+      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
+      for (uint32_t j = 0; j < m; j++) {
+        uint32_t i = i0 + j;
+        cb[0][j] = zigzag(get_u32(base + (size_t)i * step) -
+                          predict_word(base, i, stride, step, prev_col, &col));
+        prev_col = col;
       }
+      shuffle_codes(cb[0], m, wp + 4u * (size_t)w * n + i0, n);
     }
   }
   uint8_t* bp = wp + 4u * (size_t)nword * n;
@@ -440,10 +523,10 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   int rc = compress_zstd(p->level, body, (size_t)n * step + 12u * (size_t)nexc,
                          out + CODEC_QZSTD_HEADER_BYTES, cap - CODEC_QZSTD_HEADER_BYTES, &zlen);
   mem_free(body);
-  mem_free(h);
-  mem_free(valid);
   mem_free(off);
   mem_free(tc);
+  mem_free(chan);
+  mem_free(sample);
   if (rc) {
     return err_set(msg, rc, "zstd compression failed (%s)", err_str(rc));
   }
@@ -491,63 +574,81 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     return err_set(msg, ERR_PROTO, "header: %u exceptions for %u points", nexc, n);
   }
   size_t body_len = (size_t)n * step + 12u * (size_t)nexc;
+  uint32_t nchan = stride < n ? stride : (n ? n : 1);
   uint8_t* body = mem_alloc(body_len ? body_len : 1);
-  uint32_t* h = has_pos ? mem_alloc(3u * (size_t)n * sizeof(uint32_t) + 1) : NULL;
   uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
-  if (!body || (has_pos && (!h || !tc)) || !off) {
+  chan_ref_t* chan = has_pos ? mem_calloc(nchan, sizeof(chan_ref_t)) : NULL;
+  if (!body || (has_pos && (!tc || !chan)) || !off) {
     mem_free(body);
-    mem_free(h);
     mem_free(off);
     mem_free(tc);
+    mem_free(chan);
     return err_set(msg, ERR_NOMEM, "out of memory decoding %u points", n);
   }
   int rc = decompress_zstd(in + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES, body,
                            body_len, msg);
   uint32_t used = 0;
+  uint32_t cb[3][CODE_BLOCK];
   if (rc == 0 && has_pos) {
-    uint32_t* hr = h;
-    uint32_t* ha = h + n;
-    uint32_t* he = h + 2u * (size_t)n;
-    const uint8_t* planes = body;
-    for (uint32_t i = 0; i < n && rc == 0; i++) {
-      uint32_t cr = 0, ca = 0, ce = 0;
-      for (int k = 0; k < 4; k++) {
-        cr |= (uint32_t)planes[(size_t)k * n + i] << (8 * k);
-        ca |= (uint32_t)planes[(size_t)(4 + k) * n + i] << (8 * k);
-        ce |= (uint32_t)planes[(size_t)(8 + k) * n + i] << (8 * k);
+    uint32_t k = 0;                          // channel of point i: i mod stride (below nchan)
+    int32_t last_a = 0;                      // the last azimuth looked up, its cosine and sine
+    double last_ca = 1.0, last_sa = 0.0;
+    for (uint32_t i0 = 0; i0 < n && rc == 0; i0 += CODE_BLOCK) {
+      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
+      for (int t = 0; t < 3; t++) {
+        unshuffle_codes(body + 4u * (size_t)t * n + i0, m, cb[t], n);
       }
-      uint32_t pr = predict(hr, i, stride), pa = predict(ha, i, stride),
-               pe = predict(he, i, stride);
-      uint8_t* pt = out + (size_t)i * step;
-      if (cr != 0u) {
-        hr[i] = pr + unzigzag(cr - 1u);
-        ha[i] = pa + unzigzag(ca);
-        he[i] = pe + unzigzag(ce);
-        float v[3];
-        rebuild(tc, tc + 1, as_i32(hr[i]), as_i32(ha[i]), as_i32(he[i]), range_step, angle_step,
-                v);
-        for (int k = 0; k < 3; k++) {
-          memcpy(pt + xyz[k], &v[k], 4);
+      for (uint32_t j = 0; j < m && rc == 0; j++) {
+        const uint32_t i = i0 + j;
+        chan_ref_t* ch = &chan[k];
+        uint32_t val[3];
+        for (int t = 0; t < 3; t++) {
+          val[t] = 2u * ch->h1[t] - ch->h2[t];
         }
-        continue;
-      }
-      hr[i] = pr;
-      ha[i] = pa;
-      he[i] = pe;
-      uint32_t bits[3] = {0, 0, 0};
-      if (ca == KIND_NAN) {
-        bits[0] = bits[1] = bits[2] = 0x7FC00000u;
-      } else if (ca == KIND_RAW && used < nexc) {
-        const uint8_t* ex = body + (size_t)n * step + 12u * (size_t)used++;
-        for (int k = 0; k < 3; k++) {
-          bits[k] = get_u32(ex + 4 * k);
+        uint8_t* pt = out + (size_t)i * step;
+        uint32_t ca = cb[1][j];
+        if (cb[0][j] != 0u) {
+          val[0] += unzigzag(cb[0][j] - 1u);
+          val[1] += unzigzag(ca);
+          val[2] += unzigzag(cb[2][j]);
+          int32_t a = as_i32(val[1]), e = as_i32(val[2]);
+          if (a != last_a) {
+            trig(tc, a, angle_step, &last_ca, &last_sa);
+            last_a = a;
+          }
+          if (!(ch->set && e == ch->e)) {
+            trig(tc + 1, e, angle_step, &ch->ce, &ch->se);
+            ch->e = e;
+            ch->set = 1;
+          }
+          double range = (double)as_i32(val[0]) * range_step, rc_ = range * ch->ce;
+          float v[3] = {(float)(rc_ * last_ca), (float)(rc_ * last_sa), (float)(range * ch->se)};
+          for (int t = 0; t < 3; t++) {
+            memcpy(pt + xyz[t], &v[t], 4);
+          }
+        } else {
+          uint32_t bits[3] = {0, 0, 0};
+          if (ca == KIND_NAN) {
+            bits[0] = bits[1] = bits[2] = 0x7FC00000u;
+          } else if (ca == KIND_RAW && used < nexc) {
+            const uint8_t* ex = body + (size_t)n * step + 12u * (size_t)used++;
+            for (int t = 0; t < 3; t++) {
+              bits[t] = get_u32(ex + 4 * t);
+            }
+          } else if (ca != KIND_ZERO) {
+            rc = err_set(msg, ERR_PROTO, "point %u: miss kind %u is not valid", i, ca);
+          }
+          for (int t = 0; t < 3; t++) {
+            put_u32(pt + xyz[t], bits[t]);
+          }
         }
-      } else if (ca != KIND_ZERO) {
-        rc = err_set(msg, ERR_PROTO, "point %u: miss kind %u is not valid", i, ca);
-      }
-      for (int k = 0; k < 3; k++) {
-        put_u32(pt + xyz[k], bits[k]);
+        int first = i < stride;
+        for (int t = 0; t < 3; t++) {
+          ch->h2[t] = first ? val[t] : ch->h1[t];
+          ch->h1[t] = val[t];
+        }
+        k = k + 1 == stride ? 0 : k + 1;
       }
     }
     if (rc == 0 && used != nexc) {
@@ -562,16 +663,16 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     const uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
     for (uint32_t w = 0; w < nword; w++) {
       uint8_t* base = out + woff[w];
-      const uint8_t* planes = wp + 4u * (size_t)w * n;
       uint32_t prev_col = 0, col;
-      for (uint32_t i = 0; i < n; i++) {
-        uint32_t code = 0;
-        for (int k = 0; k < 4; k++) {
-          code |= (uint32_t)planes[(size_t)k * n + i] << (8 * k);
+      for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
+        uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
+        unshuffle_codes(wp + 4u * (size_t)w * n + i0, m, cb[0], n);
+        for (uint32_t j = 0; j < m; j++) {
+          uint32_t i = i0 + j;
+          uint32_t pred = predict_word(base, i, stride, step, prev_col, &col);
+          prev_col = col;
+          put_u32(base + (size_t)i * step, pred + unzigzag(cb[0][j]));
         }
-        uint32_t pred = predict_word(base, i, stride, step, prev_col, &col);
-        prev_col = col;
-        put_u32(base + (size_t)i * step, pred + unzigzag(code));
       }
     }
     const uint8_t* bp = wp + 4u * (size_t)nword * n;
@@ -584,8 +685,8 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     }
   }
   mem_free(body);
-  mem_free(h);
   mem_free(off);
   mem_free(tc);
+  mem_free(chan);
   return rc;
 }
