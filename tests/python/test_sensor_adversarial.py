@@ -1389,3 +1389,19 @@ def test_vlp16_vertical_offsets_follow_the_driver_formula(sensimd):
     np.testing.assert_allclose(np.hypot(p[:, 0], p[:, 1]), r * np.cos(e) - ov * np.sin(e),
                                atol=2e-6)
     np.testing.assert_allclose(p[:, 2], r * np.sin(e) + ov * np.cos(e), atol=2e-6)
+
+
+def test_ouster_beam_origin_offset_points_lie_on_the_surface(sensimd):
+    # beams leave from n (cos phi, sin phi, 0): the points are still on the sphere
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, ouster={"channels": 32, "columns": 512, "frequency": 10.0,
+                                  "lidar_origin_to_beam_origin": 0.015806},
+                       fields=["x", "y", "z"])
+        clouds = []
+        for t in (0.0, 0.1, 0.2):
+            c.update_state(t)
+            clouds += c.lidar_clouds(c.step(t), 5)
+    np.testing.assert_allclose(np.linalg.norm(xyz(clouds[0]), axis=1), 10.0, atol=3e-6)
