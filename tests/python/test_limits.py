@@ -183,7 +183,7 @@ def test_a_vanished_client_cancels_its_raycast(sensimd):
     time.sleep(0.5)
     c._sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     c.close()  # with SO_LINGER 0: a reset, not an orderly close
-    # the one environment thread is free again soon: another environment is served
+    # the cancelled raycast ends soon: another environment is served
     with sensimd.client(environment="light", timeout=30) as other:
         t0 = time.monotonic()
         other.create_primitive(1, "sphere", radius=1.0)

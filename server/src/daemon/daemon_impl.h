@@ -18,6 +18,7 @@
 #include "daemon/streams.h"
 #include "net/outbox.h"
 #include "net/server.h"
+#include "net/session.h"
 #include "net/wire.h"
 #include "scene/scene.h"
 

@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "codec/codec.h"
 #include "net/server.h"
+#include "net/session.h"
 #include "net/wire.h"
 #include "net/wire_stream.h"
 #include "sensor/sensor.h"

@@ -1,25 +1,21 @@
 // SPDX-License-Identifier: MIT
-// server.h: the TCP transport (libuv): a listener and its sessions. A session turns the byte
-// stream into frames (net/frame.h) and hands each to the owner's hooks; it queues outgoing
-// frames, caps its unsent output, and closes after flushing when asked to. It also enforces the
-// connection deadlines (handshake, idle, partial frame, write progress) and the daemon-wide
-// budget of bytes held for all connections (input buffers, unsent output, and what the owner
-// declares with server_hold).
+// server.h: the TCP transport (libuv): a listener and its sessions (net/session.h). The
+// listener accepts connections and hands each session's frames and events to the owner's
+// hooks. It enforces the connection deadlines (handshake, idle, partial frame, write progress)
+// and the daemon-wide budget of bytes held for all connections (input buffers, unsent output,
+// and what the owner declares with server_hold).
 //
-// Thread: loop thread only, except session_retain/session_release which the loop thread also
-// calls on behalf of jobs.
+// Thread: loop thread only.
 #ifndef SENSIM_NET_SERVER_H_
 #define SENSIM_NET_SERVER_H_
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/buf.h"
 #include "base/err.h"
-#include "net/shared_buf.h"
+#include "net/session.h"
 
 typedef struct server server_t;
-typedef struct session session_t;
 struct uv_loop_s;
 
 typedef struct server_hooks {
@@ -101,58 +97,5 @@ void server_get_stats(const server_t* srv, server_stats_t* out);
 // waiting for execution) against max_held_bytes. Held bytes are never refused: they make room
 // for fewer new frames.
 void server_hold(server_t* srv, int64_t delta);
-
-//---------------- Sessions
-
-// Queue one frame: writes the 4-byte header and the payload. Takes ownership of payload
-// (a mem_alloc'ed buffer of len bytes). Sessions that are closing drop it. A frame larger than
-// max_frame_bytes or max_queue_bytes, or one that does not fit the memory budget now, is
-// dropped and reported to on_send_refused; when the session's unsent output would exceed
-// max_queue_bytes the session is closed (logged).
-void session_send(session_t* s, uint8_t* payload, size_t len);
-
-// Longest prefix of session_send_stream.
-#define SESSION_STREAM_PREFIX_MAX 16u
-
-// Queue one shared frame (net/shared_buf.h) preceded by `prefix` (<= SESSION_STREAM_PREFIX_MAX
-// bytes, copied), both under one length header: the frame is prefix + the buffer's payload. A
-// reference is held until the write completes. Not subject to max_queue_bytes: the owner
-// bounds its streams itself and gives the next frame on on_stream_drained. Dropped when the
-// session is closing (0 returned: nothing to wait for); ERR_NOMEM closes the session.
-int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
-                        size_t prefix_len);
-
-// Stream bytes handed to the kernel writer and not yet written (0: give the next frame).
-uint64_t session_stream_bytes(const session_t* s);
-
-// The handshake succeeded: frames up to max_frame_bytes are accepted from now on and the
-// handshake deadline no longer applies.
-void session_set_ready(session_t* s);
-
-// Close after every queued frame has been written and the peer has ended its stream (input
-// that arrives meanwhile is discarded), or after 5 s in which nothing moves.
-void session_close(session_t* s);
-
-int session_is_closing(const session_t* s);
-
-// Stop / resume reading (back-pressure from the owner's work queue).
-void session_pause(session_t* s);
-void session_resume(session_t* s);
-
-// Keep the session's memory alive past its close (for work queued on its behalf).
-void session_retain(session_t* s);
-void session_release(session_t* s);
-
-// Owner data.
-void session_set_data(session_t* s, void* data);
-void* session_data(const session_t* s);
-
-uint64_t session_id(const session_t* s);
-
-// Peer address as text ("127.0.0.1:51234").
-const char* session_peer(const session_t* s);
-
-// Bytes queued for writing and not yet written.
-uint64_t session_queued_bytes(const session_t* s);
 
 #endif  // SENSIM_NET_SERVER_H_

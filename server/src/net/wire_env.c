@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // wire_env.c: translation of environment requests (scene, materials, media, settings,
 // bodies, objects, joints, state, step, raycast) from protobuf-c messages into core calls, and
-// of their results into replies. Runs on the environment thread.
+// of their results into replies. Runs on an executor, one request of an environment at a time.
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>

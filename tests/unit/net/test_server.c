@@ -10,6 +10,7 @@
 #include "base/mem.h"
 #include "check.h"
 #include "net/frame.h"
+#include "net/session.h"
 
 #define MAX_SESSIONS 8
 #define MAX_CLIENTS 4

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// server_impl.h: the state of the listener and of its sessions, shared by net/server.c (the
+// listener, the deadline timer, the budget of held bytes) and net/session.c (one connection).
+// Private to those two files.
+//
+// Thread: loop thread.
+#ifndef SENSIM_NET_SERVER_IMPL_H_
+#define SENSIM_NET_SERVER_IMPL_H_
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "base/list.h"
+#include "net/frame.h"
+#include "net/server.h"
+#include "net/session.h"
+
+struct session {
+  uv_tcp_t tcp;              // must stay first: handle callbacks cast back to the session
+  server_t* srv;
+  list_node_t node;          // in srv->sessions
+  frame_reader_t reader;
+  uint64_t id;
+  uint64_t queued;           // bytes handed to uv_write and not yet completed
+  uint64_t stream_queued;    // of which stream frames (session_send_stream)
+  int refs;                  // 1 for the open handle + 1 per retain
+  int closing;
+  int reading;
+  int paused;
+  uv_shutdown_t shutdown;
+  uv_timer_t linger;         // bounds how long a closing session may wait for its peer
+  int eof;                   // the peer shut down its sending side
+  int shut;                  // our shutdown is done: every queued byte went to the kernel
+  int ready;                 // session_set_ready: the handshake succeeded
+  int substituting;          // inside on_send_refused: its substitute bypasses the limits
+  int in_frame;              // a partial frame is buffered since frame_ms
+  int left;                  // no longer counted in srv->nlive
+  uint64_t in_held;          // bytes of the reader counted in srv->held
+  uint64_t sent_total;       // bytes ever handed to uv_write
+  uint64_t progress_mark;    // bytes handed to the kernel at progress_ms
+  uint64_t opened_ms;        // loop times (uv_now)
+  uint64_t active_ms;        // last byte read or write completed
+  uint64_t frame_ms;         // first byte of the partial frame (or last frame completed)
+  uint64_t progress_ms;
+  void* data;
+  char peer[64];
+};
+
+struct server {
+  uv_loop_t* loop;
+  uv_tcp_t listener;
+  server_limits_t limits;
+  server_hooks_t hooks;
+  list_t sessions;
+  uv_timer_t tick;           // deadline checks; initialized when the listener is
+  int ticking;
+  uint64_t held;             // bytes counted against limits.max_held_bytes
+  uint64_t timed_out;
+  uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
+  uint64_t next_id;
+  int port;
+  int closed;
+};
+
+// Accept a pending connection of srv's listener into a new session; the on_open hook accepts
+// or refuses it.
+void session_accept(server_t* srv);
+
+// Close now, without waiting for the peer to take what is queued (a reset, a failed write,
+// the server closing).
+void session_close_now(session_t* s);
+
+// Close s when one of its deadlines has passed at loop time now (ms), with a status frame
+// through on_stream_error when the peer can still read one.
+void session_check_deadlines(session_t* s, uint64_t now);
+
+#endif  // SENSIM_NET_SERVER_IMPL_H_

@@ -1,0 +1,633 @@
+// SPDX-License-Identifier: MIT
+// session.c: one connection of the listener (net/server.c). Reads accumulate in a frame
+// reader; writes are owned by their request and freed in the write callback; a session closed
+// from inside its own callback is only marked, and freed when both its handle is closed and no
+// job holds it. The listener's timer checks each session's deadlines here.
+#include "net/session.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
+#include "base/list.h"
+#include "base/log.h"
+#include "base/mem.h"
+#include "net/frame.h"
+#include "net/server_impl.h"
+
+// How long a closing session waits for its peer to take the last replies.
+#define SESSION_LINGER_MS 5000
+
+typedef struct session_write {
+  uv_write_t req;
+  session_t* s;
+  uint8_t header[FRAME_HEADER_BYTES];
+  uint8_t* payload;
+  size_t len;                // bytes after the header
+  shared_buf_t* shared;      // a stream frame (then payload is NULL)
+  uint8_t prefix[SESSION_STREAM_PREFIX_MAX];
+} session_write_t;
+
+
+void session_release(session_t* s) {
+  if (--s->refs > 0) {
+    return;
+  }
+  frame_reader_close(&s->reader);
+  mem_free(s);
+}
+
+
+// Count the reader's memory, or the frame it is receiving when that is larger, against the
+// budget. ERR_LIMIT (msg filled, nothing counted) when a frame in progress does not fit.
+static int account_input(session_t* s, err_msg_t* msg) {
+  server_t* srv = s->srv;
+  uint64_t want = frame_reader_expected(&s->reader);
+  uint64_t mem = frame_reader_memory(&s->reader);
+  uint64_t now = want > mem ? want : mem;
+  uint64_t others = srv->held - s->in_held;
+  if (want > s->in_held && srv->limits.max_held_bytes &&
+      others + now > srv->limits.max_held_bytes) {
+    return err_set(msg, ERR_LIMIT,
+                   "a frame of %llu bytes does not fit the daemon's memory budget now "
+                   "(%llu of max_held_bytes %llu held for all connections)",
+                   (unsigned long long)want, (unsigned long long)others,
+                   (unsigned long long)srv->limits.max_held_bytes);
+  }
+  srv->held = others + now;
+  s->in_held = now;
+  return 0;
+}
+
+
+static void on_linger_closed(uv_handle_t* h) {
+  session_release(h->data);
+}
+
+
+static void on_session_closed(uv_handle_t* h) {
+  session_t* s = (session_t*)h;
+  server_t* srv = s->srv;
+  list_remove(&s->node);
+  if (srv->hooks.on_close) {
+    srv->hooks.on_close(srv->hooks.user, s);
+  }
+
+  // input nobody will read is released now, not when the last job lets go of the session
+  frame_reader_close(&s->reader);
+  srv->held -= s->in_held;
+  s->in_held = 0;
+
+  // the session's memory goes with its last handle
+  uv_close((uv_handle_t*)&s->linger, on_linger_closed);
+}
+
+
+static void on_linger(uv_timer_t* t) {
+  session_t* s = t->data;
+  LOG_DEBUG("session %llu: peer did not take its last %llu bytes in time; closing",
+            (unsigned long long)s->id, (unsigned long long)s->queued);
+  session_close_now(s);
+}
+
+
+// The session's slot is free from the moment it starts closing: a reset peer's slot goes at
+// once, and a lingering close (bounded by its timer) does not keep a client out.
+static void leave(session_t* s) {
+  if (!s->left) {
+    s->left = 1;
+    s->srv->nlive--;
+  }
+}
+
+
+void session_close_now(session_t* s) {
+  if (uv_is_closing((uv_handle_t*)&s->tcp)) {
+    return;
+  }
+  leave(s);
+  s->closing = 1;
+  uv_close((uv_handle_t*)&s->tcp, on_session_closed);
+}
+
+
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf);
+static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out);
+
+
+static void on_shutdown(uv_shutdown_t* req, int status) {
+  session_t* s = (session_t*)req->handle;
+  s->shut = 1;
+
+  // Closing a socket with unread input resets the connection, and a reset throws away the
+  // replies the kernel has not delivered yet: wait for the peer's end of stream (a lingering
+  // close), bounded by the linger timer.
+  if (status < 0 || s->eof) {
+    session_close_now(s);
+  }
+}
+
+
+void session_close(session_t* s) {
+  if (s->closing) {
+    return;
+  }
+  leave(s);
+  s->closing = 1;
+  s->paused = 0;
+
+  // keep reading (and discarding) until the peer's end of stream
+  if (!s->eof && !s->reading &&
+      uv_read_start((uv_stream_t*)&s->tcp, on_alloc, on_read) == 0) {
+    s->reading = 1;
+  }
+
+  // shutdown completes after every queued write; a peer that stops reading or never closes
+  // would keep the session forever: the linger timer bounds the wait while nothing moves
+  if (uv_shutdown(&s->shutdown, (uv_stream_t*)&s->tcp, on_shutdown) != 0) {
+    session_close_now(s);
+    return;
+  }
+  uv_timer_start(&s->linger, on_linger, SESSION_LINGER_MS, 0);
+}
+
+
+int session_is_closing(const session_t* s) {
+  return s->closing;
+}
+
+
+static void on_write(uv_write_t* req, int status) {
+  session_write_t* w = (session_write_t*)req;
+  session_t* s = w->s;
+  s->queued -= FRAME_HEADER_BYTES + w->len;
+  s->srv->held -= FRAME_HEADER_BYTES + w->len;
+  s->active_ms = uv_now(s->srv->loop);
+
+  // a closing session that still makes progress is not cut off: the linger time is idle time
+  if (s->closing && status == 0 && !uv_is_closing((uv_handle_t*)&s->tcp)) {
+    uv_timer_start(&s->linger, on_linger, SESSION_LINGER_MS, 0);
+  }
+  if (status < 0 && status != UV_ECANCELED && !s->closing) {
+    LOG_DEBUG("session %llu: write failed: %s", (unsigned long long)s->id, uv_strerror(status));
+    session_close_now(s);
+  }
+  mem_free(w->payload);
+  if (w->shared) {
+    shared_buf_release(w->shared);
+    s->stream_queued -= FRAME_HEADER_BYTES + w->len;
+    if (s->srv->hooks.on_stream_drained && !s->closing) {
+      s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
+    }
+  }
+  mem_free(w);
+  session_release(s);
+}
+
+
+// A frame that cannot be queued: the owner may send a short substitute (a status naming the
+// limit). When the peer does not read its replies, no status could reach it: the session is
+// closed at once and the reason logged.
+static void refuse_send(session_t* s, uint8_t* payload, size_t len, int close_after,
+                        const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void refuse_send(session_t* s, uint8_t* payload, size_t len, int close_after,
+                        const char* fmt, ...) {
+  server_t* srv = s->srv;
+  err_msg_t msg;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg.text, sizeof(msg.text), fmt, ap);
+  va_end(ap);
+  if (close_after) {
+    LOG_WARN("session %llu (%s): %s; closing", (unsigned long long)s->id, s->peer, msg.text);
+    mem_free(payload);
+    session_close_now(s);
+    return;
+  }
+  LOG_DEBUG("session %llu (%s): %s", (unsigned long long)s->id, s->peer, msg.text);
+  if (srv->hooks.on_send_refused) {
+    s->substituting = 1;
+    srv->hooks.on_send_refused(srv->hooks.user, s, payload, len, ERR_LIMIT, msg.text);
+    s->substituting = 0;
+  }
+  mem_free(payload);
+}
+
+
+void session_send(session_t* s, uint8_t* payload, size_t len) {
+  // after session_close the stream is shut down: uv_write would fail with EPIPE and
+  // session_close_now would cancel the frames still queued ahead of the shutdown
+  if (s->closing) {
+    mem_free(payload);
+    return;
+  }
+  server_t* srv = s->srv;
+  const server_limits_t* lim = &srv->limits;
+  uint64_t total = FRAME_HEADER_BYTES + (uint64_t)len;
+  if (s->substituting && len <= SERVER_SUBSTITUTE_BYTES) {
+    // the substitute for a refused frame: short, and the only way to say why
+  } else if (len > lim->max_frame_bytes) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes would exceed max_frame_bytes %u",
+                len, lim->max_frame_bytes);
+    return;
+  } else if (total > lim->max_queue_bytes ||
+             (lim->max_held_bytes && total > lim->max_held_bytes)) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes can never fit max_queue_bytes %llu "
+                "or max_held_bytes %llu", len, (unsigned long long)lim->max_queue_bytes,
+                (unsigned long long)lim->max_held_bytes);
+    return;
+  } else if (s->queued + total > lim->max_queue_bytes) {
+    refuse_send(s, payload, len, 1, "%llu bytes of replies are not read by the peer; a reply "
+                "of %zu more would exceed max_queue_bytes %llu", (unsigned long long)s->queued,
+                len, (unsigned long long)lim->max_queue_bytes);
+    return;
+  } else if (lim->max_held_bytes && srv->held + total > lim->max_held_bytes) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes does not fit the daemon's memory "
+                "budget now (%llu of max_held_bytes %llu held for all connections)", len,
+                (unsigned long long)srv->held, (unsigned long long)lim->max_held_bytes);
+    return;
+  }
+  session_write_t* w = mem_alloc(sizeof(*w));
+  if (!w) {
+    mem_free(payload);
+    session_close_now(s);
+    return;
+  }
+  w->s = s;
+  w->payload = payload;
+  w->len = len;
+  w->shared = NULL;
+  frame_write_header(w->header, (uint32_t)len);
+  uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
+                      uv_buf_init((char*)payload, (unsigned)len)};
+  if (s->queued == 0) {
+    // the write-progress deadline counts from the moment output starts to wait
+    s->progress_ms = uv_now(srv->loop);
+    s->progress_mark = s->sent_total;
+  }
+  s->refs++;
+  s->queued += total;
+  s->sent_total += total;
+  srv->held += total;
+  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 2, on_write);
+  if (rc != 0) {
+    s->queued -= total;
+    s->sent_total -= total;
+    srv->held -= total;
+    s->refs--;
+    mem_free(payload);
+    mem_free(w);
+    session_close_now(s);
+  }
+}
+
+
+int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
+                        size_t prefix_len) {
+  if (s->closing) {
+    return 0;
+  }
+  server_t* srv = s->srv;
+  session_write_t* w = mem_calloc(1, sizeof(*w));
+  if (!w || prefix_len > SESSION_STREAM_PREFIX_MAX) {
+    mem_free(w);
+    session_close_now(s);
+    return ERR_NOMEM;
+  }
+  w->s = s;
+  w->shared = shared_buf_retain(b);
+  w->len = prefix_len + shared_buf_len(b);
+  memcpy(w->prefix, prefix, prefix_len);
+  frame_write_header(w->header, (uint32_t)w->len);
+  uv_buf_t bufs[3] = {
+      uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
+      uv_buf_init((char*)w->prefix, (unsigned)prefix_len),
+      uv_buf_init((char*)shared_buf_frame(b) + FRAME_HEADER_BYTES, (unsigned)shared_buf_len(b))};
+  uint64_t total = FRAME_HEADER_BYTES + (uint64_t)w->len;
+  if (s->queued == 0) {
+    s->progress_ms = uv_now(srv->loop);
+    s->progress_mark = s->sent_total;
+  }
+  s->refs++;
+  s->queued += total;
+  s->stream_queued += total;
+  s->sent_total += total;
+  srv->held += total;
+  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 3, on_write);
+  if (rc != 0) {
+    s->queued -= total;
+    s->stream_queued -= total;
+    s->sent_total -= total;
+    srv->held -= total;
+    s->refs--;
+    shared_buf_release(w->shared);
+    mem_free(w);
+    session_close_now(s);
+    return ERR_NOMEM;
+  }
+  return 0;
+}
+
+
+uint64_t session_stream_bytes(const session_t* s) {
+  return s->stream_queued;
+}
+
+
+static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
+  (void)h;
+  size_t n = suggested < 65536 ? suggested : 65536;
+  char* p = mem_alloc(n);
+  *out = uv_buf_init(p, p ? (unsigned)n : 0);
+}
+
+
+// Nothing more can be read: the owner answers and closes (after its pending replies).
+static void stream_fail(session_t* s, int code, const char* msg) {
+  server_t* srv = s->srv;
+  session_pause(s);
+  if (srv->hooks.on_stream_error) {
+    srv->hooks.on_stream_error(srv->hooks.user, s, code, msg);
+  } else {
+    session_close(s);
+  }
+}
+
+
+// Hand every complete buffered frame to the owner; a hook may close or pause the session, which
+// stops delivery. A broken stream, or a frame that does not fit the memory budget, is reported
+// once and the session closed.
+static void deliver_frames(session_t* s) {
+  server_t* srv = s->srv;
+  const uint8_t* payload;
+  size_t len;
+  err_msg_t msg;
+  int delivered = 0;
+  while (!s->closing && !s->paused) {
+    int rc = frame_reader_next(&s->reader, &payload, &len, &msg);
+    if (rc == 0) {
+      if (account_input(s, &msg) != 0) {
+        stream_fail(s, ERR_LIMIT, msg.text);
+        return;
+      }
+      break;
+    }
+    if (rc < 0) {
+      stream_fail(s, rc, msg.text);
+      return;
+    }
+    delivered = 1;
+    srv->hooks.on_frame(srv->hooks.user, s, payload, len);
+  }
+  if (!uv_is_closing((uv_handle_t*)&s->tcp) && account_input(s, &msg) != 0) {
+    stream_fail(s, ERR_LIMIT, msg.text);
+    return;
+  }
+
+  // the partial-frame deadline runs from a frame's first byte, or from the last complete one
+  if (frame_reader_buffered(&s->reader) == 0) {
+    s->in_frame = 0;
+  } else if (delivered || !s->in_frame) {
+    s->in_frame = 1;
+    s->frame_ms = uv_now(srv->loop);
+  }
+}
+
+
+static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
+  session_t* s = (session_t*)stream;
+  server_t* srv = s->srv;
+
+  // closing: input is discarded until the peer's end of stream (see on_shutdown)
+  if (s->closing) {
+    mem_free(buf->base);
+    if (nread < 0) {
+      uv_read_stop(stream);
+      s->reading = 0;
+      s->eof = 1;
+      if (s->shut || nread != UV_EOF) {
+        session_close_now(s);
+      }
+    }
+    return;
+  }
+  if (nread < 0) {
+    mem_free(buf->base);
+    if (nread == UV_EOF && srv->hooks.on_eof) {
+      // half close: the peer sent everything; its pending requests are still answered
+      uv_read_stop(stream);
+      s->reading = 0;
+      s->eof = 1;
+      srv->hooks.on_eof(srv->hooks.user, s);
+      return;
+    }
+    if (nread != UV_EOF) {
+      LOG_DEBUG("session %llu: read error: %s", (unsigned long long)s->id,
+                uv_strerror((int)nread));
+    }
+    session_close_now(s);
+    return;
+  }
+  if (nread == 0) {
+    mem_free(buf->base);
+    return;
+  }
+  s->active_ms = uv_now(srv->loop);
+  int rc = frame_reader_feed(&s->reader, buf->base, (size_t)nread);
+  mem_free(buf->base);
+  if (rc) {
+    session_close_now(s);
+    return;
+  }
+
+  deliver_frames(s);
+}
+
+
+static void start_reading(session_t* s) {
+  if (!s->reading && !s->closing && !s->paused && !s->eof) {
+    if (uv_read_start((uv_stream_t*)&s->tcp, on_alloc, on_read) == 0) {
+      s->reading = 1;
+    }
+  }
+}
+
+
+void session_pause(session_t* s) {
+  s->paused = 1;
+  if (s->reading) {
+    uv_read_stop((uv_stream_t*)&s->tcp);
+    s->reading = 0;
+  }
+}
+
+
+void session_resume(session_t* s) {
+  if (!s->paused || s->closing) {
+    return;
+  }
+  s->paused = 0;
+
+  // frames already buffered are delivered before reading more; a partial frame's deadline
+  // restarts, since the daemon, not the peer, held it up
+  s->in_frame = 0;
+  deliver_frames(s);
+  start_reading(s);
+}
+
+
+void session_set_ready(session_t* s) {
+  s->ready = 1;
+  frame_reader_set_limit(&s->reader, s->srv->limits.max_frame_bytes, "max_frame_bytes", "");
+}
+
+
+void session_retain(session_t* s) {
+  s->refs++;
+}
+
+
+void session_set_data(session_t* s, void* data) {
+  s->data = data;
+}
+
+
+void* session_data(const session_t* s) {
+  return s->data;
+}
+
+
+uint64_t session_id(const session_t* s) {
+  return s->id;
+}
+
+
+const char* session_peer(const session_t* s) {
+  return s->peer;
+}
+
+
+uint64_t session_queued_bytes(const session_t* s) {
+  return s->queued;
+}
+
+
+static void describe_peer(session_t* s) {
+  struct sockaddr_storage ss;
+  int len = sizeof(ss);
+  snprintf(s->peer, sizeof(s->peer), "?");
+  if (uv_tcp_getpeername(&s->tcp, (struct sockaddr*)&ss, &len) != 0) {
+    return;
+  }
+  char ip[48] = "";
+  int port = 0;
+  if (ss.ss_family == AF_INET) {
+    const struct sockaddr_in* a = (const struct sockaddr_in*)&ss;
+    uv_ip4_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin_port);
+  } else if (ss.ss_family == AF_INET6) {
+    const struct sockaddr_in6* a = (const struct sockaddr_in6*)&ss;
+    uv_ip6_name(a, ip, sizeof(ip));
+    port = ntohs(a->sin6_port);
+  }
+  snprintf(s->peer, sizeof(s->peer), "%s:%d", ip, port);
+}
+
+
+void session_accept(server_t* srv) {
+  session_t* s = mem_calloc(1, sizeof(*s));
+  if (!s) {
+    LOG_ERROR("out of memory accepting a connection");
+    return;
+  }
+  s->srv = srv;
+  s->id = ++srv->next_id;
+  s->refs = 1;
+  s->opened_ms = s->active_ms = uv_now(srv->loop);
+
+  // until Hello succeeds only a small frame is accepted: an unauthenticated peer cannot make
+  // the daemon buffer max_frame_bytes
+  frame_reader_init(&s->reader, srv->limits.max_hello_bytes);
+  frame_reader_set_limit(&s->reader, srv->limits.max_hello_bytes, "max_hello_bytes",
+                         " (the limit until Hello succeeds; then max_frame_bytes)");
+  uv_tcp_init(srv->loop, &s->tcp);
+  uv_timer_init(srv->loop, &s->linger);
+  s->linger.data = s;
+  list_push_back(&srv->sessions, &s->node);
+  srv->nlive++;
+  if (uv_accept((uv_stream_t*)&srv->listener, (uv_stream_t*)&s->tcp) != 0) {
+    session_close_now(s);
+    return;
+  }
+  uv_tcp_nodelay(&s->tcp, 1);
+  describe_peer(s);
+  if (srv->hooks.on_open && srv->hooks.on_open(srv->hooks.user, s) != 0) {
+    session_close(s);
+    return;
+  }
+  start_reading(s);
+}
+
+
+// Close a session whose deadline passed, with a status frame when it can still be read.
+static void expire(session_t* s, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void expire(session_t* s, const char* fmt, ...) {
+  char text[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  s->srv->timed_out++;
+  stream_fail(s, SERVER_ERR_TIMEOUT, text);
+}
+
+
+void session_check_deadlines(session_t* s, uint64_t now) {
+  server_t* srv = s->srv;
+  const server_limits_t* lim = &srv->limits;
+
+  // a session that is not reading (paused, half closed) would notice a reset only when a
+  // write fails: ask the socket, so that the slot is given back within a tick
+  uv_os_fd_t fd;
+  if (!s->reading && uv_fileno((uv_handle_t*)&s->tcp, &fd) == 0) {
+    int err = 0;
+    socklen_t n = sizeof(err);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &n) == 0 && err != 0) {
+      LOG_DEBUG("session %llu (%s): %s; closing", (unsigned long long)s->id, s->peer,
+                strerror(err));
+      session_close_now(s);
+      return;
+    }
+  }
+
+  // replies that do not move: the peer does not read, no status frame can reach it
+  if (lim->io_timeout_ms && s->queued > 0) {
+    uint64_t mark = s->sent_total - uv_stream_get_write_queue_size((uv_stream_t*)&s->tcp);
+    if (mark != s->progress_mark) {
+      s->progress_mark = mark;
+      s->progress_ms = now;
+    } else if (now - s->progress_ms >= lim->io_timeout_ms) {
+      LOG_WARN("session %llu (%s): %llu unsent bytes did not move for %u ms; closing",
+               (unsigned long long)s->id, s->peer, (unsigned long long)s->queued,
+               lim->io_timeout_ms);
+      srv->timed_out++;
+      session_close_now(s);
+      return;
+    }
+  }
+  if (!s->ready && lim->handshake_timeout_ms && now - s->opened_ms >= lim->handshake_timeout_ms) {
+    expire(s, "no successful hello within handshake_timeout_ms %u", lim->handshake_timeout_ms);
+  } else if (lim->io_timeout_ms && s->in_frame && !s->paused && !s->eof &&
+             now - s->frame_ms >= lim->io_timeout_ms) {
+    expire(s, "a frame did not arrive completely within io_timeout_ms %u (%zu of %zu bytes)",
+           lim->io_timeout_ms, frame_reader_buffered(&s->reader),
+           frame_reader_expected(&s->reader));
+  } else if (s->ready && lim->idle_timeout_ms && s->queued == 0 &&
+             now - s->active_ms >= lim->idle_timeout_ms &&
+             !(srv->hooks.is_busy && srv->hooks.is_busy(srv->hooks.user, s))) {
+    expire(s, "no traffic for idle_timeout_ms %u", lim->idle_timeout_ms);
+  }
+}
