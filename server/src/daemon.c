@@ -53,7 +53,6 @@ void daemon_config_default(daemon_config_t* cfg) {
 }
 
 
-
 //---------------- life cycle
 
 static void stop(daemon_t* d, const char* why) {

@@ -30,6 +30,7 @@ typedef struct liveness {
   int refs;                  // the client + each job (loop thread)
 } liveness_t;
 
+// The protocol state of one connection (its session's owner data).
 typedef struct client {
   daemon_t* d;
   session_t* s;
@@ -44,6 +45,7 @@ typedef struct client {
   char name[64];
 } client_t;
 
+// The daemon: what daemon.c creates, and the totals the protocol keeps.
 struct daemon {
   daemon_config_t cfg;
   uv_loop_t loop;
