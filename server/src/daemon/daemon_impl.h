@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // daemon_impl.h: what the daemon's own files share (private to daemon/ and daemon.c): the
 // daemon's state, the protocol state of each connection, and the calls between the protocol
-// (daemon/protocol.c), subscriptions (daemon/subscribe.c) and GetInfo (daemon/info.c).
+// (daemon/protocol.c), replies (daemon/reply.c), subscriptions (daemon/subscribe.c) and
+// GetInfo (daemon/info.c).
 //
 // Thread: loop thread, except the fields marked otherwise.
 #ifndef SENSIM_DAEMON_DAEMON_IMPL_H_
@@ -70,19 +71,31 @@ struct daemon {
 // The server hooks that run the protocol on d's sessions.
 void protocol_hooks(daemon_t* d, server_hooks_t* out);
 
+// Bytes of heap in use now (the baseline of --max-scene-bytes is taken at start-up).
+uint64_t protocol_heap_in_use(void);
+
+//---------------- replies (daemon/reply.c)
+
+// Set up c's replies in request order (on its arrival).
+void reply_init(client_t* c);
+
 // Reply with a status only; code 0 = OK. Replies to ready clients keep request order.
-void protocol_reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* fmt,
-                           ...) __attribute__((format(printf, 5, 6)));
+void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+// A reply to a request of a ready client, after the replies of its earlier requests. Takes
+// ownership of payload.
+void reply_put(daemon_t* d, client_t* c, uint8_t* payload, size_t len);
 
 // After replies moved: a finishing client closes once its outbox is empty; a paused one
 // resumes reading when its backlog has halved.
-void protocol_after_reply(daemon_t* d, client_t* c);
+void reply_moved(daemon_t* d, client_t* c);
 
 // Pause reading while the client's backlog (queued requests, replies held back) is too large.
-void protocol_check_backlog(daemon_t* d, client_t* c);
+void reply_check_backlog(daemon_t* d, client_t* c);
 
-// Bytes of heap in use now (the baseline of --max-scene-bytes is taken at start-up).
-uint64_t protocol_heap_in_use(void);
+// Stop reading and close once every reply already owed has left.
+void reply_finish(daemon_t* d, client_t* c);
 
 //---------------- subscriptions (daemon/subscribe.c)
 

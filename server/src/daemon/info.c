@@ -96,7 +96,7 @@ static void info_finish(info_job_t* ij) {
   }
   outbox_fill(ij->slot, out, len);
   if (client) {
-    protocol_after_reply(d, client);
+    reply_moved(d, client);
   }
   for (uint32_t i = 0; i < ij->n; i++) {
     registry_release(ij->entries[i]);
@@ -136,7 +136,7 @@ void info_submit(daemon_t* d, client_t* c, uint64_t id) {
     mem_free(entries);
     mem_free(infos);
     mem_free(parts);
-    protocol_reply_status(d, c->s, id, ERR_NOMEM, "out of memory collecting info");
+    reply_status(d, c->s, id, ERR_NOMEM, "out of memory collecting info");
     return;
   }
   ij->d = d;
@@ -149,7 +149,7 @@ void info_submit(daemon_t* d, client_t* c, uint64_t id) {
   ij->remaining = n;
   ij->slot = slot;
   session_retain(c->s);
-  protocol_check_backlog(d, c);
+  reply_check_backlog(d, c);
   if (n == 0) {
     info_finish(ij);
     return;

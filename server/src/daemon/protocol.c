@@ -1,11 +1,10 @@
 // SPDX-License-Identifier: MIT
 // protocol.c: the session protocol. Handshake (hello: version, token, role, environment
-// joined or created), routing of each decoded request, replies kept in request order per
-// connection (net/outbox.h), back-pressure on reading, and the request jobs that run
-// environment work on the environment's serial queue (daemon/exec.h). The loop only decodes,
-// routes and writes.
+// joined or created), routing of each decoded request, the request jobs that run environment
+// work on the environment's serial queue (daemon/exec.h), and the server hooks of a
+// connection's life. Replies go through daemon/reply.c. The loop only decodes, routes and
+// writes.
 #include <malloc.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,9 +14,6 @@
 #include "base/mem.h"
 #include "base/text.h"
 #include "daemon/daemon_impl.h"
-
-// Requests of one connection awaiting their reply before reading pauses.
-#define PROTOCOL_MAX_PENDING_REPLIES 4096
 
 typedef struct req_job {
   exec_job_t base;
@@ -36,97 +32,6 @@ typedef struct req_job {
   streams_batch_t* batch;    // a step's frames for subscribers (set by run)
   atomic_int expired;        // the deadline stopped it (Thread: set by tracing threads)
 } req_job_t;
-
-
-//---------------- replies
-
-static void send_payload(daemon_t* d, session_t* s, uint8_t* payload, size_t len) {
-  d->counters.frames_out++;
-  d->counters.bytes_out += len + 4;
-  session_send(s, payload, len);
-}
-
-
-static void client_send(void* user, uint8_t* payload, size_t len) {
-  client_t* c = user;
-  send_payload(c->d, c->s, payload, len);
-}
-
-
-// After replies moved: a finishing client closes once its outbox is empty; a paused one
-// resumes reading when its backlog has halved.
-void protocol_after_reply(daemon_t* d, client_t* c) {
-  if (session_is_closing(c->s)) {
-    return;
-  }
-  if (c->finishing) {
-    if (outbox_is_empty(&c->out)) {
-      session_close(c->s);
-    }
-    return;
-  }
-  if (c->paused && c->pending_bytes + c->out.held_bytes <= d->cfg.max_pending_bytes / 2 &&
-      c->out.nslot <= PROTOCOL_MAX_PENDING_REPLIES / 2) {
-    c->paused = 0;
-    session_resume(c->s);
-  }
-}
-
-
-// Pause reading while the client's backlog (queued requests, replies held back) is too large.
-void protocol_check_backlog(daemon_t* d, client_t* c) {
-  if (!c->paused && (c->pending_bytes + c->out.held_bytes > d->cfg.max_pending_bytes ||
-                     c->out.nslot > PROTOCOL_MAX_PENDING_REPLIES)) {
-    c->paused = 1;
-    session_pause(c->s);
-  }
-}
-
-
-// A reply to a request of a ready client, after the replies of its earlier requests. Takes
-// ownership of payload.
-static void client_reply(daemon_t* d, client_t* c, uint8_t* payload, size_t len) {
-  if (outbox_put(&c->out, payload, len) != 0) {
-    session_close(c->s);
-    return;
-  }
-  protocol_check_backlog(d, c);
-  protocol_after_reply(d, c);
-}
-
-
-// Stop reading and close once every reply already owed has left.
-static void client_finish(daemon_t* d, client_t* c) {
-  c->finishing = 1;
-  session_pause(c->s);
-  protocol_after_reply(d, c);
-}
-
-
-void protocol_reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* fmt,
-                           ...) {
-  char text[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
-  va_end(ap);
-  if (code) {
-    d->counters.requests_failed++;
-    LOG_DEBUG("session %llu: %s: %s", (unsigned long long)session_id(s), err_name(code), text);
-  }
-  uint8_t* out;
-  size_t len;
-  if (wire_encode_status(id, code, text, &out, &len) != 0) {
-    session_close(s);
-    return;
-  }
-  client_t* c = session_data(s);
-  if (c && c->ready) {
-    client_reply(d, c, out, len);
-  } else {
-    send_payload(d, s, out, len);
-  }
-}
 
 
 //---------------- environments
@@ -277,7 +182,7 @@ static void req_done(exec_job_t* j, int cancelled) {
   server_hold(d->server, -(int64_t)wire_size(rj->req));
   if (c) {
     c->pending_bytes -= wire_size(rj->req);
-    protocol_after_reply(d, c);
+    reply_moved(d, c);
   }
   mem_free(rj->out);
   wire_free(rj->req);
@@ -294,8 +199,8 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   outbox_slot_t* slot = rj ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     mem_free(rj);
-    protocol_reply_status(d, c->s, wire_id(req), ERR_NOMEM, "out of memory queueing %s",
-                          wire_body_name(req));
+    reply_status(d, c->s, wire_id(req), ERR_NOMEM, "out of memory queueing %s",
+                 wire_body_name(req));
     wire_free(req);
     return;
   }
@@ -314,7 +219,7 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   session_retain(c->s);
   c->pending_bytes += wire_size(req);
   server_hold(d->server, (int64_t)wire_size(req));
-  protocol_check_backlog(d, c);
+  reply_check_backlog(d, c);
   exec_submit(d->exec, &c->entry->queue, &rj->base);
 }
 
@@ -358,33 +263,33 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   wire_hello_t h;
   wire_get_hello(req, &h);
   if (h.protocol_version != WIRE_PROTOCOL_VERSION) {
-    protocol_reply_status(d, s, id, ERR_STATE,
-                          "hello.protocol_version = %u is not supported (this daemon speaks %u)",
-                          h.protocol_version, WIRE_PROTOCOL_VERSION);
+    reply_status(d, s, id, ERR_STATE,
+                 "hello.protocol_version = %u is not supported (this daemon speaks %u)",
+                 h.protocol_version, WIRE_PROTOCOL_VERSION);
     goto refuse;
   }
   // strings hold no NUL (wire_text_error), so strlen is the full length
   if (d->cfg.token && !text_equal_secret(h.token, strlen(h.token), d->cfg.token,
                                          strlen(d->cfg.token))) {
-    protocol_reply_status(d, s, id, ERR_AUTH, "hello.token is %s",
-                          h.token[0] ? "wrong" : "missing");
+    reply_status(d, s, id, ERR_AUTH, "hello.token is %s",
+                 h.token[0] ? "wrong" : "missing");
     LOG_WARN("session %llu (%s): refused: bad token", (unsigned long long)session_id(s),
              session_peer(s));
     goto refuse;
   }
   const char* name = h.environment[0] ? h.environment : "default";
   if (!registry_name_ok(name)) {
-    protocol_reply_status(d, s, id, ERR_INVAL,
-                          "hello.environment must be 1 to %d bytes of printable UTF-8",
-                          REGISTRY_NAME_MAX);
+    reply_status(d, s, id, ERR_INVAL,
+                 "hello.environment must be 1 to %d bytes of printable UTF-8",
+                 REGISTRY_NAME_MAX);
     goto refuse;
   }
   if (h.role < 0 || h.role > 1) {
-    protocol_reply_status(d, s, id, ERR_INVAL, "hello.role = %d is unknown", h.role);
+    reply_status(d, s, id, ERR_INVAL, "hello.role = %d is unknown", h.role);
     goto refuse;
   }
   if (h.retention < 0 || h.retention > 2) {
-    protocol_reply_status(d, s, id, ERR_INVAL, "hello.retention = %d is unknown", h.retention);
+    reply_status(d, s, id, ERR_INVAL, "hello.retention = %d is unknown", h.retention);
     goto refuse;
   }
 
@@ -392,8 +297,8 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   // Only controllers keep environments: an observer could otherwise pin environments
   // nobody can release, up to the limit, for the life of the daemon.
   if (h.observer && h.retention == 2) {
-    protocol_reply_status(d, s, id, ERR_INVAL,
-                          "hello.retention = RETENTION_KEEP needs role controller");
+    reply_status(d, s, id, ERR_INVAL,
+                 "hello.retention = RETENTION_KEEP needs role controller");
     goto refuse;
   }
   int retain = !h.observer && (h.retention == 2 ||
@@ -401,13 +306,13 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   int created;
   int rc = registry_join(&d->registry, name, retain, &c->entry, &created);
   if (rc == ERR_LIMIT) {
-    protocol_reply_status(d, s, id, ERR_LIMIT,
-                          "max_environments (%u) reached; hello.environment '%s' cannot be "
-                          "created", d->cfg.max_environments, name);
+    reply_status(d, s, id, ERR_LIMIT,
+                 "max_environments (%u) reached; hello.environment '%s' cannot be "
+                 "created", d->cfg.max_environments, name);
     goto refuse;
   }
   if (rc) {
-    protocol_reply_status(d, s, id, ERR_NOMEM, "out of memory creating an environment");
+    reply_status(d, s, id, ERR_NOMEM, "out of memory creating an environment");
     goto refuse;
   }
   c->ready = 1;
@@ -435,9 +340,9 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
   if (rc != 0) {
     // the replies of earlier requests still leave before the error and the close
     d->counters.frames_rejected++;
-    protocol_reply_status(d, s, 0, rc, "%s; closing the connection", msg.text);
+    reply_status(d, s, 0, rc, "%s; closing the connection", msg.text);
     if (c->ready) {
-      client_finish(d, c);
+      reply_finish(d, c);
     } else {
       session_close(s);
     }
@@ -449,7 +354,7 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
 
   // a NUL, a control character or an over-long string refuses the request (field named)
   if (wire_text_error(req)) {
-    protocol_reply_status(d, s, id, ERR_INVAL, "%s", wire_text_error(req));
+    reply_status(d, s, id, ERR_INVAL, "%s", wire_text_error(req));
     wire_free(req);
     if (!c->ready) {
       session_close(s);
@@ -464,16 +369,16 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       return;
     }
     if (kind == WIRE_KIND_HELLO) {
-      protocol_reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (hello)");
+      reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (hello)");
     } else {
-      protocol_reply_status(d, s, id, ERR_STATE, "the first message must be hello (got %s)", body);
+      reply_status(d, s, id, ERR_STATE, "the first message must be hello (got %s)", body);
     }
     wire_free(req);
     session_close(s);
     return;
   }
   if (id == 0) {
-    protocol_reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (%s)", body);
+    reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (%s)", body);
     wire_free(req);
     return;
   }
@@ -482,11 +387,11 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
   size_t out_len;
   switch (kind) {
     case WIRE_KIND_HELLO:
-      protocol_reply_status(d, s, id, ERR_STATE, "hello was already done on this connection");
+      reply_status(d, s, id, ERR_STATE, "hello was already done on this connection");
       break;
     case WIRE_KIND_PING:
       if (wire_encode_pong(req, clock_now_ns(), &out, &out_len) == 0) {
-        client_reply(d, c, out, out_len);
+        reply_put(d, c, out, out_len);
       }
       break;
     case WIRE_KIND_GET_INFO:
@@ -494,18 +399,18 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       break;
     case WIRE_KIND_ENV_WRITE:
       if (c->observer) {
-        protocol_reply_status(d, s, id, ERR_STATE,
-                              "%s changes the environment; this connection's role is "
-                              "observer", body);
+        reply_status(d, s, id, ERR_STATE,
+                     "%s changes the environment; this connection's role is "
+                     "observer", body);
         break;
       }
       uint64_t used;
       if ((strncmp(body, "create_", 7) == 0 || strcmp(body, "set_material") == 0) &&
           scene_memory_full(d, &used)) {
-        protocol_reply_status(d, s, id, ERR_LIMIT, "%s: the environments hold %llu bytes, "
-                              "past max_scene_bytes %llu (--max-scene-bytes); remove something "
-                              "first", body, (unsigned long long)used,
-                              (unsigned long long)d->cfg.max_scene_bytes);
+        reply_status(d, s, id, ERR_LIMIT, "%s: the environments hold %llu bytes, "
+                     "past max_scene_bytes %llu (--max-scene-bytes); remove something "
+                     "first", body, (unsigned long long)used,
+                     (unsigned long long)d->cfg.max_scene_bytes);
         break;
       }
       submit_request(d, c, req, 0);
@@ -515,16 +420,16 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       return;
     case WIRE_KIND_ENV_RELEASE:
       if (c->observer) {
-        protocol_reply_status(d, s, id, ERR_STATE,
-                              "remove: only a controller removes an environment");
+        reply_status(d, s, id, ERR_STATE,
+                     "remove: only a controller removes an environment");
         break;
       }
       c->entry->retain = 0;
       LOG_INFO("environment '%s': no longer kept; destroyed when its last client leaves",
                c->entry->name);
-      protocol_reply_status(d, s, id, 0,
-                            "environment '%s' is destroyed when its last client leaves",
-                            c->entry->name);
+      reply_status(d, s, id, 0,
+                   "environment '%s' is destroyed when its last client leaves",
+                   c->entry->name);
       break;
     case WIRE_KIND_SUBSCRIBE:
       subscribe_add(d, c, req);
@@ -533,13 +438,13 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       subscribe_remove(d, c, req);
       break;
     case WIRE_KIND_NOT_SERVED:
-      protocol_reply_status(d, s, id, ERR_UNIMPL, "%s is not served by this daemon yet", body);
+      reply_status(d, s, id, ERR_UNIMPL, "%s is not served by this daemon yet", body);
       break;
     case WIRE_KIND_REPLY:
-      protocol_reply_status(d, s, id, ERR_INVAL, "%s is a reply, not a request", body);
+      reply_status(d, s, id, ERR_INVAL, "%s is a reply, not a request", body);
       break;
     case WIRE_KIND_EMPTY:
-      protocol_reply_status(d, s, id, ERR_INVAL, "envelope has no body");
+      reply_status(d, s, id, ERR_INVAL, "envelope has no body");
       break;
   }
   wire_free(req);
@@ -562,14 +467,14 @@ static int on_open(void* user, session_t* s) {
   c->live->refs = 1;
   c->d = d;
   c->s = s;
-  outbox_init(&c->out, client_send, c);
+  reply_init(c);
   session_set_data(s, c);
   if (server_sessions(d->server) > d->cfg.max_clients) {
     d->counters.connections_rejected++;
     LOG_WARN("session %llu (%s): refused: max_clients (%u) reached",
              (unsigned long long)session_id(s), session_peer(s), d->cfg.max_clients);
-    protocol_reply_status(d, s, 0, ERR_LIMIT, "max_clients (%u) reached; try again later",
-                          d->cfg.max_clients);
+    reply_status(d, s, 0, ERR_LIMIT, "max_clients (%u) reached; try again later",
+                 d->cfg.max_clients);
     return ERR_LIMIT;
   }
   LOG_DEBUG("session %llu: connected from %s", (unsigned long long)session_id(s),
@@ -583,10 +488,10 @@ static void on_stream_error(void* user, session_t* s, int code, const char* msg)
   d->counters.frames_rejected += code != SERVER_ERR_TIMEOUT;  // timeouts are counted apart
   LOG_WARN("session %llu (%s): %s; closing", (unsigned long long)session_id(s), session_peer(s),
            msg);
-  protocol_reply_status(d, s, 0, code, "%s; closing the connection", msg);
+  reply_status(d, s, 0, code, "%s; closing the connection", msg);
   client_t* c = session_data(s);
   if (c && c->ready) {
-    client_finish(d, c);
+    reply_finish(d, c);
   } else {
     session_close(s);
   }
@@ -623,7 +528,7 @@ static int is_busy(void* user, session_t* s) {
 static void on_eof(void* user, session_t* s) {
   client_t* c = session_data(s);
   if (c) {
-    client_finish(user, c);
+    reply_finish(user, c);
   } else {
     session_close(s);
   }

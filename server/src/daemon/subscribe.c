@@ -86,7 +86,7 @@ static void sub_done(exec_job_t* j, int cancelled) {
   }
   outbox_fill(sj->slot, out, len);
   if (c) {
-    protocol_after_reply(d, c);
+    reply_moved(d, c);
   }
   registry_release(sj->entry);
   session_release(sj->s);
@@ -103,20 +103,20 @@ void subscribe_add(daemon_t* d, client_t* c, wire_request_t* req) {
   wire_subscribe_t w;
   wire_get_subscribe(req, &w);
   if (w.encoding < CODEC_RAW || w.encoding > CODEC_QZSTD) {
-    protocol_reply_status(d, c->s, id, ERR_INVAL, "subscribe.encoding = %d is unknown", w.encoding);
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.encoding = %d is unknown", w.encoding);
     return;
   }
   codec_params_t p = {.encoding = (codec_encoding_t)w.encoding, .level = w.level ? w.level : 1,
                       .precision = w.has_precision ? w.precision : CODEC_DEFAULT_PRECISION};
   if (w.level < 0 || w.level > 19) {
-    protocol_reply_status(d, c->s, id, ERR_INVAL, "subscribe.level = %d must be in [1, 19] (0: 1)",
-                          w.level);
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.level = %d must be in [1, 19] (0: 1)",
+                 w.level);
     return;
   }
   if (p.encoding == CODEC_QZSTD &&
       !(p.precision >= CODEC_MIN_PRECISION && p.precision <= CODEC_MAX_PRECISION)) {
-    protocol_reply_status(d, c->s, id, ERR_INVAL, "subscribe.precision = %g must be in [%g, %g] m",
-                          p.precision, CODEC_MIN_PRECISION, CODEC_MAX_PRECISION);
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.precision = %g must be in [%g, %g] m",
+                 p.precision, CODEC_MIN_PRECISION, CODEC_MAX_PRECISION);
     return;
   }
   if (p.encoding != CODEC_QZSTD) {
@@ -129,21 +129,21 @@ void subscribe_add(daemon_t* d, client_t* c, wire_request_t* req) {
   // the fields asked for: names of a point field, no repeats
   wire_stream_params_t sp = {.codec = p};
   if (w.nfield > WIRE_STREAM_MAX_FIELDS) {
-    protocol_reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields has %zu names, at most %d",
-                          w.nfield, WIRE_STREAM_MAX_FIELDS);
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields has %zu names, at most %d",
+                 w.nfield, WIRE_STREAM_MAX_FIELDS);
     return;
   }
   for (size_t i = 0; i < w.nfield; i++) {
     size_t len = strlen(w.fields[i]);
     if (len == 0 || len >= WIRE_STREAM_FIELD_NAME) {
-      protocol_reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields[%zu] must be 1 to %d bytes",
-                            i, WIRE_STREAM_FIELD_NAME - 1);
+      reply_status(d, c->s, id, ERR_INVAL, "subscribe.fields[%zu] must be 1 to %d bytes",
+                   i, WIRE_STREAM_FIELD_NAME - 1);
       return;
     }
     for (size_t k = 0; k < i; k++) {
       if (strcmp(w.fields[k], w.fields[i]) == 0) {
-        protocol_reply_status(d, c->s, id, ERR_INVAL,
-                              "subscribe.fields[%zu] = \"%s\" is repeated", i, w.fields[i]);
+        reply_status(d, c->s, id, ERR_INVAL,
+                     "subscribe.fields[%zu] = \"%s\" is repeated", i, w.fields[i]);
         return;
       }
     }
@@ -170,8 +170,8 @@ static void submit_sub_job(daemon_t* d, client_t* c, uint64_t id, uint32_t senso
   outbox_slot_t* slot = sj ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     mem_free(sj);
-    protocol_reply_status(d, c->s, id, ERR_NOMEM, "out of memory queueing %s",
-                          unsubscribe ? "unsubscribe" : "subscribe");
+    reply_status(d, c->s, id, ERR_NOMEM, "out of memory queueing %s",
+                 unsubscribe ? "unsubscribe" : "subscribe");
     return;
   }
   sj->base.run = sub_run;
