@@ -1405,3 +1405,22 @@ def test_ouster_beam_origin_offset_points_lie_on_the_surface(sensimd):
             c.update_state(t)
             clouds += c.lidar_clouds(c.step(t), 5)
     np.testing.assert_allclose(np.linalg.norm(xyz(clouds[0]), axis=1), 10.0, atol=3e-6)
+
+
+def test_a_dipole_on_a_body_moves_and_turns_with_it(sensimd):
+    m_local = np.array([0.0, 1.0, 0.5])
+    c_local = np.array([0.5, 0.0, 0.0])
+    with sensimd.client() as c:
+        c.create_body(3, ((2, 1, 0), (0, 0, 0, 1)))
+        c.set_environment(dipoles=[(tuple(m_local), tuple(c_local), 3)])
+        c.create_imu(6, magnetometer=True)                 # at the world origin
+        for t, angle in ((0.0, 0.0), (0.1, math.pi / 2), (0.2, 1.0)):
+            q = qz(angle)
+            c.update_state(t, [3], [[2, 1, 0, *q]])
+            got = by_sensor(c.step(t))[6][0].value["magnetic_field"]
+            R = rot(q)
+            m = R @ m_local
+            r = -(np.array([2.0, 1.0, 0.0]) + R @ c_local)
+            rn = np.linalg.norm(r)
+            want = 1e-7 * (3 * r / rn * (m @ r / rn) - m) / rn ** 3
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-22)
