@@ -1424,3 +1424,20 @@ def test_a_dipole_on_a_body_moves_and_turns_with_it(sensimd):
             rn = np.linalg.norm(r)
             want = 1e-7 * (3 * r / rn * (m @ r / rn) - m) / rn ** 3
             np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-22)
+
+
+def test_encoder_speed_timeout(sensimd):
+    # binning 0.1 rad, timeout 0.05 s: the speed holds until 0.05 s after the last change,
+    # then reads 0; the next change divides by the time since the last change
+    with sensimd.client() as c:
+        c.create_joint(1, position=0.0)
+        c.create_encoder(5, 1, resolution=0.1, speed_timeout=0.05)
+        got = []
+        for t, q in ((0.0, 0.0), (0.01, 0.12), (0.02, 0.13), (0.05, 0.14), (0.07, 0.15),
+                     (0.08, 0.25)):
+            c.update_state(t, joint_ids=[1], joint_positions=[q])
+            v = by_sensor(c.step(t))[5][0].value
+            got.append((v["position"], v["speed"]))
+    np.testing.assert_allclose([p for p, _ in got], [0.0, 0.1, 0.1, 0.1, 0.1, 0.2], atol=1e-12)
+    np.testing.assert_allclose([s for _, s in got], [0.0, 10.0, 10.0, 10.0, 0.0, 0.1 / 0.07],
+                               rtol=1e-9)
