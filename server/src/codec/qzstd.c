@@ -27,7 +27,7 @@
 #define KIND_RAW 2u                // the 12 bytes follow in the exception list
 #define VALUE_LIMIT (1u << 29)     // |R|, |A|, |E| below it: a residual never reaches 2^31
 #define STRIDE_SEARCH 512u         // largest stride detected
-#define STRIDE_SAMPLE 1024u        // points compared per candidate stride
+#define STRIDE_SAMPLE 256u         // points compared per candidate stride
 #define CODE_BLOCK 256u            // points whose codes are byte-shuffled together
 
 
@@ -275,11 +275,10 @@ static uint32_t detect_stride(const uint32_t* e, const uint8_t* valid, uint32_t 
   for (uint32_t s = 1; s <= smax; s++) {
     uint64_t sum = 0, cnt = 0;
     for (uint32_t i = smax; i < end; i++) {
-      if (valid[i] && valid[i - s]) {
-        int64_t d = (int64_t)as_i32(e[i]) - as_i32(e[i - s]);
-        sum += (uint64_t)(d < 0 ? -d : d);
-        cnt++;
-      }
+      uint32_t both = valid[i] & valid[i - s];
+      int64_t d = (int64_t)as_i32(e[i]) - as_i32(e[i - s]);
+      sum += both ? (uint64_t)(d < 0 ? -d : d) : 0u;
+      cnt += both;
     }
     cost[s] = cnt ? (double)sum / (double)cnt : INFINITY;
     best = cost[s] < best ? cost[s] : best;
@@ -488,11 +487,20 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     const uint8_t* base = c->data + woff[w];
     uint32_t prev_col = 0, col;
     for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
-      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
-      for (uint32_t j = 0; j < m; j++) {
+      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK, j = 0;
+      for (; j < m && i0 + j < 2u * (uint64_t)stride; j++) {
         uint32_t i = i0 + j;
         cb[0][j] = zigzag(get_u32(base + (size_t)i * step) -
                           predict_word(base, i, stride, step, prev_col, &col));
+        prev_col = col;
+      }
+      // past the first two columns, without a branch: w[i] less its column prediction and
+      // the previous point's miss
+      const uint8_t* q = base + (size_t)(i0 + j) * step;
+      const size_t back = (size_t)stride * step;
+      for (; j < m; j++, q += step) {
+        col = 2u * get_u32(q - back) - get_u32(q - 2 * back);
+        cb[0][j] = zigzag(get_u32(q) - col - (get_u32(q - step) - prev_col));
         prev_col = col;
       }
       shuffle_codes(cb[0], m, wp + 4u * (size_t)w * n + i0, n);
@@ -667,11 +675,19 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
       for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
         uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
         unshuffle_codes(wp + 4u * (size_t)w * n + i0, m, cb[0], n);
-        for (uint32_t j = 0; j < m; j++) {
+        uint32_t j = 0;
+        for (; j < m && i0 + j < 2u * (uint64_t)stride; j++) {
           uint32_t i = i0 + j;
           uint32_t pred = predict_word(base, i, stride, step, prev_col, &col);
           prev_col = col;
           put_u32(base + (size_t)i * step, pred + unzigzag(cb[0][j]));
+        }
+        uint8_t* q = base + (size_t)(i0 + j) * step;
+        const size_t back = (size_t)stride * step;
+        for (; j < m; j++, q += step) {
+          col = 2u * get_u32(q - back) - get_u32(q - 2 * back);
+          put_u32(q, col + (get_u32(q - step) - prev_col) + unzigzag(cb[0][j]));
+          prev_col = col;
         }
       }
     }
