@@ -321,9 +321,13 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       // the pattern's ray, its emission angle noise
       size_t i = i0 + slot[j];
       ray_meta_t* mt = &l->meta[i];
-      rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
-                       .index = pr[j].index};
-      lidar_noise_angle(&l->angle, &key, pr[j].dir, mt->dir);
+      if (l->angle.enabled) {
+        rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
+                         .index = pr[j].index};
+        lidar_noise_angle(&l->angle, &key, pr[j].dir, mt->dir);
+      } else {
+        memcpy(mt->dir, pr[j].dir, sizeof mt->dir);
+      }
       memcpy(mt->origin, pr[j].origin, sizeof mt->origin);
       mt->tau = isnan(b->tau_origin) ? pr[j].time_offset : pr[j].time - b->tau_origin;
       mt->azimuth = (float)pr[j].azimuth;

@@ -51,10 +51,12 @@ typedef struct inst {
   uint32_t group;    // 0..31, for sensors' group masks
   double scale[3];   // per-axis scale
   bool is_prim;      // the geometry is an analytic primitive (hits report primitive 0)
-  double nmat[9];    // static instance: R(q1) S^-1, object-space normals to world (row-major)
+  double nmat[9];    // R(q1) S^-1, object-space normals to world (row-major): a static
+                     //   instance's, and a moving one's that does not turn (q0 == q1)
   double q0[4];      // world orientation at s = 0 (on the same hemisphere as q1)
   double q1[4];      // world orientation at s = 1
   int moving;        // two time steps (motion blur); 0: one, start and end poses are equal
+  int turning;       // q0 != q1
 } inst_t;
 
 struct scene {
@@ -541,13 +543,16 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
     rtcSetGeometryTimeStepCount(in->rtc, moving ? 2 : 1);
     in->moving = moving;
   }
+  double r[9];
+  xform_quat_to_mat(in->q1, r);
+  for (int i = 0; i < 9; i++) {
+    in->nmat[i] = r[i] / in->scale[i % 3];
+  }
+  in->turning = memcmp(in->q0, in->q1, sizeof in->q0) != 0;
   if (!moving) {
     pose_t w = b1 ? xform_compose(b1, local) : *local;
-    double r[9];
     float m[12];  // column-major 3x4: R S | p
-    xform_quat_to_mat(in->q1, r);
     for (int i = 0; i < 9; i++) {
-      in->nmat[i] = r[i] / in->scale[i % 3];
       m[3 * (i % 3) + i / 3] = (float)(r[i] * in->scale[i % 3]);
     }
     for (int i = 0; i < 3; i++) {
@@ -725,10 +730,11 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
   // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals): a fixed matrix for a
-  // static instance
+  // static instance, and (16-wide packets only, so that scene_trace keeps its roundings) for
+  // one that moves without turning
   double ng[3] = {pk->f[LANE(F_NG_X, k)], pk->f[LANE(F_NG_Y, k)], pk->f[LANE(F_NG_Z, k)]};
   double n[3];
-  if (in->moving) {
+  if (in->moving && (W != WIDE || in->turning)) {
     double q[4];
     double nobj[3] = {ng[0] / in->scale[0], ng[1] / in->scale[1], ng[2] / in->scale[2]};
     xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k)], q);
