@@ -16,8 +16,19 @@
 //
 // The mutex guards the ready list, every queue's todo and running, the finished list, the
 // counters and the stop flag; it is the only lock here and is never held while a job runs.
+//
+// Completions wake the loop through an eventfd watched by a uv_poll handle, written only when
+// the loop has not been told yet. Not uv_async_send: in libuv 1.44 (Debian 12) the loop,
+// woken by the eventfd write inside uv_async_send, busy-waits (pause loop, then sched_yield)
+// until the sending thread has returned from that write and marked the send complete; on a
+// loaded machine the sender is often descheduled right there, and the loop spun on every step
+// (7 % of the daemon's CPU in the UpdateState + Step round trip benchmark).
 #include "daemon/exec.h"
 
+#include <errno.h>
+#include <stdint.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "base/log.h"
@@ -25,7 +36,10 @@
 
 struct exec {
   uv_loop_t* loop;
-  uv_async_t async;          // wakes the loop when jobs finish
+  uv_poll_t poll;            // watches wake_fd: wakes the loop when jobs finish
+  int wake_fd;               // eventfd, -1 when none
+  int notified;              // wake_fd written since the loop last took the finished list
+  int poll_open;             // poll initialised and not yet closed
   uv_mutex_t mutex;
   uv_cond_t cond;            // signalled when a queue becomes ready or stop is set
   list_t ready;              // runnable queues, in turn order
@@ -46,6 +60,15 @@ void exec_queue_init(exec_queue_t* q) {
   list_init(&q->todo);
   q->node.prev = q->node.next = &q->node;
   q->running = 0;
+}
+
+
+// Thread: an executor, mutex not held.
+static void wake_loop(exec_t* x) {
+  uint64_t one = 1;
+  while (write(x->wake_fd, &one, sizeof(one)) < 0 && errno == EINTR) {
+  }
+  // EAGAIN: the counter is saturated, the loop is woken anyway
 }
 
 
@@ -84,16 +107,23 @@ static void executor_main(void* arg) {
       x->nready++;
     }
     list_push_back(&x->finished, &j->node);
-    uv_async_send(&x->async);
+    if (!x->notified) {
+      x->notified = 1;
+      uv_mutex_unlock(&x->mutex);
+      wake_loop(x);
+      uv_mutex_lock(&x->mutex);
+    }
   }
   uv_mutex_unlock(&x->mutex);
 }
 
 
 static void drain_finished(exec_t* x) {
-  // uv_async_send coalesces: take everything that is ready. The completing list lives in x
-  // so that a done() that calls exec_stop (which drains again) keeps completions in order.
+  // One wake covers every job finished until now: take them all (a job finished after this
+  // writes the eventfd again). The completing list lives in x so that a done() that calls
+  // exec_stop (which drains again) keeps completions in order.
   uv_mutex_lock(&x->mutex);
+  x->notified = 0;
   while (!list_is_empty(&x->finished)) {
     list_node_t* n = list_front(&x->finished);
     list_remove(n);
@@ -110,8 +140,14 @@ static void drain_finished(exec_t* x) {
 }
 
 
-static void on_async(uv_async_t* a) {
-  drain_finished(a->data);
+static void on_wake(uv_poll_t* h, int status, int events) {
+  (void)status;
+  (void)events;
+  exec_t* x = h->data;
+  uint64_t n;
+  while (read(x->wake_fd, &n, sizeof(n)) < 0 && errno == EINTR) {
+  }
+  drain_finished(x);
 }
 
 
@@ -155,13 +191,26 @@ exec_t* exec_create(uv_loop_t* loop, unsigned max_threads) {
     mem_free(x);
     return NULL;
   }
-  uv_async_init(loop, &x->async, on_async);
-  x->async.data = x;
+  x->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (x->wake_fd < 0 || uv_poll_init(loop, &x->poll, x->wake_fd) != 0) {
+    if (x->wake_fd >= 0) {
+      close(x->wake_fd);
+    }
+    uv_cond_destroy(&x->cond);
+    uv_mutex_destroy(&x->mutex);
+    mem_free(x->threads);
+    mem_free(x);
+    return NULL;
+  }
+  x->poll.data = x;
+  x->poll_open = 1;
+  uv_poll_start(&x->poll, UV_READABLE, on_wake);
   x->nthreads = 1;
   x->starting = 1;
   if (start_executor(x) != 0) {
     x->stop = 1;
-    uv_close((uv_handle_t*)&x->async, NULL);
+    x->poll_open = 0;
+    uv_close((uv_handle_t*)&x->poll, NULL);
     return x;  // exec_stop/destroy still work; submissions are cancelled
   }
   return x;
@@ -247,8 +296,9 @@ void exec_stop(exec_t* x) {
       j->done(j, 1);
     }
   }
-  if (!uv_is_closing((uv_handle_t*)&x->async)) {
-    uv_close((uv_handle_t*)&x->async, NULL);
+  if (x->poll_open) {
+    x->poll_open = 0;
+    uv_close((uv_handle_t*)&x->poll, NULL);
   }
 }
 
@@ -256,6 +306,9 @@ void exec_stop(exec_t* x) {
 void exec_destroy(exec_t* x) {
   if (!x) {
     return;
+  }
+  if (x->wake_fd >= 0) {
+    close(x->wake_fd);
   }
   uv_cond_destroy(&x->cond);
   uv_mutex_destroy(&x->mutex);

@@ -4,7 +4,7 @@
 // order, so an environment has one owner at a time and needs no lock, while the queues of
 // different environments run in parallel on a set of executor threads. Data-parallel work
 // inside a job fans out over the shared worker pool (base/pool.h), which serves several
-// executors at once. Completed jobs come back to the loop thread through uv_async, in
+// executors at once. Completed jobs come back to the loop thread through an eventfd, in
 // completion order (which is submission order within a queue).
 #ifndef SENSIM_DAEMON_EXEC_H_
 #define SENSIM_DAEMON_EXEC_H_
@@ -50,7 +50,7 @@ unsigned exec_pending(const exec_t* x);
 unsigned exec_threads(const exec_t* x);
 
 // Stop: running jobs finish, queued jobs are cancelled (done with cancelled = 1), the
-// executors are joined and the async handle closed; later submissions are cancelled at once.
+// executors are joined and the wake-up handle closed; later submissions are cancelled at once.
 // Idempotent. Thread: loop. Blocks for the running jobs.
 void exec_stop(exec_t* x);
 

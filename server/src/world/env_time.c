@@ -161,7 +161,8 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
       e->moved_bodies[e->nmoved_body++] = slot;
     }
     b->moved |= ENV_BODY_STALE | (first ? 0 : ENV_BODY_MOVED);
-    e->dirty = 1;
+    // the scene changes only through the body's objects (env_sync_object marks it dirty): a
+    // body carrying none (an IMU's) costs no scene commit
   }
 
   // joints
