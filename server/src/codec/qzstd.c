@@ -405,29 +405,41 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
           double rxy2 = x * x + y * y;
           double rxy = sqrt(rxy2), r = sqrt(rxy2 + z * z);
           int32_t rq = round_i32(r * inv_range), aq, eq;
-          double inv = 1.0 / (r * rxy);
-          if (!(ch->set &&
-                near_angle(x, y, r * inv, ch->a, ch->ca, ch->sa, inv_angle, lim, &aq))) {
-            aq = round_i32(atan2(y, x) * inv_angle);
-          }
-          if (!(ch->set &&
-                near_angle(rxy, z, rxy * inv, ch->e, ch->ce, ch->se, inv_angle, lim, &eq))) {
-            eq = round_i32(atan2(z, rxy) * inv_angle);
-          }
-          // the cosines and sines of the angles: the channel's when unchanged, the previous
-          // point's azimuth (a column shares it), else the caches
-          if (!(ch->set && aq == ch->a)) {
+          // the azimuth: the previous measured point's (the points of a column share theirs)
+          // when the point rounds to it (the sine of the angle between the two below 0.49
+          // steps: no division), else found from the channel's last one
+          double ua = x * last_ca + y * last_sa, ta = y * last_ca - x * last_sa;
+          if (ua > 0.0 && fabs(ta) * inv_angle < 0.49 * rxy) {
+            aq = last_a;
+          } else {
+            double inv = 1.0 / rxy;
+            if (!(ch->set &&
+                  near_angle(x, y, inv, ch->a, ch->ca, ch->sa, inv_angle, lim, &aq))) {
+              aq = round_i32(atan2(y, x) * inv_angle);
+            }
             if (aq != last_a) {
               trig(tc, aq, angle_step, &last_ca, &last_sa);
               last_a = aq;
             }
-            ch->a = aq;
-            ch->ca = last_ca;
-            ch->sa = last_sa;
           }
-          if (!(ch->set && eq == ch->e)) {
-            trig(tc + 1, eq, angle_step, &ch->ce, &ch->se);
-            ch->e = eq;
+          ch->a = aq;
+          ch->ca = last_ca;
+          ch->sa = last_sa;
+          // the elevation: the channel's last one when the point rounds to it, else found
+          // from it
+          double ue = rxy * ch->ce + z * ch->se, te = z * ch->ce - rxy * ch->se;
+          if (ch->set && ue > 0.0 && fabs(te) * inv_angle < 0.49 * r) {
+            eq = ch->e;
+          } else {
+            double inv = 1.0 / r;
+            if (!(ch->set &&
+                  near_angle(rxy, z, inv, ch->e, ch->ce, ch->se, inv_angle, lim, &eq))) {
+              eq = round_i32(atan2(z, rxy) * inv_angle);
+            }
+            if (!(ch->set && eq == ch->e)) {
+              trig(tc + 1, eq, angle_step, &ch->ce, &ch->se);
+              ch->e = eq;
+            }
           }
           ch->set = 1;
           double range = (double)rq * range_step, rc = range * ch->ce;
