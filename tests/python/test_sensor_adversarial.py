@@ -1441,3 +1441,20 @@ def test_encoder_speed_timeout(sensimd):
     np.testing.assert_allclose([p for p, _ in got], [0.0, 0.1, 0.1, 0.1, 0.1, 0.2], atol=1e-12)
     np.testing.assert_allclose([s for _, s in got], [0.0, 10.0, 10.0, 10.0, 0.0, 0.1 / 0.07],
                                rtol=1e-9)
+
+
+@pytest.mark.parametrize("frame", ["sensor", "world"])
+def test_normals_face_the_lidar_in_either_frame(sensimd, frame):
+    # from the centre of a sphere every normal points back along the ray, whatever the mount
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, mount=((0, 0, 0), qz(0.7)), frame=frame,
+                       custom={"azimuths": [0.0, 1.0, -2.0], "elevations": [0.0, 0.3, -0.5],
+                               "frame_rate": 10.0}, fields=["x", "y", "z", "normal"])
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+    p = xyz(cl)
+    normals = np.asarray(cl["normal"], dtype=float).reshape(-1, 3)
+    np.testing.assert_allclose(normals, -p / np.linalg.norm(p, axis=1)[:, None], atol=1e-6)
