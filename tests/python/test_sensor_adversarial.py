@@ -1458,3 +1458,30 @@ def test_normals_face_the_lidar_in_either_frame(sensimd, frame):
     p = xyz(cl)
     normals = np.asarray(cl["normal"], dtype=float).reshape(-1, 3)
     np.testing.assert_allclose(normals, -p / np.linalg.norm(p, axis=1)[:, None], atol=1e-6)
+
+
+def test_livox_rosette_follows_its_model(sensimd):
+    # polar angle |a1 e^(i w1 t) + a2 e^(i w2 t)| from +x towards the direction of that sum in
+    # the (y, z) plane, a1 = a2 = fov/4, w = 2 pi prism_rates; 10000 rays per 0.1 s frame
+    fov = math.radians(38.4)
+    w1, w2 = 2 * math.pi * 7294 / 60, -2 * math.pi * 4664 / 60
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, livox={}, fields=["x", "y", "z", "time_offset"])
+        clouds = []
+        for t in (0.0, 0.1, 0.2):
+            c.update_state(t)
+            clouds += c.lidar_clouds(c.step(t), 5)
+    assert [len(cl) for cl in clouds] == [10000, 10000]
+    for k, cl in enumerate(clouds):
+        tau = cl["time_offset"].astype(float) + 0.1 * k
+        np.testing.assert_allclose(tau, 0.1 * k + np.arange(10000) * 1e-5, atol=1e-8)
+        s = fov / 4 * (np.exp(1j * w1 * tau) + np.exp(1j * w2 * tau))
+        p = xyz(cl)
+        polar = np.arctan2(np.hypot(p[:, 1], p[:, 2]), p[:, 0])
+        np.testing.assert_allclose(polar, np.abs(s), atol=1e-5)
+        far = np.abs(s) > 1e-3
+        dev = np.remainder(np.arctan2(p[:, 2], p[:, 1]) - np.angle(s) + np.pi, 2 * np.pi) - np.pi
+        np.testing.assert_allclose(dev[far], 0.0, atol=1e-4)
