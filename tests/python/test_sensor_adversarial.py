@@ -1485,3 +1485,21 @@ def test_livox_rosette_follows_its_model(sensimd):
         far = np.abs(s) > 1e-3
         dev = np.remainder(np.arctan2(p[:, 2], p[:, 1]) - np.angle(s) + np.pi, 2 * np.pi) - np.pi
         np.testing.assert_allclose(dev[far], 0.0, atol=1e-4)
+
+
+def test_sub_sensor_frames_compose_body_imu_and_chain_mounts(sensimd):
+    # F_s = R_body R_imu R_s; magnetometer u = F_s^T B, gyroscope u = F_s^T w
+    b = np.array([2e-5, -1e-5, -4.5e-5])
+    w = np.array([0.1, -0.2, 0.3])
+    qb, qi, qs = quat_axis((0, 0, 1), 0.9), quat_axis((1, 0, 0), 0.4), quat_axis((0, 1, 0), 1.1)
+    chain = {"chain": {"mount": {"orientation": dict(zip("xyzw", qs))}}}
+    with sensimd.client() as c:
+        c.set_environment(magnetic_field=tuple(b))
+        c.create_body(2, ((1, 2, 3), qb))
+        c.create_imu(6, body_id=2, mount=((0.1, 0.2, 0.3), qi), magnetometer=chain,
+                     gyroscope=chain)
+        c.update_state(0.0, [2], [[1, 2, 3, *qb]], body_velocities=[[0, 0, 0, *w]])
+        v = by_sensor(c.step(0.0))[6][0].value
+    f = rot(qb) @ rot(qi) @ rot(qs)
+    np.testing.assert_allclose(v["magnetic_field"], f.T @ b, rtol=1e-12, atol=1e-20)
+    np.testing.assert_allclose(v["angular_velocity"], f.T @ w, atol=1e-14)
