@@ -735,7 +735,13 @@ static void lidar_commit(void* self) {
   l->committed.acc_n = keep;
   l->has_staged = 0;
   state_load(l, &l->committed);
-  acc_trim(l, keep, l->staged.acc_n);
+  acc_trim(l, keep, l->per_step ? l->staged.acc_n : 0);
+}
+
+
+size_t lidar_accumulator_bytes(const void* self) {
+  const lidar_t* l = self;
+  return l->acc_cap * l->layout.point_step;
 }
 
 

@@ -70,4 +70,8 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) CHECKRET;
 // The lidar's sensor operations (kind_name "lidar").
 extern const sensor_ops_t lidar_ops;
 
+// Bytes a lidar (sensor_t.self of a lidar) holds for the points of its open sweep: about a
+// frame's, or the last step's when it publishes per step, once a step is committed.
+size_t lidar_accumulator_bytes(const void* self);
+
 #endif  // SENSIM_LIDAR_LIDAR_H_

@@ -994,6 +994,37 @@ TEST(lidar_refuses_a_step_over_its_output_budget_before_tracing) {
 }
 
 
+TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
+  // 30 s of a VLP-16 at 20 Hz in one step: 8.7 M points of 4 bytes gathered (35 MB, inside
+  // the step's output), then about one frame (14,480 rays) kept once the step is committed;
+  // a failed step leaves it as small
+  fx_t f;
+  ASSERT_OK(fx_open(&f, 0));
+  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+  lidar_desc_t d = base_desc();
+  const char* names[1] = {"x"};
+  d.fields = names;
+  d.nfield = 1;
+  lidar_vlp16_desc_t v = {.frequency = 20.0};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  sensor_desc_t s = {.id = 3, .mount = xform_identity()};
+  ASSERT_OK(lidar_create(&d, &s.sensor, &msg));
+  void* self = s.sensor.self;
+  ASSERT_OK(env_create_sensor(f.e, &s, &msg));
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 0.0));
+  ASSERT_OK(set_state(f.e, 30.0, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 30.0));
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 4 * 14480 + 4 * 4096);
+  ASSERT_OK(set_state(f.e, 100.0, 0, NULL, NULL));
+  ASSERT_EQ(env_step(f.e, 100.0, &msg), ERR_LIMIT);
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 4 * 14480 + 4 * 4096);
+  fx_close(&f);
+  return 0;
+}
+
+
 TEST(lidar_rays_fire_from_the_pose_at_their_time) {
   // a lidar on a body turning from yaw 0 to 90 degrees over the step (0, 0.1]; ten rays along
   // its +x fired at t_j = 0.01 j: in the world they point at yaw 900 t_j degrees (slerp) and
