@@ -465,4 +465,3 @@ def test_lidar_step_honours_the_request_deadline(sensimd_factory):
                 c.step(2.0)
             assert "DEADLINE_EXCEEDED" in str(exc.value)
             assert time.monotonic() - t0 < 1.5
-
