@@ -340,14 +340,14 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   uint32_t stride = 1, nexc = 0;
   uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
 
-  // the largest range of a measured point, without a branch
+  // the largest range of a measured point (a miss gives 0, NaN or infinity: left out, as the
+  // comparisons are false), without a branch
   double r2max = 0.0;
   for (uint32_t i = 0; has_pos && i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
-    int v = measured(get_u32(pt + xyz[0]), get_u32(pt + xyz[1]), get_u32(pt + xyz[2]));
     double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-    double r2 = v ? x * x + y * y + z * z : 0.0;
-    r2max = r2 > r2max ? r2 : r2max;
+    double r2 = x * x + y * y + z * z;
+    r2max = r2 > r2max && r2 < INFINITY ? r2 : r2max;
   }
   double rmax = sqrt(r2max);
 
@@ -389,9 +389,75 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     uint32_t k = 0;                          // channel of point i: i mod stride (below nchan)
     int32_t last_a = 0;                      // the last azimuth looked up, its cosine and sine
     double last_ca = 1.0, last_sa = 0.0;
+#if defined(__SSE2__)
+    __m128d err2 = _mm_setzero_pd();          // the largest squared error of the pairs
+#endif
     for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
       uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
       for (uint32_t j = 0; j < m; j++) {
+#if defined(__SSE2__)
+        // two measured points whose angles both round to the previous point's azimuth and
+        // their channels' elevations (the usual case): the same arithmetic, two at a time
+        if (j + 1 < m) {
+          const uint8_t* p0 = c->data + (size_t)(i0 + j) * step;
+          const uint8_t* p1 = p0 + step;
+          uint32_t k1 = k + 1 == stride ? 0 : k + 1;
+          chan_ref_t* c0 = &chan[k];
+          chan_ref_t* c1 = &chan[k1];
+          if (c0->set & c1->set &
+              measured(get_u32(p0 + xyz[0]), get_u32(p0 + xyz[1]), get_u32(p0 + xyz[2])) &
+              measured(get_u32(p1 + xyz[0]), get_u32(p1 + xyz[1]), get_u32(p1 + xyz[2]))) {
+            const __m128d zero = _mm_setzero_pd(), ia = _mm_set1_pd(inv_angle),
+                          lim49 = _mm_set1_pd(0.49),
+                          abs = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+            __m128d x = _mm_set_pd(get_f32(p1 + xyz[0]), get_f32(p0 + xyz[0]));
+            __m128d y = _mm_set_pd(get_f32(p1 + xyz[1]), get_f32(p0 + xyz[1]));
+            __m128d z = _mm_set_pd(get_f32(p1 + xyz[2]), get_f32(p0 + xyz[2]));
+            __m128d rxy2 = _mm_add_pd(_mm_mul_pd(x, x), _mm_mul_pd(y, y));
+            __m128d rxy = _mm_sqrt_pd(rxy2), r = _mm_sqrt_pd(_mm_add_pd(rxy2, _mm_mul_pd(z, z)));
+            __m128d lc = _mm_set1_pd(last_ca), ls = _mm_set1_pd(last_sa);
+            __m128d ce = _mm_set_pd(c1->ce, c0->ce), se = _mm_set_pd(c1->se, c0->se);
+            __m128d ua = _mm_add_pd(_mm_mul_pd(x, lc), _mm_mul_pd(y, ls));
+            __m128d ta = _mm_sub_pd(_mm_mul_pd(y, lc), _mm_mul_pd(x, ls));
+            __m128d ue = _mm_add_pd(_mm_mul_pd(rxy, ce), _mm_mul_pd(z, se));
+            __m128d te = _mm_sub_pd(_mm_mul_pd(z, ce), _mm_mul_pd(rxy, se));
+            __m128d ok = _mm_and_pd(_mm_cmpgt_pd(ua, zero), _mm_cmpgt_pd(ue, zero));
+            ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(ta, abs), ia),
+                                             _mm_mul_pd(lim49, rxy)));
+            ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(te, abs), ia),
+                                             _mm_mul_pd(lim49, r)));
+            if (_mm_movemask_pd(ok) == 3) {
+              __m128i rq = _mm_cvtpd_epi32(_mm_mul_pd(r, _mm_set1_pd(inv_range)));
+              __m128d range = _mm_mul_pd(_mm_cvtepi32_pd(rq), _mm_set1_pd(range_step));
+              __m128d rc = _mm_mul_pd(range, ce);
+              __m128d dx = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(rc, lc))), x);
+              __m128d dy = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(rc, ls))), y);
+              __m128d dz = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(range, se))), z);
+              err2 = _mm_max_pd(err2, _mm_add_pd(_mm_add_pd(_mm_mul_pd(dx, dx),
+                                                            _mm_mul_pd(dy, dy)),
+                                                 _mm_mul_pd(dz, dz)));
+              int32_t rql[2] = {_mm_cvtsi128_si32(rq), _mm_cvtsi128_si32(_mm_srli_si128(rq, 4))};
+              for (uint32_t l = 0; l < 2; l++) {
+                chan_ref_t* ch = l ? c1 : c0;
+                uint32_t val[3] = {(uint32_t)rql[l], (uint32_t)last_a, (uint32_t)ch->e};
+                int first = i0 + j + l < stride;
+                for (int t = 0; t < 3; t++) {
+                  uint32_t pred = 2u * ch->h1[t] - ch->h2[t];
+                  cb[t][j + l] = zigzag(val[t] - pred) + (t == 0);
+                  ch->h2[t] = first ? val[t] : ch->h1[t];
+                  ch->h1[t] = val[t];
+                }
+                ch->a = last_a;
+                ch->ca = last_ca;
+                ch->sa = last_sa;
+              }
+              j++;
+              k = k1 + 1 == stride ? 0 : k1 + 1;
+              continue;
+            }
+          }
+        }
+#endif
         const uint32_t i = i0 + j;
         const uint8_t* pt = c->data + (size_t)i * step;
         chan_ref_t* ch = &chan[k];
@@ -482,6 +548,13 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
         shuffle_codes(cb[t], m, body + 4u * (size_t)t * n + i0, n);
       }
     }
+#if defined(__SSE2__)
+    double e2[2];
+    _mm_storeu_pd(e2, err2);
+    for (int l = 0; l < 2; l++) {
+      err_max = e2[l] > err_max ? e2[l] : err_max;
+    }
+#endif
     err_max = sqrt(err_max);
   }
 
@@ -519,7 +592,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     }
   }
   uint8_t* bp = wp + 4u * (size_t)nword * n;
-  for (uint32_t i = 0; i < n; i++) {
+  for (uint32_t i = 0; nbyte && i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
     const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
     for (uint32_t j = 0; j < nbyte; j++) {
@@ -704,7 +777,7 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
       }
     }
     const uint8_t* bp = wp + 4u * (size_t)nword * n;
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; nbyte && i < n; i++) {
       uint8_t* pt = out + (size_t)i * step;
       const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
       for (uint32_t j = 0; j < nbyte; j++) {
