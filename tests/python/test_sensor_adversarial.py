@@ -1503,3 +1503,26 @@ def test_sub_sensor_frames_compose_body_imu_and_chain_mounts(sensimd):
     f = rot(qb) @ rot(qi) @ rot(qs)
     np.testing.assert_allclose(v["magnetic_field"], f.T @ b, rtol=1e-12, atol=1e-20)
     np.testing.assert_allclose(v["angular_velocity"], f.T @ w, atol=1e-14)
+
+
+def test_refused_updates_change_no_sensor_reading(sensimd):
+    with sensimd.client() as c:
+        c.create_body(2)
+        c.create_joint(3)
+        c.create_encoder(5, 3)
+        c.create_imu(6, body_id=2, accelerometer=True)
+        c.update_state(0.0, [2], [[0, 0, 0, 0, 0, 0, 1]], joint_ids=[3], joint_positions=[1.0])
+        c.step(0.0)
+        for kw, exc in ((dict(body_ids=[2, 2], body_poses=[[1, 0, 0, 0, 0, 0, 1]] * 2),
+                         errors.InvalidArgument),
+                        (dict(joint_ids=[3, 3], joint_positions=[2.0, 3.0]),
+                         errors.InvalidArgument),
+                        (dict(joint_ids=[3, 99], joint_positions=[2.0, 3.0]), errors.NotFound),
+                        (dict(body_ids=[2], body_poses=[[1, 0, 0, 0, 0, 0, 0]], joint_ids=[3],
+                              joint_positions=[5.0]), errors.InvalidArgument)):
+            with pytest.raises(exc):
+                c.update_state(0.1, **kw)
+        c.update_state(0.1)
+        out = by_sensor(c.step(0.1))
+    assert out[5][0].value["position"] == 1.0
+    np.testing.assert_allclose(out[6][0].value["acceleration"], [0, 0, 9.80665], atol=1e-12)
