@@ -1526,3 +1526,32 @@ def test_refused_updates_change_no_sensor_reading(sensimd):
         out = by_sensor(c.step(0.1))
     assert out[5][0].value["position"] == 1.0
     np.testing.assert_allclose(out[6][0].value["acceleration"], [0, 0, 9.80665], atol=1e-12)
+
+
+@pytest.mark.parametrize("range_max", [None, 5.0])
+def test_atmospheric_returns_follow_the_scaled_gamma_law(sensimd, range_max):
+    # no surfaces: a ray returns with probability s F(L; k, theta), at a Gamma(k, theta)
+    # distance (k = 3, theta = 2 m, s = 0.5); the seed is fixed, so the bounds are not flaky
+    n = 200000
+    rng = np.random.default_rng(1)
+    az, el = rng.uniform(-3, 3, n), rng.uniform(-1.4, 1.4, n)
+    with sensimd.client(timeout=60) as c:
+        c.set_environment(seed=11)
+        c.set_ambient("custom", attenuation=0.0, refractive_index=1.0, return_gamma_shape=3.0,
+                      return_gamma_scale=2.0, return_probability_scaling=0.5)
+        c.create_lidar(5, custom={"azimuths": list(az), "elevations": list(el),
+                                  "frame_rate": 10.0},
+                       fields=["distance", "intensity"], range_min=0.0,
+                       **({} if range_max is None else {"range_max": range_max}))
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+    x = cl["distance"].astype(float)
+    np.testing.assert_allclose(cl["intensity"], 1 / math.pi, rtol=1e-6)
+    if range_max is None:
+        p = 0.5
+        assert abs(x.mean() - 6.0) < 4 * math.sqrt(12.0 / len(x))
+        assert abs(x.var() - 12.0) < 0.5
+    else:
+        p = 0.5 * (1 - math.exp(-2.5) * (1 + 2.5 + 2.5 ** 2 / 2))     # s P(3, 5/2)
+        assert x.max() <= range_max
+    assert abs(len(x) / n - p) < 4 * math.sqrt(p * (1 - p) / n)
