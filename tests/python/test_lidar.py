@@ -465,3 +465,42 @@ def test_lidar_step_honours_the_request_deadline(sensimd_factory):
                 c.step(2.0)
             assert "DEADLINE_EXCEEDED" in str(exc.value)
             assert time.monotonic() - t0 < 1.5
+
+
+def test_lidar_per_step_rays_of_one_instant_must_fit_a_step(sensimd):
+    # publishing per step, a 2048 x 2048 flash frame still fires at one instant: no step can
+    # split its 64 MiB, so it is refused at creation; three fields (48 MiB) fit and step
+    flash = {"columns": 2048, "rows": 2048, "fov_horizontal": 0.5, "fov_vertical": 0.5,
+             "frame_rate": 10.0, "start_time": 0.05}
+    with sensimd.client(timeout=120) as c:
+        _room(c)
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c.create_lidar(5, flash=flash, publish="per_step")
+        assert "lidar.flash: 4194304 rays fire at one instant" in str(exc.value)
+        assert "lidar.flash.columns x rows" in str(exc.value)
+        c.create_lidar(5, flash=flash, publish="per_step", fields=["x", "y", "z"])
+        counts = [sum(len(p) for p in _run(c, 5, [t])) for t in (0.04, 0.05, 0.06)]
+        assert counts == [0, 2048 * 2048, 0]
+
+
+def test_lidar_frames_that_complete_together_over_the_output_say_so(sensimd):
+    # 8 OS1-128 2048 of 13 fields (11.5 MB a frame each, 92 MB together) all complete their
+    # revolution in the same step, however short: the error says that shorter steps do not
+    # help and what does; with 5 of them the environment steps on
+    fields = ["x", "y", "z", "intensity", "ring", "azimuth", "elevation", "distance",
+              "time_offset", "object_id", "label", "return_index", "return_count"]
+    with sensimd.client(timeout=120) as c:
+        _room(c)
+        for i in range(8):
+            c.create_lidar(10 + i, ouster={"channels": 128, "columns": 2048, "frequency": 10.0},
+                           fields=fields)
+        _run(c, 10, [0.0, 0.05])
+        c.update_state(0.1)
+        with pytest.raises(errors.ResourceExhausted) as exc:
+            c.step(0.1)
+        assert "complete together exceed it whatever the step" in str(exc.value)
+        assert "publish per step" in str(exc.value)
+        for i in range(5, 8):
+            c.remove("sensor", 10 + i)
+        done = c.step(0.1)
+        assert all(len(c.lidar_clouds(done, 10 + i)) == 1 for i in range(5))

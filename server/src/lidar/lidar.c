@@ -135,6 +135,18 @@ static double frame_rays(const lidar_pattern_t* p) {
 }
 
 
+// Most rays of pattern p that fire at one instant (equal time offsets in a group; groups do not
+// overlap in time).
+static double instant_rays(const lidar_pattern_t* p) {
+  uint32_t most = 0, run = 0;
+  for (uint32_t k = 0; k < p->nray; k++) {
+    run = k > 0 && p->time_offset[k] == p->time_offset[k - 1] ? run + 1 : 1;
+    most = run > most ? run : most;
+  }
+  return (double)most;
+}
+
+
 int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   // options
   lidar_t tmp;
@@ -164,8 +176,22 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
                    d->nexclude_body, LIDAR_MAX_EXCLUDED_BODIES);
   }
 
-  // one frame must fit in a step's output (per-revolution publishing)
+  // one frame must fit in a step's output (per-revolution publishing); per step, the rays of
+  // one firing instant, which no step can split (a flash frame, a custom list's rays of one
+  // time offset)
   uint32_t maxret = lidar_returns_max(&tmp.ret);
+  if (d->max_frame_bytes && d->publish_per_step) {
+    double rays = instant_rays(&d->pattern);
+    double bytes = rays * maxret * tmp.layout.point_step + 512.0;
+    if (!(bytes <= (double)d->max_frame_bytes)) {
+      return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
+                     "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), and "
+                     "no step can split them; reduce %s, the returns or the fields",
+                     pfield, rays, maxret, tmp.layout.point_step, bytes,
+                     (unsigned long long)d->max_frame_bytes,
+                     d->frame_field ? d->frame_field : pfield);
+    }
+  }
   if (d->max_frame_bytes && !d->publish_per_step) {
     double rays = frame_rays(&d->pattern);
     double bytes = rays * maxret * tmp.layout.point_step + 512.0;
@@ -631,6 +657,22 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     }
   }
   double pub_bytes = (double)pub_points * l->layout.point_step + 512.0 * (double)nrec;
+  if (pub_bytes > (double)v->output_budget && !l->per_step) {
+    // shorter steps help unless the sweep being gathered cannot fit by itself (the sensors
+    // before this one took the rest: their frames fall due in the same step)
+    lidar_cursor_t end = lidar_pattern_first_group(&l->pat, l->acc_sweep + 1) * l->pat.nray;
+    double one = (double)(l->acc_n + (end - l->cursor) * (uint64_t)l->maxret) *
+                 l->layout.point_step + 512.0;
+    if (one > (double)v->output_budget) {
+      return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: its cloud of up to %.4g "
+                     "bytes, due in this step, does not fit in the %llu bytes the step's output "
+                     "has left after the sensors before it (max_output_bytes): the clouds of "
+                     "this environment's lidars that complete together exceed it whatever the "
+                     "step; publish per step, use fewer fields or lidars, or raise "
+                     "--max-frame-bytes", ctx->id, v->t1, one,
+                     (unsigned long long)v->output_budget);
+    }
+  }
   if (pub_bytes > (double)v->output_budget) {
     return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: the rays fired since %.17g "
                    "can give up to %.4g bytes of point clouds, more than the %llu bytes this "
