@@ -1555,3 +1555,31 @@ def test_atmospheric_returns_follow_the_scaled_gamma_law(sensimd, range_max):
         p = 0.5 * (1 - math.exp(-2.5) * (1 + 2.5 + 2.5 ** 2 / 2))     # s P(3, 5/2)
         assert x.max() <= range_max
     assert abs(len(x) / n - p) < 4 * math.sqrt(p * (1 - p) / n)
+
+
+@pytest.mark.parametrize("radius,base,slope,mean", [(10.0, 0.01, 0.001, 0.0),
+                                                     (50.0, 0.01, 0.001, 0.05),
+                                                     (10.0, 0.0, 0.003, -0.02)])
+def test_distance_noise_statistics(sensimd, radius, base, slope, mean):
+    # sigma(x) = base + slope x (KAT-DN: 0.02 m at 10 m, 0.06 m at 50 m, 0.03 m at 10 m);
+    # the noisy point stays on its ray
+    n = 100000
+    rng = np.random.default_rng(2)
+    az, el = rng.uniform(-3, 3, n), rng.uniform(-1.4, 1.4, n)
+    with sensimd.client(timeout=60) as c:
+        c.set_environment(seed=4)
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=radius)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, custom={"azimuths": list(az), "elevations": list(el),
+                                  "frame_rate": 10.0}, fields=["distance", "x", "y", "z"],
+                       distance_noise={"stddev_base": base, "stddev_slope": slope,
+                                       "mean": mean})
+        c.update_state(0.0)
+        cl = c.lidar_clouds(c.step(0.0), 5)[0]
+    x = cl["distance"].astype(float)
+    sigma = base + slope * radius
+    assert len(x) == n
+    assert abs(x.mean() - radius - mean) < 4 * sigma / math.sqrt(n)
+    assert abs(x.std() / sigma - 1) < 0.01
+    np.testing.assert_allclose(np.linalg.norm(xyz(cl), axis=1), x, atol=1e-5)
