@@ -31,8 +31,12 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "base/mem.h"
+
+// recent_ns of a new queue, and of one whose environment was changed (exec.h).
+#define EXEC_RECENT_START_NS 1000000u
 
 struct exec {
   uv_loop_t* loop;
@@ -60,6 +64,7 @@ void exec_queue_init(exec_queue_t* q) {
   list_init(&q->todo);
   q->node.prev = q->node.next = &q->node;
   q->running = 0;
+  q->recent_ns = EXEC_RECENT_START_NS;
 }
 
 
@@ -96,11 +101,18 @@ static void executor_main(void* arg) {
     list_remove(n);
     uv_mutex_unlock(&x->mutex);
     exec_job_t* j = container_of(n, exec_job_t, node);
+    uint64_t t0 = clock_now_ns();
     j->run(j);
+    uint64_t took = clock_now_ns() - t0;
 
     // The queue goes back in turn before the job is handed over: once the job is in the
     // finished list its done may free the queue's owner, so q is not touched after that.
     uv_mutex_lock(&x->mutex);
+    if (j->inline_candidate) {
+      q->recent_ns = took > q->recent_ns / 2 ? took : q->recent_ns / 2;
+    } else if (!j->brief) {
+      q->recent_ns = EXEC_RECENT_START_NS;
+    }
     q->running = 0;
     if (!list_is_empty(&q->todo)) {
       list_push_back(&x->ready, &q->node);
@@ -250,6 +262,29 @@ void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j) {
   if (grow && start_executor(x) != 0) {
     LOG_WARN("cannot start another executor thread (%u running)", x->nthreads);
   }
+}
+
+
+int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j, uint64_t max_ns) {
+  // pending counts every job from its submission to the end of its done, so 0 means that no
+  // executor holds q (or anything) and that no earlier completion is still to be delivered
+  if (!j->inline_candidate || x->pending != 0 || q->recent_ns > max_ns) {
+    return 0;
+  }
+  uv_mutex_lock(&x->mutex);
+  int stopped = x->stop;
+  uv_mutex_unlock(&x->mutex);
+  if (stopped) {
+    return 0;
+  }
+  x->pending++;
+  uint64_t t0 = clock_now_ns();
+  j->run(j);
+  uint64_t took = clock_now_ns() - t0;
+  q->recent_ns = took > q->recent_ns / 2 ? took : q->recent_ns / 2;
+  x->pending--;
+  j->done(j, 0);
+  return 1;
 }
 
 

@@ -9,6 +9,8 @@
 #ifndef SENSIM_DAEMON_EXEC_H_
 #define SENSIM_DAEMON_EXEC_H_
 
+#include <stdint.h>
+
 #include "base/list.h"
 
 struct uv_loop_s;
@@ -22,6 +24,11 @@ struct exec_job {
   // Thread: loop; frees the job. cancelled: run never ran.
   void (*done)(exec_job_t* j, int cancelled);
   int brief;                 // a short job (reading counters): never starts an executor
+  // A job exec_run_inline may run (a state update, a step): its run time feeds the queue's
+  // recent_ns. Any other job but a brief one (one that changes the environment: a sensor
+  // created, ...) resets recent_ns to 1 ms, so that the next candidates go to the executors
+  // until they have shown again that they are short.
+  int inline_candidate;
 };
 
 // A serial queue, embedded in what it serves (an environment's registry entry). It must stay
@@ -30,6 +37,7 @@ struct exec_queue {
   list_node_t node;          // in the executors' ready list while runnable
   list_t todo;               // submitted jobs not yet run
   int running;               // an executor is running one of its jobs
+  uint64_t recent_ns;        // decaying maximum of its inline candidates' run times
 };
 
 void exec_queue_init(exec_queue_t* q);
@@ -42,6 +50,14 @@ exec_t* exec_create(struct uv_loop_s* loop, unsigned max_threads);
 // executor is started when fewer than one more than the waiting queues are idle or starting.
 // Thread: loop.
 void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j);
+
+// Run j on the calling thread at once (run, then done) when nothing at all is in flight (no
+// job queued, running or awaiting its done, in any queue), j is an inline candidate and q's
+// recent candidates were all short (recent_ns <= max_ns; a new or changed environment starts
+// at 1 ms, so its next candidates go to the executors):
+// a short request then costs no hand-off to an executor and back. Returns 1 when j ran (and
+// is freed by its done), 0 when it did not (nothing changed: submit it). Thread: loop.
+int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j, uint64_t max_ns);
 
 // Jobs queued, running or finished and awaiting their done, over every queue. Thread: loop.
 unsigned exec_pending(const exec_t* x);

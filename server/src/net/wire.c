@@ -321,6 +321,11 @@ int wire_is_step(const wire_request_t* r) {
 }
 
 
+int wire_is_state_update(const wire_request_t* r) {
+  return r->env->body_case == SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+}
+
+
 static const char* str_or_empty(const char* s) {
   return s ? s : "";
 }

@@ -96,6 +96,9 @@ int wire_removes_sensor(const wire_request_t* r, uint32_t* sensor_id);
 // 1 when r is a Step.
 int wire_is_step(const wire_request_t* r);
 
+// 1 when r is an UpdateState.
+int wire_is_state_update(const wire_request_t* r);
+
 //---------------- Replies (each returns a mem_alloc'ed payload; 0 or ERR_NOMEM)
 
 // A reply carrying only a status (code 0 = OK, else an err_code_t mapped to StatusCode).
