@@ -1583,3 +1583,25 @@ def test_distance_noise_statistics(sensimd, radius, base, slope, mean):
     assert abs(x.mean() - radius - mean) < 4 * sigma / math.sqrt(n)
     assert abs(x.std() / sigma - 1) < 0.01
     np.testing.assert_allclose(np.linalg.norm(xyz(cl), axis=1), x, atol=1e-5)
+
+
+def test_imu_white_noise_statistics(sensimd):
+    # 150 ug/sqrt(Hz) at 100 Hz -> 0.014709975 m/s^2 (KAT NOISE1); with a 0.02 m/s^2 RMS noise
+    # on y the two add in quadrature
+    dens = 0.0014709975
+    with sensimd.client(timeout=60) as c:
+        c.set_environment(seed=5)
+        c.create_imu(6, sample_rate=100, accelerometer={"chain": {
+            "spectralNoiseDensity": {"x": dens, "y": dens, "z": dens},
+            "noiseStddev": {"x": 0.0, "y": 0.02, "z": 0.0}}})
+        c.update_state(0.0)
+        c.step(0.0)
+        acc = []
+        for k in range(1, 101):
+            c.update_state(float(k))
+            acc += [o.value["acceleration"] for o in sensim.outputs(c.step(float(k)))]
+    a = np.array(acc)
+    assert len(a) == 10000
+    assert abs(a[:, 0].std() / 0.014709975 - 1) < 0.03
+    assert abs(a[:, 1].std() / math.hypot(0.02, 0.014709975) - 1) < 0.03
+    assert abs(a[:, 2].mean() - 9.80665) < 4 * 0.014709975 / 100
