@@ -543,3 +543,70 @@ TEST(exec_brief_jobs_start_no_executor) {
   ASSERT_EQ(mem_live_count(), base);
   return 0;
 }
+
+
+// exec_run_inline: a short candidate runs on the calling thread only once the queue's recent
+// candidates have shown to be short, never while anything is in flight, and a job that is not
+// a candidate (a change to the environment) sends the next candidates to the executors again.
+typedef struct inline_job {
+  exec_job_t base;
+  uv_thread_t* loop_thread;
+  int ran_on_loop;
+  int done;
+} inline_job_t;
+
+static void inline_run(exec_job_t* j) {
+  inline_job_t* t = (inline_job_t*)j;
+  uv_thread_t self = uv_thread_self();
+  t->ran_on_loop = uv_thread_equal(&self, t->loop_thread);
+}
+
+static void inline_done(exec_job_t* j, int cancelled) {
+  inline_job_t* t = (inline_job_t*)j;
+  t->done = cancelled ? -1 : 1;
+}
+
+TEST(exec_run_inline_after_short_candidates) {
+  uv_loop_t loop;
+  ASSERT_OK(uv_loop_init(&loop));
+  exec_t* x = exec_create(&loop, 2);
+  ASSERT_TRUE(x != NULL);
+  exec_queue_t q;
+  exec_queue_init(&q);
+  uv_thread_t me = uv_thread_self();
+  inline_job_t j = {.base = {.run = inline_run, .done = inline_done, .inline_candidate = 1},
+                    .loop_thread = &me};
+  // a new queue: not inline (its first candidates go to the executors)
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 0);
+  ASSERT_EQ(j.done, 0);
+  // candidates through the executors: 1 ms halves each time under 50 us within 6 jobs
+  for (int k = 0; k < 6; k++) {
+    j.done = 0;
+    exec_submit(x, &q, &j.base);
+    while (!j.done) {
+      uv_run(&loop, UV_RUN_ONCE);
+    }
+    ASSERT_EQ(j.ran_on_loop, 0);
+  }
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 1);
+  ASSERT_EQ(j.done, 1);
+  ASSERT_EQ(j.ran_on_loop, 1);
+  // not a candidate: never inline, and it resets the queue's estimate
+  inline_job_t other = {.base = {.run = inline_run, .done = inline_done},
+                        .loop_thread = &me};
+  ASSERT_EQ(exec_run_inline(x, &q, &other.base, 50000), 0);
+  exec_submit(x, &q, &other.base);
+  // while a job is in flight nothing runs inline
+  j.done = 0;
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 0);
+  while (!other.done) {
+    uv_run(&loop, UV_RUN_ONCE);
+  }
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 0);
+  ASSERT_EQ(j.done, 0);
+  exec_stop(x);
+  ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
+  ASSERT_OK(uv_loop_close(&loop));
+  exec_destroy(x);
+  return 0;
+}
