@@ -1605,3 +1605,30 @@ def test_imu_white_noise_statistics(sensimd):
     assert abs(a[:, 0].std() / 0.014709975 - 1) < 0.03
     assert abs(a[:, 1].std() / math.hypot(0.02, 0.014709975) - 1) < 0.03
     assert abs(a[:, 2].mean() - 9.80665) < 4 * 0.014709975 / 100
+
+
+def test_drift_statistics_across_independent_imus(sensimd):
+    # 1000 IMUs (independent streams): random walk Var(w) = sigma_rw^2 t after 1 s; the
+    # Gauss-Markov bias keeps its stationary deviation and decorrelates as exp(-dt / tau)
+    m = 1000
+    with sensimd.client(timeout=60) as c:
+        c.set_environment(seed=6)
+        for i in range(1, m + 1):
+            c.create_imu(i, gyroscope={"chain": {"drift": {"randomWalk": 0.1}}})
+        for k in range(11):
+            c.update_state(0.1 * k)
+            walk = np.array([o.value["angular_velocity"] for o in sensim.outputs(c.step(0.1 * k))])
+    with sensimd.client(environment="gm", timeout=60) as c:
+        c.set_environment(seed=7)
+        for i in range(1, m + 1):
+            c.create_imu(i, gyroscope={"chain": {"drift": {"biasInstability": 0.05,
+                                                            "biasCorrelationTime": 0.5}}})
+        for k in range(6):
+            c.update_state(0.1 * k)
+            gm = np.array([o.value["angular_velocity"] for o in sensim.outputs(c.step(0.1 * k))])
+            if k == 1:
+                first = gm.copy()
+    np.testing.assert_allclose(walk.var(axis=0), 0.01, rtol=4 * math.sqrt(2 / m))
+    np.testing.assert_allclose(gm.std(axis=0), 0.05, rtol=4 / math.sqrt(2 * m))
+    corr = np.mean([np.corrcoef(first[:, a], gm[:, a])[0, 1] for a in range(3)])
+    assert abs(corr - math.exp(-0.4 / 0.5)) < 0.05
