@@ -504,3 +504,31 @@ def test_lidar_frames_that_complete_together_over_the_output_say_so(sensimd):
             c.remove("sensor", 10 + i)
         done = c.step(0.1)
         assert all(len(c.lidar_clouds(done, 10 + i)) == 1 for i in range(5))
+
+
+def test_lidar_ouster_range_follows_the_device_beam_origin_formula(sensimd):
+    # with the beam-origin offset n the Ouster layout's range is the device's: the point is
+    # (r - n) d + n (cos az, sin az, 0) (docs/frames.md, "Ouster"), r in whole mm
+    n = 0.015806
+    with sensimd.client() as c:
+        _room(c, 10.0, refractive_index=1.0)
+        ouster = {"channels": 32, "columns": 512, "frequency": 10.0,
+                  "lidar_origin_to_beam_origin": n}
+        c.create_lidar(5, ouster=ouster, layout="ouster")
+        c.create_lidar(6, ouster=ouster, fields=["azimuth", "elevation", "distance"])
+        a, b = [], []
+        for t in (0.0, 0.1, 0.2):
+            c.update_state(t)
+            done = c.step(t)
+            a += c.lidar_clouds(done, 5)
+            b += c.lidar_clouds(done, 6)
+    pts, ang = a[0], b[0]
+    e = ang["elevation"].astype(float)
+    az = ang["azimuth"].astype(float)
+    r = pts["range"].astype(float) / 1000.0
+    np.testing.assert_allclose(r, ang["distance"] + n, atol=6e-4)
+    d = np.stack([np.cos(e) * np.cos(az), np.cos(e) * np.sin(az), np.sin(e)], axis=1)
+    p = (r - n)[:, None] * d + n * np.stack([np.cos(az), np.sin(az), 0 * az], axis=1)
+    xyz = np.stack([pts["x"], pts["y"], pts["z"]], axis=1).astype(float)
+    np.testing.assert_allclose(p, xyz, atol=1e-3)
+    np.testing.assert_allclose(np.linalg.norm(xyz, axis=1), 10.0, rtol=1e-5)

@@ -447,6 +447,7 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
           xform_quat_rotate(qc, r->normal, pt.normal);
         }
         pt.distance = x;
+        pt.range_offset = l->pat.beam_origin_radius;
         pt.intensity = r->intensity;
         pt.object_id = r->object_id;
         pt.label = r->label;

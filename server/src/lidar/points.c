@@ -267,7 +267,7 @@ void lidar_points_write(const lidar_layout_t* l, const lidar_point_t* pt, uint8_
         put_u16(d, 0);
         break;
       case LIDAR_FIELD_RANGE_MM:
-        put_u32(d, to_uint(pt->distance * 1e3, UINT32_MAX));
+        put_u32(d, to_uint((pt->distance + pt->range_offset) * 1e3, UINT32_MAX));
         break;
       default:
         break;

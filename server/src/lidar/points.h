@@ -79,6 +79,9 @@ typedef struct lidar_point {
   double xyz[3];                // m, or NaN for a miss kept as NaN
   double intensity;
   double distance;              // m (NaN for a miss kept as NaN)
+  double range_offset;          // m added to distance for the device range (`range`, mm): the
+                                //   Ouster beam-origin offset n, whose range counts from the
+                                //   lidar origin's side of the beam (r = distance + n)
   double time_offset;           // s after the cloud's frame_start_time
   double azimuth;               // rad
   double elevation;             // rad

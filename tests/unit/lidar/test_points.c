@@ -108,6 +108,12 @@ TEST(points_write_every_field) {
   ASSERT_EQ(buf[12], 0);    // padding zeroed
   ASSERT_EQ(buf[47], 0);
 
+  // the Ouster range counts the beam-origin offset n: r = distance + n
+  pt.range_offset = 0.015806;
+  lidar_points_write(&l, &pt, buf);
+  memcpy(&u, buf + 32, 4);
+  ASSERT_EQ(u, 12361);      // mm
+
   // a NaN distance packs as range 0
   pt.distance = NAN;
   lidar_points_write(&l, &pt, buf);
