@@ -9,7 +9,10 @@
 // (a zero point, NaN or any non-finite coordinate) codes R = 0 and its kind in A, and takes the
 // predictions as its values so the image stays smooth across it. The residual planes and the
 // other bytes of the points (each less the same byte `stride` points back) are byte-shuffled
-// (byte k of every value together), then zstd.
+// (byte k of every value together), then zstd. Encoder and decoder keep per-channel state
+// (the last two values of each channel, its last angles and their cosines and sines) and work
+// a block of points at a time, so that nothing but the zstd input is the size of the cloud;
+// angles are found without atan2 from near references (see qzstd_encode).
 #include "codec/qzstd.h"
 
 #include <math.h>
