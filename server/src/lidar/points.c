@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/text.h"
+
 // Field names and types of the selectable fields, in enum order.
 static const struct {
   const char* name;
@@ -142,9 +144,13 @@ static int layout_build(lidar_layout_t* out_, lidar_layout_preset_t preset,
       }
     }
     if (id < 0) {
+      // the client's bytes, escaped (replies carry UTF-8 text only) and cut
+      char shown[64];
+      text_escape(shown, sizeof shown, names[i] ? names[i] : "",
+                  names[i] ? strnlen(names[i], 48) : 0);
       return err_set(msg, ERR_INVAL, "lidar.fields[%u] = \"%s\" is not a point field (x y z "
                      "intensity ring azimuth elevation distance time_offset object_id label "
-                     "return_index return_count normal)", i, names[i] ? names[i] : "");
+                     "return_index return_count normal)", i, shown);
     }
     for (uint32_t j = 0; j < out.nfield; j++) {
       if (out.id[j] == (lidar_point_field_t)id) {

@@ -144,3 +144,21 @@ TEST(points_xyzi_packs_four_floats) {
   ASSERT_MEM_EQ(fc, swapped, sizeof swapped);
   return 0;
 }
+
+
+TEST(points_unknown_field_name_is_quoted_as_utf8) {
+  // a client's bytes that are not UTF-8 are quoted escaped (replies carry UTF-8 text only),
+  // and a long name is cut
+  lidar_layout_t l;
+  err_msg_t msg = {0};
+  const char* names[1] = {"\xff\xfe\x80Q"};
+  ASSERT_EQ(lidar_layout_init(&l, LIDAR_LAYOUT_FIELDS, names, 1, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.fields[0] = \"\\xff\\xfe\\x80Q\" is not a point field");
+  char longname[300];
+  memset(longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = '\0';
+  names[0] = longname;
+  ASSERT_EQ(lidar_layout_init(&l, LIDAR_LAYOUT_FIELDS, names, 1, &msg), ERR_INVAL);
+  ASSERT_TRUE(strstr(msg.text, "is not a point field") != NULL);
+  return 0;
+}
