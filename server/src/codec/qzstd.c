@@ -325,7 +325,32 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   uint32_t nchan = p->stride ? p->stride : STRIDE_SEARCH;
   nchan = nchan < n ? nchan : (n ? n : 1);
   uint32_t nsample = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
-  size_t body_cap = (size_t)n * step + 12u * (size_t)n;
+
+  // the largest range of a measured point (a miss gives 0, NaN or infinity: left out, as the
+  // comparisons are false) and the number of misses kept raw, without a branch
+  double r2max = 0.0;
+  uint32_t nraw = 0;
+  for (uint32_t i = 0; has_pos && i < n; i++) {
+    const uint8_t* pt = c->data + (size_t)i * step;
+    uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
+    nraw += (uint32_t)(!measured(bx, by, bz) & ((bx | by | bz) != 0u) &
+                       !((bx == 0x7FC00000u) & (by == 0x7FC00000u) & (bz == 0x7FC00000u)));
+    double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
+    double r2 = x * x + y * y + z * z;
+    r2max = r2 > r2max && r2 < INFINITY ? r2 : r2max;
+  }
+  double rmax = sqrt(r2max);
+  double range_step = prec;
+  // a range beyond 2^29 steps cannot be coded: positions are then kept losslessly
+  if (has_pos && rmax / range_step >= (double)(VALUE_LIMIT - 1)) {
+    has_pos = 0;
+    nraw = 0;
+    for (int k = 0; k < 3; k++) {
+      xyz[k] = NO_POSITIONS;
+    }
+  }
+
+  size_t body_cap = (size_t)n * step + 12u * (size_t)nraw;
   uint8_t* body = mem_alloc(body_cap ? body_cap : 1);
   uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
@@ -339,28 +364,10 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     mem_free(sample);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
-  double range_step = prec, angle_step = 0.0, err_max = 0.0;
+  double angle_step = 0.0, err_max = 0.0;
   uint32_t stride = 1, nexc = 0;
   uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
 
-  // the largest range of a measured point (a miss gives 0, NaN or infinity: left out, as the
-  // comparisons are false), without a branch
-  double r2max = 0.0;
-  for (uint32_t i = 0; has_pos && i < n; i++) {
-    const uint8_t* pt = c->data + (size_t)i * step;
-    double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-    double r2 = x * x + y * y + z * z;
-    r2max = r2 > r2max && r2 < INFINITY ? r2 : r2max;
-  }
-  double rmax = sqrt(r2max);
-
-  // a range beyond 2^29 steps cannot be coded: positions are then kept losslessly
-  if (has_pos && rmax / range_step >= (double)(VALUE_LIMIT - 1)) {
-    has_pos = 0;
-    for (int k = 0; k < 3; k++) {
-      xyz[k] = NO_POSITIONS;
-    }
-  }
   if (has_pos) {
     angle_step = rmax > 0.0 ? prec / (2.0 * rmax) : prec;
     if (angle_step < M_PI / (double)(VALUE_LIMIT / 2)) {
