@@ -414,9 +414,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
           uint32_t k1 = k + 1 == stride ? 0 : k + 1;
           chan_ref_t* c0 = &chan[k];
           chan_ref_t* c1 = &chan[k1];
-          if (c0->set & c1->set &
-              measured(get_u32(p0 + xyz[0]), get_u32(p0 + xyz[1]), get_u32(p0 + xyz[2])) &
-              measured(get_u32(p1 + xyz[0]), get_u32(p1 + xyz[1]), get_u32(p1 + xyz[2]))) {
+          {
             const __m128d zero = _mm_setzero_pd(), ia = _mm_set1_pd(inv_angle),
                           lim49 = _mm_set1_pd(0.49),
                           abs = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFF));
@@ -424,14 +422,19 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
             __m128d y = _mm_set_pd(get_f32(p1 + xyz[1]), get_f32(p0 + xyz[1]));
             __m128d z = _mm_set_pd(get_f32(p1 + xyz[2]), get_f32(p0 + xyz[2]));
             __m128d rxy2 = _mm_add_pd(_mm_mul_pd(x, x), _mm_mul_pd(y, y));
-            __m128d rxy = _mm_sqrt_pd(rxy2), r = _mm_sqrt_pd(_mm_add_pd(rxy2, _mm_mul_pd(z, z)));
+            __m128d r2 = _mm_add_pd(rxy2, _mm_mul_pd(z, z));
+            __m128d rxy = _mm_sqrt_pd(rxy2), r = _mm_sqrt_pd(r2);
             __m128d lc = _mm_set1_pd(last_ca), ls = _mm_set1_pd(last_sa);
             __m128d ce = _mm_set_pd(c1->ce, c0->ce), se = _mm_set_pd(c1->se, c0->se);
             __m128d ua = _mm_add_pd(_mm_mul_pd(x, lc), _mm_mul_pd(y, ls));
             __m128d ta = _mm_sub_pd(_mm_mul_pd(y, lc), _mm_mul_pd(x, ls));
             __m128d ue = _mm_add_pd(_mm_mul_pd(rxy, ce), _mm_mul_pd(z, se));
             __m128d te = _mm_sub_pd(_mm_mul_pd(z, ce), _mm_mul_pd(rxy, se));
-            __m128d ok = _mm_and_pd(_mm_cmpgt_pd(ua, zero), _mm_cmpgt_pd(ue, zero));
+            // measured: 0 < r^2 < infinity (the squares of float32 neither underflow nor
+            // overflow in float64); an unset channel has a zero cosine and sine: ue = 0
+            __m128d ok = _mm_and_pd(_mm_cmpgt_pd(r2, zero),
+                                    _mm_cmplt_pd(r2, _mm_set1_pd(INFINITY)));
+            ok = _mm_and_pd(ok, _mm_and_pd(_mm_cmpgt_pd(ua, zero), _mm_cmpgt_pd(ue, zero)));
             ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(ta, abs), ia),
                                              _mm_mul_pd(lim49, rxy)));
             ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(te, abs), ia),
