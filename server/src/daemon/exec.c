@@ -14,6 +14,10 @@
 // the limit. CPU is shared by the worker pool, not by these threads: an executor mostly runs
 // its own chunks of pool work or waits for them.
 //
+// Short jobs inline: a state update or step whose predecessors in its queue were all short
+// runs on the loop thread when nothing else is in flight (exec_run_inline): two thread
+// hand-offs (the executor's wake-up, the loop's) were most of an IMU step's round trip.
+//
 // The mutex guards the ready list, every queue's todo and running, the finished list, the
 // counters and the stop flag; it is the only lock here and is never held while a job runs.
 //

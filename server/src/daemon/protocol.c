@@ -99,7 +99,8 @@ static void req_run(exec_job_t* j) {
     rj->out = NULL;
   }
 
-  // a step's outputs, encoded here for the subscribers (never on the loop thread)
+  // a step's outputs, encoded here for the subscribers (on an executor, unless the step is
+  // one of the short ones run inline, exec_run_inline)
   if (rj->code == 0 && wire_is_step(rj->req)) {
     rj->batch = streams_encode(d->streams, e, env_outputs(e->env), t0.t_prev);
   }
