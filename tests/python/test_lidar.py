@@ -532,3 +532,34 @@ def test_lidar_ouster_range_follows_the_device_beam_origin_formula(sensimd):
     xyz = np.stack([pts["x"], pts["y"], pts["z"]], axis=1).astype(float)
     np.testing.assert_allclose(p, xyz, atol=1e-3)
     np.testing.assert_allclose(np.linalg.norm(xyz, axis=1), 10.0, rtol=1e-5)
+
+
+def test_lidar_return_all_is_bounded_by_its_actual_points(sensimd_factory):
+    # RETURN_ALL's worst case (every candidate of every ray) does not refuse a configuration up
+    # front: a deep VLP-16 is accepted; in dense fog its actual points (surface and atmospheric
+    # returns) are what a step's output must hold, and a step whose points exceed it is refused
+    # as they come (nothing changes: the same step fails the same way again)
+    d = sensimd_factory("--max-frame-bytes", str(1 << 20))
+    with d.client(timeout=60) as c:
+        c.create_lidar(4, vlp16={"frequency": 10.0}, return_mode="all", max_returns=0,
+                       raytrace_depth=8, publish="per_step", fields=["distance"])
+        c.remove("sensor", 4)
+        c.set_environment(seed=5)
+        c.set_ambient("fog", visibility=15.0)
+        c.create_primitive(1, "sphere", radius=12.0)
+        c.create_object(1, geometry_id=1)
+        rng = np.random.default_rng(1)
+        c.create_lidar(5, custom={"azimuths": list(rng.uniform(-3, 3, 20000)),
+                                  "elevations": list(rng.uniform(-1, 1, 20000)),
+                                  "frame_rate": 10.0},
+                       return_mode="all", max_returns=0, publish="per_step", fields=["distance"])
+        _run(c, 5, [0.0])
+        n1 = len(_run(c, 5, [0.1])[0])
+        assert n1 > 20000 * 1.3                       # many rays return from the fog too
+        c.update_state(1.0)
+        for _ in range(2):
+            with pytest.raises(errors.ResourceExhausted) as exc:
+                c.step(1.0)
+            assert "lidar 5: Step.time = 1: the clouds of the rays fired since 0.1" \
+                in str(exc.value)
+            assert "take over" in str(exc.value)

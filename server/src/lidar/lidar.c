@@ -68,6 +68,8 @@ typedef struct lidar {
   uint32_t group_mask;
   int has_normal;               // the layout carries normals (rotated per point)
   uint32_t maxret;              // returns per ray
+  uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
+                                //   1 for RETURN_ALL (checked as the points come instead)
   size_t batch;                 // rays per batch (multiple of CHUNK)
 
   // sweep state: committed (after the last committed step), staged (by the last step, until
@@ -180,26 +182,27 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   // one firing instant, which no step can split (a flash frame, a custom list's rays of one
   // time offset)
   uint32_t maxret = lidar_returns_max(&tmp.ret);
+  uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL ? 1 : maxret;
   if (d->max_frame_bytes && d->publish_per_step) {
     double rays = instant_rays(&d->pattern);
-    double bytes = rays * maxret * tmp.layout.point_step + 512.0;
+    double bytes = rays * boundret * tmp.layout.point_step + 512.0;
     if (!(bytes <= (double)d->max_frame_bytes)) {
       return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
                      "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), and "
                      "no step can split them; reduce %s, the returns or the fields",
-                     pfield, rays, maxret, tmp.layout.point_step, bytes,
+                     pfield, rays, boundret, tmp.layout.point_step, bytes,
                      (unsigned long long)d->max_frame_bytes,
                      d->frame_field ? d->frame_field : pfield);
     }
   }
   if (d->max_frame_bytes && !d->publish_per_step) {
     double rays = frame_rays(&d->pattern);
-    double bytes = rays * maxret * tmp.layout.point_step + 512.0;
+    double bytes = rays * boundret * tmp.layout.point_step + 512.0;
     if (!(bytes <= (double)d->max_frame_bytes)) {
       return err_set(msg, ERR_INVAL, "%s: one frame of %.0f rays x %u returns x %u bytes "
                      "(%.4g bytes) exceeds the largest step output (%llu bytes); reduce %s, "
                      "the returns or the fields, or publish per step",
-                     pfield, rays, maxret, tmp.layout.point_step, bytes,
+                     pfield, rays, boundret, tmp.layout.point_step, bytes,
                      (unsigned long long)d->max_frame_bytes,
                      d->frame_field ? d->frame_field : pfield);
     }
@@ -223,6 +226,7 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   }
   l->group_mask = d->group_mask;
   l->maxret = maxret;
+  l->boundret = boundret;
   if (!l->per_step) {
     double fp = frame_rays(&d->pattern) * maxret;
     l->frame_points = fp < (double)(MAX_CLOUD_BYTES / l->layout.point_step)
@@ -647,13 +651,13 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
   // tracing when they cannot fit in the step's output
   uint64_t pub_points = 0, nrec = 0;
   if (l->per_step) {
-    pub_points = (last > l->cursor ? last - l->cursor : 0) * (uint64_t)l->maxret;
+    pub_points = (last > l->cursor ? last - l->cursor : 0) * (uint64_t)l->boundret;
     nrec = 1;
   } else {
     uint64_t last_sweep = lidar_sweep_of(&l->pat, last);
     lidar_cursor_t first = lidar_pattern_first_group(&l->pat, last_sweep) * l->pat.nray;
     if (first > l->cursor) {
-      pub_points = l->acc_n + (first - l->cursor) * (uint64_t)l->maxret;
+      pub_points = l->acc_n + (first - l->cursor) * (uint64_t)l->boundret;
       nrec = last_sweep - l->acc_sweep;
     }
   }
@@ -662,7 +666,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     // shorter steps help unless the sweep being gathered cannot fit by itself (the sensors
     // before this one took the rest: their frames fall due in the same step)
     lidar_cursor_t end = lidar_pattern_first_group(&l->pat, l->acc_sweep + 1) * l->pat.nray;
-    double one = (double)(l->acc_n + (end - l->cursor) * (uint64_t)l->maxret) *
+    double one = (double)(l->acc_n + (end - l->cursor) * (uint64_t)l->boundret) *
                  l->layout.point_step + 512.0;
     if (one > (double)v->output_budget) {
       return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: its cloud of up to %.4g "
@@ -682,8 +686,10 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
                    (unsigned long long)v->output_budget);
   }
 
-  // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in
+  // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in; the
+  // clouds' actual bytes are checked as they grow (RETURN_ALL's bound counts one return a ray)
   *base = 0;
+  uint64_t frame0 = l->frame;
   for (;;) {
     if (view_cancelled(v)) {
       return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
@@ -708,6 +714,14 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
       *base = l->acc_n;
       l->acc_sweep = next;
       l->acc_complete = 1;
+    }
+    double out_bytes = (double)(l->per_step ? l->acc_n : *base) * l->layout.point_step +
+                       512.0 * (double)(l->frame - frame0 + (l->per_step ? 1 : 0));
+    if (out_bytes > (double)v->output_budget) {
+      return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: the clouds of the rays fired "
+                     "since %.17g take over %.4g bytes, more than the %llu bytes this step's "
+                     "output has left for them (max_output_bytes); step in shorter intervals",
+                     ctx->id, v->t1, v->t0, out_bytes, (unsigned long long)v->output_budget);
     }
   }
   if (l->per_step) {
