@@ -715,8 +715,13 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
       l->acc_sweep = next;
       l->acc_complete = 1;
     }
+    // what this step publishes, and (per revolution) the open sweep, which must fit one day
     double out_bytes = (double)(l->per_step ? l->acc_n : *base) * l->layout.point_step +
                        512.0 * (double)(l->frame - frame0 + (l->per_step ? 1 : 0));
+    double open_bytes = (double)(l->acc_n - *base) * l->layout.point_step + 512.0;
+    if (!l->per_step && open_bytes > out_bytes) {
+      out_bytes = open_bytes;
+    }
     if (out_bytes > (double)v->output_budget) {
       return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: the clouds of the rays fired "
                      "since %.17g take over %.4g bytes, more than the %llu bytes this step's "
