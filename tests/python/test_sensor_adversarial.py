@@ -1632,3 +1632,77 @@ def test_drift_statistics_across_independent_imus(sensimd):
     np.testing.assert_allclose(gm.std(axis=0), 0.05, rtol=4 / math.sqrt(2 * m))
     corr = np.mean([np.corrcoef(first[:, a], gm[:, a])[0, 1] for a in range(3)])
     assert abs(corr - math.exp(-0.4 / 0.5)) < 0.05
+
+
+def test_ouster_range_satisfies_the_beam_origin_formula(sensimd):
+    # frames.md: p = (r - n) d + n (cos phi, sin phi, 0) with the reported range r
+    n = 0.015806
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        ouster = {"channels": 32, "columns": 512, "frequency": 10.0,
+                  "lidar_origin_to_beam_origin": n}
+        c.create_lidar(5, ouster=ouster, layout="ouster")
+        c.create_lidar(6, ouster=ouster, fields=["azimuth", "elevation"])
+        a, b = [], []
+        for t in (0.0, 0.1, 0.2):
+            c.update_state(t)
+            done = c.step(t)
+            a += c.lidar_clouds(done, 5)
+            b += c.lidar_clouds(done, 6)
+    pts, ang = a[0], b[0]
+    e = ang["elevation"].astype(float)
+    az = ang["azimuth"].astype(float)
+    r = pts["range"].astype(float) / 1000.0
+    d = np.stack([np.cos(e) * np.cos(az), np.cos(e) * np.sin(az), np.sin(e)], axis=1)
+    p = (r - n)[:, None] * d + n * np.stack([np.cos(az), np.sin(az), 0 * az], axis=1)
+    np.testing.assert_allclose(p, xyz(pts), atol=1.5e-3)      # range is in whole mm
+
+
+def test_a_per_step_frame_of_one_instant_that_cannot_fit_is_refused(sensimd):
+    # every pixel of a flash frame fires at once: no step can be short enough for it
+    with sensimd.client(timeout=60) as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        with pytest.raises(errors.InvalidArgument, match="lidar.flash"):
+            c.create_lidar(5, flash={"columns": 2048, "rows": 2048, "fov_horizontal": 0.5,
+                                     "fov_vertical": 0.5, "frame_rate": 10.0,
+                                     "start_time": 0.05}, publish="per_step")
+        assert _sensor_count(c) == 0
+
+
+def test_error_messages_quoting_client_text_are_valid_utf8(sensimd):
+    import struct
+    from sensim import _framing
+    with sensimd.client() as c:
+        env = pb.Envelope(id=9)
+        s = env.create_sensor
+        s.id = 5
+        s.lidar.vlp16.frequency = 10.0
+        s.lidar.fields.append("QQQQ")
+        c.send_raw(_framing.encode(env.SerializeToString().replace(b"QQQQ", b"\xff\xfe\x80Q")))
+        sock = c._sock
+        sock.settimeout(5)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
+            data += sock.recv(65536)
+        body = data[4:4 + struct.unpack("<I", data[:4])[0]]
+        reply = pb.Envelope()
+        reply.ParseFromString(body)
+        assert reply.status.code == 3                     # INVALID_ARGUMENT
+        assert "lidar.fields[0]" in reply.status.message
+        body[body.find(b"create_sensor"):].decode("utf-8")
+
+
+def test_return_all_with_every_candidate_at_depth_8_is_accepted(sensimd):
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, geometry_id=1)
+        c.create_lidar(5, vlp16={"frequency": 10.0}, return_mode="all", max_returns=0,
+                       raytrace_depth=8)
+        for t in (0.0, 0.05, 0.1, 0.15):
+            c.update_state(t)
+            c.step(t)
