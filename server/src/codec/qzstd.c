@@ -326,18 +326,21 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   nchan = nchan < n ? nchan : (n ? n : 1);
   uint32_t nsample = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
 
-  // the largest range of a measured point (a miss gives 0, NaN or infinity: left out, as the
-  // comparisons are false) and the number of misses kept raw, without a branch
+  // the largest range of a measured point (0 < r^2 < infinity: the squares of float32 neither
+  // underflow nor overflow in float64) and the number of misses kept raw
   double r2max = 0.0;
   uint32_t nraw = 0;
   for (uint32_t i = 0; has_pos && i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
-    uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
-    nraw += (uint32_t)(!measured(bx, by, bz) & ((bx | by | bz) != 0u) &
-                       !((bx == 0x7FC00000u) & (by == 0x7FC00000u) & (bz == 0x7FC00000u)));
     double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
     double r2 = x * x + y * y + z * z;
-    r2max = r2 > r2max && r2 < INFINITY ? r2 : r2max;
+    if (r2 > 0.0 && r2 < INFINITY) {
+      r2max = r2 > r2max ? r2 : r2max;
+    } else {
+      uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
+      nraw += (bx | by | bz) != 0u &&
+              !(bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u);
+    }
   }
   double rmax = sqrt(r2max);
   double range_step = prec;
