@@ -252,3 +252,36 @@ def test_threads_follow_concurrency_not_environment_count(sensimd_factory):
     finally:
         for c in clients:
             c.close()
+
+
+def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd):
+    # Short state updates and steps may run on the network thread (no hand-off), but only while
+    # their simulated interval stays within twice the longest one seen to be short: a lidar's
+    # step over a far longer interval (far more rays) goes to the environment's executor, so
+    # another connection's ping is answered while it traces.
+    with sensimd.client(environment="a", timeout=120) as a, \
+            sensimd.client(environment="b", timeout=120) as b:
+        a.create_primitive(1, "sphere", radius=20.0)
+        a.create_object(1, 1)
+        a.create_lidar(5, vlp16={"frequency": 10.0}, publish="per_step")
+        t = 0.0
+        a.update_state(t)
+        a.step(t)
+        for _ in range(40):                                  # 1 us slices: a ray or none each
+            t += 1e-6
+            a.update_state(t)
+            a.step(t)
+        t += 8.0                                             # 80 revolutions, 2.3 M rays
+        t_sent = time.perf_counter()
+        u = a.send_request("update_state", pb.UpdateState(time=t))
+        s = a.send_request("step", pb.Step(time=t))
+        time.sleep(0.02)
+        t0 = time.perf_counter()
+        b.ping(b"x")
+        t_ping = time.perf_counter()
+        a.wait_reply(u)
+        assert a.wait_reply(s).status.code == pb.OK
+        t_step = time.perf_counter()
+    print(f"ping {1e3 * (t_ping - t0):.2f} ms during a step of {1e3 * (t_step - t_sent):.0f} ms")
+    assert t_step > t_ping, "the long step ended before the ping: nothing was measured"
+    assert t_ping - t0 <= OVERLAP_BOUND_S

@@ -69,6 +69,24 @@ void exec_queue_init(exec_queue_t* q) {
   q->node.prev = q->node.next = &q->node;
   q->running = 0;
   q->recent_ns = EXEC_RECENT_START_NS;
+  q->short_span = 0.0;
+}
+
+
+// Learn from a candidate's run time (or forget, after any other change). Thread: mutex held
+// or loop with nothing in flight.
+static void learn(exec_queue_t* q, const exec_job_t* j, uint64_t took) {
+  if (j->inline_candidate) {
+    q->recent_ns = took > q->recent_ns / 2 ? took : q->recent_ns / 2;
+    if (took <= EXEC_INLINE_NS && j->span > q->short_span) {
+      q->short_span = j->span;
+    } else if (took > EXEC_INLINE_NS && j->span > 0.0 && j->span <= 2.0 * q->short_span) {
+      q->short_span = j->span / 2.0;
+    }
+  } else if (!j->brief) {
+    q->recent_ns = EXEC_RECENT_START_NS;
+    q->short_span = 0.0;
+  }
 }
 
 
@@ -112,11 +130,7 @@ static void executor_main(void* arg) {
     // The queue goes back in turn before the job is handed over: once the job is in the
     // finished list its done may free the queue's owner, so q is not touched after that.
     uv_mutex_lock(&x->mutex);
-    if (j->inline_candidate) {
-      q->recent_ns = took > q->recent_ns / 2 ? took : q->recent_ns / 2;
-    } else if (!j->brief) {
-      q->recent_ns = EXEC_RECENT_START_NS;
-    }
+    learn(q, j, took);
     q->running = 0;
     if (!list_is_empty(&q->todo)) {
       list_push_back(&x->ready, &q->node);
@@ -269,10 +283,11 @@ void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j) {
 }
 
 
-int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j, uint64_t max_ns) {
+int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j) {
   // pending counts every job from its submission to the end of its done, so 0 means that no
   // executor holds q (or anything) and that no earlier completion is still to be delivered
-  if (!j->inline_candidate || x->pending != 0 || q->recent_ns > max_ns) {
+  if (!j->inline_candidate || x->pending != 0 || q->recent_ns > EXEC_INLINE_NS ||
+      j->span > 2.0 * q->short_span) {
     return 0;
   }
   uv_mutex_lock(&x->mutex);
@@ -284,8 +299,7 @@ int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j, uint64_t max_ns) 
   x->pending++;
   uint64_t t0 = clock_now_ns();
   j->run(j);
-  uint64_t took = clock_now_ns() - t0;
-  q->recent_ns = took > q->recent_ns / 2 ? took : q->recent_ns / 2;
+  learn(q, j, clock_now_ns() - t0);
   x->pending--;
   j->done(j, 0);
   return 1;

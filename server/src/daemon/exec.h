@@ -29,6 +29,10 @@ struct exec_job {
   // created, ...) resets recent_ns to 1 ms, so that the next candidates go to the executors
   // until they have shown again that they are short.
   int inline_candidate;
+  // The candidate's span of simulated work (a step's interval, s; 0 for a state update). The
+  // cost of a step grows with its interval (a lidar fires for the whole interval): a candidate
+  // runs inline only if its span is at most twice the longest span recently seen to be short.
+  double span;
 };
 
 // A serial queue, embedded in what it serves (an environment's registry entry). It must stay
@@ -38,7 +42,11 @@ struct exec_queue {
   list_t todo;               // submitted jobs not yet run
   int running;               // an executor is running one of its jobs
   uint64_t recent_ns;        // decaying maximum of its inline candidates' run times
+  double short_span;         // longest span of a recent candidate that ran in EXEC_INLINE_NS
 };
+
+// A candidate is short when it ran in at most this.
+#define EXEC_INLINE_NS 50000u
 
 void exec_queue_init(exec_queue_t* q);
 
@@ -53,11 +61,12 @@ void exec_submit(exec_t* x, exec_queue_t* q, exec_job_t* j);
 
 // Run j on the calling thread at once (run, then done) when nothing at all is in flight (no
 // job queued, running or awaiting its done, in any queue), j is an inline candidate and q's
-// recent candidates were all short (recent_ns <= max_ns; a new or changed environment starts
+// recent candidates were all short (recent_ns <= EXEC_INLINE_NS, and its span within twice
+// short_span; a new or changed environment starts
 // at 1 ms, so its next candidates go to the executors):
 // a short request then costs no hand-off to an executor and back. Returns 1 when j ran (and
 // is freed by its done), 0 when it did not (nothing changed: submit it). Thread: loop.
-int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j, uint64_t max_ns);
+int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j);
 
 // Jobs queued, running or finished and awaiting their done, over every queue. Thread: loop.
 unsigned exec_pending(const exec_t* x);

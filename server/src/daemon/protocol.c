@@ -224,7 +224,16 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   // a state update or step of an environment whose recent ones all took under 50 us (an
   // IMU's, a joint's), with nothing else in flight, runs here: no hand-off to an executor
   rj->base.inline_candidate = !hello && (wire_is_step(req) || wire_is_state_update(req));
-  if (exec_run_inline(d->exec, &c->entry->queue, &rj->base, 50000)) {
+  double step_time;
+  if (rj->base.inline_candidate && exec_pending(d->exec) == 0 && wire_step_time(req, &step_time)) {
+    env_time_t t;  // nothing in flight: the environment is not being changed
+    env_get_time(c->entry->env, &t);
+    rj->base.span = t.has_time ? step_time - t.t_prev : 0.0;
+    if (!(rj->base.span >= 0.0)) {
+      rj->base.span = 0.0;  // a bad time: refused at once by the step itself
+    }
+  }
+  if (exec_run_inline(d->exec, &c->entry->queue, &rj->base)) {
     return;
   }
   exec_submit(d->exec, &c->entry->queue, &rj->base);

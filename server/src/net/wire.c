@@ -321,6 +321,15 @@ int wire_is_step(const wire_request_t* r) {
 }
 
 
+int wire_step_time(const wire_request_t* r, double* out) {
+  if (r->env->body_case != SENSIM__V1__ENVELOPE__BODY_STEP || !r->env->step->has_time) {
+    return 0;
+  }
+  *out = r->env->step->time;
+  return 1;
+}
+
+
 int wire_is_state_update(const wire_request_t* r) {
   return r->env->body_case == SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
 }

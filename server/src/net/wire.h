@@ -97,6 +97,9 @@ int wire_removes_sensor(const wire_request_t* r, uint32_t* sensor_id);
 int wire_is_step(const wire_request_t* r);
 
 // 1 when r is an UpdateState.
+// A step's time: 1 and *out for a Step request with its time set, else 0.
+int wire_step_time(const wire_request_t* r, double* out);
+
 int wire_is_state_update(const wire_request_t* r);
 
 //---------------- Replies (each returns a mem_alloc'ed payload; 0 or ERR_NOMEM)

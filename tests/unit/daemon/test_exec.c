@@ -574,10 +574,11 @@ TEST(exec_run_inline_after_short_candidates) {
   exec_queue_t q;
   exec_queue_init(&q);
   uv_thread_t me = uv_thread_self();
-  inline_job_t j = {.base = {.run = inline_run, .done = inline_done, .inline_candidate = 1},
+  inline_job_t j = {.base = {.run = inline_run, .done = inline_done, .inline_candidate = 1,
+                             .span = 0.01},
                     .loop_thread = &me};
   // a new queue: not inline (its first candidates go to the executors)
-  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 0);
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base), 0);
   ASSERT_EQ(j.done, 0);
   // candidates through the executors: 1 ms halves each time under 50 us within 6 jobs
   for (int k = 0; k < 6; k++) {
@@ -588,21 +589,26 @@ TEST(exec_run_inline_after_short_candidates) {
     }
     ASSERT_EQ(j.ran_on_loop, 0);
   }
-  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 1);
+  // a step over a much longer interval (more simulated work) is not inline; one up to twice
+  // the longest short one is
+  j.base.span = 0.05;
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base), 0);
+  j.base.span = 0.02;
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base), 1);
   ASSERT_EQ(j.done, 1);
   ASSERT_EQ(j.ran_on_loop, 1);
   // not a candidate: never inline, and it resets the queue's estimate
   inline_job_t other = {.base = {.run = inline_run, .done = inline_done},
                         .loop_thread = &me};
-  ASSERT_EQ(exec_run_inline(x, &q, &other.base, 50000), 0);
+  ASSERT_EQ(exec_run_inline(x, &q, &other.base), 0);
   exec_submit(x, &q, &other.base);
   // while a job is in flight nothing runs inline
   j.done = 0;
-  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 0);
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base), 0);
   while (!other.done) {
     uv_run(&loop, UV_RUN_ONCE);
   }
-  ASSERT_EQ(exec_run_inline(x, &q, &j.base, 50000), 0);
+  ASSERT_EQ(exec_run_inline(x, &q, &j.base), 0);
   ASSERT_EQ(j.done, 0);
   exec_stop(x);
   ASSERT_OK(uv_run(&loop, UV_RUN_DEFAULT));
