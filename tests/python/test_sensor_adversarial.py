@@ -816,8 +816,8 @@ def test_sensors_created_and_removed_repeatedly_hold_no_memory(sensimd):
         c.create_object(1, geometry_id=1)
         sizes = []
         t = 0.0
-        for rnd in range(2):
-            for k in range(150):
+        for rnd in range(4):
+            for k in range(100):
                 c.create_lidar(100, ouster={"channels": 64, "columns": 1024, "frequency": 10.0})
                 c.create_imu(101, accelerometer=True, gyroscope=True, magnetometer=True,
                              sample_rate=1000)
@@ -831,7 +831,9 @@ def test_sensors_created_and_removed_repeatedly_hold_no_memory(sensimd):
     with open(f"/proc/{sensimd.proc.pid}/maps") as f:
         sanitized = any("libasan" in line for line in f)   # its resident size means nothing
     if not sanitized:
-        assert sizes[1] - sizes[0] < 4096         # KiB
+        # the first round warms the allocator's arenas up; a leaked lidar accumulator alone
+        # (1 MiB a cycle) would add 200 MiB over the last 200 cycles
+        assert sizes[3] - sizes[1] < 16384          # KiB
 
 
 def test_frozen_objects_with_a_moving_sensor(sensimd):
