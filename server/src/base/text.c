@@ -51,13 +51,16 @@ static int is_control(const unsigned char* p, size_t n) {
 
 int text_is_clean(const char* s, size_t len, size_t* at) {
   const unsigned char* p = (const unsigned char*)s;
-  for (size_t i = 0; i < len; i++) {
-    if (is_control(p + i, len - i)) {
+  size_t i = 0;
+  while (i < len) {
+    size_t k = utf8_len(p + i, len - i);
+    if (k == 0 || is_control(p + i, len - i)) {
       if (at) {
         *at = i;
       }
       return 0;
     }
+    i += k;
   }
   return 1;
 }

@@ -10,9 +10,9 @@
 // Longest name (environment, client, entity and sensor names) in bytes.
 #define TEXT_NAME_MAX 256u
 
-// 1 when s[0..len) contains no byte below 0x20, no 0x7f (DEL), and no C1 control character
-// (U+0080..U+009F encoded in UTF-8); else 0 and *at (nullable) is the offset of the first such
-// byte. NUL counts as a control character.
+// 1 when s[0..len) is valid UTF-8 (protobuf's rule for a string) and contains no byte below
+// 0x20, no 0x7f (DEL), and no C1 control character (U+0080..U+009F); else 0 and *at
+// (nullable) is the offset of the first offending byte. NUL counts as a control character.
 int text_is_clean(const char* s, size_t len, size_t* at);
 
 // Compare two secrets over their full lengths; the time taken depends on the lengths only,

@@ -132,7 +132,8 @@ static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, 
       }
       if (!text_is_clean((const char*)v, (size_t)len, &at)) {
         return err_set(msg, ERR_INVAL,
-                       "%s contains a NUL or control character (byte 0x%02x at offset %zu)",
+                       "%s contains a NUL, a control character or invalid UTF-8 (byte 0x%02x "
+                       "at offset %zu)",
                        path, v[at], at);
       }
     }

@@ -48,8 +48,9 @@ typedef enum wire_kind {
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg);
 void wire_free(wire_request_t* r);
 
-// NULL, or why a string field of the request is refused: a NUL or control character, or more
-// than TEXT_NAME_MAX bytes (base/text.h); the message names the field ("create_body.name").
+// NULL, or why a string field of the request is refused: a NUL or control character, invalid
+// UTF-8, or more than TEXT_NAME_MAX bytes (base/text.h); the message names the field
+// ("create_body.name").
 // Such a request must be answered INVALID_ARGUMENT and not executed.
 const char* wire_text_error(const wire_request_t* r);
 

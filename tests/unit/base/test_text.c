@@ -24,6 +24,18 @@ TEST(text_clean_refuses_nul_c0_del_and_c1_controls) {
   ASSERT_EQ(at, 2);
   ASSERT_TRUE(text_is_clean("\xc2\xa0", 2, NULL));     // U+00A0 is not a control
   ASSERT_TRUE(text_is_clean("", 0, NULL));
+  // invalid UTF-8 (a protobuf string must be valid): stray continuation, truncated sequence,
+  // overlong form, surrogate, beyond U+10FFFF
+  ASSERT_TRUE(!text_is_clean("ab\x80", 3, &at));
+  ASSERT_EQ(at, 2);
+  ASSERT_TRUE(!text_is_clean("\xff\xfe\x80Q", 4, &at));
+  ASSERT_EQ(at, 0);
+  ASSERT_TRUE(!text_is_clean("x\xe2\x82", 3, &at));
+  ASSERT_EQ(at, 1);
+  ASSERT_TRUE(!text_is_clean("\xc0\xaf", 2, NULL));
+  ASSERT_TRUE(!text_is_clean("\xed\xa0\x80", 3, NULL));
+  ASSERT_TRUE(!text_is_clean("\xf4\x90\x80\x80", 4, NULL));
+  ASSERT_TRUE(text_is_clean("\xf0\x9f\x98\x80", 4, NULL));  // U+1F600
   return 0;
 }
 
