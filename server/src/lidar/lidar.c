@@ -183,28 +183,22 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   // time offset)
   uint32_t maxret = lidar_returns_max(&tmp.ret);
   uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL ? 1 : maxret;
-  if (d->max_frame_bytes && d->publish_per_step) {
-    double rays = instant_rays(&d->pattern);
+  if (d->max_frame_bytes) {
+    double rays = d->publish_per_step ? instant_rays(&d->pattern) : frame_rays(&d->pattern);
     double bytes = rays * boundret * tmp.layout.point_step + 512.0;
+    const char* reduce = d->frame_field ? d->frame_field : pfield;
+    unsigned long long limit = (unsigned long long)d->max_frame_bytes;
     if (!(bytes <= (double)d->max_frame_bytes)) {
-      return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
-                     "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), and "
-                     "no step can split them; reduce %s, the returns or the fields",
-                     pfield, rays, boundret, tmp.layout.point_step, bytes,
-                     (unsigned long long)d->max_frame_bytes,
-                     d->frame_field ? d->frame_field : pfield);
-    }
-  }
-  if (d->max_frame_bytes && !d->publish_per_step) {
-    double rays = frame_rays(&d->pattern);
-    double bytes = rays * boundret * tmp.layout.point_step + 512.0;
-    if (!(bytes <= (double)d->max_frame_bytes)) {
+      if (d->publish_per_step) {
+        return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
+                       "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), "
+                       "and no step can split them; reduce %s, the returns or the fields",
+                       pfield, rays, boundret, tmp.layout.point_step, bytes, limit, reduce);
+      }
       return err_set(msg, ERR_INVAL, "%s: one frame of %.0f rays x %u returns x %u bytes "
                      "(%.4g bytes) exceeds the largest step output (%llu bytes); reduce %s, "
                      "the returns or the fields, or publish per step",
-                     pfield, rays, boundret, tmp.layout.point_step, bytes,
-                     (unsigned long long)d->max_frame_bytes,
-                     d->frame_field ? d->frame_field : pfield);
+                     pfield, rays, boundret, tmp.layout.point_step, bytes, limit, reduce);
     }
   }
 

@@ -37,22 +37,6 @@ static const struct {
 #define NSELECTABLE (LIDAR_FIELD_NORMAL + 1)
 
 
-static uint32_t type_size(sensor_datatype_t t) {
-  switch (t) {
-    case SENSOR_INT8:
-    case SENSOR_UINT8:
-      return 1;
-    case SENSOR_INT16:
-    case SENSOR_UINT16:
-      return 2;
-    case SENSOR_FLOAT64:
-      return 8;
-    default:
-      return 4;
-  }
-}
-
-
 static void add_field(lidar_layout_t* l, lidar_point_field_t id, uint32_t offset) {
   uint32_t i = l->nfield++;
   l->id[i] = id;
@@ -157,7 +141,7 @@ static int layout_build(lidar_layout_t* out_, lidar_layout_preset_t preset,
         return err_set(msg, ERR_INVAL, "lidar.fields[%u] = \"%s\" is listed twice", i, names[i]);
       }
     }
-    uint32_t size = type_size(kFields[id].type);
+    uint32_t size = sensor_datatype_size(kFields[id].type);
     offset = (offset + size - 1) / size * size;
     add_field(&out, (lidar_point_field_t)id, offset);
     offset += size * kFields[id].count;

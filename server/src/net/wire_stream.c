@@ -43,22 +43,6 @@ int wire_stream_params_equal(const wire_stream_params_t* a, const wire_stream_pa
 }
 
 
-static uint32_t datatype_size(sensor_datatype_t t) {
-  switch (t) {
-    case SENSOR_INT8:
-    case SENSOR_UINT8:
-      return 1;
-    case SENSOR_INT16:
-    case SENSOR_UINT16:
-      return 2;
-    case SENSOR_FLOAT64:
-      return 8;
-    default:
-      return 4;
-  }
-}
-
-
 // The cloud reduced to the fields asked for (those it has), into *out with its own data
 // (mem_free out->data). ERR_NOMEM.
 static int select_fields(const sensor_cloud_t* c, const wire_stream_params_t* p,
@@ -72,7 +56,7 @@ static int select_fields(const sensor_cloud_t* c, const wire_stream_params_t* p,
       if (strcmp(c->fields[i].name, p->fields[k]) != 0 || out->nfield == SENSOR_MAX_FIELDS) {
         continue;
       }
-      uint32_t es = datatype_size(c->fields[i].datatype);
+      uint32_t es = sensor_datatype_size(c->fields[i].datatype);
       at = (at + es - 1) / es * es;
       align = es > align ? es : align;
       sensor_field_t* f = &out->fields[out->nfield];

@@ -881,14 +881,16 @@ static inline void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hi
 }
 
 
-void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+// The rays in packets of `width`, the last one partial.
+static inline void trace_packets(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                                 size_t n, unsigned width) {
   // Embree wants flush-to-zero and denormals-are-zero in tracing threads; set them for this
   // call only, so the caller's own double arithmetic keeps its rounding mode afterwards.
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-  for (size_t i = 0; i < n; i += LANES) {
-    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < LANES ? n - i : LANES), LANES);
+  for (size_t i = 0; i < n; i += width) {
+    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < width ? n - i : width), width);
   }
   _mm_setcsr(csr);
 
@@ -897,16 +899,14 @@ void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, s
 }
 
 
+void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+  trace_packets(s, rays, hits, n, LANES);
+}
+
+
 void scene_trace_coherent16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
                             size_t n) {
-  unsigned csr = _mm_getcsr();
-  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-  for (size_t i = 0; i < n; i += WIDE) {
-    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < WIDE ? n - i : WIDE), WIDE);
-  }
-  _mm_setcsr(csr);
-  atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
+  trace_packets(s, rays, hits, n, WIDE);
 }
 
 

@@ -6,6 +6,21 @@
 
 #include "base/mem.h"
 
+uint32_t sensor_datatype_size(sensor_datatype_t t) {
+  switch (t) {
+    case SENSOR_INT8:
+    case SENSOR_UINT8:
+      return 1;
+    case SENSOR_INT16:
+    case SENSOR_UINT16:
+      return 2;
+    case SENSOR_FLOAT64:
+      return 8;
+    default:
+      return 4;
+  }
+}
+
 sensor_record_t* sensor_out_push(sensor_out_t* out, uint32_t sensor_id,
                                  sensor_record_kind_t kind) {
   if (out->n == out->cap) {

@@ -56,6 +56,9 @@ typedef enum sensor_datatype {
   SENSOR_FLOAT64,
 } sensor_datatype_t;
 
+// Bytes of one element of datatype t (4 for a value outside the enumeration).
+uint32_t sensor_datatype_size(sensor_datatype_t t);
+
 #define SENSOR_MAX_FIELDS 16
 
 typedef struct sensor_field {
