@@ -13,21 +13,14 @@
 //      BENCH imu_samples_per_cpu_second <samples per CPU second of this thread>
 //
 //    bench_imu [--sensimd PATH] [--quick] [--rounds N]
-#include <arpa/inet.h>
-#include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_proto.h"
 #include "bench_util.h"
 #include "imu/imu.h"
 #include "sensim.pb-c.h"
@@ -37,168 +30,6 @@
 #endif
 
 #define IO_TIMEOUT_S 30
-
-static pid_t g_pid = -1;
-
-static void kill_daemon(void) {
-  if (g_pid > 0) {
-    kill(g_pid, SIGKILL);
-  }
-}
-
-//---------------- Connection
-
-typedef struct conn {
-  int fd;
-  uint64_t next_id;
-  uint8_t* buf;
-  size_t cap;
-} conn_t;
-
-static void write_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k <= 0) {
-      bench_die("send: %s", k < 0 ? strerror(errno) : "closed");
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-}
-
-static void read_all(int fd, uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k <= 0) {
-      bench_die("recv: %s", k < 0 ? strerror(errno) : "connection closed by the daemon");
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-}
-
-// Append the frame of env (id assigned here) to out (of *len bytes, capacity cap).
-static uint64_t frame_append(conn_t* c, Sensim__V1__Envelope* env, uint8_t** out, size_t* len) {
-  env->has_id = 1;
-  env->id = c->next_id++;
-  size_t n = sensim__v1__envelope__get_packed_size(env);
-  uint8_t* p = realloc(*out, *len + 4 + n);
-  if (!p) {
-    bench_die("out of memory");
-  }
-  for (int i = 0; i < 4; i++) {
-    p[*len + (size_t)i] = (uint8_t)(n >> (8 * i));
-  }
-  sensim__v1__envelope__pack(env, p + *len + 4);
-  *out = p;
-  *len += 4 + n;
-  return env->id;
-}
-
-// Read one reply, check its id and status; returns it decoded (caller frees).
-static Sensim__V1__Envelope* reply(conn_t* c, uint64_t id, const char* what) {
-  uint8_t h[4];
-  read_all(c->fd, h, 4);
-  size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
-  if (n > c->cap) {
-    free(c->buf);
-    c->buf = bench_xmalloc(n);
-    c->cap = n;
-  }
-  read_all(c->fd, c->buf, n);
-  Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, n, c->buf);
-  if (!r) {
-    bench_die("%s: the reply does not decode", what);
-  }
-  if (r->id != id) {
-    bench_die("%s: reply id %llu, expected %llu", what, (unsigned long long)r->id,
-              (unsigned long long)id);
-  }
-  if (r->status && r->status->code != 0) {
-    bench_die("%s: status %d: %s", what, (int)r->status->code,
-              r->status->message ? r->status->message : "");
-  }
-  return r;
-}
-
-static void call(conn_t* c, Sensim__V1__Envelope* env, const char* what) {
-  uint8_t* f = NULL;
-  size_t len = 0;
-  uint64_t id = frame_append(c, env, &f, &len);
-  write_all(c->fd, f, len);
-  free(f);
-  sensim__v1__envelope__free_unpacked(reply(c, id, what), NULL);
-}
-
-//---------------- The daemon
-
-static int daemon_start(const char* exe) {
-  int p[2];
-  if (pipe(p) != 0) {
-    bench_die("pipe: %s", strerror(errno));
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    bench_die("fork: %s", strerror(errno));
-  }
-  if (pid == 0) {
-    dup2(p[1], STDOUT_FILENO);
-    close(p[0]);
-    close(p[1]);
-    execl(exe, exe, "--listen", "127.0.0.1:0", "--log-level", "warn", (char*)NULL);
-    fprintf(stderr, "bench_imu: cannot run %s: %s\n", exe, strerror(errno));
-    _exit(127);
-  }
-  close(p[1]);
-  g_pid = pid;
-  char line[256];
-  size_t n = 0;
-  while (!memchr(line, '\n', n)) {
-    struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    ssize_t k;
-    if (n == sizeof line - 1 || poll(&pf, 1, IO_TIMEOUT_S * 1000) <= 0 ||
-        (k = read(p[0], line + n, sizeof line - 1 - n)) <= 0) {
-      bench_die("%s did not announce its port", exe);
-    }
-    n += (size_t)k;
-  }
-  line[n] = '\0';
-  int port = 0;
-  if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &port) != 1) {
-    bench_die("unexpected first line of %s: %s", exe, line);
-  }
-  return port;  // p[0] stays open so that the daemon never writes to a closed pipe
-}
-
-static void daemon_stop(void) {
-  kill(g_pid, SIGTERM);
-  int status = 0;
-  waitpid(g_pid, &status, 0);
-  g_pid = -1;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    bench_die("sensimd did not exit cleanly (status %d)", status);
-  }
-}
-
-static int connect_to(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
-    bench_die("connect to port %d: %s", port, strerror(errno));
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
 
 //---------------- Scene and sensors
 
@@ -213,7 +44,7 @@ static Sensim__V1__Vec3 vec3(double x, double y, double z) {
 
 // Join environment `name`; with sensors, build the scene and the three sensors, else only the
 // body and the joint (the baseline: the same requests, nothing to evaluate).
-static void setup(conn_t* c, const char* name, int sensors) {
+static void setup(bench_conn_t* c, const char* name, int sensors) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
 
   Sensim__V1__Hello hello = SENSIM__V1__HELLO__INIT;
@@ -223,7 +54,7 @@ static void setup(conn_t* c, const char* name, int sensors) {
   hello.environment = (char*)name;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
   env.hello = &hello;
-  call(c, &env, "hello");
+  bench_call(c, &env, "hello");
 
   // a box and a sphere in front of the cone
   Sensim__V1__Vec3 half = vec3(0.5, 0.5, 0.5);
@@ -236,14 +67,14 @@ static void setup(conn_t* c, const char* name, int sensors) {
   prim.box = &box;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
   env.create_primitive = &prim;
-  call(c, &env, "create_primitive box");
+  bench_call(c, &env, "create_primitive box");
   Sensim__V1__Sphere sphere = SENSIM__V1__SPHERE__INIT;
   sphere.has_radius = 1;
   sphere.radius = 0.7;
   prim.id = 2;
   prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_SPHERE;
   prim.sphere = &sphere;
-  call(c, &env, "create_primitive sphere");
+  bench_call(c, &env, "create_primitive sphere");
   for (uint32_t i = 0; i < 2; i++) {
     Sensim__V1__Vec3 pos = i == 0 ? vec3(6, 1, 0) : vec3(9, -2, 0.5);
     Sensim__V1__Pose pose = SENSIM__V1__POSE__INIT;
@@ -255,20 +86,20 @@ static void setup(conn_t* c, const char* name, int sensors) {
     obj.local_pose = &pose;
     env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
     env.create_object = &obj;
-    call(c, &env, "create_object");
+    bench_call(c, &env, "create_object");
   }
   Sensim__V1__CreateBody body = SENSIM__V1__CREATE_BODY__INIT;
   body.has_id = 1;
   body.id = 1;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
   env.create_body = &body;
-  call(c, &env, "create_body");
+  bench_call(c, &env, "create_body");
   Sensim__V1__CreateJoint joint = SENSIM__V1__CREATE_JOINT__INIT;
   joint.has_id = 1;
   joint.id = 1;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_JOINT;
   env.create_joint = &joint;
-  call(c, &env, "create_joint");
+  bench_call(c, &env, "create_joint");
   if (!sensors) {
     return;
   }
@@ -295,7 +126,7 @@ static void setup(conn_t* c, const char* name, int sensors) {
   cs.imu = &imu;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR;
   env.create_sensor = &cs;
-  call(c, &env, "create_sensor imu");
+  bench_call(c, &env, "create_sensor imu");
   Sensim__V1__EncoderConfig enc = SENSIM__V1__ENCODER_CONFIG__INIT;
   enc.has_joint_id = enc.has_resolution = 1;
   enc.joint_id = 1;
@@ -304,7 +135,7 @@ static void setup(conn_t* c, const char* name, int sensors) {
   cs.body_id = 0;
   cs.config_case = SENSIM__V1__CREATE_SENSOR__CONFIG_ENCODER;
   cs.encoder = &enc;
-  call(c, &env, "create_sensor encoder");
+  bench_call(c, &env, "create_sensor encoder");
   Sensim__V1__ConeConfig cone = SENSIM__V1__CONE_CONFIG__INIT;
   cone.has_range = 1;
   cone.range = 20.0;
@@ -312,11 +143,11 @@ static void setup(conn_t* c, const char* name, int sensors) {
   cs.body_id = 1;
   cs.config_case = SENSIM__V1__CREATE_SENSOR__CONFIG_CONE;
   cs.cone = &cone;
-  call(c, &env, "create_sensor cone");
+  bench_call(c, &env, "create_sensor cone");
 }
 
 // UpdateState + Step at time t in one write; returns the number of sensor outputs.
-static size_t update_and_step(conn_t* c, double t) {
+static size_t update_and_step(bench_conn_t* c, double t) {
   uint32_t ids[1] = {1};
   double pose[7] = {0.1 * t, 0, 0, 0, 0, sin(0.25 * t), cos(0.25 * t)};
   double vel[6] = {0.1, 0, 0, 0, 0, 0.5};
@@ -344,23 +175,23 @@ static size_t update_and_step(conn_t* c, double t) {
   e2.step = &st;
   uint8_t* f = NULL;
   size_t len = 0;
-  uint64_t a = frame_append(c, &e1, &f, &len);
-  uint64_t b = frame_append(c, &e2, &f, &len);
-  write_all(c->fd, f, len);
+  uint64_t a = bench_frame_append(c, &e1, &f, &len);
+  uint64_t b = bench_frame_append(c, &e2, &f, &len);
+  bench_write_all(c->fd, f, len);
   free(f);
-  sensim__v1__envelope__free_unpacked(reply(c, a, "update_state"), NULL);
-  Sensim__V1__Envelope* r = reply(c, b, "step");
+  sensim__v1__envelope__free_unpacked(bench_reply(c, a, "update_state"), NULL);
+  Sensim__V1__Envelope* r = bench_reply(c, b, "step");
   size_t n = r->step_done ? r->step_done->n_outputs : 0;
   sensim__v1__envelope__free_unpacked(r, NULL);
   return n;
 }
 
-static void ping(conn_t* c) {
+static void ping(bench_conn_t* c) {
   Sensim__V1__Ping p = SENSIM__V1__PING__INIT;
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_PING;
   env.ping = &p;
-  call(c, &env, "ping");
+  bench_call(c, &env, "ping");
 }
 
 //---------------- In-process IMU throughput
@@ -423,7 +254,7 @@ static double imu_throughput(unsigned steps, uint64_t* nsamples) {
 }
 
 int main(int argc, char** argv) {
-  bench_init("bench_imu", kill_daemon);
+  bench_init("bench_imu", bench_daemon_kill);
   const char* exe = getenv("SENSIMD");
   if (!exe || !exe[0]) {
     exe = SENSIMD_DEFAULT;
@@ -447,9 +278,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  int port = daemon_start(exe);
-  conn_t c = {.fd = connect_to(port), .next_id = 1};
-  conn_t e = {.fd = connect_to(port), .next_id = 1};
+  bench_daemon_t d;
+  bench_daemon_start(&d, exe, NULL, IO_TIMEOUT_S * 1000);
+  bench_conn_t c = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
+  bench_conn_t e = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
   setup(&c, "bench_imu", 1);
   setup(&e, "bench_imu_empty", 0);
   double t = 0.0;
@@ -487,7 +319,10 @@ int main(int argc, char** argv) {
   close(e.fd);
   free(c.buf);
   free(e.buf);
-  daemon_stop();
+  int status = bench_daemon_stop(&d);
+  if (status != 0) {
+    bench_die("sensimd did not exit cleanly (status %d)", status);
+  }
 
   uint64_t n;
   double cpu = imu_throughput(quick ? 5 : 100, &n);

@@ -22,7 +22,6 @@
 #include <fcntl.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -161,17 +160,6 @@ static void parse_options(int argc, char** argv, options_t* o) {
   }
 }
 
-
-static pid_t g_daemon = -1;
-
-
-// bench_die's hook: no daemon outlives the benchmark.
-static void kill_daemon(void) {
-  if (g_daemon > 0) {
-    kill(g_daemon, SIGKILL);
-  }
-}
-
 //---------------- Frames and sockets
 
 // A whole frame: 4-byte little-endian length, then the Envelope bytes.
@@ -193,53 +181,9 @@ static frame_t frame_encode(const Sensim__V1__Envelope* env) {
 }
 
 
-static uint32_t le32(const uint8_t* p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-
-static void set_nodelay(int fd) {
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-
 static void set_nonblocking(int fd, bool on) {
   int fl = fcntl(fd, F_GETFL);
   fcntl(fd, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
-}
-
-
-// Blocking I/O of exactly n bytes; -1 on error or end of stream.
-static int send_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k <= 0) {
-      return -1;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-
-static int recv_all(int fd, uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k <= 0) {
-      return -1;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
 }
 
 
@@ -248,122 +192,6 @@ typedef struct rbuf {
   uint8_t* data;
   size_t cap;
 } rbuf_t;
-
-
-// Receive one frame's payload into b; returns its length, or -1.
-static long recv_frame(int fd, rbuf_t* b) {
-  uint8_t h[4];
-  if (recv_all(fd, h, 4)) {
-    return -1;
-  }
-  size_t n = le32(h);
-  if (n > b->cap) {
-    free(b->data);
-    b->cap = n;
-    b->data = bench_xmalloc(n);
-  }
-  return recv_all(fd, b->data, n) ? -1 : (long)n;
-}
-
-
-static int connect_loopback(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
-    bench_die("cannot connect to 127.0.0.1:%d: %s", port, strerror(errno));
-  }
-  set_nodelay(fd);
-  struct timeval tv = {.tv_sec = IO_TIMEOUT_MS / 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-//---------------- The daemon
-
-typedef struct daemon_proc {
-  pid_t pid;
-  int out;       // read end of its stdout, kept open so that it never gets SIGPIPE
-  int port;
-} daemon_proc_t;
-
-
-static void daemon_start(daemon_proc_t* d, const options_t* o) {
-  int p[2];
-  if (pipe(p) != 0) {
-    bench_die("pipe: %s", strerror(errno));
-  }
-  char threads[16];
-  snprintf(threads, sizeof threads, "%u", o->daemon_threads);
-  const char* argv[] = {o->sensimd, "--listen", "127.0.0.1:0", "--log-level", "warn",
-                        o->daemon_threads ? "--threads" : NULL, threads, NULL};
-  pid_t pid = fork();
-  if (pid < 0) {
-    bench_die("fork: %s", strerror(errno));
-  }
-  if (pid == 0) {
-    dup2(p[1], STDOUT_FILENO);
-    close(p[0]);
-    close(p[1]);
-    execv(o->sensimd, (char* const*)argv);
-    fprintf(stderr, "bench_session: cannot run %s: %s\n", o->sensimd, strerror(errno));
-    _exit(127);
-  }
-  close(p[1]);
-  d->pid = pid;
-  g_daemon = pid;
-  d->out = p[0];
-
-  // "sensimd listening on 127.0.0.1:PORT"
-  char line[256];
-  size_t n = 0;
-  for (;;) {
-    struct pollfd pf = {.fd = d->out, .events = POLLIN};
-    if (poll(&pf, 1, IO_TIMEOUT_MS) <= 0) {
-      bench_die("%s printed no 'listening' line in time", o->sensimd);
-    }
-    ssize_t k = read(d->out, line + n, sizeof line - 1 - n);
-    if (k <= 0) {
-      bench_die("%s exited before listening (see its stderr above)", o->sensimd);
-    }
-    n += (size_t)k;
-    line[n] = '\0';
-    char* nl = strchr(line, '\n');
-    if (nl) {
-      *nl = '\0';
-      break;
-    }
-    if (n == sizeof line - 1) {
-      bench_die("unexpected output from %s: %s", o->sensimd, line);
-    }
-  }
-  if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &d->port) != 1) {
-    bench_die("unexpected output from %s: '%s'", o->sensimd, line);
-  }
-}
-
-
-// SIGTERM and wait; returns the exit status (or -1 when it had to be killed).
-static int daemon_stop(daemon_proc_t* d) {
-  kill(d->pid, SIGTERM);
-  int status = 0;
-  double deadline = bench_now() + 10.0;
-  while (waitpid(d->pid, &status, WNOHANG) == 0) {
-    if (bench_now() > deadline) {
-      kill(d->pid, SIGKILL);
-      waitpid(d->pid, &status, 0);
-      g_daemon = -1;
-      close(d->out);
-      return -1;
-    }
-    struct timespec ts = {0, 5000000};
-    nanosleep(&ts, NULL);
-  }
-  g_daemon = -1;
-  close(d->out);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 //---------------- Protocol helpers
 
@@ -376,11 +204,11 @@ static Sensim__V1__Envelope* call(int fd, Sensim__V1__Envelope* env, rbuf_t* b,
   env->has_id = 1;
   env->id = g_next_id++;
   frame_t f = frame_encode(env);
-  if (send_all(fd, f.data, f.len)) {
+  if (bench_send_all(fd, f.data, f.len)) {
     bench_die("%s: send failed", what);
   }
   free(f.data);
-  long n = recv_frame(fd, b);
+  long n = bench_recv_frame(fd, &b->data, &b->cap);
   if (n < 0) {
     bench_die("%s: no reply (connection closed)", what);
   }
@@ -595,10 +423,10 @@ static void* echo_main(void* arg) {
   if (fd < 0) {
     return NULL;
   }
-  set_nodelay(fd);
+  bench_set_nodelay(fd);
   rbuf_t b = {0};
   for (;;) {
-    long n = recv_frame(fd, &b);
+    long n = bench_recv_frame(fd, &b.data, &b.cap);
     if (n < 0) {
       break;
     }
@@ -606,7 +434,7 @@ static void* echo_main(void* arg) {
     while (k < e->nreply && e->req_len[k] != (size_t)n) {
       k++;
     }
-    if (k == e->nreply || send_all(fd, e->reply[k].data, e->reply[k].len)) {
+    if (k == e->nreply || bench_send_all(fd, e->reply[k].data, e->reply[k].len)) {
       break;
     }
   }
@@ -646,10 +474,10 @@ static void run_latency(int fd, const frame_t* req, size_t reply_len, unsigned n
                         rbuf_t* b, const char* path) {
   for (unsigned i = 0; i < n; i++) {
     double t0 = bench_now();
-    if (send_all(fd, req->data, req->len)) {
+    if (bench_send_all(fd, req->data, req->len)) {
       bench_die("%s: send failed", path);
     }
-    long k = recv_frame(fd, b);
+    long k = bench_recv_frame(fd, &b->data, &b->cap);
     lat[i] = (bench_now() - t0) * 1e6;
     if (k < 0) {
       bench_die("%s: connection closed", path);
@@ -707,7 +535,7 @@ static double run_pipelined(int fd, const frame_t* req, size_t reply_len, unsign
         if (hgot < 4) {
           hdr[hgot++] = in[pos++];
           if (hgot == 4) {
-            body_left = le32(hdr);
+            body_left = bench_le32(hdr);
             check_len(body_left, reply_len, path);
           }
           continue;
@@ -1031,7 +859,7 @@ static bool run_e2e(const options_t* o, const world_t* w, int port, const char* 
 //---------------- Main
 
 int main(int argc, char** argv) {
-  bench_init("bench_session", kill_daemon);
+  bench_init("bench_session", bench_daemon_kill);
   options_t opt;
   parse_options(argc, argv, &opt);
   signal(SIGPIPE, SIG_IGN);
@@ -1039,14 +867,17 @@ int main(int argc, char** argv) {
 
   world_t w;
   make_world(&w, opt.grid);
-  daemon_proc_t d;
-  daemon_start(&d, &opt);
+  bench_daemon_t d;
+  char daemon_threads[16];
+  snprintf(daemon_threads, sizeof daemon_threads, "%u", opt.daemon_threads);
+  const char* extra[] = {opt.daemon_threads ? "--threads" : NULL, daemon_threads, NULL};
+  bench_daemon_start(&d, opt.sensimd, extra, IO_TIMEOUT_MS);
   echo_t echo = {0};
   echo_start(&echo);
 
   // handshake and scene
   rbuf_t b = {0};
-  int sfd = connect_loopback(d.port);
+  int sfd = bench_connect_loopback(d.port, IO_TIMEOUT_MS);
   Sensim__V1__Hello hello = SENSIM__V1__HELLO__INIT;
   hello.has_protocol_version = 1;
   hello.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -1127,10 +958,10 @@ int main(int argc, char** argv) {
   for (int k = 0; k < 2; k++) {
     reqs[k]->id = 1000000 + (uint64_t)k;
     wls[k].req = frame_encode(reqs[k]);
-    if (send_all(sfd, wls[k].req.data, wls[k].req.len)) {
+    if (bench_send_all(sfd, wls[k].req.data, wls[k].req.len)) {
       bench_die("send failed");
     }
-    long n = recv_frame(sfd, &b);
+    long n = bench_recv_frame(sfd, &b.data, &b.cap);
     if (n < 0) {
       bench_die("no reply");
     }
@@ -1149,7 +980,7 @@ int main(int argc, char** argv) {
       wls[k].seq[p] = bench_xmalloc(sizeof(double) * opt.rounds);
     }
   }
-  int fds[NPATH] = {sfd, connect_loopback(echo.port)};
+  int fds[NPATH] = {sfd, bench_connect_loopback(echo.port, IO_TIMEOUT_MS)};
 
   char c1[32], c2[32], c3[32], c4[32];
   printf("bench_session%s: %s (pid %d, port %d, %u threads), reference: raw-socket thread "
@@ -1202,7 +1033,7 @@ int main(int argc, char** argv) {
   pthread_join(echo.thread, NULL);
   close(echo.listener);
   close(sfd);
-  int status = daemon_stop(&d);
+  int status = bench_daemon_stop(&d);
   printf("sensimd stopped with SIGTERM: exit status %d\n", status);
   bool ok = ok_ping && ok_ray && ok_e2e && status == 0;
   printf("checks: %s\n", ok ? "PASS" : "FAIL");

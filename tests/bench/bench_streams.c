@@ -17,18 +17,16 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench_codec_scan.h"
+#include "bench_proto.h"
 #include "bench_util.h"
 #include "sensim.pb-c.h"
 
@@ -38,190 +36,9 @@
 
 #define IO_TIMEOUT_S 60
 
-static pid_t g_pid = -1;
-
-
-static void kill_daemon(void) {
-  if (g_pid > 0) {
-    kill(g_pid, SIGKILL);
-  }
-}
-
-//---------------- Sockets and frames
-
-typedef struct conn {
-  int fd;
-  uint64_t next_id;
-  uint8_t* buf;
-  size_t cap;
-  size_t len;                   // of the last frame read
-} conn_t;
-
-
-static void write_all(int fd, const uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k <= 0) {
-      bench_die("send: %s", k < 0 ? strerror(errno) : "closed");
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-}
-
-
-static void read_all(int fd, uint8_t* p, size_t n) {
-  while (n > 0) {
-    ssize_t k = recv(fd, p, n, 0);
-    if (k < 0 && errno == EINTR) {
-      continue;
-    }
-    if (k <= 0) {
-      bench_die("recv: %s", k < 0 ? strerror(errno) : "connection closed");
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-}
-
-
-// Read one frame's payload into c->buf (c->len bytes).
-static void read_frame(conn_t* c) {
-  uint8_t h[4];
-  read_all(c->fd, h, 4);
-  size_t n = (size_t)h[0] | (size_t)h[1] << 8 | (size_t)h[2] << 16 | (size_t)h[3] << 24;
-  if (n > c->cap) {
-    free(c->buf);
-    c->buf = bench_xmalloc(n);
-    c->cap = n;
-  }
-  read_all(c->fd, c->buf, n);
-  c->len = n;
-}
-
-
-static uint64_t frame_append(conn_t* c, Sensim__V1__Envelope* env, uint8_t** out, size_t* len) {
-  env->has_id = 1;
-  env->id = c->next_id++;
-  size_t n = sensim__v1__envelope__get_packed_size(env);
-  uint8_t* p = realloc(*out, *len + 4 + n);
-  if (!p) {
-    bench_die("out of memory");
-  }
-  for (int i = 0; i < 4; i++) {
-    p[*len + (size_t)i] = (uint8_t)(n >> (8 * i));
-  }
-  sensim__v1__envelope__pack(env, p + *len + 4);
-  *out = p;
-  *len += 4 + n;
-  return env->id;
-}
-
-
-// Read frames until the reply to id (pushed frames are skipped); checks its status.
-static void expect_reply(conn_t* c, uint64_t id, const char* what) {
-  for (;;) {
-    read_frame(c);
-    Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, c->len, c->buf);
-    if (!r) {
-      bench_die("%s: a frame does not decode", what);
-    }
-    if (r->id == 0) {
-      sensim__v1__envelope__free_unpacked(r, NULL);
-      continue;
-    }
-    if (r->id != id || (r->status && r->status->code != 0)) {
-      bench_die("%s: reply %llu status %d: %s", what, (unsigned long long)r->id,
-                r->status ? (int)r->status->code : 0,
-                r->status && r->status->message ? r->status->message : "");
-    }
-    sensim__v1__envelope__free_unpacked(r, NULL);
-    return;
-  }
-}
-
-
-static void call(conn_t* c, Sensim__V1__Envelope* env, const char* what) {
-  uint8_t* f = NULL;
-  size_t len = 0;
-  uint64_t id = frame_append(c, env, &f, &len);
-  write_all(c->fd, f, len);
-  free(f);
-  expect_reply(c, id, what);
-}
-
-
-static int tcp_connect(int port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
-    bench_die("connect to port %d: %s", port, strerror(errno));
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
-//---------------- The daemon
-
-static int daemon_start(const char* exe) {
-  int p[2];
-  if (pipe(p) != 0) {
-    bench_die("pipe: %s", strerror(errno));
-  }
-  pid_t pid = fork();
-  if (pid < 0) {
-    bench_die("fork: %s", strerror(errno));
-  }
-  if (pid == 0) {
-    dup2(p[1], STDOUT_FILENO);
-    close(p[0]);
-    close(p[1]);
-    execl(exe, exe, "--listen", "127.0.0.1:0", "--log-level", "warn", (char*)NULL);
-    fprintf(stderr, "bench_streams: cannot run %s: %s\n", exe, strerror(errno));
-    _exit(127);
-  }
-  close(p[1]);
-  g_pid = pid;
-  char line[256];
-  size_t n = 0;
-  while (!memchr(line, '\n', n)) {
-    struct pollfd pf = {.fd = p[0], .events = POLLIN};
-    ssize_t k;
-    if (n == sizeof line - 1 || poll(&pf, 1, IO_TIMEOUT_S * 1000) <= 0 ||
-        (k = read(p[0], line + n, sizeof line - 1 - n)) <= 0) {
-      bench_die("%s did not announce its port", exe);
-    }
-    n += (size_t)k;
-  }
-  line[n] = '\0';
-  int port = 0;
-  if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &port) != 1) {
-    bench_die("unexpected first line of %s: %s", exe, line);
-  }
-  return port;
-}
-
-
-static void daemon_stop(void) {
-  kill(g_pid, SIGTERM);
-  int status = 0;
-  waitpid(g_pid, &status, 0);
-  g_pid = -1;
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    bench_die("sensimd did not exit cleanly (status %d)", status);
-  }
-}
-
 //---------------- Requests
 
-static void hello(conn_t* c, const char* env_name, int observer) {
+static void hello(bench_conn_t* c, const char* env_name, int observer) {
   Sensim__V1__Hello h = SENSIM__V1__HELLO__INIT;
   h.has_protocol_version = 1;
   h.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
@@ -232,7 +49,7 @@ static void hello(conn_t* c, const char* env_name, int observer) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
   env.hello = &h;
-  call(c, &env, "hello");
+  bench_call(c, &env, "hello");
 }
 
 
@@ -247,7 +64,7 @@ static Sensim__V1__Vec3 vec3(double x, double y, double z) {
 
 
 // The street scene and the lidar of bench_codec_scan.h, through the protocol.
-static void build_street(conn_t* c) {
+static void build_street(bench_conn_t* c) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
   Sensim__V1__CreatePrimitive prim = SENSIM__V1__CREATE_PRIMITIVE__INIT;
@@ -259,7 +76,7 @@ static void build_street(conn_t* c) {
   prim.id = 1;
   prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_PLANE;
   prim.plane = &plane;
-  call(c, &env, "plane");
+  bench_call(c, &env, "plane");
   Sensim__V1__Vec3 block_half = vec3(6.0, 4.0, 5.0), car_half = vec3(2.2, 0.9, 0.7);
   Sensim__V1__Box block = SENSIM__V1__BOX__INIT, car = SENSIM__V1__BOX__INIT;
   block.half_extents = &block_half;
@@ -267,7 +84,7 @@ static void build_street(conn_t* c) {
   prim.id = 2;
   prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_BOX;
   prim.box = &block;
-  call(c, &env, "block");
+  bench_call(c, &env, "block");
   Sensim__V1__Cylinder pole = SENSIM__V1__CYLINDER__INIT;
   pole.has_radius = pole.has_half_length = 1;
   pole.radius = 0.15;
@@ -275,11 +92,11 @@ static void build_street(conn_t* c) {
   prim.id = 3;
   prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_CYLINDER;
   prim.cylinder = &pole;
-  call(c, &env, "pole");
+  bench_call(c, &env, "pole");
   prim.id = 4;
   prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_BOX;
   prim.box = &car;
-  call(c, &env, "car");
+  bench_call(c, &env, "car");
 
   scan_object_t objs[128];
   uint32_t n = scan_objects(objs);
@@ -294,7 +111,7 @@ static void build_street(conn_t* c) {
     obj.local_pose = &pose;
     env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
     env.create_object = &obj;
-    call(c, &env, "create_object");
+    bench_call(c, &env, "create_object");
   }
 
   Sensim__V1__OusterPattern os = SENSIM__V1__OUSTER_PATTERN__INIT;
@@ -324,12 +141,12 @@ static void build_street(conn_t* c) {
   cs.lidar = &lc;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR;
   env.create_sensor = &cs;
-  call(c, &env, "create_sensor lidar");
+  bench_call(c, &env, "create_sensor lidar");
 }
 
 
 // UpdateState + Step at t as one write; *step_id the step's id. Returns the bytes written.
-static size_t send_step(conn_t* c, double t, uint64_t* update_id, uint64_t* step_id,
+static size_t send_step(bench_conn_t* c, double t, uint64_t* update_id, uint64_t* step_id,
                         uint8_t** frames) {
   Sensim__V1__UpdateState us = SENSIM__V1__UPDATE_STATE__INIT;
   us.has_time = 1;
@@ -344,9 +161,9 @@ static size_t send_step(conn_t* c, double t, uint64_t* update_id, uint64_t* step
   e2.step = &st;
   uint8_t* f = NULL;
   size_t len = 0;
-  *update_id = frame_append(c, &e1, &f, &len);
-  *step_id = frame_append(c, &e2, &f, &len);
-  write_all(c->fd, f, len);
+  *update_id = bench_frame_append(c, &e1, &f, &len);
+  *step_id = bench_frame_append(c, &e2, &f, &len);
+  bench_write_all(c->fd, f, len);
   if (frames) {
     *frames = f;
   } else {
@@ -357,9 +174,9 @@ static size_t send_step(conn_t* c, double t, uint64_t* update_id, uint64_t* step
 
 
 // The observer's next pushed point cloud, decoded into *pts (grown as needed).
-static void receive_cloud(conn_t* c, uint8_t** pts, size_t* cap, uint64_t* seq) {
+static void receive_cloud(bench_conn_t* c, uint8_t** pts, size_t* cap, uint64_t* seq) {
   for (;;) {
-    read_frame(c);
+    bench_read_frame(c);
     Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, c->len, c->buf);
     if (!r) {
       bench_die("a pushed frame does not decode");
@@ -401,14 +218,13 @@ typedef struct echo {
 static void* echo_main(void* arg) {
   echo_t* e = arg;
   e->fd = accept(e->listen_fd, NULL, NULL);
-  int one = 1;
-  setsockopt(e->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  bench_set_nodelay(e->fd);
   uint8_t* req = bench_xmalloc(e->req_len);
   for (unsigned i = 0; i < e->rounds; i++) {
     if (e->req_len) {
-      read_all(e->fd, req, e->req_len);
+      bench_read_all(e->fd, req, e->req_len);
     }
-    write_all(e->fd, e->reply, e->reply_len);
+    bench_write_all(e->fd, e->reply, e->reply_len);
   }
   free(req);
   close(e->fd);
@@ -432,13 +248,13 @@ static double raw_round_trip(const uint8_t* req, size_t req_len, const uint8_t* 
               .rounds = rounds};
   pthread_t th;
   pthread_create(&th, NULL, echo_main, &e);
-  int fd = tcp_connect(ntohs(a.sin_port));
+  int fd = bench_connect_loopback(ntohs(a.sin_port), IO_TIMEOUT_S * 1000);
   uint8_t* back = bench_xmalloc(reply_len);
   double* t = bench_xmalloc(rounds * sizeof(double));
   for (unsigned i = 0; i < rounds; i++) {
     double t0 = bench_now();
-    write_all(fd, req, req_len);
-    read_all(fd, back, reply_len);
+    bench_write_all(fd, req, req_len);
+    bench_read_all(fd, back, reply_len);
     t[i] = bench_now() - t0;
   }
   pthread_join(th, NULL);
@@ -464,7 +280,7 @@ static const char* const g_usage =
 
 
 int main(int argc, char** argv) {
-  bench_init("bench_streams", kill_daemon);
+  bench_init("bench_streams", bench_daemon_kill);
   const char* exe = getenv("SENSIMD") ? getenv("SENSIMD") : SENSIMD_DEFAULT;
   unsigned steps = 20, threads = 2, empties = 400;
   if (bench_has_arg(argc, argv, "--quick")) {
@@ -480,11 +296,12 @@ int main(int argc, char** argv) {
   bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   signal(SIGPIPE, SIG_IGN);
   (void)threads;
-  int port = daemon_start(exe);
+  bench_daemon_t d;
+  bench_daemon_start(&d, exe, NULL, IO_TIMEOUT_S * 1000);
 
   // the street, a controller stepping it and an observer subscribed with quantized_zstd
-  conn_t ctl = {.fd = tcp_connect(port), .next_id = 1};
-  conn_t obs = {.fd = tcp_connect(port), .next_id = 1};
+  bench_conn_t ctl = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
+  bench_conn_t obs = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
   hello(&ctl, "street", 0);
   build_street(&ctl);
   hello(&obs, "street", 1);
@@ -496,15 +313,15 @@ int main(int argc, char** argv) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_SUBSCRIBE;
   env.subscribe = &sub;
-  call(&obs, &env, "subscribe");
+  bench_call(&obs, &env, "subscribe");
 
   // end to end: from the step's request to the decoded points in the observer
   uint64_t a, b, seq = 0;
   uint8_t* pts = NULL;
   size_t cap = 0, pushed_len = 0;
   send_step(&ctl, 0.0, &a, &b, NULL);
-  expect_reply(&ctl, a, "update_state");
-  expect_reply(&ctl, b, "step");
+  bench_expect_reply(&ctl, a, "update_state");
+  bench_expect_reply(&ctl, b, "step");
   double* e2e = bench_xmalloc((steps + 1) * sizeof(double));
   for (unsigned k = 0; k <= steps; k++) {
     double t0 = bench_now();
@@ -512,8 +329,8 @@ int main(int argc, char** argv) {
     receive_cloud(&obs, &pts, &cap, &seq);
     e2e[k] = bench_now() - t0;
     pushed_len = obs.len + 4;
-    expect_reply(&ctl, a, "update_state");
-    expect_reply(&ctl, b, "step");
+    bench_expect_reply(&ctl, a, "update_state");
+    bench_expect_reply(&ctl, b, "step");
     if (seq != k + 1) {
       bench_die("the observer got frame %llu, expected %u", (unsigned long long)seq, k + 1);
     }
@@ -559,7 +376,7 @@ int main(int argc, char** argv) {
   scan_world_destroy(w);
 
   // an empty step: another environment without sensors, against the same bytes echoed
-  conn_t emp = {.fd = tcp_connect(port), .next_id = 1};
+  bench_conn_t emp = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
   hello(&emp, "empty", 0);
   double* rtt = bench_xmalloc(empties * sizeof(double));
   uint8_t* req = NULL;
@@ -568,9 +385,9 @@ int main(int argc, char** argv) {
     free(req);
     double t0 = bench_now();
     req_len = send_step(&emp, 0.01 * k, &a, &b, &req);
-    expect_reply(&emp, a, "update_state");
+    bench_expect_reply(&emp, a, "update_state");
     size_t first = emp.len + 4;
-    expect_reply(&emp, b, "step");
+    bench_expect_reply(&emp, b, "step");
     rtt[k] = bench_now() - t0;
     reply_len = first + emp.len + 4;
   }
@@ -585,7 +402,10 @@ int main(int argc, char** argv) {
   close(ctl.fd);
   close(obs.fd);
   close(emp.fd);
-  daemon_stop();
+  int status = bench_daemon_stop(&d);
+  if (status != 0) {
+    bench_die("sensimd did not exit cleanly (status %d)", status);
+  }
   free(req);
   free(reply);
   free(rtt);

@@ -1,15 +1,24 @@
 // SPDX-License-Identifier: MIT
-// bench_util.c: clock, percentiles, number formatting, errors, options and terrain for the
-// benchmark programs.
+// bench_util.c: clock, percentiles, number formatting, errors, options, a sensimd child and
+// loopback sockets, and terrain for the benchmark programs.
 #include "bench_util.h"
 
+#include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 
 double bench_now(void) {
@@ -182,6 +191,189 @@ int bench_parse_options(int argc, char** argv, const bench_opt_t* opts, size_t n
     set_option(&opts[c - 1], optarg);
   }
   return optind;
+}
+
+//---------------- sensimd and loopback sockets
+
+static pid_t g_daemon = -1;
+
+
+void bench_daemon_kill(void) {
+  if (g_daemon > 0) {
+    kill(g_daemon, SIGKILL);
+  }
+}
+
+
+void bench_daemon_start(bench_daemon_t* d, const char* exe, const char* const* extra,
+                        int timeout_ms) {
+  const char* argv[16] = {exe, "--listen", "127.0.0.1:0", "--log-level", "warn"};
+  size_t na = 5;
+  for (size_t i = 0; extra && extra[i]; i++) {
+    if (na == sizeof argv / sizeof *argv - 1) {
+      bench_die("too many arguments for %s", exe);
+    }
+    argv[na++] = extra[i];
+  }
+  argv[na] = NULL;
+  int p[2];
+  if (pipe(p) != 0) {
+    bench_die("pipe: %s", strerror(errno));
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    bench_die("fork: %s", strerror(errno));
+  }
+  if (pid == 0) {
+    dup2(p[1], STDOUT_FILENO);
+    close(p[0]);
+    close(p[1]);
+    execv(exe, (char* const*)argv);
+    fprintf(stderr, "%s: cannot run %s: %s\n", g_prog, exe, strerror(errno));
+    _exit(127);
+  }
+  close(p[1]);
+  d->pid = pid;
+  g_daemon = pid;
+  d->out = p[0];
+
+  // "sensimd listening on 127.0.0.1:PORT"
+  char line[256];
+  size_t n = 0;
+  for (;;) {
+    struct pollfd pf = {.fd = d->out, .events = POLLIN};
+    if (poll(&pf, 1, timeout_ms) <= 0) {
+      bench_die("%s printed no 'listening' line in time", exe);
+    }
+    ssize_t k = read(d->out, line + n, sizeof line - 1 - n);
+    if (k <= 0) {
+      bench_die("%s exited before listening (see its stderr above)", exe);
+    }
+    n += (size_t)k;
+    line[n] = '\0';
+    char* nl = strchr(line, '\n');
+    if (nl) {
+      *nl = '\0';
+      break;
+    }
+    if (n == sizeof line - 1) {
+      bench_die("unexpected output from %s: %s", exe, line);
+    }
+  }
+  if (sscanf(line, "sensimd listening on 127.0.0.1:%d", &d->port) != 1) {
+    bench_die("unexpected output from %s: '%s'", exe, line);
+  }
+}
+
+
+int bench_daemon_stop(bench_daemon_t* d) {
+  kill(d->pid, SIGTERM);
+  int status = 0;
+  double deadline = bench_now() + 10.0;
+  while (waitpid(d->pid, &status, WNOHANG) == 0) {
+    if (bench_now() > deadline) {
+      kill(d->pid, SIGKILL);
+      waitpid(d->pid, &status, 0);
+      g_daemon = -1;
+      close(d->out);
+      return -1;
+    }
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+  g_daemon = -1;
+  close(d->out);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+
+void bench_set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+
+int bench_connect_loopback(int port, int timeout_ms) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || connect(fd, (struct sockaddr*)&a, sizeof a) != 0) {
+    bench_die("cannot connect to 127.0.0.1:%d: %s", port, strerror(errno));
+  }
+  bench_set_nodelay(fd);
+  struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = timeout_ms % 1000 * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  return fd;
+}
+
+
+int bench_send_all(int fd, const uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      return -1;
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+
+int bench_recv_all(int fd, uint8_t* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, 0);
+    if (k < 0 && errno == EINTR) {
+      continue;
+    }
+    if (k <= 0) {
+      if (k == 0) {
+        errno = 0;
+      }
+      return -1;
+    }
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+
+void bench_write_all(int fd, const uint8_t* p, size_t n) {
+  if (bench_send_all(fd, p, n)) {
+    bench_die("send: %s", errno ? strerror(errno) : "closed");
+  }
+}
+
+
+void bench_read_all(int fd, uint8_t* p, size_t n) {
+  if (bench_recv_all(fd, p, n)) {
+    bench_die("recv: %s", errno ? strerror(errno) : "connection closed");
+  }
+}
+
+
+uint32_t bench_le32(const uint8_t* p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+
+long bench_recv_frame(int fd, uint8_t** buf, size_t* cap) {
+  uint8_t h[4];
+  if (bench_recv_all(fd, h, 4)) {
+    return -1;
+  }
+  size_t n = bench_le32(h);
+  if (n > *cap) {
+    free(*buf);
+    *cap = n;
+    *buf = bench_xmalloc(n);
+  }
+  return bench_recv_all(fd, *buf, n) ? -1 : (long)n;
 }
 
 //---------------- Terrain

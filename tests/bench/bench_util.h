@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 // bench_util.h: small helpers shared by the benchmark programs: a monotonic clock, order
 // statistics of samples, thousands separators for printing counts, fatal errors, command-line
-// options, and the terrain both benchmarks trace.
+// options, a sensimd child with loopback sockets to it, and the terrain both benchmarks trace.
 #ifndef SENSIM_BENCH_UTIL_H_
 #define SENSIM_BENCH_UTIL_H_
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 // Seconds on the monotonic clock.
 double bench_now(void);
@@ -61,6 +62,50 @@ bool bench_has_arg(int argc, char** argv, const char* arg);
 // exit with status 2. Returns the index of the first operand.
 int bench_parse_options(int argc, char** argv, const bench_opt_t* opts, size_t n,
                         const char* usage);
+
+//---------------- sensimd and loopback sockets
+
+typedef struct bench_daemon {
+  pid_t pid;
+  int out;            // read end of its stdout, kept open so that it never gets SIGPIPE
+  int port;
+} bench_daemon_t;
+
+// Start `exe --listen 127.0.0.1:0 --log-level warn` and then the NULL-terminated `extra`
+// arguments (NULL: none) as a child, and read its port from the line "sensimd listening on
+// 127.0.0.1:PORT" it prints first; bench_die when none comes within timeout_ms. One daemon at
+// a time: bench_daemon_kill (a hook for bench_init) kills it.
+void bench_daemon_start(bench_daemon_t* d, const char* exe, const char* const* extra,
+                        int timeout_ms);
+
+// SIGTERM and wait (SIGKILL after 10 s); returns its exit status, or -1 when it had to be killed
+// or died of a signal.
+int bench_daemon_stop(bench_daemon_t* d);
+
+// SIGKILL to the running daemon, if any.
+void bench_daemon_kill(void);
+
+// A TCP connection to 127.0.0.1:port with TCP_NODELAY and send and receive timeouts of
+// timeout_ms; bench_die when it cannot connect.
+int bench_connect_loopback(int port, int timeout_ms);
+
+// TCP_NODELAY on fd.
+void bench_set_nodelay(int fd);
+
+// Blocking I/O of exactly n bytes; -1 on error or end of stream.
+int bench_send_all(int fd, const uint8_t* p, size_t n);
+int bench_recv_all(int fd, uint8_t* p, size_t n);
+
+// The same, bench_die on error or end of stream.
+void bench_write_all(int fd, const uint8_t* p, size_t n);
+void bench_read_all(int fd, uint8_t* p, size_t n);
+
+// The 4-byte little-endian length that starts a frame.
+uint32_t bench_le32(const uint8_t* p);
+
+// Receive one frame (4-byte little-endian length, then the payload) into *buf (capacity *cap,
+// grown as needed); returns the payload's length, or -1.
+long bench_recv_frame(int fd, uint8_t** buf, size_t* cap);
 
 //---------------- Terrain
 
