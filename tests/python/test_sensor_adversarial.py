@@ -1708,3 +1708,25 @@ def test_return_all_with_every_candidate_at_depth_8_is_accepted(sensimd):
         for t in (0.0, 0.05, 0.1, 0.15):
             c.update_state(t)
             c.step(t)
+
+
+def test_a_sensor_name_that_is_not_utf8_is_refused(sensimd):
+    import struct
+    from sensim import _framing
+    with sensimd.client() as c:
+        env = pb.Envelope(id=9)
+        s = env.create_sensor
+        s.id = 5
+        s.imu.accelerometer.SetInParent()
+        s.name = "QQQQ"
+        c.send_raw(_framing.encode(env.SerializeToString().replace(b"QQQQ", b"\xff\xfe\x80Q")))
+        sock = c._sock
+        sock.settimeout(5)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
+            data += sock.recv(65536)
+        reply = pb.Envelope()
+        reply.ParseFromString(data[4:4 + struct.unpack("<I", data[:4])[0]])
+        assert reply.status.code == 3                     # INVALID_ARGUMENT
+        assert "name" in reply.status.message
+        assert _sensor_count(c) == 0
