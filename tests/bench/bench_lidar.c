@@ -479,76 +479,46 @@ static size_t raw_trace1(const raw_t* r, const rayset_t* s) {
 }
 
 
-// rtcIntersect16 over packets of 16 consecutive rays (coherent); returns the hits.
-static size_t raw_trace16(const raw_t* r, const rayset_t* s) {
-  struct RTCIntersectContext ctx;
-  rtcInitIntersectContext(&ctx);
-  ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-  size_t hits = 0;
-  for (size_t base = 0; base < s->n; base += 16) {
-    _Alignas(64) int valid[16];
-    _Alignas(64) struct RTCRayHit16 rh;
-    for (unsigned k = 0; k < 16; k++) {
-      size_t i = base + k < s->n ? base + k : base;
-      valid[k] = base + k < s->n ? -1 : 0;
-      rh.ray.org_x[k] = s->org[3 * i];
-      rh.ray.org_y[k] = s->org[3 * i + 1];
-      rh.ray.org_z[k] = s->org[3 * i + 2];
-      rh.ray.dir_x[k] = s->dir[3 * i];
-      rh.ray.dir_y[k] = s->dir[3 * i + 1];
-      rh.ray.dir_z[k] = s->dir[3 * i + 2];
-      rh.ray.tnear[k] = 0.0f;
-      rh.ray.tfar[k] = 120.0f;
-      rh.ray.time[k] = s->time[i];
-      rh.ray.mask[k] = 0xFFFFFFFFu;
-      rh.ray.flags[k] = 0;
-      rh.ray.id[k] = k;
-      rh.hit.geomID[k] = RTC_INVALID_GEOMETRY_ID;
-      rh.hit.instID[0][k] = RTC_INVALID_GEOMETRY_ID;
-    }
-    rtcIntersect16(valid, r->top, &ctx, &rh);
-    for (unsigned k = 0; k < 16; k++) {
-      hits += valid[k] && rh.hit.geomID[k] != RTC_INVALID_GEOMETRY_ID;
-    }
+// raw_trace8, raw_trace16: rtcIntersect8 / rtcIntersect16 over packets of W consecutive rays
+// (coherent); return the hits. The last packet's lanes past the end repeat its first ray,
+// inactive.
+#define RAW_TRACE_PACKETS(W)                                                 \
+  static size_t raw_trace##W(const raw_t* r, const rayset_t* s) {            \
+    struct RTCIntersectContext ctx;                                          \
+    rtcInitIntersectContext(&ctx);                                           \
+    ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;                         \
+    size_t hits = 0;                                                         \
+    for (size_t base = 0; base < s->n; base += W) {                          \
+      _Alignas(4 * W) int valid[W];                                          \
+      _Alignas(4 * W) struct RTCRayHit##W rh;                                \
+      for (unsigned k = 0; k < W; k++) {                                     \
+        size_t i = base + k < s->n ? base + k : base;                        \
+        valid[k] = base + k < s->n ? -1 : 0;                                 \
+        rh.ray.org_x[k] = s->org[3 * i];                                     \
+        rh.ray.org_y[k] = s->org[3 * i + 1];                                 \
+        rh.ray.org_z[k] = s->org[3 * i + 2];                                 \
+        rh.ray.dir_x[k] = s->dir[3 * i];                                     \
+        rh.ray.dir_y[k] = s->dir[3 * i + 1];                                 \
+        rh.ray.dir_z[k] = s->dir[3 * i + 2];                                 \
+        rh.ray.tnear[k] = 0.0f;                                              \
+        rh.ray.tfar[k] = 120.0f;                                             \
+        rh.ray.time[k] = s->time[i];                                         \
+        rh.ray.mask[k] = 0xFFFFFFFFu;                                        \
+        rh.ray.flags[k] = 0;                                                 \
+        rh.ray.id[k] = k;                                                    \
+        rh.hit.geomID[k] = RTC_INVALID_GEOMETRY_ID;                          \
+        rh.hit.instID[0][k] = RTC_INVALID_GEOMETRY_ID;                       \
+      }                                                                      \
+      rtcIntersect##W(valid, r->top, &ctx, &rh);                             \
+      for (unsigned k = 0; k < W; k++) {                                     \
+        hits += valid[k] && rh.hit.geomID[k] != RTC_INVALID_GEOMETRY_ID;     \
+      }                                                                      \
+    }                                                                        \
+    return hits;                                                             \
   }
-  return hits;
-}
 
-
-// rtcIntersect8 over packets of 8 consecutive rays (coherent); returns the hits.
-static size_t raw_trace8(const raw_t* r, const rayset_t* s) {
-  struct RTCIntersectContext ctx;
-  rtcInitIntersectContext(&ctx);
-  ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-  size_t hits = 0;
-  for (size_t base = 0; base < s->n; base += 8) {
-    _Alignas(32) int valid[8];
-    _Alignas(32) struct RTCRayHit8 rh;
-    for (unsigned k = 0; k < 8; k++) {
-      size_t i = base + k < s->n ? base + k : base;
-      valid[k] = base + k < s->n ? -1 : 0;
-      rh.ray.org_x[k] = s->org[3 * i];
-      rh.ray.org_y[k] = s->org[3 * i + 1];
-      rh.ray.org_z[k] = s->org[3 * i + 2];
-      rh.ray.dir_x[k] = s->dir[3 * i];
-      rh.ray.dir_y[k] = s->dir[3 * i + 1];
-      rh.ray.dir_z[k] = s->dir[3 * i + 2];
-      rh.ray.tnear[k] = 0.0f;
-      rh.ray.tfar[k] = 120.0f;
-      rh.ray.time[k] = s->time[i];
-      rh.ray.mask[k] = 0xFFFFFFFFu;
-      rh.ray.flags[k] = 0;
-      rh.ray.id[k] = k;
-      rh.hit.geomID[k] = RTC_INVALID_GEOMETRY_ID;
-      rh.hit.instID[0][k] = RTC_INVALID_GEOMETRY_ID;
-    }
-    rtcIntersect8(valid, r->top, &ctx, &rh);
-    for (unsigned k = 0; k < 8; k++) {
-      hits += valid[k] && rh.hit.geomID[k] != RTC_INVALID_GEOMETRY_ID;
-    }
-  }
-  return hits;
-}
+RAW_TRACE_PACKETS(8)
+RAW_TRACE_PACKETS(16)
 
 
 // Seconds for one pass (packets: 1, 8 or 16 rays) with the tracing threads' MXCSR as Embree
