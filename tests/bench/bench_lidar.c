@@ -762,6 +762,12 @@ int main(int argc, char** argv) {
   env_close(&em);
   raw_close(&raw);
   adapter_close(&ad);
+  rayset_t* sets[2] = {&rv, &ro};
+  for (int k = 0; k < 2; k++) {
+    free(sets[k]->org);
+    free(sets[k]->dir);
+    free(sets[k]->time);
+  }
   lidar_pattern_close(&vlp);
   lidar_pattern_close(&os1);
   pool_destroy(g_pool);

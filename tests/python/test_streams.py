@@ -219,9 +219,12 @@ def test_streams_slow_subscriber_is_bounded_and_healthy_ones_get_everything(sens
         hinfo = _sub_info(c, healthy.session_id)
         assert hinfo.frames_dropped == 0 and hinfo.frames_sent == produced
 
-        # the stepping client never waited: late steps as fast as early ones
+        # the stepping client never waited: late steps about as fast as early ones. A client
+        # held up by the slow subscriber would wait for its whole queue (budget / frame_bytes
+        # frames) at every step; allow twice the early median for a loaded 2-core machine and
+        # sanitizer builds, far below that.
         early, late = np.median(rtts[10:110]), np.median(rtts[-100:])
-        assert late <= 1.5 * early + 0.005, (early, late)
+        assert late <= 2.0 * early + 0.01, (early, late)
         if not _sanitized(d.proc.pid):
             assert _rss(d.proc.pid) - rss0 <= budget + 2 * frame_bytes + (48 << 20)
 
