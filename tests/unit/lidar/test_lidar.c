@@ -220,6 +220,25 @@ static pose_t at(double x, double y, double z) {
 }
 
 
+// base_desc() with a VLP-16 pattern spinning at `frequency` Hz.
+static int vlp16_desc(double frequency, lidar_desc_t* d) {
+  *d = base_desc();
+  lidar_vlp16_desc_t v = {.frequency = frequency};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&d->pattern, &v, "lidar.vlp16", &msg));
+  return 0;
+}
+
+
+// A fixture (fx_open) inside a hollow sphere of the given radius centred on the origin
+// (group and object 1).
+static int sphere_room(fx_t* f, unsigned threads, double radius) {
+  ASSERT_OK(fx_open(f, threads));
+  ASSERT_OK(add_prim(f->e, 1, 1, SCENE_PRIM_SPHERE, radius, 0, 0, 0, at(0, 0, 0)));
+  return 0;
+}
+
+
 //---------------- Geometry
 
 TEST(lidar_hollow_sphere_sees_its_radius) {
@@ -373,12 +392,9 @@ TEST(lidar_moving_wall_is_seen_where_it_is_at_each_ray_time) {
 
 TEST(lidar_vlp16_closed_room_times_and_azimuths) {
   fx_t f;
-  ASSERT_OK(fx_open(&f, 2));
-  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 20.0, 0, 0, 0, at(0, 0, 0)));
-  lidar_desc_t d = base_desc();
-  lidar_vlp16_desc_t v = {.frequency = 10.0};
-  err_msg_t msg = {0};
-  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  ASSERT_OK(sphere_room(&f, 2, 20.0));
+  lidar_desc_t d;
+  ASSERT_OK(vlp16_desc(10.0, &d));
   ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
   ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
   static clouds_t c;
@@ -424,8 +440,7 @@ TEST(lidar_vlp16_closed_room_times_and_azimuths) {
 // First complete revolution of a VLP-16 in a room, stepped in nstep steps over 0.2 s.
 static int vlp16_revolution(uint32_t nstep, unsigned threads, int noisy, clouds_t* c) {
   fx_t f;
-  ASSERT_OK(fx_open(&f, threads));
-  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 15.0, 0, 0, 0, at(0, 0, 0)));
+  ASSERT_OK(sphere_room(&f, threads, 15.0));
   ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1, 2, 3, 0, at(4, 1, 0)));
   lidar_desc_t d = base_desc();
   lidar_vlp16_desc_t v = {.frequency = 10.0, .vertical_offsets = 1};
@@ -655,8 +670,7 @@ TEST(lidar_start_time_places_sweep_zero) {
   // a spinning lidar whose sweeps start at t_s = -0.05: the first step (0, 0.1] opens in the
   // middle of sweep 0 (incomplete) and completes it at 0.05
   fx_t f;
-  ASSERT_OK(fx_open(&f, 0));
-  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+  ASSERT_OK(sphere_room(&f, 0, 10.0));
   lidar_desc_t d = base_desc();
   double el[2] = {0.0, 0.1};
   lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = 100, .elevations = el,
@@ -912,12 +926,10 @@ TEST(raycast_excludes_bodies_and_groups) {
 TEST(lidar_refuses_a_step_too_long) {
   // 300 s of a VLP-16 in one step is 86.8 million rays: refused, naming the lidar
   fx_t f;
-  ASSERT_OK(fx_open(&f, 0));
-  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
-  lidar_desc_t d = base_desc();
-  lidar_vlp16_desc_t v = {.frequency = 10.0};
+  ASSERT_OK(sphere_room(&f, 0, 10.0));
+  lidar_desc_t d;
+  ASSERT_OK(vlp16_desc(10.0, &d));
   err_msg_t msg = {0};
-  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
   ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
   ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
   ASSERT_OK(set_state(f.e, 300.0, 0, NULL, NULL));
@@ -978,8 +990,7 @@ TEST(lidar_refuses_a_frame_larger_than_a_step_output) {
 TEST(lidar_refuses_a_step_over_its_output_budget_before_tracing) {
   // VLP-16 at 10 Hz: 20 s are 5.79 M points of 16 bytes = 92.6 MB > 64 MiB of step output
   fx_t f;
-  ASSERT_OK(fx_open(&f, 0));
-  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+  ASSERT_OK(sphere_room(&f, 0, 10.0));
   for (int per_step = 0; per_step < 2; per_step++) {
     lidar_desc_t d = base_desc();
     const char* names[4] = {"x", "y", "z", "intensity"};
@@ -1012,8 +1023,7 @@ TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
   // the step's output), then about one frame (14,480 rays) kept once the step is committed;
   // a failed step leaves it as small
   fx_t f;
-  ASSERT_OK(fx_open(&f, 0));
-  ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 10.0, 0, 0, 0, at(0, 0, 0)));
+  ASSERT_OK(sphere_room(&f, 0, 10.0));
   lidar_desc_t d = base_desc();
   const char* names[1] = {"x"};
   d.fields = names;
@@ -1092,10 +1102,9 @@ TEST(lidar_create_out_of_memory_is_clean) {
   // still the caller's; then it succeeds
   int64_t live = mem_live_count();
   for (int64_t n = 1;; n++) {
-    lidar_desc_t d = base_desc();
-    lidar_vlp16_desc_t v = {.frequency = 10.0};
+    lidar_desc_t d;
+    ASSERT_OK(vlp16_desc(10.0, &d));
     err_msg_t msg = {0};
-    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
     sensor_t s;
     mem_fail_after(n);
     int rc = lidar_create(&d, &s, &msg);
@@ -1139,12 +1148,10 @@ TEST(lidar_step_not_committed_when_another_sensor_fails) {
   static clouds_t runs[2];
   for (int failing = 0; failing < 2; failing++) {
     fx_t f;
-    ASSERT_OK(fx_open(&f, 0));
-    ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 9.0, 0, 0, 0, at(0, 0, 0)));
-    lidar_desc_t d = base_desc();
-    lidar_vlp16_desc_t v = {.frequency = 20.0};
+    ASSERT_OK(sphere_room(&f, 0, 9.0));
+    lidar_desc_t d;
+    ASSERT_OK(vlp16_desc(20.0, &d));
     err_msg_t msg = {0};
-    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
     d.returns.distance_noise.stddev_base = 0.01;
     ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
     static int fail;
