@@ -183,6 +183,15 @@ static int check_threads_and_counts(fixture_t* f) {
 }
 
 
+// fixture_finish, then check_threads_and_counts.
+static int finish_and_check(fixture_t* f) {
+  if (fixture_finish(f)) {
+    return 1;
+  }
+  return check_threads_and_counts(f);
+}
+
+
 TEST(exec_fifo_thousand_jobs_done_on_loop_thread) {
   int64_t base = mem_live_count();
   static fixture_t f;
@@ -366,10 +375,7 @@ TEST(exec_queues_keep_their_order) {
   }
   ASSERT_TRUE(exec_threads(f.q) >= 1 && exec_threads(f.q) <= 4);
   exec_stop(f.q);
-  if (fixture_finish(&f)) {
-    return 1;
-  }
-  if (check_threads_and_counts(&f)) {
+  if (finish_and_check(&f)) {
     return 1;
   }
 
@@ -421,10 +427,7 @@ TEST(exec_queues_run_in_parallel) {
   ASSERT_EQ(f.done_seq[2], 2);
   ASSERT_EQ(exec_threads(f.q), 3);
   exec_stop(f.q);
-  if (fixture_finish(&f)) {
-    return 1;
-  }
-  if (check_threads_and_counts(&f)) {
+  if (finish_and_check(&f)) {
     return 1;
   }
   ASSERT_EQ(mem_live_count(), base);
@@ -459,10 +462,7 @@ TEST(exec_threads_are_bounded) {
   }
   ASSERT_EQ(exec_threads(f.q), 2);
   exec_stop(f.q);
-  if (fixture_finish(&f)) {
-    return 1;
-  }
-  if (check_threads_and_counts(&f)) {
+  if (finish_and_check(&f)) {
     return 1;
   }
   ASSERT_EQ(mem_live_count(), base);
@@ -487,10 +487,7 @@ TEST(exec_stop_cancels_every_queue) {
   uv_sem_post(&f.go);
   exec_stop(f.q);
   ASSERT_EQ(exec_pending(f.q), 0);
-  if (fixture_finish(&f)) {
-    return 1;
-  }
-  if (check_threads_and_counts(&f)) {
+  if (finish_and_check(&f)) {
     return 1;
   }
 
@@ -534,10 +531,7 @@ TEST(exec_brief_jobs_start_no_executor) {
     uv_run(&f.loop, UV_RUN_ONCE);
   }
   exec_stop(f.q);
-  if (fixture_finish(&f)) {
-    return 1;
-  }
-  if (check_threads_and_counts(&f)) {
+  if (finish_and_check(&f)) {
     return 1;
   }
   ASSERT_EQ(mem_live_count(), base);
