@@ -33,31 +33,14 @@
 
 //---------------- Scene and sensors
 
-static Sensim__V1__Vec3 vec3(double x, double y, double z) {
-  Sensim__V1__Vec3 v = SENSIM__V1__VEC3__INIT;
-  v.has_x = v.has_y = v.has_z = 1;
-  v.x = x;
-  v.y = y;
-  v.z = z;
-  return v;
-}
-
 // Join environment `name`; with sensors, build the scene and the three sensors, else only the
 // body and the joint (the baseline: the same requests, nothing to evaluate).
 static void setup(bench_conn_t* c, const char* name, int sensors) {
+  bench_hello(c, "bench_imu", name, SENSIM__V1__ROLE__ROLE_CONTROLLER);
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
 
-  Sensim__V1__Hello hello = SENSIM__V1__HELLO__INIT;
-  hello.has_protocol_version = 1;
-  hello.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
-  hello.client_name = "bench_imu";
-  hello.environment = (char*)name;
-  env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
-  env.hello = &hello;
-  bench_call(c, &env, "hello");
-
   // a box and a sphere in front of the cone
-  Sensim__V1__Vec3 half = vec3(0.5, 0.5, 0.5);
+  Sensim__V1__Vec3 half = bench_vec3(0.5, 0.5, 0.5);
   Sensim__V1__Box box = SENSIM__V1__BOX__INIT;
   box.half_extents = &half;
   Sensim__V1__CreatePrimitive prim = SENSIM__V1__CREATE_PRIMITIVE__INIT;
@@ -76,7 +59,7 @@ static void setup(bench_conn_t* c, const char* name, int sensors) {
   prim.sphere = &sphere;
   bench_call(c, &env, "create_primitive sphere");
   for (uint32_t i = 0; i < 2; i++) {
-    Sensim__V1__Vec3 pos = i == 0 ? vec3(6, 1, 0) : vec3(9, -2, 0.5);
+    Sensim__V1__Vec3 pos = i == 0 ? bench_vec3(6, 1, 0) : bench_vec3(9, -2, 0.5);
     Sensim__V1__Pose pose = SENSIM__V1__POSE__INIT;
     pose.position = &pos;
     Sensim__V1__CreateObject obj = SENSIM__V1__CREATE_OBJECT__INIT;
@@ -105,7 +88,7 @@ static void setup(bench_conn_t* c, const char* name, int sensors) {
   }
 
   // the IMU: three noisy sub-sensors
-  Sensim__V1__Vec3 noise = vec3(0.01, 0.01, 0.01);
+  Sensim__V1__Vec3 noise = bench_vec3(0.01, 0.01, 0.01);
   Sensim__V1__TriaxialConfig chain = SENSIM__V1__TRIAXIAL_CONFIG__INIT;
   chain.noise_stddev = &noise;
   Sensim__V1__AccelerometerConfig acc = SENSIM__V1__ACCELEROMETER_CONFIG__INIT;

@@ -78,3 +78,29 @@ void bench_call(bench_conn_t* c, Sensim__V1__Envelope* env, const char* what) {
   free(f);
   bench_expect_reply(c, id, what);
 }
+
+
+void bench_hello(bench_conn_t* c, const char* client_name, const char* env_name,
+                 Sensim__V1__Role role) {
+  Sensim__V1__Hello h = SENSIM__V1__HELLO__INIT;
+  h.has_protocol_version = 1;
+  h.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
+  h.client_name = (char*)client_name;
+  h.environment = (char*)env_name;
+  h.has_role = 1;
+  h.role = role;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
+  env.hello = &h;
+  bench_call(c, &env, "hello");
+}
+
+
+Sensim__V1__Vec3 bench_vec3(double x, double y, double z) {
+  Sensim__V1__Vec3 v = SENSIM__V1__VEC3__INIT;
+  v.has_x = v.has_y = v.has_z = 1;
+  v.x = x;
+  v.y = y;
+  v.z = z;
+  return v;
+}

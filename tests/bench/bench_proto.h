@@ -37,4 +37,11 @@ void bench_expect_reply(bench_conn_t* c, uint64_t id, const char* what);
 // Send env and wait for its OK reply.
 void bench_call(bench_conn_t* c, Sensim__V1__Envelope* env, const char* what);
 
+// Hello as client_name joining (creating) environment env_name in the given role.
+void bench_hello(bench_conn_t* c, const char* client_name, const char* env_name,
+                 Sensim__V1__Role role);
+
+// A Vec3 with all three components set.
+Sensim__V1__Vec3 bench_vec3(double x, double y, double z);
+
 #endif  // SENSIM_BENCH_PROTO_H_

@@ -38,31 +38,6 @@
 
 //---------------- Requests
 
-static void hello(bench_conn_t* c, const char* env_name, int observer) {
-  Sensim__V1__Hello h = SENSIM__V1__HELLO__INIT;
-  h.has_protocol_version = 1;
-  h.protocol_version = SENSIM__V1__PROTOCOL_VERSION__PROTOCOL_VERSION;
-  h.client_name = "bench_streams";
-  h.environment = (char*)env_name;
-  h.has_role = 1;
-  h.role = observer ? SENSIM__V1__ROLE__ROLE_OBSERVER : SENSIM__V1__ROLE__ROLE_CONTROLLER;
-  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
-  env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO;
-  env.hello = &h;
-  bench_call(c, &env, "hello");
-}
-
-
-static Sensim__V1__Vec3 vec3(double x, double y, double z) {
-  Sensim__V1__Vec3 v = SENSIM__V1__VEC3__INIT;
-  v.has_x = v.has_y = v.has_z = 1;
-  v.x = x;
-  v.y = y;
-  v.z = z;
-  return v;
-}
-
-
 // The street scene and the lidar of bench_codec_scan.h, through the protocol.
 static void build_street(bench_conn_t* c) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
@@ -77,7 +52,7 @@ static void build_street(bench_conn_t* c) {
   prim.shape_case = SENSIM__V1__CREATE_PRIMITIVE__SHAPE_PLANE;
   prim.plane = &plane;
   bench_call(c, &env, "plane");
-  Sensim__V1__Vec3 block_half = vec3(6.0, 4.0, 5.0), car_half = vec3(2.2, 0.9, 0.7);
+  Sensim__V1__Vec3 block_half = bench_vec3(6.0, 4.0, 5.0), car_half = bench_vec3(2.2, 0.9, 0.7);
   Sensim__V1__Box block = SENSIM__V1__BOX__INIT, car = SENSIM__V1__BOX__INIT;
   block.half_extents = &block_half;
   car.half_extents = &car_half;
@@ -101,7 +76,7 @@ static void build_street(bench_conn_t* c) {
   scan_object_t objs[128];
   uint32_t n = scan_objects(objs);
   for (uint32_t i = 0; i < n; i++) {
-    Sensim__V1__Vec3 pos = vec3(objs[i].pos[0], objs[i].pos[1], objs[i].pos[2]);
+    Sensim__V1__Vec3 pos = bench_vec3(objs[i].pos[0], objs[i].pos[1], objs[i].pos[2]);
     Sensim__V1__Pose pose = SENSIM__V1__POSE__INIT;
     pose.position = &pos;
     Sensim__V1__CreateObject obj = SENSIM__V1__CREATE_OBJECT__INIT;
@@ -130,7 +105,7 @@ static void build_street(bench_conn_t* c) {
   lc.range_max = 120.0;
   lc.misses = SENSIM__V1__MISS_MODE__MISSES_ZERO;
   lc.distance_noise = &noise;
-  Sensim__V1__Vec3 mpos = vec3(0, 0, SCAN_LIDAR_HEIGHT);
+  Sensim__V1__Vec3 mpos = bench_vec3(0, 0, SCAN_LIDAR_HEIGHT);
   Sensim__V1__Pose mount = SENSIM__V1__POSE__INIT;
   mount.position = &mpos;
   Sensim__V1__CreateSensor cs = SENSIM__V1__CREATE_SENSOR__INIT;
@@ -302,9 +277,9 @@ int main(int argc, char** argv) {
   // the street, a controller stepping it and an observer subscribed with quantized_zstd
   bench_conn_t ctl = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
   bench_conn_t obs = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
-  hello(&ctl, "street", 0);
+  bench_hello(&ctl, "bench_streams", "street", SENSIM__V1__ROLE__ROLE_CONTROLLER);
   build_street(&ctl);
-  hello(&obs, "street", 1);
+  bench_hello(&obs, "bench_streams", "street", SENSIM__V1__ROLE__ROLE_OBSERVER);
   Sensim__V1__Subscribe sub = SENSIM__V1__SUBSCRIBE__INIT;
   sub.has_sensor_id = sub.has_encoding = sub.has_precision = 1;
   sub.sensor_id = 1;
@@ -377,7 +352,7 @@ int main(int argc, char** argv) {
 
   // an empty step: another environment without sensors, against the same bytes echoed
   bench_conn_t emp = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
-  hello(&emp, "empty", 0);
+  bench_hello(&emp, "bench_streams", "empty", SENSIM__V1__ROLE__ROLE_CONTROLLER);
   double* rtt = bench_xmalloc(empties * sizeof(double));
   uint8_t* req = NULL;
   size_t req_len = 0, reply_len = 0;
