@@ -222,6 +222,20 @@ def test_idle_timeout_closes_silent_connections_only(sensimd_factory):
         assert talker.ping(b"still").payload == b"still"
 
 
+def ping_a_new_client(d, within: float, poll: float) -> None:
+    """A new client gets a slot within `within` seconds (refused ones retry every `poll` s)
+    and its ping is answered."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            with d.client(timeout=2.0) as c:
+                assert c.ping(b"z").payload == b"z"
+            return
+        except errors.ResourceExhausted:
+            assert time.monotonic() - t0 < within, "the slot was not given back"
+            time.sleep(poll)
+
+
 def test_a_reset_frees_the_slot_at_once(sensimd_factory):
     d = sensimd_factory("--max-clients", "2")
     with d.client() as keep:
@@ -234,15 +248,7 @@ def test_a_reset_frees_the_slot_at_once(sensimd_factory):
             sock.close()
             # the next client gets the slot (a connection arriving in the same turn of the
             # daemon's loop as the reset may still be counted against it: retry briefly)
-            t0 = time.monotonic()
-            while True:
-                try:
-                    with d.client(timeout=2.0) as c:
-                        assert c.ping(b"z").payload == b"z"
-                    break
-                except errors.ResourceExhausted:
-                    assert time.monotonic() - t0 < 0.5, "the slot was not given back"
-                    time.sleep(0.01)
+            ping_a_new_client(d, within=0.5, poll=0.01)
             # (a normal close takes a few loop turns: wait for it before the next round)
             deadline = time.monotonic() + 5
             while keep.get_info().connections != 1:
@@ -282,15 +288,7 @@ def test_a_reset_frees_the_slot_of_a_connection_that_is_not_reading(sensimd_fact
         time.sleep(0.5)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         bad.close()
-        t0 = time.monotonic()
-        while True:
-            try:
-                with d.client(timeout=2.0) as c:
-                    assert c.ping(b"z").payload == b"z"
-                break
-            except errors.ResourceExhausted:
-                assert time.monotonic() - t0 < 1.0, "the slot was not given back"
-                time.sleep(0.05)
+        ping_a_new_client(d, within=1.0, poll=0.05)
         assert keep.ping(b"k").payload == b"k"
 
 
