@@ -780,8 +780,8 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 // packet (rtcIntersect1 transforms rays into instances differently, so a ray would not get bit
 // for bit the hit it gets in a packet).
 // W is LANES (rtcIntersect8) or WIDE (rtcIntersect16); both give each lane the same floats.
-static inline void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hit_t* out,
-                                unsigned n, const unsigned W) {
+__attribute__((always_inline)) static inline void trace_packet(
+    const scene_t* s, const scene_ray_t* r, scene_hit_t* out, unsigned n, const unsigned W) {
   // rays (float); the time is clamped into the instances' [0, 1] range
   _Alignas(64) int valid[WIDE];
   _Alignas(64) packet_t pk;
@@ -881,8 +881,9 @@ static inline void trace_packet(const scene_t* s, const scene_ray_t* r, scene_hi
 }
 
 
-// The rays in packets of `width`, the last one partial.
-static inline void trace_packets(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+// The rays in packets of `width`, the last one partial. Always inlined, so that each caller's
+// constant width specialises the packet code.
+__attribute__((always_inline)) static inline void trace_packets(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
                                  size_t n, unsigned width) {
   // Embree wants flush-to-zero and denormals-are-zero in tracing threads; set them for this
   // call only, so the caller's own double arithmetic keeps its rounding mode afterwards.
