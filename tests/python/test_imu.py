@@ -301,7 +301,7 @@ def test_odometer_needs_a_revolute_joint(sensimd):
         before = sensor_count(c)
         with pytest.raises(errors.InvalidArgument) as exc:
             c.create_odometer(2, 1)
-        assert "joint_id = 1" in str(exc.value) and "revolute" in str(exc.value)
+        assert "odometer.joint_id = 1" in str(exc.value) and "revolute" in str(exc.value)
         assert sensor_count(c) == before
         c.create_encoder(2, 1)                          # an encoder reads either kind
 

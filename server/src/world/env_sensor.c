@@ -74,11 +74,12 @@ int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
   }
   env_joint_t* joint = NULL;
   if (d->sensor.joint_id != 0 && !(joint = table_get(&e->joints, d->sensor.joint_id))) {
-    return err_set(msg, ERR_NOTFOUND, "joint_id = %u is not a known joint", d->sensor.joint_id);
+    return err_set(msg, ERR_NOTFOUND, "%s.joint_id = %u is not a known joint",
+                   d->sensor.ops->kind_name, d->sensor.joint_id);
   }
   if (joint && d->sensor.revolute_joint && joint->type != JOINT_TYPE_REVOLUTE) {
-    return err_set(msg, ERR_INVAL, "joint_id = %u is a prismatic joint; a %s needs a revolute one",
-                   d->sensor.joint_id, d->sensor.ops->kind_name);
+    return err_set(msg, ERR_INVAL, "%s.joint_id = %u is a prismatic joint; it needs a revolute one",
+                   d->sensor.ops->kind_name, d->sensor.joint_id);
   }
   pose_t mount;
   int rc = check_mount(&d->mount, &mount, msg);

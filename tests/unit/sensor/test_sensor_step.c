@@ -236,7 +236,7 @@ TEST(sensors_pin_their_body_and_joint_and_are_removed_cleanly) {
   ASSERT_EQ(add_probe(w.e, 1, 99, 0, id, &p, &msg), ERR_NOTFOUND);
   ASSERT_CONTAINS(msg.text, "body_id = 99");
   ASSERT_EQ(add_probe(w.e, 1, 10, 98, id, &p, &msg), ERR_NOTFOUND);
-  ASSERT_CONTAINS(msg.text, "joint_id = 98");
+  ASSERT_CONTAINS(msg.text, "probe.joint_id = 98");
   pose_t zero = id;
   zero.q[0] = 0;
   ASSERT_EQ(add_probe(w.e, 1, 10, 0, zero, &p, &msg), ERR_INVAL);
