@@ -183,7 +183,8 @@ int ambient_rain(double rate_mm_h, ambient_material_t* out, err_msg_t* msg) {
     return rc;
   }
   double gamma_db_km = 1.076 * pow(rate_mm_h, 0.67);
-  return from_attenuation("rain.rate", rate_mm_h, "too large", gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
+  return from_attenuation("rain.rate", rate_mm_h, "too large",
+                          gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
 }
 
 
@@ -194,5 +195,6 @@ int ambient_snow(double rate_mm_h, ambient_material_t* out, err_msg_t* msg) {
   }
   double a = 5.42e-5 * LIDAR_WAVELENGTH_NM + 5.4958776;
   double gamma_db_km = a * pow(rate_mm_h, 1.38);
-  return from_attenuation("snow.rate", rate_mm_h, "too large", gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
+  return from_attenuation("snow.rate", rate_mm_h, "too large",
+                          gamma_db_km * DB_PER_KM_TO_PER_M, out, msg);
 }

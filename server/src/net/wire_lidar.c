@@ -48,7 +48,8 @@ static int build_pattern(const Sensim__V1__LidarConfig* m, lidar_desc_t* d, err_
         return err_set(msg, ERR_INVAL, "lidar.spinning.spin = %d is not CLOCKWISE (0) or "
                        "COUNTER_CLOCKWISE (1)", (int)s->spin);
       }
-      sd.counter_clockwise = s->has_spin && s->spin == SENSIM__V1__SPIN_DIRECTION__SPIN_COUNTER_CLOCKWISE;
+      sd.counter_clockwise =
+          s->has_spin && s->spin == SENSIM__V1__SPIN_DIRECTION__SPIN_COUNTER_CLOCKWISE;
       start_time(s->has_start_time, s->start_time,
                  "lidar.spinning", "lidar.spinning.columns x channel_elevations", d);
       return lidar_pattern_spinning_init(p, &sd, "lidar.spinning", msg);

@@ -883,8 +883,8 @@ __attribute__((always_inline)) static inline void trace_packet(
 
 // The rays in packets of `width`, the last one partial. Always inlined, so that each caller's
 // constant width specialises the packet code.
-__attribute__((always_inline)) static inline void trace_packets(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
-                                 size_t n, unsigned width) {
+__attribute__((always_inline)) static inline void trace_packets(
+    const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n, unsigned width) {
   // Embree wants flush-to-zero and denormals-are-zero in tracing threads; set them for this
   // call only, so the caller's own double arithmetic keeps its rounding mode afterwards.
   unsigned csr = _mm_getcsr();

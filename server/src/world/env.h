@@ -265,7 +265,8 @@ typedef struct env_raycast {
   void* cancel_ctx;
   const uint32_t* exclude_bodies;   // (nexclude_body) the rays pass through these bodies' objects
   uint32_t nexclude_body;       // at most ENV_MAX_EXCLUDED_BODIES
-  uint32_t group_mask;          // object groups the rays see (bit g = CreateObject group g); 0 = all
+  uint32_t group_mask;          // object groups the rays see (bit g = CreateObject group g);
+                                // 0 = all
 } env_raycast_t;
 
 #define ENV_MAX_EXCLUDED_BODIES 1024
