@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """A short tour of sensimd from Python: handshake and server info, a small scene (a ground
-plane, a wall on a moving body, a mesh), state updates and steps, and raycasts that see the
-wall where it is at each ray's time.
+plane, a wall on a moving body, a mesh), a VLP-16 lidar and an IMU, state updates and steps,
+the lidar's revolutions and the IMU's samples, and raycasts that see the wall where it is at
+each ray's time.
 
     .venv/bin/python client-python/examples/demo.py --port 7700
 """
@@ -41,6 +42,10 @@ def main() -> int:
         c.create_mesh(3, tetra_v, tetra_f)
         c.create_object(3, 3, local_pose=(3.5, -3.5, 0.0), scale=2.0, label=3, name="tetra")
 
+        # sensors: a VLP-16 on a 1.5 m mast at the origin, an IMU on the wall's body
+        c.create_lidar(10, vlp16={"frequency": 10.0}, mount=((0.0, 0.0, 1.5), (0, 0, 0, 1)))
+        c.create_imu(11, body_id=1, accelerometer=True, gyroscope=True)
+
         # ten steps of 20 ms: the wall approaches at 5 m/s
         dt = 0.02
         for k in range(11):
@@ -49,7 +54,19 @@ def main() -> int:
                            [[-5.0, 0, 0, 0, 0, 0]])
             if k == 10:
                 break
-            c.step(t)
+            for out in sensim.outputs(c.step(t)):
+                if out.kind == "point_cloud":
+                    p = out.value  # sensor frame: x forward, y left, z up
+                    ahead = p[(p["x"] > 0) & (np.abs(p["y"]) < 0.3) & (np.abs(p["z"]) < 0.3)]
+                    # (a few points ahead are returns from the fog itself: the median is the wall)
+                    print(f"lidar {out.sensor_id}: revolution {out.frame} complete at "
+                          f"t = {out.time:.3f} s: {len(p)} points, straight ahead "
+                          f"{np.median(ahead['x']):.2f} m (the wall)")
+                elif out.kind == "imu" and k == 9:
+                    a = out.value["acceleration"]
+                    print(f"imu {out.sensor_id} on the wall's body at t = {out.time:.3f} s: "
+                          f"acceleration ({a[0]:.2f}, {a[1]:.2f}, {a[2]:.2f}) m/s^2 "
+                          "(constant velocity: the reaction to gravity only)")
 
         # inside the last interval (0.18, 0.2]: rays fired at different times see the wall move
         times = np.linspace(0.18, 0.2, 5)
