@@ -28,3 +28,8 @@ def test_readme_python_example_runs(sensimd):
     lines = out.stdout.splitlines()
     assert lines[0] == "0.1.0" or re.fullmatch(r"\d+\.\d+\.\d+", lines[0])
     assert lines[1] == "[2.]"
+    # one VLP-16 revolution at 10 Hz: 1808 or 1809 firing sequences of 16 lasers, every point
+    # at the radius times the refractive index of the default air (the optical path)
+    n, rmin, rmax = lines[2].split()
+    assert int(n) in (1808 * 16, 1809 * 16)
+    assert abs(float(rmin) - 2 * 1.000273) <= 2e-6 and abs(float(rmax) - 2 * 1.000273) <= 2e-6
