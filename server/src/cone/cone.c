@@ -359,5 +359,6 @@ int cone_create(const cone_config_t* c, sensor_t* out, err_msg_t* msg) {
   out->kind = SENSOR_CONE;
   out->ops = &kConeOps;
   out->self = self;
+  out->needs_objects = 1;
   return 0;
 }

@@ -18,6 +18,9 @@ typedef struct field_magnetic {
   uint32_t ndipole;
 } field_magnetic_t;
 
+// Add the flux density of one dipole at world point p to b (nothing within 1e-6 m of it).
+void field_dipole_add(const field_dipole_t* d, const double p[3], double b[3]);
+
 // Flux density at world point p: uniform + sum over dipoles of
 // mu0 / (4 pi) * (3 r (m . r) / |r|^5 - m / |r|^3), r = p - position. A point closer than
 // 1e-6 m to a dipole takes no contribution from it (the field is singular there).

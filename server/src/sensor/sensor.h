@@ -171,6 +171,7 @@ typedef struct sensor {
   void* self;
   uint32_t joint_id;            // the joint it reads (encoder, odometer), 0 = none
   int revolute_joint;           // the joint must be revolute (a wheel: the odometer)
+  int needs_objects;            // reads step_view_t.objects (the cone sensor's closest point)
 } sensor_t;
 
 #endif  // SENSIM_SENSOR_SENSOR_H_

@@ -49,7 +49,8 @@ typedef struct view_joint {
 } view_joint_t;
 
 // Geometry of one scene object at the end of the step, for sensors that need more than rays
-// (the cone sensor's exact closest point). Filled by the world (world/env_sensor.c) from its
+// (the cone sensor's exact closest point); listed only while such a sensor (sensor_t
+// needs_objects) exists. Filled by the world (world/env_sensor.c) from its
 // object and geometry tables: world pose at t1 = body pose at t1 composed with the object's
 // local pose; a local point x is at pose * (scale .* x).
 typedef struct view_object {

@@ -643,19 +643,11 @@ void env_dipole_world(const env_t* e, const env_dipole_t* d, field_dipole_t* out
 
 
 void env_magnetic_field(const env_t* e, const double p[3], double dest[3]) {
-  field_magnetic_t f = {.ndipole = 0};
-  memcpy(f.uniform, e->magnetic_field, sizeof(f.uniform));
-  double b[3];
-  field_magnetic_at(&f, p, b);
+  double b[3] = {e->magnetic_field[0], e->magnetic_field[1], e->magnetic_field[2]};
   for (uint32_t i = 0; i < e->ndipole; i++) {
     field_dipole_t d;
     env_dipole_world(e, &e->dipoles[i], &d);
-    double db[3];
-    field_magnetic_t one = {.uniform = {0, 0, 0}, .dipoles = &d, .ndipole = 1};
-    field_magnetic_at(&one, p, db);
-    for (int k = 0; k < 3; k++) {
-      b[k] += db[k];
-    }
+    field_dipole_add(&d, p, b);
   }
   memcpy(dest, b, sizeof(b));
 }

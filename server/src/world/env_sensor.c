@@ -303,14 +303,6 @@ int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, er
   }
   v.cancelled = cancelled;
   v.cancel_ctx = cancel_ctx;
-  int need_objects = 0;
-  for (uint32_t s = 0; s < e->sensors.used && !need_objects; s++) {
-    need_objects = table_slot_id(&e->sensors, s) != 0 &&
-                   ((env_sensor_t*)table_at(&e->sensors, s))->sensor.kind == SENSOR_CONE;
-  }
-  if (need_objects && (rc = build_objects(e, &v, msg)) < 0) {
-    return rc;
-  }
 
   // sensors in id order, so that the records are in a stable order
   uint32_t* order = mem_alloc((size_t)count * sizeof(uint32_t));
@@ -318,11 +310,17 @@ int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, er
     return err_set(msg, ERR_NOMEM, "out of memory for %u sensors", count);
   }
   uint32_t n = 0;
+  int need_objects = 0;
   for (uint32_t s = 0; s < e->sensors.used; s++) {
     uint32_t id = table_slot_id(&e->sensors, s);
     if (id != 0) {
       order[n++] = id;
+      need_objects |= ((env_sensor_t*)table_at(&e->sensors, s))->sensor.needs_objects;
     }
+  }
+  if (need_objects && (rc = build_objects(e, &v, msg)) < 0) {
+    mem_free(order);
+    return rc;
   }
   if (n > 1) {
     qsort(order, n, sizeof(uint32_t), cmp_id);
