@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <xmmintrin.h>
 
 #include "base/pool.h"
@@ -43,6 +44,7 @@ typedef struct options {
   unsigned grid;                // terrain cells per side
   unsigned repeats;
   unsigned threads;             // worker pool of the lidar environments (raw Embree: 1)
+  unsigned profile;             // > 0: only step the OS1-128 lidar this many revolutions
 } options_t;
 
 static const char* const g_usage =
@@ -53,7 +55,9 @@ static const char* const g_usage =
     "  --quick        small terrain, 5 repetitions (a few seconds)\n"
     "  --grid N       terrain cells per side (default 230: 105,800 triangles)\n"
     "  --repeats N    timed repetitions, >= 5 (default 7)\n"
-    "  --threads N    the lidars' worker pool (default 1; the raw references stay on one)\n";
+    "  --threads N    the lidars' worker pool (default 1; the raw references stay on one)\n"
+    "  --profile N    step the OS1-128 lidar alone N revolutions, print no figures (for perf)\n"
+    "  --hash         with --profile: hashes of the clouds of several configurations\n";
 
 //---------------- Scene description
 
@@ -227,8 +231,9 @@ static void state_at(lidar_env_t* le, const world_t* w, double t) {
 }
 
 
-// kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3; vehicle:
-// the lidar on a body moving at VEHICLE_SPEED (each ray from its own pose).
+// kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3 (2: also
+// fog, dual returns, the Ouster point layout); vehicle: the lidar on a body moving at
+// VEHICLE_SPEED (each ray from its own pose).
 static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer, int vehicle,
                      const pose_t* sensor) {
   err_msg_t msg = {0};
@@ -253,6 +258,11 @@ static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
     surface_material_t m = material_default_two_layer();
     check(env_set_material(le->e, 0, &m, NULL, &msg), &msg, "env_set_material");
   }
+  if (two_layer == 2) {
+    ambient_material_t fog;
+    check(ambient_fog(150.0, &fog, &msg), &msg, "ambient_fog");
+    check(env_set_medium(le->e, 0, &fog, &msg), &msg, "env_set_medium");
+  }
   for (unsigned i = 0; i < NOBJ; i++) {
     const object_t* o = &w->obj[i];
     pose_t local = xform_identity();
@@ -274,6 +284,10 @@ static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
     d.returns.range_max = 120.0;
     d.returns.depth = two_layer ? 3 : 1;
     d.returns.distance_noise.stddev_base = 0.01;
+    if (two_layer == 2) {
+      d.returns.mode = LIDAR_RETURN_DUAL;
+      d.layout = LIDAR_LAYOUT_OUSTER;
+    }
     if (kind == 1) {
       lidar_vlp16_desc_t v = {.frequency = 10.0};
       check(lidar_pattern_vlp16_init(&d.pattern, &v, "vlp16", &msg), &msg, "vlp16");
@@ -322,6 +336,20 @@ static double env_rev(lidar_env_t* le, const world_t* w, int with_update, uint64
 }
 
 
+// FNV-1a of the step's clouds, folded into h.
+static uint64_t clouds_hash(lidar_env_t* le, uint64_t h) {
+  const sensor_out_t* out = env_outputs(le->e);
+  for (uint32_t i = 0; i < out->n; i++) {
+    const sensor_cloud_t* c = &out->rec[i].u.cloud;
+    const uint8_t* d = c->data;
+    for (size_t k = 0; k < (size_t)c->count * c->point_step; k++) {
+      h = (h ^ d[k]) * 0x100000001b3ull;
+    }
+  }
+  return h;
+}
+
+
 static void env_close(lidar_env_t* le) {
   env_destroy(le->e);
   scene_device_destroy(le->dev);
@@ -355,8 +383,11 @@ static void xfm(const double p[3], const double s[3], float m[12]) {
 }
 
 
-// The scene of the step (t0, t1]: moving instances with their poses at both ends.
-static void raw_build(raw_t* r, const world_t* w, double t0, double t1) {
+// The scene of the step (t0, t1]: moving instances with their poses at both ends. like_core:
+// the instance setup of the core's scene (scene.c): robust traversal on both levels, a dynamic
+// low-quality top level, moving instances as quaternion decompositions (Embree slerps them);
+// else Embree's defaults and matrix motion (printed for information).
+static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like_core) {
   r->dev = rtcNewDevice(NULL);
   if (!r->dev) {
     bench_die("rtcNewDevice failed");
@@ -372,17 +403,36 @@ static void raw_build(raw_t* r, const world_t* w, double t0, double t1) {
     memcpy(ib, m->idx, 3 * sizeof(uint32_t) * m->nt);
     rtcCommitGeometry(geo);
     r->blas[g] = rtcNewScene(r->dev);
+    if (like_core) {
+      rtcSetSceneFlags(r->blas[g], RTC_SCENE_FLAG_ROBUST);
+    }
     rtcAttachGeometry(r->blas[g], geo);
     rtcReleaseGeometry(geo);
     rtcCommitScene(r->blas[g]);
   }
   r->top = rtcNewScene(r->dev);
+  if (like_core) {
+    rtcSetSceneFlags(r->top, RTC_SCENE_FLAG_DYNAMIC | RTC_SCENE_FLAG_ROBUST);
+    rtcSetSceneBuildQuality(r->top, RTC_BUILD_QUALITY_LOW);
+  }
   for (unsigned i = 0; i < NOBJ; i++) {
     const object_t* o = &w->obj[i];
     RTCGeometry g = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_INSTANCE);
     rtcSetGeometryInstancedScene(g, r->blas[o->geom]);
     float m[12];
-    if (o->body) {
+    if (o->body && like_core) {
+      rtcSetGeometryTimeStepCount(g, 2);
+      for (unsigned k = 0; k < 2; k++) {
+        double p[3];
+        obj_at(o, k ? t1 : t0, p);
+        struct RTCQuaternionDecomposition qd;
+        rtcInitQuaternionDecomposition(&qd);
+        rtcQuaternionDecompositionSetScale(&qd, (float)o->scale[0], (float)o->scale[1],
+                                           (float)o->scale[2]);
+        rtcQuaternionDecompositionSetTranslation(&qd, (float)p[0], (float)p[1], (float)p[2]);
+        rtcSetGeometryTransformQuaternion(g, k, &qd);
+      }
+    } else if (o->body) {
       double p[3];
       rtcSetGeometryTimeStepCount(g, 2);
       obj_at(o, t0, p);
@@ -607,7 +657,7 @@ static void adapter_close(adapter_t* a) {
 //---------------- Main
 
 enum {
-  RAW1_VLP, RAW16_VLP, RAW1_OS1, RAW8_OS1, RAW16_OS1, ADAPTER_OS1, LIDAR_VLP, LIDAR_OS1,
+  RAW1_VLP, RAW16_VLP, RAW1_OS1, RAW8_OS1, RAW16_OS1, RAW16_PLAIN_OS1, ADAPTER_OS1, LIDAR_VLP, LIDAR_OS1,
   LIDAR_OS1_2L, LIDAR_OS1_VEHICLE, UPDATE, NCFG
 };
 
@@ -621,6 +671,8 @@ int main(int argc, char** argv) {
       {"grid", BENCH_OPT_COUNT, &o.grid, 10, 2000},
       {"repeats", BENCH_OPT_COUNT, &o.repeats, 5, 1000},
       {"threads", BENCH_OPT_COUNT, &o.threads, 1, 256},
+      {"profile", BENCH_OPT_COUNT, &o.profile, 1, 100000},
+      {"hash", BENCH_OPT_FLAG, NULL, 0, 0},
   };
   int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   if (first < argc) {
@@ -643,6 +695,38 @@ int main(int argc, char** argv) {
   sensor.p[0] = 0.31;
   sensor.p[1] = -0.17;
   sensor.p[2] = bench_terrain_height(0.31, -0.17) + 1.8;
+  if (o.profile) {
+    lidar_env_t le;
+    env_open(&le, &w, 2, 0, 0, &sensor);
+    double sum = 0.0;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    for (unsigned r = 0; r < o.profile; r++) {
+      sum += env_rev(&le, &w, 0, NULL);
+    }
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+    printf("OS1-128: %u revolutions, %.3f ms each (%.3f ms of CPU time)\n", o.profile,
+           1e3 * sum / o.profile, 1e3 * cpu / o.profile);
+    env_close(&le);
+
+    // hashes of the clouds of two revolutions of each configuration: a change of the
+    // pipeline's speed must not change them
+    static const int cfg[][3] = {{2, 0, 0}, {1, 0, 0}, {2, 1, 0}, {2, 0, 1}, {2, 2, 0}, {1, 2, 1}};
+    int hash = bench_has_arg(argc, argv, "--hash");
+    for (size_t c = 0; hash && c < sizeof cfg / sizeof cfg[0]; c++) {
+      env_open(&le, &w, cfg[c][0], cfg[c][1], cfg[c][2], &sensor);
+      uint64_t h = 0xcbf29ce484222325ull;
+      for (int r = 0; r < 2; r++) {
+        env_rev(&le, &w, 0, NULL);
+        h = clouds_hash(&le, h);
+      }
+      printf("hash kind %d two_layer %d vehicle %d: %016llx\n", cfg[c][0], cfg[c][1], cfg[c][2],
+             (unsigned long long)h);
+      env_close(&le);
+    }
+    return 0;
+  }
   uint64_t tris = w.mesh[0].nt + (uint64_t)NBOX * w.mesh[1].nt + (uint64_t)NSPHERE * w.mesh[2].nt;
   char b0[32], b1[32];
   printf("scene: %s triangles (terrain %s), %d boxes, %d spheres, %d moving\n",
@@ -660,8 +744,9 @@ int main(int argc, char** argv) {
   rayset_t rv, ro;
   rays_of(&vlp, &sensor, PERIOD, 2 * PERIOD, &rv);
   rays_of(&os1, &sensor, PERIOD, 2 * PERIOD, &ro);
-  raw_t raw;
-  raw_build(&raw, &w, PERIOD, 2 * PERIOD);
+  raw_t raw, plain;
+  raw_build(&raw, &w, PERIOD, 2 * PERIOD, 1);
+  raw_build(&plain, &w, PERIOD, 2 * PERIOD, 0);
   adapter_t ad;
   adapter_build(&ad, &w, PERIOD, 2 * PERIOD, &ro);
   printf("rays per revolution: VLP-16 %s, OS1-128 %s\n", bench_count(rv.n, b0),
@@ -692,6 +777,11 @@ int main(int argc, char** argv) {
     t[RAW16_OS1][r] = raw_time(&raw, &ro, 16, &h);
     if (h != hits_o) {
       bench_die("raw rtcIntersect16 hits %zu rays, rtcIntersect1 %zu", h, hits_o);
+    }
+    t[RAW16_PLAIN_OS1][r] = raw_time(&plain, &ro, 16, &h);
+    if (h != hits_o) {
+      bench_die("raw rtcIntersect16 (Embree's defaults) hits %zu rays, rtcIntersect1 %zu", h,
+                hits_o);
     }
     t[RAW8_OS1][r] = raw_time(&raw, &ro, 8, &h);
     if (h != hits_o) {
@@ -728,8 +818,10 @@ int main(int argc, char** argv) {
          "OS1 %.3g, OS1 two-layer depth 3 %.3g\n",
          nv / m[RAW1_VLP], no / m[RAW1_OS1], nv / m[RAW16_VLP], no / m[RAW16_OS1],
          nv / m[LIDAR_VLP], no / m[LIDAR_OS1], no / m[LIDAR_OS1_2L]);
-  printf("OS1-128 rays/s: raw8 %.3g; through scene_trace alone (the core's Embree adapter): "
-         "%.3g\n", no / m[RAW8_OS1], no / m[ADAPTER_OS1]);
+  printf("OS1-128 rays/s: raw8 %.3g; raw16 on Embree's default scene setup (not robust, "
+         "medium-quality top level, matrix motion) %.3g; through scene_trace alone (the core's "
+         "Embree adapter): %.3g\n", no / m[RAW8_OS1], no / m[RAW16_PLAIN_OS1],
+         no / m[ADAPTER_OS1]);
   double best = fmin(m[RAW8_OS1], m[RAW16_OS1]);
   printf("BENCH lidar_over_raw16 %.3f ratio\n", m[RAW16_OS1] / m[LIDAR_OS1]);
   printf("BENCH lidar_over_raw1 %.3f ratio\n", m[RAW1_OS1] / m[LIDAR_OS1]);
@@ -761,6 +853,7 @@ int main(int argc, char** argv) {
   env_close(&en);
   env_close(&em);
   raw_close(&raw);
+  raw_close(&plain);
   adapter_close(&ad);
   rayset_t* sets[2] = {&rv, &ro};
   for (int k = 0; k < 2; k++) {

@@ -10,6 +10,7 @@
 #ifndef SENSIM_BASE_RNG_H_
 #define SENSIM_BASE_RNG_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct rng_key {
@@ -24,6 +25,12 @@ void rng_philox(uint32_t ctr[4], uint32_t k0, uint32_t k1);
 
 // Four independent 32-bit words for draw number `draw` (each draw is a new counter).
 void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]);
+
+// rng_words of draw `draw` for n keys that differ only in their index (index[i]): out[i] equals
+// rng_words({k->seed, k->stream, k->frame, index[i]}, draw). The key hash is computed once and
+// the rounds run across the rays in SIMD lanes (the CPU's widest integer vectors).
+void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint32_t (*out)[4],
+                 size_t n);
 
 // Uniform in the open interval (0, 1), 52 bits. Uses draw `draw`.
 double rng_uniform(const rng_key_t* k, uint32_t draw);

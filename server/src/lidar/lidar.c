@@ -20,7 +20,7 @@
 #define REGROUP_BELOW 32u
 
 // Rays per batch (times the returns per ray, bounded): the scratch is allocated once.
-#define BATCH_RETURNS 8192u
+#define BATCH_RETURNS 1024u
 
 // Most rays one lidar fires in one step (24 s of an OS1-128 2048 x 10, 230 s of a VLP-16): a
 // longer step is refused (step more often).
@@ -399,6 +399,24 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     size_t i0 = c * CHUNK;
     size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
     uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
+    if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
+      // the default cloud: x y z intensity of the returns, sensor frame (as below, packed
+      // directly)
+      for (size_t j = 0; j < m; j++) {
+        size_t i = i0 + l->slot[i0 + j];
+        const ray_meta_t* mt = &l->meta[i];
+        const lidar_return_t* r = &l->returns[i * l->maxret];
+        for (uint32_t k = 0, n = l->nret[i]; k < n; k++, r++) {
+          double x = r->distance;
+          float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
+                        (float)(mt->origin[1] + mt->dir[1] * x),
+                        (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
+          memcpy(dest, f, sizeof f);
+          dest += sizeof f;
+        }
+      }
+      continue;
+    }
     for (size_t j = 0; j < m; j++) {
       size_t i = i0 + l->slot[i0 + j];
       const ray_meta_t* mt = &l->meta[i];

@@ -262,13 +262,21 @@ typedef struct seg {
   uint8_t valid;
 } seg_t;
 
+// The optics of the object hit last (rays in a packet mostly hit the same object).
+typedef struct optics_cache {
+  uint32_t object_id;                   // 0: empty
+  const ambient_material_t* medium;     // filling the object, NULL: opaque
+  const surface_material_t* material;   // of every primitive, NULL: per triangle
+} optics_cache_t;
+
 // What one ray's evaluation needs.
 typedef struct ray_ctx {
   const lidar_returns_t* p;
   const step_view_t* v;
+  optics_cache_t* optics;
   rng_key_t key;
   double time;                          // fraction of the step
-  uint32_t block[4];                    // words of draw LIDAR_DRAW_RAY (when has_block)
+  uint32_t* block;                      // words of draw LIDAR_DRAW_RAY (when has_block)
   int has_block;
   seg_t* nodes;                         // 2^D - 1 heap nodes
   lidar_candidate_t* cand;
@@ -288,6 +296,29 @@ static const uint32_t* ray_block(ray_ctx_t* r) {
     r->has_block = 1;
   }
   return r->block;
+}
+
+
+// The medium inside the object of hit h (NULL: opaque) and, for an opaque one, the surface
+// material at the hit.
+static void hit_optics(ray_ctx_t* r, const scene_hit_t* h, const ambient_material_t** inside,
+                       const surface_material_t** material) {
+  const step_view_t* v = r->v;
+  optics_cache_t* c = r->optics;
+  if (v->object_optics == NULL) {
+    *inside = v->object_medium != NULL ? v->object_medium(v->lookup_ctx, h->object_id) : NULL;
+    *material = *inside == NULL ? v->hit_material(v->lookup_ctx, h->object_id, h->primitive)
+                                : NULL;
+    return;
+  }
+  if (c->object_id != h->object_id) {
+    v->object_optics(v->lookup_ctx, h->object_id, &c->medium, &c->material);
+    c->object_id = h->object_id;
+  }
+  *inside = c->medium;
+  *material = c->medium != NULL ? NULL
+              : c->material != NULL ? c->material
+                                    : v->hit_material(v->lookup_ctx, h->object_id, h->primitive);
 }
 
 
@@ -404,11 +435,10 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   // the interface: an opaque surface, or the boundary of a volume with its own medium
   double cos_i = -dot3(h->normal, s->dir);
   double tau = path_power(p, atmosphere_transmittance(med->attenuation, dx));
-  const ambient_material_t* inside =
-      r->v->object_medium != NULL ? r->v->object_medium(r->v->lookup_ctx, h->object_id) : NULL;
+  const ambient_material_t* inside;
+  const surface_material_t* m;
+  hit_optics(r, h, &inside, &m);
   if (inside == NULL) {
-    const surface_material_t* m = r->v->hit_material(r->v->lookup_ctx, h->object_id,
-                                                     h->primitive);
     double rho = backscatter(m, n_amb, cos_i);
     if (rho > 0.0) {
       add_candidate(r, i, x1, s->weight * tau * rho * beam_factor(p, x1), h);
@@ -501,9 +531,13 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
       z = q == 0 ? lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]))
                  : lidar_noise_normal(&r->key, LIDAR_DRAW_DISTANCE + q);
     }
-    o[q].distance = lidar_noise_distance_apply(dn, o[q].distance, z);
-    if (o[q].distance <= LIDAR_MAX_DISTANCE) {
-      o[kept++] = o[q];
+    double x = lidar_noise_distance_apply(dn, o[q].distance, z);
+    o[q].distance = x;
+    if (x <= LIDAR_MAX_DISTANCE) {
+      if (kept != q) {
+        o[kept] = o[q];
+      }
+      kept++;
     }
   }
   return kept;
@@ -530,7 +564,14 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   uint16_t owner[NODE_BUDGET];                      // chunk ray of each traced segment
   uint16_t which[NODE_BUDGET];                      // its heap node
   ray_ctx_t ctx[BATCH_RAYS];
+  uint32_t blocks[BATCH_RAYS][4];
   double tmax0 = remaining_length(p, 0.0, air->refractive_index);
+  optics_cache_t optics = {0};
+
+  // every ray's first draw, at once, when most rays take it: for the distance noise of the
+  // returns or the atmospheric return of the primary segment
+  int eager = p->distance_noise.enabled || air->return_scaling > 0.0;
+  rng_key_t key0 = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
   for (size_t base = 0; base < b->n; base += chunk) {
     size_t m = b->n - base < chunk ? b->n - base : chunk;
@@ -541,14 +582,19 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       rays[j].tmax = tmax0;
     }
     scene_trace_filtered16(v->scene, rays, hits, m, b->filter);
+    if (eager) {
+      rng_words_n(&key0, b->ray_index + base, LIDAR_DRAW_RAY, blocks, m);
+    }
     for (size_t j = 0; j < m; j++) {
       ray_ctx_t* r = &ctx[j];
       r->p = p;
       r->v = v;
-      r->key = (rng_key_t){.seed = v->seed, .stream = b->sensor_id, .frame = b->frame,
-                           .index = b->ray_index[base + j]};
+      r->optics = &optics;
+      r->key = key0;
+      r->key.index = b->ray_index[base + j];
       r->time = rays[j].time;
-      r->has_block = 0;
+      r->block = blocks[j];
+      r->has_block = eager;
       r->nodes = &nodes[j * npr];
       r->cand = &cand[j * ncr];
       r->ncand = 0;

@@ -105,6 +105,11 @@ typedef struct step_view {
                                             uint32_t primitive);
   // Medium filling an object (NULL when it is an opaque surface).
   const ambient_material_t* (*object_medium)(const void* ctx, uint32_t object_id);
+  // Both in one lookup, for sensors that cache them by object (nullable: then the two above):
+  // the object's medium as object_medium, and its surface material when every primitive has it
+  // (NULL when a mesh gives some triangles their own: then hit_material per hit).
+  void (*object_optics)(const void* ctx, uint32_t object_id, const ambient_material_t** medium,
+                        const surface_material_t** material);
 } step_view_t;
 
 // States of body `id` at both ends; body 0 is the world (identity pose, zero velocity, has

@@ -179,6 +179,26 @@ static const ambient_material_t* view_object_medium(const void* ctx, uint32_t ob
 }
 
 
+static void view_object_optics(const void* ctx, uint32_t object_id,
+                               const ambient_material_t** medium,
+                               const surface_material_t** material) {
+  const env_t* e = ctx;
+  *medium = NULL;
+  *material = NULL;
+  const env_object_t* o = table_get(&e->objects, object_id);
+  if (!o) {
+    return;
+  }
+  if (o->medium_id != 0) {
+    *medium = &env_find_medium(e, o->medium_id)->a;
+  }
+  const env_geometry_t* g = table_get(&e->geometries, o->geometry_id);
+  if (!g->material_ids) {
+    *material = &env_find_material(e, o->material_id)->m;
+  }
+}
+
+
 // Every object's shape and world pose at t_cur, sorted by id (for the cone sensor).
 static int build_objects(env_t* e, step_view_t* v, err_msg_t* msg) {
   if (grow((void**)&e->view_objects, &e->view_object_cap, e->objects.count,
@@ -286,6 +306,7 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
   v->lookup_ctx = e;
   v->hit_material = view_hit_material;
   v->object_medium = view_object_medium;
+  v->object_optics = view_object_optics;
   return 0;
 }
 
