@@ -266,6 +266,504 @@ static inline uint32_t predict_word(const uint8_t* p, uint32_t i, uint32_t s, si
 }
 
 
+// The encoder of positions (qzstd_encode). The points are taken a block at a time, a block
+// being points of distinct channels (consecutive points within one column-to-column run of
+// `stride`), so that each step over a block (loading and ranges, azimuths, elevations, codes,
+// errors) is a loop whose points depend on each other only through the last azimuth found; the
+// channel states are arrays by channel. The arithmetic is that of a point taken alone.
+#define POS_BLOCK 128u             // points of a block of the encoder (at most CODE_BLOCK)
+#define AZ_CHUNK 16u               // points tested at once against the last azimuth
+
+typedef struct pos_enc {
+  const uint8_t* data;             // the cloud, its point step and position offsets
+  size_t step;
+  uint32_t xyz[3];
+  uint32_t stride;
+  double range_step, angle_step, inv_range, inv_angle;
+  int32_t lim;                     // the largest |angle| in steps (pi)
+  // the channels' states (the points i = k mod stride): the last two values of R, A, E (see
+  // chan_ref_t), the last measured angles with their cosines and sines, whether an elevation
+  // was found (an unset channel has a zero cosine and sine)
+  uint32_t* h1[3];
+  uint32_t* h2[3];
+  int32_t* ch_a;
+  int32_t* ch_e;
+  uint8_t* ch_set;
+  double* ch_ca;
+  double* ch_sa;
+  double* ch_ce;
+  double* ch_se;
+  int32_t last_a;                  // the last azimuth found, its cosine and sine
+  double last_ca, last_sa;
+  trig_cache_t tc[2];              // azimuths, elevations
+  uint8_t* exc;                    // the misses kept raw (12 bytes each) and their number
+  uint32_t nexc;
+  double err2;                     // the largest squared error so far
+  // the points of the block: coordinates, |xy|, range, measured (~0u) or a miss (0), range,
+  // azimuth and elevation in steps, the cosine and sine of the azimuth
+  double x[POS_BLOCK], y[POS_BLOCK], z[POS_BLOCK], rxy[POS_BLOCK], r[POS_BLOCK];
+  double pca[POS_BLOCK], psa[POS_BLOCK];
+  uint32_t meas[POS_BLOCK];
+  uint64_t miss[POS_BLOCK / 64];   // bit j % 64 of word j / 64: the point j is a miss
+  int32_t rq[POS_BLOCK], aq[POS_BLOCK], eq[POS_BLOCK];
+} pos_enc_t;
+
+
+static inline uint32_t lowest_bit(uint32_t v) {
+#if defined(__GNUC__)
+  return (uint32_t)__builtin_ctz(v);
+#else
+  uint32_t b = 0;
+  while (!(v & 1u)) {
+    v >>= 1;
+    b++;
+  }
+  return b;
+#endif
+}
+
+
+static inline uint32_t lowest_bit64(uint64_t v) {
+#if defined(__GNUC__)
+  return (uint32_t)__builtin_ctzll(v);
+#else
+  uint32_t b = 0;
+  while (!(v & 1u)) {
+    v >>= 1;
+    b++;
+  }
+  return b;
+#endif
+}
+
+
+// The points i0 .. i0 + m - 1: coordinates, |xy| and range, measured or not (0 < r^2 <
+// infinity: the squares of float32 neither underflow nor overflow in float64), range in steps.
+static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
+  uint64_t miss[POS_BLOCK / 64] = {0};
+  const uint8_t* pt = e->data + (size_t)i0 * e->step;
+  for (uint32_t j = 0; j < m; j++, pt += e->step) {
+    e->x[j] = get_f32(pt + e->xyz[0]);
+    e->y[j] = get_f32(pt + e->xyz[1]);
+    e->z[j] = get_f32(pt + e->xyz[2]);
+  }
+  uint32_t j = 0;
+#if defined(__SSE2__)
+  const __m128d zero = _mm_setzero_pd(), inf = _mm_set1_pd(INFINITY),
+                ir = _mm_set1_pd(e->inv_range);
+  for (; j + 2 <= m; j += 2) {
+    __m128d x = _mm_loadu_pd(e->x + j), y = _mm_loadu_pd(e->y + j), z = _mm_loadu_pd(e->z + j);
+    __m128d rxy2 = _mm_add_pd(_mm_mul_pd(x, x), _mm_mul_pd(y, y));
+    __m128d r2 = _mm_add_pd(rxy2, _mm_mul_pd(z, z));
+    __m128d ok = _mm_and_pd(_mm_cmpgt_pd(r2, zero), _mm_cmplt_pd(r2, inf));
+    __m128d r = _mm_sqrt_pd(r2);
+    _mm_storeu_pd(e->rxy + j, _mm_sqrt_pd(rxy2));
+    _mm_storeu_pd(e->r + j, r);
+    _mm_storel_epi64((__m128i*)(void*)(e->rq + j), _mm_cvtpd_epi32(_mm_mul_pd(r, ir)));
+    _mm_storel_epi64((__m128i*)(void*)(e->meas + j),
+                     _mm_shuffle_epi32(_mm_castpd_si128(ok), _MM_SHUFFLE(2, 0, 2, 0)));
+    miss[j / 64] |= (uint64_t)((uint32_t)_mm_movemask_pd(ok) ^ 3u) << (j % 64);
+  }
+#endif
+  for (; j < m; j++) {
+    double x = e->x[j], y = e->y[j], z = e->z[j];
+    double rxy2 = x * x + y * y, r2 = rxy2 + z * z;
+    e->rxy[j] = sqrt(rxy2);
+    e->r[j] = sqrt(r2);
+    e->rq[j] = round_i32(e->r[j] * e->inv_range);
+    int ok = r2 > 0.0 && r2 < INFINITY;
+    e->meas[j] = ok ? ~0u : 0u;
+    miss[j / 64] |= (uint64_t)!ok << (j % 64);
+  }
+  memcpy(e->miss, miss, sizeof(miss));
+}
+
+
+// Bit l set: the point j + l (l < end - j <= 32) is measured and its azimuth does not round to
+// the last one (the sine of the angle between the two 0.49 steps or more, or not within a
+// quarter turn).
+static uint32_t az_far(const pos_enc_t* e, uint32_t j, uint32_t end) {
+  uint32_t bad = 0, l = 0;
+  const double lc = e->last_ca, ls = e->last_sa, ia = e->inv_angle;
+#if defined(__SSE2__)
+  const __m128d vlc = _mm_set1_pd(lc), vls = _mm_set1_pd(ls), via = _mm_set1_pd(ia),
+                zero = _mm_setzero_pd(), lim49 = _mm_set1_pd(0.49),
+                abs = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+  for (; j + l + 2 <= end; l += 2) {
+    __m128d x = _mm_loadu_pd(e->x + j + l), y = _mm_loadu_pd(e->y + j + l);
+    __m128d ua = _mm_add_pd(_mm_mul_pd(x, vlc), _mm_mul_pd(y, vls));
+    __m128d ta = _mm_sub_pd(_mm_mul_pd(y, vlc), _mm_mul_pd(x, vls));
+    __m128d ok = _mm_and_pd(_mm_cmpgt_pd(ua, zero),
+                            _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(ta, abs), via),
+                                         _mm_mul_pd(lim49, _mm_loadu_pd(e->rxy + j + l))));
+    uint32_t far = (uint32_t)_mm_movemask_pd(ok) ^ 3u;
+    bad |= ((far & (e->meas[j + l] & 1u)) | (far & (e->meas[j + l + 1] & 2u))) << l;
+  }
+#endif
+  for (; j + l < end; l++) {
+    double x = e->x[j + l], y = e->y[j + l];
+    double ua = x * lc + y * ls, ta = y * lc - x * ls;
+    int ok = ua > 0.0 && fabs(ta) * ia < 0.49 * e->rxy[j + l];
+    bad |= (uint32_t)(!ok && e->meas[j + l]) << l;
+  }
+  return bad;
+}
+
+
+// The azimuth of the point j (channel k) that does not round to the last one: from its
+// channel's last one when near it, else by atan2; it becomes the last azimuth.
+static void az_find(pos_enc_t* e, uint32_t k, uint32_t j) {
+  double x = e->x[j], y = e->y[j], inv = 1.0 / e->rxy[j];
+  int32_t aq;
+  if (!(e->ch_set[k] && near_angle(x, y, inv, e->ch_a[k], e->ch_ca[k], e->ch_sa[k],
+                                   e->inv_angle, e->lim, &aq))) {
+    aq = round_i32(atan2(y, x) * e->inv_angle);
+  }
+  if (aq != e->last_a) {
+    trig(&e->tc[0], aq, e->angle_step, &e->last_ca, &e->last_sa);
+    e->last_a = aq;
+  }
+}
+
+
+// The azimuths of the block (channels k0 ..): the last one found (the points of a column share
+// theirs) when the point rounds to it, else found from the channel's; the channels keep those of
+// their measured points.
+static void pos_azimuth(pos_enc_t* e, uint32_t k0, uint32_t m) {
+  int32_t* restrict aq = e->aq;
+  double* restrict pca = e->pca;
+  double* restrict psa = e->psa;
+  for (uint32_t j = 0; j < m;) {
+    uint32_t end = j + AZ_CHUNK < m ? j + AZ_CHUNK : m;
+    uint32_t bad = az_far(e, j, end);
+    const int32_t a = e->last_a;
+    const double ca = e->last_ca, sa = e->last_sa;
+    uint32_t run = bad ? lowest_bit(bad) : end - j;
+    for (uint32_t l = j; l < j + run; l++) {
+      aq[l] = a;
+      pca[l] = ca;
+      psa[l] = sa;
+    }
+    j += run;
+    if (j < end) {
+      az_find(e, k0 + j, j);  // the rest of the chunk is tested again against its azimuth
+      aq[j] = e->last_a;
+      pca[j] = e->last_ca;
+      psa[j] = e->last_sa;
+      j++;
+    }
+  }
+  // the channels keep the azimuths of their measured points
+  int32_t* restrict cha = e->ch_a + k0;
+  double* restrict chc = e->ch_ca + k0;
+  double* restrict chs = e->ch_sa + k0;
+  const uint32_t* restrict meas = e->meas;
+  uint32_t j = 0;
+#if defined(__SSE2__)
+  for (; j + 4 <= m; j += 4) {
+    __m128i mk = _mm_loadu_si128((const __m128i*)(const void*)(meas + j));
+    __m128i old = _mm_loadu_si128((const __m128i*)(const void*)(cha + j));
+    __m128i now = _mm_loadu_si128((const __m128i*)(const void*)(aq + j));
+    _mm_storeu_si128((__m128i*)(void*)(cha + j),
+                     _mm_or_si128(_mm_and_si128(mk, now), _mm_andnot_si128(mk, old)));
+    __m128d lo = _mm_castsi128_pd(_mm_unpacklo_epi32(mk, mk));
+    __m128d hi = _mm_castsi128_pd(_mm_unpackhi_epi32(mk, mk));
+    _mm_storeu_pd(chc + j, _mm_or_pd(_mm_and_pd(lo, _mm_loadu_pd(pca + j)),
+                                     _mm_andnot_pd(lo, _mm_loadu_pd(chc + j))));
+    _mm_storeu_pd(chc + j + 2, _mm_or_pd(_mm_and_pd(hi, _mm_loadu_pd(pca + j + 2)),
+                                         _mm_andnot_pd(hi, _mm_loadu_pd(chc + j + 2))));
+    _mm_storeu_pd(chs + j, _mm_or_pd(_mm_and_pd(lo, _mm_loadu_pd(psa + j)),
+                                     _mm_andnot_pd(lo, _mm_loadu_pd(chs + j))));
+    _mm_storeu_pd(chs + j + 2, _mm_or_pd(_mm_and_pd(hi, _mm_loadu_pd(psa + j + 2)),
+                                         _mm_andnot_pd(hi, _mm_loadu_pd(chs + j + 2))));
+  }
+#endif
+  for (; j < m; j++) {
+    if (meas[j]) {
+      cha[j] = aq[j];
+      chc[j] = pca[j];
+      chs[j] = psa[j];
+    }
+  }
+}
+
+
+// The elevation of the measured point j (channel k) that does not round to its channel's last
+// one: from it when near, else by atan2; it becomes the channel's.
+static void el_find(pos_enc_t* e, uint32_t k, uint32_t j) {
+  int32_t eq;
+  if (!(e->ch_set[k] && near_angle(e->rxy[j], e->z[j], 1.0 / e->r[j], e->ch_e[k], e->ch_ce[k],
+                                   e->ch_se[k], e->inv_angle, e->lim, &eq))) {
+    eq = round_i32(atan2(e->z[j], e->rxy[j]) * e->inv_angle);
+  }
+  if (!(e->ch_set[k] && eq == e->ch_e[k])) {
+    trig(&e->tc[1], eq, e->angle_step, &e->ch_ce[k], &e->ch_se[k]);
+    e->ch_e[k] = eq;
+  }
+  e->ch_set[k] = 1;
+  e->eq[j] = eq;
+}
+
+
+// The elevations of the block (channels k0 ..): the channel's last one when the point rounds to
+// it (an unset channel's zero cosine and sine never do), else found from it.
+static void pos_elevation(pos_enc_t* e, uint32_t k0, uint32_t m) {
+  memcpy(e->eq, e->ch_e + k0, (size_t)m * sizeof(int32_t));
+  const double* ce = e->ch_ce + k0;
+  const double* se = e->ch_se + k0;
+  const double ia = e->inv_angle;
+  for (uint32_t j0 = 0; j0 < m; j0 += 32) {
+    uint32_t end = j0 + 32 < m ? j0 + 32 : m, bad = 0, l = 0;
+#if defined(__SSE2__)
+    const __m128d via = _mm_set1_pd(ia), zero = _mm_setzero_pd(), lim49 = _mm_set1_pd(0.49),
+                  abs = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+    for (; j0 + l + 2 <= end; l += 2) {
+      uint32_t j = j0 + l;
+      __m128d rxy = _mm_loadu_pd(e->rxy + j), z = _mm_loadu_pd(e->z + j);
+      __m128d c = _mm_loadu_pd(ce + j), s = _mm_loadu_pd(se + j);
+      __m128d ue = _mm_add_pd(_mm_mul_pd(rxy, c), _mm_mul_pd(z, s));
+      __m128d te = _mm_sub_pd(_mm_mul_pd(z, c), _mm_mul_pd(rxy, s));
+      __m128d ok = _mm_and_pd(_mm_cmpgt_pd(ue, zero),
+                              _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(te, abs), via),
+                                           _mm_mul_pd(lim49, _mm_loadu_pd(e->r + j))));
+      uint32_t far = (uint32_t)_mm_movemask_pd(ok) ^ 3u;
+      bad |= ((far & (e->meas[j] & 1u)) | (far & (e->meas[j + 1] & 2u))) << l;
+    }
+#endif
+    for (; j0 + l < end; l++) {
+      uint32_t j = j0 + l;
+      double ue = e->rxy[j] * ce[j] + e->z[j] * se[j];
+      double te = e->z[j] * ce[j] - e->rxy[j] * se[j];
+      int ok = ue > 0.0 && fabs(te) * ia < 0.49 * e->r[j];
+      bad |= (uint32_t)(!ok && e->meas[j]) << l;
+    }
+    while (bad) {
+      uint32_t l1 = lowest_bit(bad);
+      bad &= bad - 1u;
+      el_find(e, k0 + j0 + l1, j0 + l1);
+    }
+  }
+}
+
+
+// The codes of the block (points i0 .., channels k0 ..) into cr, ca, ce: residuals against the
+// channels' predictions, zigzagged (the range's plus one); a miss codes 0, its kind, 0 and takes
+// the predictions as its values. The misses kept raw are appended to the exceptions.
+static void pos_codes(pos_enc_t* e, uint32_t i0, uint32_t k0, uint32_t m, uint32_t* restrict cr,
+                      uint32_t* restrict ca, uint32_t* restrict ce) {
+  const uint32_t first = i0 < e->stride ? ~0u : 0u;
+  uint32_t* restrict h1r = e->h1[0] + k0;
+  uint32_t* restrict h1a = e->h1[1] + k0;
+  uint32_t* restrict h1e = e->h1[2] + k0;
+  uint32_t* restrict h2r = e->h2[0] + k0;
+  uint32_t* restrict h2a = e->h2[1] + k0;
+  uint32_t* restrict h2e = e->h2[2] + k0;
+  const uint32_t* restrict meas = e->meas;
+  const int32_t* restrict rq = e->rq;
+  const int32_t* restrict aq = e->aq;
+  const int32_t* restrict eq = e->eq;
+  uint32_t j = 0;
+#if defined(__SSE2__)
+  const __m128i one = _mm_set1_epi32(1), vfirst = _mm_set1_epi32((int32_t)first);
+#define LOAD(p) _mm_loadu_si128((const __m128i*)(const void*)(p))
+#define STORE(p, v) _mm_storeu_si128((__m128i*)(void*)(p), (v))
+#define ZIGZAG(v) _mm_xor_si128(_mm_slli_epi32((v), 1), _mm_srai_epi32((v), 31))
+#define SELECT(msk, a, b) _mm_or_si128(_mm_and_si128((msk), (a)), _mm_andnot_si128((msk), (b)))
+  for (; j + 4 <= m; j += 4) {
+    __m128i msk = LOAD(meas + j);
+    __m128i g1r = LOAD(h1r + j), g1a = LOAD(h1a + j), g1e = LOAD(h1e + j);
+    __m128i pr = _mm_sub_epi32(_mm_add_epi32(g1r, g1r), LOAD(h2r + j));
+    __m128i pa = _mm_sub_epi32(_mm_add_epi32(g1a, g1a), LOAD(h2a + j));
+    __m128i pe = _mm_sub_epi32(_mm_add_epi32(g1e, g1e), LOAD(h2e + j));
+    __m128i vr = SELECT(msk, LOAD(rq + j), pr);
+    __m128i va = SELECT(msk, LOAD(aq + j), pa);
+    __m128i ve = SELECT(msk, LOAD(eq + j), pe);
+    __m128i dr = _mm_sub_epi32(vr, pr), da = _mm_sub_epi32(va, pa), de = _mm_sub_epi32(ve, pe);
+    STORE(cr + j, _mm_and_si128(_mm_add_epi32(ZIGZAG(dr), one), msk));
+    STORE(ca + j, ZIGZAG(da));
+    STORE(ce + j, ZIGZAG(de));
+    STORE(h2r + j, SELECT(vfirst, vr, g1r));
+    STORE(h2a + j, SELECT(vfirst, va, g1a));
+    STORE(h2e + j, SELECT(vfirst, ve, g1e));
+    STORE(h1r + j, vr);
+    STORE(h1a + j, va);
+    STORE(h1e + j, ve);
+  }
+#undef LOAD
+#undef STORE
+#undef ZIGZAG
+#undef SELECT
+#endif
+  for (; j < m; j++) {
+    uint32_t msk = meas[j];
+    uint32_t pr = 2u * h1r[j] - h2r[j], pa = 2u * h1a[j] - h2a[j], pe = 2u * h1e[j] - h2e[j];
+    uint32_t vr = ((uint32_t)rq[j] & msk) | (pr & ~msk);
+    uint32_t va = ((uint32_t)aq[j] & msk) | (pa & ~msk);
+    uint32_t ve = ((uint32_t)eq[j] & msk) | (pe & ~msk);
+    cr[j] = (zigzag(vr - pr) + 1u) & msk;
+    ca[j] = zigzag(va - pa);
+    ce[j] = zigzag(ve - pe);
+    h2r[j] = (vr & first) | (h1r[j] & ~first);
+    h2a[j] = (va & first) | (h1a[j] & ~first);
+    h2e[j] = (ve & first) | (h1e[j] & ~first);
+    h1r[j] = vr;
+    h1a[j] = va;
+    h1e[j] = ve;
+  }
+  // a miss codes its kind in place of the azimuth (its residuals are 0)
+  for (uint32_t w = 0; w < POS_BLOCK / 64; w++) {
+    for (uint64_t bits = e->miss[w]; bits; bits &= bits - 1u) {
+      uint32_t l = 64u * w + lowest_bit64(bits);
+      const uint8_t* pt = e->data + (size_t)(i0 + l) * e->step;
+      uint32_t bx = get_u32(pt + e->xyz[0]), by = get_u32(pt + e->xyz[1]),
+               bz = get_u32(pt + e->xyz[2]);
+      if ((bx | by | bz) == 0u) {
+        ca[l] = KIND_ZERO;
+      } else if (bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u) {
+        ca[l] = KIND_NAN;
+      } else {
+        ca[l] = KIND_RAW;
+        uint8_t* ex = e->exc + 12u * (size_t)e->nexc++;
+        put_u32(ex, bx);
+        put_u32(ex + 4, by);
+        put_u32(ex + 8, bz);
+      }
+    }
+  }
+}
+
+
+// The largest squared distance between a measured point of the block (channels k0 ..) and what
+// a decoder rebuilds of it (float32 coordinates).
+static void pos_error(pos_enc_t* e, uint32_t k0, uint32_t m) {
+  const double* ce = e->ch_ce + k0;
+  const double* se = e->ch_se + k0;
+  const double rs = e->range_step;
+  uint32_t j = 0;
+  double worst = e->err2;
+#if defined(__SSE2__)
+  __m128d err2 = _mm_setzero_pd();
+  const __m128d vrs = _mm_set1_pd(rs);
+  for (; j + 2 <= m; j += 2) {
+    __m128d range = _mm_mul_pd(_mm_cvtepi32_pd(_mm_loadl_epi64((const __m128i*)(const void*)
+                                                               (e->rq + j))), vrs);
+    __m128d rc = _mm_mul_pd(range, _mm_loadu_pd(ce + j));
+    __m128d dx = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(rc, _mm_loadu_pd(e->pca + j)))),
+                            _mm_loadu_pd(e->x + j));
+    __m128d dy = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(rc, _mm_loadu_pd(e->psa + j)))),
+                            _mm_loadu_pd(e->y + j));
+    __m128d dz = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(range, _mm_loadu_pd(se + j)))),
+                            _mm_loadu_pd(e->z + j));
+    __m128d d2 = _mm_add_pd(_mm_add_pd(_mm_mul_pd(dx, dx), _mm_mul_pd(dy, dy)),
+                            _mm_mul_pd(dz, dz));
+    __m128i mk = _mm_loadl_epi64((const __m128i*)(const void*)(e->meas + j));
+    err2 = _mm_max_pd(err2, _mm_and_pd(d2, _mm_castsi128_pd(_mm_unpacklo_epi32(mk, mk))));
+  }
+  double e2[2];
+  _mm_storeu_pd(e2, err2);
+  for (int l = 0; l < 2; l++) {
+    worst = e2[l] > worst ? e2[l] : worst;
+  }
+#endif
+  for (; j < m; j++) {
+    if (e->meas[j]) {
+      double range = (double)e->rq[j] * rs, rc = range * ce[j];
+      float fx = (float)(rc * e->pca[j]), fy = (float)(rc * e->psa[j]), fz = (float)(range * se[j]);
+      double dx = fx - e->x[j], dy = fy - e->y[j], dz = fz - e->z[j];
+      double d2 = dx * dx + dy * dy + dz * dz;
+      worst = d2 > worst ? d2 : worst;
+    }
+  }
+  e->err2 = worst;
+}
+
+
+// Code the positions of the n points into the residual planes (R, A, E: 4 n bytes each).
+static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
+  uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
+  uint32_t fill = 0, start = 0, k = 0;
+  for (uint32_t i = 0; i < n;) {
+    uint32_t m = n - i < POS_BLOCK ? n - i : POS_BLOCK;
+    m = e->stride - k < m ? e->stride - k : m;
+    m = CODE_BLOCK - fill < m ? CODE_BLOCK - fill : m;
+    pos_load(e, i, m);
+    pos_azimuth(e, k, m);
+    pos_elevation(e, k, m);
+    pos_codes(e, i, k, m, cb[0] + fill, cb[1] + fill, cb[2] + fill);
+    pos_error(e, k, m);
+    fill += m;
+    i += m;
+    k = k + m == e->stride ? 0 : k + m;
+    if (fill == CODE_BLOCK || i == n) {
+      for (int t = 0; t < 3; t++) {
+        shuffle_codes(cb[t], fill, planes + 4u * (size_t)t * n + start, n);
+      }
+      start = i;
+      fill = 0;
+    }
+  }
+}
+
+
+
+// The channel states of the encoder in `chan` (nchan * CHAN_BYTES zeroed bytes).
+#define CHAN_BYTES (4u * sizeof(double) + 8u * sizeof(uint32_t) + 1u)
+
+static void chan_arrays(pos_enc_t* e, uint8_t* chan, uint32_t nchan) {
+  double* d = (double*)(void*)chan;
+  e->ch_ca = d;
+  e->ch_sa = d + nchan;
+  e->ch_ce = d + 2u * (size_t)nchan;
+  e->ch_se = d + 3u * (size_t)nchan;
+  uint32_t* u = (uint32_t*)(void*)(d + 4u * (size_t)nchan);
+  for (int t = 0; t < 3; t++) {
+    e->h1[t] = u + (size_t)t * nchan;
+    e->h2[t] = u + (size_t)(3 + t) * nchan;
+  }
+  e->ch_a = (int32_t*)(void*)(u + 6u * (size_t)nchan);
+  e->ch_e = (int32_t*)(void*)(u + 7u * (size_t)nchan);
+  e->ch_set = (uint8_t*)(u + 8u * (size_t)nchan);
+}
+
+
+// The largest r^2 of a measured point (0 < r^2 < infinity: the squares of float32 neither
+// underflow nor overflow in float64); *nmiss: the number of the others.
+static double largest_r2(const uint8_t* data, uint32_t n, size_t step, const uint32_t xyz[3],
+                         uint32_t* nmiss) {
+  double r2max = 0.0;
+  uint32_t i = 0, miss = 0;
+#if defined(__SSE2__)
+  const __m128d zero = _mm_setzero_pd(), inf = _mm_set1_pd(INFINITY);
+  __m128d best = zero;
+  for (; i + 2 <= n; i += 2) {
+    const uint8_t* p0 = data + (size_t)i * step;
+    const uint8_t* p1 = p0 + step;
+    __m128d x = _mm_set_pd(get_f32(p1 + xyz[0]), get_f32(p0 + xyz[0]));
+    __m128d y = _mm_set_pd(get_f32(p1 + xyz[1]), get_f32(p0 + xyz[1]));
+    __m128d z = _mm_set_pd(get_f32(p1 + xyz[2]), get_f32(p0 + xyz[2]));
+    __m128d r2 = _mm_add_pd(_mm_add_pd(_mm_mul_pd(x, x), _mm_mul_pd(y, y)), _mm_mul_pd(z, z));
+    __m128d ok = _mm_and_pd(_mm_cmpgt_pd(r2, zero), _mm_cmplt_pd(r2, inf));
+    best = _mm_max_pd(best, _mm_and_pd(r2, ok));
+    uint32_t bits = (uint32_t)_mm_movemask_pd(ok);
+    miss += 2u - (bits & 1u) - (bits >> 1);
+  }
+  double b[2];
+  _mm_storeu_pd(b, best);
+  r2max = b[0] > b[1] ? b[0] : b[1];
+#endif
+  for (; i < n; i++) {
+    const uint8_t* pt = data + (size_t)i * step;
+    double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
+    double r2 = x * x + y * y + z * z;
+    int ok = r2 > 0.0 && r2 < INFINITY;
+    r2max = ok && r2 > r2max ? r2 : r2max;
+    miss += !ok;
+  }
+  *nmiss = miss;
+  return r2max;
+}
+
+
 // The stride of an organised scan: the smallest shift at which elevations repeat best.
 static uint32_t detect_stride(const uint32_t* e, const uint8_t* valid, uint32_t n) {
   uint32_t smax = n / 2 < STRIDE_SEARCH ? n / 2 : STRIDE_SEARCH;
@@ -326,50 +824,38 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   nchan = nchan < n ? nchan : (n ? n : 1);
   uint32_t nsample = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
 
-  // the largest range of a measured point (0 < r^2 < infinity: the squares of float32 neither
-  // underflow nor overflow in float64) and the number of misses kept raw
-  double r2max = 0.0;
-  uint32_t nraw = 0;
-  for (uint32_t i = 0; has_pos && i < n; i++) {
-    const uint8_t* pt = c->data + (size_t)i * step;
-    double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-    double r2 = x * x + y * y + z * z;
-    if (r2 > 0.0 && r2 < INFINITY) {
-      r2max = r2 > r2max ? r2 : r2max;
-    } else {
-      uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
-      nraw += (bx | by | bz) != 0u &&
-              !(bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u);
-    }
-  }
+  // the largest range of a measured point and the number of misses (an upper bound of those
+  // kept raw)
+  uint32_t nmiss = 0;
+  double r2max = has_pos ? largest_r2(c->data, n, step, xyz, &nmiss) : 0.0;
   double rmax = sqrt(r2max);
   double range_step = prec;
   // a range beyond 2^29 steps cannot be coded: positions are then kept losslessly
   if (has_pos && rmax / range_step >= (double)(VALUE_LIMIT - 1)) {
     has_pos = 0;
-    nraw = 0;
+    nmiss = 0;
     for (int k = 0; k < 3; k++) {
       xyz[k] = NO_POSITIONS;
     }
   }
 
-  size_t body_cap = (size_t)n * step + 12u * (size_t)nraw;
+  size_t body_cap = (size_t)n * step + 12u * (size_t)nmiss;
   uint8_t* body = mem_alloc(body_cap ? body_cap : 1);
   uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
-  trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
-  chan_ref_t* chan = has_pos ? mem_calloc(nchan, sizeof(chan_ref_t)) : NULL;
+  pos_enc_t* pe = has_pos ? mem_calloc(1, sizeof(pos_enc_t)) : NULL;
+  uint8_t* chan = has_pos ? mem_calloc(nchan, CHAN_BYTES) : NULL;
   uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
-  if (!body || (has_pos && (!tc || !chan || !sample)) || !off) {
+  if (!body || (has_pos && (!pe || !chan || !sample)) || !off) {
     mem_free(body);
     mem_free(off);
-    mem_free(tc);
+    mem_free(pe);
     mem_free(chan);
     mem_free(sample);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
   double angle_step = 0.0, err_max = 0.0;
   uint32_t stride = 1, nexc = 0;
-  uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
+  uint32_t cb[CODE_BLOCK];  // the codes of a block of words, byte-shuffled into the planes
 
   if (has_pos) {
     angle_step = rmax > 0.0 ? prec / (2.0 * rmax) : prec;
@@ -395,183 +881,18 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       }
       stride = detect_stride(sample, valid, nsample);
     }
-    // quantize each measured point: the range by rounding, its angles from its channel's last
-    // ones (atan2 for the first of a channel or a point far from it); then the residuals
-    // against the prediction (a miss takes the prediction as its values) and the error of what
-    // a decoder rebuilds. Blocks of points: their codes byte-shuffled into the planes.
-    uint32_t k = 0;                          // channel of point i: i mod stride (below nchan)
-    int32_t last_a = 0;                      // the last azimuth looked up, its cosine and sine
-    double last_ca = 1.0, last_sa = 0.0;
-#if defined(__SSE2__)
-    __m128d err2 = _mm_setzero_pd();          // the largest squared error of the pairs
-#endif
-    for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
-      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
-      for (uint32_t j = 0; j < m; j++) {
-#if defined(__SSE2__)
-        // two measured points whose angles both round to the previous point's azimuth and
-        // their channels' elevations (the usual case): the same arithmetic, two at a time
-        if (j + 1 < m) {
-          const uint8_t* p0 = c->data + (size_t)(i0 + j) * step;
-          const uint8_t* p1 = p0 + step;
-          uint32_t k1 = k + 1 == stride ? 0 : k + 1;
-          chan_ref_t* c0 = &chan[k];
-          chan_ref_t* c1 = &chan[k1];
-          {
-            const __m128d zero = _mm_setzero_pd(), ia = _mm_set1_pd(inv_angle),
-                          lim49 = _mm_set1_pd(0.49),
-                          abs = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFF));
-            __m128d x = _mm_set_pd(get_f32(p1 + xyz[0]), get_f32(p0 + xyz[0]));
-            __m128d y = _mm_set_pd(get_f32(p1 + xyz[1]), get_f32(p0 + xyz[1]));
-            __m128d z = _mm_set_pd(get_f32(p1 + xyz[2]), get_f32(p0 + xyz[2]));
-            __m128d rxy2 = _mm_add_pd(_mm_mul_pd(x, x), _mm_mul_pd(y, y));
-            __m128d r2 = _mm_add_pd(rxy2, _mm_mul_pd(z, z));
-            __m128d rxy = _mm_sqrt_pd(rxy2), r = _mm_sqrt_pd(r2);
-            __m128d lc = _mm_set1_pd(last_ca), ls = _mm_set1_pd(last_sa);
-            __m128d ce = _mm_set_pd(c1->ce, c0->ce), se = _mm_set_pd(c1->se, c0->se);
-            __m128d ua = _mm_add_pd(_mm_mul_pd(x, lc), _mm_mul_pd(y, ls));
-            __m128d ta = _mm_sub_pd(_mm_mul_pd(y, lc), _mm_mul_pd(x, ls));
-            __m128d ue = _mm_add_pd(_mm_mul_pd(rxy, ce), _mm_mul_pd(z, se));
-            __m128d te = _mm_sub_pd(_mm_mul_pd(z, ce), _mm_mul_pd(rxy, se));
-            // measured: 0 < r^2 < infinity (the squares of float32 neither underflow nor
-            // overflow in float64); an unset channel has a zero cosine and sine: ue = 0
-            __m128d ok = _mm_and_pd(_mm_cmpgt_pd(r2, zero),
-                                    _mm_cmplt_pd(r2, _mm_set1_pd(INFINITY)));
-            ok = _mm_and_pd(ok, _mm_and_pd(_mm_cmpgt_pd(ua, zero), _mm_cmpgt_pd(ue, zero)));
-            ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(ta, abs), ia),
-                                             _mm_mul_pd(lim49, rxy)));
-            ok = _mm_and_pd(ok, _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(te, abs), ia),
-                                             _mm_mul_pd(lim49, r)));
-            if (_mm_movemask_pd(ok) == 3) {
-              __m128i rq = _mm_cvtpd_epi32(_mm_mul_pd(r, _mm_set1_pd(inv_range)));
-              __m128d range = _mm_mul_pd(_mm_cvtepi32_pd(rq), _mm_set1_pd(range_step));
-              __m128d rc = _mm_mul_pd(range, ce);
-              __m128d dx = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(rc, lc))), x);
-              __m128d dy = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(rc, ls))), y);
-              __m128d dz = _mm_sub_pd(_mm_cvtps_pd(_mm_cvtpd_ps(_mm_mul_pd(range, se))), z);
-              err2 = _mm_max_pd(err2, _mm_add_pd(_mm_add_pd(_mm_mul_pd(dx, dx),
-                                                            _mm_mul_pd(dy, dy)),
-                                                 _mm_mul_pd(dz, dz)));
-              int32_t rql[2] = {_mm_cvtsi128_si32(rq), _mm_cvtsi128_si32(_mm_srli_si128(rq, 4))};
-              for (uint32_t l = 0; l < 2; l++) {
-                chan_ref_t* ch = l ? c1 : c0;
-                uint32_t val[3] = {(uint32_t)rql[l], (uint32_t)last_a, (uint32_t)ch->e};
-                int first = i0 + j + l < stride;
-                for (int t = 0; t < 3; t++) {
-                  uint32_t pred = 2u * ch->h1[t] - ch->h2[t];
-                  cb[t][j + l] = zigzag(val[t] - pred) + (t == 0);
-                  ch->h2[t] = first ? val[t] : ch->h1[t];
-                  ch->h1[t] = val[t];
-                }
-                ch->a = last_a;
-                ch->ca = last_ca;
-                ch->sa = last_sa;
-              }
-              j++;
-              k = k1 + 1 == stride ? 0 : k1 + 1;
-              continue;
-            }
-          }
-        }
-#endif
-        const uint32_t i = i0 + j;
-        const uint8_t* pt = c->data + (size_t)i * step;
-        chan_ref_t* ch = &chan[k];
-        uint32_t pred[3], val[3];
-        for (int t = 0; t < 3; t++) {
-          pred[t] = 2u * ch->h1[t] - ch->h2[t];
-        }
-        uint32_t bx = get_u32(pt + xyz[0]), by = get_u32(pt + xyz[1]), bz = get_u32(pt + xyz[2]);
-        if (measured(bx, by, bz)) {
-          double x = get_f32(pt + xyz[0]), y = get_f32(pt + xyz[1]), z = get_f32(pt + xyz[2]);
-          double rxy2 = x * x + y * y;
-          double rxy = sqrt(rxy2), r = sqrt(rxy2 + z * z);
-          int32_t rq = round_i32(r * inv_range), aq, eq;
-          // the azimuth: the previous measured point's (the points of a column share theirs)
-          // when the point rounds to it (the sine of the angle between the two below 0.49
-          // steps: no division), else found from the channel's last one
-          double ua = x * last_ca + y * last_sa, ta = y * last_ca - x * last_sa;
-          if (ua > 0.0 && fabs(ta) * inv_angle < 0.49 * rxy) {
-            aq = last_a;
-          } else {
-            double inv = 1.0 / rxy;
-            if (!(ch->set &&
-                  near_angle(x, y, inv, ch->a, ch->ca, ch->sa, inv_angle, lim, &aq))) {
-              aq = round_i32(atan2(y, x) * inv_angle);
-            }
-            if (aq != last_a) {
-              trig(tc, aq, angle_step, &last_ca, &last_sa);
-              last_a = aq;
-            }
-          }
-          ch->a = aq;
-          ch->ca = last_ca;
-          ch->sa = last_sa;
-          // the elevation: the channel's last one when the point rounds to it, else found
-          // from it
-          double ue = rxy * ch->ce + z * ch->se, te = z * ch->ce - rxy * ch->se;
-          if (ch->set && ue > 0.0 && fabs(te) * inv_angle < 0.49 * r) {
-            eq = ch->e;
-          } else {
-            double inv = 1.0 / r;
-            if (!(ch->set &&
-                  near_angle(rxy, z, inv, ch->e, ch->ce, ch->se, inv_angle, lim, &eq))) {
-              eq = round_i32(atan2(z, rxy) * inv_angle);
-            }
-            if (!(ch->set && eq == ch->e)) {
-              trig(tc + 1, eq, angle_step, &ch->ce, &ch->se);
-              ch->e = eq;
-            }
-          }
-          ch->set = 1;
-          double range = (double)rq * range_step, rc = range * ch->ce;
-          float fx = (float)(rc * ch->ca), fy = (float)(rc * ch->sa), fz = (float)(range * ch->se);
-          double dx = fx - x, dy = fy - y, dz = fz - z;
-          double err = dx * dx + dy * dy + dz * dz;
-          err_max = err > err_max ? err : err_max;
-          val[0] = (uint32_t)rq;
-          val[1] = (uint32_t)aq;
-          val[2] = (uint32_t)eq;
-          cb[0][j] = zigzag(val[0] - pred[0]) + 1u;
-          cb[1][j] = zigzag(val[1] - pred[1]);
-          cb[2][j] = zigzag(val[2] - pred[2]);
-        } else {
-          if ((bx | by | bz) == 0u) {
-            cb[1][j] = KIND_ZERO;
-          } else if (bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u) {
-            cb[1][j] = KIND_NAN;
-          } else {
-            cb[1][j] = KIND_RAW;
-            uint8_t* ex = body + (size_t)n * step + 12u * (size_t)nexc++;
-            put_u32(ex, bx);
-            put_u32(ex + 4, by);
-            put_u32(ex + 8, bz);
-          }
-          cb[0][j] = 0u;
-          cb[2][j] = 0u;
-          for (int t = 0; t < 3; t++) {
-            val[t] = pred[t];
-          }
-        }
-        int first = i < stride;
-        for (int t = 0; t < 3; t++) {
-          ch->h2[t] = first ? val[t] : ch->h1[t];
-          ch->h1[t] = val[t];
-        }
-        k = k + 1 == stride ? 0 : k + 1;
-      }
-      for (int t = 0; t < 3; t++) {
-        shuffle_codes(cb[t], m, body + 4u * (size_t)t * n + i0, n);
-      }
-    }
-#if defined(__SSE2__)
-    double e2[2];
-    _mm_storeu_pd(e2, err2);
-    for (int l = 0; l < 2; l++) {
-      err_max = e2[l] > err_max ? e2[l] : err_max;
-    }
-#endif
-    err_max = sqrt(err_max);
+    // quantize each measured point: the range by rounding, its angles from the last ones
+    // (atan2 for the first of a channel or a point far from it); then the residuals against
+    // the prediction (a miss takes the prediction as its values) and the error of what a
+    // decoder rebuilds
+    *pe = (pos_enc_t){.data = c->data, .step = step, .xyz = {xyz[0], xyz[1], xyz[2]},
+                      .stride = stride, .range_step = range_step, .angle_step = angle_step,
+                      .inv_range = inv_range, .inv_angle = inv_angle, .lim = lim,
+                      .last_ca = 1.0, .exc = body + (size_t)n * step};
+    chan_arrays(pe, chan, nchan);
+    pos_code(pe, n, body);
+    nexc = pe->nexc;
+    err_max = sqrt(pe->err2);
   }
 
   // every other byte: words predicted like positions, zigzagged and byte-shuffled; single
@@ -591,7 +912,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK, j = 0;
       for (; j < m && i0 + j < 2u * (uint64_t)stride; j++) {
         uint32_t i = i0 + j;
-        cb[0][j] = zigzag(get_u32(base + (size_t)i * step) -
+        cb[j] = zigzag(get_u32(base + (size_t)i * step) -
                           predict_word(base, i, stride, step, prev_col, &col));
         prev_col = col;
       }
@@ -601,10 +922,10 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       const size_t back = (size_t)stride * step;
       for (; j < m; j++, q += step) {
         col = 2u * get_u32(q - back) - get_u32(q - 2 * back);
-        cb[0][j] = zigzag(get_u32(q) - col - (get_u32(q - step) - prev_col));
+        cb[j] = zigzag(get_u32(q) - col - (get_u32(q - step) - prev_col));
         prev_col = col;
       }
-      shuffle_codes(cb[0], m, wp + 4u * (size_t)w * n + i0, n);
+      shuffle_codes(cb, m, wp + 4u * (size_t)w * n + i0, n);
     }
   }
   uint8_t* bp = wp + 4u * (size_t)nword * n;
@@ -633,7 +954,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
                          out + CODEC_QZSTD_HEADER_BYTES, cap - CODEC_QZSTD_HEADER_BYTES, &zlen);
   mem_free(body);
   mem_free(off);
-  mem_free(tc);
+  mem_free(pe);
   mem_free(chan);
   mem_free(sample);
   if (rc) {
