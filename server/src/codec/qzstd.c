@@ -299,6 +299,7 @@ typedef struct pos_enc {
   uint8_t* exc;                    // the misses kept raw (12 bytes each) and their number
   uint32_t nexc;
   double err2;                     // the largest squared error so far
+  int avx2;                        // the processor has AVX2
   // the points of the block: coordinates, |xy|, range, measured (~0u) or a miss (0), range,
   // azimuth and elevation in steps, the cosine and sine of the azimuth
   double x[POS_BLOCK], y[POS_BLOCK], z[POS_BLOCK], rxy[POS_BLOCK], r[POS_BLOCK];
@@ -337,6 +338,202 @@ static inline uint32_t lowest_bit64(uint64_t v) {
 }
 
 
+// AVX2 forms of the encoder's loops over a block (4 doubles, 8 integers at a time), used when the
+// processor has AVX2: the same operations in the same order on each point as the SSE2 and scalar
+// forms (no fused multiply-add), so the bytes are the same. Each returns the number of points it
+// did, a multiple of 4 (8 for the codes); the caller does the rest.
+#if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
+#define QZ_AVX2 1
+#include <immintrin.h>
+#define AVX2_FN __attribute__((target("avx2")))
+
+static int cpu_has_avx2(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") != 0;
+}
+
+
+AVX2_FN static uint32_t ranges_avx2(pos_enc_t* e, uint32_t m, uint64_t* miss) {
+  const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY),
+                ir = _mm256_set1_pd(e->inv_range);
+  const __m256i low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  uint32_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    __m256d x = _mm256_loadu_pd(e->x + j), y = _mm256_loadu_pd(e->y + j),
+            z = _mm256_loadu_pd(e->z + j);
+    __m256d rxy2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
+    __m256d r2 = _mm256_add_pd(rxy2, _mm256_mul_pd(z, z));
+    __m256d ok = _mm256_and_pd(_mm256_cmp_pd(r2, zero, _CMP_GT_OQ),
+                               _mm256_cmp_pd(r2, inf, _CMP_LT_OQ));
+    __m256d r = _mm256_sqrt_pd(r2);
+    _mm256_storeu_pd(e->rxy + j, _mm256_sqrt_pd(rxy2));
+    _mm256_storeu_pd(e->r + j, r);
+    _mm_storeu_si128((__m128i*)(void*)(e->rq + j), _mm256_cvtpd_epi32(_mm256_mul_pd(r, ir)));
+    _mm_storeu_si128((__m128i*)(void*)(e->meas + j),
+                     _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(ok),
+                                                                        low)));
+    miss[j / 64] |= (uint64_t)((uint32_t)_mm256_movemask_pd(ok) ^ 15u) << (j % 64);
+  }
+  return j;
+}
+
+
+// Bit l of the result: ok is false for the point j + l (l from *l, advanced by 4s).
+AVX2_FN static uint32_t az_far_avx2(const pos_enc_t* e, uint32_t j, uint32_t end, uint32_t* l) {
+  const __m256d lc = _mm256_set1_pd(e->last_ca), ls = _mm256_set1_pd(e->last_sa),
+                ia = _mm256_set1_pd(e->inv_angle), zero = _mm256_setzero_pd(),
+                lim49 = _mm256_set1_pd(0.49),
+                abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+  uint32_t far = 0, k = *l;
+  for (; j + k + 4 <= end; k += 4) {
+    __m256d x = _mm256_loadu_pd(e->x + j + k), y = _mm256_loadu_pd(e->y + j + k);
+    __m256d ua = _mm256_add_pd(_mm256_mul_pd(x, lc), _mm256_mul_pd(y, ls));
+    __m256d ta = _mm256_sub_pd(_mm256_mul_pd(y, lc), _mm256_mul_pd(x, ls));
+    __m256d ok = _mm256_and_pd(_mm256_cmp_pd(ua, zero, _CMP_GT_OQ),
+                               _mm256_cmp_pd(_mm256_mul_pd(_mm256_and_pd(ta, abs), ia),
+                                             _mm256_mul_pd(lim49,
+                                                           _mm256_loadu_pd(e->rxy + j + k)),
+                                             _CMP_LT_OQ));
+    far |= ((uint32_t)_mm256_movemask_pd(ok) ^ 15u) << k;
+  }
+  *l = k;
+  return far;
+}
+
+
+AVX2_FN static uint32_t el_far_avx2(const pos_enc_t* e, const double* ce, const double* se,
+                                    uint32_t j, uint32_t end, uint32_t* l) {
+  const __m256d ia = _mm256_set1_pd(e->inv_angle), zero = _mm256_setzero_pd(),
+                lim49 = _mm256_set1_pd(0.49),
+                abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
+  uint32_t far = 0, k = *l;
+  for (; j + k + 4 <= end; k += 4) {
+    uint32_t i = j + k;
+    __m256d rxy = _mm256_loadu_pd(e->rxy + i), z = _mm256_loadu_pd(e->z + i);
+    __m256d c = _mm256_loadu_pd(ce + i), s = _mm256_loadu_pd(se + i);
+    __m256d ue = _mm256_add_pd(_mm256_mul_pd(rxy, c), _mm256_mul_pd(z, s));
+    __m256d te = _mm256_sub_pd(_mm256_mul_pd(z, c), _mm256_mul_pd(rxy, s));
+    __m256d ok = _mm256_and_pd(_mm256_cmp_pd(ue, zero, _CMP_GT_OQ),
+                               _mm256_cmp_pd(_mm256_mul_pd(_mm256_and_pd(te, abs), ia),
+                                             _mm256_mul_pd(lim49, _mm256_loadu_pd(e->r + i)),
+                                             _CMP_LT_OQ));
+    far |= ((uint32_t)_mm256_movemask_pd(ok) ^ 15u) << k;
+  }
+  *l = k;
+  return far;
+}
+
+
+AVX2_FN static uint32_t codes_avx2(pos_enc_t* e, uint32_t k0, uint32_t m, uint32_t first,
+                                   uint32_t* cr, uint32_t* ca, uint32_t* ce) {
+#define LOAD(p) _mm256_loadu_si256((const __m256i*)(const void*)(p))
+#define STORE(p, v) _mm256_storeu_si256((__m256i*)(void*)(p), (v))
+#define ZIGZAG(v) _mm256_xor_si256(_mm256_slli_epi32((v), 1), _mm256_srai_epi32((v), 31))
+#define SELECT(msk, a, b) \
+  _mm256_or_si256(_mm256_and_si256((msk), (a)), _mm256_andnot_si256((msk), (b)))
+  const __m256i one = _mm256_set1_epi32(1), vfirst = _mm256_set1_epi32((int32_t)first);
+  uint32_t* h1r = e->h1[0] + k0;
+  uint32_t* h1a = e->h1[1] + k0;
+  uint32_t* h1e = e->h1[2] + k0;
+  uint32_t* h2r = e->h2[0] + k0;
+  uint32_t* h2a = e->h2[1] + k0;
+  uint32_t* h2e = e->h2[2] + k0;
+  uint32_t j = 0;
+  for (; j + 8 <= m; j += 8) {
+    __m256i msk = LOAD(e->meas + j);
+    __m256i g1r = LOAD(h1r + j), g1a = LOAD(h1a + j), g1e = LOAD(h1e + j);
+    __m256i pr = _mm256_sub_epi32(_mm256_add_epi32(g1r, g1r), LOAD(h2r + j));
+    __m256i pa = _mm256_sub_epi32(_mm256_add_epi32(g1a, g1a), LOAD(h2a + j));
+    __m256i pe = _mm256_sub_epi32(_mm256_add_epi32(g1e, g1e), LOAD(h2e + j));
+    __m256i vr = SELECT(msk, LOAD(e->rq + j), pr);
+    __m256i va = SELECT(msk, LOAD(e->aq + j), pa);
+    __m256i ve = SELECT(msk, LOAD(e->eq + j), pe);
+    STORE(cr + j, _mm256_and_si256(_mm256_add_epi32(ZIGZAG(_mm256_sub_epi32(vr, pr)), one), msk));
+    STORE(ca + j, ZIGZAG(_mm256_sub_epi32(va, pa)));
+    STORE(ce + j, ZIGZAG(_mm256_sub_epi32(ve, pe)));
+    STORE(h2r + j, SELECT(vfirst, vr, g1r));
+    STORE(h2a + j, SELECT(vfirst, va, g1a));
+    STORE(h2e + j, SELECT(vfirst, ve, g1e));
+    STORE(h1r + j, vr);
+    STORE(h1a + j, va);
+    STORE(h1e + j, ve);
+  }
+#undef LOAD
+#undef STORE
+#undef ZIGZAG
+#undef SELECT
+  return j;
+}
+
+
+AVX2_FN static uint32_t error_avx2(const pos_enc_t* e, const double* ce, const double* se,
+                                   uint32_t m, double* worst) {
+  const __m256d rs = _mm256_set1_pd(e->range_step);
+  __m256d err2 = _mm256_setzero_pd();
+  uint32_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    __m256d range = _mm256_mul_pd(
+        _mm256_cvtepi32_pd(_mm_loadu_si128((const __m128i*)(const void*)(e->rq + j))), rs);
+    __m256d rc = _mm256_mul_pd(range, _mm256_loadu_pd(ce + j));
+    __m256d dx = _mm256_sub_pd(
+        _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(rc, _mm256_loadu_pd(e->pca + j)))),
+        _mm256_loadu_pd(e->x + j));
+    __m256d dy = _mm256_sub_pd(
+        _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(rc, _mm256_loadu_pd(e->psa + j)))),
+        _mm256_loadu_pd(e->y + j));
+    __m256d dz = _mm256_sub_pd(
+        _mm256_cvtps_pd(_mm256_cvtpd_ps(_mm256_mul_pd(range, _mm256_loadu_pd(se + j)))),
+        _mm256_loadu_pd(e->z + j));
+    __m256d d2 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)),
+                               _mm256_mul_pd(dz, dz));
+    __m256i mk = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i*)(const void*)
+                                                       (e->meas + j)));
+    err2 = _mm256_max_pd(err2, _mm256_and_pd(d2, _mm256_castsi256_pd(mk)));
+  }
+  double e4[4];
+  _mm256_storeu_pd(e4, err2);
+  for (int l = 0; l < 4; l++) {
+    *worst = e4[l] > *worst ? e4[l] : *worst;
+  }
+  return j;
+}
+
+
+// The channels (from k0) keep the azimuths of the block's measured points.
+AVX2_FN static uint32_t chan_az_avx2(pos_enc_t* e, uint32_t k0, uint32_t m) {
+  int32_t* cha = e->ch_a + k0;
+  double* chc = e->ch_ca + k0;
+  double* chs = e->ch_sa + k0;
+  uint32_t j = 0;
+  for (; j + 4 <= m; j += 4) {
+    __m128i mk = _mm_loadu_si128((const __m128i*)(const void*)(e->meas + j));
+    __m128i old = _mm_loadu_si128((const __m128i*)(const void*)(cha + j));
+    __m128i now = _mm_loadu_si128((const __m128i*)(const void*)(e->aq + j));
+    _mm_storeu_si128((__m128i*)(void*)(cha + j), _mm_blendv_epi8(old, now, mk));
+    __m256d m4 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(mk));
+    _mm256_storeu_pd(chc + j, _mm256_blendv_pd(_mm256_loadu_pd(chc + j),
+                                               _mm256_loadu_pd(e->pca + j), m4));
+    _mm256_storeu_pd(chs + j, _mm256_blendv_pd(_mm256_loadu_pd(chs + j),
+                                               _mm256_loadu_pd(e->psa + j), m4));
+  }
+  return j;
+}
+#else
+#define QZ_AVX2 0
+#endif
+
+
+
+// Bits j .. j + len - 1 (len <= 32) of the bit array w.
+static inline uint32_t bits_at(const uint64_t* w, uint32_t j, uint32_t len) {
+  uint64_t v = w[j / 64] >> (j % 64);
+  if (j % 64 + len > 64) {
+    v |= w[j / 64 + 1] << (64 - j % 64);
+  }
+  return (uint32_t)v & (uint32_t)((1ull << len) - 1u);
+}
+
+
 // The points i0 .. i0 + m - 1: coordinates, |xy| and range, measured or not (0 < r^2 <
 // infinity: the squares of float32 neither underflow nor overflow in float64), range in steps.
 static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
@@ -348,6 +545,11 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
     e->z[j] = get_f32(pt + e->xyz[2]);
   }
   uint32_t j = 0;
+#if QZ_AVX2
+  if (e->avx2) {
+    j = ranges_avx2(e, m, miss);
+  }
+#endif
 #if defined(__SSE2__)
   const __m128d zero = _mm_setzero_pd(), inf = _mm_set1_pd(INFINITY),
                 ir = _mm_set1_pd(e->inv_range);
@@ -383,8 +585,13 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
 // the last one (the sine of the angle between the two 0.49 steps or more, or not within a
 // quarter turn).
 static uint32_t az_far(const pos_enc_t* e, uint32_t j, uint32_t end) {
-  uint32_t bad = 0, l = 0;
+  uint32_t far = 0, l = 0;
   const double lc = e->last_ca, ls = e->last_sa, ia = e->inv_angle;
+#if QZ_AVX2
+  if (e->avx2) {
+    far = az_far_avx2(e, j, end, &l);
+  }
+#endif
 #if defined(__SSE2__)
   const __m128d vlc = _mm_set1_pd(lc), vls = _mm_set1_pd(ls), via = _mm_set1_pd(ia),
                 zero = _mm_setzero_pd(), lim49 = _mm_set1_pd(0.49),
@@ -396,17 +603,15 @@ static uint32_t az_far(const pos_enc_t* e, uint32_t j, uint32_t end) {
     __m128d ok = _mm_and_pd(_mm_cmpgt_pd(ua, zero),
                             _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(ta, abs), via),
                                          _mm_mul_pd(lim49, _mm_loadu_pd(e->rxy + j + l))));
-    uint32_t far = (uint32_t)_mm_movemask_pd(ok) ^ 3u;
-    bad |= ((far & (e->meas[j + l] & 1u)) | (far & (e->meas[j + l + 1] & 2u))) << l;
+    far |= ((uint32_t)_mm_movemask_pd(ok) ^ 3u) << l;
   }
 #endif
   for (; j + l < end; l++) {
     double x = e->x[j + l], y = e->y[j + l];
     double ua = x * lc + y * ls, ta = y * lc - x * ls;
-    int ok = ua > 0.0 && fabs(ta) * ia < 0.49 * e->rxy[j + l];
-    bad |= (uint32_t)(!ok && e->meas[j + l]) << l;
+    far |= (uint32_t)!(ua > 0.0 && fabs(ta) * ia < 0.49 * e->rxy[j + l]) << l;
   }
-  return bad;
+  return far & ~bits_at(e->miss, j, end - j);
 }
 
 
@@ -459,6 +664,11 @@ static void pos_azimuth(pos_enc_t* e, uint32_t k0, uint32_t m) {
   double* restrict chs = e->ch_sa + k0;
   const uint32_t* restrict meas = e->meas;
   uint32_t j = 0;
+#if QZ_AVX2
+  if (e->avx2) {
+    j = chan_az_avx2(e, k0, m);
+  }
+#endif
 #if defined(__SSE2__)
   for (; j + 4 <= m; j += 4) {
     __m128i mk = _mm_loadu_si128((const __m128i*)(const void*)(meas + j));
@@ -513,7 +723,12 @@ static void pos_elevation(pos_enc_t* e, uint32_t k0, uint32_t m) {
   const double* se = e->ch_se + k0;
   const double ia = e->inv_angle;
   for (uint32_t j0 = 0; j0 < m; j0 += 32) {
-    uint32_t end = j0 + 32 < m ? j0 + 32 : m, bad = 0, l = 0;
+    uint32_t end = j0 + 32 < m ? j0 + 32 : m, far = 0, l = 0;
+#if QZ_AVX2
+    if (e->avx2) {
+      far = el_far_avx2(e, ce, se, j0, end, &l);
+    }
+#endif
 #if defined(__SSE2__)
     const __m128d via = _mm_set1_pd(ia), zero = _mm_setzero_pd(), lim49 = _mm_set1_pd(0.49),
                   abs = _mm_castsi128_pd(_mm_set1_epi64x(0x7FFFFFFFFFFFFFFF));
@@ -526,17 +741,16 @@ static void pos_elevation(pos_enc_t* e, uint32_t k0, uint32_t m) {
       __m128d ok = _mm_and_pd(_mm_cmpgt_pd(ue, zero),
                               _mm_cmplt_pd(_mm_mul_pd(_mm_and_pd(te, abs), via),
                                            _mm_mul_pd(lim49, _mm_loadu_pd(e->r + j))));
-      uint32_t far = (uint32_t)_mm_movemask_pd(ok) ^ 3u;
-      bad |= ((far & (e->meas[j] & 1u)) | (far & (e->meas[j + 1] & 2u))) << l;
+      far |= ((uint32_t)_mm_movemask_pd(ok) ^ 3u) << l;
     }
 #endif
     for (; j0 + l < end; l++) {
       uint32_t j = j0 + l;
       double ue = e->rxy[j] * ce[j] + e->z[j] * se[j];
       double te = e->z[j] * ce[j] - e->rxy[j] * se[j];
-      int ok = ue > 0.0 && fabs(te) * ia < 0.49 * e->r[j];
-      bad |= (uint32_t)(!ok && e->meas[j]) << l;
+      far |= (uint32_t)!(ue > 0.0 && fabs(te) * ia < 0.49 * e->r[j]) << l;
     }
+    uint32_t bad = far & ~bits_at(e->miss, j0, end - j0);
     while (bad) {
       uint32_t l1 = lowest_bit(bad);
       bad &= bad - 1u;
@@ -563,6 +777,11 @@ static void pos_codes(pos_enc_t* e, uint32_t i0, uint32_t k0, uint32_t m, uint32
   const int32_t* restrict aq = e->aq;
   const int32_t* restrict eq = e->eq;
   uint32_t j = 0;
+#if QZ_AVX2
+  if (e->avx2) {
+    j = codes_avx2(e, k0, m, first, cr, ca, ce);
+  }
+#endif
 #if defined(__SSE2__)
   const __m128i one = _mm_set1_epi32(1), vfirst = _mm_set1_epi32((int32_t)first);
 #define LOAD(p) _mm_loadu_si128((const __m128i*)(const void*)(p))
@@ -641,6 +860,11 @@ static void pos_error(pos_enc_t* e, uint32_t k0, uint32_t m) {
   const double rs = e->range_step;
   uint32_t j = 0;
   double worst = e->err2;
+#if QZ_AVX2
+  if (e->avx2) {
+    j = error_avx2(e, ce, se, m, &worst);
+  }
+#endif
 #if defined(__SSE2__)
   __m128d err2 = _mm_setzero_pd();
   const __m128d vrs = _mm_set1_pd(rs);
@@ -890,6 +1114,9 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
                       .inv_range = inv_range, .inv_angle = inv_angle, .lim = lim,
                       .last_ca = 1.0, .exc = body + (size_t)n * step};
     chan_arrays(pe, chan, nchan);
+#if QZ_AVX2
+    pe->avx2 = cpu_has_avx2();
+#endif
     pos_code(pe, n, body);
     nexc = pe->nexc;
     err_max = sqrt(pe->err2);
