@@ -232,7 +232,7 @@ static void state_at(lidar_env_t* le, const world_t* w, double t) {
 
 
 // kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3 (2: also
-// fog, dual returns, the Ouster point layout); vehicle: the lidar on a body moving at
+// fog, dual returns, the Ouster point layout; 3: those three at depth 1, Lambertian); vehicle: the lidar on a body moving at
 // VEHICLE_SPEED (each ray from its own pose).
 static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer, int vehicle,
                      const pose_t* sensor) {
@@ -254,11 +254,11 @@ static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
                      .indices_len = 12 * (size_t)m->nt};
     check(env_create_mesh(le->e, &d, &msg), &msg, "env_create_mesh");
   }
-  if (two_layer) {
+  if (two_layer == 1 || two_layer == 2) {
     surface_material_t m = material_default_two_layer();
     check(env_set_material(le->e, 0, &m, NULL, &msg), &msg, "env_set_material");
   }
-  if (two_layer == 2) {
+  if (two_layer >= 2) {
     ambient_material_t fog;
     check(ambient_fog(150.0, &fog, &msg), &msg, "ambient_fog");
     check(env_set_medium(le->e, 0, &fog, &msg), &msg, "env_set_medium");
@@ -282,9 +282,9 @@ static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer,
     memset(&d, 0, sizeof d);
     d.returns.range_min = 0.1;
     d.returns.range_max = 120.0;
-    d.returns.depth = two_layer ? 3 : 1;
+    d.returns.depth = two_layer == 1 || two_layer == 2 ? 3 : 1;
     d.returns.distance_noise.stddev_base = 0.01;
-    if (two_layer == 2) {
+    if (two_layer >= 2) {
       d.returns.mode = LIDAR_RETURN_DUAL;
       d.layout = LIDAR_LAYOUT_OUSTER;
     }
@@ -712,7 +712,8 @@ int main(int argc, char** argv) {
 
     // hashes of the clouds of two revolutions of each configuration: a change of the
     // pipeline's speed must not change them
-    static const int cfg[][3] = {{2, 0, 0}, {1, 0, 0}, {2, 1, 0}, {2, 0, 1}, {2, 2, 0}, {1, 2, 1}};
+    static const int cfg[][3] = {{2, 0, 0}, {1, 0, 0}, {2, 1, 0}, {2, 0, 1}, {2, 2, 0}, {1, 2, 1},
+                                 {2, 3, 0}, {1, 3, 1}};
     int hash = bench_has_arg(argc, argv, "--hash");
     for (size_t c = 0; hash && c < sizeof cfg / sizeof cfg[0]; c++) {
       env_open(&le, &w, cfg[c][0], cfg[c][1], cfg[c][2], &sensor);

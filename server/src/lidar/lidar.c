@@ -339,39 +339,57 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       }
     }
 
+    // loop invariants in locals (the stores below could alias them otherwise)
     lidar_sweep_pose_t pose;
-    pose.s = -1.0;
+    if (b->fixed) {
+      pose = *b->fixed;
+    } else {
+      pose.s = -1.0;
+    }
+    const int fixed = b->fixed != NULL;
+    const int angle_noise = l->angle.enabled;
+    const int own_offsets = isnan(b->tau_origin);
+    const double tau_origin = b->tau_origin;
+    const double s_origin = l->t_s - b->v->t0;
+    const double inv_dt = b->inv_dt;
+    ray_meta_t* const meta = l->meta;
+    scene_ray_t* const rays = l->rays;
+    uint64_t* const ray_index = l->ray_index;
     for (size_t j = 0; j < m; j++) {
       // the pattern's ray, its emission angle noise
+      const lidar_pattern_ray_t* p = &pr[j];
       size_t i = i0 + slot[j];
-      ray_meta_t* mt = &l->meta[i];
-      if (l->angle.enabled) {
+      ray_meta_t mt;
+      if (angle_noise) {
         rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
-                         .index = pr[j].index};
-        lidar_noise_angle(&l->angle, &key, pr[j].dir, mt->dir);
+                         .index = p->index};
+        lidar_noise_angle(&l->angle, &key, p->dir, mt.dir);
       } else {
-        memcpy(mt->dir, pr[j].dir, sizeof mt->dir);
+        mt.dir[0] = p->dir[0];
+        mt.dir[1] = p->dir[1];
+        mt.dir[2] = p->dir[2];
       }
-      memcpy(mt->origin, pr[j].origin, sizeof mt->origin);
-      mt->tau = isnan(b->tau_origin) ? pr[j].time_offset : pr[j].time - b->tau_origin;
-      mt->azimuth = (float)pr[j].azimuth;
-      mt->elevation = (float)pr[j].elevation;
-      mt->ring = pr[j].ring;
-      l->ray_index[i] = pr[j].index;
+      mt.origin[0] = p->origin[0];
+      mt.origin[1] = p->origin[1];
+      mt.origin[2] = p->origin[2];
+      mt.tau = own_offsets ? p->time_offset : p->time - tau_origin;
+      mt.azimuth = (float)p->azimuth;
+      mt.elevation = (float)p->elevation;
+      mt.ring = p->ring;
+      ray_index[i] = p->index;
 
       // the sensor pose at the firing time (rays of a column share it), the ray at that time
-      double s = b->inv_dt * ((l->t_s - b->v->t0) + pr[j].time);
+      double s = inv_dt * (s_origin + p->time);
       s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-      const lidar_sweep_pose_t* ps = b->fixed;
-      if (!ps) {
-        if (s != pose.s) {
-          lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
-        }
-        ps = &pose;
+      if (!fixed && s != pose.s) {
+        lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
       }
-      memcpy(mt->q, ps->pose.q, sizeof mt->q);
-      lidar_sweep_world_ray(ps, mt->origin, mt->dir, &l->rays[i]);
-      l->rays[i].time = s;
+      memcpy(mt.q, pose.pose.q, sizeof mt.q);
+      scene_ray_t w;
+      lidar_sweep_world_ray(&pose, mt.origin, mt.dir, &w);
+      w.time = s;
+      meta[i] = mt;
+      rays[i] = w;
     }
 
     // returns

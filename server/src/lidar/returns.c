@@ -544,6 +544,63 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
 }
 
 
+// Depth 1 (no heap: one segment per ray, in the ambient medium): eval_node of the root and the
+// selection, with the root's constants folded (x0 = 0, weight = 1, no lead; each fold is exact:
+// 0 + x and 1 * x are x for the non-negative values here), and no per-ray context. Rays
+// [base, base + m) of the batch, their hits, and their first draws when `eager`.
+static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_t* b,
+                            size_t base, size_t m, const scene_hit_t* hits,
+                            uint32_t (*blocks)[4], int eager, optics_cache_t* optics,
+                            lidar_return_t* out, uint8_t* nret) {
+  const step_view_t* v = b->view;
+  const ambient_material_t* air = v->ambient;
+  const double n_amb = air->refractive_index;
+  const double tmax = remaining_length(p, 0.0, n_amb);
+  const uint32_t maxr = p->max_returns;
+  const int atmosphere = air->return_scaling > 0.0;
+  ray_ctx_t r = {.p = p, .v = v, .optics = optics,
+                 .key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame}};
+  for (size_t j = 0; j < m; j++) {
+    const scene_hit_t* h = &hits[j];
+    const double* dir = b->rays[base + j].dir;
+    lidar_candidate_t cand[2];
+    r.key.index = b->ray_index[base + j];
+    r.block = blocks[j];
+    r.has_block = eager;
+    r.cand = cand;
+    r.ncand = 0;
+
+    int is_hit = h->object_id != 0 && h->distance <= tmax;
+    double dx = n_amb * (is_hit ? h->distance : tmax);
+    if (atmosphere) {
+      const uint32_t* w = ray_block(&r);
+      double u = lidar_noise_uniform(w[0], w[1]);
+      double xa;
+      if (atmosphere_sample(air, dx, u, &r.key, LIDAR_DRAW_ATMOSPHERE + 1, &xa)) {
+        double tau = path_power(p, atmosphere_transmittance(air->attenuation, xa));
+        add_candidate(&r, 0, xa, tau * air->backscatter * beam_factor(p, xa), NULL);
+      }
+    }
+    if (is_hit) {
+      double cos_i = -dot3(h->normal, dir);
+      double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
+      const ambient_material_t* inside;
+      const surface_material_t* mat;
+      hit_optics(&r, h, &inside, &mat);
+      if (inside == NULL) {
+        double rho = backscatter(mat, n_amb, cos_i);
+        if (rho > 0.0) {
+          add_candidate(&r, 0, dx, tau * rho * beam_factor(p, dx), h);
+        }
+      }
+    }
+    lidar_return_t* o = &out[(base + j) * maxr];
+    uint32_t k = r.ncand ? lidar_returns_select(p, cand, r.ncand, o) : 0;
+    nret[base + j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
+  }
+}
+
+
 void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* b,
                          lidar_return_t* out, uint8_t* nret) {
   const step_view_t* v = b->view;
@@ -584,6 +641,10 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
     scene_trace_filtered16(v->scene, rays, hits, m, b->filter);
     if (eager) {
       rng_words_n(&key0, b->ray_index + base, LIDAR_DRAW_RAY, blocks, m);
+    }
+    if (p->depth == 1) {
+      primary_returns(p, b, base, m, hits, blocks, eager, &optics, out, nret);
+      continue;
     }
     for (size_t j = 0; j < m; j++) {
       ray_ctx_t* r = &ctx[j];
