@@ -266,6 +266,31 @@ static inline uint32_t predict_word(const uint8_t* p, uint32_t i, uint32_t s, si
 }
 
 
+// The codes of a word (at base, `step` bytes apart) for the points i0 .. i0 + m - 1 into cb: the
+// word less its prediction (predict_word), zigzagged; *prev_col carries the column prediction
+// of the point before.
+static void word_codes(const uint8_t* base, uint32_t i0, uint32_t m, uint32_t stride,
+                       size_t step, uint32_t* prev_col, uint32_t* cb) {
+  uint32_t j = 0, pc = *prev_col, col;
+  for (; j < m && i0 + j < 2u * (uint64_t)stride; j++) {
+    uint32_t i = i0 + j;
+    cb[j] = zigzag(get_u32(base + (size_t)i * step) - predict_word(base, i, stride, step, pc,
+                                                                    &col));
+    pc = col;
+  }
+  // past the first two columns, without a branch: w[i] less its column prediction and the
+  // previous point's miss
+  const uint8_t* q = base + (size_t)(i0 + j) * step;
+  const size_t back = (size_t)stride * step;
+  for (; j < m; j++, q += step) {
+    col = 2u * get_u32(q - back) - get_u32(q - 2 * back);
+    cb[j] = zigzag(get_u32(q) - col - (get_u32(q - step) - pc));
+    pc = col;
+  }
+  *prev_col = pc;
+}
+
+
 // The encoder of positions (qzstd_encode). The points are taken a block at a time, a block
 // being points of distinct channels (consecutive points within one column-to-column run of
 // `stride`), so that each step over a block (loading and ranges, azimuths, elevations, codes,
@@ -298,10 +323,15 @@ typedef struct pos_enc {
   trig_cache_t tc[2];              // azimuths, elevations
   uint8_t* exc;                    // the misses kept raw (12 bytes each) and their number
   uint32_t nexc;
+  uint32_t nword;                  // the other words of a point (rest_words): their offsets,
+  const uint32_t* woff;            // the column predictions of the points before the block,
+  uint32_t* wprev;                 // their codes (CODE_BLOCK each), coded with the positions
+  uint32_t* wcodes;
   double err2;                     // the largest squared error so far
   int avx2;                        // the processor has AVX2
-  // the points of the block: coordinates, |xy|, range, measured (~0u) or a miss (0), range,
+  // the points of the block: coordinates (float32, float64), |xy|, range, measured (~0u) or a miss (0), range,
   // azimuth and elevation in steps, the cosine and sine of the azimuth
+  float xf[POS_BLOCK], yf[POS_BLOCK], zf[POS_BLOCK];
   double x[POS_BLOCK], y[POS_BLOCK], z[POS_BLOCK], rxy[POS_BLOCK], r[POS_BLOCK];
   double pca[POS_BLOCK], psa[POS_BLOCK];
   uint32_t meas[POS_BLOCK];
@@ -357,10 +387,15 @@ AVX2_FN static uint32_t ranges_avx2(pos_enc_t* e, uint32_t m, uint64_t* miss) {
   const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY),
                 ir = _mm256_set1_pd(e->inv_range);
   const __m256i low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+  uint64_t bits = 0;
   uint32_t j = 0;
   for (; j + 4 <= m; j += 4) {
-    __m256d x = _mm256_loadu_pd(e->x + j), y = _mm256_loadu_pd(e->y + j),
-            z = _mm256_loadu_pd(e->z + j);
+    __m256d x = _mm256_cvtps_pd(_mm_loadu_ps(e->xf + j));
+    __m256d y = _mm256_cvtps_pd(_mm_loadu_ps(e->yf + j));
+    __m256d z = _mm256_cvtps_pd(_mm_loadu_ps(e->zf + j));
+    _mm256_storeu_pd(e->x + j, x);
+    _mm256_storeu_pd(e->y + j, y);
+    _mm256_storeu_pd(e->z + j, z);
     __m256d rxy2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
     __m256d r2 = _mm256_add_pd(rxy2, _mm256_mul_pd(z, z));
     __m256d ok = _mm256_and_pd(_mm256_cmp_pd(r2, zero, _CMP_GT_OQ),
@@ -372,7 +407,14 @@ AVX2_FN static uint32_t ranges_avx2(pos_enc_t* e, uint32_t m, uint64_t* miss) {
     _mm_storeu_si128((__m128i*)(void*)(e->meas + j),
                      _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(ok),
                                                                         low)));
-    miss[j / 64] |= (uint64_t)((uint32_t)_mm256_movemask_pd(ok) ^ 15u) << (j % 64);
+    bits |= (uint64_t)((uint32_t)_mm256_movemask_pd(ok) ^ 15u) << (j % 64);
+    if (j % 64 == 60) {
+      miss[j / 64] = bits;
+      bits = 0;
+    }
+  }
+  if (j % 64) {
+    miss[j / 64] = bits;
   }
   return j;
 }
@@ -538,11 +580,13 @@ static inline uint32_t bits_at(const uint64_t* w, uint32_t j, uint32_t len) {
 // infinity: the squares of float32 neither underflow nor overflow in float64), range in steps.
 static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
   uint64_t miss[POS_BLOCK / 64] = {0};
-  const uint8_t* pt = e->data + (size_t)i0 * e->step;
-  for (uint32_t j = 0; j < m; j++, pt += e->step) {
-    e->x[j] = get_f32(pt + e->xyz[0]);
-    e->y[j] = get_f32(pt + e->xyz[1]);
-    e->z[j] = get_f32(pt + e->xyz[2]);
+  const size_t step = e->step;
+  const uint32_t ox = e->xyz[0], oy = e->xyz[1], oz = e->xyz[2];
+  const uint8_t* pt = e->data + (size_t)i0 * step;
+  for (uint32_t j = 0; j < m; j++, pt += step) {
+    e->xf[j] = get_f32(pt + ox);
+    e->yf[j] = get_f32(pt + oy);
+    e->zf[j] = get_f32(pt + oz);
   }
   uint32_t j = 0;
 #if QZ_AVX2
@@ -554,7 +598,15 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
   const __m128d zero = _mm_setzero_pd(), inf = _mm_set1_pd(INFINITY),
                 ir = _mm_set1_pd(e->inv_range);
   for (; j + 2 <= m; j += 2) {
-    __m128d x = _mm_loadu_pd(e->x + j), y = _mm_loadu_pd(e->y + j), z = _mm_loadu_pd(e->z + j);
+    __m128d x = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i*)(const void*)
+                                                              (e->xf + j))));
+    __m128d y = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i*)(const void*)
+                                                              (e->yf + j))));
+    __m128d z = _mm_cvtps_pd(_mm_castsi128_ps(_mm_loadl_epi64((const __m128i*)(const void*)
+                                                              (e->zf + j))));
+    _mm_storeu_pd(e->x + j, x);
+    _mm_storeu_pd(e->y + j, y);
+    _mm_storeu_pd(e->z + j, z);
     __m128d rxy2 = _mm_add_pd(_mm_mul_pd(x, x), _mm_mul_pd(y, y));
     __m128d r2 = _mm_add_pd(rxy2, _mm_mul_pd(z, z));
     __m128d ok = _mm_and_pd(_mm_cmpgt_pd(r2, zero), _mm_cmplt_pd(r2, inf));
@@ -568,7 +620,10 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
   }
 #endif
   for (; j < m; j++) {
-    double x = e->x[j], y = e->y[j], z = e->z[j];
+    double x = e->xf[j], y = e->yf[j], z = e->zf[j];
+    e->x[j] = x;
+    e->y[j] = y;
+    e->z[j] = z;
     double rxy2 = x * x + y * y, r2 = rxy2 + z * z;
     e->rxy[j] = sqrt(rxy2);
     e->r[j] = sqrt(r2);
@@ -902,7 +957,8 @@ static void pos_error(pos_enc_t* e, uint32_t k0, uint32_t m) {
 }
 
 
-// Code the positions of the n points into the residual planes (R, A, E: 4 n bytes each).
+// Code the positions of the n points into the residual planes (R, A, E: 4 n bytes each), and
+// the other words into the planes that follow.
 static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
   uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
   uint32_t fill = 0, start = 0, k = 0;
@@ -915,12 +971,20 @@ static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
     pos_elevation(e, k, m);
     pos_codes(e, i, k, m, cb[0] + fill, cb[1] + fill, cb[2] + fill);
     pos_error(e, k, m);
+    for (uint32_t w = 0; w < e->nword; w++) {
+      word_codes(e->data + e->woff[w], i, m, e->stride, e->step, &e->wprev[w],
+                 e->wcodes + (size_t)w * CODE_BLOCK + fill);
+    }
     fill += m;
     i += m;
     k = k + m == e->stride ? 0 : k + m;
     if (fill == CODE_BLOCK || i == n) {
       for (int t = 0; t < 3; t++) {
         shuffle_codes(cb[t], fill, planes + 4u * (size_t)t * n + start, n);
+      }
+      for (uint32_t w = 0; w < e->nword; w++) {
+        shuffle_codes(e->wcodes + (size_t)w * CODE_BLOCK, fill,
+                      planes + 4u * (size_t)(3 + w) * n + start, n);
       }
       start = i;
       fill = 0;
@@ -1069,17 +1133,25 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   pos_enc_t* pe = has_pos ? mem_calloc(1, sizeof(pos_enc_t)) : NULL;
   uint8_t* chan = has_pos ? mem_calloc(nchan, CHAN_BYTES) : NULL;
   uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
-  if (!body || (has_pos && (!pe || !chan || !sample)) || !off) {
+  uint32_t* wbuf = has_pos ? mem_calloc(step / 4u + 1u, (CODE_BLOCK + 1u) * sizeof(uint32_t))
+                           : NULL;
+  if (!body || (has_pos && (!pe || !chan || !sample || !wbuf)) || !off) {
     mem_free(body);
     mem_free(off);
     mem_free(pe);
     mem_free(chan);
     mem_free(sample);
+    mem_free(wbuf);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
   double angle_step = 0.0, err_max = 0.0;
   uint32_t stride = 1, nexc = 0;
   uint32_t cb[CODE_BLOCK];  // the codes of a block of words, byte-shuffled into the planes
+  // the bytes other than positions: uint32 words and single bytes
+  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
+  uint32_t* woff = off + step;
+  uint32_t* boff = off + 2u * step;
+  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
 
   if (has_pos) {
     angle_step = rmax > 0.0 ? prec / (2.0 * rmax) : prec;
@@ -1112,7 +1184,8 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     *pe = (pos_enc_t){.data = c->data, .step = step, .xyz = {xyz[0], xyz[1], xyz[2]},
                       .stride = stride, .range_step = range_step, .angle_step = angle_step,
                       .inv_range = inv_range, .inv_angle = inv_angle, .lim = lim,
-                      .last_ca = 1.0, .exc = body + (size_t)n * step};
+                      .last_ca = 1.0, .exc = body + (size_t)n * step, .nword = nword,
+                      .woff = woff, .wprev = wbuf, .wcodes = wbuf + nword};
     chan_arrays(pe, chan, nchan);
 #if QZ_AVX2
     pe->avx2 = cpu_has_avx2();
@@ -1122,36 +1195,18 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     err_max = sqrt(pe->err2);
   }
 
-  // every other byte: words predicted like positions, zigzagged and byte-shuffled; single
-  // bytes less the same byte `stride` points back (mod 256)
+  // every other byte: words predicted like positions (coded with them when there are
+  // positions), zigzagged and byte-shuffled; single bytes less the same byte `stride` points
+  // back (mod 256)
   if (!has_pos) {
     stride = p->stride ? p->stride : 1;
   }
-  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
-  uint32_t* woff = off + step;
-  uint32_t* boff = off + 2u * step;
-  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
   uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
-  for (uint32_t w = 0; w < nword; w++) {
-    const uint8_t* base = c->data + woff[w];
-    uint32_t prev_col = 0, col;
+  for (uint32_t w = 0; !has_pos && w < nword; w++) {
+    uint32_t prev_col = 0;
     for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
-      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK, j = 0;
-      for (; j < m && i0 + j < 2u * (uint64_t)stride; j++) {
-        uint32_t i = i0 + j;
-        cb[j] = zigzag(get_u32(base + (size_t)i * step) -
-                          predict_word(base, i, stride, step, prev_col, &col));
-        prev_col = col;
-      }
-      // past the first two columns, without a branch: w[i] less its column prediction and
-      // the previous point's miss
-      const uint8_t* q = base + (size_t)(i0 + j) * step;
-      const size_t back = (size_t)stride * step;
-      for (; j < m; j++, q += step) {
-        col = 2u * get_u32(q - back) - get_u32(q - 2 * back);
-        cb[j] = zigzag(get_u32(q) - col - (get_u32(q - step) - prev_col));
-        prev_col = col;
-      }
+      uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
+      word_codes(c->data + woff[w], i0, m, stride, step, &prev_col, cb);
       shuffle_codes(cb, m, wp + 4u * (size_t)w * n + i0, n);
     }
   }
@@ -1184,6 +1239,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   mem_free(pe);
   mem_free(chan);
   mem_free(sample);
+  mem_free(wbuf);
   if (rc) {
     return err_set(msg, rc, "zstd compression failed (%s)", err_str(rc));
   }
