@@ -323,10 +323,15 @@ typedef struct pos_enc {
   trig_cache_t tc[2];              // azimuths, elevations
   uint8_t* exc;                    // the misses kept raw (12 bytes each) and their number
   uint32_t nexc;
-  uint32_t nword;                  // the other words of a point (rest_words): their offsets,
-  const uint32_t* woff;            // the column predictions of the points before the block,
-  uint32_t* wprev;                 // their codes (CODE_BLOCK each), coded with the positions
+  // the other words of a point (rest_words), coded with the positions: their number, offsets,
+  // last value and column prediction (2 each), codes (CODE_BLOCK each), last two values in each
+  // channel (2 nchan each)
+  uint32_t nword;
+  const uint32_t* woff;
+  uint32_t* wlast;
   uint32_t* wcodes;
+  uint32_t* whist;
+  uint32_t nchan;
   double err2;                     // the largest squared error so far
   int avx2;                        // the processor has AVX2
   // the points of the block: coordinates (float32, float64), |xy|, range, measured (~0u) or a miss (0), range,
@@ -559,6 +564,34 @@ AVX2_FN static uint32_t chan_az_avx2(pos_enc_t* e, uint32_t k0, uint32_t m) {
                                                _mm256_loadu_pd(e->psa + j), m4));
   }
   return j;
+}
+
+
+// shuffle_codes, 32 codes at a time: bytes grouped by rank within each 4 codes, then 8 codes,
+// then the 64-bit groups of 4 registers transposed.
+AVX2_FN static size_t shuffle_avx2(const uint32_t* codes, size_t m, uint8_t* planes, size_t n) {
+  const __m256i by_rank = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                                           0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  const __m256i halves = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  size_t i = 0;
+  for (; i + 32 <= m; i += 32) {
+    __m256i v[4];
+    for (int j = 0; j < 4; j++) {
+      __m256i c = _mm256_loadu_si256((const __m256i*)(const void*)(codes + i + 8 * j));
+      // 64-bit groups: byte 0, 1, 2, 3 of the 8 codes
+      v[j] = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(c, by_rank), halves);
+    }
+    __m256i lo01 = _mm256_unpacklo_epi64(v[0], v[1]), hi01 = _mm256_unpackhi_epi64(v[0], v[1]);
+    __m256i lo23 = _mm256_unpacklo_epi64(v[2], v[3]), hi23 = _mm256_unpackhi_epi64(v[2], v[3]);
+    __m256i p[4] = {_mm256_permute2x128_si256(lo01, lo23, 0x20),
+                    _mm256_permute2x128_si256(hi01, hi23, 0x20),
+                    _mm256_permute2x128_si256(lo01, lo23, 0x31),
+                    _mm256_permute2x128_si256(hi01, hi23, 0x31)};
+    for (int k = 0; k < 4; k++) {
+      _mm256_storeu_si256((__m256i*)(void*)(planes + (size_t)k * n + i), p[k]);
+    }
+  }
+  return i;
 }
 #else
 #define QZ_AVX2 0
@@ -957,6 +990,76 @@ static void pos_error(pos_enc_t* e, uint32_t k0, uint32_t m) {
 }
 
 
+// The codes of word w of the block (points i0 .., channels k0 ..) into cw: as word_codes, with
+// the column predictions from the channels' last two values (after the first column the second
+// last equals the last, so that 2 last - second last is the value one column back).
+static void pos_word(pos_enc_t* e, uint32_t w, uint32_t i0, uint32_t k0, uint32_t m,
+                     uint32_t* restrict cw) {
+  uint32_t val[POS_BLOCK + 1], col[POS_BLOCK + 1];
+  uint32_t* restrict h1 = e->whist + 2u * (size_t)w * e->nchan + k0;
+  uint32_t* restrict h2 = h1 + e->nchan;
+  const uint8_t* p = e->data + e->woff[w] + (size_t)i0 * e->step;
+  val[0] = e->wlast[2 * w];
+  col[0] = e->wlast[2 * w + 1];
+  for (uint32_t j = 0; j < m; j++, p += e->step) {
+    val[j + 1] = get_u32(p);
+  }
+  // the column predictions, the channels' last values, then the codes
+  const uint32_t first = i0 < e->stride ? ~0u : 0u;
+  uint32_t j = 0;
+#if defined(__SSE2__)
+  const __m128i f = _mm_set1_epi32((int32_t)first);
+  for (; j + 4 <= m; j += 4) {
+    __m128i v = _mm_loadu_si128((const __m128i*)(const void*)(val + j + 1));
+    __m128i g1 = _mm_loadu_si128((const __m128i*)(const void*)(h1 + j));
+    _mm_storeu_si128((__m128i*)(void*)(col + j + 1),
+                     _mm_sub_epi32(_mm_add_epi32(g1, g1),
+                                   _mm_loadu_si128((const __m128i*)(const void*)(h2 + j))));
+    _mm_storeu_si128((__m128i*)(void*)(h2 + j),
+                     _mm_or_si128(_mm_and_si128(f, v), _mm_andnot_si128(f, g1)));
+    _mm_storeu_si128((__m128i*)(void*)(h1 + j), v);
+  }
+#endif
+  for (; j < m; j++) {
+    col[j + 1] = 2u * h1[j] - h2[j];
+    h2[j] = (val[j + 1] & first) | (h1[j] & ~first);
+    h1[j] = val[j + 1];
+  }
+  j = 0;
+#if defined(__SSE2__)
+  for (; j + 4 <= m; j += 4) {
+    __m128i d = _mm_sub_epi32(
+        _mm_sub_epi32(_mm_loadu_si128((const __m128i*)(const void*)(val + j + 1)),
+                      _mm_loadu_si128((const __m128i*)(const void*)(col + j + 1))),
+        _mm_sub_epi32(_mm_loadu_si128((const __m128i*)(const void*)(val + j)),
+                      _mm_loadu_si128((const __m128i*)(const void*)(col + j))));
+    _mm_storeu_si128((__m128i*)(void*)(cw + j),
+                     _mm_xor_si128(_mm_slli_epi32(d, 1), _mm_srai_epi32(d, 31)));
+  }
+#endif
+  for (; j < m; j++) {
+    cw[j] = zigzag((val[j + 1] - col[j + 1]) - (val[j] - col[j]));
+  }
+  e->wlast[2 * w] = val[m];
+  e->wlast[2 * w + 1] = col[m];
+}
+
+
+// shuffle_codes, with AVX2 when the processor has it.
+static void shuffle_block(const pos_enc_t* e, const uint32_t* codes, size_t m, uint8_t* planes,
+                          size_t n) {
+  size_t i = 0;
+#if QZ_AVX2
+  if (e->avx2) {
+    i = shuffle_avx2(codes, m, planes, n);
+  }
+#else
+  (void)e;
+#endif
+  shuffle_codes(codes + i, m - i, planes + i, n);
+}
+
+
 // Code the positions of the n points into the residual planes (R, A, E: 4 n bytes each), and
 // the other words into the planes that follow.
 static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
@@ -972,18 +1075,17 @@ static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
     pos_codes(e, i, k, m, cb[0] + fill, cb[1] + fill, cb[2] + fill);
     pos_error(e, k, m);
     for (uint32_t w = 0; w < e->nword; w++) {
-      word_codes(e->data + e->woff[w], i, m, e->stride, e->step, &e->wprev[w],
-                 e->wcodes + (size_t)w * CODE_BLOCK + fill);
+      pos_word(e, w, i, k, m, e->wcodes + (size_t)w * CODE_BLOCK + fill);
     }
     fill += m;
     i += m;
     k = k + m == e->stride ? 0 : k + m;
     if (fill == CODE_BLOCK || i == n) {
       for (int t = 0; t < 3; t++) {
-        shuffle_codes(cb[t], fill, planes + 4u * (size_t)t * n + start, n);
+        shuffle_block(e, cb[t], fill, planes + 4u * (size_t)t * n + start, n);
       }
       for (uint32_t w = 0; w < e->nword; w++) {
-        shuffle_codes(e->wcodes + (size_t)w * CODE_BLOCK, fill,
+        shuffle_block(e, e->wcodes + (size_t)w * CODE_BLOCK, fill,
                       planes + 4u * (size_t)(3 + w) * n + start, n);
       }
       start = i;
@@ -1133,7 +1235,8 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   pos_enc_t* pe = has_pos ? mem_calloc(1, sizeof(pos_enc_t)) : NULL;
   uint8_t* chan = has_pos ? mem_calloc(nchan, CHAN_BYTES) : NULL;
   uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
-  uint32_t* wbuf = has_pos ? mem_calloc(step / 4u + 1u, (CODE_BLOCK + 1u) * sizeof(uint32_t))
+  uint32_t* wbuf = has_pos ? mem_calloc(step / 4u + 1u, (CODE_BLOCK + 2u + 2u * (size_t)nchan) *
+                                                          sizeof(uint32_t))
                            : NULL;
   if (!body || (has_pos && (!pe || !chan || !sample || !wbuf)) || !off) {
     mem_free(body);
@@ -1185,7 +1288,8 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
                       .stride = stride, .range_step = range_step, .angle_step = angle_step,
                       .inv_range = inv_range, .inv_angle = inv_angle, .lim = lim,
                       .last_ca = 1.0, .exc = body + (size_t)n * step, .nword = nword,
-                      .woff = woff, .wprev = wbuf, .wcodes = wbuf + nword};
+                      .woff = woff, .wlast = wbuf, .wcodes = wbuf + 2u * nword,
+                      .whist = wbuf + (2u + CODE_BLOCK) * (size_t)nword, .nchan = nchan};
     chan_arrays(pe, chan, nchan);
 #if QZ_AVX2
     pe->avx2 = cpu_has_avx2();
