@@ -29,17 +29,6 @@
 // Most bytes a lidar may accumulate for one cloud (the wire's 4 GiB limit of a cloud).
 #define MAX_CLOUD_BYTES ((uint64_t)UINT32_MAX)
 
-// What phase 2 needs of a ray besides its world ray and returns.
-typedef struct ray_meta {
-  double tau;                   // s after the record's frame start
-  double origin[3];             // emission point, sensor frame
-  double dir[3];                // emission direction after angle noise, sensor frame
-  double q[4];                  // sensor orientation at the ray's time (world <- sensor)
-  float azimuth;                // rad, nominal
-  float elevation;
-  uint32_t ring;
-} ray_meta_t;
-
 // The sweep state carried from step to step.
 typedef struct saved {
   int started;
@@ -94,7 +83,8 @@ typedef struct lidar {
   // scratch of one batch (batch rays)
   scene_ray_t* rays;            // (batch) world rays
   uint64_t* ray_index;          // (batch) index within the sweep (rng key)
-  ray_meta_t* meta;             // (batch)
+  lidar_pattern_ray_t* pr;      // (batch) the pattern's rays in firing order, their direction
+                                //   after the angle noise
   lidar_return_t* returns;      // (batch x maxret)
   uint8_t* nret;                // (batch)
   uint32_t* slot;               // (batch) trace position of each ray within its chunk
@@ -118,7 +108,7 @@ static void lidar_destroy(void* self) {
   mem_free(l->acc);
   mem_free(l->rays);
   mem_free(l->ray_index);
-  mem_free(l->meta);
+  mem_free(l->pr);
   mem_free(l->returns);
   mem_free(l->nret);
   mem_free(l->slot);
@@ -234,14 +224,14 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->batch = batch;
   l->rays = mem_alloc(batch * sizeof *l->rays);
   l->ray_index = mem_alloc(batch * sizeof *l->ray_index);
-  l->meta = mem_alloc(batch * sizeof *l->meta);
+  l->pr = mem_alloc(batch * sizeof *l->pr);
   l->returns = mem_alloc(batch * l->maxret * sizeof *l->returns);
   l->nret = mem_alloc(batch * sizeof *l->nret);
   l->slot = mem_alloc(batch * sizeof *l->slot);
   l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
-  if (!l->rays || !l->ray_index || !l->meta || !l->returns || !l->nret || !l->slot ||
+  if (!l->rays || !l->ray_index || !l->pr || !l->returns || !l->nret || !l->slot ||
       !l->chunk_points || !l->excluded) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
@@ -290,7 +280,6 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
   uint32_t K = l->pat.nray;
   int regroup = K > 1 && K < REGROUP_BELOW;
   int tiles = K >= REGROUP_BELOW && K <= CHUNK / 4 && K % 4 == 0;
-  lidar_pattern_ray_t pr[CHUNK];
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * CHUNK;
     size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
@@ -299,6 +288,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       l->chunk_points[c] = 0;
       continue;
     }
+    lidar_pattern_ray_t* pr = l->pr + i0;
     lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
 
     // trace order: by position in the group, then group (a counting sort)
@@ -347,35 +337,20 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       pose.s = -1.0;
     }
     const int fixed = b->fixed != NULL;
-    const int angle_noise = l->angle.enabled;
-    const int own_offsets = isnan(b->tau_origin);
-    const double tau_origin = b->tau_origin;
     const double s_origin = l->t_s - b->v->t0;
     const double inv_dt = b->inv_dt;
-    ray_meta_t* const meta = l->meta;
     scene_ray_t* const rays = l->rays;
     uint64_t* const ray_index = l->ray_index;
     for (size_t j = 0; j < m; j++) {
-      // the pattern's ray, its emission angle noise
-      const lidar_pattern_ray_t* p = &pr[j];
+      // the pattern's ray, its emission angle noise (in place: the points take it from there)
+      lidar_pattern_ray_t* p = &pr[j];
       size_t i = i0 + slot[j];
-      ray_meta_t mt;
-      if (angle_noise) {
+      if (l->angle.enabled) {
         rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
                          .index = p->index};
-        lidar_noise_angle(&l->angle, &key, p->dir, mt.dir);
-      } else {
-        mt.dir[0] = p->dir[0];
-        mt.dir[1] = p->dir[1];
-        mt.dir[2] = p->dir[2];
+        double nominal[3] = {p->dir[0], p->dir[1], p->dir[2]};
+        lidar_noise_angle(&l->angle, &key, nominal, p->dir);
       }
-      mt.origin[0] = p->origin[0];
-      mt.origin[1] = p->origin[1];
-      mt.origin[2] = p->origin[2];
-      mt.tau = own_offsets ? p->time_offset : p->time - tau_origin;
-      mt.azimuth = (float)p->azimuth;
-      mt.elevation = (float)p->elevation;
-      mt.ring = p->ring;
       ray_index[i] = p->index;
 
       // the sensor pose at the firing time (rays of a column share it), the ray at that time
@@ -384,11 +359,9 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       if (!fixed && s != pose.s) {
         lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
       }
-      memcpy(mt.q, pose.pose.q, sizeof mt.q);
       scene_ray_t w;
-      lidar_sweep_world_ray(&pose, mt.origin, mt.dir, &w);
+      lidar_sweep_world_ray(&pose, p->origin, p->dir, &w);
       w.time = s;
-      meta[i] = mt;
       rays[i] = w;
     }
 
@@ -413,16 +386,24 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
   uint32_t step = l->layout.point_step;
+  const int own_offsets = isnan(b->tau_origin);
+  lidar_sweep_pose_t pose;   // for normals in the sensor frame: the sensor's pose at ray time
+  if (b->fixed) {
+    pose = *b->fixed;
+  } else {
+    pose.s = -1.0;
+  }
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * CHUNK;
     size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
+    const lidar_pattern_ray_t* pr = l->pr + i0;
     uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
     if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
       // the default cloud: x y z intensity of the returns, sensor frame (as below, packed
       // directly)
       for (size_t j = 0; j < m; j++) {
         size_t i = i0 + l->slot[i0 + j];
-        const ray_meta_t* mt = &l->meta[i];
+        const lidar_pattern_ray_t* mt = &pr[j];
         const lidar_return_t* r = &l->returns[i * l->maxret];
         for (uint32_t k = 0, n = l->nret[i]; k < n; k++, r++) {
           double x = r->distance;
@@ -437,13 +418,13 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     }
     for (size_t j = 0; j < m; j++) {
       size_t i = i0 + l->slot[i0 + j];
-      const ray_meta_t* mt = &l->meta[i];
+      const lidar_pattern_ray_t* mt = &pr[j];
       const scene_ray_t* w = &l->rays[i];
       lidar_point_t pt;
       memset(&pt, 0, sizeof pt);
-      pt.time_offset = mt->tau;
-      pt.azimuth = mt->azimuth;
-      pt.elevation = mt->elevation;
+      pt.time_offset = own_offsets ? mt->time_offset : mt->time - b->tau_origin;
+      pt.azimuth = (float)mt->azimuth;
+      pt.elevation = (float)mt->elevation;
       pt.ring = mt->ring;
 
       // a miss, if kept
@@ -464,7 +445,10 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
       // each return along the emission direction, in the chosen frame
       double qc[4] = {1.0, 0.0, 0.0, 0.0};
       if (l->has_normal && !l->world_frame) {
-        xform_quat_conj(mt->q, qc);
+        if (!b->fixed && w->time != pose.s) {
+          lidar_sweep_pose(b->body, &b->ctx->mount, w->time, &pose);
+        }
+        xform_quat_conj(pose.pose.q, qc);
       }
       for (uint32_t k = 0; k < n; k++) {
         const lidar_return_t* r = &l->returns[i * l->maxret + k];

@@ -53,13 +53,6 @@ int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_no
 }
 
 
-double lidar_noise_uniform(uint32_t hi, uint32_t lo) {
-  // 52 bits and a half-step offset: (bits + 0.5) is exact, so the result is never 0 or 1
-  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 12;
-  return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
-}
-
-
 double lidar_noise_normal_quantile(double u) {
   // P. J. Acklam, "An algorithm for computing the inverse normal cumulative distribution
   // function" (2003): a rational function of u - 1/2 in the centre, of sqrt(-2 ln u) in the
@@ -94,20 +87,6 @@ double lidar_noise_normal(const rng_key_t* key, uint32_t draw) {
   uint32_t w[4];
   rng_words(key, draw, w);
   return lidar_noise_normal_quantile(lidar_noise_uniform(w[0], w[1]));
-}
-
-
-double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x) {
-  return n->stddev_base + n->stddev_slope * x;
-}
-
-
-double lidar_noise_distance_apply(const lidar_distance_noise_t* n, double x, double z) {
-  double sigma = lidar_noise_distance_stddev(n, x);
-
-  // sigma = 0 gives exactly x + mu (no 0 * z rounding)
-  double xn = sigma == 0.0 ? x + n->mean : x + n->mean + sigma * z;
-  return xn > 0.0 ? xn : 0.0;
 }
 
 

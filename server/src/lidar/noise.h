@@ -27,8 +27,13 @@
 
 //---------------- Random variates
 
-// Uniform in the open interval (0, 1) from two words (52 bits), never 0 or 1.
-double lidar_noise_uniform(uint32_t hi, uint32_t lo);
+// Uniform in the open interval (0, 1) from two words (52 bits), never 0 or 1. (Inline, like
+// the two below: they run once per point.)
+static inline double lidar_noise_uniform(uint32_t hi, uint32_t lo) {
+  // 52 bits and a half-step offset: (bits + 0.5) is exact, so the result is never 0 or 1
+  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 12;
+  return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
+}
 
 // Standard normal quantile Phi^-1(u) for u in (0, 1): P. J. Acklam's rational approximation
 // (relative error below 1.2e-9), so one uniform gives one normal without a log or a cosine in
@@ -62,10 +67,19 @@ int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_no
                               const char* prefix, err_msg_t* msg) CHECKRET;
 
 // sigma(x) = sigma_base + sigma_slope * x.
-double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x);
+static inline double lidar_noise_distance_stddev(const lidar_distance_noise_t* n, double x) {
+  return n->stddev_base + n->stddev_slope * x;
+}
 
 // x' = max(x + mu + sigma(x) * z, 0) for a standard normal sample z (injectable for tests).
-double lidar_noise_distance_apply(const lidar_distance_noise_t* n, double x, double z);
+static inline double lidar_noise_distance_apply(const lidar_distance_noise_t* n, double x,
+                                                double z) {
+  double sigma = lidar_noise_distance_stddev(n, x);
+
+  // sigma = 0 gives exactly x + mu (no 0 * z rounding)
+  double xn = sigma == 0.0 ? x + n->mean : x + n->mean + sigma * z;
+  return xn > 0.0 ? xn : 0.0;
+}
 
 // The same with z drawn from `key` for output return slot k: words 2-3 of LIDAR_DRAW_RAY for
 // k = 0, draw LIDAR_DRAW_DISTANCE + k otherwise. Returns x unchanged (no draw) when the noise is

@@ -301,8 +301,9 @@ static const uint32_t* ray_block(ray_ctx_t* r) {
 
 // The medium inside the object of hit h (NULL: opaque) and, for an opaque one, the surface
 // material at the hit.
-static void hit_optics(ray_ctx_t* r, const scene_hit_t* h, const ambient_material_t** inside,
-                       const surface_material_t** material) {
+static inline void hit_optics(ray_ctx_t* r, const scene_hit_t* h,
+                              const ambient_material_t** inside,
+                              const surface_material_t** material) {
   const step_view_t* v = r->v;
   optics_cache_t* c = r->optics;
   if (v->object_optics == NULL) {
