@@ -73,28 +73,6 @@ void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
 #define RNG_CLONES
 #endif
 
-// rng_philox on RNG_LANES counters side by side (inlined into each version of rng_words_n,
-// whose vectors it then uses).
-__attribute__((always_inline)) static inline void philox_lanes(
-    uint32_t* restrict c0, uint32_t* restrict c1, uint32_t* restrict c2, uint32_t* restrict c3,
-    uint32_t k0, uint32_t k1) {
-  for (int r = 0; r < 10; r++) {
-    for (size_t l = 0; l < RNG_LANES; l++) {
-      uint64_t p0 = (uint64_t)PHILOX_M0 * c0[l];
-      uint64_t p1 = (uint64_t)PHILOX_M1 * c2[l];
-      uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ k0;
-      uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ k1;
-      c1[l] = (uint32_t)p1;
-      c3[l] = (uint32_t)p0;
-      c0[l] = n0;
-      c2[l] = n2;
-    }
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
-  }
-}
-
-
 RNG_CLONES
 void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint32_t (*out)[4],
                  size_t n) {
@@ -110,7 +88,21 @@ void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint3
       c2[l] = draw;
       c3[l] = k->stream;
     }
-    philox_lanes(c0, c1, c2, c3, k0, k1);
+    uint32_t r0 = k0, r1 = k1;
+    for (int r = 0; r < 10; r++) {
+      for (size_t l = 0; l < RNG_LANES; l++) {
+        uint64_t p0 = (uint64_t)PHILOX_M0 * c0[l];
+        uint64_t p1 = (uint64_t)PHILOX_M1 * c2[l];
+        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ r0;
+        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ r1;
+        c1[l] = (uint32_t)p1;
+        c3[l] = (uint32_t)p0;
+        c0[l] = n0;
+        c2[l] = n2;
+      }
+      r0 += PHILOX_W0;
+      r1 += PHILOX_W1;
+    }
     for (size_t l = 0; l < m; l++) {
       out[base + l][0] = c0[l];
       out[base + l][1] = c1[l];
