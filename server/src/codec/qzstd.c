@@ -303,6 +303,7 @@ typedef struct pos_enc {
   const uint8_t* data;             // the cloud, its point step and position offsets
   size_t step;
   uint32_t xyz[3];
+  int packed;                      // x, y, z in a row and 16 bytes readable from x (packed_xyz)
   uint32_t stride;
   double range_step, angle_step, inv_range, inv_angle;
   int32_t lim;                     // the largest |angle| in steps (pi)
@@ -371,6 +372,16 @@ static inline uint32_t lowest_bit64(uint64_t v) {
   return b;
 #endif
 }
+
+
+#if defined(__SSE2__)
+// 16 bytes at p as 4 float32.
+static inline __m128 load_ps(const uint8_t* p) {
+  __m128 v;
+  memcpy(&v, p, sizeof(v));
+  return v;
+}
+#endif
 
 
 // AVX2 forms of the encoder's loops over a block (4 doubles, 8 integers at a time), used when the
@@ -593,6 +604,36 @@ AVX2_FN static size_t shuffle_avx2(const uint32_t* codes, size_t m, uint8_t* pla
   }
   return i;
 }
+
+
+// largest_r2 of packed points (x at p), 4 at a time: *r2max and *nmiss from them; returns how
+// many it did.
+AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t step,
+                                        double* r2max, uint32_t* nmiss) {
+  const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY);
+  __m256d best = zero;
+  uint32_t i = 0, miss = 0;
+  for (; i + 4 <= n; i += 4, p += 4 * step) {
+    __m128 a = load_ps(p), b = load_ps(p + step), c = load_ps(p + 2 * step),
+           d = load_ps(p + 3 * step);
+    _MM_TRANSPOSE4_PS(a, b, c, d);
+    __m256d x = _mm256_cvtps_pd(a), y = _mm256_cvtps_pd(b), z = _mm256_cvtps_pd(c);
+    __m256d r2 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y)),
+                               _mm256_mul_pd(z, z));
+    __m256d ok = _mm256_and_pd(_mm256_cmp_pd(r2, zero, _CMP_GT_OQ),
+                               _mm256_cmp_pd(r2, inf, _CMP_LT_OQ));
+    best = _mm256_max_pd(best, _mm256_and_pd(r2, ok));
+    uint32_t bits = (uint32_t)_mm256_movemask_pd(ok);
+    miss += 4u - (bits & 1u) - ((bits >> 1) & 1u) - ((bits >> 2) & 1u) - (bits >> 3);
+  }
+  double b4[4];
+  _mm256_storeu_pd(b4, best);
+  for (int l = 0; l < 4; l++) {
+    *r2max = b4[l] > *r2max ? b4[l] : *r2max;
+  }
+  *nmiss += miss;
+  return i;
+}
 #else
 #define QZ_AVX2 0
 #endif
@@ -616,7 +657,18 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
   const size_t step = e->step;
   const uint32_t ox = e->xyz[0], oy = e->xyz[1], oz = e->xyz[2];
   const uint8_t* pt = e->data + (size_t)i0 * step;
-  for (uint32_t j = 0; j < m; j++, pt += step) {
+  uint32_t j0 = 0;
+#if defined(__SSE2__)
+  for (; e->packed && j0 + 4 <= m; j0 += 4, pt += 4 * step) {
+    __m128 a = load_ps(pt + ox), b = load_ps(pt + step + ox), c = load_ps(pt + 2 * step + ox),
+           d = load_ps(pt + 3 * step + ox);
+    _MM_TRANSPOSE4_PS(a, b, c, d);
+    _mm_storeu_ps(e->xf + j0, a);
+    _mm_storeu_ps(e->yf + j0, b);
+    _mm_storeu_ps(e->zf + j0, c);
+  }
+#endif
+  for (uint32_t j = j0; j < m; j++, pt += step) {
     e->xf[j] = get_f32(pt + ox);
     e->yf[j] = get_f32(pt + oy);
     e->zf[j] = get_f32(pt + oz);
@@ -1116,12 +1168,24 @@ static void chan_arrays(pos_enc_t* e, uint8_t* chan, uint32_t nchan) {
 }
 
 
+// Whether x, y, z are in a row with 16 bytes of the point readable from x (4 points are then
+// loaded and transposed).
+static int packed_xyz(const uint32_t xyz[3], size_t step) {
+  return xyz[1] == xyz[0] + 4u && xyz[2] == xyz[0] + 8u && xyz[0] + 16u <= step;
+}
+
+
 // The largest r^2 of a measured point (0 < r^2 < infinity: the squares of float32 neither
 // underflow nor overflow in float64); *nmiss: the number of the others.
 static double largest_r2(const uint8_t* data, uint32_t n, size_t step, const uint32_t xyz[3],
                          uint32_t* nmiss) {
   double r2max = 0.0;
   uint32_t i = 0, miss = 0;
+#if QZ_AVX2
+  if (packed_xyz(xyz, step) && cpu_has_avx2()) {
+    i = largest_r2_avx2(data + xyz[0], n, step, &r2max, &miss);
+  }
+#endif
 #if defined(__SSE2__)
   const __m128d zero = _mm_setzero_pd(), inf = _mm_set1_pd(INFINITY);
   __m128d best = zero;
@@ -1139,7 +1203,9 @@ static double largest_r2(const uint8_t* data, uint32_t n, size_t step, const uin
   }
   double b[2];
   _mm_storeu_pd(b, best);
-  r2max = b[0] > b[1] ? b[0] : b[1];
+  for (int l = 0; l < 2; l++) {
+    r2max = b[l] > r2max ? b[l] : r2max;
+  }
 #endif
   for (; i < n; i++) {
     const uint8_t* pt = data + (size_t)i * step;
@@ -1285,6 +1351,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     // the prediction (a miss takes the prediction as its values) and the error of what a
     // decoder rebuilds
     *pe = (pos_enc_t){.data = c->data, .step = step, .xyz = {xyz[0], xyz[1], xyz[2]},
+                      .packed = packed_xyz(xyz, step),
                       .stride = stride, .range_step = range_step, .angle_step = angle_step,
                       .inv_range = inv_range, .inv_angle = inv_angle, .lim = lim,
                       .last_ca = 1.0, .exc = body + (size_t)n * step, .nword = nword,
