@@ -53,33 +53,67 @@ int lidar_noise_distance_init(lidar_distance_noise_t* n, const lidar_distance_no
 }
 
 
+// P. J. Acklam, "An algorithm for computing the inverse normal cumulative distribution
+// function" (2003): a rational function of u - 1/2 in the centre, of sqrt(-2 ln u) in the
+// tails (below QUANTILE_P_LOW and symmetrically above 1 - QUANTILE_P_LOW)
+#define QUANTILE_P_LOW 0.02425
+static const double g_qa[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
+                               -2.759285104469687e+02, 1.383577518672690e+02,
+                               -3.066479806614716e+01, 2.506628277459239e+00};
+static const double g_qb[5] = {-5.447609879822406e+01, 1.615858368580409e+02,
+                               -1.556989798598866e+02, 6.680131188771972e+01,
+                               -1.328068155288572e+01};
+
+// The central branch.
+static inline double quantile_centre(double u) {
+  const double* a = g_qa;
+  const double* b = g_qb;
+  double q = u - 0.5;
+  double r = q * q;
+  return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+         (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+}
+
+
 double lidar_noise_normal_quantile(double u) {
-  // P. J. Acklam, "An algorithm for computing the inverse normal cumulative distribution
-  // function" (2003): a rational function of u - 1/2 in the centre, of sqrt(-2 ln u) in the
-  // tails (below 0.02425 and symmetrically above 1 - 0.02425)
-  static const double a[6] = {-3.969683028665376e+01, 2.209460984245205e+02,
-                              -2.759285104469687e+02, 1.383577518672690e+02,
-                              -3.066479806614716e+01, 2.506628277459239e+00};
-  static const double b[5] = {-5.447609879822406e+01, 1.615858368580409e+02,
-                              -1.556989798598866e+02, 6.680131188771972e+01,
-                              -1.328068155288572e+01};
   static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01,
                               -2.400758277161838e+00, -2.549732539343734e+00,
                               4.374664141464968e+00, 2.938163982698783e+00};
   static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01,
                               2.445134137142996e+00, 3.754408661907416e+00};
-  const double p_low = 0.02425;
+  const double p_low = QUANTILE_P_LOW;
   if (u > p_low && u < 1.0 - p_low) {
-    double q = u - 0.5;
-    double r = q * q;
-    return (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
-           (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+    return quantile_centre(u);
   }
   double tail = u <= p_low ? u : 1.0 - u;
   double q = sqrt(-2.0 * log(tail));
   double x = (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
              ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
   return u <= p_low ? x : -x;
+}
+
+
+// Built for the baseline ISA and, where the compiler can, AVX2 and AVX-512, picked at load
+// time: each lane does the scalar operations (ISO C: no contraction into fused multiply-adds),
+// so every version gives the same bits.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__)
+#define NOISE_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
+#else
+#define NOISE_CLONES
+#endif
+
+NOISE_CLONES
+void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
+  for (size_t i = 0; i < n; i++) {
+    z[i] = quantile_centre(lidar_noise_uniform(w[i][2], w[i][3]));
+  }
+  for (size_t i = 0; i < n; i++) {
+    double u = lidar_noise_uniform(w[i][2], w[i][3]);
+    if (!(u > QUANTILE_P_LOW && u < 1.0 - QUANTILE_P_LOW)) {
+      z[i] = lidar_noise_normal_quantile(u);
+    }
+  }
 }
 
 

@@ -9,6 +9,7 @@
 #ifndef SENSIM_LIDAR_NOISE_H_
 #define SENSIM_LIDAR_NOISE_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "base/err.h"
@@ -39,6 +40,12 @@ static inline double lidar_noise_uniform(uint32_t hi, uint32_t lo) {
 // (relative error below 1.2e-9), so one uniform gives one normal without a log or a cosine in
 // 95 % of the draws.
 double lidar_noise_normal_quantile(double u);
+
+// z[i] = lidar_noise_normal_quantile(lidar_noise_uniform(w[i][2], w[i][3])) for i < n: the
+// quantiles of words 2-3 of n draws (the distance noise of a ray's first return, from its
+// first draw), the central branch across SIMD lanes (bit for bit the scalar arithmetic: the
+// same operations in the same order, no fused multiply-add).
+void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z);
 
 // A standard normal from draw `draw` of key (words 0-1).
 double lidar_noise_normal(const rng_key_t* key, uint32_t draw);

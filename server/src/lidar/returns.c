@@ -278,6 +278,8 @@ typedef struct ray_ctx {
   double time;                          // fraction of the step
   uint32_t* block;                      // words of draw LIDAR_DRAW_RAY (when has_block)
   int has_block;
+  const double* z0;                     // the first return's distance noise quantile, from the
+                                        //   block's words 2-3 (NULL: computed when needed)
   seg_t* nodes;                         // 2^D - 1 heap nodes
   lidar_candidate_t* cand;
   uint32_t ncand;
@@ -529,8 +531,9 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
     double z = 0.0;
     if (lidar_noise_distance_stddev(dn, o[q].distance) != 0.0) {
       const uint32_t* w = ray_block(r);
-      z = q == 0 ? lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]))
-                 : lidar_noise_normal(&r->key, LIDAR_DRAW_DISTANCE + q);
+      z = q != 0      ? lidar_noise_normal(&r->key, LIDAR_DRAW_DISTANCE + q)
+          : r->z0 != NULL ? *r->z0
+                          : lidar_noise_normal_quantile(lidar_noise_uniform(w[2], w[3]));
     }
     double x = lidar_noise_distance_apply(dn, o[q].distance, z);
     o[q].distance = x;
@@ -551,8 +554,8 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
 // [base, base + m) of the batch, their hits, and their first draws when `eager`.
 static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_t* b,
                             size_t base, size_t m, const scene_hit_t* hits,
-                            uint32_t (*blocks)[4], int eager, optics_cache_t* optics,
-                            lidar_return_t* out, uint8_t* nret) {
+                            uint32_t (*blocks)[4], int eager, const double* z0,
+                            optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
   const step_view_t* v = b->view;
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
@@ -568,6 +571,7 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
     r.key.index = b->ray_index[base + j];
     r.block = blocks[j];
     r.has_block = eager;
+    r.z0 = z0 != NULL ? &z0[j] : NULL;
     r.cand = cand;
     r.ncand = 0;
 
@@ -623,6 +627,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   uint16_t which[NODE_BUDGET];                      // its heap node
   ray_ctx_t ctx[BATCH_RAYS];
   uint32_t blocks[BATCH_RAYS][4];
+  double z0[BATCH_RAYS];
   double tmax0 = remaining_length(p, 0.0, air->refractive_index);
   optics_cache_t optics = {0};
 
@@ -640,11 +645,16 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       rays[j].tmax = tmax0;
     }
     scene_trace_filtered16(v->scene, rays, hits, m, b->filter);
+    int batch_z0 = eager && p->distance_noise.enabled;
     if (eager) {
       rng_words_n(&key0, b->ray_index + base, LIDAR_DRAW_RAY, blocks, m);
     }
+    if (batch_z0) {
+      lidar_noise_normal_quantiles((const uint32_t(*)[4])blocks, m, z0);
+    }
     if (p->depth == 1) {
-      primary_returns(p, b, base, m, hits, blocks, eager, &optics, out, nret);
+      primary_returns(p, b, base, m, hits, blocks, eager, batch_z0 ? z0 : NULL, &optics, out,
+                      nret);
       continue;
     }
     for (size_t j = 0; j < m; j++) {
@@ -657,6 +667,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       r->time = rays[j].time;
       r->block = blocks[j];
       r->has_block = eager;
+      r->z0 = batch_z0 ? &z0[j] : NULL;
       r->nodes = &nodes[j * npr];
       r->cand = &cand[j * ncr];
       r->ncand = 0;

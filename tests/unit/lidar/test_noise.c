@@ -2,6 +2,7 @@
 // test_noise.c: detection distance noise (known sigma values of docs/models/lidar.md, injected
 // samples, statistics of the drawn noise, determinism) and ray emission angle noise.
 #include <math.h>
+#include <string.h>
 
 #include "check.h"
 #include "lidar/noise.h"
@@ -45,6 +46,42 @@ TEST(noise_normal_quantile_known_values) {
   return 0;
 }
 
+
+// The batched quantiles equal the scalar ones bit for bit, in the centre and in both tails
+// (words chosen to land there), for batch lengths around the SIMD widths.
+TEST(noise_batched_quantiles_equal_scalar) {
+  uint32_t w[37][4];
+  uint64_t x = 0x243F6A8885A308D3ull;
+  for (int i = 0; i < 37; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    w[i][0] = w[i][1] = 0;
+    w[i][2] = (uint32_t)(x >> 32);
+    w[i][3] = (uint32_t)x;
+  }
+  w[3][2] = 0x00000001u;   // u ~ 2.3e-10: lower tail
+  w[4][2] = 0xfffffff0u;   // upper tail
+  w[5][2] = 0x063d70a3u;   // u next to the tail boundary 0.02425
+  w[6][2] = 0u;            // the smallest u
+  w[6][3] = 0;
+  static const size_t lengths[] = {0, 1, 2, 7, 8, 9, 16, 17, 37};
+  for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+    double z[37];
+    for (int i = 0; i < 37; i++) {
+      z[i] = -12345.0;
+    }
+    lidar_noise_normal_quantiles((const uint32_t(*)[4])w, lengths[t], z);
+    for (size_t i = 0; i < 37; i++) {
+      double want = i < lengths[t]
+                        ? lidar_noise_normal_quantile(lidar_noise_uniform(w[i][2], w[i][3]))
+                        : -12345.0;
+      ASSERT_TRUE(memcmp(&z[i], &want, sizeof want) == 0);
+    }
+  }
+  // the tails were reached
+  ASSERT_TRUE(lidar_noise_normal_quantile(lidar_noise_uniform(w[3][2], w[3][3])) < -5.0);
+  ASSERT_TRUE(lidar_noise_normal_quantile(lidar_noise_uniform(w[4][2], w[4][3])) > 5.0);
+  return 0;
+}
 
 TEST(noise_distance_sigma_known_answers) {
   lidar_distance_noise_t n = distance_noise(0.01, 0.001, 0.0);
