@@ -794,12 +794,15 @@ static double time_raw(pool_t* pool, const raw_scene_t* s, const rays_t* r, resu
 }
 
 
+// env_raycast as the daemon runs a Raycast request in the bytes form: the request's double
+// arrays in, the reply's hit records (the core's hit layout, reserved bytes zero) out.
 static double time_sensim(env_t* e, const rays_t* r, scene_hit_t* hits) {
   env_raycast_t rc = {
       .nray = (uint32_t)r->n,
       .origins = r->org_d,
       .directions = r->dir_d,
       .max_range = r->max_range,
+      .hit_records = 1,
   };
   err_msg_t msg;
   double t0 = bench_now();

@@ -540,7 +540,7 @@ static int reply_alloc(uint64_t id, size_t n, ray_result_t* res, uint8_t** recor
 
 
 // Trace into the reply to a bytes-form request: the core writes its hits straight into the
-// records when its hit record has the wire layout (then only the reserved bytes are cleared).
+// records when its hit record has the wire layout (hit_records: the reserved bytes zero).
 static int trace_to_records(const wire_request_t* req, env_t* e, const env_raycast_t* r,
                             ray_result_t* res, err_msg_t* msg) {
   size_t n = r->nray;
@@ -550,11 +550,9 @@ static int trace_to_records(const wire_request_t* req, env_t* e, const env_rayca
     return rc;
   }
   if (HIT_IN_PLACE) {
-    rc = env_raycast(e, r, (scene_hit_t*)(void*)rec, msg);
-    for (size_t i = 0; !rc && i < n; i++) {
-      memset(rec + i * WIRE_HIT_RECORD_BYTES + 40, 0, 8);
-    }
-    return rc;
+    env_raycast_t records = *r;
+    records.hit_records = 1;  // the reserved bytes (primitive, padding) written as zero
+    return env_raycast(e, &records, (scene_hit_t*)(void*)rec, msg);
   }
   res->hits = mem_alloc((n ? n : 1) * sizeof(*res->hits));
   if (!res->hits) {

@@ -6,6 +6,8 @@
 #include "scene/scene.h"
 
 #include <embree3/rtcore.h>
+#include <float.h>
+#include <immintrin.h>
 #include <math.h>
 #include <pmmintrin.h>
 #include <pthread.h>
@@ -717,23 +719,15 @@ _Static_assert(sizeof(struct RTCRayHit16) == F_COUNT * WIDE * sizeof(float), "RT
 #define LANE(field, k) ((field) * W + (k))
 
 
-// The hit of lane k of an intersected packet of W lanes into out.
-static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
-                            unsigned W, unsigned k, scene_hit_t* out) {
-  memset(out, 0, sizeof *out);
-  out->distance = INFINITY;
-  unsigned id = pk->u[LANE(F_INST, k)];
-  if (pk->u[LANE(F_GEOM, k)] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
-    return;
-  }
-  const inst_t* in = &s->insts[id];
-
+// The world normal (not unit, either side) of lane k of an intersected packet of W lanes that
+// hit instance `in`.
+static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, unsigned k,
+                              double n[3]) {
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
   // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals): a fixed matrix for a
   // static instance, and (16-wide packets only, so that scene_trace keeps its roundings) for
   // one that moves without turning
   double ng[3] = {pk->f[LANE(F_NG_X, k)], pk->f[LANE(F_NG_Y, k)], pk->f[LANE(F_NG_Z, k)]};
-  double n[3];
   if (in->moving && (W != WIDE || in->turning)) {
     double q[4];
     double nobj[3] = {ng[0] / in->scale[0], ng[1] / in->scale[1], ng[2] / in->scale[2]};
@@ -745,7 +739,21 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
     n[1] = m[3] * ng[0] + m[4] * ng[1] + m[5] * ng[2];
     n[2] = m[6] * ng[0] + m[7] * ng[1] + m[8] * ng[2];
   }
+}
 
+
+// The hit of lane k of an intersected packet of W lanes into out.
+static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
+                            unsigned W, unsigned k, scene_hit_t* out) {
+  memset(out, 0, sizeof *out);
+  out->distance = INFINITY;
+  unsigned id = pk->u[LANE(F_INST, k)];
+  if (pk->u[LANE(F_GEOM, k)] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
+    return;
+  }
+  const inst_t* in = &s->insts[id];
+  double n[3];
+  hit_normal(in, pk, W, k, n);
   double len = xform_norm3(n);
   double facing = n[0] * r->dir[0] + n[1] * r->dir[1] + n[2] * r->dir[2];
   double f = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
@@ -768,6 +776,72 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 
 // Farthest the origins of a 16-wide packet may be from its first one (per axis, m).
 #define PACKET_COHERENT_ORIGIN 0.1f
+
+
+// Intersect an assembled packet of W lanes (n of them used; valid: the lanes to trace)
+// against the committed top level: as one coherent packet when its valid rays are coherent
+// (see trace_packet), else ray by ray. known: -1, or whether the packet is coherent when every
+// lane is valid (the test below, made by the caller).
+__attribute__((always_inline)) static inline void packet_intersect(
+    const scene_t* s, packet_t* pk, const int* valid, unsigned n, const unsigned W, int known) {
+  const float* f = pk->f;
+
+  // coherence: the valid lanes against the first valid one
+  int first = known < 0 ? -1 : 0;
+  bool coherent = known != 0;
+  for (unsigned k = 0; known < 0 && k < n; k++) {
+    if (!valid[k]) {
+      continue;
+    }
+    if (first < 0) {
+      first = (int)k;
+      continue;
+    }
+    unsigned j = (unsigned)first;
+    float c = f[LANE(F_DIR_X, k)] * f[LANE(F_DIR_X, j)] +
+              f[LANE(F_DIR_Y, k)] * f[LANE(F_DIR_Y, j)] +
+              f[LANE(F_DIR_Z, k)] * f[LANE(F_DIR_Z, j)];
+    if (W == WIDE) {
+      // a lidar's tile: origins may move a little between its columns (a sensor on a vehicle);
+      // Embree's packet frustum spans the origins
+      coherent &= (c >= PACKET_COHERENT_COS) &
+                  (fabsf(f[LANE(F_ORG_X, k)] - f[LANE(F_ORG_X, j)]) <= PACKET_COHERENT_ORIGIN) &
+                  (fabsf(f[LANE(F_ORG_Y, k)] - f[LANE(F_ORG_Y, j)]) <= PACKET_COHERENT_ORIGIN) &
+                  (fabsf(f[LANE(F_ORG_Z, k)] - f[LANE(F_ORG_Z, j)]) <= PACKET_COHERENT_ORIGIN);
+    } else {
+      coherent &= (c >= PACKET_COHERENT_COS) & (f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)]) &
+                  (f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)]) &
+                  (f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)]);
+    }
+  }
+
+  // intersect
+  if (first >= 0) {
+    struct RTCIntersectContext ctx;
+    rtcInitIntersectContext(&ctx);
+    if (coherent) {
+      ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
+      if (W == WIDE) {
+        rtcIntersect16(valid, s->top, &ctx, &pk->rh16);
+      } else {
+        rtcIntersect8(valid, s->top, &ctx, &pk->rh);
+      }
+    } else {
+      _Alignas(64) int one[WIDE] = {0};
+      for (unsigned k = 0; k < n; k++) {
+        if (valid[k]) {
+          one[k] = -1;
+          if (W == WIDE) {
+            rtcIntersect16(one, s->top, &ctx, &pk->rh16);
+          } else {
+            rtcIntersect8(one, s->top, &ctx, &pk->rh);
+          }
+          one[k] = 0;
+        }
+      }
+    }
+  }
+}
 
 
 // Up to LANES rays (1 <= n <= LANES) as one packet against the committed top level. A ray with
@@ -818,61 +892,7 @@ __attribute__((always_inline)) static inline void trace_packet(
     u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
   }
 
-  // coherence: the valid lanes against the first valid one
-  int first = -1;
-  bool coherent = true;
-  for (unsigned k = 0; k < n; k++) {
-    if (!valid[k]) {
-      continue;
-    }
-    if (first < 0) {
-      first = (int)k;
-      continue;
-    }
-    unsigned j = (unsigned)first;
-    float c = f[LANE(F_DIR_X, k)] * f[LANE(F_DIR_X, j)] +
-              f[LANE(F_DIR_Y, k)] * f[LANE(F_DIR_Y, j)] +
-              f[LANE(F_DIR_Z, k)] * f[LANE(F_DIR_Z, j)];
-    if (W == WIDE) {
-      // a lidar's tile: origins may move a little between its columns (a sensor on a vehicle);
-      // Embree's packet frustum spans the origins
-      coherent &= (c >= PACKET_COHERENT_COS) &
-                  (fabsf(f[LANE(F_ORG_X, k)] - f[LANE(F_ORG_X, j)]) <= PACKET_COHERENT_ORIGIN) &
-                  (fabsf(f[LANE(F_ORG_Y, k)] - f[LANE(F_ORG_Y, j)]) <= PACKET_COHERENT_ORIGIN) &
-                  (fabsf(f[LANE(F_ORG_Z, k)] - f[LANE(F_ORG_Z, j)]) <= PACKET_COHERENT_ORIGIN);
-    } else {
-      coherent &= (c >= PACKET_COHERENT_COS) & (f[LANE(F_ORG_X, k)] == f[LANE(F_ORG_X, j)]) &
-                  (f[LANE(F_ORG_Y, k)] == f[LANE(F_ORG_Y, j)]) &
-                  (f[LANE(F_ORG_Z, k)] == f[LANE(F_ORG_Z, j)]);
-    }
-  }
-
-  // intersect
-  if (first >= 0) {
-    struct RTCIntersectContext ctx;
-    rtcInitIntersectContext(&ctx);
-    if (coherent) {
-      ctx.flags = RTC_INTERSECT_CONTEXT_FLAG_COHERENT;
-      if (W == WIDE) {
-        rtcIntersect16(valid, s->top, &ctx, &pk.rh16);
-      } else {
-        rtcIntersect8(valid, s->top, &ctx, &pk.rh);
-      }
-    } else {
-      _Alignas(64) int one[WIDE] = {0};
-      for (unsigned k = 0; k < n; k++) {
-        if (valid[k]) {
-          one[k] = -1;
-          if (W == WIDE) {
-            rtcIntersect16(one, s->top, &ctx, &pk.rh16);
-          } else {
-            rtcIntersect8(one, s->top, &ctx, &pk.rh);
-          }
-          one[k] = 0;
-        }
-      }
-    }
-  }
+  packet_intersect(s, &pk, valid, n, W, -1);
 
   // hits
   for (unsigned k = 0; k < n; k++) {
@@ -978,15 +998,16 @@ static bool excluded(const scene_filter_t* f, uint32_t object_id) {
 #define FILTER_BATCH 64
 #define FILTER_PASSES 16
 
-// The rays that hit an excluded object after a first trace, traced on (scene_trace_filtered).
-static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
-                        const scene_filter_t* f);
+// The rays that hit an excluded object after a first trace, traced on (scene_trace_filtered):
+// rays[i], or (rays NULL) ray first + i of `in` as scene_ray_from builds it.
+static void filter_hits(const scene_t* s, const scene_ray_t* rays, const scene_rays_t* in,
+                        size_t first, scene_hit_t* hits, size_t n, const scene_filter_t* f);
 
 void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
                           const scene_filter_t* f) {
   scene_trace(s, rays, hits, n);
   if (f && f->nexclude != 0) {
-    filter_hits(s, rays, hits, n, f);
+    filter_hits(s, rays, NULL, 0, hits, n, f);
   }
 }
 
@@ -995,13 +1016,13 @@ void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit
                             size_t n, const scene_filter_t* f) {
   scene_trace_coherent16(s, rays, hits, n);
   if (f && f->nexclude != 0) {
-    filter_hits(s, rays, hits, n, f);
+    filter_hits(s, rays, NULL, 0, hits, n, f);
   }
 }
 
 
-static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
-                        const scene_filter_t* f) {
+static void filter_hits(const scene_t* s, const scene_ray_t* rays, const scene_rays_t* in,
+                        size_t first, scene_hit_t* hits, size_t n, const scene_filter_t* f) {
 
   // each ray that hit an excluded object continues from just past the hit (a relative step
   // of 1e-6, at least 1 um), its distances measured along the original ray
@@ -1015,7 +1036,11 @@ static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* 
       if (hits[i].object_id != 0 && excluded(f, hits[i].object_id)) {
         idx[m] = i;
         base[m] = 0.0;
-        more[m] = rays[i];
+        if (rays) {
+          more[m] = rays[i];
+        } else {
+          (void)scene_ray_from(in, first + i, &more[m]);  // accepted when it was traced
+        }
         m++;
       }
     }
@@ -1053,6 +1078,9 @@ static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* 
         if (h->object_id != 0) {
           h->distance += base[j];
         }
+        if (in && in->records) {
+          h->primitive = 0;
+        }
       }
     }
 
@@ -1065,4 +1093,363 @@ static void filter_hits(const scene_t* s, const scene_ray_t* rays, scene_hit_t* 
       }
     }
   }
+}
+
+//---------------- Rays as a request carries them
+
+// A ray's time s from the request's absolute time (1 without times or an empty step).
+static inline double ray_time(const scene_rays_t* in, size_t i) {
+  double s = 1.0;
+  if (in->times && in->dt > 0.0) {
+    s = (in->times[in->time_per_ray ? i : 0] - in->t0) / in->dt;
+    s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
+  }
+  return s;
+}
+
+
+bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out) {
+  // comparisons are false for NaN; the origin's bound also excludes infinities
+  const double* o = in->origins + 3 * i;
+  const double* d = in->directions + 3 * i;
+  double mc = in->max_coord;
+  bool ok = fabs(o[0]) <= mc && fabs(o[1]) <= mc && fabs(o[2]) <= mc && fabs(d[0]) <= DBL_MAX &&
+            fabs(d[1]) <= DBL_MAX && fabs(d[2]) <= DBL_MAX;
+  double len = ok ? xform_norm3(d) : 0.0;
+  if (!ok || !(len >= in->min_direction)) {
+    return false;
+  }
+  double inv = 1.0 / len;
+  for (int a = 0; a < 3; a++) {
+    out->origin[a] = o[a];
+    out->dir[a] = d[a] * inv;
+  }
+  out->tmax = in->tmax;
+  out->time = ray_time(in, i);
+  return true;
+}
+
+_Static_assert(sizeof(scene_hit_t) == 48 && offsetof(scene_hit_t, normal) == 8 &&
+                   offsetof(scene_hit_t, object_id) == 32 && offsetof(scene_hit_t, label) == 36 &&
+                   offsetof(scene_hit_t, primitive) == 40,
+               "scene_hit_t: distance and normal in 32 bytes, then ids and padding in 16");
+
+// The packet path below needs AVX2 (four doubles per instruction: a packet's square roots and
+// divisions take a quarter of the scalar ones' time); a CPU without it takes the scalar path,
+// which gives the same bits. Both run under the tracing MXCSR (flush-to-zero,
+// denormals-are-zero), as trace_packet's conversions and hits do.
+#define SIMD_TARGET __attribute__((target("avx2")))
+
+// Four 3-vectors p[0..12) (x y z each) as the columns x, y, z.
+SIMD_TARGET static inline void simd_columns(const double* p, __m256d* x, __m256d* y,
+                                            __m256d* z) {
+  __m256d a = _mm256_loadu_pd(p);      // x0 y0 z0 x1
+  __m256d b = _mm256_loadu_pd(p + 4);  // y1 z1 x2 y2
+  __m256d c = _mm256_loadu_pd(p + 8);  // z2 x3 y3 z3
+  *x = _mm256_permute4x64_pd(_mm256_blend_pd(_mm256_blend_pd(a, b, 0x4), c, 0x2),
+                             _MM_SHUFFLE(1, 2, 3, 0));
+  *y = _mm256_permute4x64_pd(_mm256_blend_pd(_mm256_blend_pd(a, b, 0x9), c, 0x4),
+                             _MM_SHUFFLE(2, 3, 0, 1));
+  *z = _mm256_permute4x64_pd(_mm256_blend_pd(_mm256_blend_pd(a, b, 0x2), c, 0x9),
+                             _MM_SHUFFLE(3, 0, 1, 2));
+}
+
+
+// Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
+// scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
+// written, when a ray is refused or its direction's squared length is outside xform_norm3's
+// plain range: the scalar path then takes the packet. time: every ray's (float) when the
+// request has no time per ray.
+SIMD_TARGET static bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
+                                  double dir[3][LANES]) {
+  const unsigned W = LANES;
+  const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
+  const __m256d mc = _mm256_set1_pd(in->max_coord), big = _mm256_set1_pd(DBL_MAX);
+  const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
+  const __m256d dmin = _mm256_set1_pd(in->min_direction);
+  bool per_ray = in->times && in->dt > 0.0 && in->time_per_ray;
+  for (unsigned h = 0; h < W; h += 4) {
+    __m256d ox, oy, oz, dx, dy, dz;
+    simd_columns(in->origins + 3 * (i0 + h), &ox, &oy, &oz);
+    simd_columns(in->directions + 3 * (i0 + h), &dx, &dy, &dz);
+#define SIMD_LE(v, b) _mm256_cmp_pd(_mm256_andnot_pd(sign, (v)), (b), _CMP_LE_OQ)
+    __m256d ok = _mm256_and_pd(_mm256_and_pd(SIMD_LE(ox, mc), SIMD_LE(oy, mc)), SIMD_LE(oz, mc));
+    ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_and_pd(SIMD_LE(dx, big), SIMD_LE(dy, big)),
+                                         SIMD_LE(dz, big)));
+#undef SIMD_LE
+    __m256d sq = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)),
+                               _mm256_mul_pd(dz, dz));
+    ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_cmp_pd(sq, lo, _CMP_GT_OQ),
+                                         _mm256_cmp_pd(sq, hi, _CMP_LT_OQ)));
+    __m256d len = _mm256_sqrt_pd(sq);
+    ok = _mm256_and_pd(ok, _mm256_cmp_pd(len, dmin, _CMP_GE_OQ));
+    if (_mm256_movemask_pd(ok) != 0xF) {
+      return false;
+    }
+    __m256d inv = _mm256_div_pd(one, len);
+    dx = _mm256_mul_pd(dx, inv);
+    dy = _mm256_mul_pd(dy, inv);
+    dz = _mm256_mul_pd(dz, inv);
+    _mm256_store_pd(dir[0] + h, dx);
+    _mm256_store_pd(dir[1] + h, dy);
+    _mm256_store_pd(dir[2] + h, dz);
+    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    if (per_ray) {
+      // ray_time, then trace_packet's clamp (times are finite: never NaN here)
+      __m256d s = _mm256_div_pd(_mm256_sub_pd(_mm256_loadu_pd(in->times + i0 + h),
+                                              _mm256_set1_pd(in->t0)),
+                                _mm256_set1_pd(in->dt));
+      s = _mm256_max_pd(_mm256_min_pd(s, one), _mm256_setzero_pd());
+      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(s));
+    } else {
+      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm_set1_ps(time));
+    }
+  }
+  return true;
+}
+
+
+// packet_intersect's coherence test of a full packet of LANES valid lanes: every direction
+// within PACKET_COHERENT_COS of the first and every origin the first's (the same float
+// operations, eight lanes at once).
+SIMD_TARGET static int simd_coherent(const packet_t* pk) {
+  const unsigned W = LANES;
+  const float* f = pk->f;
+  __m256 c = _mm256_add_ps(
+      _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, 0)),
+                                  _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
+                    _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Y, 0)),
+                                  _mm256_set1_ps(f[LANE(F_DIR_Y, 0)]))),
+      _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Z, 0)), _mm256_set1_ps(f[LANE(F_DIR_Z, 0)])));
+  __m256 ok = _mm256_cmp_ps(c, _mm256_set1_ps(PACKET_COHERENT_COS), _CMP_GE_OQ);
+  for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
+    ok = _mm256_and_ps(ok, _mm256_cmp_ps(_mm256_load_ps(f + LANE(a, 0)),
+                                         _mm256_set1_ps(f[LANE(a, 0)]), _CMP_EQ_OQ));
+  }
+  return _mm256_movemask_ps(ok) == 0xFF;
+}
+
+
+// The hits of the full intersected packet pk (unit directions dir) into out, as hit_fill
+// writes them (records: primitive 0).
+SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
+                                  const double dir[3][LANES], int records, scene_hit_t* out) {
+  const unsigned W = LANES;
+  _Alignas(32) double nv[3][LANES];
+  unsigned hit = 0;
+  for (unsigned k = 0; k < W; k++) {
+    unsigned id = pk->u[LANE(F_INST, k)];
+    uint32_t tail[4] = {0, 0, 0, 0};  // object_id, label, primitive, padding
+    if (pk->u[LANE(F_GEOM, k)] != RTC_INVALID_GEOMETRY_ID && id < (unsigned)s->ninst) {
+      const inst_t* in = &s->insts[id];
+      double n[3];
+      hit_normal(in, pk, W, k, n);
+      nv[0][k] = n[0];
+      nv[1][k] = n[1];
+      nv[2][k] = n[2];
+      hit |= 1u << k;
+      tail[0] = in->object_id;
+      tail[1] = in->label;
+      tail[2] = records || in->is_prim ? 0 : pk->u[LANE(F_PRIM, k)];
+    } else {
+      nv[0][k] = nv[1][k] = nv[2][k] = 0.0;
+    }
+    memcpy((char*)&out[k] + offsetof(scene_hit_t, object_id), tail, sizeof tail);
+  }
+
+  const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
+  const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
+  const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY);
+  for (unsigned h = 0; h < W; h += 4) {
+    __m256d n0 = _mm256_load_pd(nv[0] + h), n1 = _mm256_load_pd(nv[1] + h);
+    __m256d n2 = _mm256_load_pd(nv[2] + h);
+    __m128i bits = _mm_and_si128(_mm_set1_epi32((int)(hit >> h)), _mm_setr_epi32(1, 2, 4, 8));
+    __m256d is_hit = _mm256_castsi256_pd(
+        _mm256_cvtepi32_epi64(_mm_cmpeq_epi32(bits, _mm_setr_epi32(1, 2, 4, 8))));
+
+    // hit_fill's length (xform_norm3), facing and factor, lane by lane the same operations
+    __m256d sq = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(n0, n0), _mm256_mul_pd(n1, n1)),
+                               _mm256_mul_pd(n2, n2));
+    __m256d len = _mm256_sqrt_pd(sq);
+    __m256d plain = _mm256_and_pd(_mm256_cmp_pd(sq, lo, _CMP_GT_OQ),
+                                  _mm256_cmp_pd(sq, hi, _CMP_LT_OQ));
+    unsigned odd = (unsigned)_mm256_movemask_pd(_mm256_andnot_pd(plain, is_hit));
+    if (odd) {
+      _Alignas(32) double l[4];
+      _mm256_store_pd(l, len);
+      for (unsigned j = 0; j < 4; j++) {
+        if (odd & (1u << j)) {
+          double n[3] = {nv[0][h + j], nv[1][h + j], nv[2][h + j]};
+          l[j] = xform_norm(n, 3);
+        }
+      }
+      len = _mm256_load_pd(l);
+    }
+    __m256d facing = _mm256_add_pd(
+        _mm256_add_pd(_mm256_mul_pd(n0, _mm256_load_pd(dir[0] + h)),
+                      _mm256_mul_pd(n1, _mm256_load_pd(dir[1] + h))),
+        _mm256_mul_pd(n2, _mm256_load_pd(dir[2] + h)));
+    __m256d f = _mm256_div_pd(one, len);  // (-1) / len is -(1 / len) exactly
+    f = _mm256_blendv_pd(f, _mm256_xor_pd(f, sign), _mm256_cmp_pd(facing, zero, _CMP_GT_OQ));
+    f = _mm256_and_pd(f, _mm256_cmp_pd(len, zero, _CMP_GT_OQ));
+    n0 = _mm256_and_pd(_mm256_mul_pd(f, n0), is_hit);
+    n1 = _mm256_and_pd(_mm256_mul_pd(f, n1), is_hit);
+    n2 = _mm256_and_pd(_mm256_mul_pd(f, n2), is_hit);
+    __m256d d = _mm256_blendv_pd(inf, _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_TFAR, h))),
+                                 is_hit);
+
+    // rows distance, normal x y z of the four hits
+    __m256d t0 = _mm256_unpacklo_pd(d, n0), t1 = _mm256_unpackhi_pd(d, n0);
+    __m256d t2 = _mm256_unpacklo_pd(n1, n2), t3 = _mm256_unpackhi_pd(n1, n2);
+    _mm256_storeu_pd(&out[h + 0].distance, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd(&out[h + 1].distance, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd(&out[h + 2].distance, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd(&out[h + 3].distance, _mm256_permute2f128_pd(t1, t3, 0x31));
+  }
+}
+
+
+// Rays i0 .. i0 + n - 1 of `in` (1 <= n <= LANES) through scene_ray_from and trace_packet.
+// Returns the index of a refused ray, or SIZE_MAX.
+static size_t scalar_packet(const scene_t* s, const scene_rays_t* in, size_t i0, unsigned n,
+                            scene_hit_t* out) {
+  scene_ray_t r[LANES];
+  for (unsigned k = 0; k < n; k++) {
+    if (!scene_ray_from(in, i0 + k, &r[k])) {
+      return i0 + k;
+    }
+  }
+  trace_packet(s, r, out, n, LANES);
+  for (unsigned k = 0; in->records && k < n; k++) {
+    out[k].primitive = 0;
+  }
+  return SIZE_MAX;
+}
+
+
+// Whether the times of rays [begin, end), the step's start and its length are zero or far
+// from the subnormal range (so that no difference or quotient of them is subnormal but one of
+// 0 or a normal float).
+static bool times_plain(const scene_rays_t* in, size_t begin, size_t end) {
+  if (!in->times || !(in->dt > 0.0)) {
+    return true;
+  }
+  const double tiny = 1e-280;
+  bool ok = in->dt >= tiny && (in->t0 == 0.0 || fabs(in->t0) >= tiny);
+  size_t first = in->time_per_ray ? begin : 0, last = in->time_per_ray ? end : 1;
+  for (size_t i = first; i < last; i++) {
+    double ti = in->times[i];
+    ok &= (ti == 0.0) | (fabs(ti) >= tiny);
+  }
+  return ok;
+}
+
+
+// scene_trace_rays in two passes, as scene_trace_filtered: rays built in the caller's mode,
+// then traced.
+static size_t trace_rays_apart(const scene_t* s, const scene_rays_t* in, size_t begin,
+                               size_t end, scene_hit_t* hits, const scene_filter_t* f) {
+  scene_ray_t r[FILTER_BATCH];
+  for (size_t i = begin; i < end; i += FILTER_BATCH) {
+    size_t n = end - i < FILTER_BATCH ? end - i : FILTER_BATCH;
+    for (size_t k = 0; k < n; k++) {
+      if (!scene_ray_from(in, i + k, &r[k])) {
+        return i + k;
+      }
+    }
+    scene_trace(s, r, hits + i, n);
+    for (size_t k = 0; in->records && k < n; k++) {
+      hits[i + k].primitive = 0;
+    }
+  }
+  if (f && f->nexclude != 0) {
+    filter_hits(s, NULL, in, begin, hits + begin, end - begin, f);
+  }
+  return end;
+}
+
+
+size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
+                        scene_hit_t* hits, const scene_filter_t* f) {
+  static int simd = -1;  // whether the CPU has AVX2 (a benign race: every thread writes 0 or 1)
+  if (simd < 0) {
+    __builtin_cpu_init();
+    simd = __builtin_cpu_supports("avx2") ? 1 : 0;
+  }
+
+  // The rays are converted under the tracing MXCSR, where scene_trace_filtered builds them in
+  // the caller's mode: the same bits, since a subnormal direction component or quotient becomes
+  // a zero float either way and a direction's length ignores it, but times and steps near
+  // 1e-300 s could part (t - t0 flushed to zero): those rays take the two passes.
+  if (!times_plain(in, begin, end)) {
+    return trace_rays_apart(s, in, begin, end, hits, f);
+  }
+
+  // what every lane of a full packet shares (trace_packet's values, converted as it does)
+  double t = ray_time(in, begin);
+  bool on = in->tmax > 0.0;
+
+  // flush-to-zero and denormals-are-zero for this call, as trace_packets
+  unsigned csr = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  float time = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
+  float tfar = on ? (float)in->tmax : -INFINITY;
+  size_t bad = SIZE_MAX;
+  for (size_t i = begin; i < end && bad == SIZE_MAX; i += LANES) {
+    unsigned n = (unsigned)(end - i < LANES ? end - i : LANES);
+
+    // the next packet's rays and hit records, fetched while this one is traced (the arrays
+    // stream through memory; Embree's traversal keeps the hardware prefetchers behind)
+    if (end - i >= 2 * LANES) {
+      const char* o = (const char*)(in->origins + 3 * (i + LANES));
+      const char* d = (const char*)(in->directions + 3 * (i + LANES));
+      const char* h = (const char*)(hits + i + LANES);
+      for (unsigned b = 0; b < 3 * LANES * sizeof(double); b += 64) {
+        _mm_prefetch(o + b, _MM_HINT_T0);
+        _mm_prefetch(d + b, _MM_HINT_T0);
+      }
+      for (unsigned b = 0; b < LANES * sizeof(scene_hit_t); b += 64) {
+        _mm_prefetch(h + b, _MM_HINT_T0);
+      }
+    }
+    if (simd && n == LANES) {
+      const unsigned W = LANES;
+      _Alignas(64) packet_t pk;
+      _Alignas(64) int valid[WIDE];
+      _Alignas(32) double dir[3][LANES];
+      if (simd_pack(in, i, time, &pk, dir)) {
+        for (unsigned k = 0; k < W; k++) {
+          valid[k] = on ? -1 : 0;
+          pk.f[LANE(F_TNEAR, k)] = 0.0f;
+          pk.f[LANE(F_TFAR, k)] = tfar;
+          pk.u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
+          pk.u[LANE(F_ID, k)] = k;
+          pk.u[LANE(F_FLAGS, k)] = 0;
+          pk.u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
+          pk.u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+        }
+        packet_intersect(s, &pk, valid, W, W, on ? simd_coherent(&pk) : -1);
+        simd_hits(s, &pk, dir, in->records, hits + i);
+        continue;
+      }
+    }
+    bad = scalar_packet(s, in, i, n, hits + i);
+  }
+  _mm_setcsr(csr);
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, end - begin);
+  if (bad != SIZE_MAX) {
+    return bad;
+  }
+
+  // past the excluded objects, in the caller's floating-point mode as scene_trace_filtered
+  if (f && f->nexclude != 0) {
+    filter_hits(s, NULL, in, begin, hits + begin, end - begin, f);
+  }
+  return end;
 }

@@ -11,6 +11,7 @@
 #ifndef SENSIM_SCENE_SCENE_H_
 #define SENSIM_SCENE_SCENE_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -164,6 +165,36 @@ void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t
 // scene_trace_filtered whose first trace is scene_trace_coherent16's.
 void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
                             size_t n, const scene_filter_t* f);
+
+//---------------- Rays as a request carries them
+
+// Rays in arrays of doubles, as a Raycast request carries them: directions of any usable
+// length (normalised here), absolute times mapped onto the step.
+typedef struct scene_rays {
+  const double* origins;     // 3 per ray, m
+  const double* directions;  // 3 per ray, any length >= min_direction
+  const double* times;       // nullable: every ray at s = 1
+  int time_per_ray;          // times holds one time per ray (else times[0] is every ray's)
+  double t0, dt;             // s = (t - t0) / dt clamped to [0, 1]; dt <= 0: s = 1
+  double tmax;               // m, > 0 (may be +inf)
+  double max_coord;          // an origin coordinate must be finite and within +-max_coord
+  double min_direction;      // a direction must be finite and at least this long
+  int records;               // hits are wire records: primitive and the padding written as 0
+} scene_rays_t;
+
+// The world ray scene_trace_rays traces for ray i of `in`: the origin, the direction divided
+// by its length (computed as xform_norm3), tmax and the time s. Returns false (and fills
+// nothing) when the ray is refused: a non-finite origin coordinate or one beyond max_coord, a
+// non-finite direction or one shorter than min_direction.
+bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out);
+
+// scene_trace_filtered on rays [begin, end) of `in` as scene_ray_from builds them, in one pass
+// per 8-ray packet (check and convert, trace, write the hits), hits into hits[begin, end):
+// bit for bit the hits scene_trace_filtered gives for those rays in one call. Returns end, or
+// the index of a ray scene_ray_from refuses (then some hits are not written). Thread: as
+// scene_trace.
+size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
+                        scene_hit_t* hits, const scene_filter_t* f);
 
 void scene_counters(const scene_t* s, scene_counters_t* out);
 

@@ -267,6 +267,7 @@ typedef struct env_raycast {
   uint32_t nexclude_body;       // at most ENV_MAX_EXCLUDED_BODIES
   uint32_t group_mask;          // object groups the rays see (bit g = CreateObject group g);
                                 // 0 = all
+  int hit_records;              // out is the reply's hit records: primitive written as 0
 } env_raycast_t;
 
 #define ENV_MAX_EXCLUDED_BODIES 1024

@@ -7,7 +7,6 @@
 // are written once per step, at the commit before the first trace.
 #include "world/env.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -17,7 +16,8 @@
 #include "base/pool.h"
 #include "world/env_impl.h"
 
-#define RAY_BATCH 256    // rays handed to scene_trace at once (a 16 KiB stack buffer)
+#define RAY_BATCH 256    // rays handed to scene_trace_rays at once (as scene_trace_filtered
+                         // took them: its filter re-traces batch by batch)
 #define RAY_GRAIN 1024   // rays per pool work item
 #define TIME_REL_TOL 1e-12
 #define ENV_MIN_DIRECTION 1e-30  // shortest accepted ray direction (any unit)
@@ -273,29 +273,20 @@ int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* 
 //---------------- Raycast
 
 
-// A ray the tracer can take: finite origin within ENV_MAX_COORD, finite direction of length at
-// least ENV_MIN_DIRECTION (a shorter one loses its precision when normalised, and is zero under
-// the flush-to-zero mode of the tracer). Its length in *len.
-static inline bool ray_ok(const double* o, const double* d, double* len) {
-  // comparisons are false for NaN; the origin's bound also excludes infinities
-  bool ok = fabs(o[0]) <= ENV_MAX_COORD && fabs(o[1]) <= ENV_MAX_COORD &&
-            fabs(o[2]) <= ENV_MAX_COORD && fabs(d[0]) <= DBL_MAX && fabs(d[1]) <= DBL_MAX &&
-            fabs(d[2]) <= DBL_MAX;
-  *len = ok ? xform_norm3(d) : 0.0;
-  return *len >= ENV_MIN_DIRECTION;
-}
-
-
-// The error of the first ray that ray_ok refuses (0 if none).
-static int check_rays(const env_raycast_t* r, err_msg_t* msg) {
+// The error of the first ray that the tracer refuses (0 if none): it takes a finite origin
+// within ENV_MAX_COORD and a finite direction of length at least ENV_MIN_DIRECTION (a shorter
+// one loses its precision when normalised, and is zero under the flush-to-zero mode of the
+// tracer).
+static int check_rays(const env_raycast_t* r, const scene_rays_t* in, err_msg_t* msg) {
   static const char* const kAxis[3] = {"x", "y", "z"};
   for (uint32_t i = 0; i < r->nray; i++) {
     const double* o = r->origins + 3 * (size_t)i;
     const double* d = r->directions + 3 * (size_t)i;
-    double len;
-    if (ray_ok(o, d, &len)) {
+    scene_ray_t ray;
+    if (scene_ray_from(in, i, &ray)) {
       continue;
     }
+    double len = xform_norm3(d);
     for (int k = 0; k < 3; k++) {
       if (!isfinite(o[k])) {
         return err_set(msg, ERR_INVAL, "origins[%u].%s = %g is not finite", i, kAxis[k], o[k]);
@@ -365,22 +356,20 @@ typedef struct raycast_job {
   const scene_t* scene;
   const env_raycast_t* r;
   scene_hit_t* out;
-  double tmax;          // m, > 0, may be +inf
-  double t_prev;        // interval; s = 1 when it is empty or there is no state
-  double dt;            // t_cur - t_prev, 0 for "s = 1"
+  scene_rays_t rays;    // the request's rays as the scene takes them
   const scene_filter_t* filter;  // objects the rays pass through (nullable)
   atomic_int stopped;   // set by the first chunk that sees r->cancelled
-  atomic_int bad;       // set by the first chunk that meets a ray ray_ok refuses
+  atomic_int bad;       // set by the first chunk that meets a ray scene_trace_rays refuses
 } raycast_job_t;
 
 
-// pool_fn_t: check and trace rays [begin, end) in stack batches. The rays are checked here, in
+// pool_fn_t: check and trace rays [begin, end) in batches, each in one pass per packet
+// (scene_trace_rays: check and convert, trace, write the hits). The rays are checked here, in
 // parallel, rather than in a pass of their own before tracing: a request with a bad ray is
 // refused all the same (its output is never used), it has only cost some tracing.
 static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   raycast_job_t* job = ctx;
   const env_raycast_t* r = job->r;
-  scene_ray_t rays[RAY_BATCH];
 
   // a cancelled request (daemon stopping, client gone) leaves its remaining chunks untraced
   if (atomic_load(&job->stopped) || atomic_load(&job->bad) ||
@@ -390,33 +379,30 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   }
   for (size_t i0 = begin; i0 < end; i0 += RAY_BATCH) {
     size_t n = end - i0 < RAY_BATCH ? end - i0 : RAY_BATCH;
-    for (size_t k = 0; k < n; k++) {
-      size_t i = i0 + k;
-      scene_ray_t* ray = &rays[k];
-      const double* o = r->origins + 3 * i;
-      const double* d = r->directions + 3 * i;
-      double len;
-      if (!ray_ok(o, d, &len)) {
-        atomic_store(&job->bad, 1);
-        return;
-      }
-      double inv = 1.0 / len;
-      for (int a = 0; a < 3; a++) {
-        ray->origin[a] = o[a];
-        ray->dir[a] = d[a] * inv;
-      }
-      ray->tmax = job->tmax;
-
-      // absolute time -> fraction of the interval
-      double s = 1.0;
-      if (r->ntime > 0 && job->dt > 0.0) {
-        s = (r->times[r->ntime == 1 ? 0 : i] - job->t_prev) / job->dt;
-        s = s < 0.0 ? 0.0 : (s > 1.0 ? 1.0 : s);
-      }
-      ray->time = s;
+    if (scene_trace_rays(job->scene, &job->rays, i0, i0 + n, job->out, job->filter) != i0 + n) {
+      atomic_store(&job->bad, 1);
+      return;
     }
-    scene_trace_filtered(job->scene, rays, job->out + i0, n, job->filter);
   }
+}
+
+
+// The request's rays as the scene takes them: absolute times onto the current interval (s = 1
+// when it is empty or there is no state), max_range <= 0 as +inf.
+static scene_rays_t raycast_rays(const env_t* e, const env_raycast_t* r) {
+  scene_rays_t in = {
+      .origins = r->origins,
+      .directions = r->directions,
+      .times = r->ntime > 0 ? r->times : NULL,
+      .time_per_ray = r->ntime != 1,
+      .t0 = e->t_prev,
+      .dt = e->has_time ? e->t_cur - e->t_prev : 0.0,
+      .tmax = r->max_range > 0.0 ? r->max_range : INFINITY,
+      .max_coord = ENV_MAX_COORD,
+      .min_direction = ENV_MIN_DIRECTION,
+      .records = r->hit_records,
+  };
+  return in;
 }
 
 
@@ -434,9 +420,7 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
       .scene = e->scene,
       .r = r,
       .out = out,
-      .tmax = r->max_range > 0.0 ? r->max_range : INFINITY,
-      .t_prev = e->t_prev,
-      .dt = e->has_time ? e->t_cur - e->t_prev : 0.0,
+      .rays = raycast_rays(e, r),
   };
   atomic_init(&job.stopped, 0);
   atomic_init(&job.bad, 0);
@@ -460,7 +444,7 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
   pool_parallel_for(e->pool, r->nray, RAY_GRAIN, raycast_chunk, &job);
   mem_free(hidden);
   if (atomic_load(&job.bad)) {
-    rc = check_rays(r, msg);
+    rc = check_rays(r, &job.rays, msg);
     return rc < 0 ? rc : err_set(msg, ERR_INTERNAL, "a ray was refused, then accepted");
   }
   if (atomic_load(&job.stopped)) {

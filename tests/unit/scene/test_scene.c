@@ -1121,3 +1121,129 @@ TEST(scene_coherent16_matches_scene_trace) {
   ASSERT_EQ(bad, 0);
   return teardown(&f);
 }
+
+
+//---------------- Rays as a request carries them
+
+TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+
+  // a wall 0.2 m thick moving from x = 10 (s = 0) to x = 8 (s = 1): a ray along +x at time s
+  // meets it at 10 - 2 s - 0.1; the cube [-1, 1]^3 mesh at x = -10 (its +x face at 9 m along
+  // -x, triangles 10 and 11); a unit sphere at y = 10 (9 m along +y)
+  int gw = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
+  ASSERT_TRUE(add_instance(f.s, gw, kUnit, 1, 11, pose_at(10, 0, 0), pose_at(8, 0, 0), 0) >= 0);
+  ASSERT_TRUE(place(f.s, add_cube_mesh(f.s), kUnit, pose_at(-10, 0, 0), 2) >= 0);
+  ASSERT_TRUE(place(f.s, add_prim(f.s, SCENE_PRIM_SPHERE, 1, 0, 0), kUnit, pose_at(0, 10, 0),
+                    3) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  // 21 rays (two full packets and a partial one), target k % 4: wall, cube, sphere, nothing
+  // (down, beyond tmax); directions of lengths 1e-3 to 1e200; times around [100, 100.5]
+  enum { N = 21 };
+  static const double kDir[4][3] = {{1, 0, 0}, {-1, 0, 0}, {0, 1, 0}, {0, 0, -1}};
+  double org[3 * N], dir[3 * N], times[N];
+  for (int i = 0; i < N; i++) {
+    double len = i == 6 ? 1e200 : pow(10.0, (i % 7) - 3);
+    int k = i % 4;
+    for (int a = 0; a < 3; a++) {
+      org[3 * i + a] = a == 2 && k < 2 ? -0.25 + 0.02 * i : 0.0;  // flat targets: any height
+      dir[3 * i + a] = kDir[k][a] * len;
+    }
+    times[i] = 99.9 + 0.04 * i;   // s = (t - 100) / 0.5, clamped to [0, 1]
+  }
+  scene_rays_t in = {.origins = org, .directions = dir, .times = times, .time_per_ray = 1,
+                     .t0 = 100.0, .dt = 0.5, .tmax = 50.0, .max_coord = 1e9,
+                     .min_direction = 1e-30};
+  scene_hit_t hits[N];
+  for (int records = 0; records < 2; records++) {
+    in.records = records;
+    memset(hits, 0xAB, sizeof hits);
+    ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+    for (int i = 0; i < N; i++) {
+      double s = fmin(fmax((times[i] - 100.0) / 0.5, 0.0), 1.0);
+      const scene_hit_t* h = &hits[i];
+      switch (i % 4) {
+        case 0:
+          ASSERT_HIT(*h, 9.9 - 2.0 * s, -1, 0, 0);
+          ASSERT_EQ(h->object_id, 1);
+          ASSERT_EQ(h->label, 11);
+          ASSERT_EQ(h->primitive, 0);
+          break;
+        case 1:
+          ASSERT_HIT(*h, 9.0, 1, 0, 0);
+          ASSERT_EQ(h->object_id, 2);
+          ASSERT_TRUE(records ? h->primitive == 0 : h->primitive == 10 || h->primitive == 11);
+          break;
+        case 2:
+          ASSERT_HIT(*h, 9.0, 0, -1, 0);
+          ASSERT_EQ(h->object_id, 3);
+          break;
+        default:
+          ASSERT_MISS(*h);
+          ASSERT_EQ(h->label, 0);
+          break;
+      }
+      uint32_t pad;
+      memcpy(&pad, (const char*)h + offsetof(scene_hit_t, primitive) + 4, sizeof pad);
+      ASSERT_EQ(pad, 0);
+    }
+  }
+
+  // one time for every ray; no times: s = 1
+  in.time_per_ray = 0;
+  in.records = 0;
+  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_HIT(hits[8], 9.9, -1, 0, 0);   // times[0] = 99.9: s = 0
+  in.times = NULL;
+  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_HIT(hits[8], 7.9, -1, 0, 0);
+
+  // a range of the arrays; the sphere filtered out
+  uint32_t excluded[1] = {3};
+  scene_filter_t filter = {excluded, 1};
+  memset(hits, 0xAB, sizeof hits);
+  ASSERT_EQ(scene_trace_rays(f.s, &in, 2, 11, hits, &filter), 11);
+  ASSERT_MISS(hits[2]);
+  ASSERT_MISS(hits[6]);
+  ASSERT_MISS(hits[10]);
+  ASSERT_HIT(hits[4], 7.9, -1, 0, 0);
+  ASSERT_HIT(hits[5], 9.0, 1, 0, 0);
+  ASSERT_TRUE(hits[1].object_id == 0xABABABABu && hits[11].object_id == 0xABABABABu);
+
+  // scene_ray_from: the unit direction and the time fraction
+  in.times = times;
+  in.time_per_ray = 1;
+  scene_ray_t ray;
+  ASSERT_TRUE(scene_ray_from(&in, 6, &ray));
+  ASSERT_NEAR(ray.dir[0], 0.0, 0.0);
+  ASSERT_NEAR(ray.dir[1], 1.0, 1e-15);
+  ASSERT_NEAR(ray.time, (times[6] - 100.0) / 0.5, 1e-12);
+  ASSERT_NEAR(ray.tmax, 50.0, 0.0);
+
+  // refused rays: origin beyond max_coord or not finite, direction not finite or too short;
+  // the index returned is the refused ray's, in a full packet or the partial one
+  const struct {
+    int ray, axis;
+    int is_origin;
+    double value;
+  } kBad[] = {{13, 0, 1, 2e9}, {3, 1, 1, NAN}, {17, 2, 1, -INFINITY}, {9, 0, 0, NAN},
+              {20, 2, 0, INFINITY}};
+  for (size_t b = 0; b < sizeof kBad / sizeof kBad[0]; b++) {
+    double* p = (kBad[b].is_origin ? org : dir) + 3 * kBad[b].ray + kBad[b].axis;
+    double keep = *p;
+    *p = kBad[b].value;
+    ASSERT_TRUE(!scene_ray_from(&in, (size_t)kBad[b].ray, &ray));
+    ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), kBad[b].ray);
+    *p = keep;
+  }
+  double keep[3];
+  memcpy(keep, dir + 3 * 5, sizeof keep);
+  dir[3 * 5 + 0] = 1e-31;
+  dir[3 * 5 + 1] = dir[3 * 5 + 2] = 0.0;
+  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), 5);
+  memcpy(dir + 3 * 5, keep, sizeof keep);
+  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  return teardown(&f);
+}
