@@ -298,6 +298,7 @@ static void word_codes(const uint8_t* base, uint32_t i0, uint32_t m, uint32_t st
 // channel states are arrays by channel. The arithmetic is that of a point taken alone.
 #define POS_BLOCK 128u             // points of a block of the encoder (at most CODE_BLOCK)
 #define AZ_CHUNK 16u               // points tested at once against the last azimuth
+#define POS_MIN_STRIDE 8u          // smaller strides: a point at a time (pos_one)
 
 typedef struct pos_enc {
   const uint8_t* data;             // the cloud, its point step and position offsets
@@ -325,8 +326,8 @@ typedef struct pos_enc {
   uint8_t* exc;                    // the misses kept raw (12 bytes each) and their number
   uint32_t nexc;
   // the other words of a point (rest_words), coded with the positions: their number, offsets,
-  // last value and column prediction (2 each), codes (CODE_BLOCK each), last two values in each
-  // channel (2 nchan each)
+  // last value and column prediction (2 each; word_codes keeps its column prediction in the
+  // first), codes (CODE_BLOCK each), last two values in each channel (2 nchan each)
   uint32_t nword;
   const uint32_t* woff;
   uint32_t* wlast;
@@ -900,6 +901,24 @@ static void pos_elevation(pos_enc_t* e, uint32_t k0, uint32_t m) {
 }
 
 
+// The kind of the miss i; its 12 bytes are appended to the exceptions when kept raw.
+static uint32_t miss_kind(pos_enc_t* e, uint32_t i) {
+  const uint8_t* pt = e->data + (size_t)i * e->step;
+  uint32_t bx = get_u32(pt + e->xyz[0]), by = get_u32(pt + e->xyz[1]), bz = get_u32(pt + e->xyz[2]);
+  if ((bx | by | bz) == 0u) {
+    return KIND_ZERO;
+  }
+  if (bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u) {
+    return KIND_NAN;
+  }
+  uint8_t* ex = e->exc + 12u * (size_t)e->nexc++;
+  put_u32(ex, bx);
+  put_u32(ex + 4, by);
+  put_u32(ex + 8, bz);
+  return KIND_RAW;
+}
+
+
 // The codes of the block (points i0 .., channels k0 ..) into cr, ca, ce: residuals against the
 // channels' predictions, zigzagged (the range's plus one); a miss codes 0, its kind, 0 and takes
 // the predictions as its values. The misses kept raw are appended to the exceptions.
@@ -973,20 +992,7 @@ static void pos_codes(pos_enc_t* e, uint32_t i0, uint32_t k0, uint32_t m, uint32
   for (uint32_t w = 0; w < POS_BLOCK / 64; w++) {
     for (uint64_t bits = e->miss[w]; bits; bits &= bits - 1u) {
       uint32_t l = 64u * w + lowest_bit64(bits);
-      const uint8_t* pt = e->data + (size_t)(i0 + l) * e->step;
-      uint32_t bx = get_u32(pt + e->xyz[0]), by = get_u32(pt + e->xyz[1]),
-               bz = get_u32(pt + e->xyz[2]);
-      if ((bx | by | bz) == 0u) {
-        ca[l] = KIND_ZERO;
-      } else if (bx == 0x7FC00000u && by == 0x7FC00000u && bz == 0x7FC00000u) {
-        ca[l] = KIND_NAN;
-      } else {
-        ca[l] = KIND_RAW;
-        uint8_t* ex = e->exc + 12u * (size_t)e->nexc++;
-        put_u32(ex, bx);
-        put_u32(ex + 4, by);
-        put_u32(ex + 8, bz);
-      }
+      ca[l] = miss_kind(e, i0 + l);
     }
   }
 }
@@ -1112,26 +1118,96 @@ static void shuffle_block(const pos_enc_t* e, const uint32_t* codes, size_t m, u
 }
 
 
+// The point i (channel k) as a block of one, without the blocks' loops (for strides below
+// POS_MIN_STRIDE, whose blocks would be short; their words are coded by word_codes): its
+// codes into *cr, *ca, *ce.
+static void pos_one(pos_enc_t* e, uint32_t i, uint32_t k, uint32_t* cr, uint32_t* ca,
+                    uint32_t* ce) {
+  const uint8_t* pt = e->data + (size_t)i * e->step;
+  double x = get_f32(pt + e->xyz[0]), y = get_f32(pt + e->xyz[1]), z = get_f32(pt + e->xyz[2]);
+  double rxy2 = x * x + y * y, r2 = rxy2 + z * z, rxy = sqrt(rxy2), r = sqrt(r2);
+  uint32_t pred[3], val[3];
+  for (int t = 0; t < 3; t++) {
+    pred[t] = 2u * e->h1[t][k] - e->h2[t][k];
+    val[t] = pred[t];
+  }
+  *cr = *ce = 0u;
+  if (r2 > 0.0 && r2 < INFINITY) {
+    const double ia = e->inv_angle;
+    int32_t rq = round_i32(r * e->inv_range);
+    e->x[0] = x;
+    e->y[0] = y;
+    e->z[0] = z;
+    e->rxy[0] = rxy;
+    e->r[0] = r;
+    double lc = e->last_ca, ls = e->last_sa;
+    if (!(x * lc + y * ls > 0.0 && fabs(y * lc - x * ls) * ia < 0.49 * rxy)) {
+      az_find(e, k, 0);
+    }
+    e->ch_a[k] = e->last_a;
+    e->ch_ca[k] = e->last_ca;
+    e->ch_sa[k] = e->last_sa;
+    double c = e->ch_ce[k], s = e->ch_se[k];
+    if (rxy * c + z * s > 0.0 && fabs(z * c - rxy * s) * ia < 0.49 * r) {
+      e->eq[0] = e->ch_e[k];
+    } else {
+      el_find(e, k, 0);
+    }
+    double range = (double)rq * e->range_step, rc = range * e->ch_ce[k];
+    float fx = (float)(rc * e->last_ca), fy = (float)(rc * e->last_sa),
+          fz = (float)(range * e->ch_se[k]);
+    double dx = fx - x, dy = fy - y, dz = fz - z;
+    double d2 = dx * dx + dy * dy + dz * dz;
+    e->err2 = d2 > e->err2 ? d2 : e->err2;
+    val[0] = (uint32_t)rq;
+    val[1] = (uint32_t)e->last_a;
+    val[2] = (uint32_t)e->eq[0];
+    *cr = zigzag(val[0] - pred[0]) + 1u;
+    *ca = zigzag(val[1] - pred[1]);
+    *ce = zigzag(val[2] - pred[2]);
+  } else {
+    *ca = miss_kind(e, i);
+  }
+  int first = i < e->stride;
+  for (int t = 0; t < 3; t++) {
+    e->h2[t][k] = first ? val[t] : e->h1[t][k];
+    e->h1[t][k] = val[t];
+  }
+}
+
+
 // Code the positions of the n points into the residual planes (R, A, E: 4 n bytes each), and
 // the other words into the planes that follow.
 static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
   uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
   uint32_t fill = 0, start = 0, k = 0;
   for (uint32_t i = 0; i < n;) {
-    uint32_t m = n - i < POS_BLOCK ? n - i : POS_BLOCK;
-    m = e->stride - k < m ? e->stride - k : m;
-    m = CODE_BLOCK - fill < m ? CODE_BLOCK - fill : m;
-    pos_load(e, i, m);
-    pos_azimuth(e, k, m);
-    pos_elevation(e, k, m);
-    pos_codes(e, i, k, m, cb[0] + fill, cb[1] + fill, cb[2] + fill);
-    pos_error(e, k, m);
-    for (uint32_t w = 0; w < e->nword; w++) {
-      pos_word(e, w, i, k, m, e->wcodes + (size_t)w * CODE_BLOCK + fill);
+    uint32_t m;
+    if (e->stride < POS_MIN_STRIDE) {
+      m = n - i < CODE_BLOCK - fill ? n - i : CODE_BLOCK - fill;
+      for (uint32_t j = 0, kj = k; j < m; j++, kj = kj + 1 == e->stride ? 0 : kj + 1) {
+        pos_one(e, i + j, kj, cb[0] + fill + j, cb[1] + fill + j, cb[2] + fill + j);
+      }
+      for (uint32_t w = 0; w < e->nword; w++) {
+        word_codes(e->data + e->woff[w], i, m, e->stride, e->step, &e->wlast[2 * w],
+                   e->wcodes + (size_t)w * CODE_BLOCK + fill);
+      }
+    } else {
+      m = n - i < POS_BLOCK ? n - i : POS_BLOCK;
+      m = e->stride - k < m ? e->stride - k : m;
+      m = CODE_BLOCK - fill < m ? CODE_BLOCK - fill : m;
+      pos_load(e, i, m);
+      pos_azimuth(e, k, m);
+      pos_elevation(e, k, m);
+      pos_codes(e, i, k, m, cb[0] + fill, cb[1] + fill, cb[2] + fill);
+      pos_error(e, k, m);
+      for (uint32_t w = 0; w < e->nword; w++) {
+        pos_word(e, w, i, k, m, e->wcodes + (size_t)w * CODE_BLOCK + fill);
+      }
     }
     fill += m;
     i += m;
-    k = k + m == e->stride ? 0 : k + m;
+    k = (uint32_t)(((uint64_t)k + m) % e->stride);
     if (fill == CODE_BLOCK || i == n) {
       for (int t = 0; t < 3; t++) {
         shuffle_block(e, cb[t], fill, planes + 4u * (size_t)t * n + start, n);
