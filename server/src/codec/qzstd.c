@@ -16,6 +16,7 @@
 #include "codec/qzstd.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -385,6 +386,14 @@ static inline __m128 load_ps(const uint8_t* p) {
 #endif
 
 
+static atomic_int g_no_avx2;  // codec_test_no_avx2
+
+
+void codec_test_no_avx2(int on) {
+  atomic_store(&g_no_avx2, on != 0);
+}
+
+
 // AVX2 forms of the encoder's loops over a block (4 doubles, 8 integers at a time), used when the
 // processor has AVX2: the same operations in the same order on each point as the SSE2 and scalar
 // forms (no fused multiply-add), so the bytes are the same. Each returns the number of points it
@@ -396,7 +405,7 @@ static inline __m128 load_ps(const uint8_t* p) {
 
 static int cpu_has_avx2(void) {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0;
+  return __builtin_cpu_supports("avx2") != 0 && !atomic_load(&g_no_avx2);
 }
 
 
