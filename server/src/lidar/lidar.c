@@ -337,6 +337,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       pose.s = -1.0;
     }
     const int fixed = b->fixed != NULL;
+    const double tmax = lidar_returns_primary_tmax(&l->ret, b->v);
     const double s_origin = l->t_s - b->v->t0;
     const double inv_dt = b->inv_dt;
     scene_ray_t* const rays = l->rays;
@@ -362,6 +363,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       scene_ray_t w;
       lidar_sweep_world_ray(&pose, p->origin, p->dir, &w);
       w.time = s;
+      w.tmax = tmax;
       rays[i] = w;
     }
 

@@ -606,6 +606,11 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
 }
 
 
+double lidar_returns_primary_tmax(const lidar_returns_t* p, const step_view_t* v) {
+  return remaining_length(p, 0.0, v->ambient->refractive_index);
+}
+
+
 void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* b,
                          lidar_return_t* out, uint8_t* nret) {
   const step_view_t* v = b->view;
@@ -639,12 +644,20 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   for (size_t base = 0; base < b->n; base += chunk) {
     size_t m = b->n - base < chunk ? b->n - base : chunk;
 
-    // primary segments, in packets
+    // primary segments, in packets (in place when their tmax is already the range)
+    const scene_ray_t* prim = b->rays + base;
+    int in_place = 1;
     for (size_t j = 0; j < m; j++) {
-      rays[j] = b->rays[base + j];
-      rays[j].tmax = tmax0;
+      in_place &= prim[j].tmax == tmax0;
     }
-    scene_trace_filtered16(v->scene, rays, hits, m, b->filter);
+    if (!in_place) {
+      for (size_t j = 0; j < m; j++) {
+        rays[j] = prim[j];
+        rays[j].tmax = tmax0;
+      }
+      prim = rays;
+    }
+    scene_trace_filtered16(v->scene, prim, hits, m, b->filter);
     int batch_z0 = eager && p->distance_noise.enabled;
     if (eager) {
       rng_words_n(&key0, b->ray_index + base, LIDAR_DRAW_RAY, blocks, m);
@@ -664,7 +677,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       r->optics = &optics;
       r->key = key0;
       r->key.index = b->ray_index[base + j];
-      r->time = rays[j].time;
+      r->time = prim[j].time;
       r->block = blocks[j];
       r->has_block = eager;
       r->z0 = batch_z0 ? &z0[j] : NULL;
@@ -675,8 +688,8 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
         r->nodes[k].valid = 0;
       }
       seg_t* root = &r->nodes[0];
-      memcpy(root->origin, rays[j].origin, sizeof root->origin);
-      memcpy(root->dir, rays[j].dir, sizeof root->dir);
+      memcpy(root->origin, prim[j].origin, sizeof root->origin);
+      memcpy(root->dir, prim[j].dir, sizeof root->dir);
       root->x0 = 0.0;
       root->weight = 1.0;
       root->lead = 0.0;

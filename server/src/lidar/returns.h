@@ -97,11 +97,16 @@ typedef struct lidar_returns_batch {
   uint32_t sensor_id;           // rng stream
   uint64_t frame;               // rng frame
   const scene_ray_t* rays;      // (n) world frame, origin = emission point, dir unit, time =
-                                //   fraction of the step; tmax is ignored (range_max rules)
+                                //   fraction of the step; tmax is ignored (range_max rules; see
+                                //   lidar_returns_primary_tmax)
   const uint64_t* ray_index;    // (n) rng index of each ray (unique within the frame)
   size_t n;
   const scene_filter_t* filter; // objects the rays do not see (nullable: none)
 } lidar_returns_batch_t;
+
+// The length of the primary rays' trace (range_max in the view's ambient medium). Rays that
+// come with it as their tmax are traced in place, without a copy.
+double lidar_returns_primary_tmax(const lidar_returns_t* p, const step_view_t* v);
 
 // Trace the batch: ray i writes its returns, in increasing OPL order (before noise), to
 // out[i * lidar_returns_max(p) ...] and their number (0 = miss) to nret[i]. Uses about 100 KB
