@@ -337,8 +337,9 @@ typedef struct pos_enc {
   uint32_t nchan;
   double err2;                     // the largest squared error so far
   int avx2;                        // the processor has AVX2
-  // the points of the block: coordinates (float32, float64), |xy|, range, measured (~0u) or a miss (0), range,
-  // azimuth and elevation in steps, the cosine and sine of the azimuth
+  // the points of the block: coordinates (float32, float64), |xy|, range, measured (~0u) or
+  // a miss (0), the misses as bits, range, azimuth and elevation in steps, the cosine and sine
+  // of the azimuth
   float xf[POS_BLOCK], yf[POS_BLOCK], zf[POS_BLOCK];
   double x[POS_BLOCK], y[POS_BLOCK], z[POS_BLOCK], rxy[POS_BLOCK], r[POS_BLOCK];
   double pca[POS_BLOCK], psa[POS_BLOCK];
