@@ -595,7 +595,29 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
       if (inside == NULL) {
         double rho = backscatter(mat, n_amb, cos_i);
         if (rho > 0.0) {
-          add_candidate(&r, 0, dx, tau * rho * beam_factor(p, dx), h);
+          double intensity = tau * rho * beam_factor(p, dx);
+          if (r.ncand == 0) {
+            // the surface alone (no atmospheric return: nearly every ray): what
+            // lidar_returns_select reports of one candidate, written directly
+            lidar_return_t* o = &out[(base + j) * maxr];
+            int seen = dx >= p->range_min && dx <= p->range_max &&
+                       intensity > p->intensity_threshold;
+            if (seen) {
+              o->distance = dx;
+              o->intensity = intensity;
+              o->normal[0] = h->normal[0];
+              o->normal[1] = h->normal[1];
+              o->normal[2] = h->normal[2];
+              o->object_id = h->object_id;
+              o->label = h->label;
+              o->index = 0;
+              o->count = 1;
+              o->atmospheric = 0;
+            }
+            nret[base + j] = (uint8_t)(seen ? add_noise(p, &r, o, 1) : 0);
+            continue;
+          }
+          add_candidate(&r, 0, dx, intensity, h);
         }
       }
     }
