@@ -2,7 +2,7 @@
 // compress.h: the zstd adapter, the only file of the project that includes <zstd.h>. Whole
 // buffers in, whole buffers out.
 //
-// Thread: any.
+// Thread: any (each thread compresses with a context of its own, kept until it ends).
 #ifndef SENSIM_CODEC_COMPRESS_H_
 #define SENSIM_CODEC_COMPRESS_H_
 

@@ -16,6 +16,7 @@
 #include "codec/qzstd.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -1335,6 +1336,68 @@ static uint32_t detect_stride(const uint32_t* e, const uint8_t* valid, uint32_t 
 }
 
 
+// The calling thread's work memory, kept from one encoding to the next and freed when the thread
+// ends, so that a frame's buffers are not mapped (and their pages faulted in) again for each
+// frame: the zstd input (`cap` bytes) and the encoder of positions.
+typedef struct work {
+  uint8_t* body;
+  size_t cap;
+  pos_enc_t* pe;
+} work_t;
+
+static pthread_key_t g_work_key;
+static pthread_once_t g_work_once = PTHREAD_ONCE_INIT;
+static int g_work_ok;
+
+
+static void work_free(void* p) {
+  work_t* w = p;
+  mem_free(w->body);
+  mem_free(w->pe);
+  mem_free(w);
+}
+
+
+static void work_key_make(void) {
+  g_work_ok = pthread_key_create(&g_work_key, work_free) == 0;
+}
+
+
+// The thread's work memory; NULL when none can be kept (the caller then uses its own).
+static work_t* thread_work(void) {
+  if (pthread_once(&g_work_once, work_key_make) != 0 || !g_work_ok) {
+    return NULL;
+  }
+  work_t* w = pthread_getspecific(g_work_key);
+  if (!w) {
+    w = mem_calloc(1, sizeof(*w));
+    if (w && pthread_setspecific(g_work_key, w) != 0) {
+      mem_free(w);
+      w = NULL;
+    }
+  }
+  return w;
+}
+
+
+// A body of at least `size` bytes, and an encoder of positions when `pos`. ERR_NOMEM.
+static int work_reserve(work_t* w, size_t size, int pos) {
+  if (w->cap < size || !w->body) {
+    mem_free(w->body);
+    w->cap = 0;
+    w->body = mem_alloc(size ? size : 1);
+    if (!w->body) {
+      return ERR_NOMEM;
+    }
+    w->cap = size;
+  }
+  if (pos && !w->pe) {
+    w->pe = mem_alloc(sizeof(pos_enc_t));
+  }
+  return pos && !w->pe ? ERR_NOMEM : 0;
+}
+
+
 size_t qzstd_max_size(const codec_cloud_t* c) {
   return CODEC_QZSTD_HEADER_BYTES + compress_bound((size_t)c->count * c->point_step +
                                                    12u * (size_t)c->count);
@@ -1382,18 +1445,22 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   }
 
   size_t body_cap = (size_t)n * step + 12u * (size_t)nmiss;
-  uint8_t* body = mem_alloc(body_cap ? body_cap : 1);
+  work_t call = {0};  // this call's memory when the thread keeps none
+  work_t* work = thread_work();
+  work = work ? work : &call;
+  int nomem = work_reserve(work, body_cap, has_pos);
+  uint8_t* body = work->body;
+  pos_enc_t* pe = has_pos ? work->pe : NULL;
   uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
-  pos_enc_t* pe = has_pos ? mem_calloc(1, sizeof(pos_enc_t)) : NULL;
   uint8_t* chan = has_pos ? mem_calloc(nchan, CHAN_BYTES) : NULL;
   uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
   uint32_t* wbuf = has_pos ? mem_calloc(step / 4u + 1u, (CODE_BLOCK + 2u + 2u * (size_t)nchan) *
                                                           sizeof(uint32_t))
                            : NULL;
-  if (!body || (has_pos && (!pe || !chan || !sample || !wbuf)) || !off) {
-    mem_free(body);
+  if (nomem || (has_pos && (!chan || !sample || !wbuf)) || !off) {
+    mem_free(call.body);
+    mem_free(call.pe);
     mem_free(off);
-    mem_free(pe);
     mem_free(chan);
     mem_free(sample);
     mem_free(wbuf);
@@ -1436,13 +1503,25 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     // (atan2 for the first of a channel or a point far from it); then the residuals against
     // the prediction (a miss takes the prediction as its values) and the error of what a
     // decoder rebuilds
-    *pe = (pos_enc_t){.data = c->data, .step = step, .xyz = {xyz[0], xyz[1], xyz[2]},
-                      .packed = packed_xyz(xyz, step),
-                      .stride = stride, .range_step = range_step, .angle_step = angle_step,
-                      .inv_range = inv_range, .inv_angle = inv_angle, .lim = lim,
-                      .last_ca = 1.0, .exc = body + (size_t)n * step, .nword = nword,
-                      .woff = woff, .wlast = wbuf, .wcodes = wbuf + 2u * nword,
-                      .whist = wbuf + (2u + CODE_BLOCK) * (size_t)nword, .nchan = nchan};
+    memset(pe, 0, sizeof(*pe));  // field by field: no temporary of its size on the stack
+    pe->data = c->data;
+    pe->step = step;
+    memcpy(pe->xyz, xyz, sizeof(pe->xyz));
+    pe->packed = packed_xyz(xyz, step);
+    pe->stride = stride;
+    pe->range_step = range_step;
+    pe->angle_step = angle_step;
+    pe->inv_range = inv_range;
+    pe->inv_angle = inv_angle;
+    pe->lim = lim;
+    pe->last_ca = 1.0;
+    pe->exc = body + (size_t)n * step;
+    pe->nword = nword;
+    pe->woff = woff;
+    pe->wlast = wbuf;
+    pe->wcodes = wbuf + 2u * nword;
+    pe->whist = wbuf + (2u + CODE_BLOCK) * (size_t)nword;
+    pe->nchan = nchan;
     chan_arrays(pe, chan, nchan);
 #if QZ_AVX2
     pe->avx2 = cpu_has_avx2();
@@ -1491,9 +1570,9 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   size_t zlen;
   int rc = compress_zstd(p->level, body, (size_t)n * step + 12u * (size_t)nexc,
                          out + CODEC_QZSTD_HEADER_BYTES, cap - CODEC_QZSTD_HEADER_BYTES, &zlen);
-  mem_free(body);
+  mem_free(call.body);
+  mem_free(call.pe);
   mem_free(off);
-  mem_free(pe);
   mem_free(chan);
   mem_free(sample);
   mem_free(wbuf);
