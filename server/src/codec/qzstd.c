@@ -1624,12 +1624,16 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   }
   size_t body_len = (size_t)n * step + 12u * (size_t)nexc;
   uint32_t nchan = stride < n ? stride : (n ? n : 1);
-  uint8_t* body = mem_alloc(body_len ? body_len : 1);
+  work_t call = {0};  // this call's memory when the thread keeps none
+  work_t* work = thread_work();
+  work = work ? work : &call;
+  int nomem = work_reserve(work, body_len, 0);
+  uint8_t* body = work->body;
   uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
   chan_ref_t* chan = has_pos ? mem_calloc(nchan, sizeof(chan_ref_t)) : NULL;
-  if (!body || (has_pos && (!tc || !chan)) || !off) {
-    mem_free(body);
+  if (nomem || (has_pos && (!tc || !chan)) || !off) {
+    mem_free(call.body);
     mem_free(off);
     mem_free(tc);
     mem_free(chan);
@@ -1741,7 +1745,7 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
       }
     }
   }
-  mem_free(body);
+  mem_free(call.body);
   mem_free(off);
   mem_free(tc);
   mem_free(chan);
