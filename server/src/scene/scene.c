@@ -27,6 +27,7 @@ struct scene_device {
   atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
   atomic_int_fast64_t budget;    // most bytes Embree may hold; 0 = unlimited
   atomic_uint_fast64_t refused;  // allocations refused for the budget
+  bool simd;                     // the CPU runs scene_trace_rays' AVX2 packet path
 
   // The error callback may run on any thread (TBB build threads included); this lock guards
   // last_error only and is never held while calling into Embree.
@@ -139,6 +140,8 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
     return NULL;
   }
   rtcSetDeviceErrorFunction(dev->rtc, device_error_cb, dev);
+  __builtin_cpu_init();
+  dev->simd = __builtin_cpu_supports("avx2");
   rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
   return dev;
 }
@@ -1376,12 +1379,6 @@ static size_t trace_rays_apart(const scene_t* s, const scene_rays_t* in, size_t 
 
 size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
                         scene_hit_t* hits, const scene_filter_t* f) {
-  static int simd = -1;  // whether the CPU has AVX2 (a benign race: every thread writes 0 or 1)
-  if (simd < 0) {
-    __builtin_cpu_init();
-    simd = __builtin_cpu_supports("avx2") ? 1 : 0;
-  }
-
   // The rays are converted under the tracing MXCSR, where scene_trace_filtered builds them in
   // the caller's mode: the same bits, since a subnormal direction component or quotient becomes
   // a zero float either way and a direction's length ignores it, but times and steps near
@@ -1418,7 +1415,7 @@ size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, 
         _mm_prefetch(h + b, _MM_HINT_T0);
       }
     }
-    if (simd && n == LANES) {
+    if (s->dev->simd && n == LANES) {
       const unsigned W = LANES;
       _Alignas(64) packet_t pk;
       _Alignas(64) int valid[WIDE];
