@@ -11,8 +11,8 @@
 // other bytes of the points (each less the same byte `stride` points back) are byte-shuffled
 // (byte k of every value together), then zstd. Encoder and decoder keep per-channel state
 // (the last two values of each channel, its last angles and their cosines and sines) and work
-// a block of points at a time, so that nothing but the zstd input is the size of the cloud;
-// angles are found without atan2 from near references (see qzstd_encode).
+// a block of points at a time, so that nothing but the zstd input (kept by the thread, work_t)
+// is the size of the cloud; angles are found without atan2 from near references (pos_enc_t).
 #include "codec/qzstd.h"
 
 #include <math.h>
