@@ -1132,10 +1132,12 @@ bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out) {
   return true;
 }
 
+
 _Static_assert(sizeof(scene_hit_t) == 48 && offsetof(scene_hit_t, normal) == 8 &&
                    offsetof(scene_hit_t, object_id) == 32 && offsetof(scene_hit_t, label) == 36 &&
                    offsetof(scene_hit_t, primitive) == 40,
                "scene_hit_t: distance and normal in 32 bytes, then ids and padding in 16");
+
 
 // The packet path below needs AVX2 (four doubles per instruction: a packet's square roots and
 // divisions take a quarter of the scalar ones' time); a CPU without it takes the scalar path,
