@@ -1399,7 +1399,7 @@ size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, 
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   float time = (float)(t > 0.0 ? (t < 1.0 ? t : 1.0) : 0.0);
   float tfar = on ? (float)in->tmax : -INFINITY;
-  size_t bad = SIZE_MAX;
+  size_t bad = SIZE_MAX, done = begin;  // done: rays of the packets traced
   for (size_t i = begin; i < end && bad == SIZE_MAX; i += LANES) {
     unsigned n = (unsigned)(end - i < LANES ? end - i : LANES);
 
@@ -1435,13 +1435,15 @@ size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, 
         }
         packet_intersect(s, &pk, valid, W, W, on ? simd_coherent(&pk) : -1);
         simd_hits(s, &pk, dir, in->records, hits + i);
+        done = i + LANES;
         continue;
       }
     }
     bad = scalar_packet(s, in, i, n, hits + i);
+    done = bad == SIZE_MAX ? i + n : i;
   }
   _mm_setcsr(csr);
-  atomic_fetch_add(&((scene_t*)s)->rays_traced, end - begin);
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, done - begin);
   if (bad != SIZE_MAX) {
     return bad;
   }

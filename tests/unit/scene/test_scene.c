@@ -1191,6 +1191,10 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
     }
   }
 
+  scene_counters_t c;
+  scene_counters(f.s, &c);
+  ASSERT_EQ(c.rays_traced, 2 * N);
+
   // one time for every ray; no times: s = 1
   in.time_per_ray = 0;
   in.records = 0;
@@ -1223,7 +1227,10 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   ASSERT_NEAR(ray.tmax, 50.0, 0.0);
 
   // refused rays: origin beyond max_coord or not finite, direction not finite or too short;
-  // the index returned is the refused ray's, in a full packet or the partial one
+  // the index returned is the refused ray's, in a full packet or the partial one; the packets
+  // before it are traced (and counted), the rest not
+  scene_counters(f.s, &c);
+  uint64_t before = c.rays_traced;
   const struct {
     int ray, axis;
     int is_origin;
@@ -1238,6 +1245,8 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
     ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), kBad[b].ray);
     *p = keep;
   }
+  scene_counters(f.s, &c);
+  ASSERT_EQ(c.rays_traced - before, 8 + 0 + 16 + 8 + 16);
   double keep[3];
   memcpy(keep, dir + 3 * 5, sizeof keep);
   dir[3 * 5 + 0] = 1e-31;
