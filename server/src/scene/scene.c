@@ -157,6 +157,11 @@ void scene_device_destroy(scene_device_t* dev) {
 }
 
 
+void scene_device_set_simd(scene_device_t* dev, bool on) {
+  dev->simd = on && __builtin_cpu_supports("avx2");
+}
+
+
 void scene_device_set_budget(scene_device_t* dev, int64_t bytes) {
   atomic_store(&dev->budget, bytes > 0 ? bytes : 0);
 }
@@ -904,6 +909,11 @@ __attribute__((always_inline)) static inline void trace_packet(
 }
 
 
+// trace_packet of a full 16-wide packet on the AVX2 path (below, with scene_trace_rays').
+__attribute__((target("avx2"))) static bool simd_packet16(const scene_t* s,
+                                                          const scene_ray_t* r,
+                                                          scene_hit_t* out);
+
 // The rays in packets of `width`, the last one partial. Always inlined, so that each caller's
 // constant width specialises the packet code.
 __attribute__((always_inline)) static inline void trace_packets(
@@ -914,7 +924,11 @@ __attribute__((always_inline)) static inline void trace_packets(
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   for (size_t i = 0; i < n; i += width) {
-    trace_packet(s, rays + i, hits + i, (unsigned)(n - i < width ? n - i : width), width);
+    unsigned m = (unsigned)(n - i < width ? n - i : width);
+    if (width == WIDE && m == WIDE && s->dev->simd && simd_packet16(s, rays + i, hits + i)) {
+      continue;
+    }
+    trace_packet(s, rays + i, hits + i, m, width);
   }
   _mm_setcsr(csr);
 
@@ -1240,12 +1254,12 @@ SIMD_TARGET static int simd_coherent(const packet_t* pk) {
 }
 
 
-// The hits of the full intersected packet pk (unit directions dir) into out, as hit_fill
-// writes them (records: primitive 0).
-SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
-                                  const double dir[3][LANES], int records, scene_hit_t* out) {
-  const unsigned W = LANES;
-  _Alignas(32) double nv[3][LANES];
+// The hits of the full intersected packet pk of W lanes (unit directions dir[a * W + k]) into
+// out, as hit_fill writes them (records: primitive 0).
+__attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
+    const scene_t* s, const packet_t* pk, const double* dir, int records, scene_hit_t* out,
+    const unsigned W) {
+  _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
   for (unsigned k = 0; k < W; k++) {
     unsigned id = pk->u[LANE(F_INST, k)];
@@ -1296,9 +1310,9 @@ SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
       len = _mm256_load_pd(l);
     }
     __m256d facing = _mm256_add_pd(
-        _mm256_add_pd(_mm256_mul_pd(n0, _mm256_load_pd(dir[0] + h)),
-                      _mm256_mul_pd(n1, _mm256_load_pd(dir[1] + h))),
-        _mm256_mul_pd(n2, _mm256_load_pd(dir[2] + h)));
+        _mm256_add_pd(_mm256_mul_pd(n0, _mm256_load_pd(dir + h)),
+                      _mm256_mul_pd(n1, _mm256_load_pd(dir + W + h))),
+        _mm256_mul_pd(n2, _mm256_load_pd(dir + 2 * W + h)));
     __m256d f = _mm256_div_pd(one, len);  // (-1) / len is -(1 / len) exactly
     f = _mm256_blendv_pd(f, _mm256_xor_pd(f, sign), _mm256_cmp_pd(facing, zero, _CMP_GT_OQ));
     f = _mm256_and_pd(f, _mm256_cmp_pd(len, zero, _CMP_GT_OQ));
@@ -1316,6 +1330,95 @@ SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
     _mm256_storeu_pd(&out[h + 2].distance, _mm256_permute2f128_pd(t0, t2, 0x31));
     _mm256_storeu_pd(&out[h + 3].distance, _mm256_permute2f128_pd(t1, t3, 0x31));
   }
+}
+
+
+SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
+                                  const double dir[3][LANES], int records, scene_hit_t* out) {
+  simd_hits_of(s, pk, &dir[0][0], records, out, LANES);
+}
+
+
+// trace_packet of a full packet of WIDE rays whose lanes are all on (tmax > 0), four lanes per
+// instruction: the same conversions, coherence test and hits (the same bits). False, with
+// nothing written, when a lane is off: trace_packet takes the packet.
+SIMD_TARGET static bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  const unsigned W = WIDE;
+  for (unsigned k = 0; k < W; k++) {
+    if (!(r[k].tmax > 0.0)) {
+      return false;
+    }
+  }
+  _Alignas(64) packet_t pk;
+  _Alignas(64) int valid[WIDE];
+  _Alignas(32) double dir[3 * WIDE];
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  for (unsigned h = 0; h < W; h += 4) {
+    // four rays (origin xyz, dir xyz, tmax, time) as columns
+    __m256d a0 = _mm256_loadu_pd(r[h].origin), a1 = _mm256_loadu_pd(r[h + 1].origin);
+    __m256d a2 = _mm256_loadu_pd(r[h + 2].origin), a3 = _mm256_loadu_pd(r[h + 3].origin);
+    __m256d b0 = _mm256_loadu_pd(&r[h].dir[1]), b1 = _mm256_loadu_pd(&r[h + 1].dir[1]);
+    __m256d b2 = _mm256_loadu_pd(&r[h + 2].dir[1]), b3 = _mm256_loadu_pd(&r[h + 3].dir[1]);
+    __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
+    __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
+    __m256d ox = _mm256_permute2f128_pd(t0, t2, 0x20), oy = _mm256_permute2f128_pd(t1, t3, 0x20);
+    __m256d oz = _mm256_permute2f128_pd(t0, t2, 0x31), dx = _mm256_permute2f128_pd(t1, t3, 0x31);
+    t0 = _mm256_unpacklo_pd(b0, b1), t1 = _mm256_unpackhi_pd(b0, b1);
+    t2 = _mm256_unpacklo_pd(b2, b3), t3 = _mm256_unpackhi_pd(b2, b3);
+    __m256d dy = _mm256_permute2f128_pd(t0, t2, 0x20), dz = _mm256_permute2f128_pd(t1, t3, 0x20);
+    __m256d tm = _mm256_permute2f128_pd(t0, t2, 0x31), ti = _mm256_permute2f128_pd(t1, t3, 0x31);
+    _mm256_store_pd(dir + h, dx);
+    _mm256_store_pd(dir + W + h, dy);
+    _mm256_store_pd(dir + 2 * W + h, dz);
+    _mm_store_ps(pk.f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+    _mm_store_ps(pk.f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+    _mm_store_ps(pk.f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+    _mm_store_ps(pk.f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+    _mm_store_ps(pk.f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+    _mm_store_ps(pk.f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    _mm_store_ps(pk.f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
+    // the time clamped as trace_packet does: t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0)
+    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
+    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
+    _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+  }
+  for (unsigned k = 0; k < W; k++) {
+    valid[k] = -1;
+    pk.f[LANE(F_TNEAR, k)] = 0.0f;
+    pk.u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
+    pk.u[LANE(F_ID, k)] = k;
+    pk.u[LANE(F_FLAGS, k)] = 0;
+    pk.u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
+    pk.u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+  }
+
+  // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
+  const float* f = pk.f;
+  const __m256 lim = _mm256_set1_ps(PACKET_COHERENT_ORIGIN);
+  const __m256 fsign = _mm256_set1_ps(-0.0f);
+  __m256 ok = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256 c = _mm256_add_ps(
+        _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, h)),
+                                    _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
+                      _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Y, h)),
+                                    _mm256_set1_ps(f[LANE(F_DIR_Y, 0)]))),
+        _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Z, h)), _mm256_set1_ps(f[LANE(F_DIR_Z, 0)])));
+    __m256 lane = _mm256_cmp_ps(c, _mm256_set1_ps(PACKET_COHERENT_COS), _CMP_GE_OQ);
+    for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
+      __m256 d = _mm256_sub_ps(_mm256_load_ps(f + LANE(a, h)), _mm256_set1_ps(f[LANE(a, 0)]));
+      lane = _mm256_and_ps(lane, _mm256_cmp_ps(_mm256_andnot_ps(fsign, d), lim, _CMP_LE_OQ));
+    }
+    ok = h == 0 ? _mm256_or_ps(lane, ok) : lane;   // lane 0 itself always passes
+    if (_mm256_movemask_ps(ok) != 0xFF) {
+      packet_intersect(s, &pk, valid, W, W, 0);
+      simd_hits_of(s, &pk, dir, 0, out, W);
+      return true;
+    }
+  }
+  packet_intersect(s, &pk, valid, W, W, 1);
+  simd_hits_of(s, &pk, dir, 0, out, W);
+  return true;
 }
 
 

@@ -43,6 +43,10 @@ void scene_device_destroy(scene_device_t* dev);
 // exceed it fail with ERR_LIMIT. Thread: any.
 void scene_device_set_budget(scene_device_t* dev, int64_t bytes);
 
+// Turn the AVX2 packet paths off (on: where the CPU has AVX2, the default). The scalar paths
+// give the same bits; for tests and benchmarks. Thread: before tracing starts.
+void scene_device_set_simd(scene_device_t* dev, bool on);
+
 // Device-wide counters of backend errors and memory.
 void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes);
 
