@@ -4,6 +4,11 @@
 
 #include <math.h>
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define RNG_AVX2 1
+#endif
+
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
 #define PHILOX_W0 0x9E3779B9u
@@ -60,55 +65,107 @@ void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
 }
 
 
-// Lanes of rng_words_n: the four counter words of RNG_LANES rays side by side, so that each
-// round is a few vector instructions for all of them (32 x 32 -> 64-bit products: pmuludq).
-#define RNG_LANES 16
+// rng_words_n's AVX2 form: eight counters per vector, two vectors at a time, each round's two 32 x 32 -> 64-bit
+// products per lane as two pmuludq (the even lanes, then the odd ones shifted down), the high
+// and low halves blended back into lanes. Integer arithmetic: the scalar words exactly.
+#ifdef RNG_AVX2
+__attribute__((target("avx2"))) static inline void mul_hilo8(__m256i a, __m256i m, __m256i* hi,
+                                                             __m256i* lo) {
+  __m256i even = _mm256_mul_epu32(a, m);
+  __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+  *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+}
 
-// Built for the baseline ISA and, where the compiler can, for AVX2 and AVX-512 too, picked at
-// load time by the CPU: integer arithmetic, so every version gives the same words.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define RNG_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#else
-#define RNG_CLONES
+
+// The counters of eight rays index[0..8) as vectors of words 0 to 3.
+__attribute__((target("avx2"))) static inline void counters8(const uint64_t* index,
+                                                             uint32_t draw, uint32_t stream,
+                                                             __m256i c[4]) {
+  __m256i i0 = _mm256_loadu_si256((const __m256i*)index);        // rays 0-3
+  __m256i i1 = _mm256_loadu_si256((const __m256i*)(index + 4));  // rays 4-7
+  const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  __m256i a = _mm256_permutevar8x32_epi32(i0, perm);   // lo0..lo3 hi0..hi3
+  __m256i b = _mm256_permutevar8x32_epi32(i1, perm);   // lo4..lo7 hi4..hi7
+  c[0] = _mm256_permute2x128_si256(a, b, 0x20);
+  c[1] = _mm256_permute2x128_si256(a, b, 0x31);
+  c[2] = _mm256_set1_epi32((int)draw);
+  c[3] = _mm256_set1_epi32((int)stream);
+}
+
+
+// One Philox round of eight counters under round key (k0, k1).
+__attribute__((target("avx2"))) static inline void round8(__m256i c[4], __m256i k0,
+                                                          __m256i k1) {
+  const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+  __m256i hi0, lo0, hi1, lo1;
+  mul_hilo8(c[0], m0, &hi0, &lo0);
+  mul_hilo8(c[2], m1, &hi1, &lo1);
+  c[0] = _mm256_xor_si256(_mm256_xor_si256(hi1, c[1]), k0);
+  c[2] = _mm256_xor_si256(_mm256_xor_si256(hi0, c[3]), k1);
+  c[1] = lo1;
+  c[3] = lo0;
+}
+
+
+// Eight enciphered counters back to four words per ray, into out[0..8).
+__attribute__((target("avx2"))) static inline void store8(const __m256i c[4],
+                                                          uint32_t (*out)[4]) {
+  __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]);   // r0w0 r0w1 r1w0 r1w1 | r4.. r5..
+  __m256i t1 = _mm256_unpackhi_epi32(c[0], c[1]);   // r2.. r3.. | r6.. r7..
+  __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]);
+  __m256i t3 = _mm256_unpackhi_epi32(c[2], c[3]);
+  __m256i r0 = _mm256_unpacklo_epi64(t0, t2);       // r0 | r4
+  __m256i r1 = _mm256_unpackhi_epi64(t0, t2);       // r1 | r5
+  __m256i r2 = _mm256_unpacklo_epi64(t1, t3);       // r2 | r6
+  __m256i r3 = _mm256_unpackhi_epi64(t1, t3);       // r3 | r7
+  _mm256_storeu_si256((__m256i*)out[0], _mm256_permute2x128_si256(r0, r1, 0x20));
+  _mm256_storeu_si256((__m256i*)out[2], _mm256_permute2x128_si256(r2, r3, 0x20));
+  _mm256_storeu_si256((__m256i*)out[4], _mm256_permute2x128_si256(r0, r1, 0x31));
+  _mm256_storeu_si256((__m256i*)out[6], _mm256_permute2x128_si256(r2, r3, 0x31));
+}
+
+
+// Sixteen rays' words from index[0..16) into out[0..16): two independent sets of eight
+// interleaved, so that one set's products overlap the other's.
+__attribute__((target("avx2"))) static void philox16(const uint64_t* index, uint32_t draw,
+                                                     uint32_t stream, uint32_t k0, uint32_t k1,
+                                                     uint32_t (*out)[4]) {
+  __m256i a[4], b[4];
+  counters8(index, draw, stream, a);
+  counters8(index + 8, draw, stream, b);
+  for (int r = 0; r < 10; r++) {
+    __m256i r0 = _mm256_set1_epi32((int)k0), r1 = _mm256_set1_epi32((int)k1);
+    round8(a, r0, r1);
+    round8(b, r0, r1);
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  store8(a, out);
+  store8(b, out + 8);
+}
 #endif
 
-RNG_CLONES
+
 void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint32_t (*out)[4],
                  size_t n) {
   uint64_t key = philox_key(k);
   uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
-  for (size_t base = 0; base < n; base += RNG_LANES) {
-    size_t m = n - base < RNG_LANES ? n - base : RNG_LANES;
-    uint32_t c0[RNG_LANES], c1[RNG_LANES], c2[RNG_LANES], c3[RNG_LANES];
-    for (size_t l = 0; l < RNG_LANES; l++) {
-      uint64_t ix = index[base + (l < m ? l : 0)];
-      c0[l] = (uint32_t)ix;
-      c1[l] = (uint32_t)(ix >> 32);
-      c2[l] = draw;
-      c3[l] = k->stream;
+  size_t i = 0;
+#ifdef RNG_AVX2
+  if (__builtin_cpu_supports("avx2")) {
+    for (; i + 16 <= n; i += 16) {
+      philox16(index + i, draw, k->stream, k0, k1, out + i);
     }
-    uint32_t r0 = k0, r1 = k1;
-    for (int r = 0; r < 10; r++) {
-      for (size_t l = 0; l < RNG_LANES; l++) {
-        uint64_t p0 = (uint64_t)PHILOX_M0 * c0[l];
-        uint64_t p1 = (uint64_t)PHILOX_M1 * c2[l];
-        uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1[l] ^ r0;
-        uint32_t n2 = (uint32_t)(p0 >> 32) ^ c3[l] ^ r1;
-        c1[l] = (uint32_t)p1;
-        c3[l] = (uint32_t)p0;
-        c0[l] = n0;
-        c2[l] = n2;
-      }
-      r0 += PHILOX_W0;
-      r1 += PHILOX_W1;
-    }
-    for (size_t l = 0; l < m; l++) {
-      out[base + l][0] = c0[l];
-      out[base + l][1] = c1[l];
-      out[base + l][2] = c2[l];
-      out[base + l][3] = c3[l];
-    }
+  }
+#endif
+  for (; i < n; i++) {
+    uint32_t* w = out[i];
+    w[0] = (uint32_t)index[i];
+    w[1] = (uint32_t)(index[i] >> 32);
+    w[2] = draw;
+    w[3] = k->stream;
+    rng_philox(w, k0, k1);
   }
 }
 
