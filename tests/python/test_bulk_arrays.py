@@ -147,6 +147,81 @@ def test_client_raycast_large_result_is_writable_and_independent(sensimd):
     assert np.asarray(second[:3]).tobytes() == _records_of_arrays(packed, 3).tobytes()
 
 
+def _check_sphere_hits(hits, o, d) -> None:
+    """hits are those of rays o, d against the sphere (float32 tracing: 0.1 mm on a grazing
+    ray; rays passing within 1 mm of the rim may hit or miss)."""
+    t, n = _sphere_truth(o, d)
+    u = d / np.linalg.norm(d, axis=1, keepdims=True)
+    rim = np.abs(np.linalg.norm(np.cross(o, u), axis=1) - RADIUS) < 1e-3
+    hit = np.isfinite(t)
+    got = np.isfinite(hits.distances)
+    assert np.array_equal(got[~rim], hit[~rim])
+    both = hit & got
+    np.testing.assert_allclose(hits.distances[both], t[both], rtol=0, atol=1e-4)
+    np.testing.assert_allclose(hits.normals[both], n[both], rtol=0, atol=1e-4)
+    assert np.all(hits.object_ids[got] == 5) and np.all(hits.object_ids[~got] == 0)
+
+
+def test_client_raycast_large_results_stay_intact_while_held(sensimd):
+    # the buffers of large replies are used again once nothing refers to them: results still
+    # held (or views of them) never change, whatever is received after them
+    n = 30000
+    rays = [_rays(n, seed=s) for s in range(6)]
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        first = c.raycast(*rays[0])
+        column = first.distances       # a view of the first result only
+        kept = [c.raycast(*rays[k]) for k in (1, 2)]
+        for k in (3, 4, 5):
+            dropped = c.raycast(*rays[k])
+            _check_sphere_hits(dropped, *rays[k])
+            del dropped                 # its buffer is free for the next call
+        del first
+        _check_sphere_hits(kept[0], *rays[1])
+        _check_sphere_hits(kept[1], *rays[2])
+        again = c.raycast(*rays[0])
+        assert column.tobytes() == again.distances.tobytes()
+        _check_sphere_hits(again, *rays[0])
+
+
+def test_raycast_leaves_another_pipelined_reply_whole(sensimd):
+    # a large raycast reply to a request sent with send_request arrives while c.raycast waits
+    # for its own: it is kept with its hits_bytes
+    n = 30000
+    o1, d1 = _rays(n, seed=11)
+    o2, d2 = _rays(n, seed=12)
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        msg = pb.Raycast(origins_bytes=o1.astype("<f8").tobytes(),
+                         directions_bytes=d1.astype("<f8").tobytes())
+        other = c.send_request("raycast", msg)
+        mine = c.raycast(o2, d2)
+        env = c.wait_reply(other)
+    _check_sphere_hits(mine, o2, d2)
+    first = np.frombuffer(env.raycast_result.hits_bytes, dtype=sensim.RAYCAST_DTYPE)
+    _check_sphere_hits(first.view(np.recarray), o1, d1)
+
+
+def test_without_field_drops_one_nested_bulk_field():
+    from sensim import _framing
+    env = pb.Envelope(id=7)
+    env.status.code = pb.OK
+    env.raycast_result.padding = b"\0\0\0"
+    env.raycast_result.hits_bytes = bytes(range(256)) * 600
+    env.raycast_result.distances.extend([1.5, 2.5])
+    data = env.SerializeToString()
+    path = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
+            pb.RaycastResult.DESCRIPTOR.fields_by_name["hits_bytes"].number)
+    small = _framing.without_field(memoryview(data), path)
+    assert small is not None and len(small) < 100
+    got = pb.Envelope()
+    got.ParseFromString(small)
+    env.raycast_result.ClearField("hits_bytes")
+    assert got == env
+    assert _framing.without_field(small, path) is None  # nothing (left) to drop
+    assert _framing.without_field(pb.Envelope(id=3).SerializeToString(), path) is None
+
+
 def test_one_array_in_bytes_form_is_answered_with_records(sensimd):
     o, d = _rays(50, seed=3)
     with sensimd.client() as c:

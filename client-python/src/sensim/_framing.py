@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import sys
 from typing import Sequence
 
 import numpy as np
@@ -21,6 +22,10 @@ DEFAULT_MAX_FRAME_BYTES = 256 << 20
 # A frame at least this large is received into a buffer of its own size (no re-copying).
 LARGE_FRAME = 1 << 20
 _RECV_BYTES = 1 << 16
+# Received large frames whose buffers are kept for the next ones once nothing refers to them
+# (a buffer used again costs no page faults), and the largest buffer kept.
+KEEP_BUFFERS = 2
+KEEP_BUFFER_BYTES = 64 << 20
 
 
 class FrameTooLarge(ValueError):
@@ -124,6 +129,53 @@ def find_field(buf, path: Sequence[int]) -> tuple[int, int] | None:
     return pos, end - pos
 
 
+def without_field(buf, path: Sequence[int]) -> bytes | None:
+    """The serialized message buf with the length-delimited field reached through path (field
+    numbers, outermost first) left out, the messages around it re-sized; None when buf holds no
+    such field. Only the small fields beside the path are copied: a reply whose bulk array is
+    read in place is parsed without copying that array."""
+    out = _without(memoryview(buf).cast("B"), 0, len(buf), path)
+    return None if out is None else bytes(out)
+
+
+def _without(buf: memoryview, pos: int, end: int, path: Sequence[int]) -> bytearray | None:
+    out = bytearray()
+    found = False
+    while pos < end:
+        start = pos
+        tag, pos = _read_varint(buf, pos, end)
+        kind = tag & 7
+        if kind == 0:
+            _, pos = _read_varint(buf, pos, end)
+        elif kind == 1:
+            pos += 8
+        elif kind == 5:
+            pos += 4
+        elif kind == 2:
+            head = pos
+            length, pos = _read_varint(buf, pos, end)
+            if pos + length > end:
+                raise ValueError("truncated field")
+            if tag >> 3 == path[0]:
+                if len(path) == 1:
+                    found = True
+                    pos += length
+                    continue
+                inner = _without(buf, pos, pos + length, path[1:])
+                if inner is not None:
+                    found = True
+                    out += buf[start:head]
+                    out += varint(len(inner))
+                    out += inner
+                    pos += length
+                    continue
+            pos += length
+        else:
+            raise ValueError(f"unsupported wire type {kind}")
+        out += buf[start:pos]
+    return out if found else None
+
+
 def send_parts(sock: socket.socket, parts: list) -> None:
     """Send every buffer of parts in order (sendmsg, resumed after partial sends)."""
     views = [memoryview(p).cast("B") for p in parts if len(p)]
@@ -150,6 +202,7 @@ class FrameDecoder:
         self._buf = bytearray()
         self._large: memoryview | None = None  # body of a large frame being received
         self._have = 0                         # bytes of it received
+        self._kept: list[np.ndarray] = []      # buffers of earlier large frames
 
     def __len__(self) -> int:
         return len(self._buf) + self._have
@@ -181,11 +234,30 @@ class FrameDecoder:
         have = len(self._buf) - HEADER_SIZE
         if length < LARGE_FRAME or length > self.max_frame_bytes or have >= length:
             return  # next_frame returns it or refuses it
-        # memory that is not cleared first: recv_into writes every byte once
-        self._large = memoryview(np.empty(length, dtype=np.uint8))
+        self._large = memoryview(self._buffer(length))[:length]
         self._large[:have] = self._buf[HEADER_SIZE:]
         self._have = have
         self._buf.clear()
+
+    def _buffer(self, length: int) -> np.ndarray:
+        """A buffer of at least length bytes for a large frame: a kept one that nothing refers
+        to any more (the frames handed out from it are gone), else a new one, kept in place
+        of a smaller one."""
+        for i in range(len(self._kept)):
+            # references: the list's and getrefcount's argument; any view of a frame received
+            # into the buffer (a memoryview, an array from np.frombuffer) adds one
+            if self._kept[i].nbytes >= length and sys.getrefcount(self._kept[i]) == 2:
+                return self._kept[i]
+        # memory that is not cleared first: recv_into writes every byte once
+        buf = np.empty(length, dtype=np.uint8)
+        if length <= KEEP_BUFFER_BYTES:
+            if len(self._kept) < KEEP_BUFFERS:
+                self._kept.append(buf)
+            else:
+                free = [i for i in range(len(self._kept)) if sys.getrefcount(self._kept[i]) == 2]
+                if free:
+                    self._kept[min(free, key=lambda i: self._kept[i].nbytes)] = buf
+        return buf
 
     def next_frame(self) -> bytes | memoryview | None:
         """Return the next complete frame body, or None if more bytes are needed. A large frame
@@ -211,3 +283,4 @@ class FrameDecoder:
         self._buf.clear()
         self._large = None
         self._have = 0
+        self._kept.clear()

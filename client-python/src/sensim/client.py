@@ -611,7 +611,10 @@ class Client:
                 return env
             self._fill(deadline)
 
-    def _next_buffered(self) -> Any:
+    def _next_buffered(self, in_place: tuple[int, Sequence[int]] | None = None) -> Any:
+        """The next received Envelope, or None. in_place: (request id, field path) of a bulk
+        field that the caller reads from a large frame itself: the reply to that request is
+        parsed without it (protobuf would copy it)."""
         try:
             body = self._decoder.next_frame()
         except _framing.FrameTooLarge as exc:
@@ -621,8 +624,16 @@ class Client:
             return None
         env = pb.Envelope()
         try:
-            env.ParseFromString(body)
-        except DecodeError as exc:
+            small = None
+            if in_place is not None and isinstance(body, memoryview):
+                small = _framing.without_field(body, in_place[1])
+            if small is not None:
+                env.ParseFromString(small)
+                if env.id != in_place[0]:
+                    env.ParseFromString(body)  # not that reply: all of it
+            else:
+                env.ParseFromString(body)
+        except (DecodeError, ValueError) as exc:
             self.close()
             raise errors.ProtocolError(f"cannot decode a frame from the daemon: {exc}") from None
         if isinstance(body, memoryview):
@@ -672,10 +683,17 @@ class Client:
                    check: bool = True) -> Any:
         """Wait for the reply Envelope of request_id. With check, a non-OK status raises the
         matching sensim.errors class. Other messages arriving meanwhile are kept."""
+        return self._wait_reply(request_id, timeout, check)
+
+    def _wait_reply(self, request_id: int, timeout: float | None = None, check: bool = True,
+                    in_place: Sequence[int] | None = None) -> Any:
+        """wait_reply; in_place: the path of a bulk field the caller reads from the large frame
+        itself (self._large_frame), left out of the parsed reply."""
         deadline = self._deadline(timeout)
+        skip = None if in_place is None else (request_id, in_place)
         try:
             while request_id not in self._replies:
-                env = self._next_buffered()
+                env = self._next_buffered(skip)
                 if env is None:
                     self._fill(deadline)
                 elif env.id == request_id:
@@ -1025,15 +1043,19 @@ class Client:
         msg = pb.Raycast(max_range=float(max_range), exclude_bodies=list(exclude_bodies))
         if group_mask:
             msg.group_mask = int(group_mask)
-        env = self.wait_reply(self._send_bulk("raycast", msg, arrays))
+        self._large_frame = None
+        env = self._wait_reply(self._send_bulk("raycast", msg, arrays), in_place=_HITS_PATH)
         if env.WhichOneof("body") != "raycast_result":
             raise errors.ProtocolError(
                 f"raycast: expected a raycast_result reply, got {env.WhichOneof('body')}")
         frame, self._large_frame = self._large_frame, None
         if frame is not None and frame[0] == env.id:
-            # the records inside the frame they arrived in: no copy
+            # the records inside the frame they arrived in (parsed without them): no copy
             at = _framing.find_field(frame[1], _HITS_PATH)
-            if at is not None and at[1] == len(o) * RAYCAST_DTYPE.itemsize:
+            if at is not None:
+                if at[1] != len(o) * RAYCAST_DTYPE.itemsize:
+                    raise errors.ProtocolError(
+                        f"raycast: {at[1]} bytes of hits_bytes for {len(o)} rays")
                 return np.frombuffer(frame[1], dtype=RAYCAST_DTYPE, count=len(o),
                                      offset=at[0]).view(np.recarray)
         return raycast_hits(env.raycast_result, len(o))

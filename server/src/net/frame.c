@@ -126,6 +126,31 @@ size_t frame_reader_memory(const frame_reader_t* r) {
 }
 
 
+size_t frame_reader_space(frame_reader_t* r, size_t min_bytes, uint8_t** out) {
+  drop_pending(r);
+  size_t want = frame_reader_expected(r);
+  if (!want || want < min_bytes || want - FRAME_HEADER_BYTES > r->max_bytes) {
+    return 0;
+  }
+  if (want > r->in.cap) {
+    // a buffer of the frame's own size, as frame_reader_feed reserves it
+    uint8_t* d = mem_realloc(r->in.data, want);
+    if (!d) {
+      return 0;
+    }
+    r->in.data = d;
+    r->in.cap = want;
+  }
+  *out = r->in.data + r->in.len;
+  return want - r->in.len;
+}
+
+
+void frame_reader_commit(frame_reader_t* r, size_t n) {
+  r->in.len += n;
+}
+
+
 void frame_write_header(uint8_t dest[FRAME_HEADER_BYTES], uint32_t len) {
   dest[0] = (uint8_t)(len & 0xff);
   dest[1] = (uint8_t)((len >> 8) & 0xff);

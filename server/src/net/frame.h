@@ -50,6 +50,17 @@ size_t frame_reader_expected(const frame_reader_t* r);
 // Bytes of memory the reader holds now (its buffer's capacity).
 size_t frame_reader_memory(const frame_reader_t* r);
 
+// Where the rest of a frame of at least min_bytes (header + payload) being received can be read
+// straight into the reader's buffer: sets *out and returns how many bytes the frame still
+// misses, the buffer grown to the frame's size as frame_reader_feed grows it; returns 0 when no
+// such frame is under way, or on allocation failure (the caller then reads into a buffer of
+// its own and feeds it). The frame returned last is consumed, as by frame_reader_feed. The
+// caller counts the frame against its memory budget first (frame_reader_expected).
+size_t frame_reader_space(frame_reader_t* r, size_t min_bytes, uint8_t** out);
+
+// Count n bytes (at most what frame_reader_space returned) written at its *out.
+void frame_reader_commit(frame_reader_t* r, size_t n);
+
 // Write the 4-byte header for a payload of len bytes.
 void frame_write_header(uint8_t dest[FRAME_HEADER_BYTES], uint32_t len);
 

@@ -35,6 +35,7 @@ struct session {
   int substituting;          // inside on_send_refused: its substitute bypasses the limits
   int in_frame;              // a partial frame is buffered since frame_ms
   int left;                  // no longer counted in srv->nlive
+  int in_place;              // the read under way goes straight into the reader's buffer
   uint64_t in_held;          // bytes of the reader counted in srv->held
   uint64_t sent_total;       // bytes ever handed to uv_write
   uint64_t progress_mark;    // bytes handed to the kernel at progress_ms

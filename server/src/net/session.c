@@ -19,6 +19,13 @@
 // How long a closing session waits for its peer to take the last replies.
 #define SESSION_LINGER_MS 5000
 
+// Bytes read at a time into a buffer of the read's own.
+#define SESSION_READ_BYTES 65536
+
+// A frame at least this large (header + payload) is read straight into the frame reader's
+// buffer once its header has arrived: one copy fewer, and reads as large as the socket has.
+#define SESSION_IN_PLACE_BYTES (256u << 10)
+
 typedef struct session_write {
   uv_write_t req;
   session_t* s;
@@ -337,10 +344,25 @@ uint64_t session_stream_bytes(const session_t* s) {
 
 
 static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
-  (void)h;
-  size_t n = suggested < 65536 ? suggested : 65536;
+  session_t* s = (session_t*)h;
+  uint8_t* at = NULL;
+  size_t room = s->closing ? 0 : frame_reader_space(&s->reader, SESSION_IN_PLACE_BYTES, &at);
+  s->in_place = room != 0;
+  if (room) {
+    *out = uv_buf_init((char*)at, room < UINT32_MAX ? (unsigned)room : UINT32_MAX);
+    return;
+  }
+  size_t n = suggested < SESSION_READ_BYTES ? suggested : SESSION_READ_BYTES;
   char* p = mem_alloc(n);
   *out = uv_buf_init(p, p ? (unsigned)n : 0);
+}
+
+
+// Release a read's buffer unless it was the frame reader's own.
+static void read_done(session_t* s, const uv_buf_t* buf) {
+  if (!s->in_place) {
+    mem_free(buf->base);
+  }
 }
 
 
@@ -402,7 +424,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
 
   // closing: input is discarded until the peer's end of stream (see on_shutdown)
   if (s->closing) {
-    mem_free(buf->base);
+    read_done(s, buf);
     if (nread < 0) {
       uv_read_stop(stream);
       s->reading = 0;
@@ -414,7 +436,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   if (nread < 0) {
-    mem_free(buf->base);
+    read_done(s, buf);
     if (nread == UV_EOF && srv->hooks.on_eof) {
       // half close: the peer sent everything; its pending requests are still answered
       uv_read_stop(stream);
@@ -431,12 +453,17 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   if (nread == 0) {
-    mem_free(buf->base);
+    read_done(s, buf);
     return;
   }
   s->active_ms = uv_now(srv->loop);
-  int rc = frame_reader_feed(&s->reader, buf->base, (size_t)nread);
-  mem_free(buf->base);
+  int rc = 0;
+  if (s->in_place) {
+    frame_reader_commit(&s->reader, (size_t)nread);
+  } else {
+    rc = frame_reader_feed(&s->reader, buf->base, (size_t)nread);
+    mem_free(buf->base);
+  }
   if (rc) {
     session_close_now(s);
     return;

@@ -4,6 +4,7 @@
 #include "net/frame.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "check.h"
 
@@ -277,6 +278,59 @@ TEST(frame_in_progress_is_measured_and_buffered_at_its_own_size) {
   ASSERT_EQ(frame_reader_expected(&r), 0);  // a whole frame is not "in progress"
   ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 0);
   ASSERT_EQ(frame_reader_memory(&r), 0);    // a large buffer is released once drained
+  frame_reader_close(&r);
+  free(data);
+  return 0;
+}
+
+
+TEST(frame_large_frame_is_read_in_place_after_its_header) {
+  // a 3 MB frame whose first bytes came through feed: the rest is written into the reader's
+  // own buffer, and the frame after it still arrives through feed
+  enum { N = 3000000 };
+  uint8_t* data = malloc(FRAME_HEADER_BYTES + N + 5);
+  ASSERT_TRUE(data != NULL);
+  frame_write_header(data, N);
+  for (size_t i = 0; i < N; i++) {
+    data[FRAME_HEADER_BYTES + i] = (uint8_t)(i * 7 + 1);
+  }
+  frame_write_header(data + FRAME_HEADER_BYTES + N, 1);
+  data[2 * FRAME_HEADER_BYTES + N] = 99;
+  frame_reader_t r;
+  frame_reader_init(&r, 1u << 24);
+  uint8_t* at = NULL;
+  ASSERT_EQ(frame_reader_space(&r, 1, &at), 0);  // nothing under way
+  ASSERT_OK(frame_reader_feed(&r, data, 2));
+  ASSERT_EQ(frame_reader_space(&r, 1, &at), 0);  // header incomplete
+  ASSERT_OK(frame_reader_feed(&r, data + 2, 1000));
+  ASSERT_EQ(frame_reader_space(&r, FRAME_HEADER_BYTES + N + 1, &at), 0);  // below min_bytes
+  size_t pos = 1002;
+  while (pos < FRAME_HEADER_BYTES + N) {
+    size_t room = frame_reader_space(&r, FRAME_HEADER_BYTES + N, &at);
+    ASSERT_EQ(room, FRAME_HEADER_BYTES + N - pos);
+    size_t n = room < 700001 ? room : 700001;
+    memcpy(at, data + pos, n);
+    frame_reader_commit(&r, n);
+    pos += n;
+    ASSERT_TRUE(frame_reader_memory(&r) == FRAME_HEADER_BYTES + N);
+  }
+  ASSERT_EQ(frame_reader_space(&r, 1, &at), 0);  // complete: nothing missing
+  ASSERT_OK(frame_reader_feed(&r, data + pos, 5));
+  const uint8_t* p;
+  size_t len;
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 1);
+  ASSERT_EQ(len, N);
+  ASSERT_TRUE(memcmp(p, data + FRAME_HEADER_BYTES, N) == 0);
+  ASSERT_EQ(frame_reader_next(&r, &p, &len, NULL), 1);
+  ASSERT_EQ(len, 1);
+  ASSERT_EQ(p[0], 99);
+  frame_reader_close(&r);
+
+  // a frame over the limit is never read in place
+  frame_reader_init(&r, 1u << 24);
+  ASSERT_OK(frame_reader_feed(&r, data, 1000));
+  frame_reader_set_limit(&r, 1000, "max_frame_bytes", "");
+  ASSERT_EQ(frame_reader_space(&r, 1, &at), 0);
   frame_reader_close(&r);
   free(data);
   return 0;
