@@ -57,7 +57,8 @@ static const char* const g_usage =
     "  --repeats N    timed repetitions, >= 5 (default 7)\n"
     "  --threads N    the lidars' worker pool (default 1; the raw references stay on one)\n"
     "  --profile N    step the OS1-128 lidar alone N revolutions, print no figures (for perf)\n"
-    "  --hash         with --profile: hashes of the clouds of several configurations\n";
+    "  --hash         with --profile: hashes of the clouds of several configurations\n"
+    "  --update       with --profile: the state update and commit alone (no lidar)\n";
 
 //---------------- Scene description
 
@@ -383,10 +384,10 @@ static void xfm(const double p[3], const double s[3], float m[12]) {
 }
 
 
-// The scene of the step (t0, t1]: moving instances with their poses at both ends. like_core:
-// the instance setup of the core's scene (scene.c): robust traversal on both levels, a dynamic
-// low-quality top level, moving instances as quaternion decompositions (Embree slerps them);
-// else Embree's defaults and matrix motion (printed for information).
+// The scene of the step (t0, t1]: moving instances with their poses at both ends (they move
+// without turning: two matrices, as the core gives them). like_core: the instance setup of the
+// core's scene (scene.c): robust traversal on both levels, a dynamic low-quality top level;
+// else Embree's defaults (printed for information).
 static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like_core) {
   r->dev = rtcNewDevice(NULL);
   if (!r->dev) {
@@ -420,19 +421,7 @@ static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like
     RTCGeometry g = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_INSTANCE);
     rtcSetGeometryInstancedScene(g, r->blas[o->geom]);
     float m[12];
-    if (o->body && like_core) {
-      rtcSetGeometryTimeStepCount(g, 2);
-      for (unsigned k = 0; k < 2; k++) {
-        double p[3];
-        obj_at(o, k ? t1 : t0, p);
-        struct RTCQuaternionDecomposition qd;
-        rtcInitQuaternionDecomposition(&qd);
-        rtcQuaternionDecompositionSetScale(&qd, (float)o->scale[0], (float)o->scale[1],
-                                           (float)o->scale[2]);
-        rtcQuaternionDecompositionSetTranslation(&qd, (float)p[0], (float)p[1], (float)p[2]);
-        rtcSetGeometryTransformQuaternion(g, k, &qd);
-      }
-    } else if (o->body) {
+    if (o->body) {
       double p[3];
       rtcSetGeometryTimeStepCount(g, 2);
       obj_at(o, t0, p);
@@ -699,6 +688,7 @@ int main(int argc, char** argv) {
       {"threads", BENCH_OPT_COUNT, &o.threads, 1, 256},
       {"profile", BENCH_OPT_COUNT, &o.profile, 1, 100000},
       {"hash", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"update", BENCH_OPT_FLAG, NULL, 0, 0},
   };
   int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   if (first < argc) {
@@ -722,17 +712,20 @@ int main(int argc, char** argv) {
   sensor.p[1] = -0.17;
   sensor.p[2] = bench_terrain_height(0.31, -0.17) + 1.8;
   if (o.profile) {
+    // --update: the state update and commit of the moving instances alone, no lidar
+    int update = bench_has_arg(argc, argv, "--update");
     lidar_env_t le;
-    env_open(&le, &w, 2, 0, 0, &sensor);
+    env_open(&le, &w, update ? 0 : 2, 0, 0, &sensor);
     double sum = 0.0;
     struct timespec c0, c1;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     for (unsigned r = 0; r < o.profile; r++) {
-      sum += env_rev(&le, &w, 0, NULL);
+      sum += env_rev(&le, &w, update, NULL);
     }
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
-    printf("OS1-128: %u revolutions, %.3f ms each (%.3f ms of CPU time)\n", o.profile,
+    printf("%s: %u revolutions, %.3f ms each (%.3f ms of CPU time)\n",
+           update ? "update and commit" : "OS1-128", o.profile,
            1e3 * sum / o.profile, 1e3 * cpu / o.profile);
     env_close(&le);
 
@@ -851,7 +844,7 @@ int main(int argc, char** argv) {
          nv / m[RAW1_VLP], no / m[RAW1_OS1], nv / m[RAW16_VLP], no / m[RAW16_OS1],
          nv / m[LIDAR_VLP], no / m[LIDAR_OS1], no / m[LIDAR_OS1_2L]);
   printf("OS1-128 rays/s: raw8 %.3g; raw16 in the lidar's 4 x 4 tiles %.3g; raw16 on Embree's "
-         "default scene setup (not robust, medium-quality top level, matrix motion) %.3g; "
+         "default scene setup (not robust, medium-quality top level) %.3g; "
          "through scene_trace alone (the core's Embree adapter): %.3g\n", no / m[RAW8_OS1],
          no / m[RAW16_TILES_OS1], no / m[RAW16_PLAIN_OS1], no / m[ADAPTER_OS1]);
   double best = fmin(fmin(m[RAW8_OS1], m[RAW16_OS1]), m[RAW16_TILES_OS1]);

@@ -544,7 +544,8 @@ static void inst_step(inst_t* in, unsigned k, const double q[4], const double sh
 // T = the body origin (lerped by Embree), R = q_b q_l (slerped: slerp(q_b0 q_l, q_b1 q_l, s)
 // = slerp(q_b0, q_b1, s) q_l since right-multiplying by a unit quaternion keeps every angle),
 // shift = R(q_l)^-1 p_l, the same at both ends. The object thus moves rigidly with its body.
-// A static instance has one time step (Embree keeps it out of the slower motion-blur
+// An instance that moves without turning takes two matrices instead (the same rotation; T
+// lerped). A static instance has one time step (Embree keeps it out of the slower motion-blur
 // hierarchy) and a matrix composed in double: Embree's float quaternion-to-matrix conversion
 // moved rays by micrometres (a ray grazing a crease of a rotated mesh passed it by).
 static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const pose_t* b1,
@@ -569,6 +570,21 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
       m[9 + i] = (float)w.p[i];
     }
     rtcSetGeometryTransform(in->rtc, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
+  } else if (!in->turning) {
+    // moving without turning: two matrices of one rotation (Embree bounds a linear motion at
+    // once, a quaternion motion by sampling it: a top-level commit of 100 moving instances took
+    // 0.8 ms as quaternions, 0.2 ms as matrices)
+    float m[12];
+    for (int i = 0; i < 9; i++) {
+      m[3 * (i % 3) + i / 3] = (float)(r[i] * in->scale[i % 3]);
+    }
+    for (unsigned k = 0; k < 2; k++) {
+      pose_t w = xform_compose(k ? b1 : b0, local);
+      for (int i = 0; i < 3; i++) {
+        m[9 + i] = (float)w.p[i];
+      }
+      rtcSetGeometryTransform(in->rtc, k, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
+    }
   } else {
     double ql_inv[4], shift[3];
     xform_quat_conj(local->q, ql_inv);
