@@ -538,6 +538,40 @@ TEST(scene_moving_wall_seen_at_ray_time) {
 }
 
 
+// One instance moving without turning (two matrices), then turning (two quaternion
+// decompositions), then moving without turning again, then still: each step sees the instance
+// where its poses put it at the ray's time.
+TEST(scene_instance_switches_between_linear_and_turning_motion) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_prim(f.s, SCENE_PRIM_BOX, 0.1, 5, 5);
+  pose_t origin = xform_identity();
+  int h = add_instance(f.s, g, kUnit, 1, 1, pose_at(10, 0, 0), pose_at(8, 0, 0), 0);
+  ASSERT_TRUE(h >= 0);
+  for (int round = 0; round < 2; round++) {
+    // sliding from x = 10 to 8: the near face at 10 - 2 s - 0.1
+    pose_t a = pose_at(10, 0, 0), b = pose_at(8, 0, 0);
+    scene_set_instance_pose(f.s, h, &origin, &a, &b);
+    ASSERT_OK(commit(f.s));
+    ASSERT_HIT(shoot_t(f.s, 0, 0.3, -0.2, 1, 0, 0, 0.5), 10.0 - 1.0 - 0.1, -1, 0, 0);
+
+    // turning 0 -> 90 deg about z at x = 10: at s = 0.25 the face at 10 - 0.1 / cos 22.5 deg
+    pose_t c = pose_rot(10, 0, 0, 0, 0, 1, M_PI / 2);
+    scene_set_instance_pose(f.s, h, &origin, &a, &c);
+    ASSERT_OK(commit(f.s));
+    double ang = M_PI / 8;
+    ASSERT_HIT(shoot_t(f.s, 0, 0, 0, 1, 0, 0, 0.25), 10.0 - 0.1 / cos(ang), -cos(ang),
+               -sin(ang), 0);
+  }
+  // still at x = 9
+  pose_t d = pose_at(9, 0, 0);
+  scene_set_instance_pose(f.s, h, &origin, &d, &d);
+  ASSERT_OK(commit(f.s));
+  ASSERT_HIT(shoot_t(f.s, 0, 0.3, -0.2, 1, 0, 0, 0.5), 9.0 - 0.1, -1, 0, 0);
+  return teardown(&f);
+}
+
+
 TEST(scene_rotation_interpolated_by_slerp) {
   fixture_t f;
   ASSERT_OK(setup(&f));
