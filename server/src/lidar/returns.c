@@ -581,7 +581,8 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
       const uint32_t* w = ray_block(&r);
       double u = lidar_noise_uniform(w[0], w[1]);
       double xa;
-      if (atmosphere_sample(air, dx, u, &r.key, LIDAR_DRAW_ATMOSPHERE + 1, &xa)) {
+      if (u < air->return_scaling &&   // atmosphere_sample's own first test, without a call
+          atmosphere_sample(air, dx, u, &r.key, LIDAR_DRAW_ATMOSPHERE + 1, &xa)) {
         double tau = path_power(p, atmosphere_transmittance(air->attenuation, xa));
         add_candidate(&r, 0, xa, tau * air->backscatter * beam_factor(p, xa), NULL);
       }

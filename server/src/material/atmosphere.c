@@ -14,14 +14,6 @@
 #define GAMMA_TINY 1e-300
 
 
-double atmosphere_transmittance(double alpha, double x) {
-  if (alpha == 0.0) {
-    return 1.0;  // also for x = +inf (no 0 * inf)
-  }
-  return exp(-alpha * x);
-}
-
-
 double atmosphere_gamma_pdf(double x, double k, double theta) {
   if (x < 0.0) {
     return 0.0;

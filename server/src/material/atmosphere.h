@@ -9,13 +9,19 @@
 #ifndef SENSIM_MATERIAL_ATMOSPHERE_H_
 #define SENSIM_MATERIAL_ATMOSPHERE_H_
 
+#include <math.h>
 #include <stdint.h>
 
 #include "base/rng.h"
 #include "material/material.h"
 
-// Beer-Lambert transmittance exp(-alpha x) (x >= 0, may be +inf).
-double atmosphere_transmittance(double alpha, double x);
+// Beer-Lambert transmittance exp(-alpha x) (x >= 0, may be +inf). Inline: once per hit.
+static inline double atmosphere_transmittance(double alpha, double x) {
+  if (alpha == 0.0) {
+    return 1.0;  // also for x = +inf (no 0 * inf)
+  }
+  return exp(-alpha * x);
+}
 
 // Gamma pdf f(x; k, theta), evaluated in log space; at x = 0: 1/theta (k = 1), 0 (k > 1),
 // +inf (k < 1); 0 for x < 0.
