@@ -233,8 +233,8 @@ static void state_at(lidar_env_t* le, const world_t* w, double t) {
 
 
 // kind: 0 none, 1 VLP-16, 2 OS1-128; two_layer: two-layer material 0 and depth 3 (2: also
-// fog, dual returns, the Ouster point layout; 3: those three at depth 1, Lambertian); vehicle: the lidar on a body moving at
-// VEHICLE_SPEED (each ray from its own pose).
+// fog, dual returns, the Ouster point layout; 3: those three at depth 1, Lambertian); vehicle:
+// the lidar on a body moving at VEHICLE_SPEED (each ray from its own pose).
 static void env_open(lidar_env_t* le, const world_t* w, int kind, int two_layer, int vehicle,
                      const pose_t* sensor) {
   err_msg_t msg = {0};

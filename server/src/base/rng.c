@@ -65,9 +65,10 @@ void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
 }
 
 
-// rng_words_n's AVX2 form: eight counters per vector, two vectors at a time, each round's two 32 x 32 -> 64-bit
-// products per lane as two pmuludq (the even lanes, then the odd ones shifted down), the high
-// and low halves blended back into lanes. Integer arithmetic: the scalar words exactly.
+// rng_words_n's AVX2 form: eight counters per vector, two vectors at a time, each round's two
+// 32 x 32 -> 64-bit products per lane as two pmuludq (the even lanes, then the odd ones shifted
+// down), the high and low halves blended back into lanes. Integer arithmetic: the scalar words
+// exactly.
 #ifdef RNG_AVX2
 __attribute__((target("avx2"))) static inline void mul_hilo8(__m256i a, __m256i m, __m256i* hi,
                                                              __m256i* lo) {
