@@ -401,8 +401,9 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     const lidar_pattern_ray_t* pr = l->pr + i0;
     uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
     if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
-      // the default cloud: x y z intensity of the returns, sensor frame (as below, packed
-      // directly)
+      // the default cloud: x y z intensity of the returns, sensor frame, packed directly (the
+      // same points as the general loop below, without building a lidar_point_t per point:
+      // about 5 % of a revolution of an OS1-128)
       for (size_t j = 0; j < m; j++) {
         size_t i = i0 + l->slot[i0 + j];
         const lidar_pattern_ray_t* mt = &pr[j];
@@ -420,6 +421,10 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     }
     for (size_t j = 0; j < m; j++) {
       size_t i = i0 + l->slot[i0 + j];
+      uint32_t n = l->nret[i];
+      if (n == 0 && l->misses == LIDAR_MISS_REMOVE) {
+        continue;
+      }
       const lidar_pattern_ray_t* mt = &pr[j];
       const scene_ray_t* w = &l->rays[i];
       lidar_point_t pt;
@@ -429,12 +434,8 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
       pt.elevation = (float)mt->elevation;
       pt.ring = mt->ring;
 
-      // a miss, if kept
-      uint32_t n = l->nret[i];
+      // a miss, kept
       if (n == 0) {
-        if (l->misses == LIDAR_MISS_REMOVE) {
-          continue;
-        }
         if (l->misses == LIDAR_MISS_NAN) {
           pt.xyz[0] = pt.xyz[1] = pt.xyz[2] = NAN;
           pt.distance = NAN;

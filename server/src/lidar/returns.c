@@ -142,7 +142,7 @@ static uint32_t strongest(const lidar_candidate_t* c, uint32_t n, uint32_t skip)
 }
 
 
-static void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lidar_return_t* out) {
+static inline void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lidar_return_t* out) {
   out->distance = c[i].distance;
   out->intensity = c[i].intensity;
   out->normal[0] = c[i].normal[0];
@@ -156,22 +156,35 @@ static void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lidar_retur
 }
 
 
-uint32_t lidar_returns_select(const lidar_returns_t* p, lidar_candidate_t* c, uint32_t nc,
-                              lidar_return_t* out) {
-  // range and detection threshold
-  // one candidate (the common case): every mode reports it
-  if (nc == 1) {
-    if (c[0].distance >= p->range_min && c[0].distance <= p->range_max &&
-        c[0].intensity > p->intensity_threshold) {
-      emit(c, 0, 1, out);
-      return 1;
-    }
+// Whether candidate c passes the range and the detection threshold.
+static inline int detected(const lidar_returns_t* p, const lidar_candidate_t* c) {
+  return c->distance >= p->range_min && c->distance <= p->range_max &&
+         c->intensity > p->intensity_threshold;
+}
+
+
+// lidar_returns_select of one candidate (the common case): every mode reports it. Inline for
+// the depth-1 path, where nearly every ray has one.
+static inline uint32_t select_one(const lidar_returns_t* p, const lidar_candidate_t* c,
+                                  lidar_return_t* out) {
+  if (!detected(p, c)) {
     return 0;
   }
+  emit(c, 0, 1, out);
+  return 1;
+}
+
+
+uint32_t lidar_returns_select(const lidar_returns_t* p, lidar_candidate_t* c, uint32_t nc,
+                              lidar_return_t* out) {
+  if (nc == 1) {
+    return select_one(p, c, out);
+  }
+
+  // range and detection threshold
   uint32_t n = 0;
   for (uint32_t i = 0; i < nc; i++) {
-    if (c[i].distance >= p->range_min && c[i].distance <= p->range_max &&
-        c[i].intensity > p->intensity_threshold) {
+    if (detected(p, &c[i])) {
       c[n++] = c[i];
     }
   }
@@ -559,7 +572,7 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
   const step_view_t* v = b->view;
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
-  const double tmax = remaining_length(p, 0.0, n_amb);
+  const double tmax = lidar_returns_primary_tmax(p, v);
   const uint32_t maxr = p->max_returns;
   const int atmosphere = air->return_scaling > 0.0;
   ray_ctx_t r = {.p = p, .v = v, .optics = optics,
@@ -596,34 +609,14 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
       if (inside == NULL) {
         double rho = backscatter(mat, n_amb, cos_i);
         if (rho > 0.0) {
-          double intensity = tau * rho * beam_factor(p, dx);
-          if (r.ncand == 0) {
-            // the surface alone (no atmospheric return: nearly every ray): what
-            // lidar_returns_select reports of one candidate, written directly
-            lidar_return_t* o = &out[(base + j) * maxr];
-            int seen = dx >= p->range_min && dx <= p->range_max &&
-                       intensity > p->intensity_threshold;
-            if (seen) {
-              o->distance = dx;
-              o->intensity = intensity;
-              o->normal[0] = h->normal[0];
-              o->normal[1] = h->normal[1];
-              o->normal[2] = h->normal[2];
-              o->object_id = h->object_id;
-              o->label = h->label;
-              o->index = 0;
-              o->count = 1;
-              o->atmospheric = 0;
-            }
-            nret[base + j] = (uint8_t)(seen ? add_noise(p, &r, o, 1) : 0);
-            continue;
-          }
-          add_candidate(&r, 0, dx, intensity, h);
+          add_candidate(&r, 0, dx, tau * rho * beam_factor(p, dx), h);
         }
       }
     }
     lidar_return_t* o = &out[(base + j) * maxr];
-    uint32_t k = r.ncand ? lidar_returns_select(p, cand, r.ncand, o) : 0;
+    uint32_t k = r.ncand == 1 ? select_one(p, cand, o)
+                 : r.ncand  ? lidar_returns_select(p, cand, r.ncand, o)
+                            : 0;
     nret[base + j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
   }
 }
@@ -656,7 +649,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   ray_ctx_t ctx[BATCH_RAYS];
   uint32_t blocks[BATCH_RAYS][4];
   double z0[BATCH_RAYS];
-  double tmax0 = remaining_length(p, 0.0, air->refractive_index);
+  double tmax0 = lidar_returns_primary_tmax(p, v);
   optics_cache_t optics = {0};
 
   // every ray's first draw, at once, when most rays take it: for the distance noise of the
