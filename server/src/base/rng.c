@@ -55,13 +55,19 @@ static uint64_t philox_key(const rng_key_t* k) {
 }
 
 
-void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
-  uint64_t key = philox_key(k);
-  out[0] = (uint32_t)k->index;
-  out[1] = (uint32_t)(k->index >> 32);
+// The words of counter (index, draw, stream) under Philox key `key`.
+static void words_of(uint64_t key, uint64_t index, uint32_t draw, uint32_t stream,
+                     uint32_t out[4]) {
+  out[0] = (uint32_t)index;
+  out[1] = (uint32_t)(index >> 32);
   out[2] = draw;
-  out[3] = k->stream;
+  out[3] = stream;
   rng_philox(out, (uint32_t)key, (uint32_t)(key >> 32));
+}
+
+
+void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
+  words_of(philox_key(k), k->index, draw, k->stream, out);
 }
 
 
@@ -151,22 +157,16 @@ __attribute__((target("avx2"))) static void philox16(const uint64_t* index, uint
 void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint32_t (*out)[4],
                  size_t n) {
   uint64_t key = philox_key(k);
-  uint32_t k0 = (uint32_t)key, k1 = (uint32_t)(key >> 32);
   size_t i = 0;
 #ifdef RNG_AVX2
   if (__builtin_cpu_supports("avx2")) {
     for (; i + 16 <= n; i += 16) {
-      philox16(index + i, draw, k->stream, k0, k1, out + i);
+      philox16(index + i, draw, k->stream, (uint32_t)key, (uint32_t)(key >> 32), out + i);
     }
   }
 #endif
   for (; i < n; i++) {
-    uint32_t* w = out[i];
-    w[0] = (uint32_t)index[i];
-    w[1] = (uint32_t)(index[i] >> 32);
-    w[2] = draw;
-    w[3] = k->stream;
-    rng_philox(w, k0, k1);
+    words_of(key, index[i], draw, k->stream, out[i]);
   }
 }
 
