@@ -99,6 +99,30 @@ def _read_varint(buf, pos: int, end: int) -> tuple[int, int]:
     raise ValueError("truncated varint")
 
 
+def _fields(buf, pos: int, end: int):
+    """The top-level fields of buf[pos:end]: (start, number, head, value, next) for each:
+    head the offset after the tag, value that of a length-delimited field's bytes (None for
+    the other wire types), next the offset after the field (past end when it is truncated).
+    Raises ValueError on an unknown wire type."""
+    while pos < end:
+        start = pos
+        tag, head = _read_varint(buf, pos, end)
+        kind = tag & 7
+        value = None
+        if kind == 0:
+            _, pos = _read_varint(buf, head, end)
+        elif kind == 1:
+            pos = head + 8
+        elif kind == 5:
+            pos = head + 4
+        elif kind == 2:
+            length, value = _read_varint(buf, head, end)
+            pos = value + length
+        else:
+            raise ValueError(f"unsupported wire type {kind}")
+        yield start, tag >> 3, head, value, pos
+
+
 def find_field(buf, path: Sequence[int]) -> tuple[int, int] | None:
     """Offset and length, in the serialized message buf, of the length-delimited field reached
     through path (field numbers, outermost first; the last occurrence of each); None when it
@@ -107,25 +131,12 @@ def find_field(buf, path: Sequence[int]) -> tuple[int, int] | None:
     pos, end = 0, len(buf)
     for number in path:
         found = None
-        while pos < end:
-            tag, pos = _read_varint(buf, pos, end)
-            kind = tag & 7
-            if kind == 0:
-                _, pos = _read_varint(buf, pos, end)
-            elif kind == 1:
-                pos += 8
-            elif kind == 5:
-                pos += 4
-            elif kind == 2:
-                length, pos = _read_varint(buf, pos, end)
-                if tag >> 3 == number:
-                    found = (pos, length)
-                pos += length
-            else:
-                raise ValueError(f"unsupported wire type {kind}")
-        if found is None or found[0] + found[1] > end:
+        for _, num, _, value, nxt in _fields(buf, pos, end):
+            if value is not None and num == number:
+                found = (value, nxt)
+        if found is None or found[1] > end:
             return None
-        pos, end = found[0], found[0] + found[1]
+        pos, end = found
     return pos, end - pos
 
 
@@ -141,38 +152,21 @@ def without_field(buf, path: Sequence[int]) -> bytes | None:
 def _without(buf: memoryview, pos: int, end: int, path: Sequence[int]) -> bytearray | None:
     out = bytearray()
     found = False
-    while pos < end:
-        start = pos
-        tag, pos = _read_varint(buf, pos, end)
-        kind = tag & 7
-        if kind == 0:
-            _, pos = _read_varint(buf, pos, end)
-        elif kind == 1:
-            pos += 8
-        elif kind == 5:
-            pos += 4
-        elif kind == 2:
-            head = pos
-            length, pos = _read_varint(buf, pos, end)
-            if pos + length > end:
-                raise ValueError("truncated field")
-            if tag >> 3 == path[0]:
-                if len(path) == 1:
-                    found = True
-                    pos += length
-                    continue
-                inner = _without(buf, pos, pos + length, path[1:])
-                if inner is not None:
-                    found = True
-                    out += buf[start:head]
-                    out += varint(len(inner))
-                    out += inner
-                    pos += length
-                    continue
-            pos += length
-        else:
-            raise ValueError(f"unsupported wire type {kind}")
-        out += buf[start:pos]
+    for start, number, head, value, nxt in _fields(buf, pos, end):
+        if value is not None and nxt > end:
+            raise ValueError("truncated field")
+        if value is not None and number == path[0]:
+            if len(path) == 1:
+                found = True
+                continue
+            inner = _without(buf, value, nxt, path[1:])
+            if inner is not None:
+                found = True
+                out += buf[start:head]
+                out += varint(len(inner))
+                out += inner
+                continue
+        out += buf[start:nxt]
     return out if found else None
 
 
