@@ -221,15 +221,15 @@ static void unshuffle_codes(const uint8_t* planes, size_t m, uint32_t* codes, si
 }
 
 
-// The channel state of the encoder (the points i = k mod stride): the channel's last two
+// The channel state of the decoder (the points i = k mod stride): the channel's last two
 // values of R, A, E (the second last equal to the last one after the channel's first point, so
-// that 2 last - second last is always the prediction), and its last measured angles with their
-// cosines and sines, from which the next point's angles are found.
+// that 2 last - second last is always the prediction), and its last elevation (once set) with
+// its cosine and sine. The encoder keeps the same values by channel in arrays (pos_enc_t).
 typedef struct chan_ref {
   uint32_t h1[3], h2[3];
-  int32_t a, e;
+  int32_t e;
   int set;
-  double ca, sa, ce, se;
+  double ce, se;
 } chan_ref_t;
 
 
@@ -350,20 +350,7 @@ typedef struct pos_enc {
 } pos_enc_t;
 
 
-static inline uint32_t lowest_bit(uint32_t v) {
-#if defined(__GNUC__)
-  return (uint32_t)__builtin_ctz(v);
-#else
-  uint32_t b = 0;
-  while (!(v & 1u)) {
-    v >>= 1;
-    b++;
-  }
-  return b;
-#endif
-}
-
-
+// The index of the lowest set bit of v (v != 0).
 static inline uint32_t lowest_bit64(uint64_t v) {
 #if defined(__GNUC__)
   return (uint32_t)__builtin_ctzll(v);
@@ -375,6 +362,11 @@ static inline uint32_t lowest_bit64(uint64_t v) {
   }
   return b;
 #endif
+}
+
+
+static inline uint32_t lowest_bit(uint32_t v) {
+  return lowest_bit64(v);
 }
 
 
