@@ -223,13 +223,7 @@ exec_t* exec_create(uv_loop_t* loop, unsigned max_threads) {
   }
   x->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (x->wake_fd < 0 || uv_poll_init(loop, &x->poll, x->wake_fd) != 0) {
-    if (x->wake_fd >= 0) {
-      close(x->wake_fd);
-    }
-    uv_cond_destroy(&x->cond);
-    uv_mutex_destroy(&x->mutex);
-    mem_free(x->threads);
-    mem_free(x);
+    exec_destroy(x);   // nothing started: the fd, the lock and the memory
     return NULL;
   }
   x->poll.data = x;
