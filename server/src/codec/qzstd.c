@@ -168,6 +168,33 @@ static inline int near_angle(double u, double v, double inv, int32_t ref, double
 }
 
 
+// Whether the angle of (u, v) (its length len) rounds to a reference angle of cosine c and sine
+// s (inv_step: steps per radian): within a quarter turn of it, and the sine of the angle between
+// the two below 0.49 steps. The SIMD forms of the encoder test the same, in the same order.
+static inline int rounds_to(double u, double v, double len, double c, double s,
+                            double inv_step) {
+  return u * c + v * s > 0.0 && fabs(v * c - u * s) * inv_step < 0.49 * len;
+}
+
+
+// The position a decoder rebuilds from range rq (steps of range_step), the cosine and sine of
+// the azimuth (ca, sa) and of the elevation (ce, se). The encoder measures its error on it.
+static inline void rebuild(int32_t rq, double range_step, double ca, double sa, double ce,
+                           double se, float v[3]) {
+  double range = (double)rq * range_step, rc = range * ce;
+  v[0] = (float)(rc * ca);
+  v[1] = (float)(rc * sa);
+  v[2] = (float)(range * se);
+}
+
+
+// The squared distance from (x, y, z) to v.
+static inline double dist2(const float v[3], double x, double y, double z) {
+  double dx = v[0] - x, dy = v[1] - y, dz = v[2] - z;
+  return dx * dx + dy * dy + dz * dz;
+}
+
+
 // Byte k (k = 0..3) of codes[i] into planes[k n + i], i < m.
 static void shuffle_codes(const uint32_t* codes, size_t m, uint8_t* planes, size_t n) {
   size_t i = 0;
@@ -751,9 +778,7 @@ static uint32_t az_far(const pos_enc_t* e, uint32_t j, uint32_t end) {
   }
 #endif
   for (; j + l < end; l++) {
-    double x = e->x[j + l], y = e->y[j + l];
-    double ua = x * lc + y * ls, ta = y * lc - x * ls;
-    far |= (uint32_t)!(ua > 0.0 && fabs(ta) * ia < 0.49 * e->rxy[j + l]) << l;
+    far |= (uint32_t)!rounds_to(e->x[j + l], e->y[j + l], e->rxy[j + l], lc, ls, ia) << l;
   }
   return far & ~bits_at(e->miss, j, end - j);
 }
@@ -890,9 +915,7 @@ static void pos_elevation(pos_enc_t* e, uint32_t k0, uint32_t m) {
 #endif
     for (; j0 + l < end; l++) {
       uint32_t j = j0 + l;
-      double ue = e->rxy[j] * ce[j] + e->z[j] * se[j];
-      double te = e->z[j] * ce[j] - e->rxy[j] * se[j];
-      far |= (uint32_t)!(ue > 0.0 && fabs(te) * ia < 0.49 * e->r[j]) << l;
+      far |= (uint32_t)!rounds_to(e->rxy[j], e->z[j], e->r[j], ce[j], se[j], ia) << l;
     }
     uint32_t bad = far & ~bits_at(e->miss, j0, end - j0);
     while (bad) {
@@ -1040,10 +1063,9 @@ static void pos_error(pos_enc_t* e, uint32_t k0, uint32_t m) {
 #endif
   for (; j < m; j++) {
     if (e->meas[j]) {
-      double range = (double)e->rq[j] * rs, rc = range * ce[j];
-      float fx = (float)(rc * e->pca[j]), fy = (float)(rc * e->psa[j]), fz = (float)(range * se[j]);
-      double dx = fx - e->x[j], dy = fy - e->y[j], dz = fz - e->z[j];
-      double d2 = dx * dx + dy * dy + dz * dz;
+      float v[3];
+      rebuild(e->rq[j], rs, e->pca[j], e->psa[j], ce[j], se[j], v);
+      double d2 = dist2(v, e->x[j], e->y[j], e->z[j]);
       worst = d2 > worst ? d2 : worst;
     }
   }
@@ -1143,24 +1165,20 @@ static void pos_one(pos_enc_t* e, uint32_t i, uint32_t k, uint32_t* cr, uint32_t
     e->z[0] = z;
     e->rxy[0] = rxy;
     e->r[0] = r;
-    double lc = e->last_ca, ls = e->last_sa;
-    if (!(x * lc + y * ls > 0.0 && fabs(y * lc - x * ls) * ia < 0.49 * rxy)) {
+    if (!rounds_to(x, y, rxy, e->last_ca, e->last_sa, ia)) {
       az_find(e, k, 0);
     }
     e->ch_a[k] = e->last_a;
     e->ch_ca[k] = e->last_ca;
     e->ch_sa[k] = e->last_sa;
-    double c = e->ch_ce[k], s = e->ch_se[k];
-    if (rxy * c + z * s > 0.0 && fabs(z * c - rxy * s) * ia < 0.49 * r) {
+    if (rounds_to(rxy, z, r, e->ch_ce[k], e->ch_se[k], ia)) {
       e->eq[0] = e->ch_e[k];
     } else {
       el_find(e, k, 0);
     }
-    double range = (double)rq * e->range_step, rc = range * e->ch_ce[k];
-    float fx = (float)(rc * e->last_ca), fy = (float)(rc * e->last_sa),
-          fz = (float)(range * e->ch_se[k]);
-    double dx = fx - x, dy = fy - y, dz = fz - z;
-    double d2 = dx * dx + dy * dy + dz * dz;
+    float v[3];
+    rebuild(rq, e->range_step, e->last_ca, e->last_sa, e->ch_ce[k], e->ch_se[k], v);
+    double d2 = dist2(v, x, y, z);
     e->err2 = d2 > e->err2 ? d2 : e->err2;
     val[0] = (uint32_t)rq;
     val[1] = (uint32_t)e->last_a;
@@ -1667,8 +1685,8 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
             ch->e = e;
             ch->set = 1;
           }
-          double range = (double)as_i32(val[0]) * range_step, rc_ = range * ch->ce;
-          float v[3] = {(float)(rc_ * last_ca), (float)(rc_ * last_sa), (float)(range * ch->se)};
+          float v[3];
+          rebuild(as_i32(val[0]), range_step, last_ca, last_sa, ch->ce, ch->se, v);
           for (int t = 0; t < 3; t++) {
             memcpy(pt + xyz[t], &v[t], 4);
           }
