@@ -10,8 +10,8 @@
 // The encoder decodes what it wrote and reports the largest position error it measured; it is
 // never more than the precision (for ranges below 2^22 precisions; see docs/streams.md).
 //
-// Thread: any. No state between calls but work memory: each thread keeps its zstd context and
-// the buffers of the largest cloud it encoded until it ends.
+// Thread: any. No state between calls but work memory: each thread keeps its zstd compression
+// context and the buffers of the largest cloud it encoded or decoded until it ends.
 #ifndef SENSIM_CODEC_CODEC_H_
 #define SENSIM_CODEC_CODEC_H_
 
