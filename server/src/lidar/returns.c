@@ -321,12 +321,6 @@ static inline void hit_optics(ray_ctx_t* r, const scene_hit_t* h,
                               const surface_material_t** material) {
   const step_view_t* v = r->v;
   optics_cache_t* c = r->optics;
-  if (v->object_optics == NULL) {
-    *inside = v->object_medium != NULL ? v->object_medium(v->lookup_ctx, h->object_id) : NULL;
-    *material = *inside == NULL ? v->hit_material(v->lookup_ctx, h->object_id, h->primitive)
-                                : NULL;
-    return;
-  }
   if (c->object_id != h->object_id) {
     v->object_optics(v->lookup_ctx, h->object_id, &c->medium, &c->material);
     c->object_id = h->object_id;

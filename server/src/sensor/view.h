@@ -103,10 +103,8 @@ typedef struct step_view {
   // an object id reported by the scene.
   const surface_material_t* (*hit_material)(const void* ctx, uint32_t object_id,
                                             uint32_t primitive);
-  // Medium filling an object (NULL when it is an opaque surface).
-  const ambient_material_t* (*object_medium)(const void* ctx, uint32_t object_id);
-  // Both in one lookup, for sensors that cache them by object (nullable: then the two above):
-  // the object's medium as object_medium, and its surface material when every primitive has it
+  // An object's optics, in one lookup that sensors may cache by object: the medium filling it
+  // (NULL when it is an opaque surface), and its surface material when every primitive has it
   // (NULL when a mesh gives some triangles their own: then hit_material per hit).
   void (*object_optics)(const void* ctx, uint32_t object_id, const ambient_material_t** medium,
                         const surface_material_t** material);

@@ -169,16 +169,6 @@ static const surface_material_t* view_hit_material(const void* ctx, uint32_t obj
 }
 
 
-static const ambient_material_t* view_object_medium(const void* ctx, uint32_t object_id) {
-  const env_t* e = ctx;
-  const env_object_t* o = table_get(&e->objects, object_id);
-  if (!o || o->medium_id == 0) {
-    return NULL;
-  }
-  return &env_find_medium(e, o->medium_id)->a;
-}
-
-
 static void view_object_optics(const void* ctx, uint32_t object_id,
                                const ambient_material_t** medium,
                                const surface_material_t** material) {
@@ -305,7 +295,6 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
   v->ambient = &e->medium0.a;
   v->lookup_ctx = e;
   v->hit_material = view_hit_material;
-  v->object_medium = view_object_medium;
   v->object_optics = view_object_optics;
   return 0;
 }

@@ -45,8 +45,11 @@ static const surface_material_t* lookup_material(const void* ctx, uint32_t id, u
 }
 
 
-static const ambient_material_t* lookup_medium(const void* ctx, uint32_t id) {
-  return ((const world_t*)ctx)->medium[id];
+// The object's medium, and its material (the same for every primitive here).
+static void lookup_optics(const void* ctx, uint32_t id, const ambient_material_t** medium,
+                          const surface_material_t** material) {
+  *medium = ((const world_t*)ctx)->medium[id];
+  *material = lookup_material(ctx, id, 0);
 }
 
 
@@ -80,7 +83,7 @@ static int world_init(world_t* w, ambient_material_t air) {
       .ambient = &w->air,
       .lookup_ctx = w,
       .hit_material = lookup_material,
-      .object_medium = lookup_medium,
+      .object_optics = lookup_optics,
   };
   return 0;
 }
