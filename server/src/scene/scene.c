@@ -1249,19 +1249,28 @@ SIMD_TARGET static bool simd_pack(const scene_rays_t* in, size_t i0, float time,
 }
 
 
+// Whether the directions of lanes h .. h + 7 of a packet of W lanes are within
+// PACKET_COHERENT_COS of lane 0's (packet_intersect's float operations, eight lanes at once).
+__attribute__((always_inline)) SIMD_TARGET static inline __m256 simd_cos_ok(const float* f,
+                                                                             unsigned h,
+                                                                             const unsigned W) {
+  __m256 c = _mm256_add_ps(
+      _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, h)),
+                                  _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
+                    _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Y, h)),
+                                  _mm256_set1_ps(f[LANE(F_DIR_Y, 0)]))),
+      _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Z, h)), _mm256_set1_ps(f[LANE(F_DIR_Z, 0)])));
+  return _mm256_cmp_ps(c, _mm256_set1_ps(PACKET_COHERENT_COS), _CMP_GE_OQ);
+}
+
+
 // packet_intersect's coherence test of a full packet of LANES valid lanes: every direction
 // within PACKET_COHERENT_COS of the first and every origin the first's (the same float
 // operations, eight lanes at once).
 SIMD_TARGET static int simd_coherent(const packet_t* pk) {
   const unsigned W = LANES;
   const float* f = pk->f;
-  __m256 c = _mm256_add_ps(
-      _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, 0)),
-                                  _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
-                    _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Y, 0)),
-                                  _mm256_set1_ps(f[LANE(F_DIR_Y, 0)]))),
-      _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Z, 0)), _mm256_set1_ps(f[LANE(F_DIR_Z, 0)])));
-  __m256 ok = _mm256_cmp_ps(c, _mm256_set1_ps(PACKET_COHERENT_COS), _CMP_GE_OQ);
+  __m256 ok = simd_cos_ok(f, 0, W);
   for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
     ok = _mm256_and_ps(ok, _mm256_cmp_ps(_mm256_load_ps(f + LANE(a, 0)),
                                          _mm256_set1_ps(f[LANE(a, 0)]), _CMP_EQ_OQ));
@@ -1414,13 +1423,7 @@ SIMD_TARGET static bool simd_packet16(const scene_t* s, const scene_ray_t* r, sc
   const __m256 fsign = _mm256_set1_ps(-0.0f);
   __m256 ok = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
   for (unsigned h = 0; h < W; h += 8) {
-    __m256 c = _mm256_add_ps(
-        _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, h)),
-                                    _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
-                      _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Y, h)),
-                                    _mm256_set1_ps(f[LANE(F_DIR_Y, 0)]))),
-        _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Z, h)), _mm256_set1_ps(f[LANE(F_DIR_Z, 0)])));
-    __m256 lane = _mm256_cmp_ps(c, _mm256_set1_ps(PACKET_COHERENT_COS), _CMP_GE_OQ);
+    __m256 lane = simd_cos_ok(f, h, W);
     for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
       __m256 d = _mm256_sub_ps(_mm256_load_ps(f + LANE(a, h)), _mm256_set1_ps(f[LANE(a, 0)]));
       lane = _mm256_and_ps(lane, _mm256_cmp_ps(_mm256_andnot_ps(fsign, d), lim, _CMP_LE_OQ));
