@@ -490,8 +490,10 @@ static void ref_intersect_cb(const struct RTCIntersectFunctionNArguments* args) 
 //---------------- Raw Embree: scenes
 
 // How a raw scene is built. 0: the reference, the plain way (default flags and build quality,
-// one time step, matrix transforms). RAW_SCENE_C: scene.c's configuration, to tell the cost of
-// those choices from the adapter's own; the single flags are for --ablate.
+// one time step, matrix transforms). RAW_SCENE_C: scene.c's configuration for objects on
+// turning bodies (quaternion motion; a static instance gets one matrix, one that moves without
+// turning two), to tell the cost of those choices from the adapter's own; the single flags are
+// for --ablate.
 enum {
   RAW_ROBUST = 1,      // RTC_SCENE_FLAG_ROBUST on the bottom and top levels
   RAW_QUAT = 2,        // quaternion-decomposition instance transforms (one time step)
