@@ -4,9 +4,10 @@
 //   CODEC_RAW    the bytes as they are;
 //   CODEC_ZSTD   one zstd frame of the bytes (lossless);
 //   CODEC_QZSTD  positions (float32 x, y, z) as a range image quantized to a declared
-//                precision, predicted, zigzagged and byte-shuffled; every other byte lossless
-//                and byte-shuffled; then zstd. Point order is kept; misses (NaN or zero
-//                points, or any non-finite coordinate) are restored bit for bit.
+//                precision, predicted and zigzagged; every other byte lossless; the codes
+//                a byte each (the few larger ones in overflow lists), then zstd. Point
+//                order is kept; misses (NaN or zero points, or any non-finite coordinate)
+//                are restored bit for bit.
 // The encoder decodes what it wrote and reports the largest position error it measured; it is
 // never more than the precision (for ranges below 2^22 precisions; see docs/streams.md).
 //
@@ -31,7 +32,7 @@ typedef enum codec_encoding {
 #define CODEC_MIN_PRECISION 1e-6        // m
 #define CODEC_MAX_PRECISION 1.0         // m
 #define CODEC_QZSTD_HEADER_BYTES 56u
-#define CODEC_QZSTD_MAGIC "SQZ1"
+#define CODEC_QZSTD_MAGIC "SQZ2"
 
 typedef struct codec_cloud {
   const uint8_t* data;          // count * point_step bytes

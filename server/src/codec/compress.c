@@ -58,6 +58,23 @@ int compress_zstd(int level, const void* src, size_t n, void* dst, size_t cap,
 }
 
 
+int decompressed_size(const void* src, size_t len, size_t max, size_t* size, err_msg_t* msg) {
+  unsigned long long got = ZSTD_getFrameContentSize(src, len);
+  if (got == ZSTD_CONTENTSIZE_ERROR) {
+    return err_set(msg, ERR_PROTO, "data is not a zstd frame");
+  }
+  if (got == ZSTD_CONTENTSIZE_UNKNOWN) {
+    return err_set(msg, ERR_PROTO, "the zstd frame does not state its size");
+  }
+  if (got > max) {
+    return err_set(msg, ERR_PROTO, "zstd frame holds %llu bytes, at most %zu expected", got,
+                   max);
+  }
+  *size = (size_t)got;
+  return 0;
+}
+
+
 int decompress_zstd(const void* src, size_t len, void* dst, size_t n, err_msg_t* msg) {
   unsigned long long size = ZSTD_getFrameContentSize(src, len);
   if (size == ZSTD_CONTENTSIZE_ERROR) {

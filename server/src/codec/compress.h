@@ -18,6 +18,11 @@ size_t compress_bound(size_t n);
 int compress_zstd(int level, const void* src, size_t n, void* dst, size_t cap,
                   size_t* out_len) CHECKRET;
 
+// The decompressed size of the zstd frame at src, which its header must state and which must
+// be at most `max`. ERR_PROTO (msg names what) otherwise.
+int decompressed_size(const void* src, size_t len, size_t max, size_t* size,
+                      err_msg_t* msg) CHECKRET;
+
 // Decompress one zstd frame of exactly `n` decompressed bytes. ERR_PROTO (msg names what)
 // when src is not such a frame.
 int decompress_zstd(const void* src, size_t len, void* dst, size_t n, err_msg_t* msg) CHECKRET;

@@ -223,28 +223,97 @@ static void shuffle_codes(const uint32_t* codes, size_t m, uint8_t* planes, size
 }
 
 
-// codes[i] from byte k (k = 0..3) at planes[k n + i], i < m: the inverse of shuffle_codes.
-static void unshuffle_codes(const uint8_t* planes, size_t m, uint32_t* codes, size_t n) {
+// A code stream of the body being written: its plane (a byte per point: the code, or 255 for a
+// code of 255 or more) and its overflow values (such codes less 255, in point order; room
+// for one per point).
+typedef struct code_out {
+  uint8_t* plane;
+  uint32_t* ovf;
+  uint32_t m;
+} code_out_t;
+
+
+// The codes of the points at .. at + m - 1 into the stream s.
+static void narrow_codes(const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
+  uint8_t* plane = s->plane + at;
   size_t i = 0;
 #if defined(__SSE2__)
+  const __m128i lo = _mm_set1_epi32(0xFF), bias = _mm_set1_epi32(INT32_MIN);
+  const __m128i big = _mm_set1_epi32(254 ^ INT32_MIN), ff = _mm_set1_epi8(-1);
   for (; i + 16 <= m; i += 16) {
-    __m128i b[4];
-    for (int k = 0; k < 4; k++) {
-      b[k] = _mm_loadu_si128((const __m128i*)(const void*)(planes + (size_t)k * n + i));
-    }
-    __m128i l01 = _mm_unpacklo_epi8(b[0], b[1]), h01 = _mm_unpackhi_epi8(b[0], b[1]);
-    __m128i l23 = _mm_unpacklo_epi8(b[2], b[3]), h23 = _mm_unpackhi_epi8(b[2], b[3]);
-    __m128i w[4] = {_mm_unpacklo_epi16(l01, l23), _mm_unpackhi_epi16(l01, l23),
-                    _mm_unpacklo_epi16(h01, h23), _mm_unpackhi_epi16(h01, h23)};
+    __m128i v[4];
     for (int j = 0; j < 4; j++) {
-      _mm_storeu_si128((__m128i*)(void*)(codes + i + 4 * j), w[j]);
+      __m128i c = _mm_loadu_si128((const __m128i*)(const void*)(codes + i + 4 * j));
+      // the low byte, all ones where the code is 255 or more (unsigned compare)
+      v[j] = _mm_or_si128(_mm_and_si128(c, lo),
+                          _mm_and_si128(_mm_cmpgt_epi32(_mm_xor_si128(c, bias), big), lo));
+    }
+    __m128i b = _mm_packus_epi16(_mm_packs_epi32(v[0], v[1]), _mm_packs_epi32(v[2], v[3]));
+    _mm_storeu_si128((__m128i*)(void*)(plane + i), b);
+    unsigned over = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(b, ff));
+    while (over) {
+      unsigned j = (unsigned)__builtin_ctz(over);
+      s->ovf[s->m++] = codes[i + j] - 255u;
+      over &= over - 1u;
     }
   }
 #endif
   for (; i < m; i++) {
-    codes[i] = (uint32_t)planes[i] | (uint32_t)planes[n + i] << 8 |
-               (uint32_t)planes[2 * n + i] << 16 | (uint32_t)planes[3 * n + i] << 24;
+    uint32_t c = codes[i];
+    plane[i] = (uint8_t)(c < 255u ? c : 255u);
+    if (c >= 255u) {
+      s->ovf[s->m++] = c - 255u;
+    }
   }
+}
+
+
+// A code stream of the body being read: its plane, its overflow values (4 planes of m bytes)
+// and how many of them were read.
+typedef struct code_in {
+  const uint8_t* plane;
+  const uint8_t* ovf;
+  uint32_t m, used;
+} code_in_t;
+
+
+// The codes of the points at .. at + m - 1 of the stream s into codes; -1 when the stream
+// has fewer overflow values than its plane needs.
+static int read_codes(code_in_t* s, size_t at, size_t m, uint32_t* codes) {
+  const uint8_t* plane = s->plane + at;
+  const size_t om = s->m;
+  size_t i = 0;
+  while (i < m) {
+    size_t end = m - i < 16 ? m : i + 16;
+#if defined(__SSE2__)
+    if (end == i + 16) {
+      const __m128i zero = _mm_setzero_si128();
+      __m128i b = _mm_loadu_si128((const __m128i*)(const void*)(plane + i));
+      if (_mm_movemask_epi8(_mm_cmpeq_epi8(b, _mm_set1_epi8(-1))) == 0) {
+        __m128i l = _mm_unpacklo_epi8(b, zero), h = _mm_unpackhi_epi8(b, zero);
+        _mm_storeu_si128((__m128i*)(void*)(codes + i), _mm_unpacklo_epi16(l, zero));
+        _mm_storeu_si128((__m128i*)(void*)(codes + i + 4), _mm_unpackhi_epi16(l, zero));
+        _mm_storeu_si128((__m128i*)(void*)(codes + i + 8), _mm_unpacklo_epi16(h, zero));
+        _mm_storeu_si128((__m128i*)(void*)(codes + i + 12), _mm_unpackhi_epi16(h, zero));
+        i = end;
+        continue;
+      }
+    }
+#endif
+    for (; i < end; i++) {
+      uint32_t c = plane[i];
+      if (c == 255u) {
+        if (s->used >= om) {
+          return -1;
+        }
+        const uint8_t* o = s->ovf + s->used++;
+        c += (uint32_t)o[0] | (uint32_t)o[om] << 8 | (uint32_t)o[2 * om] << 16 |
+             (uint32_t)o[3 * om] << 24;
+      }
+      codes[i] = c;
+    }
+  }
+  return 0;
 }
 
 
@@ -363,6 +432,7 @@ typedef struct pos_enc {
   uint32_t* wcodes;
   uint32_t* whist;
   uint32_t nchan;
+  code_out_t* out;                 // the code streams: R, A, E, then the words
   double err2;                     // the largest squared error so far
   int avx2;                        // the processor has AVX2
   // the points of the block: coordinates (float32, float64), |xy|, range, measured (~0u) or
@@ -609,34 +679,6 @@ AVX2_FN static uint32_t chan_az_avx2(pos_enc_t* e, uint32_t k0, uint32_t m) {
 }
 
 
-// shuffle_codes, 32 codes at a time: bytes grouped by rank within each 4 codes, then 8 codes,
-// then the 64-bit groups of 4 registers transposed.
-AVX2_FN static size_t shuffle_avx2(const uint32_t* codes, size_t m, uint8_t* planes, size_t n) {
-  const __m256i by_rank = _mm256_setr_epi8(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
-                                           0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  const __m256i halves = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  size_t i = 0;
-  for (; i + 32 <= m; i += 32) {
-    __m256i v[4];
-    for (int j = 0; j < 4; j++) {
-      __m256i c = _mm256_loadu_si256((const __m256i*)(const void*)(codes + i + 8 * j));
-      // 64-bit groups: byte 0, 1, 2, 3 of the 8 codes
-      v[j] = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(c, by_rank), halves);
-    }
-    __m256i lo01 = _mm256_unpacklo_epi64(v[0], v[1]), hi01 = _mm256_unpackhi_epi64(v[0], v[1]);
-    __m256i lo23 = _mm256_unpacklo_epi64(v[2], v[3]), hi23 = _mm256_unpackhi_epi64(v[2], v[3]);
-    __m256i p[4] = {_mm256_permute2x128_si256(lo01, lo23, 0x20),
-                    _mm256_permute2x128_si256(hi01, hi23, 0x20),
-                    _mm256_permute2x128_si256(lo01, lo23, 0x31),
-                    _mm256_permute2x128_si256(hi01, hi23, 0x31)};
-    for (int k = 0; k < 4; k++) {
-      _mm256_storeu_si256((__m256i*)(void*)(planes + (size_t)k * n + i), p[k]);
-    }
-  }
-  return i;
-}
-
-
 // largest_r2 of packed points (x at p), 4 at a time: *r2max and *nmiss from them; returns how
 // many it did.
 AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t step,
@@ -665,9 +707,55 @@ AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t ste
   *nmiss += miss;
   return i;
 }
+
+
+// narrow_codes, 32 codes at a time; returns how many it did.
+AVX2_FN static size_t narrow_avx2(const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
+  const __m256i lo = _mm256_set1_epi32(0xFF), bias = _mm256_set1_epi32(INT32_MIN);
+  const __m256i big = _mm256_set1_epi32(254 ^ INT32_MIN), ff = _mm256_set1_epi8(-1);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  uint8_t* plane = s->plane + at;
+  size_t i = 0;
+  for (; i + 32 <= m; i += 32) {
+    __m256i v[4];
+    for (int j = 0; j < 4; j++) {
+      __m256i c = _mm256_loadu_si256((const __m256i*)(const void*)(codes + i + 8 * j));
+      v[j] = _mm256_or_si256(
+          _mm256_and_si256(c, lo),
+          _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_xor_si256(c, bias), big), lo));
+    }
+    // the packs work within 128-bit lanes: 4-byte groups come out as codes 0-3, 8-11, 16-19,
+    // 24-27, 4-7, 12-15, 20-23, 28-31
+    __m256i b = _mm256_packus_epi16(_mm256_packs_epi32(v[0], v[1]),
+                                    _mm256_packs_epi32(v[2], v[3]));
+    b = _mm256_permutevar8x32_epi32(b, order);
+    _mm256_storeu_si256((__m256i*)(void*)(plane + i), b);
+    uint32_t over = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, ff));
+    while (over) {
+      unsigned j = (unsigned)__builtin_ctz(over);
+      s->ovf[s->m++] = codes[i + j] - 255u;
+      over &= over - 1u;
+    }
+  }
+  return i;
+}
 #else
 #define QZ_AVX2 0
 #endif
+
+
+// narrow_codes, with AVX2 when avx2 (the processor has it).
+static void narrow_block(int avx2, const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
+  size_t i = 0;
+#if QZ_AVX2
+  if (avx2) {
+    i = narrow_avx2(codes, m, s, at);
+  }
+#else
+  (void)avx2;
+#endif
+  narrow_codes(codes + i, m - i, s, at + i);
+}
 
 
 
@@ -1128,21 +1216,6 @@ static void pos_word(pos_enc_t* e, uint32_t w, uint32_t i0, uint32_t k0, uint32_
 }
 
 
-// shuffle_codes, with AVX2 when the processor has it.
-static void shuffle_block(const pos_enc_t* e, const uint32_t* codes, size_t m, uint8_t* planes,
-                          size_t n) {
-  size_t i = 0;
-#if QZ_AVX2
-  if (e->avx2) {
-    i = shuffle_avx2(codes, m, planes, n);
-  }
-#else
-  (void)e;
-#endif
-  shuffle_codes(codes + i, m - i, planes + i, n);
-}
-
-
 // The point i (channel k) as a block of one, without the blocks' loops (for strides below
 // POS_MIN_STRIDE, whose blocks would be short; their words are coded by word_codes): its
 // codes into *cr, *ca, *ce.
@@ -1197,10 +1270,10 @@ static void pos_one(pos_enc_t* e, uint32_t i, uint32_t k, uint32_t* cr, uint32_t
 }
 
 
-// Code the positions of the n points into the residual planes (R, A, E: 4 n bytes each), and
-// the other words into the planes that follow.
-static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
-  uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points, byte-shuffled into the planes
+// Code the positions of the n points into the code streams R, A, E, and the other words into
+// the streams that follow.
+static void pos_code(pos_enc_t* e, uint32_t n) {
+  uint32_t cb[3][CODE_BLOCK];  // the codes of a block of points
   uint32_t fill = 0, start = 0, k = 0;
   for (uint32_t i = 0; i < n;) {
     uint32_t m;
@@ -1231,11 +1304,10 @@ static void pos_code(pos_enc_t* e, uint32_t n, uint8_t* planes) {
     k = (uint32_t)(((uint64_t)k + m) % e->stride);
     if (fill == CODE_BLOCK || i == n) {
       for (int t = 0; t < 3; t++) {
-        shuffle_block(e, cb[t], fill, planes + 4u * (size_t)t * n + start, n);
+        narrow_block(e->avx2, cb[t], fill, &e->out[t], start);
       }
       for (uint32_t w = 0; w < e->nword; w++) {
-        shuffle_block(e, e->wcodes + (size_t)w * CODE_BLOCK, fill,
-                      planes + 4u * (size_t)(3 + w) * n + start, n);
+        narrow_block(e->avx2, e->wcodes + (size_t)w * CODE_BLOCK, fill, &e->out[3 + w], start);
       }
       start = i;
       fill = 0;
@@ -1327,11 +1399,13 @@ static uint32_t detect_stride(const uint32_t* e, const uint8_t* valid, uint32_t 
   double cost[STRIDE_SEARCH + 1];
   double best = INFINITY;
   for (uint32_t s = 1; s <= smax; s++) {
-    uint64_t sum = 0, cnt = 0;
+    // |elevations| are at most pi in steps (below 2^28): their differences fit an int32
+    uint64_t sum = 0;
+    uint32_t cnt = 0;
     for (uint32_t i = smax; i < end; i++) {
-      uint32_t both = valid[i] & valid[i - s];
-      int64_t d = (int64_t)as_i32(e[i]) - as_i32(e[i - s]);
-      sum += both ? (uint64_t)(d < 0 ? -d : d) : 0u;
+      uint32_t both = (uint32_t)(valid[i] & valid[i - s]);
+      int32_t d = as_i32(e[i] - e[i - s]);
+      sum += (uint32_t)(d < 0 ? -d : d) & (0u - both);
       cnt += both;
     }
     cost[s] = cnt ? (double)sum / (double)cnt : INFINITY;
@@ -1408,9 +1482,14 @@ static int work_reserve(work_t* w, size_t size, int pos) {
 }
 
 
+// The body is at most step + (step + step / 4) n + 12 n bytes: each code stream takes at least
+// 4 bytes of a point (the 12 of the positions make 3 streams, a word 4), so there are K <=
+// step / 4 streams, whose planes and overflows (5 bytes a point at most) and the single bytes'
+// planes hold at most step + K bytes a point; the table takes 4 K <= step bytes, and no more
+// than n points are kept raw (12 bytes each).
 size_t qzstd_max_size(const codec_cloud_t* c) {
-  return CODEC_QZSTD_HEADER_BYTES + compress_bound((size_t)c->count * c->point_step +
-                                                   12u * (size_t)c->count);
+  size_t n = c->count, step = c->point_step;
+  return CODEC_QZSTD_HEADER_BYTES + compress_bound(step + (step + step / 4u) * n + 12u * n);
 }
 
 
@@ -1454,36 +1533,54 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     }
   }
 
-  size_t body_cap = (size_t)n * step + 12u * (size_t)nmiss;
+  // the bytes other than positions: uint32 words and single bytes
+  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
+  if (!off) {
+    return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
+  }
+  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
+  uint32_t* woff = off + step;
+  uint32_t* boff = off + 2u * step;
+  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
+
+  // the body: the table of overflow counts, the planes of the code streams (R, A, E, the
+  // words) and of the single bytes, the points kept raw, the overflow values; past its largest
+  // size, the overflow values of each stream as they are found (room for n each)
+  const uint32_t nstream = (has_pos ? 3u : 0u) + nword;
+  const size_t single_at = 4u * (size_t)nstream + (size_t)nstream * n;
+  const size_t exc_at = single_at + (size_t)nbyte * n;
+  const size_t scratch_at = (exc_at + 12u * (size_t)nmiss + 4u * (size_t)nstream * n + 7u) &
+                            ~(size_t)7u;
   work_t call = {0};  // this call's memory when the thread keeps none
   work_t* work = thread_work();
   work = work ? work : &call;
-  int nomem = work_reserve(work, body_cap, has_pos);
+  int nomem = work_reserve(work, scratch_at + 4u * (size_t)nstream * n, has_pos);
   uint8_t* body = work->body;
   pos_enc_t* pe = has_pos ? work->pe : NULL;
-  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
+  code_out_t* streams = mem_alloc(sizeof(code_out_t) * nstream + 1);
   uint8_t* chan = has_pos ? mem_calloc(nchan, CHAN_BYTES) : NULL;
   uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
   uint32_t* wbuf = has_pos ? mem_calloc(step / 4u + 1u, (CODE_BLOCK + 2u + 2u * (size_t)nchan) *
                                                           sizeof(uint32_t))
                            : NULL;
-  if (nomem || (has_pos && (!chan || !sample || !wbuf)) || !off) {
+  if (nomem || (has_pos && (!chan || !sample || !wbuf)) || !streams) {
     mem_free(call.body);
     mem_free(call.pe);
     mem_free(off);
+    mem_free(streams);
     mem_free(chan);
     mem_free(sample);
     mem_free(wbuf);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
+  for (uint32_t k = 0; k < nstream; k++) {
+    streams[k].plane = body + 4u * (size_t)nstream + (size_t)k * n;
+    streams[k].ovf = (uint32_t*)(void*)(body + scratch_at) + (size_t)k * n;
+    streams[k].m = 0;
+  }
   double angle_step = 0.0, err_max = 0.0;
   uint32_t stride = 1, nexc = 0;
-  uint32_t cb[CODE_BLOCK];  // the codes of a block of words, byte-shuffled into the planes
-  // the bytes other than positions: uint32 words and single bytes
-  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
-  uint32_t* woff = off + step;
-  uint32_t* boff = off + 2u * step;
-  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
+  uint32_t cb[CODE_BLOCK];  // the codes of a block of words
 
   if (has_pos) {
     angle_step = rmax > 0.0 ? prec / (2.0 * rmax) : prec;
@@ -1525,38 +1622,37 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     pe->inv_angle = inv_angle;
     pe->lim = lim;
     pe->last_ca = 1.0;
-    pe->exc = body + (size_t)n * step;
+    pe->exc = body + exc_at;
     pe->nword = nword;
     pe->woff = woff;
     pe->wlast = wbuf;
     pe->wcodes = wbuf + 2u * nword;
     pe->whist = wbuf + (2u + CODE_BLOCK) * (size_t)nword;
     pe->nchan = nchan;
+    pe->out = streams;
     chan_arrays(pe, chan, nchan);
 #if QZ_AVX2
     pe->avx2 = cpu_has_avx2();
 #endif
-    pos_code(pe, n, body);
+    pos_code(pe, n);
     nexc = pe->nexc;
     err_max = sqrt(pe->err2);
   }
 
   // every other byte: words predicted like positions (coded with them when there are
-  // positions), zigzagged and byte-shuffled; single bytes less the same byte `stride` points
-  // back (mod 256)
+  // positions) and zigzagged; single bytes less the same byte `stride` points back (mod 256)
   if (!has_pos) {
     stride = p->stride ? p->stride : 1;
   }
-  uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
   for (uint32_t w = 0; !has_pos && w < nword; w++) {
     uint32_t prev_col = 0;
     for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
       uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
       word_codes(c->data + woff[w], i0, m, stride, step, &prev_col, cb);
-      shuffle_codes(cb, m, wp + 4u * (size_t)w * n + i0, n);
+      narrow_codes(cb, m, &streams[w], i0);
     }
   }
-  uint8_t* bp = wp + 4u * (size_t)nword * n;
+  uint8_t* bp = body + single_at;
   for (uint32_t i = 0; nbyte && i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
     const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
@@ -1577,12 +1673,20 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   put_f64(out + 32, has_pos ? range_step : 0.0);
   put_f64(out + 40, has_pos ? angle_step : 0.0);
   put_f64(out + 48, err_max);
+  // the overflow counts, and the values byte-shuffled after the points kept raw
+  size_t len = exc_at + 12u * (size_t)nexc;
+  for (uint32_t k = 0; k < nstream; k++) {
+    put_u32(body + 4u * k, streams[k].m);
+    shuffle_codes(streams[k].ovf, streams[k].m, body + len, streams[k].m);
+    len += 4u * (size_t)streams[k].m;
+  }
   size_t zlen;
-  int rc = compress_zstd(p->level, body, (size_t)n * step + 12u * (size_t)nexc,
-                         out + CODEC_QZSTD_HEADER_BYTES, cap - CODEC_QZSTD_HEADER_BYTES, &zlen);
+  int rc = compress_zstd(p->level, body, len, out + CODEC_QZSTD_HEADER_BYTES,
+                         cap - CODEC_QZSTD_HEADER_BYTES, &zlen);
   mem_free(call.body);
   mem_free(call.pe);
   mem_free(off);
+  mem_free(streams);
   mem_free(chan);
   mem_free(sample);
   mem_free(wbuf);
@@ -1597,8 +1701,12 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
 
 int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_step,
                  uint8_t* out, err_msg_t* msg) {
-  if (len < CODEC_QZSTD_HEADER_BYTES || memcmp(in, CODEC_QZSTD_MAGIC, 4) != 0) {
+  if (len < CODEC_QZSTD_HEADER_BYTES || memcmp(in, CODEC_QZSTD_MAGIC, 3) != 0) {
     return err_set(msg, ERR_PROTO, "data does not start with a quantized_zstd header");
+  }
+  if (memcmp(in, CODEC_QZSTD_MAGIC, 4) != 0) {
+    return err_set(msg, ERR_PROTO, "quantized_zstd format %.4s: this decoder reads %s", in,
+                   CODEC_QZSTD_MAGIC);
   }
   const uint32_t n = get_u32(in + 4), step = get_u32(in + 8), stride = get_u32(in + 12);
   uint32_t xyz[3] = {get_u32(in + 16), get_u32(in + 20), get_u32(in + 24)};
@@ -1632,25 +1740,64 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   if (nexc > n || (!has_pos && nexc)) {
     return err_set(msg, ERR_PROTO, "header: %u exceptions for %u points", nexc, n);
   }
-  size_t body_len = (size_t)n * step + 12u * (size_t)nexc;
+  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
+  if (!off) {
+    return err_set(msg, ERR_NOMEM, "out of memory decoding %u points", n);
+  }
+  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
+  uint32_t* woff = off + step;
+  uint32_t* boff = off + 2u * step;
+  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
+  const uint32_t nstream = (has_pos ? 3u : 0u) + nword;
+  const size_t single_at = 4u * (size_t)nstream + (size_t)nstream * n;
+  const size_t exc_at = single_at + (size_t)nbyte * n;
+  const size_t fixed = exc_at + 12u * (size_t)nexc;  // the body without overflow values
+  size_t body_len = 0;
+  int rc = decompressed_size(in + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES,
+                             fixed + 4u * (size_t)nstream * n, &body_len, msg);
+  if (rc) {
+    mem_free(off);
+    return rc;
+  }
+  if (body_len < fixed) {
+    mem_free(off);
+    return err_set(msg, ERR_PROTO, "body of %zu bytes, at least %zu expected", body_len, fixed);
+  }
   uint32_t nchan = stride < n ? stride : (n ? n : 1);
   work_t call = {0};  // this call's memory when the thread keeps none
   work_t* work = thread_work();
   work = work ? work : &call;
   int nomem = work_reserve(work, body_len, 0);
   uint8_t* body = work->body;
-  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
   chan_ref_t* chan = has_pos ? mem_calloc(nchan, sizeof(chan_ref_t)) : NULL;
-  if (nomem || (has_pos && (!tc || !chan)) || !off) {
+  code_in_t* streams = mem_alloc(sizeof(code_in_t) * nstream + 1);
+  if (nomem || (has_pos && (!tc || !chan)) || !streams) {
     mem_free(call.body);
     mem_free(off);
     mem_free(tc);
     mem_free(chan);
+    mem_free(streams);
     return err_set(msg, ERR_NOMEM, "out of memory decoding %u points", n);
   }
-  int rc = decompress_zstd(in + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES, body,
-                           body_len, msg);
+  rc = decompress_zstd(in + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES, body,
+                       body_len, msg);
+  // the code streams: overflow counts, planes and values
+  size_t at = fixed;
+  for (uint32_t k = 0; rc == 0 && k < nstream; k++) {
+    uint32_t m = get_u32(body + 4u * k);
+    if (m > n || 4u * (size_t)m > body_len - at) {
+      rc = err_set(msg, ERR_PROTO, "code stream %u: %u overflow values do not fit the body", k,
+                   m);
+      break;
+    }
+    streams[k] = (code_in_t){body + 4u * (size_t)nstream + (size_t)k * n, body + at, m, 0};
+    at += 4u * (size_t)m;
+  }
+  if (rc == 0 && at != body_len) {
+    rc = err_set(msg, ERR_PROTO, "body of %zu bytes, %zu expected from its overflow counts",
+                 body_len, at);
+  }
   uint32_t used = 0;
   uint32_t cb[3][CODE_BLOCK];
   if (rc == 0 && has_pos) {
@@ -1659,8 +1806,11 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     double last_ca = 1.0, last_sa = 0.0;
     for (uint32_t i0 = 0; i0 < n && rc == 0; i0 += CODE_BLOCK) {
       uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
-      for (int t = 0; t < 3; t++) {
-        unshuffle_codes(body + 4u * (size_t)t * n + i0, m, cb[t], n);
+      for (int t = 0; t < 3 && rc == 0; t++) {
+        if (read_codes(&streams[t], i0, m, cb[t]) != 0) {
+          rc = err_set(msg, ERR_PROTO, "code stream %d: more codes of 255 than overflow values",
+                       t);
+        }
       }
       for (uint32_t j = 0; j < m && rc == 0; j++) {
         const uint32_t i = i0 + j;
@@ -1695,7 +1845,7 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
           if (ca == KIND_NAN) {
             bits[0] = bits[1] = bits[2] = 0x7FC00000u;
           } else if (ca == KIND_RAW && used < nexc) {
-            const uint8_t* ex = body + (size_t)n * step + 12u * (size_t)used++;
+            const uint8_t* ex = body + exc_at + 12u * (size_t)used++;
             for (int t = 0; t < 3; t++) {
               bits[t] = get_u32(ex + 4 * t);
             }
@@ -1719,17 +1869,16 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     }
   }
   if (rc == 0) {
-    uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
-    uint32_t* woff = off + step;
-    uint32_t* boff = off + 2u * step;
-    uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
-    const uint8_t* wp = body + (has_pos ? 12u * (size_t)n : 0u);
-    for (uint32_t w = 0; w < nword; w++) {
+    for (uint32_t w = 0; w < nword && rc == 0; w++) {
       uint8_t* base = out + woff[w];
       uint32_t prev_col = 0, col;
       for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
         uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
-        unshuffle_codes(wp + 4u * (size_t)w * n + i0, m, cb[0], n);
+        if (read_codes(&streams[nstream - nword + w], i0, m, cb[0]) != 0) {
+          rc = err_set(msg, ERR_PROTO, "code stream %u: more codes of 255 than overflow values",
+                       nstream - nword + w);
+          break;
+        }
         uint32_t j = 0;
         for (; j < m && i0 + j < 2u * (uint64_t)stride; j++) {
           uint32_t i = i0 + j;
@@ -1746,8 +1895,8 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
         }
       }
     }
-    const uint8_t* bp = wp + 4u * (size_t)nword * n;
-    for (uint32_t i = 0; nbyte && i < n; i++) {
+    const uint8_t* bp = body + single_at;
+    for (uint32_t i = 0; rc == 0 && nbyte && i < n; i++) {
       uint8_t* pt = out + (size_t)i * step;
       const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
       for (uint32_t j = 0; j < nbyte; j++) {
@@ -1755,9 +1904,16 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
       }
     }
   }
+  for (uint32_t k = 0; rc == 0 && k < nstream; k++) {
+    if (streams[k].used != streams[k].m) {
+      rc = err_set(msg, ERR_PROTO, "code stream %u: %u overflow values, %u codes of 255", k,
+                   streams[k].m, streams[k].used);
+    }
+  }
   mem_free(call.body);
   mem_free(off);
   mem_free(tc);
   mem_free(chan);
+  mem_free(streams);
   return rc;
 }

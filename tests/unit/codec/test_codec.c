@@ -2,7 +2,8 @@
 // test_codec.c: every encoding round-trips: RAW and ZSTD bit for bit, QUANTIZED_ZSTD within
 // the error it states (checked here against the original points, the distance computed
 // independently), that error within the precision, point order kept, other fields and misses
-// bit for bit; empty and one-point clouds; bad parameters and damaged bytes are refused.
+// bit for bit; empty and one-point clouds; bad parameters and damaged bytes are refused, among
+// them bodies whose overflow lists do not match their planes (docs/streams.md).
 #include "codec/codec.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 
 #include "base/mem.h"
 #include "check.h"
+#include "codec/compress.h"
 
 // A point like the lidar's xyzi layout plus a ring: x y z intensity (float32) ring (uint16),
 // 2 padding bytes.
@@ -399,6 +401,143 @@ TEST(codec_refuses_bad_parameters_and_damaged_bytes) {
     ASSERT_TRUE(rc == 0 || rc == ERR_PROTO);
     enc[i] = keep;
   }
+  mem_free(dec);
+  mem_free(enc);
+  mem_free(s.data);
+  return 0;
+}
+
+
+// The frame `enc` (len bytes, a quantized_zstd frame of s) with its body changed by `edit`
+// (the body, its size, the room) and compressed again; returns the decoder's code and message.
+static int decode_edited(const uint8_t* enc, size_t len, const scan_t* s,
+                         size_t (*edit)(uint8_t* body, size_t n, size_t cap), err_msg_t* msg) {
+  size_t n = 0, cap = (size_t)s->n * STEP * 3 + 64, zlen = 0;
+  uint8_t* body = mem_alloc(cap);
+  uint8_t* frame = mem_alloc(CODEC_QZSTD_HEADER_BYTES + compress_bound(cap));
+  int rc = decompressed_size(enc + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES,
+                             cap, &n, msg);
+  rc = rc ? rc : decompress_zstd(enc + CODEC_QZSTD_HEADER_BYTES,
+                                 len - CODEC_QZSTD_HEADER_BYTES, body, n, msg);
+  if (rc == 0) {
+    n = edit(body, n, cap);
+    memcpy(frame, enc, CODEC_QZSTD_HEADER_BYTES);
+    rc = compress_zstd(1, body, n, frame + CODEC_QZSTD_HEADER_BYTES, compress_bound(cap), &zlen);
+  }
+  uint8_t* dec = mem_alloc((size_t)s->n * STEP);
+  rc = rc ? -1 : codec_decode(CODEC_QZSTD, frame, CODEC_QZSTD_HEADER_BYTES + zlen, s->n, STEP,
+                              dec, msg);
+  mem_free(dec);
+  mem_free(frame);
+  mem_free(body);
+  return rc;
+}
+
+
+static uint32_t body_u32(const uint8_t* p) {
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+
+static size_t unchanged(uint8_t* body, size_t n, size_t cap) {
+  (void)body;
+  (void)cap;
+  return n;
+}
+
+
+// The range stream's overflow count one more, and four more bytes at the end (the lengths
+// agree, but the plane has fewer codes of 255 than values).
+static size_t one_more_value(uint8_t* body, size_t n, size_t cap) {
+  uint32_t m = body_u32(body) + 1u;
+  memcpy(body, &m, 4);
+  memset(body + n, 0, n + 4 <= cap ? 4 : 0);
+  return n + 4;
+}
+
+
+// The range stream's overflow count one less (the body is then 4 bytes too long for it).
+static size_t one_less_value(uint8_t* body, size_t n, size_t cap) {
+  (void)cap;
+  uint32_t m = body_u32(body) - 1u;
+  memcpy(body, &m, 4);
+  return n;
+}
+
+
+// The last overflow value cut off, the count kept.
+static size_t truncated(uint8_t* body, size_t n, size_t cap) {
+  (void)body;
+  (void)cap;
+  return n - 1;
+}
+
+
+// The code streams of a point of STEP bytes: R, A, E, intensity, and ring with its padding (a
+// 4-byte word); the range plane follows their table.
+#define STREAMS 5u
+#define RANGE_PLANE (4u * STREAMS)
+
+// One more code of 255 in the range plane than the count says (a code below 255 made 255).
+static size_t one_more_code(uint8_t* body, size_t n, size_t cap) {
+  (void)cap;
+  for (size_t i = RANGE_PLANE; i < n; i++) {
+    if (body[i] < 255u) {
+      body[i] = 255u;
+      break;
+    }
+  }
+  return n;
+}
+
+
+// Frames whose overflow lists do not match their planes are refused, naming the code stream;
+// a frame of the former format is refused naming the format.
+TEST(codec_quantized_refuses_damaged_overflow_lists) {
+  scan_t s = make_scan(16, 64, 1);
+  // far ranges in the first column make range codes of 255 and more
+  for (uint32_t i = 0; i < 16; i++) {
+    float x = 500.0f + 37.0f * (float)i;
+    memcpy(s.data + (size_t)i * STEP, &x, 4);
+  }
+  codec_cloud_t c = cloud_of(&s);
+  codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001, .stride = 16};
+  size_t cap = codec_max_size(&p, &c), len = 0;
+  uint8_t* enc = mem_alloc(cap);
+  double err;
+  err_msg_t msg;
+  ASSERT_OK(codec_encode(&p, &c, enc, cap, &len, &err, &msg));
+  ASSERT_OK(decode_edited(enc, len, &s, unchanged, &msg));
+
+  // the body: the range stream has overflow values
+  size_t n = 0;
+  uint8_t* body = mem_alloc((size_t)s.n * STEP * 3);
+  ASSERT_OK(decompressed_size(enc + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES,
+                              (size_t)s.n * STEP * 3, &n, &msg));
+  ASSERT_OK(decompress_zstd(enc + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES,
+                            body, n, &msg));
+  uint32_t m0 = body_u32(body), codes255 = 0;
+  for (uint32_t i = 0; i < s.n; i++) {
+    codes255 += body[RANGE_PLANE + i] == 255u;
+  }
+  ASSERT_TRUE(m0 >= 16u);
+  ASSERT_EQ(m0, codes255);
+  mem_free(body);
+
+  ASSERT_EQ(decode_edited(enc, len, &s, one_more_value, &msg), ERR_PROTO);
+  ASSERT_CONTAINS(msg.text, "code stream 0");
+  ASSERT_EQ(decode_edited(enc, len, &s, one_less_value, &msg), ERR_PROTO);
+  ASSERT_CONTAINS(msg.text, "overflow");
+  ASSERT_EQ(decode_edited(enc, len, &s, truncated, &msg), ERR_PROTO);
+  ASSERT_EQ(decode_edited(enc, len, &s, one_more_code, &msg), ERR_PROTO);
+  ASSERT_CONTAINS(msg.text, "more codes of 255 than overflow values");
+
+  enc[3] = '1';  // the magic of the former format
+  uint8_t* dec = mem_alloc((size_t)s.n * STEP);
+  ASSERT_EQ(codec_decode(CODEC_QZSTD, enc, len, s.n, STEP, dec, &msg), ERR_PROTO);
+  ASSERT_CONTAINS(msg.text, "SQZ1");
   mem_free(dec);
   mem_free(enc);
   mem_free(s.data);
