@@ -685,7 +685,8 @@ AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t ste
                                         double* r2max, uint32_t* nmiss) {
   const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY);
   __m256d best = zero;
-  uint32_t i = 0, miss = 0;
+  __m256i measured = _mm256_setzero_si256();  // per lane: measured points (as -1 each)
+  uint32_t i = 0;
   for (; i + 4 <= n; i += 4, p += 4 * step) {
     __m128 a = load_ps(p), b = load_ps(p + step), c = load_ps(p + 2 * step),
            d = load_ps(p + 3 * step);
@@ -696,15 +697,16 @@ AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t ste
     __m256d ok = _mm256_and_pd(_mm256_cmp_pd(r2, zero, _CMP_GT_OQ),
                                _mm256_cmp_pd(r2, inf, _CMP_LT_OQ));
     best = _mm256_max_pd(best, _mm256_and_pd(r2, ok));
-    uint32_t bits = (uint32_t)_mm256_movemask_pd(ok);
-    miss += 4u - (bits & 1u) - ((bits >> 1) & 1u) - ((bits >> 2) & 1u) - (bits >> 3);
+    measured = _mm256_add_epi64(measured, _mm256_castpd_si256(ok));
   }
   double b4[4];
+  int64_t m4[4];
   _mm256_storeu_pd(b4, best);
+  _mm256_storeu_si256((__m256i*)(void*)m4, measured);
   for (int l = 0; l < 4; l++) {
     *r2max = b4[l] > *r2max ? b4[l] : *r2max;
   }
-  *nmiss += miss;
+  *nmiss += i + (uint32_t)(m4[0] + m4[1] + m4[2] + m4[3]);
   return i;
 }
 
