@@ -2,7 +2,8 @@
 """Subscriptions against the real daemon: every encoding round-trips (the raw cloud of StepDone
 is the reference), a slow subscriber costs at most its budget and drops whole frames counted
 exactly while a healthy one gets every frame, subscribers that vanish mid-frame, unsubscribe
-under load, removal of the sensor, IMU streams, refused subscriptions."""
+under load, removal of the sensor, IMU streams, refused subscriptions, malformed
+QUANTIZED_ZSTD bodies refused by the C and Python decoders."""
 
 from __future__ import annotations
 
@@ -353,6 +354,123 @@ def test_streams_c_and_python_clients_decode_the_same_bytes(sensimd, tmp_path, l
             err = np.linalg.norm(_xyz(a)[~miss] - _xyz(t)[~miss], axis=1)
             assert err.max() == pytest.approx(cloud.max_error, rel=1e-9)
             assert np.array_equal(np.isnan(a["x"]), miss)
+
+
+def _sqz2_body(data):
+    """A QUANTIZED_ZSTD frame (docs/streams.md) split as the format states it: n, K streams, b
+    single bytes, e exceptions, the overflow counts m_k and the decompressed body."""
+    import zstandard
+    assert data[:4] == b"SQZ2"
+    n, step, _, xo, yo, zo, e = struct.unpack_from("<7I", data, 4)
+    pos = set() if xo == 0xFFFFFFFF else {o + j for o in (xo, yo, zo) for j in range(4)}
+    rest = [b for b in range(step) if b not in pos]
+    words = singles = j = 0
+    while j < len(rest):
+        if rest[j] % 4 == 0 and rest[j:j + 4] == list(range(rest[j], rest[j] + 4)):
+            words, j = words + 1, j + 4
+        else:
+            singles, j = singles + 1, j + 1
+    k = words + (3 if pos else 0)
+    body = zstandard.ZstdDecompressor().decompress(data[56:])
+    m = list(struct.unpack_from(f"<{k}I", body))
+    assert len(body) == 4 * k + (k + singles) * n + 12 * e + 4 * sum(m)
+    return n, k, singles, e, m, body
+
+
+def test_streams_malformed_quantized_bodies_are_refused_by_both_decoders(sensimd, tmp_path):
+    """A daemon frame, its zstd body decompressed, broken in one way and compressed again: the
+    C client (sensim_point_cloud_decode) and the Python client refuse every version (EPROTO,
+    a ProtocolError naming what is wrong), and both decode the unbroken body again."""
+    import pathlib
+    import subprocess
+    import zstandard
+    from sensim.client import decode_quantized_zstd
+    exe = pathlib.Path(os.environ.get("SENSIM_EXAMPLES_DIR", "")) / "sensim_decode_cloud"
+    if not exe.exists():
+        pytest.fail(f"{exe} is missing: build the sensim_decode_cloud target")
+    with sensimd.client() as c:
+        _scene(c)
+        # x, y, z, intensity (float32), ring (uint16), time (float32) at 18: the words are
+        # intensity and bytes 16..19, bytes 20 and 21 are single bytes
+        c.create_lidar(5, ouster=OS1_64, misses="nan", layout="velodyne",
+                       distance_noise={"stddevBase": 0.01})
+        c.subscribe(5, "quantized_zstd")
+        for k in range(2):
+            _step_clouds(c, 0.1 * k)
+        cloud = c.next_sensor_data(timeout=10).point_cloud
+    data, count, step = cloud.data, cloud.count, cloud.point_step
+    n, k, singles, e, m, body = _sqz2_body(data)
+    assert (k, singles) == (5, 2)
+    assert min(m[:3]) > 0 and max(m) < n    # codes past 254 in every position stream
+    head, pack = data[:56], zstandard.ZstdCompressor(level=3).compress
+    planes = 4 * k                                      # plane j starts at planes + j * n
+    over = 4 * k + (k + singles) * n + 12 * e           # stream 0's overflow lists
+    full0 = planes + body[planes:planes + n].index(255)
+    miss = planes + body[planes:planes + n].index(0)    # a NaN miss: azimuth code 1
+
+    def patch(at, new):
+        return body[:at] + new + body[at + len(new):]
+
+    def overflow0(value):
+        """Stream 0's first overflow value set to `value` (its byte j in plane j of m_0)."""
+        out = bytearray(body)
+        for j in range(4):
+            out[over + j * m[0]] = value >> 8 * j & 0xFF
+        return bytes(out)
+
+    def m0(value):
+        return struct.pack("<I", value) + body[4:]
+
+    cases = {
+        "magic SQZ1": (b"SQZ1" + data[4:], "expected b'SQZ2'"),
+        "m_0 + 1, the body 4 bytes longer": (head + pack(m0(m[0] + 1) + bytes(4)),
+                                             "stream 0 has .* bytes of 255"),
+        "m_0 - 1": (head + pack(m0(m[0] - 1)), "overflow counts say"),
+        "m_0 > n": (head + pack(m0(n + 1)), "stream 0 has .* overflow values"),
+        "overflow list cut short": (head + pack(body[:-1]), "overflow counts say"),
+        "a byte after the overflow lists": (head + pack(body + b"\0"), "overflow counts say"),
+        "a 255 of plane 0 made 254": (head + pack(patch(full0, b"\xfe")), "bytes of 255"),
+        "an overflow value past 2^32 - 256": (head + pack(overflow0(0xFFFFFFFF)), "past 2"),
+        "a miss of kind 3": (head + pack(patch(miss + n, b"\x03")), "miss of kind"),
+        "the body longer than the header allows": (head + pack(body + bytes(16 * k * n)),
+                                                   "the header allows"),
+        "data after the zstd frame": (head + pack(body) + b"\0", "exactly one zstd frame"),
+        "no content size in the frame":
+            (head + zstandard.ZstdCompressor(write_content_size=False).compress(body),
+             "does not state its size"),
+        "a header of 55 bytes": (data[:55], "shorter than the 56-byte header"),
+    }
+    src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
+
+    def by_c(frame):
+        src.write_bytes(frame)
+        return subprocess.run([str(exe), "2", str(count), str(step), str(src), str(dst)],
+                              capture_output=True, text=True, timeout=60)
+
+    for name, (frame, message) in cases.items():
+        with pytest.raises(errors.ProtocolError, match=message):
+            decode_quantized_zstd(frame, count, step)
+        run = by_c(frame)
+        assert run.returncode == 1 and "EPROTO" in run.stderr, (name, run.stderr)
+
+    # the harness breaks only what it means to: the body recompressed decodes as it was, and
+    # the largest overflow value (a code of 2^32 - 1) is taken
+    good = decode_quantized_zstd(data, count, step)
+    assert decode_quantized_zstd(head + pack(body), count, step) == good
+    assert by_c(head + pack(body)).returncode == 0 and dst.read_bytes() == good
+    assert len(decode_quantized_zstd(head + pack(overflow0(0xFFFFFF00)), count, step)) == len(good)
+    assert by_c(head + pack(overflow0(0xFFFFFF00))).returncode == 0
+
+    # any stride decodes, 2^31 included (past every point: each prediction is 0), the same
+    # fields by both
+    wide = head[:12] + struct.pack("<I", 1 << 31) + data[16:]
+    dt = point_cloud_to_numpy(cloud).dtype
+    py = np.frombuffer(decode_quantized_zstd(wide, count, step), dtype=dt)
+    assert by_c(wide).returncode == 0
+    cc = np.frombuffer(dst.read_bytes(), dtype=dt)
+    for name in ("intensity", "ring", "time"):
+        assert py[name].tobytes() == cc[name].tobytes(), name
+    np.testing.assert_array_max_ulp(py["x"], cc["x"], maxulp=1)
 
 
 def test_streams_field_selection(sensimd):

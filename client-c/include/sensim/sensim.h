@@ -161,9 +161,10 @@ typedef enum sensim_encoding {
 
 // Decode the `len` bytes of a PointCloud's data, in `encoding`, into `count` points of
 // `point_step` bytes (out: at least count * point_step bytes, out_cap its size). Every
-// encoding of docs/streams.md; QUANTIZED_ZSTD rebuilds positions exactly as the daemon's
-// encoder measured them. Returns SENSIM_OK, SENSIM_INVALID_ARGUMENT when out_cap is too small,
-// SENSIM_EPROTO when the bytes are not a valid encoding of such a cloud, SENSIM_ENOMEM.
+// encoding of docs/streams.md; QUANTIZED_ZSTD (byte format SQZ2, any other is refused)
+// rebuilds positions exactly as the daemon's encoder measured them. Returns SENSIM_OK,
+// SENSIM_INVALID_ARGUMENT when out_cap is too small, SENSIM_EPROTO when the bytes are not a
+// valid encoding of such a cloud, SENSIM_ENOMEM.
 // Nullable: data and out when count * point_step is 0.
 // Thread: any (no client handle).
 SENSIM_API sensim_status_t sensim_point_cloud_decode(sensim_encoding_t encoding, const void* data,

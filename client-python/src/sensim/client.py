@@ -318,85 +318,159 @@ def _column_sums(res: np.ndarray, stride: int) -> np.ndarray:
     return (first + np.cumsum(d, axis=0, dtype=np.uint32)).reshape(-1)[:n]
 
 
+def _point_spans(step: int, offsets: Sequence[int]) -> list[tuple[int, int, int, int]]:
+    """The runs [lo, hi) of a point's bytes between the position fields (the whole point
+    without positions), in order, each with its words (four offsets in a row, the first a
+    multiple of 4): (lo, hi, first word, number of words); the other bytes are single bytes."""
+    spans, lo = [], 0
+    for hi in sorted(offsets) + [step]:
+        if hi > lo:
+            w0 = -(-lo // 4) * 4
+            words = (hi - w0) // 4 if w0 + 4 <= hi else 0
+            spans.append((lo, hi, w0, words))
+        lo = hi + 4
+    return spans
+
+
 def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
-    """Decode ENCODING_QUANTIZED_ZSTD bytes (docs/streams.md) into count * point_step bytes."""
+    """Decode ENCODING_QUANTIZED_ZSTD bytes (docs/streams.md, format SQZ2) into
+    count * point_step bytes; errors.ProtocolError names what is malformed."""
     import struct
     import zstandard
-    if len(data) < 56 or data[:4] != b"SQZ1":
-        raise errors.ProtocolError("quantized_zstd: no SQZ1 header")
+
+    def bad(what: str) -> errors.ProtocolError:
+        return errors.ProtocolError(f"quantized_zstd: {what}")
+
+    if len(data) < 56:
+        raise bad(f"{len(data)} bytes, shorter than the 56-byte header")
+    if data[:4] != b"SQZ2":
+        raise bad(f"magic {bytes(data[:4])!r}, expected b'SQZ2'")
     n, step, stride, xo, yo, zo, nexc = struct.unpack_from("<7I", data, 4)
     range_step, angle_step = struct.unpack_from("<2d", data, 32)
     if n != count or step != point_step:
-        raise errors.ProtocolError("quantized_zstd: header does not match the cloud")
-    has_pos = xo != 0xFFFFFFFF
-    body = zstandard.ZstdDecompressor().decompress(data[56:], max_output_size=n * step + 12 * nexc)
-    if len(body) != n * step + 12 * nexc:
-        raise errors.ProtocolError("quantized_zstd: body size does not match the header")
-    buf = np.frombuffer(body, np.uint8)
-    out = np.zeros((n, step), np.uint8)
-    pos_bytes = set()
+        raise bad(f"header of {n} points of {step} bytes, the cloud has {count} of {point_step}")
+    if stride == 0:
+        raise bad("stride 0")
+    stride = min(stride, max(n, 1))   # a stride past the last point predicts nothing, as n does
+    if nexc > n:
+        raise bad(f"{nexc} exceptions for {n} points")
+    offsets = [xo, yo, zo]
+    has_pos = offsets != [0xFFFFFFFF] * 3
     if has_pos:
-        if stride == 0 or any(o + 4 > step for o in (xo, yo, zo)):
-            raise errors.ProtocolError("quantized_zstd: bad stride or offsets")
-        planes = buf[:12 * n].reshape(12, n).astype(np.uint32)
-        codes = [planes[4 * k] | planes[4 * k + 1] << 8 | planes[4 * k + 2] << 16
-                 | planes[4 * k + 3] << 24 for k in range(3)]
-        valid = codes[0] != 0
+        cut = sorted(offsets)
+        if cut[2] + 4 > step or cut[1] < cut[0] + 4 or cut[2] < cut[1] + 4:
+            raise bad(f"position offsets {offsets} do not fit apart in a point of {step} bytes")
+        if not (0 < range_step < np.inf and 0 < angle_step < np.inf):
+            raise bad(f"range_step {range_step} or angle_step {angle_step} not positive and finite")
+    elif nexc:
+        raise bad(f"{nexc} exceptions without positions")
 
+    # K code streams (range, azimuth, elevation, then the words), b single bytes
+    spans = _point_spans(step, offsets if has_pos else [])
+    nwords = sum(sp[3] for sp in spans)
+    nstreams = 3 * has_pos + nwords
+    nsingle = sum(hi - lo - 4 * words for lo, hi, _, words in spans)
+    head = 4 * nstreams
+    fixed = head + (nstreams + nsingle) * n + 12 * nexc
+    bound = fixed + 4 * nstreams * n
+    body = data[56:]
+    try:
+        size = zstandard.frame_content_size(body)
+    except zstandard.ZstdError:
+        raise bad("the body is not a zstd frame") from None
+    if size < 0:
+        raise bad("the body's zstd frame does not state its size")
+    if not fixed <= size <= bound:
+        raise bad(f"body of {size} bytes, the header allows {fixed} to {bound}")
+    dobj = zstandard.ZstdDecompressor().decompressobj()
+    try:
+        raw = dobj.decompress(body)
+    except zstandard.ZstdError as err:
+        raise bad(f"corrupt zstd body ({err})") from None
+    if not dobj.eof or dobj.unused_data or len(raw) != size:
+        raise bad("the body is not exactly one zstd frame of its stated size")
+    buf = np.frombuffer(raw, np.uint8)
+
+    # the overflow counts m_k: each at most n, the body exactly as long as they say
+    m = np.frombuffer(raw, "<u4", count=nstreams).astype(np.int64)
+    if np.any(m > n):
+        k = int(np.argmax(m > n))
+        raise bad(f"stream {k} has {m[k]} overflow values for {n} points")
+    if size != fixed + 4 * int(m.sum()):
+        raise bad(f"body of {size} bytes, the header and overflow counts say "
+                  f"{fixed + 4 * int(m.sum())}")
+    planes = buf[head:head + nstreams * n].reshape(nstreams, n)
+    full = np.count_nonzero(planes == 255, axis=1)
+    if np.any(full != m):
+        k = int(np.argmax(full != m))
+        raise bad(f"stream {k} has {full[k]} bytes of 255, its overflow count is {m[k]}")
+    at = head + (nstreams + nsingle) * n
+    singles_buf = buf[head + nstreams * n:at].reshape(nsingle, n)
+    exc_buf = buf[at:at + 12 * nexc]
+    starts = at + 12 * nexc + 4 * np.concatenate(([0], np.cumsum(m)))
+
+    def codes(k: int) -> np.ndarray:
+        """Stream k's uint32 codes: the plane byte, or 255 plus the next overflow value."""
+        c = planes[k].astype(np.uint32)
+        if m[k]:
+            o = buf[starts[k]:starts[k + 1]].reshape(4, m[k]).astype(np.uint32)
+            v = o[0] | o[1] << 8 | o[2] << 16 | o[3] << 24
+            if np.any(v > 0xFFFFFFFF - 255):
+                raise bad(f"stream {k} has an overflow value past 2^32 - 256")
+            c[np.flatnonzero(planes[k] == 255)] = np.uint32(255) + v
+        return c
+
+    out = np.zeros((n, step), np.uint8)
+    if has_pos:
+        cr, ca, ce = codes(0), codes(1), codes(2)
+        valid = cr != 0
+        miss = ~valid
+        kind = ca
+        exc = np.flatnonzero(miss & (kind == 2))
+        if np.any(miss & (kind > 2)):
+            raise bad(f"miss of kind {kind[miss & (kind > 2)][0]}: 0, 1 or 2 expected")
+        if len(exc) != nexc:
+            raise bad(f"{len(exc)} misses kept raw, the header says {nexc}")
         values = []
-        for k in range(3):
-            res = _unzigzag(codes[k] - np.uint32(1) if k == 0 else codes[k])
+        for k, c in enumerate((cr, ca, ce)):
+            res = _unzigzag(c - np.uint32(1) if k == 0 else c)
             res = np.where(valid, res, np.uint32(0))   # a miss takes the prediction
             values.append(_column_sums(res, stride).view(np.int32).astype(np.float64))
         rng = values[0] * range_step
         az = values[1] * angle_step
         el = values[2] * angle_step
-        ce = rng * np.cos(el)
-        xyz = [(ce * np.cos(az)).astype("<f4"), (ce * np.sin(az)).astype("<f4"),
+        cos_el = rng * np.cos(el)
+        xyz = [(cos_el * np.cos(az)).astype("<f4"), (cos_el * np.sin(az)).astype("<f4"),
                (rng * np.sin(el)).astype("<f4")]
-        kind = codes[1]
-        miss = ~valid
-        exc = np.flatnonzero(miss & (kind == 2))
-        if len(exc) != nexc or np.any(miss & (kind > 2)):
-            raise errors.ProtocolError("quantized_zstd: misses do not match the header")
-        raw = buf[n * step:].reshape(-1, 3, 4).view("<u4")[:, :, 0] if nexc else None
-        for k, off in enumerate((xo, yo, zo)):
+        raw_xyz = exc_buf.reshape(-1, 3, 4).view("<u4")[:, :, 0] if nexc else None
+        for k, off in enumerate(offsets):
             bits = xyz[k].view("<u4").copy()
             bits[miss & (kind == 0)] = 0
             bits[miss & (kind == 1)] = 0x7FC00000
             if nexc:
-                bits[exc] = raw[:, k]
+                bits[exc] = raw_xyz[:, k]
             out[:, off:off + 4] = bits.view(np.uint8).reshape(n, 4)
-            pos_bytes.update(range(off, off + 4))
-    if stride == 0:
-        raise errors.ProtocolError("quantized_zstd: stride 0")
-    rest = [b for b in range(step) if b not in pos_bytes]
-    start = 12 * n if has_pos else 0
+    if n == 0:
+        return b""
 
-    # uint32 words (4 offsets in a row from a multiple of 4): column prediction plus the
-    # previous point's miss, i.e. e = prefix sum of the residuals, then the column sums
-    words, singles, j = [], [], 0
-    while j < len(rest):
-        if rest[j] % 4 == 0 and j + 3 < len(rest) and rest[j + 3] == rest[j] + 3:
-            words.append(rest[j])
-            j += 4
-        else:
-            singles.append(rest[j])
-            j += 1
-    for off in words:
-        planes = buf[start:start + 4 * n].reshape(4, n).astype(np.uint32)
-        start += 4 * n
-        code = planes[0] | planes[1] << 8 | planes[2] << 16 | planes[3] << 24
-        e = np.cumsum(_unzigzag(code), dtype=np.uint32)
-        out[:, off:off + 4] = _column_sums(e, stride).astype("<u4").view(np.uint8).reshape(n, 4)
-    rest = singles
-    if rest and n:
+    # uint32 words (streams 3.. with positions): column prediction plus the previous point's
+    # miss, i.e. e = prefix sum of the residuals, then the column sums
+    k = 3 * has_pos
+    for lo, hi, w0, words in spans:
+        for off in range(w0, w0 + 4 * words, 4):
+            e = np.cumsum(_unzigzag(codes(k)), dtype=np.uint32)
+            k += 1
+            word = _column_sums(e, stride).astype("<u4")
+            out[:, off:off + 4] = word.view(np.uint8).reshape(n, 4)
+    singles = [b for lo, hi, w0, words in spans for b in range(lo, hi)
+               if not (words and w0 <= b < w0 + 4 * words)]
+    if singles:
         # each byte was stored less the same byte `stride` points back (mod 256)
         rows = -(-n // stride)
-        d = np.zeros((len(rest), rows * stride), np.uint8)
-        d[:, :n] = buf[start:start + len(rest) * n].reshape(len(rest), n)
-        d = np.cumsum(d.reshape(len(rest), rows, stride), axis=1, dtype=np.uint8)
-        out[:, rest] = d.reshape(len(rest), -1)[:, :n].T
+        d = np.zeros((nsingle, rows * stride), np.uint8)
+        d[:, :n] = singles_buf
+        d = np.cumsum(d.reshape(nsingle, rows, stride), axis=1, dtype=np.uint8)
+        out[:, singles] = d.reshape(nsingle, -1)[:, :n].T
     return out.tobytes()
 
 
