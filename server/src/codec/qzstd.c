@@ -278,7 +278,7 @@ typedef struct code_in {
 
 
 // The codes of the points at .. at + m - 1 of the stream s into codes; -1 when the stream
-// has fewer overflow values than its plane needs.
+// has fewer overflow values than its plane needs, or one that makes a code of 2^32 or more.
 static int read_codes(code_in_t* s, size_t at, size_t m, uint32_t* codes) {
   const uint8_t* plane = s->plane + at;
   const size_t om = s->m;
@@ -307,8 +307,12 @@ static int read_codes(code_in_t* s, size_t at, size_t m, uint32_t* codes) {
           return -1;
         }
         const uint8_t* o = s->ovf + s->used++;
-        c += (uint32_t)o[0] | (uint32_t)o[om] << 8 | (uint32_t)o[2 * om] << 16 |
-             (uint32_t)o[3 * om] << 24;
+        uint32_t v = (uint32_t)o[0] | (uint32_t)o[om] << 8 | (uint32_t)o[2 * om] << 16 |
+                     (uint32_t)o[3 * om] << 24;
+        if (v > UINT32_MAX - 255u) {
+          return -1;  // no code is 2^32 or more
+        }
+        c += v;
       }
       codes[i] = c;
     }
@@ -1810,8 +1814,9 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
       uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
       for (int t = 0; t < 3 && rc == 0; t++) {
         if (read_codes(&streams[t], i0, m, cb[t]) != 0) {
-          rc = err_set(msg, ERR_PROTO, "code stream %d: more codes of 255 than overflow values",
-                       t);
+          rc = err_set(msg, ERR_PROTO,
+                       "code stream %d: more codes of 255 than overflow values, or a value "
+                       "past 2^32 - 256", t);
         }
       }
       for (uint32_t j = 0; j < m && rc == 0; j++) {
@@ -1877,8 +1882,9 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
       for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
         uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
         if (read_codes(&streams[nstream - nword + w], i0, m, cb[0]) != 0) {
-          rc = err_set(msg, ERR_PROTO, "code stream %u: more codes of 255 than overflow values",
-                       nstream - nword + w);
+          rc = err_set(msg, ERR_PROTO,
+                       "code stream %u: more codes of 255 than overflow values, or a value "
+                       "past 2^32 - 256", nstream - nword + w);
           break;
         }
         uint32_t j = 0;
