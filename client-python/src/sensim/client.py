@@ -440,8 +440,9 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
         az = values[1] * angle_step
         el = values[2] * angle_step
         cos_el = rng * np.cos(el)
-        xyz = [(cos_el * np.cos(az)).astype("<f4"), (cos_el * np.sin(az)).astype("<f4"),
-               (rng * np.sin(el)).astype("<f4")]
+        with np.errstate(over="ignore"):    # steps too large for float32 give infinities
+            xyz = [(cos_el * np.cos(az)).astype("<f4"), (cos_el * np.sin(az)).astype("<f4"),
+                   (rng * np.sin(el)).astype("<f4")]
         raw_xyz = exc_buf.reshape(-1, 3, 4).view("<u4")[:, :, 0] if nexc else None
         for k, off in enumerate(offsets):
             bits = xyz[k].view("<u4").copy()
