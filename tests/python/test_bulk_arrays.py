@@ -202,6 +202,122 @@ def test_raycast_leaves_another_pipelined_reply_whole(sensimd):
     _check_sphere_hits(first.view(np.recarray), o1, d1)
 
 
+def _serial(c) -> int:
+    """The world_serial of a one-ray raycast, in each form (they must agree)."""
+    o, d = np.array([[-10.0, 0.0, 0.0]]), np.array([[1.0, 0.0, 0.0]])
+    packed, raw = _packed_raycast(c, o, d), _bytes_raycast(c, o, d)
+    assert packed.HasField("world_serial") and raw.HasField("world_serial")
+    assert packed.world_serial == raw.world_serial
+    return packed.world_serial
+
+
+def test_world_serial_grows_with_every_request_that_may_change_the_environment(sensimd):
+    with sensimd.client() as c:
+        _sphere_scene(c, body=2)
+        first = _serial(c)
+        c.get_info()
+        assert _serial(c) == first                # raycasts and GetInfo change nothing
+        seen = [first]
+        changes = [
+            lambda: c.update_state(1.0, [2], [[0, 0, 0, 0, 0, 0, 1]]),
+            lambda: c.step(1.0),
+            lambda: c.create_primitive(2, "box", half_extents=[1, 1, 1]),
+            lambda: c.create_object(6, geometry_id=2, body_id=0),
+        ]
+        for change in changes:
+            change()
+            seen.append(_serial(c))
+        # a refused request counts as well (it may have changed the environment)
+        with pytest.raises(errors.SensimError):
+            c.create_object(6, geometry_id=2, body_id=0)
+        seen.append(_serial(c))
+    assert all(b > a for a, b in zip(seen, seen[1:])), seen
+
+
+def test_client_pipelined_raycast_matches_one_request_and_the_sphere(sensimd):
+    # from PIPELINE_MIN_RAYS rays on, the client sends several requests back to back
+    n = sensim.client.PIPELINE_MIN_RAYS + 1001
+    o, d = _rays(n, seed=21)
+    with sensimd.client(timeout=60) as c:
+        _sphere_scene(c)
+        hits = c.raycast(o, d)
+        one = _bytes_raycast(c, o, d)
+        again = c.raycast(o, d)
+    assert len(hits) == n and hits.dtype == sensim.RAYCAST_DTYPE
+    _check_sphere_hits(hits, o, d)
+    assert np.asarray(hits).tobytes() == one.hits_bytes
+    assert np.asarray(again).tobytes() == one.hits_bytes
+    assert hits.distances.ctypes.data != again.distances.ctypes.data  # a held result stays
+
+
+def test_client_pipelined_raycast_splits_times_with_the_rays(sensimd):
+    # body 2 carries the sphere from x = 0 at t = 1 to x = 4 at t = 3; one time per ray
+    n = sensim.client.PIPELINE_MIN_RAYS + 7
+    o = np.tile([[-10.0, 0.0, 0.0]], (n, 1))
+    d = np.tile([[1.0, 0.0, 0.0]], (n, 1))
+    times = 1.0 + 2.0 * (np.arange(n) % 5) / 4.0
+    with sensimd.client(timeout=60) as c:
+        _sphere_scene(c, body=2)
+        c.update_state(1.0, [2], [[0, 0, 0, 0, 0, 0, 1]])
+        c.step(1.0)
+        c.update_state(3.0, [2], [[4, 0, 0, 0, 0, 0, 1]])
+        hits = c.raycast(o, d, times=times)
+        one_time = c.raycast(o, d, times=[2.0])
+    np.testing.assert_allclose(hits.distances, 10.0 + 2.0 * (times - 1.0) - RADIUS, rtol=0,
+                               atol=TOL)
+    np.testing.assert_allclose(one_time.distances, 10.0 + 2.0 - RADIUS, rtol=0, atol=TOL)
+
+
+def test_client_pipelined_raycast_error_names_the_ray_of_the_whole_request(sensimd):
+    # a refused part is sent again as one request: the error names the ray by its index in
+    # the caller's arrays, and the connection stays usable
+    n = sensim.client.PIPELINE_MIN_RAYS + 5
+    o, d = _rays(n, seed=3)
+    bad = n - 2                                  # in the last part
+    d[bad] = 0.0
+    with sensimd.client(timeout=60) as c:
+        _sphere_scene(c)
+        with pytest.raises(errors.InvalidArgument, match=rf"directions\[{bad}\]"):
+            c.raycast(o, d)
+        hits = c.raycast(o[:10], _rays(10, seed=3)[1])
+    assert len(hits) == 10
+
+
+def test_client_pipelined_raycast_sees_one_world_while_a_controller_moves_it(sensimd):
+    # an observer's large raycast while the controller moves the sphere state after state:
+    # every result shows the sphere at one place (parts that saw different states are sent
+    # again as one request)
+    import threading
+
+    n = 2 * sensim.client.PIPELINE_MIN_RAYS
+    o = np.tile([[-10.0, 0.0, 0.0]], (n, 1))
+    d = np.tile([[1.0, 0.0, 0.0]], (n, 1))
+    stop = threading.Event()
+    with sensimd.client(environment="moving", timeout=60) as c:
+        _sphere_scene(c, body=2)
+        c.update_state(0.0, [2], [[0, 0, 0, 0, 0, 0, 1]])
+        c.step(0.0)
+
+        def move() -> None:
+            k = 0
+            while not stop.is_set():
+                k += 1
+                c.update_state(0.01 * k, [2], [[0.01 * (k % 100), 0, 0, 0, 0, 0, 1]])
+                c.step(0.01 * k)
+
+        mover = threading.Thread(target=move)
+        mover.start()
+        try:
+            with sensimd.client(environment="moving", role="observer", timeout=60) as obs:
+                for _ in range(8):
+                    hits = obs.raycast(o, d)
+                    assert np.all(np.isfinite(hits.distances))
+                    assert np.all(hits.distances == hits.distances[0])
+        finally:
+            stop.set()
+            mover.join()
+
+
 def test_without_field_drops_one_nested_bulk_field():
     from sensim import _framing
     env = pb.Envelope(id=7)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import socket
+import sys
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -167,6 +168,12 @@ def _ids(value: Any, what: str) -> np.ndarray:
 # Envelope.raycast_result.hits_bytes, as field numbers
 _HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
               pb.RaycastResult.DESCRIPTOR.fields_by_name["hits_bytes"].number)
+
+# A raycast of at least PIPELINE_MIN_RAYS rays travels as requests of about PIPELINE_RAYS rays
+# sent back to back, so that the daemon traces one while the next arrives and the last
+# replies leave (see Client.raycast).
+PIPELINE_MIN_RAYS = 1 << 16
+PIPELINE_RAYS = 1 << 15
 
 
 def raycast_hits(result: Any, n: int) -> np.recarray:
@@ -508,6 +515,7 @@ class Client:
         self._pushed: collections.deque = collections.deque(maxlen=max(1, pushed_queue))
         self._fatal: errors.SensimError | None = None
         self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
+        self._hits_kept: list[np.ndarray] = []  # arrays of pipelined raycasts' hits
         if connect:
             self.connect()
 
@@ -1104,22 +1112,45 @@ class Client:
                 group_mask: int = 0) -> np.recarray:
         """Trace rays (origins and directions (N, 3), world) against the environment. Returns a
         record array of N rays (RAYCAST_DTYPE) with fields distances (+inf on a miss),
-        object_ids, labels and normals (N, 3). The rays travel as little-endian bytes; a large
-        result is the reply's records seen in the frame they arrived in (no copy). The rays
-        pass through the objects of `exclude_bodies` and, with a non-zero `group_mask`, those
-        whose group bit it does not set."""
+        object_ids, labels and normals (N, 3). The rays pass through the objects of
+        `exclude_bodies` and, with a non-zero `group_mask`, those whose group bit it does not
+        set.
+
+        The rays travel as little-endian bytes, and a result is seen in the memory it was
+        received into (no copy). From PIPELINE_MIN_RAYS rays on, the rays go as several
+        requests sent back to back, whose replies must report one `world_serial` (no request
+        changed the environment in between); otherwise, or when one of them fails, the rays
+        are sent again as one request, whose reply (or error) is the answer."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
-        arrays = [("origins_bytes", _le(o)), ("directions_bytes", _le(d))]
-        if times is not None:
-            arrays.append(("times_bytes", _le(np.asarray(times, dtype=float).reshape(-1))))
+        t = None if times is None else _le(np.asarray(times, dtype=float).reshape(-1))
         msg = pb.Raycast(max_range=float(max_range), exclude_bodies=list(exclude_bodies))
         if group_mask:
             msg.group_mask = int(group_mask)
+        if len(o) >= PIPELINE_MIN_RAYS and (t is None or len(t) in (0, 1, len(o))):
+            hits = self._raycast_pipelined(o, d, t, msg)
+            if hits is not None:
+                return hits
+        return self._raycast_one(o, d, t, msg)
+
+    def _raycast_arrays(self, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
+                        a: int, b: int) -> list:
+        """The bulk arrays of rays a .. b - 1."""
+        arrays = [("origins_bytes", o[a:b]), ("directions_bytes", d[a:b])]
+        if t is not None:
+            arrays.append(("times_bytes", t if len(t) <= 1 else t[a:b]))
+        return arrays
+
+    def _raycast_reply(self, request_id: int, n: int, check: bool = True) -> tuple[Any, Any]:
+        """Wait for the reply to a raycast of n rays: (Envelope, the hits as a record array
+        seen in the frame they arrived in, or copied from the parsed reply); (Envelope, None)
+        for a failed request when not check."""
         self._large_frame = None
-        env = self._wait_reply(self._send_bulk("raycast", msg, arrays), in_place=_HITS_PATH)
+        env = self._wait_reply(request_id, check=check, in_place=_HITS_PATH)
+        if env.HasField("status") and env.status.code != pb.OK:
+            return env, None
         if env.WhichOneof("body") != "raycast_result":
             raise errors.ProtocolError(
                 f"raycast: expected a raycast_result reply, got {env.WhichOneof('body')}")
@@ -1128,11 +1159,67 @@ class Client:
             # the records inside the frame they arrived in (parsed without them): no copy
             at = _framing.find_field(frame[1], _HITS_PATH)
             if at is not None:
-                if at[1] != len(o) * RAYCAST_DTYPE.itemsize:
+                if at[1] != n * RAYCAST_DTYPE.itemsize:
                     raise errors.ProtocolError(
-                        f"raycast: {at[1]} bytes of hits_bytes for {len(o)} rays")
-                return np.frombuffer(frame[1], dtype=RAYCAST_DTYPE, count=len(o),
-                                     offset=at[0]).view(np.recarray)
-        return raycast_hits(env.raycast_result, len(o))
+                        f"raycast: {at[1]} bytes of hits_bytes for {n} rays")
+                return env, np.frombuffer(frame[1], dtype=RAYCAST_DTYPE, count=n,
+                                          offset=at[0]).view(np.recarray)
+        return env, raycast_hits(env.raycast_result, n)
+
+    def _raycast_one(self, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
+                     msg: Any) -> np.recarray:
+        """The raycast as one request."""
+        rid = self._send_bulk("raycast", msg, self._raycast_arrays(o, d, t, 0, len(o)))
+        return self._raycast_reply(rid, len(o))[1]
+
+    def _raycast_pipelined(self, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
+                           msg: Any) -> np.recarray | None:
+        """The raycast as requests of about PIPELINE_RAYS rays sent at once, their hits
+        gathered into one array; None when a request failed or the replies' world_serial
+        differ (the caller then sends the rays as one request)."""
+        n = len(o)
+        k = -(-n // PIPELINE_RAYS)
+        bounds = [n * i // k for i in range(k + 1)]
+        ids = [self._send_bulk("raycast", msg, self._raycast_arrays(o, d, t, a, b))
+               for a, b in zip(bounds, bounds[1:])]
+        out = self._hits_buffer(n)
+        raw = out.view(np.uint8)
+        serial = None
+        consistent = True
+        for i, rid in enumerate(ids):
+            try:
+                env, hits = self._raycast_reply(rid, bounds[i + 1] - bounds[i], check=False)
+            except BaseException:
+                self._abandoned.update(ids[i + 1:])
+                raise
+            result = env.raycast_result if hits is not None else None
+            if (result is None or not result.HasField("world_serial")
+                    or serial not in (None, result.world_serial)):
+                consistent = False
+            if consistent:
+                # every byte of the records (the reserved ones too, which no field names)
+                serial = result.world_serial
+                size = RAYCAST_DTYPE.itemsize
+                raw[bounds[i] * size:bounds[i + 1] * size] = np.asarray(hits).view(np.uint8)
+            del hits
+        return out.view(np.recarray) if consistent else None
+
+    def _hits_buffer(self, n: int) -> np.ndarray:
+        """An array of n RAYCAST_DTYPE records for a pipelined raycast's hits: one of the two
+        kept arrays that nothing else refers to any more (a result handed out keeps its
+        array), else a new one, kept in place of a free one."""
+        for i in range(len(self._hits_kept)):
+            # references: the list's and getrefcount's argument; a result adds one
+            if len(self._hits_kept[i]) == n and sys.getrefcount(self._hits_kept[i]) == 2:
+                return self._hits_kept[i]
+        buf = np.empty(n, dtype=RAYCAST_DTYPE)
+        if len(self._hits_kept) < 2:
+            self._hits_kept.append(buf)
+        else:
+            free = [i for i in range(len(self._hits_kept))
+                    if sys.getrefcount(self._hits_kept[i]) == 2]
+            if free:
+                self._hits_kept[free[0]] = buf
+        return buf
 
 

@@ -493,12 +493,13 @@ static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
 
 
 // Allocate the whole reply to a bytes-form raycast of n rays: the Envelope's id and status OK,
-// then raycast_result = {padding, hits_bytes}, with padding chosen so that the records start at
+// then raycast_result = {world_serial, padding, hits_bytes}, with padding chosen so that the
+// records start at
 // a multiple of 8 from the start of the buffer (which malloc aligns). Protocol buffers read
 // fields in any order, so this is the Envelope protobuf-c would write with those fields set.
 // *records points into the reply; its n records are left to the caller.
-static int reply_alloc(uint64_t id, size_t n, ray_result_t* res, uint8_t** records,
-                       err_msg_t* msg) {
+static int reply_alloc(uint64_t id, size_t n, uint64_t serial, ray_result_t* res,
+                       uint8_t** records, err_msg_t* msg) {
   uint8_t* head;
   size_t head_len;
   Sensim__V1__Envelope bare = SENSIM__V1__ENVELOPE__INIT;
@@ -508,9 +509,15 @@ static int reply_alloc(uint64_t id, size_t n, ray_result_t* res, uint8_t** recor
   const uint64_t t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
   const uint64_t t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
   const uint64_t t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
+  const uint64_t t_serial = (uint64_t)protobuf_c_message_descriptor_get_field_by_name(
+                                &sensim__v1__raycast_result__descriptor, "world_serial")
+                                ->id
+                            << 3;  // a varint
+  const size_t serial_len = varint_len(t_serial) + varint_len(serial);
   size_t nbytes = n * WIRE_HIT_RECORD_BYTES, pad = 0, inner = 0, at = 0;
   for (; pad < 16; pad++) {
-    inner = varint_len(t_pad) + varint_len(pad) + pad + varint_len(t_hits) + varint_len(nbytes);
+    inner = serial_len + varint_len(t_pad) + varint_len(pad) + pad + varint_len(t_hits) +
+            varint_len(nbytes);
     at = head_len + varint_len(t_result) + varint_len(inner + nbytes) + inner;
     if (at % 8 == 0) {
       break;
@@ -528,6 +535,8 @@ static int reply_alloc(uint64_t id, size_t n, ray_result_t* res, uint8_t** recor
   p += head_len;
   p = put_varint(p, t_result);
   p = put_varint(p, inner + nbytes);
+  p = put_varint(p, t_serial);
+  p = put_varint(p, serial);
   p = put_varint(p, t_pad);
   p = put_varint(p, pad);
   memset(p, 0, pad);
@@ -545,7 +554,7 @@ static int trace_to_records(const wire_request_t* req, env_t* e, const env_rayca
                             ray_result_t* res, err_msg_t* msg) {
   size_t n = r->nray;
   uint8_t* rec = NULL;
-  int rc = reply_alloc(wire_id(req), n, res, &rec, msg);
+  int rc = reply_alloc(wire_id(req), n, env_changes(e), res, &rec, msg);
   if (rc) {
     return rc;
   }
@@ -654,6 +663,8 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   if (rc) {
     return rc;
   }
+  res->msg.has_world_serial = 1;
+  res->msg.world_serial = env_changes(e);
   o->reply.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST_RESULT;
   o->reply.raycast_result = &res->msg;
   return 0;
