@@ -233,6 +233,16 @@ typedef struct code_out {
 } code_out_t;
 
 
+// The codes[j] whose bit j is set in `over` (codes of 255 or more) onto the stream's overflow
+// values.
+static inline void take_overflows(code_out_t* s, const uint32_t* codes, uint32_t over) {
+  while (over) {
+    s->ovf[s->m++] = codes[__builtin_ctz(over)] - 255u;
+    over &= over - 1u;
+  }
+}
+
+
 // The codes of the points at .. at + m - 1 into the stream s.
 static void narrow_codes(const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
   uint8_t* plane = s->plane + at;
@@ -250,12 +260,7 @@ static void narrow_codes(const uint32_t* codes, size_t m, code_out_t* s, size_t 
     }
     __m128i b = _mm_packus_epi16(_mm_packs_epi32(v[0], v[1]), _mm_packs_epi32(v[2], v[3]));
     _mm_storeu_si128((__m128i*)(void*)(plane + i), b);
-    unsigned over = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(b, ff));
-    while (over) {
-      unsigned j = (unsigned)__builtin_ctz(over);
-      s->ovf[s->m++] = codes[i + j] - 255u;
-      over &= over - 1u;
-    }
+    take_overflows(s, codes + i, (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(b, ff)));
   }
 #endif
   for (; i < m; i++) {
@@ -348,6 +353,36 @@ static uint32_t rest_words(const uint32_t* off, uint32_t nrest, uint32_t* woff, 
   }
   *nbyte = nb;
   return nw;
+}
+
+
+// The layout of a body (docs/streams.md): the bytes of a point other than positions as words
+// (offsets woff) and single bytes (offsets boff), the code streams (R, A, E with positions,
+// then one per word), and where the planes of the single bytes and the points kept raw start.
+typedef struct body_layout {
+  uint32_t* off;                   // 3 step entries: the other offsets, woff, boff (mem_free)
+  uint32_t* woff;
+  uint32_t* boff;
+  uint32_t nword, nbyte, nstream;
+  size_t single_at, exc_at;
+} body_layout_t;
+
+
+// The layout of a body of n points of `step` bytes. ERR_NOMEM.
+static int body_layout(uint32_t step, const uint32_t xyz[3], int has_pos, uint32_t n,
+                       body_layout_t* b) {
+  b->off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
+  if (!b->off) {
+    return ERR_NOMEM;
+  }
+  uint32_t nrest = rest_offsets(step, xyz, has_pos, b->off);
+  b->woff = b->off + step;
+  b->boff = b->off + 2u * step;
+  b->nword = rest_words(b->off, nrest, b->woff, b->boff, &b->nbyte);
+  b->nstream = (has_pos ? 3u : 0u) + b->nword;
+  b->single_at = 4u * (size_t)b->nstream + (size_t)b->nstream * n;
+  b->exc_at = b->single_at + (size_t)b->nbyte * n;
+  return 0;
 }
 
 
@@ -736,12 +771,7 @@ AVX2_FN static size_t narrow_avx2(const uint32_t* codes, size_t m, code_out_t* s
                                     _mm256_packs_epi32(v[2], v[3]));
     b = _mm256_permutevar8x32_epi32(b, order);
     _mm256_storeu_si256((__m256i*)(void*)(plane + i), b);
-    uint32_t over = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, ff));
-    while (over) {
-      unsigned j = (unsigned)__builtin_ctz(over);
-      s->ovf[s->m++] = codes[i + j] - 255u;
-      over &= over - 1u;
-    }
+    take_overflows(s, codes + i, (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, ff)));
   }
   return i;
 }
@@ -1539,31 +1569,22 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     }
   }
 
-  // the bytes other than positions: uint32 words and single bytes
-  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
-  if (!off) {
-    return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
-  }
-  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
-  uint32_t* woff = off + step;
-  uint32_t* boff = off + 2u * step;
-  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
-
   // the body: the table of overflow counts, the planes of the code streams (R, A, E, the
   // words) and of the single bytes, the points kept raw, the overflow values; past its largest
   // size, the overflow values of each stream as they are found (room for n each)
-  const uint32_t nstream = (has_pos ? 3u : 0u) + nword;
-  const size_t single_at = 4u * (size_t)nstream + (size_t)nstream * n;
-  const size_t exc_at = single_at + (size_t)nbyte * n;
-  const size_t scratch_at = (exc_at + 12u * (size_t)nmiss + 4u * (size_t)nstream * n + 7u) &
-                            ~(size_t)7u;
+  body_layout_t lay;
+  if (body_layout(step, xyz, has_pos, n, &lay) != 0) {
+    return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
+  }
+  const size_t body_max = lay.exc_at + 12u * (size_t)nmiss + 4u * (size_t)lay.nstream * n;
+  const size_t scratch_at = (body_max + 7u) & ~(size_t)7u;
   work_t call = {0};  // this call's memory when the thread keeps none
   work_t* work = thread_work();
   work = work ? work : &call;
-  int nomem = work_reserve(work, scratch_at + 4u * (size_t)nstream * n, has_pos);
+  int nomem = work_reserve(work, scratch_at + 4u * (size_t)lay.nstream * n, has_pos);
   uint8_t* body = work->body;
   pos_enc_t* pe = has_pos ? work->pe : NULL;
-  code_out_t* streams = mem_alloc(sizeof(code_out_t) * nstream + 1);
+  code_out_t* streams = mem_alloc(sizeof(code_out_t) * lay.nstream + 1);
   uint8_t* chan = has_pos ? mem_calloc(nchan, CHAN_BYTES) : NULL;
   uint32_t* sample = has_pos ? mem_alloc((size_t)nsample * 5u + 1) : NULL;
   uint32_t* wbuf = has_pos ? mem_calloc(step / 4u + 1u, (CODE_BLOCK + 2u + 2u * (size_t)nchan) *
@@ -1572,15 +1593,15 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   if (nomem || (has_pos && (!chan || !sample || !wbuf)) || !streams) {
     mem_free(call.body);
     mem_free(call.pe);
-    mem_free(off);
+    mem_free(lay.off);
     mem_free(streams);
     mem_free(chan);
     mem_free(sample);
     mem_free(wbuf);
     return err_set(msg, ERR_NOMEM, "out of memory encoding %u points", n);
   }
-  for (uint32_t k = 0; k < nstream; k++) {
-    streams[k].plane = body + 4u * (size_t)nstream + (size_t)k * n;
+  for (uint32_t k = 0; k < lay.nstream; k++) {
+    streams[k].plane = body + 4u * (size_t)lay.nstream + (size_t)k * n;
     streams[k].ovf = (uint32_t*)(void*)(body + scratch_at) + (size_t)k * n;
     streams[k].m = 0;
   }
@@ -1628,12 +1649,12 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     pe->inv_angle = inv_angle;
     pe->lim = lim;
     pe->last_ca = 1.0;
-    pe->exc = body + exc_at;
-    pe->nword = nword;
-    pe->woff = woff;
+    pe->exc = body + lay.exc_at;
+    pe->nword = lay.nword;
+    pe->woff = lay.woff;
     pe->wlast = wbuf;
-    pe->wcodes = wbuf + 2u * nword;
-    pe->whist = wbuf + (2u + CODE_BLOCK) * (size_t)nword;
+    pe->wcodes = wbuf + 2u * lay.nword;
+    pe->whist = wbuf + (2u + CODE_BLOCK) * (size_t)lay.nword;
     pe->nchan = nchan;
     pe->out = streams;
     chan_arrays(pe, chan, nchan);
@@ -1650,20 +1671,20 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   if (!has_pos) {
     stride = p->stride ? p->stride : 1;
   }
-  for (uint32_t w = 0; !has_pos && w < nword; w++) {
+  for (uint32_t w = 0; !has_pos && w < lay.nword; w++) {
     uint32_t prev_col = 0;
     for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
       uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
-      word_codes(c->data + woff[w], i0, m, stride, step, &prev_col, cb);
+      word_codes(c->data + lay.woff[w], i0, m, stride, step, &prev_col, cb);
       narrow_codes(cb, m, &streams[w], i0);
     }
   }
-  uint8_t* bp = body + single_at;
-  for (uint32_t i = 0; nbyte && i < n; i++) {
+  uint8_t* bp = body + lay.single_at;
+  for (uint32_t i = 0; lay.nbyte && i < n; i++) {
     const uint8_t* pt = c->data + (size_t)i * step;
     const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
-    for (uint32_t j = 0; j < nbyte; j++) {
-      bp[(size_t)j * n + i] = (uint8_t)(pt[boff[j]] - (back ? back[boff[j]] : 0u));
+    for (uint32_t j = 0; j < lay.nbyte; j++) {
+      bp[(size_t)j * n + i] = (uint8_t)(pt[lay.boff[j]] - (back ? back[lay.boff[j]] : 0u));
     }
   }
 
@@ -1680,8 +1701,8 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   put_f64(out + 40, has_pos ? angle_step : 0.0);
   put_f64(out + 48, err_max);
   // the overflow counts, and the values byte-shuffled after the points kept raw
-  size_t len = exc_at + 12u * (size_t)nexc;
-  for (uint32_t k = 0; k < nstream; k++) {
+  size_t len = lay.exc_at + 12u * (size_t)nexc;
+  for (uint32_t k = 0; k < lay.nstream; k++) {
     put_u32(body + 4u * k, streams[k].m);
     shuffle_codes(streams[k].ovf, streams[k].m, body + len, streams[k].m);
     len += 4u * (size_t)streams[k].m;
@@ -1691,7 +1712,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
                          cap - CODEC_QZSTD_HEADER_BYTES, &zlen);
   mem_free(call.body);
   mem_free(call.pe);
-  mem_free(off);
+  mem_free(lay.off);
   mem_free(streams);
   mem_free(chan);
   mem_free(sample);
@@ -1746,27 +1767,20 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   if (nexc > n || (!has_pos && nexc)) {
     return err_set(msg, ERR_PROTO, "header: %u exceptions for %u points", nexc, n);
   }
-  uint32_t* off = mem_alloc(3u * (size_t)step * sizeof(uint32_t) + 1);
-  if (!off) {
+  body_layout_t lay;
+  if (body_layout(step, xyz, has_pos, n, &lay) != 0) {
     return err_set(msg, ERR_NOMEM, "out of memory decoding %u points", n);
   }
-  uint32_t nrest = rest_offsets(step, xyz, has_pos, off), nbyte;
-  uint32_t* woff = off + step;
-  uint32_t* boff = off + 2u * step;
-  uint32_t nword = rest_words(off, nrest, woff, boff, &nbyte);
-  const uint32_t nstream = (has_pos ? 3u : 0u) + nword;
-  const size_t single_at = 4u * (size_t)nstream + (size_t)nstream * n;
-  const size_t exc_at = single_at + (size_t)nbyte * n;
-  const size_t fixed = exc_at + 12u * (size_t)nexc;  // the body without overflow values
+  const size_t fixed = lay.exc_at + 12u * (size_t)nexc;  // the body without overflow values
   size_t body_len = 0;
   int rc = decompressed_size(in + CODEC_QZSTD_HEADER_BYTES, len - CODEC_QZSTD_HEADER_BYTES,
-                             fixed + 4u * (size_t)nstream * n, &body_len, msg);
+                             fixed + 4u * (size_t)lay.nstream * n, &body_len, msg);
   if (rc) {
-    mem_free(off);
+    mem_free(lay.off);
     return rc;
   }
   if (body_len < fixed) {
-    mem_free(off);
+    mem_free(lay.off);
     return err_set(msg, ERR_PROTO, "body of %zu bytes, at least %zu expected", body_len, fixed);
   }
   uint32_t nchan = stride < n ? stride : (n ? n : 1);
@@ -1777,10 +1791,10 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   uint8_t* body = work->body;
   trig_cache_t* tc = has_pos ? mem_calloc(2, sizeof(trig_cache_t)) : NULL;
   chan_ref_t* chan = has_pos ? mem_calloc(nchan, sizeof(chan_ref_t)) : NULL;
-  code_in_t* streams = mem_alloc(sizeof(code_in_t) * nstream + 1);
+  code_in_t* streams = mem_alloc(sizeof(code_in_t) * lay.nstream + 1);
   if (nomem || (has_pos && (!tc || !chan)) || !streams) {
     mem_free(call.body);
-    mem_free(off);
+    mem_free(lay.off);
     mem_free(tc);
     mem_free(chan);
     mem_free(streams);
@@ -1790,14 +1804,14 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
                        body_len, msg);
   // the code streams: overflow counts, planes and values
   size_t at = fixed;
-  for (uint32_t k = 0; rc == 0 && k < nstream; k++) {
+  for (uint32_t k = 0; rc == 0 && k < lay.nstream; k++) {
     uint32_t m = get_u32(body + 4u * k);
     if (m > n || 4u * (size_t)m > body_len - at) {
       rc = err_set(msg, ERR_PROTO, "code stream %u: %u overflow values do not fit the body", k,
                    m);
       break;
     }
-    streams[k] = (code_in_t){body + 4u * (size_t)nstream + (size_t)k * n, body + at, m, 0};
+    streams[k] = (code_in_t){body + 4u * (size_t)lay.nstream + (size_t)k * n, body + at, m, 0};
     at += 4u * (size_t)m;
   }
   if (rc == 0 && at != body_len) {
@@ -1852,7 +1866,7 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
           if (ca == KIND_NAN) {
             bits[0] = bits[1] = bits[2] = 0x7FC00000u;
           } else if (ca == KIND_RAW && used < nexc) {
-            const uint8_t* ex = body + exc_at + 12u * (size_t)used++;
+            const uint8_t* ex = body + lay.exc_at + 12u * (size_t)used++;
             for (int t = 0; t < 3; t++) {
               bits[t] = get_u32(ex + 4 * t);
             }
@@ -1876,15 +1890,15 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     }
   }
   if (rc == 0) {
-    for (uint32_t w = 0; w < nword && rc == 0; w++) {
-      uint8_t* base = out + woff[w];
+    for (uint32_t w = 0; w < lay.nword && rc == 0; w++) {
+      uint8_t* base = out + lay.woff[w];
       uint32_t prev_col = 0, col;
       for (uint32_t i0 = 0; i0 < n; i0 += CODE_BLOCK) {
         uint32_t m = n - i0 < CODE_BLOCK ? n - i0 : CODE_BLOCK;
-        if (read_codes(&streams[nstream - nword + w], i0, m, cb[0]) != 0) {
+        if (read_codes(&streams[lay.nstream - lay.nword + w], i0, m, cb[0]) != 0) {
           rc = err_set(msg, ERR_PROTO,
                        "code stream %u: more codes of 255 than overflow values, or a value "
-                       "past 2^32 - 256", nstream - nword + w);
+                       "past 2^32 - 256", lay.nstream - lay.nword + w);
           break;
         }
         uint32_t j = 0;
@@ -1903,23 +1917,23 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
         }
       }
     }
-    const uint8_t* bp = body + single_at;
-    for (uint32_t i = 0; rc == 0 && nbyte && i < n; i++) {
+    const uint8_t* bp = body + lay.single_at;
+    for (uint32_t i = 0; rc == 0 && lay.nbyte && i < n; i++) {
       uint8_t* pt = out + (size_t)i * step;
       const uint8_t* back = i >= stride ? pt - (size_t)stride * step : NULL;
-      for (uint32_t j = 0; j < nbyte; j++) {
-        pt[boff[j]] = (uint8_t)(bp[(size_t)j * n + i] + (back ? back[boff[j]] : 0u));
+      for (uint32_t j = 0; j < lay.nbyte; j++) {
+        pt[lay.boff[j]] = (uint8_t)(bp[(size_t)j * n + i] + (back ? back[lay.boff[j]] : 0u));
       }
     }
   }
-  for (uint32_t k = 0; rc == 0 && k < nstream; k++) {
+  for (uint32_t k = 0; rc == 0 && k < lay.nstream; k++) {
     if (streams[k].used != streams[k].m) {
       rc = err_set(msg, ERR_PROTO, "code stream %u: %u overflow values, %u codes of 255", k,
                    streams[k].m, streams[k].used);
     }
   }
   mem_free(call.body);
-  mem_free(off);
+  mem_free(lay.off);
   mem_free(tc);
   mem_free(chan);
   mem_free(streams);
