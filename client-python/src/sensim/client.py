@@ -1180,8 +1180,13 @@ class Client:
         n = len(o)
         k = -(-n // PIPELINE_RAYS)
         bounds = [n * i // k for i in range(k + 1)]
-        ids = [self._send_bulk("raycast", msg, self._raycast_arrays(o, d, t, a, b))
-               for a, b in zip(bounds, bounds[1:])]
+        ids: list[int] = []
+        try:
+            for a, b in zip(bounds, bounds[1:]):
+                ids.append(self._send_bulk("raycast", msg, self._raycast_arrays(o, d, t, a, b)))
+        except BaseException:
+            self._abandoned.update(ids)  # their replies are dropped as they arrive
+            raise
         out = self._hits_buffer(n)
         raw = out.view(np.uint8)
         serial = None
