@@ -1212,12 +1212,14 @@ class Client:
     def _hits_buffer(self, n: int) -> np.ndarray:
         """An array of n RAYCAST_DTYPE records for a pipelined raycast's hits: one of the two
         kept arrays that nothing else refers to any more (a result handed out keeps its
-        array), else a new one, kept in place of a free one."""
+        array), else a new one, kept (up to KEEP_BUFFER_BYTES) in place of a free one."""
         for i in range(len(self._hits_kept)):
             # references: the list's and getrefcount's argument; a result adds one
             if len(self._hits_kept[i]) == n and sys.getrefcount(self._hits_kept[i]) == 2:
                 return self._hits_kept[i]
         buf = np.empty(n, dtype=RAYCAST_DTYPE)
+        if buf.nbytes > _framing.KEEP_BUFFER_BYTES:
+            return buf  # not kept: at most two arrays of 64 MiB stay with the client
         if len(self._hits_kept) < 2:
             self._hits_kept.append(buf)
         else:

@@ -494,9 +494,9 @@ static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
 
 // Allocate the whole reply to a bytes-form raycast of n rays: the Envelope's id and status OK,
 // then raycast_result = {world_serial, padding, hits_bytes}, with padding chosen so that the
-// records start at
-// a multiple of 8 from the start of the buffer (which malloc aligns). Protocol buffers read
-// fields in any order, so this is the Envelope protobuf-c would write with those fields set.
+// records start at a multiple of 8 from the start of the buffer (which malloc aligns). Protocol
+// buffers read fields in any order, so this is the Envelope protobuf-c would write with those
+// fields set.
 // *records points into the reply; its n records are left to the caller.
 static int reply_alloc(uint64_t id, size_t n, uint64_t serial, ray_result_t* res,
                        uint8_t** records, err_msg_t* msg) {
