@@ -45,22 +45,27 @@ int main(int argc, char** argv) {
   unsigned char* in = read_all(argv[4], &len);
   size_t out_len = (size_t)count * step;
   unsigned char* out = malloc(out_len ? out_len : 1);
+  int status = 0;
   if (!in || !out) {
     fprintf(stderr, "sensim_decode_cloud: cannot read %s\n", argv[4]);
-    return 1;
-  }
-  sensim_status_t st = sensim_point_cloud_decode((sensim_encoding_t)encoding, in, len,
-                                                 (uint32_t)count, (uint32_t)step, out, out_len);
-  if (st != SENSIM_OK) {
-    fprintf(stderr, "sensim_decode_cloud: %s\n", sensim_status_name(st));
-    return 1;
-  }
-  FILE* f = fopen(argv[5], "wb");
-  if (!f || fwrite(out, 1, out_len, f) != out_len || fclose(f) != 0) {
-    fprintf(stderr, "sensim_decode_cloud: cannot write %s\n", argv[5]);
-    return 1;
+    status = 1;
+  } else {
+    sensim_status_t st = sensim_point_cloud_decode((sensim_encoding_t)encoding, in, len,
+                                                   (uint32_t)count, (uint32_t)step, out,
+                                                   out_len);
+    if (st != SENSIM_OK) {
+      fprintf(stderr, "sensim_decode_cloud: %s\n", sensim_status_name(st));
+      status = 1;
+    } else {
+      FILE* f = fopen(argv[5], "wb");
+      int written = f && fwrite(out, 1, out_len, f) == out_len;
+      if ((f && fclose(f) != 0) || !written) {
+        fprintf(stderr, "sensim_decode_cloud: cannot write %s\n", argv[5]);
+        status = 1;
+      }
+    }
   }
   free(in);
   free(out);
-  return 0;
+  return status;
 }
