@@ -752,6 +752,12 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
       break;
   }
 
+  // a request that succeeded and is not a raycast changed the environment (RaycastResult's
+  // world_serial); a refused one changed nothing
+  if (o.code == 0 && env->body_case != SENSIM__V1__ENVELOPE__BODY_RAYCAST) {
+    env_count_change(e);
+  }
+
   // on failure the reply is the status alone, its message prefixed with the request's name
   char text[sizeof(o.msg.text) + 64];
   int rc;

@@ -159,6 +159,11 @@ uint64_t env_changes(const env_t* e) {
 }
 
 
+void env_count_change(env_t* e) {
+  e->changes++;
+}
+
+
 int env_commit(env_t* e, err_msg_t* msg) {
   env_sync_moved(e);
   if (!e->dirty) {
@@ -398,7 +403,6 @@ void env_ref_materials(env_t* e, const uint32_t* ids, uint32_t n, int delta) {
 
 
 int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // id, room and contents
   uint32_t nvertex = 0, ntriangle = 0, nmat = 0;
   double extent = 0.0;
@@ -462,7 +466,6 @@ int env_create_mesh(env_t* e, const mesh_desc_t* d, err_msg_t* msg) {
 
 
 int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // id, room and size (the primitive rules are the scene's)
   int rc = check_new_id(&e->geometries, "geometry", d->id, msg);
   if (rc == 0) {
@@ -502,7 +505,6 @@ int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
 
 int env_set_material(env_t* e, uint32_t id, const surface_material_t* m, const char* name,
                      err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // parameters and room (the limit counts material 0)
   int rc = material_validate(m, msg);
   if (rc < 0) {
@@ -532,7 +534,6 @@ int env_set_material(env_t* e, uint32_t id, const surface_material_t* m, const c
 
 
 int env_set_medium(env_t* e, uint32_t id, const ambient_material_t* a, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // parameters and room (the limit counts medium 0)
   int rc = ambient_validate(a, msg);
   if (rc < 0) {
@@ -566,7 +567,6 @@ static void sync_all_objects(env_t* e) {
 
 
 int env_set_settings(env_t* e, const env_settings_t* s, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // vectors
   int rc = 0;
   if (s->has_gravity && (rc = check_vec3("gravity", s->gravity, msg)) < 0) {
@@ -666,7 +666,6 @@ void env_magnetic_field(const env_t* e, const double p[3], double dest[3]) {
 
 
 int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // id, room, numbers
   pose_t pose;
   int rc = check_new_id(&e->bodies, "body", d->id, msg);
@@ -767,7 +766,6 @@ static int check_object(const env_t* e, const object_desc_t* d, env_geometry_t**
 
 
 int env_create_object(env_t* e, const object_desc_t* d, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // id, room, references, numbers
   env_geometry_t* g = NULL;
   env_body_t* b = NULL;
@@ -823,7 +821,6 @@ int env_create_object(env_t* e, const object_desc_t* d, err_msg_t* msg) {
 
 
 int env_create_joint(env_t* e, const joint_desc_t* d, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // id, room, type, position
   int rc = check_new_id(&e->joints, "joint", d->id, msg);
   if (rc == 0) {

@@ -272,10 +272,12 @@ typedef struct env_raycast {
 
 #define ENV_MAX_EXCLUDED_BODIES 1024
 
-// The number of calls so far of the functions that may change the environment (every create,
-// set, remove, state update and step, whether it succeeded or not): two raycasts made when it
-// had the same value saw the same world and the same time interval.
+// The number of changes counted so far: the owner calls env_count_change after every call
+// that changed the environment (a create, set, remove, state update or step that succeeded;
+// a refused one changes nothing), so that two raycasts made when it had the same value saw the
+// same world and the same time interval.
 uint64_t env_changes(const env_t* e);
+void env_count_change(env_t* e);
 
 // Validate, commit the scene if needed, and trace. out: nray hits, provided by the caller.
 // Uses the environment's pool when it has one; must not be called from inside a job of

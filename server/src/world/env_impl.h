@@ -129,7 +129,7 @@ struct env {
   int has_stepped;              // a step was done
   double t_prev;                // start of the current interval
   double t_cur;                 // time of the last state
-  uint64_t changes;             // env_changes
+  uint64_t changes;             // env_changes (counted by the owner)
   double t_step;                // time of the last step
   uint64_t steps;
   uint64_t update_stamp;        // counts env_update_state calls (duplicate detection)

@@ -187,7 +187,6 @@ static int remove_joint(env_t* e, uint32_t id, err_msg_t* msg) {
 
 
 int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   switch (kind) {
     case ENV_ENTITY_GEOMETRY:
       return remove_geometry(e, id, msg);

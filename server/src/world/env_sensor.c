@@ -55,7 +55,6 @@ static int check_mount(const pose_t* m, pose_t* dest, err_msg_t* msg) {
 
 
 int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   if (d->id == 0) {
     return err_set(msg, ERR_INVAL, "id = 0 is not a valid sensor id (ids start at 1)");
   }

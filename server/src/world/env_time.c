@@ -105,7 +105,6 @@ static int check_update_joints(env_t* e, const env_state_update_t* u, uint64_t s
 
 
 int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // time: any finite first time, then strictly increasing
   if (!isfinite(u->time) || fabs(u->time) > ENV_MAX_TIME) {
     return err_set(msg, ERR_INVAL, "time = %g is not finite or beyond +-%g s", u->time,
@@ -217,7 +216,6 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
 
 int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* cancel_ctx,
                          err_msg_t* msg) {
-  e->changes++;  // env_changes: every call that may change the environment
   // t must be the last state's time and follow the previous step
   if (!isfinite(t)) {
     return err_set(msg, ERR_INVAL, "time = %g is not finite", t);
