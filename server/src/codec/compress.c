@@ -4,13 +4,15 @@
 // its memory is not mapped again for each frame.
 #include "codec/compress.h"
 
-#include <pthread.h>
 #include <zstd.h>
 #include <zstd_errors.h>
 
-static pthread_key_t g_cctx_key;
-static pthread_once_t g_cctx_once = PTHREAD_ONCE_INIT;
-static int g_cctx_ok;
+#include "base/kept.h"
+
+
+static void* cctx_make(void) {
+  return ZSTD_createCCtx();
+}
 
 
 static void cctx_free(void* c) {
@@ -18,26 +20,8 @@ static void cctx_free(void* c) {
 }
 
 
-static void cctx_key_make(void) {
-  g_cctx_ok = pthread_key_create(&g_cctx_key, cctx_free) == 0;
-}
-
-
-// The calling thread's context; NULL when it cannot be made (then a context per call).
-static ZSTD_CCtx* thread_cctx(void) {
-  if (pthread_once(&g_cctx_once, cctx_key_make) != 0 || !g_cctx_ok) {
-    return NULL;
-  }
-  ZSTD_CCtx* c = pthread_getspecific(g_cctx_key);
-  if (!c) {
-    c = ZSTD_createCCtx();
-    if (c && pthread_setspecific(g_cctx_key, c) != 0) {
-      ZSTD_freeCCtx(c);
-      c = NULL;
-    }
-  }
-  return c;
-}
+// The calling thread's context (kept_get: NULL when it cannot be kept; then one per call).
+static kept_t g_cctx = KEPT_INIT(cctx_make, cctx_free);
 
 
 size_t compress_bound(size_t n) {
@@ -47,7 +31,7 @@ size_t compress_bound(size_t n) {
 
 int compress_zstd(int level, const void* src, size_t n, void* dst, size_t cap,
                   size_t* out_len) {
-  ZSTD_CCtx* c = thread_cctx();
+  ZSTD_CCtx* c = kept_get(&g_cctx);
   size_t rc = c ? ZSTD_compressCCtx(c, dst, cap, src, n, level > 0 ? level : 1)
                 : ZSTD_compress(dst, cap, src, n, level > 0 ? level : 1);
   if (ZSTD_isError(rc)) {

@@ -16,13 +16,13 @@
 #include "codec/qzstd.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
+#include "base/kept.h"
 #include "base/mem.h"
 #include "codec/compress.h"
 
@@ -1465,9 +1465,10 @@ typedef struct work {
   pos_enc_t* pe;
 } work_t;
 
-static pthread_key_t g_work_key;
-static pthread_once_t g_work_once = PTHREAD_ONCE_INIT;
-static int g_work_ok;
+
+static void* work_make(void) {
+  return mem_calloc(1, sizeof(work_t));
+}
 
 
 static void work_free(void* p) {
@@ -1478,26 +1479,9 @@ static void work_free(void* p) {
 }
 
 
-static void work_key_make(void) {
-  g_work_ok = pthread_key_create(&g_work_key, work_free) == 0;
-}
-
-
-// The thread's work memory; NULL when none can be kept (the caller then uses its own).
-static work_t* thread_work(void) {
-  if (pthread_once(&g_work_once, work_key_make) != 0 || !g_work_ok) {
-    return NULL;
-  }
-  work_t* w = pthread_getspecific(g_work_key);
-  if (!w) {
-    w = mem_calloc(1, sizeof(*w));
-    if (w && pthread_setspecific(g_work_key, w) != 0) {
-      mem_free(w);
-      w = NULL;
-    }
-  }
-  return w;
-}
+// The thread's work memory (kept_get: NULL when none can be kept; the caller then uses its
+// own).
+static kept_t g_work = KEPT_INIT(work_make, work_free);
 
 
 // A body of at least `size` bytes, and an encoder of positions when `pos`. ERR_NOMEM.
@@ -1579,7 +1563,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   const size_t body_max = lay.exc_at + 12u * (size_t)nmiss + 4u * (size_t)lay.nstream * n;
   const size_t scratch_at = (body_max + 7u) & ~(size_t)7u;
   work_t call = {0};  // this call's memory when the thread keeps none
-  work_t* work = thread_work();
+  work_t* work = kept_get(&g_work);
   work = work ? work : &call;
   int nomem = work_reserve(work, scratch_at + 4u * (size_t)lay.nstream * n, has_pos);
   uint8_t* body = work->body;
@@ -1785,7 +1769,7 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
   }
   uint32_t nchan = stride < n ? stride : (n ? n : 1);
   work_t call = {0};  // this call's memory when the thread keeps none
-  work_t* work = thread_work();
+  work_t* work = kept_get(&g_work);
   work = work ? work : &call;
   int nomem = work_reserve(work, body_len, 0);
   uint8_t* body = work->body;
