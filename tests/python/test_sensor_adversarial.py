@@ -1675,24 +1675,31 @@ def test_a_per_step_frame_of_one_instant_that_cannot_fit_is_refused(sensimd):
         assert _sensor_count(c) == 0
 
 
-def test_error_messages_quoting_client_text_are_valid_utf8(sensimd):
+def _reply_with_invalid_utf8(c, env) -> tuple:
+    """Send env with its text "QQQQ" replaced by bytes that are not UTF-8 (protobuf would not
+    serialise them), read the reply frame off the socket: (reply Envelope, its body bytes)."""
     import struct
     from sensim import _framing
+    c.send_raw(_framing.encode(env.SerializeToString().replace(b"QQQQ", b"\xff\xfe\x80Q")))
+    sock = c._sock
+    sock.settimeout(5)
+    data = b""
+    while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
+        data += sock.recv(65536)
+    body = data[4:4 + struct.unpack("<I", data[:4])[0]]
+    reply = pb.Envelope()
+    reply.ParseFromString(body)
+    return reply, body
+
+
+def test_error_messages_quoting_client_text_are_valid_utf8(sensimd):
     with sensimd.client() as c:
         env = pb.Envelope(id=9)
         s = env.create_sensor
         s.id = 5
         s.lidar.vlp16.frequency = 10.0
         s.lidar.fields.append("QQQQ")
-        c.send_raw(_framing.encode(env.SerializeToString().replace(b"QQQQ", b"\xff\xfe\x80Q")))
-        sock = c._sock
-        sock.settimeout(5)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
-            data += sock.recv(65536)
-        body = data[4:4 + struct.unpack("<I", data[:4])[0]]
-        reply = pb.Envelope()
-        reply.ParseFromString(body)
+        reply, body = _reply_with_invalid_utf8(c, env)
         assert reply.status.code == 3                     # INVALID_ARGUMENT
         assert "lidar.fields" in reply.status.message        # refused as invalid UTF-8
         body[body.find(b"create_sensor"):].decode("utf-8")
@@ -1711,22 +1718,13 @@ def test_return_all_with_every_candidate_at_depth_8_is_accepted(sensimd):
 
 
 def test_a_sensor_name_that_is_not_utf8_is_refused(sensimd):
-    import struct
-    from sensim import _framing
     with sensimd.client() as c:
         env = pb.Envelope(id=9)
         s = env.create_sensor
         s.id = 5
         s.imu.accelerometer.SetInParent()
         s.name = "QQQQ"
-        c.send_raw(_framing.encode(env.SerializeToString().replace(b"QQQQ", b"\xff\xfe\x80Q")))
-        sock = c._sock
-        sock.settimeout(5)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack("<I", data[:4])[0]:
-            data += sock.recv(65536)
-        reply = pb.Envelope()
-        reply.ParseFromString(data[4:4 + struct.unpack("<I", data[:4])[0]])
+        reply, _ = _reply_with_invalid_utf8(c, env)
         assert reply.status.code == 3                     # INVALID_ARGUMENT
         assert "name" in reply.status.message
         assert _sensor_count(c) == 0

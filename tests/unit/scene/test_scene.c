@@ -138,6 +138,28 @@ static int add_cube_mesh(scene_t* s) {
 }
 
 
+#define RING 20
+
+// RING static instances on a circle of radius 8 m around the origin, alternately the unit cube
+// mesh and a sphere of radius 1.5 m (ids 1 .. RING); their handles into h (nullable). Not
+// committed.
+static int place_ring(scene_t* s, int* h) {
+  int gs = add_prim(s, SCENE_PRIM_SPHERE, 1.5, 0, 0);
+  int gm = add_cube_mesh(s);
+  ASSERT_TRUE(gs >= 0 && gm >= 0);
+  for (int i = 0; i < RING; i++) {
+    double ang = 2 * M_PI * i / RING;
+    int k = place(s, i % 2 ? gs : gm, kUnit, pose_at(8 * cos(ang), 8 * sin(ang), 0),
+                  (uint32_t)i + 1);
+    ASSERT_TRUE(k >= 0);
+    if (h) {
+      h[i] = k;
+    }
+  }
+  return 0;
+}
+
+
 // Trace one ray (direction normalised here) at time t.
 static scene_hit_t shoot_t(const scene_t* s, double ox, double oy, double oz, double dx,
                            double dy, double dz, double t) {
@@ -815,13 +837,7 @@ static void trace_chunk(void* ctx, size_t begin, size_t end) {
 TEST(scene_concurrent_trace_matches_serial) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int gs = add_prim(f.s, SCENE_PRIM_SPHERE, 1.5, 0, 0);
-  int gm = add_cube_mesh(f.s);
-  for (int i = 0; i < 20; i++) {
-    double ang = 2 * M_PI * i / 20;
-    ASSERT_TRUE(place(f.s, i % 2 ? gs : gm, kUnit, pose_at(8 * cos(ang), 8 * sin(ang), 0),
-                      (uint32_t)i + 1) >= 0);
-  }
+  ASSERT_OK(place_ring(f.s, NULL));
   ASSERT_OK(commit(f.s));
 
   // a fan of rays in the horizontal plane, at various times
@@ -1093,23 +1109,18 @@ TEST(scene_memory_budget_refuses_builds_with_a_clear_error) {
 TEST(scene_simd_paths_equal_scalar_paths) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int gs = add_prim(f.s, SCENE_PRIM_SPHERE, 1.5, 0, 0);
-  int gm = add_cube_mesh(f.s);
-  for (int i = 0; i < 20; i++) {
-    double ang = 2 * M_PI * i / 20;
-    int h = place(f.s, i % 2 ? gs : gm, kUnit, pose_at(8 * cos(ang), 8 * sin(ang), 0),
-                  (uint32_t)i + 1);
-    ASSERT_TRUE(h >= 0);
-    if (i % 3 == 0) {
-      // on a body that moves (every third object) and turns (every sixth)
-      pose_t b0 = pose_at(0, 0, 0), b1 = pose_at(0.5, 0, 0.2);
-      if (i % 2 == 0) {
-        b1.q[0] = cos(0.2);
-        b1.q[3] = sin(0.2);
-      }
-      pose_t local = pose_at(8 * cos(ang), 8 * sin(ang), 0);
-      scene_set_instance_pose(f.s, h, &local, &b0, &b1);
+  int h[RING];
+  ASSERT_OK(place_ring(f.s, h));
+  for (int i = 0; i < RING; i += 3) {
+    // on a body that moves (every third object) and turns (every sixth)
+    double ang = 2 * M_PI * i / RING;
+    pose_t b0 = pose_at(0, 0, 0), b1 = pose_at(0.5, 0, 0.2);
+    if (i % 2 == 0) {
+      b1.q[0] = cos(0.2);
+      b1.q[3] = sin(0.2);
     }
+    pose_t local = pose_at(8 * cos(ang), 8 * sin(ang), 0);
+    scene_set_instance_pose(f.s, h[i], &local, &b0, &b1);
   }
   ASSERT_OK(commit(f.s));
 
@@ -1177,13 +1188,7 @@ TEST(scene_simd_paths_equal_scalar_paths) {
 TEST(scene_coherent16_matches_scene_trace) {
   fixture_t f;
   ASSERT_OK(setup(&f));
-  int gs = add_prim(f.s, SCENE_PRIM_SPHERE, 1.5, 0, 0);
-  int gm = add_cube_mesh(f.s);
-  for (int i = 0; i < 20; i++) {
-    double ang = 2 * M_PI * i / 20;
-    ASSERT_TRUE(place(f.s, i % 2 ? gs : gm, kUnit, pose_at(8 * cos(ang), 8 * sin(ang), 0),
-                      (uint32_t)i + 1) >= 0);
-  }
+  ASSERT_OK(place_ring(f.s, NULL));
   ASSERT_OK(commit(f.s));
 
   enum { COLS = 512, ROWS = 8, N = COLS * ROWS * 3 + 5 };
