@@ -267,6 +267,79 @@ typedef struct batch_ctx {
 } batch_ctx_t;
 
 
+// Points of the chunk's rays [i0, i0 + m) once their returns are in.
+static size_t chunk_points(const lidar_t* l, size_t i0, size_t m) {
+  size_t np = 0;
+  for (size_t i = i0; i < i0 + m; i++) {
+    np += l->nret[i] ? l->nret[i] : (l->misses != LIDAR_MISS_REMOVE);
+  }
+  return np;
+}
+
+
+// Phase 1 of a chunk at depth 1 (below), packet by packet: each packet's world rays in columns,
+// traced and evaluated at once (lidar_returns_packet). The chunk's pattern rays are in pr, its
+// trace order in slot. Returns the chunk's points.
+static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
+  lidar_t* l = b->l;
+  const uint32_t* slot = l->slot + i0;
+  uint32_t at[CHUNK];   // the ray at each trace position
+  for (size_t j = 0; j < m; j++) {
+    at[slot[j]] = (uint32_t)j;
+  }
+  lidar_sweep_pose_t pose;
+  if (b->fixed) {
+    pose = *b->fixed;
+  } else {
+    pose.s = -1.0;
+  }
+  const int fixed = b->fixed != NULL;
+  const int rows = l->world_frame || l->has_normal;   // write_chunk reads the world rays
+  const double tmax = lidar_returns_primary_tmax(&l->ret, b->v);
+  const double s_origin = l->t_s - b->v->t0;
+  const double inv_dt = b->inv_dt;
+  for (size_t q = 0; q < m; q += SCENE_PACKET) {
+    unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
+    scene_packet_t pk;
+    uint64_t* index = l->ray_index + i0 + q;
+    for (unsigned k = 0; k < n; k++) {
+      lidar_pattern_ray_t* p = &l->pr[i0 + at[q + k]];
+      if (l->angle.enabled) {
+        rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
+                         .index = p->index};
+        double nominal[3] = {p->dir[0], p->dir[1], p->dir[2]};
+        lidar_noise_angle(&l->angle, &key, nominal, p->dir);
+      }
+      index[k] = p->index;
+      double s = inv_dt * (s_origin + p->time);
+      s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+      if (!fixed && s != pose.s) {
+        lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
+      }
+      scene_ray_t w;
+      lidar_sweep_world_ray(&pose, p->origin, p->dir, &w);
+      w.time = s;
+      w.tmax = tmax;
+      pk.ox[k] = w.origin[0];
+      pk.oy[k] = w.origin[1];
+      pk.oz[k] = w.origin[2];
+      pk.dx[k] = w.dir[0];
+      pk.dy[k] = w.dir[1];
+      pk.dz[k] = w.dir[2];
+      pk.tmax[k] = tmax;
+      pk.time[k] = s;
+      if (rows) {
+        l->rays[i0 + q + k] = w;
+      }
+    }
+    lidar_returns_packet_t one = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
+                                  .rays = &pk, .ray_index = index, .n = n, .filter = b->filter};
+    lidar_returns_packet(&l->ret, &one, l->returns + (i0 + q) * l->maxret, l->nret + i0 + q);
+  }
+  return chunk_points(l, i0, m);
+}
+
+
 // Phase 1 of a chunk: rays (pattern, angle noise, pose at the firing time), their returns, and
 // the number of points they give. Rays are stored in trace order, in which every 16 rays make a
 // packet: firing order, except that a pattern with small firing groups (a VLP-16 fires 16
@@ -329,6 +402,11 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       }
     }
 
+    if (l->ret.depth == 1) {
+      l->chunk_points[c] = packet_chunk(b, i0, m);
+      continue;
+    }
+
     // loop invariants in locals (the stores below could alias them otherwise)
     lidar_sweep_pose_t pose;
     if (b->fixed) {
@@ -373,12 +451,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
                                 .filter = b->filter};
     lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
 
-    // points
-    size_t np = 0;
-    for (size_t i = i0; i < i0 + m; i++) {
-      np += l->nret[i] ? l->nret[i] : (l->misses != LIDAR_MISS_REMOVE);
-    }
-    l->chunk_points[c] = np;
+    l->chunk_points[c] = chunk_points(l, i0, m);
   }
 }
 

@@ -314,21 +314,19 @@ static const uint32_t* ray_block(ray_ctx_t* r) {
 }
 
 
-// The medium inside the object of hit h (NULL: opaque) and, for an opaque one, the surface
-// material at the hit.
-static inline void hit_optics(ray_ctx_t* r, const scene_hit_t* h,
-                              const ambient_material_t** inside,
+// The medium inside the object of a hit (NULL: opaque) and, for an opaque one, the surface
+// material at the hit (primitive `prim`), through the cache c.
+static inline void hit_optics(const step_view_t* v, optics_cache_t* c, uint32_t object_id,
+                              uint32_t prim, const ambient_material_t** inside,
                               const surface_material_t** material) {
-  const step_view_t* v = r->v;
-  optics_cache_t* c = r->optics;
-  if (c->object_id != h->object_id) {
-    v->object_optics(v->lookup_ctx, h->object_id, &c->medium, &c->material);
-    c->object_id = h->object_id;
+  if (c->object_id != object_id) {
+    v->object_optics(v->lookup_ctx, object_id, &c->medium, &c->material);
+    c->object_id = object_id;
   }
   *inside = c->medium;
   *material = c->medium != NULL ? NULL
               : c->material != NULL ? c->material
-                                    : v->hit_material(v->lookup_ctx, h->object_id, h->primitive);
+                                    : v->hit_material(v->lookup_ctx, object_id, prim);
 }
 
 
@@ -447,7 +445,7 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   double tau = path_power(p, atmosphere_transmittance(med->attenuation, dx));
   const ambient_material_t* inside;
   const surface_material_t* m;
-  hit_optics(r, h, &inside, &m);
+  hit_optics(r->v, r->optics, h->object_id, h->primitive, &inside, &m);
   if (inside == NULL) {
     double rho = backscatter(m, n_amb, cos_i);
     if (rho > 0.0) {
@@ -557,33 +555,30 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
 
 // Depth 1 (no heap: one segment per ray, in the ambient medium): eval_node of the root and the
 // selection, with the root's constants folded (x0 = 0, weight = 1, no lead; each fold is exact:
-// 0 + x and 1 * x are x for the non-negative values here), and no per-ray context. Rays
-// [base, base + m) of the batch, their hits, and their first draws when `eager`.
-static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_t* b,
-                            size_t base, size_t m, const scene_hit_t* hits,
-                            uint32_t (*blocks)[4], int eager, const double* z0,
-                            optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
-  const step_view_t* v = b->view;
+// 0 + x and 1 * x are x for the non-negative values here), and no per-ray context. The lanes
+// [j0, j1) of a packet in columns, their hits, and their first draws when `eager`.
+static void primary_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
+                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned j0,
+                            unsigned j1, const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
+                            int eager, const double* z0, optics_cache_t* optics,
+                            lidar_return_t* out, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const double tmax = lidar_returns_primary_tmax(p, v);
   const uint32_t maxr = p->max_returns;
   const int atmosphere = air->return_scaling > 0.0;
-  ray_ctx_t r = {.p = p, .v = v, .optics = optics,
-                 .key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame}};
-  for (size_t j = 0; j < m; j++) {
-    const scene_hit_t* h = &hits[j];
-    const double* dir = b->rays[base + j].dir;
+  ray_ctx_t r = {.p = p, .v = v, .optics = optics, .key = *key};
+  for (unsigned j = j0; j < j1; j++) {
     lidar_candidate_t cand[2];
-    r.key.index = b->ray_index[base + j];
+    r.key.index = ray_index[j];
     r.block = blocks[j];
     r.has_block = eager;
     r.z0 = z0 != NULL ? &z0[j] : NULL;
     r.cand = cand;
     r.ncand = 0;
 
-    int is_hit = h->object_id != 0 && h->distance <= tmax;
-    double dx = n_amb * (is_hit ? h->distance : tmax);
+    int is_hit = hits->object_id[j] != 0 && hits->distance[j] <= tmax;
+    double dx = n_amb * (is_hit ? hits->distance[j] : tmax);
     if (atmosphere) {
       const uint32_t* w = ray_block(&r);
       double u = lidar_noise_uniform(w[0], w[1]);
@@ -595,24 +590,125 @@ static void primary_returns(const lidar_returns_t* p, const lidar_returns_batch_
       }
     }
     if (is_hit) {
-      double cos_i = -dot3(h->normal, dir);
+      scene_hit_t h = {.distance = hits->distance[j],
+                       .normal = {hits->nx[j], hits->ny[j], hits->nz[j]},
+                       .object_id = hits->object_id[j], .label = hits->label[j],
+                       .primitive = hits->primitive[j]};
+      double cos_i = -(h.normal[0] * rays->dx[j] + h.normal[1] * rays->dy[j] +
+                       h.normal[2] * rays->dz[j]);
       double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
       const ambient_material_t* inside;
       const surface_material_t* mat;
-      hit_optics(&r, h, &inside, &mat);
+      hit_optics(v, optics, h.object_id, h.primitive, &inside, &mat);
       if (inside == NULL) {
         double rho = backscatter(mat, n_amb, cos_i);
         if (rho > 0.0) {
-          add_candidate(&r, 0, dx, tau * rho * beam_factor(p, dx), h);
+          add_candidate(&r, 0, dx, tau * rho * beam_factor(p, dx), &h);
         }
       }
     }
-    lidar_return_t* o = &out[(base + j) * maxr];
+    lidar_return_t* o = &out[j * maxr];
     uint32_t k = r.ncand == 1 ? select_one(p, cand, o)
                  : r.ncand  ? lidar_returns_select(p, cand, r.ncand, o)
                             : 0;
-    nret[base + j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
+    nret[j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
   }
+}
+
+
+// primary_returns of the lanes [0, n) of a packet, each ray without an atmospheric return (all
+// of them when the medium's return_scaling is 0, nearly all in clear air) done here: it has at
+// most its surface candidate, which every mode reports (select_one), then that return's
+// distance noise (add_noise; z0: the lanes' quantiles when the noise is on). The same
+// operations in the same order, without the candidate and the ray context. A ray whose first
+// draw may give an atmospheric return goes to primary_returns.
+static void primary_surface(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
+                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
+                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4], int eager,
+                            const double* z0, optics_cache_t* optics, lidar_return_t* out,
+                            uint8_t* nret) {
+  const ambient_material_t* air = v->ambient;
+  const double n_amb = air->refractive_index;
+  const double tmax = lidar_returns_primary_tmax(p, v);
+  const uint32_t maxr = p->max_returns;
+  const lidar_distance_noise_t* dn = &p->distance_noise;
+  const double scaling = air->return_scaling;
+  for (unsigned j = 0; j < n; j++) {
+    if (scaling > 0.0 && lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
+      primary_returns(p, v, key, rays, ray_index, j, j + 1, hits, blocks, eager, z0, optics,
+                      out, nret);
+      continue;
+    }
+    nret[j] = 0;
+    uint32_t object_id = hits->object_id[j];
+    if (!(object_id != 0 && hits->distance[j] <= tmax)) {
+      continue;
+    }
+    double dx = n_amb * hits->distance[j];
+    double nx = hits->nx[j], ny = hits->ny[j], nz = hits->nz[j];
+    double cos_i = -(nx * rays->dx[j] + ny * rays->dy[j] + nz * rays->dz[j]);
+    const ambient_material_t* inside;
+    const surface_material_t* mat;
+    hit_optics(v, optics, object_id, hits->primitive[j], &inside, &mat);
+    if (inside != NULL) {
+      continue;
+    }
+    double rho = backscatter(mat, n_amb, cos_i);
+    if (!(rho > 0.0)) {
+      continue;
+    }
+    double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
+    double intensity = tau * rho * beam_factor(p, dx);
+    if (!(dx >= p->range_min && dx <= p->range_max && intensity > p->intensity_threshold)) {
+      continue;
+    }
+    double x = dx;
+    if (dn->enabled) {
+      double z = lidar_noise_distance_stddev(dn, dx) != 0.0 ? z0[j] : 0.0;
+      x = lidar_noise_distance_apply(dn, dx, z);
+      if (!(x <= LIDAR_MAX_DISTANCE)) {
+        continue;
+      }
+    }
+    lidar_return_t* o = &out[j * maxr];
+    o->distance = x;
+    o->intensity = intensity;
+    o->normal[0] = nx;
+    o->normal[1] = ny;
+    o->normal[2] = nz;
+    o->object_id = object_id;
+    o->label = hits->label[j];
+    o->index = 0;
+    o->count = 1;
+    o->atmospheric = 0;
+    nret[j] = 1;
+  }
+}
+
+
+void lidar_returns_packet(const lidar_returns_t* p, const lidar_returns_packet_t* b,
+                          lidar_return_t* out, uint8_t* nret) {
+  const step_view_t* v = b->view;
+  unsigned n = b->n < SCENE_PACKET ? b->n : SCENE_PACKET;
+  scene_packet_hits_t hits;
+  uint32_t blocks[SCENE_PACKET][4];
+  double z0[SCENE_PACKET];
+  optics_cache_t optics = {0};
+  rng_key_t key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
+  scene_trace_packet(v->scene, b->rays, n, &hits, b->filter);
+
+  // every ray's first draw, at once, when most rays take it: for the distance noise of the
+  // returns or the atmospheric return of the primary segment
+  int eager = p->distance_noise.enabled || v->ambient->return_scaling > 0.0;
+  if (eager) {
+    rng_words_n(&key, b->ray_index, LIDAR_DRAW_RAY, blocks, n);
+  }
+  int batch_z0 = eager && p->distance_noise.enabled;
+  if (batch_z0) {
+    lidar_noise_normal_quantiles((const uint32_t(*)[4])blocks, n, z0);
+  }
+  primary_surface(p, v, &key, b->rays, b->ray_index, n, &hits, blocks, eager,
+                  batch_z0 ? z0 : NULL, &optics, out, nret);
 }
 
 
@@ -651,6 +747,29 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   int eager = p->distance_noise.enabled || air->return_scaling > 0.0;
   rng_key_t key0 = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
+  if (p->depth == 1) {
+    // packets of 16 in columns
+    for (size_t base = 0; base < b->n; base += SCENE_PACKET) {
+      unsigned m = (unsigned)(b->n - base < SCENE_PACKET ? b->n - base : SCENE_PACKET);
+      scene_packet_t pk;
+      for (unsigned k = 0; k < m; k++) {
+        const scene_ray_t* w = &b->rays[base + k];
+        pk.ox[k] = w->origin[0];
+        pk.oy[k] = w->origin[1];
+        pk.oz[k] = w->origin[2];
+        pk.dx[k] = w->dir[0];
+        pk.dy[k] = w->dir[1];
+        pk.dz[k] = w->dir[2];
+        pk.tmax[k] = tmax0;
+        pk.time[k] = w->time;
+      }
+      lidar_returns_packet_t one = {.view = v, .sensor_id = b->sensor_id, .frame = b->frame,
+                                    .rays = &pk, .ray_index = b->ray_index + base, .n = m,
+                                    .filter = b->filter};
+      lidar_returns_packet(p, &one, out + base * maxr, nret + base);
+    }
+    return;
+  }
   for (size_t base = 0; base < b->n; base += chunk) {
     size_t m = b->n - base < chunk ? b->n - base : chunk;
 
@@ -674,11 +793,6 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
     }
     if (batch_z0) {
       lidar_noise_normal_quantiles((const uint32_t(*)[4])blocks, m, z0);
-    }
-    if (p->depth == 1) {
-      primary_returns(p, b, base, m, hits, blocks, eager, batch_z0 ? z0 : NULL, &optics, out,
-                      nret);
-      continue;
     }
     for (size_t j = 0; j < m; j++) {
       ray_ctx_t* r = &ctx[j];

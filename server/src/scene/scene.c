@@ -930,6 +930,11 @@ __attribute__((target("avx2"))) static bool simd_packet16(const scene_t* s,
                                                           const scene_ray_t* r,
                                                           scene_hit_t* out);
 
+// A full packet in columns on the AVX2 path (below): simd_packet16 of the same rays in rows.
+__attribute__((target("avx2"))) static void simd_packet_cols(const scene_t* s,
+                                                             const scene_packet_t* in,
+                                                             scene_packet_hits_t* out);
+
 // The rays in packets of `width`, the last one partial. Always inlined, so that each caller's
 // constant width specialises the packet code.
 __attribute__((always_inline)) static inline void trace_packets(
@@ -1050,6 +1055,78 @@ void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit
   scene_trace_coherent16(s, rays, hits, n);
   if (f && f->nexclude != 0) {
     filter_hits(s, rays, NULL, 0, hits, n, f);
+  }
+}
+
+
+// Lanes [0, n) of a packet in columns as rows, and their hits (hits NULL: only the rays).
+static void packet_rows(const scene_packet_t* in, const scene_packet_hits_t* cols, unsigned n,
+                        scene_ray_t* rays, scene_hit_t* hits) {
+  for (unsigned k = 0; k < n; k++) {
+    rays[k] = (scene_ray_t){.origin = {in->ox[k], in->oy[k], in->oz[k]},
+                            .dir = {in->dx[k], in->dy[k], in->dz[k]},
+                            .tmax = in->tmax[k], .time = in->time[k]};
+    if (hits) {
+      hits[k] = (scene_hit_t){.distance = cols->distance[k],
+                              .normal = {cols->nx[k], cols->ny[k], cols->nz[k]},
+                              .object_id = cols->object_id[k], .label = cols->label[k],
+                              .primitive = cols->primitive[k]};
+    }
+  }
+}
+
+
+// Hits [0, n) in rows into columns.
+static void hits_columns(const scene_hit_t* hits, unsigned n, scene_packet_hits_t* out) {
+  for (unsigned k = 0; k < n; k++) {
+    out->distance[k] = hits[k].distance;
+    out->nx[k] = hits[k].normal[0];
+    out->ny[k] = hits[k].normal[1];
+    out->nz[k] = hits[k].normal[2];
+    out->object_id[k] = hits[k].object_id;
+    out->label[k] = hits[k].label;
+    out->primitive[k] = hits[k].primitive;
+  }
+}
+
+
+void scene_trace_packet(const scene_t* s, const scene_packet_t* in, unsigned n,
+                        scene_packet_hits_t* out, const scene_filter_t* f) {
+  scene_ray_t rays[WIDE];
+  scene_hit_t hits[WIDE];
+  n = n < WIDE ? n : WIDE;
+  if (n == 0) {
+    return;
+  }
+  bool full = n == WIDE && s->dev->simd;
+  for (unsigned k = 0; full && k < n; k++) {
+    full = in->tmax[k] > 0.0;
+  }
+  if (!full) {
+    // a partial packet, a lane off, or no AVX2: scene_trace_filtered16 of the rows
+    packet_rows(in, NULL, n, rays, NULL);
+    scene_trace_filtered16(s, rays, hits, n, f);
+    hits_columns(hits, n, out);
+    return;
+  }
+
+  // trace_packets' floating-point environment for the one packet
+  unsigned csr = _mm_getcsr();
+  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  simd_packet_cols(s, in, out);
+  _mm_setcsr(csr);
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
+
+  // scene_trace_filtered16's second part, for a packet that hit an excluded object
+  bool hidden = false;
+  for (unsigned k = 0; f && f->nexclude != 0 && k < n && !hidden; k++) {
+    hidden = out->object_id[k] != 0 && excluded(f, out->object_id[k]);
+  }
+  if (hidden) {
+    packet_rows(in, out, n, rays, hits);
+    filter_hits(s, rays, NULL, 0, hits, n, f);
+    hits_columns(hits, n, out);
   }
 }
 
@@ -1279,11 +1356,11 @@ SIMD_TARGET static int simd_coherent(const packet_t* pk) {
 }
 
 
-// The hits of the full intersected packet pk of W lanes (unit directions dir[a * W + k]) into
-// out, as hit_fill writes them (records: primitive 0).
+// The hits of the full intersected packet pk of W lanes (unit directions dx, dy, dz) into out,
+// as hit_fill writes them (records: primitive 0), or (cols not NULL) into the columns cols.
 __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
-    const scene_t* s, const packet_t* pk, const double* dir, int records, scene_hit_t* out,
-    const unsigned W) {
+    const scene_t* s, const packet_t* pk, const double* dx, const double* dy, const double* dz,
+    int records, scene_hit_t* out, scene_packet_hits_t* cols, const unsigned W) {
   _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
   for (unsigned k = 0; k < W; k++) {
@@ -1303,7 +1380,13 @@ __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
     } else {
       nv[0][k] = nv[1][k] = nv[2][k] = 0.0;
     }
-    memcpy((char*)&out[k] + offsetof(scene_hit_t, object_id), tail, sizeof tail);
+    if (cols) {
+      cols->object_id[k] = tail[0];
+      cols->label[k] = tail[1];
+      cols->primitive[k] = tail[2];
+    } else {
+      memcpy((char*)&out[k] + offsetof(scene_hit_t, object_id), tail, sizeof tail);
+    }
   }
 
   const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
@@ -1335,9 +1418,9 @@ __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
       len = _mm256_load_pd(l);
     }
     __m256d facing = _mm256_add_pd(
-        _mm256_add_pd(_mm256_mul_pd(n0, _mm256_load_pd(dir + h)),
-                      _mm256_mul_pd(n1, _mm256_load_pd(dir + W + h))),
-        _mm256_mul_pd(n2, _mm256_load_pd(dir + 2 * W + h)));
+        _mm256_add_pd(_mm256_mul_pd(n0, _mm256_loadu_pd(dx + h)),
+                      _mm256_mul_pd(n1, _mm256_loadu_pd(dy + h))),
+        _mm256_mul_pd(n2, _mm256_loadu_pd(dz + h)));
     __m256d f = _mm256_div_pd(one, len);  // (-1) / len is -(1 / len) exactly
     f = _mm256_blendv_pd(f, _mm256_xor_pd(f, sign), _mm256_cmp_pd(facing, zero, _CMP_GT_OQ));
     f = _mm256_and_pd(f, _mm256_cmp_pd(len, zero, _CMP_GT_OQ));
@@ -1346,6 +1429,14 @@ __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
     n2 = _mm256_and_pd(_mm256_mul_pd(f, n2), is_hit);
     __m256d d = _mm256_blendv_pd(inf, _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_TFAR, h))),
                                  is_hit);
+
+    if (cols) {
+      _mm256_storeu_pd(cols->distance + h, d);
+      _mm256_storeu_pd(cols->nx + h, n0);
+      _mm256_storeu_pd(cols->ny + h, n1);
+      _mm256_storeu_pd(cols->nz + h, n2);
+      continue;
+    }
 
     // rows distance, normal x y z of the four hits
     __m256d t0 = _mm256_unpacklo_pd(d, n0), t1 = _mm256_unpackhi_pd(d, n0);
@@ -1360,7 +1451,49 @@ __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
 
 SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
                                   const double dir[3][LANES], int records, scene_hit_t* out) {
-  simd_hits_of(s, pk, &dir[0][0], records, out, LANES);
+  simd_hits_of(s, pk, dir[0], dir[1], dir[2], records, out, NULL, LANES);
+}
+
+
+// The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
+// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
+// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
+SIMD_TARGET static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
+                                      const double* dy, const double* dz, scene_hit_t* out,
+                                      scene_packet_hits_t* cols) {
+  const unsigned W = WIDE;
+  _Alignas(64) int valid[WIDE];
+  for (unsigned k = 0; k < W; k++) {
+    valid[k] = -1;
+    pk->f[LANE(F_TNEAR, k)] = 0.0f;
+    pk->u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
+    pk->u[LANE(F_ID, k)] = k;
+    pk->u[LANE(F_FLAGS, k)] = 0;
+    pk->u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
+    pk->u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+  }
+
+  // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
+  const float* f = pk->f;
+  const __m256 lim = _mm256_set1_ps(PACKET_COHERENT_ORIGIN);
+  const __m256 fsign = _mm256_set1_ps(-0.0f);
+  __m256 ok = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
+  int coherent = 1;
+  for (unsigned h = 0; h < W && coherent; h += 8) {
+    __m256 lane = simd_cos_ok(f, h, W);
+    for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
+      __m256 d = _mm256_sub_ps(_mm256_load_ps(f + LANE(a, h)), _mm256_set1_ps(f[LANE(a, 0)]));
+      lane = _mm256_and_ps(lane, _mm256_cmp_ps(_mm256_andnot_ps(fsign, d), lim, _CMP_LE_OQ));
+    }
+    ok = h == 0 ? _mm256_or_ps(lane, ok) : lane;   // lane 0 itself always passes
+    coherent = _mm256_movemask_ps(ok) == 0xFF;
+  }
+  packet_intersect(s, pk, valid, W, W, coherent);
+  if (cols) {
+    simd_hits_of(s, pk, dx, dy, dz, 0, NULL, cols, W);
+  } else {
+    simd_hits_of(s, pk, dx, dy, dz, 0, out, NULL, W);
+  }
 }
 
 
@@ -1375,7 +1508,6 @@ SIMD_TARGET static bool simd_packet16(const scene_t* s, const scene_ray_t* r, sc
     }
   }
   _Alignas(64) packet_t pk;
-  _Alignas(64) int valid[WIDE];
   _Alignas(32) double dir[3 * WIDE];
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
@@ -1407,37 +1539,32 @@ SIMD_TARGET static bool simd_packet16(const scene_t* s, const scene_ray_t* r, sc
     c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
     _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
   }
-  for (unsigned k = 0; k < W; k++) {
-    valid[k] = -1;
-    pk.f[LANE(F_TNEAR, k)] = 0.0f;
-    pk.u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
-    pk.u[LANE(F_ID, k)] = k;
-    pk.u[LANE(F_FLAGS, k)] = 0;
-    pk.u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
-    pk.u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
-  }
-
-  // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
-  const float* f = pk.f;
-  const __m256 lim = _mm256_set1_ps(PACKET_COHERENT_ORIGIN);
-  const __m256 fsign = _mm256_set1_ps(-0.0f);
-  __m256 ok = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
-  for (unsigned h = 0; h < W; h += 8) {
-    __m256 lane = simd_cos_ok(f, h, W);
-    for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
-      __m256 d = _mm256_sub_ps(_mm256_load_ps(f + LANE(a, h)), _mm256_set1_ps(f[LANE(a, 0)]));
-      lane = _mm256_and_ps(lane, _mm256_cmp_ps(_mm256_andnot_ps(fsign, d), lim, _CMP_LE_OQ));
-    }
-    ok = h == 0 ? _mm256_or_ps(lane, ok) : lane;   // lane 0 itself always passes
-    if (_mm256_movemask_ps(ok) != 0xFF) {
-      packet_intersect(s, &pk, valid, W, W, 0);
-      simd_hits_of(s, &pk, dir, 0, out, W);
-      return true;
-    }
-  }
-  packet_intersect(s, &pk, valid, W, W, 1);
-  simd_hits_of(s, &pk, dir, 0, out, W);
+  simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, out, NULL);
   return true;
+}
+
+
+// A full packet in columns (every lane's tmax > 0), as simd_packet16 traces the same rays in
+// rows: the same floats, coherence test and hits.
+SIMD_TARGET static void simd_packet_cols(const scene_t* s, const scene_packet_t* in,
+                                         scene_packet_hits_t* out) {
+  const unsigned W = WIDE;
+  _Alignas(64) packet_t pk;
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  for (unsigned h = 0; h < W; h += 4) {
+    _mm_store_ps(pk.f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->ox + h)));
+    _mm_store_ps(pk.f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oy + h)));
+    _mm_store_ps(pk.f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oz + h)));
+    _mm_store_ps(pk.f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dx + h)));
+    _mm_store_ps(pk.f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dy + h)));
+    _mm_store_ps(pk.f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dz + h)));
+    _mm_store_ps(pk.f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
+    __m256d ti = _mm256_loadu_pd(in->time + h);
+    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
+    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
+    _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+  }
+  simd_finish16(s, &pk, in->dx, in->dy, in->dz, NULL, out);
 }
 
 

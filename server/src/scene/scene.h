@@ -170,6 +170,33 @@ void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t
 void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
                             size_t n, const scene_filter_t* f);
 
+//---------------- One packet in columns
+
+// Lanes of a packet in columns.
+#define SCENE_PACKET 16
+
+// Up to SCENE_PACKET rays in columns (structure of arrays), as a caller that builds its rays
+// packet by packet (a lidar's tile) holds them: origin, unit direction (dx, dy, dz follow each
+// other), tmax (> 0, may be +inf), time in [0, 1] within the step.
+typedef struct scene_packet {
+  double ox[SCENE_PACKET], oy[SCENE_PACKET], oz[SCENE_PACKET];
+  double dx[SCENE_PACKET], dy[SCENE_PACKET], dz[SCENE_PACKET];
+  double tmax[SCENE_PACKET], time[SCENE_PACKET];
+} scene_packet_t;
+
+// Their hits in columns: the fields of scene_hit_t.
+typedef struct scene_packet_hits {
+  double distance[SCENE_PACKET];
+  double nx[SCENE_PACKET], ny[SCENE_PACKET], nz[SCENE_PACKET];
+  uint32_t object_id[SCENE_PACKET], label[SCENE_PACKET], primitive[SCENE_PACKET];
+} scene_packet_hits_t;
+
+// scene_trace_filtered16 of lanes [0, n) of one packet in columns, n <= SCENE_PACKET: the same
+// hits, bit for bit, without the copies between rows and columns. Lanes [n, SCENE_PACKET) of
+// out are left as they are. Nullable: f. Thread: as scene_trace.
+void scene_trace_packet(const scene_t* s, const scene_packet_t* in, unsigned n,
+                        scene_packet_hits_t* out, const scene_filter_t* f);
+
 //---------------- Rays as a request carries them
 
 // Rays in arrays of doubles, as a Raycast request carries them: directions of any usable
