@@ -81,7 +81,9 @@ typedef struct lidar {
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
 
   // scratch of one batch (batch rays)
-  scene_ray_t* rays;            // (batch) world rays
+  scene_ray_t* rays;            // (batch) world rays (at depth 1 only for write_chunk's world
+                                //   frame and normals)
+  scene_packet_t* packets;      // (batch / SCENE_PACKET) world rays at depth 1, in trace order
   uint64_t* ray_index;          // (batch) index within the sweep (rng key)
   lidar_pattern_ray_t* pr;      // (batch) the pattern's rays in firing order, their direction
                                 //   after the angle noise
@@ -107,6 +109,7 @@ static void lidar_destroy(void* self) {
   lidar_pattern_close(&l->pat);
   mem_free(l->acc);
   mem_free(l->rays);
+  mem_free(l->packets);
   mem_free(l->ray_index);
   mem_free(l->pr);
   mem_free(l->returns);
@@ -223,6 +226,7 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   batch = (batch < CHUNK ? CHUNK : batch) / CHUNK * CHUNK;
   l->batch = batch;
   l->rays = mem_alloc(batch * sizeof *l->rays);
+  l->packets = mem_alloc(batch / SCENE_PACKET * sizeof *l->packets);
   l->ray_index = mem_alloc(batch * sizeof *l->ray_index);
   l->pr = mem_alloc(batch * sizeof *l->pr);
   l->returns = mem_alloc(batch * l->maxret * sizeof *l->returns);
@@ -231,7 +235,7 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
-  if (!l->rays || !l->ray_index || !l->pr || !l->returns || !l->nret || !l->slot ||
+  if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret || !l->slot ||
       !l->chunk_points || !l->excluded) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
@@ -300,8 +304,13 @@ static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
   const double inv_dt = b->inv_dt;
   for (size_t q = 0; q < m; q += SCENE_PACKET) {
     unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
-    scene_packet_t pk;
+    scene_packet_t* pk = &l->packets[(i0 + q) / SCENE_PACKET];
     uint64_t* index = l->ray_index + i0 + q;
+    double o[3][SCENE_PACKET], d[3][SCENE_PACKET];
+    if (n < SCENE_PACKET) {
+      memset(o, 0, sizeof o);
+      memset(d, 0, sizeof d);
+    }
     for (unsigned k = 0; k < n; k++) {
       lidar_pattern_ray_t* p = &l->pr[i0 + at[q + k]];
       if (l->angle.enabled) {
@@ -312,30 +321,44 @@ static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
       }
       index[k] = p->index;
       double s = inv_dt * (s_origin + p->time);
-      s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-      if (!fixed && s != pose.s) {
-        lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
-      }
-      scene_ray_t w;
-      lidar_sweep_world_ray(&pose, p->origin, p->dir, &w);
-      w.time = s;
-      w.tmax = tmax;
-      pk.ox[k] = w.origin[0];
-      pk.oy[k] = w.origin[1];
-      pk.oz[k] = w.origin[2];
-      pk.dx[k] = w.dir[0];
-      pk.dy[k] = w.dir[1];
-      pk.dz[k] = w.dir[2];
-      pk.tmax[k] = tmax;
-      pk.time[k] = s;
-      if (rows) {
-        l->rays[i0 + q + k] = w;
+      pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+      pk->tmax[k] = tmax;
+      for (int a = 0; a < 3; a++) {
+        o[a][k] = p->origin[a];
+        d[a][k] = p->dir[a];
       }
     }
-    lidar_returns_packet_t one = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
-                                  .rays = &pk, .ray_index = index, .n = n, .filter = b->filter};
-    lidar_returns_packet(&l->ret, &one, l->returns + (i0 + q) * l->maxret, l->nret + i0 + q);
+
+    // the sensor pose at each firing time (rays of a column share it), the world rays
+    if (fixed) {
+      lidar_sweep_world_columns(&pose, (const double(*)[SCENE_PACKET])o,
+                                (const double(*)[SCENE_PACKET])d, pk);
+    } else {
+      for (unsigned k = 0; k < n; k++) {
+        if (pk->time[k] != pose.s) {
+          lidar_sweep_pose(b->body, &b->ctx->mount, pk->time[k], &pose);
+        }
+        scene_ray_t w;
+        double ok[3] = {o[0][k], o[1][k], o[2][k]}, dk[3] = {d[0][k], d[1][k], d[2][k]};
+        lidar_sweep_world_ray(&pose, ok, dk, &w);
+        pk->ox[k] = w.origin[0];
+        pk->oy[k] = w.origin[1];
+        pk->oz[k] = w.origin[2];
+        pk->dx[k] = w.dir[0];
+        pk->dy[k] = w.dir[1];
+        pk->dz[k] = w.dir[2];
+      }
+    }
+    for (unsigned k = 0; rows && k < n; k++) {
+      l->rays[i0 + q + k] = (scene_ray_t){.origin = {pk->ox[k], pk->oy[k], pk->oz[k]},
+                                          .dir = {pk->dx[k], pk->dy[k], pk->dz[k]},
+                                          .tmax = tmax, .time = pk->time[k]};
+    }
   }
+  lidar_returns_packets_t all = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
+                                 .rays = &l->packets[i0 / SCENE_PACKET],
+                                 .ray_index = l->ray_index + i0, .n = m, .filter = b->filter};
+  lidar_returns_packets(&l->ret, &all, l->returns + i0 * l->maxret, l->nret + i0);
   return chunk_points(l, i0, m);
 }
 
@@ -651,7 +674,7 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, si
   c->complete = complete;
   c->world_frame = l->world_frame;
   size_t n = l->acc_n - from;
-  int rc = sensor_cloud_alloc(c, (uint32_t)n, msg);
+  int rc = sensor_cloud_alloc_unset(c, (uint32_t)n, msg);   // every byte copied below
   if (rc < 0) {
     return rc;
   }

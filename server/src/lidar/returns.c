@@ -686,29 +686,42 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
 }
 
 
-void lidar_returns_packet(const lidar_returns_t* p, const lidar_returns_packet_t* b,
-                          lidar_return_t* out, uint8_t* nret) {
+// Packets traced per scene call (lidar_returns_packets): 512 rays, 20 KB of hits.
+#define PACKETS_PER_TRACE 32
+
+void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets_t* b,
+                           lidar_return_t* out, uint8_t* nret) {
   const step_view_t* v = b->view;
-  unsigned n = b->n < SCENE_PACKET ? b->n : SCENE_PACKET;
-  scene_packet_hits_t hits;
+  const uint32_t maxr = p->max_returns;
+  scene_packet_hits_t hits[PACKETS_PER_TRACE];
   uint32_t blocks[SCENE_PACKET][4];
   double z0[SCENE_PACKET];
   optics_cache_t optics = {0};
   rng_key_t key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
-  scene_trace_packet(v->scene, b->rays, n, &hits, b->filter);
 
   // every ray's first draw, at once, when most rays take it: for the distance noise of the
   // returns or the atmospheric return of the primary segment
-  int eager = p->distance_noise.enabled || v->ambient->return_scaling > 0.0;
-  if (eager) {
-    rng_words_n(&key, b->ray_index, LIDAR_DRAW_RAY, blocks, n);
+  const int eager = p->distance_noise.enabled || v->ambient->return_scaling > 0.0;
+  const int batch_z0 = eager && p->distance_noise.enabled;
+  const size_t per_trace = (size_t)PACKETS_PER_TRACE * SCENE_PACKET;
+  for (size_t base = 0; base < b->n; base += per_trace) {
+    size_t m = b->n - base < per_trace ? b->n - base : per_trace;
+    const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
+    scene_trace_packets(v->scene, rays, m, hits, b->filter);
+    for (size_t q = 0; q < m; q += SCENE_PACKET) {
+      unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
+      const uint64_t* index = b->ray_index + base + q;
+      if (eager) {
+        rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, n);
+      }
+      if (batch_z0) {
+        lidar_noise_normal_quantiles((const uint32_t(*)[4])blocks, n, z0);
+      }
+      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, &hits[q / SCENE_PACKET],
+                      blocks, eager, batch_z0 ? z0 : NULL, &optics, out + (base + q) * maxr,
+                      nret + base + q);
+    }
   }
-  int batch_z0 = eager && p->distance_noise.enabled;
-  if (batch_z0) {
-    lidar_noise_normal_quantiles((const uint32_t(*)[4])blocks, n, z0);
-  }
-  primary_surface(p, v, &key, b->rays, b->ray_index, n, &hits, blocks, eager,
-                  batch_z0 ? z0 : NULL, &optics, out, nret);
 }
 
 
@@ -748,25 +761,28 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
   rng_key_t key0 = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
   if (p->depth == 1) {
-    // packets of 16 in columns
-    for (size_t base = 0; base < b->n; base += SCENE_PACKET) {
-      unsigned m = (unsigned)(b->n - base < SCENE_PACKET ? b->n - base : SCENE_PACKET);
-      scene_packet_t pk;
-      for (unsigned k = 0; k < m; k++) {
+    // packets of 16 in columns, PACKETS_PER_TRACE at a time
+    scene_packet_t pk[PACKETS_PER_TRACE];
+    const size_t per_trace = (size_t)PACKETS_PER_TRACE * SCENE_PACKET;
+    for (size_t base = 0; base < b->n; base += per_trace) {
+      size_t m = b->n - base < per_trace ? b->n - base : per_trace;
+      for (size_t k = 0; k < m; k++) {
         const scene_ray_t* w = &b->rays[base + k];
-        pk.ox[k] = w->origin[0];
-        pk.oy[k] = w->origin[1];
-        pk.oz[k] = w->origin[2];
-        pk.dx[k] = w->dir[0];
-        pk.dy[k] = w->dir[1];
-        pk.dz[k] = w->dir[2];
-        pk.tmax[k] = tmax0;
-        pk.time[k] = w->time;
+        scene_packet_t* c = &pk[k / SCENE_PACKET];
+        size_t j = k % SCENE_PACKET;
+        c->ox[j] = w->origin[0];
+        c->oy[j] = w->origin[1];
+        c->oz[j] = w->origin[2];
+        c->dx[j] = w->dir[0];
+        c->dy[j] = w->dir[1];
+        c->dz[j] = w->dir[2];
+        c->tmax[j] = tmax0;
+        c->time[j] = w->time;
       }
-      lidar_returns_packet_t one = {.view = v, .sensor_id = b->sensor_id, .frame = b->frame,
-                                    .rays = &pk, .ray_index = b->ray_index + base, .n = m,
-                                    .filter = b->filter};
-      lidar_returns_packet(p, &one, out + base * maxr, nret + base);
+      lidar_returns_packets_t part = {.view = v, .sensor_id = b->sensor_id, .frame = b->frame,
+                                      .rays = pk, .ray_index = b->ray_index + base, .n = m,
+                                      .filter = b->filter};
+      lidar_returns_packets(p, &part, out + base * maxr, nret + base);
     }
     return;
   }

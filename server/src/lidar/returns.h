@@ -116,23 +116,24 @@ double lidar_returns_primary_tmax(const lidar_returns_t* p, const step_view_t* v
 void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* b,
                          lidar_return_t* out, uint8_t* nret);
 
-// One packet of primary rays of one sensor frame, in columns (the lidar's own tiles).
-typedef struct lidar_returns_packet {
+// Primary rays of one sensor frame in packets of columns (the lidar's own tiles).
+typedef struct lidar_returns_packets {
   const step_view_t* view;
   uint32_t sensor_id;           // rng stream
   uint64_t frame;               // rng frame
-  const scene_packet_t* rays;   // lanes [0, n): as lidar_returns_batch_t.rays, each tmax
+  const scene_packet_t* rays;   // ray i is lane i % SCENE_PACKET of packet i / SCENE_PACKET: as
+                                //   lidar_returns_batch_t.rays, each tmax
                                 //   lidar_returns_primary_tmax
   const uint64_t* ray_index;    // (n) rng index of each ray
-  unsigned n;                   // <= SCENE_PACKET
+  size_t n;
   const scene_filter_t* filter; // nullable: none
-} lidar_returns_packet_t;
+} lidar_returns_packets_t;
 
-// lidar_returns_trace of one packet at depth 1 (p->depth must be 1): the same returns, bit for
-// bit, without rows of rays and hits. Output: out (n x lidar_returns_max(p)), nret (n).
-// Thread: as lidar_returns_trace.
-void lidar_returns_packet(const lidar_returns_t* p, const lidar_returns_packet_t* b,
-                          lidar_return_t* out, uint8_t* nret);
+// lidar_returns_trace at depth 1 (p->depth must be 1) of rays in packets of columns: the same
+// returns, bit for bit, without rows of rays and hits. Uses about 30 KB of stack.
+// Output: out (n x lidar_returns_max(p)), nret (n). Thread: as lidar_returns_trace.
+void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets_t* b,
+                           lidar_return_t* out, uint8_t* nret);
 
 //---------------- Building blocks (pure; exposed for tests)
 

@@ -1090,43 +1090,57 @@ static void hits_columns(const scene_hit_t* hits, unsigned n, scene_packet_hits_
 }
 
 
-void scene_trace_packet(const scene_t* s, const scene_packet_t* in, unsigned n,
-                        scene_packet_hits_t* out, const scene_filter_t* f) {
-  scene_ray_t rays[WIDE];
-  scene_hit_t hits[WIDE];
-  n = n < WIDE ? n : WIDE;
-  if (n == 0) {
-    return;
+// Whether packet pk of m lanes takes the AVX2 path: full, every lane on.
+static bool packet_full(const scene_t* s, const scene_packet_t* pk, unsigned m) {
+  bool full = m == WIDE && s->dev->simd;
+  for (unsigned k = 0; full && k < m; k++) {
+    full = pk->tmax[k] > 0.0;
   }
-  bool full = n == WIDE && s->dev->simd;
-  for (unsigned k = 0; full && k < n; k++) {
-    full = in->tmax[k] > 0.0;
-  }
-  if (!full) {
-    // a partial packet, a lane off, or no AVX2: scene_trace_filtered16 of the rows
-    packet_rows(in, NULL, n, rays, NULL);
-    scene_trace_filtered16(s, rays, hits, n, f);
-    hits_columns(hits, n, out);
-    return;
-  }
+  return full;
+}
 
-  // trace_packets' floating-point environment for the one packet
+
+void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
+                         scene_packet_hits_t* out, const scene_filter_t* f) {
+  // the full packets, in trace_packets' floating-point environment set once for all of them
+  size_t traced = 0;
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-  simd_packet_cols(s, in, out);
-  _mm_setcsr(csr);
-  atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
-
-  // scene_trace_filtered16's second part, for a packet that hit an excluded object
-  bool hidden = false;
-  for (unsigned k = 0; f && f->nexclude != 0 && k < n && !hidden; k++) {
-    hidden = out->object_id[k] != 0 && excluded(f, out->object_id[k]);
+  for (size_t i = 0; i < n; i += WIDE) {
+    unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
+    if (packet_full(s, &in[i / WIDE], m)) {
+      simd_packet_cols(s, &in[i / WIDE], &out[i / WIDE]);
+      traced += m;
+    }
   }
-  if (hidden) {
-    packet_rows(in, out, n, rays, hits);
-    filter_hits(s, rays, NULL, 0, hits, n, f);
-    hits_columns(hits, n, out);
+  _mm_setcsr(csr);
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, traced);
+
+  // the others as scene_trace_filtered16 traces them in rows; then its second part for the
+  // full packets that hit an excluded object
+  const bool filtered = f && f->nexclude != 0;
+  scene_ray_t rays[WIDE];
+  scene_hit_t hits[WIDE];
+  for (size_t i = 0; i < n && (traced < n || filtered); i += WIDE) {
+    const scene_packet_t* pk = &in[i / WIDE];
+    scene_packet_hits_t* h = &out[i / WIDE];
+    unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
+    if (!packet_full(s, pk, m)) {
+      packet_rows(pk, NULL, m, rays, NULL);
+      scene_trace_filtered16(s, rays, hits, m, f);
+      hits_columns(hits, m, h);
+      continue;
+    }
+    bool hidden = false;
+    for (unsigned k = 0; filtered && k < m && !hidden; k++) {
+      hidden = h->object_id[k] != 0 && excluded(f, h->object_id[k]);
+    }
+    if (hidden) {
+      packet_rows(pk, h, m, rays, hits);
+      filter_hits(s, rays, NULL, 0, hits, m, f);
+      hits_columns(hits, m, h);
+    }
   }
 }
 

@@ -191,11 +191,12 @@ typedef struct scene_packet_hits {
   uint32_t object_id[SCENE_PACKET], label[SCENE_PACKET], primitive[SCENE_PACKET];
 } scene_packet_hits_t;
 
-// scene_trace_filtered16 of lanes [0, n) of one packet in columns, n <= SCENE_PACKET: the same
-// hits, bit for bit, without the copies between rows and columns. Lanes [n, SCENE_PACKET) of
-// out are left as they are. Nullable: f. Thread: as scene_trace.
-void scene_trace_packet(const scene_t* s, const scene_packet_t* in, unsigned n,
-                        scene_packet_hits_t* out, const scene_filter_t* f);
+// scene_trace_filtered16 of n rays in packets of columns (ray i is lane i % SCENE_PACKET of
+// packet i / SCENE_PACKET; the last packet may be partial): the same hits, bit for bit, without
+// the copies between rows and columns. Lanes past n in the last packet of out are left as they
+// are. Nullable: f. Thread: as scene_trace.
+void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
+                         scene_packet_hits_t* out, const scene_filter_t* f);
 
 //---------------- Rays as a request carries them
 

@@ -58,13 +58,14 @@ void sensor_out_free(sensor_out_t* out) {
   out->cap = 0;
 }
 
-int sensor_cloud_alloc(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) {
+static int cloud_alloc(sensor_cloud_t* cloud, uint32_t count, int zero, err_msg_t* msg) {
   uint64_t size = (uint64_t)count * cloud->point_step;
   if (size > UINT32_MAX) {
     return err_set(msg, ERR_LIMIT, "point cloud of %u points of %u bytes exceeds 4 GiB", count,
                    cloud->point_step);
   }
-  uint8_t* data = mem_calloc(size ? (size_t)size : 1, 1);
+  size_t n = size ? (size_t)size : 1;
+  uint8_t* data = zero ? mem_calloc(n, 1) : mem_alloc(n);
   if (!data) {
     return err_set(msg, ERR_NOMEM, "out of memory for a point cloud of %u points", count);
   }
@@ -72,4 +73,14 @@ int sensor_cloud_alloc(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) {
   cloud->data = data;
   cloud->count = count;
   return 0;
+}
+
+
+int sensor_cloud_alloc(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) {
+  return cloud_alloc(cloud, count, 1, msg);
+}
+
+
+int sensor_cloud_alloc_unset(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) {
+  return cloud_alloc(cloud, count, 0, msg);
 }

@@ -145,6 +145,9 @@ void sensor_out_free(sensor_out_t* out);
 // ERR_LIMIT (over 4 GiB) with a message.
 int sensor_cloud_alloc(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) CHECKRET;
 
+// sensor_cloud_alloc without zeroing, for a caller that writes every byte at once (a copy).
+int sensor_cloud_alloc_unset(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) CHECKRET;
+
 //---------------- Sensors
 
 // Where a sensor is: on body `body_id` (0 = the world) at pose `mount` relative to the body.

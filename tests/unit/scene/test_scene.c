@@ -1162,6 +1162,52 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   }
   ASSERT_TRUE(nhit > N / 8);
 
+  // the same rays in packets of columns: scene_trace_filtered16's hits, bit for bit, with the
+  // AVX2 path and without, and with objects filtered out
+  size_t npk = (N + SCENE_PACKET - 1) / SCENE_PACKET;
+  scene_packet_t* pk = calloc(npk, sizeof *pk);
+  scene_packet_hits_t* ph = calloc(npk, sizeof *ph);
+  ASSERT_TRUE(pk && ph);
+  for (int i = 0; i < N; i++) {
+    scene_packet_t* c = &pk[i / SCENE_PACKET];
+    int k = i % SCENE_PACKET;
+    c->ox[k] = rays[i].origin[0];
+    c->oy[k] = rays[i].origin[1];
+    c->oz[k] = rays[i].origin[2];
+    c->dx[k] = rays[i].dir[0];
+    c->dy[k] = rays[i].dir[1];
+    c->dz[k] = rays[i].dir[2];
+    c->tmax[k] = rays[i].tmax;
+    c->time[k] = rays[i].time;
+  }
+  uint32_t hidden[3] = {2, 9, 14};
+  scene_filter_t filter = {hidden, 3};
+  for (int pass = 0; pass < 4; pass++) {
+    const scene_filter_t* fl = pass >= 2 ? &filter : NULL;
+    scene_device_set_simd(f.dev, pass % 2 == 0);
+    memset(ph, 0xA5, npk * sizeof *ph);
+    scene_trace_packets(f.s, pk, N, ph, fl);
+    scene_trace_filtered16(f.s, rays, b, N, fl);
+    int filtered_hits = 0;
+    for (int i = 0; i < N; i++) {
+      const scene_packet_hits_t* c = &ph[i / SCENE_PACKET];
+      int k = i % SCENE_PACKET;
+      scene_hit_t col = {.distance = c->distance[k],
+                         .normal = {c->nx[k], c->ny[k], c->nz[k]},
+                         .object_id = c->object_id[k], .label = c->label[k],
+                         .primitive = c->primitive[k]};
+      ASSERT_TRUE(memcmp(&col.distance, &b[i].distance, 4 * sizeof(double)) == 0);
+      ASSERT_EQ(col.object_id, b[i].object_id);
+      ASSERT_EQ(col.label, b[i].label);
+      ASSERT_EQ(col.primitive, b[i].primitive);
+      filtered_hits += fl && a[i].object_id != col.object_id;
+      ASSERT_TRUE(!fl || (col.object_id != 2 && col.object_id != 9 && col.object_id != 14));
+    }
+    ASSERT_TRUE(!fl || filtered_hits > 0);
+  }
+  free(pk);
+  free(ph);
+
   scene_rays_t in = {.origins = org, .directions = dir, .tmax = 100.0, .max_coord = 1e6,
                      .min_direction = 1e-12};
   memset(a, 0xA5, N * sizeof *a);
