@@ -81,9 +81,8 @@ typedef struct lidar {
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
 
   // scratch of one batch (batch rays)
-  scene_ray_t* rays;            // (batch) world rays (at depth 1 only for write_chunk's world
-                                //   frame and normals)
-  scene_packet_t* packets;      // (batch / SCENE_PACKET) world rays at depth 1, in trace order
+  scene_packet_t* packets;      // (batch / SCENE_PACKET) world rays in trace order, in columns
+  scene_ray_t* rays;            // (batch) the same in rows (depth > 1, world frame or normals)
   uint64_t* ray_index;          // (batch) index within the sweep (rng key)
   lidar_pattern_ray_t* pr;      // (batch) the pattern's rays in firing order, their direction
                                 //   after the angle noise
@@ -235,8 +234,8 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
-  if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret || !l->slot ||
-      !l->chunk_points || !l->excluded) {
+  if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret ||
+      !l->slot || !l->chunk_points || !l->excluded) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }
@@ -281,10 +280,12 @@ static size_t chunk_points(const lidar_t* l, size_t i0, size_t m) {
 }
 
 
-// Phase 1 of a chunk at depth 1 (below), packet by packet: each packet's world rays in columns,
-// traced and evaluated at once (lidar_returns_packet). The chunk's pattern rays are in pr, its
-// trace order in slot. Returns the chunk's points.
-static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
+// The world rays of a chunk's rays [i0, i0 + m) in trace order (trace_chunk's pr and slot):
+// each ray's emission angle noise (in place in pr: the points take the direction from there),
+// its rng index, the sensor pose at its firing time and the ray at that time, into the
+// packets of columns, and also into rows when write_chunk needs them (world frame, normals) or
+// the segment heap does (depth > 1).
+static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
   lidar_t* l = b->l;
   const uint32_t* slot = l->slot + i0;
   uint32_t at[CHUNK];   // the ray at each trace position
@@ -298,7 +299,7 @@ static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
     pose.s = -1.0;
   }
   const int fixed = b->fixed != NULL;
-  const int rows = l->world_frame || l->has_normal;   // write_chunk reads the world rays
+  const int rows = l->world_frame || l->has_normal || l->ret.depth > 1;
   const double tmax = lidar_returns_primary_tmax(&l->ret, b->v);
   const double s_origin = l->t_s - b->v->t0;
   const double inv_dt = b->inv_dt;
@@ -355,11 +356,6 @@ static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
                                           .tmax = tmax, .time = pk->time[k]};
     }
   }
-  lidar_returns_packets_t all = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
-                                 .rays = &l->packets[i0 / SCENE_PACKET],
-                                 .ray_index = l->ray_index + i0, .n = m, .filter = b->filter};
-  lidar_returns_packets(&l->ret, &all, l->returns + i0 * l->maxret, l->nret + i0);
-  return chunk_points(l, i0, m);
 }
 
 
@@ -369,7 +365,8 @@ static size_t packet_chunk(batch_ctx_t* b, size_t i0, size_t m) {
 // lasers at 16 elevations in a row) is traced laser by laser across the groups of the chunk,
 // and one with groups of 32 to 128 rays (a column of an OS1-128) in tiles of 4 rays of 4
 // consecutive groups (4 channels x 4 columns), so that each packet holds neighbouring rays.
-// Each ray's result is a function of the ray alone, so the order changes only the speed.
+// Each ray's result is a function of the ray alone, so the order changes only the speed. At
+// depth 1 the rays stay in packets of columns from the pose to the returns.
 static void trace_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
@@ -425,55 +422,19 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       }
     }
 
+    // the world rays, then their returns: in packets of columns at depth 1, else in rows
+    chunk_rays(b, i0, m);
     if (l->ret.depth == 1) {
-      l->chunk_points[c] = packet_chunk(b, i0, m);
-      continue;
-    }
-
-    // loop invariants in locals (the stores below could alias them otherwise)
-    lidar_sweep_pose_t pose;
-    if (b->fixed) {
-      pose = *b->fixed;
+      lidar_returns_packets_t pk = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
+                                    .rays = &l->packets[i0 / SCENE_PACKET],
+                                    .ray_index = l->ray_index + i0, .n = m, .filter = b->filter};
+      lidar_returns_packets(&l->ret, &pk, l->returns + i0 * l->maxret, l->nret + i0);
     } else {
-      pose.s = -1.0;
+      lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
+                                  .rays = l->rays + i0, .ray_index = l->ray_index + i0, .n = m,
+                                  .filter = b->filter};
+      lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
     }
-    const int fixed = b->fixed != NULL;
-    const double tmax = lidar_returns_primary_tmax(&l->ret, b->v);
-    const double s_origin = l->t_s - b->v->t0;
-    const double inv_dt = b->inv_dt;
-    scene_ray_t* const rays = l->rays;
-    uint64_t* const ray_index = l->ray_index;
-    for (size_t j = 0; j < m; j++) {
-      // the pattern's ray, its emission angle noise (in place: the points take it from there)
-      lidar_pattern_ray_t* p = &pr[j];
-      size_t i = i0 + slot[j];
-      if (l->angle.enabled) {
-        rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
-                         .index = p->index};
-        double nominal[3] = {p->dir[0], p->dir[1], p->dir[2]};
-        lidar_noise_angle(&l->angle, &key, nominal, p->dir);
-      }
-      ray_index[i] = p->index;
-
-      // the sensor pose at the firing time (rays of a column share it), the ray at that time
-      double s = inv_dt * (s_origin + p->time);
-      s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-      if (!fixed && s != pose.s) {
-        lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
-      }
-      scene_ray_t w;
-      lidar_sweep_world_ray(&pose, p->origin, p->dir, &w);
-      w.time = s;
-      w.tmax = tmax;
-      rays[i] = w;
-    }
-
-    // returns
-    lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
-                                .rays = l->rays + i0, .ray_index = l->ray_index + i0, .n = m,
-                                .filter = b->filter};
-    lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
-
     l->chunk_points[c] = chunk_points(l, i0, m);
   }
 }

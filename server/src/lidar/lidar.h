@@ -9,10 +9,10 @@
 // those of excluded bodies or of object groups outside its group mask: its rays pass through
 // them (scene_trace_filtered).
 //
-// Rays are traced in coherent batches (consecutive rays of the pattern, in packets of 8) on the
-// step's worker pool; every random number is keyed by (seed, sensor, sweep, ray index within
-// the sweep, draw), so clouds are bit-identical whatever the number of workers and however the
-// time line is cut into steps.
+// Rays are traced in coherent packets of 16 (tiles of neighbouring rays) on the step's worker
+// pool; every random number is keyed by (seed, sensor, sweep, ray index within the sweep,
+// draw), so clouds are bit-identical whatever the number of workers and however the time line
+// is cut into steps.
 //
 // Thread: created on any thread; stepped on the environment's executor thread (it uses the
 // view's pool).
