@@ -288,10 +288,7 @@ static size_t chunk_points(const lidar_t* l, size_t i0, size_t m) {
 static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
   lidar_t* l = b->l;
   const uint32_t* slot = l->slot + i0;
-  uint32_t at[CHUNK];   // the ray at each trace position
-  for (size_t j = 0; j < m; j++) {
-    at[slot[j]] = (uint32_t)j;
-  }
+  scene_packet_t* pks = &l->packets[i0 / SCENE_PACKET];
   lidar_sweep_pose_t pose;
   if (b->fixed) {
     pose = *b->fixed;
@@ -303,58 +300,66 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
   const double tmax = lidar_returns_primary_tmax(&l->ret, b->v);
   const double s_origin = l->t_s - b->v->t0;
   const double inv_dt = b->inv_dt;
-  for (size_t q = 0; q < m; q += SCENE_PACKET) {
-    unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
-    scene_packet_t* pk = &l->packets[(i0 + q) / SCENE_PACKET];
-    uint64_t* index = l->ray_index + i0 + q;
-    double o[3][SCENE_PACKET], d[3][SCENE_PACKET];
-    if (n < SCENE_PACKET) {
-      memset(o, 0, sizeof o);
-      memset(d, 0, sizeof d);
-    }
-    for (unsigned k = 0; k < n; k++) {
-      lidar_pattern_ray_t* p = &l->pr[i0 + at[q + k]];
-      if (l->angle.enabled) {
-        rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
-                         .index = p->index};
-        double nominal[3] = {p->dir[0], p->dir[1], p->dir[2]};
-        lidar_noise_angle(&l->angle, &key, nominal, p->dir);
-      }
-      index[k] = p->index;
-      double s = inv_dt * (s_origin + p->time);
-      pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-      pk->tmax[k] = tmax;
-      for (int a = 0; a < 3; a++) {
-        o[a][k] = p->origin[a];
-        d[a][k] = p->dir[a];
-      }
-    }
+  if (m % SCENE_PACKET) {
+    memset(&pks[m / SCENE_PACKET], 0, sizeof *pks);   // the unused lanes of the last packet
+  }
 
-    // the sensor pose at each firing time (rays of a column share it), the world rays
-    if (fixed) {
-      lidar_sweep_world_columns(&pose, (const double(*)[SCENE_PACKET])o,
-                                (const double(*)[SCENE_PACKET])d, pk);
-    } else {
-      for (unsigned k = 0; k < n; k++) {
-        if (pk->time[k] != pose.s) {
-          lidar_sweep_pose(b->body, &b->ctx->mount, pk->time[k], &pose);
-        }
-        scene_ray_t w;
-        double ok[3] = {o[0][k], o[1][k], o[2][k]}, dk[3] = {d[0][k], d[1][k], d[2][k]};
-        lidar_sweep_world_ray(&pose, ok, dk, &w);
-        pk->ox[k] = w.origin[0];
-        pk->oy[k] = w.origin[1];
-        pk->oz[k] = w.origin[2];
-        pk->dx[k] = w.dir[0];
-        pk->dy[k] = w.dir[1];
-        pk->dz[k] = w.dir[2];
+  // in firing order (rays of a column share a pose): a still sensor's rays in the sensor frame
+  // for now, a moving one's in the world at their own pose
+  for (size_t j = 0; j < m; j++) {
+    lidar_pattern_ray_t* p = &l->pr[i0 + j];
+    size_t i = slot[j];
+    scene_packet_t* pk = &pks[i / SCENE_PACKET];
+    unsigned k = (unsigned)(i % SCENE_PACKET);
+    if (l->angle.enabled) {
+      rng_key_t key = {.seed = b->v->seed, .stream = b->ctx->id, .frame = b->sweep,
+                       .index = p->index};
+      double nominal[3] = {p->dir[0], p->dir[1], p->dir[2]};
+      lidar_noise_angle(&l->angle, &key, nominal, p->dir);
+    }
+    l->ray_index[i0 + i] = p->index;
+    double s = inv_dt * (s_origin + p->time);
+    s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+    pk->time[k] = s;
+    pk->tmax[k] = tmax;
+    const double* o = p->origin;
+    const double* d = p->dir;
+    scene_ray_t w;
+    if (!fixed) {
+      if (s != pose.s) {
+        lidar_sweep_pose(b->body, &b->ctx->mount, s, &pose);
       }
+      lidar_sweep_world_ray(&pose, p->origin, p->dir, &w);
+      o = w.origin;
+      d = w.dir;
     }
-    for (unsigned k = 0; rows && k < n; k++) {
-      l->rays[i0 + q + k] = (scene_ray_t){.origin = {pk->ox[k], pk->oy[k], pk->oz[k]},
-                                          .dir = {pk->dx[k], pk->dy[k], pk->dz[k]},
-                                          .tmax = tmax, .time = pk->time[k]};
-    }
+    pk->ox[k] = o[0];
+    pk->oy[k] = o[1];
+    pk->oz[k] = o[2];
+    pk->dx[k] = d[0];
+    pk->dy[k] = d[1];
+    pk->dz[k] = d[2];
+  }
+
+  // a still sensor's rays to the world, packet by packet
+  for (size_t q = 0; fixed && q < m; q += SCENE_PACKET) {
+    scene_packet_t* pk = &pks[q / SCENE_PACKET];
+    double o[3][SCENE_PACKET], d[3][SCENE_PACKET];
+    memcpy(o[0], pk->ox, sizeof o[0]);
+    memcpy(o[1], pk->oy, sizeof o[1]);
+    memcpy(o[2], pk->oz, sizeof o[2]);
+    memcpy(d[0], pk->dx, sizeof d[0]);
+    memcpy(d[1], pk->dy, sizeof d[1]);
+    memcpy(d[2], pk->dz, sizeof d[2]);
+    lidar_sweep_world_columns(&pose, (const double(*)[SCENE_PACKET])o,
+                              (const double(*)[SCENE_PACKET])d, pk);
+  }
+  for (size_t i = 0; rows && i < m; i++) {
+    const scene_packet_t* pk = &pks[i / SCENE_PACKET];
+    size_t k = i % SCENE_PACKET;
+    l->rays[i0 + i] = (scene_ray_t){.origin = {pk->ox[k], pk->oy[k], pk->oz[k]},
+                                    .dir = {pk->dx[k], pk->dy[k], pk->dz[k]},
+                                    .tmax = tmax, .time = pk->time[k]};
   }
 }
 
