@@ -619,14 +619,15 @@ static void primary_returns(const lidar_returns_t* p, const step_view_t* v, cons
 // primary_returns of the lanes [0, n) of a packet, each ray without an atmospheric return (all
 // of them when the medium's return_scaling is 0, nearly all in clear air) done here: it has at
 // most its surface candidate, which every mode reports (select_one), then that return's
-// distance noise (add_noise; z0: the lanes' quantiles when the noise is on). The same
-// operations in the same order, without the candidate and the ray context. A ray whose first
-// draw may give an atmospheric return goes to primary_returns.
+// distance noise (add_noise; z0[j]: lane j's quantile when the noise is on and bit j of zmask
+// is set, which it is for every lane that hit a surface in range). The same operations in the
+// same order, without the candidate and the ray context. A ray whose first draw may give an
+// atmospheric return goes to primary_returns.
 static void primary_surface(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                             const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                             const scene_packet_hits_t* hits, uint32_t (*blocks)[4], int eager,
-                            const double* z0, optics_cache_t* optics, lidar_return_t* out,
-                            uint8_t* nret) {
+                            const double* z0, uint32_t zmask, optics_cache_t* optics,
+                            lidar_return_t* out, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const double tmax = lidar_returns_primary_tmax(p, v);
@@ -635,8 +636,8 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
   const double scaling = air->return_scaling;
   for (unsigned j = 0; j < n; j++) {
     if (scaling > 0.0 && lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
-      primary_returns(p, v, key, rays, ray_index, j, j + 1, hits, blocks, eager, z0, optics,
-                      out, nret);
+      primary_returns(p, v, key, rays, ray_index, j, j + 1, hits, blocks, eager,
+                      (zmask >> j) & 1u ? z0 : NULL, optics, out, nret);
       continue;
     }
     nret[j] = 0;
@@ -703,6 +704,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   // returns or the atmospheric return of the primary segment
   const int eager = p->distance_noise.enabled || v->ambient->return_scaling > 0.0;
   const int batch_z0 = eager && p->distance_noise.enabled;
+  const double tmax = lidar_returns_primary_tmax(p, v);
   const size_t per_trace = (size_t)PACKETS_PER_TRACE * SCENE_PACKET;
   for (size_t base = 0; base < b->n; base += per_trace) {
     size_t m = b->n - base < per_trace ? b->n - base : per_trace;
@@ -714,12 +716,28 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       if (eager) {
         rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, n);
       }
+      const scene_packet_hits_t* h = &hits[q / SCENE_PACKET];
+      uint32_t zmask = 0;
       if (batch_z0) {
-        lidar_noise_normal_quantiles((const uint32_t(*)[4])blocks, n, z0);
+        // the quantiles of the rays that hit a surface in range (the others have no surface
+        // return to add noise to), gathered
+        uint32_t wq[SCENE_PACKET][4];
+        double zq[SCENE_PACKET];
+        unsigned lane[SCENE_PACKET], nh = 0;
+        for (unsigned j = 0; j < n; j++) {
+          if (h->object_id[j] != 0 && h->distance[j] <= tmax) {
+            memcpy(wq[nh], blocks[j], sizeof wq[nh]);
+            lane[nh++] = j;
+          }
+        }
+        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, zq);
+        for (unsigned i = 0; i < nh; i++) {
+          z0[lane[i]] = zq[i];
+          zmask |= 1u << lane[i];
+        }
       }
-      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, &hits[q / SCENE_PACKET],
-                      blocks, eager, batch_z0 ? z0 : NULL, &optics, out + (base + q) * maxr,
-                      nret + base + q);
+      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, eager, z0,
+                      zmask, &optics, out + (base + q) * maxr, nret + base + q);
     }
   }
 }
