@@ -12,15 +12,25 @@
 #include "base/rng.h"
 #include "lidar/sweep.h"
 
-// Rays per pool task: 32 packets of 16 rays (tiles of 4 x 4 up to 128 rays per group).
+// Rays per pool task: 32 packets of 16 rays, or up to 64 for a pattern traced in tiles (8
+// groups of up to 128 rays).
 #define CHUNK 512u
+#define CHUNK_MAX 1024u
+
+// A tile (one packet of 16 rays): TILE_RAYS consecutive rays of TILE_GROUPS consecutive groups
+// (2 channels x 8 columns of a spinning lidar). On bench_lidar's scene raw rtcIntersect16 runs
+// about 5 % faster on these than on tiles of 4 x 4 of the same angular size, and 1.4x faster
+// than in firing order.
+#define TILE_GROUPS 8u
+#define TILE_RAYS 2u
 
 // Patterns with fewer rays per firing group are traced ray by ray across the groups (a VLP-16
 // fires 16 lasers at 16 elevations in a row).
 #define REGROUP_BELOW 32u
 
-// Rays per batch (times the returns per ray, bounded): the scratch is allocated once.
-#define BATCH_RETURNS 1024u
+// Rays per batch (times the returns per ray, bounded; at least one chunk): the scratch is
+// allocated once, about 1.2 MB of it for 4 chunks, one per worker of a 4-worker pool.
+#define BATCH_RETURNS 4096u
 
 // Most rays one lidar fires in one step (24 s of an OS1-128 2048 x 10, 230 s of a VLP-16): a
 // longer step is refused (step more often).
@@ -59,7 +69,8 @@ typedef struct lidar {
   uint32_t maxret;              // returns per ray
   uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
                                 //   1 for RETURN_ALL (checked as the points come instead)
-  size_t batch;                 // rays per batch (multiple of CHUNK)
+  size_t chunk;                 // rays per pool task (CHUNK, or a tile row of groups)
+  size_t batch;                 // rays per batch (multiple of chunk)
 
   // sweep state: committed (after the last committed step), staged (by the last step, until
   // its commit), and the working copy a step runs on (equal to the committed one between steps)
@@ -89,7 +100,7 @@ typedef struct lidar {
   lidar_return_t* returns;      // (batch x maxret)
   uint8_t* nret;                // (batch)
   uint32_t* slot;               // (batch) trace position of each ray within its chunk
-  size_t* chunk_points;         // (batch / CHUNK) points of each chunk, then their offsets
+  size_t* chunk_points;         // (batch / chunk) points of each chunk, then their offsets
 
   // objects not seen in the current step (on the lidar's own body, on excluded bodies)
   uint32_t* excluded;           // (nexcluded) sorted object ids
@@ -138,6 +149,13 @@ static double instant_rays(const lidar_pattern_t* p) {
     most = run > most ? run : most;
   }
   return (double)most;
+}
+
+
+// Whether a pattern with K rays per group is traced in tiles of TILE_GROUPS x TILE_RAYS (a
+// column of 32 to 128 channels), each chunk then holding whole rows of tiles.
+static int tiled(uint32_t K) {
+  return K >= REGROUP_BELOW && K <= CHUNK_MAX / TILE_GROUPS && K % TILE_RAYS == 0;
 }
 
 
@@ -221,8 +239,11 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   for (uint32_t i = 0; i < l->layout.nfield; i++) {
     l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
   }
+  uint32_t K = d->pattern.nray;
+  size_t chunk = tiled(K) && (size_t)TILE_GROUPS * K > CHUNK ? (size_t)TILE_GROUPS * K : CHUNK;
   size_t batch = BATCH_RETURNS / l->maxret;
-  batch = (batch < CHUNK ? CHUNK : batch) / CHUNK * CHUNK;
+  batch = (batch < chunk ? chunk : batch) / chunk * chunk;
+  l->chunk = chunk;
   l->batch = batch;
   l->rays = mem_alloc(batch * sizeof *l->rays);
   l->packets = mem_alloc(batch / SCENE_PACKET * sizeof *l->packets);
@@ -231,7 +252,7 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->returns = mem_alloc(batch * l->maxret * sizeof *l->returns);
   l->nret = mem_alloc(batch * sizeof *l->nret);
   l->slot = mem_alloc(batch * sizeof *l->slot);
-  l->chunk_points = mem_alloc((batch / CHUNK + 1) * sizeof *l->chunk_points);
+  l->chunk_points = mem_alloc((batch / chunk + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
   if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret ||
@@ -377,10 +398,10 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
   lidar_t* l = b->l;
   uint32_t K = l->pat.nray;
   int regroup = K > 1 && K < REGROUP_BELOW;
-  int tiles = K >= REGROUP_BELOW && K <= CHUNK / 4 && K % 4 == 0;
+  int tiles = tiled(K);
   for (size_t c = begin; c < end; c++) {
-    size_t i0 = c * CHUNK;
-    size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
+    size_t i0 = c * l->chunk;
+    size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
     if (atomic_load_explicit(&b->stop, memory_order_relaxed) || view_cancelled(b->v)) {
       atomic_store_explicit(&b->stop, 1, memory_order_relaxed);
       l->chunk_points[c] = 0;
@@ -408,11 +429,11 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       size_t k0 = (size_t)((b->first + i0) % K);
       size_t ng = (k0 + m + K - 1) / K;
       uint32_t pos = 0;
-      for (size_t gb = 0; gb < ng; gb += 4) {
-        size_t ge = gb + 4 < ng ? gb + 4 : ng;
-        for (size_t kb = 0; kb < K; kb += 4) {
+      for (size_t gb = 0; gb < ng; gb += TILE_GROUPS) {
+        size_t ge = gb + TILE_GROUPS < ng ? gb + TILE_GROUPS : ng;
+        for (size_t kb = 0; kb < K; kb += TILE_RAYS) {
           for (size_t g = gb; g < ge; g++) {
-            for (size_t k = kb; k < kb + 4; k++) {
+            for (size_t k = kb; k < kb + TILE_RAYS; k++) {
               size_t lin = g * K + k;
               if (lin >= k0 && lin - k0 < m) {
                 slot[lin - k0] = pos++;
@@ -458,8 +479,8 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     pose.s = -1.0;
   }
   for (size_t c = begin; c < end; c++) {
-    size_t i0 = c * CHUNK;
-    size_t m = i0 + CHUNK < b->n ? CHUNK : b->n - i0;
+    size_t i0 = c * l->chunk;
+    size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
     const lidar_pattern_ray_t* pr = l->pr + i0;
     uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
     if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
@@ -581,7 +602,7 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                    .tau_origin = tau_origin, .filter = filter,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   atomic_init(&b.stop, 0);
-  size_t nchunk = (n + CHUNK - 1) / CHUNK;
+  size_t nchunk = (n + l->chunk - 1) / l->chunk;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
   if (atomic_load(&b.stop)) {
     return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
