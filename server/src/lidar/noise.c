@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "base/clones.h"
+
 
 static int check_nonneg(const char* prefix, const char* field, double v, err_msg_t* msg) {
   if (!isfinite(v) || !(v >= 0.0)) {
@@ -93,17 +95,8 @@ double lidar_noise_normal_quantile(double u) {
 }
 
 
-// Built for the baseline ISA and, where the compiler can, AVX2 and AVX-512, picked at load
-// time: each lane does the scalar operations (ISO C: no contraction into fused multiply-adds),
-// so every version gives the same bits.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
-#define NOISE_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
-#else
-#define NOISE_CLONES
-#endif
-
-NOISE_CLONES
+// The central branch across SIMD lanes (base/clones.h).
+SENSIM_CLONES
 void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
   for (size_t i = 0; i < n; i++) {
     z[i] = quantile_centre(lidar_noise_uniform(w[i][2], w[i][3]));

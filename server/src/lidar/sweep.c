@@ -4,6 +4,8 @@
 
 #include <math.h>
 
+#include "base/clones.h"
+
 
 // Firing time of the ray at cursor c, absolute.
 static double fire_time(const lidar_pattern_t* p, double t_s, lidar_cursor_t c) {
@@ -111,4 +113,22 @@ void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
   out->s = s;
   out->pose = view_mount_pose(body, mount, s);
   xform_quat_to_mat(out->pose.q, out->rot);
+}
+
+
+SENSIM_CLONES
+void lidar_sweep_world_columns(const lidar_sweep_pose_t* ps, const double (*o)[SCENE_PACKET],
+                               const double (*d)[SCENE_PACKET], scene_packet_t* pk) {
+  const double* r = ps->rot;
+  double* org[3] = {pk->ox, pk->oy, pk->oz};
+  double* dir[3] = {pk->dx, pk->dy, pk->dz};
+  for (int i = 0; i < 3; i++) {
+    const double p = ps->pose.p[i], r0 = r[3 * i], r1 = r[3 * i + 1], r2 = r[3 * i + 2];
+    double* oi = org[i];
+    double* di = dir[i];
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      oi[k] = p + r0 * o[0][k] + r1 * o[1][k] + r2 * o[2][k];
+      di[k] = r0 * d[0][k] + r1 * d[1][k] + r2 * d[2][k];
+    }
+  }
 }

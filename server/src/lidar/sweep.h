@@ -70,22 +70,9 @@ static inline void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const dou
 
 // lidar_sweep_world_ray of SCENE_PACKET rays at one pose, in columns: sensor-frame origins o
 // and unit directions d (o[axis][lane]) to the origins and directions of pk (the same
-// arithmetic per lane, in loops the compiler vectorises). tmax and time are left to the caller.
-static inline void lidar_sweep_world_columns(const lidar_sweep_pose_t* ps,
-                                             const double (*o)[SCENE_PACKET],
-                                             const double (*d)[SCENE_PACKET], scene_packet_t* pk) {
-  const double* r = ps->rot;
-  double* org[3] = {pk->ox, pk->oy, pk->oz};
-  double* dir[3] = {pk->dx, pk->dy, pk->dz};
-  for (int i = 0; i < 3; i++) {
-    const double p = ps->pose.p[i], r0 = r[3 * i], r1 = r[3 * i + 1], r2 = r[3 * i + 2];
-    double* oi = org[i];
-    double* di = dir[i];
-    for (unsigned k = 0; k < SCENE_PACKET; k++) {
-      oi[k] = p + r0 * o[0][k] + r1 * o[1][k] + r2 * o[2][k];
-      di[k] = r0 * d[0][k] + r1 * d[1][k] + r2 * d[2][k];
-    }
-  }
-}
+// arithmetic per lane, vectorised for the CPU's widest vectors). tmax and time are left to the
+// caller.
+void lidar_sweep_world_columns(const lidar_sweep_pose_t* ps, const double (*o)[SCENE_PACKET],
+                               const double (*d)[SCENE_PACKET], scene_packet_t* pk);
 
 #endif  // SENSIM_LIDAR_SWEEP_H_
