@@ -100,6 +100,8 @@ typedef struct lidar {
   lidar_return_t* returns;      // (batch x maxret)
   uint8_t* nret;                // (batch)
   uint32_t* slot;               // (batch) trace position of each ray within its chunk
+  uint32_t* tile_slot;          // (chunk) slot of a whole chunk from a group's first ray (tiled
+                                //   patterns; NULL otherwise)
   size_t* chunk_points;         // (batch / chunk) points of each chunk, then their offsets
 
   // objects not seen in the current step (on the lidar's own body, on excluded bodies)
@@ -125,6 +127,7 @@ static void lidar_destroy(void* self) {
   mem_free(l->returns);
   mem_free(l->nret);
   mem_free(l->slot);
+  mem_free(l->tile_slot);
   mem_free(l->chunk_points);
   mem_free(l->excluded);
   mem_free(l);
@@ -156,6 +159,27 @@ static double instant_rays(const lidar_pattern_t* p) {
 // column of 32 to 128 channels), each chunk then holding whole rows of tiles.
 static int tiled(uint32_t K) {
   return K >= REGROUP_BELOW && K <= CHUNK_MAX / TILE_GROUPS && K % TILE_RAYS == 0;
+}
+
+
+// The trace positions of the m rays of a tiled chunk whose first ray is ray k0 of its group:
+// ray j is ray (k0 + j) % K of the chunk's group (k0 + j) / K. Output: slot (m).
+static void tile_slots(uint32_t K, size_t k0, size_t m, uint32_t* slot) {
+  size_t ng = (k0 + m + K - 1) / K;
+  uint32_t pos = 0;
+  for (size_t gb = 0; gb < ng; gb += TILE_GROUPS) {
+    size_t ge = gb + TILE_GROUPS < ng ? gb + TILE_GROUPS : ng;
+    for (size_t kb = 0; kb < K; kb += TILE_RAYS) {
+      for (size_t g = gb; g < ge; g++) {
+        for (size_t k = kb; k < kb + TILE_RAYS; k++) {
+          size_t lin = g * K + k;
+          if (lin >= k0 && lin - k0 < m) {
+            slot[lin - k0] = pos++;
+          }
+        }
+      }
+    }
+  }
 }
 
 
@@ -255,8 +279,12 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->chunk_points = mem_alloc((batch / chunk + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
+  l->tile_slot = tiled(K) ? mem_alloc(chunk * sizeof *l->tile_slot) : NULL;
+  if (l->tile_slot) {
+    tile_slots(K, 0, chunk, l->tile_slot);
+  }
   if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret ||
-      !l->slot || !l->chunk_points || !l->excluded) {
+      !l->slot || !l->chunk_points || !l->excluded || (tiled(K) && !l->tile_slot)) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }
@@ -425,22 +453,11 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
         slot[j] = count[(k0 + j) % K]++;
       }
     } else if (tiles) {
-      // ray j is ray (k0 + j) % K of the chunk's group (k0 + j) / K
       size_t k0 = (size_t)((b->first + i0) % K);
-      size_t ng = (k0 + m + K - 1) / K;
-      uint32_t pos = 0;
-      for (size_t gb = 0; gb < ng; gb += TILE_GROUPS) {
-        size_t ge = gb + TILE_GROUPS < ng ? gb + TILE_GROUPS : ng;
-        for (size_t kb = 0; kb < K; kb += TILE_RAYS) {
-          for (size_t g = gb; g < ge; g++) {
-            for (size_t k = kb; k < kb + TILE_RAYS; k++) {
-              size_t lin = g * K + k;
-              if (lin >= k0 && lin - k0 < m) {
-                slot[lin - k0] = pos++;
-              }
-            }
-          }
-        }
+      if (k0 == 0 && m == l->chunk) {
+        memcpy(slot, l->tile_slot, m * sizeof *slot);   // a whole row of tiles: the usual chunk
+      } else {
+        tile_slots(K, k0, m, slot);
       }
     } else {
       for (size_t j = 0; j < m; j++) {
