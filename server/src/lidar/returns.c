@@ -616,35 +616,40 @@ static void primary_returns(const lidar_returns_t* p, const step_view_t* v, cons
 }
 
 
-// primary_returns of the lanes [0, n) of a packet, each ray without an atmospheric return (all
-// of them when the medium's return_scaling is 0, nearly all in clear air) done here: it has at
-// most its surface candidate, which every mode reports (select_one), then that return's
-// distance noise (add_noise; z0[j]: lane j's quantile when the noise is on and bit j of zmask
-// is set, which it is for every lane that hit a surface in range). The same operations in the
-// same order, without the candidate and the ray context. A ray whose first draw may give an
-// atmospheric return goes to primary_returns.
+// primary_returns of the lanes [0, n) of a packet. Each ray without an atmospheric return (all
+// of them when the medium's return_scaling is 0, nearly all in clear air) is done here: it has
+// at most its surface candidate, which every mode reports (select_one), then that return's
+// distance noise (add_noise). The same operations in the same order, without the candidate and
+// the ray context. A ray whose first draw may give an atmospheric return goes to
+// primary_returns. lane[0..nh): the lanes that hit a surface in range, in order; z[i]: lane
+// lane[i]'s distance noise quantile when the noise is on.
 static void primary_surface(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                             const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                             const scene_packet_hits_t* hits, uint32_t (*blocks)[4], int eager,
-                            const double* z0, uint32_t zmask, optics_cache_t* optics,
-                            lidar_return_t* out, uint8_t* nret) {
+                            const unsigned* lane, unsigned nh, const double* z,
+                            optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
-  const double tmax = lidar_returns_primary_tmax(p, v);
   const uint32_t maxr = p->max_returns;
   const lidar_distance_noise_t* dn = &p->distance_noise;
   const double scaling = air->return_scaling;
+  uint32_t general = 0;   // lanes done by primary_returns
   for (unsigned j = 0; j < n; j++) {
-    if (scaling > 0.0 && lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
-      primary_returns(p, v, key, rays, ray_index, j, j + 1, hits, blocks, eager,
-                      (zmask >> j) & 1u ? z0 : NULL, optics, out, nret);
-      continue;
-    }
     nret[j] = 0;
-    uint32_t object_id = hits->object_id[j];
-    if (!(object_id != 0 && hits->distance[j] <= tmax)) {
+  }
+  for (unsigned j = 0; scaling > 0.0 && j < n; j++) {
+    if (lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
+      primary_returns(p, v, key, rays, ray_index, j, j + 1, hits, blocks, eager, NULL, optics,
+                      out, nret);
+      general |= 1u << j;
+    }
+  }
+  for (unsigned i = 0; i < nh; i++) {
+    unsigned j = lane[i];
+    if ((general >> j) & 1u) {
       continue;
     }
+    uint32_t object_id = hits->object_id[j];
     double dx = n_amb * hits->distance[j];
     double nx = hits->nx[j], ny = hits->ny[j], nz = hits->nz[j];
     double cos_i = -(nx * rays->dx[j] + ny * rays->dy[j] + nz * rays->dz[j]);
@@ -665,8 +670,8 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
     }
     double x = dx;
     if (dn->enabled) {
-      double z = lidar_noise_distance_stddev(dn, dx) != 0.0 ? z0[j] : 0.0;
-      x = lidar_noise_distance_apply(dn, dx, z);
+      x = lidar_noise_distance_apply(dn, dx, lidar_noise_distance_stddev(dn, dx) != 0.0 ? z[i]
+                                                                                     : 0.0);
       if (!(x <= LIDAR_MAX_DISTANCE)) {
         continue;
       }
@@ -716,28 +721,23 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       if (eager) {
         rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, n);
       }
+      // the lanes that hit a surface in range (no branch per lane), and (noise on) their
+      // distance noise quantiles, gathered: the other rays have no surface return
       const scene_packet_hits_t* h = &hits[q / SCENE_PACKET];
-      uint32_t zmask = 0;
-      if (batch_z0) {
-        // the quantiles of the rays that hit a surface in range (the others have no surface
-        // return to add noise to), gathered
-        uint32_t wq[SCENE_PACKET][4];
-        double zq[SCENE_PACKET];
-        unsigned lane[SCENE_PACKET], nh = 0;
-        for (unsigned j = 0; j < n; j++) {
-          if (h->object_id[j] != 0 && h->distance[j] <= tmax) {
-            memcpy(wq[nh], blocks[j], sizeof wq[nh]);
-            lane[nh++] = j;
-          }
-        }
-        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, zq);
-        for (unsigned i = 0; i < nh; i++) {
-          z0[lane[i]] = zq[i];
-          zmask |= 1u << lane[i];
-        }
+      unsigned lane[SCENE_PACKET], nh = 0;
+      for (unsigned j = 0; j < n; j++) {
+        lane[nh] = j;
+        nh += h->object_id[j] != 0 && h->distance[j] <= tmax;
       }
-      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, eager, z0,
-                      zmask, &optics, out + (base + q) * maxr, nret + base + q);
+      if (batch_z0) {
+        uint32_t wq[SCENE_PACKET][4];
+        for (unsigned i = 0; i < nh; i++) {
+          memcpy(wq[i], blocks[lane[i]], sizeof wq[i]);
+        }
+        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z0);
+      }
+      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, eager, lane, nh,
+                      z0, &optics, out + (base + q) * maxr, nret + base + q);
     }
   }
 }
