@@ -417,8 +417,9 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
 // the number of points they give. Rays are stored in trace order, in which every 16 rays make a
 // packet: firing order, except that a pattern with small firing groups (a VLP-16 fires 16
 // lasers at 16 elevations in a row) is traced laser by laser across the groups of the chunk,
-// and one with groups of 32 to 128 rays (a column of an OS1-128) in tiles of 4 rays of 4
-// consecutive groups (4 channels x 4 columns), so that each packet holds neighbouring rays.
+// and one with groups of 32 to 128 rays (a column of an OS1-128) in tiles of TILE_RAYS rays of
+// TILE_GROUPS consecutive groups (2 channels x 8 columns), so that each packet holds
+// neighbouring rays.
 // Each ray's result is a function of the ray alone, so the order changes only the speed. At
 // depth 1 the rays stay in packets of columns from the pose to the returns.
 static void trace_chunk(void* arg, size_t begin, size_t end) {

@@ -134,7 +134,7 @@ typedef struct scene_hit {
 void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n);
 
 // scene_trace for rays laid out by the caller in packets of 16 (rays 16 i .. 16 i + 15, e.g. a
-// lidar's tile of 4 channels x 4 columns): each packet whose origins lie within 0.1 m and whose
+// lidar's tile of 2 channels x 8 columns): each packet whose origins lie within 0.1 m and whose
 // directions lie within about 8 degrees of its first is traced as one coherent 16-wide packet
 // (rtcIntersect16), others ray by ray. A ray's hit may differ from scene_trace's in the last
 // float bit (other packet kernels) but depends only on its packet. Thread: as scene_trace.
