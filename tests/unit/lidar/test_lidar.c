@@ -438,11 +438,23 @@ TEST(lidar_vlp16_closed_room_times_and_azimuths) {
 }
 
 
-// First complete revolution of a VLP-16 in a room, stepped in nstep steps over 0.2 s.
-static int vlp16_revolution(uint32_t nstep, unsigned threads, int noisy, clouds_t* c) {
+// Lidar d (its pattern built) in a room of radius 15 m with a box, stepped from 0 to 0.15 s in
+// nstep steps; its clouds into c.
+static int room_revolution(lidar_desc_t* d, uint32_t nstep, unsigned threads, clouds_t* c) {
   fx_t f;
   ASSERT_OK(sphere_room(&f, threads, 15.0));
   ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1, 2, 3, 0, at(4, 1, 0)));
+  ASSERT_OK(add_lidar(f.e, 3, 0, at(0.5, -0.25, 1.0), d));
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  c->n = 0;
+  ASSERT_OK(run(f.e, 0.0, 0.15, nstep, 3, c));
+  fx_close(&f);
+  return 0;
+}
+
+
+// First complete revolution of a VLP-16 in the room.
+static int vlp16_revolution(uint32_t nstep, unsigned threads, int noisy, clouds_t* c) {
   lidar_desc_t d = base_desc();
   lidar_vlp16_desc_t v = {.frequency = 10.0, .vertical_offsets = 1};
   err_msg_t msg = {0};
@@ -452,12 +464,7 @@ static int vlp16_revolution(uint32_t nstep, unsigned threads, int noisy, clouds_
     d.angle_noise.stddev = 0.001;
     d.returns.depth = 2;
   }
-  ASSERT_OK(add_lidar(f.e, 3, 0, at(0.5, -0.25, 1.0), &d));
-  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
-  c->n = 0;
-  ASSERT_OK(run(f.e, 0.0, 0.15, nstep, 3, c));
-  fx_close(&f);
-  return 0;
+  return room_revolution(&d, nstep, threads, c);
 }
 
 
@@ -499,13 +506,10 @@ TEST(lidar_identical_at_1_and_2_workers) {
 
 // First complete revolution of a 32-channel spinning lidar whose channels fire one after the
 // other inside each column (so that steps end inside columns), traced at depth 1 in tiles (the
-// packet path), with distance and angle noise, stepped in nstep steps over 0.15 s: in the
-// default x y z intensity layout, or with every field.
+// packet path), with distance and angle noise, in the room: in the default x y z intensity
+// layout, or with every field.
 static int tiled_revolution(uint32_t nstep, unsigned threads, int all_fields, clouds_t* c) {
   enum { CHANNELS = 32, COLUMNS = 1024 };
-  fx_t f;
-  ASSERT_OK(sphere_room(&f, threads, 15.0));
-  ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1, 2, 3, 0, at(4, 1, 0)));
   lidar_desc_t d = base_desc();
   if (!all_fields) {
     d.fields = NULL;
@@ -523,12 +527,7 @@ static int tiled_revolution(uint32_t nstep, unsigned threads, int all_fields, cl
   ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
   d.returns.distance_noise.stddev_base = 0.01;
   d.angle_noise.stddev = 0.001;
-  ASSERT_OK(add_lidar(f.e, 3, 0, at(0.5, -0.25, 1.0), &d));
-  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
-  c->n = 0;
-  ASSERT_OK(run(f.e, 0.0, 0.15, nstep, 3, c));
-  fx_close(&f);
-  return 0;
+  return room_revolution(&d, nstep, threads, c);
 }
 
 
