@@ -701,7 +701,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   const uint32_t maxr = p->max_returns;
   scene_packet_hits_t hits[PACKETS_PER_TRACE];
   uint32_t blocks[SCENE_PACKET][4];
-  double z0[SCENE_PACKET];
+  double z[SCENE_PACKET];         // quantiles of the hit lanes, in their order
   optics_cache_t optics = {0};
   rng_key_t key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
@@ -734,10 +734,10 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
         for (unsigned i = 0; i < nh; i++) {
           memcpy(wq[i], blocks[lane[i]], sizeof wq[i]);
         }
-        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z0);
+        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
       }
       primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, eager, lane, nh,
-                      z0, &optics, out + (base + q) * maxr, nret + base + q);
+                      z, &optics, out + (base + q) * maxr, nret + base + q);
     }
   }
 }
