@@ -264,7 +264,8 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
     l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
   }
   uint32_t K = d->pattern.nray;
-  size_t chunk = tiled(K) && (size_t)TILE_GROUPS * K > CHUNK ? (size_t)TILE_GROUPS * K : CHUNK;
+  int tiles = tiled(K);
+  size_t chunk = tiles && (size_t)TILE_GROUPS * K > CHUNK ? (size_t)TILE_GROUPS * K : CHUNK;
   size_t batch = BATCH_RETURNS / l->maxret;
   batch = (batch < chunk ? chunk : batch) / chunk * chunk;
   l->chunk = chunk;
@@ -279,12 +280,12 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->chunk_points = mem_alloc((batch / chunk + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
-  l->tile_slot = tiled(K) ? mem_alloc(chunk * sizeof *l->tile_slot) : NULL;
+  l->tile_slot = tiles ? mem_alloc(chunk * sizeof *l->tile_slot) : NULL;
   if (l->tile_slot) {
     tile_slots(K, 0, chunk, l->tile_slot);
   }
   if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret ||
-      !l->slot || !l->chunk_points || !l->excluded || (tiled(K) && !l->tile_slot)) {
+      !l->slot || !l->chunk_points || !l->excluded || (tiles && !l->tile_slot)) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }
@@ -392,16 +393,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
 
   // a still sensor's rays to the world, packet by packet
   for (size_t q = 0; fixed && q < m; q += SCENE_PACKET) {
-    scene_packet_t* pk = &pks[q / SCENE_PACKET];
-    double o[3][SCENE_PACKET], d[3][SCENE_PACKET];
-    memcpy(o[0], pk->ox, sizeof o[0]);
-    memcpy(o[1], pk->oy, sizeof o[1]);
-    memcpy(o[2], pk->oz, sizeof o[2]);
-    memcpy(d[0], pk->dx, sizeof d[0]);
-    memcpy(d[1], pk->dy, sizeof d[1]);
-    memcpy(d[2], pk->dz, sizeof d[2]);
-    lidar_sweep_world_columns(&pose, (const double(*)[SCENE_PACKET])o,
-                              (const double(*)[SCENE_PACKET])d, pk);
+    lidar_sweep_world_packet(&pose, &pks[q / SCENE_PACKET]);
   }
   for (size_t i = 0; rows && i < m; i++) {
     const scene_packet_t* pk = &pks[i / SCENE_PACKET];
@@ -427,7 +419,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
   lidar_t* l = b->l;
   uint32_t K = l->pat.nray;
   int regroup = K > 1 && K < REGROUP_BELOW;
-  int tiles = tiled(K);
+  int tiles = l->tile_slot != NULL;
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * l->chunk;
     size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;

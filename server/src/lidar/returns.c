@@ -156,10 +156,15 @@ static inline void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lida
 }
 
 
+// Whether a return at OPL x with intensity i passes the range and the detection threshold.
+static inline int detectable(const lidar_returns_t* p, double x, double i) {
+  return x >= p->range_min && x <= p->range_max && i > p->intensity_threshold;
+}
+
+
 // Whether candidate c passes the range and the detection threshold.
 static inline int detected(const lidar_returns_t* p, const lidar_candidate_t* c) {
-  return c->distance >= p->range_min && c->distance <= p->range_max &&
-         c->intensity > p->intensity_threshold;
+  return detectable(p, c->distance, c->intensity);
 }
 
 
@@ -553,6 +558,32 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
 }
 
 
+// The root segment's surface candidate of lane j of a packet that hit a surface in range, at
+// OPL dx in the ambient medium: its intensity into *intensity, or 0 when there is none (the
+// object holds a medium, or the surface sends nothing back).
+static inline int primary_surface_return(const lidar_returns_t* p, const step_view_t* v,
+                                         optics_cache_t* optics, const scene_packet_t* rays,
+                                         const scene_packet_hits_t* hits, unsigned j, double dx,
+                                         double* intensity) {
+  const ambient_material_t* air = v->ambient;
+  double cos_i = -(hits->nx[j] * rays->dx[j] + hits->ny[j] * rays->dy[j] +
+                   hits->nz[j] * rays->dz[j]);
+  const ambient_material_t* inside;
+  const surface_material_t* mat;
+  hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
+  if (inside != NULL) {
+    return 0;
+  }
+  double rho = backscatter(mat, air->refractive_index, cos_i);
+  if (!(rho > 0.0)) {
+    return 0;
+  }
+  double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
+  *intensity = tau * rho * beam_factor(p, dx);
+  return 1;
+}
+
+
 // Depth 1 (no heap: one segment per ray, in the ambient medium): eval_node of the root and the
 // selection, with the root's constants folded (x0 = 0, weight = 1, no lead; each fold is exact:
 // 0 + x and 1 * x are x for the non-negative values here), and no per-ray context. The lanes
@@ -589,23 +620,13 @@ static void primary_returns(const lidar_returns_t* p, const step_view_t* v, cons
         add_candidate(&r, 0, xa, tau * air->backscatter * beam_factor(p, xa), NULL);
       }
     }
-    if (is_hit) {
+    double intensity;
+    if (is_hit && primary_surface_return(p, v, optics, rays, hits, j, dx, &intensity)) {
       scene_hit_t h = {.distance = hits->distance[j],
                        .normal = {hits->nx[j], hits->ny[j], hits->nz[j]},
                        .object_id = hits->object_id[j], .label = hits->label[j],
                        .primitive = hits->primitive[j]};
-      double cos_i = -(h.normal[0] * rays->dx[j] + h.normal[1] * rays->dy[j] +
-                       h.normal[2] * rays->dz[j]);
-      double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
-      const ambient_material_t* inside;
-      const surface_material_t* mat;
-      hit_optics(v, optics, h.object_id, h.primitive, &inside, &mat);
-      if (inside == NULL) {
-        double rho = backscatter(mat, n_amb, cos_i);
-        if (rho > 0.0) {
-          add_candidate(&r, 0, dx, tau * rho * beam_factor(p, dx), &h);
-        }
-      }
+      add_candidate(&r, 0, dx, intensity, &h);
     }
     lidar_return_t* o = &out[j * maxr];
     uint32_t k = r.ncand == 1 ? select_one(p, cand, o)
@@ -649,23 +670,10 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
     if ((general >> j) & 1u) {
       continue;
     }
-    uint32_t object_id = hits->object_id[j];
     double dx = n_amb * hits->distance[j];
-    double nx = hits->nx[j], ny = hits->ny[j], nz = hits->nz[j];
-    double cos_i = -(nx * rays->dx[j] + ny * rays->dy[j] + nz * rays->dz[j]);
-    const ambient_material_t* inside;
-    const surface_material_t* mat;
-    hit_optics(v, optics, object_id, hits->primitive[j], &inside, &mat);
-    if (inside != NULL) {
-      continue;
-    }
-    double rho = backscatter(mat, n_amb, cos_i);
-    if (!(rho > 0.0)) {
-      continue;
-    }
-    double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
-    double intensity = tau * rho * beam_factor(p, dx);
-    if (!(dx >= p->range_min && dx <= p->range_max && intensity > p->intensity_threshold)) {
+    double intensity;
+    if (!primary_surface_return(p, v, optics, rays, hits, j, dx, &intensity) ||
+        !detectable(p, dx, intensity)) {
       continue;
     }
     double x = dx;
@@ -679,10 +687,10 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
     lidar_return_t* o = &out[j * maxr];
     o->distance = x;
     o->intensity = intensity;
-    o->normal[0] = nx;
-    o->normal[1] = ny;
-    o->normal[2] = nz;
-    o->object_id = object_id;
+    o->normal[0] = hits->nx[j];
+    o->normal[1] = hits->ny[j];
+    o->normal[2] = hits->nz[j];
+    o->object_id = hits->object_id[j];
     o->label = hits->label[j];
     o->index = 0;
     o->count = 1;

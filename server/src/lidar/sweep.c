@@ -3,6 +3,7 @@
 #include "lidar/sweep.h"
 
 #include <math.h>
+#include <string.h>
 
 #include "base/clones.h"
 
@@ -117,8 +118,14 @@ void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
 
 
 SENSIM_CLONES
-void lidar_sweep_world_columns(const lidar_sweep_pose_t* ps, const double (*o)[SCENE_PACKET],
-                               const double (*d)[SCENE_PACKET], scene_packet_t* pk) {
+void lidar_sweep_world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk) {
+  double o[3][SCENE_PACKET], d[3][SCENE_PACKET];
+  memcpy(o[0], pk->ox, sizeof o[0]);
+  memcpy(o[1], pk->oy, sizeof o[1]);
+  memcpy(o[2], pk->oz, sizeof o[2]);
+  memcpy(d[0], pk->dx, sizeof d[0]);
+  memcpy(d[1], pk->dy, sizeof d[1]);
+  memcpy(d[2], pk->dz, sizeof d[2]);
   const double* r = ps->rot;
   double* org[3] = {pk->ox, pk->oy, pk->oz};
   double* dir[3] = {pk->dx, pk->dy, pk->dz};

@@ -68,11 +68,9 @@ static inline void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const dou
   out->time = ps->s;
 }
 
-// lidar_sweep_world_ray of SCENE_PACKET rays at one pose, in columns: sensor-frame origins o
-// and unit directions d (o[axis][lane]) to the origins and directions of pk (the same
-// arithmetic per lane, vectorised for the CPU's widest vectors). tmax and time are left to the
-// caller.
-void lidar_sweep_world_columns(const lidar_sweep_pose_t* ps, const double (*o)[SCENE_PACKET],
-                               const double (*d)[SCENE_PACKET], scene_packet_t* pk);
+// lidar_sweep_world_ray of a packet's SCENE_PACKET rays at one pose, in place: their
+// sensor-frame origins and unit directions become world ones (the same arithmetic per lane,
+// vectorised for the CPU's widest vectors). tmax and time are left as they are.
+void lidar_sweep_world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk);
 
 #endif  // SENSIM_LIDAR_SWEEP_H_
