@@ -5,9 +5,9 @@
 // The reference scene: a terrain mesh (>= 100k triangles), 150 boxes and 100 spheres as
 // triangle meshes (so both sides trace the same triangles), 100 of them on moving bodies
 // (instance motion blur over each step). It is built once through the core API (an environment
-// per configuration) and once directly with Embree (one bottom-level scene per geometry, one
-// instance per object, moving ones with two time steps; the device's best ISA; coherent
-// packets). The rays are a revolution of each lidar pattern (VLP-16 at 10 Hz, Ouster OS1-128
+// per configuration) and once directly with Embree as the core sets it up (the static objects'
+// triangles in world coordinates in one bottom-level scene, one instance per moving object
+// with two time steps; the device's best ISA; coherent packets). The rays are a revolution of each lidar pattern (VLP-16 at 10 Hz, Ouster OS1-128
 // 2048 x 10) from the same static sensor pose, with the same ray times inside the step: raw
 // rtcIntersect1 and rtcIntersect16 (consecutive rays in firing order) trace them, and the
 // lidar (Lambertian, depth 1, distance noise on; then two-layer materials and depth 3) steps one
@@ -361,6 +361,7 @@ static void env_close(lidar_env_t* le) {
 typedef struct raw {
   RTCDevice dev;
   RTCScene blas[3];
+  RTCScene flat;                // the static objects' triangles in world coordinates
   RTCScene top;
 } raw_t;
 
@@ -384,10 +385,12 @@ static void xfm(const double p[3], const double s[3], float m[12]) {
 }
 
 
-// The scene of the step (t0, t1]: moving instances with their poses at both ends (they move
-// without turning: two matrices, as the core gives them). like_core: the instance setup of the
-// core's scene (scene.c): robust traversal on both levels, a dynamic low-quality top level;
-// else Embree's defaults (printed for information).
+// The scene of the step (t0, t1] as the core sets it up (scene.c): the static objects' triangles
+// in world coordinates (the vertices transformed in double) in one bottom-level scene under one
+// identity instance, the moving objects one instance each with their poses at both ends (they
+// move without turning: two matrices). like_core: the core's flags too, robust traversal on
+// both levels and a dynamic low-quality top level; else Embree's defaults (printed for
+// information).
 static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like_core) {
   r->dev = rtcNewDevice(NULL);
   if (!r->dev) {
@@ -412,12 +415,30 @@ static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like
     rtcCommitScene(r->blas[g]);
   }
   r->top = rtcNewScene(r->dev);
+  r->flat = rtcNewScene(r->dev);
   if (like_core) {
     rtcSetSceneFlags(r->top, RTC_SCENE_FLAG_DYNAMIC | RTC_SCENE_FLAG_ROBUST);
     rtcSetSceneBuildQuality(r->top, RTC_BUILD_QUALITY_LOW);
+    rtcSetSceneFlags(r->flat, RTC_SCENE_FLAG_ROBUST);
   }
   for (unsigned i = 0; i < NOBJ; i++) {
     const object_t* o = &w->obj[i];
+    if (!o->body) {
+      const mesh_t* m = &w->mesh[o->geom];
+      RTCGeometry g = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_TRIANGLE);
+      float* vb = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3,
+                                          3 * sizeof(float), m->nv);
+      uint32_t* ib = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3,
+                                             3 * sizeof(uint32_t), m->nt);
+      for (unsigned v = 0; v < 3 * m->nv; v++) {
+        vb[v] = (float)((double)m->v[v] * o->scale[v % 3] + o->pos[v % 3]);
+      }
+      memcpy(ib, m->idx, 3 * sizeof(uint32_t) * m->nt);
+      rtcCommitGeometry(g);
+      rtcAttachGeometry(r->flat, g);
+      rtcReleaseGeometry(g);
+      continue;
+    }
     RTCGeometry g = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_INSTANCE);
     rtcSetGeometryInstancedScene(g, r->blas[o->geom]);
     float m[12];
@@ -438,6 +459,16 @@ static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like
     rtcAttachGeometry(r->top, g);
     rtcReleaseGeometry(g);
   }
+  rtcCommitScene(r->flat);
+  static const double origin[3] = {0, 0, 0}, unit[3] = {1, 1, 1};
+  float m[12];
+  xfm(origin, unit, m);
+  RTCGeometry g = rtcNewGeometry(r->dev, RTC_GEOMETRY_TYPE_INSTANCE);
+  rtcSetGeometryInstancedScene(g, r->flat);
+  rtcSetGeometryTransform(g, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
+  rtcCommitGeometry(g);
+  rtcAttachGeometry(r->top, g);
+  rtcReleaseGeometry(g);
   rtcCommitScene(r->top);
   raw_check(r->dev, "raw scene");
 }
@@ -445,6 +476,7 @@ static void raw_build(raw_t* r, const world_t* w, double t0, double t1, int like
 
 static void raw_close(raw_t* r) {
   rtcReleaseScene(r->top);
+  rtcReleaseScene(r->flat);
   for (unsigned g = 0; g < 3; g++) {
     rtcReleaseScene(r->blas[g]);
   }

@@ -40,6 +40,8 @@ typedef struct geom {
   RTCScene rtc;      // NULL: free slot
   bool is_prim;      // analytic primitive (else triangle mesh)
   prim_t prim;       // the shape, when is_prim
+  uint32_t nvertex;  // a mesh's vertices and triangles
+  uint32_t ntriangle;
   int next_free;     // free-list link while the slot is free
 } geom_t;
 
@@ -60,6 +62,10 @@ typedef struct inst {
   double q1[4];      // world orientation at s = 1
   int moving;        // two time steps (motion blur); 0: one, start and end poses are equal
   int turning;       // q0 != q1
+  double world[12];  // a static instance's object-to-world matrix R S | p (row-major 3 x 4)
+  bool flat;         // traced in the flat scene (its own instance disabled)
+  bool flat_never;   // posed again after it was flattened: stays an instance from then on
+  bool flat_root;    // this slot is the flat scene's instance, not an object
 } inst_t;
 
 struct scene {
@@ -76,10 +82,23 @@ struct scene {
   int cap_inst;
   int free_inst;     // head of the free list, -1: none
 
+  // The flat scene: the triangles of the objects fixed in the world (on no body), in world
+  // coordinates, in one bottom-level scene under one identity instance of the top level (slot
+  // flat_slot). A ray then finds them in one hierarchy instead of entering an instance per
+  // object: the terrain and buildings of a typical scene are found ~10 % faster. Each object
+  // keeps its own instance, disabled while it is flat.
+  RTCScene flat;          // NULL: no object is flat
+  int flat_slot;          // the flat scene's instance slot, -1: none yet
+  uint64_t flat_tris;     // triangles in flat
+  bool flat_dirty;        // a flat object was removed or posed again: rebuild at the commit
+  uint32_t flat_wait;     // commits that new static objects have waited to be flattened
+
   // counters: written by the owner thread, except rays_traced (any tracing thread)
   uint64_t geometry_builds;
   uint64_t instance_updates;
   uint64_t commits;
+  uint64_t flat_builds;
+  uint64_t flat_objects;
   atomic_uint_fast64_t rays_traced;
 };
 
@@ -213,6 +232,7 @@ scene_t* scene_create(scene_device_t* dev, err_msg_t* msg) {
   s->dev = dev;
   s->free_geom = -1;
   s->free_inst = -1;
+  s->flat_slot = -1;
   atomic_init(&s->rays_traced, 0);
 
   // The top level is rebuilt every step from a few hundred instances: a fast low-quality
@@ -246,6 +266,9 @@ void scene_destroy(scene_t* s) {
     return;
   }
   rtcReleaseScene(s->top);
+  if (s->flat) {
+    rtcReleaseScene(s->flat);
+  }
   for (int i = 0; i < s->ninst; i++) {
     if (s->insts[i].rtc) {
       rtcReleaseGeometry(s->insts[i].rtc);
@@ -345,6 +368,8 @@ int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const ui
     return err_set(msg, h, "scene_add_mesh: out of memory");
   }
   s->geoms[h]->is_prim = false;
+  s->geoms[h]->nvertex = nvertex;
+  s->geoms[h]->ntriangle = ntriangle;
 
   // triangle geometry with Embree-owned copies of the buffers
   uint64_t before = atomic_load(&s->dev->nerror);
@@ -518,7 +543,7 @@ void scene_remove_geometry(scene_t* s, int geometry) {
 //---------------- Instances
 
 static bool inst_valid(const scene_t* s, int h) {
-  return h >= 0 && h < s->ninst && s->insts[h].rtc;
+  return h >= 0 && h < s->ninst && s->insts[h].rtc && !s->insts[h].flat_root;
 }
 
 
@@ -564,9 +589,11 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
     pose_t w = b1 ? xform_compose(b1, local) : *local;
     float m[12];  // column-major 3x4: R S | p
     for (int i = 0; i < 9; i++) {
+      in->world[4 * (i / 3) + i % 3] = r[i] * in->scale[i % 3];
       m[3 * (i % 3) + i / 3] = (float)(r[i] * in->scale[i % 3]);
     }
     for (int i = 0; i < 3; i++) {
+      in->world[4 * i + 3] = w.p[i];
       m[9 + i] = (float)w.p[i];
     }
     rtcSetGeometryTransform(in->rtc, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
@@ -596,6 +623,29 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
 }
 
 
+// A free instance record, zeroed (allocating one if needed); returns its handle or ERR_NOMEM.
+static int inst_slot(scene_t* s) {
+  int h;
+  if (s->free_inst >= 0) {
+    h = s->free_inst;
+    s->free_inst = s->insts[h].next_free;
+  } else {
+    if (s->ninst == s->cap_inst) {
+      int cap = s->cap_inst ? 2 * s->cap_inst : 64;
+      inst_t* t = mem_realloc(s->insts, (size_t)cap * sizeof *t);
+      if (!t) {
+        return ERR_NOMEM;
+      }
+      s->insts = t;
+      s->cap_inst = cap;
+    }
+    h = s->ninst++;
+  }
+  memset(&s->insts[h], 0, sizeof s->insts[h]);
+  return h;
+}
+
+
 int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t object_id,
                        uint32_t label, err_msg_t* msg) {
   // arguments
@@ -609,24 +659,11 @@ int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t
   }
 
   // slot
-  int h;
-  if (s->free_inst >= 0) {
-    h = s->free_inst;
-    s->free_inst = s->insts[h].next_free;
-  } else {
-    if (s->ninst == s->cap_inst) {
-      int cap = s->cap_inst ? 2 * s->cap_inst : 64;
-      inst_t* t = mem_realloc(s->insts, (size_t)cap * sizeof *t);
-      if (!t) {
-        return err_set(msg, ERR_NOMEM, "scene_add_instance: out of memory");
-      }
-      s->insts = t;
-      s->cap_inst = cap;
-    }
-    h = s->ninst++;
+  int h = inst_slot(s);
+  if (h < 0) {
+    return err_set(msg, h, "scene_add_instance: out of memory");
   }
   inst_t* in = &s->insts[h];
-  memset(in, 0, sizeof *in);
   in->geometry = geometry;
   in->object_id = object_id;
   in->label = label;
@@ -666,6 +703,8 @@ void scene_remove_instance(scene_t* s, int instance) {
   rtcDetachGeometry(s->top, (unsigned)instance);
   rtcReleaseGeometry(in->rtc);
   in->rtc = NULL;
+  s->flat_dirty |= in->flat;
+  in->flat = false;
   in->next_free = s->free_inst;
   s->free_inst = instance;
 }
@@ -698,12 +737,209 @@ void scene_set_instance_pose(scene_t* s, int instance, const pose_t* local,
   }
   int moving = b0 && (memcmp(b0->p, b1->p, sizeof b0->p) != 0 ||
                       memcmp(in->q0, in->q1, sizeof in->q0) != 0);
+  double was[12];
+  memcpy(was, in->world, sizeof was);
   inst_write(in, local, b0, b1, moving);
+  if (in->flat && (moving || memcmp(was, in->world, sizeof was) != 0)) {
+    // posed again (the same pose again changes nothing): an instance from now on
+    in->flat_never = true;
+    s->flat_dirty = true;
+  }
   s->instance_updates++;
 }
 
 
+//---------------- The flat scene
+
+// Most triangles the flat scene holds (its build and memory grow with them); static objects
+// beyond stay instances.
+#define FLAT_MAX_TRIANGLES (2u << 20)
+
+// Backend bytes per flat triangle, for the memory budget: the hierarchy and its copies of the
+// triangles (measured: about 70 with robust traversal), with margin.
+#define FLAT_BYTES_PER_TRIANGLE 128
+
+// Commits that new static objects wait to be flattened while they are fewer than a quarter of
+// the flat triangles (each flattening rebuilds the whole flat scene: so a scene built piece by
+// piece is rebuilt O(log n) times, and objects created one per step join in batches).
+#define FLAT_WAIT 32
+
+// Whether an instance belongs in the flat scene: a triangle mesh fixed in the world.
+static bool flat_eligible(const scene_t* s, const inst_t* in) {
+  return in->rtc && !in->flat_root && !in->flat_never && !in->is_prim && in->body_id == 0 &&
+         !in->moving && s->geoms[in->geometry]->ntriangle <= FLAT_MAX_TRIANGLES;
+}
+
+
+// Object h's triangles in world coordinates (the vertices transformed in double, then rounded
+// once) as geometry h of flat.
+static bool flat_add(scene_t* s, RTCScene flat, int h) {
+  const inst_t* in = &s->insts[h];
+  const geom_t* gm = s->geoms[in->geometry];
+  RTCGeometry mesh = rtcGetGeometry(gm->rtc, 0);
+  const float* v = rtcGetGeometryBufferData(mesh, RTC_BUFFER_TYPE_VERTEX, 0);
+  const uint32_t* idx = rtcGetGeometryBufferData(mesh, RTC_BUFFER_TYPE_INDEX, 0);
+  RTCGeometry g = rtcNewGeometry(s->dev->rtc, RTC_GEOMETRY_TYPE_TRIANGLE);
+  if (!g) {
+    return false;
+  }
+  float* vb = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3,
+                                      3 * sizeof(float), gm->nvertex);
+  uint32_t* ib = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3,
+                                         3 * sizeof(uint32_t), gm->ntriangle);
+  if (!vb || !ib) {
+    rtcReleaseGeometry(g);
+    return false;
+  }
+  const double* m = in->world;
+  for (size_t i = 0; i < gm->nvertex; i++) {
+    double x = v[3 * i], y = v[3 * i + 1], z = v[3 * i + 2];
+    for (int a = 0; a < 3; a++) {
+      vb[3 * i + a] = (float)(m[4 * a] * x + m[4 * a + 1] * y + m[4 * a + 2] * z + m[4 * a + 3]);
+    }
+  }
+  memcpy(ib, idx, 3 * sizeof(uint32_t) * (size_t)gm->ntriangle);
+  rtcCommitGeometry(g);
+  rtcAttachGeometryByID(flat, g, (unsigned)h);
+  rtcReleaseGeometry(g);
+  return true;
+}
+
+
+// Every object an instance, after a flat scene that could not be built.
+static void flat_cancel(scene_t* s) {
+  for (int h = 0; h < s->ninst; h++) {
+    s->insts[h].flat = false;
+  }
+}
+
+
+// Rebuild the flat scene from the eligible objects (in handle order, up to FLAT_MAX_TRIANGLES).
+// Every object is an instance again first; if the backend fails (out of its memory budget),
+// they all stay instances.
+static void flat_rebuild(scene_t* s) {
+  for (int h = 0; h < s->ninst; h++) {
+    inst_t* in = &s->insts[h];
+    if (in->flat) {
+      rtcEnableGeometry(in->rtc);
+      in->flat = false;
+    }
+  }
+  if (s->flat) {
+    rtcReleaseScene(s->flat);
+    s->flat = NULL;
+  }
+  if (s->flat_slot >= 0) {
+    rtcDisableGeometry(s->insts[s->flat_slot].rtc);
+  }
+  s->flat_tris = 0;
+  s->flat_objects = 0;
+  s->flat_dirty = false;
+  s->flat_wait = 0;
+
+  // the objects; none when the backend's memory budget could not hold them
+  uint64_t tris = 0, verts = 0;
+  for (int h = 0; h < s->ninst; h++) {
+    inst_t* in = &s->insts[h];
+    const geom_t* gm = flat_eligible(s, in) ? s->geoms[in->geometry] : NULL;
+    if (gm && tris + gm->ntriangle <= FLAT_MAX_TRIANGLES) {
+      in->flat = true;   // for now: below, only if the whole scene is built
+      tris += gm->ntriangle;
+      verts += gm->nvertex;
+    }
+  }
+  int64_t budget = atomic_load(&s->dev->budget);
+  if (tris == 0 || (budget > 0 && atomic_load(&s->dev->bytes) +
+                                      (int64_t)(FLAT_BYTES_PER_TRIANGLE * tris + 12 * verts) >
+                                      budget)) {
+    flat_cancel(s);
+    return;
+  }
+
+  // the scene
+  s->flat_builds++;
+  uint64_t before = atomic_load(&s->dev->nerror);
+  RTCScene flat = rtcNewScene(s->dev->rtc);
+  bool ok = flat != NULL;
+  if (ok) {
+    rtcSetSceneFlags(flat, RTC_SCENE_FLAG_ROBUST);
+  }
+  for (int h = 0; h < s->ninst && ok; h++) {
+    if (s->insts[h].flat) {
+      ok = flat_add(s, flat, h);
+    }
+  }
+  if (ok) {
+    rtcCommitScene(flat);
+  }
+
+  // its instance
+  if (ok && s->flat_slot < 0) {
+    int h = inst_slot(s);
+    RTCGeometry g = h >= 0 ? rtcNewGeometry(s->dev->rtc, RTC_GEOMETRY_TYPE_INSTANCE) : NULL;
+    if (g) {
+      static const float id[12] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0};
+      rtcSetGeometryTimeStepCount(g, 1);
+      rtcSetGeometryTransform(g, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, id);
+      rtcDisableGeometry(g);   // until it has a scene
+      rtcAttachGeometryByID(s->top, g, (unsigned)h);
+      s->insts[h].rtc = g;
+      s->insts[h].flat_root = true;
+      s->flat_slot = h;
+    } else if (h >= 0) {
+      s->insts[h].next_free = s->free_inst;
+      s->free_inst = h;
+    }
+  }
+  if (!ok || s->flat_slot < 0 || atomic_load(&s->dev->nerror) != before) {
+    (void)rtcGetDeviceError(s->dev->rtc);   // the commit's own check starts afresh
+    flat_cancel(s);
+    if (flat) {
+      rtcReleaseScene(flat);
+    }
+    return;
+  }
+  RTCGeometry root = s->insts[s->flat_slot].rtc;
+  rtcSetGeometryInstancedScene(root, flat);
+  rtcCommitGeometry(root);
+  rtcEnableGeometry(root);
+  s->flat = flat;
+  s->flat_tris = tris;
+  for (int h = 0; h < s->ninst; h++) {
+    if (s->insts[h].flat) {
+      rtcDisableGeometry(s->insts[h].rtc);
+      s->flat_objects++;
+    }
+  }
+}
+
+
+// Before a commit: rebuild the flat scene when a flat object left it, or when new static
+// objects have come (at once when they are many, else after FLAT_WAIT commits).
+static void flat_update(scene_t* s) {
+  uint64_t pending = 0;
+  bool left = s->flat_dirty;
+  for (int h = 0; h < s->ninst; h++) {
+    const inst_t* in = &s->insts[h];
+    bool eligible = flat_eligible(s, in);
+    left |= in->flat && !eligible;
+    if (eligible && !in->flat && s->flat_tris < FLAT_MAX_TRIANGLES) {
+      pending += s->geoms[in->geometry]->ntriangle;
+    }
+  }
+  if (!left && pending == 0) {
+    s->flat_wait = 0;
+    return;
+  }
+  if (!left && 4 * pending < s->flat_tris && ++s->flat_wait < FLAT_WAIT) {
+    return;
+  }
+  flat_rebuild(s);
+}
+
+
 int scene_commit(scene_t* s, err_msg_t* msg) {
+  flat_update(s);
   uint64_t before = atomic_load(&s->dev->nerror);
   rtcCommitScene(s->top);
   s->commits++;
@@ -743,6 +979,21 @@ _Static_assert(sizeof(struct RTCRayHit16) == F_COUNT * WIDE * sizeof(float), "RT
 #define LANE(field, k) ((field) * W + (k))
 
 
+// The object that lane k of an intersected packet of W lanes hit (NULL: none). A hit in the flat
+// scene is on the object whose handle is its geometry ID there.
+static inline const inst_t* hit_inst(const scene_t* s, const packet_t* pk, unsigned W,
+                                     unsigned k) {
+  unsigned id = pk->u[LANE(F_INST, k)], geom = pk->u[LANE(F_GEOM, k)];
+  if (geom == RTC_INVALID_GEOMETRY_ID) {
+    return NULL;
+  }
+  if (s->flat_slot >= 0 && id == (unsigned)s->flat_slot) {
+    id = geom;
+  }
+  return id < (unsigned)s->ninst ? &s->insts[id] : NULL;
+}
+
+
 // The world normal (not unit, either side) of lane k of an intersected packet of W lanes that
 // hit instance `in`.
 static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, unsigned k,
@@ -752,7 +1003,9 @@ static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, 
   // static instance, and (16-wide packets only, so that scene_trace keeps its roundings) for
   // one that moves without turning
   double ng[3] = {pk->f[LANE(F_NG_X, k)], pk->f[LANE(F_NG_Y, k)], pk->f[LANE(F_NG_Z, k)]};
-  if (in->moving && (W != WIDE || in->turning)) {
+  if (in->flat) {
+    memcpy(n, ng, sizeof ng);   // the flat scene is in world coordinates
+  } else if (in->moving && (W != WIDE || in->turning)) {
     double q[4];
     double nobj[3] = {ng[0] / in->scale[0], ng[1] / in->scale[1], ng[2] / in->scale[2]};
     xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k)], q);
@@ -771,11 +1024,10 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
                             unsigned W, unsigned k, scene_hit_t* out) {
   memset(out, 0, sizeof *out);
   out->distance = INFINITY;
-  unsigned id = pk->u[LANE(F_INST, k)];
-  if (pk->u[LANE(F_GEOM, k)] == RTC_INVALID_GEOMETRY_ID || id >= (unsigned)s->ninst) {
+  const inst_t* in = hit_inst(s, pk, W, k);
+  if (!in) {
     return;
   }
-  const inst_t* in = &s->insts[id];
   double n[3];
   hit_normal(in, pk, W, k, n);
   double len = xform_norm3(n);
@@ -973,6 +1225,8 @@ void scene_counters(const scene_t* s, scene_counters_t* out) {
   out->geometry_builds = s->geometry_builds;
   out->instance_updates = s->instance_updates;
   out->commits = s->commits;
+  out->flat_builds = s->flat_builds;
+  out->flat_objects = s->flat_objects;
   out->rays_traced = atomic_load(&((scene_t*)s)->rays_traced);
   scene_device_counters(s->dev, &out->backend_errors, &out->backend_bytes);
 }
@@ -982,8 +1236,10 @@ void scene_counters(const scene_t* s, scene_counters_t* out) {
 
 void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id, uint32_t group) {
   if (inst_valid(s, instance)) {
-    s->insts[instance].body_id = body_id;
-    s->insts[instance].group = group & 31u;
+    inst_t* in = &s->insts[instance];
+    in->body_id = body_id;
+    in->group = group & 31u;
+    s->flat_dirty |= in->flat && body_id != 0;
   }
 }
 
@@ -999,7 +1255,7 @@ uint32_t scene_objects_hidden(const scene_t* s, const uint32_t* bodies, uint32_t
   uint32_t n = 0;
   for (int i = 0; i < s->ninst && (nbody > 0 || group_mask != 0); i++) {
     const inst_t* in = &s->insts[i];
-    if (!in->rtc) {
+    if (!in->rtc || in->flat_root) {
       continue;
     }
     bool hidden = group_mask != 0 && !(group_mask & (1u << in->group));
@@ -1378,10 +1634,9 @@ __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
   _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
   for (unsigned k = 0; k < W; k++) {
-    unsigned id = pk->u[LANE(F_INST, k)];
     uint32_t tail[4] = {0, 0, 0, 0};  // object_id, label, primitive, padding
-    if (pk->u[LANE(F_GEOM, k)] != RTC_INVALID_GEOMETRY_ID && id < (unsigned)s->ninst) {
-      const inst_t* in = &s->insts[id];
+    const inst_t* in = hit_inst(s, pk, W, k);
+    if (in) {
       double n[3];
       hit_normal(in, pk, W, k, n);
       nv[0][k] = n[0];

@@ -29,6 +29,8 @@ typedef struct scene_counters {
   uint64_t geometry_builds;   // bottom-level BVH builds
   uint64_t instance_updates;  // instance transform updates
   uint64_t commits;           // top-level commits
+  uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, scene.c)
+  uint64_t flat_objects;      // objects traced in the flat scene now
   uint64_t rays_traced;
   uint64_t backend_errors;    // errors reported by Embree for this device
   int64_t backend_bytes;      // memory held by Embree for this device (device-wide)

@@ -1424,3 +1424,283 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
   return teardown(&f);
 }
+
+
+//---------------- The flat scene (world-fixed meshes in world coordinates)
+
+// An n x n grid of 1 m cells centred on the origin with gentle hills (2 n^2 triangles); its
+// geometry handle.
+static int add_terrain_mesh(scene_t* s, int n) {
+  uint32_t nv = (uint32_t)((n + 1) * (n + 1)), nt = (uint32_t)(2 * n * n);
+  float* v = malloc(3 * sizeof(float) * nv);
+  uint32_t* idx = malloc(3 * sizeof(uint32_t) * nt);
+  ASSERT_TRUE(v && idx);
+  for (int j = 0; j <= n; j++) {
+    for (int i = 0; i <= n; i++) {
+      float* p = v + 3 * (j * (n + 1) + i);
+      p[0] = (float)(i - 0.5 * n);
+      p[1] = (float)(j - 0.5 * n);
+      p[2] = (float)(0.3 * sin(0.7 * i) * cos(0.5 * j));
+    }
+  }
+  for (int j = 0, t = 0; j < n; j++) {
+    for (int i = 0; i < n; i++, t += 2) {
+      uint32_t a = (uint32_t)(j * (n + 1) + i), b = a + 1, c = a + (uint32_t)n + 1, d = c + 1;
+      uint32_t tri[6] = {a, b, d, a, d, c};
+      memcpy(idx + 3 * t, tri, sizeof tri);
+    }
+  }
+  err_msg_t msg = {{0}};
+  int g = noted(scene_add_mesh(s, v, nv, idx, nt, &msg), "scene_add_mesh", &msg);
+  free(v);
+  free(idx);
+  return g;
+}
+
+
+// A terrain and 30 turned, scaled cubes on it; every object on body `body` (0: fixed in the
+// world, so traced flat). Committed.
+static int build_yard(scene_t* s, uint32_t body) {
+  int gt = add_terrain_mesh(s, 40);
+  int gc = add_cube_mesh(s);
+  ASSERT_TRUE(gt >= 0 && gc >= 0);
+  static const double tscale[3] = {1.0, 1.5, 2.0};
+  int h = place(s, gt, tscale, pose_rot(0.5, -1, -1, 0, 0, 1, 0.3), 100);
+  ASSERT_TRUE(h >= 0);
+  scene_set_instance_body(s, h, body, 0);
+  uint64_t seed = 7;
+  for (uint32_t i = 0; i < 30; i++) {
+    double r[6];
+    for (int k = 0; k < 6; k++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      r[k] = (double)(seed >> 11) / 9007199254740992.0;
+    }
+    double ax = r[3] - 0.5, ay = r[4] - 0.5, az = 0.5, n = sqrt(ax * ax + ay * ay + az * az);
+    double scale[3] = {0.3 + r[0], 0.3 + r[1], 0.3 + r[2]};
+    pose_t p = pose_rot(-15 + 30 * r[0], -15 + 30 * r[1], 0.5 * r[2], ax / n, ay / n, az / n,
+                        6.0 * r[5]);
+    h = place(s, gc, scale, p, i + 1);
+    ASSERT_TRUE(h >= 0);
+    scene_set_instance_body(s, h, body, 0);
+  }
+  return commit(s);
+}
+
+
+// The world-fixed meshes of a scene, traced flat, give the hits the same objects give as
+// instances (on a body): object, label and triangle, distance (within the float tolerance over
+// the cosine of incidence) and normal; rays that graze an edge may pick a neighbouring
+// triangle.
+TEST(scene_flat_meshes_hit_as_their_instances_do) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  err_msg_t msg = {{0}};
+  scene_t* inst = scene_create(f.dev, &msg);
+  ASSERT_TRUE(inst != NULL);
+  ASSERT_OK(build_yard(f.s, 0));
+  ASSERT_OK(build_yard(inst, 5));
+  scene_counters_t cf, ci;
+  scene_counters(f.s, &cf);
+  scene_counters(inst, &ci);
+  ASSERT_EQ(cf.flat_objects, 31);
+  ASSERT_EQ(cf.flat_builds, 1);
+  ASSERT_EQ(ci.flat_objects, 0);
+  ASSERT_EQ(ci.flat_builds, 0);
+
+  enum { N = 20000 };
+  scene_ray_t* rays = malloc(N * sizeof *rays);
+  scene_hit_t* a = malloc(N * sizeof *a);
+  scene_hit_t* b = malloc(N * sizeof *b);
+  ASSERT_TRUE(rays && a && b);
+  uint64_t seed = 99;
+  for (int i = 0; i < N; i++) {
+    double r[5];
+    for (int k = 0; k < 5; k++) {
+      seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+      r[k] = (double)(seed >> 11) / 9007199254740992.0;
+    }
+    double az = 2 * M_PI * r[0], el = -0.6 + 0.7 * r[1];
+    rays[i] = (scene_ray_t){{-10 + 20 * r[2], -10 + 20 * r[3], 1.0 + 2 * r[4]},
+                            {cos(el) * cos(az), cos(el) * sin(az), sin(el)}, 60.0, 0.0};
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 0) {
+      scene_trace(f.s, rays, a, N);
+      scene_trace(inst, rays, b, N);
+    } else {
+      scene_trace_coherent16(f.s, rays, a, N);
+      scene_trace_coherent16(inst, rays, b, N);
+    }
+    int hits = 0, other = 0;
+    for (int i = 0; i < N; i++) {
+      if (a[i].object_id != b[i].object_id || a[i].primitive != b[i].primitive) {
+        other++;
+        continue;
+      }
+      if (a[i].object_id == 0) {
+        ASSERT_TRUE(isinf(a[i].distance) && isinf(b[i].distance));
+        continue;
+      }
+      hits++;
+      ASSERT_EQ(a[i].label, b[i].label);
+      // float positions, a distance error of their size over the cosine of incidence
+      double c = fabs(b[i].normal[0] * rays[i].dir[0] + b[i].normal[1] * rays[i].dir[1] +
+                      b[i].normal[2] * rays[i].dir[2]);
+      ASSERT_NEAR(a[i].distance, b[i].distance, TOL(b[i].distance) / fmax(c, 1e-3));
+      for (int k = 0; k < 3; k++) {
+        ASSERT_NEAR(a[i].normal[k], b[i].normal[k], TOL_REL);
+      }
+    }
+    ASSERT_TRUE(hits > N / 2);
+    ASSERT_TRUE(other <= N / 2000);
+  }
+  free(rays);
+  free(a);
+  free(b);
+  scene_destroy(inst);
+  return teardown(&f);
+}
+
+
+// A flat object leaves the flat scene when it is removed, posed elsewhere (it stays an instance
+// from then on) or mounted on a body; posing it where it is changes nothing; new static objects
+// are traced (as instances) at once and join the flat scene in a batch later.
+TEST(scene_flat_objects_leave_and_join) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_cube_mesh(f.s);
+  int a = place(f.s, g, kUnit, pose_at(5, 0, 0), 1);
+  int b = place(f.s, g, kUnit, pose_at(10, 0, 0), 2);
+  int c = place(f.s, g, kUnit, pose_at(15, 0, 0), 3);
+  ASSERT_TRUE(g >= 0 && a >= 0 && b >= 0 && c >= 0);
+  ASSERT_OK(commit(f.s));
+  scene_counters_t k;
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 3);
+  ASSERT_EQ(k.flat_builds, 1);
+  scene_hit_t h = shoot(f.s, 0, 0, 0, 1, 0, 0);
+  ASSERT_HIT(h, 4.0, -1, 0, 0);
+  ASSERT_EQ(h.object_id, 1);
+  ASSERT_EQ(h.label, 1001);
+
+  // removed: the next one is hit; a new object takes the handle and is hit
+  scene_remove_instance(f.s, a);
+  ASSERT_OK(commit(f.s));
+  h = shoot(f.s, 0, 0, 0, 1, 0, 0);
+  ASSERT_HIT(h, 9.0, -1, 0, 0);
+  ASSERT_EQ(h.object_id, 2);
+  int d = place(f.s, g, kUnit, pose_at(2, 0, 0), 4);
+  ASSERT_EQ(d, a);
+  ASSERT_OK(commit(f.s));
+  h = shoot(f.s, 0, 0, 0, 1, 0, 0);
+  ASSERT_HIT(h, 1.0, -1, 0, 0);
+  ASSERT_EQ(h.object_id, 4);
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 3);
+  uint64_t builds = k.flat_builds;
+
+  // posed where it is: nothing to rebuild; posed elsewhere: an instance there
+  pose_t id = xform_identity(), here = pose_at(2, 0, 0), there = pose_at(20, 0, 0);
+  scene_set_instance_pose(f.s, d, &id, &here, &here);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_builds, builds);
+  scene_set_instance_pose(f.s, d, &id, &there, &there);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_builds, builds + 1);
+  ASSERT_EQ(k.flat_objects, 2);
+  h = shoot(f.s, 0, 0, 0, 1, 0, 0);
+  ASSERT_EQ(h.object_id, 2);
+  h = shoot(f.s, 25, 0, 0, -1, 0, 0);
+  ASSERT_HIT(h, 4.0, 1, 0, 0);
+  ASSERT_EQ(h.object_id, 4);
+  scene_set_instance_pose(f.s, d, &id, &here, &here);   // back where it was: still an instance
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 2);
+  ASSERT_EQ(shoot(f.s, 0, 0, 0, 1, 0, 0).object_id, 4);
+
+  // mounted on a body: an instance
+  scene_set_instance_body(f.s, c, 9, 0);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 1);
+  ASSERT_EQ(shoot(f.s, 12, 0, 0, 1, 0, 0).object_id, 3);
+
+  // a large terrain joins at once; a small cube next to it is hit at once and joins later
+  int gt = add_terrain_mesh(f.s, 64);
+  ASSERT_TRUE(gt >= 0 && place(f.s, gt, kUnit, pose_at(0, 0, -3), 5) >= 0);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 2);
+  builds = k.flat_builds;
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(-5, 0, 0), 6) >= 0);
+  int commits = 0;
+  do {
+    ASSERT_OK(commit(f.s));
+    commits++;
+    h = shoot(f.s, 0, 0, 0, -1, 0, 0);
+    ASSERT_HIT(h, 4.0, 1, 0, 0);
+    ASSERT_EQ(h.object_id, 6);
+    scene_counters(f.s, &k);
+  } while (k.flat_objects == 2 && commits < 100);
+  ASSERT_EQ(k.flat_objects, 3);
+  ASSERT_EQ(k.flat_builds, builds + 1);
+  ASSERT_TRUE(commits > 1 && commits <= 64);
+  h = shoot(f.s, 0, 0, 0, 0, 0, -1);
+  ASSERT_EQ(h.object_id, 5);
+  ASSERT_EQ(k.backend_errors, 0);
+  return teardown(&f);
+}
+
+
+// Sensors' exclusions see flat objects by their ids: a ray goes on through an excluded one.
+TEST(scene_flat_objects_filtered_by_id) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_cube_mesh(f.s);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(5, 0, 0), 1) >= 0);
+  ASSERT_TRUE(place(f.s, g, kUnit, pose_at(10, 0, 0), 2) >= 0);
+  ASSERT_OK(commit(f.s));
+  static const uint32_t ex[1] = {1};
+  scene_filter_t filter = {.exclude_objects = ex, .nexclude = 1};
+  scene_ray_t r = {{0, 0, 0}, {1, 0, 0}, INFINITY, 0.0};
+  scene_hit_t h;
+  scene_trace_filtered(f.s, &r, &h, 1, &filter);
+  ASSERT_HIT(h, 9.0, -1, 0, 0);
+  ASSERT_EQ(h.object_id, 2);
+  scene_counters_t k;
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 2);
+  return teardown(&f);
+}
+
+
+// Under a memory budget that holds the objects but not a flat copy of them, they stay
+// instances: the commit succeeds, without a backend error.
+TEST(scene_flat_scene_skipped_beyond_the_memory_budget) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int gt = add_terrain_mesh(f.s, 100);
+  ASSERT_TRUE(gt >= 0);
+  scene_counters_t k;
+  scene_counters(f.s, &k);
+  scene_device_set_budget(f.dev, k.backend_bytes + (256 << 10));
+  ASSERT_TRUE(place(f.s, gt, kUnit, pose_at(0, 0, -2), 1) >= 0);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 0);
+  ASSERT_EQ(k.backend_errors, 0);
+  scene_hit_t h = shoot(f.s, 0.25, 0.25, 0, 0, 0, -1);
+  ASSERT_EQ(h.object_id, 1);
+  ASSERT_NEAR(h.distance, 2.0 - 0.3 * sin(0.7 * 50.25) * cos(0.5 * 50.25), 0.31);
+
+  // with room, they join
+  scene_device_set_budget(f.dev, 0);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 1);
+  ASSERT_EQ(shoot(f.s, 0.25, 0.25, 0, 0, 0, -1).object_id, 1);
+  return teardown(&f);
+}
