@@ -36,6 +36,11 @@
 // longer step is refused (step more often).
 #define MAX_STEP_RAYS ((uint64_t)1 << 26)
 
+// A step's rays per box of the scene's horizon bounds (scene_horizon_boxes) from which its
+// rays are culled against a horizon: building one costs about as much as tracing a ray per
+// box, culling saves most of a trace per ray above it.
+#define HORIZON_RAYS_PER_BOX 32u
+
 // Most bytes a lidar may accumulate for one cloud (the wire's 4 GiB limit of a cloud).
 #define MAX_CLOUD_BYTES ((uint64_t)UINT32_MAX)
 
@@ -69,6 +74,9 @@ typedef struct lidar {
   uint32_t maxret;              // returns per ray
   uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
                                 //   1 for RETURN_ALL (checked as the points come instead)
+  double origin_reach;          // m, farthest a ray's origin is from the sensor's (pattern)
+  scene_horizon_t* horizon;     // the step's horizon (depth 1)
+  int horizon_on;               // the step culls against it
   size_t chunk;                 // rays per pool task (CHUNK, or a tile row of groups)
   size_t batch;                 // rays per batch (multiple of chunk)
 
@@ -130,6 +138,7 @@ static void lidar_destroy(void* self) {
   mem_free(l->tile_slot);
   mem_free(l->chunk_points);
   mem_free(l->excluded);
+  mem_free(l->horizon);
   mem_free(l);
 }
 
@@ -280,18 +289,26 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->chunk_points = mem_alloc((batch / chunk + 1) * sizeof *l->chunk_points);
   l->excluded_cap = 16;
   l->excluded = mem_alloc(l->excluded_cap * sizeof *l->excluded);
+  l->horizon = l->ret.depth == 1 ? mem_alloc(sizeof *l->horizon) : NULL;
   l->tile_slot = tiles ? mem_alloc(chunk * sizeof *l->tile_slot) : NULL;
   if (l->tile_slot) {
     tile_slots(K, 0, chunk, l->tile_slot);
   }
   if (!l->rays || !l->packets || !l->ray_index || !l->pr || !l->returns || !l->nret ||
-      !l->slot || !l->chunk_points || !l->excluded || (tiles && !l->tile_slot)) {
+      !l->slot || !l->chunk_points || !l->excluded || (tiles && !l->tile_slot) ||
+      (l->ret.depth == 1 && !l->horizon)) {
     lidar_destroy(l);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }
 
   // the pattern moves in last: nothing can fail any more
   l->pat = d->pattern;
+  l->origin_reach = l->pat.beam_origin_radius;
+  double vo = 0.0;
+  for (uint32_t k = 0; l->pat.vertical_offset && k < l->pat.nray; k++) {
+    vo = fmax(vo, fabs(l->pat.vertical_offset[k]));
+  }
+  l->origin_reach += vo;
   memset(&d->pattern, 0, sizeof d->pattern);
   out->kind = SENSOR_LIDAR;
   out->ops = &lidar_ops;
@@ -315,6 +332,7 @@ typedef struct batch_ctx {
   double tau_origin;            // s after t_s that time offsets are measured from; NAN = the
                                 //   start of the ray's sweep
   const scene_filter_t* filter; // objects the rays do not see
+  const scene_horizon_t* horizon;   // nullable: rays above it are misses (depth 1)
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
   atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
 } batch_ctx_t;
@@ -463,7 +481,8 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
     if (l->ret.depth == 1) {
       lidar_returns_packets_t pk = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
                                     .rays = &l->packets[i0 / SCENE_PACKET],
-                                    .ray_index = l->ray_index + i0, .n = m, .filter = b->filter};
+                                    .ray_index = l->ray_index + i0, .n = m, .filter = b->filter,
+                                    .horizon = b->horizon};
       lidar_returns_packets(&l->ret, &pk, l->returns + i0 * l->maxret, l->nret + i0);
     } else {
       lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
@@ -610,6 +629,7 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   batch_ctx_t b = {.l = l, .ctx = ctx, .v = v, .body = body, .fixed = fixed,
                    .first = l->cursor, .n = n, .sweep = lidar_sweep_of(&l->pat, l->cursor),
                    .tau_origin = tau_origin, .filter = filter,
+                   .horizon = l->horizon_on ? l->horizon : NULL,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   atomic_init(&b.stop, 0);
   size_t nchunk = (n + l->chunk - 1) / l->chunk;
@@ -720,6 +740,26 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
 }
 
 
+// A sphere that holds every ray origin of the step: the sensor moves from x0 (s = 0) to x1
+// (s = 1) with its body (origin lerped, orientation slerped through an angle theta, so the
+// mount offset m swings along an arc within |m| theta of the chord's midpoint), and a ray
+// starts up to `reach` from the sensor; a millimetre more for rounding.
+static void origin_sphere(const view_body_t* body, const pose_t* mount, double reach,
+                          double center[3], double* radius) {
+  pose_t a = view_mount_pose(body, mount, 0.0), b = view_mount_pose(body, mount, 1.0);
+  const double* q0 = body->at[0].pose.q;
+  const double* q1 = body->at[1].pose.q;
+  double c = fabs(q0[0] * q1[0] + q0[1] * q1[1] + q0[2] * q1[2] + q0[3] * q1[3]);
+  double theta = 2.0 * acos(c < 1.0 ? c : 1.0);
+  double half = 0.0;
+  for (int k = 0; k < 3; k++) {
+    center[k] = 0.5 * (a.p[k] + b.p[k]);
+    half += (b.p[k] - a.p[k]) * (b.p[k] - a.p[k]);
+  }
+  *radius = 0.5 * sqrt(half) + xform_norm3(mount->p) * theta + reach + 1e-3;
+}
+
+
 static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, sensor_out_t* out,
                     size_t* base, err_msg_t* msg) {
   // the sensor's body; a pose shared by every ray when the body does not move in this step
@@ -794,6 +834,17 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
                    "step's output has left for them (max_output_bytes); step in shorter "
                    "intervals", ctx->id, v->t1, v->t0, pub_bytes,
                    (unsigned long long)v->output_budget);
+  }
+
+  // the horizon of the step's ray origins, when it repays its cost (depth 1 only: deeper
+  // segments start anywhere)
+  uint64_t nrays = last > l->cursor ? last - l->cursor : 0;
+  l->horizon_on = l->horizon != NULL &&
+                  nrays >= HORIZON_RAYS_PER_BOX * (scene_horizon_boxes(v->scene) + 1);
+  if (l->horizon_on) {
+    double center[3], radius;
+    origin_sphere(body, &ctx->mount, l->origin_reach, center, &radius);
+    scene_horizon(v->scene, center, radius, l->horizon);
   }
 
   // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in; the

@@ -722,7 +722,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   for (size_t base = 0; base < b->n; base += per_trace) {
     size_t m = b->n - base < per_trace ? b->n - base : per_trace;
     const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
-    scene_trace_packets(v->scene, rays, m, hits, b->filter);
+    scene_trace_packets(v->scene, rays, m, hits, b->filter, b->horizon);
     for (size_t q = 0; q < m; q += SCENE_PACKET) {
       unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
       const uint64_t* index = b->ray_index + base + q;

@@ -19,6 +19,7 @@
 #include <xmmintrin.h>
 
 #include "base/mem.h"
+#include "scene/horizon.h"
 #include "scene/prim.h"
 
 struct scene_device {
@@ -42,6 +43,10 @@ typedef struct geom {
   prim_t prim;       // the shape, when is_prim
   uint32_t nvertex;  // a mesh's vertices and triangles
   uint32_t ntriangle;
+  horizon_box_t* parts;   // object-space bounds of its parts (clusters of nearby triangles, or
+                          //   the primitive), for the horizon
+  uint32_t nparts;
+  horizon_box_t bounds;   // all of it
   int next_free;     // free-list link while the slot is free
 } geom_t;
 
@@ -62,7 +67,11 @@ typedef struct inst {
   double q1[4];      // world orientation at s = 1
   int moving;        // two time steps (motion blur); 0: one, start and end poses are equal
   int turning;       // q0 != q1
-  double world[12];  // a static instance's object-to-world matrix R S | p (row-major 3 x 4)
+  double world[12];  // a static instance's object-to-world matrix R S | p (row-major 3 x 4);
+                     //   a moving one's at the end of the step (not turning)
+  double world0[12]; // a moving one's at the start of the step (not turning)
+  double t0[3], t1[3];   // a turning one's origin at the start and end of the step
+  double shift_len;  // and how far its object origin is from that
   bool flat;         // traced in the flat scene (its own instance disabled)
   bool flat_never;   // posed again after it was flattened: stays an instance from then on
   bool flat_root;    // this slot is the flat scene's instance, not an object
@@ -93,6 +102,15 @@ struct scene {
   bool flat_dirty;        // a flat object was removed or posed again: rebuild at the commit
   uint32_t flat_wait;     // commits that new static objects have waited to be flattened
 
+  // World bounds of the committed geometry over the step, for horizons: the static instances'
+  // parts (rebuilt when a static instance changed) and the moving instances (every commit).
+  horizon_box_t* still_boxes;
+  size_t nstill, cap_still;
+  bool still_dirty;
+  horizon_box_t* moving_boxes;
+  size_t nmoving, cap_moving;
+  bool boxes_ok;          // false: out of memory for them (horizons then cull nothing)
+
   // counters: written by the owner thread, except rays_traced (any tracing thread)
   uint64_t geometry_builds;
   uint64_t instance_updates;
@@ -100,6 +118,7 @@ struct scene {
   uint64_t flat_builds;
   uint64_t flat_objects;
   atomic_uint_fast64_t rays_traced;
+  atomic_uint_fast64_t rays_culled;
 };
 
 
@@ -234,6 +253,7 @@ scene_t* scene_create(scene_device_t* dev, err_msg_t* msg) {
   s->free_inst = -1;
   s->flat_slot = -1;
   atomic_init(&s->rays_traced, 0);
+  atomic_init(&s->rays_culled, 0);
 
   // The top level is rebuilt every step from a few hundred instances: a fast low-quality
   // dynamic build wins; robust mode keeps rays aimed at shared edges from slipping through.
@@ -278,8 +298,11 @@ void scene_destroy(scene_t* s) {
     if (s->geoms[i]->rtc) {
       rtcReleaseScene(s->geoms[i]->rtc);
     }
+    mem_free(s->geoms[i]->parts);
     mem_free(s->geoms[i]);
   }
+  mem_free(s->still_boxes);
+  mem_free(s->moving_boxes);
   mem_free(s->insts);
   mem_free(s->geoms);
   mem_free(s);
@@ -316,6 +339,9 @@ static int geom_slot(scene_t* s) {
 static void geom_release_slot(scene_t* s, int h) {
   geom_t* g = s->geoms[h];
   g->rtc = NULL;
+  mem_free(g->parts);
+  g->parts = NULL;
+  g->nparts = 0;
   g->next_free = s->free_geom;
   s->free_geom = h;
 }
@@ -346,6 +372,127 @@ static int geom_build(scene_t* s, int h, RTCGeometry g, uint64_t before, const c
 }
 
 
+// Triangles per part of a mesh (its horizon bounds).
+#define PART_TRIANGLES 256u
+
+// Reorder tri[0, n) so that its first k entries have centroid coordinates (key: 3 per triangle,
+// this axis) no greater than the rest (quickselect; the middle entry as pivot).
+static void part_select(const double* key, int axis, uint32_t* tri, size_t n, size_t k) {
+  size_t lo = 0, hi = n - 1;
+  while (lo < hi) {
+    double pivot = key[3 * (size_t)tri[lo + (hi - lo) / 2] + axis];
+    size_t i = lo, j = hi;
+    while (i <= j) {
+      while (key[3 * (size_t)tri[i] + axis] < pivot) {
+        i++;
+      }
+      while (key[3 * (size_t)tri[j] + axis] > pivot) {
+        j--;
+      }
+      if (i <= j) {
+        uint32_t t = tri[i];
+        tri[i] = tri[j];
+        tri[j] = t;
+        i++;
+        if (j == 0) {
+          break;
+        }
+        j--;
+      }
+    }
+    if (k <= j) {
+      hi = j;
+    } else if (k >= i) {
+      lo = i;
+    } else {
+      return;
+    }
+  }
+}
+
+
+// Split tri[0, n) in halves across the longest extent of their centroids, recursively, at
+// multiples of PART_TRIANGLES: every run of PART_TRIANGLES is then a compact part.
+static void part_split(const double* key, uint32_t* tri, size_t n) {
+  if (n <= PART_TRIANGLES) {
+    return;
+  }
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  for (size_t i = 0; i < n; i++) {
+    for (int a = 0; a < 3; a++) {
+      double c = key[3 * (size_t)tri[i] + a];
+      lo[a] = c < lo[a] ? c : lo[a];
+      hi[a] = c > hi[a] ? c : hi[a];
+    }
+  }
+  int axis = 0;
+  for (int a = 1; a < 3; a++) {
+    axis = hi[a] - lo[a] > hi[axis] - lo[axis] ? a : axis;
+  }
+  size_t half = (n / 2 + PART_TRIANGLES / 2) / PART_TRIANGLES * PART_TRIANGLES;
+  half = half < PART_TRIANGLES ? PART_TRIANGLES : half;
+  part_select(key, axis, tri, n, half);
+  part_split(key, tri, half);
+  part_split(key, tri + half, n - half);
+}
+
+
+// A mesh's parts: its triangles split in compact runs of PART_TRIANGLES (part_split), each
+// run's bounding box; and the bounds of all. 0 or ERR_NOMEM.
+static int mesh_parts(geom_t* g, const float* v, const uint32_t* idx, uint32_t nt) {
+  double lo[3] = {INFINITY, INFINITY, INFINITY}, hi[3] = {-INFINITY, -INFINITY, -INFINITY};
+  uint32_t np = (nt + PART_TRIANGLES - 1) / PART_TRIANGLES;
+  double* key = mem_alloc(3 * (size_t)nt * sizeof *key);
+  uint32_t* tri = mem_alloc((size_t)nt * sizeof *tri);
+  g->parts = mem_alloc((size_t)np * sizeof *g->parts);
+  if (!key || !tri || !g->parts) {
+    mem_free(key);
+    mem_free(tri);
+    mem_free(g->parts);
+    g->parts = NULL;
+    return ERR_NOMEM;
+  }
+  for (uint32_t t = 0; t < nt; t++) {
+    tri[t] = t;
+    for (int a = 0; a < 3; a++) {
+      double c = 0.0;
+      for (int k = 0; k < 3; k++) {
+        double x = v[3 * (size_t)idx[3 * (size_t)t + k] + a];
+        lo[a] = x < lo[a] ? x : lo[a];
+        hi[a] = x > hi[a] ? x : hi[a];
+        c += x;
+      }
+      key[3 * (size_t)t + a] = c;   // three times the centroid: only the order matters
+    }
+  }
+  for (int a = 0; a < 3; a++) {
+    g->bounds[a] = lo[a];
+    g->bounds[3 + a] = hi[a];
+  }
+  part_split(key, tri, nt);
+  for (uint32_t p = 0; p < np; p++) {
+    double* b = g->parts[p];
+    for (int a = 0; a < 3; a++) {
+      b[a] = INFINITY;
+      b[3 + a] = -INFINITY;
+    }
+    for (uint32_t q = p * PART_TRIANGLES; q < nt && q < (p + 1) * PART_TRIANGLES; q++) {
+      for (int k = 0; k < 3; k++) {
+        const float* x = &v[3 * (size_t)idx[3 * (size_t)tri[q] + k]];
+        for (int a = 0; a < 3; a++) {
+          b[a] = x[a] < b[a] ? x[a] : b[a];
+          b[3 + a] = x[a] > b[3 + a] ? x[a] : b[3 + a];
+        }
+      }
+    }
+  }
+  g->nparts = np;
+  mem_free(key);
+  mem_free(tri);
+  return 0;
+}
+
+
 int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const uint32_t* indices,
                    uint32_t ntriangle, err_msg_t* msg) {
   // cheap checks that keep Embree from reading out of bounds
@@ -362,14 +509,20 @@ int scene_add_mesh(scene_t* s, const float* vertices, uint32_t nvertex, const ui
     }
   }
 
-  // slot
-  int h = geom_slot(s);
+  // its parts, then a slot
+  geom_t parts = {0};
+  int h = mesh_parts(&parts, vertices, indices, ntriangle) < 0 ? ERR_NOMEM : geom_slot(s);
   if (h < 0) {
+    mem_free(parts.parts);
     return err_set(msg, h, "scene_add_mesh: out of memory");
   }
-  s->geoms[h]->is_prim = false;
-  s->geoms[h]->nvertex = nvertex;
-  s->geoms[h]->ntriangle = ntriangle;
+  geom_t* rec = s->geoms[h];
+  rec->is_prim = false;
+  rec->nvertex = nvertex;
+  rec->ntriangle = ntriangle;
+  rec->parts = parts.parts;
+  rec->nparts = parts.nparts;
+  memcpy(rec->bounds, parts.bounds, sizeof rec->bounds);
 
   // triangle geometry with Embree-owned copies of the buffers
   uint64_t before = atomic_load(&s->dev->nerror);
@@ -500,14 +653,20 @@ int scene_add_primitive(scene_t* s, scene_prim_kind_t kind, const double size[3]
     return rc;
   }
 
-  // slot; the record's address is the user pointer, stable for its lifetime
-  int h = geom_slot(s);
+  // its bounds, then a slot; the record's address is the user pointer, stable for its lifetime
+  horizon_box_t* part = mem_alloc(sizeof *part);
+  int h = part ? geom_slot(s) : ERR_NOMEM;
   if (h < 0) {
+    mem_free(part);
     return err_set(msg, h, "scene_add_primitive: out of memory");
   }
   geom_t* rec = s->geoms[h];
   rec->is_prim = true;
   rec->prim = p;
+  rec->parts = part;
+  prim_bounds(&p, rec->bounds, rec->bounds + 3);
+  memcpy(rec->parts[0], rec->bounds, sizeof rec->bounds);
+  rec->nparts = 1;
 
   // user geometry with one primitive
   uint64_t before = atomic_load(&s->dev->nerror);
@@ -604,11 +763,13 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
     float m[12];
     for (int i = 0; i < 9; i++) {
       m[3 * (i % 3) + i / 3] = (float)(r[i] * in->scale[i % 3]);
+      in->world0[4 * (i / 3) + i % 3] = in->world[4 * (i / 3) + i % 3] = r[i] * in->scale[i % 3];
     }
     for (unsigned k = 0; k < 2; k++) {
       pose_t w = xform_compose(k ? b1 : b0, local);
       for (int i = 0; i < 3; i++) {
         m[9 + i] = (float)w.p[i];
+        (k ? in->world : in->world0)[4 * i + 3] = w.p[i];
       }
       rtcSetGeometryTransform(in->rtc, k, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, m);
     }
@@ -616,6 +777,9 @@ static void inst_write(inst_t* in, const pose_t* local, const pose_t* b0, const 
     double ql_inv[4], shift[3];
     xform_quat_conj(local->q, ql_inv);
     xform_quat_rotate(ql_inv, local->p, shift);
+    memcpy(in->t0, b0->p, sizeof in->t0);
+    memcpy(in->t1, b1->p, sizeof in->t1);
+    in->shift_len = xform_norm3(shift);
     inst_step(in, 0, in->q0, shift, b0->p);
     inst_step(in, 1, in->q1, shift, b1->p);
   }
@@ -680,6 +844,7 @@ int scene_add_instance(scene_t* s, int geometry, const double scale[3], uint32_t
     rtcSetGeometryTimeStepCount(in->rtc, 1);
     inst_write(in, &id, NULL, NULL, 0);
     rtcAttachGeometryByID(s->top, in->rtc, (unsigned)h);
+    s->still_dirty = true;
   }
   int rc = device_check(s->dev, before, "scene_add_instance", msg);
   if (!in->rtc || rc) {
@@ -704,6 +869,7 @@ void scene_remove_instance(scene_t* s, int instance) {
   rtcReleaseGeometry(in->rtc);
   in->rtc = NULL;
   s->flat_dirty |= in->flat;
+  s->still_dirty |= !in->moving;
   in->flat = false;
   in->next_free = s->free_inst;
   s->free_inst = instance;
@@ -739,6 +905,7 @@ void scene_set_instance_pose(scene_t* s, int instance, const pose_t* local,
                       memcmp(in->q0, in->q1, sizeof in->q0) != 0);
   double was[12];
   memcpy(was, in->world, sizeof was);
+  s->still_dirty |= !moving || !in->moving;
   inst_write(in, local, b0, b1, moving);
   if (in->flat && (moving || memcmp(was, in->world, sizeof was) != 0)) {
     // posed again (the same pose again changes nothing): an instance from now on
@@ -938,8 +1105,121 @@ static void flat_update(scene_t* s) {
 }
 
 
+//---------------- World bounds for horizons
+
+// The world box of object-space box b under the row-major 3 x 4 matrix m.
+static void box_transform(const double* b, const double* m, double* out) {
+  for (int a = 0; a < 3; a++) {
+    double c = m[4 * a + 3], e = 0.0;
+    for (int j = 0; j < 3; j++) {
+      c += m[4 * a + j] * 0.5 * (b[j] + b[3 + j]);
+      e += fabs(m[4 * a + j]) * 0.5 * (b[3 + j] - b[j]);
+    }
+    out[a] = c - e;
+    out[3 + a] = c + e;
+  }
+}
+
+
+// Room for one more box in *arr; NULL when out of memory.
+static double* box_push(horizon_box_t** arr, size_t* n, size_t* cap) {
+  if (*n == *cap) {
+    size_t c = *cap ? 2 * *cap : 256;
+    horizon_box_t* t = mem_realloc(*arr, c * sizeof *t);
+    if (!t) {
+      return NULL;
+    }
+    *arr = t;
+    *cap = c;
+  }
+  return (*arr)[(*n)++];
+}
+
+
+// The world box that holds a moving instance over the whole step: its box at both ends (it
+// moves without turning: a box sliding along a line stays within their union), or (turning)
+// its origin's path widened by the farthest any of its points can be from it.
+static void moving_box(const scene_t* s, const inst_t* in, double* out) {
+  const double* b = s->geoms[in->geometry]->bounds;
+  if (!in->turning) {
+    double e[6];
+    box_transform(b, in->world0, out);
+    box_transform(b, in->world, e);
+    for (int a = 0; a < 3; a++) {
+      out[a] = fmin(out[a], e[a]);
+      out[3 + a] = fmax(out[3 + a], e[3 + a]);
+    }
+    return;
+  }
+  double r2 = 0.0;
+  for (int a = 0; a < 3; a++) {
+    double x = fmax(fabs(b[a]), fabs(b[3 + a])) * fabs(in->scale[a]);
+    r2 += x * x;
+  }
+  double r = in->shift_len + sqrt(r2);
+  for (int a = 0; a < 3; a++) {
+    out[a] = fmin(in->t0[a], in->t1[a]) - r;
+    out[3 + a] = fmax(in->t0[a], in->t1[a]) + r;
+  }
+}
+
+
+// The world boxes of the committed instances: the static ones' parts when one changed, the
+// moving ones always.
+static void boxes_update(scene_t* s) {
+  bool ok = true;
+  if (s->still_dirty || !s->boxes_ok) {
+    s->nstill = 0;
+    for (int h = 0; h < s->ninst && ok; h++) {
+      const inst_t* in = &s->insts[h];
+      const geom_t* g = inst_valid(s, h) && !in->moving ? s->geoms[in->geometry] : NULL;
+      for (uint32_t p = 0; g && p < g->nparts && ok; p++) {
+        double* out = box_push(&s->still_boxes, &s->nstill, &s->cap_still);
+        ok = out != NULL;
+        if (ok) {
+          box_transform(g->parts[p], in->world, out);
+        }
+      }
+    }
+    s->still_dirty = false;
+  }
+  s->nmoving = 0;
+  for (int h = 0; h < s->ninst && ok; h++) {
+    if (inst_valid(s, h) && s->insts[h].moving) {
+      double* out = box_push(&s->moving_boxes, &s->nmoving, &s->cap_moving);
+      ok = out != NULL;
+      if (ok) {
+        moving_box(s, &s->insts[h], out);
+      }
+    }
+  }
+  s->boxes_ok = ok;
+}
+
+
+size_t scene_horizon_boxes(const scene_t* s) {
+  return s->nstill + s->nmoving;
+}
+
+
+void scene_horizon(const scene_t* s, const double center[3], double radius,
+                   scene_horizon_t* out) {
+  if (s->boxes_ok) {
+    horizon_build((const horizon_box_t*)s->still_boxes, s->nstill,
+                  (const horizon_box_t*)s->moving_boxes, s->nmoving, center, radius, out);
+    return;
+  }
+  horizon_build(NULL, 0, NULL, 0, center, radius, out);
+  for (unsigned i = 0; i < HORIZON_BINS; i++) {
+    out->sin_el[i] = 1.0;   // nothing is culled
+  }
+  out->sin_low = 1.0;
+}
+
+
 int scene_commit(scene_t* s, err_msg_t* msg) {
   flat_update(s);
+  boxes_update(s);
   uint64_t before = atomic_load(&s->dev->nerror);
   rtcCommitScene(s->top);
   s->commits++;
@@ -1185,6 +1465,7 @@ __attribute__((target("avx2"))) static bool simd_packet16(const scene_t* s,
 // A full packet in columns on the AVX2 path (below): simd_packet16 of the same rays in rows.
 __attribute__((target("avx2"))) static void simd_packet_cols(const scene_t* s,
                                                              const scene_packet_t* in,
+                                                             unsigned off,
                                                              scene_packet_hits_t* out);
 
 // The rays in packets of `width`, the last one partial. Always inlined, so that each caller's
@@ -1228,6 +1509,7 @@ void scene_counters(const scene_t* s, scene_counters_t* out) {
   out->flat_builds = s->flat_builds;
   out->flat_objects = s->flat_objects;
   out->rays_traced = atomic_load(&((scene_t*)s)->rays_traced);
+  out->rays_culled = atomic_load(&((scene_t*)s)->rays_culled);
   scene_device_counters(s->dev, &out->backend_errors, &out->backend_bytes);
 }
 
@@ -1356,22 +1638,53 @@ static bool packet_full(const scene_t* s, const scene_packet_t* pk, unsigned m) 
 }
 
 
+// The lanes of a full packet (on the AVX2 path, below) above the horizon hz (a bit each).
+__attribute__((target("avx2"))) static unsigned simd_packet_above(const scene_horizon_t* hz,
+                                                                  const scene_packet_t* pk);
+
+
+// A packet's hits when every lane missed (as simd_hits_of writes a miss).
+static void packet_misses(scene_packet_hits_t* h) {
+  for (unsigned k = 0; k < WIDE; k++) {
+    h->distance[k] = INFINITY;
+    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
+    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
+  }
+}
+
+
 void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
-                         scene_packet_hits_t* out, const scene_filter_t* f) {
-  // the full packets, in trace_packets' floating-point environment set once for all of them
-  size_t traced = 0;
+                         scene_packet_hits_t* out, const scene_filter_t* f,
+                         const scene_horizon_t* hz) {
+  // the full packets, in trace_packets' floating-point environment set once for all of them;
+  // their lanes above the horizon are off (all of them: no trace at all)
+  size_t traced = 0, culled = 0;
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   for (size_t i = 0; i < n; i += WIDE) {
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
-    if (packet_full(s, &in[i / WIDE], m)) {
-      simd_packet_cols(s, &in[i / WIDE], &out[i / WIDE]);
-      traced += m;
+    if (!packet_full(s, &in[i / WIDE], m)) {
+      continue;
     }
+    unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
+    unsigned noff = 0;
+    for (unsigned b = off; b; b &= b - 1) {
+      noff++;
+    }
+    if (noff == WIDE) {
+      packet_misses(&out[i / WIDE]);
+    } else {
+      simd_packet_cols(s, &in[i / WIDE], off, &out[i / WIDE]);
+    }
+    traced += m - noff;
+    culled += noff;
   }
   _mm_setcsr(csr);
   atomic_fetch_add(&((scene_t*)s)->rays_traced, traced);
+  if (culled) {
+    atomic_fetch_add(&((scene_t*)s)->rays_culled, culled);
+  }
 
   // the others as scene_trace_filtered16 traces them in rows; then its second part for the
   // full packets that hit an excluded object
@@ -1728,12 +2041,12 @@ SIMD_TARGET static void simd_hits(const scene_t* s, const packet_t* pk,
 // the constant fields, packet_intersect's coherence test, the intersection and the hits, into
 // rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
 SIMD_TARGET static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
-                                      const double* dy, const double* dz, scene_hit_t* out,
-                                      scene_packet_hits_t* cols) {
+                                      const double* dy, const double* dz, unsigned off,
+                                      scene_hit_t* out, scene_packet_hits_t* cols) {
   const unsigned W = WIDE;
   _Alignas(64) int valid[WIDE];
   for (unsigned k = 0; k < W; k++) {
-    valid[k] = -1;
+    valid[k] = (off >> k) & 1u ? 0 : -1;
     pk->f[LANE(F_TNEAR, k)] = 0.0f;
     pk->u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
     pk->u[LANE(F_ID, k)] = k;
@@ -1808,7 +2121,7 @@ SIMD_TARGET static bool simd_packet16(const scene_t* s, const scene_ray_t* r, sc
     c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
     _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
   }
-  simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, out, NULL);
+  simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL);
   return true;
 }
 
@@ -1816,7 +2129,7 @@ SIMD_TARGET static bool simd_packet16(const scene_t* s, const scene_ray_t* r, sc
 // A full packet in columns (every lane's tmax > 0), as simd_packet16 traces the same rays in
 // rows: the same floats, coherence test and hits.
 SIMD_TARGET static void simd_packet_cols(const scene_t* s, const scene_packet_t* in,
-                                         scene_packet_hits_t* out) {
+                                         unsigned off, scene_packet_hits_t* out) {
   const unsigned W = WIDE;
   _Alignas(64) packet_t pk;
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
@@ -1833,7 +2146,59 @@ SIMD_TARGET static void simd_packet_cols(const scene_t* s, const scene_packet_t*
     c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
     _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
   }
-  simd_finish16(s, &pk, in->dx, in->dy, in->dz, NULL, out);
+  simd_finish16(s, &pk, in->dx, in->dy, in->dz, off, NULL, out);
+}
+
+
+// horizon_above of each lane, four at a time: the same origin test and the same bins
+// (horizon_bin's arithmetic, lane by lane).
+SIMD_TARGET static unsigned simd_packet_above(const scene_horizon_t* hz,
+                                              const scene_packet_t* pk) {
+  const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
+  const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
+  const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
+  const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
+  const __m256d cx = _mm256_set1_pd(hz->center[0]), cy = _mm256_set1_pd(hz->center[1]);
+  const __m256d cz = _mm256_set1_pd(hz->center[2]);
+  const __m128i top = _mm_set1_epi32((int)HORIZON_BINS - 1);
+  // a packet whose every ray is at or below the lowest bin: none is above (most rays below
+  // the horizontal)
+  const __m256d low = _mm256_set1_pd(hz->sin_low);
+  __m256d any = _mm256_setzero_pd();
+  for (unsigned h = 0; h < WIDE; h += 4) {
+    any = _mm256_or_pd(any, _mm256_cmp_pd(_mm256_loadu_pd(pk->dz + h), low, _CMP_GT_OQ));
+  }
+  if (_mm256_movemask_pd(any) == 0) {
+    return 0;
+  }
+  unsigned above = 0;
+  for (unsigned h = 0; h < WIDE; h += 4) {
+    __m256d x = _mm256_sub_pd(_mm256_loadu_pd(pk->ox + h), cx);
+    __m256d y = _mm256_sub_pd(_mm256_loadu_pd(pk->oy + h), cy);
+    __m256d z = _mm256_sub_pd(_mm256_loadu_pd(pk->oz + h), cz);
+    __m256d d2 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y)),
+                               _mm256_mul_pd(z, z));
+    __m256d inside = _mm256_cmp_pd(d2, r2, _CMP_LE_OQ);
+
+    // the diamond angle: quadrant base, then ay / s or ax / s
+    __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);
+    __m256d ax = _mm256_andnot_pd(sign, dx), ay = _mm256_andnot_pd(sign, dy);
+    __m256d s = _mm256_add_pd(ax, ay);
+    __m256d xneg = _mm256_cmp_pd(dx, zero, _CMP_LT_OQ);
+    __m256d yneg = _mm256_cmp_pd(dy, zero, _CMP_LT_OQ);
+    __m256d base = _mm256_blendv_pd(_mm256_and_pd(xneg, one),
+                                    _mm256_blendv_pd(three, two, xneg), yneg);
+    __m256d num = _mm256_blendv_pd(ax, ay, _mm256_xor_pd(_mm256_xor_pd(xneg, yneg),
+                                                         _mm256_castsi256_pd(
+                                                             _mm256_set1_epi64x(-1))));
+    __m256d a = _mm256_add_pd(base, _mm256_div_pd(num, s));
+    a = _mm256_and_pd(a, _mm256_cmp_pd(s, zero, _CMP_GT_OQ));   // (0, 0): bin 0
+    __m128i bin = _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(a, scale)), top);
+    __m256d lim = _mm256_i32gather_pd(hz->sin_el, bin, 8);
+    __m256d up = _mm256_cmp_pd(_mm256_loadu_pd(pk->dz + h), lim, _CMP_GT_OQ);
+    above |= (unsigned)_mm256_movemask_pd(_mm256_and_pd(up, inside)) << h;
+  }
+  return above;
 }
 
 

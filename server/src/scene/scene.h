@@ -17,6 +17,7 @@
 
 #include "base/err.h"
 #include "base/xform.h"
+#include "scene/horizon.h"
 
 // Half side of an "unbounded" plane, m: far beyond any lidar range, small enough for a BVH.
 #define SCENE_PLANE_UNBOUNDED_HALF 1e5
@@ -32,6 +33,7 @@ typedef struct scene_counters {
   uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, scene.c)
   uint64_t flat_objects;      // objects traced in the flat scene now
   uint64_t rays_traced;
+  uint64_t rays_culled;       // rays above a horizon, not traced (scene_trace_packets)
   uint64_t backend_errors;    // errors reported by Embree for this device
   int64_t backend_bytes;      // memory held by Embree for this device (device-wide)
 } scene_counters_t;
@@ -196,9 +198,21 @@ typedef struct scene_packet_hits {
 // scene_trace_filtered16 of n rays in packets of columns (ray i is lane i % SCENE_PACKET of
 // packet i / SCENE_PACKET; the last packet may be partial): the same hits, bit for bit, without
 // the copies between rows and columns. Lanes past n in the last packet of out are left as they
-// are. Nullable: f. Thread: as scene_trace.
+// are. With a horizon hz (scene_horizon), the rays of full packets that start inside its
+// sphere and point above it are misses without tracing (counted in rays_culled, not in
+// rays_traced): still the same hits. Nullable: f, hz. Thread: as scene_trace.
 void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
-                         scene_packet_hits_t* out, const scene_filter_t* f);
+                         scene_packet_hits_t* out, const scene_filter_t* f,
+                         const scene_horizon_t* hz);
+
+//---------------- Horizons (scene/horizon.h)
+
+// The horizon of the committed scene (every instance, hidden or not, over the whole step) seen
+// from the sphere of ray origins (center, radius). Costs about 0.1 us per box
+// (scene_horizon_boxes: a part of up to 256 triangles of each static mesh instance, each
+// primitive instance, each moving instance). Thread: as scene_trace.
+void scene_horizon(const scene_t* s, const double center[3], double radius, scene_horizon_t* out);
+size_t scene_horizon_boxes(const scene_t* s);
 
 //---------------- Rays as a request carries them
 

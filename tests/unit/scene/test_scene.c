@@ -1186,7 +1186,7 @@ TEST(scene_simd_paths_equal_scalar_paths) {
     const scene_filter_t* fl = pass >= 2 ? &filter : NULL;
     scene_device_set_simd(f.dev, pass % 2 == 0);
     memset(ph, 0xA5, npk * sizeof *ph);
-    scene_trace_packets(f.s, pk, N, ph, fl);
+    scene_trace_packets(f.s, pk, N, ph, fl, NULL);
     scene_trace_filtered16(f.s, rays, b, N, fl);
     int filtered_hits = 0;
     for (int i = 0; i < N; i++) {

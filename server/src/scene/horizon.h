@@ -1,0 +1,61 @@
+// SPDX-License-Identifier: MIT
+// horizon.h: the elevation horizon of a scene seen from a small sphere of ray origins (a lidar
+// over one step): for each azimuth bin, the sine of the highest elevation at which any
+// geometry's bounding box could be met from any point of the sphere. A ray from inside the
+// sphere whose direction rises above its bin's horizon meets no geometry: its hit is a miss
+// without tracing it. About half of a spinning lidar's rays point above the horizon of an open
+// scene; tracing a miss costs as much as tracing a hit.
+//
+// The bounds are conservative (boxes padded for float rounding; the sphere widens every box's
+// angular extent; a box over the sphere's column covers every bin), so culling only skips rays
+// that would miss: the hits are the same, bit for bit.
+//
+// Azimuth bins are uniform in the "diamond angle" of the horizontal direction (dx, dy), which
+// rises monotonically with the azimuth through [0, 4) and needs one division, no arc tangent.
+//
+// Thread: horizon_build writes its output only; a built horizon is read-only.
+#ifndef SENSIM_SCENE_HORIZON_H_
+#define SENSIM_SCENE_HORIZON_H_
+
+#include <math.h>
+#include <stddef.h>
+
+#define HORIZON_BINS 1024u
+
+typedef struct scene_horizon {
+  double center[3];             // the sphere of origins
+  double radius;
+  double sin_el[HORIZON_BINS];  // per bin: sine of the highest elevation (-1: nothing there)
+  double sin_low;               // the lowest of them: a ray at or below it is never above
+} scene_horizon_t;
+
+// A world box: lo x y z, hi x y z.
+typedef double horizon_box_t[6];
+
+// The horizon of the boxes `a` (na) and `b` (nb) seen from the sphere (center, radius).
+void horizon_build(const horizon_box_t* a, size_t na, const horizon_box_t* b, size_t nb,
+                   const double center[3], double radius, scene_horizon_t* out);
+
+// The bin of a horizontal direction (dx, dy) (any length; (0, 0) falls in bin 0, which is as
+// good as any: a vertical ray is culled only when every bin would cull it).
+static inline unsigned horizon_bin(double dx, double dy) {
+  double ax = fabs(dx), ay = fabs(dy), s = ax + ay;
+  if (!(s > 0.0)) {
+    return 0;
+  }
+  double a = dy >= 0.0 ? (dx >= 0.0 ? ay / s : 1.0 + ax / s)
+                       : (dx < 0.0 ? 2.0 + ay / s : 3.0 + ax / s);
+  unsigned b = (unsigned)(a * (HORIZON_BINS / 4.0));
+  return b < HORIZON_BINS ? b : HORIZON_BINS - 1;
+}
+
+// Whether a ray from `origin` along the unit direction `dir` is above the horizon (a miss).
+static inline int horizon_above(const scene_horizon_t* h, const double origin[3],
+                                const double dir[3]) {
+  double x = origin[0] - h->center[0], y = origin[1] - h->center[1],
+         z = origin[2] - h->center[2];
+  return x * x + y * y + z * z <= h->radius * h->radius &&
+         dir[2] > h->sin_el[horizon_bin(dir[0], dir[1])];
+}
+
+#endif  // SENSIM_SCENE_HORIZON_H_
