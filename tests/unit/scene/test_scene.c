@@ -1704,3 +1704,91 @@ TEST(scene_flat_scene_skipped_beyond_the_memory_budget) {
   ASSERT_EQ(shoot(f.s, 0.25, 0.25, 0, 0, 0, -1).object_id, 1);
   return teardown(&f);
 }
+
+
+//---------------- Horizons
+
+// Rays from a small sphere in the yard (terrain, turned cubes, a moving and a turning cube, a
+// sphere primitive) in coherent packets: culled against the scene's horizon, every hit is the
+// same, bit for bit, and a good share of the rays (those into the open sky) are not traced. A
+// packet from outside the sphere is traced even where the horizon is low.
+TEST(scene_horizon_culls_only_misses) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(build_yard(f.s, 0));
+  int gc = add_cube_mesh(f.s);
+  int gs = add_prim(f.s, SCENE_PRIM_SPHERE, 1.0, 0, 0);
+  ASSERT_TRUE(gc >= 0 && gs >= 0);
+  ASSERT_TRUE(add_instance(f.s, gc, kUnit, 201, 0, pose_at(-6, 6, 0.5), pose_at(-5, 7, 1.0), 0) >=
+              0);
+  ASSERT_TRUE(add_instance(f.s, gc, kUnit, 202, 0, pose_rot(6, 6, 0.5, 0, 0, 1, 0.0),
+                           pose_rot(6, 6, 0.5, 0, 0, 1, 0.8), 0) >= 0);
+  ASSERT_TRUE(place(f.s, gs, kUnit, pose_at(6, -6, 0.5), 203) >= 0);
+  ASSERT_TRUE(place(f.s, gc, kUnit, pose_at(-20, 0, 0), 204) >= 0);
+  ASSERT_OK(commit(f.s));
+
+  const double center[3] = {0.2, -0.3, 1.5};
+  scene_horizon_t* hz = malloc(sizeof *hz);
+  ASSERT_TRUE(hz != NULL);
+  scene_horizon(f.s, center, 0.02, hz);
+  ASSERT_TRUE(scene_horizon_boxes(f.s) > 30);
+
+  // rows of 128 azimuths at 64 elevations from -40 to +40 degrees, 16 neighbours a packet,
+  // origins jittered within 1 cm; then one packet from 10 m to the west, rising 3 degrees
+  enum { NAZ = 128, NEL = 64, N = NAZ * NEL + 16 };
+  scene_packet_t* pk = calloc(N / SCENE_PACKET, sizeof *pk);
+  scene_packet_hits_t* a = calloc(N / SCENE_PACKET, sizeof *a);
+  scene_packet_hits_t* b = calloc(N / SCENE_PACKET, sizeof *b);
+  ASSERT_TRUE(pk && a && b);
+  uint64_t seed = 5;
+  for (int i = 0; i < N; i++) {
+    scene_packet_t* p = &pk[i / SCENE_PACKET];
+    int k = i % SCENE_PACKET;
+    double d[3], o[3];
+    if (i < NAZ * NEL) {
+      double az = 2 * M_PI * (i % NAZ) / NAZ, el = (-40.0 + 80.0 * (i / NAZ) / (NEL - 1)) * M_PI / 180;
+      d[0] = cos(el) * cos(az);
+      d[1] = cos(el) * sin(az);
+      d[2] = sin(el);
+      for (int c = 0; c < 3; c++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        o[c] = center[c] + 0.005 * ((double)(seed >> 11) / 9007199254740992.0 - 0.5);
+      }
+    } else {
+      double el = (3.0 + 0.01 * k) * M_PI / 180;
+      d[0] = -cos(el);
+      d[1] = 0.0;
+      d[2] = sin(el);
+      o[0] = -10.0;
+      o[1] = 0.01 * k;
+      o[2] = 0.0;
+      ASSERT_TRUE(horizon_above(hz, center, d));   // from the sphere it would be culled
+    }
+    p->ox[k] = o[0], p->oy[k] = o[1], p->oz[k] = o[2];
+    p->dx[k] = d[0], p->dy[k] = d[1], p->dz[k] = d[2];
+    p->tmax[k] = 100.0;
+    p->time[k] = (double)(i % 97) / 96.0;
+  }
+  scene_counters_t c0, c1, c2;
+  scene_counters(f.s, &c0);
+  scene_trace_packets(f.s, pk, N, a, NULL, NULL);
+  scene_counters(f.s, &c1);
+  scene_trace_packets(f.s, pk, N, b, NULL, hz);
+  scene_counters(f.s, &c2);
+  ASSERT_TRUE(memcmp(a, b, (N / SCENE_PACKET) * sizeof *a) == 0);
+  ASSERT_EQ(c1.rays_culled - c0.rays_culled, 0);
+  uint64_t culled = c2.rays_culled - c1.rays_culled;
+  ASSERT_TRUE(culled > N / 4);
+  ASSERT_EQ(c2.rays_traced - c1.rays_traced + culled, N);
+
+  // the sky rays are the culled ones, the western packet hits cube 204
+  const scene_packet_hits_t* west = &b[N / SCENE_PACKET - 1];
+  for (int k = 0; k < SCENE_PACKET; k++) {
+    ASSERT_EQ(west->object_id[k], 204);
+  }
+  free(pk);
+  free(a);
+  free(b);
+  free(hz);
+  return teardown(&f);
+}
