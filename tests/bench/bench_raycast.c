@@ -4,10 +4,11 @@
 // The scene (a terrain mesh, a field of bumpy blobs instanced several times, and analytic
 // boxes, spheres and cylinders) is built twice from one description: through the core API
 // (env_create_mesh / env_create_primitive / env_create_object) and directly with Embree, the
-// reference built as scene.c builds its own (one robust bottom-level scene per geometry, one
-// static instance per object with one time step of matrix transform, a robust low-quality
-// dynamic top level, user geometries with their own exact intersectors for the primitives) on a
-// device at the CPU's best ISA (printed). A spinning lidar pattern (channels x columns, several
+// reference built as scene.c builds its own (the static meshes' triangles in world coordinates in
+// one robust bottom-level scene under one identity instance, one robust bottom-level scene per
+// primitive and a static instance of it per object with one time step of matrix transform, a
+// robust low-quality dynamic top level, user geometries with their own exact intersectors for
+// the primitives) on a device at the CPU's best ISA (printed). A spinning lidar pattern (channels x columns, several
 // scans from different origins, column-major like a real sensor fires) is traced through the
 // daemon's worker pool at 1 and 2 threads: with env_raycast in firing order and shuffled, and
 // with raw Embree on the same rays in the same order: rtcIntersect8 and rtcIntersect16 on the
@@ -490,21 +491,28 @@ static void ref_intersect_cb(const struct RTCIntersectFunctionNArguments* args) 
 //---------------- Raw Embree: scenes
 
 // How a raw scene is built. 0: the reference, the plain way (default flags and build quality,
-// one time step, matrix transforms). RAW_SCENE_C: scene.c's configuration for objects on
-// turning bodies (quaternion motion; a static instance gets one matrix, one that moves without
-// turning two), to tell the cost of those choices from the adapter's own; the single flags are
-// for --ablate.
+// one time step, matrix transforms, one instance per object). RAW_SCENE_C: scene.c's
+// configuration for objects on turning bodies (quaternion motion; a static instance gets one
+// matrix, one that moves without turning two), to tell the cost of those choices from the
+// adapter's own; the single flags are for --ablate.
 enum {
   RAW_ROBUST = 1,      // RTC_SCENE_FLAG_ROBUST on the bottom and top levels
   RAW_QUAT = 2,        // quaternion-decomposition instance transforms (one time step)
   RAW_MOTION = 4,      // two time steps (same pose twice), rays at time 1; implies RAW_QUAT
   RAW_LOW_TOP = 8,     // dynamic, low-quality top level
-  RAW_SCENE_C = RAW_ROBUST | RAW_QUAT | RAW_MOTION | RAW_LOW_TOP,
+  RAW_FLAT = 16,       // the mesh objects' triangles in world coordinates in one bottom-level
+                       //   scene under one identity instance, as scene.c traces static meshes
+  RAW_SCENE_C = RAW_ROBUST | RAW_QUAT | RAW_MOTION | RAW_LOW_TOP | RAW_FLAT,
 };
+
+// A hit in the flat scene: its object's index with this bit (result_t.obj).
+#define FLAT_BIT 0x80000000u
 
 typedef struct raw_scene {
   RTCScene top;
   RTCScene blas[MAX_GEOMS];
+  RTCScene flat;               // RAW_FLAT
+  unsigned flat_id;            // the flat scene's instance ID, RTC_INVALID_GEOMETRY_ID: none
   ref_prim_t prims[MAX_GEOMS];
   int flags;
 } raw_scene_t;
@@ -559,8 +567,45 @@ static void raw_build(raw_scene_t* r, RTCDevice dev, const world_t* w, int flags
   if (flags & RAW_LOW_TOP) {
     rtcSetSceneBuildQuality(r->top, RTC_BUILD_QUALITY_LOW);
   }
+  r->flat_id = RTC_INVALID_GEOMETRY_ID;
+  if (flags & RAW_FLAT) {
+    r->flat = rtcNewScene(dev);
+    if (flags & RAW_ROBUST) {
+      rtcSetSceneFlags(r->flat, RTC_SCENE_FLAG_ROBUST);
+    }
+  }
   for (unsigned i = 0; i < w->nobject; i++) {
     const object_def_t* o = &w->objects[i];
+    const mesh_t* mesh = w->geoms[o->geom].mesh;
+    if ((flags & RAW_FLAT) && mesh) {
+      // scene.c's flat copy: R(q) S | p composed in double, each vertex rounded once
+      double rm[9], m[12];
+      xform_quat_to_mat(o->pose.q, rm);
+      for (int k = 0; k < 9; k++) {
+        m[4 * (k / 3) + k % 3] = rm[k] * o->scale[k % 3];
+      }
+      for (int a = 0; a < 3; a++) {
+        m[4 * a + 3] = o->pose.p[a];
+      }
+      RTCGeometry g = rtcNewGeometry(dev, RTC_GEOMETRY_TYPE_TRIANGLE);
+      float* vb = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_VERTEX, 0, RTC_FORMAT_FLOAT3,
+                                          3 * sizeof(float), mesh->nv);
+      uint32_t* ib = rtcSetNewGeometryBuffer(g, RTC_BUFFER_TYPE_INDEX, 0, RTC_FORMAT_UINT3,
+                                             3 * sizeof(uint32_t), mesh->nt);
+      raw_check(dev, "flat buffers");
+      for (size_t v = 0; v < mesh->nv; v++) {
+        double x = mesh->v[3 * v], y = mesh->v[3 * v + 1], z = mesh->v[3 * v + 2];
+        for (int a = 0; a < 3; a++) {
+          vb[3 * v + a] =
+              (float)(m[4 * a] * x + m[4 * a + 1] * y + m[4 * a + 2] * z + m[4 * a + 3]);
+        }
+      }
+      memcpy(ib, mesh->idx, 3 * sizeof(uint32_t) * mesh->nt);
+      rtcCommitGeometry(g);
+      rtcAttachGeometryByID(r->flat, g, i);
+      rtcReleaseGeometry(g);
+      continue;
+    }
     RTCGeometry g = rtcNewGeometry(dev, RTC_GEOMETRY_TYPE_INSTANCE);
     rtcSetGeometryInstancedScene(g, r->blas[o->geom]);
     const double* q = o->pose.q;  // (w, x, y, z), unit
@@ -601,6 +646,17 @@ static void raw_build(raw_scene_t* r, RTCDevice dev, const world_t* w, int flags
     rtcAttachGeometryByID(r->top, g, i);
     rtcReleaseGeometry(g);
   }
+  if (r->flat) {
+    static const float id[12] = {1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0};
+    rtcCommitScene(r->flat);
+    RTCGeometry g = rtcNewGeometry(dev, RTC_GEOMETRY_TYPE_INSTANCE);
+    rtcSetGeometryInstancedScene(g, r->flat);
+    rtcSetGeometryTransform(g, 0, RTC_FORMAT_FLOAT3X4_COLUMN_MAJOR, id);
+    rtcCommitGeometry(g);
+    r->flat_id = w->nobject;
+    rtcAttachGeometryByID(r->top, g, r->flat_id);
+    rtcReleaseGeometry(g);
+  }
   rtcCommitScene(r->top);
   raw_check(dev, "top-level build");
 }
@@ -608,6 +664,9 @@ static void raw_build(raw_scene_t* r, RTCDevice dev, const world_t* w, int flags
 
 static void raw_release(raw_scene_t* r, const world_t* w) {
   rtcReleaseScene(r->top);
+  if (r->flat) {
+    rtcReleaseScene(r->flat);
+  }
   for (unsigned i = 0; i < w->ngeom; i++) {
     rtcReleaseScene(r->blas[i]);
   }
@@ -616,7 +675,8 @@ static void raw_release(raw_scene_t* r, const world_t* w) {
 //---------------- Tracing
 
 // Output of one configuration, per ray: distance (INFINITY on a miss), Embree's geometric
-// normal (object space of the instance hit) and the object index.
+// normal (object space of the instance hit; world space in the flat scene) and the object
+// index (with FLAT_BIT for a hit in the flat scene).
 typedef struct result {
   float* dist;
   float* ng;         // 3 per ray
@@ -643,11 +703,11 @@ static unsigned raw_chunk_begin(struct RTCIntersectContext* c) {
 
 
 // Ray i's result from Embree's hit fields.
-static void raw_store(result_t* out, size_t i, unsigned geom_id, float tfar, unsigned inst_id,
-                      float nx, float ny, float nz) {
+static void raw_store(const raw_scene_t* s, result_t* out, size_t i, unsigned geom_id,
+                      float tfar, unsigned inst_id, float nx, float ny, float nz) {
   bool hit = geom_id != RTC_INVALID_GEOMETRY_ID;
   out->dist[i] = hit ? tfar : INFINITY;
-  out->obj[i] = hit ? inst_id : UINT32_MAX;
+  out->obj[i] = !hit ? UINT32_MAX : inst_id == s->flat_id ? geom_id | FLAT_BIT : inst_id;
   out->ng[3 * i + 0] = nx;
   out->ng[3 * i + 1] = ny;
   out->ng[3 * i + 2] = nz;
@@ -678,7 +738,7 @@ static void raw_single_chunk(void* ctx, size_t begin, size_t end) {
     rh.hit.geomID = RTC_INVALID_GEOMETRY_ID;
     rh.hit.instID[0] = RTC_INVALID_GEOMETRY_ID;
     rtcIntersect1(job->scene->top, &c, &rh);
-    raw_store(job->out, i, rh.hit.geomID, rh.ray.tfar, rh.hit.instID[0], rh.hit.Ng_x,
+    raw_store(job->scene, job->out, i, rh.hit.geomID, rh.ray.tfar, rh.hit.instID[0], rh.hit.Ng_x,
               rh.hit.Ng_y, rh.hit.Ng_z);
   }
   _mm_setcsr(csr);
@@ -723,7 +783,7 @@ static void raw_trace_packet(const raw_job_t* job, struct RTCIntersectContext* c
   }
   for (unsigned k = 0; k < W; k++) {
     if (valid[k]) {
-      raw_store(job->out, idx[k], pk.u[P_GEOM * W + k], pk.f[P_TFAR * W + k],
+      raw_store(job->scene, job->out, idx[k], pk.u[P_GEOM * W + k], pk.f[P_TFAR * W + k],
                 pk.u[P_INST * W + k], pk.f[P_NG * W + k], pk.f[(P_NG + 1) * W + k],
                 pk.f[(P_NG + 2) * W + k]);
     }
@@ -873,10 +933,14 @@ static bool tri_hit(const double o[3], const double d[3], const float* a, const 
 
 
 // World normal of an object-space normal: R(q) S^-1 n, unit, facing against d.
-static void world_normal(const object_def_t* o, const double nobj[3], const double d[3],
-                         double out[3]) {
+static void world_normal(const object_def_t* o, const double nobj[3], bool flat,
+                         const double d[3], double out[3]) {
   double ns[3] = {nobj[0] / o->scale[0], nobj[1] / o->scale[1], nobj[2] / o->scale[2]};
-  xform_quat_rotate(o->pose.q, ns, out);
+  if (flat) {
+    memcpy(out, nobj, sizeof ns);   // already in the world
+  } else {
+    xform_quat_rotate(o->pose.q, ns, out);
+  }
   double len = xform_norm(out, 3);
   double facing = out[0] * d[0] + out[1] * d[1] + out[2] * d[2];
   double f = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
@@ -945,7 +1009,7 @@ static void brute_force_pass(const world_t* w, const rays_t* r, size_t i, double
         continue;
       }
       truth_hit_t th = {t, k, {0, 0, 0}};
-      world_normal(ob, n, d, th.normal);
+      world_normal(ob, n, false, d, th.normal);
       if (nearest) {
         tmax = t;
         out->hit[0] = th;
@@ -986,12 +1050,12 @@ static answer_t answer_sensim(const scene_hit_t* h) {
 
 static answer_t answer_raw(const world_t* w, const rays_t* r, const result_t* res, size_t i) {
   answer_t a = {INFINITY, {0, 0, 0}, 0, 0};
-  uint32_t k = res->obj[i];
+  uint32_t k = res->obj[i] & ~FLAT_BIT;
   if (isfinite(res->dist[i]) && k < w->nobject) {
     const object_def_t* ob = &w->objects[k];
     double ng[3] = {res->ng[3 * i], res->ng[3 * i + 1], res->ng[3 * i + 2]};
     a.dist = res->dist[i];
-    world_normal(ob, ng, r->dir_d + 3 * i, a.normal);
+    world_normal(ob, ng, res->obj[i] & FLAT_BIT, r->dir_d + 3 * i, a.normal);
     a.object_id = ob->id;
     a.label = 1 + ob->geom;
   }
@@ -1214,6 +1278,7 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
       {RAW_QUAT, "+ quaternion transform"},
       {RAW_QUAT | RAW_MOTION, "+ two time steps"},
       {RAW_LOW_TOP, "+ low-quality top"},
+      {RAW_FLAT, "+ flat static meshes"},
       {RAW_SCENE_C, "all (scene.c)"},
   };
   enum { NVAR = sizeof kVariants / sizeof kVariants[0] };
@@ -1340,11 +1405,12 @@ int main(int argc, char** argv) {
   if (!rdev) {
     bench_die("rtcNewDevice failed (%d)", (int)rtcGetDeviceError(NULL));
   }
-  printf("Embree ISA: %s; reference scene built like scene.c (robust, one-step matrix "
-         "instances, low-quality dynamic top)\n",
+  printf("Embree ISA: %s; reference scene built like scene.c (robust; the static meshes' "
+         "triangles in world coordinates under one instance, one-step matrix instances of the "
+         "primitives, low-quality dynamic top)\n",
          embree_isa(rdev));
   raw_scene_t* raw = bench_xmalloc(sizeof *raw);
-  raw_build(raw, rdev, w, RAW_ROBUST | RAW_LOW_TOP);
+  raw_build(raw, rdev, w, RAW_ROBUST | RAW_LOW_TOP | RAW_FLAT);
 
   scene_hit_t* hits[2] = {bench_xmalloc(rays.n * sizeof(scene_hit_t)),
                           bench_xmalloc(rays.n * sizeof(scene_hit_t))};

@@ -1746,7 +1746,8 @@ TEST(scene_horizon_culls_only_misses) {
     int k = i % SCENE_PACKET;
     double d[3], o[3];
     if (i < NAZ * NEL) {
-      double az = 2 * M_PI * (i % NAZ) / NAZ, el = (-40.0 + 80.0 * (i / NAZ) / (NEL - 1)) * M_PI / 180;
+      double az = 2 * M_PI * (i % NAZ) / NAZ;
+      double el = (-40.0 + 80.0 * (i / NAZ) / (NEL - 1)) * M_PI / 180;
       d[0] = cos(el) * cos(az);
       d[1] = cos(el) * sin(az);
       d[2] = sin(el);
