@@ -447,7 +447,11 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       continue;
     }
     lidar_pattern_ray_t* pr = l->pr + i0;
-    lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
+    if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
+      lidar_sweep_rays_lean(&l->pat, b->first + i0, m, pr);   // write_chunk's default cloud
+    } else {
+      lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
+    }
 
     // trace order: by position in the group, then group (a counting sort)
     uint32_t* slot = l->slot + i0;

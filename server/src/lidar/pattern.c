@@ -154,8 +154,9 @@ int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg
 }
 
 
-void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
-                        lidar_pattern_ray_t* out) {
+// lidar_pattern_rays; without `full`, only each ray's time, index, origin and direction.
+static inline void pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
+                                lidar_pattern_ray_t* out, int full) {
   size_t i = 0;
   while (i < n) {
     // the group: its sweep, its start inside the sweep, the rotor then (the offset inside the
@@ -173,11 +174,13 @@ void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t
     for (; k < p->nray && i < n; k++, i++) {
       lidar_pattern_ray_t* r = &out[i];
       const double* t = &p->trig[(size_t)k * TRIG_N];
-      r->sweep = sweep;
       r->index = (g - first) * p->nray + k;
       r->time = t_group + p->time_offset[k];
-      r->time_offset = tau_group + p->time_offset[k];
-      r->ring = p->ring[k];
+      if (full) {
+        r->sweep = sweep;
+        r->time_offset = tau_group + p->time_offset[k];
+        r->ring = p->ring[k];
+      }
       r->origin[0] = r->origin[1] = r->origin[2] = 0.0;
       if (p->kind == LIDAR_PATTERN_LIVOX) {
         livox_angles(p, r->time, &r->azimuth, &r->elevation, r->dir);
@@ -188,9 +191,11 @@ void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t
       double ce = t[TRIG_CE], se = t[TRIG_SE];
       double ca = cr * t[TRIG_COFF] - sr * t[TRIG_SOFF];
       double sa = sr * t[TRIG_COFF] + cr * t[TRIG_SOFF];
-      double az = rw + t[TRIG_OFF];
-      r->azimuth = az > M_PI ? az - 2.0 * M_PI : (az <= -M_PI ? az + 2.0 * M_PI : az);
-      r->elevation = p->elevation[k];
+      if (full) {
+        double az = rw + t[TRIG_OFF];
+        r->azimuth = az > M_PI ? az - 2.0 * M_PI : (az <= -M_PI ? az + 2.0 * M_PI : az);
+        r->elevation = p->elevation[k];
+      }
       r->dir[0] = ce * ca;
       r->dir[1] = ce * sa;
       r->dir[2] = se;
@@ -214,6 +219,18 @@ void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t
     k = 0;
     g++;
   }
+}
+
+
+void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
+                        lidar_pattern_ray_t* out) {
+  pattern_rays(p, g, k, n, out, 1);
+}
+
+
+void lidar_pattern_rays_lean(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
+                             lidar_pattern_ray_t* out) {
+  pattern_rays(p, g, k, n, out, 0);
 }
 
 

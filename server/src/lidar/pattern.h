@@ -102,6 +102,11 @@ void lidar_pattern_ray(const lidar_pattern_t* p, uint64_t g, uint32_t k, lidar_p
 void lidar_pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
                         lidar_pattern_ray_t* out);
 
+// The same with only each ray's time, index, origin and direction written (the rest of each
+// record is left as it was).
+void lidar_pattern_rays_lean(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
+                             lidar_pattern_ray_t* out);
+
 // Rays per second (average over a sweep).
 double lidar_pattern_rate(const lidar_pattern_t* p);
 

@@ -109,6 +109,12 @@ void lidar_sweep_rays(const lidar_pattern_t* p, lidar_cursor_t c, size_t n,
 }
 
 
+void lidar_sweep_rays_lean(const lidar_pattern_t* p, lidar_cursor_t c, size_t n,
+                           lidar_pattern_ray_t* out) {
+  lidar_pattern_rays_lean(p, c / p->nray, (uint32_t)(c % p->nray), n, out);
+}
+
+
 void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
                       lidar_sweep_pose_t* out) {
   out->s = s;

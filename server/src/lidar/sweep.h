@@ -43,6 +43,10 @@ void lidar_sweep_ray(const lidar_pattern_t* p, lidar_cursor_t c, lidar_pattern_r
 void lidar_sweep_rays(const lidar_pattern_t* p, lidar_cursor_t c, size_t n,
                       lidar_pattern_ray_t* out);
 
+// The same through lidar_pattern_rays_lean (time, index, origin and direction only).
+void lidar_sweep_rays_lean(const lidar_pattern_t* p, lidar_cursor_t c, size_t n,
+                           lidar_pattern_ray_t* out);
+
 // The sensor's world pose at fraction s of the step, with its rotation matrix.
 typedef struct lidar_sweep_pose {
   double s;                     // fraction of the step
