@@ -341,8 +341,14 @@ typedef struct batch_ctx {
 // Points of the chunk's rays [i0, i0 + m) once their returns are in.
 static size_t chunk_points(const lidar_t* l, size_t i0, size_t m) {
   size_t np = 0;
+  if (l->misses == LIDAR_MISS_REMOVE) {
+    for (size_t i = i0; i < i0 + m; i++) {
+      np += l->nret[i];
+    }
+    return np;
+  }
   for (size_t i = i0; i < i0 + m; i++) {
-    np += l->nret[i] ? l->nret[i] : (l->misses != LIDAR_MISS_REMOVE);
+    np += l->nret[i] ? l->nret[i] : 1u;
   }
   return np;
 }

@@ -281,10 +281,18 @@ typedef struct seg {
 } seg_t;
 
 // The optics of the object hit last (rays in a packet mostly hit the same object).
-typedef struct optics_cache {
+typedef struct optics_entry {
   uint32_t object_id;                   // 0: empty
   const ambient_material_t* medium;     // filling the object, NULL: opaque
   const surface_material_t* material;   // of every primitive, NULL: per triangle
+} optics_entry_t;
+
+// Entries of an optics cache, by object id (a lidar's neighbouring rays alternate between a few
+// objects: the ground and what stands on it).
+#define OPTICS_WAYS 8u
+
+typedef struct optics_cache {
+  optics_entry_t e[OPTICS_WAYS];
 } optics_cache_t;
 
 // What one ray's evaluation needs.
@@ -321,9 +329,10 @@ static const uint32_t* ray_block(ray_ctx_t* r) {
 
 // The medium inside the object of a hit (NULL: opaque) and, for an opaque one, the surface
 // material at the hit (primitive `prim`), through the cache c.
-static inline void hit_optics(const step_view_t* v, optics_cache_t* c, uint32_t object_id,
+static inline void hit_optics(const step_view_t* v, optics_cache_t* cache, uint32_t object_id,
                               uint32_t prim, const ambient_material_t** inside,
                               const surface_material_t** material) {
+  optics_entry_t* c = &cache->e[object_id % OPTICS_WAYS];
   if (c->object_id != object_id) {
     v->object_optics(v->lookup_ctx, object_id, &c->medium, &c->material);
     c->object_id = object_id;
