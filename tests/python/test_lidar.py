@@ -563,3 +563,58 @@ def test_lidar_return_all_is_bounded_by_its_actual_points(sensimd_factory):
             assert "lidar 5: Step.time = 1: the clouds of the rays fired since 0.1" \
                 in str(exc.value)
             assert "take over" in str(exc.value)
+
+
+def test_lidar_rays_above_the_horizon_are_misses_without_tracing(sensimd):
+    # an open yard: a 40 m square of ground 1.5 m under the lidar and one tall box; every ray
+    # that meets them returns its analytic range, every other one is a miss, and the daemon
+    # counts the sky rays as culled rather than traced (rays_traced + rays_culled = fired)
+    with sensimd.client() as c:
+        _clear(c, refractive_index=1.0)
+        c.create_primitive(1, "box", half_extents=(20.0, 20.0, 0.5))
+        c.create_object(1, 1, local_pose=(0, 0, -2.0), label=1)          # top at z = -1.5
+        c.create_primitive(2, "box", half_extents=(1.0, 1.0, 4.0))
+        c.create_object(2, 2, local_pose=(8.0, 0, 0), label=2)           # x in [7, 9], z to 4
+        c.create_lidar(5, ouster={"channels": 64, "columns": 512, "frequency": 10.0},
+                       misses="nan", fields=["azimuth", "elevation", "distance", "object_id"])
+        clouds = _run(c, 5, [0.0, 0.1, 0.2])
+        info = c.get_info()
+    env = next(e for e in info.environments if e.name == "default")
+    cloud = clouds[0]
+    assert len(cloud) == 64 * 512
+    az = cloud["azimuth"].astype(float)
+    el = cloud["elevation"].astype(float)
+    d = np.stack([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)], axis=1)
+
+    # analytic first hits of the two boxes (slab tests; origins at the sensor, the Ouster
+    # beam offset being ignored at these tolerances)
+    def slab(lo, hi):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            t0 = (np.asarray(lo) - 0.0) / d
+            t1 = (np.asarray(hi) - 0.0) / d
+        tn = np.nanmax(np.minimum(t0, t1), axis=1)
+        tf = np.nanmin(np.maximum(t0, t1), axis=1)
+        return np.where((tn <= tf) & (tf > 0), np.maximum(tn, 0.0), np.inf)
+
+    t = np.minimum(slab((-20, -20, -2.5), (20, 20, -1.5)), slab((7, -1, -4), (9, 1, 4)))
+    t[t > 120.0] = np.inf
+    # rays that graze an edge within the float tolerance may go either way
+    near_edge = np.zeros(len(t), bool)
+    for lo, hi in (((-20, -20, -2.5), (20, 20, -1.5)), ((7, -1, -4), (9, 1, 4))):
+        grown = np.minimum(slab(np.subtract(lo, 0.03), np.add(hi, 0.03)), np.inf)
+        shrunk = slab(np.add(lo, 0.03), np.subtract(hi, 0.03))
+        near_edge |= np.isfinite(grown) != np.isfinite(shrunk)
+    hit = np.isfinite(cloud["distance"])
+    sure = ~near_edge
+    assert np.array_equal(hit[sure], np.isfinite(t)[sure])
+    both = hit & np.isfinite(t) & sure
+    np.testing.assert_allclose(cloud["distance"][both], t[both], atol=0.03)
+    assert both.sum() > 10000 and (~hit).sum() > 10000
+
+    # every ray fired gives one point (misses kept as NaN): two revolutions, and the rays of
+    # the third fired at t = 0.2 exactly; culled rays are misses, and most misses are culled
+    n = 64 * 512
+    misses = sum(int(np.isnan(k["distance"]).sum()) for k in clouds)
+    traced, culled = env.counters.rays_traced, env.counters.rays_culled
+    assert len(clouds) == 2 and 2 * n <= traced + culled <= 2 * n + 64
+    assert 0.9 * misses < culled <= misses + 64

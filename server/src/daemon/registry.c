@@ -123,6 +123,7 @@ int registry_join(registry_t* r, const char* name, int retain, registry_entry_t*
 void registry_totals_add(registry_totals_t* t, const env_info_t* info) {
   t->steps += info->time.steps;
   t->rays_traced += info->scene.rays_traced;
+  t->rays_culled += info->scene.rays_culled;
   t->geometry_builds += info->scene.geometry_builds;
   t->instance_updates += info->scene.instance_updates;
   t->commits += info->scene.commits;

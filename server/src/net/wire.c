@@ -504,6 +504,7 @@ static void fill_counters(Sensim__V1__Counters* c, const wire_counters_t* w) {
   CNT(frames_rejected);
   CNT(steps);
   CNT(rays_traced);
+  CNT(rays_culled);
   CNT(mesh_builds);
   CNT(instance_updates);
   CNT(scene_commits);
@@ -581,6 +582,7 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t
       wire_counters_t wc = {0};
       wc.steps = w->info.time.steps;
       wc.rays_traced = w->info.scene.rays_traced;
+      wc.rays_culled = w->info.scene.rays_culled;
       wc.mesh_builds = w->info.scene.geometry_builds;
       wc.instance_updates = w->info.scene.instance_updates;
       wc.scene_commits = w->info.scene.commits;
