@@ -750,23 +750,38 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
 }
 
 
-// A sphere that holds every ray origin of the step: the sensor moves from x0 (s = 0) to x1
-// (s = 1) with its body (origin lerped, orientation slerped through an angle theta, so the
-// mount offset m swings along an arc within |m| theta of the chord's midpoint), and a ray
-// starts up to `reach` from the sensor; a millimetre more for rounding.
-static void origin_sphere(const view_body_t* body, const pose_t* mount, double reach,
-                          double center[3], double* radius) {
-  pose_t a = view_mount_pose(body, mount, 0.0), b = view_mount_pose(body, mount, 1.0);
-  const double* q0 = body->at[0].pose.q;
-  const double* q1 = body->at[1].pose.q;
-  double c = fabs(q0[0] * q1[0] + q0[1] * q1[1] + q0[2] * q1[2] + q0[3] * q1[3]);
+// Samples of the sensor's path in a step, for the box of its ray origins.
+#define PATH_SAMPLES 16
+
+// A box that holds every ray origin of the step. The sensor sits at p(s) + R(s) m: its body's
+// origin p lerped, the mount offset m turned by the body's slerped orientation at a steady
+// rate through the angle theta between the body's two ends. Between two of PATH_SAMPLES + 1
+// samples of that path the sensor strays from their chord by at most |m| theta / PATH_SAMPLES;
+// a ray starts up to `reach` from the sensor; a millimetre more for rounding.
+static void origin_box(const view_body_t* body, const pose_t* mount, double reach, double lo[3],
+                       double hi[3]) {
+  const pose_t* p0 = &body->at[0].pose;
+  const pose_t* p1 = &body->at[1].pose;
+  int still = memcmp(p0, p1, sizeof *p0) == 0;
+  double c = fabs(p0->q[0] * p1->q[0] + p0->q[1] * p1->q[1] + p0->q[2] * p1->q[2] +
+                  p0->q[3] * p1->q[3]);
   double theta = 2.0 * acos(c < 1.0 ? c : 1.0);
-  double half = 0.0;
   for (int k = 0; k < 3; k++) {
-    center[k] = 0.5 * (a.p[k] + b.p[k]);
-    half += (b.p[k] - a.p[k]) * (b.p[k] - a.p[k]);
+    lo[k] = INFINITY;
+    hi[k] = -INFINITY;
   }
-  *radius = 0.5 * sqrt(half) + xform_norm3(mount->p) * theta + reach + 1e-3;
+  for (int i = 0; i <= (still ? 0 : PATH_SAMPLES); i++) {
+    pose_t x = view_mount_pose(body, mount, still ? 1.0 : (double)i / PATH_SAMPLES);
+    for (int k = 0; k < 3; k++) {
+      lo[k] = x.p[k] < lo[k] ? x.p[k] : lo[k];
+      hi[k] = x.p[k] > hi[k] ? x.p[k] : hi[k];
+    }
+  }
+  double pad = xform_norm3(mount->p) * theta / PATH_SAMPLES + reach + 1e-3;
+  for (int k = 0; k < 3; k++) {
+    lo[k] -= pad;
+    hi[k] += pad;
+  }
 }
 
 
@@ -852,9 +867,9 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
   l->horizon_on = l->horizon != NULL &&
                   nrays >= HORIZON_RAYS_PER_BOX * (scene_horizon_boxes(v->scene) + 1);
   if (l->horizon_on) {
-    double center[3], radius;
-    origin_sphere(body, &ctx->mount, l->origin_reach, center, &radius);
-    scene_horizon(v->scene, center, radius, l->horizon);
+    double lo[3], hi[3];
+    origin_box(body, &ctx->mount, l->origin_reach, lo, hi);
+    scene_horizon(v->scene, lo, hi, l->horizon);
   }
 
   // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in; the

@@ -59,11 +59,11 @@ static double diamond(double x, double y) {
 }
 
 
-// One box seen from the sphere (c, r).
-static void add_box(build_t* b, const double* box, const double c[3], double r) {
+// One box seen from the cylinder of axis (c[0], c[1]), radius r and bottom zlo.
+static void add_box(build_t* b, const double* box, const double c[2], double r, double zlo) {
   double lo[3], hi[3];
   for (int a = 0; a < 3; a++) {
-    double m = fmax(fmax(fabs(box[a]), fabs(box[3 + a])), fabs(c[a]));
+    double m = fmax(fmax(fabs(box[a]), fabs(box[3 + a])), fabs(a < 2 ? c[a] : zlo));
     double pad = PAD_ABS + PAD_REL * m;
     lo[a] = box[a] - pad;
     hi[a] = box[3 + a] + pad;
@@ -78,7 +78,7 @@ static void add_box(build_t* b, const double* box, const double c[3], double r) 
 
   // the highest elevation from any origin: the top over the lowest origin, nearest (above
   // it) or farthest (below it)
-  double zt = hi[2] - (c[2] - r);
+  double zt = hi[2] - zlo;
   double near = dmin - r;
   double s;
   if (zt >= 0.0) {
@@ -114,7 +114,9 @@ static void add_box(build_t* b, const double* box, const double c[3], double r) 
 
 
 void horizon_build(const horizon_box_t* a, size_t na, const horizon_box_t* bx, size_t nb,
-                   const double center[3], double radius, scene_horizon_t* out) {
+                   const double lo[3], const double hi[3], scene_horizon_t* out) {
+  double center[2] = {0.5 * (lo[0] + hi[0]), 0.5 * (lo[1] + hi[1])};
+  double radius = 0.5 * hypot(hi[0] - lo[0], hi[1] - lo[1]);
   build_t b;
   for (unsigned i = 0; i < HORIZON_BINS; i++) {
     b.fine[i] = -1.0;
@@ -123,15 +125,16 @@ void horizon_build(const horizon_box_t* a, size_t na, const horizon_box_t* bx, s
     b.cell[i] = -1.0;
   }
   for (size_t i = 0; i < na; i++) {
-    add_box(&b, a[i], center, radius);
+    add_box(&b, a[i], center, radius, lo[2]);
   }
   for (size_t i = 0; i < nb; i++) {
-    add_box(&b, bx[i], center, radius);
+    add_box(&b, bx[i], center, radius, lo[2]);
   }
-  for (int k = 0; k < 3; k++) {
-    out->center[k] = center[k];
-  }
+  out->center[0] = center[0];
+  out->center[1] = center[1];
   out->radius = radius;
+  out->zlo = lo[2];
+  out->zhi = hi[2];
   out->sin_low = 1.0;
   for (unsigned i = 0; i < HORIZON_BINS; i++) {
     double c = b.cell[i / CELL];

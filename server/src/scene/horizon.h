@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: MIT
-// horizon.h: the elevation horizon of a scene seen from a small sphere of ray origins (a lidar
-// over one step): for each azimuth bin, the sine of the highest elevation at which any
-// geometry's bounding box could be met from any point of the sphere. A ray from inside the
-// sphere whose direction rises above its bin's horizon meets no geometry: its hit is a miss
-// without tracing it. About half of a spinning lidar's rays point above the horizon of an open
+// horizon.h: the elevation horizon of a scene seen from a region of ray origins (a lidar over
+// one step; an upright cylinder around their bounding box): for each azimuth bin, the sine of
+// the highest elevation at which any geometry's bounding box could be met from any point of
+// the region. A ray from inside the region whose direction rises above its bin's horizon meets
+// no geometry: its hit is a miss without tracing it. About half of a spinning lidar's rays point above the horizon of an open
 // scene; tracing a miss costs as much as tracing a hit.
 //
-// The bounds are conservative (boxes padded for float rounding; the sphere widens every box's
-// angular extent; a box over the sphere's column covers every bin), so culling only skips rays
-// that would miss: the hits are the same, bit for bit.
+// The bounds are conservative (boxes padded for float rounding; the region's radius widens
+// every box's angular extent, its bottom raises every top; a box over the region's column and
+// above its bottom covers every bin), so culling only skips rays that would miss: the hits are
+// the same, bit for bit.
 //
 // Azimuth bins are uniform in the "diamond angle" of the horizontal direction (dx, dy), which
 // rises monotonically with the azimuth through [0, 4) and needs one division, no arc tangent.
@@ -23,8 +24,9 @@
 #define HORIZON_BINS 1024u
 
 typedef struct scene_horizon {
-  double center[3];             // the sphere of origins
-  double radius;
+  double center[2];             // the region of origins: x y of its axis,
+  double radius;                //   its radius,
+  double zlo, zhi;              //   its bottom and top
   double sin_el[HORIZON_BINS];  // per bin: sine of the highest elevation (-1: nothing there)
   double sin_low;               // the lowest of them: a ray at or below it is never above
 } scene_horizon_t;
@@ -32,9 +34,10 @@ typedef struct scene_horizon {
 // A world box: lo x y z, hi x y z.
 typedef double horizon_box_t[6];
 
-// The horizon of the boxes `a` (na) and `b` (nb) seen from the sphere (center, radius).
+// The horizon of the boxes `a` (na) and `b` (nb) seen from the origins in the box lo..hi (the
+// upright cylinder around it).
 void horizon_build(const horizon_box_t* a, size_t na, const horizon_box_t* b, size_t nb,
-                   const double center[3], double radius, scene_horizon_t* out);
+                   const double lo[3], const double hi[3], scene_horizon_t* out);
 
 // The bin of a horizontal direction (dx, dy) (any length; (0, 0) falls in bin 0, which is as
 // good as any: a vertical ray is culled only when every bin would cull it).
@@ -52,10 +55,9 @@ static inline unsigned horizon_bin(double dx, double dy) {
 // Whether a ray from `origin` along the unit direction `dir` is above the horizon (a miss).
 static inline int horizon_above(const scene_horizon_t* h, const double origin[3],
                                 const double dir[3]) {
-  double x = origin[0] - h->center[0], y = origin[1] - h->center[1],
-         z = origin[2] - h->center[2];
-  return x * x + y * y + z * z <= h->radius * h->radius &&
-         dir[2] > h->sin_el[horizon_bin(dir[0], dir[1])];
+  double x = origin[0] - h->center[0], y = origin[1] - h->center[1];
+  return x * x + y * y <= h->radius * h->radius && origin[2] >= h->zlo &&
+         origin[2] <= h->zhi && dir[2] > h->sin_el[horizon_bin(dir[0], dir[1])];
 }
 
 #endif  // SENSIM_SCENE_HORIZON_H_

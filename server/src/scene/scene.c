@@ -1202,14 +1202,14 @@ size_t scene_horizon_boxes(const scene_t* s) {
 }
 
 
-void scene_horizon(const scene_t* s, const double center[3], double radius,
+void scene_horizon(const scene_t* s, const double lo[3], const double hi[3],
                    scene_horizon_t* out) {
   if (s->boxes_ok) {
     horizon_build((const horizon_box_t*)s->still_boxes, s->nstill,
-                  (const horizon_box_t*)s->moving_boxes, s->nmoving, center, radius, out);
+                  (const horizon_box_t*)s->moving_boxes, s->nmoving, lo, hi, out);
     return;
   }
-  horizon_build(NULL, 0, NULL, 0, center, radius, out);
+  horizon_build(NULL, 0, NULL, 0, lo, hi, out);
   for (unsigned i = 0; i < HORIZON_BINS; i++) {
     out->sin_el[i] = 1.0;   // nothing is culled
   }
@@ -2159,7 +2159,7 @@ SIMD_TARGET static unsigned simd_packet_above(const scene_horizon_t* hz,
   const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
   const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
   const __m256d cx = _mm256_set1_pd(hz->center[0]), cy = _mm256_set1_pd(hz->center[1]);
-  const __m256d cz = _mm256_set1_pd(hz->center[2]);
+  const __m256d zlo = _mm256_set1_pd(hz->zlo), zhi = _mm256_set1_pd(hz->zhi);
   const __m128i top = _mm_set1_epi32((int)HORIZON_BINS - 1);
   // a packet whose every ray is at or below the lowest bin: none is above (most rays below
   // the horizontal)
@@ -2175,10 +2175,11 @@ SIMD_TARGET static unsigned simd_packet_above(const scene_horizon_t* hz,
   for (unsigned h = 0; h < WIDE; h += 4) {
     __m256d x = _mm256_sub_pd(_mm256_loadu_pd(pk->ox + h), cx);
     __m256d y = _mm256_sub_pd(_mm256_loadu_pd(pk->oy + h), cy);
-    __m256d z = _mm256_sub_pd(_mm256_loadu_pd(pk->oz + h), cz);
-    __m256d d2 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y)),
-                               _mm256_mul_pd(z, z));
-    __m256d inside = _mm256_cmp_pd(d2, r2, _CMP_LE_OQ);
+    __m256d z = _mm256_loadu_pd(pk->oz + h);
+    __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
+    __m256d inside = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
+                                   _mm256_and_pd(_mm256_cmp_pd(z, zlo, _CMP_GE_OQ),
+                                                 _mm256_cmp_pd(z, zhi, _CMP_LE_OQ)));
 
     // the diamond angle: quadrant base, then ay / s or ax / s
     __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);

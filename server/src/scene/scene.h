@@ -199,7 +199,7 @@ typedef struct scene_packet_hits {
 // packet i / SCENE_PACKET; the last packet may be partial): the same hits, bit for bit, without
 // the copies between rows and columns. Lanes past n in the last packet of out are left as they
 // are. With a horizon hz (scene_horizon), the rays of full packets that start inside its
-// sphere and point above it are misses without tracing (counted in rays_culled, not in
+// region and point above it are misses without tracing (counted in rays_culled, not in
 // rays_traced): still the same hits. Nullable: f, hz. Thread: as scene_trace.
 void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
                          scene_packet_hits_t* out, const scene_filter_t* f,
@@ -208,10 +208,11 @@ void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
 //---------------- Horizons (scene/horizon.h)
 
 // The horizon of the committed scene (every instance, hidden or not, over the whole step) seen
-// from the sphere of ray origins (center, radius). Costs about 0.1 us per box
-// (scene_horizon_boxes: a part of up to 256 triangles of each static mesh instance, each
-// primitive instance, each moving instance). Thread: as scene_trace.
-void scene_horizon(const scene_t* s, const double center[3], double radius, scene_horizon_t* out);
+// from ray origins in the box lo..hi. Costs about 0.1 us per box (scene_horizon_boxes: a part
+// of up to 256 triangles of each static mesh instance, each primitive instance, each moving
+// instance). Thread: as scene_trace.
+void scene_horizon(const scene_t* s, const double lo[3], const double hi[3],
+                   scene_horizon_t* out);
 size_t scene_horizon_boxes(const scene_t* s);
 
 //---------------- Rays as a request carries them

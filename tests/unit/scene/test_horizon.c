@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // test_horizon.c: the elevation horizon against exact ray-box intersection: it never culls a ray
-// that meets a box, from any origin in its sphere; it culls what rises clear of everything; its
+// that meets a box, from any origin in its region; it culls what rises clear of everything; its
 // bins follow the azimuth.
 #include "scene/horizon.h"
 
@@ -47,9 +47,9 @@ static void in_ball(uint64_t* s, const double c[3], double r, double p[3]) {
 }
 
 
-// Random boxes around a sphere of origins of several sizes (the ground under it, boxes around
-// it), random rays from inside it: no ray that meets a box is above the horizon; and, from a
-// sphere of up to half a metre, most rays that meet none are (the boxes leave open sky).
+// Random boxes around a ball of origins of several sizes (the ground under it, boxes around
+// it; the horizon of the box around the ball), random rays from inside it: no ray that meets a box is above the horizon; and, from a
+// ball of up to half a metre, most rays that meet none are (the boxes leave open sky).
 TEST(horizon_never_culls_a_ray_that_meets_a_box) {
   static const double radii[] = {0.0, 0.02, 0.5, 3.0};
   uint64_t seed = 11;
@@ -73,8 +73,10 @@ TEST(horizon_never_culls_a_ray_that_meets_a_box) {
       double b[6] = {x - wx / 2, y - wy / 2, z0, x + wx / 2, y + wy / 2, z0 + hz};
       memcpy(box[i], b, sizeof b);
     }
+    double lo[3] = {c[0] - radii[ri], c[1] - radii[ri], c[2] - radii[ri]};
+    double hi[3] = {c[0] + radii[ri], c[1] + radii[ri], c[2] + radii[ri]};
     horizon_build((const horizon_box_t*)box, NBOX / 2, (const horizon_box_t*)(box + NBOX / 2),
-                  NBOX - NBOX / 2, c, radii[ri], h);
+                  NBOX - NBOX / 2, lo, hi, h);
     int missed = 0, culled = 0;
     for (int k = 0; k < NRAY; k++) {
       double o[3], d[3];
@@ -96,12 +98,14 @@ TEST(horizon_never_culls_a_ray_that_meets_a_box) {
       culled += above;
     }
     if (radii[ri] <= 0.5) {
-      ASSERT_TRUE(culled > missed / 2);   // (a wide sphere sees over little from its bottom)
+      ASSERT_TRUE(culled > missed / 2);   // (a wide region sees over little from its bottom)
     }
 
-    // an origin outside the sphere is never culled
-    double far[3] = {c[0] + radii[ri] + 1.0, c[1], c[2]}, up[3] = {0, 0, 1};
+    // an origin outside the region (beside it, under it) is never culled
+    double far[3] = {c[0] + 1.5 * radii[ri] + 1.0, c[1], c[2]}, up[3] = {0, 0, 1};
+    double low[3] = {c[0], c[1], c[2] - radii[ri] - 0.01};
     ASSERT_TRUE(!horizon_above(h, far, up));
+    ASSERT_TRUE(!horizon_above(h, low, up));
   }
   free(box);
   free(h);
@@ -117,7 +121,7 @@ TEST(horizon_of_one_box) {
   ASSERT_TRUE(h != NULL);
   double c[3] = {0, 0, 0};
   horizon_box_t b = {10.0, -1.0, -2.0, 12.0, 1.0, 1.0};
-  horizon_build((const horizon_box_t*)&b, 1, NULL, 0, c, 0.0, h);
+  horizon_build((const horizon_box_t*)&b, 1, NULL, 0, c, c, h);
   double top = atan(1.0 / 10.0);
   double d_in[3] = {cos(top - 0.01), 0, sin(top - 0.01)};
   double d_out[3] = {cos(top + 0.01), 0, sin(top + 0.01)};
@@ -131,7 +135,7 @@ TEST(horizon_of_one_box) {
 
   // a roof over the origins: nothing is culled in any direction
   horizon_box_t roof = {-0.5, -0.5, 3.0, 0.5, 0.5, 3.1};
-  horizon_build((const horizon_box_t*)&b, 1, (const horizon_box_t*)&roof, 1, c, 0.0, h);
+  horizon_build((const horizon_box_t*)&b, 1, (const horizon_box_t*)&roof, 1, c, c, h);
   ASSERT_TRUE(!horizon_above(h, c, d_west));
   double d_up[3] = {0, 0, 1};
   ASSERT_TRUE(!horizon_above(h, c, d_up));

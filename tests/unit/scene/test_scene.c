@@ -1711,7 +1711,7 @@ TEST(scene_flat_scene_skipped_beyond_the_memory_budget) {
 // Rays from a small sphere in the yard (terrain, turned cubes, a moving and a turning cube, a
 // sphere primitive) in coherent packets: culled against the scene's horizon, every hit is the
 // same, bit for bit, and a good share of the rays (those into the open sky) are not traced. A
-// packet from outside the sphere is traced even where the horizon is low.
+// packet from outside the region of origins is traced even where the horizon is low.
 TEST(scene_horizon_culls_only_misses) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -1730,7 +1730,9 @@ TEST(scene_horizon_culls_only_misses) {
   const double center[3] = {0.2, -0.3, 1.5};
   scene_horizon_t* hz = malloc(sizeof *hz);
   ASSERT_TRUE(hz != NULL);
-  scene_horizon(f.s, center, 0.02, hz);
+  const double lo[3] = {center[0] - 0.01, center[1] - 0.01, center[2] - 0.01};
+  const double hi[3] = {center[0] + 0.01, center[1] + 0.01, center[2] + 0.01};
+  scene_horizon(f.s, lo, hi, hz);
   ASSERT_TRUE(scene_horizon_boxes(f.s) > 30);
 
   // rows of 128 azimuths at 64 elevations from -40 to +40 degrees, 16 neighbours a packet,
@@ -1763,7 +1765,7 @@ TEST(scene_horizon_culls_only_misses) {
       o[0] = -10.0;
       o[1] = 0.01 * k;
       o[2] = 0.0;
-      ASSERT_TRUE(horizon_above(hz, center, d));   // from the sphere it would be culled
+      ASSERT_TRUE(horizon_above(hz, center, d));   // from the region it would be culled
     }
     p->ox[k] = o[0], p->oy[k] = o[1], p->oz[k] = o[2];
     p->dx[k] = d[0], p->dy[k] = d[1], p->dz[k] = d[2];
