@@ -888,13 +888,16 @@ int main(int argc, char** argv) {
          no / m[RAW16_TILES_OS1], no / m[RAW16_PLAIN_OS1], no / m[ADAPTER_OS1]);
   // what still differs: the lidar does not trace the rays above the horizon of its step (the
   // scene proves them misses), raw Embree traces every ray
-  env_info_t info;
+  env_info_t info, info_v;
   env_get_info(eo.e, &info);
+  env_get_info(em.e, &info_v);
   uint64_t sent = info.scene.rays_traced + info.scene.rays_culled;
+  uint64_t sent_v = info_v.scene.rays_traced + info_v.scene.rays_culled;
   printf("the OS1-128 lidar left %.1f %% of its rays untraced, above the horizon (misses: "
-         "%.1f %% of the rays miss in all)\n",
+         "%.1f %% of the rays miss in all); on the vehicle %.1f %%\n",
          sent ? 100.0 * (double)info.scene.rays_culled / (double)sent : 0.0,
-         100.0 * (1.0 - (double)hits_o / no));
+         100.0 * (1.0 - (double)hits_o / no),
+         sent_v ? 100.0 * (double)info_v.scene.rays_culled / (double)sent_v : 0.0);
   double best = fmin(fmin(m[RAW8_OS1], m[RAW16_OS1]), m[RAW16_TILES_OS1]);
   printf("BENCH lidar_over_raw16 %.3f ratio\n", m[RAW16_OS1] / m[LIDAR_OS1]);
   printf("BENCH lidar_over_raw1 %.3f ratio\n", m[RAW1_OS1] / m[LIDAR_OS1]);
