@@ -526,3 +526,25 @@ def test_client_update_state_sends_bytes_and_refuses_bad_ids(sensimd):
         c.step(2.0)
         assert c.raycast([[-10.0, 0.0, 0.0]], [[1.0, 0.0, 0.0]]).distances[0] == \
             pytest.approx(14.0, abs=TOL)
+
+
+def test_client_raycast_too_large_for_one_request_is_refused_up_front(sensimd_factory):
+    # the parts of a pipelined raycast would each fit, but the one request it falls back on
+    # would not: the client refuses it before sending anything, and the connection stays
+    # usable; below the limit the parts go PIPELINE_WINDOW at a time and the result is right
+    d = sensimd_factory("--max-frame-bytes", str(4 << 20))
+    with d.client() as c:
+        _sphere_scene(c)
+        c.update_state(0.0)
+        c.step(0.0)
+        n = 2 * sensim.client.PIPELINE_MIN_RAYS   # 6.3 MB of rays
+        o, dirs = _rays(n)
+        before = c.get_info().counters.frames_in
+        with pytest.raises(errors.ResourceExhausted, match="max_frame_bytes"):
+            c.raycast(o, dirs)
+        assert c.get_info().counters.frames_in == before + 1   # only the GetInfo itself
+        m = 70000   # 3.4 MB of rays: three parts
+        hits = c.raycast(o[:m], dirs[:m])
+        one = _bytes_raycast(c, o[:m], dirs[:m])
+    _check_sphere_hits(hits, o[:m], dirs[:m])
+    assert np.asarray(hits).tobytes() == one.hits_bytes

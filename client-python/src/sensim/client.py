@@ -170,10 +170,11 @@ _HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
               pb.RaycastResult.DESCRIPTOR.fields_by_name["hits_bytes"].number)
 
 # A raycast of at least PIPELINE_MIN_RAYS rays travels as requests of about PIPELINE_RAYS rays
-# sent back to back, so that the daemon traces one while the next arrives and the last
-# replies leave (see Client.raycast).
+# sent back to back, PIPELINE_WINDOW of them in flight at a time, so that the daemon traces one
+# while the next arrives and the last replies leave (see Client.raycast).
 PIPELINE_MIN_RAYS = 1 << 16
 PIPELINE_RAYS = 1 << 15
+PIPELINE_WINDOW = 4
 
 
 def raycast_hits(result: Any, n: int) -> np.recarray:
@@ -1117,10 +1118,11 @@ class Client:
         set.
 
         The rays travel as little-endian bytes, and a result is seen in the memory it was
-        received into (no copy). From PIPELINE_MIN_RAYS rays on, the rays go as several
-        requests sent back to back, whose replies must report one `world_serial` (no request
-        changed the environment in between); otherwise, or when one of them fails, the rays
-        are sent again as one request, whose reply (or error) is the answer."""
+        received into (no copy). From PIPELINE_MIN_RAYS rays on, when they would fit in one
+        request (the daemon's max_frame_bytes), the rays go as several requests sent back to
+        back (PIPELINE_WINDOW in flight), whose replies must report one `world_serial` (no
+        request changed the environment in between); otherwise, or when one of them fails, the
+        rays are sent again as one request, whose reply (or error) is the answer."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
@@ -1129,7 +1131,10 @@ class Client:
         msg = pb.Raycast(max_range=float(max_range), exclude_bodies=list(exclude_bodies))
         if group_mask:
             msg.group_mask = int(group_mask)
-        if len(o) >= PIPELINE_MIN_RAYS and (t is None or len(t) in (0, 1, len(o))):
+        limit = self.limits.max_frame_bytes if self.limits is not None else 0
+        whole = o.nbytes + d.nbytes + (0 if t is None else t.nbytes)
+        if (len(o) >= PIPELINE_MIN_RAYS and (t is None or len(t) in (0, 1, len(o)))
+                and (not limit or whole + 4096 <= limit)):
             hits = self._raycast_pipelined(o, d, t, msg)
             if hits is not None:
                 return hits
@@ -1174,39 +1179,49 @@ class Client:
 
     def _raycast_pipelined(self, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
                            msg: Any) -> np.recarray | None:
-        """The raycast as requests of about PIPELINE_RAYS rays sent at once, their hits
+        """The raycast as requests of about PIPELINE_RAYS rays, PIPELINE_WINDOW of them in
+        flight (a request is sent when the reply PIPELINE_WINDOW before it is in), their hits
         gathered into one array; None when a request failed or the replies' world_serial
-        differ (the caller then sends the rays as one request)."""
+        differ (the caller then sends the rays as one request; no more parts are sent)."""
         n = len(o)
         k = -(-n // PIPELINE_RAYS)
         bounds = [n * i // k for i in range(k + 1)]
         ids: list[int] = []
-        try:
-            for a, b in zip(bounds, bounds[1:]):
-                ids.append(self._send_bulk("raycast", msg, self._raycast_arrays(o, d, t, a, b)))
-        except BaseException:
-            self._abandoned.update(ids)  # their replies are dropped as they arrive
-            raise
+
+        def send_next() -> None:
+            a, b = bounds[len(ids)], bounds[len(ids) + 1]
+            ids.append(self._send_bulk("raycast", msg, self._raycast_arrays(o, d, t, a, b)))
+
         out = self._hits_buffer(n)
         raw = out.view(np.uint8)
         serial = None
         consistent = True
-        for i, rid in enumerate(ids):
-            try:
-                env, hits = self._raycast_reply(rid, bounds[i + 1] - bounds[i], check=False)
-            except BaseException:
-                self._abandoned.update(ids[i + 1:])
-                raise
-            result = env.raycast_result if hits is not None else None
-            if (result is None or not result.HasField("world_serial")
-                    or serial not in (None, result.world_serial)):
-                consistent = False
-            if consistent:
-                # every byte of the records (the reserved ones too, which no field names)
-                serial = result.world_serial
-                size = RAYCAST_DTYPE.itemsize
-                raw[bounds[i] * size:bounds[i + 1] * size] = np.asarray(hits).view(np.uint8)
-            del hits
+        i = 0
+        reading = False  # a failure while reading reply i: that reply is gone with it
+        try:
+            while len(ids) < min(PIPELINE_WINDOW, k):
+                send_next()
+            while i < len(ids):
+                reading = True
+                env, hits = self._raycast_reply(ids[i], bounds[i + 1] - bounds[i], check=False)
+                reading = False
+                result = env.raycast_result if hits is not None else None
+                if (result is None or not result.HasField("world_serial")
+                        or serial not in (None, result.world_serial)):
+                    consistent = False  # the replies already asked for are still read
+                if consistent:
+                    # every byte of the records (the reserved ones too, which no field names)
+                    serial = result.world_serial
+                    size = RAYCAST_DTYPE.itemsize
+                    raw[bounds[i] * size:bounds[i + 1] * size] = np.asarray(hits).view(np.uint8)
+                del hits
+                i += 1
+                if consistent and len(ids) < k:
+                    send_next()
+        except BaseException:
+            # the replies not read yet are dropped as they arrive
+            self._abandoned.update(ids[i + 1 if reading else i:])
+            raise
         return out.view(np.recarray) if consistent else None
 
     def _hits_buffer(self, n: int) -> np.ndarray:

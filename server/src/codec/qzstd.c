@@ -1727,7 +1727,8 @@ int qzstd_decode(const uint8_t* in, size_t len, uint32_t count, uint32_t point_s
     return err_set(msg, ERR_PROTO, "header says %u points of %u bytes, the message %u of %u", n,
                    step, count, point_step);
   }
-  int has_pos = xyz[0] != NO_POSITIONS;
+  // any offset set means positions (as the clients read it): the checks below then need all
+  int has_pos = xyz[0] != NO_POSITIONS || xyz[1] != NO_POSITIONS || xyz[2] != NO_POSITIONS;
   if (has_pos) {
     for (int k = 0; k < 3; k++) {
       for (int m = 0; m < k; m++) {

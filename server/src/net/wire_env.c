@@ -752,9 +752,10 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
       break;
   }
 
-  // a request that succeeded and is not a raycast changed the environment (RaycastResult's
-  // world_serial); a refused one changed nothing
-  if (o.code == 0 && env->body_case != SENSIM__V1__ENVELOPE__BODY_RAYCAST) {
+  // any request but a raycast may have changed the environment (RaycastResult's
+  // world_serial): a step refused after its sensors ran has still moved the time line, so
+  // refused ones count too (counting one too many only makes a client send its rays again)
+  if (env->body_case != SENSIM__V1__ENVELOPE__BODY_RAYCAST) {
     env_count_change(e);
   }
 

@@ -49,16 +49,6 @@ static void raise_bins(build_t* b, long first, long last, double v) {
 }
 
 
-// The diamond angle of (x, y) in [0, 4) (horizon_bin's, before binning).
-static double diamond(double x, double y) {
-  double ax = fabs(x), ay = fabs(y), s = ax + ay;
-  if (!(s > 0.0)) {
-    return 0.0;
-  }
-  return y >= 0.0 ? (x >= 0.0 ? ay / s : 1.0 + ax / s) : (x < 0.0 ? 2.0 + ay / s : 3.0 + ax / s);
-}
-
-
 // One box seen from the cylinder of axis (c[0], c[1]), radius r and bottom zlo.
 static void add_box(build_t* b, const double* box, const double c[2], double r, double zlo) {
   double lo[3], hi[3];
@@ -97,10 +87,11 @@ static void add_box(build_t* b, const double* box, const double c[2], double r, 
   // the footprint's azimuths: between its extreme corners, widened by what an origin off the
   // centre adds (an angle of asin(r / dmin), no more in diamond units: the diamond angle
   // rises at most as fast as the angle), and a bin either side
-  double a0 = diamond(0.5 * (lo[0] + hi[0]) - c[0], 0.5 * (lo[1] + hi[1]) - c[1]);
+  double a0 = horizon_diamond(0.5 * (lo[0] + hi[0]) - c[0], 0.5 * (lo[1] + hi[1]) - c[1]);
   double dlo = 0.0, dhi = 0.0;
   for (int k = 0; k < 4; k++) {
-    double d = diamond((k & 1 ? hi[0] : lo[0]) - c[0], (k & 2 ? hi[1] : lo[1]) - c[1]) - a0;
+    double x = (k & 1 ? hi[0] : lo[0]) - c[0], y = (k & 2 ? hi[1] : lo[1]) - c[1];
+    double d = horizon_diamond(x, y) - a0;
     d = d > 2.0 ? d - 4.0 : (d <= -2.0 ? d + 4.0 : d);
     dlo = d < dlo ? d : dlo;
     dhi = d > dhi ? d : dhi;
@@ -134,7 +125,6 @@ void horizon_build(const horizon_box_t* a, size_t na, const horizon_box_t* bx, s
   out->center[1] = center[1];
   out->radius = radius;
   out->zlo = lo[2];
-  out->zhi = hi[2];
   out->sin_low = 1.0;
   for (unsigned i = 0; i < HORIZON_BINS; i++) {
     double c = b.cell[i / CELL];

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
 // horizon.h: the elevation horizon of a scene seen from a region of ray origins (a lidar over
-// one step; an upright cylinder around their bounding box): for each azimuth bin, the sine of
-// the highest elevation at which any geometry's bounding box could be met from any point of
-// the region. A ray from inside the region whose direction rises above its bin's horizon meets
-// no geometry: its hit is a miss without tracing it. About half of a spinning lidar's rays point above the horizon of an open
-// scene; tracing a miss costs as much as tracing a hit.
+// one step; an upright cylinder around their bounding box, open upwards): for each azimuth
+// bin, the sine of the highest elevation at which any geometry's bounding box could be met
+// from any point of the region. A ray from inside the region whose direction rises above its
+// bin's horizon meets no geometry: its hit is a miss without tracing it. About half of a
+// spinning lidar's rays point above the horizon of an open scene; tracing a miss costs as
+// much as tracing a hit.
+// Origins outside the region are never culled, so the region only decides how much is culled.
 //
 // The bounds are conservative (boxes padded for float rounding; the region's radius widens
 // every box's angular extent, its bottom raises every top; a box over the region's column and
@@ -26,7 +28,7 @@
 typedef struct scene_horizon {
   double center[2];             // the region of origins: x y of its axis,
   double radius;                //   its radius,
-  double zlo, zhi;              //   its bottom and top
+  double zlo;                   //   its bottom (an origin higher up sees every box lower)
   double sin_el[HORIZON_BINS];  // per bin: sine of the highest elevation (-1: nothing there)
   double sin_low;               // the lowest of them: a ray at or below it is never above
 } scene_horizon_t;
@@ -39,16 +41,19 @@ typedef double horizon_box_t[6];
 void horizon_build(const horizon_box_t* a, size_t na, const horizon_box_t* b, size_t nb,
                    const double lo[3], const double hi[3], scene_horizon_t* out);
 
-// The bin of a horizontal direction (dx, dy) (any length; (0, 0) falls in bin 0, which is as
-// good as any: a vertical ray is culled only when every bin would cull it).
-static inline unsigned horizon_bin(double dx, double dy) {
+// The diamond angle of a horizontal direction (dx, dy) of any length, in [0, 4): 0 for (0, 0).
+static inline double horizon_diamond(double dx, double dy) {
   double ax = fabs(dx), ay = fabs(dy), s = ax + ay;
   if (!(s > 0.0)) {
-    return 0;
+    return 0.0;
   }
-  double a = dy >= 0.0 ? (dx >= 0.0 ? ay / s : 1.0 + ax / s)
-                       : (dx < 0.0 ? 2.0 + ay / s : 3.0 + ax / s);
-  unsigned b = (unsigned)(a * (HORIZON_BINS / 4.0));
+  return dy >= 0.0 ? (dx >= 0.0 ? ay / s : 1.0 + ax / s) : (dx < 0.0 ? 2.0 + ay / s : 3.0 + ax / s);
+}
+
+// The bin of a horizontal direction (dx, dy) ((0, 0) falls in bin 0, which is as good as any: a
+// vertical ray is culled only when every bin would cull it).
+static inline unsigned horizon_bin(double dx, double dy) {
+  unsigned b = (unsigned)(horizon_diamond(dx, dy) * (HORIZON_BINS / 4.0));
   return b < HORIZON_BINS ? b : HORIZON_BINS - 1;
 }
 
@@ -57,7 +62,7 @@ static inline int horizon_above(const scene_horizon_t* h, const double origin[3]
                                 const double dir[3]) {
   double x = origin[0] - h->center[0], y = origin[1] - h->center[1];
   return x * x + y * y <= h->radius * h->radius && origin[2] >= h->zlo &&
-         origin[2] <= h->zhi && dir[2] > h->sin_el[horizon_bin(dir[0], dir[1])];
+         dir[2] > h->sin_el[horizon_bin(dir[0], dir[1])];
 }
 
 #endif  // SENSIM_SCENE_HORIZON_H_

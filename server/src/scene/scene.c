@@ -99,8 +99,11 @@ struct scene {
   RTCScene flat;          // NULL: no object is flat
   int flat_slot;          // the flat scene's instance slot, -1: none yet
   uint64_t flat_tris;     // triangles in flat
-  bool flat_dirty;        // a flat object was removed or posed again: rebuild at the commit
+  bool flat_dirty;        // a flat object was removed: rebuild at the commit
   uint32_t flat_wait;     // commits that new static objects have waited to be flattened
+  uint64_t flat_refused;  // flat_set() of the objects a build failed for (0: none): not
+                          //   tried again until the set or the memory budget changes
+  int64_t flat_refused_budget;
 
   // World bounds of the committed geometry over the step, for horizons: the static instances'
   // parts (rebuilt when a static instance changed) and the moving instances (every commit).
@@ -905,12 +908,14 @@ void scene_set_instance_pose(scene_t* s, int instance, const pose_t* local,
                       memcmp(in->q0, in->q1, sizeof in->q0) != 0);
   double was[12];
   memcpy(was, in->world, sizeof was);
-  s->still_dirty |= !moving || !in->moving;
+  int was_moving = in->moving;
   inst_write(in, local, b0, b1, moving);
-  if (in->flat && (moving || memcmp(was, in->world, sizeof was) != 0)) {
-    // posed again (the same pose again changes nothing): an instance from now on
+  int posed = moving || was_moving || memcmp(was, in->world, sizeof was) != 0;
+  s->still_dirty |= posed && !(moving && was_moving);   // a static instance's bounds changed
+  if (in->flat && posed) {
+    // posed again (the same pose again changes nothing): an instance from now on, and out of
+    // the flat scene at the commit (flat_update)
     in->flat_never = true;
-    s->flat_dirty = true;
   }
   s->instance_updates++;
 }
@@ -973,11 +978,29 @@ static bool flat_add(scene_t* s, RTCScene flat, int h) {
 }
 
 
-// Every object an instance, after a flat scene that could not be built.
+// A signature of the objects a flat scene would hold now (eligible, in handle order, as many
+// as fit); never 0.
+static uint64_t flat_set(const scene_t* s) {
+  uint64_t sig = 1469598103934665603ull, tris = 0;
+  for (int h = 0; h < s->ninst; h++) {
+    const inst_t* in = &s->insts[h];
+    if (flat_eligible(s, in) && tris + s->geoms[in->geometry]->ntriangle <= FLAT_MAX_TRIANGLES) {
+      tris += s->geoms[in->geometry]->ntriangle;
+      sig = (sig ^ (uint64_t)h) * 1099511628211ull;
+    }
+  }
+  return sig ? sig : 1;
+}
+
+
+// Every object an instance, after a flat scene that could not be built; the set is not tried
+// again until it changes.
 static void flat_cancel(scene_t* s) {
   for (int h = 0; h < s->ninst; h++) {
     s->insts[h].flat = false;
   }
+  s->flat_refused = flat_set(s);
+  s->flat_refused_budget = atomic_load(&s->dev->budget);
 }
 
 
@@ -992,12 +1015,22 @@ static void flat_rebuild(scene_t* s) {
       in->flat = false;
     }
   }
+
+  // the old scene goes with its instance (which holds a reference to it) before a new one is
+  // built: the two never take memory at once
+  if (s->flat_slot >= 0) {
+    inst_t* root = &s->insts[s->flat_slot];
+    rtcDetachGeometry(s->top, (unsigned)s->flat_slot);
+    rtcReleaseGeometry(root->rtc);
+    root->rtc = NULL;
+    root->flat_root = false;
+    root->next_free = s->free_inst;
+    s->free_inst = s->flat_slot;
+    s->flat_slot = -1;
+  }
   if (s->flat) {
     rtcReleaseScene(s->flat);
     s->flat = NULL;
-  }
-  if (s->flat_slot >= 0) {
-    rtcDisableGeometry(s->insts[s->flat_slot].rtc);
   }
   s->flat_tris = 0;
   s->flat_objects = 0;
@@ -1084,23 +1117,30 @@ static void flat_rebuild(scene_t* s) {
 // Before a commit: rebuild the flat scene when a flat object left it, or when new static
 // objects have come (at once when they are many, else after FLAT_WAIT commits).
 static void flat_update(scene_t* s) {
-  uint64_t pending = 0;
+  // pending: the triangles of the eligible objects a rebuild would add (in handle order, as
+  // flat_rebuild packs them: those beyond FLAT_MAX_TRIANGLES stay out and wait for nothing)
+  uint64_t pending = 0, tris = 0;
   bool left = s->flat_dirty;
   for (int h = 0; h < s->ninst; h++) {
     const inst_t* in = &s->insts[h];
     bool eligible = flat_eligible(s, in);
     left |= in->flat && !eligible;
-    if (eligible && !in->flat && s->flat_tris < FLAT_MAX_TRIANGLES) {
-      pending += s->geoms[in->geometry]->ntriangle;
+    uint32_t nt = eligible ? s->geoms[in->geometry]->ntriangle : 0;
+    if (eligible && tris + nt <= FLAT_MAX_TRIANGLES) {
+      tris += nt;
+      pending += in->flat ? 0 : nt;
     }
   }
-  if (!left && pending == 0) {
+  if ((!left && pending == 0) ||
+      (s->flat_refused && s->flat_refused == flat_set(s) &&
+       s->flat_refused_budget == atomic_load(&s->dev->budget))) {
     s->flat_wait = 0;
     return;
   }
   if (!left && 4 * pending < s->flat_tris && ++s->flat_wait < FLAT_WAIT) {
     return;
   }
+  s->flat_refused = 0;
   flat_rebuild(s);
 }
 
@@ -1520,8 +1560,7 @@ void scene_set_instance_body(scene_t* s, int instance, uint32_t body_id, uint32_
   if (inst_valid(s, instance)) {
     inst_t* in = &s->insts[instance];
     in->body_id = body_id;
-    in->group = group & 31u;
-    s->flat_dirty |= in->flat && body_id != 0;
+    in->group = group & 31u;   // mounted on a body, a flat object leaves at the commit
   }
 }
 
@@ -1691,7 +1730,7 @@ void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
   const bool filtered = f && f->nexclude != 0;
   scene_ray_t rays[WIDE];
   scene_hit_t hits[WIDE];
-  for (size_t i = 0; i < n && (traced < n || filtered); i += WIDE) {
+  for (size_t i = 0; i < n && (traced + culled < n || filtered); i += WIDE) {
     const scene_packet_t* pk = &in[i / WIDE];
     scene_packet_hits_t* h = &out[i / WIDE];
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
@@ -2159,7 +2198,7 @@ SIMD_TARGET static unsigned simd_packet_above(const scene_horizon_t* hz,
   const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
   const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
   const __m256d cx = _mm256_set1_pd(hz->center[0]), cy = _mm256_set1_pd(hz->center[1]);
-  const __m256d zlo = _mm256_set1_pd(hz->zlo), zhi = _mm256_set1_pd(hz->zhi);
+  const __m256d zlo = _mm256_set1_pd(hz->zlo);
   const __m128i top = _mm_set1_epi32((int)HORIZON_BINS - 1);
   // a packet whose every ray is at or below the lowest bin: none is above (most rays below
   // the horizontal)
@@ -2178,8 +2217,7 @@ SIMD_TARGET static unsigned simd_packet_above(const scene_horizon_t* hz,
     __m256d z = _mm256_loadu_pd(pk->oz + h);
     __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
     __m256d inside = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
-                                   _mm256_and_pd(_mm256_cmp_pd(z, zlo, _CMP_GE_OQ),
-                                                 _mm256_cmp_pd(z, zhi, _CMP_LE_OQ)));
+                                   _mm256_cmp_pd(z, zlo, _CMP_GE_OQ));
 
     // the diamond angle: quadrant base, then ay / s or ax / s
     __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);

@@ -1795,3 +1795,40 @@ TEST(scene_horizon_culls_only_misses) {
   free(hz);
   return teardown(&f);
 }
+
+
+// When the eligible meshes do not all fit in the flat scene (2M triangles), the ones that fit
+// are flat and the rest stay instances without a rebuild at every commit; removing the last
+// flat object gives the flat copy's memory back.
+TEST(scene_flat_scene_full_or_emptied) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int g = add_terrain_mesh(f.s, 730);   // 1,065,800 triangles: two copies exceed 2M
+  ASSERT_TRUE(g >= 0);
+  scene_counters_t k;
+  scene_counters(f.s, &k);
+  int64_t mesh_only = k.backend_bytes;
+  int a = place(f.s, g, kUnit, pose_at(0, 0, -2), 1);
+  int b = place(f.s, g, kUnit, pose_at(0, 0, -5), 2);
+  ASSERT_TRUE(a >= 0 && b >= 0);
+  for (int i = 0; i < 40; i++) {
+    ASSERT_OK(commit(f.s));
+  }
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 1);
+  ASSERT_EQ(k.flat_builds, 1);
+  int64_t with_flat = k.backend_bytes;
+  ASSERT_TRUE(with_flat > mesh_only);
+  ASSERT_EQ(shoot(f.s, 0.25, 0.25, 0, 0, 0, -1).object_id, 1);
+
+  // both removed: the flat scene and its instance go, and their memory with them
+  scene_remove_instance(f.s, a);
+  scene_remove_instance(f.s, b);
+  ASSERT_OK(commit(f.s));
+  scene_counters(f.s, &k);
+  ASSERT_EQ(k.flat_objects, 0);
+  ASSERT_TRUE(k.backend_bytes < mesh_only + (with_flat - mesh_only) / 4);
+  ASSERT_MISS(shoot(f.s, 0.25, 0.25, 0, 0, 0, -1));
+  ASSERT_EQ(k.backend_errors, 0);
+  return teardown(&f);
+}
