@@ -71,6 +71,9 @@ typedef struct lidar {
   uint32_t nexclude_body;
   uint32_t group_mask;
   int has_normal;               // the layout carries normals (rotated per point)
+  int lean;                     // the default cloud (x y z intensity in the sensor frame, misses
+                                //   removed): write_chunk packs it from lean pattern records
+  int rows;                     // world rays also in rows (for the segment heap or write_chunk)
   uint32_t maxret;              // returns per ray
   uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
                                 //   1 for RETURN_ALL (checked as the points come instead)
@@ -272,6 +275,8 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   for (uint32_t i = 0; i < l->layout.nfield; i++) {
     l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
   }
+  l->lean = l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE;
+  l->rows = l->world_frame || l->has_normal || l->ret.depth > 1;
   uint32_t K = d->pattern.nray;
   int tiles = tiled(K);
   size_t chunk = tiles && (size_t)TILE_GROUPS * K > CHUNK ? (size_t)TILE_GROUPS * K : CHUNK;
@@ -303,12 +308,7 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
 
   // the pattern moves in last: nothing can fail any more
   l->pat = d->pattern;
-  l->origin_reach = l->pat.beam_origin_radius;
-  double vo = 0.0;
-  for (uint32_t k = 0; l->pat.vertical_offset && k < l->pat.nray; k++) {
-    vo = fmax(vo, fabs(l->pat.vertical_offset[k]));
-  }
-  l->origin_reach += vo;
+  l->origin_reach = lidar_pattern_origin_reach(&l->pat);
   memset(&d->pattern, 0, sizeof d->pattern);
   out->kind = SENSOR_LIDAR;
   out->ops = &lidar_ops;
@@ -370,7 +370,6 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
     pose.s = -1.0;
   }
   const int fixed = b->fixed != NULL;
-  const int rows = l->world_frame || l->has_normal || l->ret.depth > 1;
   const double tmax = lidar_returns_primary_tmax(&l->ret, b->v);
   const double s_origin = l->t_s - b->v->t0;
   const double inv_dt = b->inv_dt;
@@ -419,7 +418,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t m) {
   for (size_t q = 0; fixed && q < m; q += SCENE_PACKET) {
     lidar_sweep_world_packet(&pose, &pks[q / SCENE_PACKET]);
   }
-  for (size_t i = 0; rows && i < m; i++) {
+  for (size_t i = 0; l->rows && i < m; i++) {
     const scene_packet_t* pk = &pks[i / SCENE_PACKET];
     size_t k = i % SCENE_PACKET;
     l->rays[i0 + i] = (scene_ray_t){.origin = {pk->ox[k], pk->oy[k], pk->oz[k]},
@@ -453,8 +452,8 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       continue;
     }
     lidar_pattern_ray_t* pr = l->pr + i0;
-    if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
-      lidar_sweep_rays_lean(&l->pat, b->first + i0, m, pr);   // write_chunk's default cloud
+    if (l->lean) {
+      lidar_sweep_rays_lean(&l->pat, b->first + i0, m, pr);
     } else {
       lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
     }
@@ -522,7 +521,7 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
     const lidar_pattern_ray_t* pr = l->pr + i0;
     uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
-    if (l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE) {
+    if (l->lean) {
       // the default cloud: x y z intensity of the returns, sensor frame, packed directly (the
       // same points as the general loop below, without building a lidar_point_t per point:
       // about 5 % of a revolution of an OS1-128)
@@ -758,11 +757,10 @@ static int exclusions(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
 // rate through the angle theta between the body's two ends. Between two of PATH_SAMPLES + 1
 // samples of that path the sensor strays from their chord by at most |m| theta / PATH_SAMPLES;
 // a ray starts up to `reach` from the sensor; a millimetre more for rounding.
-static void origin_box(const view_body_t* body, const pose_t* mount, double reach, double lo[3],
-                       double hi[3]) {
+static void origin_box(const view_body_t* body, int still, const pose_t* mount, double reach,
+                       double lo[3], double hi[3]) {
   const pose_t* p0 = &body->at[0].pose;
   const pose_t* p1 = &body->at[1].pose;
-  int still = memcmp(p0, p1, sizeof *p0) == 0;
   double c = fabs(p0->q[0] * p1->q[0] + p0->q[1] * p1->q[1] + p0->q[2] * p1->q[2] +
                   p0->q[3] * p1->q[3]);
   double theta = 2.0 * acos(c < 1.0 ? c : 1.0);
@@ -868,7 +866,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
                   nrays >= HORIZON_RAYS_PER_BOX * (scene_horizon_boxes(v->scene) + 1);
   if (l->horizon_on) {
     double lo[3], hi[3];
-    origin_box(body, &ctx->mount, l->origin_reach, lo, hi);
+    origin_box(body, is_fixed, &ctx->mount, l->origin_reach, lo, hi);
     scene_horizon(v->scene, lo, hi, l->horizon);
   }
 

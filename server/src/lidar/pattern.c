@@ -99,6 +99,17 @@ double lidar_pattern_rate(const lidar_pattern_t* p) {
 }
 
 
+double lidar_pattern_origin_reach(const lidar_pattern_t* p) {
+  // the vertical offset o moves the origin by |o| (along a unit vector), the beam origin by
+  // its radius (lidar_pattern_rays)
+  double vo = 0.0;
+  for (uint32_t k = 0; p->vertical_offset && k < p->nray; k++) {
+    vo = fmax(vo, fabs(p->vertical_offset[k]));
+  }
+  return vo + p->beam_origin_radius;
+}
+
+
 //---------------- Rays
 
 // Angle in (-pi, pi].

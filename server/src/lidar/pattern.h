@@ -110,6 +110,10 @@ void lidar_pattern_rays_lean(const lidar_pattern_t* p, uint64_t g, uint32_t k, s
 // Rays per second (average over a sweep).
 double lidar_pattern_rate(const lidar_pattern_t* p);
 
+// Farthest a ray's emission origin is from the sensor's origin, m (vertical offsets and the
+// beam-origin radius; 0 for the other patterns).
+double lidar_pattern_origin_reach(const lidar_pattern_t* p);
+
 //---------------- Models (each validates its parameters and names the field under `prefix`)
 
 // Generic spinning lidar (channels fire at offsets inside each column).

@@ -156,6 +156,12 @@ static inline void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lida
 }
 
 
+// Whether a segment's hit is a surface within its length tmax (object 0: a miss).
+static inline int hit_in_range(uint32_t object_id, double distance, double tmax) {
+  return object_id != 0 && distance <= tmax;
+}
+
+
 // Whether a return at OPL x with intensity i passes the range and the detection threshold.
 static inline int detectable(const lidar_returns_t* p, double x, double i) {
   return x >= p->range_min && x <= p->range_max && i > p->intensity_threshold;
@@ -427,7 +433,7 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   const ambient_material_t* med = s->medium;
   double n_amb = med->refractive_index;
   double tmax = remaining_length(p, s->x0, n_amb);
-  int is_hit = h->object_id != 0 && h->distance <= tmax;
+  int is_hit = hit_in_range(h->object_id, h->distance, tmax);
   double length = is_hit ? h->distance + s->lead : tmax;
   double dx = n_amb * length;
   double x1 = s->x0 + dx;
@@ -617,7 +623,7 @@ static void primary_returns(const lidar_returns_t* p, const step_view_t* v, cons
     r.cand = cand;
     r.ncand = 0;
 
-    int is_hit = hits->object_id[j] != 0 && hits->distance[j] <= tmax;
+    int is_hit = hit_in_range(hits->object_id[j], hits->distance[j], tmax);
     double dx = n_amb * (is_hit ? hits->distance[j] : tmax);
     if (atmosphere) {
       const uint32_t* w = ray_block(&r);
@@ -744,7 +750,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       unsigned lane[SCENE_PACKET], nh = 0;
       for (unsigned j = 0; j < n; j++) {
         lane[nh] = j;
-        nh += h->object_id[j] != 0 && h->distance[j] <= tmax;
+        nh += hit_in_range(h->object_id[j], h->distance[j], tmax);
       }
       if (batch_z0) {
         uint32_t wq[SCENE_PACKET][4];

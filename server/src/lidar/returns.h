@@ -128,8 +128,8 @@ typedef struct lidar_returns_packets {
   const uint64_t* ray_index;    // (n) rng index of each ray
   size_t n;
   const scene_filter_t* filter; // nullable: none
-  const scene_horizon_t* horizon;   // nullable: none (every ray traced); else the rays' origins
-                                    //   lie in its sphere (the scene then skips rays above it)
+  const scene_horizon_t* horizon;   // nullable: none (every ray traced); else the scene
+                                    //   skips the rays from inside its region above it
 } lidar_returns_packets_t;
 
 // lidar_returns_trace at depth 1 (p->depth must be 1) of rays in packets of columns: the same
