@@ -1351,3 +1351,62 @@ TEST(lidar_culled_rays_change_nothing_on_a_turning_vehicle) {
   clouds_free(&b);
   return 0;
 }
+
+
+// The default cloud (x y z intensity, packed from lean pattern records) holds the very x, y,
+// z and intensity of the cloud with every field (packed from full records), point for point:
+// spinning (tiled), VLP-16 (regrouped) and Livox patterns.
+TEST(lidar_default_cloud_equals_the_full_clouds_columns) {
+  for (int pattern = 0; pattern < 3; pattern++) {
+    fx_t f;
+    ASSERT_OK(sphere_room(&f, 2, 9.0));
+    ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1.0, 2.0, 1.5, 0, at(4, 1, 0)));
+    err_msg_t msg = {0};
+    for (uint32_t id = 5; id <= 6; id++) {
+      lidar_desc_t d = base_desc();
+      if (id == 5) {
+        d.nfield = 0;   // x y z intensity
+      }
+      if (pattern == 0) {
+        lidar_ouster_desc_t o = {.channels = 32, .columns = 512, .frequency = 10.0,
+                                 .elevation_max = NAN, .elevation_min = NAN};
+        ASSERT_OK(lidar_pattern_ouster_init(&d.pattern, &o, "lidar.ouster", &msg));
+      } else if (pattern == 1) {
+        lidar_vlp16_desc_t v = {.frequency = 10.0};
+        ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+      } else {
+        lidar_livox_desc_t lv = {.fov = 38.4 * M_PI / 180, .point_rate = 100000,
+                                 .frame_rate = 10, .prism_rate = {76.7, -51.3}};
+        ASSERT_OK(lidar_pattern_livox_init(&d.pattern, &lv, "lidar.livox", &msg));
+      }
+      ASSERT_OK(add_lidar(f.e, id, 0, at(0.3, -0.2, 0.5), &d));
+    }
+    static clouds_t a, b;
+    a.n = b.n = 0;
+    for (int k = 0; k <= 5; k++) {
+      ASSERT_OK(set_state(f.e, 0.05 * k, 0, NULL, NULL));
+      ASSERT_OK(do_step(f.e, 0.05 * k));
+      ASSERT_OK(collect(f.e, 5, &a));
+      ASSERT_OK(collect(f.e, 6, &b));
+    }
+    ASSERT_TRUE(a.n == 2 && b.n == 2);
+    for (uint32_t c = 0; c < a.n; c++) {
+      const sensor_cloud_t* pa = &a.rec[c].u.cloud;
+      const sensor_cloud_t* pb = &b.rec[c].u.cloud;
+      ASSERT_EQ(pa->point_step, 16);
+      ASSERT_TRUE(pa->count > 1000 && pa->count == pb->count);
+      const char* names[4] = {"x", "y", "z", "intensity"};
+      for (int q = 0; q < 4; q++) {
+        int oa = field_of(pa, names[q]), ob = field_of(pb, names[q]);
+        ASSERT_TRUE(oa >= 0 && ob >= 0);
+        for (uint32_t i = 0; i < pa->count; i++) {
+          ASSERT_EQ(getu(pa, i, oa, 4), getu(pb, i, ob, 4));
+        }
+      }
+    }
+    clouds_free(&a);
+    clouds_free(&b);
+    fx_close(&f);
+  }
+  return 0;
+}
