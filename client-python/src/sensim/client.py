@@ -517,6 +517,7 @@ class Client:
         self._fatal: errors.SensimError | None = None
         self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
         self._hits_kept: list[np.ndarray] = []  # arrays of pipelined raycasts' hits
+        self._serial_unknown = False  # the daemon's replies carry no world_serial (older)
         if connect:
             self.connect()
 
@@ -1134,7 +1135,7 @@ class Client:
         limit = self.limits.max_frame_bytes if self.limits is not None else 0
         whole = o.nbytes + d.nbytes + (0 if t is None else t.nbytes)
         if (len(o) >= PIPELINE_MIN_RAYS and (t is None or len(t) in (0, 1, len(o)))
-                and (not limit or whole + 4096 <= limit)):
+                and (not limit or whole + 4096 <= limit) and not self._serial_unknown):
             hits = self._raycast_pipelined(o, d, t, msg)
             if hits is not None:
                 return hits
@@ -1206,6 +1207,8 @@ class Client:
                 env, hits = self._raycast_reply(ids[i], bounds[i + 1] - bounds[i], check=False)
                 reading = False
                 result = env.raycast_result if hits is not None else None
+                if result is not None and not result.HasField("world_serial"):
+                    self._serial_unknown = True  # a daemon without it: one request from now on
                 if (result is None or not result.HasField("world_serial")
                         or serial not in (None, result.world_serial)):
                     consistent = False  # the replies already asked for are still read

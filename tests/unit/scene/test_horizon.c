@@ -48,8 +48,11 @@ static void in_ball(uint64_t* s, const double c[3], double r, double p[3]) {
 
 
 // Random boxes around a ball of origins of several sizes (the ground under it, boxes around
-// it; the horizon of the box around the ball), random rays from inside it: no ray that meets a box is above the horizon; and, from a
-// ball of up to half a metre, most rays that meet none are (the boxes leave open sky).
+// it; the horizon of the box around the ball), rays from inside the ball and from anywhere in
+// the region (the upright cylinder around the box, open upwards), in random directions and
+// aimed a hair either side of the boxes' top corners: no ray that meets a box is above the
+// horizon; and, from a ball of up to half a metre, most rays that meet none are (the boxes
+// leave open sky).
 TEST(horizon_never_culls_a_ray_that_meets_a_box) {
   static const double radii[] = {0.0, 0.02, 0.5, 3.0};
   uint64_t seed = 11;
@@ -80,11 +83,38 @@ TEST(horizon_never_culls_a_ray_that_meets_a_box) {
     int missed = 0, culled = 0;
     for (int k = 0; k < NRAY; k++) {
       double o[3], d[3];
-      in_ball(&seed, c, radii[ri], o);
-      double az = 2 * M_PI * urand(&seed), el = asin(2 * urand(&seed) - 1);
-      d[0] = cos(el) * cos(az);
-      d[1] = cos(el) * sin(az);
-      d[2] = sin(el);
+      if (k % 2 == 0) {
+        in_ball(&seed, c, radii[ri], o);
+      } else {
+        double rr = radii[ri] * M_SQRT2 * sqrt(urand(&seed)), a = 2 * M_PI * urand(&seed);
+        o[0] = c[0] + rr * cos(a);
+        o[1] = c[1] + rr * sin(a);
+        o[2] = c[2] - radii[ri] + (2 * radii[ri] + 2.0) * urand(&seed);
+      }
+      if (k % 4 < 2) {
+        double az = 2 * M_PI * urand(&seed), el = asin(2 * urand(&seed) - 1);
+        d[0] = cos(el) * cos(az);
+        d[1] = cos(el) * sin(az);
+        d[2] = sin(el);
+      } else {
+        // at a top corner of a box, moved by up to 1e-6 of the distance either way
+        const double* b = box[1 + (int)(urand(&seed) * (NBOX - 1))];
+        int q = (int)(urand(&seed) * 4);
+        double to[3] = {b[q & 1 ? 3 : 0], b[q & 2 ? 4 : 1], b[5]}, len = 0.0;
+        for (int a = 0; a < 3; a++) {
+          d[a] = to[a] - o[a];
+          len += d[a] * d[a];
+        }
+        len = sqrt(len);
+        for (int a = 0; a < 3; a++) {
+          d[a] = (d[a] + len * 1e-6 * (2 * urand(&seed) - 1)) / len;
+        }
+        double n = sqrt(d[0] * d[0] + d[1] * d[1] + d[2] * d[2]);
+        for (int a = 0; a < 3; a++) {
+          d[a] /= n;
+        }
+      }
+      double el = asin(d[2]);
       int hit = 0;
       for (int i = 0; i < NBOX && !hit; i++) {
         hit = meets(box[i], o, d);
@@ -94,8 +124,10 @@ TEST(horizon_never_culls_a_ray_that_meets_a_box) {
         CHECK_FAIL("radius %g: ray %d (el %.4f rad) meets a box but is above the horizon",
                    radii[ri], k, el);
       }
-      missed += !hit;
-      culled += above;
+      if (k % 4 == 0) {   // random directions from the ball: how much is culled
+        missed += !hit;
+        culled += above;
+      }
     }
     if (radii[ri] <= 0.5) {
       ASSERT_TRUE(culled > missed / 2);   // (a wide region sees over little from its bottom)
@@ -145,7 +177,7 @@ TEST(horizon_of_one_box) {
 }
 
 
-// Bins rise with the azimuth from -pi to pi (the diamond angle starts at +x), cover all of
+// Bins rise with the azimuth from 0 to 2 pi (the diamond angle starts at +x), cover all of
 // them, and the length of the direction does not matter.
 TEST(horizon_bin_rises_with_azimuth) {
   unsigned prev = 0, seen = 0;
