@@ -1268,9 +1268,10 @@ static pose_t yaw_pitch(double x, double y, double z, double yaw, double pitch) 
 
 // A yard seen in one revolution by an Ouster-32 mounted 1 m off the origin of a body that
 // drives 3 m and turns 70 degrees in the step, tilted 10 degrees: ground, a ring of posts, a
-// post that moves and a cylinder that turns, both some 15 m away; with `far`, 2,000 small spheres 500 m away too (beyond
-// range: they change no ray, but make a horizon dearer than the rays it could save, so the
-// lidar builds none). The clouds into c, the rays culled into *culled.
+// post that moves and a cylinder that turns, both some 15 m away; with `far`, 2,000 small
+// spheres 500 m away too (beyond range: they change no ray, but make a horizon dearer than the
+// rays it could save, so the lidar builds none). The clouds into c, the rays culled into
+// *culled.
 static int yard_revolution(int far, clouds_t* c, uint64_t* culled) {
   fx_t f;
   ASSERT_OK(fx_open(&f, 2));
