@@ -601,54 +601,44 @@ static inline int primary_surface_return(const lidar_returns_t* p, const step_vi
 
 // Depth 1 (no heap: one segment per ray, in the ambient medium): eval_node of the root and the
 // selection, with the root's constants folded (x0 = 0, weight = 1, no lead; each fold is exact:
-// 0 + x and 1 * x are x for the non-negative values here), and no per-ray context. The lanes
-// [j0, j1) of a packet in columns, their hits, and their first draws when `eager`.
+// 0 + x and 1 * x are x for the non-negative values here). Lane j of a packet in columns, its
+// hit and its first draw `block` (computed: a ray comes here when that draw may give an
+// atmospheric return).
 static void primary_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
-                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned j0,
-                            unsigned j1, const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
-                            int eager, const double* z0, optics_cache_t* optics,
-                            lidar_return_t* out, uint8_t* nret) {
+                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned j,
+                            const scene_packet_hits_t* hits, uint32_t block[4],
+                            optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const double tmax = lidar_returns_primary_tmax(p, v);
-  const uint32_t maxr = p->max_returns;
-  const int atmosphere = air->return_scaling > 0.0;
-  ray_ctx_t r = {.p = p, .v = v, .optics = optics, .key = *key};
-  for (unsigned j = j0; j < j1; j++) {
-    lidar_candidate_t cand[2];
-    r.key.index = ray_index[j];
-    r.block = blocks[j];
-    r.has_block = eager;
-    r.z0 = z0 != NULL ? &z0[j] : NULL;
-    r.cand = cand;
-    r.ncand = 0;
-
-    int is_hit = hit_in_range(hits->object_id[j], hits->distance[j], tmax);
-    double dx = n_amb * (is_hit ? hits->distance[j] : tmax);
-    if (atmosphere) {
-      const uint32_t* w = ray_block(&r);
-      double u = lidar_noise_uniform(w[0], w[1]);
-      double xa;
-      if (u < air->return_scaling &&   // atmosphere_sample's own first test, without a call
-          atmosphere_sample(air, dx, u, &r.key, LIDAR_DRAW_ATMOSPHERE + 1, &xa)) {
-        double tau = path_power(p, atmosphere_transmittance(air->attenuation, xa));
-        add_candidate(&r, 0, xa, tau * air->backscatter * beam_factor(p, xa), NULL);
-      }
+  lidar_candidate_t cand[2];
+  ray_ctx_t r = {.p = p, .v = v, .optics = optics, .key = *key, .block = block, .has_block = 1,
+                 .cand = cand};
+  r.key.index = ray_index[j];
+  int is_hit = hit_in_range(hits->object_id[j], hits->distance[j], tmax);
+  double dx = n_amb * (is_hit ? hits->distance[j] : tmax);
+  if (air->return_scaling > 0.0) {
+    double u = lidar_noise_uniform(block[0], block[1]);
+    double xa;
+    if (u < air->return_scaling &&   // atmosphere_sample's own first test, without a call
+        atmosphere_sample(air, dx, u, &r.key, LIDAR_DRAW_ATMOSPHERE + 1, &xa)) {
+      double tau = path_power(p, atmosphere_transmittance(air->attenuation, xa));
+      add_candidate(&r, 0, xa, tau * air->backscatter * beam_factor(p, xa), NULL);
     }
-    double intensity;
-    if (is_hit && primary_surface_return(p, v, optics, rays, hits, j, dx, &intensity)) {
-      scene_hit_t h = {.distance = hits->distance[j],
-                       .normal = {hits->nx[j], hits->ny[j], hits->nz[j]},
-                       .object_id = hits->object_id[j], .label = hits->label[j],
-                       .primitive = hits->primitive[j]};
-      add_candidate(&r, 0, dx, intensity, &h);
-    }
-    lidar_return_t* o = &out[j * maxr];
-    uint32_t k = r.ncand == 1 ? select_one(p, cand, o)
-                 : r.ncand  ? lidar_returns_select(p, cand, r.ncand, o)
-                            : 0;
-    nret[j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
   }
+  double intensity;
+  if (is_hit && primary_surface_return(p, v, optics, rays, hits, j, dx, &intensity)) {
+    scene_hit_t h = {.distance = hits->distance[j],
+                     .normal = {hits->nx[j], hits->ny[j], hits->nz[j]},
+                     .object_id = hits->object_id[j], .label = hits->label[j],
+                     .primitive = hits->primitive[j]};
+    add_candidate(&r, 0, dx, intensity, &h);
+  }
+  lidar_return_t* o = &out[j * p->max_returns];
+  uint32_t k = r.ncand == 1 ? select_one(p, cand, o)
+               : r.ncand  ? lidar_returns_select(p, cand, r.ncand, o)
+                          : 0;
+  nret[j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
 }
 
 
@@ -661,7 +651,7 @@ static void primary_returns(const lidar_returns_t* p, const step_view_t* v, cons
 // lane[i]'s distance noise quantile when the noise is on.
 static void primary_surface(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                             const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
-                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4], int eager,
+                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
                             const unsigned* lane, unsigned nh, const double* z,
                             optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
@@ -675,8 +665,7 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
   }
   for (unsigned j = 0; scaling > 0.0 && j < n; j++) {
     if (lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
-      primary_returns(p, v, key, rays, ray_index, j, j + 1, hits, blocks, eager, NULL, optics,
-                      out, nret);
+      primary_returns(p, v, key, rays, ray_index, j, hits, blocks[j], optics, out, nret);
       general |= 1u << j;
     }
   }
@@ -759,7 +748,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
         }
         lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
       }
-      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, eager, lane, nh,
+      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, lane, nh,
                       z, &optics, out + (base + q) * maxr, nret + base + q);
     }
   }
