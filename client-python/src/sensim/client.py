@@ -274,36 +274,167 @@ def _choose(msg: Message, kind: str, params: Mapping[str, Any]) -> Message:
     return msg
 
 
-def point_cloud_to_numpy(cloud: Any) -> np.ndarray:
-    """Decode a PointCloud message (RAW or ZSTD) into a structured array, one record per point,
-    with the cloud's own field names and types (like sensor_msgs/PointCloud2)."""
-    types = {pb.PointField.INT8: "i1", pb.PointField.UINT8: "u1", pb.PointField.INT16: "<i2",
-             pb.PointField.UINT16: "<u2", pb.PointField.INT32: "<i4",
-             pb.PointField.UINT32: "<u4", pb.PointField.FLOAT32: "<f4",
-             pb.PointField.FLOAT64: "<f8"}
-    names, formats, offsets = [], [], []
-    for f in cloud.fields:
-        base = types.get(f.datatype)
+# PointField.datatype -> numpy type of one element
+_POINT_TYPES = {pb.PointField.INT8: "i1", pb.PointField.UINT8: "u1", pb.PointField.INT16: "<i2",
+                pb.PointField.UINT16: "<u2", pb.PointField.INT32: "<i4",
+                pb.PointField.UINT32: "<u4", pb.PointField.FLOAT32: "<f4",
+                pb.PointField.FLOAT64: "<f8"}
+
+
+def _unknown_varint(msg: Message, number: int) -> int | None:
+    """The value of field `number` that msg's parser kept as unknown (an enum value this
+    client's protocol module does not know reads as unset), or None."""
+    try:
+        from google.protobuf import unknown_fields
+        found = unknown_fields.UnknownFieldSet(msg)
+    except (ImportError, AttributeError):
+        found = msg.UnknownFields()
+    value = None
+    for field in found:
+        if field.field_number == number and field.wire_type == 0:
+            value = field.data
+    return value
+
+
+def _enum_unknown(msg: Message, name: str) -> str:
+    """' (N on the wire)' when enum field `name` of msg arrived with a value unknown here."""
+    value = _unknown_varint(msg, msg.DESCRIPTOR.fields_by_name[name].number)
+    return "" if value is None else f" ({value} on the wire)"
+
+
+def _cloud_dtype(cloud: Any) -> np.dtype:
+    """The record type of a PointCloud's points, from its fields (like sensor_msgs/PointCloud2:
+    name, offset, datatype, count elements; a count of 0 reads as 1) and point_step. Raises
+    errors.ProtocolError naming the field when the layout is not one: an unknown datatype, an
+    empty or repeated name, a field passing point_step or overlapping another, point_step 0
+    for a cloud with points."""
+    step = cloud.point_step
+    names, formats, offsets, spans = [], [], [], []
+    for i, f in enumerate(cloud.fields):
+        what = f"point_cloud.fields[{i}]"
+        base = _POINT_TYPES.get(f.datatype)
         if base is None:
-            raise errors.ProtocolError(f"point field {f.name!r}: unknown datatype {f.datatype}")
+            raise errors.ProtocolError(
+                f"{what}.datatype: {f.datatype}{_enum_unknown(f, 'datatype')} is not a "
+                "datatype (1 INT8 .. 8 FLOAT64)")
+        if not f.name:
+            raise errors.ProtocolError(f"{what}.name: empty")
+        if f.name in names:
+            raise errors.ProtocolError(
+                f"{what}.name: {f.name!r} repeats fields[{names.index(f.name)}]")
+        count = max(f.count, 1)
+        size = np.dtype(base).itemsize
+        end = f.offset + count * size
+        if end > step:
+            raise errors.ProtocolError(
+                f"{what} ({f.name!r}): offset {f.offset} + {count} x {size} bytes passes "
+                f"point_step {step}")
         names.append(f.name)
-        formats.append((base, (f.count,)) if f.count > 1 else base)
+        formats.append((base, (count,)) if count > 1 else base)
         offsets.append(f.offset)
-    dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                      "itemsize": cloud.point_step})
-    data = cloud.data
-    if cloud.encoding == pb.ENCODING_ZSTD:
-        import zstandard
-        data = zstandard.ZstdDecompressor().decompress(
-            data, max_output_size=cloud.count * cloud.point_step)
-    elif cloud.encoding == pb.ENCODING_QUANTIZED_ZSTD:
-        data = decode_quantized_zstd(cloud.data, cloud.count, cloud.point_step)
-    elif cloud.encoding != pb.ENCODING_RAW:
-        raise errors.ProtocolError(f"point cloud: unknown encoding {cloud.encoding}")
-    if len(data) != cloud.count * cloud.point_step:
-        raise errors.ProtocolError(f"point cloud: {len(data)} bytes for {cloud.count} points "
-                                   f"of {cloud.point_step}")
-    return np.frombuffer(data, dtype=dtype, count=cloud.count)
+        spans.append((f.offset, end, i))
+
+    # sorted by offset, a field overlapping any other overlaps the one before it
+    spans.sort()
+    for (lo, hi, i), (lo2, hi2, j) in zip(spans, spans[1:]):
+        if lo2 < hi:
+            raise errors.ProtocolError(
+                f"point_cloud.fields[{j}] ({names[j]!r}, bytes {lo2}..{hi2 - 1}) overlaps "
+                f"fields[{i}] ({names[i]!r}, bytes {lo}..{hi - 1})")
+    if step == 0 and cloud.count:
+        raise errors.ProtocolError(f"point_cloud.point_step: 0 for {cloud.count} points")
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": step})
+
+
+def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
+                         ) -> np.ndarray:
+    """Decode a PointCloud message (any encoding) into a structured array, one record per
+    point, with the cloud's own field names and types (like sensor_msgs/PointCloud2).
+
+    A compressed cloud (ZSTD, QUANTIZED_ZSTD) decodes into count x point_step bytes, at most
+    `max_bytes` (default: the client's default frame bound, 256 MiB), checked before anything
+    is decompressed; decompression never holds more than that. Every decoding failure (the
+    layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field."""
+    dtype = _cloud_dtype(cloud)
+    count, step = cloud.count, cloud.point_step
+    size = count * step
+    encoding = cloud.encoding
+    if encoding == pb.ENCODING_RAW and not cloud.HasField("encoding"):
+        encoding = _unknown_varint(cloud, cloud.DESCRIPTOR.fields_by_name["encoding"].number)
+        encoding = pb.ENCODING_RAW if encoding is None else encoding
+    if encoding == pb.ENCODING_RAW:
+        data = cloud.data
+        if len(data) != size:
+            raise errors.ProtocolError(f"point_cloud.data: {len(data)} bytes for count {count} "
+                                       f"x point_step {step} = {size}")
+    elif encoding in (pb.ENCODING_ZSTD, pb.ENCODING_QUANTIZED_ZSTD):
+        if size > max_bytes:
+            raise errors.ProtocolError(
+                f"point_cloud.count: {count} points of point_step {step} are {size} bytes, "
+                f"more than max_bytes {max_bytes}")
+        if encoding == pb.ENCODING_ZSTD:
+            data = _unzstd(cloud.data, size, "point_cloud.data")
+        else:
+            data = decode_quantized_zstd(cloud.data, count, step, max_bytes)
+    else:
+        raise errors.ProtocolError(f"point_cloud.encoding: {encoding} is not an encoding "
+                                   "(0 RAW, 1 ZSTD, 2 QUANTIZED_ZSTD)")
+    return np.frombuffer(data, dtype=dtype, count=count)
+
+
+class _PastBound(Exception):
+    """Raised by _BoundedSink when the output passes its buffer."""
+
+
+class _BoundedSink:
+    """A write()-able sink for zstandard's copy_stream: fills a buffer of fixed size and raises
+    _PastBound at the first byte past it, which stops the decompression there."""
+
+    def __init__(self, size: int):
+        # memory that is not cleared first: decompression writes every byte once, and what a
+        # refused frame leaves untouched is never mapped
+        self.buffer = np.empty(size, np.uint8)
+        self._view = memoryview(self.buffer)
+        self.filled = 0
+
+    def write(self, chunk: bytes) -> int:
+        end = self.filled + len(chunk)
+        if end > len(self.buffer):
+            raise _PastBound
+        self._view[self.filled:end] = chunk
+        self.filled = end
+        return len(chunk)
+
+
+def _unzstd(data: bytes, size: int, what: str) -> np.ndarray:
+    """data, a zstd frame (or frames one after the other, as zstd streams may be), decompressed
+    into exactly `size` bytes (a uint8 array). A frame stating more is refused before anything
+    is decompressed; the output goes into a buffer of `size` bytes as it is produced
+    and decompression stops at the first byte past it, so a frame that states no size or a
+    wrong one (a zip bomb) costs at most that buffer. errors.ProtocolError names `what`."""
+    import io
+    import zstandard
+
+    try:
+        stated = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        raise errors.ProtocolError(f"{what}: not a zstd frame") from None
+    if stated > size:   # less: more frames may follow
+        raise errors.ProtocolError(f"{what}: the zstd frame states {stated} bytes, "
+                                   f"more than the {size} expected")
+    sink = _BoundedSink(size)
+    try:
+        zstandard.ZstdDecompressor().copy_stream(io.BytesIO(data), sink)
+    except _PastBound:
+        raise errors.ProtocolError(f"{what}: the zstd data decompress to more than "
+                                   f"{size} bytes") from None
+    except zstandard.ZstdError as err:
+        raise errors.ProtocolError(f"{what}: not exactly one zstd frame of {size} bytes "
+                                   f"({err})") from None
+    if sink.filled != size:
+        raise errors.ProtocolError(f"{what}: the zstd data decompress to {sink.filled} bytes, "
+                                   f"{size} expected")
+    return sink.buffer
 
 
 def _unzigzag(c: np.ndarray) -> np.ndarray:
@@ -340,15 +471,24 @@ def _point_spans(step: int, offsets: Sequence[int]) -> list[tuple[int, int, int,
     return spans
 
 
-def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
+def decode_quantized_zstd(data: bytes, count: int, point_step: int,
+                          max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES) -> bytes:
     """Decode ENCODING_QUANTIZED_ZSTD bytes (docs/streams.md, format SQZ2) into
-    count * point_step bytes; errors.ProtocolError names what is malformed."""
+    count * point_step bytes, at most max_bytes; errors.ProtocolError names what is malformed.
+    The body is decompressed into a buffer of the exact size its header and the zstd frame
+    state (within what the header allows), never more."""
     import struct
     import zstandard
 
-    def bad(what: str) -> errors.ProtocolError:
-        return errors.ProtocolError(f"quantized_zstd: {what}")
+    what = "point_cloud.data (QUANTIZED_ZSTD)"
 
+    def bad(detail: str) -> errors.ProtocolError:
+        return errors.ProtocolError(f"{what}: {detail}")
+
+    if count * point_step > max_bytes:
+        raise errors.ProtocolError(
+            f"point_cloud.count: {count} points of point_step {point_step} are "
+            f"{count * point_step} bytes, more than max_bytes {max_bytes}")
     if len(data) < 56:
         raise bad(f"{len(data)} bytes, shorter than the 56-byte header")
     if data[:4] != b"SQZ2":
@@ -390,17 +530,10 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
         raise bad("the body's zstd frame does not state its size")
     if not fixed <= size <= bound:
         raise bad(f"body of {size} bytes, the header allows {fixed} to {bound}")
-    dobj = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        raw = dobj.decompress(body)
-    except zstandard.ZstdError as err:
-        raise bad(f"corrupt zstd body ({err})") from None
-    if not dobj.eof or dobj.unused_data or len(raw) != size:
-        raise bad("the body is not exactly one zstd frame of its stated size")
-    buf = np.frombuffer(raw, np.uint8)
+    buf = _unzstd(body, size, f"{what} body")
 
     # the overflow counts m_k: each at most n, the body exactly as long as they say
-    m = np.frombuffer(raw, "<u4", count=nstreams).astype(np.int64)
+    m = np.frombuffer(buf, "<u4", count=nstreams).astype(np.int64)
     if np.any(m > n):
         k = int(np.argmax(m > n))
         raise bad(f"stream {k} has {m[k]} overflow values for {n} points")
@@ -1039,11 +1172,13 @@ class Client:
         self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
 
     @staticmethod
-    def lidar_clouds(done: Any, sensor_id: int) -> list[np.ndarray]:
+    def lidar_clouds(done: Any, sensor_id: int,
+                     max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES) -> list[np.ndarray]:
         """The point clouds of lidar `sensor_id` in a StepDone (or a list of SensorData), in
-        order, as structured arrays (one record per point, the cloud's own fields)."""
+        order, as structured arrays (one record per point, the cloud's own fields), decoded by
+        point_cloud_to_numpy (max_bytes: its bound of a decoded cloud)."""
         items = done.outputs if hasattr(done, "outputs") else done
-        return [point_cloud_to_numpy(d.point_cloud) for d in items
+        return [point_cloud_to_numpy(d.point_cloud, max_bytes) for d in items
                 if d.sensor_id == sensor_id and d.WhichOneof("payload") == "point_cloud"]
 
     def create_cone(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
