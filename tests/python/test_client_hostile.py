@@ -2,7 +2,9 @@
 """The Python client as a victim. Against a fake daemon (fakedaemon.py) that pushes what a
 daemon should not: zstd clouds whose frames state or hold other sizes than their points, a zip
 bomb (refused without the client's memory growing, measured in a process of its own), garbage,
-malformed field layouts: every decoding failure is an errors.ProtocolError naming the field."""
+malformed field layouts: every decoding failure is an errors.ProtocolError naming the field. The
+queue of pushed frames is bounded in bytes and in frames, drops the oldest whole frames and
+counts them; with the real daemon, an OS1-128 subscriber that does not read keeps to the bound."""
 
 from __future__ import annotations
 
@@ -292,3 +294,127 @@ def test_hostile_layout_controls_decode():
     assert arr.dtype.itemsize == 24
     assert len(point_cloud_to_numpy(cloud(2, bytes(16), point_step=8, fields=[]))) == 2
     assert len(point_cloud_to_numpy(cloud(0, b"", point_step=0, fields=[]))) == 0
+
+
+# ---------------------------------------------------------------- the queue of pushed frames
+
+def _clouds(n: int, size: int, first: int = 1) -> list:
+    """n pushed RAW clouds of `size` bytes of points each, sequences from `first`, each its own
+    bytes (its sequence in every point's intensity)."""
+    out = []
+    for k in range(first, first + n):
+        pts = np.zeros((size // 16, 4), "<f4")
+        pts[:, 3] = k
+        sd = pb.SensorData(sensor_id=4, frame=k, point_cloud=cloud(size // 16, pts.tobytes()))
+        out.append(pushed(sd, k))
+    return out
+
+
+def test_hostile_pushed_queue_is_bounded_in_bytes():
+    """40 frames of 1 MiB pushed to a client that reads none of them while it waits for a
+    reply, with a bound of 8.5 MiB: it keeps the newest 8 whole frames and counts the 32
+    others and their bytes (the frames' sizes on the wire)."""
+    frames = _clouds(40, 1 << 20)
+    sizes = [len(f.SerializeToString()) for f in frames]
+    bound = (17 << 20) // 2
+    assert 8 * sizes[0] <= bound < 9 * sizes[0]
+    with FakeDaemon(push_on_ping(frames)) as d, \
+            sensim.Client(port=d.port, pushed_max_bytes=bound) as c:
+        assert c.pushed_max_bytes == bound
+        c.ping()
+        assert c.frames_dropped == c.pushed_dropped == 32
+        assert c.bytes_dropped == sum(sizes[:32])
+        assert c.pushed_bytes == sum(sizes[32:]) <= bound
+        got = [c.next_sensor_data(timeout=0) for _ in range(9)]
+        assert got[8] is None and c.pushed_bytes == 0
+        assert [sd.sequence for sd in got[:8]] == list(range(33, 41))
+        for sd in got[:8]:
+            assert np.all(point_cloud_to_numpy(sd.point_cloud)["intensity"] == sd.sequence)
+        # frames arriving while next_sensor_data waits keep to the bound too
+        assert c.ping().payload == b""
+        assert c.frames_dropped == 64 and c.pushed_bytes <= bound
+
+
+def test_hostile_pushed_queue_default_bound():
+    """Without pushed_max_bytes the bound is sensim.client.DEFAULT_PUSHED_MAX_BYTES, 64 MiB:
+    of 80 frames of 1 MiB the newest 63 stay."""
+    from sensim.client import DEFAULT_PUSHED_MAX_BYTES
+    assert DEFAULT_PUSHED_MAX_BYTES == 64 << 20
+    frames = _clouds(80, 1 << 20)
+    size = len(frames[0].SerializeToString())
+    keep = DEFAULT_PUSHED_MAX_BYTES // size
+    assert keep == 63
+    c, got = receive(frames)
+    assert [sd.sequence for sd in got] == list(range(81 - keep, 81))
+    assert c.frames_dropped == 80 - keep
+
+
+def test_hostile_pushed_frame_larger_than_the_bound():
+    """A frame larger than the whole bound is the one kept: the newest frame always stays (it
+    is in memory already), the older ones go."""
+    frames = _clouds(5, 2 << 20)
+    c, got = receive(frames, pushed_max_bytes=1 << 20)
+    assert [sd.sequence for sd in got] == [5]
+    assert c.frames_dropped == 4
+    assert c.bytes_dropped == sum(len(f.SerializeToString()) for f in frames[:4])
+
+
+def test_hostile_pushed_queue_is_bounded_in_frames():
+    """Small frames are bounded by their number too (pushed_queue): each costs a Python object
+    far larger than its bytes."""
+    frames = [pushed(pb.SensorData(sensor_id=2, frame=k, scalar={"position": k}), k)
+              for k in range(1, 21)]
+    c, got = receive(frames, pushed_queue=5)
+    assert [sd.sequence for sd in got] == [16, 17, 18, 19, 20]
+    assert [sd.scalar.position for sd in got] == [16, 17, 18, 19, 20]
+    assert c.frames_dropped == 15
+    assert c.bytes_dropped == sum(len(f.SerializeToString()) for f in frames[:15])
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"pushed_max_bytes": -1}, "pushed_max_bytes"),
+    ({"pushed_max_bytes": 1.5}, "pushed_max_bytes"),
+    ({"pushed_queue": 0}, "pushed_queue"),
+])
+def test_hostile_pushed_queue_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        sensim.Client(connect=False, **args)
+
+
+OS1_128 = {"channels": 128, "columns": 2048, "frequency": 10.0}
+
+
+def test_hostile_os1_128_subscriber_that_does_not_read(sensimd_factory):
+    """A controller subscribed to its own OS1-128 (4 MiB frames) steps 12 revolutions and never
+    asks for a pushed frame: the frames it receives while waiting for its replies stay within
+    its 10 MiB bound, the newest two whole frames, as the StepDone clouds of the same
+    revolutions; the daemon (its queue large enough) dropped none, so the client's count is
+    every frame it did not keep."""
+    d = sensimd_factory("--subscriber-max-bytes", str(1 << 30), "--subscriber-soft-seconds", "0")
+    bound = 10 << 20
+    with d.client(pushed_max_bytes=bound) as c:
+        c.set_ambient("custom", return_probability_scaling=0.0)
+        c.create_primitive(1, "plane", half_size=40.0)
+        c.create_object(1, geometry_id=1, local_pose={"position": (0, 0, -1.5)})
+        c.create_lidar(5, ouster=OS1_128, misses="zero")
+        c.subscribe(5, "raw")
+        clouds = {}
+        for k in range(13):
+            c.update_state(0.1 * k)
+            for out in c.step(0.1 * k).outputs:
+                clouds[out.frame] = out.point_cloud.data
+        assert len(clouds) == 12
+        info = [s for s in c.get_info().subscribers if s.sensor_id == 5]
+        assert len(info) == 1 and info[0].frames_dropped == 0
+        c.unsubscribe(5)   # every frame sent has arrived before this reply
+        assert c.pushed_bytes <= bound
+        kept = []
+        while (sd := c.next_sensor_data(timeout=0)) is not None:
+            kept.append(sd)
+        size = len(kept[0].point_cloud.data)
+        assert size == 128 * 2048 * 16
+        assert [sd.sequence for sd in kept] == [11, 12]
+        assert c.frames_dropped == 10
+        assert 10 * size < c.bytes_dropped < 10 * (size + 128)
+        for sd in kept:
+            assert sd.point_cloud.data == clouds[sd.frame]

@@ -3,8 +3,8 @@
 
 Requests carry increasing ids; replies are matched by id, so requests may be pipelined
 (``send_request`` several, then ``wait_reply`` each). Pushed sensor data (id 0) is kept in a
-bounded queue whose oldest entries are dropped, and counted, when it is full. A Client is used by
-one thread at a time.
+queue bounded in bytes and in frames whose oldest whole frames are dropped, and counted, when it
+is full. A Client is used by one thread at a time.
 """
 
 from __future__ import annotations
@@ -25,6 +25,11 @@ from ._proto import pb
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
 
 PROTOCOL_VERSION = pb.PROTOCOL_VERSION
+
+# Bytes of pushed frames a Client keeps unread unless told otherwise (Client(pushed_max_bytes=)):
+# a few frames of the largest lidars (an OS1-128 frame of x y z intensity is 4 MiB), twice the
+# daemon's default queue of one subscription (--subscriber-max-bytes).
+DEFAULT_PUSHED_MAX_BYTES = 64 << 20
 
 # Result of Client.raycast: one record per ray, laid out like RaycastResult.hits_bytes (48 bytes:
 # distance at 0, normal at 8, object id at 32, label at 36, 8 reserved bytes), so that the reply
@@ -623,6 +628,15 @@ class Client:
     :meth:`connect`). Methods raise a :mod:`sensim.errors` class on a non-OK status;
     :class:`errors.TransportError` and its subclasses mean the connection is gone.
     Use as a context manager to close it.
+
+    Frames pushed by the daemon (subscriptions) arrive whenever the client reads, also while
+    it waits for a reply, and wait in a queue for :meth:`next_sensor_data`. The queue holds at
+    most ``pushed_max_bytes`` (the frames' sizes as received; default
+    ``DEFAULT_PUSHED_MAX_BYTES``, 64 MiB) and ``pushed_queue`` frames (default 1024): past
+    either, the oldest whole frames are dropped, and counted in ``frames_dropped`` and
+    ``bytes_dropped``. The newest frame always stays, even when it alone is larger than the
+    bound (it is in memory already; dropping it would leave nothing to read).
+    ``pushed_bytes`` is what the queue holds now.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 7700, *,
@@ -630,7 +644,12 @@ class Client:
                  role: str | int = "controller", client_name: str = "python",
                  timeout: float | None = 10.0, retention: str | int | None = None,
                  connect: bool = True, max_frame_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
-                 pushed_queue: int = 1024):
+                 pushed_queue: int = 1024, pushed_max_bytes: int = DEFAULT_PUSHED_MAX_BYTES):
+        for name, value, least in (("pushed_queue", pushed_queue, 1),
+                                   ("pushed_max_bytes", pushed_max_bytes, 0)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
+                    or value < least:
+                raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
         self.host = host
         self.port = int(port)
         self.environment = environment
@@ -640,13 +659,17 @@ class Client:
         self.timeout = timeout
         self.retention = retention
         self.hello_reply = None          # HelloReply once the handshake succeeded
-        self.pushed_dropped = 0          # pushed messages dropped because the queue was full
+        self.pushed_max_bytes = int(pushed_max_bytes)  # bound of the pushed frames queued
+        self.pushed_bytes = 0            # bytes of the pushed frames queued now
+        self.frames_dropped = 0          # pushed frames dropped from the full queue
+        self.bytes_dropped = 0           # their bytes
         self._sock: socket.socket | None = None
         self._decoder = _framing.FrameDecoder(max_frame_bytes)
         self._next_id = 0
         self._replies: dict[int, Any] = {}
         self._abandoned: set[int] = set()
-        self._pushed: collections.deque = collections.deque(maxlen=max(1, pushed_queue))
+        self._pushed: collections.deque = collections.deque()  # (Envelope, bytes)
+        self._pushed_max_frames = int(pushed_queue)
         self._fatal: errors.SensimError | None = None
         self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
         self._hits_kept: list[np.ndarray] = []  # arrays of pipelined raycasts' hits
@@ -704,6 +727,11 @@ class Client:
                 f"this client {PROTOCOL_VERSION}")
         self.hello_reply = reply
         return reply
+
+    @property
+    def pushed_dropped(self) -> int:
+        """Pushed frames dropped from the full queue (the same as frames_dropped)."""
+        return self.frames_dropped
 
     @property
     def server_version(self) -> str:
@@ -889,13 +917,24 @@ class Client:
                 # The daemon refuses the connection (frame or client limit) and closes it.
                 self._fatal = errors.error_for(env.status.code, env.status.message)
                 raise self._fatal
-            if len(self._pushed) == self._pushed.maxlen:
-                self.pushed_dropped += 1
-            self._pushed.append(env)
+            self._queue_pushed(env)
         elif env.id in self._abandoned:
             self._abandoned.discard(env.id)
         else:
             self._replies[env.id] = env
+
+    def _queue_pushed(self, env: Any) -> None:
+        """Queue a pushed Envelope, then drop the oldest whole frames (not the new one) while
+        the queue holds more than pushed_max_bytes or pushed_queue frames."""
+        size = env.ByteSize()
+        self._pushed.append((env, size))
+        self.pushed_bytes += size
+        while len(self._pushed) > 1 and (self.pushed_bytes > self.pushed_max_bytes
+                                         or len(self._pushed) > self._pushed_max_frames):
+            _, old = self._pushed.popleft()
+            self.pushed_bytes -= old
+            self.frames_dropped += 1
+            self.bytes_dropped += old
 
     def wait_reply(self, request_id: int, timeout: float | None = None,
                    check: bool = True) -> Any:
@@ -941,7 +980,8 @@ class Client:
         deadline = self._deadline(timeout)
         while True:
             while self._pushed:
-                env = self._pushed.popleft()
+                env, size = self._pushed.popleft()
+                self.pushed_bytes -= size
                 if env.WhichOneof("body") == "sensor_data":
                     if env.HasField("sequence"):
                         env.sensor_data.sequence = env.sequence
