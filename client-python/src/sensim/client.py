@@ -82,10 +82,30 @@ def _enum(value: Any, table: Mapping[str, int], what: str) -> int:
     return int(value)
 
 
+def _numbers(value: Any, what: str) -> np.ndarray:
+    """value as a numpy array of numbers, not converted yet: anything array-like in any memory
+    layout (broadcast, sliced, reversed, Fortran-ordered), byte order and integer or floating
+    type (nested lists too). Strings, complex or boolean values, ragged rows and other objects
+    (None, which numpy would read as NaN) raise ValueError naming `what`."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: expected numbers ({exc})") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{what}: expected numbers, got {arr.dtype} values")
+    return arr
+
+
+def _flat(value: Any, what: str, dtype: str = "<f8") -> np.ndarray:
+    """value (see _numbers) as a flat C-contiguous array of the wire type `dtype`, converted in
+    one pass (itself when it already is one)."""
+    return np.ascontiguousarray(_numbers(value, what), dtype=dtype).reshape(-1)
+
+
 def _vec3(value: Any, what: str) -> Any:
     if isinstance(value, pb.Vec3):
         return value
-    v = np.asarray(value, dtype=float).reshape(-1)
+    v = _flat(value, what)
     if v.shape != (3,):
         raise ValueError(f"{what}: expected 3 values (x, y, z), got shape {np.shape(value)}")
     return pb.Vec3(x=float(v[0]), y=float(v[1]), z=float(v[2]))
@@ -94,7 +114,7 @@ def _vec3(value: Any, what: str) -> Any:
 def _quat(value: Any, what: str) -> Any:
     if isinstance(value, pb.Quat):
         return value
-    q = np.asarray(value, dtype=float).reshape(-1)
+    q = _flat(value, what)
     if q.shape != (4,):
         raise ValueError(f"{what}: expected a quaternion (x, y, z, w), got shape {np.shape(value)}")
     return pb.Quat(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
@@ -111,7 +131,7 @@ def _pose(value: Any, what: str) -> Any:
     elif len(value) == 2:
         position, orientation = value
     else:
-        flat = np.asarray(value, dtype=float).reshape(-1)
+        flat = _flat(value, what)
         if flat.shape == (7,):
             position, orientation = flat[:3], flat[3:]
         elif flat.shape == (3,):
@@ -125,49 +145,58 @@ def _pose(value: Any, what: str) -> Any:
     return pose
 
 
-def _packed(value: Any, dtype: str, width: int, what: str) -> bytes:
-    """Little-endian bytes of an array of `width` values per row (bytes pass through)."""
+def _check_integers(arr: np.ndarray, what: str) -> None:
+    """Refuse fractional or non-finite values of an array meant to hold integers."""
+    if arr.dtype.kind == "f" and not (np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr))):
+        raise ValueError(f"{what}: expected integers, got fractional or non-finite values")
+
+
+def _check_ids(arr: np.ndarray, what: str) -> None:
+    """Refuse fractional, negative or too large values of an array of uint32 ids or indices."""
+    if not arr.size:
+        return
+    _check_integers(arr, what)
+    if arr.min() < 0 or arr.max() > 0xFFFFFFFF:
+        raise ValueError(f"{what}: values must lie in [0, 2**32)")
+
+
+def _packed(value: Any, dtype: str, width: int, what: str) -> np.ndarray:
+    """The little-endian wire form of an array of `width` values per row (`dtype` "<f4" or
+    "<u4"), as a flat C-contiguous array converted in one pass (itself when it already is one);
+    bytes pass through as they are, viewed as uint8."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-        if len(data) % (np.dtype(dtype).itemsize * width) != 0:
-            raise ValueError(f"{what}: {len(data)} bytes is not a whole number of rows")
+        data = np.frombuffer(value, np.uint8)
+        if data.nbytes % (np.dtype(dtype).itemsize * width) != 0:
+            raise ValueError(f"{what}: {data.nbytes} bytes is not a whole number of rows")
         return data
-    arr = np.asarray(value)
-    if arr.dtype.kind in "iu" and np.dtype(dtype).kind == "u" and arr.size and arr.min() < 0:
-        raise ValueError(f"{what}: negative values")
+    arr = _numbers(value, what)
+    if np.dtype(dtype).kind == "u":
+        _check_ids(arr, what)
     if arr.size % width != 0 or (arr.ndim > 1 and arr.shape[-1] != width):
         raise ValueError(f"{what}: expected rows of {width} values, got shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=dtype).tobytes()
+    return np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
 
 
-def _rows(value: Any, width: int, what: str, dtype: Any = float) -> np.ndarray:
-    """An (N, width) array from anything array-like (or a flat N*width one)."""
-    arr = np.asarray(value, dtype=dtype)
+def _rows(value: Any, width: int, what: str, dtype: str = "<f8") -> np.ndarray:
+    """An (N, width) C-contiguous array of the wire type `dtype` from anything array-like of N
+    rows (or N * width values; see _numbers), converted in one pass: it is sent from its own
+    memory, so an array that already is one is sent as it is, without a copy."""
+    arr = _numbers(value, what)
     if arr.ndim == 1 and arr.size % width == 0:
-        arr = arr.reshape(-1, width)
-    if arr.ndim != 2 or arr.shape[1] != width:
-        raise ValueError(f"{what}: expected shape (N, {width}), got {np.shape(value)}")
-    return arr
-
-
-def _le(arr: np.ndarray) -> np.ndarray:
-    """arr as a C-contiguous little-endian float64 array (itself when it already is one), to be
-    sent as a *_bytes field from its own memory."""
-    return np.ascontiguousarray(arr, dtype="<f8")
+        shape = (arr.size // width, width)
+    elif arr.ndim == 2 and arr.shape[1] == width:
+        shape = arr.shape
+    else:
+        raise ValueError(f"{what}: expected shape (N, {width}), got {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=dtype).reshape(shape)
 
 
 def _ids(value: Any, what: str) -> np.ndarray:
-    """Ids as a little-endian uint32 array; fractional, negative or too large ids are refused."""
-    arr = np.asarray(value).reshape(-1)
-    if not arr.size:
-        return np.zeros(0, dtype="<u4")
-    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr)):
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in "iu":
-        raise ValueError(f"{what}: expected integer ids, got {arr.dtype}")
-    if arr.min() < 0 or arr.max() > 0xFFFFFFFF:
-        raise ValueError(f"{what}: ids must lie in [0, 2**32)")
-    return np.ascontiguousarray(arr, dtype="<u4")
+    """Ids as a flat little-endian uint32 array (any array-like, see _numbers); fractional,
+    negative or too large ids are refused."""
+    arr = _numbers(value, what)
+    _check_ids(arr, what)
+    return np.ascontiguousarray(arr, dtype="<u4").reshape(-1)
 
 
 # Envelope.raycast_result.hits_bytes, as field numbers
@@ -223,9 +252,12 @@ def _enum_number(enum_type: Any, value: Any, what: str) -> int:
 
 
 def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
-    """Set scalar, enum and Vec3/Quat/Pose fields of msg from keyword arguments: keys by
-    field name (snake_case) or protobuf JSON name (camelCase), enums by number or name (full,
-    or without the type's prefix, any case), other messages from dicts in protobuf JSON form."""
+    """Set fields of msg from keyword arguments or a dict in protobuf JSON form: keys by field
+    name (snake_case) or JSON name (camelCase); enums by number or name (full, or without the
+    type's prefix, any case); messages from messages or dicts (the same rules, nested), Vec3,
+    Quat, Pose and Mat3 also from numbers; repeated numbers from any array-like (any layout,
+    byte order, integer or float type), flattened and converted once. A string for a number
+    ("NaN", "1e3", an int64) is read as protobuf's JSON form reads it."""
     fields = msg.DESCRIPTOR.fields_by_name
     json_names = {f.json_name: f for f in msg.DESCRIPTOR.fields}
     for key, value in params.items():
@@ -235,40 +267,75 @@ def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
         if field is None:
             raise TypeError(f"{what}: unknown field {key!r}; fields: {sorted(fields)}")
         key = field.name
-        if field.enum_type is not None:
-            if field.label == field.LABEL_REPEATED:
-                getattr(msg, key).extend(_enum_number(field.enum_type, v, f"{what}.{key}")
-                                         for v in (value if isinstance(value, (list, tuple))
-                                                   else [value]))
+        where = f"{what}.{key}"
+        repeated = field.label == field.LABEL_REPEATED
+        if field.message_type is not None:
+            if repeated:
+                items = getattr(msg, key)
+                for i, v in enumerate(value):
+                    _set_message(items.add(), v, f"{where}[{i}]")
             else:
-                setattr(msg, key, _enum_number(field.enum_type, value, f"{what}.{key}"))
-            continue
-        if field.message_type is not None and field.label == field.LABEL_REPEATED:
-            items = getattr(msg, key)
-            for v in value:
-                if isinstance(v, Message):
-                    items.add().CopyFrom(v)
-                else:
-                    json_format.ParseDict(v, items.add())
-            continue
-        if field.message_type is not None and field.label != field.LABEL_REPEATED:
-            sub = getattr(msg, key)
-            if isinstance(value, Message):
-                sub.CopyFrom(value)
-            elif field.message_type.name == "Vec3":
-                sub.CopyFrom(_vec3(value, f"{what}.{key}"))
-            elif field.message_type.name == "Quat":
-                sub.CopyFrom(_quat(value, f"{what}.{key}"))
-            elif field.message_type.name == "Pose":
-                sub.CopyFrom(_pose(value, f"{what}.{key}"))
-            elif isinstance(value, Mapping):
-                json_format.ParseDict(value, sub)
+                _set_message(getattr(msg, key), value, where)
+        elif field.enum_type is not None:
+            if repeated:
+                values = [value] if isinstance(value, (str, int, np.integer)) else \
+                    (value.reshape(-1).tolist() if isinstance(value, np.ndarray) else value)
+                getattr(msg, key).extend(_enum_number(field.enum_type, v, where) for v in values)
             else:
-                raise TypeError(f"{what}.{key}: expected a {field.message_type.name}")
-        elif field.label == field.LABEL_REPEATED:
-            getattr(msg, key).extend(np.asarray(value).reshape(-1).tolist())
+                setattr(msg, key, _enum_number(field.enum_type, value, where))
+        elif repeated and field.cpp_type == field.CPPTYPE_STRING:
+            getattr(msg, key).extend([value] if isinstance(value, (str, bytes)) else value)
+        elif repeated and isinstance(value, (list, tuple)) and \
+                any(isinstance(v, str) for v in value):
+            _parse_json(msg, field, list(value), where)   # JSON spellings: "NaN", "Infinity"
+        elif repeated:
+            arr = _numbers(value, where).reshape(-1)
+            if field.cpp_type not in (field.CPPTYPE_DOUBLE, field.CPPTYPE_FLOAT):
+                _check_integers(arr, where)
+                arr = arr.astype(np.int64)
+            try:
+                getattr(msg, key).extend(arr.tolist())
+            except (TypeError, ValueError) as exc:   # out of the field's range
+                raise ValueError(f"{where}: {exc}") from None
         else:
-            setattr(msg, key, value)
+            if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
+                value = value.item()
+            if isinstance(value, str) and field.cpp_type != field.CPPTYPE_STRING:
+                _parse_json(msg, field, value, where)
+                continue
+            try:
+                setattr(msg, key, value)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{where}: {exc}") from None
+
+
+def _parse_json(msg: Message, field: Any, value: Any, what: str) -> None:
+    """Set field of msg from value as protobuf's JSON parser reads it."""
+    try:
+        json_format.ParseDict({field.json_name: value}, msg)
+    except json_format.ParseError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+def _set_message(sub: Message, value: Any, what: str) -> None:
+    """Set message `sub` (a field of its parent, which it joins even when empty) from a
+    message, a dict of its fields (_set_fields) or, for Vec3, Quat, Pose and Mat3, numbers."""
+    sub.SetInParent()
+    if isinstance(value, Message):
+        sub.CopyFrom(value)
+    elif isinstance(value, Mapping):
+        _set_fields(sub, value, what)
+    elif sub.DESCRIPTOR.name == "Vec3":
+        sub.CopyFrom(_vec3(value, what))
+    elif sub.DESCRIPTOR.name == "Quat":
+        sub.CopyFrom(_quat(value, what))
+    elif sub.DESCRIPTOR.name == "Pose":
+        sub.CopyFrom(_pose(value, what))
+    elif sub.DESCRIPTOR.name == "Mat3":
+        del sub.m[:]
+        sub.m.extend(_flat(value, what).tolist())   # row-major, any layout: (3, 3) or 9 values
+    else:
+        raise TypeError(f"{what}: expected a {sub.DESCRIPTOR.name} (a message or a dict)")
 
 
 def _choose(msg: Message, kind: str, params: Mapping[str, Any]) -> Message:
@@ -1011,14 +1078,16 @@ class Client:
     def create_mesh(self, id: int, vertices: Any, indices: Any, material_ids: Any = None,
                     name: str = "") -> None:
         """Create triangle mesh geometry `id` from vertices (N, 3) float32 and indices (M, 3)
-        uint32 (arrays or already packed little-endian bytes); material_ids: (M,) uint32."""
-        msg = pb.CreateMesh(id=id, vertices=_packed(vertices, "<f4", 3, "vertices"),
-                            indices=_packed(indices, "<u4", 3, "indices"))
+        uint32 (any array-like, converted once, or already packed little-endian bytes);
+        material_ids: (M,) uint32. The arrays are sent from their own memory."""
+        arrays = [("vertices", _packed(vertices, "<f4", 3, "vertices")),
+                  ("indices", _packed(indices, "<u4", 3, "indices"))]
         if material_ids is not None:
-            msg.material_ids = _packed(material_ids, "<u4", 1, "material_ids")
+            arrays.append(("material_ids", _packed(material_ids, "<u4", 1, "material_ids")))
+        msg = pb.CreateMesh(id=id)
         if name:
             msg.name = name
-        self._call("create_mesh", msg)
+        self.wait_reply(self._send_bulk("create_mesh", msg, arrays))
 
     def create_primitive(self, id: int, kind: str, *, name: str = "", **size: Any) -> None:
         """Create primitive geometry `id`: box(half_extents=(x, y, z)), sphere(radius),
@@ -1122,7 +1191,8 @@ class Client:
         """Create sensor `id` on body `body_id` at `mount`. config is a LidarConfig, ImuConfig,
         EncoderConfig, OdometerConfig or ConeConfig message, or a whole CreateSensor (sent as
         is); alternatively pass one keyword lidar=/imu=/encoder=/odometer=/cone= with a message
-        or a dict in protobuf JSON form."""
+        or a dict in protobuf JSON form (vectors, matrices and repeated numbers also as
+        arrays of any layout)."""
         if isinstance(config, pb.CreateSensor):
             msg = pb.CreateSensor()
             msg.CopyFrom(config)
@@ -1144,7 +1214,7 @@ class Client:
             if isinstance(value, Message):
                 sub.MergeFrom(value)
             else:
-                json_format.ParseDict(value, sub)
+                _set_fields(sub, value, field)
             _set_fields(msg, dict(body_id=body_id or None, mount=mount, name=name or None),
                         "create_sensor")
         self._call("create_sensor", msg)
@@ -1153,8 +1223,9 @@ class Client:
                    accelerometer: Any = None, gyroscope: Any = None, magnetometer: Any = None,
                    sample_rate: float | None = None) -> None:
         """Create an IMU with the sub-sensors given (True = ideal defaults, or a dict in
-        protobuf JSON form, e.g. {"chain": {"noiseStddev": {"x": 0.01}}}); sample_rate in Hz
-        (None = one sample per step)."""
+        protobuf JSON form, e.g. {"chain": {"noiseStddev": {"x": 0.01}}}, vectors and 3x3
+        matrices also as arrays: {"chain": {"crossAxisMatrix": np.eye(3)}}); sample_rate in
+        Hz (None = one sample per step)."""
         cfg: dict = {}
         for key, sub in (("accelerometer", accelerometer), ("gyroscope", gyroscope),
                          ("magnetometer", magnetometer)):
@@ -1254,7 +1325,8 @@ class Client:
                      joint_positions: Any = None) -> None:
         """Send the state at `time`: body_poses (N, 7) px py pz qx qy qz qw, body_velocities
         (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,). The arrays travel as
-        little-endian bytes (the UpdateState *_bytes fields)."""
+        little-endian bytes (the UpdateState *_bytes fields), each converted once from any
+        array-like (any layout, byte order, integer or float type; ids any integers)."""
         ids = _ids(body_ids, "body_ids")
         jids = _ids(joint_ids, "joint_ids")
         arrays = []
@@ -1264,19 +1336,19 @@ class Client:
             poses = _rows(body_poses, 7, "body_poses")
             if len(poses) != len(ids):
                 raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
-            arrays += [("body_ids_bytes", ids), ("body_poses_bytes", _le(poses))]
+            arrays += [("body_ids_bytes", ids), ("body_poses_bytes", poses)]
             if body_velocities is not None:
                 vel = _rows(body_velocities, 6, "body_velocities")
                 if len(vel) != len(ids):
                     raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
-                arrays.append(("body_velocities_bytes", _le(vel)))
+                arrays.append(("body_velocities_bytes", vel))
         if len(jids):
             if joint_positions is None:
                 raise ValueError("joint_positions: required with joint_ids")
-            pos = np.asarray(joint_positions, dtype=float).reshape(-1)
+            pos = _flat(joint_positions, "joint_positions")
             if len(pos) != len(jids):
                 raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
-            arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", _le(pos))]
+            arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", pos)]
         self.wait_reply(self._send_bulk("update_state", pb.UpdateState(time=float(time)),
                                         arrays))
 
@@ -1293,18 +1365,22 @@ class Client:
         `exclude_bodies` and, with a non-zero `group_mask`, those whose group bit it does not
         set.
 
-        The rays travel as little-endian bytes, and a result is seen in the memory it was
-        received into (no copy). From PIPELINE_MIN_RAYS rays on, when they would fit in one
-        request (the daemon's max_frame_bytes), the rays go as several requests sent back to
-        back (PIPELINE_WINDOW in flight), whose replies must report one `world_serial` (no
-        request changed the environment in between); otherwise, or when one of them fails, the
-        rays are sent again as one request, whose reply (or error) is the answer."""
+        The arrays may be anything array-like (broadcast, sliced, Fortran-ordered, big-endian,
+        any integer or float type); each is converted once to the little-endian float64 it
+        travels as (an array that already is one is sent from its own memory), and a result is
+        seen in the memory it was received into (no copy). From PIPELINE_MIN_RAYS rays on,
+        when they would fit in one request (the daemon's max_frame_bytes), the rays go as
+        several requests sent back to back (PIPELINE_WINDOW in flight), whose replies must
+        report one `world_serial` (no request changed the environment in between); otherwise,
+        or when one of them fails, the rays are sent again as one request, whose reply (or
+        error) is the answer."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
-        t = None if times is None else _le(np.asarray(times, dtype=float).reshape(-1))
-        msg = pb.Raycast(max_range=float(max_range), exclude_bodies=list(exclude_bodies))
+        t = None if times is None else _flat(times, "times")
+        msg = pb.Raycast(max_range=float(max_range),
+                         exclude_bodies=_ids(exclude_bodies, "exclude_bodies").tolist())
         if group_mask:
             msg.group_mask = int(group_mask)
         limit = self.limits.max_frame_bytes if self.limits is not None else 0
