@@ -114,7 +114,10 @@ double lidar_pattern_rate(const lidar_pattern_t* p);
 // beam-origin radius; 0 for the other patterns).
 double lidar_pattern_origin_reach(const lidar_pattern_t* p);
 
-//---------------- Models (each validates its parameters and names the field under `prefix`)
+//---------------- Models
+// Each model's init validates its description (errors name the field under `prefix`, e.g.
+// "lidar.vlp16.frequency = 3 is outside [5, 20] Hz") and builds the pattern; its check runs the
+// same validation alone, without allocating.
 
 // Generic spinning lidar (channels fire at offsets inside each column).
 typedef struct lidar_spinning_desc {
@@ -132,6 +135,8 @@ typedef struct lidar_spinning_desc {
 
 int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
                                 const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_spinning_check(const lidar_spinning_desc_t* d, const char* prefix,
+                                 err_msg_t* msg) CHECKRET;
 
 // Velodyne VLP-16: 16 lasers, 2.304 us apart, sequences of 55.296 us in continuous time.
 typedef struct lidar_vlp16_desc {
@@ -142,6 +147,8 @@ typedef struct lidar_vlp16_desc {
 
 int lidar_pattern_vlp16_init(lidar_pattern_t* p, const lidar_vlp16_desc_t* d, const char* prefix,
                              err_msg_t* msg) CHECKRET;
+int lidar_pattern_vlp16_check(const lidar_vlp16_desc_t* d, const char* prefix,
+                              err_msg_t* msg) CHECKRET;
 
 // Ouster OS1: uniform beams (or per-unit beam_altitude_angles), columns sharing a timestamp.
 typedef struct lidar_ouster_desc {
@@ -159,6 +166,12 @@ typedef struct lidar_ouster_desc {
 
 int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_ouster_check(const lidar_ouster_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
+
+// Half the default vertical field of an OS1 with `channels` beams, rad (the datasheet's 16.6
+// degrees for 16 and 64 beams, 22.5 otherwise).
+double lidar_pattern_ouster_half_field(uint32_t channels);
 
 // RoboSense RS-Bpearl: 32 channels over a 90 degree vertical field.
 typedef struct lidar_bpearl_desc {
@@ -168,6 +181,8 @@ typedef struct lidar_bpearl_desc {
 
 int lidar_pattern_bpearl_init(lidar_pattern_t* p, const lidar_bpearl_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_bpearl_check(const lidar_bpearl_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
 
 // Velodyne HDL-64E: 64 lasers in two blocks, +2 to -24.8 degrees.
 typedef struct lidar_hdl64e_desc {
@@ -178,6 +193,11 @@ typedef struct lidar_hdl64e_desc {
 
 int lidar_pattern_hdl64e_init(lidar_pattern_t* p, const lidar_hdl64e_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_hdl64e_check(const lidar_hdl64e_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
+
+// Columns per revolution at `frequency` (Hz, in [5, 20]) from the datasheet point rate.
+uint32_t lidar_pattern_hdl64e_columns(double frequency);
 
 // Flash (solid-state) grid: every pixel fires at the frame time.
 typedef struct lidar_flash_desc {
@@ -191,6 +211,8 @@ typedef struct lidar_flash_desc {
 
 int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
                              err_msg_t* msg) CHECKRET;
+int lidar_pattern_flash_check(const lidar_flash_desc_t* d, const char* prefix,
+                              err_msg_t* msg) CHECKRET;
 
 // A ray list repeated every 1 / frame_rate.
 typedef struct lidar_custom_desc {
@@ -206,6 +228,8 @@ typedef struct lidar_custom_desc {
 
 int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
 
 // Non-repetitive rosette of two rotating Risley prisms (Livox style).
 typedef struct lidar_livox_desc {
@@ -217,6 +241,8 @@ typedef struct lidar_livox_desc {
 
 int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
                              err_msg_t* msg) CHECKRET;
+int lidar_pattern_livox_check(const lidar_livox_desc_t* d, const char* prefix,
+                              err_msg_t* msg) CHECKRET;
 
 //---------------- Shared by the model files
 

@@ -7,8 +7,8 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
-                              const char* prefix, err_msg_t* msg) {
+int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
+                               err_msg_t* msg) {
   // list
   if (d->nray == 0) {
     return err_set(msg, ERR_INVAL, "%s.azimuths is empty: a ray list needs at least one ray",
@@ -48,10 +48,16 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
       }
     }
   }
+  return 0;
+}
 
+
+int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
   // tables, in firing order
   int rc;
-  if ((rc = lidar_pattern_alloc(p, d->nray, 0, prefix, msg))) {
+  if ((rc = lidar_pattern_custom_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, d->nray, 0, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_CUSTOM;
@@ -65,6 +71,7 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
     lidar_pattern_close(p);
     return rc;
   }
+  double period = 1.0 / d->frame_rate;
   p->group_period = period;
   p->groups_per_sweep = 1;
   p->sweep_period = period;

@@ -9,8 +9,8 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
-                             err_msg_t* msg) {
+int lidar_pattern_flash_check(const lidar_flash_desc_t* d, const char* prefix,
+                              err_msg_t* msg) {
   // sizes and fields of view
   if (d->columns == 0) {
     return err_set(msg, ERR_INVAL, "%s.columns = 0 must be > 0", prefix);
@@ -35,10 +35,16 @@ int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, co
     return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, 10000] Hz", prefix,
                    d->frame_rate);
   }
+  return 0;
+}
 
+
+int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
+                             err_msg_t* msg) {
   // pixels
   int rc;
-  if ((rc = lidar_pattern_alloc(p, d->columns * d->rows, 0, prefix, msg))) {
+  if ((rc = lidar_pattern_flash_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, d->columns * d->rows, 0, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_FLASH;

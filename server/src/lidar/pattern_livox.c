@@ -19,8 +19,8 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
-                             err_msg_t* msg) {
+int lidar_pattern_livox_check(const lidar_livox_desc_t* d, const char* prefix,
+                              err_msg_t* msg) {
   if (!isfinite(d->fov) || !(d->fov > 0.0) || !(d->fov < M_PI)) {
     return err_set(msg, ERR_INVAL, "%s.fov = %g is outside (0, pi) rad", prefix, d->fov);
   }
@@ -42,8 +42,15 @@ int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, co
     return err_set(msg, ERR_INVAL, "%s.prism_rates = (%g, %g) must differ", prefix,
                    d->prism_rate[0], d->prism_rate[1]);
   }
+  return 0;
+}
+
+
+int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
+                             err_msg_t* msg) {
   int rc;
-  if ((rc = lidar_pattern_alloc(p, 1, 0, prefix, msg))) {
+  if ((rc = lidar_pattern_livox_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, 1, 0, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_LIVOX;

@@ -8,8 +8,8 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
-                                const char* prefix, err_msg_t* msg) {
+int lidar_pattern_spinning_check(const lidar_spinning_desc_t* d, const char* prefix,
+                                 err_msg_t* msg) {
   // rotor and columns
   int rc;
   if ((rc = lidar_pattern_check_finite(d->frequency, prefix, "frequency", msg)) ||
@@ -63,6 +63,17 @@ int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t*
       }
     }
   }
+  return 0;
+}
+
+
+int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
+                                const char* prefix, err_msg_t* msg) {
+  int rc;
+  if ((rc = lidar_pattern_spinning_check(d, prefix, msg))) {
+    return rc;
+  }
+  double column_period = 1.0 / (d->frequency * (double)d->columns);
 
   // tables, in firing order
   if ((rc = lidar_pattern_alloc(p, d->nchannel, 0, prefix, msg))) {
