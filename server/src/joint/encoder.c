@@ -47,8 +47,8 @@ int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) {
     return err_set(msg, ERR_INVAL, "encoder.scaling = %g is not finite", c->scaling);
   }
   if (c->mode != ENCODER_MODE_ABSOLUTE && c->mode != ENCODER_MODE_INCREMENTAL) {
-    return err_set(msg, ERR_INVAL, "encoder.mode = %d is not ABSOLUTE or INCREMENTAL",
-                   (int)c->mode);
+    return err_set(msg, ERR_INVAL, "encoder.mode = %d is not ENCODER_ABSOLUTE or "
+                   "ENCODER_INCREMENTAL", (int)c->mode);
   }
   if (isnan(c->lower) || isnan(c->upper) || !(c->lower < c->upper)) {
     return err_set(msg, ERR_INVAL, "encoder.range_lower = %g must be below range_upper = %g",

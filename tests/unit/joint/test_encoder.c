@@ -254,6 +254,10 @@ TEST(bad_configurations_name_the_field) {
   c.speed_timeout = NAN;
   ASSERT_EQ(encoder_create(&c, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "encoder.speed_timeout");
+  c.speed_timeout = 0;
+  c.mode = (encoder_mode_t)2;
+  ASSERT_EQ(encoder_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "encoder.mode = 2 is not ENCODER_ABSOLUTE or ENCODER_INCREMENTAL");
   odometer_config_t o;
   odometer_config_default(&o);
   o.joint_id = 1;
