@@ -35,6 +35,20 @@ typedef enum lidar_pattern_kind {
 // Most rays in one firing group (a custom ray list or a flash frame).
 #define LIDAR_PATTERN_MAX_GROUP (1u << 22)
 
+// Bounds every pattern keeps (docs/models/lidar.md, "Bounds"), so that its firing times, sweep
+// numbers and ray counts stay finite and exact over the whole time line (state and start times
+// within +-1e9 s):
+// - the slowest revolution or frame rate, Hz: a sweep lasts at most 10^4 s (a terrestrial
+//   scanner's slowest dome scan takes minutes); rates near 0 make sweep times infinite;
+#define LIDAR_PATTERN_MIN_RATE 1e-4
+// - rays per second: the rays of 2e9 s stay below 2^62, the bound of a lidar's ray cursor;
+#define LIDAR_PATTERN_MAX_RAY_RATE 1e9
+// - rays per sweep (2^32: a spinning lidar's 2^20 columns x 4096 channels);
+#define LIDAR_PATTERN_MAX_SWEEP_RAYS 4294967296.0
+// - angles given as azimuths (start azimuths, azimuth offsets, custom azimuths), rad: within
+//   one turn either way (2 pi), far from where a double's turn loses its precision.
+#define LIDAR_PATTERN_MAX_AZIMUTH 6.283185307179586
+
 typedef struct lidar_pattern {
   lidar_pattern_kind_t kind;
 
@@ -254,12 +268,30 @@ int lidar_pattern_alloc(lidar_pattern_t* p, uint32_t nray, int with_vertical_off
 // given. ERR_NOMEM.
 int lidar_pattern_sort(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
 
-// Last step of every model's init: the per-ray trigonometry (p->trig) once the tables and the
-// rotor are set. ERR_NOMEM (the pattern is closed).
+// Last step of every model's init: the bounds above (a backstop behind each model's own
+// checks: ERR_INVAL naming `prefix`), then the per-ray trigonometry (p->trig) once the tables
+// and the rotor are set. ERR_INVAL or ERR_NOMEM (the pattern is closed).
 int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
 
 // Check a finite value; ERR_INVAL "<prefix>.<field> = <v> is not finite".
 int lidar_pattern_check_finite(double v, const char* prefix, const char* field,
                                err_msg_t* msg) CHECKRET;
+
+// Check an azimuth given in a configuration: within +-LIDAR_PATTERN_MAX_AZIMUTH; ERR_INVAL
+// "<prefix>.<field> = <v> is outside [-2 pi, 2 pi] rad".
+int lidar_pattern_check_azimuth(double v, const char* prefix, const char* field,
+                                err_msg_t* msg) CHECKRET;
+
+// Check a revolution or frame rate (Hz): in [LIDAR_PATTERN_MIN_RATE, max]; ERR_INVAL
+// "<prefix>.<field> = <v> must be in [0.0001, <max>] Hz".
+int lidar_pattern_check_rate(double v, double max, const char* prefix, const char* field,
+                             err_msg_t* msg) CHECKRET;
+
+// Check the rays per second of a pattern, `rate` sweeps per second (its field rate_field) of
+// `rays` each (its fields rays_fields): ERR_INVAL naming "<prefix>.<rate_field> x
+// <prefix>.<rays_fields>" when they exceed LIDAR_PATTERN_MAX_RAY_RATE.
+int lidar_pattern_check_ray_rate(double rate, double rays, const char* prefix,
+                                 const char* rate_field, const char* rays_fields,
+                                 err_msg_t* msg) CHECKRET;
 
 #endif  // SENSIM_LIDAR_PATTERN_H_

@@ -15,7 +15,7 @@
 int lidar_pattern_bpearl_check(const lidar_bpearl_desc_t* d, const char* prefix,
                                err_msg_t* msg) {
   int rc;
-  if ((rc = lidar_pattern_check_finite(d->start_azimuth, prefix, "start_azimuth", msg))) {
+  if ((rc = lidar_pattern_check_azimuth(d->start_azimuth, prefix, "start_azimuth", msg))) {
     return rc;
   }
   if (d->frequency != 10.0 && d->frequency != 20.0) {

@@ -18,9 +18,11 @@ int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
     return err_set(msg, ERR_INVAL, "%s.azimuths has %u rays, more than %u", prefix, d->nray,
                    LIDAR_PATTERN_MAX_GROUP);
   }
-  if (!isfinite(d->frame_rate) || !(d->frame_rate > 0.0) || d->frame_rate > 1e4) {
-    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, 10000] Hz", prefix,
-                   d->frame_rate);
+  int rc;
+  if ((rc = lidar_pattern_check_rate(d->frame_rate, 1e4, prefix, "frame_rate", msg)) ||
+      (rc = lidar_pattern_check_ray_rate(d->frame_rate, d->nray, prefix, "frame_rate", "azimuths",
+                                         msg))) {
+    return rc;
   }
   if (d->ntime_offset != 0 && d->ntime_offset != d->nray) {
     return err_set(msg, ERR_INVAL, "%s.time_offsets has %u values for %u rays", prefix,
@@ -32,9 +34,9 @@ int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
   }
   double period = 1.0 / d->frame_rate;
   for (uint32_t i = 0; i < d->nray; i++) {
-    if (!isfinite(d->azimuths[i])) {
-      return err_set(msg, ERR_INVAL, "%s.azimuths[%u] = %g is not finite", prefix, i,
-                     d->azimuths[i]);
+    if (!(fabs(d->azimuths[i]) <= LIDAR_PATTERN_MAX_AZIMUTH)) {
+      return err_set(msg, ERR_INVAL, "%s.azimuths[%u] = %g is outside [-2 pi, 2 pi] rad", prefix,
+                     i, d->azimuths[i]);
     }
     if (!isfinite(d->elevations[i]) || fabs(d->elevations[i]) > M_PI / 2) {
       return err_set(msg, ERR_INVAL, "%s.elevations[%u] = %g is outside [-pi/2, pi/2]", prefix, i,

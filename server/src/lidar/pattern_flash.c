@@ -19,8 +19,8 @@ int lidar_pattern_flash_check(const lidar_flash_desc_t* d, const char* prefix,
     return err_set(msg, ERR_INVAL, "%s.rows = 0 must be > 0", prefix);
   }
   if ((uint64_t)d->columns * d->rows > LIDAR_PATTERN_MAX_GROUP) {
-    return err_set(msg, ERR_INVAL, "%s: %u x %u pixels exceed %u", prefix, d->columns, d->rows,
-                   LIDAR_PATTERN_MAX_GROUP);
+    return err_set(msg, ERR_INVAL, "%s.columns x %s.rows = %u x %u pixels exceed %u", prefix,
+                   prefix, d->columns, d->rows, LIDAR_PATTERN_MAX_GROUP);
   }
   double hmax = d->projective ? M_PI : 2.0 * M_PI;
   if (!isfinite(d->fov_horizontal) || !(d->fov_horizontal > 0.0) || !(d->fov_horizontal < hmax)) {
@@ -31,11 +31,12 @@ int lidar_pattern_flash_check(const lidar_flash_desc_t* d, const char* prefix,
     return err_set(msg, ERR_INVAL, "%s.fov_vertical = %g is outside (0, pi) rad", prefix,
                    d->fov_vertical);
   }
-  if (!isfinite(d->frame_rate) || !(d->frame_rate > 0.0) || d->frame_rate > 1e4) {
-    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, 10000] Hz", prefix,
-                   d->frame_rate);
+  int rc;
+  if ((rc = lidar_pattern_check_rate(d->frame_rate, 1e4, prefix, "frame_rate", msg))) {
+    return rc;
   }
-  return 0;
+  return lidar_pattern_check_ray_rate(d->frame_rate, (double)d->columns * d->rows, prefix,
+                                      "frame_rate", "columns x rows", msg);
 }
 
 

@@ -28,7 +28,7 @@ int lidar_pattern_vlp16_check(const lidar_vlp16_desc_t* d, const char* prefix,
                               err_msg_t* msg) {
   int rc;
   if ((rc = lidar_pattern_check_finite(d->frequency, prefix, "frequency", msg)) ||
-      (rc = lidar_pattern_check_finite(d->start_azimuth, prefix, "start_azimuth", msg))) {
+      (rc = lidar_pattern_check_azimuth(d->start_azimuth, prefix, "start_azimuth", msg))) {
     return rc;
   }
   if (d->frequency < 5.0 || d->frequency > 20.0) {
