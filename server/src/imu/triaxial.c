@@ -59,8 +59,8 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
                      prefix, kAxis[i], c->upper[i]);
     }
     if (!(c->lower[i] <= c->upper[i])) {
-      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must not exceed range.upper.%s = %g",
-                     prefix, kAxis[i], c->lower[i], kAxis[i], c->upper[i]);
+      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must not exceed %s.range.upper.%s = "
+                     "%g", prefix, kAxis[i], c->lower[i], prefix, kAxis[i], c->upper[i]);
     }
   }
   if ((rc = check_finite3(c->bias, prefix, "bias", 0, msg)) != 0) {
@@ -173,7 +173,9 @@ void triax_drift_advance(const triax_config_t* c, const triax_drift_t* prev, dou
 
 void triax_quantize(const triax_config_t* c, const double u[3], double dest[3]) {
   for (int i = 0; i < 3; i++) {
-    dest[i] = c->precision > 0.0 ? c->precision * round(u[i] / c->precision) : u[i];
+    // a step finer than u's own resolution quantizes nothing (u / precision would overflow)
+    double k = c->precision > 0.0 ? round(u[i] / c->precision) : NAN;
+    dest[i] = isfinite(k) ? c->precision * k : u[i];
   }
 }
 

@@ -74,7 +74,8 @@ void triax_chain(const triax_config_t* c, const double u[3], const double white[
 void triax_drift_advance(const triax_config_t* c, const triax_drift_t* prev, double dt,
                          const double normals[9], triax_drift_t* next, double add[3]);
 
-// Step 9 (identity when precision is 0). dest may alias u.
+// Step 9 (identity when precision is 0, and where u / precision is not finite). dest may alias
+// u.
 void triax_quantize(const triax_config_t* c, const double u[3], double dest[3]);
 
 // Copy the selected axes of u (x, y, z order) to dest; returns how many.

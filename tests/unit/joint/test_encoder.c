@@ -50,6 +50,13 @@ TEST(kat_odometer) {
   ASSERT_KAT(2 * M_PI * 0.5 / 1024, 0.00306796158, KAT_REL, KAT_FLOOR);
   ASSERT_KAT(odometer_measure(&c, 10.0, 0.0), 4.99770941, KAT_REL, KAT_FLOOR);
   ASSERT_KAT(odometer_measure(&c, -3.0, 0.0), -1.50023321, KAT_REL, KAT_FLOOR);
+
+  // bins finer than the values' resolution bin nothing: a 5e-324 m wheel's bin width underflows
+  // to 0 (it gave NaN), a 5e-324 encoder resolution overflowed u / res (it gave inf)
+  c.wheel_radius = 5e-324;
+  ASSERT_TRUE(odometer_measure(&c, 10.0, 0.0) == c.wheel_radius * 10.0);
+  ASSERT_TRUE(encoder_bin(1.0, 5e-324) == 1.0);
+  ASSERT_TRUE(encoder_bin(0.0, 0.0) == 0.0);
   return 0;
 }
 
