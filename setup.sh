@@ -45,9 +45,11 @@ runtime_packages=(
   libzstd1
 )
 
-# Building and running the images and checking the manifests (docker/, docs/deploy.md).
+# Building and running the images and checking the manifests (docker/, docs/deploy.md); the
+# dnsname plugin lets compose services find each other by name on podman's networks.
 container_packages=(
   buildah podman podman-compose runc debootstrap
+  golang-github-containernetworking-plugin-dnsname
   nodejs
 )
 
