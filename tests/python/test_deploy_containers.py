@@ -33,9 +33,10 @@ from sensim.testing import Daemon
 REPO = pathlib.Path(__file__).resolve().parents[2]
 TOOLS = ("git", "buildah", "podman", "podman-compose")
 
-if os.environ.get("SENSIM_CONTAINERS") != "1":
-    pytest.skip("the container test runs under ./run.sh containers (it builds the image; "
-                "tools from ./setup.sh --containers)", allow_module_level=True)
+pytestmark = pytest.mark.skipif(
+    os.environ.get("SENSIM_CONTAINERS") != "1",
+    reason="the container test runs under ./run.sh containers (it builds the image; tools "
+           "from ./setup.sh --containers)")
 
 
 def run(*cmd: str, timeout: float = 600, check: bool = True, **kw) -> subprocess.CompletedProcess:
