@@ -101,9 +101,12 @@ def test_ping_flood_stays_within_the_budget_and_its_memory_is_returned(sensimd_f
     # Flood until the replies fill half the budget (the kernel's socket buffers take the
     # first few hundred thousand), then one second more; each witness round trip checks the
     # bound on the way.
+    # (Empty pings; under the sanitizer, where resident sizes are not checked, pings of 200
+    # bytes, whose pongs fill the kernel's buffers sooner than the much slower daemon would.)
+    ping = pb.Envelope(id=2, ping=pb.Ping(payload=b"" if measured else b"p" * 200))
     flood = subprocess.Popen(
         [sys.executable, "-c", FLOOD_SCRIPT, str(d.port), str(FLOODERS), str(FLOOD_MAX_SECONDS),
-         frame(hello(environment="flood")).hex(), frame(pb.Envelope(id=2, ping=pb.Ping())).hex()],
+         frame(hello(environment="flood")).hex(), frame(ping).hex()],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     latencies, peak_held, peak_rss, filled = [], 0, rss0, None
     try:
@@ -146,8 +149,10 @@ def test_ping_flood_stays_within_the_budget_and_its_memory_is_returned(sensimd_f
         assert growth <= 1.5 * peak_held + 16 * MIB, (growth, peak_held)
         assert growth <= 1.5 * BUDGET + 16 * MIB, (growth, BUDGET)
     # the witness was served throughout: each round trip (ping, raycast, GetInfo) well under a
-    # second while the flooders were at it
-    assert max(latencies) < 1.0, latencies
+    # second while the flooders were at it (under the sanitizer, which slows every frame the
+    # daemon handles many times over, only its answers are checked)
+    if measured:
+        assert max(latencies) < 1.0, latencies
 
     # the flooders gone, the bytes held drop and the memory goes back to the system
     deadline = time.monotonic() + 20
