@@ -136,10 +136,10 @@ def test_ping_flood_stays_within_the_budget_and_its_memory_is_returned(sensimd_f
     peak_rss = max(peak_rss, status["VmHWM"] if peak_reset else status["VmRSS"])
     frames = witness.get_info().counters.frames_in - frames0
     growth = peak_rss - rss0
+    median = sorted(latencies)[len(latencies) // 2]
     print(f"{sent >> 20} MiB of pings sent, {frames} frames read; RSS growth {growth / MIB:.1f} "
           f"MiB, peak held_bytes {peak_held / MIB:.1f} MiB; witness round trips: max "
-          f"{max(latencies) * 1e3:.1f} ms, median {sorted(latencies)[len(latencies) // 2] * 1e3:.1f}"
-          f" ms over {len(latencies)}")
+          f"{max(latencies) * 1e3:.1f} ms, median {median * 1e3:.1f} ms over {len(latencies)}")
 
     # What is held stays within the budget, and the daemon's memory grew by about that much:
     # the accounting misses no multiple of it (allowance: read buffers, the flooders'

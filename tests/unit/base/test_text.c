@@ -75,6 +75,12 @@ TEST(text_escape_keeps_one_line_and_no_control_bytes) {
 }
 
 
+// U+00A0, U+00AC, U+2027, U+202F, U+205F, U+2070, U+FEFE, U+1F600: printable neighbours of
+// the escaped ranges.
+static const char k_neighbours[] =
+    "\xc2\xa0\xc2\xac\xe2\x80\xa7\xe2\x80\xaf\xe2\x81\x9f\xe2\x81\xb0\xef\xbb\xbe\xf0\x9f\x98\x80";
+
+
 // Every code point that does not print, or changes how the text around it is shown, is
 // written as \uXXXX; the printable neighbours of each stay as they are.
 TEST(text_escape_shows_bidirectional_format_and_invisible_code_points_escaped) {
@@ -100,10 +106,7 @@ TEST(text_escape_shows_bidirectional_format_and_invisible_code_points_escaped) {
       {"a\xef\xbf\xbez", "a\\ufffez"},          // noncharacter
       {"a\xf3\xa0\x81\x81z", "a\\U000e0041z"},  // tag latin capital A
       {"a\xf0\x9d\x85\xb3z", "a\\U0001d173z"},  // musical symbol begin beam
-      // printable neighbours of the ranges stay: U+00A0, U+00AC, U+2027, U+202F, U+205F,
-      // U+2070, U+FEFE, U+1F600
-      {"\xc2\xa0\xc2\xac\xe2\x80\xa7\xe2\x80\xaf\xe2\x81\x9f\xe2\x81\xb0\xef\xbb\xbe\xf0\x9f\x98\x80",
-       "\xc2\xa0\xc2\xac\xe2\x80\xa7\xe2\x80\xaf\xe2\x81\x9f\xe2\x81\xb0\xef\xbb\xbe\xf0\x9f\x98\x80"},
+      {k_neighbours, k_neighbours},  // the printable neighbours of the ranges stay
   };
   char out[64];
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
