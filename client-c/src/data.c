@@ -2,6 +2,7 @@
 // data.c: SensorData records, from a step's reply (its outputs and the parts sent ahead) or
 // pushed to a subscriber, into sensim_sensor_data_t views: a point cloud's bytes stay in the
 // received frame; fields and the small payloads are copied into view memory.
+#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -167,6 +168,36 @@ static void convert(const sensim_v1_SensorData* m, const data_ctx_t* ctx, sensim
 }
 
 
+// A received cloud must describe itself: every field inside the point, a RAW cloud exactly
+// count x point_step bytes, height x width = count; otherwise the reader of the views would
+// run past the data. 0, or -1 with the reason in msg.
+static int check_cloud(const sensim_point_cloud_t* c, char* msg, size_t cap) {
+  static const unsigned kSize[9] = {0, 1, 1, 2, 2, 4, 4, 4, 8};
+  for (uint32_t i = 0; i < c->nfields; i++) {
+    const sensim_point_field_t* f = &c->fields[i];
+    if (f->datatype < SENSIM_DATATYPE_INT8 || f->datatype > SENSIM_DATATYPE_FLOAT64) {
+      snprintf(msg, cap, "point field '%s' has datatype %d", f->name, (int)f->datatype);
+      return -1;
+    }
+    if ((uint64_t)f->offset + (uint64_t)kSize[f->datatype] * f->count > c->point_step) {
+      snprintf(msg, cap, "point field '%s' (offset %u, %u x %u bytes) does not fit in a point "
+               "of %u bytes", f->name, f->offset, f->count, kSize[f->datatype], c->point_step);
+      return -1;
+    }
+  }
+  if (c->encoding == SENSIM_ENCODING_RAW && (uint64_t)c->count * c->point_step != c->size) {
+    snprintf(msg, cap, "a raw cloud of %u points of %u bytes carries %zu bytes", c->count,
+             c->point_step, c->size);
+    return -1;
+  }
+  if ((uint64_t)c->height * c->width != c->count) {
+    snprintf(msg, cap, "a cloud of %u points is %u x %u", c->count, c->height, c->width);
+    return -1;
+  }
+  return 0;
+}
+
+
 sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_list_t* l) {
   if (l->n == l->cap) {
     uint32_t cap = l->cap ? 2 * l->cap : 8;
@@ -201,6 +232,11 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
     PB_RETURN_ERROR(s, "out of memory");
   }
   convert(&m, &ctx, d);
+  if (d->kind == SENSIM_PAYLOAD_POINT_CLOUD &&
+      check_cloud(&d->point_cloud, cli->last_error, sizeof(cli->last_error)) != 0) {
+    cli->dec_failed = SENSIM_EPROTO;
+    return false;
+  }
   return true;
 }
 
@@ -226,6 +262,11 @@ sensim_status_t sensim_data_from_frame(sensim_client_t* cli, const sensim_frame_
     return st;
   }
   convert(&cli->rx.body.sensor_data, &ctx, d);
+  if (d->kind == SENSIM_PAYLOAD_POINT_CLOUD &&
+      check_cloud(&d->point_cloud, cli->last_error, sizeof(cli->last_error)) != 0) {
+    sensim_client_fail_closed(cli, SENSIM_EPROTO);
+    return SENSIM_EPROTO;
+  }
   if (sequence) {
     *sequence = cli->rx.sequence;
   }
