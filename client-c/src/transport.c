@@ -281,7 +281,7 @@ static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
       return SENSIM_EAGAIN;
     }
     if (errno == ECONNRESET) {
-      return fail(cli, SENSIM_ECLOSED, "connection reset by the daemon", 0);
+      return fail(cli, SENSIM_ECLOSED, "connection closed by the daemon (reset)", 0);
     }
     return fail(cli, SENSIM_EIO, "recv", errno);
   }
