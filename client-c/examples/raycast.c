@@ -26,14 +26,14 @@ static int fail(sensim_client_t* cli, const char* what, sensim_status_t st) {
 
 
 // Ground (object 1, label 1), sphere of radius 1 at (5, 0, 1) (object 2, label 2), cube of side
-// 1 at (0, 5, 0.5) (object 3, label 3).
+// 1 at (0, 5, 1) (object 3, label 3).
 static sensim_status_t build(sensim_client_t* cli) {
   static const struct {
     sensim_shape_t shape;
     double size, x, y, z;
   } k[3] = {{SENSIM_SHAPE_PLANE, 0, 0, 0, 0},
             {SENSIM_SHAPE_SPHERE, 1.0, 5, 0, 1},
-            {SENSIM_SHAPE_BOX, 0.5, 0, 5, 0.5}};
+            {SENSIM_SHAPE_BOX, 0.5, 0, 5, 1.0}};
   for (uint32_t i = 0; i < 3; i++) {
     sensim_primitive_t prim;
     sensim_primitive_init(&prim);
