@@ -528,18 +528,19 @@ sensim_status_t sensim_client_on_frame(sensim_client_t* cli, sensim_frame_t* own
 static bool select_body(pb_istream_t* stream, const pb_field_t* field, void** arg) {
   (void)stream;
   sensim_client_t* cli = *arg;
+  void* ctx = field->tag == cli->dec_body ? cli->dec : NULL;
   switch (field->tag) {
     case sensim_v1_Envelope_info_tag:
-      sensim_info_select(cli, field->pData);
+      sensim_info_select(field->pData, ctx);
       break;
     case sensim_v1_Envelope_step_done_tag:
-      sensim_step_select(cli, field->pData);
+      sensim_step_select(field->pData, ctx);
       break;
     case sensim_v1_Envelope_raycast_result_tag:
-      sensim_raycast_select(cli, field->pData);
+      sensim_raycast_select(field->pData, ctx);
       break;
     case sensim_v1_Envelope_sensor_data_tag:
-      sensim_data_select(cli, field->pData);
+      sensim_data_select(field->pData, ctx);
       break;
     default:
       break;

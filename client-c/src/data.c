@@ -217,8 +217,8 @@ sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_lis
 
 bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
   (void)f;
-  sensim_client_t* cli = *arg;
-  sensim_data_list_t* list = cli->dec;
+  sensim_data_list_t* list = *arg;
+  sensim_client_t* cli = ((sensim_reader_t*)s->state)->cli;
   data_ctx_t ctx = {.cli = cli};
   sensim_v1_SensorData m;
   memset(&m, 0, sizeof(m));
@@ -241,8 +241,8 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
 }
 
 
-void sensim_data_select(sensim_client_t* cli, sensim_v1_SensorData* data) {
-  data_ctx_t* ctx = cli->dec;
+void sensim_data_select(sensim_v1_SensorData* data, void* arg) {
+  data_ctx_t* ctx = arg;
   if (!ctx) {
     return;
   }
@@ -255,9 +255,12 @@ sensim_status_t sensim_data_from_frame(sensim_client_t* cli, const sensim_frame_
                                        sensim_sensor_data_t* d, uint64_t* sequence) {
   data_ctx_t ctx = {.cli = cli};
   void* saved = cli->dec;
+  pb_size_t saved_body = cli->dec_body;
   cli->dec = &ctx;
+  cli->dec_body = sensim_v1_Envelope_sensor_data_tag;
   sensim_status_t st = sensim_decode_reply(cli, f, sensim_v1_Envelope_sensor_data_tag);
   cli->dec = saved;
+  cli->dec_body = saved_body;
   if (st != SENSIM_OK) {
     return st;
   }

@@ -211,8 +211,8 @@ static bool decode_subscriber(pb_istream_t* s, const pb_field_t* f, void** arg) 
 }
 
 
-void sensim_info_select(sensim_client_t* cli, sensim_v1_Info* info) {
-  info_ctx_t* ctx = cli->dec;
+void sensim_info_select(sensim_v1_Info* info, void* arg) {
+  info_ctx_t* ctx = arg;
   if (!ctx) {
     return;  // an Info nobody asked for (a stray reply): decoded without its lists
   }
@@ -253,8 +253,10 @@ sensim_status_t sensim_get_info(sensim_client_t* cli, const sensim_info_t** out)
   memset(info, 0, sizeof(*info));
   info_ctx_t ctx = {.cli = cli, .info = info};
   cli->dec = &ctx;
+  cli->dec_body = sensim_v1_Envelope_info_tag;
   st = sensim_decode_reply(cli, s->frames.head, sensim_v1_Envelope_info_tag);
   cli->dec = NULL;
+  cli->dec_body = 0;
   sensim_slot_free(cli, s, false);
   if (st != SENSIM_OK) {
     return st;

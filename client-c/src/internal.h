@@ -177,7 +177,8 @@ struct sensim_client {
   // nanopb scratch envelopes; large (the body union), so kept off the stack
   sensim_v1_Envelope tx;
   sensim_v1_Envelope rx;
-  void* dec;                        // what the decode callbacks of the current reply fill
+  void* dec;                        // what the decode callbacks of the current reply fill,
+  pb_size_t dec_body;               //   for a body of this tag (any other body gets none)
   sensim_status_t dec_failed;       // a decode callback's own failure (message set)
 
   char last_error[CLIENT_ERROR_CAP];
@@ -253,12 +254,13 @@ sensim_status_t sensim_decode_reply(sensim_client_t* cli, const sensim_frame_t* 
 // *_select functions below. SENSIM_EPROTO (message set) when it does not decode.
 sensim_status_t sensim_decode_envelope(sensim_client_t* cli, pb_istream_t* in);
 
-// Set the inner decode callbacks of a selected body (info.c, step.c, raycast.c, data.c); they
-// fill cli->dec.
-void sensim_info_select(sensim_client_t* cli, sensim_v1_Info* info);
-void sensim_step_select(sensim_client_t* cli, sensim_v1_StepDone* done);
-void sensim_raycast_select(sensim_client_t* cli, sensim_v1_RaycastResult* result);
-void sensim_data_select(sensim_client_t* cli, sensim_v1_SensorData* data);
+// Set the inner decode callbacks of a selected body (info.c, step.c, raycast.c, data.c) to
+// fill ctx: cli->dec when the body is the one expected (cli->dec_body), else NULL (a body the
+// daemon should not have sent, decoded without its inner fields and then refused).
+void sensim_info_select(sensim_v1_Info* info, void* ctx);
+void sensim_step_select(sensim_v1_StepDone* done, void* ctx);
+void sensim_raycast_select(sensim_v1_RaycastResult* result, void* ctx);
+void sensim_data_select(sensim_v1_SensorData* data, void* ctx);
 
 // The limits of a HelloReply or Info.
 void sensim_limits_from(const sensim_v1_Limits* m, sensim_limits_t* out);
@@ -386,8 +388,8 @@ void sensim_transport_close(sensim_client_t* cli);
 sensim_status_t sensim_data_from_frame(sensim_client_t* cli, const sensim_frame_t* f,
                                        sensim_sensor_data_t* d, uint64_t* sequence);
 
-// Decode callback of a repeated SensorData (StepDone.outputs; arg: the handle): appends to
-// the list cli->dec points at (a sensim_data_list_t).
+// Decode callback of a repeated SensorData (StepDone.outputs; arg: a sensim_data_list_t it
+// appends to).
 typedef struct sensim_data_list {
   sensim_sensor_data_t* v;
   uint32_t n, cap;

@@ -53,8 +53,8 @@ static bool decode_hits(pb_istream_t* s, const pb_field_t* f, void** arg) {
 }
 
 
-void sensim_raycast_select(sensim_client_t* cli, sensim_v1_RaycastResult* result) {
-  reply_ctx_t* ctx = cli->dec;
+void sensim_raycast_select(sensim_v1_RaycastResult* result, void* arg) {
+  reply_ctx_t* ctx = arg;
   if (!ctx || !ctx->slot->hits) {
     return;  // nobody's reply: decoded without its hits
   }
@@ -67,9 +67,12 @@ void sensim_raycast_select(sensim_client_t* cli, sensim_v1_RaycastResult* result
 static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t* in) {
   reply_ctx_t ctx = {.slot = s};
   void* saved = cli->dec;
+  pb_size_t saved_body = cli->dec_body;
   cli->dec = &ctx;
+  cli->dec_body = sensim_v1_Envelope_raycast_result_tag;
   sensim_status_t st = sensim_decode_envelope(cli, in);
   cli->dec = saved;
+  cli->dec_body = saved_body;
   if (st != SENSIM_OK) {
     sensim_client_fail_closed(cli, st);
     return st;
@@ -77,20 +80,25 @@ static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t
 
   // the outcome, for the wait
   const sensim_v1_Envelope* rx = &cli->rx;
-  s->done = true;
-  s->status = SENSIM_OK;
   if (rx->has_status && rx->status.code != sensim_v1_StatusCode_OK) {
+    s->done = true;
     s->status = (sensim_status_t)rx->status.code;
     s->message = strdup(rx->status.message);
     return SENSIM_OK;
   }
-  if (rx->which_body != sensim_v1_Envelope_raycast_result_tag || (s->nrays > 0 && !ctx.got_hits)) {
+  if (rx->which_body != sensim_v1_Envelope_raycast_result_tag) {
+    sensim_cli_fail(cli, SENSIM_EPROTO, "raycast: reply %llu carries body %u, not a "
+                    "raycast_result", (unsigned long long)rx->id, (unsigned)rx->which_body);
+    sensim_client_fail_closed(cli, SENSIM_EPROTO);
+    return SENSIM_EPROTO;
+  }
+  s->done = true;
+  s->status = SENSIM_OK;
+  if (s->nrays > 0 && !ctx.got_hits) {
     // a daemon older than the bytes form sees no rays and answers without hits_bytes
     s->status = SENSIM_EPROTO;
-    s->message = strdup(rx->which_body != sensim_v1_Envelope_raycast_result_tag
-                            ? "raycast: the reply carries no raycast_result"
-                            : "raycast: the reply has no hits_bytes (a daemon older than the "
-                              "bytes form of the arrays)");
+    s->message = strdup("raycast: the reply has no hits_bytes (a daemon older than the bytes "
+                        "form of the arrays)");
     return SENSIM_OK;
   }
   s->has_serial = rx->body.raycast_result.has_world_serial;

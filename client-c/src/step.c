@@ -140,12 +140,12 @@ sensim_status_t sensim_step_send(sensim_client_t* cli, const sensim_step_t* step
 }
 
 
-void sensim_step_select(sensim_client_t* cli, sensim_v1_StepDone* done) {
-  if (!cli->dec) {
+void sensim_step_select(sensim_v1_StepDone* done, void* ctx) {
+  if (!ctx) {
     return;
   }
   done->outputs.funcs.decode = sensim_data_decode_item;
-  done->outputs.arg = cli;
+  done->outputs.arg = ctx;
 }
 
 
@@ -167,8 +167,10 @@ static sensim_status_t collect(sensim_client_t* cli, slot_t* s, const sensim_ste
       continue;
     }
     cli->dec = &list;
+    cli->dec_body = sensim_v1_Envelope_step_done_tag;
     st = sensim_decode_reply(cli, f, sensim_v1_Envelope_step_done_tag);
     cli->dec = NULL;
+    cli->dec_body = 0;
   }
   if (st == SENSIM_OK) {
     const sensim_v1_StepDone* done = &cli->rx.body.step_done;

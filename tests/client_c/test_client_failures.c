@@ -320,7 +320,7 @@ static void play(int fd, void* arg) {
 
 
 // A reply frame of `len` bytes (len < 2^21): length, id = 2 (patched to the request's), then
-// one unknown bytes field (15) of zeros filling the rest, which a decoder skips.
+// one unknown bytes field (9) of zeros filling the rest, which a decoder skips.
 static uint8_t* reply_frame(size_t len) {
   uint8_t* f = calloc(1, len + 4);
   f[0] = (uint8_t)len;
@@ -329,7 +329,7 @@ static uint8_t* reply_frame(size_t len) {
   f[3] = (uint8_t)(len >> 24);
   f[4] = 0x08;  // Envelope.id
   f[5] = 0x02;
-  f[6] = 15 << 3 | 2;
+  f[6] = 9 << 3 | 2;
   size_t rest = len - 6;  // after the three bytes of its varint length
   f[7] = (uint8_t)(rest | 0x80);
   f[8] = (uint8_t)(rest >> 7 | 0x80);
@@ -731,6 +731,28 @@ TEST(failures_hostile_replies_are_refused) {
   sensim_step_init(&step);
   const sensim_step_result_t* res2;
   ASSERT_STATUS(cli, sensim_step(cli, &step, &res2), SENSIM_EPROTO, "came ahead");
+  sensim_client_close(cli);
+  td_peer_stop(p);
+
+  // a raycast answered with another body (an Info, whose callbacks must not see the
+  // raycast's context): refused, the hits untouched
+  env.len = 0;
+  td_pb_uint(&env, 1, 2);
+  td_pb_t info = {.len = 0};
+  td_pb_bytes(&info, 7, "\x0a\x03env", 5);  // Info.environments[0].name
+  td_pb_bytes(&env, 15, info.buf, info.len);
+  frame[0] = (uint8_t)env.len;
+  memcpy(frame + 4, env.buf, env.len);
+  s.len = s.chunk = env.len + 4;
+  p = td_peer_start(play, &s);
+  ASSERT_TRUE(p != NULL);
+  cli = connect_peer(p, 5000, 0);
+  ASSERT_TRUE(cli != NULL);
+  sensim_hit_t one;
+  memset(&one, 0x5a, sizeof(one));
+  r.nrays = 1;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, &one, NULL), SENSIM_EPROTO, "not a raycast_result");
+  ASSERT_EQ(one.object_id, 0x5a5a5a5au);
   sensim_client_close(cli);
   td_peer_stop(p);
 
