@@ -214,8 +214,9 @@ int main(int argc, char** argv) {
     if (k <= ticks) {
       state.time = step.time = k * TICK;
       vehicle_state(state.time, radius, speed, pose, vel);
-      if ((st = sensim_update_state_send(cli, &state, &ids[k % depth][0])) != SENSIM_OK ||
-          (st = sensim_step_send(cli, &step, &ids[k % depth][1])) != SENSIM_OK) {
+      st = sensim_update_and_step_send(cli, &state, &step, &ids[k % depth][0],
+                                       &ids[k % depth][1]);
+      if (st != SENSIM_OK) {
         return fail(cli, "sending a tick", st);
       }
     }

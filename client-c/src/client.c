@@ -517,6 +517,8 @@ sensim_status_t sensim_client_on_frame(sensim_client_t* cli, sensim_frame_t* own
   list_push(&s->frames, f);
   if (!(part && s->kind == SLOT_STEP)) {
     s->done = true;
+    s->code = pk.has_status ? pk.status_code : 0;
+    s->body = pk.body;
   }
   return SENSIM_OK;
 }
@@ -678,6 +680,11 @@ sensim_status_t sensim_wait(sensim_client_t* cli, uint64_t id, int timeout_ms) {
   sensim_status_t st = sensim_wait_slot(cli, id, timeout_ms, SLOT_STATUS, &s);
   if (st != SENSIM_OK) {
     return st;
+  }
+  // a reply with status OK and no body (the frame was walked on arrival) needs no decoding
+  if (s->code == 0 && s->body == 0) {
+    sensim_slot_free(cli, s, false);
+    return SENSIM_OK;
   }
   st = sensim_decode_reply(cli, s->frames.head, 0);
   sensim_slot_free(cli, s, false);

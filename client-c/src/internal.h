@@ -70,6 +70,8 @@ typedef struct slot {
   bool done;                        // the reply is complete
   bool discard;                     // nobody waits: drop the reply
   sensim_frame_list_t frames;       // the reply's frames, in arrival order
+  uint32_t code;                    // the final frame's status code (0 when it has none)
+  uint32_t body;                    // and its body's field number
 
   // raycast: decoded when its frame arrives
   sensim_hit_t* hits;

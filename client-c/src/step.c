@@ -223,6 +223,32 @@ sensim_status_t sensim_step(sensim_client_t* cli, const sensim_step_t* step,
 }
 
 
+sensim_status_t sensim_update_and_step_send(sensim_client_t* cli, const sensim_state_t* state,
+                                            const sensim_step_t* step, uint64_t* state_id,
+                                            uint64_t* step_id) {
+  if (!cli) {
+    return SENSIM_INVALID_ARGUMENT;
+  }
+  if (!state_id || !step_id) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "%s: NULL",
+                           state_id ? "step_id" : "state_id");
+  }
+
+  // both requests in one write
+  sensim_status_t st = queue_state(cli, state, state_id);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  st = queue_step(cli, step, step_id);
+  if (st != SENSIM_OK) {
+    sensim_gather_reset(&cli->g);  // nothing was sent: drop the queued state too
+    sensim_slot_free(cli, sensim_slot(cli, *state_id), false);
+    return st;
+  }
+  return sensim_flush(cli);
+}
+
+
 sensim_status_t sensim_update_and_step(sensim_client_t* cli, const sensim_state_t* state,
                                        const sensim_step_t* step,
                                        const sensim_step_result_t** out) {
@@ -235,17 +261,7 @@ sensim_status_t sensim_update_and_step(sensim_client_t* cli, const sensim_state_
 
   // both requests in one write, then both replies
   uint64_t a, b;
-  sensim_status_t st = queue_state(cli, state, &a);
-  if (st != SENSIM_OK) {
-    return st;
-  }
-  st = queue_step(cli, step, &b);
-  if (st != SENSIM_OK) {
-    sensim_gather_reset(&cli->g);  // nothing was sent: drop the queued state too
-    sensim_slot_free(cli, sensim_slot(cli, a), false);
-    return st;
-  }
-  st = sensim_flush(cli);
+  sensim_status_t st = sensim_update_and_step_send(cli, state, step, &a, &b);
   if (st != SENSIM_OK) {
     return st;
   }

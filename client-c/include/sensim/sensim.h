@@ -1016,6 +1016,14 @@ SENSIM_API sensim_status_t sensim_update_and_step(sensim_client_t* cli,
                                                   const sensim_step_t* step,
                                                   const sensim_step_result_t** out);
 
+// The same tick sent in one write without waiting: collect the state's reply with
+// sensim_wait(*state_id) and the step's with sensim_step_wait(*step_id). An engine keeps
+// several ticks in flight this way and computes its next physics step meanwhile.
+SENSIM_API sensim_status_t sensim_update_and_step_send(sensim_client_t* cli,
+                                                       const sensim_state_t* state,
+                                                       const sensim_step_t* step,
+                                                       uint64_t* state_id, uint64_t* step_id);
+
 //---------------------------------------------------------------- Raycast
 
 // One ray's hit: the wire's 48-byte record (RaycastResult.hits_bytes), received in place.
@@ -1044,7 +1052,7 @@ typedef struct sensim_raycast {
 SENSIM_API void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size);
 
 // Trace rays and write one hit per ray into hits (nrays records), received straight into it.
-// From 65,536 rays on, the rays go as requests of about 32,768 rays back to back (four in
+// From 32,768 rays on, the rays go as requests of about 16,384 rays back to back (four in
 // flight) so that the daemon traces one part while the next arrives; their replies must
 // report one world_serial (nothing changed the environment in between), else the rays are
 // sent again as one request. *world_serial, if given, is the environment's change count the
