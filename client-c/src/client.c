@@ -111,6 +111,11 @@ uint64_t sensim_client_pushed_dropped(const sensim_client_t* cli) {
   return cli != NULL ? cli->pushed_dropped : 0;
 }
 
+
+uint32_t sensim_client_pushed_queued(const sensim_client_t* cli) {
+  return cli != NULL ? cli->pushed_frames : 0;
+}
+
 //---------------- Frames and views
 
 sensim_frame_t* sensim_frame_get(sensim_client_t* cli, size_t n) {

@@ -63,7 +63,8 @@ sensim_status_t sensim_create_mesh(sensim_client_t* cli, const sensim_mesh_t* me
           SENSIM_OK) {
     return st;
   }
-  sensim_v1_CreateMesh* w = &sensim_begin(cli, sensim_v1_Envelope_create_mesh_tag)->body.create_mesh;
+  sensim_v1_CreateMesh* w =
+      &sensim_begin(cli, sensim_v1_Envelope_create_mesh_tag)->body.create_mesh;
   w->has_id = true;
   w->id = m.id;
   if ((st = sensim_set_name(cli, w->name, sizeof(w->name), &w->has_name, m.name, "mesh.name")) !=
@@ -166,7 +167,8 @@ sensim_status_t sensim_set_material(sensim_client_t* cli, const sensim_material_
   if (st != SENSIM_OK) {
     return st;
   }
-  sensim_v1_SetMaterial* w = &sensim_begin(cli, sensim_v1_Envelope_set_material_tag)->body.set_material;
+  sensim_v1_SetMaterial* w =
+      &sensim_begin(cli, sensim_v1_Envelope_set_material_tag)->body.set_material;
   w->has_id = true;
   w->id = m.id;
   if (m.model == SENSIM_MATERIAL_LAMBERTIAN) {
@@ -220,7 +222,8 @@ sensim_status_t sensim_set_ambient(sensim_client_t* cli, const sensim_ambient_t*
   if (st != SENSIM_OK) {
     return st;
   }
-  sensim_v1_SetAmbient* w = &sensim_begin(cli, sensim_v1_Envelope_set_ambient_tag)->body.set_ambient;
+  sensim_v1_SetAmbient* w =
+      &sensim_begin(cli, sensim_v1_Envelope_set_ambient_tag)->body.set_ambient;
   w->has_id = true;
   w->id = a.id;
   switch (a.kind) {
@@ -352,7 +355,8 @@ sensim_status_t sensim_create_body(sensim_client_t* cli, const sensim_body_t* bo
   if (st != SENSIM_OK) {
     return st;
   }
-  sensim_v1_CreateBody* w = &sensim_begin(cli, sensim_v1_Envelope_create_body_tag)->body.create_body;
+  sensim_v1_CreateBody* w =
+      &sensim_begin(cli, sensim_v1_Envelope_create_body_tag)->body.create_body;
   w->has_id = w->has_pose = w->has_linear_velocity = w->has_angular_velocity = true;
   w->has_center_of_mass = true;
   w->id = b.id;
@@ -426,7 +430,8 @@ sensim_status_t sensim_create_joint(sensim_client_t* cli, const sensim_joint_t* 
     return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "joint.type = %d is not "
                            "SENSIM_JOINT_REVOLUTE (0) or SENSIM_JOINT_PRISMATIC (1)", (int)j.type);
   }
-  sensim_v1_CreateJoint* w = &sensim_begin(cli, sensim_v1_Envelope_create_joint_tag)->body.create_joint;
+  sensim_v1_CreateJoint* w =
+      &sensim_begin(cli, sensim_v1_Envelope_create_joint_tag)->body.create_joint;
   w->has_id = w->has_type = w->has_position = true;
   w->id = j.id;
   w->type = (sensim_v1_JointType)j.type;

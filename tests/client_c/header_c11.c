@@ -60,6 +60,7 @@ static void (*const fn_step_init_sized)(sensim_step_t*, size_t) = sensim_step_in
 static sensim_status_t (*const fn_step)(sensim_client_t*, const sensim_step_t*, const sensim_step_result_t**) = sensim_step;
 static sensim_status_t (*const fn_step_send)(sensim_client_t*, const sensim_step_t*, uint64_t*) = sensim_step_send;
 static sensim_status_t (*const fn_step_wait)(sensim_client_t*, uint64_t, int, const sensim_step_result_t**) = sensim_step_wait;
+static sensim_status_t (*const fn_update_and_step_send)(sensim_client_t*, const sensim_state_t*, const sensim_step_t*, uint64_t*, uint64_t*) = sensim_update_and_step_send;
 static sensim_status_t (*const fn_update_and_step)(sensim_client_t*, const sensim_state_t*, const sensim_step_t*, const sensim_step_result_t**) = sensim_update_and_step;
 static void (*const fn_raycast_init_sized)(sensim_raycast_t*, size_t) = sensim_raycast_init_sized;
 static sensim_status_t (*const fn_raycast)(sensim_client_t*, const sensim_raycast_t*, sensim_hit_t*, uint64_t*) = sensim_raycast;
@@ -70,6 +71,7 @@ static sensim_status_t (*const fn_subscribe)(sensim_client_t*, const sensim_subs
 static sensim_status_t (*const fn_unsubscribe)(sensim_client_t*, uint32_t) = sensim_unsubscribe;
 static sensim_status_t (*const fn_next_sensor_data)(sensim_client_t*, int, const sensim_sensor_data_t**) = sensim_next_sensor_data;
 static uint64_t (*const fn_client_pushed_dropped)(const sensim_client_t*) = sensim_client_pushed_dropped;
+static uint32_t (*const fn_client_pushed_queued)(const sensim_client_t*) = sensim_client_pushed_queued;
 // clang-format on
 
 // The wire codes are part of the contract (sensim.v1.StatusCode).
@@ -162,6 +164,7 @@ int header_c11_uses(void) {
       (const void*)&fn_step_send,
       (const void*)&fn_step_wait,
       (const void*)&fn_update_and_step,
+      (const void*)&fn_update_and_step_send,
       (const void*)&fn_raycast_init_sized,
       (const void*)&fn_raycast,
       (const void*)&fn_raycast_send,
@@ -170,7 +173,8 @@ int header_c11_uses(void) {
       (const void*)&fn_subscribe,
       (const void*)&fn_unsubscribe,
       (const void*)&fn_next_sensor_data,
-      (const void*)&fn_client_pushed_dropped};
+      (const void*)&fn_client_pushed_dropped,
+      (const void*)&fn_client_pushed_queued};
   return (int)(sizeof(fns) / sizeof(fns[0])) + (int)opts.role + (int)lidar.pattern +
          (int)state.nbodies;
 }

@@ -1103,6 +1103,9 @@ SENSIM_API sensim_status_t sensim_next_sensor_data(sensim_client_t* cli, int tim
 // Pushed frames the handle dropped because its queue was full.
 SENSIM_API uint64_t sensim_client_pushed_dropped(const sensim_client_t* cli);
 
+// Pushed frames received and not handed out yet (sensim_client_pump receives them).
+SENSIM_API uint32_t sensim_client_pushed_queued(const sensim_client_t* cli);
+
 #ifdef __cplusplus
 }
 #endif
