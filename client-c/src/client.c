@@ -280,15 +280,16 @@ static void slot_clear(sensim_client_t* cli, slot_t* s) {
 
 
 // Take the slot of a new request id, growing the ring when an older request holds its place.
+// Ids in a ring of C slots are distinct modulo C, hence modulo 2C: growing never collides.
 static sensim_status_t slot_take(sensim_client_t* cli, uint64_t id, slot_kind_t kind) {
   while (cli->nslots == 0 || cli->slots[id & (cli->nslots - 1)].id != 0) {
     uint32_t cap = cli->nslots ? 2 * cli->nslots : 16;
     if (cap > CLIENT_MAX_INFLIGHT) {
       uint64_t held = cli->slots[id & (cli->nslots - 1)].id;
       return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
-                             "%u requests in flight: request %llu has not been collected "
-                             "(wait for it or sensim_discard it)",
-                             CLIENT_MAX_INFLIGHT, (unsigned long long)held);
+                             "request %llu, sent %u requests ago, has not been collected (wait "
+                             "for it or sensim_discard it; at most %u requests in flight)",
+                             (unsigned long long)held, CLIENT_MAX_INFLIGHT, CLIENT_MAX_INFLIGHT);
     }
     slot_t* ring = calloc(cap, sizeof(*ring));
     if (!ring) {
@@ -296,30 +297,7 @@ static sensim_status_t slot_take(sensim_client_t* cli, uint64_t id, slot_kind_t 
     }
     for (uint32_t i = 0; i < cli->nslots; i++) {
       if (cli->slots[i].id != 0) {
-        slot_t* to = &ring[cli->slots[i].id & (cap - 1)];
-        if (to->id != 0) {  // two old requests collide: not possible with ids < cap apart,
-          free(ring);       // but then grow further rather than lose one
-          ring = NULL;
-          break;
-        }
-        *to = cli->slots[i];
-      }
-    }
-    if (!ring) {
-      // fall back to a ring as large as allowed
-      if (cli->nslots >= CLIENT_MAX_INFLIGHT / 2) {
-        return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
-                               "%u requests in flight", CLIENT_MAX_INFLIGHT);
-      }
-      cap = CLIENT_MAX_INFLIGHT;
-      ring = calloc(cap, sizeof(*ring));
-      if (!ring) {
-        return sensim_cli_fail(cli, SENSIM_ENOMEM, "out of memory for requests in flight");
-      }
-      for (uint32_t i = 0; i < cli->nslots; i++) {
-        if (cli->slots[i].id != 0) {
-          ring[cli->slots[i].id & (cap - 1)] = cli->slots[i];
-        }
+        ring[cli->slots[i].id & (cap - 1)] = cli->slots[i];
       }
     }
     free(cli->slots);
@@ -330,7 +308,6 @@ static sensim_status_t slot_take(sensim_client_t* cli, uint64_t id, slot_kind_t 
   memset(s, 0, sizeof(*s));
   s->id = id;
   s->kind = (uint8_t)kind;
-  cli->inflight++;
   return SENSIM_OK;
 }
 
@@ -343,7 +320,6 @@ void sensim_slot_free(sensim_client_t* cli, slot_t* s, bool with_views) {
     }
   }
   slot_clear(cli, s);
-  cli->inflight--;
 }
 
 

@@ -154,7 +154,6 @@ struct sensim_client {
   uint64_t next_id;                 // id of the last request sent
   slot_t* slots;                    // ring indexed by id % nslots
   uint32_t nslots;
-  uint32_t inflight;
   bool serial_unknown;              // the daemon's raycast replies carry no world_serial
 
   // pushed data

@@ -455,7 +455,7 @@ TEST(session_in_flight_limit) {
   }
   uint64_t extra;
   ASSERT_STATUS(cli, sensim_update_state_send(cli, &state, &extra), SENSIM_RESOURCE_EXHAUSTED,
-                "4096 requests in flight");
+                "at most 4096 requests in flight");
   for (int i = 0; i < 4096; i++) {
     ASSERT_OK_ST(cli, sensim_wait(cli, ids[i], -1));
   }
