@@ -308,3 +308,158 @@ TEST(step_lock_step_call_reports_a_refused_state_first) {
   ASSERT_EQ(td_stop(&d), 0);
   return 0;
 }
+
+
+TEST(step_outputs_chosen_by_the_step) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "outputs");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, three_sensors(cli));  // IMU 1, encoder 2, cone 3
+  sensim_subscription_t sub;
+  sensim_subscription_init(&sub);
+  sub.sensor_id = 1;
+  ASSERT_OK_ST(cli, sensim_subscribe(cli, &sub));
+  sensim_state_t state;
+  sensim_state_init(&state);
+  sensim_step_t step;
+  sensim_step_init(&step);
+  const sensim_step_result_t* r;
+
+  // all (the default), in sensor id order
+  ASSERT_OK_ST(cli, sensim_update_and_step(cli, &state, &step, &r));
+  ASSERT_EQ(r->noutputs, 3);
+  for (uint32_t i = 0; i < 3; i++) {
+    ASSERT_EQ(r->outputs[i].sensor_id, i + 1);
+  }
+
+  // none: the acknowledgement alone; the subscriber still gets its record
+  step.outputs = SENSIM_STEP_OUTPUTS_NONE;
+  state.time = step.time = 0.01;
+  ASSERT_OK_ST(cli, sensim_update_and_step(cli, &state, &step, &r));
+  if (r->noutputs == 3) {
+    printf("# SKIP a daemon older than Step.outputs (it ignores the field)\n");
+    sensim_client_close(cli);
+    ASSERT_EQ(td_stop(&d), 0);
+    return 0;
+  }
+  ASSERT_EQ(r->noutputs, 0);
+  ASSERT_EQ(r->step, 2);
+  const sensim_sensor_data_t* dd;
+  for (uint64_t seq = 1; seq <= 2; seq++) {
+    ASSERT_OK_ST(cli, sensim_next_sensor_data(cli, 5000, &dd));
+    ASSERT_EQ(dd->sequence, seq);
+    ASSERT_EQ(dd->kind, SENSIM_PAYLOAD_IMU);
+  }
+
+  // listed: those sensors' records, in sensor id order whatever the list's
+  uint32_t listed[2] = {3, 1};
+  step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
+  step.output_sensors = listed;
+  step.noutput_sensors = 2;
+  state.time = step.time = 0.02;
+  ASSERT_OK_ST(cli, sensim_update_and_step(cli, &state, &step, &r));
+  ASSERT_EQ(r->noutputs, 2);
+  ASSERT_EQ(r->outputs[0].sensor_id, 1);
+  ASSERT_EQ(r->outputs[0].kind, SENSIM_PAYLOAD_IMU);
+  ASSERT_EQ(r->outputs[1].sensor_id, 3);
+  ASSERT_EQ(r->outputs[1].kind, SENSIM_PAYLOAD_CONE);
+
+  // the daemon's refusals name the list's entry
+  listed[1] = 99;
+  state.time = step.time = 0.03;
+  ASSERT_STATUS(cli, sensim_update_and_step(cli, &state, &step, &r), SENSIM_INVALID_ARGUMENT,
+                "output_sensors[1] = 99");
+  listed[1] = 3;
+  step.time = 0.03;  // the state went through: step it
+  ASSERT_STATUS(cli, sensim_step(cli, &step, &r), SENSIM_INVALID_ARGUMENT,
+                "output_sensors[1] = 3 is repeated");
+  step.noutput_sensors = 1;
+  ASSERT_OK_ST(cli, sensim_step(cli, &step, &r));
+  ASSERT_EQ(r->noutputs, 1);
+  ASSERT_EQ(r->outputs[0].sensor_id, 3);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(step_outputs_too_large_for_one_frame_come_in_parts) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, (const char* const[]){"--max-frame-bytes", "4194304", NULL}));
+  sensim_client_t* cli = td_connect(&d, "parts");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 20.0, 0, 0, 0, 1));
+  sensim_ambient_t vacuum;
+  sensim_ambient_init(&vacuum);
+  vacuum.refractive_index = 1.0;             // geometric ranges
+  vacuum.return_probability_scaling = 0.0;  // no returns from the air
+  ASSERT_OK_ST(cli, sensim_set_ambient(cli, &vacuum));
+
+  // an IMU, and a first step without outputs: a daemon older than Step.outputs sends one
+  sensim_sensor_t s;
+  sensim_sensor_init(&s);
+  sensim_imu_config_t imu;
+  sensim_imu_config_init(&imu);
+  s.id = 2;
+  ASSERT_OK_ST(cli, sensim_create_imu(cli, &s, &imu));
+  sensim_state_t state;
+  sensim_state_init(&state);
+  sensim_step_t step;
+  sensim_step_init(&step);
+  step.outputs = SENSIM_STEP_OUTPUTS_NONE;
+  const sensim_step_result_t* r;
+  ASSERT_OK_ST(cli, sensim_update_and_step(cli, &state, &step, &r));
+  if (r->noutputs != 0) {
+    printf("# SKIP a daemon older than Step.outputs (it sends every record in one frame)\n");
+    sensim_client_close(cli);
+    ASSERT_EQ(td_stop(&d), 0);
+    return 0;
+  }
+
+  // two flash lidars of 400 x 400 pixels (2.56 MB a frame each) with the IMU: together more
+  // than a frame of 4 MiB
+  sensim_lidar_config_t c;
+  sensim_lidar_config_init(&c, SENSIM_PATTERN_FLASH);
+  c.flash.columns = c.flash.rows = 400;
+  for (uint32_t id = 5; id <= 6; id++) {
+    s.id = id;
+    ASSERT_OK_ST(cli, sensim_create_lidar(cli, &s, &c));
+  }
+  step.outputs = SENSIM_STEP_OUTPUTS_ALL;
+  state.time = step.time = 0.05;  // the flashes' first frame: at the start of their first step
+  ASSERT_OK_ST(cli, sensim_update_and_step(cli, &state, &step, &r));
+  ASSERT_EQ(r->noutputs, 3);
+  ASSERT_EQ(r->outputs_in_parts, 3);
+  ASSERT_EQ(r->outputs[0].sensor_id, 2);
+  ASSERT_EQ(r->outputs[0].kind, SENSIM_PAYLOAD_IMU);
+  for (uint32_t i = 1; i < 3; i++) {
+    const sensim_point_cloud_t* pc = &r->outputs[i].point_cloud;
+    ASSERT_EQ(r->outputs[i].sensor_id, 4 + i);
+    ASSERT_EQ(pc->count, 160000);
+    ASSERT_EQ(pc->size, (size_t)160000 * pc->point_step);
+    const uint8_t* p = pc->data;
+    for (uint32_t k = 0; k < pc->count; k++, p += pc->point_step) {
+      float v[3];
+      memcpy(v, p, sizeof(v));
+      double rr = sqrt((double)v[0] * v[0] + (double)v[1] * v[1] + (double)v[2] * v[2]);
+      if (fabs(rr - 20.0) > 2e-4) {
+        CHECK_FAIL("lidar %u point %u at %.7g m", 4 + i, k, rr);
+      }
+    }
+  }
+
+  // one of them fits a frame with the StepDone
+  uint32_t one[1] = {6};
+  step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
+  step.output_sensors = one;
+  step.noutput_sensors = 1;
+  state.time = step.time = 0.1;  // their second frame
+  ASSERT_OK_ST(cli, sensim_update_and_step(cli, &state, &step, &r));
+  ASSERT_EQ(r->noutputs, 1);
+  ASSERT_EQ(r->outputs_in_parts, 0);
+  ASSERT_EQ(r->outputs[0].point_cloud.count, 160000);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
