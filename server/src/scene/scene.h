@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// scene.h: the ray-tracing backend (Embree 3 adapter; the only file including embree3). A
+// scene.h: the ray-tracing backend (Embree 3; its files include scene/embree.h). A
 // two-level scene: one bottom-level BVH per geometry (triangle mesh or analytic primitive),
 // built once; one instance per object whose transform is updated every step with no geometry
 // rebuild. Instances of moving objects carry two time steps (start and end of the step) so a
@@ -30,7 +30,7 @@ typedef struct scene_counters {
   uint64_t geometry_builds;   // bottom-level BVH builds
   uint64_t instance_updates;  // instance transform updates
   uint64_t commits;           // top-level commits
-  uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, scene.c)
+  uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, flat.c)
   uint64_t flat_objects;      // objects traced in the flat scene now
   uint64_t rays_traced;
   uint64_t rays_culled;       // rays above a horizon, not traced (scene_trace_packets)
