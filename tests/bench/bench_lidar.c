@@ -694,7 +694,9 @@ static void adapter_build(adapter_t* a, const world_t* w, double t0, double t1,
 static double adapter_time(adapter_t* a) {
   double t0 = bench_now();
   for (size_t i = 0; i < a->n; i += 256) {
-    scene_trace(a->s, a->rays + i, a->hits + i, a->n - i < 256 ? a->n - i : 256);
+    size_t n = a->n - i < 256 ? a->n - i : 256;
+    scene_trace(a->s, &(scene_batch_t){.layout = SCENE_ROWS, .n = n, .rays = a->rays + i,
+                                       .hits = a->hits + i});
   }
   return bench_now() - t0;
 }

@@ -23,7 +23,7 @@ struct scene_device {
   atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
   atomic_int_fast64_t budget;    // most bytes Embree may hold; 0 = unlimited
   atomic_uint_fast64_t refused;  // allocations refused for the budget
-  bool simd;                     // the CPU runs scene_trace_rays' AVX2 packet path
+  bool simd;                     // the CPU runs the AVX2 packet paths (simd.c)
 
   // The error callback may run on any thread (TBB build threads included); this lock guards
   // last_error only and is never held while calling into Embree.

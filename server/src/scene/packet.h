@@ -17,7 +17,7 @@
 // everywhere; Embree runs 8-wide packets natively from AVX on. Packets are fixed index ranges
 // of the caller's array, so which rays share a packet never depends on the thread that traces
 // them.
-// Packet widths: scene_trace's (8) and scene_trace_coherent16's (16).
+// Packet widths: the groups of SCENE_ROWS (8, or 16 for coherent tiles) and SCENE_COLUMNS (16).
 enum { LANES = 8, WIDE = 16 };
 
 // A packet in Embree's RTCRayHit8 or RTCRayHit16 layout, 20 fields of W lanes each (the ray:
@@ -63,7 +63,7 @@ static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, 
                               double n[3]) {
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
   // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals): a fixed matrix for a
-  // static instance, and (16-wide packets only, so that scene_trace keeps its roundings) for
+  // static instance, and (16-wide packets only, so that groups of 8 keep their roundings) for
   // one that moves without turning
   double ng[3] = {pk->f[LANE(F_NG_X, k)], pk->f[LANE(F_NG_Y, k)], pk->f[LANE(F_NG_Z, k)]};
   if (in->flat) {
@@ -277,7 +277,17 @@ SIMD_TARGET int simd_coherent(const packet_t* pk);
 SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk, const double dir[3][LANES],
                            int records, scene_hit_t* out);
 
-//---------------- Filtered tracing (trace.c)
+//---------------- Rows and filters (trace.c), request arrays (rays.c)
+
+// SCENE_ROWS: rays in packets of width (WIDE, or else LANES), the last one partial, then (f
+// not NULL) the filter's passes.
+void trace_rows(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                unsigned width, const scene_filter_t* f);
+
+// SCENE_REQUEST: rays [first, first + n) of `in`, their hits into hits[0, n). Returns n, or the
+// batch index of the first ray scene_ray_from refuses (hits from there on are not written).
+size_t rays_trace(const scene_t* s, const scene_rays_t* in, size_t first, size_t n,
+                  scene_hit_t* hits, const scene_filter_t* f);
 
 // Rays re-traced at once past excluded objects, and most passes.
 #define FILTER_BATCH 64
@@ -286,7 +296,7 @@ SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk, const double di
 // Whether object_id is one of the filter's (sorted) objects.
 bool filter_excludes(const scene_filter_t* f, uint32_t object_id);
 
-// The rays that hit an excluded object after a first trace, traced on (scene_trace_filtered):
+// The rays that hit an excluded object after a first trace, traced on (scene_trace's filter):
 // rays[i], or (rays NULL) ray first + i of `in` as scene_ray_from builds it.
 void filter_hits(const scene_t* s, const scene_ray_t* rays, const scene_rays_t* in, size_t first,
                  scene_hit_t* hits, size_t n, const scene_filter_t* f);

@@ -51,6 +51,7 @@ _Static_assert(sizeof(scene_hit_t) == 48 && offsetof(scene_hit_t, normal) == 8 &
                "scene_hit_t: distance and normal in 32 bytes, then ids and padding in 16");
 
 
+// Rays i0 .. i0 + n - 1 of `in` (1 <= n <= LANES) through scene_ray_from and trace_packet.
 // Returns the index of a refused ray, or SIZE_MAX.
 static size_t scalar_packet(const scene_t* s, const scene_rays_t* in, size_t i0, unsigned n,
                             scene_hit_t* out) {
@@ -86,10 +87,10 @@ static bool times_plain(const scene_rays_t* in, size_t begin, size_t end) {
 }
 
 
-// scene_trace_rays in two passes, as scene_trace_filtered: rays built in the caller's mode,
-// then traced.
-static size_t trace_rays_apart(const scene_t* s, const scene_rays_t* in, size_t begin,
-                               size_t end, scene_hit_t* hits, const scene_filter_t* f) {
+// rays_trace in two passes, as trace_rows with a filter: rays built in the caller's mode, then
+// traced. hits[k] is ray begin + k's.
+static size_t trace_apart(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
+                          scene_hit_t* hits, const scene_filter_t* f) {
   scene_ray_t r[FILTER_BATCH];
   for (size_t i = begin; i < end; i += FILTER_BATCH) {
     size_t n = end - i < FILTER_BATCH ? end - i : FILTER_BATCH;
@@ -98,33 +99,35 @@ static size_t trace_rays_apart(const scene_t* s, const scene_rays_t* in, size_t 
         return i + k;
       }
     }
-    scene_trace(s, r, hits + i, n);
+    trace_rows(s, r, hits + (i - begin), n, LANES, NULL);
     for (size_t k = 0; in->records && k < n; k++) {
-      hits[i + k].primitive = 0;
+      hits[i - begin + k].primitive = 0;
     }
   }
   if (f && f->nexclude != 0) {
-    filter_hits(s, NULL, in, begin, hits + begin, end - begin, f);
+    filter_hits(s, NULL, in, begin, hits, end - begin, f);
   }
   return end;
 }
 
 
-size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
-                        scene_hit_t* hits, const scene_filter_t* f) {
-  // The rays are converted under the tracing MXCSR, where scene_trace_filtered builds them in
-  // the caller's mode: the same bits, since a subnormal direction component or quotient becomes
+// Rays [begin, end) of `in`, their hits into hits[0, end - begin). Returns end, or the index of
+// a ray scene_ray_from refuses.
+static size_t trace_range(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
+                          scene_hit_t* hits, const scene_filter_t* f) {
+  // The rays are converted under the tracing MXCSR, where trace_apart builds them in the
+  // caller's mode: the same bits, since a subnormal direction component or quotient becomes
   // a zero float either way and a direction's length ignores it, but times and steps near
   // 1e-300 s could part (t - t0 flushed to zero): those rays take the two passes.
   if (!times_plain(in, begin, end)) {
-    return trace_rays_apart(s, in, begin, end, hits, f);
+    return trace_apart(s, in, begin, end, hits, f);
   }
 
   // what every lane of a full packet shares (trace_packet's values, converted as it does)
   double t = ray_time(in, begin);
   bool on = in->tmax > 0.0;
 
-  // flush-to-zero and denormals-are-zero for this call, as trace_packets
+  // flush-to-zero and denormals-are-zero for this call, as trace_rows
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
@@ -139,7 +142,7 @@ size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, 
     if (end - i >= 2 * LANES) {
       const char* o = (const char*)(in->origins + 3 * (i + LANES));
       const char* d = (const char*)(in->directions + 3 * (i + LANES));
-      const char* h = (const char*)(hits + i + LANES);
+      const char* h = (const char*)(hits + (i - begin) + LANES);
       for (unsigned b = 0; b < 3 * LANES * sizeof(double); b += 64) {
         _mm_prefetch(o + b, _MM_HINT_T0);
         _mm_prefetch(d + b, _MM_HINT_T0);
@@ -165,12 +168,12 @@ size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, 
           pk.u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
         }
         packet_intersect(s, &pk, valid, W, W, on ? simd_coherent(&pk) : -1);
-        simd_hits(s, &pk, dir, in->records, hits + i);
+        simd_hits(s, &pk, dir, in->records, hits + (i - begin));
         done = i + LANES;
         continue;
       }
     }
-    bad = scalar_packet(s, in, i, n, hits + i);
+    bad = scalar_packet(s, in, i, n, hits + (i - begin));
     done = bad == SIZE_MAX ? i + n : i;
   }
   _mm_setcsr(csr);
@@ -179,9 +182,15 @@ size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, 
     return bad;
   }
 
-  // past the excluded objects, in the caller's floating-point mode as scene_trace_filtered
+  // past the excluded objects, in the caller's floating-point mode as trace_rows
   if (f && f->nexclude != 0) {
-    filter_hits(s, NULL, in, begin, hits + begin, end - begin, f);
+    filter_hits(s, NULL, in, begin, hits, end - begin, f);
   }
   return end;
+}
+
+
+size_t rays_trace(const scene_t* s, const scene_rays_t* in, size_t first, size_t n,
+                  scene_hit_t* hits, const scene_filter_t* f) {
+  return trace_range(s, in, first, first + n, hits, f) - first;
 }

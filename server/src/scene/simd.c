@@ -373,6 +373,3 @@ SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz,
   }
   return above;
 }
-
-
-// Rays i0 .. i0 + n - 1 of `in` (1 <= n <= LANES) through scene_ray_from and trace_packet.

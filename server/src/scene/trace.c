@@ -12,7 +12,7 @@
 
 // The rays in packets of `width`, the last one partial. Always inlined, so that each caller's
 // constant width specialises the packet code.
-__attribute__((always_inline)) static inline void trace_packets(
+__attribute__((always_inline)) static inline void rows_packets(
     const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n, unsigned width) {
   // Embree wants flush-to-zero and denormals-are-zero in tracing threads; set them for this
   // call only, so the caller's own double arithmetic keeps its rounding mode afterwards.
@@ -33,14 +33,16 @@ __attribute__((always_inline)) static inline void trace_packets(
 }
 
 
-void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
-  trace_packets(s, rays, hits, n, LANES);
-}
-
-
-void scene_trace_coherent16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
-                            size_t n) {
-  trace_packets(s, rays, hits, n, WIDE);
+void trace_rows(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                unsigned width, const scene_filter_t* f) {
+  if (width == WIDE) {
+    rows_packets(s, rays, hits, n, WIDE);
+  } else {
+    rows_packets(s, rays, hits, n, LANES);
+  }
+  if (f && f->nexclude != 0) {
+    filter_hits(s, rays, NULL, 0, hits, n, f);
+  }
 }
 
 
@@ -55,24 +57,6 @@ bool filter_excludes(const scene_filter_t* f, uint32_t object_id) {
     }
   }
   return lo < f->nexclude && f->exclude_objects[lo] == object_id;
-}
-
-
-void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
-                          const scene_filter_t* f) {
-  scene_trace(s, rays, hits, n);
-  if (f && f->nexclude != 0) {
-    filter_hits(s, rays, NULL, 0, hits, n, f);
-  }
-}
-
-
-void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
-                            size_t n, const scene_filter_t* f) {
-  scene_trace_coherent16(s, rays, hits, n);
-  if (f && f->nexclude != 0) {
-    filter_hits(s, rays, NULL, 0, hits, n, f);
-  }
 }
 
 
@@ -127,10 +111,12 @@ static void packet_misses(scene_packet_hits_t* h) {
 }
 
 
-void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
-                         scene_packet_hits_t* out, const scene_filter_t* f,
-                         const scene_horizon_t* hz) {
-  // the full packets, in trace_packets' floating-point environment set once for all of them;
+// Rays in packets of columns (SCENE_COLUMNS): the full packets on the AVX2 path, their lanes
+// above the horizon hz (nullable) untraced; the others as trace_rows traces them in rows of 16.
+static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
+                          scene_packet_hits_t* out, const scene_filter_t* f,
+                          const scene_horizon_t* hz) {
+  // the full packets, in rows_packets' floating-point environment set once for all of them;
   // their lanes above the horizon are off (all of them: no trace at all)
   size_t traced = 0, culled = 0;
   unsigned csr = _mm_getcsr();
@@ -160,8 +146,8 @@ void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
     atomic_fetch_add(&((scene_t*)s)->rays_culled, culled);
   }
 
-  // the others as scene_trace_filtered16 traces them in rows; then its second part for the
-  // full packets that hit an excluded object
+  // the others as trace_rows traces them in rows of 16; then its filter pass for the full
+  // packets that hit an excluded object
   const bool filtered = f && f->nexclude != 0;
   scene_ray_t rays[WIDE];
   scene_hit_t hits[WIDE];
@@ -171,7 +157,7 @@ void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
     if (!packet_full(s, pk, m)) {
       packet_rows(pk, NULL, m, rays, NULL);
-      scene_trace_filtered16(s, rays, hits, m, f);
+      trace_rows(s, rays, hits, m, WIDE, f);
       hits_columns(hits, m, h);
       continue;
     }
@@ -238,7 +224,7 @@ void filter_hits(const scene_t* s, const scene_ray_t* rays, const scene_rays_t* 
       if (m == 0) {
         break;
       }
-      scene_trace(s, more, got, m);
+      trace_rows(s, more, got, m, LANES, NULL);
       for (size_t j = 0; j < m; j++) {
         scene_hit_t* h = &hits[idx[j]];
         *h = got[j];
@@ -262,3 +248,17 @@ void filter_hits(const scene_t* s, const scene_ray_t* rays, const scene_rays_t* 
   }
 }
 
+
+size_t scene_trace(const scene_t* s, const scene_batch_t* b) {
+  switch (b->layout) {
+    case SCENE_ROWS:
+      trace_rows(s, b->rays, b->hits, b->n, b->group == WIDE ? WIDE : LANES, b->filter);
+      return b->n;
+    case SCENE_COLUMNS:
+      trace_columns(s, b->packets, b->n, b->packet_hits, b->filter, b->horizon);
+      return b->n;
+    case SCENE_REQUEST:
+      return rays_trace(s, b->request, b->first, b->n, b->hits, b->filter);
+  }
+  return 0;
+}

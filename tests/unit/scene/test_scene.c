@@ -138,6 +138,52 @@ static int add_cube_mesh(scene_t* s) {
 }
 
 
+//---------------- The entry point in each layout
+
+// SCENE_ROWS in groups of 8 (rows, rows_filtered) and 16 (rows16, rows16_filtered).
+static void rows_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                          const scene_filter_t* f) {
+  scene_trace(s, &(scene_batch_t){.layout = SCENE_ROWS, .n = n, .rays = rays, .hits = hits,
+                                  .filter = f});
+}
+
+
+static void rows(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+  rows_filtered(s, rays, hits, n, NULL);
+}
+
+
+static void rows16_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                            size_t n, const scene_filter_t* f) {
+  scene_trace(s, &(scene_batch_t){.layout = SCENE_ROWS, .group = 16, .n = n, .rays = rays,
+                                  .hits = hits, .filter = f});
+}
+
+
+static void rows16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+  rows16_filtered(s, rays, hits, n, NULL);
+}
+
+
+// SCENE_COLUMNS.
+static void columns(const scene_t* s, const scene_packet_t* in, size_t n,
+                    scene_packet_hits_t* out, const scene_filter_t* f,
+                    const scene_horizon_t* hz) {
+  scene_trace(s, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = n, .packets = in,
+                                  .packet_hits = out, .filter = f, .horizon = hz});
+}
+
+
+// SCENE_REQUEST of rays [begin, end) of `in`, hits into hits[begin, end); returns end or the
+// index of the first refused ray.
+static size_t request(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
+                      scene_hit_t* hits, const scene_filter_t* f) {
+  return begin + scene_trace(s, &(scene_batch_t){.layout = SCENE_REQUEST, .request = in,
+                                                 .first = begin, .n = end - begin,
+                                                 .hits = hits + begin, .filter = f});
+}
+
+
 #define RING 20
 
 // RING static instances on a circle of radius 8 m around the origin, alternately the unit cube
@@ -166,7 +212,7 @@ static scene_hit_t shoot_t(const scene_t* s, double ox, double oy, double oz, do
   double n = sqrt(dx * dx + dy * dy + dz * dz);
   scene_ray_t r = {{ox, oy, oz}, {dx / n, dy / n, dz / n}, INFINITY, t};
   scene_hit_t h;
-  scene_trace(s, &r, &h, 1);
+  rows(s, &r, &h, 1);
   return h;
 }
 
@@ -518,7 +564,7 @@ TEST(scene_mesh_reports_object_label_primitive) {
   // tmax shorter than the hit: a miss
   scene_ray_t r = {{0, 0.5, -0.5}, {1, 0, 0}, 4.9, 0};
   scene_hit_t c;
-  scene_trace(f.s, &r, &c, 1);
+  rows(f.s, &r, &c, 1);
   ASSERT_MISS(c);
   return teardown(&f);
 }
@@ -830,7 +876,7 @@ typedef struct trace_job {
 
 static void trace_chunk(void* ctx, size_t begin, size_t end) {
   trace_job_t* j = ctx;
-  scene_trace(j->s, j->rays + begin, j->hits + begin, end - begin);
+  rows(j->s, j->rays + begin, j->hits + begin, end - begin);
 }
 
 
@@ -851,7 +897,7 @@ TEST(scene_concurrent_trace_matches_serial) {
     scene_ray_t r = {{0, 0, 0.1}, {cos(ang), sin(ang), 0}, 100.0, (i % 5) * 0.25};
     rays[i] = r;
   }
-  scene_trace(f.s, rays, ref, N);
+  rows(f.s, rays, ref, N);
   int nhit = 0;
   for (int i = 0; i < N; i++) {
     nhit += ref[i].object_id != 0;
@@ -1010,12 +1056,12 @@ TEST(scene_packets_match_single_rays) {
   }
 
   // packets; one at a time; chunks of 1..19 rays (partial packets everywhere)
-  scene_trace(f.s, rays, pk, N);
+  rows(f.s, rays, pk, N);
   for (int i = 0; i < N; i++) {
-    scene_trace(f.s, &rays[i], &one[i], 1);
+    rows(f.s, &rays[i], &one[i], 1);
   }
   for (int i = 0, m = 1; i < N; i += m, m = m % 19 + 1) {
-    scene_trace(f.s, rays + i, chunked + i, (size_t)(N - i < m ? N - i : m));
+    rows(f.s, rays + i, chunked + i, (size_t)(N - i < m ? N - i : m));
   }
 
   // identical, bit for bit; the set is not trivial: hits on every object, misses, empty rays
@@ -1093,7 +1139,7 @@ TEST(scene_memory_budget_refuses_builds_with_a_clear_error) {
   ASSERT_OK(scene_commit(s, &msg));
   scene_ray_t ray = {{-5, 0, 0}, {1, 0, 0}, INFINITY, 1.0};
   scene_hit_t hit;
-  scene_trace(s, &ray, &hit, 1);
+  rows(s, &ray, &hit, 1);
   ASSERT_NEAR(hit.distance, 4.0, 1e-5);
   free(v);
   free(idx);
@@ -1152,9 +1198,9 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   memset(a, 0xA5, N * sizeof *a);
   memset(b, 0x5A, N * sizeof *b);
   scene_device_set_simd(f.dev, true);
-  scene_trace_coherent16(f.s, rays, a, N);
+  rows16(f.s, rays, a, N);
   scene_device_set_simd(f.dev, false);
-  scene_trace_coherent16(f.s, rays, b, N);
+  rows16(f.s, rays, b, N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
   int nhit = 0;
   for (int i = 0; i < N; i++) {
@@ -1186,8 +1232,8 @@ TEST(scene_simd_paths_equal_scalar_paths) {
     const scene_filter_t* fl = pass >= 2 ? &filter : NULL;
     scene_device_set_simd(f.dev, pass % 2 == 0);
     memset(ph, 0xA5, npk * sizeof *ph);
-    scene_trace_packets(f.s, pk, N, ph, fl, NULL);
-    scene_trace_filtered16(f.s, rays, b, N, fl);
+    columns(f.s, pk, N, ph, fl, NULL);
+    rows16_filtered(f.s, rays, b, N, fl);
     int filtered_hits = 0;
     for (int i = 0; i < N; i++) {
       const scene_packet_hits_t* c = &ph[i / SCENE_PACKET];
@@ -1213,9 +1259,9 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   memset(a, 0xA5, N * sizeof *a);
   memset(b, 0x5A, N * sizeof *b);
   scene_device_set_simd(f.dev, true);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, a, NULL), (size_t)N);
+  ASSERT_EQ(request(f.s, &in, 0, N, a, NULL), (size_t)N);
   scene_device_set_simd(f.dev, false);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, b, NULL), (size_t)N);
+  ASSERT_EQ(request(f.s, &in, 0, N, b, NULL), (size_t)N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
   scene_device_set_simd(f.dev, true);
   free(rays);
@@ -1269,8 +1315,8 @@ TEST(scene_coherent16_matches_scene_trace) {
     scene_ray_t ray = {{0, 0, 0.1}, {1, 0, 0}, 100.0, 0.5};
     rays[n] = ray;
   }
-  scene_trace(f.s, rays, ref, N);
-  scene_trace_coherent16(f.s, rays, out, N);
+  rows(f.s, rays, ref, N);
+  rows16(f.s, rays, out, N);
   int nhit = 0, bad = 0;
   for (int i = 0; i < N; i++) {
     nhit += ref[i].object_id != 0;
@@ -1328,7 +1374,7 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   for (int records = 0; records < 2; records++) {
     in.records = records;
     memset(hits, 0xAB, sizeof hits);
-    ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+    ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
     for (int i = 0; i < N; i++) {
       double s = fmin(fmax((times[i] - 100.0) / 0.5, 0.0), 1.0);
       const scene_hit_t* h = &hits[i];
@@ -1366,17 +1412,17 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   // one time for every ray; no times: s = 1
   in.time_per_ray = 0;
   in.records = 0;
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
   ASSERT_HIT(hits[8], 9.9, -1, 0, 0);   // times[0] = 99.9: s = 0
   in.times = NULL;
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
   ASSERT_HIT(hits[8], 7.9, -1, 0, 0);
 
   // a range of the arrays; the sphere filtered out
   uint32_t excluded[1] = {3};
   scene_filter_t filter = {excluded, 1};
   memset(hits, 0xAB, sizeof hits);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 2, 11, hits, &filter), 11);
+  ASSERT_EQ(request(f.s, &in, 2, 11, hits, &filter), 11);
   ASSERT_MISS(hits[2]);
   ASSERT_MISS(hits[6]);
   ASSERT_MISS(hits[10]);
@@ -1410,7 +1456,7 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
     double keep = *p;
     *p = kBad[b].value;
     ASSERT_TRUE(!scene_ray_from(&in, (size_t)kBad[b].ray, &ray));
-    ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), kBad[b].ray);
+    ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), kBad[b].ray);
     *p = keep;
   }
   scene_counters(f.s, &c);
@@ -1419,9 +1465,9 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   memcpy(keep, dir + 3 * 5, sizeof keep);
   dir[3 * 5 + 0] = 1e-31;
   dir[3 * 5 + 1] = dir[3 * 5 + 2] = 0.0;
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), 5);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), 5);
   memcpy(dir + 3 * 5, keep, sizeof keep);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
   return teardown(&f);
 }
 
@@ -1525,11 +1571,11 @@ TEST(scene_flat_meshes_hit_as_their_instances_do) {
   }
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 0) {
-      scene_trace(f.s, rays, a, N);
-      scene_trace(inst, rays, b, N);
+      rows(f.s, rays, a, N);
+      rows(inst, rays, b, N);
     } else {
-      scene_trace_coherent16(f.s, rays, a, N);
-      scene_trace_coherent16(inst, rays, b, N);
+      rows16(f.s, rays, a, N);
+      rows16(inst, rays, b, N);
     }
     int hits = 0, other = 0;
     for (int i = 0; i < N; i++) {
@@ -1667,7 +1713,7 @@ TEST(scene_flat_objects_filtered_by_id) {
   scene_filter_t filter = {.exclude_objects = ex, .nexclude = 1};
   scene_ray_t r = {{0, 0, 0}, {1, 0, 0}, INFINITY, 0.0};
   scene_hit_t h;
-  scene_trace_filtered(f.s, &r, &h, 1, &filter);
+  rows_filtered(f.s, &r, &h, 1, &filter);
   ASSERT_HIT(h, 9.0, -1, 0, 0);
   ASSERT_EQ(h.object_id, 2);
   scene_counters_t k;
@@ -1778,9 +1824,9 @@ TEST(scene_horizon_culls_only_misses) {
   }
   scene_counters_t c0, c1, c2;
   scene_counters(f.s, &c0);
-  scene_trace_packets(f.s, pk, N, a, NULL, NULL);
+  columns(f.s, pk, N, a, NULL, NULL);
   scene_counters(f.s, &c1);
-  scene_trace_packets(f.s, pk, N, b, NULL, hz);
+  columns(f.s, pk, N, b, NULL, hz);
   scene_counters(f.s, &c2);
   ASSERT_TRUE(memcmp(a, b, (N / SCENE_PACKET) * sizeof *a) == 0);
   ASSERT_EQ(c1.rays_culled - c0.rays_culled, 0);
