@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   print_counter("steps", info.counters.steps);
   print_counter("rays traced", info.counters.rays_traced);
   print_counter("rays culled", info.counters.rays_culled);
+  print_counter("rays invalid", info.counters.rays_invalid);
   print_counter("scene commits", info.counters.scene_commits);
   print_counter("frames dropped", info.counters.frames_dropped);
 

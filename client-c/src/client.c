@@ -279,6 +279,7 @@ sensim_status_t sensim_get_info(sensim_client_t* cli, sensim_info_t* out) {
   out->counters.steps = c->steps;
   out->counters.rays_traced = c->rays_traced;
   out->counters.rays_culled = c->rays_culled;
+  out->counters.rays_invalid = c->rays_invalid;
   out->counters.scene_commits = c->scene_commits;
   out->counters.frames_dropped = c->frames_dropped;
   return SENSIM_OK;

@@ -129,6 +129,7 @@ typedef struct sensim_counters {
   uint64_t steps;                   // steps evaluated
   uint64_t rays_traced;             // rays traced by sensors and raycasts
   uint64_t rays_culled;             // lidar rays above the step's horizon (misses, not traced)
+  uint64_t rays_invalid;            // rays no sensor should make (misses, never traced)
   uint64_t scene_commits;           // top-level scene commits
   uint64_t frames_dropped;          // sensor frames dropped for slow subscribers
 } sensim_counters_t;

@@ -109,7 +109,7 @@ struct scene {
   size_t nmoving, cap_moving;
   bool boxes_ok;          // false: out of memory for them (horizons then cull nothing)
 
-  // counters: written by the owner thread, except rays_traced (any tracing thread)
+  // counters: written by the owner thread, except the rays_* ones (any tracing thread)
   uint64_t geometry_builds;
   uint64_t instance_updates;
   uint64_t commits;
@@ -117,6 +117,7 @@ struct scene {
   uint64_t flat_objects;
   atomic_uint_fast64_t rays_traced;
   atomic_uint_fast64_t rays_culled;
+  atomic_uint_fast64_t rays_invalid;
 };
 
 

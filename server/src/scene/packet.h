@@ -6,7 +6,9 @@
 #define SENSIM_SCENE_PACKET_H_
 
 #include <embree3/rtcore.h>
+#include <float.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -183,9 +185,25 @@ __attribute__((always_inline)) static inline void packet_intersect(
 }
 
 
+// Whether lane k of an assembled packet of W lanes holds a ray Embree may take (scene.h,
+// "Invalid rays"): every origin and direction component finite and within SCENE_RAY_MAX, the
+// direction not zero once subnormals are zero (the tracing mode). Branch-free: it runs on every
+// lane of the scalar path.
+static inline bool packet_lane_ok(const float* f, const unsigned W, unsigned k) {
+  const float big = (float)SCENE_RAY_MAX;
+  float ax = fabsf(f[LANE(F_DIR_X, k)]), ay = fabsf(f[LANE(F_DIR_Y, k)]);
+  float az = fabsf(f[LANE(F_DIR_Z, k)]);
+  return (fabsf(f[LANE(F_ORG_X, k)]) <= big) & (fabsf(f[LANE(F_ORG_Y, k)]) <= big) &
+         (fabsf(f[LANE(F_ORG_Z, k)]) <= big) & (ax <= big) & (ay <= big) & (az <= big) &
+         ((ax >= FLT_MIN) | (ay >= FLT_MIN) | (az >= FLT_MIN));
+}
+
+
 // Up to LANES rays (1 <= n <= LANES) as one packet against the committed top level. A ray with
-// tmax <= 0 or NaN is a miss and takes no lane; unused lanes also get an empty interval
-// [0, -inf] so that no Embree code path traces them. Rays in firing order (a lidar's) start
+// tmax <= 0 is a miss and takes no lane; so is an invalid ray (packet_lane_ok, or a NaN tmax),
+// whose lane also gets an unused lane's floats: it is counted in rays_invalid, and the packet
+// is traced as if it had nothing to trace. Unused lanes get an empty interval [0, -inf] so that
+// no Embree code path traces them. Rays in firing order (a lidar's) start
 // from one point and point within PACKET_COHERENT_COS of the first: those are traced as a
 // packet with Embree's coherent (frustum) traversal, ~15 % faster on bench_raycast. Others,
 // which would diverge at once, go one by one: packet calls with one lane valid each, which
@@ -193,18 +211,19 @@ __attribute__((always_inline)) static inline void packet_intersect(
 // packet (rtcIntersect1 transforms rays into instances differently, so a ray would not get bit
 // for bit the hit it gets in a packet).
 // W is LANES (rtcIntersect8) or WIDE (rtcIntersect16); both give each lane the same floats.
-__attribute__((always_inline)) static inline void trace_packet(
+// Returns the invalid rays.
+__attribute__((always_inline)) static inline unsigned trace_packet(
     const scene_t* s, const scene_ray_t* r, scene_hit_t* out, unsigned n, const unsigned W) {
   // rays (float); the time is clamped into the instances' [0, 1] range
   _Alignas(64) int valid[WIDE];
   _Alignas(64) packet_t pk;
   float* f = pk.f;
   unsigned* u = pk.u;
+  unsigned bad = 0;
   for (unsigned k = 0; k < n; k++) {
     const scene_ray_t* rk = &r[k];
     double t = rk->time;
     bool on = rk->tmax > 0.0;
-    valid[k] = on ? -1 : 0;
     f[LANE(F_ORG_X, k)] = (float)rk->origin[0];
     f[LANE(F_ORG_Y, k)] = (float)rk->origin[1];
     f[LANE(F_ORG_Z, k)] = (float)rk->origin[2];
@@ -219,6 +238,15 @@ __attribute__((always_inline)) static inline void trace_packet(
     u[LANE(F_FLAGS, k)] = 0;
     u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
     u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+    if (__builtin_expect(!packet_lane_ok(f, W, k) || isnan(rk->tmax), 0)) {
+      on = false;
+      bad++;
+      f[LANE(F_ORG_X, k)] = f[LANE(F_ORG_Y, k)] = f[LANE(F_ORG_Z, k)] = 0.0f;
+      f[LANE(F_DIR_X, k)] = 1.0f;
+      f[LANE(F_DIR_Y, k)] = f[LANE(F_DIR_Z, k)] = 0.0f;
+      f[LANE(F_TFAR, k)] = -INFINITY;
+    }
+    valid[k] = on ? -1 : 0;
   }
   for (unsigned k = n; k < W; k++) {
     valid[k] = 0;
@@ -237,6 +265,10 @@ __attribute__((always_inline)) static inline void trace_packet(
   for (unsigned k = 0; k < n; k++) {
     hit_fill(s, &r[k], &pk, W, k, &out[k]);
   }
+  if (bad) {
+    atomic_fetch_add(&((scene_t*)s)->rays_invalid, bad);
+  }
+  return bad;
 }
 
 
@@ -250,13 +282,18 @@ __attribute__((always_inline)) static inline void trace_packet(
 
 // trace_packet of a full 16-wide packet whose lanes are all on (tmax > 0), four lanes per
 // instruction: the same conversions, coherence test and hits (the same bits). False, with
-// nothing written, when a lane is off: trace_packet takes the packet.
+// nothing written, when a lane is off or invalid: trace_packet takes the packet.
 SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
 
-// A full packet in columns (every lane's tmax > 0), as simd_packet16 traces the same rays in
-// rows: the same floats, coherence test and hits; lanes whose bit is set in off are not traced.
-SIMD_TARGET void simd_packet_cols(const scene_t* s, const scene_packet_t* in, unsigned off,
-                                  scene_packet_hits_t* out);
+// The rays of a full packet in columns (every lane's tmax > 0) assembled into pk as
+// simd_packet16 assembles the same rays in rows. Returns the invalid lanes (packet_lane_ok), a
+// bit each: 0, or the packet is not to be traced on this path.
+SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
+
+// The packet simd_cols_pack assembled from `in`, traced as simd_packet16 traces it (the same
+// coherence test and hits) into out; the lanes whose bit is set in off are not traced (misses).
+SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
+                                 unsigned off, scene_packet_hits_t* out);
 
 // The lanes of a full packet above the horizon hz (a bit each): horizon_above of each lane.
 SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk);
@@ -283,6 +320,12 @@ SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk, const double di
 // not NULL) the filter's passes.
 void trace_rows(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
                 unsigned width, const scene_filter_t* f);
+
+// The bound on a request's origin coordinates: its max_coord or SCENE_RAY_MAX, the smaller
+// (SCENE_RAY_MAX for a NaN).
+static inline double rays_max_coord(const scene_rays_t* in) {
+  return in->max_coord < SCENE_RAY_MAX ? in->max_coord : SCENE_RAY_MAX;
+}
 
 // SCENE_REQUEST: rays [first, first + n) of `in`, their hits into hits[0, n). Returns n, or the
 // batch index of the first ray scene_ray_from refuses (hits from there on are not written).

@@ -24,17 +24,19 @@ static inline double ray_time(const scene_rays_t* in, size_t i) {
 
 
 bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out) {
-  // comparisons are false for NaN; the origin's bound also excludes infinities
+  // comparisons are false for NaN; the origin's bound also excludes infinities, and a length
+  // whose inverse overflows (or 0, whatever min_direction says) would make a non-finite
+  // direction
   const double* o = in->origins + 3 * i;
   const double* d = in->directions + 3 * i;
-  double mc = in->max_coord;
+  double mc = rays_max_coord(in);
   bool ok = fabs(o[0]) <= mc && fabs(o[1]) <= mc && fabs(o[2]) <= mc && fabs(d[0]) <= DBL_MAX &&
-            fabs(d[1]) <= DBL_MAX && fabs(d[2]) <= DBL_MAX;
+            fabs(d[1]) <= DBL_MAX && fabs(d[2]) <= DBL_MAX && !isnan(in->tmax);
   double len = ok ? xform_norm3(d) : 0.0;
-  if (!ok || !(len >= in->min_direction)) {
+  double inv = 1.0 / len;
+  if (!ok || !(len >= in->min_direction) || !(inv <= DBL_MAX)) {
     return false;
   }
-  double inv = 1.0 / len;
   for (int a = 0; a < 3; a++) {
     out->origin[a] = o[a];
     out->dir[a] = d[a] * inv;
@@ -61,7 +63,7 @@ static size_t scalar_packet(const scene_t* s, const scene_rays_t* in, size_t i0,
       return i0 + k;
     }
   }
-  trace_packet(s, r, out, n, LANES);
+  (void)trace_packet(s, r, out, n, LANES);   // every ray valid: scene_ray_from took it
   for (unsigned k = 0; in->records && k < n; k++) {
     out[k].primitive = 0;
   }
@@ -121,6 +123,9 @@ static size_t trace_range(const scene_t* s, const scene_rays_t* in, size_t begin
   // 1e-300 s could part (t - t0 flushed to zero): those rays take the two passes.
   if (!times_plain(in, begin, end)) {
     return trace_apart(s, in, begin, end, hits, f);
+  }
+  if (isnan(in->tmax)) {
+    return begin;   // as scene_ray_from refuses every ray (the packets' tfar below assume it)
   }
 
   // what every lane of a full packet shares (trace_packet's values, converted as it does)

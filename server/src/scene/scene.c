@@ -20,6 +20,7 @@ scene_t* scene_create(scene_device_t* dev, err_msg_t* msg) {
   s->flat_slot = -1;
   atomic_init(&s->rays_traced, 0);
   atomic_init(&s->rays_culled, 0);
+  atomic_init(&s->rays_invalid, 0);
 
   // The top level is rebuilt every step from a few hundred instances: a fast low-quality
   // dynamic build wins; robust mode keeps rays aimed at shared edges from slipping through.
@@ -94,5 +95,6 @@ void scene_counters(const scene_t* s, scene_counters_t* out) {
   out->flat_objects = s->flat_objects;
   out->rays_traced = atomic_load(&((scene_t*)s)->rays_traced);
   out->rays_culled = atomic_load(&((scene_t*)s)->rays_culled);
+  out->rays_invalid = atomic_load(&((scene_t*)s)->rays_invalid);
   scene_device_counters(s->dev, &out->backend_errors, &out->backend_bytes);
 }

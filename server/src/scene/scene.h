@@ -37,8 +37,9 @@ typedef struct scene_counters {
   uint64_t commits;           // top-level commits
   uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, flat.c)
   uint64_t flat_objects;      // objects traced in the flat scene now
-  uint64_t rays_traced;
+  uint64_t rays_traced;       // rays handed to the backend's traversal
   uint64_t rays_culled;       // rays above a horizon, missed without tracing (scene_trace)
+  uint64_t rays_invalid;      // rays the backend must not be handed, missed (scene_trace)
   uint64_t backend_errors;    // errors reported by Embree for this device
   int64_t backend_bytes;      // memory held by Embree for this device (device-wide)
 } scene_counters_t;
@@ -211,11 +212,16 @@ typedef struct scene_rays {
 
 // The world ray traced for ray i of `in` (SCENE_REQUEST): the origin, the direction divided
 // by its length (computed as xform_norm3), tmax and the time s. Returns false (and fills
-// nothing) when the ray is refused: a non-finite origin coordinate or one beyond max_coord, a
-// non-finite direction or one shorter than min_direction.
+// nothing) when the ray is refused: a non-finite origin coordinate or one beyond max_coord (or
+// SCENE_RAY_MAX, the smaller), a non-finite direction, one shorter than min_direction or whose
+// inverse length overflows, or a NaN tmax.
 bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out);
 
 //---------------- Tracing: the one entry point
+
+// Largest magnitude of a traced ray's origin and direction components (m; a direction in any
+// unit): well inside the range in which Embree's traversal stays finite (about 1.8e18).
+#define SCENE_RAY_MAX 1e18
 
 // How a batch holds its rays and where their hits go.
 typedef enum scene_layout {
@@ -256,13 +262,21 @@ typedef struct scene_batch {
 // from just beyond the hit, up to 16 times; distances stay those along the original ray); a
 // ray still on an excluded object after that is a miss.
 //
+// Invalid rays: a ray whose origin or direction, rounded to the backend's float, has a
+// component that is not finite or beyond SCENE_RAY_MAX, whose direction is zero (subnormal
+// floats count as zero), or whose tmax is NaN, is a miss, counted in rays_invalid and never
+// handed to the backend's traversal, whatever the caller computed; the other rays of its group
+// get the hits they get when it has nothing to trace (tmax <= 0). SCENE_REQUEST refuses such
+// rays instead (scene_ray_from; a request whose tmax is NaN refuses its first ray).
+//
 // Horizon: a ray that starts inside the horizon's region and points above it meets nothing
 // (scene/horizon.h); the backend may report it as a miss without tracing it (counted in
 // rays_culled rather than rays_traced): the hits are the same. The Embree backend culls the
 // full packets of SCENE_COLUMNS.
 //
 // Returns the rays taken: n, or (SCENE_REQUEST) the batch index of the first ray scene_ray_from
-// refuses (the hits from there on are not written). Counts rays_traced.
+// refuses (the hits from there on are not written). Counts rays_traced, rays_culled and
+// rays_invalid.
 // Thread: any, concurrently, after scene_commit.
 size_t scene_trace(const scene_t* s, const scene_batch_t* b);
 

@@ -32,7 +32,7 @@ SIMD_TARGET bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet
                                   double dir[3][LANES]) {
   const unsigned W = LANES;
   const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
-  const __m256d mc = _mm256_set1_pd(in->max_coord), big = _mm256_set1_pd(DBL_MAX);
+  const __m256d mc = _mm256_set1_pd(rays_max_coord(in)), big = _mm256_set1_pd(DBL_MAX);
   const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
   const __m256d dmin = _mm256_set1_pd(in->min_direction);
   bool per_ray = in->times && in->dt > 0.0 && in->time_per_ray;
@@ -210,6 +210,30 @@ SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk,
 }
 
 
+// The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each:
+// the same float comparisons, eight lanes at once.
+SIMD_TARGET static unsigned simd_lanes_bad(const float* f, const unsigned W) {
+  const __m256 big = _mm256_set1_ps((float)SCENE_RAY_MAX), tiny = _mm256_set1_ps(FLT_MIN);
+  const __m256 fsign = _mm256_set1_ps(-0.0f);
+  unsigned ok = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256 in = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), nonzero = _mm256_setzero_ps();
+    for (unsigned a = F_ORG_X; a <= F_DIR_Z; a++) {
+      if (a == F_TNEAR) {
+        continue;
+      }
+      __m256 v = _mm256_andnot_ps(fsign, _mm256_load_ps(f + LANE(a, h)));
+      in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
+      if (a >= F_DIR_X) {
+        nonzero = _mm256_or_ps(nonzero, _mm256_cmp_ps(v, tiny, _CMP_GE_OQ));
+      }
+    }
+    ok |= (unsigned)_mm256_movemask_ps(_mm256_and_ps(in, nonzero)) << h;
+  }
+  return ~ok & ((1u << W) - 1u);
+}
+
+
 // The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
 // the constant fields, packet_intersect's coherence test, the intersection and the hits, into
 // rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
@@ -252,9 +276,6 @@ SIMD_TARGET static void simd_finish16(const scene_t* s, packet_t* pk, const doub
 }
 
 
-// trace_packet of a full packet of WIDE rays whose lanes are all on (tmax > 0), four lanes per
-// instruction: the same conversions, coherence test and hits (the same bits). False, with
-// nothing written, when a lane is off: trace_packet takes the packet.
 SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
   const unsigned W = WIDE;
   for (unsigned k = 0; k < W; k++) {
@@ -294,39 +315,43 @@ SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit
     c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
     _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
   }
+  if (__builtin_expect(simd_lanes_bad(pk.f, W) != 0, 0)) {
+    return false;
+  }
   simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL);
   return true;
 }
 
 
-// A full packet in columns (every lane's tmax > 0), as simd_packet16 traces the same rays in
-// rows: the same floats, coherence test and hits.
-SIMD_TARGET void simd_packet_cols(const scene_t* s, const scene_packet_t* in,
-                                         unsigned off, scene_packet_hits_t* out) {
+SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
   const unsigned W = WIDE;
-  _Alignas(64) packet_t pk;
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
-    _mm_store_ps(pk.f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->ox + h)));
-    _mm_store_ps(pk.f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oy + h)));
-    _mm_store_ps(pk.f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oz + h)));
-    _mm_store_ps(pk.f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dx + h)));
-    _mm_store_ps(pk.f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dy + h)));
-    _mm_store_ps(pk.f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dz + h)));
-    _mm_store_ps(pk.f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
+    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->ox + h)));
+    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oy + h)));
+    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oz + h)));
+    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dx + h)));
+    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dy + h)));
+    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dz + h)));
+    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
     __m256d ti = _mm256_loadu_pd(in->time + h);
     __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
     c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-    _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+    _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
   }
-  simd_finish16(s, &pk, in->dx, in->dy, in->dz, off, NULL, out);
+  return simd_lanes_bad(pk->f, W);
+}
+
+
+SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
+                                 unsigned off, scene_packet_hits_t* out) {
+  simd_finish16(s, pk, in->dx, in->dy, in->dz, off, NULL, out);
 }
 
 
 // horizon_above of each lane, four at a time: the same origin test and the same bins
 // (horizon_bin's arithmetic, lane by lane).
-SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz,
-                                              const scene_packet_t* pk) {
+SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
   const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
   const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
   const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
@@ -366,7 +391,9 @@ SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz,
                                                              _mm256_set1_epi64x(-1))));
     __m256d a = _mm256_add_pd(base, _mm256_div_pd(num, s));
     a = _mm256_and_pd(a, _mm256_cmp_pd(s, zero, _CMP_GT_OQ));   // (0, 0): bin 0
+    // a bin in range whatever the direction: a NaN or infinite one converts to INT_MIN
     __m128i bin = _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(a, scale)), top);
+    bin = _mm_max_epi32(bin, _mm_setzero_si128());
     __m256d lim = _mm256_i32gather_pd(hz->sin_el, bin, 8);
     __m256d up = _mm256_cmp_pd(_mm256_loadu_pd(pk->dz + h), lim, _CMP_GT_OQ);
     above |= (unsigned)_mm256_movemask_pd(_mm256_and_pd(up, inside)) << h;

@@ -19,17 +19,18 @@ __attribute__((always_inline)) static inline void rows_packets(
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+  size_t bad = 0;
   for (size_t i = 0; i < n; i += width) {
     unsigned m = (unsigned)(n - i < width ? n - i : width);
     if (width == WIDE && m == WIDE && s->dev->simd && simd_packet16(s, rays + i, hits + i)) {
       continue;
     }
-    trace_packet(s, rays + i, hits + i, m, width);
+    bad += trace_packet(s, rays + i, hits + i, m, width);
   }
   _mm_setcsr(csr);
 
-  // Tracing threads share the scene read-only; the counter is the one field they write.
-  atomic_fetch_add(&((scene_t*)s)->rays_traced, n);
+  // Tracing threads share the scene read-only; its ray counters are the fields they write.
+  atomic_fetch_add(&((scene_t*)s)->rays_traced, n - bad);
 }
 
 
@@ -111,20 +112,43 @@ static void packet_misses(scene_packet_hits_t* h) {
 }
 
 
+// A packet of columns (m lanes) as trace_rows traces the same rays in rows of 16: its hits
+// into h.
+static void columns_as_rows(const scene_t* s, const scene_packet_t* pk, unsigned m,
+                            scene_packet_hits_t* h, const scene_filter_t* f) {
+  scene_ray_t rays[WIDE];
+  scene_hit_t hits[WIDE];
+  packet_rows(pk, NULL, m, rays, NULL);
+  trace_rows(s, rays, hits, m, WIDE, f);
+  hits_columns(hits, m, h);
+}
+
+
 // Rays in packets of columns (SCENE_COLUMNS): the full packets on the AVX2 path, their lanes
 // above the horizon hz (nullable) untraced; the others as trace_rows traces them in rows of 16.
 static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
                           scene_packet_hits_t* out, const scene_filter_t* f,
                           const scene_horizon_t* hz) {
   // the full packets, in rows_packets' floating-point environment set once for all of them;
-  // their lanes above the horizon are off (all of them: no trace at all)
-  size_t traced = 0, culled = 0;
+  // their lanes above the horizon are off (all of them: no trace at all). A packet with an
+  // invalid ray (input no caller should make) is traced in rows at once, as the partial ones
+  // below, in the caller's floating-point environment.
+  size_t traced = 0, culled = 0, apart = 0;
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   for (size_t i = 0; i < n; i += WIDE) {
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
     if (!packet_full(s, &in[i / WIDE], m)) {
+      continue;
+    }
+    _Alignas(64) packet_t pk;
+    if (__builtin_expect(simd_cols_pack(&in[i / WIDE], &pk) != 0, 0)) {
+      _mm_setcsr(csr);
+      columns_as_rows(s, &in[i / WIDE], m, &out[i / WIDE], f);
+      _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
+      _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
+      apart += m;
       continue;
     }
     unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
@@ -135,7 +159,7 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
     if (noff == WIDE) {
       packet_misses(&out[i / WIDE]);
     } else {
-      simd_packet_cols(s, &in[i / WIDE], off, &out[i / WIDE]);
+      simd_cols_trace(s, &pk, &in[i / WIDE], off, &out[i / WIDE]);
     }
     traced += m - noff;
     culled += noff;
@@ -151,14 +175,12 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
   const bool filtered = f && f->nexclude != 0;
   scene_ray_t rays[WIDE];
   scene_hit_t hits[WIDE];
-  for (size_t i = 0; i < n && (traced + culled < n || filtered); i += WIDE) {
+  for (size_t i = 0; i < n && (traced + culled + apart < n || filtered); i += WIDE) {
     const scene_packet_t* pk = &in[i / WIDE];
     scene_packet_hits_t* h = &out[i / WIDE];
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
     if (!packet_full(s, pk, m)) {
-      packet_rows(pk, NULL, m, rays, NULL);
-      trace_rows(s, rays, hits, m, WIDE, f);
-      hits_columns(hits, m, h);
+      columns_as_rows(s, pk, m, h, f);
       continue;
     }
     bool hidden = false;

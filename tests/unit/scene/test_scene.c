@@ -5,6 +5,7 @@
 // against single rays.
 #include "scene/scene.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "base/mem.h"
@@ -1065,7 +1066,7 @@ TEST(scene_packets_match_single_rays) {
   }
 
   // identical, bit for bit; the set is not trivial: hits on every object, misses, empty rays
-  int nhit = 0, nempty = 0, nempty_hit = 0, ndiff = 0, first = -1;
+  int nhit = 0, nempty = 0, nempty_hit = 0, ndiff = 0, first = -1, nnan = 0;
   int seen[NOBJ + 1] = {0};
   for (int i = 0; i < N; i++) {
     if (memcmp(&pk[i], &one[i], sizeof pk[i]) || memcmp(&pk[i], &chunked[i], sizeof pk[i])) {
@@ -1074,6 +1075,7 @@ TEST(scene_packets_match_single_rays) {
     }
     nhit += pk[i].object_id != 0;
     nempty += !(rays[i].tmax > 0.0);
+    nnan += isnan(rays[i].tmax);
     seen[pk[i].object_id <= NOBJ ? pk[i].object_id : 0] = 1;
     nempty_hit += !(rays[i].tmax > 0.0) && (pk[i].object_id != 0 || !isinf(pk[i].distance));
   }
@@ -1097,7 +1099,9 @@ TEST(scene_packets_match_single_rays) {
   ASSERT_TRUE(nseen > NOBJ * 3 / 4);
   scene_counters_t c;
   scene_counters(f.s, &c);
-  ASSERT_EQ(c.rays_traced, 3 * (uint64_t)N);
+  ASSERT_EQ(c.rays_traced + c.rays_invalid, 3 * (uint64_t)N);
+  ASSERT_TRUE(nnan > 0);
+  ASSERT_EQ(c.rays_invalid, 3 * (uint64_t)nnan);   // a NaN tmax: invalid, not traced
   return teardown(&f);
 }
 
@@ -1269,6 +1273,214 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   free(b);
   free(org);
   free(dir);
+  return teardown(&f);
+}
+
+
+//---------------- Rays the backend must not be handed
+
+// Rays no caller should make and an adversarial one can (a lidar whose angle noise made a
+// non-finite direction once stopped the daemon inside Embree): origin, direction, tmax; and
+// whether a request refuses it (its bounds normalise the direction: any finite non-zero length
+// is a usable ray there).
+typedef struct bad_ray {
+  double o[3], d[3], tmax;
+  int request_refuses;
+} bad_ray_t;
+
+static const bad_ray_t kBadRays[] = {
+    {{NAN, 0.01, 0.1}, {1, 0, 0}, 100.0, 1},          // a NaN origin
+    {{0, INFINITY, 0.1}, {1, 0, 0}, 100.0, 1},        // an infinite origin
+    {{0, 0.01, 1e300}, {1, 0, 0}, 100.0, 1},          // finite in double, infinite in float
+    {{1e30, 0.01, 0.1}, {-1, 0, 0}, INFINITY, 1},     // a float beyond SCENE_RAY_MAX
+    {{0, 0.01, 0.1}, {NAN, 0, 0}, 100.0, 1},          // a NaN direction
+    {{0, 0.01, 0.1}, {0, 0, 0}, 100.0, 1},            // a zero direction
+    {{0, 0.01, 0.1}, {1e-40, 0, 0}, 100.0, 0},        // a float subnormal: zero when traced
+    {{0, 0.01, 0.1}, {0.5, 0, -INFINITY}, 100.0, 1},  // an infinite direction
+    {{0, 0.01, 0.1}, {1e25, 0, 0}, 100.0, 0},         // a float beyond SCENE_RAY_MAX
+    {{0, 0.01, 0.1}, {1e-310, 0, 0}, 100.0, 1},       // its inverse length overflows
+    {{0, 0.01, 0.1}, {1, 0, 0}, NAN, 1},              // a NaN tmax
+};
+#define NBAD ((int)(sizeof kBadRays / sizeof kBadRays[0]))
+
+
+// Rays in rows as packets of columns.
+static void to_columns(const scene_ray_t* rays, size_t n, scene_packet_t* pk) {
+  for (size_t i = 0; i < n; i++) {
+    scene_packet_t* c = &pk[i / SCENE_PACKET];
+    size_t k = i % SCENE_PACKET;
+    c->ox[k] = rays[i].origin[0];
+    c->oy[k] = rays[i].origin[1];
+    c->oz[k] = rays[i].origin[2];
+    c->dx[k] = rays[i].dir[0];
+    c->dy[k] = rays[i].dir[1];
+    c->dz[k] = rays[i].dir[2];
+    c->tmax[k] = rays[i].tmax;
+    c->time[k] = rays[i].time;
+  }
+}
+
+
+// Whether hit a of ray i is the miss an invalid ray gets (bad) or, bit for bit, want.
+static int hit_as_expected(const scene_hit_t* got, const scene_hit_t* want, int bad) {
+  if (bad) {
+    return isinf(got->distance) && got->distance > 0 && got->normal[0] == 0.0 &&
+           got->normal[1] == 0.0 && got->normal[2] == 0.0 && got->object_id == 0 &&
+           got->label == 0 && got->primitive == 0;
+  }
+  return memcmp(got, want, offsetof(scene_hit_t, primitive) + sizeof got->primitive) == 0;
+}
+
+
+// Every layout of the entry point with invalid rays in some lanes (a packet's first lane, a
+// middle one, its last): they are misses, counted in rays_invalid and not in rays_traced, and
+// the other rays get the hits they get when those lanes have nothing to trace (tmax 0), bit for
+// bit: rows in groups of 8 and 16 and columns (with a horizon and without), with and without
+// the AVX2 paths and a filter, over still, moving and flat objects. A request refuses them (the
+// index of the first), even from a caller whose bounds would let them through.
+TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int h[RING];
+  ASSERT_OK(place_ring(f.s, h));
+  pose_t b0 = pose_at(0, 0, 0), b1 = pose_at(0.3, 0.2, 0);
+  pose_t local = pose_at(8, 0, 0);
+  scene_set_instance_pose(f.s, h[0], &local, &b0, &b1);   // object 1 moves over the step
+  ASSERT_OK(commit(f.s));
+  scene_counters_t c0, c1;
+  scene_counters(f.s, &c0);
+  ASSERT_TRUE(c0.flat_objects > 0);
+
+  // tiles of 16 rays round the ring; in three of every four tiles, bad rays in lanes 0, 7, 15
+  enum { TILES = 3 * NBAD + 3, N = 16 * TILES + 5 };
+  scene_ray_t* bad = calloc(N, sizeof *bad);
+  scene_ray_t* ref = calloc(N, sizeof *ref);
+  scene_hit_t* got = calloc(N, sizeof *got);
+  scene_hit_t* want = calloc(N, sizeof *want);
+  int* is_bad = calloc(N, sizeof *is_bad);
+  scene_packet_t* pk = calloc(TILES + 1, sizeof *pk);
+  scene_packet_hits_t* ph = calloc(TILES + 1, sizeof *ph);
+  ASSERT_TRUE(bad && ref && got && want && is_bad && pk && ph);
+  int nbad = 0, kind = 0;
+  for (int i = 0; i < N; i++) {
+    int tile = i / 16, lane = i % 16;
+    double az = 2 * M_PI * tile / TILES + 0.004 * (lane % 8);
+    double el = 0.01 * (lane / 8);
+    scene_ray_t r = {{0.0, 0.01, 0.1}, {cos(el) * cos(az), cos(el) * sin(az), sin(el)}, 100.0,
+                     lane == 3 ? NAN : 0.5};   // a NaN time counts as 0: not invalid
+    ref[i] = bad[i] = r;
+    if (tile % 4 != 3 && (lane == 0 || lane == 7 || lane == 15) && i < 16 * TILES) {
+      const bad_ray_t* b = &kBadRays[kind++ % NBAD];
+      memcpy(bad[i].origin, b->o, sizeof b->o);
+      memcpy(bad[i].dir, b->d, sizeof b->d);
+      bad[i].tmax = b->tmax;
+      ref[i].tmax = 0.0;
+      is_bad[i] = 1;
+      nbad++;
+    }
+  }
+  ASSERT_TRUE(kind >= 2 * NBAD);
+  uint32_t hidden[2] = {4, 11};
+  scene_filter_t filter = {hidden, 2};
+  scene_horizon_t* hz = malloc(sizeof *hz);
+  ASSERT_TRUE(hz != NULL);
+  scene_horizon(f.s, bad[1].origin, bad[1].origin, hz);
+  to_columns(bad, N, pk);
+
+  for (int pass = 0; pass < 8; pass++) {
+    unsigned group = pass & 1 ? 16 : 8;
+    int simd = (pass >> 1) & 1;
+    const scene_filter_t* fl = pass & 4 ? &filter : NULL;
+    scene_device_set_simd(f.dev, simd);
+    scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = group, .n = N,
+                                      .rays = ref, .hits = want, .filter = fl});
+    int nhit = 0;
+    for (int i = 0; i < N; i++) {
+      nhit += want[i].object_id != 0;
+    }
+    ASSERT_TRUE(nhit > N / 4);
+
+    // rows
+    memset(got, 0xA5, N * sizeof *got);
+    scene_counters(f.s, &c0);
+    ASSERT_EQ(scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = group, .n = N,
+                                                .rays = bad, .hits = got, .filter = fl}),
+              N);
+    scene_counters(f.s, &c1);
+    ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, nbad);
+    if (!fl) {
+      ASSERT_EQ(c1.rays_traced - c0.rays_traced, N - nbad);
+    }
+    for (int i = 0; i < N; i++) {
+      if (!hit_as_expected(&got[i], &want[i], is_bad[i])) {
+        CHECK_FAIL("pass %d, rows of %u: ray %d (bad %d): distance %g object %u, want %g %u",
+                   pass, group, i, is_bad[i], got[i].distance, got[i].object_id,
+                   want[i].distance, want[i].object_id);
+      }
+    }
+
+    // columns, as rows of 16, with a horizon and without
+    for (int cull = 0; group == 16 && cull < 2; cull++) {
+      memset(ph, 0xA5, (TILES + 1) * sizeof *ph);
+      scene_counters(f.s, &c0);
+      ASSERT_EQ(scene_trace(f.s, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = N, .packets = pk,
+                                                  .packet_hits = ph, .filter = fl,
+                                                  .horizon = cull ? hz : NULL}),
+                N);
+      scene_counters(f.s, &c1);
+      ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, nbad);
+      for (int i = 0; i < N; i++) {
+        const scene_packet_hits_t* c = &ph[i / SCENE_PACKET];
+        int k = i % SCENE_PACKET;
+        scene_hit_t col = {.distance = c->distance[k], .normal = {c->nx[k], c->ny[k], c->nz[k]},
+                           .object_id = c->object_id[k], .label = c->label[k],
+                           .primitive = c->primitive[k]};
+        if (!hit_as_expected(&col, &want[i], is_bad[i])) {
+          CHECK_FAIL("pass %d, columns (horizon %d): ray %d (bad %d): distance %g object %u, "
+                     "want %g %u", pass, cull, i, is_bad[i], col.distance, col.object_id,
+                     want[i].distance, want[i].object_id);
+        }
+      }
+    }
+  }
+
+  // a request refuses each bad ray, even with no bounds of its own, and traces nothing invalid
+  enum { M = 40, AT = 21 };
+  double org[3 * M], dir[3 * M];
+  for (int i = 0; i < M; i++) {
+    memcpy(&org[3 * i], ref[i].origin, sizeof ref[i].origin);
+    memcpy(&dir[3 * i], ref[i].dir, sizeof ref[i].dir);
+  }
+  scene_rays_t in = {.origins = org, .directions = dir, .tmax = 100.0, .max_coord = INFINITY,
+                     .min_direction = 0.0};
+  for (int k = 0; k < 2 * NBAD; k++) {
+    const bad_ray_t* b = &kBadRays[k % NBAD];
+    scene_device_set_simd(f.dev, k < NBAD);
+    memcpy(&org[3 * AT], b->o, sizeof b->o);
+    memcpy(&dir[3 * AT], b->d, sizeof b->d);
+    in.tmax = b->tmax;
+    scene_counters(f.s, &c0);
+    size_t done = request(f.s, &in, 0, M, got, NULL);
+    scene_counters(f.s, &c1);
+    ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, 0);
+    if (b->request_refuses) {
+      ASSERT_EQ(done, isnan(b->tmax) ? 0 : AT);
+    } else {
+      ASSERT_EQ(done, M);
+      ASSERT_TRUE(got[AT].distance > 0.0);
+    }
+    memcpy(&org[3 * AT], ref[AT].origin, sizeof ref[AT].origin);
+    memcpy(&dir[3 * AT], ref[AT].dir, sizeof ref[AT].dir);
+  }
+  scene_device_set_simd(f.dev, true);
+  free(bad);
+  free(ref);
+  free(got);
+  free(want);
+  free(is_bad);
+  free(pk);
+  free(ph);
+  free(hz);
   return teardown(&f);
 }
 
