@@ -1,10 +1,13 @@
 # SPDX-License-Identifier: MIT
-"""The ray-tracing backend seen from outside (docs/backend.md): rays no sensor should make are
-misses, counted in GetInfo's rays_invalid, while the daemon keeps stepping."""
+"""The ray-tracing backend seen from outside (docs/backend.md): the instruction set the daemon
+traces with follows SENSIM_EMBREE_CONFIG, and rays no sensor should make are misses, counted in
+GetInfo's rays_invalid, while the daemon keeps stepping."""
 
 from __future__ import annotations
 
 import math
+import os
+import re
 
 import numpy as np
 import pytest
@@ -14,6 +17,45 @@ from sensim import errors
 
 AIR_N = 1.000273   # refractive index of the default air: ranges are optical paths
 U32 = 2.0 ** -24   # float32 unit roundoff: the backend traces in float32
+
+
+def backend_line(daemon) -> str:
+    """The daemon's "ray tracing: ..." log line (at debug level, or info when configured)."""
+    found = re.findall(r"ray tracing: (.*)", daemon.stderr())
+    assert len(found) == 1, daemon.stderr()
+    return found[0]
+
+
+def cpu_flags() -> set[str]:
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def test_daemon_traces_with_the_configured_instruction_set(sensimd_factory, monkeypatch):
+    # this run's daemon: forced onto AVX2 by the second pass of ./run.sh test, else the CPU's
+    # best (AVX-512 needs the Skylake-server subset that Embree's AVX-512 kernels use)
+    forced = os.environ.get("SENSIM_EMBREE_CONFIG", "")
+    line = backend_line(sensimd_factory("--log-level", "debug"))
+    if "isa=avx2" in forced:
+        assert "(native 8-ray packets)" in line and f'"{forced}"' in line, line
+    elif not forced:
+        skx = {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}
+        width = 16 if skx <= cpu_flags() else 8 if "avx2" in cpu_flags() else 4
+        assert f"(native {width}-ray packets)" in line and "the CPU's best ISA" in line, line
+
+    # a daemon told to run SSE does: the variable reaches the device, and is logged at info
+    monkeypatch.setenv("SENSIM_EMBREE_CONFIG", "isa=sse4.2")
+    sse = sensimd_factory()
+    line = backend_line(sse)
+    assert "(native 4-ray packets)" in line and '"isa=sse4.2"' in line, line
+    with sse.client() as c:
+        c.create_primitive(1, "sphere", radius=2.0)
+        c.create_object(10, geometry_id=1)
+        hits = c.raycast(np.zeros((1, 3)), [[0.0, 0.0, 1.0]])
+    assert abs(hits.distances[0] - 2.0) <= 4 * U32 * 2.0
 
 
 def test_lidar_with_non_finite_ray_directions_keeps_stepping(sensimd):

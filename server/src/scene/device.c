@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: MIT
-// device.c: the Embree device (one per process or test): its error and memory callbacks, the
-// memory budget that refuses allocations past it, and the last error for messages.
+// device.c: the Embree device (one per process or test): its configuration (the instruction
+// set it runs), its error and memory callbacks, the memory budget that refuses allocations past
+// it, and the last error for messages.
 #include <embree3/rtcore.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "base/mem.h"
 #include "scene/embree.h"
@@ -51,18 +54,34 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
     return NULL;
   }
 
-  // The best ISA the CPU has. Embree 3.13's AVX-512 occlusion packets (rtcOccluded16) were seen
-  // to spin forever after other packet work in the same process; intersection packets never
-  // did, and this adapter never calls rtcOccluded*: it traces with rtcIntersect8/16 only.
-  dev->rtc = rtcNewDevice(NULL);
+  // The best ISA the CPU has, unless the environment names one (isa=avx2: what a CPU without
+  // AVX-512 runs; the tests run the geometry twice, natively and so). Embree 3.13's AVX-512
+  // occlusion packets (rtcOccluded16) were seen to spin forever after other packet work in the
+  // same process; intersection packets never did, and this backend never calls rtcOccluded*:
+  // it traces with rtcIntersect8/16 only.
+  const char* config = getenv(SCENE_DEVICE_CONFIG_ENV);
+  config = config ? config : "";
+  if (strlen(config) >= sizeof dev->config) {
+    pthread_mutex_destroy(&dev->lock);
+    mem_free(dev);
+    err_set(msg, ERR_INVAL, "%s has %zu characters, more than %zu", SCENE_DEVICE_CONFIG_ENV,
+            strlen(config), sizeof dev->config - 1);
+    return NULL;
+  }
+  memcpy(dev->config, config, strlen(config) + 1);
+  dev->rtc = rtcNewDevice(config[0] ? config : NULL);
   if (!dev->rtc) {
     enum RTCError code = rtcGetDeviceError(NULL);
     pthread_mutex_destroy(&dev->lock);
     mem_free(dev);
-    err_set(msg, ERR_BACKEND, "rtcNewDevice failed (embree error %d)", (int)code);
+    err_set(msg, ERR_BACKEND, "rtcNewDevice failed (embree error %d)%s%s%s", (int)code,
+            config[0] ? "; " SCENE_DEVICE_CONFIG_ENV " = \"" : "", config, config[0] ? "\"" : "");
     return NULL;
   }
   rtcSetDeviceErrorFunction(dev->rtc, device_error_cb, dev);
+  dev->width = rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_NATIVE_RAY16_SUPPORTED)  ? 16
+               : rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_NATIVE_RAY8_SUPPORTED) ? 8
+                                                                                           : 4;
   __builtin_cpu_init();
   dev->simd = __builtin_cpu_supports("avx2");
   rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
@@ -77,6 +96,24 @@ void scene_device_destroy(scene_device_t* dev) {
   rtcReleaseDevice(dev->rtc);
   pthread_mutex_destroy(&dev->lock);
   mem_free(dev);
+}
+
+
+unsigned scene_device_native_width(const scene_device_t* dev) {
+  return dev->width;
+}
+
+
+bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap) {
+  // Embree names no ISA; its widest native packet tells AVX-512 from AVX2 (or AVX) from SSE
+  const char* isa = dev->width == 16 ? "AVX-512" : dev->width == 8 ? "AVX2 or AVX" : "SSE";
+  snprintf(buf, cap, "Embree %ld.%ld.%ld, %s (native %u-ray packets), %s%s%s",
+           (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_MAJOR),
+           (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_MINOR),
+           (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_PATCH), isa,
+           dev->width, dev->config[0] ? SCENE_DEVICE_CONFIG_ENV " = \"" : "the CPU's best ISA",
+           dev->config, dev->config[0] ? "\"" : "");
+  return dev->config[0] != 0;
 }
 
 

@@ -44,10 +44,25 @@ typedef struct scene_counters {
   int64_t backend_bytes;      // memory held by Embree for this device (device-wide)
 } scene_counters_t;
 
-// One device per process (or per test), with the backend's default thread count. Returns
-// NULL and fills msg on failure.
+// The environment variable that configures every device a process creates: Embree's device
+// configuration (rtcNewDevice), e.g. "isa=avx2" to run the AVX2 kernels on a CPU that has
+// AVX-512 (docs/backend.md). Unset or empty: the best instruction set of the CPU.
+#define SCENE_DEVICE_CONFIG_ENV "SENSIM_EMBREE_CONFIG"
+
+// One device per process (or per test), with the backend's default thread count, configured by
+// SCENE_DEVICE_CONFIG_ENV. Returns NULL and fills msg on failure (ERR_INVAL: a configuration of
+// 128 characters or more; ERR_BACKEND: Embree refused it).
 scene_device_t* scene_device_create(err_msg_t* msg);
 void scene_device_destroy(scene_device_t* dev);
+
+// The widest ray packet the device traces natively: 16 (AVX-512), 8 (AVX2 or AVX), 4 (SSE).
+// Thread: any.
+unsigned scene_device_native_width(const scene_device_t* dev);
+
+// What the device runs, for a log line (e.g. "Embree 3.13.5, AVX-512 (native 16-ray packets),
+// the CPU's best ISA"), into buf (cap bytes, truncated). Returns whether SCENE_DEVICE_CONFIG_ENV
+// configured it. Thread: any.
+bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap);
 
 // Bound the memory the backend may hold (bytes; 0 = unlimited). Builds and commits that would
 // exceed it fail with ERR_LIMIT. Thread: any.

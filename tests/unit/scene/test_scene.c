@@ -2094,3 +2094,88 @@ TEST(scene_flat_scene_full_or_emptied) {
   ASSERT_EQ(k.backend_errors, 0);
   return teardown(&f);
 }
+
+
+//---------------- The instruction set
+
+// A sphere of radius 2 on device dev, seen from its centre along +z: its distance.
+static double sphere_seen_on(scene_device_t* dev) {
+  err_msg_t msg = {{0}};
+  scene_t* s = scene_create(dev, &msg);
+  double d = NAN;
+  if (s && place_one(s, add_prim(s, SCENE_PRIM_SPHERE, 2.0, 0, 0), kUnit, xform_identity(),
+                     7) == 0) {
+    d = shoot(s, 0, 0, 0, 0, 0, 1).distance;
+  }
+  scene_destroy(s);
+  return d;
+}
+
+
+// Whether the CPU has what Embree's AVX-512 kernels need (its Skylake-server set).
+static int cpu_has_avx512skx(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+
+// The device runs what SCENE_DEVICE_CONFIG_ENV names (Embree's native packet width tells which
+// kernels): this process's own setting (./run.sh test forces isa=avx2 in its second pass, and
+// that pass must really run AVX2), isa=sse4.2 and isa=avx2 set here, each tracing a sphere; a
+// configuration too long to hold is refused naming the variable.
+TEST(scene_device_runs_the_instruction_set_of_SENSIM_EMBREE_CONFIG) {
+  const char* env = getenv(SCENE_DEVICE_CONFIG_ENV);
+  char own[256];
+  snprintf(own, sizeof own, "%s", env ? env : "");
+  err_msg_t msg = {{0}};
+  char text[256];
+
+  // this process's devices
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  unsigned width = scene_device_native_width(dev);
+  ASSERT_EQ(scene_device_describe(dev, text, sizeof text), own[0] != 0);
+  fprintf(stderr, "# this run: %s\n", text);
+  if (strstr(own, "isa=avx2")) {
+    ASSERT_EQ(width, 8);
+  } else if (!own[0]) {
+    ASSERT_EQ(width, cpu_has_avx512skx() ? 16 : __builtin_cpu_supports("avx") ? 8 : 4);
+    ASSERT_CONTAINS(text, "the CPU's best ISA");
+  }
+  scene_device_destroy(dev);
+
+  // forced here
+  static const struct {
+    const char* config;
+    unsigned width;
+  } kForced[] = {{"isa=sse4.2", 4}, {"isa=avx2", 8}};
+  for (size_t i = 0; i < sizeof kForced / sizeof kForced[0]; i++) {
+    if (kForced[i].width == 8 && !__builtin_cpu_supports("avx2")) {
+      continue;
+    }
+    ASSERT_OK(setenv(SCENE_DEVICE_CONFIG_ENV, kForced[i].config, 1));
+    dev = scene_device_create(&msg);
+    ASSERT_TRUE(dev != NULL);
+    ASSERT_EQ(scene_device_native_width(dev), kForced[i].width);
+    ASSERT_TRUE(scene_device_describe(dev, text, sizeof text));
+    ASSERT_CONTAINS(text, kForced[i].config);
+    ASSERT_NEAR(sphere_seen_on(dev), 2.0, TOL(2.0));
+    scene_device_destroy(dev);
+  }
+
+  // too long
+  char big[200];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  ASSERT_OK(setenv(SCENE_DEVICE_CONFIG_ENV, big, 1));
+  ASSERT_TRUE(scene_device_create(&msg) == NULL);
+  ASSERT_CONTAINS(msg.text, SCENE_DEVICE_CONFIG_ENV);
+  if (env) {
+    ASSERT_OK(setenv(SCENE_DEVICE_CONFIG_ENV, own, 1));
+  } else {
+    ASSERT_OK(unsetenv(SCENE_DEVICE_CONFIG_ENV));
+  }
+  return 0;
+}
