@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// test_scene.c: the Embree adapter against hand-derived geometry: analytic primitives from
+// test_scene.c: the ray-tracing backend against hand-derived geometry: analytic primitives from
 // outside and inside, box edges and corners, scaled/rotated instances and their normals,
 // moving instances seen at the ray's time, counters, removal, concurrent tracing, and packets
 // against single rays.
@@ -1212,7 +1212,7 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   }
   ASSERT_TRUE(nhit > N / 8);
 
-  // the same rays in packets of columns: scene_trace_filtered16's hits, bit for bit, with the
+  // the same rays in packets of columns: the hits of rows of 16, bit for bit, with the
   // AVX2 path and without, and with objects filtered out
   size_t npk = (N + SCENE_PACKET - 1) / SCENE_PACKET;
   scene_packet_t* pk = calloc(npk, sizeof *pk);
@@ -1485,7 +1485,7 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
 }
 
 
-// scene_trace_coherent16 (16-wide packets, the lidar's) finds the same hits as scene_trace:
+// Rows in groups of 16 (the lidar's tiles) find the same hits as rows in groups of 8:
 // tiles of 4 x 4 neighbouring directions from one origin (coherent packets), the same tiles
 // from origins a few centimetres apart (a moving sensor), and scattered directions (traced lane
 // by lane), at several times, with partial last packets.
@@ -1551,7 +1551,7 @@ TEST(scene_coherent16_matches_scene_trace) {
 
 //---------------- Rays as a request carries them
 
-TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
+TEST(scene_request_checks_normalises_and_traces_request_arrays) {
   fixture_t f;
   ASSERT_OK(setup(&f));
 
