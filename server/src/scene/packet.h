@@ -203,13 +203,13 @@ static inline bool packet_lane_ok(const float* f, const unsigned W, unsigned k) 
 // tmax <= 0 is a miss and takes no lane; so is an invalid ray (packet_lane_ok, or a NaN tmax),
 // whose lane also gets an unused lane's floats: it is counted in rays_invalid, and the packet
 // is traced as if it had nothing to trace. Unused lanes get an empty interval [0, -inf] so that
-// no Embree code path traces them. Rays in firing order (a lidar's) start
-// from one point and point within PACKET_COHERENT_COS of the first: those are traced as a
-// packet with Embree's coherent (frustum) traversal, ~15 % faster on bench_raycast. Others,
-// which would diverge at once, go one by one: packet calls with one lane valid each, which
-// Embree traces with its single-ray traversal and the same kernels as the lane in a full
-// packet (rtcIntersect1 transforms rays into instances differently, so a ray would not get bit
-// for bit the hit it gets in a packet).
+// no Embree code path traces them. Rays in firing order (a lidar's) start from one point and
+// point within PACKET_COHERENT_COS of the first: those are traced as a packet with Embree's
+// coherent (frustum) traversal, ~15 % faster on bench_raycast. Others, which would diverge at
+// once, go one by one: packet calls with one lane valid each, which Embree traces with its
+// single-ray traversal and the same kernels as the lane in a full packet (rtcIntersect1
+// transforms rays into instances differently, so a ray would not get bit for bit the hit it
+// gets in a packet).
 // W is LANES (rtcIntersect8) or WIDE (rtcIntersect16); both give each lane the same floats.
 // Returns the invalid rays.
 __attribute__((always_inline)) static inline unsigned trace_packet(
@@ -295,7 +295,9 @@ SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
 SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
                                  unsigned off, scene_packet_hits_t* out);
 
-// The lanes of a full packet above the horizon hz (a bit each): horizon_above of each lane.
+// The lanes of a full packet above the horizon hz (a bit each): horizon_above of each lane
+// whose components are finite, within SCENE_RAY_MAX, and whose direction is not zero (an
+// invalid ray is never culled: the packet's check counts it).
 SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk);
 
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from

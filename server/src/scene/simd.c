@@ -350,9 +350,12 @@ SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_pac
 
 
 // horizon_above of each lane, four at a time: the same origin test and the same bins
-// (horizon_bin's arithmetic, lane by lane).
+// (horizon_bin's arithmetic, lane by lane); only for a ray with finite components within
+// SCENE_RAY_MAX and a direction not below FLT_MIN, so that an invalid ray is not culled but
+// counted as invalid by the packet's own check.
 SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
   const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
+  const __m256d big = _mm256_set1_pd(SCENE_RAY_MAX), tiny = _mm256_set1_pd(FLT_MIN);
   const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
   const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
   const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
@@ -371,9 +374,9 @@ SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_pa
   }
   unsigned above = 0;
   for (unsigned h = 0; h < WIDE; h += 4) {
-    __m256d x = _mm256_sub_pd(_mm256_loadu_pd(pk->ox + h), cx);
-    __m256d y = _mm256_sub_pd(_mm256_loadu_pd(pk->oy + h), cy);
+    __m256d ox = _mm256_loadu_pd(pk->ox + h), oy = _mm256_loadu_pd(pk->oy + h);
     __m256d z = _mm256_loadu_pd(pk->oz + h);
+    __m256d x = _mm256_sub_pd(ox, cx), y = _mm256_sub_pd(oy, cy);
     __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
     __m256d inside = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
                                    _mm256_cmp_pd(z, zlo, _CMP_GE_OQ));
@@ -381,6 +384,15 @@ SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_pa
     // the diamond angle: quadrant base, then ay / s or ax / s
     __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);
     __m256d ax = _mm256_andnot_pd(sign, dx), ay = _mm256_andnot_pd(sign, dy);
+    __m256d dz = _mm256_loadu_pd(pk->dz + h), az = _mm256_andnot_pd(sign, dz);
+    __m256d in = _mm256_and_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, ox), big, _CMP_LE_OQ),
+                               _mm256_cmp_pd(_mm256_andnot_pd(sign, oy), big, _CMP_LE_OQ));
+    in = _mm256_and_pd(in, _mm256_cmp_pd(_mm256_andnot_pd(sign, z), big, _CMP_LE_OQ));
+    in = _mm256_and_pd(in, _mm256_and_pd(_mm256_cmp_pd(ax, big, _CMP_LE_OQ),
+                                         _mm256_cmp_pd(ay, big, _CMP_LE_OQ)));
+    in = _mm256_and_pd(in, _mm256_cmp_pd(az, big, _CMP_LE_OQ));
+    __m256d dmax = _mm256_max_pd(_mm256_max_pd(ax, ay), az);   // NaN lanes are out already
+    inside = _mm256_and_pd(inside, _mm256_and_pd(in, _mm256_cmp_pd(dmax, tiny, _CMP_GE_OQ)));
     __m256d s = _mm256_add_pd(ax, ay);
     __m256d xneg = _mm256_cmp_pd(dx, zero, _CMP_LT_OQ);
     __m256d yneg = _mm256_cmp_pd(dy, zero, _CMP_LT_OQ);
@@ -395,7 +407,7 @@ SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_pa
     __m128i bin = _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(a, scale)), top);
     bin = _mm_max_epi32(bin, _mm_setzero_si128());
     __m256d lim = _mm256_i32gather_pd(hz->sin_el, bin, 8);
-    __m256d up = _mm256_cmp_pd(_mm256_loadu_pd(pk->dz + h), lim, _CMP_GT_OQ);
+    __m256d up = _mm256_cmp_pd(dz, lim, _CMP_GT_OQ);
     above |= (unsigned)_mm256_movemask_pd(_mm256_and_pd(up, inside)) << h;
   }
   return above;

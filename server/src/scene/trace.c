@@ -130,9 +130,9 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
                           scene_packet_hits_t* out, const scene_filter_t* f,
                           const scene_horizon_t* hz) {
   // the full packets, in rows_packets' floating-point environment set once for all of them;
-  // their lanes above the horizon are off (all of them: no trace at all). A packet with an
-  // invalid ray (input no caller should make) is traced in rows at once, as the partial ones
-  // below, in the caller's floating-point environment.
+  // their lanes above the horizon are off (all of them: no trace at all, nor a conversion). A
+  // packet with an invalid ray (input no caller should make) is traced in rows at once, as the
+  // partial ones below, in the caller's floating-point environment (none of its rays culled).
   size_t traced = 0, culled = 0, apart = 0;
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
@@ -140,6 +140,16 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
   for (size_t i = 0; i < n; i += WIDE) {
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
     if (!packet_full(s, &in[i / WIDE], m)) {
+      continue;
+    }
+    unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
+    unsigned noff = 0;
+    for (unsigned b = off; b; b &= b - 1) {
+      noff++;
+    }
+    if (noff == WIDE) {
+      packet_misses(&out[i / WIDE]);
+      culled += noff;
       continue;
     }
     _Alignas(64) packet_t pk;
@@ -151,16 +161,7 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
       apart += m;
       continue;
     }
-    unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
-    unsigned noff = 0;
-    for (unsigned b = off; b; b &= b - 1) {
-      noff++;
-    }
-    if (noff == WIDE) {
-      packet_misses(&out[i / WIDE]);
-    } else {
-      simd_cols_trace(s, &pk, &in[i / WIDE], off, &out[i / WIDE]);
-    }
+    simd_cols_trace(s, &pk, &in[i / WIDE], off, &out[i / WIDE]);
     traced += m - noff;
     culled += noff;
   }

@@ -1444,6 +1444,33 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
     }
   }
 
+  // a packet pointing up, above the horizon but for two invalid rays that point up too: those
+  // are counted invalid, not culled (and the packet goes to its invalid check, not untraced)
+  scene_device_set_simd(f.dev, true);
+  for (int k = 0; k < SCENE_PACKET; k++) {
+    pk[0].ox[k] = bad[1].origin[0];
+    pk[0].oy[k] = bad[1].origin[1];
+    pk[0].oz[k] = bad[1].origin[2];
+    pk[0].dx[k] = 0.3 * cos(0.4 * k);
+    pk[0].dy[k] = 0.3 * sin(0.4 * k);
+    pk[0].dz[k] = k == 5 ? INFINITY : k == 9 ? 1e25 : sqrt(1.0 - 0.09);
+    pk[0].tmax[k] = 100.0;
+    pk[0].time[k] = 0.5;
+  }
+  scene_counters(f.s, &c0);
+  columns(f.s, pk, SCENE_PACKET, ph, NULL, hz);
+  scene_counters(f.s, &c1);
+  ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, 2);
+  ASSERT_EQ(c1.rays_culled - c0.rays_culled, 0);   // traced in rows, where nothing is culled
+  ASSERT_EQ(c1.rays_traced - c0.rays_traced, SCENE_PACKET - 2);
+  for (int k = 0; k < SCENE_PACKET; k++) {
+    ASSERT_TRUE(isinf(ph[0].distance[k]) && ph[0].object_id[k] == 0);
+  }
+  pk[0].dz[5] = pk[0].dz[9] = sqrt(1.0 - 0.09);   // all above: culled
+  columns(f.s, pk, SCENE_PACKET, ph, NULL, hz);
+  scene_counters(f.s, &c0);
+  ASSERT_EQ(c0.rays_culled - c1.rays_culled, SCENE_PACKET);
+
   // a request refuses each bad ray, even with no bounds of its own, and traces nothing invalid
   enum { M = 40, AT = 21 };
   double org[3 * M], dir[3 * M];
