@@ -170,6 +170,9 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   LOG_INFO("sensimd %s: %u threads, max frame %u bytes, max %u clients", SENSIM_VERSION,
            cfg->threads, cfg->max_frame_bytes, cfg->max_clients);
+  char backend[256];
+  bool configured = scene_device_describe(d->device, backend, sizeof backend);
+  log_write(configured ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG, "ray tracing: %s", backend);
   int colon6 = strchr(cfg->host, ':') != NULL;
   printf("sensimd listening on %s%s%s:%d\n", colon6 ? "[" : "", cfg->host, colon6 ? "]" : "",
          server_port(d->server));

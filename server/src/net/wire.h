@@ -157,6 +157,7 @@ typedef struct wire_counters {
   uint64_t steps;
   uint64_t rays_traced;
   uint64_t rays_culled;
+  uint64_t rays_invalid;
   uint64_t mesh_builds;
   uint64_t instance_updates;
   uint64_t scene_commits;

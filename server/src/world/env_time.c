@@ -16,8 +16,8 @@
 #include "base/pool.h"
 #include "world/env_impl.h"
 
-#define RAY_BATCH 256    // rays handed to scene_trace_rays at once (as scene_trace_filtered
-                         // took them: its filter re-traces batch by batch)
+#define RAY_BATCH 256    // rays handed to scene_trace at once (its filter re-traces batch by
+                         // batch)
 #define RAY_GRAIN 1024   // rays per pool work item
 #define TIME_REL_TOL 1e-12
 #define ENV_MIN_DIRECTION 1e-30  // shortest accepted ray direction (any unit)
@@ -359,14 +359,14 @@ typedef struct raycast_job {
   scene_rays_t rays;    // the request's rays as the scene takes them
   const scene_filter_t* filter;  // objects the rays pass through (nullable)
   atomic_int stopped;   // set by the first chunk that sees r->cancelled
-  atomic_int bad;       // set by the first chunk that meets a ray scene_trace_rays refuses
+  atomic_int bad;       // set by the first chunk that meets a ray scene_trace refuses
 } raycast_job_t;
 
 
 // pool_fn_t: check and trace rays [begin, end) in batches, each in one pass per packet
-// (scene_trace_rays: check and convert, trace, write the hits). The rays are checked here, in
-// parallel, rather than in a pass of their own before tracing: a request with a bad ray is
-// refused all the same (its output is never used), it has only cost some tracing.
+// (scene_trace of SCENE_REQUEST: check and convert, trace, write the hits). The rays are
+// checked here, in parallel, rather than in a pass of their own before tracing: a request with
+// a bad ray is refused all the same (its output is never used), it has only cost some tracing.
 static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   raycast_job_t* job = ctx;
   const env_raycast_t* r = job->r;
@@ -379,7 +379,9 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   }
   for (size_t i0 = begin; i0 < end; i0 += RAY_BATCH) {
     size_t n = end - i0 < RAY_BATCH ? end - i0 : RAY_BATCH;
-    if (scene_trace_rays(job->scene, &job->rays, i0, i0 + n, job->out, job->filter) != i0 + n) {
+    scene_batch_t batch = {.layout = SCENE_REQUEST, .request = &job->rays, .first = i0, .n = n,
+                           .hits = job->out + i0, .filter = job->filter};
+    if (scene_trace(job->scene, &batch) != n) {
       atomic_store(&job->bad, 1);
       return;
     }
