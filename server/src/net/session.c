@@ -29,12 +29,16 @@
 typedef struct session_write {
   uv_write_t req;
   session_t* s;
-  uint8_t header[FRAME_HEADER_BYTES];
+  uint8_t header[FRAME_HEADER_BYTES + SESSION_STREAM_PREFIX_MAX];  // + a stream's prefix
   uint8_t* payload;
   size_t len;                // bytes after the header
-  shared_buf_t* shared;      // a stream frame (then payload is NULL)
-  uint8_t prefix[SESSION_STREAM_PREFIX_MAX];
+  shared_buf_t* shared;      // a shared frame (then payload is NULL)
+  int stream;                // shared is a stream frame (session_send_stream)
 } session_write_t;
+
+// Pieces of a shared frame written without a heap array (more are rare: a reply with many
+// clouds).
+#define SESSION_INLINE_BUFS 16u
 
 
 void session_release(session_t* s) {
@@ -181,8 +185,8 @@ static void on_write(uv_write_t* req, int status) {
     session_close_now(s);
   }
   mem_free(w->payload);
-  if (w->shared) {
-    shared_buf_release(w->shared);
+  shared_buf_release(w->shared);
+  if (w->stream) {
     s->stream_queued -= FRAME_HEADER_BYTES + w->len;
     if (s->srv->hooks.on_stream_drained && !s->closing) {
       s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
@@ -266,6 +270,7 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   w->payload = payload;
   w->len = len;
   w->shared = NULL;
+  w->stream = 0;
   frame_write_header(w->header, (uint32_t)len);
   uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
                       uv_buf_init((char*)payload, (unsigned)len)};
@@ -291,12 +296,71 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
 }
 
 
+// Hand the pieces of w (its header and prefix, then the shared frame's pieces from byte
+// `skip`) to the kernel writer, counted as `total` bytes; nonzero (nothing counted) when
+// uv_write refuses or memory is short.
+static int write_pieces(session_t* s, session_write_t* w, const uint8_t* head, size_t head_len,
+                        size_t skip, uint64_t total) {
+  server_t* srv = s->srv;
+  uv_buf_t small[SESSION_INLINE_BUFS];
+  const uint8_t* p[SESSION_INLINE_BUFS];
+  size_t n[SESSION_INLINE_BUFS];
+  uint32_t max = SESSION_INLINE_BUFS - 1;
+  uint32_t count = shared_buf_pieces(w->shared, skip, p, n, max);
+  uv_buf_t* bufs = small;
+  const uint8_t** pp = p;
+  size_t* nn = n;
+  if (count > max) {
+    // uv_write copies the array of bufs: a temporary one is enough
+    bufs = mem_alloc((count + 1) * sizeof(*bufs));
+    pp = mem_alloc(count * sizeof(*pp));
+    nn = mem_alloc(count * sizeof(*nn));
+    if (!bufs || !pp || !nn) {
+      mem_free(bufs);
+      mem_free(pp);
+      mem_free(nn);
+      return ERR_NOMEM;
+    }
+    shared_buf_pieces(w->shared, skip, pp, nn, count);
+  }
+  uint32_t nbuf = 0;
+  if (head_len) {
+    bufs[nbuf++] = uv_buf_init((char*)head, (unsigned)head_len);
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    bufs[nbuf++] = uv_buf_init((char*)pp[i], (unsigned)nn[i]);
+  }
+  if (s->queued == 0) {
+    s->progress_ms = uv_now(srv->loop);
+    s->progress_mark = s->sent_total;
+  }
+  s->refs++;
+  s->queued += total;
+  s->stream_queued += w->stream ? total : 0;
+  s->sent_total += total;
+  srv->held += total;
+  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, nbuf, on_write);
+  if (bufs != small) {
+    mem_free(bufs);
+    mem_free(pp);
+    mem_free(nn);
+  }
+  if (rc != 0) {
+    s->queued -= total;
+    s->stream_queued -= w->stream ? total : 0;
+    s->sent_total -= total;
+    srv->held -= total;
+    s->refs--;
+  }
+  return rc;
+}
+
+
 int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
                         size_t prefix_len) {
   if (s->closing) {
     return 0;
   }
-  server_t* srv = s->srv;
   session_write_t* w = mem_calloc(1, sizeof(*w));
   if (!w || prefix_len > SESSION_STREAM_PREFIX_MAX) {
     mem_free(w);
@@ -305,30 +369,46 @@ int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
   }
   w->s = s;
   w->shared = shared_buf_retain(b);
+  w->stream = 1;
   w->len = prefix_len + shared_buf_len(b);
-  memcpy(w->prefix, prefix, prefix_len);
   frame_write_header(w->header, (uint32_t)w->len);
-  uv_buf_t bufs[3] = {
-      uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
-      uv_buf_init((char*)w->prefix, (unsigned)prefix_len),
-      uv_buf_init((char*)shared_buf_frame(b) + FRAME_HEADER_BYTES, (unsigned)shared_buf_len(b))};
-  uint64_t total = FRAME_HEADER_BYTES + (uint64_t)w->len;
-  if (s->queued == 0) {
-    s->progress_ms = uv_now(srv->loop);
-    s->progress_mark = s->sent_total;
+
+  // one length header for the prefix and the shared payload (the frame's own header skipped)
+  memcpy(w->header + FRAME_HEADER_BYTES, prefix, prefix_len);
+  if (write_pieces(s, w, w->header, FRAME_HEADER_BYTES + prefix_len, FRAME_HEADER_BYTES,
+                   FRAME_HEADER_BYTES + (uint64_t)w->len) != 0) {
+    shared_buf_release(w->shared);
+    mem_free(w);
+    session_close_now(s);
+    return ERR_NOMEM;
   }
-  s->refs++;
-  s->queued += total;
-  s->stream_queued += total;
-  s->sent_total += total;
-  srv->held += total;
-  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 3, on_write);
-  if (rc != 0) {
-    s->queued -= total;
-    s->stream_queued -= total;
-    s->sent_total -= total;
-    srv->held -= total;
-    s->refs--;
+  return 0;
+}
+
+
+int session_send_shared(session_t* s, shared_buf_t* b) {
+  if (s->closing) {
+    return 0;
+  }
+  server_t* srv = s->srv;
+  uint64_t total = shared_buf_frame_len(b);
+  if (s->queued + total > srv->limits.max_queue_bytes) {
+    LOG_WARN("session %llu (%s): %llu bytes of replies are not read by the peer; a reply of "
+             "%llu more would exceed max_queue_bytes %llu; closing", (unsigned long long)s->id,
+             s->peer, (unsigned long long)s->queued, (unsigned long long)total,
+             (unsigned long long)srv->limits.max_queue_bytes);
+    session_close_now(s);
+    return ERR_LIMIT;
+  }
+  session_write_t* w = mem_calloc(1, sizeof(*w));
+  if (!w) {
+    session_close_now(s);
+    return ERR_NOMEM;
+  }
+  w->s = s;
+  w->shared = shared_buf_retain(b);
+  w->len = shared_buf_len(b);
+  if (write_pieces(s, w, NULL, 0, 0, total) != 0) {
     shared_buf_release(w->shared);
     mem_free(w);
     session_close_now(s);

@@ -34,6 +34,15 @@ void session_send(session_t* s, uint8_t* payload, size_t len);
 int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
                         size_t prefix_len);
 
+// Queue one shared frame (net/shared_buf.h, possibly built in pieces) as a reply: written
+// piece by piece with one scatter-gather write, a reference held until the write completes.
+// Counted as unsent output and in the memory budget, and never refused for the budget: the
+// owner bounded it before (a step's reply, checked before the step changed anything). When
+// the session's unsent output would exceed max_queue_bytes the session is closed (logged),
+// as for session_send. Dropped when the session is closing (0 returned); ERR_LIMIT or
+// ERR_NOMEM closes the session.
+int session_send_shared(session_t* s, shared_buf_t* b);
+
 // Stream bytes handed to the kernel writer and not yet written (0: give the next frame).
 uint64_t session_stream_bytes(const session_t* s);
 
