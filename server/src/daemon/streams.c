@@ -9,10 +9,10 @@
 // finish them in, and a dropped record still takes its sequence number (a gap the subscriber
 // sees and GetInfo counts).
 //
-// Sequence numbers: a subscription numbers the frames it is given, 1, 2, ...; its queue only
-// ever drops its oldest frames and sends its oldest, so the frames queued are always
-// consecutive and the head's number is (last given - queued + 1). A frame too large for the
-// budget alone drops everything queued before it, then itself, which keeps that true.
+// Sequence numbers: a subscription numbers the records produced for it, 1, 2, ...: each frame
+// it queues keeps its number, and a record that never became a frame (dropped from a lane's
+// backlog, or not encoded) takes one too, so the gaps a subscriber sees count its drops
+// exactly.
 //
 // Locking: st->mu guards the lanes and their slots (the environments' queues add records, the
 // encoders take and finish them, the loop takes finished ones). Lanes are created under it by
@@ -574,8 +574,8 @@ static void pump(streams_t* st, session_t* s) {
   if (!pick) {
     return;
   }
-  uint64_t seq = pick->seq - pick->q.count + 1;
-  shared_buf_t* b = stream_queue_pop(&pick->q);
+  uint64_t seq;
+  shared_buf_t* b = stream_queue_pop_tag(&pick->q, &seq);
   sync_held(st, pick);
   pick->served = ++st->serve_clock;
   uint8_t prefix[WIRE_STREAM_PREFIX_MAX];
@@ -681,13 +681,9 @@ static void push(streams_t* st, sub_t* sub, shared_buf_t* b) {
     bytes += len;
   } else {
     uint64_t dropped = sub->q.dropped, queued = sub->q.bytes;
-    if (stream_queue_push(&sub->q, b) != 0) {
-      frames++;
-      bytes += len;
-    } else {
-      frames += sub->q.dropped - dropped;
-      bytes += queued + len - sub->q.bytes;
-    }
+    int rc = stream_queue_push_tag(&sub->q, b, sub->seq);
+    frames += sub->q.dropped - dropped + (rc == ERR_NOMEM);   // the queue counts the others
+    bytes += queued + len - sub->q.bytes;
   }
   count_drop(st, sub, frames, bytes);
   sync_held(st, sub);

@@ -399,28 +399,31 @@ int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
 }
 
 
+// ERR_LIMIT (msg) when sensor r could not step over (t0, t1].
+static int check_one(const env_t* e, const env_sensor_t* r, double t0, double t1,
+                     err_msg_t* msg) {
+  uint64_t bytes;
+  if (!r->sensor.ops->bound) {
+    return 0;
+  }
+  return r->sensor.ops->bound(r->sensor.self, &r->ctx, t0, t1, e->limits.max_output_bytes,
+                              &bytes, msg);
+}
+
+
 int env_check_step(env_t* e, double t0, double t1, const env_sensor_t* only, err_msg_t* msg) {
   if (!(t1 > t0)) {
     return 0;
   }
+  if (only) {
+    return check_one(e, only, t0, t1, msg);
+  }
   for (uint32_t s = 0; s < e->sensors.used; s++) {
-    const env_sensor_t* r = only;
-    if (!r) {
-      if (table_slot_id(&e->sensors, s) == 0) {
-        continue;
-      }
-      r = table_at(&e->sensors, s);
-    }
-    uint64_t bytes;
-    if (r->sensor.ops->bound) {
-      int rc = r->sensor.ops->bound(r->sensor.self, &r->ctx, t0, t1, e->limits.max_output_bytes,
-                                    &bytes, msg);
+    if (table_slot_id(&e->sensors, s) != 0) {
+      int rc = check_one(e, table_at(&e->sensors, s), t0, t1, msg);
       if (rc < 0) {
         return rc;
       }
-    }
-    if (only) {
-      break;
     }
   }
   return 0;
