@@ -101,8 +101,10 @@ typedef struct lidar {
   // the next points go to another buffer; nothing is copied out or moved within it
   blob_t* acc;                  // nullable (none yet); owned when it is not committed.acc
   size_t acc_n;                 // points
-  blob_t* spare;                // nullable: a buffer published before, taken again for a new
-                                //   sweep once its readers have let it go (no allocation then)
+  blob_t* spare[2];             // nullable: buffers published before (oldest first), taken
+                                //   again for a new sweep once their readers have let them go
+                                //   (no allocation then; two, so that one is free whether a
+                                //   sweep ends inside a step or at its end)
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
   size_t last_points;           // points of the last cloud published: a new buffer's first size
 
@@ -141,7 +143,8 @@ static void lidar_destroy(void* self) {
     blob_release(l->staged.acc);
   }
   blob_release(l->committed.acc);
-  blob_release(l->spare);
+  blob_release(l->spare[0]);
+  blob_release(l->spare[1]);
   mem_free(l->rays);
   mem_free(l->packets);
   mem_free(l->ray_index);
@@ -614,29 +617,33 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
 }
 
 
-// A buffer for a new cloud of at least `need` points: the spare one when nobody reads it any
-// more, else a new one (sized like the last cloud, so that a steady scan rarely grows it).
+// A buffer for a new cloud of at least `need` points, with room for all of it so that it never
+// grows (growing would move the points): a frame's worth when that is known and bounded, else
+// the last cloud's size and an eighth more. The spare one when nobody reads it any more and it
+// is about that size, else a new one.
 static blob_t* acc_take(lidar_t* l, size_t need) {
   uint32_t step = l->layout.point_step;
-  size_t points = need > l->last_points ? need : l->last_points;
-  points = points > 4096 ? points : 4096;
+  size_t guess = l->last_points + l->last_points / 8 + 4096;
+  size_t points = l->frame_points && l->frame_points < guess ? l->frame_points : guess;
+  points = points > need ? points : need;
   if ((uint64_t)points * step > MAX_CLOUD_BYTES) {
     points = (size_t)(MAX_CLOUD_BYTES / step);
   }
-  blob_t* b = NULL;
-  if (l->spare && blob_is_exclusive(l->spare)) {
-    // resized when it is too small, or far larger than a cloud (after a long step)
-    b = l->spare;
-    l->spare = NULL;
-    size_t cap = blob_cap(b);
-    if ((cap < need * step || cap / 4 > points * step) && blob_resize(&b, points * step) != 0) {
-      if (cap >= need * step) {
-        return b;
-      }
-      l->spare = b;
-      return NULL;
+  for (int i = 0; i < 2;) {
+    blob_t* b = l->spare[i];
+    if (!b || !blob_is_exclusive(b)) {
+      i++;
+      continue;
     }
-    return b;
+    if (i == 0) {
+      l->spare[0] = l->spare[1];
+    }
+    l->spare[1] = NULL;
+    size_t cap = blob_cap(b) / step;
+    if (cap >= points && cap / 4 <= points) {
+      return b;
+    }
+    blob_release(b);   // the wrong size: its bytes are not needed
   }
   return blob_create(points * step);
 }
@@ -1031,12 +1038,18 @@ static void state_load(lidar_t* l, const saved_t* s) {
 }
 
 
-// A buffer the lidar no longer writes to (b, owned): kept as the spare, the older spare let go.
+// A buffer the lidar no longer writes to (b, owned): kept as the newest spare, the oldest let
+// go when both are taken.
 static void keep_spare(lidar_t* l, blob_t* b) {
-  if (b && b != l->spare) {
-    blob_release(l->spare);
-    l->spare = b;
+  if (!b || b == l->spare[0] || b == l->spare[1]) {
+    return;
   }
+  if (l->spare[0] && l->spare[1]) {
+    blob_release(l->spare[0]);
+    l->spare[0] = l->spare[1];
+    l->spare[1] = NULL;
+  }
+  l->spare[l->spare[0] ? 1 : 0] = b;
 }
 
 
@@ -1103,7 +1116,7 @@ static int lidar_bound(const void* self, const sensor_ctx_t* ctx, double t0, dou
 size_t lidar_accumulator_bytes(const void* self) {
   const lidar_t* l = self;
   return (l->committed.acc ? blob_cap(l->committed.acc) : 0) +
-         (l->spare ? blob_cap(l->spare) : 0);
+         (l->spare[0] ? blob_cap(l->spare[0]) : 0) + (l->spare[1] ? blob_cap(l->spare[1]) : 0);
 }
 
 

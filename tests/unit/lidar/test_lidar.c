@@ -1125,6 +1125,47 @@ TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
 }
 
 
+TEST(lidar_points_are_written_once_into_buffers_handed_out_whole) {
+  // a VLP-16 stepped a quarter revolution at a time, its records taken out of the environment
+  // as the daemon does: each revolution's record holds the very buffer the lidar wrote its
+  // points into (the lidar still holds it too, to write the next sweep into once the record
+  // lets go; a copy would be the record's alone), and once released, the lidar takes it again:
+  // two buffers take turns, never moved or grown, no allocation per revolution
+  fx_t f;
+  ASSERT_OK(sphere_room(&f, 0, 10.0));
+  lidar_desc_t d;
+  ASSERT_OK(vlp16_desc(10.0, &d));
+  ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+  const uint8_t* seen[8];
+  uint32_t nrev = 0, nseen = 0;
+  for (int k = 0; k <= 40 && nrev < 8; k++) {
+    ASSERT_OK(set_state(f.e, 0.025 * k, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.025 * k));
+    sensor_out_t mine = {0};
+    ASSERT_OK(env_take_outputs(f.e, &mine));
+    ASSERT_EQ(env_outputs(f.e)->n, 0);
+    for (uint32_t i = 0; i < mine.n; i++, nrev++) {
+      const sensor_cloud_t* c = &mine.rec[i].u.cloud;
+      ASSERT_TRUE(c->blob != NULL && c->data == blob_data(c->blob));
+      ASSERT_TRUE(c->count > 28900 && c->count < 29000);   // 1808 or 1809 firings of 16
+      ASSERT_TRUE(!blob_is_exclusive(c->blob));
+      uint32_t j = 0;
+      while (j < nseen && seen[j] != c->data) {
+        j++;
+      }
+      if (j == nseen) {
+        seen[nseen++] = c->data;
+      }
+    }
+    sensor_out_free(&mine);
+  }
+  ASSERT_EQ(nrev, 8);
+  ASSERT_TRUE(nseen <= 2);
+  fx_close(&f);
+  return 0;
+}
+
+
 TEST(lidar_rays_fire_from_the_pose_at_their_time) {
   // a lidar on a body turning from yaw 0 to 90 degrees over the step (0, 0.1]; ten rays along
   // its +x fired at t_j = 0.01 j: in the world they point at yaw 900 t_j degrees (slerp) and
