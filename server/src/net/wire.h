@@ -218,8 +218,8 @@ void wire_set_cancel(wire_request_t* r, int (*cancelled)(void* ctx), void* ctx);
 
 // Execute an ENV_READ or ENV_WRITE request against e and encode its reply (always produced;
 // ERR_NOMEM only if even the status reply cannot be allocated). *out_code receives the
-// internal code of the outcome (0 on success) for the counters. Not for a Step
-// (wire_step_execute).
+// internal code of the outcome (0 on success) for the counters. A Step's reply comes in one
+// payload here, copied together (for tests and tools; the daemon uses wire_step_execute).
 int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* out_len,
                      int* out_code) CHECKRET;
 
