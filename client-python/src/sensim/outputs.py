@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ._framing import DEFAULT_MAX_FRAME_BYTES
 from ._proto import pb
 from .client import point_cloud_to_numpy
 
@@ -47,13 +48,14 @@ def _vec(msg: Any, field: str) -> np.ndarray | None:
     return np.array([v.x, v.y, v.z])
 
 
-def decode(data: Any) -> SensorOutput:
-    """Decode one ``SensorData`` message."""
+def decode(data: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> SensorOutput:
+    """Decode one ``SensorData`` message; a point cloud as by point_cloud_to_numpy (at most
+    max_bytes decoded; errors.ProtocolError names what does not decode)."""
     kind = data.WhichOneof("payload") or ""
     meta: dict = {}
     if kind == "point_cloud":
         pc = data.point_cloud
-        value: Any = point_cloud_to_numpy(pc)
+        value: Any = point_cloud_to_numpy(pc, max_bytes)
         meta = {"frame_start_time": pc.frame_start_time, "complete": pc.complete,
                 "frame": "world" if pc.frame == pb.FRAME_WORLD else "sensor",
                 "encoding": pc.encoding, "max_error": pc.max_error}
@@ -77,8 +79,9 @@ def decode(data: Any) -> SensorOutput:
     return SensorOutput(data.sensor_id, data.time, data.frame, kind, value, meta)
 
 
-def outputs(done_or_list: Any) -> list[SensorOutput]:
-    """The decoded outputs of a ``StepDone`` (or of an iterable of ``SensorData``)."""
+def outputs(done_or_list: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> list[SensorOutput]:
+    """The decoded outputs of a ``StepDone`` (or of an iterable of ``SensorData``); max_bytes
+    bounds each decoded point cloud (see point_cloud_to_numpy)."""
     items: Iterable[Any] = (done_or_list.outputs if hasattr(done_or_list, "outputs")
                             else done_or_list)
-    return [decode(d) for d in items]
+    return [decode(d, max_bytes) for d in items]

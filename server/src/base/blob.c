@@ -39,6 +39,11 @@ size_t blob_cap(const blob_t* b) {
 }
 
 
+size_t blob_footprint(const blob_t* b) {
+  return mem_footprint(b);
+}
+
+
 int blob_resize(blob_t** b, size_t cap) {
   assert(blob_is_exclusive(*b));
   if (cap > SIZE_MAX - sizeof(blob_t)) {

@@ -23,6 +23,9 @@ uint8_t* blob_data(const blob_t* b);
 // Capacity, bytes.
 size_t blob_cap(const blob_t* b);
 
+// Bytes of memory the blob takes (its capacity, header and the allocator's share).
+size_t blob_footprint(const blob_t* b);
+
 // Change the capacity of *b, keeping its first min(old, new) bytes, while the caller holds the
 // only reference (*b may move). Returns 0, or -1 (nothing changed) when memory is short.
 int blob_resize(blob_t** b, size_t cap);

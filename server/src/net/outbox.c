@@ -12,6 +12,7 @@ struct outbox_slot {
   size_t len;                // bytes of the payload, or of every frame
   shared_buf_t** frames;     // (nframes) a reply of shared frames, instead of payload
   uint32_t nframes;
+  uint64_t mem;              // counted in ob->mem_bytes: the slot, and its reply once filled
   int filled;
 };
 
@@ -30,6 +31,7 @@ void outbox_init(outbox_t* ob, outbox_send_fn send, void* user) {
   list_init(&ob->slots);
   ob->nslot = 0;
   ob->held_bytes = 0;
+  ob->mem_bytes = 0;
   ob->send = send;
   ob->send_shared = NULL;
   ob->user = user;
@@ -47,8 +49,10 @@ outbox_slot_t* outbox_reserve(outbox_t* ob) {
     return NULL;
   }
   slot->ob = ob;
+  slot->mem = mem_footprint(slot);
   list_push_back(&ob->slots, &slot->node);
   ob->nslot++;
+  ob->mem_bytes += slot->mem;
   return slot;
 }
 
@@ -64,6 +68,7 @@ static void flush(outbox_t* ob) {
     list_remove(n);
     ob->nslot--;
     ob->held_bytes -= slot->len;
+    ob->mem_bytes -= slot->mem;
     if (slot->payload) {
       ob->send(ob->user, slot->payload, slot->len);
     }
@@ -87,6 +92,8 @@ void outbox_fill(outbox_slot_t* slot, uint8_t* payload, size_t len) {
   slot->len = payload ? len : 0;
   slot->filled = 1;
   ob->held_bytes += slot->len;
+  slot->mem += mem_footprint(payload);
+  ob->mem_bytes += mem_footprint(payload);
   flush(ob);
 }
 
@@ -101,11 +108,17 @@ void outbox_fill_shared(outbox_slot_t* slot, shared_buf_t** frames, uint32_t n) 
     return;
   }
   slot->len = 0;
+  uint64_t mem = mem_footprint(frames);
   for (uint32_t i = 0; i < n; i++) {
     slot->len += shared_buf_len(frames[i]);
+    mem += shared_buf_footprint(frames[i]);
   }
   slot->filled = 1;
   ob->held_bytes += slot->len;
+
+  // what the frames hold: themselves and the buffers they refer to (a step's clouds)
+  slot->mem += mem;
+  ob->mem_bytes += mem;
   flush(ob);
 }
 
@@ -145,4 +158,5 @@ void outbox_close(outbox_t* ob) {
   }
   ob->nslot = 0;
   ob->held_bytes = 0;
+  ob->mem_bytes = 0;
 }

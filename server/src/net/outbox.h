@@ -2,7 +2,8 @@
 // outbox.h: the replies of one connection, kept in request order. A request reserves a slot
 // when it arrives; the slot is filled when its reply is ready (at once, or when a job on the
 // environment's queue finishes); the filled slots at the head leave through the send callback.
-// Replies that are ready but wait behind an unfinished one are counted, for back-pressure.
+// Replies that are ready but wait behind an unfinished one are counted, for back-pressure, and
+// the memory of the slots and of those replies, for the daemon's budget.
 //
 // Thread: loop thread. No I/O and no protocol here: the owner supplies `send`.
 #ifndef SENSIM_NET_OUTBOX_H_
@@ -28,6 +29,8 @@ struct outbox {
   list_t slots;              // reserved and not yet sent, in request order
   uint32_t nslot;
   uint64_t held_bytes;       // bytes of filled slots waiting behind an unfilled one
+  uint64_t mem_bytes;        // memory of the slots and of those replies (allocator included;
+                             // shared frames with the buffers they refer to)
   outbox_send_fn send;
   outbox_send_shared_fn send_shared;  // nullable until outbox_set_send_shared
   void* user;
@@ -48,7 +51,9 @@ void outbox_fill(outbox_slot_t* slot, uint8_t* payload, size_t len);
 
 // Fill a reserved slot with a reply of n frames (a step's parts, then its StepDone), sent in
 // order through send_shared when the slot's turn comes. Takes ownership of the array frames
-// (mem_alloc'ed) and of one reference to each frame. After outbox_close: freed, nothing sent.
+// (mem_alloc'ed) and of one reference to each frame. While they wait, mem_bytes counts the
+// array and each frame's footprint (shared_buf_footprint). After outbox_close: freed, nothing
+// sent.
 void outbox_fill_shared(outbox_slot_t* slot, shared_buf_t** frames, uint32_t n);
 
 // A reply ready now: sent at once when nothing waits before it, else queued behind. Takes

@@ -169,6 +169,19 @@ size_t shared_buf_memory(const shared_buf_t* b) {
 }
 
 
+size_t shared_buf_footprint(const shared_buf_t* b) {
+  size_t n = mem_footprint(b);
+  for (uint32_t i = 0; i < b->nref; i++) {
+    // a frame refers to each blob once (a cloud's points); a repeat right after counts once,
+    // any other repeat again, on the safe side
+    if (i == 0 || b->ref[i].owner != b->ref[i - 1].owner) {
+      n += blob_footprint(b->ref[i].owner);
+    }
+  }
+  return n;
+}
+
+
 shared_buf_t* shared_buf_retain(shared_buf_t* b) {
   // relaxed: a new reference is taken from an existing one, which keeps b alive meanwhile
   atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);

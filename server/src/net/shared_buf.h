@@ -64,6 +64,12 @@ uint32_t shared_buf_pieces(const shared_buf_t* b, size_t skip, const uint8_t** p
 // blobs it refers to are not counted: they belong to their producer).
 size_t shared_buf_memory(const shared_buf_t* b);
 
+// Bytes of memory a holder of the frame keeps allocated: the buffer itself and every blob it
+// refers to, at what each takes (capacity, header, the allocator's share). What a connection
+// counts for a frame it has queued; a blob referred to by several frames counts in each (on
+// the safe side). Valid while the caller holds a reference.
+size_t shared_buf_footprint(const shared_buf_t* b);
+
 // Add a reference; returns b. Thread: any (atomic).
 shared_buf_t* shared_buf_retain(shared_buf_t* b);
 

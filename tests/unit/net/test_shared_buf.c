@@ -123,6 +123,10 @@ TEST(shared_buf_in_pieces_refers_to_blobs_and_holds_them) {
   ASSERT_TRUE(p[1] == blob_data(x) && n[1] == 3 && p[3] == blob_data(y) && n[3] == 2);
   ASSERT_EQ(shared_buf_pieces(b, 0, p, n, 2), 4);          // the count, whatever max
 
+  // what a holder keeps allocated: the frame and both blobs whole, whatever it refers to
+  ASSERT_EQ(shared_buf_footprint(b), mem_footprint(b) + blob_footprint(x) + blob_footprint(y));
+  ASSERT_TRUE(blob_footprint(x) >= 8 && shared_buf_footprint(b) > shared_buf_memory(b));
+
   // the frame holds its blobs: they outlive their producer's references
   blob_release(x);
   blob_release(y);
