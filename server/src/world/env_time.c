@@ -133,6 +133,15 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     return rc;
   }
 
+  // the next step will cover (t_prev, time]: refused here when a sensor could not take it
+  // (too many rays, too many records), since the state could not be taken back afterwards and
+  // every Step would be refused from then on
+  if (e->has_time && (rc = env_check_step(e, e->t_prev, u->time, NULL, msg)) < 0) {
+    err_msg_t why = *msg;
+    return err_set(msg, rc, "time = %.17g is too far from the last step (%.17g) for the next "
+                   "step: %s", u->time, e->t_prev, why.text);
+  }
+
   // bodies: the first state also defines the start of the first interval
   int first = !e->has_time;
   for (uint32_t i = 0; i < u->nbody; i++) {
@@ -216,6 +225,12 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
 
 int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* cancel_ctx,
                          err_msg_t* msg) {
+  env_step_hooks_t h = {.cancelled = cancelled, .ctx = cancel_ctx};
+  return env_step_with(e, t, &h, msg);
+}
+
+
+int env_step_with(env_t* e, double t, const env_step_hooks_t* hooks, err_msg_t* msg) {
   // t must be the last state's time and follow the previous step
   if (!isfinite(t)) {
     return err_set(msg, ERR_INVAL, "time = %g is not finite", t);
@@ -239,7 +254,7 @@ int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* 
   }
 
   // every sensor over (t_prev, t]; all or nothing
-  rc = env_eval_sensors(e, cancelled, cancel_ctx, msg);
+  rc = env_eval_sensors(e, hooks, msg);
   if (rc < 0) {
     return rc;
   }
