@@ -2,6 +2,7 @@
 // mem.c: malloc wrappers with a live-allocation counter and failure injection.
 #include "base/mem.h"
 
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,26 @@ char* mem_strdup(const char* s) {
     memcpy(d, s, n);
   }
   return d;
+}
+
+
+size_t mem_footprint(const void* p) {
+  // glibc puts one size word before each block; the usable size already includes the
+  // rounding up to its 16-byte granule and minimum chunk
+  return p ? malloc_usable_size((void*)p) + sizeof(size_t) : 0;
+}
+
+
+size_t mem_footprint_of(size_t n) {
+  // glibc's chunk: the bytes and one size word, rounded up to its 16-byte granule, at least
+  // its 32-byte minimum (what mem_footprint measures for such a block)
+  size_t chunk = (n + sizeof(size_t) + 15u) & ~(size_t)15u;
+  return chunk < 32u ? 32u : chunk;
+}
+
+
+void mem_trim(void) {
+  malloc_trim(0);
 }
 
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // reply.c: the replies of one connection: in request order once the handshake is done
-// (net/outbox.h), counted in the daemon's totals, and the back-pressure they exert on reading.
+// (net/outbox.h), counted in the daemon's totals and (while they wait in the outbox) in the
+// budget of memory held for connections, and the back-pressure they exert on reading.
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -17,15 +18,41 @@ static void send_payload(daemon_t* d, session_t* s, uint8_t* payload, size_t len
 }
 
 
+// Count what the outbox holds now (its slots, replies waiting behind an unfinished request) in
+// the server's budget.
+static void sync_held(daemon_t* d, client_t* c) {
+  if (c->out.mem_bytes != c->out_held) {
+    server_hold(d->server, (int64_t)c->out.mem_bytes - (int64_t)c->out_held);
+    c->out_held = c->out.mem_bytes;
+  }
+}
+
+
 static void client_send(void* user, uint8_t* payload, size_t len) {
   client_t* c = user;
+
+  // the reply left the outbox: its memory is counted by the session from here on, not twice
+  sync_held(c->d, c);
   send_payload(c->d, c->s, payload, len);
+}
+
+
+// A frame of a step's reply, by reference (its points are not copied).
+static void client_send_shared(void* user, shared_buf_t* frame) {
+  client_t* c = user;
+
+  // as client_send: from here on the session counts what the frame holds
+  sync_held(c->d, c);
+  c->d->counters.frames_out++;
+  c->d->counters.bytes_out += shared_buf_frame_len(frame);
+  (void)session_send_shared(c->s, frame);
 }
 
 
 // After replies moved: a finishing client closes once its outbox is empty; a paused one
 // resumes reading when its backlog has halved.
 void reply_moved(daemon_t* d, client_t* c) {
+  sync_held(d, c);
   if (session_is_closing(c->s)) {
     return;
   }
@@ -45,6 +72,7 @@ void reply_moved(daemon_t* d, client_t* c) {
 
 // Pause reading while the client's backlog (queued requests, replies held back) is too large.
 void reply_check_backlog(daemon_t* d, client_t* c) {
+  sync_held(d, c);
   if (!c->paused && (c->pending_bytes + c->out.held_bytes > d->cfg.max_pending_bytes ||
                      c->out.nslot > REPLY_MAX_PENDING)) {
     c->paused = 1;
@@ -101,4 +129,11 @@ void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* 
 
 void reply_init(client_t* c) {
   outbox_init(&c->out, client_send, c);
+  outbox_set_send_shared(&c->out, client_send_shared);
+}
+
+
+void reply_close(daemon_t* d, client_t* c) {
+  outbox_close(&c->out);
+  sync_held(d, c);
 }
