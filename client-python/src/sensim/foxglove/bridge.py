@@ -56,7 +56,8 @@ def parse_address(text: str, what: str = "listen") -> tuple[str, int]:
 
 def _pose(value: Any, what: str) -> np.ndarray:
     """A pose as 7 floats px py pz qx qy qz qw, from 7 numbers or (position, orientation); a
-    missing orientation is the identity. The quaternion is normalised."""
+    missing orientation is the identity. A quaternion that is not of unit length (within
+    1e-9) is normalised; a unit one passes unchanged, bit for bit."""
     if isinstance(value, (tuple, list)) and len(value) == 2:
         position, orientation = value
         orientation = (0.0, 0.0, 0.0, 1.0) if orientation is None else orientation
@@ -75,7 +76,8 @@ def _pose(value: Any, what: str) -> np.ndarray:
     norm = math.sqrt(float(np.dot(p[3:], p[3:])))
     if norm < 1e-9:
         raise ValueError(f"{what}: the quaternion {p[3:].tolist()} is zero")
-    p[3:] /= norm
+    if abs(norm - 1.0) > 1e-9:
+        p[3:] /= norm
     return p
 
 

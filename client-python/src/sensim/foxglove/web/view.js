@@ -25,7 +25,7 @@ const state = {
 };
 const stats = window.sensimView = {
   connected: false, clouds: 0, points: 0, cloudRate: 0, renderRate: 0, missed: 0,
-  frameId: '', drawnInWorld: false, topics: [], errors: [],
+  frameId: '', lastSeq: null, drawnInWorld: false, topics: [], errors: [],
 };
 
 // ------------------------------------------------------------------ scene
@@ -219,6 +219,7 @@ function draw(channelId, cloud) {
   stats.clouds += 1;
   stats.points = n;
   stats.frameId = cloud.header.frameId;
+  stats.lastSeq = cloud.header.seq;
   stats.drawnInWorld = world !== null;
   state.arrivals.push(performance.now());
   $('points').textContent = n.toLocaleString('en');
