@@ -67,18 +67,22 @@ def body_pose(t: float) -> list[float]:
 
 class Stepper:
     """Steps an environment from a thread: state at t, Step(t), every `dt` of simulation time
-    and `pace` s of wall time (0: as fast as it can). Keeps the last `keep` records of each
+    and `pace` s of wall time (0: as fast as it can); outputs=False asks for StepDones
+    without records. Keeps the last `keep` records of each
     sensor by frame (sensor id, frame) -> SensorData, and calls on_step(t, pose of body 1)
     after each UpdateState when given (a test publishing transforms)."""
 
     def __init__(self, client: sensim.Client, dt: float = 0.05, pace: float = 0.05,
-                 bodies: tuple = (1,), keep: int = 400, on_step: Any = None):
+                 bodies: tuple = (1,), keep: int = 400, on_step: Any = None,
+                 outputs: bool = True, t0: float = 0.0):
         self.c, self.dt, self.pace, self.bodies, self.on_step = client, dt, pace, bodies, on_step
+        self.outputs = outputs      # False: StepDone carries nothing (outputs to subscribers)
         self.records: dict[tuple[int, int], Any] = {}
         self._order: collections.deque = collections.deque()
         self.keep = keep
         self.steps = 0
-        self.t = 0.0
+        self.t0 = t0                # steps are at t0 + k dt, k = 1, 2, ...
+        self.t = t0
         self.error: Optional[BaseException] = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -101,12 +105,16 @@ class Stepper:
         try:
             while not self._stop.is_set():
                 k = self.steps + 1
-                t = round(k * self.dt, 9)
+                t = round(self.t0 + k * self.dt, 9)
                 poses = [body_pose(t) for _ in self.bodies]
                 self.c.update_state(t, list(self.bodies), poses if self.bodies else None)
                 if self.on_step is not None:
                     self.on_step(t, poses)
-                done = self.c.step(t)
+                if self.outputs:
+                    done = self.c.step(t)
+                else:
+                    done = self.c.wait_reply(self.c.send_request("step", sensim.pb.Step(
+                        time=t, outputs=sensim.pb.STEP_OUTPUTS_NONE))).step_done
                 for out in done.outputs:
                     key = (out.sensor_id, out.frame)
                     self.records[key] = out
@@ -206,6 +214,11 @@ class Viewer:
     def _run(self, subprotocols: tuple) -> None:
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._main(subprotocols))
+        # the library's keepalive task ends with the connection: let it finish
+        pending = asyncio.all_tasks(self._loop)
+        for task in pending:
+            task.cancel()
+        self._loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
     async def _main(self, subprotocols: tuple) -> None:
         try:

@@ -201,6 +201,11 @@ class Bridge:
             return
         ready.set_result(self._server.sockets[0].getsockname()[:2])
         loop.run_forever()
+        # the viewers' writers and the library's keepalives end with their connections
+        pending = asyncio.all_tasks(loop)
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
         loop.run_until_complete(loop.shutdown_asyncgens())
 
     async def _shutdown(self) -> None:
