@@ -11,14 +11,13 @@ import base64
 import json
 import os
 import socket
-import struct
 import subprocess
 import sys
 import time
 
 import numpy as np
 import pytest
-import sensim
+
 from sensim.foxglove import Bridge
 from foxglove_support import SUBPROTOCOL, BridgeProcess, Stepper, Viewer, build_scene, \
     read_cloud2
@@ -62,7 +61,8 @@ def test_viewer_requests_refused_change_nothing(sensimd):
                  f"subscribe.subscriptions[1].channelId: channel {cloud} is subscribed"),
                 (json.dumps({"op": "subscribe", "subscriptions": [{"id": -1, "channelId": cloud}]}),
                  "subscribe.subscriptions[0].id: expected an integer in [0, 4294967295]"),
-                (json.dumps({"op": "subscribe", "subscriptions": [{"id": True, "channelId": cloud}]}),
+                (json.dumps({"op": "subscribe",
+                             "subscriptions": [{"id": True, "channelId": cloud}]}),
                  "subscribe.subscriptions[0].id: expected an integer"),
                 ('{"op": "unsubscribe", "subscriptionIds": [7]}',
                  "unsubscribe.subscriptionIds[0]: no subscription 7"),

@@ -53,7 +53,8 @@ function decode(channel, data) {
   const std = new StandardTypeReader(data);
   const msg = new reader.reader(std);
   if (std.offset !== data.byteLength) {
-    fail(`${channel.topic}: the schema reads ${std.offset} of the message's ${data.byteLength} bytes`);
+    fail(`${channel.topic}: the schema reads ${std.offset} of the message's ` +
+         `${data.byteLength} bytes`);
   }
   return msg;
 }

@@ -289,8 +289,10 @@ class Bridge:
     def _withdraw(self, channel_id: int) -> None:
         self._call(self.hub.withdraw, channel_id)
 
-    def _publish(self, channel_id: int, timestamp_ns: int, payload: bytes) -> None:
-        self._call(self.hub.publish, channel_id, timestamp_ns, payload, size=len(payload))
+    def _publish(self, channel_id: int, timestamp_ns: int, payload: Any) -> None:
+        size = sum(memoryview(p).nbytes for p in payload) if isinstance(payload, tuple) \
+            else len(payload)
+        self._call(self.hub.publish, channel_id, timestamp_ns, payload, size=max(size, 1))
 
     # ---------------------------------------------------------------- transforms
 

@@ -46,6 +46,22 @@ _FILES = {
     "/vendor/LICENSE": ("vendor/LICENSE", "text/plain; charset=utf-8"),
 }
 _MAX_VIEWER_MESSAGE = 1 << 20   # bytes; a viewer only sends small JSON requests
+# A payload given in parts (a cloud: the points apart from the bytes around them) of at least
+# this size goes out as the fragments of one WebSocket message: its points are shared by every
+# viewer's queue and never joined into a copy. Smaller ones are joined (fewer frames).
+_FRAGMENT_MIN = 64 << 10
+
+
+def _message_data(subscription_id: int, timestamp_ns: int, payload: Any) -> tuple[Any, int]:
+    """A Message Data message for one subscription and its size: bytes, or a list of
+    fragments for a large payload in parts (bytes, or a tuple of bytes-like parts)."""
+    head = protocol.message_data_header(subscription_id, timestamp_ns)
+    if not isinstance(payload, tuple):
+        return head + payload, len(head) + len(payload)
+    size = len(head) + sum(memoryview(p).nbytes for p in payload)
+    if size < _FRAGMENT_MIN:
+        return head + b"".join(payload), size
+    return [head + payload[0], *payload[1:]], size
 
 
 class _Viewer:
@@ -58,16 +74,18 @@ class _Viewer:
         self.max_frames = max_frames
         self.subs: dict[int, int] = {}        # subscription id -> channel id
         self.by_channel: dict[int, int] = {}  # channel id -> subscription id
-        self.queue: collections.deque = collections.deque()  # (message, droppable)
+        self.queue: collections.deque = collections.deque()  # (message, droppable, size)
         self.queued_bytes = 0
         self.ready = asyncio.Event()
         self.sent = self.bytes_sent = 0
         self.dropped = self.bytes_dropped = 0
 
-    def put(self, message: Any, droppable: bool) -> None:
-        """Queue a message; past either bound drop the oldest droppable ones but the newest."""
-        self.queue.append((message, droppable))
-        self.queued_bytes += len(message)
+    def put(self, message: Any, droppable: bool, size: int = -1) -> None:
+        """Queue a message (str, bytes, or a list of fragments of `size` bytes); past either
+        bound drop the oldest droppable ones but the newest."""
+        size = len(message) if size < 0 else size
+        self.queue.append((message, droppable, size))
+        self.queued_bytes += size
         if self.queued_bytes > self.max_bytes or len(self.queue) > self.max_frames:
             self._shed()
         self.ready.set()
@@ -77,13 +95,13 @@ class _Viewer:
         newest = self.queue.pop()
         while self.queue and (self.queued_bytes > self.max_bytes
                               or len(self.queue) + len(kept) + 1 > self.max_frames):
-            message, droppable = self.queue.popleft()
-            if droppable:
-                self.queued_bytes -= len(message)
+            entry = self.queue.popleft()
+            if entry[1]:
+                self.queued_bytes -= entry[2]
                 self.dropped += 1
-                self.bytes_dropped += len(message)
+                self.bytes_dropped += entry[2]
             else:
-                kept.append((message, droppable))
+                kept.append(entry)
         kept.extend(self.queue)
         kept.append(newest)
         self.queue = kept
@@ -95,11 +113,11 @@ class _Viewer:
                 while not self.queue:
                     self.ready.clear()
                     await self.ready.wait()
-                message, _ = self.queue.popleft()
-                self.queued_bytes -= len(message)
+                message, _, size = self.queue.popleft()
+                self.queued_bytes -= size
                 await self.ws.send(message)
                 self.sent += 1
-                self.bytes_sent += len(message)
+                self.bytes_sent += size
         except websockets.exceptions.ConnectionClosed:
             pass
 
@@ -189,7 +207,8 @@ class Hub:
         for v in self.viewers:
             sub = v.by_channel.get(channel_id)
             if sub is not None:
-                v.put(protocol.message_data_header(sub, timestamp_ns) + payload, True)
+                message, size = _message_data(sub, timestamp_ns, payload)
+                v.put(message, True, size)
 
     # ---------------------------------------------------------------- viewers
 
@@ -302,7 +321,8 @@ class Hub:
                     self._wanted[ch] = self._wanted.get(ch, 0) + 1
                     last = self._latched.get(ch)
                     if last is not None:
-                        v.put(protocol.message_data_header(sub, last[0]) + last[1], True)
+                        message, size = _message_data(sub, last[0], last[1])
+                        v.put(message, True, size)
             else:
                 for i, sub in enumerate(items):
                     if sub not in v.subs:
@@ -319,7 +339,8 @@ class Hub:
 
     def stats(self) -> dict:
         viewers = [v.stats() for v in self.viewers]
-        return {"channels": [{**c.to_json(), "schema": None,
+        return {"channels": [{"id": c.id, "topic": c.topic, "encoding": c.encoding,
+                              "schemaName": c.schema_name,
                               "subscribers": self._wanted.get(c.id, 0)}
                              for c in self.channels.values()],
                 "viewers": viewers, "viewers_total": self.viewers_total,

@@ -12,12 +12,13 @@ points), so a raw cloud's bytes are sent as they arrived.
 from __future__ import annotations
 
 import struct
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
 __all__ = ["POINT_CLOUD2", "IMU", "MAGNETIC_FIELD", "TF_MESSAGE", "SCHEMAS", "stamp",
-           "header", "point_cloud2", "imu", "magnetic_field", "tf_message"]
+           "header", "point_cloud2", "point_cloud2_parts", "imu", "magnetic_field",
+           "tf_message"]
 
 POINT_CLOUD2 = "sensor_msgs/PointCloud2"
 IMU = "sensor_msgs/Imu"
@@ -102,22 +103,30 @@ def header(seq: int, t_ns: int, frame_id: str) -> bytes:
     return struct.pack("<III", seq & 0xFFFFFFFF, sec, nsec) + _string(frame_id)
 
 
-def point_cloud2(seq: int, t_ns: int, frame_id: str, height: int, width: int,
-                 fields: Iterable[tuple[str, int, int, int]], point_step: int, data: bytes,
-                 is_dense: bool) -> bytes:
+def point_cloud2_parts(seq: int, t_ns: int, frame_id: str, height: int, width: int,
+                       fields: Iterable[tuple[str, int, int, int]], point_step: int,
+                       data: Any, is_dense: bool) -> tuple[bytes, Any, bytes]:
     """sensor_msgs/PointCloud2 of `height` x `width` little-endian points of `point_step` bytes
     (row-major), fields as (name, offset, datatype, count) with sensim's (= ROS's) datatype
-    numbers. `data` is any bytes-like object of height * width * point_step bytes; it is
-    copied once, into the message."""
+    numbers, as three parts whose concatenation is the message: the bytes before the points,
+    `data` itself (any bytes-like object of height * width * point_step bytes, not copied),
+    and the byte after. Sent as fragments of one WebSocket message, a cloud is never copied
+    to be framed."""
     fields = list(fields)
-    if len(data) != height * width * point_step:
-        raise ValueError(f"data: {len(data)} bytes for {height} x {width} points of "
+    size = memoryview(data).nbytes
+    if size != height * width * point_step:
+        raise ValueError(f"data: {size} bytes for {height} x {width} points of "
                          f"{point_step} bytes")
     head = [header(seq, t_ns, frame_id), struct.pack("<III", height, width, len(fields))]
     for name, offset, datatype, count in fields:
         head.append(_string(name) + struct.pack("<IBI", offset, datatype, count))
-    head.append(struct.pack("<BIII", 0, point_step, width * point_step, len(data)))
-    return b"".join((*head, data, b"\x01" if is_dense else b"\x00"))
+    head.append(struct.pack("<BIII", 0, point_step, width * point_step, size))
+    return b"".join(head), data, (b"\x01" if is_dense else b"\x00")
+
+
+def point_cloud2(*args: Any, **kwargs: Any) -> bytes:
+    """The message of point_cloud2_parts as one bytes object."""
+    return b"".join(point_cloud2_parts(*args, **kwargs))
 
 
 def _vec3(v: Sequence[float] | None) -> bytes:

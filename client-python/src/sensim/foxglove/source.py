@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from .. import errors
+from .._framing import DEFAULT_MAX_FRAME_BYTES
 from .._proto import pb
 from ..client import Client, point_cloud_to_numpy
 from . import ros1
@@ -90,12 +91,13 @@ def sensor_frame(sensor_id: int) -> str:
     return f"sensor_{sensor_id}"
 
 
-def cloud_message(data: Any, max_bytes: int) -> bytes:
+def cloud_message(data: Any, max_bytes: int) -> tuple[bytes, Any, bytes]:
     """sensor_msgs/PointCloud2 of one SensorData's point cloud: its points as they arrived (a
     compressed cloud decoded first), its fields, height x width when the daemon sent them
     (organised clouds) and 1 x count otherwise; header seq = the sensor's frame counter, stamp =
-    the end of the step that completed it, frame_id sensor_<id> or world. Raises
-    errors.ProtocolError naming the field of a cloud that does not decode."""
+    the end of the step that completed it, frame_id sensor_<id> or world; in the three parts
+    of ros1.point_cloud2_parts, the points not copied. Raises errors.ProtocolError naming the
+    field of a cloud that does not decode."""
     pc = data.point_cloud
     points = point_cloud_to_numpy(pc, max_bytes)
     count = pc.count
@@ -115,9 +117,9 @@ def cloud_message(data: Any, max_bytes: int) -> bytes:
                 dense = False
                 break
     frame = "world" if pc.frame == pb.FRAME_WORLD else sensor_frame(data.sensor_id)
-    raw = points.view(np.uint8).reshape(-1) if count else b""
-    return ros1.point_cloud2(data.frame, ros1.stamp(data.time), frame, height, width, fields,
-                             pc.point_step, memoryview(raw), dense)
+    raw = memoryview(points.view(np.uint8).reshape(-1)) if count else b""
+    return ros1.point_cloud2_parts(data.frame, ros1.stamp(data.time), frame, height, width, fields,
+                             pc.point_step, raw, dense)
 
 
 def _vec(msg: Any, field: str) -> Optional[tuple]:
@@ -134,11 +136,12 @@ def _num(x: float) -> Optional[float]:
 class Source:
     """The observer of one environment; run() until stop is set. Callbacks (any thread-safe
     callables): channel_id(topic, schema_name) -> int, advertise(Channel), withdraw(channel
-    id), publish(channel id, timestamp ns, payload) and wanted(channel id) -> bool."""
+    id), publish(channel id, timestamp ns, payload: bytes or a tuple of bytes-like parts) and
+    wanted(channel id) -> bool."""
 
     def __init__(self, config: SourceConfig, *, channel_id: Callable[[str, str], int],
                  advertise: Callable[[Channel], None], withdraw: Callable[[int], None],
-                 publish: Callable[[int, int, bytes], None], wanted: Callable[[int], bool]):
+                 publish: Callable[[int, int, Any], None], wanted: Callable[[int], bool]):
         self.config = config
         self._channel_id = channel_id
         self._advertise = advertise
@@ -146,7 +149,7 @@ class Source:
         self._publish = publish
         self._wanted = wanted
         self._channels: dict[str, Channel] = {}        # topic -> channel advertised
-        self._lock = threading.Lock()                  # guards the counters for stats()
+        # counters, read by stats() from other threads (plain attributes: each read is atomic)
         self.connected = False
         self.subscribed: list[int] = []
         self.records = 0            # records received
@@ -220,8 +223,7 @@ class Source:
                                     env_name, self.config.probe_ids)
                 self.subscribed = sorted(subscribed)
             data = client.next_sensor_data(timeout=max(0.0, min(0.05, next_poll - now)))
-            with self._lock:
-                self.client_drops = client.frames_dropped
+            self.client_drops = client.frames_dropped
             if data is None:
                 continue
             self.records += 1
@@ -285,7 +287,7 @@ class Source:
             if kind == "point_cloud":
                 ch = self._ros(base + "/points", ros1.POINT_CLOUD2)
                 if self._wanted(ch.id):
-                    self._publish(ch.id, t_ns, cloud_message(data, 1 << 31))
+                    self._publish(ch.id, t_ns, cloud_message(data, DEFAULT_MAX_FRAME_BYTES))
                     self.converted += 1
             elif kind == "imu":
                 s = data.imu

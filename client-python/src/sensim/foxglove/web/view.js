@@ -68,7 +68,9 @@ class Reader {
     this.pos += n;
     return s;
   }
-  header() { return { seq: this.u32(), sec: this.u32(), nsec: this.u32(), frameId: this.string() }; }
+  header() {
+    return { seq: this.u32(), sec: this.u32(), nsec: this.u32(), frameId: this.string() };
+  }
 }
 
 // sensor_msgs/PointCloud2: the layout of ros1.point_cloud2 in the bridge.
@@ -240,7 +242,8 @@ function resubscribe() {
   const want = new Set();
   for (const ch of state.channels.values()) {
     if (ch.encoding !== 'ros1') continue;
-    if (ch.schemaName === TF || (ch.schemaName === CLOUD && (pick === 'all' || pick === ch.topic))) {
+    const picked = pick === 'all' || pick === ch.topic;
+    if (ch.schemaName === TF || (ch.schemaName === CLOUD && picked)) {
       want.add(ch.id);
     }
   }
@@ -286,7 +289,11 @@ function onText(msg) {
       state.channels.delete(id);
       for (const [sub, ch] of state.subs) if (ch === id) state.subs.delete(sub);
       const entry = state.clouds.get(id);
-      if (entry) { scene.remove(entry.points); entry.points.geometry.dispose(); state.clouds.delete(id); }
+      if (entry) {
+        scene.remove(entry.points);
+        entry.points.geometry.dispose();
+        state.clouds.delete(id);
+      }
     }
     refreshPicker();
     resubscribe();
@@ -327,7 +334,10 @@ function connect() {
     $('state').textContent = 'live';
     $('state').className = 'ok';
   };
-  ws.onmessage = (ev) => (typeof ev.data === 'string' ? onText(JSON.parse(ev.data)) : onBinary(ev.data));
+  ws.onmessage = (ev) => {
+    if (typeof ev.data === 'string') onText(JSON.parse(ev.data));
+    else onBinary(ev.data);
+  };
   ws.onclose = () => {
     stats.connected = false;
     $('state').textContent = 'disconnected: retrying';
