@@ -38,6 +38,7 @@ def test_viewer_requests_refused_change_nothing(sensimd):
     with sensimd.client(environment="demo") as c:
         build_scene(c)
         with bridge(sensimd.port) as b, Stepper(c) as stepper, Viewer(b.url) as v:
+            v.wait(lambda: len(v.json) >= 2, "serverInfo and advertise")
             assert v.json[0]["op"] == "serverInfo" and v.json[0]["capabilities"] == ["time"]
             assert v.json[1]["op"] == "advertise"
             cloud = v.channel("/sensor_10/points")["id"]
@@ -153,6 +154,10 @@ def test_a_viewer_that_never_reads_keeps_memory_bounded(sensimd):
             cloud = fast.channel("/sensor_20/points")["id"]
             fast.subscribe([(1, cloud)])
             fast.wait(lambda: len(fast.data) >= 3, "clouds for the reading viewer", 60)
+            # the reading viewer's share of the revolutions alone, under this machine's load
+            steps_a, got_a = stepper.steps, len(fast.data)
+            time.sleep(3.0)
+            share_alone = (len(fast.data) - got_a) / max(1, stepper.steps - steps_a)
             slow = raw_slow_viewer(bp.port, cloud)
 
             peer = "127.0.0.1:%d" % slow.getsockname()[1]
@@ -187,14 +192,15 @@ def test_a_viewer_that_never_reads_keeps_memory_bounded(sensimd):
     print(f"slow viewer: offered {(offered(slow_now) - base) / MiB:.0f} MiB, dropped "
           f"{slow_now['bytes_dropped'] / MiB:.0f} MiB; bridge RSS {rss0 / MiB:.0f} MiB, grew "
           f"{(peak - rss0) / MiB:.1f} MiB; reading viewer {got1 - got0} clouds of "
-          f"{steps1 - steps0} steps")
+          f"{steps1 - steps0} steps ({share_alone:.2f} of them alone)")
     # a cloud is 128 x 2048 x 16 bytes = 4 MiB: the queue bound (8 MiB), a message in the
     # library and one in the socket, and room for the allocator
     assert slow_now["bytes_dropped"] >= 200 * MiB and slow_now["frames_sent"] < 20
     assert slow_now["queued_bytes"] <= 8 * MiB + 4 * MiB + 64
     assert peak - rss0 < 64 * MiB, (peak - rss0) / MiB
-    # the reading viewer got most of the revolutions of the same time
-    assert got1 - got0 >= 0.5 * (steps1 - steps0), (got1 - got0, steps1 - steps0)
+    # the reading viewer kept its share of the revolutions (at least half of it alone)
+    share = (got1 - got0) / max(1, steps1 - steps0)
+    assert share >= 0.5 * share_alone, (share, share_alone)
     assert fast_now["frames_sent"] > 0
 
 
@@ -209,10 +215,13 @@ def test_bridge_finds_every_sensor_and_follows_them(sensimd):
             time.sleep(0.5)
             assert "/sensor_300/imu" not in {ch["topic"] for ch in v.channels.values()}
             assert b.stats()["daemon"]["sensors"] == [10, 40]
-            # removed: unadvertised; created: advertised (a cone sensor, as JSON)
-            c.remove("sensor", 40)
-            v.wait(lambda: any(j.get("op") == "unadvertise" for j in v.json), "unadvertise")
-            c.create_cone(7, body_id=1, range=20.0)
+            # removed: unadvertised; created: advertised (a cone sensor, as JSON); by a second
+            # controller (a client is used by one thread at a time, the stepper's is busy)
+            with sensimd.client(environment="demo") as c2:
+                c2.remove("sensor", 40)
+                v.wait(lambda: any(j.get("op") == "unadvertise" for j in v.json),
+                       "unadvertise")
+                c2.create_cone(7, body_id=1, range=20.0)
             cone = v.channel("/sensor_7/cone")
             assert (cone["encoding"], cone["schemaEncoding"]) == ("json", "jsonschema")
             assert json.loads(cone["schema"])["title"] == "sensim.ConeReading"
