@@ -342,8 +342,14 @@ function connect() {
     stats.connected = false;
     $('state').textContent = 'disconnected: retrying';
     $('state').className = 'bad';
+    // a bridge that comes back advertises afresh: nothing of the old session stays drawn
     state.channels.clear();
     state.subs.clear();
+    for (const entry of state.clouds.values()) {
+      scene.remove(entry.points);
+      entry.points.geometry.dispose();
+    }
+    state.clouds.clear();
     setTimeout(connect, 1000);
   };
 }
