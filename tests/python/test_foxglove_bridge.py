@@ -140,7 +140,7 @@ def raw_slow_viewer(port: int, channel: int) -> socket.socket:
 
 def test_a_viewer_that_never_reads_keeps_memory_bounded(sensimd):
     """An OS1-128 revolution every step, as fast as the daemon steps; one viewer never reads.
-    Run until the bridge has had 256 MiB of clouds for it (an unbounded queue would hold
+    Run until the bridge has had 128 MiB of clouds for it (an unbounded queue would hold
     them), then the bridge's memory must have grown by far less, the clouds must have been
     dropped and counted, and the other viewer must have had its share all along."""
     with sensimd.client(environment="demo") as c:
@@ -148,7 +148,7 @@ def test_a_viewer_that_never_reads_keeps_memory_bounded(sensimd):
         c.create_lidar(20, ouster={"channels": 128, "columns": 2048, "frequency": 10.0},
                        mount=((0.0, 0.0, 1.8), (0, 0, 0, 1)))
         with BridgeProcess(sensimd.port, "--sensor", "20", "--viewer-max-bytes",
-                           str(8 * MiB)) as bp, \
+                           str(4 * MiB)) as bp, \
                 Stepper(c, dt=0.1, pace=0.0, outputs=False) as stepper, \
                 Viewer(bp.url) as fast:
             cloud = fast.channel("/sensor_20/points")["id"]
@@ -176,15 +176,15 @@ def test_a_viewer_that_never_reads_keeps_memory_bounded(sensimd):
                     time.sleep(0.2)
                 rss0, base = bp.rss(), offered(slow_viewer())
                 steps0, got0 = stepper.steps, len(fast.data)
-                deadline = time.monotonic() + 180
+                deadline = time.monotonic() + 400   # a sanitized daemon: ~1 cloud/s
                 peak = rss0
                 while time.monotonic() < deadline:
                     time.sleep(0.5)
                     peak = max(peak, bp.rss())
                     slow_now = slow_viewer()
-                    if offered(slow_now) - base >= 256 * MiB:
+                    if offered(slow_now) - base >= 128 * MiB:
                         break
-                assert offered(slow_now) - base >= 256 * MiB, slow_now
+                assert offered(slow_now) - base >= 128 * MiB, slow_now
                 steps1, got1 = stepper.steps, len(fast.data)
                 fast_now = next(v for v in bp.stats()["viewers"] if v["peer"] != peer)
             finally:
@@ -193,11 +193,11 @@ def test_a_viewer_that_never_reads_keeps_memory_bounded(sensimd):
           f"{slow_now['bytes_dropped'] / MiB:.0f} MiB; bridge RSS {rss0 / MiB:.0f} MiB, grew "
           f"{(peak - rss0) / MiB:.1f} MiB; reading viewer {got1 - got0} clouds of "
           f"{steps1 - steps0} steps ({share_alone:.2f} of them alone)")
-    # a cloud is 128 x 2048 x 16 bytes = 4 MiB: the queue bound (8 MiB), a message in the
+    # a cloud is 128 x 2048 x 16 bytes = 4 MiB: the queue bound (4 MiB), a message in the
     # library and one in the socket, and room for the allocator
-    assert slow_now["bytes_dropped"] >= 200 * MiB and slow_now["frames_sent"] < 20
-    assert slow_now["queued_bytes"] <= 8 * MiB + 4 * MiB + 64
-    assert peak - rss0 < 64 * MiB, (peak - rss0) / MiB
+    assert slow_now["bytes_dropped"] >= 100 * MiB and slow_now["frames_sent"] < 20
+    assert slow_now["queued_bytes"] <= 4 * MiB + 4 * MiB + 64
+    assert peak - rss0 < 48 * MiB, (peak - rss0) / MiB
     # the reading viewer kept its share of the revolutions (at least half of it alone)
     share = (got1 - got0) / max(1, steps1 - steps0)
     assert share >= 0.5 * share_alone, (share, share_alone)
