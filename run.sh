@@ -4,6 +4,8 @@
 # source of truth for dependencies), so each works on a fresh Debian 12 machine.
 #
 #   ./run.sh demo    build, start sensimd, run the C and Python demo clients, stop
+#   ./run.sh demo --view [HOST:PORT]   the same, then keep the Python demo running with the
+#                    Foxglove bridge on (default 127.0.0.1:8765) until Ctrl-C
 #   ./run.sh test    build + full test suite, the geometry and lidar tests again on Embree's
 #                    AVX2 kernels, then the ASan+UBSan build + full test suite
 #   ./run.sh build   build only (into build/)
@@ -35,13 +37,22 @@ run_tests() {  # run_tests DIR [ctest args...]
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
 }
 
-demo() {
+demo() {  # demo [--view [HOST:PORT]]
+  local view=()
+  if [ "${1:-}" = --view ]; then
+    view=(--view "${2:-127.0.0.1:8765}")
+  elif [ -n "${1:-}" ]; then
+    echo "usage: ./run.sh demo [--view [HOST:PORT]]" >&2
+    exit 2
+  fi
   build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
   local log
   log="$(mktemp)"
-  ./build/server/sensimd --listen 127.0.0.1:0 >"$log" 2>&1 &
-  local pid=$!
-  trap 'kill "$pid" 2>/dev/null || true' EXIT
+  # In a session of its own: the Ctrl-C that ends `demo --view` must not stop the daemon
+  # before the demo has finished with it (sensimd stops on SIGINT).
+  setsid ./build/server/sensimd --listen 127.0.0.1:0 >"$log" 2>&1 &
+  demo_pid=$!   # global: the EXIT trap may run after this function has returned
+  trap 'kill "$demo_pid" 2>/dev/null || true' EXIT
   local port=""
   for _ in $(seq 1 100); do
     port="$(sed -n 's/^sensimd listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")"
@@ -57,10 +68,11 @@ demo() {
   echo "== C client (client-c/examples/info.c):"
   ./build/client-c/sensim_info 127.0.0.1 "$port"
   echo "== Python client (client-python/examples/demo.py):"
+  # (with --view, Ctrl-C ends the Python demo, then sensimd is stopped below)
   PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
-    --port "$port"
-  kill -TERM "$pid"
-  wait "$pid"
+    --port "$port" "${view[@]}"
+  kill -TERM "$demo_pid"
+  wait "$demo_pid"
   trap - EXIT
   echo "== sensimd stopped cleanly"
 }
@@ -123,7 +135,7 @@ cmd="${1:-}"
 case "$cmd" in
   demo)
     ./setup.sh
-    demo
+    demo "${@:2}"
     ;;
   test)
     ./setup.sh
@@ -156,6 +168,8 @@ case "$cmd" in
     ./build-release/tests/bench/bench_client --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_foxglove.py --sensimd ./build-release/server/sensimd
     ;;
   containers)
     ./setup.sh
