@@ -26,6 +26,8 @@ packages=(
   libzstd-dev
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
+  # the MuJoCo bridge (client-c/mujoco/) and the pictures of ./run.sh demo
+  libmujoco-dev python3-matplotlib
 )
 
 as_root() {
