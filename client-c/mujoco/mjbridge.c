@@ -591,6 +591,10 @@ mjbridge_t* mjbridge_create(bridge_t* b, const mjModel* m, const mjData* d, cons
     if (strncmp(e->name, "sensor.", 7) != 0 || find_entry(mb, e->name) != e) {
       continue;   // not a sensor, or replaced by a later entry of the same name
     }
+    const char* word = e->text + strspn(e->text, " \t\r\n");
+    if (strncmp(word, "none", 4) == 0 && word[4 + strspn(word + 4, " \t\r\n")] == '\0') {
+      continue;   // a side file's "sensim.sensor.NAME none" turns the model's sensor off
+    }
     if (mb->nsensors % 16 == 0) {
       uint32_t c = mb->nsensors + 16;
       void* names = realloc(mb->sensor_names, c * sizeof(*mb->sensor_names));

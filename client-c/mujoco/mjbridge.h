@@ -20,7 +20,8 @@ typedef struct mjbridge mjbridge_t;
 // Mirror m, whose data d is at its initial state with mj_forward done, into b (before
 // bridge_begin). `side` is the text of a side file (NULL = none): lines "NAME SPEC" with the
 // names of the <custom><text> elements (sensim.sensor.*, sensim.material.*, sensim.geom.*,
-// sensim.medium), which it adds to or replaces; '#' starts a comment. On failure returns
+// sensim.medium), which it adds to or replaces ("sensim.sensor.NAME none" removes a sensor of
+// the model); '#' starts a comment. On failure returns
 // NULL and writes the reason into err.
 mjbridge_t* mjbridge_create(bridge_t* b, const mjModel* m, const mjData* d, const char* side,
                             char* err, size_t err_cap);
