@@ -36,7 +36,7 @@ TEST(mujoco_encoders_and_odometer_follow_the_wheels) {
   ASSERT_NEAR(radius, 0.3, 1e-12);
 
   mjt_rig_t rig;
-  ASSERT_OK(mjt_rig_start(&rig, m, d, "sensim.sensor.vlp16 none\nsensim.sensor.os1 none\nsensim.geom.terrain geom skip\nsensim.geom.boulder geom skip\n",
+  ASSERT_OK(mjt_rig_start(&rig, m, d, "sensim.sensor.vlp16 none\nsensim.sensor.os1 none\n",
                           NULL));
   uint32_t enc[4];
   for (int i = 0; i < 4; i++) {
