@@ -678,3 +678,9 @@ const char* mjbridge_sensor(const mjbridge_t* mb, uint32_t i, uint32_t* id) {
   *id = mb->sensor_ids[i];
   return mb->sensor_names[i];
 }
+
+
+bool mjbridge_frame(const mjbridge_t* mb, const char* site, uint32_t* body_id,
+                    sensim_pose_t* mount) {
+  return resolve_frame((void*)mb, site, body_id, mount);
+}

@@ -8,6 +8,7 @@
 #ifndef SENSIM_MJBRIDGE_H
 #define SENSIM_MJBRIDGE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -31,6 +32,12 @@ void mjbridge_destroy(mjbridge_t* mb);
 // Write the state of d (positions and velocities computed: after mj_forward, or mj_step1)
 // into the bridge's arrays.
 void mjbridge_state(const mjbridge_t* mb, const mjModel* m, const mjData* d, bridge_t* b);
+
+// Where site `name` is for sensimd: its body (0 = the static world) and its pose in that body,
+// as sensors declared on it get them (sensors made in code use this for their mount). False
+// when the model has no such site.
+bool mjbridge_frame(const mjbridge_t* mb, const char* site, uint32_t* body_id,
+                    sensim_pose_t* mount);
 
 // Counts of what was mirrored.
 typedef struct mjbridge_counts {
