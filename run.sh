@@ -3,14 +3,15 @@
 # run.sh: build, test and demo entry points. Every command first runs ./setup.sh (the single
 # source of truth for dependencies), so each works on a fresh Debian 12 machine.
 #
-#   ./run.sh demo    build, start sensimd, run the C and Python demo clients, stop
+#   ./run.sh demo    build, start sensimd, drive the MuJoCo vehicle scene through the bridge while
+#                    a Python subscriber records; pictures and clouds in build/demo/, stop
 #   ./run.sh test    build + full test suite, the geometry and lidar tests again on Embree's
 #                    AVX2 kernels, then the ASan+UBSan build + full test suite
 #   ./run.sh build   build only (into build/)
 #   ./run.sh bench   release build, then the benchmarks (ratios against raw Embree and sockets)
 #
 # Environment: SENSIM_JOBS (parallel build jobs, default: cores), SENSIM_SKIP_SANITIZE=1 to
-# skip the sanitizer pass of `test`.
+# skip the sanitizer pass of `test`, SENSIM_DEMO_SECONDS (simulated seconds of the demo, 4).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -49,11 +50,11 @@ demo() {
     exit 1
   fi
   echo "== sensimd is listening on 127.0.0.1:$port"
-  echo "== C client (client-c/examples/info.c):"
-  ./build/client-c/sensim_info 127.0.0.1 "$port"
-  echo "== Python client (client-python/examples/demo.py):"
-  PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
-    --port "$port"
+  echo "== MuJoCo drives client-c/mujoco/scenes/vehicle.xml through sensim-mujoco;" \
+       "client-python/examples/mujoco_demo.py records its lidars and IMU:"
+  PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/mujoco_demo.py \
+    --port "$port" --bridge build/client-c/sensim-mujoco --out build/demo \
+    --seconds "${SENSIM_DEMO_SECONDS:-4}"
   kill -TERM "$pid"
   wait "$pid"
   trap - EXIT
