@@ -126,7 +126,7 @@ def pictures(out: pathlib.Path, rec: dict, path: np.ndarray) -> list:
     t, pts = rec["vlp16"]
     ok = np.isfinite(pts["x"])
     fig, ax = plt.subplots(figsize=(7.2, 6.4), dpi=100)
-    sc = ax.scatter(pts["x"][ok], pts["y"][ok], c=pts["z"][ok], s=0.6, cmap="viridis",
+    sc = ax.scatter(pts["x"][ok], pts["y"][ok], c=pts["z"][ok], s=1.0, cmap="viridis",
                     vmin=-0.2, vmax=2.0, linewidths=0)
     ax.plot(path[:, 1], path[:, 2], color="crimson", lw=1.6, label="vehicle path")
     k = int(np.argmin(np.abs(path[:, 0] - t)))
