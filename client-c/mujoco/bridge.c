@@ -52,8 +52,10 @@ static double now_s(void) {
 
 
 // Record a failure: the context, then the client's detail when the status came from it.
-static sensim_status_t fail(bridge_t* b, sensim_status_t st, bool from_client, const char* fmt,
-                            ...) {
+__attribute__((format(printf, 4, 5))) static sensim_status_t fail(bridge_t* b,
+                                                                  sensim_status_t st,
+                                                                  bool from_client,
+                                                                  const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(b->err, sizeof(b->err), fmt, ap);

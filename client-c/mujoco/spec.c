@@ -30,7 +30,7 @@ typedef struct name_value {
 } name_value_t;
 
 
-static int fail(parser_t* ps, const char* fmt, ...) {
+__attribute__((format(printf, 2, 3))) static int fail(parser_t* ps, const char* fmt, ...) {
   if (ps->err_cap > 0) {
     va_list ap;
     va_start(ap, fmt);
