@@ -226,28 +226,40 @@ int main(int argc, char** argv) {
     return rc;
   }
 
+  // everything the program holds, released at `out` whatever happens
+  mjModel* m = NULL;
+  mjData* d = NULL;
+  char* side = NULL;
+  FILE* trace = NULL;
+  sensim_client_t* cli = NULL;
+  bridge_t* b = NULL;
+  mjbridge_t* mb = NULL;
+  sensim_status_t st;
+
   // the model, at its keyframe
   char err[1024] = "";
-  mjModel* m = mj_loadXML(o.model, NULL, err, sizeof(err));
+  m = mj_loadXML(o.model, NULL, err, sizeof(err));
   if (!m) {
     fprintf(stderr, "sensim-mujoco: %s: %s\n", o.model, err);
-    return 1;
+    rc = 1;
+    goto out;
   }
-  mjData* d = mj_makeData(m);
+  d = mj_makeData(m);
   if (o.key >= m->nkey) {
     fprintf(stderr, "sensim-mujoco: --key %ld: the model has %d keyframes\n", o.key, m->nkey);
-    return 2;
+    rc = 2;
+    goto out;
   }
   if (o.key >= 0 || m->nkey > 0) {
     mj_resetDataKeyframe(m, d, o.key >= 0 ? (int)o.key : 0);
   }
   mj_forward(m, d);
 
-  char* side = o.map ? slurp(o.map) : NULL;
+  side = o.map ? slurp(o.map) : NULL;
   if (o.map && !side) {
-    return 1;
+    rc = 1;
+    goto out;
   }
-  FILE* trace = NULL;
   int trace_body = -1;
   if (o.trace) {
     const char* colon = strchr(o.trace, ':');
@@ -256,12 +268,14 @@ int main(int argc, char** argv) {
     trace_body = mj_name2id(m, mjOBJ_BODY, body);
     if (trace_body < 0) {
       fprintf(stderr, "sensim-mujoco: --trace: the model has no body '%s'\n", body);
-      return 2;
+      rc = 2;
+      goto out;
     }
     trace = fopen(colon + 1, "w");
     if (!trace) {
       fprintf(stderr, "sensim-mujoco: --trace: %s: %s\n", colon + 1, strerror(errno));
-      return 1;
+      rc = 1;
+      goto out;
     }
     fprintf(trace, "t,x,y,z,qx,qy,qz,qw\n");
   }
@@ -273,16 +287,15 @@ int main(int argc, char** argv) {
   copts.token = o.token;
   copts.client_name = "sensim-mujoco";
   copts.timeout_ms = 60000;
-  sensim_client_t* cli = NULL;
-  sensim_status_t st = sensim_client_connect(o.host, (uint16_t)o.port, &copts, &cli);
+  st = sensim_client_connect(o.host, (uint16_t)o.port, &copts, &cli);
   if (st != SENSIM_OK) {
     fprintf(stderr, "sensim-mujoco: connecting to %s:%lu: %s (%s)\n", o.host, o.port,
             cli ? sensim_client_last_error(cli) : "", sensim_status_name(st));
-    sensim_client_close(cli);
-    return 1;
+    rc = 1;
+    goto out;
   }
-  bridge_t* b = bridge_create(cli, &o.bridge);
-  mjbridge_t* mb = b ? mjbridge_create(b, m, d, side, err, sizeof(err)) : NULL;
+  b = bridge_create(cli, &o.bridge);
+  mb = b ? mjbridge_create(b, m, d, side, err, sizeof(err)) : NULL;
   if (!mb) {
     fprintf(stderr, "sensim-mujoco: %s: %s\n", o.model, b ? err : "out of memory");
     rc = 1;
@@ -364,7 +377,11 @@ out:
   bridge_destroy(b);
   sensim_client_close(cli);
   free(side);
-  mj_deleteData(d);
-  mj_deleteModel(m);
+  if (d) {
+    mj_deleteData(d);
+  }
+  if (m) {
+    mj_deleteModel(m);
+  }
   return rc;
 }
