@@ -9,9 +9,15 @@
 #                    AVX2 kernels, then the ASan+UBSan build + full test suite
 #   ./run.sh build   build only (into build/)
 #   ./run.sh bench   release build, then the benchmarks (ratios against raw Embree and sockets)
+#   ./run.sh containers  the deployment for real (docs/deploy.md), as root: a debian:12 base
+#                    image from Debian's packages, the image built from a clean clone with
+#                    buildah, three daemons from it with podman-compose, checked against the
+#                    tree's daemon; and the manifest checks
 #
 # Environment: SENSIM_JOBS (parallel build jobs, default: cores), SENSIM_SKIP_SANITIZE=1 to
-# skip the sanitizer pass of `test`, SENSIM_DEMO_SECONDS (simulated seconds of the demo, 4).
+# skip the sanitizer pass of `test`, SENSIM_DEMO_SECONDS (simulated seconds of the demo, 4);
+# for `containers`, SENSIM_DEBIAN_MIRROR and SENSIM_DEBIAN_SECURITY (the base image's sources;
+# default deb.debian.org).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -61,6 +67,60 @@ demo() {
   echo "== sensimd stopped cleanly"
 }
 
+# A debian:12 image without a registry: debootstrap from the Debian mirror, imported into the
+# local store as localhost/debian:12, which `FROM debian:12` then finds (buildah --pull=never).
+base_image() {
+  if podman image exists localhost/debian:12; then
+    echo "== base image localhost/debian:12 is present (podman rmi it to make it anew)"
+    return
+  fi
+  local mirror="${SENSIM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+  local security="${SENSIM_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}"
+  local root
+  root="$(mktemp -d)"
+  # every path below is inside the new root: never let an empty variable point them at /
+  if [ -z "$root" ] || [ "$root" = / ]; then
+    echo "run.sh: mktemp gave no directory" >&2
+    exit 1
+  fi
+  echo "== debootstrap bookworm from $mirror (minutes)"
+  if ! debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1; then
+    tail -20 "$root.log" >&2
+    exit 1
+  fi
+  # the sources of Debian's own image: the release, its updates and the security archive
+  rm -f "$root/etc/apt/sources.list"
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm bookworm-updates\nComponents: main\n%s\n\n' \
+    "$mirror" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+    >"$root/etc/apt/sources.list.d/debian.sources"
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm-security\nComponents: main\n%s\n' \
+    "$security" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+    >>"$root/etc/apt/sources.list.d/debian.sources"
+  rm -rf "${root:?}/var/lib/apt/lists/"* "${root:?}/var/cache/apt/"*.bin
+  tar -C "$root" --numeric-owner -cf - . |
+    podman import --change 'CMD ["bash"]' - localhost/debian:12 >/dev/null
+  rm -rf "${root:?}" "$root.log"
+  echo "== base image localhost/debian:12 imported"
+}
+
+
+# The image from a clean clone, three daemons from it, the shard scenario against them and
+# against the tree's daemon (tests/python/test_deploy_containers.py); the manifest checks.
+containers() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "run.sh: containers runs as root (debootstrap, buildah and podman here)" >&2
+    exit 1
+  fi
+  # the tools' settings for this kind of machine (docker/containers.conf says why)
+  export CONTAINERS_CONF="$here/docker/containers.conf"
+  base_image
+  SENSIM_CONTAINERS=1 SENSIMD="$here/build/server/sensimd" \
+    PYTHONPATH="$here/build/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+    .venv/bin/python -m pytest -q -p no:cacheprovider -rs \
+    tests/python/test_deploy_containers.py tests/python/test_deploy_config.py
+}
+
+
 cmd="${1:-}"
 case "$cmd" in
   demo)
@@ -102,8 +162,14 @@ case "$cmd" in
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
     ;;
+  containers)
+    ./setup.sh
+    ./setup.sh --containers
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    containers
+    ;;
   *)
-    echo "usage: ./run.sh demo | test | build | bench" >&2
+    echo "usage: ./run.sh demo | test | build | bench | containers" >&2
     exit 2
     ;;
 esac

@@ -7,7 +7,14 @@
 # /usr/bin/python3 with system site packages, so numpy, protobuf and zstandard come from Debian.
 # Idempotent: a second run installs nothing and finishes in seconds.
 #
-# Usage: ./setup.sh [--system-only | --venv-only]
+# Usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers]
+#   (no option)     build, test and demo packages, then the venv
+#   --system-only   build, test and demo packages only
+#   --venv-only     the venv only
+#   --runtime-only  only the shared libraries sensimd runs on (the image's runtime stage)
+#   --containers    the container and deployment tools of `./run.sh containers` (buildah,
+#                   podman, podman-compose, debootstrap) and the Kubernetes schema validator
+#                   (npm packages pinned in docker/k8s/validate); `./run.sh test` needs none
 #   Environment: SENSIM_VENV (default: .venv in the repository root).
 set -euo pipefail
 
@@ -26,8 +33,26 @@ packages=(
   libzstd-dev
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
+  python3-yaml
   # the MuJoCo bridge (client-c/mujoco/) and the pictures of ./run.sh demo
   libmujoco-dev python3-matplotlib
+)
+
+# What sensimd and the health probe link against at run time: the runtime stage of
+# docker/Dockerfile installs exactly these (keep them next to their -dev packages above).
+runtime_packages=(
+  libuv1
+  libprotobuf-c1
+  libembree3-3
+  libzstd1
+)
+
+# Building and running the images and checking the manifests (docker/, docs/deploy.md); the
+# dnsname plugin lets compose services find each other by name on podman's networks.
+container_packages=(
+  buildah podman podman-compose runc debootstrap
+  golang-github-containernetworking-plugin-dnsname
+  nodejs
 )
 
 as_root() {
@@ -41,9 +66,9 @@ as_root() {
   fi
 }
 
-install_system() {
+install_system() {  # install_system PACKAGE...
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
       missing+=("$p")
     fi
@@ -56,6 +81,20 @@ install_system() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "${missing[@]}"
+}
+
+
+install_containers() {
+  install_system "${container_packages[@]}"
+  # Node may come from elsewhere than Debian (with its own npm); Debian's npm only if none.
+  command -v npm >/dev/null 2>&1 || install_system npm
+  # The schema validator: versions pinned by the lock file, installed next to it.
+  local dir="$here/docker/k8s/validate"
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    echo "setup.sh: installing the Kubernetes schema validator into $dir/node_modules"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$dir/node_modules"
+  fi
 }
 
 install_venv() {
@@ -79,8 +118,13 @@ PY
 }
 
 case "$mode" in
-  all) install_system; install_venv ;;
-  --system-only) install_system ;;
+  all) install_system "${packages[@]}"; install_venv ;;
+  --system-only) install_system "${packages[@]}" ;;
   --venv-only) install_venv ;;
-  *) echo "usage: ./setup.sh [--system-only | --venv-only]" >&2; exit 2 ;;
+  --runtime-only) install_system "${runtime_packages[@]}" ;;
+  --containers) install_containers ;;
+  *)
+    echo "usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers]" >&2
+    exit 2
+    ;;
 esac
