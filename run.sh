@@ -3,8 +3,9 @@
 # run.sh: build, test and demo entry points. Every command first runs ./setup.sh (the single
 # source of truth for dependencies), so each works on a fresh Debian 12 machine.
 #
-#   ./run.sh demo    build, start sensimd, run the C and Python demo clients, stop
-#   ./run.sh demo --view [HOST:PORT]   the same, then keep the Python demo running with the
+#   ./run.sh demo    build, start sensimd, drive the MuJoCo vehicle scene through the bridge while
+#                    a Python subscriber records; pictures and clouds in build/demo/, stop
+#   ./run.sh demo --view [HOST:PORT]   the same, then keep a vehicle driving with the
 #                    Foxglove bridge on (default 127.0.0.1:8765) until Ctrl-C
 #   ./run.sh test    build + full test suite, the geometry and lidar tests again on Embree's
 #                    AVX2 kernels, then the ASan+UBSan build + full test suite
@@ -16,8 +17,9 @@
 #                    tree's daemon; and the manifest checks
 #
 # Environment: SENSIM_JOBS (parallel build jobs, default: cores), SENSIM_SKIP_SANITIZE=1 to
-# skip the sanitizer pass of `test`; for `containers`, SENSIM_DEBIAN_MIRROR and
-# SENSIM_DEBIAN_SECURITY (the base image's sources; default deb.debian.org).
+# skip the sanitizer pass of `test`, SENSIM_DEMO_SECONDS (simulated seconds of the demo, 4);
+# for `containers`, SENSIM_DEBIAN_MIRROR and SENSIM_DEBIAN_SECURITY (the base image's sources;
+# default deb.debian.org).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,12 +67,16 @@ demo() {  # demo [--view [HOST:PORT]]
     exit 1
   fi
   echo "== sensimd is listening on 127.0.0.1:$port"
-  echo "== C client (client-c/examples/info.c):"
-  ./build/client-c/sensim_info 127.0.0.1 "$port"
-  echo "== Python client (client-python/examples/demo.py):"
-  # (with --view, Ctrl-C ends the Python demo, then sensimd is stopped below)
-  PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
-    --port "$port" "${view[@]}"
+  echo "== MuJoCo drives client-c/mujoco/scenes/vehicle.xml through sensim-mujoco;" \
+       "client-python/examples/mujoco_demo.py records its lidars and IMU:"
+  PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/mujoco_demo.py \
+    --port "$port" --bridge build/client-c/sensim-mujoco --out build/demo \
+    --seconds "${SENSIM_DEMO_SECONDS:-4}"
+  if [ "${#view[@]}" -gt 0 ]; then
+    echo "== live view (client-python/examples/demo.py --view); Ctrl-C ends it:"
+    PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
+      --port "$port" "${view[@]}"
+  fi
   kill -TERM "$demo_pid"
   wait "$demo_pid"
   trap - EXIT
@@ -166,6 +172,9 @@ case "$cmd" in
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_client --sensimd ./build-release/server/sensimd
+    if [ -x ./build-release/tests/bench/bench_mujoco ]; then
+      ./build-release/tests/bench/bench_mujoco --sensimd ./build-release/server/sensimd
+    fi
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \

@@ -44,6 +44,8 @@ packages=(
   # the Foxglove bridge (client-python/src/sensim/foxglove) serves WebSockets with the
   # websockets library; its page is tested in headless Chromium (screenshots read with Pillow)
   python3-websockets chromium python3-pil
+  # the MuJoCo bridge (client-c/mujoco/) and the pictures of ./run.sh demo
+  libmujoco-dev python3-matplotlib
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of
