@@ -15,7 +15,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${SENSIM_VENV:-$here/.venv}"
 mode="${1:-all}"
 
-# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime.
+# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime,
+# and clang with its runtimes for the fuzz targets.
 packages=(
   build-essential cmake pkg-config git
   libuv1-dev
@@ -26,6 +27,7 @@ packages=(
   libzstd-dev
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
+  clang libclang-rt-14-dev    # the fuzz targets (libFuzzer; ./run.sh fuzz, the fuzz pass of test)
 )
 
 as_root() {
