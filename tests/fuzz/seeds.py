@@ -263,8 +263,9 @@ def client_seeds() -> dict[str, bytes]:
 
     pong = frame(pb.Envelope(id=3, status=ok, pong=pb.Pong(payload=b"fuzz",
                                                            server_time_ns=123456789)))
-    cloud = pb.PointCloud(fields=[pb.PointField(name=n, offset=4 * k, datatype=pb.PointField.FLOAT32,
-                                                count=1) for k, n in enumerate("xyz")],
+    f32 = pb.PointField.FLOAT32
+    cloud = pb.PointCloud(fields=[pb.PointField(name=n, offset=4 * k, datatype=f32, count=1)
+                                  for k, n in enumerate("xyz")],
                           point_step=12, count=2, encoding=pb.ENCODING_RAW,
                           data=struct.pack("<6f", 1, 2, 3, 4, 5, 6), height=1, width=2)
     push = frame(pb.Envelope(id=0, sequence=1, sensor_data=pb.SensorData(

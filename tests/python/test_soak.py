@@ -11,13 +11,14 @@ while subscribers come and go and clients misbehave in every way the daemon has 
   never says Hello, all held longer than every timeout of the daemon.
 
 Then: the stepping controller was served with bounded latency throughout (the p99 of its
-UpdateState + Step round trip, and of a Ping, stay under half the shortest timeout, so a
-client held up behind another's timeout would show); the daemon closed every connection
-exactly once (its debug log: one "closed" per "connected from"), the misbehaving ones on its
-own; file descriptors (/proc/PID/fd) and held bytes return to their baseline; memory stops
-growing (RSS at the end of the faults within 16 MiB of half way through,
-checked in builds without ASan, whose quarantine grows by design; ASan's leak check runs at
-the daemon's exit instead); and the daemon exits 0.
+UpdateState + Step round trip, and of a Ping, stay under half the shortest timeout, and none
+takes as long as that timeout, so a client held up behind another's timeout would show); the
+daemon closed every connection exactly once (its debug log: one "closed" per "connected
+from"), the misbehaving ones on its own; file descriptors (/proc/PID/fd) and held bytes return
+to their baseline; memory stops growing (RSS at the end of the faults within 16 MiB of half
+way through, checked in builds without sanitizers: ASan's quarantine grows by design, and its
+leak check runs at the daemon's exit instead); and the daemon exits 0. Under ThreadSanitizer
+(5 to 15 times slower) the latency bounds are not checked: there the soak runs for its races.
 
 A short version runs in the suite. SENSIM_SOAK_SECONDS (default 30) and SENSIM_SOAK_CYCLES
 (default 10000) set its length; ./run.sh soak runs the long one. The figures are printed as
@@ -51,7 +52,8 @@ from sensim import pb
 
 LIDAR, IMU, ENCODER = 1, 2, 3
 HANDSHAKE_TIMEOUT, IO_TIMEOUT, SOFT_SECONDS = 1, 2, 1       # s, the daemon's timeouts here
-LATENCY_BOUND = 0.5 * min(HANDSHAKE_TIMEOUT, IO_TIMEOUT, SOFT_SECONDS)
+LATENCY_BOUND = 0.5 * min(HANDSHAKE_TIMEOUT, IO_TIMEOUT, SOFT_SECONDS)   # s, p99
+STALL_BOUND = min(HANDSHAKE_TIMEOUT, IO_TIMEOUT, SOFT_SECONDS)           # s, the longest
 DAEMON_ARGS = ["--threads", "2", "--log-level", "debug",
                "--handshake-timeout", str(HANDSHAKE_TIMEOUT), "--io-timeout", str(IO_TIMEOUT),
                "--subscriber-soft-seconds", str(SOFT_SECONDS),
@@ -272,9 +274,10 @@ def fd_count(pid: int) -> int:
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
-def uses_asan(exe: str) -> bool:
+def sanitizer(exe: str) -> str | None:
+    """"asan" or "tsan" when the daemon was built with that sanitizer (linked to its runtime)."""
     libs = subprocess.run(["ldd", exe], capture_output=True, text=True).stdout
-    return "libasan" in libs
+    return next((name for name in ("asan", "tsan") if f"lib{name}" in libs), None)
 
 
 def p99(values: list[float]) -> float:
@@ -425,9 +428,13 @@ def test_fault_soak(sensimd_factory, tmp_path, capsys):
     with capsys.disabled():
         print("\n" + figures)
 
-    # the healthy controller was served throughout
-    assert steps["steps"] >= 0.25 * SECONDS / STEP, figures
-    assert step_p99 < LATENCY_BOUND and ping_p99 < LATENCY_BOUND, figures
+    # the healthy controller was served throughout, and never waited as long as a timeout
+    # (ThreadSanitizer slows the daemon 5 to 15 times: there it runs for its races alone)
+    san = sanitizer(d.args[0])
+    if san != "tsan":
+        assert steps["steps"] >= 0.25 * SECONDS / STEP, figures
+        assert step_p99 < LATENCY_BOUND and ping_p99 < LATENCY_BOUND, figures
+        assert max(steps["step_rtt"] + steps["ping_rtt"]) < STALL_BOUND, figures
 
     # every connection closed exactly once: one "closed" per "connected from"
     assert len(set(connected)) == len(connected), "a session id logged as connected twice"
@@ -442,7 +449,7 @@ def test_fault_soak(sensimd_factory, tmp_path, capsys):
     assert info.connections == 1 and [e.name for e in info.environments] == ["probe"], info
     assert fd_count(pid) == base_fds, figures
     assert info.counters.held_bytes == base_info.counters.held_bytes, info.counters
-    if not uses_asan(d.args[0]) and mid_mem is not None:
+    if san is None and mid_mem is not None:
         grown = end_mem["VmRSS"] - mid_mem["VmRSS"]
         assert grown < 16 * 1024, f"RSS grew {grown} KiB over the second half: {figures}"
     probe.close()
