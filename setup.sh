@@ -29,7 +29,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${SENSIM_VENV:-$here/.venv}"
 mode="${1:-all}"
 
-# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime.
+# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime,
+# and clang with its runtimes for the fuzz targets.
 packages=(
   build-essential cmake pkg-config git
   libuv1-dev
@@ -46,6 +47,7 @@ packages=(
   python3-websockets chromium python3-pil
   # the MuJoCo bridge (client-c/mujoco/) and the pictures of ./run.sh demo
   libmujoco-dev python3-matplotlib
+  clang libclang-rt-14-dev    # the fuzz targets (libFuzzer; ./run.sh fuzz, the fuzz pass of test)
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of
