@@ -206,6 +206,12 @@ sensim_status_t sensim_fail(char* err, size_t err_cap, sensim_status_t st, const
 // True for a status code the protocol defines (sensim.v1.StatusCode).
 bool sensim_status_is_wire(uint32_t code);
 
+// The status of a daemon's reply with status `code` and `message`: the code itself when the
+// protocol defines it, else SENSIM_EUNKNOWN (never one of the client's own codes), with the
+// detail written into err (err_cap bytes): the message, after the number for an unknown code.
+sensim_status_t sensim_status_from_wire(int32_t code, const char* message, char* err,
+                                        size_t err_cap);
+
 // The same into the handle's last error.
 sensim_status_t sensim_cli_fail(sensim_client_t* cli, sensim_status_t st, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -86,9 +86,11 @@ static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t
   // the outcome, for the wait
   const sensim_v1_Envelope* rx = &cli->rx;
   if (rx->has_status && rx->status.code != sensim_v1_StatusCode_OK) {
+    char err[CLIENT_ERROR_CAP];
     s->done = true;
-    s->status = (sensim_status_t)rx->status.code;
-    s->message = strdup(rx->status.message);
+    s->status = sensim_status_from_wire((int32_t)rx->status.code, rx->status.message, err,
+                                        sizeof(err));
+    s->message = strdup(err);
     return SENSIM_OK;
   }
   if (rx->which_body != sensim_v1_Envelope_raycast_result_tag) {
