@@ -355,6 +355,11 @@ void sensim_wire_pose(sensim_v1_Pose* p, const sensim_pose_t* pose);
 pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
 
 // In a decode callback: the rest of the field as a view into the memory frame (skipped).
+// The reader behind a stream a decode callback gets, or NULL: nanopb hands a callback of a
+// field that came with a scalar wire type (a hostile frame) a stream over a copy of the value
+// on its stack instead.
+sensim_reader_t* sensim_wire_reader(const pb_istream_t* s);
+
 bool sensim_wire_view(pb_istream_t* s, const uint8_t** data, size_t* len);
 
 // Walk the outermost fields of the Envelope in p[0..len). false: not a valid Envelope.

@@ -46,8 +46,11 @@ static bool decode_hits(pb_istream_t* s, const pb_field_t* f, void** arg) {
   reply_ctx_t* ctx = *arg;
   slot_t* slot = ctx->slot;
   size_t want = (size_t)slot->nrays * HIT_BYTES;
+  sensim_reader_t* r = sensim_wire_reader(s);
+  if (!r) {
+    PB_RETURN_ERROR(s, "raycast: hits_bytes with another wire type");
+  }
   if (s->bytes_left != want) {
-    sensim_reader_t* r = s->state;
     sensim_cli_fail(r->cli, SENSIM_EPROTO, "raycast: %zu bytes of hits_bytes for %u rays",
                     s->bytes_left, slot->nrays);
     r->cli->dec_failed = SENSIM_EPROTO;
