@@ -62,8 +62,7 @@ typedef struct lidar {
   lidar_pattern_t pat;
   lidar_returns_t ret;
   lidar_angle_noise_t angle;
-  lidar_layout_t layout;
-  lidar_miss_mode_t misses;
+  lidar_points_t points;        // the point writer: layout, misses, rings
   int world_frame;
   int per_step;
   int has_start_time;
@@ -72,9 +71,6 @@ typedef struct lidar {
   uint32_t exclude_bodies[LIDAR_MAX_EXCLUDED_BODIES];
   uint32_t nexclude_body;
   uint32_t group_mask;
-  int has_normal;               // the layout carries normals (rotated per point)
-  int lean;                     // the default cloud (x y z intensity in the sensor frame, misses
-                                //   removed): write_chunk packs it from lean pattern records
   int rows;                     // world rays also in rows (for the segment heap or write_chunk)
   uint32_t maxret;              // returns per ray
   uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
@@ -140,6 +136,7 @@ static void lidar_destroy(void* self) {
     return;
   }
   lidar_pattern_close(&l->pat);
+  lidar_points_close(&l->points);
   if (l->has_staged && l->staged.acc != l->committed.acc) {
     blob_release(l->staged.acc);
   }
@@ -222,42 +219,49 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   const char* pfield = d->pattern_field ? d->pattern_field : "lidar";
   if ((rc = lidar_desc_check(d, msg)) < 0 ||
       (rc = lidar_returns_init(&tmp.ret, &d->returns, msg)) < 0 ||
-      (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0 ||
-      (rc = lidar_layout_init(&tmp.layout, d->layout, d->fields, d->nfield, msg)) < 0) {
+      (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0) {
+    return rc;
+  }
+  uint32_t maxret = lidar_returns_max(&tmp.ret);
+  lidar_points_desc_t pd = {.layout = d->layout, .fields = d->fields, .nfield = d->nfield,
+                            .misses = d->misses, .world_frame = d->world_frame,
+                            .maxret = maxret, .pattern = &d->pattern};
+  if ((rc = lidar_points_init(&tmp.points, &pd, msg)) < 0) {
     return rc;
   }
 
   // one frame must fit in a step's output (per-revolution publishing); per step, the rays of
   // one firing instant, which no step can split (a flash frame, a custom list's rays of one
   // time offset)
-  uint32_t maxret = lidar_returns_max(&tmp.ret);
   uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL ? 1 : maxret;
   if (d->max_frame_bytes) {
     double rays = d->publish_per_step ? instant_rays(&d->pattern) : frame_rays(&d->pattern);
-    double bytes = rays * boundret * tmp.layout.point_step + 512.0;
+    double bytes = rays * boundret * tmp.points.layout.point_step + 512.0;
     const char* reduce = d->frame_field ? d->frame_field : pfield;
     unsigned long long limit = (unsigned long long)d->max_frame_bytes;
+    uint32_t step = tmp.points.layout.point_step;
     if (!(bytes <= (double)d->max_frame_bytes)) {
+      lidar_points_close(&tmp.points);
       if (d->publish_per_step) {
         return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
                        "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), "
                        "and no step can split them; reduce %s, the returns or the fields",
-                       pfield, rays, boundret, tmp.layout.point_step, bytes, limit, reduce);
+                       pfield, rays, boundret, step, bytes, limit, reduce);
       }
       return err_set(msg, ERR_INVAL, "%s: one frame of %.0f rays x %u returns x %u bytes "
                      "(%.4g bytes) exceeds the largest step output (%llu bytes); reduce %s, "
                      "the returns or the fields, or publish per step",
-                     pfield, rays, boundret, tmp.layout.point_step, bytes, limit, reduce);
+                     pfield, rays, boundret, step, bytes, limit, reduce);
     }
   }
 
   // the sensor and its scratch
   lidar_t* l = mem_calloc(1, sizeof *l);
   if (!l) {
+    lidar_points_close(&tmp.points);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory");
   }
   *l = tmp;
-  l->misses = d->misses;
   l->world_frame = d->world_frame ? 1 : 0;
   l->per_step = d->publish_per_step ? 1 : 0;
   l->has_start_time = d->has_start_time ? 1 : 0;
@@ -272,14 +276,10 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->boundret = boundret;
   if (!l->per_step) {
     double fp = frame_rays(&d->pattern) * maxret;
-    l->frame_points = fp < (double)(MAX_CLOUD_BYTES / l->layout.point_step)
-                          ? (size_t)fp : (size_t)(MAX_CLOUD_BYTES / l->layout.point_step);
+    l->frame_points = fp < (double)(MAX_CLOUD_BYTES / l->points.layout.point_step)
+                          ? (size_t)fp : (size_t)(MAX_CLOUD_BYTES / l->points.layout.point_step);
   }
-  for (uint32_t i = 0; i < l->layout.nfield; i++) {
-    l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
-  }
-  l->lean = l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE;
-  l->rows = l->world_frame || l->has_normal || l->ret.depth > 1;
+  l->rows = l->world_frame || l->points.has_normal || l->ret.depth > 1;
   uint32_t K = d->pattern.nray;
   int tiles = tiled(K);
   size_t chunk = tiles && (size_t)TILE_GROUPS * K > CHUNK ? (size_t)TILE_GROUPS * K : CHUNK;
@@ -339,22 +339,6 @@ typedef struct batch_ctx {
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
   atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
 } batch_ctx_t;
-
-
-// Points of the chunk's rays [i0, i0 + m) once their returns are in.
-static size_t chunk_points(const lidar_t* l, size_t i0, size_t m) {
-  size_t np = 0;
-  if (l->misses == LIDAR_MISS_REMOVE) {
-    for (size_t i = i0; i < i0 + m; i++) {
-      np += l->nret[i];
-    }
-    return np;
-  }
-  for (size_t i = i0; i < i0 + m; i++) {
-    np += l->nret[i] ? l->nret[i] : 1u;
-  }
-  return np;
-}
 
 
 // The world rays of a chunk's rays [i0, i0 + m) in trace order (trace_chunk's pr and slot):
@@ -455,7 +439,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       continue;
     }
     lidar_pattern_ray_t* pr = l->pr + i0;
-    if (l->lean) {
+    if (l->points.lean) {
       lidar_sweep_rays_lean(&l->pat, b->first + i0, m, pr);
     } else {
       lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
@@ -502,7 +486,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
                                   .filter = b->filter};
       lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
     }
-    l->chunk_points[c] = chunk_points(l, i0, m);
+    l->chunk_points[c] = lidar_points_count(&l->points, l->nret + i0, m);
   }
 }
 
@@ -511,97 +495,16 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
 static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
-  uint32_t step = l->layout.point_step;
-  const int own_offsets = isnan(b->tau_origin);
-  lidar_sweep_pose_t pose;   // for normals in the sensor frame: the sensor's pose at ray time
-  if (b->fixed) {
-    pose = *b->fixed;
-  } else {
-    pose.s = -1.0;
-  }
+  uint32_t step = l->points.layout.point_step;
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * l->chunk;
     size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
-    const lidar_pattern_ray_t* pr = l->pr + i0;
+    lidar_points_chunk_t ck = {.rays = l->pr + i0, .slot = l->slot + i0, .nret = l->nret + i0,
+                               .returns = l->returns + i0 * l->maxret, .world = l->rays + i0,
+                               .n = m, .first = b->first + i0, .tau_origin = b->tau_origin,
+                               .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
     uint8_t* dest = blob_data(l->acc) + (l->acc_n + l->chunk_points[c]) * step;
-    if (l->lean) {
-      // the default cloud: x y z intensity of the returns, sensor frame, packed directly (the
-      // same points as the general loop below, without building a lidar_point_t per point:
-      // about 5 % of a revolution of an OS1-128)
-      for (size_t j = 0; j < m; j++) {
-        size_t i = i0 + l->slot[i0 + j];
-        const lidar_pattern_ray_t* mt = &pr[j];
-        const lidar_return_t* r = &l->returns[i * l->maxret];
-        for (uint32_t k = 0, n = l->nret[i]; k < n; k++, r++) {
-          double x = r->distance;
-          float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
-                        (float)(mt->origin[1] + mt->dir[1] * x),
-                        (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
-          memcpy(dest, f, sizeof f);
-          dest += sizeof f;
-        }
-      }
-      continue;
-    }
-    for (size_t j = 0; j < m; j++) {
-      size_t i = i0 + l->slot[i0 + j];
-      uint32_t n = l->nret[i];
-      if (n == 0 && l->misses == LIDAR_MISS_REMOVE) {
-        continue;
-      }
-      const lidar_pattern_ray_t* mt = &pr[j];
-      const scene_ray_t* w = &l->rays[i];
-      lidar_point_t pt;
-      memset(&pt, 0, sizeof pt);
-      pt.time_offset = own_offsets ? mt->time_offset : mt->time - b->tau_origin;
-      pt.azimuth = (float)mt->azimuth;
-      pt.elevation = (float)mt->elevation;
-      pt.ring = mt->ring;
-
-      // a miss, kept
-      if (n == 0) {
-        if (l->misses == LIDAR_MISS_NAN) {
-          pt.xyz[0] = pt.xyz[1] = pt.xyz[2] = NAN;
-          pt.distance = NAN;
-        }
-        lidar_points_write(&l->layout, &pt, dest);
-        dest += step;
-        continue;
-      }
-
-      // each return along the emission direction, in the chosen frame
-      double qc[4] = {1.0, 0.0, 0.0, 0.0};
-      if (l->has_normal && !l->world_frame) {
-        if (!b->fixed && w->time != pose.s) {
-          lidar_sweep_pose(b->body, &b->ctx->mount, w->time, &pose);
-        }
-        xform_quat_conj(pose.pose.q, qc);
-      }
-      for (uint32_t k = 0; k < n; k++) {
-        const lidar_return_t* r = &l->returns[i * l->maxret + k];
-        double x = r->distance;
-        for (int a = 0; a < 3; a++) {
-          pt.xyz[a] = l->world_frame ? w->origin[a] + w->dir[a] * x
-                                     : mt->origin[a] + mt->dir[a] * x;
-        }
-        if (!l->has_normal) {
-          // not packed
-        } else if (l->world_frame) {
-          memcpy(pt.normal, r->normal, sizeof pt.normal);
-        } else {
-          xform_quat_rotate(qc, r->normal, pt.normal);
-        }
-        pt.distance = x;
-        pt.range_offset = l->pat.beam_origin_radius;
-        pt.intensity = r->intensity;
-        pt.object_id = r->object_id;
-        pt.label = r->label;
-        pt.return_index = r->index;
-        pt.return_count = r->count;
-        lidar_points_write(&l->layout, &pt, dest);
-        dest += step;
-      }
-    }
+    lidar_points_write(&l->points, &ck, dest);
   }
 }
 
@@ -611,7 +514,7 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
 // the last cloud's size and an eighth more. The spare one when nobody reads it any more and it
 // is about that size, else a new one.
 static blob_t* acc_take(lidar_t* l, size_t need) {
-  uint32_t step = l->layout.point_step;
+  uint32_t step = l->points.layout.point_step;
   size_t guess = l->last_points + l->last_points / 8 + 4096;
   size_t points = l->frame_points && l->frame_points < guess ? l->frame_points : guess;
   points = points > need ? points : need;
@@ -641,7 +544,7 @@ static blob_t* acc_take(lidar_t* l, size_t need) {
 // Make room for `more` points in the accumulator (a buffer is taken for the first points).
 static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
   size_t need = l->acc_n + more;
-  uint32_t step = l->layout.point_step;
+  uint32_t step = l->points.layout.point_step;
   if ((uint64_t)need * step > MAX_CLOUD_BYTES) {
     return err_set(msg, ERR_LIMIT, "lidar: a cloud of %zu points of %u bytes exceeds 4 GiB "
                    "(publish per step, or step more often)", need, step);
@@ -719,7 +622,7 @@ static void acc_trim(lidar_t* l, size_t keep, size_t typical) {
   size_t target = keep > typical ? keep : typical;
   target = target > l->frame_points ? target : l->frame_points;
   target = target > 4096 ? target : 4096;
-  uint32_t step = l->layout.point_step;
+  uint32_t step = l->points.layout.point_step;
   if (!l->acc || blob_cap(l->acc) / step / 4 <= target || !blob_is_exclusive(l->acc)) {
     return;
   }
@@ -743,7 +646,7 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, do
   r->time = v->t1;
   r->frame = l->frame;
   sensor_cloud_t* c = &r->u.cloud;
-  lidar_layout_describe(&l->layout, c);
+  lidar_layout_describe(&l->points.layout, c);
   c->frame_start_time = frame_start;
   c->complete = complete;
   c->world_frame = l->world_frame;
@@ -752,6 +655,7 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, do
   if (rc < 0) {
     return rc;
   }
+
 
   // the record keeps the buffer; the lidar keeps its own reference only while the committed
   // state still needs it (a step that is not committed goes back to it)
@@ -876,10 +780,10 @@ static void plan_step(const lidar_t* l, const saved_t* from, double t0, double t
       lidar_cursor_t end =
           lidar_pattern_first_group(&l->pat, p->s.acc_sweep + 1) * l->pat.nray;
       p->one_bytes = (double)(p->s.acc_n + (end - p->s.cursor) * (uint64_t)l->boundret) *
-                     l->layout.point_step + 512.0;
+                     l->points.layout.point_step + 512.0;
     }
   }
-  p->pub_bytes = (double)pub_points * l->layout.point_step + 512.0 * (double)nrec;
+  p->pub_bytes = (double)pub_points * l->points.layout.point_step + 512.0 * (double)nrec;
 }
 
 
@@ -976,7 +880,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     uint64_t next = lidar_sweep_of(&l->pat, l->cursor);
     if (!l->per_step && next != l->acc_sweep) {
       double start = l->t_s + lidar_pattern_sweep_start(&l->pat, l->acc_sweep);
-      published += (double)l->acc_n * l->layout.point_step;
+      published += (double)l->acc_n * l->points.layout.point_step;
       if ((rc = publish(l, ctx, v, start, l->acc_complete, out, msg)) < 0) {
         return rc;
       }
@@ -984,7 +888,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
       l->acc_complete = 1;
     }
     // what this step publishes, and (per revolution) the open sweep, which must fit one day
-    double open_bytes = (double)l->acc_n * l->layout.point_step + 512.0;
+    double open_bytes = (double)l->acc_n * l->points.layout.point_step + 512.0;
     double out_bytes = (l->per_step ? open_bytes : published) +
                        512.0 * (double)(l->frame - frame0);
     if (!l->per_step && open_bytes > out_bytes) {

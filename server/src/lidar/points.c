@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// points.c: point layouts and packing (see points.h).
+// points.c: point layouts, packing, and the writer of a chunk's points (see points.h).
 #include "lidar/points.h"
 
 #include <math.h>
 #include <string.h>
 
+#include "base/mem.h"
 #include "base/text.h"
+#include "base/xform.h"
 
 // Field names and types of the selectable fields, in enum order.
 static const struct {
@@ -189,7 +191,7 @@ static uint32_t to_uint(double v, double max) {
 }
 
 
-void lidar_points_write(const lidar_layout_t* l, const lidar_point_t* pt, uint8_t* dest) {
+void lidar_points_pack(const lidar_layout_t* l, const lidar_point_t* pt, uint8_t* dest) {
   // the plain x y z intensity layout, the common case, packed directly
   if (l->is_xyzi) {
     float f[4] = {(float)pt->xyz[0], (float)pt->xyz[1], (float)pt->xyz[2], (float)pt->intensity};
@@ -264,3 +266,164 @@ void lidar_points_write(const lidar_layout_t* l, const lidar_point_t* pt, uint8_
     }
   }
 }
+
+
+//---------------- The writer
+
+int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t* msg) {
+  lidar_points_t out;
+  memset(&out, 0, sizeof out);
+  int rc = lidar_layout_init(&out.layout, d->layout, d->fields, d->nfield, msg);
+  if (rc < 0) {
+    return rc;
+  }
+  const lidar_pattern_t* p = d->pattern;
+  out.misses = d->misses;
+  out.world_frame = d->world_frame ? 1 : 0;
+  for (uint32_t i = 0; i < out.layout.nfield; i++) {
+    out.has_normal |= out.layout.id[i] == LIDAR_FIELD_NORMAL;
+  }
+  out.lean = out.layout.is_xyzi && !out.world_frame && out.misses == LIDAR_MISS_REMOVE;
+  out.nray = p->nray;
+  out.maxret = d->maxret ? d->maxret : 1;
+  out.range_offset = p->beam_origin_radius;
+
+  // rings: the pattern's channels
+  out.ring = mem_alloc((size_t)p->nray * sizeof *out.ring);
+  if (!out.ring) {
+    return err_set(msg, ERR_NOMEM, "lidar: out of memory for the rings of %u rays", p->nray);
+  }
+  memcpy(out.ring, p->ring, (size_t)p->nray * sizeof *out.ring);
+  *w = out;
+  return 0;
+}
+
+
+void lidar_points_close(lidar_points_t* w) {
+  if (!w) {
+    return;
+  }
+  mem_free(w->ring);
+  memset(w, 0, sizeof *w);
+}
+
+
+size_t lidar_points_count(const lidar_points_t* w, const uint8_t* nret, size_t n) {
+  size_t np = 0;
+  if (w->misses == LIDAR_MISS_REMOVE) {
+    for (size_t i = 0; i < n; i++) {
+      np += nret[i];
+    }
+    return np;
+  }
+  for (size_t i = 0; i < n; i++) {
+    np += nret[i] ? nret[i] : 1u;
+  }
+  return np;
+}
+
+
+// A miss kept: at the origin or NaN (distance too), intensity 0 and no return.
+static void as_miss(const lidar_points_t* w, lidar_point_t* pt) {
+  double v = w->misses == LIDAR_MISS_NAN ? NAN : 0.0;
+  pt->xyz[0] = pt->xyz[1] = pt->xyz[2] = v;
+  pt->distance = v;
+  pt->intensity = 0.0;
+  pt->normal[0] = pt->normal[1] = pt->normal[2] = 0.0;
+  pt->object_id = pt->label = pt->return_index = pt->return_count = 0;
+}
+
+
+// The default cloud (x y z intensity of the returns, sensor frame, misses removed) packed from
+// lean pattern records without a lidar_point_t per point: the same bytes as the general path,
+// about 5 % of a revolution of an OS1-128 faster.
+static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
+  for (size_t j = 0; j < c->n; j++) {
+    size_t i = c->slot[j];
+    const lidar_pattern_ray_t* mt = &c->rays[j];
+    const lidar_return_t* r = &c->returns[i * w->maxret];
+    for (uint32_t k = 0, n = c->nret[i]; k < n; k++, r++) {
+      double x = r->distance;
+      float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
+                    (float)(mt->origin[1] + mt->dir[1] * x),
+                    (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
+      memcpy(dest, f, sizeof f);
+      dest += sizeof f;
+    }
+  }
+}
+
+
+void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
+  if (w->lean) {
+    write_lean(w, c, dest);
+    return;
+  }
+  const uint32_t step = w->layout.point_step;
+  const int own_offsets = isnan(c->tau_origin);
+  lidar_sweep_pose_t pose;   // for normals in the sensor frame: the sensor's pose at ray time
+  if (c->fixed) {
+    pose = *c->fixed;
+  } else {
+    pose.s = -1.0;
+  }
+  for (size_t j = 0; j < c->n; j++) {
+    size_t i = c->slot[j];
+    uint32_t n = c->nret[i];
+    if (n == 0 && w->misses == LIDAR_MISS_REMOVE) {
+      continue;
+    }
+    const lidar_pattern_ray_t* mt = &c->rays[j];
+    const scene_ray_t* wr = c->world ? &c->world[i] : NULL;   // read in the world frame and
+                                                             //   for normals only
+    lidar_point_t pt;
+    memset(&pt, 0, sizeof pt);
+    pt.time_offset = own_offsets ? mt->time_offset : mt->time - c->tau_origin;
+    pt.azimuth = (float)mt->azimuth;
+    pt.elevation = (float)mt->elevation;
+    uint32_t k = (uint32_t)((c->first + j) % w->nray);
+    pt.ring = w->ring[k];
+
+    // a miss, kept
+    if (n == 0) {
+      as_miss(w, &pt);
+      lidar_points_pack(&w->layout, &pt, dest);
+      dest += step;
+      continue;
+    }
+
+    // each return along the emission direction, in the chosen frame
+    double qc[4] = {1.0, 0.0, 0.0, 0.0};
+    if (w->has_normal && !w->world_frame && n) {
+      if (!c->fixed && wr->time != pose.s) {
+        lidar_sweep_pose(c->body, c->mount, wr->time, &pose);
+      }
+      xform_quat_conj(pose.pose.q, qc);
+    }
+    for (uint32_t r = 0; r < n; r++) {
+      const lidar_return_t* ret = &c->returns[i * w->maxret + r];
+      double x = ret->distance;
+      for (int a = 0; a < 3; a++) {
+        pt.xyz[a] = w->world_frame ? wr->origin[a] + wr->dir[a] * x
+                                   : mt->origin[a] + mt->dir[a] * x;
+      }
+      if (!w->has_normal) {
+        // not packed
+      } else if (w->world_frame) {
+        memcpy(pt.normal, ret->normal, sizeof pt.normal);
+      } else {
+        xform_quat_rotate(qc, ret->normal, pt.normal);
+      }
+      pt.distance = x;
+      pt.range_offset = w->range_offset;
+      pt.intensity = ret->intensity;
+      pt.object_id = ret->object_id;
+      pt.label = ret->label;
+      pt.return_index = ret->index;
+      pt.return_count = ret->count;
+      lidar_points_pack(&w->layout, &pt, dest);
+      dest += step;
+    }
+  }
+}
+
