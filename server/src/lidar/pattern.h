@@ -128,6 +128,14 @@ double lidar_pattern_rate(const lidar_pattern_t* p);
 // beam-origin radius; 0 for the other patterns).
 double lidar_pattern_origin_reach(const lidar_pattern_t* p);
 
+// The rings of the rays of a group numbered by elevation, as the ROS velodyne driver numbers
+// its lasers (velodyne_pointcloud's calibration: ring 0 is the lowest laser, then upwards):
+// out[k] is the rank of ray k's channel (p->ring[k]) among the pattern's channels ordered by
+// elevation (a channel of several rays at its rays' mean elevation; equal elevations by channel
+// number, lowest first). Output: out (nray). ERR_NOMEM.
+int lidar_pattern_elevation_rings(const lidar_pattern_t* p, uint32_t* out, err_msg_t* msg)
+    CHECKRET;
+
 //---------------- Models
 // Each model's init validates its description (errors name the field under `prefix`, e.g.
 // "lidar.vlp16.frequency = 3 is outside [5, 20] Hz") and builds the pattern; its check runs the

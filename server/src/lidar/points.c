@@ -288,12 +288,20 @@ int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t
   out.maxret = d->maxret ? d->maxret : 1;
   out.range_offset = p->beam_origin_radius;
 
-  // rings: the pattern's channels
+  // rings: by elevation for the Velodyne point type (its driver's numbering), else the
+  // pattern's channels
   out.ring = mem_alloc((size_t)p->nray * sizeof *out.ring);
   if (!out.ring) {
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for the rings of %u rays", p->nray);
   }
-  memcpy(out.ring, p->ring, (size_t)p->nray * sizeof *out.ring);
+  if (d->layout == LIDAR_LAYOUT_VELODYNE) {
+    if ((rc = lidar_pattern_elevation_rings(p, out.ring, msg)) < 0) {
+      lidar_points_close(&out);
+      return rc;
+    }
+  } else {
+    memcpy(out.ring, p->ring, (size_t)p->nray * sizeof *out.ring);
+  }
   *w = out;
   return 0;
 }

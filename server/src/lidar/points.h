@@ -18,8 +18,9 @@
 // normal incidence without range losses), ambient (uint16, 0: no ambient light model) and
 // range (uint32 mm).
 //
-// A cloud's points are in firing order, each ray's returns in a row; `ring` is the pattern's
-// channel.
+// A cloud's points are in firing order, each ray's returns in a row. Rings follow the drivers:
+// with the velodyne preset `ring` is the channel's rank by elevation (0 = lowest, as
+// velodyne_pointcloud numbers lasers), otherwise the pattern's channel.
 //
 // Thread: a layout and a writer are read-only after init; lidar_points_write runs on any thread
 // (on disjoint destinations).
