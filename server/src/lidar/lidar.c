@@ -62,7 +62,7 @@ typedef struct lidar {
   lidar_pattern_t pat;
   lidar_returns_t ret;
   lidar_angle_noise_t angle;
-  lidar_points_t points;        // the point writer: layout, misses, rings
+  lidar_points_t points;        // the point writer: layout, misses, rings, organisation
   int world_frame;
   int per_step;
   int has_start_time;
@@ -103,6 +103,9 @@ typedef struct lidar {
                                 //   (no allocation then; two, so that one is free whether a
                                 //   sweep ends inside a step or at its end)
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
+                                //   (organised: the points of every pixel of a revolution)
+  uint64_t grid_group0;         // organised per step: the step's first group (its column 0)
+  uint32_t grid_width;          //   and its columns
   size_t last_points;           // points of the last cloud published: a new buffer's first size
 
   // scratch of one batch (batch rays)
@@ -232,8 +235,8 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
 
   // one frame must fit in a step's output (per-revolution publishing); per step, the rays of
   // one firing instant, which no step can split (a flash frame, a custom list's rays of one
-  // time offset)
-  uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL ? 1 : maxret;
+  // time offset); an organised cloud has every pixel of every return
+  uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL && !tmp.points.organised ? 1 : maxret;
   if (d->max_frame_bytes) {
     double rays = d->publish_per_step ? instant_rays(&d->pattern) : frame_rays(&d->pattern);
     double bytes = rays * boundret * tmp.points.layout.point_step + 512.0;
@@ -338,6 +341,7 @@ typedef struct batch_ctx {
   const scene_horizon_t* horizon;   // nullable: rays above it are misses (depth 1)
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
   atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
+  lidar_points_grid_t grid;     // the pixels of the cloud (organised)
 } batch_ctx_t;
 
 
@@ -491,7 +495,8 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
 }
 
 
-// Phase 2 of a chunk: its points in firing order, packed at their offsets in the accumulator.
+// Phase 2 of a chunk: its points, appended at their offsets in the accumulator in firing
+// order, or (organised) at their pixels of the cloud.
 static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
@@ -504,7 +509,7 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
                                .n = m, .first = b->first + i0, .tau_origin = b->tau_origin,
                                .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
     uint8_t* dest = blob_data(l->acc) + (l->acc_n + l->chunk_points[c]) * step;
-    lidar_points_write(&l->points, &ck, dest);
+    lidar_points_write(&l->points, &ck, dest, l->points.organised ? &b->grid : NULL);
   }
 }
 
@@ -545,6 +550,10 @@ static blob_t* acc_take(lidar_t* l, size_t need) {
 static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
   size_t need = l->acc_n + more;
   uint32_t step = l->points.layout.point_step;
+  int revolution_grid = l->points.organised && !l->per_step;
+  if (revolution_grid && need < l->frame_points) {
+    need = l->frame_points;   // the pixels of a whole revolution from its first points
+  }
   if ((uint64_t)need * step > MAX_CLOUD_BYTES) {
     return err_set(msg, ERR_LIMIT, "lidar: a cloud of %zu points of %u bytes exceeds 4 GiB "
                    "(publish per step, or step more often)", need, step);
@@ -554,6 +563,15 @@ static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
     l->acc_n = 0;
     if (!l->acc) {
       return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
+    }
+
+    // an organised revolution the lidar joined after its start: the pixels of the rays before
+    // the cursor never fire, and count as written
+    lidar_cursor_t first = lidar_pattern_first_group(&l->pat, l->acc_sweep) * l->pat.nray;
+    if (revolution_grid && l->cursor > first) {
+      lidar_points_fill_unfired(&l->points, blob_data(l->acc), l->frame_points,
+                                l->points.columns);
+      l->acc_n = (size_t)(l->cursor - first) * l->maxret;
     }
   }
   size_t cap = blob_cap(l->acc) / step;
@@ -591,6 +609,11 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                    .horizon = l->horizon_on ? l->horizon : NULL,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   atomic_init(&b.stop, 0);
+  if (l->points.organised) {
+    b.grid.group0 = l->per_step ? l->grid_group0 : lidar_pattern_first_group(&l->pat, b.sweep);
+    b.grid.width = l->per_step ? l->grid_width : l->points.columns;
+    b.grid.destagger = !l->per_step;
+  }
   size_t nchunk = (n + l->chunk - 1) / l->chunk;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
   if (atomic_load(&b.stop)) {
@@ -609,6 +632,7 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   if (rc < 0) {
     return rc;
   }
+  b.grid.base = blob_data(l->acc);
   pool_parallel_for(v->pool, nchunk, 1, write_chunk, &b);
   l->acc_n += total;
   return 0;
@@ -655,7 +679,7 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, do
   if (rc < 0) {
     return rc;
   }
-
+  lidar_points_shape(&l->points, c->count, &c->height, &c->width);
 
   // the record keeps the buffer; the lidar keeps its own reference only while the committed
   // state still needs it (a step that is not committed goes back to it)
@@ -768,6 +792,12 @@ static void plan_step(const lidar_t* l, const saved_t* from, double t0, double t
   p->rays = p->last > p->s.cursor ? p->last - p->s.cursor : 0;
   uint64_t pub_points = 0, nrec = 0;
   p->one_bytes = 0.0;
+  uint64_t acc_n = p->s.acc_n;
+  if (l->points.organised && !l->per_step) {
+    // every pixel before the cursor counts as written (lidar_points_fill_unfired)
+    acc_n = (p->s.cursor - lidar_pattern_first_group(&l->pat, p->s.acc_sweep) * l->pat.nray) *
+            l->maxret;
+  }
   if (l->per_step) {
     pub_points = p->rays * (uint64_t)l->boundret;
     nrec = 1;
@@ -775,11 +805,11 @@ static void plan_step(const lidar_t* l, const saved_t* from, double t0, double t
     uint64_t last_sweep = lidar_sweep_of(&l->pat, p->last);
     lidar_cursor_t first = lidar_pattern_first_group(&l->pat, last_sweep) * l->pat.nray;
     if (first > p->s.cursor) {
-      pub_points = p->s.acc_n + (first - p->s.cursor) * (uint64_t)l->boundret;
+      pub_points = acc_n + (first - p->s.cursor) * (uint64_t)l->boundret;
       nrec = last_sweep - p->s.acc_sweep;
       lidar_cursor_t end =
           lidar_pattern_first_group(&l->pat, p->s.acc_sweep + 1) * l->pat.nray;
-      p->one_bytes = (double)(p->s.acc_n + (end - p->s.cursor) * (uint64_t)l->boundret) *
+      p->one_bytes = (double)(acc_n + (end - p->s.cursor) * (uint64_t)l->boundret) *
                      l->points.layout.point_step + 512.0;
     }
   }
@@ -845,6 +875,17 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
   }
   if (!l->started) {
     state_load(l, &plan.s);
+  }
+
+  // an organised cloud per step: its columns are the step's groups (an Ouster column fires at
+  // once: no step splits one), its pixels reserved at once (the buffer never moves while they
+  // are written)
+  if (l->points.organised && l->per_step) {
+    l->grid_group0 = l->cursor / l->pat.nray;
+    l->grid_width = (uint32_t)(plan.rays / l->pat.nray);
+    if (plan.rays && (rc = acc_reserve(l, (size_t)plan.rays * l->maxret, msg)) < 0) {
+      return rc;
+    }
   }
 
   // the horizon of the step's ray origins, when it repays its cost (depth 1 only: deeper

@@ -195,6 +195,13 @@ int lidar_pattern_ouster_check(const lidar_ouster_desc_t* d, const char* prefix,
 // degrees for 16 and 64 beams, 22.5 otherwise).
 double lidar_pattern_ouster_half_field(uint32_t channels);
 
+// The pixel shift of each beam of an Ouster pattern (p->kind LIDAR_PATTERN_OUSTER): the
+// columns by which ouster_ros moves beam i's pixels when it destaggers a scan, so that a column
+// of the published cloud looks in one direction, round(alpha_i W / 2 pi) for the beam's
+// azimuth angle alpha_i (beam_azimuth_angles, positive clockwise) and W columns. Output: out
+// (nray).
+void lidar_pattern_ouster_pixel_shifts(const lidar_pattern_t* p, int32_t* out);
+
 // RoboSense RS-Bpearl: 32 channels over a 90 degree vertical field.
 typedef struct lidar_bpearl_desc {
   double frequency;             // 10 or 20 Hz

@@ -302,6 +302,20 @@ int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t
   } else {
     memcpy(out.ring, p->ring, (size_t)p->nray * sizeof *out.ring);
   }
+
+  // the organised Ouster cloud: a pixel per beam and column (each column fires at once), the
+  // beams destaggered by their azimuth angles
+  out.organised = d->layout == LIDAR_LAYOUT_OUSTER && p->kind == LIDAR_PATTERN_OUSTER &&
+                  out.misses != LIDAR_MISS_REMOVE;
+  if (out.organised) {
+    out.columns = (uint32_t)p->groups_per_sweep;
+    out.shift = mem_alloc((size_t)p->nray * sizeof *out.shift);
+    if (!out.shift) {
+      lidar_points_close(&out);
+      return err_set(msg, ERR_NOMEM, "lidar: out of memory for %u beams", p->nray);
+    }
+    lidar_pattern_ouster_pixel_shifts(p, out.shift);
+  }
   *w = out;
   return 0;
 }
@@ -312,11 +326,27 @@ void lidar_points_close(lidar_points_t* w) {
     return;
   }
   mem_free(w->ring);
+  mem_free(w->shift);
   memset(w, 0, sizeof *w);
 }
 
 
+void lidar_points_shape(const lidar_points_t* w, uint32_t count, uint32_t* height,
+                        uint32_t* width) {
+  if (w->organised) {
+    *height = w->nray * w->maxret;
+    *width = count / *height;
+  } else {
+    *height = 1;
+    *width = count;
+  }
+}
+
+
 size_t lidar_points_count(const lidar_points_t* w, const uint8_t* nret, size_t n) {
+  if (w->organised) {
+    return n * w->maxret;
+  }
   size_t np = 0;
   if (w->misses == LIDAR_MISS_REMOVE) {
     for (size_t i = 0; i < n; i++) {
@@ -362,7 +392,8 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
 }
 
 
-void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
+void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest,
+                        const lidar_points_grid_t* grid) {
   if (w->lean) {
     write_lean(w, c, dest);
     return;
@@ -392,12 +423,28 @@ void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, 
     uint32_t k = (uint32_t)((c->first + j) % w->nray);
     pt.ring = w->ring[k];
 
-    // a miss, kept
-    if (n == 0) {
+    // where its points go: the next ones, or its pixels (a row per return, each rows apart)
+    size_t rows_apart = 0;
+    if (grid) {
+      uint64_t col = (c->first + j) / w->nray - grid->group0;
+      if (grid->destagger) {
+        int64_t s = (int64_t)w->shift[k] % (int64_t)grid->width;
+        col = (col + (uint64_t)(s < 0 ? s + (int64_t)grid->width : s)) % grid->width;
+      }
+      rows_apart = (size_t)w->nray * grid->width * step;
+      dest = grid->base + ((size_t)k * grid->width + (size_t)col) * step;
+    }
+
+    // a miss, kept; organised, every return the ray lacks
+    if (n == 0 || grid) {
       as_miss(w, &pt);
-      lidar_points_pack(&w->layout, &pt, dest);
-      dest += step;
-      continue;
+      for (uint32_t r = grid ? n : 0; r < (grid ? w->maxret : 1u); r++) {
+        lidar_points_pack(&w->layout, &pt, dest + r * rows_apart);
+      }
+      if (n == 0) {
+        dest += grid ? 0 : step;
+        continue;
+      }
     }
 
     // each return along the emission direction, in the chosen frame
@@ -429,9 +476,22 @@ void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, 
       pt.label = ret->label;
       pt.return_index = ret->index;
       pt.return_count = ret->count;
-      lidar_points_pack(&w->layout, &pt, dest);
-      dest += step;
+      lidar_points_pack(&w->layout, &pt, grid ? dest + r * rows_apart : dest);
+      if (!grid) {
+        dest += step;
+      }
     }
   }
 }
 
+
+void lidar_points_fill_unfired(const lidar_points_t* w, uint8_t* base, size_t count,
+                               uint32_t width) {
+  lidar_point_t pt;
+  memset(&pt, 0, sizeof pt);
+  as_miss(w, &pt);
+  for (size_t p = 0; p < count; p++) {
+    pt.ring = w->ring[(p / width) % w->nray];
+    lidar_points_pack(&w->layout, &pt, base + p * w->layout.point_step);
+  }
+}

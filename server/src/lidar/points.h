@@ -18,9 +18,13 @@
 // normal incidence without range losses), ambient (uint16, 0: no ambient light model) and
 // range (uint32 mm).
 //
-// A cloud's points are in firing order, each ray's returns in a row. Rings follow the drivers:
-// with the velodyne preset `ring` is the channel's rank by elevation (0 = lowest, as
-// velodyne_pointcloud numbers lasers), otherwise the pattern's channel.
+// Rings and order follow the drivers: with the velodyne preset `ring` is the channel's rank by
+// elevation (0 = lowest, as velodyne_pointcloud numbers lasers), otherwise the pattern's
+// channel. A cloud is unorganised (1 x N, points in firing order, each ray's returns in a row),
+// except the ouster preset on an Ouster pattern with misses kept, which is organised as
+// ouster_ros publishes it: a point per pixel, rows = beams from the top (then the same beams'
+// second returns, and so on), columns in measurement order, destaggered per beam for a whole
+// revolution.
 //
 // Thread: a layout and a writer are read-only after init; lidar_points_write runs on any thread
 // (on disjoint destinations).
@@ -136,15 +140,24 @@ typedef struct lidar_points {
   double range_offset;          // m added to a return's distance for `range` (Ouster beam
                                 //   origin: the device counts range from the lidar's axis)
   uint32_t* ring;               // (nray) the ring ray k of a group reports
+  int organised;                // a point per ray and return at its pixel (ouster preset on an
+                                //   Ouster pattern, misses kept); else appended in firing order
+  uint32_t columns;             // organised: groups per sweep
+  int32_t* shift;               // (nray) organised: each beam's destaggering shift, in columns
 } lidar_points_t;
 
 // Build a writer: the layout (ERR_INVAL naming the field, as lidar_layout_init), the rings the
-// layout reports. ERR_NOMEM. Release with lidar_points_close.
+// layout reports, the organisation. ERR_NOMEM. Release with lidar_points_close.
 int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t* msg)
     CHECKRET;
 
 // Release the tables; w is zeroed. Nullable: w.
 void lidar_points_close(lidar_points_t* w);
+
+// Height and width of a cloud of `count` points (organised: rows of the rays' returns, beams
+// times returns; else 1 x count).
+void lidar_points_shape(const lidar_points_t* w, uint32_t count, uint32_t* height,
+                        uint32_t* width);
 
 // A chunk of rays and their returns, as the stages before leave them.
 typedef struct lidar_points_chunk {
@@ -164,10 +177,28 @@ typedef struct lidar_points_chunk {
   const lidar_sweep_pose_t* fixed;  //   frame are turned by the sensor pose at the ray's time
 } lidar_points_chunk_t;
 
-// Points a chunk writes: each ray's returns (a miss kept when it has none).
+// The pixels of an organised cloud: column c holds group group0 + c (destagger: beam i's pixel
+// of group group0 + m sits in column (m + shift[i]) mod width, a whole revolution).
+typedef struct lidar_points_grid {
+  uint8_t* base;                // point 0 of the cloud
+  uint64_t group0;
+  uint32_t width;               // columns
+  int destagger;
+} lidar_points_grid_t;
+
+// Points a chunk writes: each ray's returns (a miss kept when it has none), or every ray's
+// maxret pixels when organised.
 size_t lidar_points_count(const lidar_points_t* w, const uint8_t* nret, size_t n);
 
-// Write the chunk's points at dest, in firing order.
-void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest);
+// Write the chunk's points: appended at dest in firing order, or (organised) at their pixels of
+// grid (dest unused): the ray's returns in rows r nray + k, its missing returns as misses.
+void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest,
+                        const lidar_points_grid_t* grid);
+
+// Every pixel of an organised cloud of `count` points and `width` columns as a ray that never
+// fired (a revolution the lidar joined after its start, as ouster_ros fills columns it did not
+// receive): a miss (positions by the miss mode), t 0, its beam's ring.
+void lidar_points_fill_unfired(const lidar_points_t* w, uint8_t* base, size_t count,
+                               uint32_t width);
 
 #endif  // SENSIM_LIDAR_POINTS_H_

@@ -78,6 +78,8 @@ typedef struct sensor_cloud {
   uint32_t nfield;
   uint32_t point_step;
   uint32_t count;               // points
+  uint32_t height, width;       // organisation: height x width = count, rows of width points
+                                //   (an organised lidar cloud); 0 x 0 = unorganised, 1 x count
   uint8_t* data;                // count * point_step bytes, inside blob (read only once shared)
   blob_t* blob;                 // the buffer holding data; one reference owned by the record
   double frame_start_time;      // s; each point's time offset is relative to it

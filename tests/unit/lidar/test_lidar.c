@@ -5,7 +5,9 @@
 // a VLP-16 in a closed room fires the firing table's times and azimuths in continuous time,
 // the same revolution assembled from 1, 10 and 1000 steps is the same, 1 and 2 workers give
 // the same bytes (on the segment heap's rows and on the depth-1 packets of tiles), misses are
-// removed or kept, bad configurations name their field.
+// removed or kept, bad configurations name their field; the Ouster point type on an Ouster
+// pattern is organised as ouster_ros publishes it (rows = beams from the top, destaggered
+// columns, a pixel per ray and return, misses and unfired columns at NaN).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -825,7 +827,7 @@ TEST(lidar_does_not_see_its_own_body_unless_asked) {
 
 // Steps of a VLP-16 (publishing per revolution) in a room with a moving box, every step first
 // tried with the nth allocation failing for n = 1, 2, ... until it succeeds (when oom is set).
-static int oom_run(int oom, clouds_t* c) {
+static int oom_run(int oom, int organised, clouds_t* c) {
   fx_t f;
   ASSERT_OK(fx_open(&f, 2));
   err_msg_t msg = {0};
@@ -834,8 +836,21 @@ static int oom_run(int oom, clouds_t* c) {
   ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 9.0, 0, 0, 0, at(0, 0, 0)));
   ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 0.5, 0.5, 0.5, 2, xform_identity()));
   lidar_desc_t d = base_desc();
-  lidar_vlp16_desc_t v = {.frequency = 20.0};
-  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  if (organised) {
+    // an organised Ouster cloud joined in the middle of its first revolution
+    lidar_ouster_desc_t o = {.channels = 16, .columns = 512, .frequency = 10.0,
+                             .elevation_max = NAN, .elevation_min = NAN};
+    ASSERT_OK(lidar_pattern_ouster_init(&d.pattern, &o, "lidar.ouster", &msg));
+    d.fields = NULL;
+    d.nfield = 0;
+    d.layout = LIDAR_LAYOUT_OUSTER;
+    d.misses = LIDAR_MISS_NAN;
+    d.has_start_time = 1;
+    d.start_time = -0.03;
+  } else {
+    lidar_vlp16_desc_t v = {.frequency = 20.0};
+    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  }
   d.returns.distance_noise.stddev_base = 0.01;
   ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
   uint32_t ids[1] = {2};
@@ -871,20 +886,25 @@ static int oom_run(int oom, clouds_t* c) {
 TEST(lidar_failed_steps_change_nothing) {
   // a step that runs out of memory anywhere leaves the lidar as it was: retried, the clouds are
   // those of a run that never failed
-  static clouds_t ref, got;
-  ASSERT_OK(oom_run(0, &ref));
-  ASSERT_OK(oom_run(1, &got));
-  ASSERT_EQ(ref.n, 4);   // revolutions of 50 ms completed by 0.21 s
-  ASSERT_EQ(got.n, ref.n);
-  for (uint32_t i = 0; i < ref.n; i++) {
-    const sensor_cloud_t* a = &ref.rec[i].u.cloud;
-    const sensor_cloud_t* b = &got.rec[i].u.cloud;
-    ASSERT_EQ(a->count, b->count);
-    ASSERT_EQ(ref.rec[i].frame, got.rec[i].frame);
-    ASSERT_TRUE(memcmp(a->data, b->data, (size_t)a->count * a->point_step) == 0);
+  // (and an organised cloud, whose pixels are written out of firing order)
+  for (int organised = 0; organised < 2; organised++) {
+    static clouds_t ref, got;
+    ASSERT_OK(oom_run(0, organised, &ref));
+    ASSERT_OK(oom_run(1, organised, &got));
+    // revolutions of 50 ms completed by 0.21 s; of 100 ms from -0.03 s
+    ASSERT_EQ(ref.n, organised ? 2 : 4);
+    ASSERT_EQ(got.n, ref.n);
+    for (uint32_t i = 0; i < ref.n; i++) {
+      const sensor_cloud_t* a = &ref.rec[i].u.cloud;
+      const sensor_cloud_t* b = &got.rec[i].u.cloud;
+      ASSERT_EQ(a->count, b->count);
+      ASSERT_EQ(a->height, b->height);
+      ASSERT_EQ(ref.rec[i].frame, got.rec[i].frame);
+      ASSERT_TRUE(memcmp(a->data, b->data, (size_t)a->count * a->point_step) == 0);
+    }
+    clouds_free(&ref);
+    clouds_free(&got);
   }
-  clouds_free(&ref);
-  clouds_free(&got);
   return 0;
 }
 
@@ -1463,6 +1483,174 @@ TEST(lidar_default_cloud_equals_the_full_clouds_columns) {
     }
     clouds_free(&a);
     clouds_free(&b);
+    fx_close(&f);
+  }
+  return 0;
+}
+
+
+//---------------- Driver layouts
+
+// Beam azimuth angles of a unit, degrees clockwise of the encoder (every fourth beam alike):
+// ouster_ros destaggers them by 6, 2, -2 and -6 of 512 columns.
+static const double kBeamAzimuthDeg[4] = {4.22, 1.41, -1.40, -4.18};
+
+// An OS1-16 (512 columns at 10 Hz, +-16.6 degrees) with those beam azimuths, 1 m above an
+// unbounded ground plane, with the Ouster point type and misses at NaN (ouster_ros's): the
+// eight beams below the horizon hit the ground at 1 / sin(-elevation), the others miss.
+static int ouster_over_ground(fx_t* f, lidar_desc_t* d, double beam_az[16]) {
+  ASSERT_OK(fx_open(f, 2));
+  ASSERT_OK(add_prim(f->e, 1, 1, SCENE_PRIM_PLANE, 0.0, 0, 0, 0, at(0, 0, -1)));
+  *d = base_desc();
+  d->fields = NULL;
+  d->nfield = 0;
+  d->layout = LIDAR_LAYOUT_OUSTER;
+  d->misses = LIDAR_MISS_NAN;
+  for (int i = 0; i < 16; i++) {
+    beam_az[i] = kBeamAzimuthDeg[i % 4] * DEG;
+  }
+  lidar_ouster_desc_t o = {.channels = 16, .columns = 512, .frequency = 10.0,
+                           .elevation_max = NAN, .elevation_min = NAN, .azimuths = beam_az,
+                           .nazimuth = 16};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_ouster_init(&d->pattern, &o, "lidar.ouster", &msg));
+  return 0;
+}
+
+
+// Angle in (-pi, pi].
+static double wrap(double a) {
+  double r = remainder(a, 2.0 * M_PI);
+  return r <= -M_PI ? r + 2.0 * M_PI : r;
+}
+
+
+// Pixel (row, col) of an organised Ouster cloud against the sensor: beam u = row mod 16 fired
+// in column m at m / (f W) (t: that time less t0_ns, in ns), looking at azimuth
+// pi - 2 pi m / W - alpha_u; the first image (rows 0-15) holds its ground return, every other
+// row a miss. `col_azimuth`: the azimuth the cloud's column looks at (a destaggered column),
+// NAN when it is the staggered column m itself. m < 0: a pixel that never fired.
+static int check_pixel(const sensor_cloud_t* pc, uint32_t row, uint32_t col, int64_t m,
+                       double t0_ns, double col_azimuth) {
+  uint32_t i = row * pc->width + col, u = row % 16;
+  double el = (16.6 - 33.2 * u / 15.0) * DEG;
+  ASSERT_EQ(getu(pc, i, 26, 2), u);                     // ring: the beam, from the top
+  double t_ns = m < 0 ? 0.0 : (double)m * 1e9 / 5120.0 - t0_ns;
+  ASSERT_NEAR((double)getu(pc, i, 20, 4), t_ns, 1.0);   // t
+  double x = getf(pc, i, 0), y = getf(pc, i, 4), z = getf(pc, i, 8);
+  if (m < 0 || row >= 16 || el > 0.0) {
+    ASSERT_TRUE(isnan(x) && isnan(y) && isnan(z));
+    ASSERT_EQ(getu(pc, i, 32, 4), 0);                   // range
+    ASSERT_EQ(getf(pc, i, 16), 0.0f);                   // intensity
+    ASSERT_EQ(getu(pc, i, 24, 2), 0);                   // reflectivity
+    return 0;
+  }
+  double r = 1.0 / sin(-el);
+  ASSERT_NEAR(z, -1.0, 1e-4);
+  ASSERT_NEAR((double)getu(pc, i, 32, 4), 1e3 * r, 1.0);
+  ASSERT_TRUE(getf(pc, i, 16) > 0.0f);
+  double az = atan2(y, x);
+  ASSERT_NEAR(wrap(az - (M_PI - 2.0 * M_PI * (double)m / 512.0 + kBeamAzimuthDeg[u % 4] * -DEG)),
+              0.0, 1e-5);
+  if (!isnan(col_azimuth)) {
+    ASSERT_TRUE(fabs(wrap(az - col_azimuth)) <= M_PI / 512.0 + 1e-5);
+  }
+  return 0;
+}
+
+
+TEST(lidar_ouster_layout_is_organised_as_ouster_ros) {
+  // a revolution: 16 rows of 512 pixels, row-major, each column destaggered to look in one
+  // direction (beam u's pixel of column v fired in column v - shift_u); with dual returns the
+  // second returns' image follows (here all misses: one surface); joined in the middle of a
+  // revolution, the columns it did not fire are misses at t = 0
+  const int shift[4] = {6, 2, -2, -6};
+  for (int variant = 0; variant < 3; variant++) {
+    fx_t f;
+    lidar_desc_t d;
+    double beam_az[16];
+    ASSERT_OK(ouster_over_ground(&f, &d, beam_az));
+    if (variant == 1) {
+      d.returns.mode = LIDAR_RETURN_DUAL;
+    }
+    if (variant == 2) {
+      d.has_start_time = 1;
+      d.start_time = -0.05;
+    }
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(run(f.e, 0.0, 0.09, 3, 3, &c));
+    ASSERT_EQ(c.n, variant == 2 ? 1 : 0);
+    ASSERT_OK(run(f.e, 0.09, 0.1, 1, 3, &c));
+    ASSERT_EQ(c.n, 1);
+    const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+    uint32_t rows = variant == 1 ? 32 : 16;
+    ASSERT_EQ(pc->point_step, 48);
+    ASSERT_EQ(pc->height, rows);
+    ASSERT_EQ(pc->width, 512);
+    ASSERT_EQ(pc->count, rows * 512);
+    ASSERT_EQ(pc->complete, variant != 2);
+    for (uint32_t row = 0; row < rows; row++) {
+      for (uint32_t v = 0; v < 512; v++) {
+        int64_t m = ((int64_t)v - shift[row % 4] + 512) % 512;
+        if (variant == 2 && m < 256) {
+          m = -1;   // before the lidar's first step
+        }
+        ASSERT_OK(check_pixel(pc, row, v, m, 0.0, M_PI - 2.0 * M_PI * v / 512.0));
+      }
+    }
+    clouds_free(&c);
+    fx_close(&f);
+  }
+  return 0;
+}
+
+
+TEST(lidar_ouster_layout_per_step_and_without_misses) {
+  // per step: the step's columns in firing order (a part of a revolution is not destaggered);
+  // misses removed: the points in firing order, one row
+  for (int variant = 0; variant < 2; variant++) {
+    fx_t f;
+    lidar_desc_t d;
+    double beam_az[16];
+    ASSERT_OK(ouster_over_ground(&f, &d, beam_az));
+    d.publish_per_step = variant == 0;
+    d.misses = variant == 0 ? LIDAR_MISS_NAN : LIDAR_MISS_REMOVE;
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(run(f.e, 0.0, 0.1, 2, 3, &c));
+    if (variant == 1) {
+      ASSERT_EQ(c.n, 1);
+      const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+      ASSERT_EQ(pc->count, 8 * 512);
+      ASSERT_EQ(pc->height, 1);
+      ASSERT_EQ(pc->width, pc->count);
+      for (uint32_t i = 0; i < pc->count; i++) {
+        ASSERT_EQ(getu(pc, i, 26, 2), 8 + i % 8);   // beam by beam below the horizon
+      }
+    } else {
+      // columns 0 .. 256 in (0, 0.05] (the first step takes its start), 257 .. 512 after
+      ASSERT_EQ(c.n, 2);
+      int64_t m0 = 0;
+      for (uint32_t s = 0; s < 2; s++) {
+        const sensor_cloud_t* pc = &c.rec[s].u.cloud;
+        uint32_t width = s == 0 ? 257 : 256;
+        ASSERT_EQ(pc->height, 16);
+        ASSERT_EQ(pc->width, width);
+        ASSERT_EQ(pc->count, 16 * width);
+        for (uint32_t row = 0; row < 16; row++) {
+          for (uint32_t col = 0; col < width; col++) {
+            ASSERT_OK(check_pixel(pc, row, col, m0 + col, s * 0.05e9, NAN));
+          }
+        }
+        m0 += width;
+      }
+    }
+    clouds_free(&c);
     fx_close(&f);
   }
   return 0;
