@@ -34,6 +34,9 @@ packages=(
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
   python3-yaml
+  # the driver-layout tests read clouds back with ROS's own reader (sensor_msgs' point_cloud2
+  # imports roslib, which apt does not pull in)
+  python3-sensor-msgs python3-roslib
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of
