@@ -341,7 +341,7 @@ typedef struct batch_ctx {
   const scene_horizon_t* horizon;   // nullable: rays above it are misses (depth 1)
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
   atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
-  lidar_points_grid_t grid;     // the pixels of the cloud (organised)
+  lidar_points_dest_t dest;     // where the points go (at: per chunk)
 } batch_ctx_t;
 
 
@@ -500,7 +500,6 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
 static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
-  uint32_t step = l->points.layout.point_step;
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * l->chunk;
     size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
@@ -508,9 +507,61 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
                                .returns = l->returns + i0 * l->maxret, .world = l->rays + i0,
                                .n = m, .first = b->first + i0, .tau_origin = b->tau_origin,
                                .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
-    uint8_t* dest = blob_data(l->acc) + (l->acc_n + l->chunk_points[c]) * step;
-    lidar_points_write(&l->points, &ck, dest, l->points.organised ? &b->grid : NULL);
+    lidar_points_dest_t d = b->dest;
+    d.at = l->acc_n + l->chunk_points[c];
+    lidar_points_write(&l->points, &ck, &d);
   }
+}
+
+
+// The accumulator of n points: their points, then (when the writer gives azimuths) from the
+// next multiple of 4 their azimuths (float32).
+static size_t acc_bytes(const lidar_t* l, size_t n) {
+  return n * l->points.layout.point_step + (l->points.azimuths ? 3 + 4 * n : 0);
+}
+
+
+// Points buffer b holds (the inverse of acc_bytes).
+static size_t acc_cap(const lidar_t* l, const blob_t* b) {
+  size_t bytes = blob_cap(b), step = l->points.layout.point_step;
+  if (!l->points.azimuths) {
+    return bytes / step;
+  }
+  return bytes < 3 ? 0 : (bytes - 3) / (step + 4);
+}
+
+
+// The azimuths of a buffer of cap points.
+static float* acc_azimuths(const lidar_t* l, blob_t* b, size_t cap) {
+  size_t at = (cap * l->points.layout.point_step + 3) & ~(size_t)3;
+  return (float*)(void*)(blob_data(b) + at);
+}
+
+
+// Move the first n azimuths of buffer b from where a buffer of `from` points holds them to
+// where one of `to` points does.
+static void acc_move_azimuths(const lidar_t* l, blob_t* b, size_t from, size_t to, size_t n) {
+  if (l->points.azimuths) {
+    memmove(acc_azimuths(l, b, to), acc_azimuths(l, b, from), n * sizeof(float));
+  }
+}
+
+
+// Resize the accumulator (exclusive) to cap points, its azimuths with it (before shrinking,
+// after growing). 0, or -1 when memory is short (nothing changed).
+static int acc_resize(lidar_t* l, size_t cap) {
+  size_t old = acc_cap(l, l->acc), n = cap < old ? cap : old;
+  if (cap < old) {
+    acc_move_azimuths(l, l->acc, old, cap, n);
+  }
+  if (blob_resize(&l->acc, acc_bytes(l, cap)) != 0) {
+    acc_move_azimuths(l, l->acc, cap, old, n);
+    return -1;
+  }
+  if (cap > old) {
+    acc_move_azimuths(l, l->acc, old, cap, n);
+  }
+  return 0;
 }
 
 
@@ -536,13 +587,13 @@ static blob_t* acc_take(lidar_t* l, size_t need) {
       l->spare[0] = l->spare[1];
     }
     l->spare[1] = NULL;
-    size_t cap = blob_cap(b) / step;
+    size_t cap = acc_cap(l, b);
     if (cap >= points && cap / 4 <= points) {
       return b;
     }
     blob_release(b);   // the wrong size: its bytes are not needed
   }
-  return blob_create(points * step);
+  return blob_create(acc_bytes(l, points));
 }
 
 
@@ -569,12 +620,14 @@ static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
     // the cursor never fire, and count as written
     lidar_cursor_t first = lidar_pattern_first_group(&l->pat, l->acc_sweep) * l->pat.nray;
     if (revolution_grid && l->cursor > first) {
-      lidar_points_fill_unfired(&l->points, blob_data(l->acc), l->frame_points,
-                                l->points.columns);
+      size_t cap = acc_cap(l, l->acc);
+      lidar_points_dest_t d = {.base = blob_data(l->acc), .width = l->points.columns,
+                               .azimuth = acc_azimuths(l, l->acc, cap)};
+      lidar_points_fill_unfired(&l->points, &d, l->frame_points);
       l->acc_n = (size_t)(l->cursor - first) * l->maxret;
     }
   }
-  size_t cap = blob_cap(l->acc) / step;
+  size_t cap = acc_cap(l, l->acc);
   if (need <= cap) {
     return 0;
   }
@@ -589,7 +642,7 @@ static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
   // The accumulator is never shared while points are added to it (a published buffer is
   // replaced by another), so it can grow in place; the committed state follows it.
   blob_t* old = l->acc;
-  if (!blob_is_exclusive(old) || blob_resize(&l->acc, cap * step) != 0) {
+  if (!blob_is_exclusive(old) || acc_resize(l, cap) != 0) {
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
   }
   if (l->committed.acc == old) {
@@ -610,9 +663,9 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   atomic_init(&b.stop, 0);
   if (l->points.organised) {
-    b.grid.group0 = l->per_step ? l->grid_group0 : lidar_pattern_first_group(&l->pat, b.sweep);
-    b.grid.width = l->per_step ? l->grid_width : l->points.columns;
-    b.grid.destagger = !l->per_step;
+    b.dest.group0 = l->per_step ? l->grid_group0 : lidar_pattern_first_group(&l->pat, b.sweep);
+    b.dest.width = l->per_step ? l->grid_width : l->points.columns;
+    b.dest.destagger = !l->per_step;
   }
   size_t nchunk = (n + l->chunk - 1) / l->chunk;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
@@ -632,7 +685,9 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   if (rc < 0) {
     return rc;
   }
-  b.grid.base = blob_data(l->acc);
+  size_t cap = acc_cap(l, l->acc);
+  b.dest.base = blob_data(l->acc);
+  b.dest.azimuth = acc_azimuths(l, l->acc, cap);
   pool_parallel_for(v->pool, nchunk, 1, write_chunk, &b);
   l->acc_n += total;
   return 0;
@@ -646,12 +701,11 @@ static void acc_trim(lidar_t* l, size_t keep, size_t typical) {
   size_t target = keep > typical ? keep : typical;
   target = target > l->frame_points ? target : l->frame_points;
   target = target > 4096 ? target : 4096;
-  uint32_t step = l->points.layout.point_step;
-  if (!l->acc || blob_cap(l->acc) / step / 4 <= target || !blob_is_exclusive(l->acc)) {
+  if (!l->acc || acc_cap(l, l->acc) / 4 <= target || !blob_is_exclusive(l->acc)) {
     return;
   }
   blob_t* old = l->acc;
-  if (blob_resize(&l->acc, target * step) == 0 && l->committed.acc == old) {
+  if (acc_resize(l, target) == 0 && l->committed.acc == old) {
     l->committed.acc = l->acc;
   }
 }
@@ -680,6 +734,12 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, do
     return rc;
   }
   lidar_points_shape(&l->points, c->count, &c->height, &c->width);
+
+  // for the encoders: the channels' stride and the azimuths the points were aimed at
+  c->stride = l->points.stride;
+  if (l->acc && l->points.azimuths) {
+    c->azimuth = acc_azimuths(l, l->acc, acc_cap(l, l->acc));
+  }
 
   // the record keeps the buffer; the lidar keeps its own reference only while the committed
   // state still needs it (a step that is not committed goes back to it)

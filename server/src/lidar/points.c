@@ -316,6 +316,16 @@ int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t
     }
     lidar_pattern_ouster_pixel_shifts(p, out.shift);
   }
+
+  // for the encoders: the aimed azimuths (sensor frame, records that have them) and the stride
+  // of the points' channels (one point a ray: a ray's predecessor in its channel is a group
+  // back; an organised row runs along one beam)
+  out.azimuths = !out.world_frame && !out.lean;
+  if (out.organised) {
+    out.stride = 1;
+  } else if (out.maxret == 1 && out.misses != LIDAR_MISS_REMOVE) {
+    out.stride = p->nray;
+  }
   *w = out;
   return 0;
 }
@@ -392,13 +402,23 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
 }
 
 
-void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest,
-                        const lidar_points_grid_t* grid) {
+// Point p of the cloud at d, and its azimuth.
+static inline void put(const lidar_points_t* w, const lidar_points_dest_t* d, size_t p,
+                       const lidar_point_t* pt) {
+  lidar_points_pack(&w->layout, pt, d->base + p * w->layout.point_step);
+  if (w->azimuths) {
+    d->azimuth[p] = (float)pt->azimuth;
+  }
+}
+
+
+void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c,
+                        const lidar_points_dest_t* d) {
   if (w->lean) {
-    write_lean(w, c, dest);
+    write_lean(w, c, d->base + d->at * w->layout.point_step);
     return;
   }
-  const uint32_t step = w->layout.point_step;
+  size_t at = d->at;
   const int own_offsets = isnan(c->tau_origin);
   lidar_sweep_pose_t pose;   // for normals in the sensor frame: the sensor's pose at ray time
   if (c->fixed) {
@@ -423,26 +443,26 @@ void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, 
     uint32_t k = (uint32_t)((c->first + j) % w->nray);
     pt.ring = w->ring[k];
 
-    // where its points go: the next ones, or its pixels (a row per return, each rows apart)
-    size_t rows_apart = 0;
-    if (grid) {
-      uint64_t col = (c->first + j) / w->nray - grid->group0;
-      if (grid->destagger) {
-        int64_t s = (int64_t)w->shift[k] % (int64_t)grid->width;
-        col = (col + (uint64_t)(s < 0 ? s + (int64_t)grid->width : s)) % grid->width;
+    // where its points go: the next ones, or its pixels (a row per return, each `apart`)
+    size_t p0 = at, apart = 1;
+    if (w->organised) {
+      uint64_t col = (c->first + j) / w->nray - d->group0;
+      if (d->destagger) {
+        int64_t s = (int64_t)w->shift[k] % (int64_t)d->width;
+        col = (col + (uint64_t)(s < 0 ? s + (int64_t)d->width : s)) % d->width;
       }
-      rows_apart = (size_t)w->nray * grid->width * step;
-      dest = grid->base + ((size_t)k * grid->width + (size_t)col) * step;
+      apart = (size_t)w->nray * d->width;
+      p0 = (size_t)k * d->width + (size_t)col;
     }
 
     // a miss, kept; organised, every return the ray lacks
-    if (n == 0 || grid) {
+    if (n == 0 || w->organised) {
       as_miss(w, &pt);
-      for (uint32_t r = grid ? n : 0; r < (grid ? w->maxret : 1u); r++) {
-        lidar_points_pack(&w->layout, &pt, dest + r * rows_apart);
+      for (uint32_t r = w->organised ? n : 0; r < (w->organised ? w->maxret : 1u); r++) {
+        put(w, d, p0 + r * apart, &pt);
       }
       if (n == 0) {
-        dest += grid ? 0 : step;
+        at += w->organised ? 0 : 1;
         continue;
       }
     }
@@ -476,22 +496,21 @@ void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, 
       pt.label = ret->label;
       pt.return_index = ret->index;
       pt.return_count = ret->count;
-      lidar_points_pack(&w->layout, &pt, grid ? dest + r * rows_apart : dest);
-      if (!grid) {
-        dest += step;
-      }
+      put(w, d, p0 + r * apart, &pt);
+      at += w->organised ? 0 : 1;
     }
   }
 }
 
 
-void lidar_points_fill_unfired(const lidar_points_t* w, uint8_t* base, size_t count,
-                               uint32_t width) {
+void lidar_points_fill_unfired(const lidar_points_t* w, const lidar_points_dest_t* d,
+                               size_t count) {
   lidar_point_t pt;
   memset(&pt, 0, sizeof pt);
   as_miss(w, &pt);
+  pt.azimuth = NAN;
   for (size_t p = 0; p < count; p++) {
-    pt.ring = w->ring[(p / width) % w->nray];
-    lidar_points_pack(&w->layout, &pt, base + p * w->layout.point_step);
+    pt.ring = w->ring[(p / d->width) % w->nray];
+    put(w, d, p, &pt);
   }
 }

@@ -144,6 +144,14 @@ typedef struct lidar_points {
                                 //   Ouster pattern, misses kept); else appended in firing order
   uint32_t columns;             // organised: groups per sweep
   int32_t* shift;               // (nray) organised: each beam's destaggering shift, in columns
+  int azimuths;                 // beside the points, the azimuth each was aimed at (sensor
+                                //   frame, float32), which the quantized encoder takes instead
+                                //   of recovering it; not in the world frame nor for lean
+                                //   clouds
+  uint32_t stride;              // the cloud's channels per column for the encoders: a point's
+                                //   predecessor in its channel is `stride` points back (rays per
+                                //   group, one point each; organised: the row's previous pixel,
+                                //   1); 0: no such structure (points removed, or several returns)
 } lidar_points_t;
 
 // Build a writer: the layout (ERR_INVAL naming the field, as lidar_layout_init), the rings the
@@ -177,28 +185,32 @@ typedef struct lidar_points_chunk {
   const lidar_sweep_pose_t* fixed;  //   frame are turned by the sensor pose at the ray's time
 } lidar_points_chunk_t;
 
-// The pixels of an organised cloud: column c holds group group0 + c (destagger: beam i's pixel
-// of group group0 + m sits in column (m + shift[i]) mod width, a whole revolution).
-typedef struct lidar_points_grid {
+// Where a chunk's points go: the cloud's points (and their azimuths), from point `at`
+// on in firing order, or (organised) at their pixels: column c holds group group0 + c
+// (destagger: beam i's pixel of group group0 + m sits in column (m + shift[i]) mod width, a
+// whole revolution).
+typedef struct lidar_points_dest {
   uint8_t* base;                // point 0 of the cloud
-  uint64_t group0;
-  uint32_t width;               // columns
+  float* azimuth;               // (points of the cloud) when w->azimuths, else unused
+  size_t at;                    // unorganised: the chunk's first point
+  uint64_t group0;              // organised
+  uint32_t width;               //   columns
   int destagger;
-} lidar_points_grid_t;
+} lidar_points_dest_t;
 
 // Points a chunk writes: each ray's returns (a miss kept when it has none), or every ray's
 // maxret pixels when organised.
 size_t lidar_points_count(const lidar_points_t* w, const uint8_t* nret, size_t n);
 
-// Write the chunk's points: appended at dest in firing order, or (organised) at their pixels of
-// grid (dest unused): the ray's returns in rows r nray + k, its missing returns as misses.
-void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest,
-                        const lidar_points_grid_t* grid);
+// Write the chunk's points (and azimuths) at d: in firing order, or (organised) at their pixels,
+// the ray's returns in rows r nray + k, the returns it lacks as misses.
+void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c,
+                        const lidar_points_dest_t* d);
 
-// Every pixel of an organised cloud of `count` points and `width` columns as a ray that never
+// Every pixel of an organised cloud of `count` points (d->width columns) as a ray that never
 // fired (a revolution the lidar joined after its start, as ouster_ros fills columns it did not
-// receive): a miss (positions by the miss mode), t 0, its beam's ring.
-void lidar_points_fill_unfired(const lidar_points_t* w, uint8_t* base, size_t count,
-                               uint32_t width);
+// receive): a miss (positions by the miss mode), t 0, its beam's ring, azimuth NaN.
+void lidar_points_fill_unfired(const lidar_points_t* w, const lidar_points_dest_t* d,
+                               size_t count);
 
 #endif  // SENSIM_LIDAR_POINTS_H_

@@ -85,6 +85,11 @@ typedef struct sensor_cloud {
   double frame_start_time;      // s; each point's time offset is relative to it
   int complete;                 // a whole revolution (or flash frame)
   int world_frame;              // points in the world frame (else the sensor frame)
+  // what the sensor knows of its points, for the encoders (codec/): 0 / NULL when it does not
+  uint32_t stride;              // the point of the same channel in the previous column is
+                                //   `stride` points back
+  const float* azimuth;         // (count) rad: the azimuth the sensor aimed each point at, in
+                                //   the cloud's frame (inside blob)
 } sensor_cloud_t;
 
 typedef struct sensor_imu {

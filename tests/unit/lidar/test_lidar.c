@@ -1119,8 +1119,9 @@ TEST(lidar_refuses_a_step_over_its_output_budget_before_tracing) {
 
 TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
   // 30 s of a VLP-16 at 20 Hz in one step: 8.7 M points of 4 bytes gathered (35 MB, inside
-  // the step's output), then about one frame (14,480 rays) kept once the step is committed;
-  // a refused state update (a step too long) leaves it as small
+  // the step's output; 4 bytes more each for their azimuths), then about one frame (14,480
+  // rays) kept once the step is committed; a refused state update (a step too long) leaves it
+  // as small
   fx_t f;
   ASSERT_OK(sphere_room(&f, 0, 10.0));
   lidar_desc_t d = base_desc();
@@ -1138,9 +1139,9 @@ TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
   ASSERT_OK(do_step(f.e, 0.0));
   ASSERT_OK(set_state(f.e, 30.0, 0, NULL, NULL));
   ASSERT_OK(do_step(f.e, 30.0));
-  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 4 * 14480 + 4 * 4096);
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 8 * 14480 + 8 * 4096 + 3);
   ASSERT_TRUE(refused_state(f.e, 100.0, &msg));
-  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 4 * 14480 + 4 * 4096);
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 8 * 14480 + 8 * 4096 + 3);
   fx_close(&f);
   return 0;
 }
@@ -1653,5 +1654,108 @@ TEST(lidar_ouster_layout_per_step_and_without_misses) {
     clouds_free(&c);
     fx_close(&f);
   }
+  return 0;
+}
+
+
+//---------------- For the encoders
+
+// Every point's azimuth beside a cloud (record) equals its `azimuth` field.
+static int azimuths_match(const sensor_cloud_t* pc) {
+  int oa = field_of(pc, "azimuth");
+  ASSERT_TRUE(oa >= 0 && pc->azimuth != NULL);
+  for (uint32_t i = 0; i < pc->count; i++) {
+    ASSERT_EQ(pc->azimuth[i], getf(pc, i, oa));
+  }
+  return 0;
+}
+
+
+TEST(lidar_records_carry_the_aimed_azimuths_and_the_stride) {
+  // a VLP-16 with misses kept: one point a ray, 16 channels per firing sequence; the azimuths
+  // beside the points follow them through a buffer that grows (a long step published per step)
+  // and one trimmed (a long step per revolution, its open sweep kept at commit)
+  const char* names[3] = {"x", "azimuth", "ring"};
+  for (int per_step = 0; per_step < 2; per_step++) {
+    fx_t f;
+    ASSERT_OK(sphere_room(&f, 0, 10.0));
+    lidar_desc_t d;
+    ASSERT_OK(vlp16_desc(20.0, &d));
+    d.fields = names;
+    d.nfield = 3;
+    d.misses = LIDAR_MISS_ZERO;
+    d.publish_per_step = per_step;
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.0));
+    const double t[3] = {0.5, 0.525, 0.6};
+    for (int k = 0; k < 3; k++) {
+      ASSERT_OK(set_state(f.e, t[k], 0, NULL, NULL));
+      ASSERT_OK(do_step(f.e, t[k]));
+      const sensor_out_t* out = env_outputs(f.e);
+      for (uint32_t r = 0; r < out->n; r++) {
+        const sensor_cloud_t* pc = &out->rec[r].u.cloud;
+        ASSERT_EQ(pc->stride, 16);
+        ASSERT_OK(azimuths_match(pc));
+        c.n++;
+      }
+    }
+    ASSERT_EQ(c.n, per_step ? 3 : 12);   // revolutions of 50 ms by 0.6 s
+    fx_close(&f);
+  }
+
+  // none where the encoder could not use them: world frame, the lean default cloud (whose
+  // misses go, so no stride either)
+  for (int which = 0; which < 2; which++) {
+    fx_t f;
+    ASSERT_OK(sphere_room(&f, 0, 10.0));
+    lidar_desc_t d;
+    ASSERT_OK(vlp16_desc(20.0, &d));
+    d.misses = which == 0 ? LIDAR_MISS_ZERO : LIDAR_MISS_REMOVE;
+    d.world_frame = which == 0;
+    if (which == 1) {
+      d.nfield = 0;
+    }
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.0));
+    ASSERT_OK(set_state(f.e, 0.06, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.06));
+    const sensor_out_t* out = env_outputs(f.e);
+    ASSERT_EQ(out->n, 1);
+    ASSERT_TRUE(out->rec[0].u.cloud.azimuth == NULL);
+    ASSERT_EQ(out->rec[0].u.cloud.stride, which == 0 ? 16u : 0u);
+    fx_close(&f);
+  }
+
+  // the organised Ouster cloud: a row runs along one beam (stride 1); each pixel's azimuth is
+  // its point's
+  fx_t f;
+  lidar_desc_t d;
+  double beam_az[16];
+  ASSERT_OK(ouster_over_ground(&f, &d, beam_az));
+  ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+  static clouds_t c;
+  c.n = 0;
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(run(f.e, 0.0, 0.1, 1, 3, &c));
+  const sensor_out_t* out = env_outputs(f.e);
+  ASSERT_EQ(out->n, 1);
+  const sensor_cloud_t* pc = &out->rec[0].u.cloud;
+  ASSERT_EQ(pc->stride, 1);
+  ASSERT_TRUE(pc->azimuth != NULL);
+  uint32_t hits = 0;
+  for (uint32_t i = 0; i < pc->count; i++) {
+    double x = getf(pc, i, 0), y = getf(pc, i, 4);
+    if (!isnan(x)) {
+      ASSERT_NEAR(wrap(pc->azimuth[i] - atan2(y, x)), 0.0, 2e-6);
+      hits++;
+    }
+  }
+  ASSERT_EQ(hits, 8 * 512);
+  clouds_free(&c);
+  fx_close(&f);
   return 0;
 }
