@@ -1691,7 +1691,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   // every other byte: words predicted like positions (coded with them when there are
   // positions) and zigzagged; single bytes less the same byte `stride` points back (mod 256)
   if (!has_pos) {
-    stride = given ? given : 1;
+    stride = p->stride ? p->stride : 1;   // not the sensor's: the bytes stay those without it
   }
   for (uint32_t w = 0; !has_pos && w < lay.nword; w++) {
     uint32_t prev_col = 0;

@@ -335,7 +335,7 @@ static scan_t transposed(const scan_t* s, uint32_t channels, uint32_t columns) {
 TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
   // the sensor's azimuth of each point (exact, within a step of the point's, or garbage, across
   // the half-turn too) and its stride give the bytes the encoder finds alone, in column and in
-  // row order, at every stride and with or without AVX2
+  // row order, at every stride and with or without AVX2; without positions too
   enum { CH = 64, COLS = 100 };
   scan_t col = make_scan(CH, COLS, 1);
   scan_t row = transposed(&col, CH, COLS);
@@ -386,6 +386,24 @@ TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
       }
     }
   }
+
+  // a cloud without positions (every byte lossless, coded against the point `stride` back):
+  // the sensor's stride is not taken either
+  codec_cloud_t c = cloud_of(&col);
+  c.xyz_offset[0] = c.xyz_offset[1] = c.xyz_offset[2] = -1;
+  codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001};
+  size_t cap = codec_max_size(&p, &c), len[2];
+  uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
+  double err[2];
+  err_msg_t msg;
+  ASSERT_OK(codec_encode(&p, &c, enc[0], cap, &len[0], &err[0], &msg));
+  c.stride = CH;
+  c.azimuth = az;
+  ASSERT_OK(codec_encode(&p, &c, enc[1], cap, &len[1], &err[1], &msg));
+  ASSERT_EQ(len[0], len[1]);
+  ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
+  mem_free(enc[0]);
+  mem_free(enc[1]);
   mem_free(az);
   mem_free(col.data);
   mem_free(row.data);

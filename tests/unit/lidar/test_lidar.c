@@ -15,6 +15,7 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "check.h"
+#include "codec/codec.h"
 #include "lidar/lidar.h"
 #include "world/env.h"
 
@@ -1671,18 +1672,41 @@ static int azimuths_match(const sensor_cloud_t* pc) {
 }
 
 
+// The quantized encoding of a record (1 mm) is the same with what the lidar hands over beside
+// its points (its stride and azimuths) as with the encoder left to find them.
+static int fed_same_bytes(const sensor_cloud_t* pc) {
+  codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001};
+  codec_cloud_t fed = codec_cloud_of(pc), alone = fed;
+  ASSERT_TRUE(fed.azimuth != NULL && fed.stride > 0);
+  alone.azimuth = NULL;
+  alone.stride = 0;
+  size_t cap = codec_max_size(&p, &fed), len[2];
+  uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
+  double err[2];
+  err_msg_t msg;
+  ASSERT_OK(codec_encode(&p, &fed, enc[0], cap, &len[0], &err[0], &msg));
+  ASSERT_OK(codec_encode(&p, &alone, enc[1], cap, &len[1], &err[1], &msg));
+  ASSERT_EQ(len[0], len[1]);
+  ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
+  mem_free(enc[0]);
+  mem_free(enc[1]);
+  return 0;
+}
+
+
 TEST(lidar_records_carry_the_aimed_azimuths_and_the_stride) {
   // a VLP-16 with misses kept: one point a ray, 16 channels per firing sequence; the azimuths
   // beside the points follow them through a buffer that grows (a long step published per step)
-  // and one trimmed (a long step per revolution, its open sweep kept at commit)
-  const char* names[3] = {"x", "azimuth", "ring"};
+  // and one trimmed (a long step per revolution, its open sweep kept at commit); the quantized
+  // encoder given them writes the bytes it writes alone
+  const char* names[5] = {"x", "y", "z", "azimuth", "ring"};
   for (int per_step = 0; per_step < 2; per_step++) {
     fx_t f;
     ASSERT_OK(sphere_room(&f, 0, 10.0));
     lidar_desc_t d;
     ASSERT_OK(vlp16_desc(20.0, &d));
     d.fields = names;
-    d.nfield = 3;
+    d.nfield = 5;
     d.misses = LIDAR_MISS_ZERO;
     d.publish_per_step = per_step;
     ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
@@ -1699,6 +1723,7 @@ TEST(lidar_records_carry_the_aimed_azimuths_and_the_stride) {
         const sensor_cloud_t* pc = &out->rec[r].u.cloud;
         ASSERT_EQ(pc->stride, 16);
         ASSERT_OK(azimuths_match(pc));
+        ASSERT_OK(fed_same_bytes(pc));
         c.n++;
       }
     }
@@ -1731,7 +1756,7 @@ TEST(lidar_records_carry_the_aimed_azimuths_and_the_stride) {
   }
 
   // the organised Ouster cloud: a row runs along one beam (stride 1); each pixel's azimuth is
-  // its point's
+  // its point's; the same encoded bytes
   fx_t f;
   lidar_desc_t d;
   double beam_az[16];
@@ -1755,6 +1780,7 @@ TEST(lidar_records_carry_the_aimed_azimuths_and_the_stride) {
     }
   }
   ASSERT_EQ(hits, 8 * 512);
+  ASSERT_OK(fed_same_bytes(pc));
   clouds_free(&c);
   fx_close(&f);
   return 0;
