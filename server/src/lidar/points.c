@@ -318,12 +318,17 @@ int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t
   }
 
   // for the encoders: the aimed azimuths (sensor frame, records that have them) and the stride
-  // of the points' channels (one point a ray: a ray's predecessor in its channel is a group
-  // back; an organised row runs along one beam)
+  // of the points' channels: with one point a ray, a spinning lidar's ray has its predecessor
+  // in its channel a group (a column) back; an organised row runs along one beam. Not for the
+  // patterns whose group is not a column (a flash frame, a custom list, a Livox ray): a stride
+  // of a whole frame would predict nothing, and the encoder finds a better one itself.
   out.azimuths = !out.world_frame && !out.lean;
+  int columns = p->kind == LIDAR_PATTERN_SPINNING || p->kind == LIDAR_PATTERN_VLP16 ||
+                p->kind == LIDAR_PATTERN_OUSTER || p->kind == LIDAR_PATTERN_BPEARL ||
+                p->kind == LIDAR_PATTERN_HDL64E;
   if (out.organised) {
     out.stride = 1;
-  } else if (out.maxret == 1 && out.misses != LIDAR_MISS_REMOVE) {
+  } else if (columns && out.maxret == 1 && out.misses != LIDAR_MISS_REMOVE) {
     out.stride = p->nray;
   }
   *w = out;

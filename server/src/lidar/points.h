@@ -150,8 +150,9 @@ typedef struct lidar_points {
                                 //   clouds
   uint32_t stride;              // the cloud's channels per column for the encoders: a point's
                                 //   predecessor in its channel is `stride` points back (rays per
-                                //   group, one point each; organised: the row's previous pixel,
-                                //   1); 0: no such structure (points removed, or several returns)
+                                //   group of a spinning pattern, one point each; organised: the
+                                //   row's previous pixel, 1); 0: no such structure (points
+                                //   removed, several returns, a group that is not a column)
 } lidar_points_t;
 
 // Build a writer: the layout (ERR_INVAL naming the field, as lidar_layout_init), the rings the
