@@ -5,6 +5,7 @@
 // with the Python client's; a killed shard is named within the timeout; a restarted shard is
 // rebuilt under sensim_shards_focus; bad arguments are refused before any shard changes.
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,45 @@ TEST(shard_killed_is_named_within_the_timeout) {
   sensim_shards_close(s);
   ASSERT_EQ(td_stop(&d[0]), 0);
   ASSERT_EQ(td_stop(&d[2]), 0);
+  return 0;
+}
+
+
+TEST(shard_frozen_times_out_once_for_all_shards) {
+  td_daemon_t d[3];
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(td_start(&d[i], NULL));
+  }
+  sensim_shards_t* s = connect3(d, 2000);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(build(NULL, s), SENSIM_OK);
+  kill(d[0].pid, SIGSTOP);
+  kill(d[2].pid, SIGSTOP);
+  static const uint32_t id = 1;
+  sensim_pose_t pose;
+  double vel[6];
+  sensim_state_t st;
+  state_at(0.0, &pose, vel, &st, &id);
+  double t0 = td_now_ms();
+  ASSERT_EQ(sensim_shards_update_state(s, &st), SENSIM_ETIMEDOUT);
+  double waited = td_now_ms() - t0;
+  // one deadline for the fan-out, not one timeout per frozen shard
+  ASSERT_TRUE(waited >= 1990.0 && waited < 4000.0);
+  char want[96];
+  snprintf(want, sizeof(want), "shard 0 (127.0.0.1:%d): ETIMEDOUT", d[0].port);
+  ASSERT_TRUE(strncmp(sensim_shards_last_error(s), want, strlen(want)) == 0);
+  snprintf(want, sizeof(want), "; also shard 2 (127.0.0.1:%d): ETIMEDOUT", d[2].port);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), want));
+  ASSERT_EQ(sensim_shards_failed(s), 0);
+  // the frozen shards' connections are closed, as a client's own timeout closes it
+  ASSERT_EQ(sensim_client_fd(sensim_shards_client(s, 0)), -1);
+  ASSERT_TRUE(sensim_client_fd(sensim_shards_client(s, 1)) >= 0);
+  kill(d[0].pid, SIGCONT);
+  kill(d[2].pid, SIGCONT);
+  sensim_shards_close(s);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(td_stop(&d[i]), 0);
+  }
   return 0;
 }
 
