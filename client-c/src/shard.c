@@ -457,18 +457,23 @@ static sensim_status_t report(sensim_shards_t* sh, uint32_t lo, uint32_t hi) {
   if (first < 0) {
     return SENSIM_OK;
   }
+  // the shards that accepted it, which are now ahead: " (shards 0, 2 accepted it)"
   uint32_t accepted = 0;
   for (uint32_t i = lo; i < hi; i++) {
+    accepted += sh->st[i] == SENSIM_OK && sh->sent[i];
+  }
+  uint32_t listed = 0;
+  for (uint32_t i = lo; i < hi && accepted; i++) {
     if (sh->st[i] == SENSIM_OK && sh->sent[i]) {
       len += (size_t)snprintf(sh->err + len, sizeof(sh->err) - len, "%s%u",
-                              accepted++ ? ", " : " (accepted by shard ", i);
+                              listed++ ? ", " : accepted > 1 ? " (shards " : " (shard ", i);
       if (len >= sizeof(sh->err)) {
         len = sizeof(sh->err) - 1;
       }
     }
   }
   if (accepted) {
-    snprintf(sh->err + len, sizeof(sh->err) - len, ")");
+    snprintf(sh->err + len, sizeof(sh->err) - len, " accepted it)");
   }
   sh->failed = first;
   return sh->st[first];

@@ -368,7 +368,7 @@ TEST(shard_killed_is_named_within_the_timeout) {
   char want[64];
   snprintf(want, sizeof(want), "shard 1 (127.0.0.1:%d): ", d[1].port);
   if (!td_names(sensim_shards_last_error(s), want) ||
-      !td_names(sensim_shards_last_error(s), "(accepted by shard 0, 2)")) {
+      !td_names(sensim_shards_last_error(s), "(shards 0, 2 accepted it)")) {
     CHECK_FAIL("last error \"%s\" does not name %s", sensim_shards_last_error(s), want);
   }
   ASSERT_EQ(sensim_shards_failed(s), 1);

@@ -12,9 +12,10 @@
 // the shards.
 //
 // Failures: the call returns the status of the first shard that failed; the last error names
-// it, "shard 1 (127.0.0.1:7701): <what happened>" (then any other failed shard, and the shards
-// that accepted the request, which are now ahead of it), and sensim_shards_failed() gives its
-// index. A transport failure or a timeout closes that shard's connection, never the others'.
+// it, "shard 1 (127.0.0.1:7701): ECLOSED: <what happened>" (then "; also shard ..." for any
+// other failed shard, and " (shards 0, 2 accepted it)": those are now ahead of it), and
+// sensim_shards_failed() gives its index. A transport failure or a timeout closes that shard's
+// connection, never the others'.
 //
 // Restart: nothing is re-sent on its own. sensim_shards_reconnect(sh, i, address) connects a
 // new handle to the restarted daemon; between sensim_shards_focus(sh, i) and
