@@ -567,11 +567,12 @@ static sensim_status_t call_remove(sensim_client_t* c, const void* a, const void
   return sensim_remove(c, *(const sensim_entity_t*)a, x);
 }
 
-#define SHARDS_CHECK(sh) \
-  do {                   \
-    if (!(sh)) {         \
+// A NULL handle has no error message to hold: the status alone.
+#define SHARDS_CHECK(sh)              \
+  do {                                \
+    if (!(sh)) {                      \
       return SENSIM_INVALID_ARGUMENT; \
-    }                    \
+    }                                 \
   } while (0)
 
 sensim_status_t sensim_shards_create_mesh(sensim_shards_t* sh, const sensim_mesh_t* mesh) {
@@ -730,8 +731,12 @@ sensim_status_t sensim_shards_subscribe(sensim_shards_t* sh, const sensim_subscr
 
 sensim_status_t sensim_shards_unsubscribe(sensim_shards_t* sh, uint32_t sensor_id) {
   SHARDS_CHECK(sh);
-  return fan(sh, (int)sensim_shards_owner(sh, sensor_id), call_unsubscribe, NULL, NULL,
-             sensor_id);
+  uint32_t owner = sensim_shards_owner(sh, sensor_id);
+  if (sh->focus >= 0 && (uint32_t)sh->focus != owner) {
+    begin(sh);
+    return SENSIM_OK;
+  }
+  return fan(sh, (int)owner, call_unsubscribe, NULL, NULL, sensor_id);
 }
 
 

@@ -319,6 +319,68 @@ TEST(shard_three_daemons_give_the_records_of_one) {
 }
 
 
+TEST(shard_subscriptions_come_from_the_owning_shards) {
+  td_daemon_t d[3];
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(td_start(&d[i], NULL));
+  }
+  sensim_shards_t* s = connect3(d, 10000);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(build(NULL, s), SENSIM_OK);
+  for (int k = 0; k < NLIDAR + NIMU; k++) {
+    sensim_subscription_t sub;
+    sensim_subscription_init(&sub);
+    sub.sensor_id = k < NLIDAR ? k_lidars[k] : k_imus[k - NLIDAR];
+    ASSERT_EQ(sensim_shards_subscribe(s, &sub), SENSIM_OK);
+  }
+  // the records of two steps (sensor, frame, size), then the same pushed by the shards
+  enum { MAXREC = 64 };
+  uint64_t want[MAXREC], got[MAXREC];
+  uint32_t nwant = 0, ngot = 0;
+  static const uint32_t id = 1;
+  for (int k = 0; k <= 2; k++) {
+    sensim_pose_t pose;
+    double vel[6];
+    sensim_state_t st;
+    state_at(0.05 * k, &pose, vel, &st, &id);
+    sensim_step_t step;
+    sensim_step_init(&step);
+    step.time = 0.05 * k;
+    const sensim_step_result_t* res;
+    ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_OK);
+    for (uint32_t i = 0; i < res->noutputs && nwant < MAXREC; i++) {
+      const sensim_sensor_data_t* r = &res->outputs[i];
+      want[nwant++] = (uint64_t)r->sensor_id << 48 ^ r->frame << 32 ^ r->point_cloud.size;
+    }
+  }
+  ASSERT_TRUE(nwant >= NLIDAR + 3 * NIMU);
+  while (ngot < nwant) {
+    const sensim_sensor_data_t* r;
+    sensim_status_t st = sensim_shards_next_sensor_data(s, 30000, &r);
+    if (st != SENSIM_OK) {
+      CHECK_FAIL("after %u of %u records: %s", ngot, nwant, sensim_shards_last_error(s));
+    }
+    got[ngot++] = (uint64_t)r->sensor_id << 48 ^ r->frame << 32 ^ r->point_cloud.size;
+  }
+  const sensim_sensor_data_t* none;
+  ASSERT_EQ(sensim_shards_next_sensor_data(s, 200, &none), SENSIM_EAGAIN);
+  for (uint32_t i = 0; i < nwant; i++) {
+    bool found = false;
+    for (uint32_t j = 0; j < ngot && !found; j++) {
+      found = got[j] == want[i];
+    }
+    if (!found) {
+      CHECK_FAIL("record %u (sensor %u) was not pushed", i, (unsigned)(want[i] >> 48));
+    }
+  }
+  sensim_shards_close(s);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(td_stop(&d[i]), 0);
+  }
+  return 0;
+}
+
+
 TEST(shard_hash_placement_is_the_python_clients) {
   // sensim.shard_for(i, 3) for i = 1..16, and for 5 shards at a few ids (client-python)
   static const uint32_t three[16] = {0, 0, 1, 2, 2, 0, 1, 0, 2, 2, 0, 1, 2, 1, 1, 2};
