@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """Sensors sharded over three real daemons through sensim.ShardedClient (docs/sharding.md):
 six lidars and two IMUs with noise give bit-identical records to the same scenario on one
-daemon with the same seed, whatever the placement; listed outputs, raycasts and subscriptions
+daemon with the same seed, whatever the placement and the daemons' thread counts; listed outputs, raycasts and subscriptions
 come from the owning shards; a killed or frozen shard is named within the client's timeout; a
 restarted shard is rejoined by ShardedClient.rejoin, which re-sends the scene."""
 
@@ -82,8 +82,9 @@ def addresses(daemons):
 
 @pytest.mark.parametrize("placement", [BALANCED, None], ids=["explicit", "hash"])
 def test_three_shards_give_the_records_of_one_daemon(sensimd_factory, placement):
-    one = sensimd_factory()
-    three = [sensimd_factory() for _ in range(3)]
+    # the shards' thread counts differ from each other and from the single daemon's
+    one = sensimd_factory("--threads", "2")
+    three = [sensimd_factory("--threads", str(n)) for n in (1, 3, 2)]
     with one.client() as c, ShardedClient(addresses(three), placement=placement) as sc:
         build(c)
         build(sc)
