@@ -25,7 +25,7 @@ import numpy as np
 
 from . import errors
 from ._proto import pb
-from .client import RAYCAST_DTYPE, Client, _flat, _ids, _rows, _ENTITIES
+from .client import RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, state_arrays
 
 __all__ = ["ShardedClient", "shard_for", "parse_address"]
 
@@ -428,16 +428,14 @@ class ShardedClient:
     def update_state(self, time: float, body_ids: Sequence[int] = (), body_poses: Any = None,
                      body_velocities: Any = None, joint_ids: Sequence[int] = (),
                      joint_positions: Any = None) -> None:
-        """Send the state to every shard (Client.update_state; converted once for all)."""
-        ids = _ids(body_ids, "body_ids")
-        jids = _ids(joint_ids, "joint_ids")
-        poses = None if body_poses is None else _rows(body_poses, 7, "body_poses")
-        vel = None if body_velocities is None else _rows(body_velocities, 6, "body_velocities")
-        joints = None if joint_positions is None else _flat(joint_positions, "joint_positions")
-        self._all("update_state", time, ids, poses, vel, jids, joints)
-        self._last_state = (time, ids.copy(), None if poses is None else poses.copy(),
-                            None if vel is None else vel.copy(), jids.copy(),
-                            None if joints is None else joints.copy())
+        """Send the state to every shard (Client.update_state): the arrays are checked and
+        converted once, the same request then goes to each shard from their memory."""
+        arrays = state_arrays(body_ids, body_poses, body_velocities, joint_ids, joint_positions)
+        msg = pb.UpdateState(time=float(time))
+        self._fan({i: (lambda s: s.wait_reply(s._send_bulk("update_state", msg, arrays)))
+                   for i in range(len(self.shards))})
+        # a copy: the caller may change its arrays, and rejoin() sends these again
+        self._last_state = (float(time), [(name, a.copy()) for name, a in arrays])
 
     def step(self, time: float, outputs: str | Iterable[int] = "all") -> Any:
         """Step every shard; a StepDone with the outputs of all of them in sensor id order (its
@@ -548,7 +546,8 @@ class ShardedClient:
                 if where is None or where == index:
                     getattr(s, method)(*args, **kwargs)
             if self._last_state is not None:
-                s.update_state(*self._last_state)
+                time, arrays = self._last_state
+                s.wait_reply(s._send_bulk("update_state", pb.UpdateState(time=time), arrays))
         try:
             self._fan({index: replay})
         except BaseException:
