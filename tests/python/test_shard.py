@@ -253,6 +253,9 @@ def test_restarted_shard_is_rejoined_by_resending_the_scene(sensimd_factory):
             with pytest.raises(errors.ConnectionClosed, match=f"shard 2 \\(127.0.0.1:{port}\\)"):
                 sc.update_state(0.2, [1], pose(0.2))
             sc.rejoin(2)
+            # the last state that succeeded everywhere was re-sent: the new daemon is at 0.15
+            env = next(e for e in sc.get_info()[2].environments if e.name == "default")
+            assert env.HasField("time") and env.time == 3 * 0.05
             # the other shards took t = 0.2 before the failure: resume after it
             want = run(c, 3, t0=0.2)
             got = run(sc, 3, t0=0.2)
