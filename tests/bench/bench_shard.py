@@ -17,7 +17,6 @@ Checks that every shard holds the last state afterwards.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
