@@ -12,10 +12,11 @@
 //           RECORD_CLOSE: nothing; RECORD_END: nothing, the recording stopped (limit, error).
 // Bounded: a record that would take the file past max_bytes is not written; an END record
 // takes its place and recording stops (logged), the daemon goes on. A write error (a full
-// disk) stops it the same way. Writes are buffered (1 MiB) on the loop thread: a request costs
-// a copy into the buffer, the disk is written once per MiB and when a connection closes.
+// disk) stops it the same way, and so does a disk that falls 64 MiB behind. The loop thread
+// only copies each record into a 1 MiB buffer; full buffers (and the partial one when a
+// connection closes) are written by a thread of the recorder's own.
 //
-// Thread: loop.
+// Thread: loop (the writer thread is private).
 #ifndef SENSIM_DAEMON_RECORD_H_
 #define SENSIM_DAEMON_RECORD_H_
 
