@@ -525,6 +525,9 @@ static bool select_body(pb_istream_t* stream, const pb_field_t* field, void** ar
     case sensim_v1_Envelope_sensor_data_tag:
       sensim_data_select(field->pData, ctx);
       break;
+    case sensim_v1_Envelope_description_tag:
+      sensim_describe_select(field->pData, ctx);
+      break;
     default:
       break;
   }

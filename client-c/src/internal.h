@@ -264,6 +264,7 @@ void sensim_info_select(sensim_v1_Info* info, void* ctx);
 void sensim_step_select(sensim_v1_StepDone* done, void* ctx);
 void sensim_raycast_select(sensim_v1_RaycastResult* result, void* ctx);
 void sensim_data_select(sensim_v1_SensorData* data, void* ctx);
+void sensim_describe_select(sensim_v1_Description* description, void* ctx);
 
 // The limits of a HelloReply or Info.
 void sensim_limits_from(const sensim_v1_Limits* m, sensim_limits_t* out);

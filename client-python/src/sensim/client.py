@@ -1123,6 +1123,33 @@ class Client:
         limits."""
         return self._call("get_info", pb.GetInfo(), "info")
 
+    def describe(self, sensors: bool = True, bodies: bool = True) -> Any:
+        """Return the Description of this connection's environment (any role): its sensors
+        (id, kind, name, body, mount, a lidar's point fields and frame) and its bodies (id,
+        name, world pose at the last state), each list whole in id order (the daemon's pages
+        are fetched and joined), with the time of the last state and the step count."""
+        out = None
+        s_after = b_after = 0
+        want_s, want_b = sensors, bodies
+        while True:
+            page = self._call("describe", pb.Describe(
+                sensors_after=s_after, bodies_after=b_after, no_sensors=not want_s,
+                no_bodies=not want_b), "description")
+            if out is None:
+                out = page
+            else:
+                out.sensors.extend(page.sensors)
+                out.bodies.extend(page.bodies)
+            want_s = want_s and page.more_sensors and len(page.sensors) > 0
+            want_b = want_b and page.more_bodies and len(page.bodies) > 0
+            if not (want_s or want_b):
+                out.more_sensors = out.more_bodies = False
+                return out
+            if want_s:
+                s_after = page.sensors[-1].id
+            if want_b:
+                b_after = page.bodies[-1].id
+
     # ------------------------------------------------------------------ scene
 
     def create_mesh(self, id: int, vertices: Any, indices: Any, material_ids: Any = None,
