@@ -249,6 +249,7 @@ case "$cmd" in
     ./build-release/tests/bench/bench_streams --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
+    ./build-release/tests/bench/bench_step
     ./build-release/tests/bench/bench_client --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_shard --sensimd ./build-release/server/sensimd
     if [ -x ./build-release/tests/bench/bench_mujoco ]; then
