@@ -46,7 +46,7 @@ run_tests() {  # run_tests DIR [ctest args...]
 }
 
 # The fuzz targets (tests/fuzz) and their longest input.
-fuzz_targets=(frame request codec)  # client: back once it follows the C client rewrite
+fuzz_targets=(frame request codec client)
 fuzz_max_len() {
   case "$1" in
     request) echo 16384 ;;
