@@ -26,6 +26,14 @@ packages=(
   libzstd-dev
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
+  # client-python's tools: pip install of the package (setuptools, wheel; no network), mesh
+  # files (meshio), pictures (matplotlib), ROS 1 bags (rosbag, sensor_msgs; sensor_msgs'
+  # point_cloud2 imports roslib, which apt does not pull in), and the independent readers the
+  # tests check exported files with (Open3D, PCL's command-line tools)
+  python3-pip python3-setuptools python3-wheel
+  python3-meshio python3-matplotlib
+  python3-rosbag python3-sensor-msgs python3-roslib
+  python3-open3d pcl-tools
 )
 
 as_root() {
