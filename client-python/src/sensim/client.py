@@ -10,6 +10,7 @@ one thread at a time.
 from __future__ import annotations
 
 import collections
+import os
 import socket
 import sys
 import time
@@ -19,7 +20,7 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from . import _framing, errors
+from . import _framing, errors, presets
 from ._proto import pb
 
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
@@ -661,6 +662,14 @@ class Client:
         """Send a request whose body `body` is `message` plus the bytes fields `arrays`
         ((field name, C-contiguous little-endian array)), written from the arrays' own memory.
         Returns its id."""
+        request_id, parts = self._bulk_parts(body, message, arrays)
+        self._send_parts(parts)
+        return request_id
+
+    def _bulk_parts(self, body: str, message: Message,
+                    arrays: Sequence[tuple[str, np.ndarray]]) -> tuple[int, list]:
+        """The id and the buffers of the request _send_bulk sends (the id is taken: the
+        caller must send the parts, possibly with other requests' in one write)."""
         fields = message.DESCRIPTOR.fields_by_name
         bulk = [(fields[name].number, memoryview(a).cast("B") if a.size else memoryview(b""))
                 for name, a in arrays]
@@ -672,9 +681,8 @@ class Client:
         self._next_id += 1
         envelope = pb.Envelope(id=self._next_id).SerializeToString()
         number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
-        self._send_parts(_framing.bulk_frame(envelope, number, message.SerializeToString(),
-                                             bulk))
-        return self._next_id
+        return self._next_id, _framing.bulk_frame(envelope, number, message.SerializeToString(),
+                                                  bulk)
 
     def send_request(self, body: str, message: Message | None = None) -> int:
         """Send a request whose body is the Envelope field `body` (e.g. "ping") without waiting.
@@ -835,10 +843,20 @@ class Client:
 
     # ------------------------------------------------------------------ scene
 
-    def create_mesh(self, id: int, vertices: Any, indices: Any, material_ids: Any = None,
+    def create_mesh(self, id: int, vertices: Any, indices: Any = None, material_ids: Any = None,
                     name: str = "") -> None:
         """Create triangle mesh geometry `id` from vertices (N, 3) float32 and indices (M, 3)
-        uint32 (arrays or already packed little-endian bytes); material_ids: (M,) uint32."""
+        uint32 (arrays or already packed little-endian bytes); material_ids: (M,) uint32.
+        Or from a mesh file: ``create_mesh(id, "part.obj")`` (OBJ, STL, PLY, ... read by
+        sensim.mesh.load_mesh through meshio; vertices in m)."""
+        if isinstance(vertices, (str, os.PathLike)):
+            if indices is not None:
+                raise TypeError("create_mesh: indices come from the mesh file "
+                                f"{os.fspath(vertices)!r}; give one or the other")
+            from .mesh import load_mesh
+            vertices, indices = load_mesh(vertices)
+        elif indices is None:
+            raise TypeError("create_mesh: indices (M, 3) are required with vertices")
         msg = pb.CreateMesh(id=id, vertices=_packed(vertices, "<f4", 3, "vertices"),
                             indices=_packed(indices, "<u4", 3, "indices"))
         if material_ids is not None:
@@ -1009,10 +1027,15 @@ class Client:
         self.create_sensor(id, msg, name=name)
 
     def create_lidar(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
-                     **config: Any) -> None:
-        """Create lidar `id` on body `body_id` at `mount`. Exactly one scan pattern keyword
+                     preset: str | None = None, **config: Any) -> None:
+        """Create lidar `id` on body `body_id` at `mount`. Either a device, ``preset="vlp16"``
+        (sensim.presets.preset_names(): VLP-16, OS1-16/32/64/128 at 512, 1024 and 2048
+        columns, HDL-64E, Bpearl, flash, Livox Mid-40; keywords override its fields), or
+        exactly one scan pattern keyword
         (spinning, vlp16, ouster, flash, hdl64e, bpearl, custom, livox) with a dict of its
-        fields, e.g. ``vlp16={"frequency": 10.0}`` (spinning's spin: "clockwise" or
+        fields, e.g. ``vlp16={"frequency": 10.0}``; fields left out take the device's
+        datasheet defaults (sensim.presets.PATTERN_DEFAULTS: ``vlp16={}`` is 10 Hz)
+        (spinning's spin: "clockwise" or
         "counter_clockwise"); the other keywords are LidarConfig fields,
         enums by lowercase name: return_mode ("strongest", "first", "last", "dual", "all"),
         frame ("sensor", "world"), publish ("per_revolution", "per_step"), misses ("remove",
@@ -1021,11 +1044,14 @@ class Client:
         and group_mask (bit g = object group g) for what it sees. Read the clouds with
         lidar_clouds."""
         msg = pb.LidarConfig()
+        if preset is not None:
+            config = presets.get(preset).kwargs(**config)
         patterns = [k for k in config if k in _LIDAR_PATTERNS]
         if len(patterns) != 1:
-            raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}")
+            raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}"
+                            " or a preset")
         params = dict(config)
-        pattern = dict(params.pop(patterns[0]) or {})
+        pattern = presets.pattern_with_defaults(patterns[0], params.pop(patterns[0]))
         if isinstance(pattern.get("spin"), str):      # "clockwise" / "counter_clockwise"
             spin = pattern["spin"].upper()
             pattern["spin"] = pb.SpinDirection.Value(spin if spin.startswith("SPIN_")
@@ -1080,6 +1106,13 @@ class Client:
         """Send the state at `time`: body_poses (N, 7) px py pz qx qy qz qw, body_velocities
         (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,). The arrays travel as
         little-endian bytes (the UpdateState *_bytes fields)."""
+        self.wait_reply(self._send_bulk(*self._state_request(
+            time, body_ids, body_poses, body_velocities, joint_ids, joint_positions)))
+
+    def _state_request(self, time: float, body_ids: Sequence[int] = (), body_poses: Any = None,
+                       body_velocities: Any = None, joint_ids: Sequence[int] = (),
+                       joint_positions: Any = None) -> tuple[str, Any, list]:
+        """The checked arguments of update_state as _send_bulk's (body, message, arrays)."""
         ids = _ids(body_ids, "body_ids")
         jids = _ids(joint_ids, "joint_ids")
         arrays = []
@@ -1102,8 +1135,7 @@ class Client:
             if len(pos) != len(jids):
                 raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
             arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", _le(pos))]
-        self.wait_reply(self._send_bulk("update_state", pb.UpdateState(time=float(time)),
-                                        arrays))
+        return "update_state", pb.UpdateState(time=float(time)), arrays
 
     def step(self, time: float) -> Any:
         """Evaluate every sensor over (t_prev, time]; returns the StepDone message."""

@@ -1,0 +1,184 @@
+# SPDX-License-Identifier: MIT
+"""Stepping at engine speed: a lock-step helper that keeps several steps in flight.
+
+A physics loop that sends ``update_state`` and ``step`` and waits for each reply spends most of
+a 1 kHz step waiting on round trips. The daemon executes an environment's requests in order, so
+the next steps can be sent before the earlier ones are answered. :class:`LockStep` sends each
+step's ``UpdateState`` and ``Step`` in one write, keeps up to ``depth`` steps in flight, and
+hands back every step's outputs, decoded and grouped by sensor, in step order::
+
+    with sensim.LockStep(client, depth=4) as sim:
+        for k in range(1, 1001):
+            t = k * 1e-3
+            for result in sim.submit(t, body_ids=[1], body_poses=pose_at(t)):
+                imu = result.outputs[2][0].value           # an ImuSample
+        for result in sim.drain():                         # the last steps in flight
+            ...
+
+The poses a step carries must not depend on that step's own outputs (they come back up to
+``depth`` steps later); a controller that needs them uses ``depth=1``.
+
+A step refused by the daemon raises its :mod:`sensim.errors` class, naming the step's time,
+from the submit or drain that collects it, after every step still in flight has been answered
+(the helper is empty and usable again). A daemon that goes away raises
+:class:`sensim.errors.ConnectionClosed`; a daemon that stops answering raises
+:class:`sensim.errors.Timeout` after the client's timeout: never a hang.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
+
+from . import errors
+from ._proto import pb
+from .client import Client
+from .outputs import SensorOutput, decode
+
+__all__ = ["LockStep", "StepResult"]
+
+Outputs = Union[None, str, Iterable[int]]
+
+
+@dataclass(frozen=True)
+class StepResult:
+    """The answer to one step: its time (s), its index (from 1, the daemon's StepDone.step),
+    and its outputs by sensor id, each sensor's records in order."""
+
+    time: float
+    step: int
+    outputs: dict[int, list[SensorOutput]] = field(default_factory=dict)
+
+    def __getitem__(self, sensor_id: int) -> list[SensorOutput]:
+        """The records of one sensor in this step ([] when it produced none)."""
+        return self.outputs.get(sensor_id, [])
+
+
+def _step_message(time: float, outputs: Outputs) -> Any:
+    """The Step request: every sensor's records (None or "all"), none ("none" or an empty
+    list: the outputs go to subscribers only), or the listed sensor ids."""
+    msg = pb.Step(time=float(time))
+    if outputs is None or (isinstance(outputs, str) and outputs == "all"):
+        return msg
+    if isinstance(outputs, str):
+        if outputs != "none":
+            raise ValueError(f"outputs: {outputs!r}; 'all', 'none' or a list of sensor ids")
+        msg.outputs = pb.STEP_OUTPUTS_NONE
+        return msg
+    ids = [int(i) for i in outputs]
+    if any(i <= 0 or i > 0xFFFFFFFF for i in ids):
+        raise ValueError(f"outputs: sensor ids must lie in [1, 2**32), got {ids}")
+    msg.outputs = pb.STEP_OUTPUTS_LISTED if ids else pb.STEP_OUTPUTS_NONE
+    msg.output_sensors.extend(ids)
+    return msg
+
+
+class LockStep:
+    """Steps `client`'s environment with up to `depth` steps in flight (1 = one round trip per
+    step). outputs: which records each StepDone carries: None (all sensors), "none", or a list
+    of sensor ids (daemons older than Step.outputs send all). on_result: called with each
+    StepResult as it is collected, besides being returned."""
+
+    def __init__(self, client: Client, depth: int = 4, *, outputs: Outputs = None,
+                 on_result: Optional[Callable[[StepResult], None]] = None):
+        if not 1 <= int(depth) <= 1024:
+            raise ValueError(f"depth: {depth} is outside [1, 1024]")
+        self.client = client
+        self.depth = int(depth)
+        self.outputs = outputs
+        self.on_result = on_result
+        # (time, UpdateState id, Step id) of each step in flight, oldest first
+        self._flight: collections.deque = collections.deque()
+
+    @property
+    def in_flight(self) -> int:
+        """Steps sent and not yet collected."""
+        return len(self._flight)
+
+    def submit(self, time: float, body_ids: Sequence[int] = (), body_poses: Any = None,
+               body_velocities: Any = None, joint_ids: Sequence[int] = (),
+               joint_positions: Any = None, *, outputs: Outputs = ...) -> list[StepResult]:
+        """Send the state at `time` (arguments as Client.update_state: body_poses (N, 7) px py
+        pz qx qy qz qw, m; body_velocities (N, 6) m/s and rad/s, world; joint_positions (M,)
+        rad or m) and the step to `time`; returns the results collected to keep at most
+        `depth` steps in flight (oldest first; often empty). outputs: this step's choice
+        instead of the helper's."""
+        c = self.client
+        state = c._state_request(time, body_ids, body_poses, body_velocities, joint_ids,
+                                 joint_positions)
+        step = _step_message(time, self.outputs if outputs is ... else outputs)
+        results = []
+        # a full window first: the step sent now is answered after the oldest
+        while len(self._flight) >= self.depth:
+            results.append(self._collect())
+        uid, parts = c._bulk_parts(*state)
+        sid, step_parts = c._bulk_parts("step", step, ())
+        c._send_parts(parts + step_parts)
+        self._flight.append((float(time), uid, sid))
+        return results
+
+    def step(self, time: float, *args: Any, **kwargs: Any) -> list[StepResult]:
+        """submit(); the name of the call it stands for."""
+        return self.submit(time, *args, **kwargs)
+
+    def drain(self) -> list[StepResult]:
+        """Collect every step still in flight, oldest first."""
+        return [self._collect() for _ in range(len(self._flight))]
+
+    def run(self, times: Iterable[float],
+            state: Optional[Callable[[float], dict]] = None) -> Iterator[StepResult]:
+        """Step through `times`, with state(t) giving submit's keyword arguments for each
+        (body_ids, body_poses, ...); yields every step's result in order, the last ones once
+        the times run out."""
+        for t in times:
+            yield from self.submit(t, **(state(t) if state is not None else {}))
+        yield from self.drain()
+
+    def _collect(self) -> StepResult:
+        """Wait for the oldest step's two replies. A refused request: every later step is
+        answered too, then its error is raised naming the step."""
+        time, uid, sid = self._flight.popleft()
+        c = self.client
+        try:
+            c.wait_reply(uid)
+            env = c.wait_reply(sid)
+        except errors.TransportError:
+            self._flight.clear()
+            raise
+        except errors.SensimError as exc:
+            if exc.request_id == uid:
+                c._abandoned.add(sid)  # the step after a refused state: dropped unread
+            failure = exc
+            what = "update_state" if exc.request_id == uid else "step"
+            while self._flight:
+                _, u, s = self._flight.popleft()
+                for rid in (u, s):
+                    c.wait_reply(rid, check=False)
+            raise errors.error_for(failure.code, f"{what} at t = {time!r}: {failure.message}",
+                                   failure.request_id) from None
+        if env.WhichOneof("body") != "step_done":
+            raise errors.ProtocolError(f"step: expected a step_done reply, got "
+                                       f"{env.WhichOneof('body')}")
+        done = env.step_done
+        by_sensor: dict[int, list[SensorOutput]] = {}
+        for data in done.outputs:
+            by_sensor.setdefault(data.sensor_id, []).append(decode(data))
+        result = StepResult(done.time, done.step, by_sensor)
+        if self.on_result is not None:
+            self.on_result(result)
+        return result
+
+    def __enter__(self) -> "LockStep":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        # Leaving normally collects the steps in flight (on_result sees them, and a refused
+        # one raises); after an error they are left to the client, which drops their replies
+        # as they arrive.
+        if exc_type is None:
+            self.drain()
+        else:
+            for _, uid, sid in self._flight:
+                self.client._abandoned.update((uid, sid))
+            self._flight.clear()
