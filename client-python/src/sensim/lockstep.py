@@ -19,8 +19,8 @@ The poses a step carries must not depend on that step's own outputs (they come b
 ``depth`` steps later); a controller that needs them uses ``depth=1``.
 
 A step refused by the daemon raises its :mod:`sensim.errors` class, naming the step's time,
-from the submit or drain that collects it, after every step still in flight has been answered
-(the helper is empty and usable again). A daemon that goes away raises
+from the submit or drain that collects it, once every step still in flight has been answered
+(their results come from the next submit or drain; the helper is usable again). A daemon that goes away raises
 :class:`sensim.errors.ConnectionClosed`; a daemon that stops answering raises
 :class:`sensim.errors.Timeout` after the client's timeout: never a hang.
 """
@@ -88,8 +88,11 @@ class LockStep:
         self.depth = int(depth)
         self.outputs = outputs
         self.on_result = on_result
+        self.refused = 0     # steps refused by the daemon (each raised, or counted after one)
         # (time, UpdateState id, Step id) of each step in flight, oldest first
         self._flight: collections.deque = collections.deque()
+        # results of steps answered after a refused one, for the next submit or drain
+        self._ready: collections.deque = collections.deque()
 
     @property
     def in_flight(self) -> int:
@@ -108,13 +111,16 @@ class LockStep:
         state = c._state_request(time, body_ids, body_poses, body_velocities, joint_ids,
                                  joint_positions)
         step = _step_message(time, self.outputs if outputs is ... else outputs)
-        results = []
         # a full window first: the step sent now is answered after the oldest
-        while len(self._flight) >= self.depth:
-            results.append(self._collect())
+        results = self._collect_while(lambda: len(self._flight) >= self.depth)
         uid, parts = c._bulk_parts(*state)
         sid, step_parts = c._bulk_parts("step", step, ())
-        c._send_parts(parts + step_parts)
+        try:
+            c._send_parts(parts + step_parts)
+        except errors.TransportError:
+            self._abandon((float(time), uid, sid))
+            self._ready.extendleft(reversed(results))
+            raise
         self._flight.append((float(time), uid, sid))
         return results
 
@@ -124,7 +130,7 @@ class LockStep:
 
     def drain(self) -> list[StepResult]:
         """Collect every step still in flight, oldest first."""
-        return [self._collect() for _ in range(len(self._flight))]
+        return self._collect_while(lambda: bool(self._flight))
 
     def run(self, times: Iterable[float],
             state: Optional[Callable[[float], dict]] = None) -> Iterator[StepResult]:
@@ -135,31 +141,41 @@ class LockStep:
             yield from self.submit(t, **(state(t) if state is not None else {}))
         yield from self.drain()
 
-    def _collect(self) -> StepResult:
-        """Wait for the oldest step's two replies. A refused request: every later step is
-        answered too, then its error is raised naming the step."""
-        time, uid, sid = self._flight.popleft()
+    def _collect_while(self, more: Callable[[], bool]) -> list[StepResult]:
+        """The results waiting from earlier, then those collected while more(). When a
+        collection raises, every result gathered so far is kept for the next call."""
+        results = list(self._ready)
+        self._ready.clear()
+        try:
+            while more():
+                results.append(self._collect())
+        except BaseException:
+            self._ready.extendleft(reversed(results))
+            raise
+        return results
+
+    def _answer(self, time: float, uid: int, sid: int) -> StepResult:
+        """Wait for one step's two replies; its result, or the error of the refused request
+        (naming the step's time; the other reply is dropped unread)."""
         c = self.client
         try:
             c.wait_reply(uid)
-            env = c.wait_reply(sid)
-        except errors.TransportError:
-            self._flight.clear()
-            raise
         except errors.SensimError as exc:
-            if exc.request_id == uid:
-                c._abandoned.add(sid)  # the step after a refused state: dropped unread
-            failure = exc
-            what = "update_state" if exc.request_id == uid else "step"
-            while self._flight:
-                _, u, s = self._flight.popleft()
-                for rid in (u, s):
-                    c.wait_reply(rid, check=False)
-            raise errors.error_for(failure.code, f"{what} at t = {time!r}: {failure.message}",
-                                   failure.request_id) from None
+            if isinstance(exc, errors.TransportError):
+                raise
+            c._abandoned.add(sid)
+            raise errors.error_for(exc.code, f"update_state at t = {time!r}: {exc.message}",
+                                   exc.request_id) from None
+        try:
+            env = c.wait_reply(sid)
+        except errors.SensimError as exc:
+            if isinstance(exc, errors.TransportError):
+                raise
+            raise errors.error_for(exc.code, f"step at t = {time!r}: {exc.message}",
+                                   exc.request_id) from None
         if env.WhichOneof("body") != "step_done":
-            raise errors.ProtocolError(f"step: expected a step_done reply, got "
-                                       f"{env.WhichOneof('body')}")
+            raise errors.ProtocolError(f"step at t = {time!r}: expected a step_done reply, "
+                                       f"got {env.WhichOneof('body')}")
         done = env.step_done
         by_sensor: dict[int, list[SensorOutput]] = {}
         for data in done.outputs:
@@ -168,6 +184,36 @@ class LockStep:
         if self.on_result is not None:
             self.on_result(result)
         return result
+
+    def _collect(self) -> StepResult:
+        """The oldest step's result. When it was refused, every later step in flight is
+        answered first (their results wait for the next submit or drain; a later refusal is
+        counted in `refused`), then its error is raised."""
+        time, uid, sid = self._flight.popleft()
+        try:
+            return self._answer(time, uid, sid)
+        except errors.TransportError:
+            self._abandon((time, uid, sid))
+            raise
+        except errors.SensimError:
+            while self._flight:
+                later = self._flight.popleft()
+                try:
+                    self._ready.append(self._answer(*later))
+                except errors.TransportError:
+                    self._abandon(later)
+                    raise
+                except errors.SensimError:
+                    self.refused += 1
+            self.refused += 1
+            raise
+
+    def _abandon(self, current: tuple) -> None:
+        """The connection failed (or timed out) while answering `current`: its replies and
+        those of every step in flight are dropped by the client if they ever arrive."""
+        for _, uid, sid in (current, *self._flight):
+            self.client._abandoned.update((uid, sid))
+        self._flight.clear()
 
     def __enter__(self) -> "LockStep":
         return self
@@ -178,7 +224,5 @@ class LockStep:
         # as they arrive.
         if exc_type is None:
             self.drain()
-        else:
-            for _, uid, sid in self._flight:
-                self.client._abandoned.update((uid, sid))
-            self._flight.clear()
+        elif self._flight:
+            self._abandon(self._flight.popleft())
