@@ -1,0 +1,171 @@
+# SPDX-License-Identifier: MIT
+"""ROS 1 bags of the daemon's outputs, read back with ROS's own tools: rosbag (the library and
+the `rosbag info` command) and sensor_msgs.point_cloud2.read_points. Clouds keep the driver
+layouts byte for byte (fields, offsets, datatypes as the daemon declared them), stamps and
+frame ids are the sensors'; IMU, magnetometer, encoder and cone samples become the standard
+messages with their values."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import sensim
+from sensim.bag import BagWriter
+
+rosbag = pytest.importorskip("rosbag")
+pc2 = pytest.importorskip("sensor_msgs.point_cloud2")
+
+
+def run(c):
+    """A VLP-16 (velodyne layout), an OS1-16 (ouster layout, NaN misses), an IMU with a
+    magnetometer, an encoder and a cone sensor looking at a box; the raw SensorData and their
+    decoded records over 0.2 s."""
+    c.set_ambient("custom", return_probability_scaling=0.0)
+    c.set_environment(magnetic_field=(2e-5, 0, -4e-5))
+    c.create_primitive(1, "box", half_extents=(1.0, 1.0, 1.0))
+    c.create_object(1, 1, local_pose=((5.0, 0, 0), None))
+    c.create_primitive(2, "plane")
+    c.create_object(2, 2, local_pose=((0, 0, -1.2), None))
+    c.create_lidar(5, preset="vlp16")
+    c.create_lidar(6, preset="os1-16-512", misses="nan")
+    c.create_imu(7, accelerometer=True, gyroscope=True, magnetometer=True)
+    c.create_joint(1, "revolute")
+    c.create_encoder(8, 1)
+    c.create_cone(9, range=10.0)
+    raw = []
+    for k, t in enumerate((0.0, 0.05, 0.1001, 0.15, 0.2002)):
+        c.update_state(t, joint_ids=[1], joint_positions=[0.1 * k])
+        raw += list(c.step(t).outputs)
+    return raw, [sensim.outputs([d])[0] for d in raw]
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    from sensim.testing import Daemon
+    with Daemon() as d, d.client() as c:
+        yield run(c)
+
+
+def write(path, outs, **kw):
+    with BagWriter(path, **kw) as bag:
+        for o in outs:
+            bag.write(o)
+    return bag.messages
+
+
+def read(path):
+    with rosbag.Bag(str(path)) as bag:
+        return [(topic, msg, t) for topic, msg, t in bag.read_messages()]
+
+
+def test_bag_clouds_keep_the_driver_layouts_byte_for_byte(recorded, tmp_path):
+    raw, outs = recorded
+    path = tmp_path / "run.bag"
+    write(path, outs, namespaces={5: "/velodyne"}, frame_ids={5: "velodyne", 6: "os_lidar"})
+    msgs = read(path)
+    clouds = [(d, o) for d, o in zip(raw, outs) if o.kind == "point_cloud"]
+    assert len(clouds) == 4                      # two revolutions of each lidar
+    got = [(topic, m, t) for topic, m, t in msgs if topic.endswith("/points")]
+    assert [topic for topic, _, _ in got] == ["/velodyne/points" if d.sensor_id == 5
+                                              else "/sensim/sensor_6/points" for d, _ in clouds]
+    for (topic, m, t), (d, o) in zip(got, clouds):
+        pc = d.point_cloud
+        # the fields exactly as the daemon declared them
+        assert [(f.name, f.offset, f.datatype, f.count) for f in m.fields] == \
+            [(f.name, f.offset, f.datatype, f.count) for f in pc.fields]
+        assert m.point_step == pc.point_step and m.width * m.height == pc.count
+        assert bytes(m.data) == pc.data            # RAW encoding: the very bytes
+        assert m.header.frame_id == ("velodyne" if d.sensor_id == 5 else "os_lidar")
+        assert m.header.stamp.to_sec() == pytest.approx(pc.frame_start_time, abs=1e-9)
+        assert t.to_sec() == pytest.approx(d.time, abs=1e-9)
+        assert m.is_dense == (d.sensor_id == 5)    # the OS1 keeps its misses as NaN
+        # read_points gives back every record
+        names = [f.name for f in pc.fields]
+        rows = list(pc2.read_points(m, field_names=names, skip_nans=False))
+        assert len(rows) == pc.count
+        want = list(zip(*(o.value[n].tolist() for n in names)))
+        np.testing.assert_array_equal(np.array(rows, dtype=np.float64),
+                                      np.array(want, dtype=np.float64))
+    vlp = got[0][1]
+    assert [f.name for f in vlp.fields] == ["x", "y", "z", "intensity", "ring", "time"]
+    rings = {r[0] for r in pc2.read_points(vlp, field_names=["ring"])}
+    assert rings <= set(range(16)) and len(rings) >= 12   # the highest beams see nothing
+
+
+def test_bag_imu_magnetometer_encoder_and_cone(recorded, tmp_path):
+    raw, outs = recorded
+    path = tmp_path / "run.bag"
+    n = write(path, outs, time_offset=1000.0)
+    msgs = read(path)
+    assert n == len(msgs)
+    by_topic = {}
+    for topic, m, t in msgs:
+        by_topic.setdefault(topic, []).append((m, t))
+    imus = [o for o in outs if o.kind == "imu"]
+    assert len(by_topic["/sensim/sensor_7/data"]) == len(imus) == 5
+    for (m, t), o in zip(by_topic["/sensim/sensor_7/data"], imus):
+        assert m._type == "sensor_msgs/Imu" and m.header.frame_id == "sensor_7"
+        assert m.header.stamp.to_sec() == pytest.approx(o.time + 1000.0, abs=1e-6)
+        assert t == m.header.stamp
+        assert m.orientation_covariance[0] == -1.0
+        assert (m.linear_acceleration.x, m.linear_acceleration.y, m.linear_acceleration.z) \
+            == tuple(o.value.acceleration)
+        assert (m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z) \
+            == tuple(o.value.angular_velocity)
+    mags = by_topic["/sensim/sensor_7/mag"]
+    assert mags[0][0]._type == "sensor_msgs/MagneticField"
+    b = mags[-1][0].magnetic_field
+    assert (b.x, b.y, b.z) == pytest.approx((2e-5, 0.0, -4e-5), abs=1e-15)
+    joints = by_topic["/sensim/sensor_8/joint_states"]
+    assert [m.position[0] for m, _ in joints] == pytest.approx([0.0, 0.1, 0.2, 0.3, 0.4],
+                                                               abs=1e-12)
+    assert joints[0][0].name == ["sensor_8"]
+    ranges = by_topic["/sensim/sensor_9/range"]
+    cones = [o for o in outs if o.kind == "cone"]
+    assert all(o.value.detected for o in cones)
+    for (m, _), o in zip(ranges, cones):
+        assert m.range == pytest.approx(o.value.range) and m.range == pytest.approx(4.0,
+                                                                                    abs=1e-3)
+
+
+def test_bag_read_by_the_rosbag_command(recorded, tmp_path):
+    if shutil.which("rosbag") is None:
+        pytest.skip("the rosbag command is not installed")
+    _, outs = recorded
+    path = tmp_path / "run.bag"
+    write(path, outs, compression="lz4")
+    info = subprocess.run(["rosbag", "info", "--yaml", str(path)], capture_output=True,
+                          text=True, check=True).stdout
+    import yaml
+    doc = yaml.safe_load(info)
+    counts = {t["topic"]: t["messages"] for t in doc["topics"]}
+    assert counts == {"/sensim/sensor_5/points": 2, "/sensim/sensor_6/points": 2,
+                      "/sensim/sensor_7/data": 5, "/sensim/sensor_7/mag": 5,
+                      "/sensim/sensor_8/joint_states": 5, "/sensim/sensor_9/range": 5}
+    types = {t["topic"]: t["type"] for t in doc["topics"]}
+    assert types["/sensim/sensor_5/points"] == "sensor_msgs/PointCloud2"
+    assert doc["compression"] == "lz4"
+
+
+def test_bag_organised_cloud_and_world_frame(recorded, tmp_path):
+    _, outs = recorded
+    os1 = [o for o in outs if o.sensor_id == 6][0]
+    # an organised 16 x 512 cloud (as the daemon sends it once it fills height and width)
+    organised = dataclasses.replace(os1, meta=dataclasses.replace(os1.meta, height=16,
+                                                                  width=512, frame="world"))
+    path = tmp_path / "org.bag"
+    write(path, [organised], world_frame="map")
+    (_, m, _), = read(path)
+    assert (m.height, m.width, m.row_step) == (16, 512, 512 * m.point_step)
+    assert m.header.frame_id == "map"
+    with pytest.raises(ValueError, match="not a valid ROS time"):
+        write(tmp_path / "neg.bag", [os1], time_offset=-10.0)
+    bad = dataclasses.replace(os1, meta=dataclasses.replace(os1.meta, height=3, width=5))
+    with pytest.raises(ValueError, match="shape 3 x 5"):
+        write(tmp_path / "bad.bag", [bad])
