@@ -6,8 +6,10 @@
   the left, z up), coloured by height (z), intensity, ring or range;
 * :func:`range_image_figure` / :func:`save_range_image`: the range image of an organised cloud
   (rows = beams from the top, columns in firing order, as the Ouster image), or of a spinning
-  lidar's cloud with a ``ring`` field: rows by ring from the highest beam down, columns in
-  firing order (every ring as long, misses kept) or by azimuth from behind, clockwise;
+  lidar's cloud with a ``ring`` field: rows by ring from the highest beam down (rings in
+  number order when elevation follows it, else by mean elevation with rings that saw
+  nothing last), columns in firing order (every ring as long, misses kept) or by azimuth
+  from behind, clockwise;
 * :func:`imu_figure` / :func:`save_imu`: IMU time series (acceleration, angular velocity and
   magnetic field against time).
 
@@ -34,7 +36,8 @@ PathLike = Union[str, "os.PathLike[str]"]
 VIEWS = {"top": ("x", "y"), "bev": ("x", "y"), "side": ("x", "z"), "front": ("-y", "z")}
 COLOURS = ("height", "intensity", "ring", "range", "none")
 _UNITS = {"height": "z [m]", "intensity": "intensity [1/sr]", "ring": "ring",
-          "range": "range [m]"}
+          "range": "range [m]", "time": "time [s]", "time_offset": "time offset [s]",
+          "distance": "distance [m]"}
 
 
 def _figure(size: tuple[float, float], dpi: int) -> Any:
@@ -63,6 +66,8 @@ def _colour_values(cloud: np.ndarray, xyz: np.ndarray, colour: str) -> Optional[
     if colour not in cloud.dtype.names:
         raise ValueError(f"colour: the cloud has no {colour!r} field (fields: "
                          f"{list(cloud.dtype.names)})")
+    if cloud.dtype[colour].shape:
+        raise ValueError(f"colour: {colour!r} is a vector field; pick a scalar one")
     return np.asarray(cloud[colour], dtype=np.float64)
 
 
@@ -71,13 +76,15 @@ def cloud_figure(points: Any, *, view: str = "top", colour: str = "height",
                  title: str = "", size: tuple[float, float] = (8.0, 8.0),
                  dpi: int = 100) -> Any:
     """A Figure of the cloud seen from `view` ("top" or "bev", "side", "front"), points
-    coloured by `colour` ("height", "intensity", "ring", "range", "none") with a colour bar.
+    coloured by `colour` ("height", "intensity", "ring", "range", "none", or any scalar field
+    of the cloud, e.g. "reflectivity") with a colour bar.
     limits: (h_min, h_max, v_min, v_max) in m (default: the points' extent); equal scales."""
     if view not in VIEWS:
         raise ValueError(f"view: {view!r}; one of {sorted(VIEWS)}")
-    if colour not in COLOURS:
-        raise ValueError(f"colour: {colour!r}; one of {list(COLOURS)}")
     cloud = as_cloud(points)
+    if colour not in COLOURS and colour not in cloud.dtype.names:
+        raise ValueError(f"colour: the cloud has no {colour!r} field; one of {list(COLOURS)} "
+                         f"or a field of the cloud {list(cloud.dtype.names)}")
     xyz, hit = _xyz(cloud)
     values = _colour_values(cloud, xyz, colour)
     axis = {"x": xyz[:, 0], "y": xyz[:, 1], "z": xyz[:, 2], "-y": -xyz[:, 1]}
@@ -90,7 +97,7 @@ def cloud_figure(points: Any, *, view: str = "top", colour: str = "height",
     else:
         art = ax.scatter(h, v, s=point_size, c=values[hit], cmap="viridis", marker=".",
                          linewidths=0)
-        fig.colorbar(art, ax=ax, label=_UNITS[colour], shrink=0.8)
+        fig.colorbar(art, ax=ax, label=_UNITS.get(colour, colour), shrink=0.8)
     ax.set_aspect("equal", adjustable="datalim" if limits is None else "box")
     if limits is not None:
         ax.set_xlim(limits[0], limits[1])
@@ -133,7 +140,15 @@ def _range_grid(cloud: np.ndarray, shape: Optional[Sequence[int]], field: str) -
     elevation = np.arctan2(xyz[:, 2], np.hypot(xyz[:, 0], xyz[:, 1]))
     mean_el = np.array([elevation[hit & (row == i)].mean() if (hit & (row == i)).any()
                         else -np.inf for i in range(len(rings))])
-    rank = np.argsort(-mean_el, kind="stable")
+    seen = np.isfinite(mean_el)
+    step = np.diff(mean_el[seen])
+    if seen.sum() >= 2 and ((step < 0).all() or (step > 0).all()):
+        # elevation monotonic in the ring number (Ouster: 0 on top; Velodyne drivers: 0 at
+        # the bottom): every ring in that order, those without a return too
+        rank = np.arange(len(rings)) if (step < 0).all() else np.arange(len(rings))[::-1]
+    else:
+        # rings numbered otherwise: by mean elevation, rings without a return last
+        rank = np.argsort(-mean_el, kind="stable")
     row_of = np.empty_like(rank)
     row_of[rank] = np.arange(len(rank))
     per_ring = np.bincount(row)
