@@ -160,6 +160,10 @@ class Recorder:
         self.binary, self.keep_misses = binary, keep_misses
         self._stop = False
 
+    def _ids(self) -> list[int]:
+        return [int(i) for i in (self.sensors.keys() if isinstance(self.sensors, Mapping)
+                                 else self.sensors)]
+
     def stop(self) -> None:
         """Ask run() to stop after the record it is handling (from a signal handler or
         another thread)."""
@@ -178,14 +182,14 @@ class Recorder:
         sinks: list[Any] = []
         writer = None
         try:
-            ids = subscribe_all(client, self.sensors, encoding=self.encoding,
-                                precision=self.precision, fields=self.fields, wait=self.wait)
-            summary.sensors = {i: SensorSummary(i) for i in ids}
+            # every output is open before the first subscription: from then on, all that
+            # arrives is written
             if self.recording_path is not None:
                 writer = RecordingWriter(self.recording_path, {
                     "host": self.host, "port": self.port, "environment": self.environment,
-                    "sensors": ids, "encoding": self.encoding, "precision": self.precision,
-                    "fields": list(self.fields), "server_version": client.server_version,
+                    "sensors": sorted(self._ids()), "encoding": self.encoding,
+                    "precision": self.precision, "fields": list(self.fields),
+                    "server_version": client.server_version,
                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
                 summary.files.append(writer.path)
             if self.bag_path is not None:
@@ -195,6 +199,9 @@ class Recorder:
             for fmt, directory in self.files.items():
                 sinks.append(FileSink(directory, fmt, binary=self.binary,
                                       keep_misses=self.keep_misses))
+            ids = subscribe_all(client, self.sensors, encoding=self.encoding,
+                                precision=self.precision, fields=self.fields, wait=self.wait)
+            summary.sensors = {i: SensorSummary(i) for i in ids}
             self._loop(client, writer, sinks, summary, duration, max_records, wall, idle,
                        progress, progress_every)
         finally:
@@ -214,27 +221,23 @@ class Recorder:
         start = last_data = time.monotonic()
         next_progress = start + progress_every
         first_time = None
+        stopping = False      # a stop condition met: write what has arrived, wait no more
         try:
             while True:
                 now = time.monotonic()
                 summary.wall_seconds = now - start
-                if self._stop:
-                    summary.reason = "stopped"
-                    return
-                if wall is not None and now - start >= wall:
-                    summary.reason = f"{wall} s of wall time"
-                    return
-                if idle is not None and summary.records and now - last_data >= idle:
-                    summary.reason = f"nothing received for {idle} s"
-                    return
-                if all(s.ended for s in summary.sensors.values()):
-                    summary.reason = "every stream ended"
-                    return
+                if not stopping:
+                    reason = self._stop_reason(summary, now - start, now - last_data, wall,
+                                               idle)
+                    if reason:
+                        summary.reason, stopping = reason, True
                 if progress is not None and now >= next_progress:
                     progress(summary)
                     next_progress = now + progress_every
-                data = client.next_sensor_data(timeout=0.1)
+                data = client.next_sensor_data(timeout=0.0 if stopping else 0.1)
                 if data is None:
+                    if stopping:
+                        return
                     continue
                 last_data = time.monotonic()
                 s = summary.sensors.setdefault(data.sensor_id, SensorSummary(data.sensor_id))
@@ -250,27 +253,47 @@ class Recorder:
                 if duration is not None and data.time - first_time > duration + 1e-12:
                     summary.reason = f"{duration} s of simulated time"
                     return
-                if writer is not None:
-                    writer.write(data)
-                out = decode(data) if sinks else None
-                for sink in sinks:
-                    sink.write(out)
-                summary.records += 1
-                summary.bytes += data.ByteSize()
-                s.kind = data.WhichOneof("payload") or s.kind
-                s.records += 1
-                if s.kind == "point_cloud":
-                    s.points += data.point_cloud.count
-                if s.records == 1:
-                    s.first_time = data.time
-                s.last_time = data.time
+                self._write(data, writer, sinks, summary, s)
                 if max_records is not None and summary.records >= max_records:
                     summary.reason = f"{max_records} records"
                     return
         except KeyboardInterrupt:
             summary.reason = "interrupted"
         except errors.TransportError as exc:
-            summary.reason = "connection lost"
-            summary.error = str(exc)
+            if not summary.reason:
+                summary.reason = "connection lost"
+                summary.error = str(exc)
         finally:
             summary.wall_seconds = time.monotonic() - start
+
+    def _stop_reason(self, summary: RecordSummary, elapsed: float, quiet: float,
+                     wall: Optional[float], idle: Optional[float]) -> str:
+        """Why the recording should stop now ("" to go on)."""
+        if self._stop:
+            return "stopped"
+        if wall is not None and elapsed >= wall:
+            return f"{wall} s of wall time"
+        if idle is not None and summary.records and quiet >= idle:
+            return f"nothing received for {idle} s"
+        if summary.sensors and all(s.ended for s in summary.sensors.values()):
+            return "every stream ended"
+        return ""
+
+    @staticmethod
+    def _write(data: Any, writer: Optional[RecordingWriter], sinks: list,
+               summary: RecordSummary, s: SensorSummary) -> None:
+        """Write one record everywhere and count it."""
+        if writer is not None:
+            writer.write(data)
+        out = decode(data) if sinks else None
+        for sink in sinks:
+            sink.write(out)
+        summary.records += 1
+        summary.bytes += data.ByteSize()
+        s.kind = data.WhichOneof("payload") or s.kind
+        s.records += 1
+        if s.kind == "point_cloud":
+            s.points += data.point_cloud.count
+        if s.records == 1:
+            s.first_time = data.time
+        s.last_time = data.time
