@@ -89,6 +89,11 @@ case "$cmd" in
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_pipelined.py --sensimd ./build-release/server/sensimd \
+      --c-loop ./build-release/tests/bench/bench_pipelined
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_record.py --sensimd ./build-release/server/sensimd
     ;;
   *)
     echo "usage: ./run.sh demo | test | build | bench" >&2

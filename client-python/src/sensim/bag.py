@@ -97,9 +97,21 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
     msg.is_bigendian = False
     msg.point_step = arr.dtype.itemsize
     msg.row_step = arr.dtype.itemsize * int(width)
-    msg.data = data.tobytes()
+    msg.data = _own_bytes(data)
     msg.is_dense = dense
     return msg
+
+
+def _own_bytes(data: np.ndarray) -> bytes:
+    """The bytes of a contiguous array: when it views the whole of a bytes object (a cloud
+    decoded from the daemon's message), that object itself, else a copy."""
+    base = data
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if (isinstance(base, bytes) and data.flags.c_contiguous and len(base) == data.nbytes
+            and np.frombuffer(base, np.uint8).ctypes.data == data.ctypes.data):
+        return base
+    return data.tobytes()
 
 
 def imu_message(sample: Any, *, stamp: Any, frame_id: str) -> Any:

@@ -174,6 +174,9 @@ _HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
 # sent back to back, PIPELINE_WINDOW of them in flight at a time, so that the daemon traces one
 # while the next arrives and the last replies leave (see Client.raycast).
 PIPELINE_MIN_RAYS = 1 << 16
+# A request whose bulk arrays total at most this many bytes is serialized as one message (the
+# arrays copied); larger ones are sent from the arrays' own memory.
+SMALL_BULK_BYTES = 1 << 14
 PIPELINE_RAYS = 1 << 15
 PIPELINE_WINDOW = 4
 
@@ -679,6 +682,15 @@ class Client:
             raise errors.ResourceExhausted(
                 f"request of about {size} bytes exceeds the daemon's max_frame_bytes {limit}")
         self._next_id += 1
+        if size <= SMALL_BULK_BYTES:
+            # small arrays (a state update of a few bodies): copied into one message that
+            # protobuf serializes at once, cheaper than assembling the frame around them
+            env = pb.Envelope(id=self._next_id)
+            sub = getattr(env, body)
+            sub.MergeFrom(message)
+            for (name, _), (_, view) in zip(arrays, bulk):
+                setattr(sub, name, view.tobytes())
+            return self._next_id, [_framing.encode(env.SerializeToString())]
         envelope = pb.Envelope(id=self._next_id).SerializeToString()
         number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
         return self._next_id, _framing.bulk_frame(envelope, number, message.SerializeToString(),
