@@ -192,3 +192,22 @@ def test_subscription_counts_the_daemons_drops_as_gaps(sensimd_factory):
             assert dropped > 0
             # every frame is either delivered or counted as a gap
             assert sub.gaps == 60 - len(got) == c.get_info().counters.frames_dropped
+
+
+def test_wait_for_subscribers(sensimd):
+    from sensim.record import wait_for_subscribers
+    with sensimd.client(environment="w") as c:
+        scene(c)
+        with pytest.raises(errors.Timeout, match=r"no subscriber for sensors \[5, 7\]"):
+            wait_for_subscribers(c, [5, 7], timeout=0.3)
+        with sensim.Subscription(port=sensimd.port, environment="w", sensors=[7]):
+            with pytest.raises(errors.Timeout, match=r"sensors \[5\] of environment 'w'"):
+                wait_for_subscribers(c, [5, 7], timeout=0.3)
+            # a subscription of another environment does not count
+            with sensimd.client(environment="other") as o:
+                scene(o)
+                with sensim.Subscription(port=sensimd.port, environment="other", sensors=[5]):
+                    with pytest.raises(errors.Timeout):
+                        wait_for_subscribers(c, [5], timeout=0.3)
+            with sensim.Subscription(port=sensimd.port, environment="w", sensors=[5]):
+                wait_for_subscribers(c, [5, 7], timeout=5.0)

@@ -9,7 +9,8 @@ write what arrives into a recording (.srec), a ROS bag, and point-cloud or CSV f
     print(summary.text())
 
 This is what ``python -m sensim record`` runs. Start it before the simulation steps (it waits
-up to ``wait`` seconds for sensors that do not exist yet); it stops after ``duration``
+up to ``wait`` seconds for sensors that do not exist yet; a simulation that must not lose its
+first steps calls :func:`wait_for_subscribers` after creating its sensors); it stops after ``duration``
 simulated seconds, ``max_records`` records, ``wall`` seconds, when every stream has ended (its
 sensor removed), when nothing arrived for ``idle`` seconds after the first record, when the
 connection breaks, or on Ctrl-C / SIGTERM: the files are always closed whole.
@@ -29,9 +30,32 @@ from .outputs import SensorOutput, decode
 from .recording import RecordingWriter
 from .stream import Sensors, subscribe_all
 
-__all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink"]
+__all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers"]
 
 PathLike = Union[str, "os.PathLike[str]"]
+
+
+def wait_for_subscribers(client: Client, sensors: Sequence[int], timeout: float = 30.0,
+                         count: int = 1) -> None:
+    """Wait until each of `sensors` of the client's environment has at least `count`
+    subscriptions (a recorder started alongside the simulation), so that no step goes
+    unrecorded: a subscription takes the records of the steps after it. Raises
+    sensim.errors.Timeout after `timeout` seconds naming the sensors still waited for."""
+    deadline = time.monotonic() + timeout
+    env = client.hello_reply.environment if client.hello_reply is not None else ""
+    env = env or client.environment
+    while True:
+        have: dict[int, int] = {}
+        for s in client.get_info().subscribers:
+            if s.environment == env and not s.closed_reason:
+                have[s.sensor_id] = have.get(s.sensor_id, 0) + 1
+        missing = [i for i in sensors if have.get(int(i), 0) < count]
+        if not missing:
+            return
+        if time.monotonic() >= deadline:
+            raise errors.Timeout(f"no subscriber for sensors {missing} of environment "
+                                 f"{env!r} within {timeout} s")
+        time.sleep(0.02)
 
 
 @dataclass
