@@ -169,3 +169,18 @@ def test_bag_organised_cloud_and_world_frame(recorded, tmp_path):
     bad = dataclasses.replace(os1, meta=dataclasses.replace(os1.meta, height=3, width=5))
     with pytest.raises(ValueError, match="shape 3 x 5"):
         write(tmp_path / "bad.bag", [bad])
+
+
+def test_bag_any_layout_of_a_cloud_gives_the_same_message(recorded):
+    from sensim.bag import point_cloud2
+    import rospy
+    _, outs = recorded
+    cloud = [o for o in outs if o.sensor_id == 6][0].value
+    stamp = rospy.Time.from_sec(1.0)
+    plain = point_cloud2(cloud, stamp=stamp, frame_id="f")
+    for other in (cloud.astype(cloud.dtype.newbyteorder(">")),      # big-endian fields
+                  np.repeat(cloud, 2)[::2],                          # every other record
+                  cloud.copy()):                                     # an array of its own
+        m = point_cloud2(other, stamp=stamp, frame_id="f")
+        assert m.data == plain.data and m.fields == plain.fields
+        assert m.point_step == plain.point_step

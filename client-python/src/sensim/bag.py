@@ -81,7 +81,6 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
     le = np.dtype({"names": list(arr.dtype.names), "formats": [f for _, f in little],
                    "offsets": [arr.dtype.fields[n][1] for n in arr.dtype.names],
                    "itemsize": arr.dtype.itemsize})
-    data = np.ascontiguousarray(arr.astype(le, copy=False))
     height, width = shape if shape is not None else (1, len(arr))
     if height * width != len(arr):
         raise ValueError(f"point_cloud2: shape {height} x {width} for {len(arr)} points")
@@ -97,21 +96,27 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
     msg.is_bigendian = False
     msg.point_step = arr.dtype.itemsize
     msg.row_step = arr.dtype.itemsize * int(width)
-    msg.data = _own_bytes(data)
+    msg.data = _own_bytes(arr, le)
     msg.is_dense = dense
     return msg
 
 
-def _own_bytes(data: np.ndarray) -> bytes:
-    """The bytes of a contiguous array: when it views the whole of a bytes object (a cloud
-    decoded from the daemon's message), that object itself, else a copy."""
-    base = data
+def _own_bytes(arr: np.ndarray, le: np.dtype) -> bytes:
+    """The points as little-endian records of dtype `le`: when `arr` already is such an array
+    viewing the whole of a bytes object (a cloud decoded from the daemon's message), that
+    object itself; else a copy whose padding bytes are zero, so that a file written twice is
+    the same."""
+    base = arr
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
-    if (isinstance(base, bytes) and data.flags.c_contiguous and len(base) == data.nbytes
-            and np.frombuffer(base, np.uint8).ctypes.data == data.ctypes.data):
+    if (arr.dtype == le and isinstance(base, bytes) and arr.flags.c_contiguous
+            and len(base) == arr.nbytes
+            and np.frombuffer(base, np.uint8).ctypes.data == arr.ctypes.data):
         return base
-    return data.tobytes()
+    out = np.zeros(len(arr), dtype=le)
+    for name in arr.dtype.names:
+        out[name] = arr[name]
+    return out.tobytes()
 
 
 def imu_message(sample: Any, *, stamp: Any, frame_id: str) -> Any:
