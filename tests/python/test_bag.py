@@ -8,7 +8,6 @@ messages with their values."""
 from __future__ import annotations
 
 import dataclasses
-import math
 import shutil
 import subprocess
 

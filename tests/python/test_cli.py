@@ -7,7 +7,6 @@ errors exit 1 naming the problem."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import signal
@@ -16,7 +15,6 @@ import sys
 import time
 
 import numpy as np
-import pytest
 
 import sensim
 from sensim.recording import open_recording

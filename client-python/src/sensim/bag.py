@@ -5,12 +5,15 @@
 Each sensor gets a namespace (default ``/sensim/sensor_<id>``) and a frame id (default
 ``sensor_<id>``); its records become the messages ROS drivers publish:
 
-| output | topic | message |
-|---|---|---|
-| point cloud | ``<ns>/points`` | ``sensor_msgs/PointCloud2``: the cloud's own fields, offsets and ``point_step`` (``layout="velodyne"`` / ``"ouster"`` are the ``velodyne_pointcloud`` / ``ouster_ros`` point types), ``height`` × ``width`` of an organised cloud; stamp = ``frame_start_time``, the time fields count from it |
-| IMU | ``<ns>/data``, ``<ns>/mag`` | ``sensor_msgs/Imu`` (no orientation: ``orientation_covariance[0] = -1``; covariances unknown, i.e. zero), ``sensor_msgs/MagneticField`` |
-| encoder, odometer | ``<ns>/joint_states`` | ``sensor_msgs/JointState``, name ``sensor_<id>`` |
-| cone | ``<ns>/range`` | ``sensor_msgs/Range``, ``+inf`` when nothing is detected (REP 117) |
+* point cloud -> ``<ns>/points``, ``sensor_msgs/PointCloud2``: the cloud's own fields,
+  offsets and ``point_step`` (``layout="velodyne"`` / ``"ouster"`` are the
+  ``velodyne_pointcloud`` / ``ouster_ros`` point types), ``height`` x ``width`` of an
+  organised cloud; stamp = ``frame_start_time``, which the time fields count from;
+* IMU -> ``<ns>/data``, ``sensor_msgs/Imu`` (no orientation: ``orientation_covariance[0] =
+  -1``; covariances unknown, i.e. zero) and ``<ns>/mag``, ``sensor_msgs/MagneticField``;
+* encoder, odometer -> ``<ns>/joint_states``, ``sensor_msgs/JointState`` named
+  ``sensor_<id>``;
+* cone -> ``<ns>/range``, ``sensor_msgs/Range``, ``+inf`` when nothing is detected (REP 117).
 
 A cloud in the world frame (``frame="world"``) takes ``world_frame`` as its frame id. Message
 times are the simulation's plus ``time_offset`` seconds (0 by default: a bag that starts near

@@ -20,8 +20,8 @@ The poses a step carries must not depend on that step's own outputs (they come b
 
 A step refused by the daemon raises its :mod:`sensim.errors` class, naming the step's time,
 from the submit or drain that collects it, once every step still in flight has been answered
-(their results come from the next submit or drain; the helper is usable again). A daemon that goes away raises
-:class:`sensim.errors.ConnectionClosed`; a daemon that stops answering raises
+(their results come from the next submit or drain; the helper is usable again). A daemon that
+goes away raises :class:`sensim.errors.ConnectionClosed`; a daemon that stops answering raises
 :class:`sensim.errors.Timeout` after the client's timeout: never a hang.
 """
 
