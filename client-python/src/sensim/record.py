@@ -11,9 +11,10 @@ write what arrives into a recording (.srec), a ROS bag, and point-cloud or CSV f
 This is what ``python -m sensim record`` runs. Start it before the simulation steps (it waits
 up to ``wait`` seconds for sensors that do not exist yet; a simulation that must not lose its
 first steps calls :func:`wait_for_subscribers` after creating its sensors); it stops after
-``duration`` simulated seconds, ``max_records`` records, ``wall`` seconds, when every stream has ended (its
-sensor removed), when nothing arrived for ``idle`` seconds after the first record, when the
-connection breaks, or on Ctrl-C / SIGTERM: the files are always closed whole.
+``duration`` simulated seconds, ``max_records`` records, ``wall`` seconds, when every stream
+has ended (its sensor removed), when nothing arrived for ``idle`` seconds after the first
+record, when the connection breaks, or on Ctrl-C / SIGTERM (what has arrived is still
+written): the files are always closed whole.
 """
 
 from __future__ import annotations
