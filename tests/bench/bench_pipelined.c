@@ -10,14 +10,16 @@
 // 1 ms sends UpdateState (pose and velocity as bytes fields) and Step in one write, keeping at
 // most DEPTH steps in flight, and decodes every reply (protobuf-c, the clouds' bytes included).
 // Prints one line:
-//   steps N clouds C points P imu I wall_s W
-// W the wall time of the stepping loop alone (scene setup excluded).
+//   steps N clouds C points P imu I wall_s W cpu_s U
+// W the wall time of the stepping loop alone (scene setup excluded), U this process's CPU time
+// over it.
 //
 //    bench_pipelined --port PORT --environment NAME [--steps N] [--depth D]
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bench_proto.h"
 #include "bench_util.h"
@@ -139,6 +141,13 @@ static void scene(bench_conn_t* c) {
 
 //---------------- The loop
 
+static double process_cpu(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+
 typedef struct totals {
   unsigned long clouds, points, imu;
 } totals_t;
@@ -236,7 +245,7 @@ int main(int argc, char** argv) {
   collect(&c, ids[0][0], ids[0][1], &tot);
   tot = (totals_t){0, 0, 0};
 
-  double t0 = bench_now();
+  double t0 = bench_now(), c0 = process_cpu();
   unsigned sent = 0, done = 0;
   for (unsigned k = 1; k <= steps; k++) {
     while (sent - done >= depth) {
@@ -250,9 +259,9 @@ int main(int argc, char** argv) {
     collect(&c, ids[done % depth][0], ids[done % depth][1], &tot);
     done++;
   }
-  double wall = bench_now() - t0;
-  printf("steps %u clouds %lu points %lu imu %lu wall_s %.6f\n", steps, tot.clouds, tot.points,
-         tot.imu, wall);
+  double wall = bench_now() - t0, cpu = process_cpu() - c0;
+  printf("steps %u clouds %lu points %lu imu %lu wall_s %.6f cpu_s %.6f\n", steps, tot.clouds,
+         tot.points, tot.imu, wall, cpu);
   free(c.buf);
   return 0;
 }

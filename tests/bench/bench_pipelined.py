@@ -8,11 +8,12 @@ A vehicle (body 1) drives a circle of 10 m at 5 m/s past a row of boxes with a V
 1 kHz for `--steps` steps. The Python loop computes each pose, submits it through
 sensim.LockStep (UpdateState and Step in one write, 4 steps in flight) and decodes every
 output (clouds to NumPy, IMU samples); the C loop (the program bench_pipelined, protobuf-c, no
-client library) does the same with the same depth. Rounds alternate between the two in fresh
-environments of one daemon; each prints its wall time of the loop alone, and the clouds,
-points and IMU samples must agree. Prints
+client library) does the same with the same depth. Each round runs every variant once in a
+fresh environment of one daemon (rotated order, after a warm-up round); each times its loop
+alone, and the clouds, points and IMU samples must agree. Prints
 
-    BENCH python_pipelined_1khz_wall_per_sim_s <median Python wall / median C wall> x  (goal <= 2)
+    BENCH python_pipelined_1khz_wall_per_sim_s <median over rounds of Python wall / C wall> x
+                                                                                 (goal <= 2)
 
 and for reference the Python loop with one step in flight (no pipelining), with a
 subscription thread in the same process decoding the same sensors (the interpreter lock is
@@ -41,6 +42,7 @@ import sensim
 from sensim.testing import Daemon
 
 DT = 1e-3
+CPU: list[float] = []   # CPU seconds of the last loops (the client's own process)
 
 
 def scene(c: sensim.Client) -> None:
@@ -87,6 +89,7 @@ def python_loop(port: int, name: str, steps: int, depth: int,
         subscribed(c, name, subscribers)
         sim = sensim.LockStep(c, depth=depth)
         start = time.perf_counter()
+        cpu = time.process_time()
         results = []
         for k in range(1, steps + 1):
             t = k * DT
@@ -103,6 +106,7 @@ def python_loop(port: int, name: str, steps: int, depth: int,
                 points += len(out.value)
             imu += len(r[7])
         wall = time.perf_counter() - start
+        CPU.append(time.process_time() - cpu)
     return wall, (clouds, points, imu)
 
 
@@ -114,6 +118,7 @@ def c_loop(exe: str, port: int, name: str, steps: int, depth: int) -> tuple[floa
         sys.exit(f"bench_pipelined: the C loop failed: {out.stderr}")
     f = out.stdout.split()
     values = dict(zip(f[::2], f[1::2]))
+    CPU.append(float(values["cpu_s"]))
     return float(values["wall_s"]), (int(values["clouds"]), int(values["points"]),
                                      int(values["imu"]))
 
@@ -165,39 +170,61 @@ def main() -> int:
     steps, rounds = (200, 1) if args.quick else (args.steps, args.rounds)
     sim_s = steps * DT
 
-    py, cc, py1, py_sub, py_rec = [], [], [], [], []
+    # each round runs every variant once, in a rotated order, after a warm-up round; the
+    # figures are medians over the rounds of the ratios within a round, which a machine whose
+    # load drifts over minutes moves less than ratios of separate medians
+    variants = ["c", "py", "py1"] + ([] if args.quick else ["sub", "rec"])
+    walls: dict[str, list[float]] = {v: [] for v in variants}
+    cpus: dict[str, list[float]] = {v: [] for v in ("c", "py")}
     with Daemon(executable=args.sensimd) as d, tempfile.TemporaryDirectory() as tmp:
-        for k in range(rounds):
-            wall_c, tot_c = c_loop(args.c_loop, d.port, f"c{k}", steps, 4)
-            wall_p, tot_p = python_loop(d.port, f"py{k}", steps, 4)
-            if tot_c != tot_p:
-                print(f"bench_pipelined: the loops disagree: C {tot_c}, Python {tot_p} "
-                      "(clouds, points, imu samples)", file=sys.stderr)
-                return 1
-            if tot_p[0] < 1 or tot_p[2] != steps:
-                print(f"bench_pipelined: unexpected outputs {tot_p}", file=sys.stderr)
-                return 1
-            cc.append(wall_c / sim_s)
-            py.append(wall_p / sim_s)
-            py1.append(python_loop(d.port, f"d1_{k}", steps, 1)[0] / sim_s)
-            if not args.quick:
-                py_sub.append(with_subscription(d.port, f"sub{k}", steps) / sim_s)
-                py_rec.append(with_record(d.port, f"rec{k}", steps,
-                                          os.path.join(tmp, f"{k}.bag")) / sim_s)
-        print(f"loop over {sim_s:.3f} s of simulation at 1 kHz ({tot_p[0]} clouds, "
-              f"{tot_p[1]} points, {tot_p[2]} IMU samples): wall per simulated second, "
-              f"median of {rounds}: C {statistics.median(cc):.3f} s, Python "
-              f"{statistics.median(py):.3f} s (4 in flight), {statistics.median(py1):.3f} s "
-              "(1 in flight)")
-        print(f"BENCH python_pipelined_1khz_wall_per_sim_s "
-              f"{statistics.median(py) / statistics.median(cc):.2f} x")
-        print(f"BENCH python_lockstep_depth1_over_depth4 "
-              f"{statistics.median(py1) / statistics.median(py):.2f} x")
-        if py_sub:
-            print(f"BENCH python_pipelined_with_subscription_thread_over_alone "
-                  f"{statistics.median(py_sub) / statistics.median(py):.2f} x")
-            print(f"BENCH python_pipelined_with_record_process_over_alone "
-                  f"{statistics.median(py_rec) / statistics.median(py):.2f} x")
+        totals = None
+        for k in range(-1, rounds):
+            order = variants[k % len(variants):] + variants[:k % len(variants)]
+            for v in order:
+                name = f"{v}{k + 1}"
+                if v == "c":
+                    wall, tot = c_loop(args.c_loop, d.port, name, steps, 4)
+                elif v == "py":
+                    wall, tot = python_loop(d.port, name, steps, 4)
+                elif v == "py1":
+                    wall, tot = python_loop(d.port, name, steps, 1)
+                elif v == "sub":
+                    wall, tot = with_subscription(d.port, name, steps), None
+                else:
+                    wall, tot = with_record(d.port, name, steps,
+                                            os.path.join(tmp, f"{k}.bag")), None
+                if tot is not None:
+                    if totals is None:
+                        totals = tot
+                    if tot != totals:
+                        print(f"bench_pipelined: the loops disagree: {v} gave {tot}, another "
+                              f"{totals} (clouds, points, imu samples)", file=sys.stderr)
+                        return 1
+                if k >= 0:
+                    walls[v].append(wall / sim_s)
+                    if v in cpus:
+                        cpus[v].append(CPU[-1] / sim_s)
+        if totals[0] < 1 or totals[2] != steps:
+            print(f"bench_pipelined: unexpected outputs {totals}", file=sys.stderr)
+            return 1
+
+    def ratio(a: str, b: str) -> float:
+        return statistics.median(x / y for x, y in zip(walls[a], walls[b]))
+
+    med = {v: statistics.median(w) for v, w in walls.items()}
+    print(f"loop over {sim_s:.3f} s of simulation at 1 kHz ({totals[0]} clouds, "
+          f"{totals[1]} points, {totals[2]} IMU samples): wall per simulated second, median of "
+          f"{rounds}: C {med['c']:.3f} s, Python {med['py']:.3f} s (4 in flight), "
+          f"{med['py1']:.3f} s (1 in flight)")
+    print(f"client CPU per simulated second: C {statistics.median(cpus['c']):.3f} s, Python "
+          f"{statistics.median(cpus['py']):.3f} s")
+    print(f"BENCH python_pipelined_1khz_wall_per_sim_s {ratio('py', 'c'):.2f} x")
+    print(f"BENCH python_lockstep_depth1_over_depth4 {ratio('py1', 'py'):.2f} x")
+    if "sub" in walls:
+        print(f"BENCH python_pipelined_with_subscription_thread_over_alone "
+              f"{ratio('sub', 'py'):.2f} x")
+        print(f"BENCH python_pipelined_with_record_process_over_alone "
+              f"{ratio('rec', 'py'):.2f} x")
     return 0
 
 

@@ -28,11 +28,20 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable, Optional
 
 import sensim
 from sensim.testing import Daemon
 
 DT = 0.01
+CPU: dict[str, list[float]] = {"recorder": [], "daemon": []}  # CPU s per revolution
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, from /proc."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def scene(c: sensim.Client) -> None:
@@ -46,7 +55,8 @@ def scene(c: sensim.Client) -> None:
     c.create_lidar(5, body_id=1, mount=((0, 0, 2.0), None), preset="os1-128-2048")
 
 
-def step_loop(port: int, name: str, seconds: float, subscribers: int) -> tuple[float, int]:
+def step_loop(port: int, name: str, seconds: float, subscribers: int,
+              on_ready: Optional[Callable[[], None]] = None) -> tuple[float, int]:
     """Step environment `name` once it has `subscribers` subscriptions; (wall seconds of the
     stepping, revolutions the controller received)."""
     clouds = 0
@@ -59,6 +69,8 @@ def step_loop(port: int, name: str, seconds: float, subscribers: int) -> tuple[f
             if time.monotonic() > deadline:
                 sys.exit("bench_record: the recorder did not subscribe")
             time.sleep(0.02)
+        if on_ready is not None:
+            on_ready()
         start = time.perf_counter()
         with sensim.LockStep(c, depth=2) as sim:
             n = int(round(seconds / DT))
@@ -81,7 +93,9 @@ def recorded(port: int, name: str, seconds: float, bag: str) -> tuple[float, flo
                             "-e", name, "-s", "5", "--bag", bag, "--idle", "0", "--wait", "60",
                             "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wall, clouds = step_loop(port, name, seconds, 1)
+        ready = []
+        wall, clouds = step_loop(port, name, seconds, 1,
+                                 lambda: ready.append(cpu_seconds(rec.pid)))
         done = time.perf_counter()
         # the recorder has everything once its subscription's queue is empty and the last
         # revolution is in its summary; SIGTERM makes it write what has arrived and close
@@ -96,6 +110,8 @@ def recorded(port: int, name: str, seconds: float, bag: str) -> tuple[float, flo
                 if subs[0].queued_frames == 0 and subs[0].frames_sent + dropped >= clouds:
                     break
                 time.sleep(0.01)
+            # its CPU since it subscribed: receiving, decoding, writing the bag
+            CPU["recorder"].append((cpu_seconds(rec.pid) - ready[0]) / max(clouds, 1))
             rec.send_signal(signal.SIGTERM)
             out, err = rec.communicate(timeout=300)
         lag = time.perf_counter() - done
@@ -121,30 +137,42 @@ def main() -> int:
     args = ap.parse_args()
     seconds, rounds = (0.25, 1) if args.quick else (args.seconds, args.rounds)
 
+    # a warm-up round, then rounds in alternating order; the figure is the median over the
+    # rounds of the ratio within a round (a machine whose load drifts moves it less)
     alone, with_rec, lags = [], [], []
     # room for the recorder to lag a few seconds behind without losing a revolution (12 MB
     # each; the default subscription budget, 32 MiB, holds two)
     budget = ["--subscriber-max-bytes", str(512 << 20), "--subscriber-soft-bytes",
               str(512 << 20)]
     with Daemon(budget, executable=args.sensimd) as d, tempfile.TemporaryDirectory() as tmp:
-        for k in range(rounds):
-            wall, clouds = step_loop(d.port, f"alone{k}", seconds, 0)
-            alone.append(wall)
-            bag = os.path.join(tmp, f"{k}.bag")
-            wall_r, lag, n = recorded(d.port, f"rec{k}", seconds, bag)
+        for k in range(-1, rounds):
+            for v in (("alone", "rec") if k % 2 else ("rec", "alone")):
+                if v == "alone":
+                    cpu = cpu_seconds(d.proc.pid)
+                    wall, clouds = step_loop(d.port, f"alone{k + 1}", seconds, 0)
+                    CPU["daemon"].append((cpu_seconds(d.proc.pid) - cpu) / clouds)
+                    if k >= 0:
+                        alone.append(wall)
+                    continue
+                bag = os.path.join(tmp, f"{k + 1}.bag")
+                wall_r, lag, n = recorded(d.port, f"rec{k + 1}", seconds, bag)
+                size = os.path.getsize(bag)
+                os.remove(bag)
+                if k >= 0:
+                    with_rec.append(wall_r)
+                    lags.append(lag)
             if n != clouds or clouds < 1:
                 print(f"bench_record: {n} revolutions recorded, {clouds} stepped (the "
                       "recorder fell behind its subscription budget)", file=sys.stderr)
                 return 1
-            with_rec.append(wall_r)
-            lags.append(lag)
-            size = os.path.getsize(bag)
-            os.remove(bag)
     print(f"OS1-128 2048 x 10, {seconds:.2f} s simulated ({clouds} revolutions, bag of "
           f"{size / 1e6:.1f} MB): stepping {statistics.median(alone):.3f} s alone, "
           f"{statistics.median(with_rec):.3f} s while recording (medians of {rounds})")
-    print(f"BENCH record_bag_overhead "
-          f"{statistics.median(with_rec) / statistics.median(alone):.2f} x")
+    print(f"CPU per revolution: the daemon {statistics.median(CPU['daemon']) * 1e3:.0f} ms "
+          f"(tracing, encoding, sending to the controller), the recorder "
+          f"{statistics.median(CPU['recorder']) * 1e3:.0f} ms (receiving, decoding, writing)")
+    ratio = statistics.median(r / a for r, a in zip(with_rec, alone))
+    print(f"BENCH record_bag_overhead {ratio:.2f} x")
     print(f"BENCH record_bag_lag_s {statistics.median(lags):.3f} s")
     return 0
 
