@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   }
 
   // ask
-  sensim_info_t info;
+  const sensim_info_t* info = NULL;
   st = sensim_get_info(cli, &info);
   if (st != SENSIM_OK) {
     fprintf(stderr, "sensim_info: get_info failed: %s (%s)\n", sensim_client_last_error(cli),
@@ -68,32 +68,38 @@ int main(int argc, char** argv) {
 
   // print
   printf("sensimd at %s:%lu\n", host, port);
-  printf("  %-22s %s\n", "server version", info.server_version);
-  printf("  %-22s %" PRIu32 "\n", "protocol version", info.protocol_version);
-  printf("  %-22s %.3f s\n", "uptime", info.uptime_s);
-  printf("  %-22s %" PRIu32 "\n", "connections", info.connections);
-  printf("  %-22s %" PRIu32 "\n", "threads", info.threads);
-  printf("  %-22s %" PRIu32 "\n", "environments", info.environments);
-  if (info.max_frame_bytes != 0) {
-    printf("  %-22s %" PRIu32 "\n", "max frame bytes", info.max_frame_bytes);
+  printf("  %-22s %s\n", "server version", info->server_version);
+  printf("  %-22s %" PRIu32 "\n", "protocol version", info->protocol_version);
+  printf("  %-22s %.3f s\n", "uptime", info->uptime_s);
+  printf("  %-22s %" PRIu32 "\n", "connections", info->connections);
+  printf("  %-22s %" PRIu32 "\n", "threads", info->threads);
+  printf("  %-22s %" PRIu32 "\n", "environments", info->nenvironments);
+  if (info->limits.max_frame_bytes != 0) {
+    printf("  %-22s %" PRIu32 "\n", "max frame bytes", info->limits.max_frame_bytes);
   }
-  if (info.max_clients != 0) {
-    printf("  %-22s %" PRIu32 "\n", "max clients", info.max_clients);
+  if (info->limits.max_clients != 0) {
+    printf("  %-22s %" PRIu32 "\n", "max clients", info->limits.max_clients);
   }
+  for (uint32_t i = 0; i < info->nenvironments; i++) {
+    const sensim_environment_info_t* e = &info->environments[i];
+    printf("  environment %-10s %" PRIu32 " clients, %" PRIu32 " objects, %" PRIu32
+           " sensors, %" PRIu64 " steps\n", e->name, e->clients, e->objects, e->sensors,
+           e->steps);
+  }
+
+  // every counter the daemon sent, by name (a counter newer than this client by number)
   printf("counters\n");
-  print_counter("frames in", info.counters.frames_in);
-  print_counter("frames out", info.counters.frames_out);
-  print_counter("bytes in", info.counters.bytes_in);
-  print_counter("bytes out", info.counters.bytes_out);
-  print_counter("requests failed", info.counters.requests_failed);
-  print_counter("connections total", info.counters.connections_total);
-  print_counter("connections rejected", info.counters.connections_rejected);
-  print_counter("frames rejected", info.counters.frames_rejected);
-  print_counter("steps", info.counters.steps);
-  print_counter("rays traced", info.counters.rays_traced);
-  print_counter("rays culled", info.counters.rays_culled);
-  print_counter("scene commits", info.counters.scene_commits);
-  print_counter("frames dropped", info.counters.frames_dropped);
+  for (unsigned f = 0; f < SENSIM_COUNTERS_MAX; f++) {
+    if (info->counters.present >> f & 1) {
+      const char* name = sensim_counter_name(f);
+      char unknown[32];
+      if (!name) {
+        snprintf(unknown, sizeof(unknown), "counter %u", f);
+        name = unknown;
+      }
+      print_counter(name, info->counters.value[f]);
+    }
+  }
 
   sensim_client_close(cli);
   return 0;

@@ -375,8 +375,12 @@ static sensim_status_t decode_quantized(const uint8_t* in, size_t len, uint32_t 
 sensim_status_t sensim_point_cloud_decode(sensim_encoding_t encoding, const void* data,
                                           size_t len, uint32_t count, uint32_t point_step,
                                           void* out, size_t out_cap) {
-  size_t raw = (size_t)count * point_step;
-  if (out_cap < raw || (raw && (!out || !data))) {
+  uint64_t raw64 = (uint64_t)count * point_step;
+  if (raw64 > SIZE_MAX || out_cap < raw64) {
+    return SENSIM_INVALID_ARGUMENT;
+  }
+  size_t raw = (size_t)raw64;
+  if (raw && (!out || !data)) {
     return SENSIM_INVALID_ARGUMENT;
   }
   switch (encoding) {

@@ -127,6 +127,7 @@ int daemon_run(const daemon_config_t* cfg) {
       .max_queue_bytes = cfg->max_queue_bytes,
       .max_hello_bytes = cfg->max_hello_bytes,
       .max_held_bytes = cfg->max_held_bytes,
+      .pause_unsent_bytes = cfg->max_pending_bytes,
       .handshake_timeout_ms = cfg->handshake_timeout_ms,
       .idle_timeout_ms = cfg->idle_timeout_ms,
       .io_timeout_ms = cfg->io_timeout_ms,

@@ -21,7 +21,8 @@ typedef struct daemon_config {
   uint32_t max_clients;       // simultaneous connections
   uint32_t max_environments;
   uint64_t max_queue_bytes;   // per session: unsent output before the session is closed
-  uint64_t max_pending_bytes; // per session: received requests not yet executed before reading pauses
+  uint64_t max_pending_bytes; // per session: received requests not yet executed, or replies
+                              // not taken by the peer, before reading pauses
   uint64_t max_scene_bytes;   // memory the ray-tracing backend may hold, all environments
   uint64_t max_held_bytes;    // all connections: input buffers, requests waiting, unsent
                               // replies (0 = unlimited)

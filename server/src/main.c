@@ -27,9 +27,11 @@ static const char* const g_usage =
     "  --max-scene-bytes N     memory the ray-tracing backend may hold for all environments;\n"
     "                          larger scenes fail with RESOURCE_EXHAUSTED (default: half of\n"
     "                          the physical memory; 0 = unlimited)\n"
-    "  --max-held-bytes N      bytes held for all connections together: input buffers,\n"
-    "                          requests waiting, unsent replies (default: a sixteenth of the\n"
-    "                          physical memory, at least 268435456; 0 = unlimited)\n"
+    "  --max-held-bytes N      memory held for all connections together: input buffers,\n"
+    "                          requests waiting, unsent replies, each at what it takes; past\n"
+    "                          three quarters of it, connections that do not read their\n"
+    "                          replies are not read (default: a sixteenth of the physical\n"
+    "                          memory, at least 268435456; 0 = unlimited)\n"
     "  --handshake-timeout S   seconds from connecting to a successful Hello (default 5;\n"
     "                          0 = none); until then frames are limited to 65536 bytes\n"
     "  --idle-timeout S        close a connection without traffic and without requests in\n"
@@ -118,7 +120,8 @@ int main(int argc, char** argv) {
   // request. By default glibc maps and unmaps each such buffer and the kernel faults its pages
   // in again every time; keeping up to 256 MiB of freed heap for reuse made the end-to-end
   // raycast through the Python client about 20 % faster. Held memory stays bounded by
-  // --max-held-bytes; this only lets the allocator keep what was freed.
+  // --max-held-bytes; this only lets the allocator keep what was freed, and the network layer
+  // hands it back (malloc_trim) once the connections have released most of what they held.
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
 

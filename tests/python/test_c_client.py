@@ -43,7 +43,7 @@ def test_c_client_info_prints_server_info(sensimd, examples_dir):
         assert connections, out
         assert int(connections.group(1)) >= 2     # this Python client and sensim_info
         assert re.search(r"^\s*protocol version\s+1$", out, re.M), out
-        assert "uptime" in out and "threads" in out and "frames in" in out
+        assert "uptime" in out and "threads" in out and "frames_in" in out
 
         # the C client's frames show in the daemon's counters
         assert c.get_info().counters.connections_total >= 2

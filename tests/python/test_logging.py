@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The daemon's log (server/src/base/log.c): one line "HH:MM:SS.mmm sensimd LEVEL message" per
-event on stderr, and --log-level drops every message above the chosen level."""
+event on stderr, --log-level drops every message above the chosen level, and text from clients
+shows its invisible and bidirectional code points escaped (base/text.c)."""
 
 from __future__ import annotations
 
@@ -106,3 +107,48 @@ def test_log_lines_have_the_documented_form_and_respect_the_level(sensimd_factor
         assert len(connected_lines(entries)) == 2, entries
     if level == "error":
         assert entries == [], entries      # a clean run has no errors
+
+
+# Code points that must never reach the log as themselves (U+2028 and U+2029 end a line for
+# many viewers and for str.splitlines; the bidirectional controls reorder what a terminal
+# shows; the others are invisible), each with the escape the log shows instead.
+HIDDEN = ["\u202e", "\u202d", "\u202a", "\u202b", "\u202c", "\u2028", "\u2029", "\u200e",
+          "\u200f", "\u2066", "\u2067", "\u2068", "\u2069", "\u061c", "\u200b", "\u2060",
+          "\ufeff", "\u00ad", "\U000e0041"]
+
+
+def escaped(text: str) -> str:
+    """text as the log must show it: each HIDDEN code point as \\uXXXX or \\UXXXXXXXX."""
+    return "".join((f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+                   if ch in HIDDEN else ch for ch in text)
+
+
+def test_client_text_reaches_the_log_with_bidirectional_and_invisible_code_points_escaped(
+        sensimd_factory):
+    d = sensimd_factory("--log-level", "debug", "--max-environments", "1")
+    # (the daemon keeps 63 bytes of a client name, and takes environment names up to 63 bytes)
+    name = "evil" + "".join(HIDDEN[:14]) + "name"
+    env = "env\u202eexe.txt\u2028\u2066\u200f\ufeff"
+    other = "other" + "".join(HIDDEN[14:]) + "\u2029\u202e"
+    # in the log: the client name and the environment name (joined), the environment name
+    # (released), and the message of a refused request naming the environment it wanted
+    with d.client(client_name=name, environment=env, retention="keep") as c:
+        c.remove("environment")
+        with pytest.raises(errors.ResourceExhausted, match="max_environments"):
+            d.client(client_name=name, environment=other)
+    assert d.stop() == 0
+
+    raw = d.log_path.read_bytes()
+    text = raw.decode("utf-8")  # still valid UTF-8
+    for ch in HIDDEN + ["\x85"]:
+        assert ch not in text, (hex(ord(ch)), text)
+    # every line keeps the documented form (nothing split a line or hid its start)
+    entries = parse(log_lines(d))
+    joined = [m for lvl, m in entries if lvl == "info" and "joined environment" in m]
+    assert len(joined) == 1, entries
+    assert f"'{escaped(name)}', controller) joined environment '{escaped(env)}' (created)" \
+        in joined[0], joined
+    assert any(m == f"environment '{escaped(env)}': no longer kept; destroyed when its last "
+               "client leaves" for lvl, m in entries if lvl == "info"), entries
+    assert any(f"hello.environment '{escaped(other)}' cannot be created" in m
+               for lvl, m in entries if lvl == "debug"), entries

@@ -3,8 +3,8 @@
 
 Requests carry increasing ids; replies are matched by id, so requests may be pipelined
 (``send_request`` several, then ``wait_reply`` each). Pushed sensor data (id 0) is kept in a
-bounded queue whose oldest entries are dropped, and counted, when it is full. A Client is used by
-one thread at a time.
+queue bounded in bytes and in frames whose oldest whole frames are dropped, and counted, when it
+is full. A Client is used by one thread at a time.
 """
 
 from __future__ import annotations
@@ -26,6 +26,11 @@ from ._proto import pb
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
 
 PROTOCOL_VERSION = pb.PROTOCOL_VERSION
+
+# Bytes of pushed frames a Client keeps unread unless told otherwise (Client(pushed_max_bytes=)):
+# a few frames of the largest lidars (an OS1-128 frame of x y z intensity is 4 MiB), twice the
+# daemon's default queue of one subscription (--subscriber-max-bytes).
+DEFAULT_PUSHED_MAX_BYTES = 64 << 20
 
 # Result of Client.raycast: one record per ray, laid out like RaycastResult.hits_bytes (48 bytes:
 # distance at 0, normal at 8, object id at 32, label at 36, 8 reserved bytes), so that the reply
@@ -78,10 +83,30 @@ def _enum(value: Any, table: Mapping[str, int], what: str) -> int:
     return int(value)
 
 
+def _numbers(value: Any, what: str) -> np.ndarray:
+    """value as a numpy array of numbers, not converted yet: anything array-like in any memory
+    layout (broadcast, sliced, reversed, Fortran-ordered), byte order and integer or floating
+    type (nested lists too). Strings, complex or boolean values, ragged rows and other objects
+    (None, which numpy would read as NaN) raise ValueError naming `what`."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what}: expected numbers ({exc})") from None
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{what}: expected numbers, got {arr.dtype} values")
+    return arr
+
+
+def _flat(value: Any, what: str, dtype: str = "<f8") -> np.ndarray:
+    """value (see _numbers) as a flat C-contiguous array of the wire type `dtype`, converted in
+    one pass (itself when it already is one)."""
+    return np.ascontiguousarray(_numbers(value, what), dtype=dtype).reshape(-1)
+
+
 def _vec3(value: Any, what: str) -> Any:
     if isinstance(value, pb.Vec3):
         return value
-    v = np.asarray(value, dtype=float).reshape(-1)
+    v = _flat(value, what)
     if v.shape != (3,):
         raise ValueError(f"{what}: expected 3 values (x, y, z), got shape {np.shape(value)}")
     return pb.Vec3(x=float(v[0]), y=float(v[1]), z=float(v[2]))
@@ -90,7 +115,7 @@ def _vec3(value: Any, what: str) -> Any:
 def _quat(value: Any, what: str) -> Any:
     if isinstance(value, pb.Quat):
         return value
-    q = np.asarray(value, dtype=float).reshape(-1)
+    q = _flat(value, what)
     if q.shape != (4,):
         raise ValueError(f"{what}: expected a quaternion (x, y, z, w), got shape {np.shape(value)}")
     return pb.Quat(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
@@ -107,7 +132,7 @@ def _pose(value: Any, what: str) -> Any:
     elif len(value) == 2:
         position, orientation = value
     else:
-        flat = np.asarray(value, dtype=float).reshape(-1)
+        flat = _flat(value, what)
         if flat.shape == (7,):
             position, orientation = flat[:3], flat[3:]
         elif flat.shape == (3,):
@@ -121,49 +146,58 @@ def _pose(value: Any, what: str) -> Any:
     return pose
 
 
-def _packed(value: Any, dtype: str, width: int, what: str) -> bytes:
-    """Little-endian bytes of an array of `width` values per row (bytes pass through)."""
+def _check_integers(arr: np.ndarray, what: str) -> None:
+    """Refuse fractional or non-finite values of an array meant to hold integers."""
+    if arr.dtype.kind == "f" and not (np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr))):
+        raise ValueError(f"{what}: expected integers, got fractional or non-finite values")
+
+
+def _check_ids(arr: np.ndarray, what: str) -> None:
+    """Refuse fractional, negative or too large values of an array of uint32 ids or indices."""
+    if not arr.size:
+        return
+    _check_integers(arr, what)
+    if arr.min() < 0 or arr.max() > 0xFFFFFFFF:
+        raise ValueError(f"{what}: values must lie in [0, 2**32)")
+
+
+def _packed(value: Any, dtype: str, width: int, what: str) -> np.ndarray:
+    """The little-endian wire form of an array of `width` values per row (`dtype` "<f4" or
+    "<u4"), as a flat C-contiguous array converted in one pass (itself when it already is one);
+    bytes pass through as they are, viewed as uint8."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        data = bytes(value)
-        if len(data) % (np.dtype(dtype).itemsize * width) != 0:
-            raise ValueError(f"{what}: {len(data)} bytes is not a whole number of rows")
+        data = np.frombuffer(value, np.uint8)
+        if data.nbytes % (np.dtype(dtype).itemsize * width) != 0:
+            raise ValueError(f"{what}: {data.nbytes} bytes is not a whole number of rows")
         return data
-    arr = np.asarray(value)
-    if arr.dtype.kind in "iu" and np.dtype(dtype).kind == "u" and arr.size and arr.min() < 0:
-        raise ValueError(f"{what}: negative values")
+    arr = _numbers(value, what)
+    if np.dtype(dtype).kind == "u":
+        _check_ids(arr, what)
     if arr.size % width != 0 or (arr.ndim > 1 and arr.shape[-1] != width):
         raise ValueError(f"{what}: expected rows of {width} values, got shape {arr.shape}")
-    return np.ascontiguousarray(arr, dtype=dtype).tobytes()
+    return np.ascontiguousarray(arr, dtype=dtype).reshape(-1)
 
 
-def _rows(value: Any, width: int, what: str, dtype: Any = float) -> np.ndarray:
-    """An (N, width) array from anything array-like (or a flat N*width one)."""
-    arr = np.asarray(value, dtype=dtype)
+def _rows(value: Any, width: int, what: str, dtype: str = "<f8") -> np.ndarray:
+    """An (N, width) C-contiguous array of the wire type `dtype` from anything array-like of N
+    rows (or N * width values; see _numbers), converted in one pass: it is sent from its own
+    memory, so an array that already is one is sent as it is, without a copy."""
+    arr = _numbers(value, what)
     if arr.ndim == 1 and arr.size % width == 0:
-        arr = arr.reshape(-1, width)
-    if arr.ndim != 2 or arr.shape[1] != width:
-        raise ValueError(f"{what}: expected shape (N, {width}), got {np.shape(value)}")
-    return arr
-
-
-def _le(arr: np.ndarray) -> np.ndarray:
-    """arr as a C-contiguous little-endian float64 array (itself when it already is one), to be
-    sent as a *_bytes field from its own memory."""
-    return np.ascontiguousarray(arr, dtype="<f8")
+        shape = (arr.size // width, width)
+    elif arr.ndim == 2 and arr.shape[1] == width:
+        shape = arr.shape
+    else:
+        raise ValueError(f"{what}: expected shape (N, {width}), got {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=dtype).reshape(shape)
 
 
 def _ids(value: Any, what: str) -> np.ndarray:
-    """Ids as a little-endian uint32 array; fractional, negative or too large ids are refused."""
-    arr = np.asarray(value).reshape(-1)
-    if not arr.size:
-        return np.zeros(0, dtype="<u4")
-    if arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(arr == np.floor(arr)):
-        arr = arr.astype(np.int64)
-    if arr.dtype.kind not in "iu":
-        raise ValueError(f"{what}: expected integer ids, got {arr.dtype}")
-    if arr.min() < 0 or arr.max() > 0xFFFFFFFF:
-        raise ValueError(f"{what}: ids must lie in [0, 2**32)")
-    return np.ascontiguousarray(arr, dtype="<u4")
+    """Ids as a flat little-endian uint32 array (any array-like, see _numbers); fractional,
+    negative or too large ids are refused."""
+    arr = _numbers(value, what)
+    _check_ids(arr, what)
+    return np.ascontiguousarray(arr, dtype="<u4").reshape(-1)
 
 
 # Envelope.raycast_result.hits_bytes, as field numbers
@@ -222,9 +256,12 @@ def _enum_number(enum_type: Any, value: Any, what: str) -> int:
 
 
 def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
-    """Set scalar, enum and Vec3/Quat/Pose fields of msg from keyword arguments: keys by
-    field name (snake_case) or protobuf JSON name (camelCase), enums by number or name (full,
-    or without the type's prefix, any case), other messages from dicts in protobuf JSON form."""
+    """Set fields of msg from keyword arguments or a dict in protobuf JSON form: keys by field
+    name (snake_case) or JSON name (camelCase); enums by number or name (full, or without the
+    type's prefix, any case); messages from messages or dicts (the same rules, nested), Vec3,
+    Quat, Pose and Mat3 also from numbers; repeated numbers from any array-like (any layout,
+    byte order, integer or float type), flattened and converted once. A string for a number
+    ("NaN", "1e3", an int64) is read as protobuf's JSON form reads it."""
     fields = msg.DESCRIPTOR.fields_by_name
     json_names = {f.json_name: f for f in msg.DESCRIPTOR.fields}
     for key, value in params.items():
@@ -234,40 +271,75 @@ def _set_fields(msg: Message, params: Mapping[str, Any], what: str) -> None:
         if field is None:
             raise TypeError(f"{what}: unknown field {key!r}; fields: {sorted(fields)}")
         key = field.name
-        if field.enum_type is not None:
-            if field.label == field.LABEL_REPEATED:
-                getattr(msg, key).extend(_enum_number(field.enum_type, v, f"{what}.{key}")
-                                         for v in (value if isinstance(value, (list, tuple))
-                                                   else [value]))
+        where = f"{what}.{key}"
+        repeated = field.label == field.LABEL_REPEATED
+        if field.message_type is not None:
+            if repeated:
+                items = getattr(msg, key)
+                for i, v in enumerate(value):
+                    _set_message(items.add(), v, f"{where}[{i}]")
             else:
-                setattr(msg, key, _enum_number(field.enum_type, value, f"{what}.{key}"))
-            continue
-        if field.message_type is not None and field.label == field.LABEL_REPEATED:
-            items = getattr(msg, key)
-            for v in value:
-                if isinstance(v, Message):
-                    items.add().CopyFrom(v)
-                else:
-                    json_format.ParseDict(v, items.add())
-            continue
-        if field.message_type is not None and field.label != field.LABEL_REPEATED:
-            sub = getattr(msg, key)
-            if isinstance(value, Message):
-                sub.CopyFrom(value)
-            elif field.message_type.name == "Vec3":
-                sub.CopyFrom(_vec3(value, f"{what}.{key}"))
-            elif field.message_type.name == "Quat":
-                sub.CopyFrom(_quat(value, f"{what}.{key}"))
-            elif field.message_type.name == "Pose":
-                sub.CopyFrom(_pose(value, f"{what}.{key}"))
-            elif isinstance(value, Mapping):
-                json_format.ParseDict(value, sub)
+                _set_message(getattr(msg, key), value, where)
+        elif field.enum_type is not None:
+            if repeated:
+                values = [value] if isinstance(value, (str, int, np.integer)) else \
+                    (value.reshape(-1).tolist() if isinstance(value, np.ndarray) else value)
+                getattr(msg, key).extend(_enum_number(field.enum_type, v, where) for v in values)
             else:
-                raise TypeError(f"{what}.{key}: expected a {field.message_type.name}")
-        elif field.label == field.LABEL_REPEATED:
-            getattr(msg, key).extend(np.asarray(value).reshape(-1).tolist())
+                setattr(msg, key, _enum_number(field.enum_type, value, where))
+        elif repeated and field.cpp_type == field.CPPTYPE_STRING:
+            getattr(msg, key).extend([value] if isinstance(value, (str, bytes)) else value)
+        elif repeated and isinstance(value, (list, tuple)) and \
+                any(isinstance(v, str) for v in value):
+            _parse_json(msg, field, list(value), where)   # JSON spellings: "NaN", "Infinity"
+        elif repeated:
+            arr = _numbers(value, where).reshape(-1)
+            if field.cpp_type not in (field.CPPTYPE_DOUBLE, field.CPPTYPE_FLOAT):
+                _check_integers(arr, where)
+                arr = arr.astype(np.int64)
+            try:
+                getattr(msg, key).extend(arr.tolist())
+            except (TypeError, ValueError) as exc:   # out of the field's range
+                raise ValueError(f"{where}: {exc}") from None
         else:
-            setattr(msg, key, value)
+            if isinstance(value, (np.generic, np.ndarray)) and np.ndim(value) == 0:
+                value = value.item()
+            if isinstance(value, str) and field.cpp_type != field.CPPTYPE_STRING:
+                _parse_json(msg, field, value, where)
+                continue
+            try:
+                setattr(msg, key, value)
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{where}: {exc}") from None
+
+
+def _parse_json(msg: Message, field: Any, value: Any, what: str) -> None:
+    """Set field of msg from value as protobuf's JSON parser reads it."""
+    try:
+        json_format.ParseDict({field.json_name: value}, msg)
+    except json_format.ParseError as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
+def _set_message(sub: Message, value: Any, what: str) -> None:
+    """Set message `sub` (a field of its parent, which it joins even when empty) from a
+    message, a dict of its fields (_set_fields) or, for Vec3, Quat, Pose and Mat3, numbers."""
+    sub.SetInParent()
+    if isinstance(value, Message):
+        sub.CopyFrom(value)
+    elif isinstance(value, Mapping):
+        _set_fields(sub, value, what)
+    elif sub.DESCRIPTOR.name == "Vec3":
+        sub.CopyFrom(_vec3(value, what))
+    elif sub.DESCRIPTOR.name == "Quat":
+        sub.CopyFrom(_quat(value, what))
+    elif sub.DESCRIPTOR.name == "Pose":
+        sub.CopyFrom(_pose(value, what))
+    elif sub.DESCRIPTOR.name == "Mat3":
+        del sub.m[:]
+        sub.m.extend(_flat(value, what).tolist())   # row-major, any layout: (3, 3) or 9 values
+    else:
+        raise TypeError(f"{what}: expected a {sub.DESCRIPTOR.name} (a message or a dict)")
 
 
 def _choose(msg: Message, kind: str, params: Mapping[str, Any]) -> Message:
@@ -278,36 +350,167 @@ def _choose(msg: Message, kind: str, params: Mapping[str, Any]) -> Message:
     return msg
 
 
-def point_cloud_to_numpy(cloud: Any) -> np.ndarray:
-    """Decode a PointCloud message (RAW or ZSTD) into a structured array, one record per point,
-    with the cloud's own field names and types (like sensor_msgs/PointCloud2)."""
-    types = {pb.PointField.INT8: "i1", pb.PointField.UINT8: "u1", pb.PointField.INT16: "<i2",
-             pb.PointField.UINT16: "<u2", pb.PointField.INT32: "<i4",
-             pb.PointField.UINT32: "<u4", pb.PointField.FLOAT32: "<f4",
-             pb.PointField.FLOAT64: "<f8"}
-    names, formats, offsets = [], [], []
-    for f in cloud.fields:
-        base = types.get(f.datatype)
+# PointField.datatype -> numpy type of one element
+_POINT_TYPES = {pb.PointField.INT8: "i1", pb.PointField.UINT8: "u1", pb.PointField.INT16: "<i2",
+                pb.PointField.UINT16: "<u2", pb.PointField.INT32: "<i4",
+                pb.PointField.UINT32: "<u4", pb.PointField.FLOAT32: "<f4",
+                pb.PointField.FLOAT64: "<f8"}
+
+
+def _unknown_varint(msg: Message, number: int) -> int | None:
+    """The value of field `number` that msg's parser kept as unknown (an enum value this
+    client's protocol module does not know reads as unset), or None."""
+    try:
+        from google.protobuf import unknown_fields
+        found = unknown_fields.UnknownFieldSet(msg)
+    except (ImportError, AttributeError):
+        found = msg.UnknownFields()
+    value = None
+    for field in found:
+        if field.field_number == number and field.wire_type == 0:
+            value = field.data
+    return value
+
+
+def _enum_unknown(msg: Message, name: str) -> str:
+    """' (N on the wire)' when enum field `name` of msg arrived with a value unknown here."""
+    value = _unknown_varint(msg, msg.DESCRIPTOR.fields_by_name[name].number)
+    return "" if value is None else f" ({value} on the wire)"
+
+
+def _cloud_dtype(cloud: Any) -> np.dtype:
+    """The record type of a PointCloud's points, from its fields (like sensor_msgs/PointCloud2:
+    name, offset, datatype, count elements; a count of 0 reads as 1) and point_step. Raises
+    errors.ProtocolError naming the field when the layout is not one: an unknown datatype, an
+    empty or repeated name, a field passing point_step or overlapping another, point_step 0
+    for a cloud with points."""
+    step = cloud.point_step
+    names, formats, offsets, spans = [], [], [], []
+    for i, f in enumerate(cloud.fields):
+        what = f"point_cloud.fields[{i}]"
+        base = _POINT_TYPES.get(f.datatype)
         if base is None:
-            raise errors.ProtocolError(f"point field {f.name!r}: unknown datatype {f.datatype}")
+            raise errors.ProtocolError(
+                f"{what}.datatype: {f.datatype}{_enum_unknown(f, 'datatype')} is not a "
+                "datatype (1 INT8 .. 8 FLOAT64)")
+        if not f.name:
+            raise errors.ProtocolError(f"{what}.name: empty")
+        if f.name in names:
+            raise errors.ProtocolError(
+                f"{what}.name: {f.name!r} repeats fields[{names.index(f.name)}]")
+        count = max(f.count, 1)
+        size = np.dtype(base).itemsize
+        end = f.offset + count * size
+        if end > step:
+            raise errors.ProtocolError(
+                f"{what} ({f.name!r}): offset {f.offset} + {count} x {size} bytes passes "
+                f"point_step {step}")
         names.append(f.name)
-        formats.append((base, (f.count,)) if f.count > 1 else base)
+        formats.append((base, (count,)) if count > 1 else base)
         offsets.append(f.offset)
-    dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
-                      "itemsize": cloud.point_step})
-    data = cloud.data
-    if cloud.encoding == pb.ENCODING_ZSTD:
-        import zstandard
-        data = zstandard.ZstdDecompressor().decompress(
-            data, max_output_size=cloud.count * cloud.point_step)
-    elif cloud.encoding == pb.ENCODING_QUANTIZED_ZSTD:
-        data = decode_quantized_zstd(cloud.data, cloud.count, cloud.point_step)
-    elif cloud.encoding != pb.ENCODING_RAW:
-        raise errors.ProtocolError(f"point cloud: unknown encoding {cloud.encoding}")
-    if len(data) != cloud.count * cloud.point_step:
-        raise errors.ProtocolError(f"point cloud: {len(data)} bytes for {cloud.count} points "
-                                   f"of {cloud.point_step}")
-    return np.frombuffer(data, dtype=dtype, count=cloud.count)
+        spans.append((f.offset, end, i))
+
+    # sorted by offset, a field overlapping any other overlaps the one before it
+    spans.sort()
+    for (lo, hi, i), (lo2, hi2, j) in zip(spans, spans[1:]):
+        if lo2 < hi:
+            raise errors.ProtocolError(
+                f"point_cloud.fields[{j}] ({names[j]!r}, bytes {lo2}..{hi2 - 1}) overlaps "
+                f"fields[{i}] ({names[i]!r}, bytes {lo}..{hi - 1})")
+    if step == 0 and cloud.count:
+        raise errors.ProtocolError(f"point_cloud.point_step: 0 for {cloud.count} points")
+    return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": step})
+
+
+def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
+                         ) -> np.ndarray:
+    """Decode a PointCloud message (any encoding) into a structured array, one record per
+    point, with the cloud's own field names and types (like sensor_msgs/PointCloud2).
+
+    A compressed cloud (ZSTD, QUANTIZED_ZSTD) decodes into count x point_step bytes, at most
+    `max_bytes` (default: the client's default frame bound, 256 MiB), checked before anything
+    is decompressed; decompression never holds more than that. Every decoding failure (the
+    layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field."""
+    dtype = _cloud_dtype(cloud)
+    count, step = cloud.count, cloud.point_step
+    size = count * step
+    encoding = cloud.encoding
+    if encoding == pb.ENCODING_RAW and not cloud.HasField("encoding"):
+        encoding = _unknown_varint(cloud, cloud.DESCRIPTOR.fields_by_name["encoding"].number)
+        encoding = pb.ENCODING_RAW if encoding is None else encoding
+    if encoding == pb.ENCODING_RAW:
+        data = cloud.data
+        if len(data) != size:
+            raise errors.ProtocolError(f"point_cloud.data: {len(data)} bytes for count {count} "
+                                       f"x point_step {step} = {size}")
+    elif encoding in (pb.ENCODING_ZSTD, pb.ENCODING_QUANTIZED_ZSTD):
+        if size > max_bytes:
+            raise errors.ProtocolError(
+                f"point_cloud.count: {count} points of point_step {step} are {size} bytes, "
+                f"more than max_bytes {max_bytes}")
+        if encoding == pb.ENCODING_ZSTD:
+            data = _unzstd(cloud.data, size, "point_cloud.data")
+        else:
+            data = decode_quantized_zstd(cloud.data, count, step, max_bytes)
+    else:
+        raise errors.ProtocolError(f"point_cloud.encoding: {encoding} is not an encoding "
+                                   "(0 RAW, 1 ZSTD, 2 QUANTIZED_ZSTD)")
+    return np.frombuffer(data, dtype=dtype, count=count)
+
+
+class _PastBound(Exception):
+    """Raised by _BoundedSink when the output passes its buffer."""
+
+
+class _BoundedSink:
+    """A write()-able sink for zstandard's copy_stream: fills a buffer of fixed size and raises
+    _PastBound at the first byte past it, which stops the decompression there."""
+
+    def __init__(self, size: int):
+        # memory that is not cleared first: decompression writes every byte once, and what a
+        # refused frame leaves untouched is never mapped
+        self.buffer = np.empty(size, np.uint8)
+        self._view = memoryview(self.buffer)
+        self.filled = 0
+
+    def write(self, chunk: bytes) -> int:
+        end = self.filled + len(chunk)
+        if end > len(self.buffer):
+            raise _PastBound
+        self._view[self.filled:end] = chunk
+        self.filled = end
+        return len(chunk)
+
+
+def _unzstd(data: bytes, size: int, what: str) -> np.ndarray:
+    """data, a zstd frame (or frames one after the other, as zstd streams may be), decompressed
+    into exactly `size` bytes (a uint8 array). A frame stating more is refused before anything
+    is decompressed; the output goes into a buffer of `size` bytes as it is produced
+    and decompression stops at the first byte past it, so a frame that states no size or a
+    wrong one (a zip bomb) costs at most that buffer. errors.ProtocolError names `what`."""
+    import io
+    import zstandard
+
+    try:
+        stated = zstandard.frame_content_size(data)
+    except zstandard.ZstdError:
+        raise errors.ProtocolError(f"{what}: not a zstd frame") from None
+    if stated > size:   # less: more frames may follow
+        raise errors.ProtocolError(f"{what}: the zstd frame states {stated} bytes, "
+                                   f"more than the {size} expected")
+    sink = _BoundedSink(size)
+    try:
+        zstandard.ZstdDecompressor().copy_stream(io.BytesIO(data), sink)
+    except _PastBound:
+        raise errors.ProtocolError(f"{what}: the zstd data decompress to more than "
+                                   f"{size} bytes") from None
+    except zstandard.ZstdError as err:
+        raise errors.ProtocolError(f"{what}: not exactly one zstd frame of {size} bytes "
+                                   f"({err})") from None
+    if sink.filled != size:
+        raise errors.ProtocolError(f"{what}: the zstd data decompress to {sink.filled} bytes, "
+                                   f"{size} expected")
+    return sink.buffer
 
 
 def _unzigzag(c: np.ndarray) -> np.ndarray:
@@ -344,15 +547,24 @@ def _point_spans(step: int, offsets: Sequence[int]) -> list[tuple[int, int, int,
     return spans
 
 
-def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
+def decode_quantized_zstd(data: bytes, count: int, point_step: int,
+                          max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES) -> bytes:
     """Decode ENCODING_QUANTIZED_ZSTD bytes (docs/streams.md, format SQZ2) into
-    count * point_step bytes; errors.ProtocolError names what is malformed."""
+    count * point_step bytes, at most max_bytes; errors.ProtocolError names what is malformed.
+    The body is decompressed into a buffer of the exact size its header and the zstd frame
+    state (within what the header allows), never more."""
     import struct
     import zstandard
 
-    def bad(what: str) -> errors.ProtocolError:
-        return errors.ProtocolError(f"quantized_zstd: {what}")
+    what = "point_cloud.data (QUANTIZED_ZSTD)"
 
+    def bad(detail: str) -> errors.ProtocolError:
+        return errors.ProtocolError(f"{what}: {detail}")
+
+    if count * point_step > max_bytes:
+        raise errors.ProtocolError(
+            f"point_cloud.count: {count} points of point_step {point_step} are "
+            f"{count * point_step} bytes, more than max_bytes {max_bytes}")
     if len(data) < 56:
         raise bad(f"{len(data)} bytes, shorter than the 56-byte header")
     if data[:4] != b"SQZ2":
@@ -394,17 +606,10 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int) -> bytes:
         raise bad("the body's zstd frame does not state its size")
     if not fixed <= size <= bound:
         raise bad(f"body of {size} bytes, the header allows {fixed} to {bound}")
-    dobj = zstandard.ZstdDecompressor().decompressobj()
-    try:
-        raw = dobj.decompress(body)
-    except zstandard.ZstdError as err:
-        raise bad(f"corrupt zstd body ({err})") from None
-    if not dobj.eof or dobj.unused_data or len(raw) != size:
-        raise bad("the body is not exactly one zstd frame of its stated size")
-    buf = np.frombuffer(raw, np.uint8)
+    buf = _unzstd(body, size, f"{what} body")
 
     # the overflow counts m_k: each at most n, the body exactly as long as they say
-    m = np.frombuffer(raw, "<u4", count=nstreams).astype(np.int64)
+    m = np.frombuffer(buf, "<u4", count=nstreams).astype(np.int64)
     if np.any(m > n):
         k = int(np.argmax(m > n))
         raise bad(f"stream {k} has {m[k]} overflow values for {n} points")
@@ -494,6 +699,15 @@ class Client:
     :meth:`connect`). Methods raise a :mod:`sensim.errors` class on a non-OK status;
     :class:`errors.TransportError` and its subclasses mean the connection is gone.
     Use as a context manager to close it.
+
+    Frames pushed by the daemon (subscriptions) arrive whenever the client reads, also while
+    it waits for a reply, and wait in a queue for :meth:`next_sensor_data`. The queue holds at
+    most ``pushed_max_bytes`` (the frames' sizes as received; default
+    ``DEFAULT_PUSHED_MAX_BYTES``, 64 MiB) and ``pushed_queue`` frames (default 1024): past
+    either, the oldest whole frames are dropped, and counted in ``frames_dropped`` and
+    ``bytes_dropped``. The newest frame always stays, even when it alone is larger than the
+    bound (it is in memory already; dropping it would leave nothing to read).
+    ``pushed_bytes`` is what the queue holds now.
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 7700, *,
@@ -501,7 +715,12 @@ class Client:
                  role: str | int = "controller", client_name: str = "python",
                  timeout: float | None = 10.0, retention: str | int | None = None,
                  connect: bool = True, max_frame_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
-                 pushed_queue: int = 1024):
+                 pushed_queue: int = 1024, pushed_max_bytes: int = DEFAULT_PUSHED_MAX_BYTES):
+        for name, value, least in (("pushed_queue", pushed_queue, 1),
+                                   ("pushed_max_bytes", pushed_max_bytes, 0)):
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
+                    or value < least:
+                raise ValueError(f"{name}: expected an integer >= {least}, got {value!r}")
         self.host = host
         self.port = int(port)
         self.environment = environment
@@ -511,13 +730,17 @@ class Client:
         self.timeout = timeout
         self.retention = retention
         self.hello_reply = None          # HelloReply once the handshake succeeded
-        self.pushed_dropped = 0          # pushed messages dropped because the queue was full
+        self.pushed_max_bytes = int(pushed_max_bytes)  # bound of the pushed frames queued
+        self.pushed_bytes = 0            # bytes of the pushed frames queued now
+        self.frames_dropped = 0          # pushed frames dropped from the full queue
+        self.bytes_dropped = 0           # their bytes
         self._sock: socket.socket | None = None
         self._decoder = _framing.FrameDecoder(max_frame_bytes)
         self._next_id = 0
         self._replies: dict[int, Any] = {}
         self._abandoned: set[int] = set()
-        self._pushed: collections.deque = collections.deque(maxlen=max(1, pushed_queue))
+        self._pushed: collections.deque = collections.deque()  # (Envelope, bytes)
+        self._pushed_max_frames = int(pushed_queue)
         self._fatal: errors.SensimError | None = None
         self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
         self._hits_kept: list[np.ndarray] = []  # arrays of pipelined raycasts' hits
@@ -575,6 +798,11 @@ class Client:
                 f"this client {PROTOCOL_VERSION}")
         self.hello_reply = reply
         return reply
+
+    @property
+    def pushed_dropped(self) -> int:
+        """Pushed frames dropped from the full queue (the same as frames_dropped)."""
+        return self.frames_dropped
 
     @property
     def server_version(self) -> str:
@@ -776,13 +1004,24 @@ class Client:
                 # The daemon refuses the connection (frame or client limit) and closes it.
                 self._fatal = errors.error_for(env.status.code, env.status.message)
                 raise self._fatal
-            if len(self._pushed) == self._pushed.maxlen:
-                self.pushed_dropped += 1
-            self._pushed.append(env)
+            self._queue_pushed(env)
         elif env.id in self._abandoned:
             self._abandoned.discard(env.id)
         else:
             self._replies[env.id] = env
+
+    def _queue_pushed(self, env: Any) -> None:
+        """Queue a pushed Envelope, then drop the oldest whole frames (not the new one) while
+        the queue holds more than pushed_max_bytes or pushed_queue frames."""
+        size = env.ByteSize()
+        self._pushed.append((env, size))
+        self.pushed_bytes += size
+        while len(self._pushed) > 1 and (self.pushed_bytes > self.pushed_max_bytes
+                                         or len(self._pushed) > self._pushed_max_frames):
+            _, old = self._pushed.popleft()
+            self.pushed_bytes -= old
+            self.frames_dropped += 1
+            self.bytes_dropped += old
 
     def wait_reply(self, request_id: int, timeout: float | None = None,
                    check: bool = True) -> Any:
@@ -828,7 +1067,8 @@ class Client:
         deadline = self._deadline(timeout)
         while True:
             while self._pushed:
-                env = self._pushed.popleft()
+                env, size = self._pushed.popleft()
+                self.pushed_bytes -= size
                 if env.WhichOneof("body") == "sensor_data":
                     if env.HasField("sequence"):
                         env.sensor_data.sequence = env.sequence
@@ -858,8 +1098,9 @@ class Client:
     def create_mesh(self, id: int, vertices: Any, indices: Any = None, material_ids: Any = None,
                     name: str = "") -> None:
         """Create triangle mesh geometry `id` from vertices (N, 3) float32 and indices (M, 3)
-        uint32 (arrays or already packed little-endian bytes); material_ids: (M,) uint32.
-        Or from a mesh file: ``create_mesh(id, "part.obj")`` (OBJ, STL, PLY, ... read by
+        uint32 (any array-like, converted once, or already packed little-endian bytes);
+        material_ids: (M,) uint32. The arrays are sent from their own memory. Or from a mesh
+        file: ``create_mesh(id, "part.obj")`` (OBJ, STL, PLY, ... read by
         sensim.mesh.load_mesh through meshio; vertices in m)."""
         if isinstance(vertices, (str, os.PathLike)):
             if indices is not None:
@@ -869,13 +1110,14 @@ class Client:
             vertices, indices = load_mesh(vertices)
         elif indices is None:
             raise TypeError("create_mesh: indices (M, 3) are required with vertices")
-        msg = pb.CreateMesh(id=id, vertices=_packed(vertices, "<f4", 3, "vertices"),
-                            indices=_packed(indices, "<u4", 3, "indices"))
+        arrays = [("vertices", _packed(vertices, "<f4", 3, "vertices")),
+                  ("indices", _packed(indices, "<u4", 3, "indices"))]
         if material_ids is not None:
-            msg.material_ids = _packed(material_ids, "<u4", 1, "material_ids")
+            arrays.append(("material_ids", _packed(material_ids, "<u4", 1, "material_ids")))
+        msg = pb.CreateMesh(id=id)
         if name:
             msg.name = name
-        self._call("create_mesh", msg)
+        self.wait_reply(self._send_bulk("create_mesh", msg, arrays))
 
     def create_primitive(self, id: int, kind: str, *, name: str = "", **size: Any) -> None:
         """Create primitive geometry `id`: box(half_extents=(x, y, z)), sphere(radius),
@@ -979,7 +1221,8 @@ class Client:
         """Create sensor `id` on body `body_id` at `mount`. config is a LidarConfig, ImuConfig,
         EncoderConfig, OdometerConfig or ConeConfig message, or a whole CreateSensor (sent as
         is); alternatively pass one keyword lidar=/imu=/encoder=/odometer=/cone= with a message
-        or a dict in protobuf JSON form."""
+        or a dict in protobuf JSON form (vectors, matrices and repeated numbers also as
+        arrays of any layout)."""
         if isinstance(config, pb.CreateSensor):
             msg = pb.CreateSensor()
             msg.CopyFrom(config)
@@ -1001,7 +1244,7 @@ class Client:
             if isinstance(value, Message):
                 sub.MergeFrom(value)
             else:
-                json_format.ParseDict(value, sub)
+                _set_fields(sub, value, field)
             _set_fields(msg, dict(body_id=body_id or None, mount=mount, name=name or None),
                         "create_sensor")
         self._call("create_sensor", msg)
@@ -1010,8 +1253,9 @@ class Client:
                    accelerometer: Any = None, gyroscope: Any = None, magnetometer: Any = None,
                    sample_rate: float | None = None) -> None:
         """Create an IMU with the sub-sensors given (True = ideal defaults, or a dict in
-        protobuf JSON form, e.g. {"chain": {"noiseStddev": {"x": 0.01}}}); sample_rate in Hz
-        (None = one sample per step)."""
+        protobuf JSON form, e.g. {"chain": {"noiseStddev": {"x": 0.01}}}, vectors and 3x3
+        matrices also as arrays: {"chain": {"crossAxisMatrix": np.eye(3)}}); sample_rate in
+        Hz (None = one sample per step)."""
         cfg: dict = {}
         for key, sub in (("accelerometer", accelerometer), ("gyroscope", gyroscope),
                          ("magnetometer", magnetometer)):
@@ -1077,11 +1321,13 @@ class Client:
         self.create_sensor(id, msg, body_id=body_id, mount=mount, name=name)
 
     @staticmethod
-    def lidar_clouds(done: Any, sensor_id: int) -> list[np.ndarray]:
+    def lidar_clouds(done: Any, sensor_id: int,
+                     max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES) -> list[np.ndarray]:
         """The point clouds of lidar `sensor_id` in a StepDone (or a list of SensorData), in
-        order, as structured arrays (one record per point, the cloud's own fields)."""
+        order, as structured arrays (one record per point, the cloud's own fields), decoded by
+        point_cloud_to_numpy (max_bytes: its bound of a decoded cloud)."""
         items = done.outputs if hasattr(done, "outputs") else done
-        return [point_cloud_to_numpy(d.point_cloud) for d in items
+        return [point_cloud_to_numpy(d.point_cloud, max_bytes) for d in items
                 if d.sensor_id == sensor_id and d.WhichOneof("payload") == "point_cloud"]
 
     def create_cone(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
@@ -1117,7 +1363,8 @@ class Client:
                      joint_positions: Any = None) -> None:
         """Send the state at `time`: body_poses (N, 7) px py pz qx qy qz qw, body_velocities
         (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,). The arrays travel as
-        little-endian bytes (the UpdateState *_bytes fields)."""
+        little-endian bytes (the UpdateState *_bytes fields), each converted once from any
+        array-like (any layout, byte order, integer or float type; ids any integers)."""
         self.wait_reply(self._send_bulk(*self._state_request(
             time, body_ids, body_poses, body_velocities, joint_ids, joint_positions)))
 
@@ -1134,19 +1381,19 @@ class Client:
             poses = _rows(body_poses, 7, "body_poses")
             if len(poses) != len(ids):
                 raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
-            arrays += [("body_ids_bytes", ids), ("body_poses_bytes", _le(poses))]
+            arrays += [("body_ids_bytes", ids), ("body_poses_bytes", poses)]
             if body_velocities is not None:
                 vel = _rows(body_velocities, 6, "body_velocities")
                 if len(vel) != len(ids):
                     raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
-                arrays.append(("body_velocities_bytes", _le(vel)))
+                arrays.append(("body_velocities_bytes", vel))
         if len(jids):
             if joint_positions is None:
                 raise ValueError("joint_positions: required with joint_ids")
-            pos = np.asarray(joint_positions, dtype=float).reshape(-1)
+            pos = _flat(joint_positions, "joint_positions")
             if len(pos) != len(jids):
                 raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
-            arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", _le(pos))]
+            arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", pos)]
         return "update_state", pb.UpdateState(time=float(time)), arrays
 
     def step(self, time: float) -> Any:
@@ -1162,18 +1409,22 @@ class Client:
         `exclude_bodies` and, with a non-zero `group_mask`, those whose group bit it does not
         set.
 
-        The rays travel as little-endian bytes, and a result is seen in the memory it was
-        received into (no copy). From PIPELINE_MIN_RAYS rays on, when they would fit in one
-        request (the daemon's max_frame_bytes), the rays go as several requests sent back to
-        back (PIPELINE_WINDOW in flight), whose replies must report one `world_serial` (no
-        request changed the environment in between); otherwise, or when one of them fails, the
-        rays are sent again as one request, whose reply (or error) is the answer."""
+        The arrays may be anything array-like (broadcast, sliced, Fortran-ordered, big-endian,
+        any integer or float type); each is converted once to the little-endian float64 it
+        travels as (an array that already is one is sent from its own memory), and a result is
+        seen in the memory it was received into (no copy). From PIPELINE_MIN_RAYS rays on,
+        when they would fit in one request (the daemon's max_frame_bytes), the rays go as
+        several requests sent back to back (PIPELINE_WINDOW in flight), whose replies must
+        report one `world_serial` (no request changed the environment in between); otherwise,
+        or when one of them fails, the rays are sent again as one request, whose reply (or
+        error) is the answer."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
         if len(o) != len(d):
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
-        t = None if times is None else _le(np.asarray(times, dtype=float).reshape(-1))
-        msg = pb.Raycast(max_range=float(max_range), exclude_bodies=list(exclude_bodies))
+        t = None if times is None else _flat(times, "times")
+        msg = pb.Raycast(max_range=float(max_range),
+                         exclude_bodies=_ids(exclude_bodies, "exclude_bodies").tolist())
         if group_mask:
             msg.group_mask = int(group_mask)
         limit = self.limits.max_frame_bytes if self.limits is not None else 0

@@ -111,7 +111,11 @@ class Timeout(TransportError, TimeoutError):
 
 
 class ProtocolError(TransportError):
-    """The daemon sent something this client cannot decode or did not expect."""
+    """The daemon sent something this client cannot decode or did not expect: a frame it
+    cannot parse or that passes max_frame_bytes (the connection is closed), an unexpected
+    reply, or a record that does not decode (point_cloud_to_numpy, outputs: a malformed field
+    layout, sizes that disagree, corrupt or oversized compressed data; the message names the
+    field, and nothing else changes)."""
     code, name = 104, "EPROTO"
 
 

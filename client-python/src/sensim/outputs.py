@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 import numpy as np
 
+from ._framing import DEFAULT_MAX_FRAME_BYTES
 from ._proto import pb
 from .client import point_cloud_to_numpy
 
@@ -138,14 +139,15 @@ def _vec(msg: Any, field: str) -> Optional[np.ndarray]:
     return np.array([v.x, v.y, v.z])
 
 
-def decode(data: Any, sequence: int = 0) -> SensorOutput:
-    """Decode one ``SensorData`` message (point clouds in any encoding)."""
+def decode(data: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> SensorOutput:
+    """Decode one ``SensorData`` message; a point cloud as by point_cloud_to_numpy (any
+    encoding, at most max_bytes decoded; errors.ProtocolError names what does not decode)."""
     kind = data.WhichOneof("payload") or ""
     meta = None
     value: Value
     if kind == "point_cloud":
         pc = data.point_cloud
-        value = point_cloud_to_numpy(pc)
+        value = point_cloud_to_numpy(pc, max_bytes)
         height = pc.height if pc.HasField("height") and pc.height else 1
         width = pc.width if pc.HasField("width") and pc.width else len(value) // max(height, 1)
         if height * width != len(value):
@@ -167,7 +169,7 @@ def decode(data: Any, sequence: int = 0) -> SensorOutput:
                             _vec(s, "point"), s.speed if s.HasField("speed") else None)
     else:
         value = None
-    seq = sequence or (data.sequence if data.HasField("sequence") else 0)
+    seq = data.sequence if data.HasField("sequence") else 0
     return SensorOutput(data.sensor_id, data.time, data.frame, kind, value, meta,
                         data.start_time, seq, data.end_of_stream)
 
@@ -176,9 +178,10 @@ def _items(done_or_list: Any) -> Iterable[Any]:
     return done_or_list.outputs if hasattr(done_or_list, "outputs") else done_or_list
 
 
-def outputs(done_or_list: Any) -> list[SensorOutput]:
-    """The decoded outputs of a ``StepDone`` (or of an iterable of ``SensorData``)."""
-    return [decode(d) for d in _items(done_or_list)]
+def outputs(done_or_list: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> list[SensorOutput]:
+    """The decoded outputs of a ``StepDone`` (or of an iterable of ``SensorData``); max_bytes
+    bounds each decoded point cloud (see point_cloud_to_numpy)."""
+    return [decode(d, max_bytes) for d in _items(done_or_list)]
 
 
 def by_sensor(done_or_list: Any) -> dict[int, list[SensorOutput]]:

@@ -2,6 +2,7 @@
 // mem.c: malloc wrappers with a live-allocation counter and failure injection.
 #include "base/mem.h"
 
+#include <malloc.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,18 @@ char* mem_strdup(const char* s) {
     memcpy(d, s, n);
   }
   return d;
+}
+
+
+size_t mem_footprint(const void* p) {
+  // glibc puts one size word before each block; the usable size already includes the
+  // rounding up to its 16-byte granule and minimum chunk
+  return p ? malloc_usable_size((void*)p) + sizeof(size_t) : 0;
+}
+
+
+void mem_trim(void) {
+  malloc_trim(0);
 }
 
 

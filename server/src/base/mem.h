@@ -19,6 +19,16 @@ char* mem_strdup(const char* s);
 // Allocations currently live (count of mem_alloc without mem_free). Thread: any (atomic).
 int64_t mem_live_count(void);
 
+// Bytes of memory the block p (from mem_alloc/mem_calloc/mem_realloc) takes: what the
+// allocator made usable plus its own header, which for small blocks is most of the cost
+// (a 20-byte block takes 32). 0 for NULL. Thread: any.
+size_t mem_footprint(const void* p);
+
+// Give free memory the allocator keeps back to the system (all of it, whatever the trim
+// threshold set with mallopt in main.c). Takes time in proportion to the heap: call it
+// rarely, after a large amount was freed. Thread: any.
+void mem_trim(void);
+
 // Test hook: the nth allocation from now fails (1 = the next one); 0 disables.
 void mem_fail_after(int64_t nth);
 

@@ -19,10 +19,15 @@ int text_is_clean(const char* s, size_t len, size_t* at);
 // not on the contents. Returns 1 when equal.
 int text_equal_secret(const char* a, size_t alen, const char* b, size_t blen);
 
-// Copy src[0..len) into dest (capacity cap >= 1, always NUL-terminated) with every control
+// Copy src[0..len) into dest (capacity cap >= 1, always NUL-terminated) with every C0 control
 // character, DEL, backslash and byte that is not part of valid UTF-8 written as \xNN (\n, \r,
-// \t as themselves escaped: "\\n"). C1 controls (UTF-8 C2 80..C2 9F) are escaped byte-wise.
-// Output that does not fit is cut at a character boundary. Returns the length written.
+// \t as themselves escaped: "\\n"), and every code point that does not print or changes how
+// the text around it is shown written as \uXXXX (\UXXXXXXXX above U+FFFF): C1 controls, the
+// line and paragraph separators U+2028/U+2029, bidirectional controls (U+061C, U+200E/F,
+// U+202A..U+202E, U+2066..U+2069), the other format characters and invisible ones (Unicode's
+// Cf and Default_Ignorable_Code_Point) and noncharacters. What is left prints as itself on
+// one line. Output that does not fit is cut at a character boundary. Returns the length
+// written.
 size_t text_escape(char* dest, size_t cap, const char* src, size_t len);
 
 #endif  // SENSIM_BASE_TEXT_H_

@@ -61,7 +61,8 @@ int cone_config_check(const cone_config_t* c, err_msg_t* msg) {
     return err_set(msg, ERR_INVAL, "cone.range = %g m must be finite and > 0", c->range);
   }
   if (c->mode != CONE_MODE_EXACT && c->mode != CONE_MODE_LINES) {
-    return err_set(msg, ERR_INVAL, "cone.mode = %d is not EXACT or LINES", (int)c->mode);
+    return err_set(msg, ERR_INVAL, "cone.mode = %d is not CONE_EXACT or CONE_LINES",
+                   (int)c->mode);
   }
   if (c->mode == CONE_MODE_LINES &&
       (c->lines_per_face < 2 || c->lines_per_face > CONE_MAX_LINES)) {

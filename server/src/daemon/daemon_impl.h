@@ -41,6 +41,7 @@ typedef struct client {
   liveness_t* live;
   outbox_t out;              // replies in request order
   uint64_t pending_bytes;    // decoded requests queued on the environment's queue
+  uint64_t out_held;         // out.mem_bytes as last counted in the server's budget
   int paused;                // reading paused by back-pressure
   int finishing;             // half-closed or broken: close once every reply is out
   char name[64];
@@ -96,6 +97,9 @@ void reply_check_backlog(daemon_t* d, client_t* c);
 
 // Stop reading and close once every reply already owed has left.
 void reply_finish(daemon_t* d, client_t* c);
+
+// The connection is gone: drop the replies it was owed and release their memory.
+void reply_close(daemon_t* d, client_t* c);
 
 //---------------- subscriptions (daemon/subscribe.c)
 

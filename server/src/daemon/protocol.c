@@ -23,6 +23,7 @@ typedef struct req_job {
   liveness_t* live;          // referenced
   registry_entry_t* entry;   // referenced
   wire_request_t* req;
+  uint64_t held;             // counted in the memory budget until done: request and job record
   uint8_t* out;
   size_t out_len;
   int code;
@@ -180,9 +181,9 @@ static void req_done(exec_job_t* j, int cancelled) {
     }
   }
   outbox_fill(rj->slot, out, len);
-  server_hold(d->server, -(int64_t)wire_size(rj->req));
+  server_hold(d->server, -(int64_t)rj->held);
   if (c) {
-    c->pending_bytes -= wire_size(rj->req);
+    c->pending_bytes -= rj->held;
     reply_moved(d, c);
   }
   mem_free(rj->out);
@@ -218,8 +219,9 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   rj->base.done = req_done;
   registry_retain(c->entry);
   session_retain(c->s);
-  c->pending_bytes += wire_size(req);
-  server_hold(d->server, (int64_t)wire_size(req));
+  rj->held = wire_size(req) + mem_footprint(rj);
+  c->pending_bytes += rj->held;
+  server_hold(d->server, (int64_t)rj->held);
   reply_check_backlog(d, c);
   // a state update or step of an environment whose recent ones all took under 50 us (an
   // IMU's, a joint's), with nothing else in flight, runs here: no hand-off to an executor
@@ -560,7 +562,7 @@ static void on_close(void* user, session_t* s) {
   LOG_DEBUG("session %llu: closed", (unsigned long long)session_id(s));
   streams_session_closed(d->streams, s);
   client_leave(d, c);
-  outbox_close(&c->out);
+  reply_close(d, c);
   atomic_store(&c->live->gone, 1);
   liveness_release(c->live);
 

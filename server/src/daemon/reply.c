@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // reply.c: the replies of one connection: in request order once the handshake is done
-// (net/outbox.h), counted in the daemon's totals, and the back-pressure they exert on reading.
+// (net/outbox.h), counted in the daemon's totals and (while they wait in the outbox) in the
+// budget of memory held for connections, and the back-pressure they exert on reading.
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -17,8 +18,21 @@ static void send_payload(daemon_t* d, session_t* s, uint8_t* payload, size_t len
 }
 
 
+// Count what the outbox holds now (its slots, replies waiting behind an unfinished request) in
+// the server's budget.
+static void sync_held(daemon_t* d, client_t* c) {
+  if (c->out.mem_bytes != c->out_held) {
+    server_hold(d->server, (int64_t)c->out.mem_bytes - (int64_t)c->out_held);
+    c->out_held = c->out.mem_bytes;
+  }
+}
+
+
 static void client_send(void* user, uint8_t* payload, size_t len) {
   client_t* c = user;
+
+  // the reply left the outbox: its memory is counted by the session from here on, not twice
+  sync_held(c->d, c);
   send_payload(c->d, c->s, payload, len);
 }
 
@@ -26,6 +40,7 @@ static void client_send(void* user, uint8_t* payload, size_t len) {
 // After replies moved: a finishing client closes once its outbox is empty; a paused one
 // resumes reading when its backlog has halved.
 void reply_moved(daemon_t* d, client_t* c) {
+  sync_held(d, c);
   if (session_is_closing(c->s)) {
     return;
   }
@@ -45,6 +60,7 @@ void reply_moved(daemon_t* d, client_t* c) {
 
 // Pause reading while the client's backlog (queued requests, replies held back) is too large.
 void reply_check_backlog(daemon_t* d, client_t* c) {
+  sync_held(d, c);
   if (!c->paused && (c->pending_bytes + c->out.held_bytes > d->cfg.max_pending_bytes ||
                      c->out.nslot > REPLY_MAX_PENDING)) {
     c->paused = 1;
@@ -101,4 +117,10 @@ void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* 
 
 void reply_init(client_t* c) {
   outbox_init(&c->out, client_send, c);
+}
+
+
+void reply_close(daemon_t* d, client_t* c) {
+  outbox_close(&c->out);
+  sync_held(d, c);
 }

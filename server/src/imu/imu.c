@@ -94,10 +94,16 @@ int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
       return rc;
     }
     for (int i = 0; i < 9; i++) {
-      if (!isfinite(c->lae[i])) {
-        return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_matrix.m[%d] = %g is not finite", i,
-                       c->lae[i]);
+      if (isfinite(c->lae[i])) {
+        continue;
       }
+      if (c->lae_is_diagonal && i % 4 == 0) {
+        static const char* const kAxis[3] = {"x", "y", "z"};
+        return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_diagonal.%s = %g is not finite",
+                       kAxis[i / 4], c->lae[i]);
+      }
+      return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_matrix.m[%d] = %g is not finite", i,
+                     c->lae[i]);
     }
   }
   if (c->has_magnetometer) {
@@ -322,6 +328,9 @@ int imu_create(const imu_config_t* c, sensor_t* out, err_msg_t* msg) {
   xform_quat_normalize(self->c.accelerometer_mount.q);
   xform_quat_normalize(self->c.gyroscope_mount.q);
   xform_quat_normalize(self->c.magnetometer_mount.q);
+  triax_config_resolve(&self->c.accelerometer);
+  triax_config_resolve(&self->c.gyroscope);
+  triax_config_resolve(&self->c.magnetometer);
   memset(out, 0, sizeof(*out));
   out->kind = SENSOR_IMU;
   out->ops = &kImuOps;

@@ -77,6 +77,7 @@ typedef struct imu_config {
   triax_config_t accelerometer, gyroscope, magnetometer;
   int literal_gravity_sign;     // accelerometer: F^T (a + g)
   double lae[9];                // gyroscope linear-acceleration effect, row-major (0 = off)
+  int lae_is_diagonal;          // lae came as its diagonal (errors name lae_diagonal.<axis>)
   double sample_rate;           // Hz; 0 = one sample per step at its end
 } imu_config_t;
 
@@ -86,7 +87,8 @@ void imu_config_default(imu_config_t* c);
 // Validate (errors name the field: "imu.gyroscope.noise_stddev.x = -1 must be >= 0").
 int imu_config_check(const imu_config_t* c, err_msg_t* msg) CHECKRET;
 
-// Build the sensor (validated; mounts normalised). ERR_INVAL or ERR_NOMEM.
+// Build the sensor (validated; mounts normalised, scalar cross-axis sensitivities expanded).
+// ERR_INVAL or ERR_NOMEM.
 int imu_create(const imu_config_t* c, sensor_t* out, err_msg_t* msg) CHECKRET;
 
 #endif  // SENSIM_IMU_IMU_H_

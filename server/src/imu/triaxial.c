@@ -59,12 +59,16 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
                      prefix, kAxis[i], c->upper[i]);
     }
     if (!(c->lower[i] <= c->upper[i])) {
-      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must not exceed range.upper.%s = %g",
-                     prefix, kAxis[i], c->lower[i], kAxis[i], c->upper[i]);
+      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must not exceed %s.range.upper.%s = "
+                     "%g", prefix, kAxis[i], c->lower[i], prefix, kAxis[i], c->upper[i]);
     }
   }
   if ((rc = check_finite3(c->bias, prefix, "bias", 0, msg)) != 0) {
     return rc;
+  }
+  if (c->has_cross_scalar && !(c->cross_scalar >= 0.0 && c->cross_scalar <= 1.0)) {
+    return err_set(msg, ERR_INVAL, "%s.cross_axis_scalar = %g must be in [0, 1]", prefix,
+                   c->cross_scalar);
   }
   for (int i = 0; i < 9; i++) {
     if (!isfinite(c->cross[i])) {
@@ -77,7 +81,7 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
       (rc = check_finite3(c->spectral_density, prefix, "spectral_noise_density", 1, msg)) != 0) {
     return rc;
   }
-  if (c->axes < 1 || c->axes > 7) {
+  if (c->axes > 7) {
     return err_set(msg, ERR_INVAL, "%s.axes = %u must be a mask of x = 1, y = 2, z = 4", prefix,
                    c->axes);
   }
@@ -98,6 +102,13 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
                    prefix, c->bias_tau);
   }
   return 0;
+}
+
+void triax_config_resolve(triax_config_t* c) {
+  if (c->has_cross_scalar) {
+    triax_cross_scalar(c->cross_scalar, c->cross);
+    c->has_cross_scalar = 0;
+  }
 }
 
 void triax_chain(const triax_config_t* c, const double u[3], const double white[3],
@@ -162,14 +173,17 @@ void triax_drift_advance(const triax_config_t* c, const triax_drift_t* prev, dou
 
 void triax_quantize(const triax_config_t* c, const double u[3], double dest[3]) {
   for (int i = 0; i < 3; i++) {
-    dest[i] = c->precision > 0.0 ? c->precision * round(u[i] / c->precision) : u[i];
+    // a step finer than u's own resolution quantizes nothing (u / precision would overflow)
+    double k = c->precision > 0.0 ? round(u[i] / c->precision) : NAN;
+    dest[i] = isfinite(k) ? c->precision * k : u[i];
   }
 }
 
 uint32_t triax_select(const triax_config_t* c, const double u[3], double* dest) {
   uint32_t n = 0;
+  uint32_t axes = c->axes ? c->axes : 7;
   for (int i = 0; i < 3; i++) {
-    if (c->axes & (1u << i)) {
+    if (axes & (1u << i)) {
       dest[n++] = u[i];
     }
   }

@@ -24,10 +24,12 @@ typedef struct triax_config {
   double upper[3];              // +inf = open
   double bias[3];               // zero-g / zero-rate / zero-flux bias
   double cross[9];              // cross-axis matrix, row-major (identity = ideal)
+  int has_cross_scalar;         // the datasheet's scalar form instead: cross_scalar in [0, 1]
+  double cross_scalar;          //   on every off-diagonal element (triax_config_resolve)
   double noise_stddev[3];       // total RMS noise per axis
   double scaling[3];            // (1, 1, 1) = off
   double spectral_density[3];   // per sqrt(Hz)
-  uint32_t axes;                // output axes, bit mask x = 1, y = 2, z = 4 (1..7)
+  uint32_t axes;                // output axes, bit mask x = 1, y = 2, z = 4; 0 = all three
   // drift (one value for the three axes)
   double turn_on_mean;          // mean of the turn-on bias
   double turn_on_stddev;        // its standard deviation
@@ -55,6 +57,10 @@ void triax_cross_scalar(double s, double dest[9]);
 // Validate; errors name the field under `prefix` (e.g. "imu.accelerometer"). 0 or ERR_INVAL.
 int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* msg) CHECKRET;
 
+// Expand the scalar cross-axis form into the matrix (has_cross_scalar cleared); the chain
+// reads the matrix only.
+void triax_config_resolve(triax_config_t* c);
+
 // Steps 1-6 for ideal signal u: white[3] and spectral[3] are standard normal draws, nu the
 // sample rate in Hz (0: no spectral noise). dest may alias u.
 void triax_chain(const triax_config_t* c, const double u[3], const double white[3],
@@ -68,7 +74,8 @@ void triax_chain(const triax_config_t* c, const double u[3], const double white[
 void triax_drift_advance(const triax_config_t* c, const triax_drift_t* prev, double dt,
                          const double normals[9], triax_drift_t* next, double add[3]);
 
-// Step 9 (identity when precision is 0). dest may alias u.
+// Step 9 (identity when precision is 0, and where u / precision is not finite). dest may alias
+// u.
 void triax_quantize(const triax_config_t* c, const double u[3], double dest[3]);
 
 // Copy the selected axes of u (x, y, z order) to dest; returns how many.

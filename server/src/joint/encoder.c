@@ -47,18 +47,19 @@ int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) {
     return err_set(msg, ERR_INVAL, "encoder.scaling = %g is not finite", c->scaling);
   }
   if (c->mode != ENCODER_MODE_ABSOLUTE && c->mode != ENCODER_MODE_INCREMENTAL) {
-    return err_set(msg, ERR_INVAL, "encoder.mode = %d is not ABSOLUTE or INCREMENTAL",
-                   (int)c->mode);
+    return err_set(msg, ERR_INVAL, "encoder.mode = %d is not ENCODER_ABSOLUTE or "
+                   "ENCODER_INCREMENTAL", (int)c->mode);
   }
   if (isnan(c->lower) || isnan(c->upper) || !(c->lower < c->upper)) {
-    return err_set(msg, ERR_INVAL, "encoder.range_lower = %g must be below range_upper = %g",
-                   c->lower, c->upper);
+    return err_set(msg, ERR_INVAL,
+                   "encoder.range_lower = %g must be below encoder.range_upper = %g", c->lower,
+                   c->upper);
   }
   if (c->mode == ENCODER_MODE_INCREMENTAL &&
       (!isfinite(c->lower) || !isfinite(c->upper) || !isfinite(c->upper - c->lower))) {
     return err_set(msg, ERR_INVAL,
-                   "encoder.range_lower = %g and range_upper = %g must be finite in incremental "
-                   "mode",
+                   "encoder.range_lower = %g and encoder.range_upper = %g must be finite in "
+                   "incremental mode",
                    c->lower, c->upper);
   }
   if (!isfinite(c->speed_timeout) || c->speed_timeout < 0.0) {
@@ -75,7 +76,12 @@ double encoder_wrap(double u, double lower, double upper) {
   return m >= upper ? lower : m;
 }
 
-double encoder_bin(double u, double res) { return res * floor(u / res); }
+double encoder_bin(double u, double res) {
+  // a step finer than u's own resolution (5e-324, or a bin width that underflowed to 0) bins
+  // nothing: u / res would overflow and the bin be infinite or NaN
+  double k = floor(u / res);
+  return isfinite(k) ? res * k : u;
+}
 
 double encoder_measure(const encoder_config_t* c, double q, double n) {
   double u = q;

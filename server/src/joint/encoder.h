@@ -42,7 +42,8 @@ int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) CHECKRET;
 // u - (U - L) floor((u - L) / (U - L)), in [L, U).
 double encoder_wrap(double u, double lower, double upper);
 
-// res floor(u / res) (res > 0).
+// res floor(u / res) (res > 0); u itself when u / res is not finite (a step finer than u's
+// resolution).
 double encoder_bin(double u, double res);
 
 // Measured value of joint position q with standard normal draw n.

@@ -9,6 +9,7 @@
 #include <math.h>
 
 #define DIVERGENCE_MAX 0.1   // rad: the half angle must be below this (a lidar beam, not a cone)
+#define RADIUS_MAX 1.0       // m: the exit and detector radii and the detector offset
 #define DIVERGENCE_NORM 1.1565176427496656518   // 1 / (1 - e^-2)
 #define SMALL_EXPONENT 1e-3  // below: 1 - exp(-a) by expm1, which keeps its relative precision
 
@@ -24,17 +25,19 @@ int lidar_divergence_init(lidar_beam_t* b, const lidar_beam_desc_t* d, const cha
                    "%s.divergence = %g is outside (0, %g) (the 1/e^2 half angle, rad)", prefix,
                    d->divergence, DIVERGENCE_MAX);
   }
-  if (!isfinite(d->exit_radius) || !(d->exit_radius >= 0.0)) {
-    return err_set(msg, ERR_INVAL, "%s.exit_radius = %g must be finite and >= 0", prefix,
-                   d->exit_radius);
+  // apertures and offsets of a lidar are millimetres to centimetres; past a metre the squares
+  // of the radii in BD(x) are no longer a lidar's (and past 1e154 m they overflow)
+  if (!(d->exit_radius >= 0.0 && d->exit_radius <= RADIUS_MAX)) {
+    return err_set(msg, ERR_INVAL, "%s.exit_radius = %g is outside [0, %g] m", prefix,
+                   d->exit_radius, RADIUS_MAX);
   }
-  if (!isfinite(d->detector_radius) || !(d->detector_radius > 0.0)) {
-    return err_set(msg, ERR_INVAL, "%s.detector_radius = %g must be finite and > 0", prefix,
-                   d->detector_radius);
+  if (!(d->detector_radius > 0.0 && d->detector_radius <= RADIUS_MAX)) {
+    return err_set(msg, ERR_INVAL, "%s.detector_radius = %g is outside (0, %g] m", prefix,
+                   d->detector_radius, RADIUS_MAX);
   }
-  if (!isfinite(d->detector_offset) || !(d->detector_offset >= 0.0)) {
-    return err_set(msg, ERR_INVAL, "%s.detector_offset = %g must be finite and >= 0", prefix,
-                   d->detector_offset);
+  if (!(d->detector_offset >= 0.0 && d->detector_offset <= RADIUS_MAX)) {
+    return err_set(msg, ERR_INVAL, "%s.detector_offset = %g is outside [0, %g] m", prefix,
+                   d->detector_offset, RADIUS_MAX);
   }
   *b = (lidar_beam_t){
       .enabled = 1,

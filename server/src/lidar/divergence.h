@@ -15,9 +15,9 @@
 typedef struct lidar_beam_desc {
   int enabled;                  // 0: no divergence attenuation (BD = 1)
   double divergence;            // theta_D, 1/e^2 HALF angle, rad, in (0, 0.1)
-  double exit_radius;           // E, m, >= 0 (0.005 is the usual default)
-  double detector_radius;       // R, m, > 0 (clients default it to exit_radius)
-  double detector_offset;       // r_D, m, >= 0 (0 = coaxial)
+  double exit_radius;           // E, m, in [0, 1] (0.005 is the usual default)
+  double detector_radius;       // R, m, in (0, 1] (clients default it to exit_radius)
+  double detector_offset;       // r_D, m, in [0, 1] (0 = coaxial)
   int clamp;                    // clamp BD to 1 (default 0: eq. as written, up to 1.1565)
 } lidar_beam_desc_t;
 

@@ -10,6 +10,7 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "base/rng.h"
+#include "lidar/config.h"
 #include "lidar/sweep.h"
 
 // Rays per pool task: 32 packets of 16 rays, or up to 64 for a pattern traced in tiles (8
@@ -205,23 +206,11 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
                    "bpearl, hdl64e, flash, custom or livox)");
   }
   const char* pfield = d->pattern_field ? d->pattern_field : "lidar";
-  if (d->has_start_time &&
-      (!isfinite(d->start_time) || fabs(d->start_time) > LIDAR_MAX_START_TIME)) {
-    return err_set(msg, ERR_INVAL, "%s.start_time = %g must be finite and within +-%g s",
-                   pfield, d->start_time, LIDAR_MAX_START_TIME);
-  }
-  if ((rc = lidar_returns_init(&tmp.ret, &d->returns, msg)) < 0 ||
+  if ((rc = lidar_desc_check(d, msg)) < 0 ||
+      (rc = lidar_returns_init(&tmp.ret, &d->returns, msg)) < 0 ||
       (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0 ||
       (rc = lidar_layout_init(&tmp.layout, d->layout, d->fields, d->nfield, msg)) < 0) {
     return rc;
-  }
-  if ((unsigned)d->misses > LIDAR_MISS_NAN) {
-    return err_set(msg, ERR_INVAL, "lidar.misses = %d is not REMOVE (0), ZERO (1) or NAN (2)",
-                   (int)d->misses);
-  }
-  if (d->nexclude_body > LIDAR_MAX_EXCLUDED_BODIES) {
-    return err_set(msg, ERR_INVAL, "lidar.exclude_bodies has %u bodies, more than %d",
-                   d->nexclude_body, LIDAR_MAX_EXCLUDED_BODIES);
   }
 
   // one frame must fit in a step's output (per-revolution publishing); per step, the rays of

@@ -62,9 +62,11 @@ typedef struct lidar_desc {
   uint32_t group_mask;          // object groups it sees (bit g = group g); 0 = all
 } lidar_desc_t;
 
-// Build a lidar. Validates everything (errors name the field: "lidar.range_max = ...",
-// "lidar.fields[1] = ...") and on success takes ownership of d->pattern's tables (d->pattern is
-// zeroed) and fills out (kind, ops, self). On failure d->pattern is left to the caller.
+// Build a lidar. Validates everything (lidar_desc_check, then the frame against
+// max_frame_bytes; errors name the field: "lidar.range_max = ...", "lidar.fields[1] = ...") and
+// on success takes ownership of d->pattern's tables (d->pattern is zeroed) and fills out (kind,
+// ops, self). On failure d->pattern is left to the caller. A client's configuration comes
+// through lidar_config_create (config.h), which fills the defaults and builds d.
 int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) CHECKRET;
 
 // The lidar's sensor operations (kind_name "lidar").

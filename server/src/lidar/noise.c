@@ -137,14 +137,18 @@ double lidar_noise_distance(const lidar_distance_noise_t* n, const rng_key_t* ke
 
 int lidar_noise_angle_init(lidar_angle_noise_t* n, const lidar_angle_noise_desc_t* d,
                            const char* prefix, err_msg_t* msg) {
-  int rc;
   if (d->axis != LIDAR_ANGLE_ELEVATION && d->axis != LIDAR_ANGLE_AZIMUTH) {
     return err_set(msg, ERR_INVAL, "%s.axis = %d is not ELEVATION (0) or AZIMUTH (1)", prefix,
                    (int)d->axis);
   }
-  if ((rc = check_finite(prefix, "mean", d->mean, msg)) < 0 ||
-      (rc = check_nonneg(prefix, "stddev", d->stddev, msg)) < 0) {
-    return rc;
+
+  // a rotation beyond half a turn is no emission error; unbounded, a normal draw times 1e308
+  // makes the angle infinite and the ray's direction NaN
+  if (!(fabs(d->mean) <= LIDAR_NOISE_MAX_ANGLE)) {
+    return err_set(msg, ERR_INVAL, "%s.mean = %g is outside [-pi, pi] rad", prefix, d->mean);
+  }
+  if (!(d->stddev >= 0.0 && d->stddev <= LIDAR_NOISE_MAX_ANGLE)) {
+    return err_set(msg, ERR_INVAL, "%s.stddev = %g is outside [0, pi] rad", prefix, d->stddev);
   }
   *n = (lidar_angle_noise_t){
       .axis = d->axis,

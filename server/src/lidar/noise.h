@@ -101,10 +101,13 @@ typedef enum lidar_angle_axis {
   LIDAR_ANGLE_AZIMUTH = 1,      // rotation about y_opt
 } lidar_angle_axis_t;
 
+// Bound of the angle noise's |mean| and stddev, rad (half a turn).
+#define LIDAR_NOISE_MAX_ANGLE 3.141592653589793
+
 typedef struct lidar_angle_noise_desc {
   lidar_angle_axis_t axis;
-  double mean;                  // rad (finite)
-  double stddev;                // rad, >= 0
+  double mean;                  // rad, in [-pi, pi]
+  double stddev;                // rad, in [0, pi]
 } lidar_angle_noise_desc_t;
 
 typedef struct lidar_angle_noise {

@@ -56,13 +56,49 @@ int lidar_pattern_check_finite(double v, const char* prefix, const char* field, 
 }
 
 
+int lidar_pattern_check_azimuth(double v, const char* prefix, const char* field,
+                                err_msg_t* msg) {
+  if (!(fabs(v) <= LIDAR_PATTERN_MAX_AZIMUTH)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g is outside [-2 pi, 2 pi] rad", prefix, field, v);
+  }
+  return 0;
+}
+
+
+int lidar_pattern_check_rate(double v, double max, const char* prefix, const char* field,
+                             err_msg_t* msg) {
+  if (!(v >= LIDAR_PATTERN_MIN_RATE && v <= max)) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g must be in [%g, %g] Hz", prefix, field, v,
+                   LIDAR_PATTERN_MIN_RATE, max);
+  }
+  return 0;
+}
+
+
+int lidar_pattern_check_ray_rate(double rate, double rays, const char* prefix,
+                                 const char* rate_field, const char* rays_fields,
+                                 err_msg_t* msg) {
+  if (!(rays * rate <= LIDAR_PATTERN_MAX_RAY_RATE)) {
+    return err_set(msg, ERR_INVAL, "%s.%s x %s.%s = %g Hz x %.0f rays = %.4g rays per second, "
+                   "more than %g", prefix, rate_field, prefix, rays_fields, rate, rays,
+                   rays * rate, LIDAR_PATTERN_MAX_RAY_RATE);
+  }
+  return 0;
+}
+
+
 //---------------- Sweeps
+
+// Groups and sweeps are counted below 2^62 (sweep.c bounds the cursor there).
+#define GROUP_LIMIT 4611686018427387904.0
+
 
 uint64_t lidar_pattern_sweep_of(const lidar_pattern_t* p, uint64_t g) {
   if (p->groups_per_sweep) {
     return g / p->groups_per_sweep;
   }
-  return (uint64_t)floor((double)g * p->group_period / p->sweep_period);
+  double s = floor((double)g * p->group_period / p->sweep_period);
+  return s < GROUP_LIMIT ? (uint64_t)s : (uint64_t)GROUP_LIMIT;
 }
 
 
@@ -72,15 +108,29 @@ uint64_t lidar_pattern_first_group(const lidar_pattern_t* p, uint64_t sweep) {
   }
 
   // the estimate is within a group of the answer; settle it with sweep_of itself so that the
-  // two functions agree exactly whatever the rounding
-  uint64_t g = (uint64_t)ceil((double)sweep * p->sweep_period / p->group_period);
-  while (g > 0 && lidar_pattern_sweep_of(p, g - 1) >= sweep) {
-    g--;
+  // two functions agree exactly whatever the rounding (a few steps; should the estimate ever be
+  // further off, a bisection on the non-decreasing sweep_of keeps the search bounded)
+  double est = ceil((double)sweep * p->sweep_period / p->group_period);
+  uint64_t g = est > 0.0 ? (est < GROUP_LIMIT ? (uint64_t)est : (uint64_t)GROUP_LIMIT) : 0;
+  for (int i = 0; i < 4; i++) {
+    if (g > 0 && lidar_pattern_sweep_of(p, g - 1) >= sweep) {
+      g--;
+    } else if (lidar_pattern_sweep_of(p, g) < sweep && g < (uint64_t)GROUP_LIMIT) {
+      g++;
+    } else {
+      return g;
+    }
   }
-  while (lidar_pattern_sweep_of(p, g) < sweep) {
-    g++;
+  uint64_t lo = 0, hi = (uint64_t)GROUP_LIMIT;   // the first g with sweep_of(g) >= sweep
+  while (lo < hi) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (lidar_pattern_sweep_of(p, mid) >= sweep) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
   }
-  return g;
+  return lo;
 }
 
 
@@ -143,7 +193,30 @@ static void livox_angles(const lidar_pattern_t* p, double t, double* az, double*
 enum { TRIG_CE, TRIG_SE, TRIG_COFF, TRIG_SOFF, TRIG_CDT, TRIG_SDT, TRIG_OFF, TRIG_N };
 
 
+// Rays of the longest sweep of p.
+static double sweep_rays(const lidar_pattern_t* p) {
+  if (p->groups_per_sweep) {
+    return (double)p->groups_per_sweep * p->nray;
+  }
+  return (floor(p->sweep_period / p->group_period) + 1.0) * p->nray;
+}
+
+
 int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) {
+  // the bounds every pattern keeps (pattern.h); a model's own checks name its fields first
+  double rate = lidar_pattern_rate(p);
+  if (!(p->group_period > 0.0) || !(p->sweep_period * LIDAR_PATTERN_MIN_RATE <= 1.0 + 1e-9) ||
+      !(p->sweep_period >= p->group_period) || !(rate <= LIDAR_PATTERN_MAX_RAY_RATE) ||
+      !(sweep_rays(p) <= LIDAR_PATTERN_MAX_SWEEP_RAYS)) {
+    double period = p->sweep_period;
+    double rays = sweep_rays(p);
+    lidar_pattern_close(p);
+    return err_set(msg, ERR_INVAL, "%s: a sweep of %g s and %.4g rays at %.4g rays per second "
+                   "is outside the bounds of a pattern (at most %g s, %g rays and %g rays per "
+                   "second)", prefix, period, rays, rate, 1.0 / LIDAR_PATTERN_MIN_RATE,
+                   LIDAR_PATTERN_MAX_SWEEP_RAYS, LIDAR_PATTERN_MAX_RAY_RATE);
+  }
+
   p->trig = mem_alloc((size_t)p->nray * TRIG_N * sizeof *p->trig);
   if (!p->trig) {
     lidar_pattern_close(p);

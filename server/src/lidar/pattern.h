@@ -35,6 +35,20 @@ typedef enum lidar_pattern_kind {
 // Most rays in one firing group (a custom ray list or a flash frame).
 #define LIDAR_PATTERN_MAX_GROUP (1u << 22)
 
+// Bounds every pattern keeps (docs/models/lidar.md, "Bounds"), so that its firing times, sweep
+// numbers and ray counts stay finite and exact over the whole time line (state and start times
+// within +-1e9 s):
+// - the slowest revolution or frame rate, Hz: a sweep lasts at most 10^4 s (a terrestrial
+//   scanner's slowest dome scan takes minutes); rates near 0 make sweep times infinite;
+#define LIDAR_PATTERN_MIN_RATE 1e-4
+// - rays per second: the rays of 2e9 s stay below 2^62, the bound of a lidar's ray cursor;
+#define LIDAR_PATTERN_MAX_RAY_RATE 1e9
+// - rays per sweep (2^32: a spinning lidar's 2^20 columns x 4096 channels);
+#define LIDAR_PATTERN_MAX_SWEEP_RAYS 4294967296.0
+// - angles given as azimuths (start azimuths, azimuth offsets, custom azimuths), rad: within
+//   one turn either way (2 pi), far from where a double's turn loses its precision.
+#define LIDAR_PATTERN_MAX_AZIMUTH 6.283185307179586
+
 typedef struct lidar_pattern {
   lidar_pattern_kind_t kind;
 
@@ -114,7 +128,10 @@ double lidar_pattern_rate(const lidar_pattern_t* p);
 // beam-origin radius; 0 for the other patterns).
 double lidar_pattern_origin_reach(const lidar_pattern_t* p);
 
-//---------------- Models (each validates its parameters and names the field under `prefix`)
+//---------------- Models
+// Each model's init validates its description (errors name the field under `prefix`, e.g.
+// "lidar.vlp16.frequency = 3 is outside [5, 20] Hz") and builds the pattern; its check runs the
+// same validation alone, without allocating.
 
 // Generic spinning lidar (channels fire at offsets inside each column).
 typedef struct lidar_spinning_desc {
@@ -132,6 +149,8 @@ typedef struct lidar_spinning_desc {
 
 int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
                                 const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_spinning_check(const lidar_spinning_desc_t* d, const char* prefix,
+                                 err_msg_t* msg) CHECKRET;
 
 // Velodyne VLP-16: 16 lasers, 2.304 us apart, sequences of 55.296 us in continuous time.
 typedef struct lidar_vlp16_desc {
@@ -142,6 +161,8 @@ typedef struct lidar_vlp16_desc {
 
 int lidar_pattern_vlp16_init(lidar_pattern_t* p, const lidar_vlp16_desc_t* d, const char* prefix,
                              err_msg_t* msg) CHECKRET;
+int lidar_pattern_vlp16_check(const lidar_vlp16_desc_t* d, const char* prefix,
+                              err_msg_t* msg) CHECKRET;
 
 // Ouster OS1: uniform beams (or per-unit beam_altitude_angles), columns sharing a timestamp.
 typedef struct lidar_ouster_desc {
@@ -159,6 +180,12 @@ typedef struct lidar_ouster_desc {
 
 int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_ouster_check(const lidar_ouster_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
+
+// Half the default vertical field of an OS1 with `channels` beams, rad (the datasheet's 16.6
+// degrees for 16 and 64 beams, 22.5 otherwise).
+double lidar_pattern_ouster_half_field(uint32_t channels);
 
 // RoboSense RS-Bpearl: 32 channels over a 90 degree vertical field.
 typedef struct lidar_bpearl_desc {
@@ -168,6 +195,8 @@ typedef struct lidar_bpearl_desc {
 
 int lidar_pattern_bpearl_init(lidar_pattern_t* p, const lidar_bpearl_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_bpearl_check(const lidar_bpearl_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
 
 // Velodyne HDL-64E: 64 lasers in two blocks, +2 to -24.8 degrees.
 typedef struct lidar_hdl64e_desc {
@@ -178,6 +207,11 @@ typedef struct lidar_hdl64e_desc {
 
 int lidar_pattern_hdl64e_init(lidar_pattern_t* p, const lidar_hdl64e_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_hdl64e_check(const lidar_hdl64e_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
+
+// Columns per revolution at `frequency` (Hz, in [5, 20]) from the datasheet point rate.
+uint32_t lidar_pattern_hdl64e_columns(double frequency);
 
 // Flash (solid-state) grid: every pixel fires at the frame time.
 typedef struct lidar_flash_desc {
@@ -191,6 +225,8 @@ typedef struct lidar_flash_desc {
 
 int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
                              err_msg_t* msg) CHECKRET;
+int lidar_pattern_flash_check(const lidar_flash_desc_t* d, const char* prefix,
+                              err_msg_t* msg) CHECKRET;
 
 // A ray list repeated every 1 / frame_rate.
 typedef struct lidar_custom_desc {
@@ -206,6 +242,8 @@ typedef struct lidar_custom_desc {
 
 int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
                               const char* prefix, err_msg_t* msg) CHECKRET;
+int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
+                               err_msg_t* msg) CHECKRET;
 
 // Non-repetitive rosette of two rotating Risley prisms (Livox style).
 typedef struct lidar_livox_desc {
@@ -217,6 +255,8 @@ typedef struct lidar_livox_desc {
 
 int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
                              err_msg_t* msg) CHECKRET;
+int lidar_pattern_livox_check(const lidar_livox_desc_t* d, const char* prefix,
+                              err_msg_t* msg) CHECKRET;
 
 //---------------- Shared by the model files
 
@@ -228,12 +268,30 @@ int lidar_pattern_alloc(lidar_pattern_t* p, uint32_t nray, int with_vertical_off
 // given. ERR_NOMEM.
 int lidar_pattern_sort(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
 
-// Last step of every model's init: the per-ray trigonometry (p->trig) once the tables and the
-// rotor are set. ERR_NOMEM (the pattern is closed).
+// Last step of every model's init: the bounds above (a backstop behind each model's own
+// checks: ERR_INVAL naming `prefix`), then the per-ray trigonometry (p->trig) once the tables
+// and the rotor are set. ERR_INVAL or ERR_NOMEM (the pattern is closed).
 int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg) CHECKRET;
 
 // Check a finite value; ERR_INVAL "<prefix>.<field> = <v> is not finite".
 int lidar_pattern_check_finite(double v, const char* prefix, const char* field,
                                err_msg_t* msg) CHECKRET;
+
+// Check an azimuth given in a configuration: within +-LIDAR_PATTERN_MAX_AZIMUTH; ERR_INVAL
+// "<prefix>.<field> = <v> is outside [-2 pi, 2 pi] rad".
+int lidar_pattern_check_azimuth(double v, const char* prefix, const char* field,
+                                err_msg_t* msg) CHECKRET;
+
+// Check a revolution or frame rate (Hz): in [LIDAR_PATTERN_MIN_RATE, max]; ERR_INVAL
+// "<prefix>.<field> = <v> must be in [0.0001, <max>] Hz".
+int lidar_pattern_check_rate(double v, double max, const char* prefix, const char* field,
+                             err_msg_t* msg) CHECKRET;
+
+// Check the rays per second of a pattern, `rate` sweeps per second (its field rate_field) of
+// `rays` each (its fields rays_fields): ERR_INVAL naming "<prefix>.<rate_field> x
+// <prefix>.<rays_fields>" when they exceed LIDAR_PATTERN_MAX_RAY_RATE.
+int lidar_pattern_check_ray_rate(double rate, double rays, const char* prefix,
+                                 const char* rate_field, const char* rays_fields,
+                                 err_msg_t* msg) CHECKRET;
 
 #endif  // SENSIM_LIDAR_PATTERN_H_

@@ -12,14 +12,24 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_bpearl_init(lidar_pattern_t* p, const lidar_bpearl_desc_t* d,
-                              const char* prefix, err_msg_t* msg) {
+int lidar_pattern_bpearl_check(const lidar_bpearl_desc_t* d, const char* prefix,
+                               err_msg_t* msg) {
   int rc;
-  if ((rc = lidar_pattern_check_finite(d->start_azimuth, prefix, "start_azimuth", msg))) {
+  if ((rc = lidar_pattern_check_azimuth(d->start_azimuth, prefix, "start_azimuth", msg))) {
     return rc;
   }
   if (d->frequency != 10.0 && d->frequency != 20.0) {
     return err_set(msg, ERR_INVAL, "%s.frequency = %g must be 10 or 20 Hz", prefix, d->frequency);
+  }
+  return 0;
+}
+
+
+int lidar_pattern_bpearl_init(lidar_pattern_t* p, const lidar_bpearl_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
+  int rc;
+  if ((rc = lidar_pattern_bpearl_check(d, prefix, msg))) {
+    return rc;
   }
   double el[32];
   for (int c = 0; c < 32; c++) {

@@ -7,8 +7,8 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
-                              const char* prefix, err_msg_t* msg) {
+int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
+                               err_msg_t* msg) {
   // list
   if (d->nray == 0) {
     return err_set(msg, ERR_INVAL, "%s.azimuths is empty: a ray list needs at least one ray",
@@ -18,9 +18,11 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
     return err_set(msg, ERR_INVAL, "%s.azimuths has %u rays, more than %u", prefix, d->nray,
                    LIDAR_PATTERN_MAX_GROUP);
   }
-  if (!isfinite(d->frame_rate) || !(d->frame_rate > 0.0) || d->frame_rate > 1e4) {
-    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, 10000] Hz", prefix,
-                   d->frame_rate);
+  int rc;
+  if ((rc = lidar_pattern_check_rate(d->frame_rate, 1e4, prefix, "frame_rate", msg)) ||
+      (rc = lidar_pattern_check_ray_rate(d->frame_rate, d->nray, prefix, "frame_rate", "azimuths",
+                                         msg))) {
+    return rc;
   }
   if (d->ntime_offset != 0 && d->ntime_offset != d->nray) {
     return err_set(msg, ERR_INVAL, "%s.time_offsets has %u values for %u rays", prefix,
@@ -32,9 +34,9 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
   }
   double period = 1.0 / d->frame_rate;
   for (uint32_t i = 0; i < d->nray; i++) {
-    if (!isfinite(d->azimuths[i])) {
-      return err_set(msg, ERR_INVAL, "%s.azimuths[%u] = %g is not finite", prefix, i,
-                     d->azimuths[i]);
+    if (!(fabs(d->azimuths[i]) <= LIDAR_PATTERN_MAX_AZIMUTH)) {
+      return err_set(msg, ERR_INVAL, "%s.azimuths[%u] = %g is outside [-2 pi, 2 pi] rad", prefix,
+                     i, d->azimuths[i]);
     }
     if (!isfinite(d->elevations[i]) || fabs(d->elevations[i]) > M_PI / 2) {
       return err_set(msg, ERR_INVAL, "%s.elevations[%u] = %g is outside [-pi/2, pi/2]", prefix, i,
@@ -48,10 +50,16 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
       }
     }
   }
+  return 0;
+}
 
+
+int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
   // tables, in firing order
   int rc;
-  if ((rc = lidar_pattern_alloc(p, d->nray, 0, prefix, msg))) {
+  if ((rc = lidar_pattern_custom_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, d->nray, 0, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_CUSTOM;
@@ -65,6 +73,7 @@ int lidar_pattern_custom_init(lidar_pattern_t* p, const lidar_custom_desc_t* d,
     lidar_pattern_close(p);
     return rc;
   }
+  double period = 1.0 / d->frame_rate;
   p->group_period = period;
   p->groups_per_sweep = 1;
   p->sweep_period = period;

@@ -9,8 +9,8 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
-                             err_msg_t* msg) {
+int lidar_pattern_flash_check(const lidar_flash_desc_t* d, const char* prefix,
+                              err_msg_t* msg) {
   // sizes and fields of view
   if (d->columns == 0) {
     return err_set(msg, ERR_INVAL, "%s.columns = 0 must be > 0", prefix);
@@ -19,8 +19,8 @@ int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, co
     return err_set(msg, ERR_INVAL, "%s.rows = 0 must be > 0", prefix);
   }
   if ((uint64_t)d->columns * d->rows > LIDAR_PATTERN_MAX_GROUP) {
-    return err_set(msg, ERR_INVAL, "%s: %u x %u pixels exceed %u", prefix, d->columns, d->rows,
-                   LIDAR_PATTERN_MAX_GROUP);
+    return err_set(msg, ERR_INVAL, "%s.columns x %s.rows = %u x %u pixels exceed %u", prefix,
+                   prefix, d->columns, d->rows, LIDAR_PATTERN_MAX_GROUP);
   }
   double hmax = d->projective ? M_PI : 2.0 * M_PI;
   if (!isfinite(d->fov_horizontal) || !(d->fov_horizontal > 0.0) || !(d->fov_horizontal < hmax)) {
@@ -31,14 +31,21 @@ int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, co
     return err_set(msg, ERR_INVAL, "%s.fov_vertical = %g is outside (0, pi) rad", prefix,
                    d->fov_vertical);
   }
-  if (!isfinite(d->frame_rate) || !(d->frame_rate > 0.0) || d->frame_rate > 1e4) {
-    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, 10000] Hz", prefix,
-                   d->frame_rate);
+  int rc;
+  if ((rc = lidar_pattern_check_rate(d->frame_rate, 1e4, prefix, "frame_rate", msg))) {
+    return rc;
   }
+  return lidar_pattern_check_ray_rate(d->frame_rate, (double)d->columns * d->rows, prefix,
+                                      "frame_rate", "columns x rows", msg);
+}
 
+
+int lidar_pattern_flash_init(lidar_pattern_t* p, const lidar_flash_desc_t* d, const char* prefix,
+                             err_msg_t* msg) {
   // pixels
   int rc;
-  if ((rc = lidar_pattern_alloc(p, d->columns * d->rows, 0, prefix, msg))) {
+  if ((rc = lidar_pattern_flash_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, d->columns * d->rows, 0, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_FLASH;

@@ -13,8 +13,29 @@
 #define HDL64E_POINT_RATE 1.3333e6  // points per second, single return
 
 
-int lidar_pattern_hdl64e_init(lidar_pattern_t* p, const lidar_hdl64e_desc_t* d,
-                              const char* prefix, err_msg_t* msg) {
+uint32_t lidar_pattern_hdl64e_columns(double frequency) {
+  return (uint32_t)lround(HDL64E_POINT_RATE / (64.0 * frequency));
+}
+
+
+// The generic description of the HDL-64E at d's settings; el receives the 64 elevations.
+static lidar_spinning_desc_t hdl64e_spinning(const lidar_hdl64e_desc_t* d, double el[64]) {
+  for (int i = 0; i < 32; i++) {
+    el[i] = (2.0 - (double)i * (2.0 + 8.33) / 31.0) * (M_PI / 180.0);
+    el[32 + i] = (-8.83 - (double)i * (24.8 - 8.83) / 31.0) * (M_PI / 180.0);
+  }
+  return (lidar_spinning_desc_t){
+      .frequency = d->frequency,
+      .columns = d->columns ? d->columns : lidar_pattern_hdl64e_columns(d->frequency),
+      .elevations = el,
+      .nchannel = 64,
+      .start_azimuth = d->start_azimuth,
+  };
+}
+
+
+int lidar_pattern_hdl64e_check(const lidar_hdl64e_desc_t* d, const char* prefix,
+                               err_msg_t* msg) {
   int rc;
   if ((rc = lidar_pattern_check_finite(d->frequency, prefix, "frequency", msg))) {
     return rc;
@@ -24,18 +45,19 @@ int lidar_pattern_hdl64e_init(lidar_pattern_t* p, const lidar_hdl64e_desc_t* d,
                    d->frequency);
   }
   double el[64];
-  for (int i = 0; i < 32; i++) {
-    el[i] = (2.0 - (double)i * (2.0 + 8.33) / 31.0) * (M_PI / 180.0);
-    el[32 + i] = (-8.83 - (double)i * (24.8 - 8.83) / 31.0) * (M_PI / 180.0);
+  lidar_spinning_desc_t s = hdl64e_spinning(d, el);
+  return lidar_pattern_spinning_check(&s, prefix, msg);
+}
+
+
+int lidar_pattern_hdl64e_init(lidar_pattern_t* p, const lidar_hdl64e_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
+  int rc;
+  if ((rc = lidar_pattern_hdl64e_check(d, prefix, msg))) {
+    return rc;
   }
-  lidar_spinning_desc_t s = {
-      .frequency = d->frequency,
-      .columns = d->columns ? d->columns
-                            : (uint32_t)lround(HDL64E_POINT_RATE / (64.0 * d->frequency)),
-      .elevations = el,
-      .nchannel = 64,
-      .start_azimuth = d->start_azimuth,
-  };
+  double el[64];
+  lidar_spinning_desc_t s = hdl64e_spinning(d, el);
   if ((rc = lidar_pattern_spinning_init(p, &s, prefix, msg))) {
     return rc;
   }

@@ -19,18 +19,26 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
-                             err_msg_t* msg) {
+int lidar_pattern_livox_check(const lidar_livox_desc_t* d, const char* prefix,
+                              err_msg_t* msg) {
   if (!isfinite(d->fov) || !(d->fov > 0.0) || !(d->fov < M_PI)) {
     return err_set(msg, ERR_INVAL, "%s.fov = %g is outside (0, pi) rad", prefix, d->fov);
   }
-  if (!isfinite(d->point_rate) || !(d->point_rate > 0.0) || d->point_rate > 1e8) {
-    return err_set(msg, ERR_INVAL, "%s.point_rate = %g must be in (0, 1e8] per second", prefix,
-                   d->point_rate);
+  if (!(d->point_rate >= LIDAR_PATTERN_MIN_RATE && d->point_rate <= 1e8)) {
+    return err_set(msg, ERR_INVAL, "%s.point_rate = %g must be in [%g, 1e8] per second", prefix,
+                   d->point_rate, LIDAR_PATTERN_MIN_RATE);
   }
-  if (!isfinite(d->frame_rate) || !(d->frame_rate > 0.0) || !(d->frame_rate <= d->point_rate)) {
-    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in (0, point_rate] Hz", prefix,
-                   d->frame_rate);
+  if (!(d->frame_rate >= LIDAR_PATTERN_MIN_RATE && d->frame_rate <= d->point_rate)) {
+    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g must be in [%g, point_rate] Hz", prefix,
+                   d->frame_rate, LIDAR_PATTERN_MIN_RATE);
+  }
+
+  // a frame holds round(point_rate / frame_rate) rays: at most 2^32, over at most 10^4 s
+  double rays = fmax(1.0, floor(d->point_rate / d->frame_rate + 0.5));
+  if (rays > LIDAR_PATTERN_MAX_SWEEP_RAYS || rays / d->point_rate > 1.0 / LIDAR_PATTERN_MIN_RATE) {
+    return err_set(msg, ERR_INVAL, "%s.frame_rate = %g: a frame of %.0f rays lasts %g s (at "
+                   "most %g rays and %g s)", prefix, d->frame_rate, rays, rays / d->point_rate,
+                   LIDAR_PATTERN_MAX_SWEEP_RAYS, 1.0 / LIDAR_PATTERN_MIN_RATE);
   }
   for (int i = 0; i < 2; i++) {
     if (!isfinite(d->prism_rate[i]) || fabs(d->prism_rate[i]) > 1e5) {
@@ -42,8 +50,15 @@ int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, co
     return err_set(msg, ERR_INVAL, "%s.prism_rates = (%g, %g) must differ", prefix,
                    d->prism_rate[0], d->prism_rate[1]);
   }
+  return 0;
+}
+
+
+int lidar_pattern_livox_init(lidar_pattern_t* p, const lidar_livox_desc_t* d, const char* prefix,
+                             err_msg_t* msg) {
   int rc;
-  if ((rc = lidar_pattern_alloc(p, 1, 0, prefix, msg))) {
+  if ((rc = lidar_pattern_livox_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, 1, 0, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_LIVOX;

@@ -13,8 +13,13 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
-                              const char* prefix, err_msg_t* msg) {
+double lidar_pattern_ouster_half_field(uint32_t channels) {
+  return (channels == 16 || channels == 64 ? 16.6 : 22.5) * (M_PI / 180.0);
+}
+
+
+int lidar_pattern_ouster_check(const lidar_ouster_desc_t* d, const char* prefix,
+                               err_msg_t* msg) {
   // sizes and rate
   uint32_t n = d->channels;
   if (n != 16 && n != 32 && n != 64 && n != 128) {
@@ -33,7 +38,7 @@ int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
   }
 
   // elevations: the unit's table, or uniform between the field's bounds
-  double half = (n == 16 || n == 64 ? 16.6 : 22.5) * (M_PI / 180.0);
+  double half = lidar_pattern_ouster_half_field(n);
   double top = isnan(d->elevation_max) ? half : d->elevation_max;
   double bottom = isnan(d->elevation_min) ? -half : d->elevation_min;
   if (d->naltitude != 0 && d->naltitude != n) {
@@ -66,9 +71,22 @@ int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
                      prefix, i, d->azimuths[i]);
     }
   }
+  return 0;
+}
+
+
+int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
+                              const char* prefix, err_msg_t* msg) {
+  int rc;
+  if ((rc = lidar_pattern_ouster_check(d, prefix, msg))) {
+    return rc;
+  }
+  uint32_t n = d->channels;
+  double half = lidar_pattern_ouster_half_field(n);
+  double top = isnan(d->elevation_max) ? half : d->elevation_max;
+  double bottom = isnan(d->elevation_min) ? -half : d->elevation_min;
 
   // tables
-  int rc;
   if ((rc = lidar_pattern_alloc(p, n, 0, prefix, msg))) {
     return rc;
   }

@@ -8,17 +8,13 @@
 #include "lidar/pattern.h"
 
 
-int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
-                                const char* prefix, err_msg_t* msg) {
+int lidar_pattern_spinning_check(const lidar_spinning_desc_t* d, const char* prefix,
+                                 err_msg_t* msg) {
   // rotor and columns
   int rc;
-  if ((rc = lidar_pattern_check_finite(d->frequency, prefix, "frequency", msg)) ||
-      (rc = lidar_pattern_check_finite(d->start_azimuth, prefix, "start_azimuth", msg))) {
+  if ((rc = lidar_pattern_check_rate(d->frequency, 1000.0, prefix, "frequency", msg)) ||
+      (rc = lidar_pattern_check_azimuth(d->start_azimuth, prefix, "start_azimuth", msg))) {
     return rc;
-  }
-  if (!(d->frequency > 0.0) || d->frequency > 1000.0) {
-    return err_set(msg, ERR_INVAL, "%s.frequency = %g must be in (0, 1000] Hz", prefix,
-                   d->frequency);
   }
   if (d->columns == 0) {
     return err_set(msg, ERR_INVAL, "%s.columns = 0 must be > 0", prefix);
@@ -45,15 +41,19 @@ int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t*
     return err_set(msg, ERR_INVAL, "%s.channel_time_offsets has %u values for %u channels",
                    prefix, d->ntime_offset, d->nchannel);
   }
+  if ((rc = lidar_pattern_check_ray_rate(d->frequency, (double)d->columns * d->nchannel, prefix,
+                                         "frequency", "columns x channel_elevations", msg))) {
+    return rc;
+  }
   for (uint32_t c = 0; c < d->nchannel; c++) {
     double el = d->elevations[c];
     if (!isfinite(el) || fabs(el) > M_PI / 2) {
       return err_set(msg, ERR_INVAL, "%s.channel_elevations[%u] = %g is outside [-pi/2, pi/2]",
                      prefix, c, el);
     }
-    if (d->nazimuth_offset && !isfinite(d->azimuth_offsets[c])) {
-      return err_set(msg, ERR_INVAL, "%s.channel_azimuth_offsets[%u] = %g is not finite", prefix,
-                     c, d->azimuth_offsets[c]);
+    if (d->nazimuth_offset && !(fabs(d->azimuth_offsets[c]) <= LIDAR_PATTERN_MAX_AZIMUTH)) {
+      return err_set(msg, ERR_INVAL, "%s.channel_azimuth_offsets[%u] = %g is outside [-2 pi, "
+                     "2 pi] rad", prefix, c, d->azimuth_offsets[c]);
     }
     if (d->ntime_offset) {
       double dt = d->time_offsets[c];
@@ -63,6 +63,17 @@ int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t*
       }
     }
   }
+  return 0;
+}
+
+
+int lidar_pattern_spinning_init(lidar_pattern_t* p, const lidar_spinning_desc_t* d,
+                                const char* prefix, err_msg_t* msg) {
+  int rc;
+  if ((rc = lidar_pattern_spinning_check(d, prefix, msg))) {
+    return rc;
+  }
+  double column_period = 1.0 / (d->frequency * (double)d->columns);
 
   // tables, in firing order
   if ((rc = lidar_pattern_alloc(p, d->nchannel, 0, prefix, msg))) {

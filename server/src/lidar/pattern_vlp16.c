@@ -24,18 +24,26 @@ static const double kVerticalOffset[16] = {   // m, by laser ID
 // clang-format on
 
 
-int lidar_pattern_vlp16_init(lidar_pattern_t* p, const lidar_vlp16_desc_t* d, const char* prefix,
-                             err_msg_t* msg) {
+int lidar_pattern_vlp16_check(const lidar_vlp16_desc_t* d, const char* prefix,
+                              err_msg_t* msg) {
   int rc;
   if ((rc = lidar_pattern_check_finite(d->frequency, prefix, "frequency", msg)) ||
-      (rc = lidar_pattern_check_finite(d->start_azimuth, prefix, "start_azimuth", msg))) {
+      (rc = lidar_pattern_check_azimuth(d->start_azimuth, prefix, "start_azimuth", msg))) {
     return rc;
   }
   if (d->frequency < 5.0 || d->frequency > 20.0) {
     return err_set(msg, ERR_INVAL, "%s.frequency = %g is outside [5, 20] Hz", prefix,
                    d->frequency);
   }
-  if ((rc = lidar_pattern_alloc(p, 16, d->vertical_offsets, prefix, msg))) {
+  return 0;
+}
+
+
+int lidar_pattern_vlp16_init(lidar_pattern_t* p, const lidar_vlp16_desc_t* d, const char* prefix,
+                             err_msg_t* msg) {
+  int rc;
+  if ((rc = lidar_pattern_vlp16_check(d, prefix, msg)) ||
+      (rc = lidar_pattern_alloc(p, 16, d->vertical_offsets, prefix, msg))) {
     return rc;
   }
   p->kind = LIDAR_PATTERN_VLP16;

@@ -90,7 +90,7 @@ int lidar_returns_init(lidar_returns_t* p, const lidar_returns_desc_t* d, err_ms
     return err_set(msg, ERR_INVAL, "lidar.range_min = %g must be finite and >= 0", d->range_min);
   }
   if (isnan(d->range_max) || !(d->range_max > d->range_min)) {
-    return err_set(msg, ERR_INVAL, "lidar.range_max = %g must be > range_min (%g)",
+    return err_set(msg, ERR_INVAL, "lidar.range_max = %g must be > lidar.range_min = %g",
                    d->range_max, d->range_min);
   }
   r.intensity_threshold = d->intensity_threshold;

@@ -10,6 +10,7 @@ struct outbox_slot {
   outbox_t* ob;              // NULL: orphan (the outbox closed)
   uint8_t* payload;
   size_t len;
+  uint64_t mem;              // counted in ob->mem_bytes: the slot, and its payload once filled
   int filled;
 };
 
@@ -18,6 +19,7 @@ void outbox_init(outbox_t* ob, outbox_send_fn send, void* user) {
   list_init(&ob->slots);
   ob->nslot = 0;
   ob->held_bytes = 0;
+  ob->mem_bytes = 0;
   ob->send = send;
   ob->user = user;
 }
@@ -29,8 +31,10 @@ outbox_slot_t* outbox_reserve(outbox_t* ob) {
     return NULL;
   }
   slot->ob = ob;
+  slot->mem = mem_footprint(slot);
   list_push_back(&ob->slots, &slot->node);
   ob->nslot++;
+  ob->mem_bytes += slot->mem;
   return slot;
 }
 
@@ -46,6 +50,7 @@ static void flush(outbox_t* ob) {
     list_remove(n);
     ob->nslot--;
     ob->held_bytes -= slot->len;
+    ob->mem_bytes -= slot->mem;
     if (slot->payload) {
       ob->send(ob->user, slot->payload, slot->len);
     }
@@ -65,6 +70,8 @@ void outbox_fill(outbox_slot_t* slot, uint8_t* payload, size_t len) {
   slot->len = payload ? len : 0;
   slot->filled = 1;
   ob->held_bytes += slot->len;
+  slot->mem += mem_footprint(payload);
+  ob->mem_bytes += mem_footprint(payload);
   flush(ob);
 }
 
@@ -103,4 +110,5 @@ void outbox_close(outbox_t* ob) {
   }
   ob->nslot = 0;
   ob->held_bytes = 0;
+  ob->mem_bytes = 0;
 }

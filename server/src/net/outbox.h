@@ -2,7 +2,8 @@
 // outbox.h: the replies of one connection, kept in request order. A request reserves a slot
 // when it arrives; the slot is filled when its reply is ready (at once, or when a job on the
 // environment's queue finishes); the filled slots at the head leave through the send callback.
-// Replies that are ready but wait behind an unfinished one are counted, for back-pressure.
+// Replies that are ready but wait behind an unfinished one are counted, for back-pressure, and
+// the memory of the slots and of those replies, for the daemon's budget.
 //
 // Thread: loop thread. No I/O and no protocol here: the owner supplies `send`.
 #ifndef SENSIM_NET_OUTBOX_H_
@@ -24,6 +25,7 @@ struct outbox {
   list_t slots;              // reserved and not yet sent, in request order
   uint32_t nslot;
   uint64_t held_bytes;       // bytes of filled slots waiting behind an unfilled one
+  uint64_t mem_bytes;        // memory of the slots and of those replies (allocator included)
   outbox_send_fn send;
   void* user;
 };

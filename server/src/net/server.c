@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // server.c: the libuv TCP listener. Accepts connections into sessions (net/session.c), holds
 // the daemon-wide budget of bytes held for them, and runs one timer that checks the deadlines
-// of every session a few times a second.
+// of every session a few times a second and gives memory back once the connections released it.
 #include "net/server.h"
 
 #include <uv.h>
@@ -26,6 +26,30 @@ static void on_connection(uv_stream_t* listener, int status) {
 }
 
 
+// The allocator keeps what the connections freed (main.c raises its trim threshold so that
+// bulk buffers are reused), and many small blocks freed in the middle of the heap are never
+// returned by themselves: after a flood of small replies the daemon would keep its peak for
+// good. Once the bytes held have stayed low for a while, the free memory goes back to the
+// system; a steady load of large requests, whose held bytes drop only between requests, keeps
+// its buffers.
+static void maybe_trim(server_t* srv, uint64_t now) {
+  if (srv->held_peak < SERVER_TRIM_MIN_PEAK || srv->held > srv->held_peak / 4) {
+    srv->low_since_ms = 0;
+    return;
+  }
+  if (!srv->low_since_ms) {
+    srv->low_since_ms = now ? now : 1;
+    return;
+  }
+  if (now - srv->low_since_ms >= SERVER_TRIM_AFTER_MS) {
+    mem_trim();
+    srv->trims++;
+    srv->held_peak = srv->held;
+    srv->low_since_ms = 0;
+  }
+}
+
+
 static void on_tick(uv_timer_t* t) {
   server_t* srv = t->data;
   uint64_t now = uv_now(srv->loop);
@@ -35,6 +59,29 @@ static void on_tick(uv_timer_t* t) {
     if (!s->closing) {
       session_check_deadlines(s, now);
     }
+  }
+  maybe_trim(srv, now);
+}
+
+
+static void on_turn(uv_idle_t* h) {
+  server_t* srv = h->data;
+  uv_idle_stop(&srv->turn);
+  srv->turn_active = 0;
+  for (list_node_t* n = srv->sessions.head.next; n != &srv->sessions.head;) {
+    session_t* s = container_of(n, session_t, node);
+    n = n->next;
+    if (s->yielded) {
+      session_next_turn(s);
+    }
+  }
+}
+
+
+void server_yield(server_t* srv) {
+  if (!srv->turn_active) {
+    srv->turn_active = 1;
+    uv_idle_start(&srv->turn, on_turn);
   }
 }
 
@@ -48,14 +95,14 @@ static void start_tick(server_t* srv) {
       shortest = all[i];
     }
   }
+  uint32_t period = shortest ? shortest / 4 : TICK_MAX_MS;
+  period = period < TICK_MIN_MS ? TICK_MIN_MS : period > TICK_MAX_MS ? TICK_MAX_MS : period;
   uv_timer_init(srv->loop, &srv->tick);
   srv->tick.data = srv;
   srv->ticking = 1;
-  if (shortest) {
-    uint32_t period = shortest / 4;
-    period = period < TICK_MIN_MS ? TICK_MIN_MS : period > TICK_MAX_MS ? TICK_MAX_MS : period;
-    uv_timer_start(&srv->tick, on_tick, period, period);
-  }
+  uv_timer_start(&srv->tick, on_tick, period, period);
+  uv_idle_init(srv->loop, &srv->turn);
+  srv->turn.data = srv;
 }
 
 
@@ -111,6 +158,7 @@ void server_close(server_t* srv) {
   srv->closed = 1;
   if (srv->ticking && !uv_is_closing((uv_handle_t*)&srv->tick)) {
     uv_close((uv_handle_t*)&srv->tick, NULL);
+    uv_close((uv_handle_t*)&srv->turn, NULL);
   }
   for (list_node_t* n = srv->sessions.head.next; n != &srv->sessions.head;) {
     session_t* s = container_of(n, session_t, node);
@@ -133,9 +181,18 @@ uint32_t server_sessions(const server_t* srv) {
 void server_get_stats(const server_t* srv, server_stats_t* out) {
   out->held_bytes = srv->held;
   out->timed_out = srv->timed_out;
+  out->blocked = 0;
+  for (list_node_t* n = srv->sessions.head.next; n != &srv->sessions.head; n = n->next) {
+    out->blocked += container_of(n, session_t, node)->blocked;
+  }
+  out->trims = srv->trims;
 }
 
 
 void server_hold(server_t* srv, int64_t delta) {
-  srv->held += (uint64_t)delta;
+  if (delta > 0) {
+    server_held_add(srv, (uint64_t)delta);
+  } else {
+    srv->held -= (uint64_t)-delta;
+  }
 }

@@ -3,7 +3,12 @@
 // listener accepts connections and hands each session's frames and events to the owner's
 // hooks. It enforces the connection deadlines (handshake, idle, partial frame, write progress)
 // and the daemon-wide budget of bytes held for all connections (input buffers, unsent output,
-// and what the owner declares with server_hold).
+// and what the owner declares with server_hold). Unsent output counts what it really takes
+// (the frame's memory and its write record, allocator overhead included), and a session whose
+// replies are not leaving stops being read (see server_limits_t.pause_unsent_bytes), so that
+// a peer sending small requests and never reading cannot hold more than the budget. Once the
+// connections have given most of their memory back, the allocator is told to return it to the
+// system (base/mem.h mem_trim).
 //
 // Thread: loop thread only.
 #ifndef SENSIM_NET_SERVER_H_
@@ -61,15 +66,32 @@ typedef struct server_limits {
   uint64_t max_queue_bytes;       // per session: unsent output
   uint32_t max_hello_bytes;       // largest frame before session_set_ready
   uint64_t max_held_bytes;        // all sessions: input buffers + unsent output + held; 0 = none
+  uint64_t pause_unsent_bytes;    // per session: memory of replies not taken by the peer above
+                                  // which the session is not read until it has halved; 0 = none
   uint32_t handshake_timeout_ms;  // from accept to session_set_ready; 0 = none
   uint32_t idle_timeout_ms;       // no byte either way while not busy; 0 = none
   uint32_t io_timeout_ms;         // a started frame must complete, unsent output must move;
                                   // 0 = none
 } server_limits_t;
 
+// While more than SERVER_BUSY_NUM / SERVER_BUSY_DEN of max_held_bytes are held, a session
+// whose unsent replies take more than SERVER_UNSENT_FLOOR bytes is not read either, until they
+// are down to half of that (or the budget to half full): the last quarter of the budget stays
+// for the connections that read their replies.
+#define SERVER_BUSY_NUM 3u
+#define SERVER_BUSY_DEN 4u
+#define SERVER_UNSENT_FLOOR (64u << 10)
+
+// Once the bytes held have stayed at most a quarter of their peak (of at least
+// SERVER_TRIM_MIN_PEAK) for SERVER_TRIM_AFTER_MS, the allocator returns its free memory.
+#define SERVER_TRIM_MIN_PEAK (8u << 20)
+#define SERVER_TRIM_AFTER_MS 1000u
+
 typedef struct server_stats {
   uint64_t held_bytes;            // bytes counted against max_held_bytes now
   uint64_t timed_out;             // sessions closed by a deadline
+  uint32_t blocked;               // sessions not read now because their replies do not leave
+  uint64_t trims;                 // times free memory was given back to the system
 } server_stats_t;
 
 // Create and bind. host is an IPv4 or IPv6 literal; port 0 picks a free port. Returns NULL with

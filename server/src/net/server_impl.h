@@ -23,10 +23,14 @@ struct session {
   uint64_t id;
   uint64_t queued;           // bytes handed to uv_write and not yet completed
   uint64_t stream_queued;    // of which stream frames (session_send_stream)
+  uint64_t unsent_held;      // memory of the replies among them (frames, write records),
+                             // as counted in srv->held
   int refs;                  // 1 for the open handle + 1 per retain
   int closing;
   int reading;
-  int paused;
+  int paused;                // by the owner (session_pause)
+  int blocked;               // by its own replies: too many are not taken by the peer
+  int yielded;               // had its turn: read again in the loop's next turn
   uv_shutdown_t shutdown;
   uv_timer_t linger;         // bounds how long a closing session may wait for its peer
   int eof;                   // the peer shut down its sending side
@@ -55,7 +59,13 @@ struct server {
   list_t sessions;
   uv_timer_t tick;           // deadline checks; initialized when the listener is
   int ticking;
+  uv_idle_t turn;            // sessions that yielded take their next turn (an active idle
+                             // handle also keeps the poll from blocking meanwhile)
+  int turn_active;
   uint64_t held;             // bytes counted against limits.max_held_bytes
+  uint64_t held_peak;        // highest held since the allocator last gave memory back
+  uint64_t low_since_ms;     // held has been at most a quarter of held_peak since (0: not)
+  uint64_t trims;
   uint64_t timed_out;
   uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
   uint64_t next_id;
@@ -63,9 +73,24 @@ struct server {
   int closed;
 };
 
+// Count n more bytes in srv->held (and in its peak).
+static inline void server_held_add(server_t* srv, uint64_t n) {
+  srv->held += n;
+  if (srv->held > srv->held_peak) {
+    srv->held_peak = srv->held;
+  }
+}
+
 // Accept a pending connection of srv's listener into a new session; the on_open hook accepts
 // or refuses it.
 void session_accept(server_t* srv);
+
+// A session stopped reading for the rest of the loop's turn (session.c): read it again after
+// the others have had theirs.
+void server_yield(server_t* srv);
+
+// Read s again after it yielded (server_yield).
+void session_next_turn(session_t* s);
 
 // Close now, without waiting for the peer to take what is queued (a reset, a failed write,
 // the server closing).

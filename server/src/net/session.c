@@ -2,7 +2,9 @@
 // session.c: one connection of the listener (net/server.c). Reads accumulate in a frame
 // reader; writes are owned by their request and freed in the write callback; a session closed
 // from inside its own callback is only marked, and freed when both its handle is closed and no
-// job holds it. The listener's timer checks each session's deadlines here.
+// job holds it. A session whose replies are not taken by its peer stops being read until they
+// leave (back-pressure on the peer, server.h). The listener's timer checks each session's
+// deadlines here.
 #include "net/session.h"
 
 #include <stdarg.h>
@@ -22,6 +24,12 @@
 // Bytes read at a time into a buffer of the read's own.
 #define SESSION_READ_BYTES 65536
 
+// Frames a session delivers in one turn of the loop; the rest wait in its reader for the next
+// turn, after every other connection's. A read of 64 KiB holds thousands of pings, and libuv
+// reads the same socket up to 32 times in a row: a peer flooding small requests would keep
+// the others waiting for each of its reads. Bulk frames never reach it.
+#define SESSION_TURN_FRAMES 256
+
 // A frame at least this large (header + payload) is read straight into the frame reader's
 // buffer once its header has arrived: one copy fewer, and reads as large as the socket has.
 #define SESSION_IN_PLACE_BYTES (256u << 10)
@@ -32,6 +40,7 @@ typedef struct session_write {
   uint8_t header[FRAME_HEADER_BYTES];
   uint8_t* payload;
   size_t len;                // bytes after the header
+  uint64_t cost;             // memory counted in srv->held until the write completes
   shared_buf_t* shared;      // a stream frame (then payload is NULL)
   uint8_t prefix[SESSION_STREAM_PREFIX_MAX];
 } session_write_t;
@@ -62,7 +71,8 @@ static int account_input(session_t* s, err_msg_t* msg) {
                    (unsigned long long)want, (unsigned long long)others,
                    (unsigned long long)srv->limits.max_held_bytes);
   }
-  srv->held = others + now;
+  srv->held = others;
+  server_held_add(srv, now);
   s->in_held = now;
   return 0;
 }
@@ -165,11 +175,69 @@ int session_is_closing(const session_t* s) {
 }
 
 
+// Whether the replies s has not got rid of should stop its reading: more than
+// pause_unsent_bytes of them, or more than a small floor while the budget is nearly full.
+static int should_block(const session_t* s) {
+  const server_t* srv = s->srv;
+  const server_limits_t* lim = &srv->limits;
+  if (lim->pause_unsent_bytes && s->unsent_held > lim->pause_unsent_bytes) {
+    return 1;
+  }
+  return lim->max_held_bytes && s->unsent_held > SERVER_UNSENT_FLOOR &&
+         srv->held > lim->max_held_bytes / SERVER_BUSY_DEN * SERVER_BUSY_NUM;
+}
+
+
+// A blocked session is read again once its replies have halved, and either are down to half
+// the floor or the budget is half free (hysteresis: a peer that reads slowly is not switched on
+// and off at every reply).
+static int may_unblock(const session_t* s) {
+  const server_t* srv = s->srv;
+  const server_limits_t* lim = &srv->limits;
+  if (lim->pause_unsent_bytes && s->unsent_held > lim->pause_unsent_bytes / 2) {
+    return 0;
+  }
+  return !lim->max_held_bytes || s->unsent_held <= SERVER_UNSENT_FLOOR / 2 ||
+         srv->held <= lim->max_held_bytes / 2;
+}
+
+
+static void block(session_t* s) {
+  s->blocked = 1;
+  if (s->reading) {
+    uv_read_stop((uv_stream_t*)&s->tcp);
+    s->reading = 0;
+  }
+  LOG_DEBUG("session %llu (%s): %llu bytes of replies not taken by the peer; not reading",
+            (unsigned long long)s->id, s->peer, (unsigned long long)s->unsent_held);
+}
+
+
+static void take_turn(session_t* s);
+static void start_reading(session_t* s);
+
+
+static void unblock(session_t* s) {
+  s->blocked = 0;
+  if (s->paused) {
+    return;  // session_resume reads again
+  }
+
+  // frames already buffered first; a partial frame's deadline restarts, since it was not read
+  s->in_frame = 0;
+  take_turn(s);
+  start_reading(s);
+}
+
+
 static void on_write(uv_write_t* req, int status) {
   session_write_t* w = (session_write_t*)req;
   session_t* s = w->s;
   s->queued -= FRAME_HEADER_BYTES + w->len;
-  s->srv->held -= FRAME_HEADER_BYTES + w->len;
+  s->srv->held -= w->cost;
+  if (!w->shared) {
+    s->unsent_held -= w->cost;
+  }
   s->active_ms = uv_now(s->srv->loop);
 
   // a closing session that still makes progress is not cut off: the linger time is idle time
@@ -188,7 +256,13 @@ static void on_write(uv_write_t* req, int status) {
       s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
     }
   }
+  int reply = !w->shared;
   mem_free(w);
+
+  // the write's reference keeps s alive while frames waiting in the reader are delivered
+  if (reply && s->blocked && !s->closing && may_unblock(s)) {
+    unblock(s);
+  }
   session_release(s);
 }
 
@@ -233,38 +307,47 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   server_t* srv = s->srv;
   const server_limits_t* lim = &srv->limits;
   uint64_t total = FRAME_HEADER_BYTES + (uint64_t)len;
-  if (s->substituting && len <= SERVER_SUBSTITUTE_BYTES) {
-    // the substitute for a refused frame: short, and the only way to say why
-  } else if (len > lim->max_frame_bytes) {
-    refuse_send(s, payload, len, 0, "a reply of %zu bytes would exceed max_frame_bytes %u",
-                len, lim->max_frame_bytes);
-    return;
-  } else if (total > lim->max_queue_bytes ||
-             (lim->max_held_bytes && total > lim->max_held_bytes)) {
-    refuse_send(s, payload, len, 0, "a reply of %zu bytes can never fit max_queue_bytes %llu "
-                "or max_held_bytes %llu", len, (unsigned long long)lim->max_queue_bytes,
-                (unsigned long long)lim->max_held_bytes);
-    return;
-  } else if (s->queued + total > lim->max_queue_bytes) {
-    refuse_send(s, payload, len, 1, "%llu bytes of replies are not read by the peer; a reply "
-                "of %zu more would exceed max_queue_bytes %llu", (unsigned long long)s->queued,
-                len, (unsigned long long)lim->max_queue_bytes);
-    return;
-  } else if (lim->max_held_bytes && srv->held + total > lim->max_held_bytes) {
-    refuse_send(s, payload, len, 0, "a reply of %zu bytes does not fit the daemon's memory "
-                "budget now (%llu of max_held_bytes %llu held for all connections)", len,
-                (unsigned long long)srv->held, (unsigned long long)lim->max_held_bytes);
-    return;
-  }
   session_write_t* w = mem_alloc(sizeof(*w));
   if (!w) {
     mem_free(payload);
     session_close_now(s);
     return;
   }
+
+  // What the reply holds until it is written: a small reply's write record and the
+  // allocator's share take many times its own bytes.
+  uint64_t cost = mem_footprint(payload) + mem_footprint(w);
+  int refused = 1;
+  if (s->substituting && len <= SERVER_SUBSTITUTE_BYTES) {
+    // the substitute for a refused frame: short, and the only way to say why
+    refused = 0;
+  } else if (len > lim->max_frame_bytes) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes would exceed max_frame_bytes %u",
+                len, lim->max_frame_bytes);
+  } else if (total > lim->max_queue_bytes ||
+             (lim->max_held_bytes && cost > lim->max_held_bytes)) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes can never fit max_queue_bytes %llu "
+                "or max_held_bytes %llu", len, (unsigned long long)lim->max_queue_bytes,
+                (unsigned long long)lim->max_held_bytes);
+  } else if (s->queued + total > lim->max_queue_bytes) {
+    refuse_send(s, payload, len, 1, "%llu bytes of replies are not read by the peer; a reply "
+                "of %zu more would exceed max_queue_bytes %llu", (unsigned long long)s->queued,
+                len, (unsigned long long)lim->max_queue_bytes);
+  } else if (lim->max_held_bytes && srv->held + cost > lim->max_held_bytes) {
+    refuse_send(s, payload, len, 0, "a reply of %zu bytes does not fit the daemon's memory "
+                "budget now (%llu of max_held_bytes %llu held for all connections)", len,
+                (unsigned long long)srv->held, (unsigned long long)lim->max_held_bytes);
+  } else {
+    refused = 0;
+  }
+  if (refused) {
+    mem_free(w);
+    return;
+  }
   w->s = s;
   w->payload = payload;
   w->len = len;
+  w->cost = cost;
   w->shared = NULL;
   frame_write_header(w->header, (uint32_t)len);
   uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
@@ -277,16 +360,25 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   s->refs++;
   s->queued += total;
   s->sent_total += total;
-  srv->held += total;
+  s->unsent_held += cost;
+  server_held_add(srv, cost);
   int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 2, on_write);
   if (rc != 0) {
     s->queued -= total;
     s->sent_total -= total;
-    srv->held -= total;
+    s->unsent_held -= cost;
+    srv->held -= cost;
     s->refs--;
     mem_free(payload);
     mem_free(w);
     session_close_now(s);
+    return;
+  }
+
+  // Replies the peer does not take stop its reading: requests it keeps sending stay in the
+  // kernel's buffers (and then its own) instead of piling up replies here.
+  if (!s->blocked && should_block(s)) {
+    block(s);
   }
 }
 
@@ -313,6 +405,7 @@ int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
       uv_buf_init((char*)w->prefix, (unsigned)prefix_len),
       uv_buf_init((char*)shared_buf_frame(b) + FRAME_HEADER_BYTES, (unsigned)shared_buf_len(b))};
   uint64_t total = FRAME_HEADER_BYTES + (uint64_t)w->len;
+  w->cost = total + mem_footprint(w);
   if (s->queued == 0) {
     s->progress_ms = uv_now(srv->loop);
     s->progress_mark = s->sent_total;
@@ -321,13 +414,13 @@ int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
   s->queued += total;
   s->stream_queued += total;
   s->sent_total += total;
-  srv->held += total;
+  server_held_add(srv, w->cost);
   int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 3, on_write);
   if (rc != 0) {
     s->queued -= total;
     s->stream_queued -= total;
     s->sent_total -= total;
-    srv->held -= total;
+    srv->held -= w->cost;
     s->refs--;
     shared_buf_release(w->shared);
     mem_free(w);
@@ -380,32 +473,32 @@ static void stream_fail(session_t* s, int code, const char* msg) {
 
 // Hand every complete buffered frame to the owner; a hook may close or pause the session, which
 // stops delivery. A broken stream, or a frame that does not fit the memory budget, is reported
-// once and the session closed.
-static void deliver_frames(session_t* s) {
+// once and the session closed. Delivers at most max frames; returns how many it delivered.
+static int deliver_frames(session_t* s, int max) {
   server_t* srv = s->srv;
   const uint8_t* payload;
   size_t len;
   err_msg_t msg;
   int delivered = 0;
-  while (!s->closing && !s->paused) {
+  while (!s->closing && !s->paused && !s->blocked && delivered < max) {
     int rc = frame_reader_next(&s->reader, &payload, &len, &msg);
     if (rc == 0) {
       if (account_input(s, &msg) != 0) {
         stream_fail(s, ERR_LIMIT, msg.text);
-        return;
+        return delivered;
       }
       break;
     }
     if (rc < 0) {
       stream_fail(s, rc, msg.text);
-      return;
+      return delivered;
     }
-    delivered = 1;
+    delivered++;
     srv->hooks.on_frame(srv->hooks.user, s, payload, len);
   }
   if (!uv_is_closing((uv_handle_t*)&s->tcp) && account_input(s, &msg) != 0) {
     stream_fail(s, ERR_LIMIT, msg.text);
-    return;
+    return delivered;
   }
 
   // the partial-frame deadline runs from a frame's first byte, or from the last complete one
@@ -415,6 +508,23 @@ static void deliver_frames(session_t* s) {
     s->in_frame = 1;
     s->frame_ms = uv_now(srv->loop);
   }
+  return delivered;
+}
+
+
+// Deliver this turn's frames; a session that may have more waits for the loop's next turn
+// (server_yield), without reading meanwhile.
+static void take_turn(session_t* s) {
+  if (deliver_frames(s, SESSION_TURN_FRAMES) < SESSION_TURN_FRAMES || s->closing ||
+      s->paused || s->blocked) {
+    return;
+  }
+  if (s->reading) {
+    uv_read_stop((uv_stream_t*)&s->tcp);  // also ends libuv's run of reads on the socket
+    s->reading = 0;
+  }
+  s->yielded = 1;
+  server_yield(s->srv);
 }
 
 
@@ -469,16 +579,23 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   }
 
-  deliver_frames(s);
+  take_turn(s);
 }
 
 
 static void start_reading(session_t* s) {
-  if (!s->reading && !s->closing && !s->paused && !s->eof) {
+  if (!s->reading && !s->closing && !s->paused && !s->blocked && !s->yielded && !s->eof) {
     if (uv_read_start((uv_stream_t*)&s->tcp, on_alloc, on_read) == 0) {
       s->reading = 1;
     }
   }
+}
+
+
+void session_next_turn(session_t* s) {
+  s->yielded = 0;
+  take_turn(s);
+  start_reading(s);
 }
 
 
@@ -500,7 +617,7 @@ void session_resume(session_t* s) {
   // frames already buffered are delivered before reading more; a partial frame's deadline
   // restarts, since the daemon, not the peer, held it up
   s->in_frame = 0;
-  deliver_frames(s);
+  take_turn(s);
   start_reading(s);
 }
 
@@ -647,7 +764,7 @@ void session_check_deadlines(session_t* s, uint64_t now) {
   }
   if (!s->ready && lim->handshake_timeout_ms && now - s->opened_ms >= lim->handshake_timeout_ms) {
     expire(s, "no successful hello within handshake_timeout_ms %u", lim->handshake_timeout_ms);
-  } else if (lim->io_timeout_ms && s->in_frame && !s->paused && !s->eof &&
+  } else if (lim->io_timeout_ms && s->in_frame && !s->paused && !s->blocked && !s->eof &&
              now - s->frame_ms >= lim->io_timeout_ms) {
     expire(s, "a frame did not arrive completely within io_timeout_ms %u (%zu of %zu bytes)",
            lim->io_timeout_ms, frame_reader_buffered(&s->reader),

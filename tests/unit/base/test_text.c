@@ -63,14 +63,70 @@ TEST(text_escape_keeps_one_line_and_no_control_bytes) {
   ASSERT_STREQ(out, "\\x1b[2J\\x7f");
   text_escape(out, sizeof(out), "bad\xff\xfe\xc2", 6);
   ASSERT_STREQ(out, "bad\\xff\\xfe\\xc2");
-  text_escape(out, sizeof(out), "c1\xc2\x9bx", 5);                  // C1 CSI, escaped bytewise
-  ASSERT_STREQ(out, "c1\\xc2\\x9bx");
+  text_escape(out, sizeof(out), "c1\xc2\x9bx", 5);                  // C1 CSI: one code point
+  ASSERT_STREQ(out, "c1\\u009bx");
   text_escape(out, sizeof(out), "\xed\xa0\x80", 3);                 // a surrogate is not UTF-8
   ASSERT_STREQ(out, "\\xed\\xa0\\x80");
   text_escape(out, sizeof(out), "\xe0\x80\x80", 3);                 // nor an overlong form
   ASSERT_STREQ(out, "\\xe0\\x80\\x80");
   ASSERT_EQ(text_escape(out, sizeof(out), "nul\0x", 5), 8);
   ASSERT_STREQ(out, "nul\\x00x");
+  return 0;
+}
+
+
+// U+00A0, U+00AC, U+2027, U+202F, U+205F, U+2070, U+FEFE, U+1F600: printable neighbours of
+// the escaped ranges.
+static const char k_neighbours[] =
+    "\xc2\xa0\xc2\xac\xe2\x80\xa7\xe2\x80\xaf\xe2\x81\x9f\xe2\x81\xb0\xef\xbb\xbe\xf0\x9f\x98\x80";
+
+
+// Every code point that does not print, or changes how the text around it is shown, is
+// written as \uXXXX; the printable neighbours of each stay as they are.
+TEST(text_escape_shows_bidirectional_format_and_invisible_code_points_escaped) {
+  static const struct {
+    const char* in;
+    const char* out;
+  } cases[] = {
+      {"a\xe2\x80\xaez", "a\\u202ez"},          // right-to-left override
+      {"a\xe2\x80\xaaz", "a\\u202az"},          // left-to-right embedding
+      {"a\xe2\x80\xacz", "a\\u202cz"},          // pop directional formatting
+      {"a\xe2\x80\xa8z", "a\\u2028z"},          // line separator
+      {"a\xe2\x80\xa9z", "a\\u2029z"},          // paragraph separator
+      {"a\xe2\x80\x8ez", "a\\u200ez"},          // left-to-right mark
+      {"a\xe2\x80\x8fz", "a\\u200fz"},          // right-to-left mark
+      {"a\xe2\x81\xa6z", "a\\u2066z"},          // left-to-right isolate
+      {"a\xe2\x81\xa9z", "a\\u2069z"},          // pop directional isolate
+      {"a\xd8\x9cz", "a\\u061cz"},              // Arabic letter mark
+      {"a\xe2\x80\x8bz", "a\\u200bz"},          // zero-width space
+      {"a\xe2\x81\xa0z", "a\\u2060z"},          // word joiner
+      {"a\xef\xbb\xbfz", "a\\ufeffz"},          // byte order mark
+      {"a\xc2\xadz", "a\\u00adz"},              // soft hyphen
+      {"a\xc2\x85z", "a\\u0085z"},              // next line (C1)
+      {"a\xef\xbf\xbez", "a\\ufffez"},          // noncharacter
+      {"a\xf3\xa0\x81\x81z", "a\\U000e0041z"},  // tag latin capital A
+      {"a\xf0\x9d\x85\xb3z", "a\\U0001d173z"},  // musical symbol begin beam
+      {k_neighbours, k_neighbours},  // the printable neighbours of the ranges stay
+  };
+  char out[64];
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    text_escape(out, sizeof(out), cases[i].in, strlen(cases[i].in));
+    ASSERT_STREQ(out, cases[i].out);
+  }
+
+  // every code point of the bidirectional controls and separators, and nothing between them
+  for (unsigned cp = 0x2000; cp < 0x2100; cp++) {
+    char in[3] = {(char)(0xe0 | cp >> 12), (char)(0x80 | ((cp >> 6) & 0x3f)),
+                  (char)(0x80 | (cp & 0x3f))};
+    int hidden = (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+                 (cp >= 0x2060 && cp <= 0x206f);
+    ASSERT_EQ(text_escape(out, sizeof(out), in, 3), hidden ? 6 : 3);
+  }
+
+  // a cut never splits an escape
+  char small[6];
+  ASSERT_EQ(text_escape(small, sizeof(small), "ab\xe2\x80\xae", 5), 2);
+  ASSERT_STREQ(small, "ab");
   return 0;
 }
 

@@ -610,6 +610,10 @@ TEST(bad_configurations_name_the_field) {
   c.lines_per_face = 1;
   ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "cone.lines_per_face");
+  cone_config_default(&c);
+  c.mode = (cone_mode_t)5;
+  ASSERT_EQ(cone_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "cone.mode = 5 is not CONE_EXACT or CONE_LINES");
   return 0;
 }
 

@@ -378,6 +378,42 @@ TEST(bad_configurations_name_the_field) {
   c.gyroscope.spectral_density[0] = -1;
   ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "imu.gyroscope.chain.spectral_noise_density.x");
+  c.gyroscope.spectral_density[0] = 0;
+
+  // the diagonal form names its axis; the scalar cross-axis sensitivity its own field
+  c.lae_is_diagonal = 1;
+  c.lae[8] = INFINITY;
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.lae_diagonal.z");
+  c.lae[8] = 0;
+  c.gyroscope.has_cross_scalar = 1;
+  c.gyroscope.cross_scalar = 1.5;
+  ASSERT_EQ(imu_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "imu.gyroscope.chain.cross_axis_scalar = 1.5 must be in [0, 1]");
+  return 0;
+}
+
+
+TEST(scalar_cross_axis_and_axes_zero_are_expanded_by_the_model) {
+  // a scalar sensitivity s puts s on every off-diagonal element: (1, 2, 3) reads (1 + 5s,
+  // 2 + 4s, 3 + 3s); axes 0 selects all three
+  triax_config_t c;
+  err_msg_t msg;
+  triax_config_default(&c);
+  c.has_cross_scalar = 1;
+  c.cross_scalar = 0.01;
+  c.axes = 0;
+  ASSERT_OK(triax_config_check(&c, "imu.accelerometer", &msg));
+  triax_config_resolve(&c);
+  ASSERT_EQ(c.has_cross_scalar, 0);
+  const double u[3] = {1, 2, 3}, zero[3] = {0, 0, 0};
+  double out[3], sel[3];
+  triax_chain(&c, u, zero, zero, 0.0, out);
+  ASSERT_NEAR(out[0], 1.05, 1e-15);
+  ASSERT_NEAR(out[1], 2.04, 1e-15);
+  ASSERT_NEAR(out[2], 3.03, 1e-15);
+  ASSERT_EQ(triax_select(&c, out, sel), 3);
+  ASSERT_NEAR(sel[2], 3.03, 1e-15);
   return 0;
 }
 

@@ -312,5 +312,13 @@ TEST(quantization_step) {
     ASSERT_TRUE(fabs(o[0] - v[0]) <= 0.125 + 1e-15);
     ASSERT_TRUE(o[0] / 0.25 == round(o[0] / 0.25));
   }
+
+  // a step finer than the values' own resolution quantizes nothing (it gave inf)
+  c.precision = 5e-324;
+  double g[3] = {9.80665, -1e-3, 0.0};
+  triax_quantize(&c, g, out);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_TRUE(out[i] == g[i]);
+  }
   return 0;
 }

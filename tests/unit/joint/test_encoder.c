@@ -50,6 +50,13 @@ TEST(kat_odometer) {
   ASSERT_KAT(2 * M_PI * 0.5 / 1024, 0.00306796158, KAT_REL, KAT_FLOOR);
   ASSERT_KAT(odometer_measure(&c, 10.0, 0.0), 4.99770941, KAT_REL, KAT_FLOOR);
   ASSERT_KAT(odometer_measure(&c, -3.0, 0.0), -1.50023321, KAT_REL, KAT_FLOOR);
+
+  // bins finer than the values' resolution bin nothing: a 5e-324 m wheel's bin width underflows
+  // to 0 (it gave NaN), a 5e-324 encoder resolution overflowed u / res (it gave inf)
+  c.wheel_radius = 5e-324;
+  ASSERT_TRUE(odometer_measure(&c, 10.0, 0.0) == c.wheel_radius * 10.0);
+  ASSERT_TRUE(encoder_bin(1.0, 5e-324) == 1.0);
+  ASSERT_TRUE(encoder_bin(0.0, 0.0) == 0.0);
   return 0;
 }
 
@@ -254,6 +261,10 @@ TEST(bad_configurations_name_the_field) {
   c.speed_timeout = NAN;
   ASSERT_EQ(encoder_create(&c, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "encoder.speed_timeout");
+  c.speed_timeout = 0;
+  c.mode = (encoder_mode_t)2;
+  ASSERT_EQ(encoder_create(&c, &s, &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "encoder.mode = 2 is not ENCODER_ABSOLUTE or ENCODER_INCREMENTAL");
   odometer_config_t o;
   odometer_config_default(&o);
   o.joint_id = 1;

@@ -116,6 +116,10 @@ TEST(divergence_rejects_bad_configuration) {
       {{1, 1e-3, 0.005, 0.0, 0, 0}, "lidar.beam.detector_radius = 0"},
       {{1, 1e-3, 0.005, NAN, 0, 0}, "lidar.beam.detector_radius = nan"},
       {{1, 1e-3, 0.005, 0.005, -1, 0}, "lidar.beam.detector_offset = -1"},
+      // a lidar's apertures and offsets are at most a metre (1e308 overflowed R^2 / w^2)
+      {{1, 1e-3, 1e308, 0.005, 0, 0}, "lidar.beam.exit_radius = 1e+308 is outside [0, 1] m"},
+      {{1, 1e-3, 0.005, 1.5, 0, 0}, "lidar.beam.detector_radius = 1.5 is outside (0, 1] m"},
+      {{1, 1e-3, 0.005, 0.005, 2, 0}, "lidar.beam.detector_offset = 2 is outside [0, 1] m"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     lidar_beam_t b = {.enabled = 7};

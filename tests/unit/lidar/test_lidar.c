@@ -1033,15 +1033,16 @@ TEST(lidar_refuses_a_frame_larger_than_a_step_output) {
   d.publish_per_step = 1;
   ASSERT_EQ(lidar_create(&d, &s, &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "lidar.flash: 4194304 rays fire at one instant");
-  // a spinning lidar of 4096 channels x 2 columns x 16 bytes per step: each column (4096 rays
-  // of one instant) fits, whatever the frame
+  // a spinning lidar of 4096 channels x 2^20 columns (2^32 rays a frame, 0.86e9 rays per
+  // second at 0.2 Hz) x 16 bytes per step: each column (4096 rays of one instant) fits, whatever
+  // the frame
   lidar_pattern_close(&d.pattern);
   d.returns.mode = LIDAR_RETURN_STRONGEST;
   double el[4096];
   for (int i = 0; i < 4096; i++) {
     el[i] = -1.0 + i / 4096.0;
   }
-  lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = 1u << 20, .elevations = el,
+  lidar_spinning_desc_t sp = {.frequency = 0.2, .columns = 1u << 20, .elevations = el,
                               .nchannel = 4096};
   ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
   ASSERT_OK(lidar_create(&d, &s, &msg));

@@ -200,5 +200,35 @@ TEST(noise_rejects_bad_configuration) {
   a = (lidar_angle_noise_desc_t){.axis = LIDAR_ANGLE_AZIMUTH, .stddev = -1.0};
   ASSERT_EQ(lidar_noise_angle_init(&an, &a, "lidar.angle_noise", &msg), ERR_INVAL);
   ASSERT_CONTAINS(msg.text, "lidar.angle_noise.stddev");
+
+  // at most half a turn either way: a normal draw times 1e308 gave an infinite angle
+  a = (lidar_angle_noise_desc_t){.stddev = 1e308};
+  ASSERT_EQ(lidar_noise_angle_init(&an, &a, "lidar.angle_noise", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.angle_noise.stddev = 1e+308 is outside [0, pi] rad");
+  a = (lidar_angle_noise_desc_t){.mean = -3.2};
+  ASSERT_EQ(lidar_noise_angle_init(&an, &a, "lidar.angle_noise", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.angle_noise.mean = -3.2 is outside [-pi, pi] rad");
+  return 0;
+}
+
+
+TEST(noise_angle_at_its_bounds_keeps_directions_unit) {
+  // the widest noise accepted (mean and stddev pi) with the most extreme draws keeps every
+  // direction a finite unit vector
+  lidar_angle_noise_desc_t a = {.axis = LIDAR_ANGLE_ELEVATION, .mean = M_PI, .stddev = M_PI};
+  lidar_angle_noise_t an;
+  err_msg_t msg = {{0}};
+  ASSERT_OK(lidar_noise_angle_init(&an, &a, "lidar.angle_noise", &msg));
+  const double zs[3] = {lidar_noise_normal_quantile(1e-300), 0.0,
+                        lidar_noise_normal_quantile(1.0 - 1e-16)};
+  const double dir[3] = {0.6, 0.0, 0.8};
+  for (int axis = 0; axis < 2; axis++) {
+    an.axis = (lidar_angle_axis_t)axis;
+    for (int i = 0; i < 3; i++) {
+      double out[3];
+      lidar_noise_angle_apply(&an, dir, zs[i], out);
+      ASSERT_NEAR(out[0] * out[0] + out[1] * out[1] + out[2] * out[2], 1.0, 1e-12);
+    }
+  }
   return 0;
 }

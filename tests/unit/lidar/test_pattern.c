@@ -390,6 +390,108 @@ TEST(pattern_bad_configurations_name_the_field) {
 }
 
 
+TEST(pattern_rates_and_angles_are_bounded) {
+  // rates near 0 made sweeps infinite, a frame of 1e20 rays overflowed the sweep count, and
+  // rays per second past 1e9 outrun the cursor's 2^62 over the time line: each names its field
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  double el[4] = {0, 0.1, 0.2, 0.3};
+  lidar_spinning_desc_t s = {.frequency = 5e-324, .columns = 10, .elevations = el, .nchannel = 4};
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &s, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.frequency = 4.94066e-324 must be in [0.0001, 1000]");
+  s.frequency = 1e-4;                                  // the slowest: 10^4 s a revolution
+  ASSERT_OK(lidar_pattern_spinning_check(&s, "lidar.spinning", &msg));
+  s = (lidar_spinning_desc_t){.frequency = 1000, .columns = 1u << 20, .elevations = el,
+                              .nchannel = 4};          // 4.2e9 rays per second
+  ASSERT_EQ(lidar_pattern_spinning_init(&p, &s, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.frequency x lidar.spinning.columns x "
+                  "channel_elevations = 1000 Hz x 4194304 rays = 4.194e+09 rays per second");
+  s.frequency = 200;                                   // 8.4e8
+  ASSERT_OK(lidar_pattern_spinning_check(&s, "lidar.spinning", &msg));
+  s.start_azimuth = 7.0;
+  ASSERT_EQ(lidar_pattern_spinning_check(&s, "lidar.spinning", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.spinning.start_azimuth = 7 is outside [-2 pi, 2 pi] rad");
+
+  lidar_livox_desc_t l = {.fov = 0.6, .point_rate = 1e5, .frame_rate = 5e-324,
+                          .prism_rate = {121.0, -77.0}};
+  ASSERT_EQ(lidar_pattern_livox_init(&p, &l, "lidar.livox", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.livox.frame_rate");
+  l.point_rate = 1e8;
+  l.frame_rate = 1e-2;                                 // 1e10 rays a frame
+  ASSERT_EQ(lidar_pattern_livox_init(&p, &l, "lidar.livox", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.livox.frame_rate = 0.01: a frame of 10000000000 rays");
+  l.frame_rate = 0.05;                                 // 2e9 rays
+  ASSERT_OK(lidar_pattern_livox_check(&l, "lidar.livox", &msg));
+  l = (lidar_livox_desc_t){.fov = 0.6, .point_rate = 1.9e-4, .frame_rate = 1e-4,
+                           .prism_rate = {121.0, -77.0}};   // 2 rays over 10,526 s
+  ASSERT_EQ(lidar_pattern_livox_check(&l, "lidar.livox", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.livox.frame_rate = 0.0001: a frame of 2 rays lasts 10526.3 s");
+
+  lidar_flash_desc_t f = {.columns = 2048, .rows = 2048, .fov_horizontal = 1,
+                          .fov_vertical = 1, .frame_rate = 1000};
+  ASSERT_EQ(lidar_pattern_flash_check(&f, "lidar.flash", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.flash.frame_rate x lidar.flash.columns x rows = 1000 Hz");
+  f.frame_rate = 1e-5;
+  ASSERT_EQ(lidar_pattern_flash_check(&f, "lidar.flash", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.flash.frame_rate = 1e-05 must be in [0.0001, 10000] Hz");
+  double az[1] = {-1e308}, one[1] = {0};
+  lidar_custom_desc_t c = {.azimuths = az, .elevations = one, .nray = 1, .frame_rate = 10};
+  ASSERT_EQ(lidar_pattern_custom_check(&c, "lidar.custom", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.custom.azimuths[0] = -1e+308 is outside [-2 pi, 2 pi]");
+  lidar_vlp16_desc_t v = {.frequency = 10, .start_azimuth = 1e300};
+  ASSERT_EQ(lidar_pattern_vlp16_check(&v, "lidar.vlp16", &msg), ERR_INVAL);
+  ASSERT_CONTAINS(msg.text, "lidar.vlp16.start_azimuth");
+  return 0;
+}
+
+
+TEST(pattern_prepare_refuses_a_pattern_outside_the_bounds) {
+  // the backstop behind the models' checks: a pattern built by hand with a sweep of 0 s (the
+  // rates that hung a step) or 1e10 rays per second is refused, and closed
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  const struct {
+    double group_period, sweep_period;
+    uint64_t groups_per_sweep;
+  } bad[] = {{1e-5, 0.0, 0}, {1e-10, 1.0, 0}, {1e-5, 2e4, 0},
+             {1e-5, 1e-5 * 9e18, 9000000000000000000ull}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    ASSERT_OK(lidar_pattern_alloc(&p, 1, 0, "lidar.test", &msg));
+    p.group_period = bad[i].group_period;
+    p.sweep_period = bad[i].sweep_period;
+    p.groups_per_sweep = bad[i].groups_per_sweep;
+    ASSERT_EQ(lidar_pattern_prepare(&p, "lidar.test", &msg), ERR_INVAL);
+    ASSERT_CONTAINS(msg.text, "lidar.test: a sweep of");
+    ASSERT_TRUE(p.elevation == NULL && p.nray == 0);
+  }
+  return 0;
+}
+
+
+TEST(pattern_first_group_is_bounded_whatever_the_periods) {
+  // sweeps by start time: the first group of a sweep is the first g whose sweep_of is that sweep
+  lidar_pattern_t p;
+  memset(&p, 0, sizeof p);
+  p.nray = 1;
+  p.group_period = 1e-3;
+  p.sweep_period = 0.1;
+  for (uint64_t sweep = 0; sweep < 50; sweep++) {
+    uint64_t g = lidar_pattern_first_group(&p, sweep);
+    ASSERT_EQ(lidar_pattern_sweep_of(&p, g), sweep);
+    ASSERT_TRUE(g == 0 || lidar_pattern_sweep_of(&p, g - 1) < sweep);
+  }
+  // periods that defeat the estimate (a sweep of 0 s, of NaN s): an answer, not an endless loop
+  p.sweep_period = 0.0;
+  (void)lidar_pattern_first_group(&p, 1);
+  ASSERT_EQ(lidar_pattern_sweep_of(&p, 5), 4611686018427387904ull);
+  p.sweep_period = NAN;
+  (void)lidar_pattern_first_group(&p, 3);
+  p.sweep_period = 1e300;
+  ASSERT_EQ(lidar_pattern_first_group(&p, 1), 4611686018427387904ull);
+  return 0;
+}
+
+
 TEST(pattern_init_out_of_memory_is_clean) {
   // every allocation of every model's init failing in turn: ERR_NOMEM and nothing leaked
   double el[3] = {0.1, -0.1, 0.0}, dt[3] = {2e-6, 0.0, 1e-6};

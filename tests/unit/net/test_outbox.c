@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// test_outbox.c: ordered reply slots: order whatever the fill order, held-back bytes, dropped
-// replies, and orphaned slots after close.
+// test_outbox.c: ordered reply slots: order whatever the fill order, held-back bytes and the
+// memory they take, dropped replies, and orphaned slots after close.
 #include "net/outbox.h"
 
 #include <string.h>
@@ -87,6 +87,37 @@ TEST(outbox_slots_filled_after_close_are_freed_not_sent) {
   ASSERT_TRUE(outbox_is_empty(&ob));
   outbox_fill(a, byte(1), 1);  // the job finished after its connection left
   ASSERT_EQ(k.n, 0);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+TEST(outbox_counts_the_memory_of_its_slots_and_of_the_replies_held_back) {
+  int64_t live = mem_live_count();
+  sink_t k = {{0}, 0};
+  outbox_t ob;
+  outbox_init(&ob, sink_send, &k);
+  outbox_slot_t* a = outbox_reserve(&ob);
+  uint64_t slot = ob.mem_bytes;
+  ASSERT_TRUE(slot > sizeof(list_node_t));
+
+  // a 1-byte reply waiting behind a counts the allocator's share too, not one byte
+  uint8_t* p = byte(2);
+  size_t block = mem_footprint(p);
+  ASSERT_TRUE(block > 1);
+  ASSERT_OK(outbox_put(&ob, p, 1));
+  ASSERT_EQ(ob.held_bytes, 1);
+  ASSERT_EQ(ob.mem_bytes, 2 * slot + block);
+
+  // everything leaves: nothing is counted; a closed outbox counts nothing either
+  outbox_fill(a, byte(1), 1);
+  ASSERT_EQ(k.n, 2);
+  ASSERT_EQ(ob.mem_bytes, 0);
+  outbox_slot_t* b = outbox_reserve(&ob);
+  ASSERT_EQ(ob.mem_bytes, slot);
+  outbox_close(&ob);
+  ASSERT_EQ(ob.mem_bytes, 0);
+  outbox_fill(b, NULL, 0);
   ASSERT_EQ(mem_live_count(), live);
   return 0;
 }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // test_server.c: the TCP transport on loopback, driven by libuv clients in the same loop:
 // framing across reads, outgoing headers, stream errors, pause/resume, the output cap,
-// retained sessions and shutdown with sessions open.
+// reading stopped by replies the peer does not take, turns between connections, memory given
+// back, retained sessions and shutdown with sessions open.
 #include "net/server.h"
 
 #include <uv.h>
@@ -63,6 +64,7 @@ struct tctx {
   int close_count[MAX_SESSIONS];
 
   int nframes;
+  int count_only;                // count frames (and call frame_cb) without recording them
   buf_t frames;                  // payloads of every frame, concatenated
   size_t frame_len[4096];
 
@@ -266,7 +268,9 @@ static int hook_open(void* user, session_t* s) {
 
 static void hook_frame(void* user, session_t* s, const uint8_t* p, size_t len) {
   tctx_t* t = user;
-  if (t->nframes < (int)(sizeof(t->frame_len) / sizeof(t->frame_len[0]))) {
+  if (t->count_only) {
+    t->nframes++;
+  } else if (t->nframes < (int)(sizeof(t->frame_len) / sizeof(t->frame_len[0]))) {
     t->frame_len[t->nframes++] = len;
     if (buf_append(&t->frames, p, len) != 0) {
       note_bad(t, "out of memory recording a frame");
@@ -372,6 +376,7 @@ static int tctx_init(tctx_t* t, uint32_t max_frame, uint64_t max_queue) {
     lim.max_hello_bytes = g_extra.max_hello_bytes;
   }
   lim.max_held_bytes = g_extra.max_held_bytes;
+  lim.pause_unsent_bytes = g_extra.pause_unsent_bytes;
   lim.handshake_timeout_ms = g_extra.handshake_timeout_ms;
   lim.idle_timeout_ms = g_extra.idle_timeout_ms;
   lim.io_timeout_ms = g_extra.io_timeout_ms;
@@ -435,6 +440,7 @@ typedef struct tcase {
   void (*on_timer)(tctx_t* t);
   int nclients;                  // 0: one
   int nquiet;
+  int count_only;                // tctx_t.count_only
   void (*on_connect)(client_t* c);
   void (*on_end)(client_t* c);
 } tcase_t;
@@ -451,6 +457,7 @@ static int tctx_start(tctx_t* t, const tcase_t* tc) {
   t->stream_error_cb = tc->stream_error_cb;
   t->close_cb = tc->close_cb;
   t->on_timer = tc->on_timer;
+  t->count_only = tc->count_only;
   int n = tc->nclients ? tc->nclients : 1;
   for (int i = 0; i < n; i++) {
     client_t* c = client_new(t, i < n - tc->nquiet);
@@ -1194,5 +1201,251 @@ TEST(server_reply_over_max_frame_bytes_is_replaced_and_the_session_goes_on) {
   ASSERT_OK(expect_payload_frame(&t.clients[0], 0, 10, 99));
   ASSERT_OK(expect_payload_frame(&t.clients[0], 1, 100, 2));
   ASSERT_EQ(t.stream_errors, 0);
+  return tctx_finish(&t);
+}
+
+
+//---------------- replies the peer does not take stop its reading
+
+// A peer that sends many small frames and reads nothing: each frame is answered with a reply,
+// as the daemon answers pings. The replies are of 1 KiB so that the kernel's socket buffers
+// (a few MiB) fill after a few thousand of them, not hundreds of thousands.
+#define FLOOD_FRAMES 40000
+#define FLOOD_PAYLOAD 4u
+#define FLOOD_REPLY 1024u
+
+
+static void flood_write(client_t* c, int n, uint8_t tag) {
+  size_t each = FRAME_HEADER_BYTES + FLOOD_PAYLOAD;
+  uint8_t* all = mem_alloc(each * (size_t)n);
+  for (int i = 0; i < n; i++) {
+    frame_write_header(all + each * (size_t)i, FLOOD_PAYLOAD);
+    memset(all + each * (size_t)i + FRAME_HEADER_BYTES, tag, FLOOD_PAYLOAD);
+  }
+  client_write(c, all, each * (size_t)n);
+  mem_free(all);
+}
+
+
+static void flood_echo(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)t;
+  (void)len;
+  session_send(s, payload_new(FLOOD_REPLY, p[0]), FLOOD_REPLY);
+}
+
+
+static void flood_connected(client_t* c) {
+  flood_write(c, FLOOD_FRAMES, 'F');
+}
+
+
+// Frames received by a client: every one must be a FLOOD_REPLY.
+static int client_frames(const client_t* c) {
+  size_t each = FRAME_HEADER_BYTES + FLOOD_REPLY;
+  return c->in.len % each ? -1 : (int)(c->in.len / each);
+}
+
+
+#define PAUSE_UNSENT (256u << 10)
+
+// The memory of the unsent replies stays near the mark whatever the kernel's buffers take.
+// Once the session has stayed blocked (nothing delivered for 100 ms), the peer reads, and every
+// frame is answered.
+static void unsent_tick(tctx_t* t) {
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  t->ticks++;
+  client_t* c = &t->clients[0];
+  if (st.held_bytes > PAUSE_UNSENT + (256u << 10)) {
+    note_bad(t, "unsent replies past the mark");
+  }
+  if (t->round == 0) {
+    if (st.blocked != 1 || t->nframes != t->sent) {
+      t->sent = t->nframes;
+      t->pos = 0;
+    } else if (++t->pos == 20) {
+      t->round = 1;
+      t->queued_after_open = st.held_bytes;
+      client_start_reading(c);
+    }
+  } else if (t->nframes == FLOOD_FRAMES && client_frames(c) == FLOOD_FRAMES) {
+    t->queued_at_close = st.blocked;
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+  if (t->ticks > 6000 && !t->shut) {
+    note_bad(t, "the flood did not end as expected");
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void unsent_connected(client_t* c) {
+  flood_connected(c);
+  timer_start(c->t, unsent_tick, 5, 5);
+}
+
+
+TEST(server_peer_that_takes_no_replies_is_not_read_past_pause_unsent_bytes) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.pause_unsent_bytes = PAUSE_UNSENT};
+  const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo,
+                      .on_connect = unsent_connected, .nquiet = 1, .count_only = 1};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+
+  // blocked for good with its replies' memory between half the mark and just past it (plus
+  // the reader's buffer), after part of the flood only; once the peer read, every frame was
+  // answered and it is unblocked
+  ASSERT_TRUE(t.sent > 0 && t.sent < FLOOD_FRAMES);
+  ASSERT_TRUE(t.queued_after_open > PAUSE_UNSENT / 2);
+  ASSERT_TRUE(t.queued_after_open < PAUSE_UNSENT + (256u << 10));
+  ASSERT_EQ(t.nframes, FLOOD_FRAMES);
+  ASSERT_EQ(client_frames(&t.clients[0]), FLOOD_FRAMES);
+  ASSERT_EQ(t.queued_at_close, 0);
+  return tctx_finish(&t);
+}
+
+
+// Two peers flood and read nothing (no per-session mark: the budget alone); once they are
+// blocked, a third peer that reads gets every reply: the last quarter of the budget is its.
+#define BUSY_BUDGET (2u << 20)
+#define BUSY_WITNESS_FRAMES 1000
+
+
+static void busy_tick(tctx_t* t) {
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  t->ticks++;
+  if (st.held_bytes > BUSY_BUDGET) {
+    note_bad(t, "more than the budget held");
+  }
+  if (t->round == 0 && st.blocked == 2) {
+    t->round = 1;
+    t->queued_after_open = st.held_bytes;
+    client_t* w = client_new(t, 1);
+    client_connect(w);
+  } else if (t->round == 1 && t->nclients == 3 && t->clients[2].connected) {
+    t->round = 2;
+    flood_write(&t->clients[2], BUSY_WITNESS_FRAMES, 'W');
+  } else if (t->round == 2 && client_frames(&t->clients[2]) == BUSY_WITNESS_FRAMES) {
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  } else if (t->ticks > 3000) {
+    note_bad(t, "the witness was not answered");
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void busy_connected(client_t* c) {
+  flood_connected(c);
+  if (c == &c->t->clients[0]) {
+    timer_start(c->t, busy_tick, 5, 5);
+  }
+}
+
+
+TEST(server_peers_that_take_no_replies_leave_a_quarter_of_the_budget_to_the_others) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.max_held_bytes = BUSY_BUDGET};
+  const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo, .nclients = 2,
+                      .nquiet = 2, .on_connect = busy_connected, .count_only = 1};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_TRUE(t.queued_after_open > BUSY_BUDGET / 4 * 3);
+  ASSERT_TRUE(t.queued_after_open <= BUSY_BUDGET);
+  ASSERT_EQ(t.refused, 0);       // no reply was ever refused for the budget
+  ASSERT_EQ(client_frames(&t.clients[2]), BUSY_WITNESS_FRAMES);
+  const uint8_t* p;
+  uint32_t n;
+  ASSERT_TRUE(client_frame(&t.clients[2], BUSY_WITNESS_FRAMES - 1, &p, &n));
+  ASSERT_TRUE(payload_ok(p, n, 'W'));
+  return tctx_finish(&t);
+}
+
+
+//---------------- turns
+
+// A flood of small frames and one frame of another peer, both ready at once: the other peer's
+// frame does not wait for the whole flood.
+#define TURN_FLOOD 20000
+
+
+static void turn_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)s;
+  (void)len;
+  if (p[0] == 'W') {
+    t->pos = (size_t)t->nframes;
+  }
+  if (t->nframes == TURN_FLOOD + 1) {
+    tctx_shutdown(t);
+  }
+}
+
+
+static void turn_connected(client_t* c) {
+  tctx_t* t = c->t;
+  if (!t->clients[0].connected || !t->clients[1].connected) {
+    return;
+  }
+  flood_write(&t->clients[0], TURN_FLOOD, 'F');
+  flood_write(&t->clients[1], 1, 'W');
+}
+
+
+TEST(server_flooding_peer_lets_the_others_take_their_turns) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = turn_frame, .nclients = 2,
+                      .on_connect = turn_connected, .count_only = 1};
+  ASSERT_OK(tctx_start(&t, &tc));
+  ASSERT_EQ(t.nframes, TURN_FLOOD + 1);
+  // 160 KB of frames arrived at once: without turns all of them come first
+  ASSERT_TRUE(t.pos > 0);
+  ASSERT_TRUE(t.pos < TURN_FLOOD / 4);
+  return tctx_finish(&t);
+}
+
+
+//---------------- memory given back
+
+static void trim_tick(tctx_t* t) {
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  t->ticks++;
+  if (t->round == 0 && st.held_bytes >= SERVER_TRIM_MIN_PEAK) {
+    t->round = 1;                // enough held: the peer leaves, its memory is released
+    client_close(&t->clients[0]);
+  } else if (t->round == 1 && st.trims > 0) {
+    t->sent = t->ticks;
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  } else if (t->ticks > 1000) {
+    note_bad(t, "no trim");
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void trim_connected(client_t* c) {
+  flood_connected(c);
+  timer_start(c->t, trim_tick, 5, 5);
+}
+
+
+TEST(server_gives_memory_back_once_connections_released_it) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo,
+                      .on_connect = trim_connected, .nquiet = 1, .count_only = 1};
+  ASSERT_OK(tctx_start(&t, &tc));
+  server_stats_t st;
+  server_get_stats(t.srv, &st);
+  ASSERT_EQ(st.trims, 1);
+  ASSERT_EQ(st.held_bytes, 0);
   return tctx_finish(&t);
 }

@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: MIT
+// wire.c: the nanopb adapter. Requests are encoded into a gather whose bulk arrays stay in the
+// caller's memory (holes); replies are decoded from a reader that hands out views of memory
+// frames or streams from the socket. Also a walker of an Envelope's outermost fields, so that
+// frames can be filed by id before anything is decoded.
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+
+void sensim_gather_reset(sensim_gather_t* g) {
+  g->len = 0;
+  g->nholes = 0;
+  g->bytes = 0;
+}
+
+
+void sensim_gather_free(sensim_gather_t* g) {
+  free(g->buf);
+  free(g->holes);
+  memset(g, 0, sizeof(*g));
+}
+
+
+static bool gather_reserve(sensim_gather_t* g, size_t n) {
+  if (g->cap - g->len >= n) {
+    return true;
+  }
+  size_t cap = g->cap ? g->cap : 1024;
+  while (cap - g->len < n) {
+    cap *= 2;
+  }
+  uint8_t* buf = realloc(g->buf, cap);
+  if (!buf) {
+    return false;
+  }
+  g->buf = buf;
+  g->cap = cap;
+  return true;
+}
+
+
+// nanopb output callback of a gather: the request's own bytes.
+static bool gather_write(pb_ostream_t* s, const pb_byte_t* buf, size_t n) {
+  sensim_gather_t* g = s->state;
+  if (!gather_reserve(g, n)) {
+    PB_RETURN_ERROR(s, "out of memory");
+  }
+  memcpy(g->buf + g->len, buf, n);
+  g->len += n;
+  return true;
+}
+
+
+// Record n bytes at data as sent from there, after the bytes written so far.
+static bool gather_hole(pb_ostream_t* s, const void* data, size_t n) {
+  sensim_gather_t* g = s->state;
+  if (s->bytes_written + n < s->bytes_written || s->bytes_written + n > s->max_size) {
+    PB_RETURN_ERROR(s, "stream full");
+  }
+  if (g->nholes == g->holecap) {
+    size_t cap = g->holecap ? 2 * g->holecap : 16;
+    sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
+    if (!h) {
+      PB_RETURN_ERROR(s, "out of memory");
+    }
+    g->holes = h;
+    g->holecap = cap;
+  }
+  g->holes[g->nholes++] = (sensim_hole_t){.at = g->len, .data = data, .len = n};
+  s->bytes_written += n;
+  return true;
+}
+
+
+sensim_status_t sensim_wire_frame(sensim_gather_t* g, const sensim_v1_Envelope* env, size_t* size,
+                                  char* err, size_t err_cap) {
+  size_t len0 = g->len, holes0 = g->nholes;
+  if (!gather_reserve(g, FRAME_HEADER)) {
+    return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
+  }
+  size_t header = g->len;
+  g->len += FRAME_HEADER;
+  pb_ostream_t out = {.callback = gather_write, .state = g, .max_size = SIZE_MAX};
+  if (!pb_encode(&out, sensim_v1_Envelope_fields, env) || out.bytes_written > UINT32_MAX) {
+    g->len = len0;
+    g->nholes = holes0;
+    const char* why = out.bytes_written > UINT32_MAX ? "over 4 GiB" : PB_GET_ERROR(&out);
+    sensim_status_t st = strcmp(why, "out of memory") == 0 ? SENSIM_ENOMEM : SENSIM_EPROTO;
+    return sensim_fail(err, err_cap, st, "cannot encode the request: %s", why);
+  }
+  for (int i = 0; i < FRAME_HEADER; i++) {
+    g->buf[header + (size_t)i] = (uint8_t)(out.bytes_written >> (8 * i));
+  }
+  g->bytes += FRAME_HEADER + out.bytes_written;
+  *size = out.bytes_written;
+  return SENSIM_OK;
+}
+
+
+bool sensim_wire_encode_span(pb_ostream_t* s, const pb_field_t* f, void* const* arg) {
+  const sensim_span_t* span = *arg;
+  if (span->len == 0) {
+    return true;
+  }
+
+  // a bytes field or a packed array: both length-delimited; the tag nanopb would pick for a
+  // repeated double is the unpacked one
+  if (!pb_encode_tag(s, PB_WT_STRING, f->tag) || !pb_encode_varint(s, span->len)) {
+    return false;
+  }
+  if (s->callback == NULL) {
+    return pb_write(s, NULL, span->len);  // sizing pass
+  }
+  return gather_hole(s, span->data, span->len);
+}
+
+
+void sensim_wire_set_span(pb_callback_t* cb, sensim_span_t* span, const void* data, size_t len) {
+  span->data = data;
+  span->len = data ? len : 0;
+  cb->funcs.encode = sensim_wire_encode_span;
+  cb->arg = span;
+}
+
+
+static size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+
+bool sensim_wire_encode_u32s(pb_ostream_t* s, const pb_field_t* f, void* const* arg) {
+  const sensim_u32s_t* a = *arg;
+  if (a->n == 0) {
+    return true;
+  }
+  size_t size = 0;
+  for (uint32_t i = 0; i < a->n; i++) {
+    size += varint_size(a->v[i]);
+  }
+  if (!pb_encode_tag(s, PB_WT_STRING, f->tag) || !pb_encode_varint(s, size)) {
+    return false;
+  }
+  for (uint32_t i = 0; i < a->n; i++) {
+    if (!pb_encode_varint(s, a->v[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+void sensim_wire_set_u32s(pb_callback_t* cb, sensim_u32s_t* arr, const uint32_t* v, uint32_t n) {
+  arr->v = v;
+  arr->n = v ? n : 0;
+  cb->funcs.encode = sensim_wire_encode_u32s;
+  cb->arg = arr;
+}
+
+
+bool sensim_wire_encode_strings(pb_ostream_t* s, const pb_field_t* f, void* const* arg) {
+  const sensim_strings_t* v = *arg;
+  for (uint32_t i = 0; i < v->n; i++) {
+    const char* str = v->v[i] ? v->v[i] : "";
+    if (!pb_encode_tag_for_field(s, f) ||
+        !pb_encode_string(s, (const pb_byte_t*)str, strlen(str))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+//---------------- Decoding
+
+static bool reader_read(pb_istream_t* s, pb_byte_t* buf, size_t n) {
+  sensim_reader_t* r = s->state;
+  if (r->base) {
+    if (buf) {
+      memcpy(buf, r->base + r->pos, n);
+    }
+    r->pos += n;
+    return true;
+  }
+  sensim_status_t st = sensim_transport_read(r->cli, buf, n, r->deadline);
+  if (st != SENSIM_OK) {
+    r->failure = st;
+    PB_RETURN_ERROR(s, "connection failed");
+  }
+  return true;
+}
+
+
+pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len) {
+  pb_istream_t s = {.callback = reader_read, .state = r, .bytes_left = len};
+  return s;
+}
+
+
+bool sensim_wire_view(pb_istream_t* s, const uint8_t** data, size_t* len) {
+  sensim_reader_t* r = s->state;
+  if (!r->base) {
+    PB_RETURN_ERROR(s, "a view of a streamed frame");
+  }
+  *data = r->base + r->pos;
+  *len = s->bytes_left;
+  r->pos += s->bytes_left;
+  s->bytes_left = 0;
+  return true;
+}
+
+
+// A varint at p[*at..len); false when it runs past the end or over 10 bytes.
+static bool read_varint(const uint8_t* p, size_t len, size_t* at, uint64_t* v) {
+  uint64_t x = 0;
+  for (int shift = 0; shift < 70; shift += 7) {
+    if (*at >= len) {
+      return false;
+    }
+    uint8_t b = p[(*at)++];
+    x |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      *v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+
+// Skip the value of a field of wire type wt; false when it runs past the end.
+static bool skip_value(const uint8_t* p, size_t len, size_t* at, unsigned wt, uint64_t* value) {
+  uint64_t n = 0;
+  switch (wt) {
+    case PB_WT_VARINT:
+      return read_varint(p, len, at, value);
+    case PB_WT_64BIT:
+      n = 8;
+      break;
+    case PB_WT_32BIT:
+      n = 4;
+      break;
+    case PB_WT_STRING:
+      if (!read_varint(p, len, at, &n)) {
+        return false;
+      }
+      break;
+    default:
+      return false;
+  }
+  if (n > len - *at) {
+    return false;
+  }
+  *at += (size_t)n;
+  return true;
+}
+
+
+bool sensim_wire_peek(const uint8_t* p, size_t len, sensim_peek_t* out) {
+  memset(out, 0, sizeof(*out));
+  size_t at = 0;
+  while (at < len) {
+    uint64_t key, value = 0;
+    if (!read_varint(p, len, &at, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX) {
+      return false;
+    }
+    uint32_t field = (uint32_t)(key >> 3);
+    unsigned wt = (unsigned)(key & 7);
+    size_t start = at;
+    if (!skip_value(p, len, &at, wt, &value)) {
+      return false;
+    }
+    if (field == sensim_v1_Envelope_id_tag && wt == PB_WT_VARINT) {
+      out->id = value;
+    } else if (field == sensim_v1_Envelope_status_tag && wt == PB_WT_STRING) {
+      // the code inside the status: the field Status.code, varint
+      out->has_status = true;
+      uint64_t n;
+      size_t in = start;
+      (void)read_varint(p, len, &in, &n);
+      while (in < at) {
+        uint64_t k, v = 0;
+        if (!read_varint(p, at, &in, &k) || !skip_value(p, at, &in, (unsigned)(k & 7), &v)) {
+          return false;
+        }
+        if ((k >> 3) == sensim_v1_Status_code_tag && (k & 7) == PB_WT_VARINT) {
+          out->status_code = (uint32_t)v;
+        }
+      }
+    } else if (field >= sensim_v1_Envelope_hello_tag && wt == PB_WT_STRING) {
+      out->body = field;
+    }
+  }
+  return true;
+}
+
+
+int sensim_wire_peek_id(const uint8_t* p, size_t len, uint64_t* id) {
+  if (len == 0) {
+    return 0;
+  }
+  if (p[0] != ((sensim_v1_Envelope_id_tag << 3) | PB_WT_VARINT)) {
+    return -1;
+  }
+  size_t at = 1;
+  if (!read_varint(p, len, &at, id)) {
+    return len >= 11 ? -1 : 0;
+  }
+  return 1;
+}

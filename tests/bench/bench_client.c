@@ -1,0 +1,793 @@
+// SPDX-License-Identifier: MIT
+// bench_client.c: the C client (client-c, linked statically) against a real sensimd over
+// loopback, each figure a ratio to a reference measured in this process in the same run.
+//
+//   BENCH c_step_rtt_over_ping     UpdateState + Step (sensim_update_and_step, blocking, one
+//        IMU, one encoder, one cone) over a raw TCP ping-pong of the same request and reply
+//        byte counts through an echo thread of this process (median of paired ratios)
+//   BENCH c_step_rtt_over_daemon_ping   the same tick over a Ping through the same client
+//   BENCH c_step_client_cpu_us     CPU microseconds of this thread per blocking tick: the
+//        client's encoding, filing and decoding, and its socket calls (loopback TCP included)
+//   BENCH c_pipelined_steps_per_s_over_blocking   ticks per second with four ticks in flight
+//        (sensim_update_and_step_send, waits) over blocking ticks
+//   BENCH c_pipelined_with_work_over_blocking   the same when the engine computes for 30 us
+//        per tick (a busy loop standing in for its physics): what pipelining is for
+//   BENCH c_raycast_e2e_over_inprocess   a raycast of 131,072 rays through sensim_raycast over
+//        env_raycast on the same scene in this process with as many threads as the daemon
+//        (median of alternating pairs); the hits must agree bit for bit
+//   BENCH c_update_state_copies    bytes the client itself copies per body of an UpdateState:
+//        the bytes it hands to the kernel from memory other than the caller's arrays, beyond
+//        those of one body, per extra body (sendmsg is wrapped at link time to see where each
+//        byte of each iovec comes from)
+//
+//   bench_client [--quick] [--sensimd PATH] [--rounds N] [--bodies N] [--rays N] [--calls N]
+//
+// --quick runs few iterations and checks only the cross-checks (ctest, label bench): every
+// step's records (kinds and values), pipelined results in order, the hits against the
+// in-process trace, every byte of the bodies sent from the caller's arrays.
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <sensim/sensim.h>
+
+#include "base/pool.h"
+#include "bench_util.h"
+#include "scene/scene.h"
+#include "world/env.h"
+
+#ifndef SENSIMD_DEFAULT
+#define SENSIMD_DEFAULT "sensimd"
+#endif
+
+#define IO_TIMEOUT_MS 60000
+#define TERRAIN_SIZE 200.0  // m
+#define MAX_RANGE 120.0     // m
+#define NBOX 4
+#define WINDOW 4            // ticks in flight
+#define WORK_US 30.0        // the engine's own work per tick in the second pipelined figure
+
+//---------------- Where the client's bytes come from (sendmsg, send, recv wrapped)
+
+ssize_t __real_sendmsg(int fd, const struct msghdr* m, int flags);
+ssize_t __real_send(int fd, const void* p, size_t n, int flags);
+ssize_t __real_recv(int fd, void* p, size_t n, int flags);
+ssize_t __wrap_sendmsg(int fd, const struct msghdr* m, int flags);
+ssize_t __wrap_send(int fd, const void* p, size_t n, int flags);
+ssize_t __wrap_recv(int fd, void* p, size_t n, int flags);
+
+typedef struct range {
+  const uint8_t* p;
+  size_t n;
+} range_t;
+
+static struct {
+  int on;
+  range_t caller[8];        // the caller's arrays
+  int ncaller;
+  uint64_t from_caller;     // bytes sent straight from them
+  uint64_t from_client;     // bytes sent from anything else (the client's own buffers)
+  uint64_t received;
+} g_io;
+
+
+static int in_caller(const void* p) {
+  for (int i = 0; i < g_io.ncaller; i++) {
+    if ((const uint8_t*)p >= g_io.caller[i].p &&
+        (const uint8_t*)p < g_io.caller[i].p + g_io.caller[i].n) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+
+ssize_t __wrap_sendmsg(int fd, const struct msghdr* m, int flags) {
+  ssize_t n = __real_sendmsg(fd, m, flags);
+  if (g_io.on && n > 0) {
+    size_t left = (size_t)n;
+    for (size_t i = 0; i < m->msg_iovlen && left > 0; i++) {
+      size_t k = m->msg_iov[i].iov_len < left ? m->msg_iov[i].iov_len : left;
+      *(in_caller(m->msg_iov[i].iov_base) ? &g_io.from_caller : &g_io.from_client) += k;
+      left -= k;
+    }
+  }
+  return n;
+}
+
+
+ssize_t __wrap_send(int fd, const void* p, size_t n, int flags) {
+  ssize_t k = __real_send(fd, p, n, flags);
+  if (g_io.on && k > 0) {
+    *(in_caller(p) ? &g_io.from_caller : &g_io.from_client) += (uint64_t)k;
+  }
+  return k;
+}
+
+
+ssize_t __wrap_recv(int fd, void* p, size_t n, int flags) {
+  ssize_t k = __real_recv(fd, p, n, flags);
+  if (g_io.on && k > 0) {
+    g_io.received += (uint64_t)k;
+  }
+  return k;
+}
+
+
+static void track(const range_t* r, int n) {
+  memset(&g_io, 0, sizeof(g_io));
+  for (int i = 0; i < n; i++) {
+    g_io.caller[i] = r[i];
+  }
+  g_io.ncaller = n;
+  g_io.on = 1;
+}
+
+//---------------- Options
+
+typedef struct options {
+  int quick;
+  const char* sensimd;
+  unsigned rounds;          // step round trips per path
+  unsigned pipe_rounds;     // rounds of blocking and pipelined ticks
+  unsigned pipe_ticks;      // ticks per round
+  unsigned bodies;          // bodies of the copies measurement
+  unsigned rays;            // rays of the end-to-end raycast
+  unsigned calls;           // timed raycasts per side
+} options_t;
+
+static const char* const g_usage =
+    "Usage: bench_client [OPTIONS]\n"
+    "The C client against a real sensimd on loopback, as ratios to references measured here.\n"
+    "\n"
+    "  --quick          few iterations; only the cross-checks matter\n"
+    "  --sensimd PATH   the daemon (default: $SENSIMD, else the one built with this)\n"
+    "  --rounds N       step round trips per path (default 3000)\n"
+    "  --bodies N       bodies of the UpdateState copies measurement (default 10000)\n"
+    "  --rays N         rays of the end-to-end raycast (default 131072)\n"
+    "  --calls N        timed raycasts per side (default 20)\n";
+
+
+static void parse_options(int argc, char** argv, options_t* o) {
+  memset(o, 0, sizeof(*o));
+  o->quick = bench_has_arg(argc, argv, "--quick");
+  const char* env = getenv("SENSIMD");
+  o->sensimd = env && env[0] ? env : SENSIMD_DEFAULT;
+  o->rounds = o->quick ? 50 : 3000;
+  o->pipe_rounds = o->quick ? 2 : 10;
+  o->pipe_ticks = o->quick ? 40 : 400;
+  o->bodies = o->quick ? 200 : 10000;
+  o->rays = 131072;
+  o->calls = o->quick ? 2 : 20;
+  const bench_opt_t opts[] = {
+      {"quick", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"sensimd", BENCH_OPT_STRING, &o->sensimd, 0, 0},
+      {"rounds", BENCH_OPT_COUNT, &o->rounds, 1, 10000000},
+      {"bodies", BENCH_OPT_COUNT, &o->bodies, 2, 1000000},
+      {"rays", BENCH_OPT_COUNT, &o->rays, 64, 1u << 20},
+      {"calls", BENCH_OPT_COUNT, &o->calls, 1, 10000},
+  };
+  if (bench_parse_options(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), g_usage) != argc) {
+    fputs(g_usage, stderr);
+    exit(2);
+  }
+}
+
+
+static void check(sensim_client_t* cli, sensim_status_t st, const char* what) {
+  if (st != SENSIM_OK) {
+    bench_die("%s: %s (%s)", what, sensim_client_last_error(cli), sensim_status_name(st));
+  }
+}
+
+
+static sensim_client_t* connect_env(int port, const char* env) {
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.environment = env;
+  o.client_name = "bench_client";
+  o.timeout_ms = IO_TIMEOUT_MS;
+  sensim_client_t* cli = NULL;
+  check(cli, sensim_client_connect("127.0.0.1", (uint16_t)port, &o, &cli), "connect");
+  return cli;
+}
+
+//---------------- A step with an IMU, an encoder and a cone
+
+// bench_imu's environment: a box and a sphere before the cone, body 1 with the IMU and the
+// cone, joint 1 with the encoder.
+static void build_sensors(sensim_client_t* cli) {
+  sensim_primitive_t p;
+  sensim_primitive_init(&p);
+  p.id = 1;
+  check(cli, sensim_create_primitive(cli, &p), "box");
+  p.id = 2;
+  p.shape = SENSIM_SHAPE_SPHERE;
+  p.radius = 0.7;
+  check(cli, sensim_create_primitive(cli, &p), "sphere");
+  static const double at[2][3] = {{6, 1, 0}, {9, -2, 0.5}};
+  for (uint32_t i = 0; i < 2; i++) {
+    sensim_object_t o;
+    sensim_object_init(&o);
+    o.id = 10 + i;
+    o.geometry_id = 1 + i;
+    memcpy(o.local_pose.position, at[i], sizeof(at[i]));
+    check(cli, sensim_create_object(cli, &o), "object");
+  }
+  sensim_body_t b;
+  sensim_body_init(&b);
+  b.id = 1;
+  check(cli, sensim_create_body(cli, &b), "body");
+  sensim_joint_t j;
+  sensim_joint_init(&j);
+  j.id = 1;
+  check(cli, sensim_create_joint(cli, &j), "joint");
+  sensim_sensor_t s;
+  sensim_sensor_init(&s);
+  s.id = 1;
+  s.body_id = 1;
+  sensim_imu_config_t imu;
+  sensim_imu_config_init(&imu);
+  imu.has_magnetometer = true;
+  for (int k = 0; k < 3; k++) {
+    imu.accelerometer.noise_stddev[k] = imu.gyroscope.noise_stddev[k] = 0.01;
+    imu.magnetometer.noise_stddev[k] = 0.01;
+  }
+  check(cli, sensim_create_imu(cli, &s, &imu), "imu");
+  sensim_encoder_config_t e;
+  sensim_encoder_config_init(&e);
+  e.joint_id = 1;
+  e.resolution = 0.001;
+  s.id = 2;
+  s.body_id = 0;
+  check(cli, sensim_create_encoder(cli, &s, &e), "encoder");
+  sensim_cone_config_t c;
+  sensim_cone_config_init(&c);
+  s.id = 3;
+  s.body_id = 1;
+  check(cli, sensim_create_cone(cli, &s, &c), "cone");
+}
+
+
+// The tick's state at t, written into the caller's arrays that `state` points at.
+typedef struct tick {
+  uint32_t id[1];
+  double pose[7], vel[6], q[1];
+  sensim_state_t state;
+  sensim_step_t step;
+} tick_t;
+
+
+static void tick_init(tick_t* k) {
+  memset(k, 0, sizeof(*k));
+  k->id[0] = 1;
+  sensim_state_init(&k->state);
+  k->state.nbodies = 1;
+  k->state.body_ids = k->id;
+  k->state.body_poses = k->pose;
+  k->state.body_velocities = k->vel;
+  k->state.njoints = 1;
+  k->state.joint_ids = k->id;
+  k->state.joint_positions = k->q;
+  sensim_step_init(&k->step);
+}
+
+
+static void tick_at(tick_t* k, double t) {
+  double a = 0.25 * t;
+  double pose[7] = {0.1 * t, 0, 0, 0, 0, sin(a), cos(a)}, vel[6] = {0.1, 0, 0, 0, 0, 0.5};
+  memcpy(k->pose, pose, sizeof(pose));
+  memcpy(k->vel, vel, sizeof(vel));
+  k->q[0] = 2.0 * t;
+  k->state.time = k->step.time = t;
+}
+
+
+// A step's records: an IMU sample, the encoder at the joint's position (to its 1 mm bins)
+// and a cone reading.
+static void check_records(const sensim_step_result_t* r, double t) {
+  int kinds = 0;
+  for (uint32_t i = 0; i < r->noutputs; i++) {
+    const sensim_sensor_data_t* d = &r->outputs[i];
+    kinds |= d->kind == SENSIM_PAYLOAD_IMU ? 1 : d->kind == SENSIM_PAYLOAD_SCALAR ? 2
+           : d->kind == SENSIM_PAYLOAD_CONE ? 4 : 8;
+    if (d->kind == SENSIM_PAYLOAD_SCALAR && fabs(d->scalar.position - 2.0 * t) > 0.001) {
+      bench_die("step at %g: encoder reads %.9g, the joint is at %.9g", t, d->scalar.position,
+                2.0 * t);
+    }
+  }
+  if (r->noutputs != 3 || kinds != 7 || fabs(r->time - t) > 0) {
+    bench_die("step at %g: %u records (kinds %d), time %g", t, r->noutputs, kinds, r->time);
+  }
+}
+
+//---------------- The raw reference: an echo thread of this process
+
+typedef struct echo {
+  int listener, port;
+  size_t req, reply;        // bytes per round trip
+  unsigned rounds;
+  pthread_t thread;
+} echo_t;
+
+
+static void* echo_main(void* arg) {
+  echo_t* e = arg;
+  int fd = accept(e->listener, NULL, NULL);
+  if (fd < 0) {
+    return NULL;
+  }
+  bench_set_nodelay(fd);
+  uint8_t* in = bench_xmalloc(e->req);
+  uint8_t* out = bench_xmalloc(e->reply);
+  memset(out, 0x5a, e->reply);
+  for (unsigned i = 0; i < e->rounds; i++) {
+    if (bench_recv_all(fd, in, e->req) != 0 || bench_send_all(fd, out, e->reply) != 0) {
+      break;
+    }
+  }
+  free(in);
+  free(out);
+  close(fd);
+  return NULL;
+}
+
+
+static int echo_start(echo_t* e) {
+  e->listener = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof(a);
+  if (e->listener < 0 || bind(e->listener, (struct sockaddr*)&a, sizeof(a)) != 0 ||
+      listen(e->listener, 1) != 0 ||
+      getsockname(e->listener, (struct sockaddr*)&a, &alen) != 0) {
+    bench_die("echo listener: %s", strerror(errno));
+  }
+  e->port = ntohs(a.sin_port);
+  pthread_create(&e->thread, NULL, echo_main, e);
+  return bench_connect_loopback(e->port, IO_TIMEOUT_MS);
+}
+
+//---------------- 1, 2: steps
+
+// Spin for us microseconds: the engine's physics, standing in.
+static void work(double us) {
+  double end = bench_now() + 1e-6 * us;
+  while (bench_now() < end) {
+  }
+}
+
+
+// Ticks per second of n ticks from *t on, `depth` of them in flight (1: blocking, one round
+// trip each), with `us` of engine work before each is sent; every result is checked.
+static double ticks_per_s(sensim_client_t* cli, double* t, unsigned n, unsigned depth,
+                          double us) {
+  tick_t ticks[WINDOW];
+  uint64_t ids[WINDOW][2];
+  double ts[WINDOW];
+  uint64_t last = 0;
+  const sensim_step_result_t* r;
+  double t0 = bench_now();
+  for (unsigned i = 0; i < n + depth - 1; i++) {
+    if (i < n) {
+      tick_t* k = &ticks[i % depth];
+      tick_init(k);
+      tick_at(k, *t);
+      ts[i % depth] = *t;
+      *t += 0.01;
+      work(us);
+      check(cli, sensim_update_and_step_send(cli, &k->state, &k->step, &ids[i % depth][0],
+                                             &ids[i % depth][1]), "tick");
+    }
+    if (i + 1 >= depth) {
+      unsigned done = i + 1 - depth;
+      check(cli, sensim_wait(cli, ids[done % depth][0], -1), "state");
+      check(cli, sensim_step_wait(cli, ids[done % depth][1], -1, &r), "step");
+      check_records(r, ts[done % depth]);
+      if (last && r->step != last + 1) {
+        bench_die("ticks: step %llu after %llu", (unsigned long long)r->step,
+                  (unsigned long long)last);
+      }
+      last = r->step;
+    }
+  }
+  return n / (bench_now() - t0);
+}
+
+static void bench_steps(const options_t* o, int port) {
+  sensim_client_t* cli = connect_env(port, "bench_client_steps");
+  build_sensors(cli);
+  tick_t k;
+  tick_init(&k);
+  const sensim_step_result_t* r;
+  double t = 0.0;
+
+  // warm up, and the bytes of one tick each way
+  for (int i = 0; i < 20; i++, t += 0.01) {
+    tick_at(&k, t);
+    check(cli, sensim_update_and_step(cli, &k.state, &k.step, &r), "tick");
+    if (i > 0) {
+      check_records(r, t);
+    }
+  }
+  track(NULL, 0);
+  tick_at(&k, t);
+  t += 0.01;
+  check(cli, sensim_update_and_step(cli, &k.state, &k.step, &r), "tick");
+  g_io.on = 0;
+  size_t req = (size_t)(g_io.from_client + g_io.from_caller), reply = (size_t)g_io.received;
+
+  // interleaved: a tick through the client, a Ping through it, the tick's bytes through the
+  // echo
+  echo_t e = {.req = req, .reply = reply, .rounds = o->rounds};
+  int raw = echo_start(&e);
+  uint8_t* rq = bench_xmalloc(req);
+  uint8_t* rp = bench_xmalloc(reply);
+  memset(rq, 0x33, req);
+  double* tc = bench_xmalloc(sizeof(double) * o->rounds);
+  double* tp = bench_xmalloc(sizeof(double) * o->rounds);
+  double* tr = bench_xmalloc(sizeof(double) * o->rounds);
+  for (unsigned i = 0; i < o->rounds; i++, t += 0.01) {
+    tick_at(&k, t);
+    double t0 = bench_now();
+    check(cli, sensim_update_and_step(cli, &k.state, &k.step, &r), "tick");
+    tc[i] = bench_now() - t0;
+    check_records(r, t);
+    t0 = bench_now();
+    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
+    tp[i] = bench_now() - t0;
+    t0 = bench_now();
+    bench_write_all(raw, rq, req);
+    bench_read_all(raw, rp, reply);
+    tr[i] = bench_now() - t0;
+  }
+  pthread_join(e.thread, NULL);
+  close(raw);
+  close(e.listener);
+  printf("step: UpdateState + Step with an IMU, an encoder and a cone, %zu bytes out, %zu back\n",
+         req, reply);
+  printf("  c_client median %.1f us, daemon Ping %.1f us, raw TCP ping-pong %.1f us (%u rounds, "
+         "interleaved)\n", 1e6 * bench_median(tc, o->rounds), 1e6 * bench_median(tp, o->rounds),
+         1e6 * bench_median(tr, o->rounds), o->rounds);
+  printf("check step: every tick's records (IMU, encoder at the joint, cone): PASS\n");
+  printf("BENCH c_step_rtt_over_ping %.2f x\n", bench_median_ratio(tc, tr, o->rounds));
+  printf("BENCH c_step_rtt_over_daemon_ping %.2f x\n", bench_median_ratio(tc, tp, o->rounds));
+  free(rq);
+  free(rp);
+  free(tc);
+  free(tp);
+  free(tr);
+
+  // this thread's CPU per blocking tick
+  struct timespec c0, c1;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  unsigned cpu_ticks = 5 * o->pipe_ticks;
+  double wall = cpu_ticks / ticks_per_s(cli, &t, cpu_ticks, 1, 0);
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+  double cpu = (double)(c1.tv_sec - c0.tv_sec) + 1e-9 * (double)(c1.tv_nsec - c0.tv_nsec);
+  printf("cpu: %u blocking ticks: %.1f us of this thread's CPU per tick (of %.1f us)\n",
+         cpu_ticks, 1e6 * cpu / cpu_ticks, 1e6 * wall / cpu_ticks);
+  printf("BENCH c_step_client_cpu_us %.2f us\n", 1e6 * cpu / cpu_ticks);
+
+  // blocking ticks against four in flight, in alternating rounds, without and with the
+  // engine's own work per tick
+  for (int with_work = 0; with_work < 2; with_work++) {
+    double* rb = bench_xmalloc(sizeof(double) * o->pipe_rounds);
+    double* rpp = bench_xmalloc(sizeof(double) * o->pipe_rounds);
+    for (unsigned round = 0; round < o->pipe_rounds; round++) {
+      rb[round] = ticks_per_s(cli, &t, o->pipe_ticks, 1, with_work ? WORK_US : 0);
+      rpp[round] = ticks_per_s(cli, &t, o->pipe_ticks, WINDOW, with_work ? WORK_US : 0);
+    }
+    printf("pipelined%s: %u ticks per round, %u rounds; blocking %.0f ticks/s, %d in flight %.0f "
+           "ticks/s (medians)\n", with_work ? " with 30 us of engine work per tick" : "",
+           o->pipe_ticks, o->pipe_rounds, bench_median(rb, o->pipe_rounds), WINDOW,
+           bench_median(rpp, o->pipe_rounds));
+    printf("BENCH %s %.2f x\n", with_work ? "c_pipelined_with_work_over_blocking"
+                                           : "c_pipelined_steps_per_s_over_blocking",
+           bench_median_ratio(rpp, rb, o->pipe_rounds));
+    free(rb);
+    free(rpp);
+  }
+  printf("check pipelined: results in order with every record: PASS\n");
+  sensim_client_close(cli);
+}
+
+//---------------- 3: copies of an UpdateState
+
+static void bench_copies(const options_t* o, int port) {
+  sensim_client_t* cli = connect_env(port, "bench_client_copies");
+  unsigned n = o->bodies;
+  for (unsigned i = 0; i < n; i++) {
+    sensim_body_t b;
+    sensim_body_init(&b);
+    b.id = i + 1;
+    check(cli, sensim_create_body(cli, &b), "body");
+  }
+  uint32_t* ids = bench_xmalloc(sizeof(uint32_t) * n);
+  sensim_pose_t* poses = bench_xmalloc(sizeof(sensim_pose_t) * n);
+  double* vel = bench_xmalloc(sizeof(double) * 6 * n);
+  for (unsigned i = 0; i < n; i++) {
+    ids[i] = i + 1;
+    poses[i] = sensim_pose_identity();
+    poses[i].position[0] = i;
+  }
+  memset(vel, 0, sizeof(double) * 6 * n);
+
+  // one update of all the bodies, one of one body: the client's own bytes, and the arrays'
+  uint64_t own[2], arrays[2];
+  unsigned counts[2] = {n, 1};
+  for (int k = 0; k < 2; k++) {
+    range_t r[3] = {{(const uint8_t*)ids, sizeof(uint32_t) * n},
+                    {(const uint8_t*)poses, sizeof(sensim_pose_t) * n},
+                    {(const uint8_t*)vel, sizeof(double) * 6 * n}};
+    sensim_state_t s;
+    sensim_state_init(&s);
+    s.time = k;
+    s.nbodies = counts[k];
+    s.body_ids = ids;
+    s.body_poses = poses[0].position;
+    s.body_velocities = vel;
+    track(r, 3);
+    uint64_t id;
+    check(cli, sensim_update_state_send(cli, &s, &id), "update_state");
+    g_io.on = 0;
+    own[k] = g_io.from_client;
+    arrays[k] = g_io.from_caller;
+    check(cli, sensim_wait(cli, id, -1), "update_state");
+  }
+  uint64_t want = (uint64_t)n * (4 + 56 + 48);
+  if (arrays[0] != want || arrays[1] != 4 + 56 + 48) {
+    bench_die("copies: %llu bytes of %u bodies sent from the caller's arrays, expected %llu",
+              (unsigned long long)arrays[0], n, (unsigned long long)want);
+  }
+  double per_body = (double)(own[0] - own[1]) / (n - 1);
+  printf("update_state: %u bodies: %llu bytes straight from the caller's arrays, %llu from the "
+         "client's buffers (1 body: %llu)\n", n, (unsigned long long)arrays[0],
+         (unsigned long long)own[0], (unsigned long long)own[1]);
+  printf("check copies: every byte of the ids, poses and velocities sent from the caller's "
+         "arrays: PASS\n");
+  printf("BENCH c_update_state_copies %.4f bytes/body\n", per_body);
+  free(ids);
+  free(poses);
+  free(vel);
+  sensim_client_close(cli);
+}
+
+//---------------- 4: a raycast end to end
+
+typedef struct world {
+  float* v;
+  uint32_t nv;
+  uint32_t* idx;
+  uint32_t nt;
+  double box_center[NBOX][3];
+  double box_half[NBOX][3];
+} world_t;
+
+
+static void make_world(world_t* w, unsigned g) {
+  w->nv = (g + 1) * (g + 1);
+  w->nt = 2 * g * g;
+  w->v = bench_xmalloc(3 * sizeof(float) * w->nv);
+  w->idx = bench_xmalloc(3 * sizeof(uint32_t) * w->nt);
+  bench_terrain(g, TERRAIN_SIZE, w->v, w->idx);
+  for (unsigned k = 0; k < NBOX; k++) {
+    double a = 1.6 * k + 0.9, r = 8.0 + 3.0 * k;
+    double x = r * cos(a), y = r * sin(a);
+    double half[3] = {2.0, 0.9, 0.8}, c[3] = {x, y, bench_terrain_height(x, y) + 0.5};
+    memcpy(w->box_half[k], half, sizeof(half));
+    memcpy(w->box_center[k], c, sizeof(c));
+  }
+}
+
+
+// The world through the client: the terrain (object 100) and the boxes (101..).
+static void send_world(sensim_client_t* cli, const world_t* w) {
+  sensim_mesh_t m;
+  sensim_mesh_init(&m);
+  m.id = 1;
+  m.vertices = w->v;
+  m.nvertices = w->nv;
+  m.indices = w->idx;
+  m.ntriangles = w->nt;
+  check(cli, sensim_create_mesh(cli, &m), "mesh");
+  sensim_object_t o;
+  sensim_object_init(&o);
+  o.id = 100;
+  o.geometry_id = 1;
+  check(cli, sensim_create_object(cli, &o), "terrain");
+  for (unsigned k = 0; k < NBOX; k++) {
+    sensim_primitive_t p;
+    sensim_primitive_init(&p);
+    p.id = k + 2;
+    memcpy(p.half_extents, w->box_half[k], sizeof(p.half_extents));
+    check(cli, sensim_create_primitive(cli, &p), "box");
+    o.id = 101 + k;
+    o.geometry_id = k + 2;
+    memcpy(o.local_pose.position, w->box_center[k], sizeof(o.local_pose.position));
+    check(cli, sensim_create_object(cli, &o), "box object");
+  }
+}
+
+
+// The same world in this process.
+static env_t* build_env(const world_t* w, scene_device_t* dev, pool_t* pool, unsigned nray) {
+  env_limits_t lim = env_default_limits();
+  if (lim.max_raycast_rays < nray) {
+    lim.max_raycast_rays = nray;
+  }
+  err_msg_t msg;
+  env_t* e = env_create("bench_client", &lim, dev, pool, &msg);
+  if (!e) {
+    bench_die("env_create: %s", msg.text);
+  }
+  mesh_desc_t md = {.id = 1,
+                    .vertices = (const uint8_t*)w->v,
+                    .vertices_len = 3 * sizeof(float) * w->nv,
+                    .indices = (const uint8_t*)w->idx,
+                    .indices_len = 3 * sizeof(uint32_t) * w->nt};
+  if (env_create_mesh(e, &md, &msg)) {
+    bench_die("env_create_mesh: %s", msg.text);
+  }
+  object_desc_t od = {.id = 100, .geometry_id = 1, .local_pose = xform_identity()};
+  for (int i = 0; i < 3; i++) {
+    od.scale[i] = 1.0;
+  }
+  if (env_create_object(e, &od, &msg)) {
+    bench_die("env_create_object: %s", msg.text);
+  }
+  for (unsigned k = 0; k < NBOX; k++) {
+    prim_desc_t pd = {.id = k + 2, .kind = SCENE_PRIM_BOX};
+    memcpy(pd.size, w->box_half[k], sizeof(pd.size));
+    if (env_create_primitive(e, &pd, &msg)) {
+      bench_die("env_create_primitive: %s", msg.text);
+    }
+    od.id = 101 + k;
+    od.geometry_id = k + 2;
+    memcpy(od.local_pose.p, w->box_center[k], sizeof(od.local_pose.p));
+    if (env_create_object(e, &od, &msg)) {
+      bench_die("env_create_object: %s", msg.text);
+    }
+  }
+  return e;
+}
+
+
+// A lidar fan from one origin: 32 channels over +-22.5 degrees.
+static void make_rays(unsigned n, double* org, double* dir) {
+  const unsigned channels = 32;
+  unsigned columns = (n + channels - 1) / channels;
+  double ox = 0.37, oy = 0.21, oz = bench_terrain_height(ox, oy) + 2.0;
+  double span = 45.0 * M_PI / 180.0;
+  for (unsigned i = 0; i < n; i++) {
+    unsigned col = i / channels, ch = i % channels;
+    double az = 2.0 * M_PI * col / columns, el = -0.5 * span + span * ch / (channels - 1);
+    org[3 * i] = ox;
+    org[3 * i + 1] = oy;
+    org[3 * i + 2] = oz;
+    dir[3 * i] = cos(el) * cos(az);
+    dir[3 * i + 1] = cos(el) * sin(az);
+    dir[3 * i + 2] = sin(el);
+  }
+}
+
+
+static void bench_raycast(const options_t* o, int port) {
+  world_t w;
+  make_world(&w, 160);
+  sensim_client_t* cli = connect_env(port, "bench_client_raycast");
+  send_world(cli, &w);
+  unsigned threads = sensim_client_session(cli)->threads;
+  unsigned n = o->rays;
+  double* org = bench_xmalloc(3 * sizeof(double) * n);
+  double* dir = bench_xmalloc(3 * sizeof(double) * n);
+  make_rays(n, org, dir);
+  sensim_hit_t* hits = bench_xmalloc(sizeof(sensim_hit_t) * n);
+  sensim_raycast_t rays;
+  sensim_raycast_init(&rays);
+  rays.nrays = n;
+  rays.origins = org;
+  rays.directions = dir;
+  rays.max_range = MAX_RANGE;
+
+  err_msg_t msg;
+  scene_device_t* dev = scene_device_create(&msg);
+  if (!dev) {
+    bench_die("scene_device_create: %s", msg.text);
+  }
+  pool_t* pool = pool_create(threads ? threads : 1);
+  env_t* e = build_env(&w, dev, pool, n);
+  scene_hit_t* ref = bench_xmalloc(sizeof(scene_hit_t) * n);
+  env_raycast_t er = {.nray = n, .origins = org, .directions = dir, .max_range = MAX_RANGE};
+
+  // warm up each side, then alternating pairs
+  if (env_raycast(e, &er, ref, &msg)) {
+    bench_die("env_raycast: %s", msg.text);
+  }
+  check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
+  double* tin = bench_xmalloc(sizeof(double) * o->calls);
+  double* tcl = bench_xmalloc(sizeof(double) * o->calls);
+  for (unsigned i = 0; i < o->calls; i++) {
+    double t0;
+    if (i % 2) {
+      t0 = bench_now();
+      check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
+      tcl[i] = bench_now() - t0;
+    }
+    t0 = bench_now();
+    if (env_raycast(e, &er, ref, &msg)) {
+      bench_die("env_raycast: %s", msg.text);
+    }
+    tin[i] = bench_now() - t0;
+    if (i % 2 == 0) {
+      t0 = bench_now();
+      check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
+      tcl[i] = bench_now() - t0;
+    }
+  }
+
+  // every bit of every hit
+  unsigned bad = 0, nhit = 0;
+  for (unsigned i = 0; i < n; i++) {
+    bad += memcmp(&hits[i].distance, &ref[i].distance, 8) != 0 ||
+           memcmp(hits[i].normal, ref[i].normal, 24) != 0 ||
+           hits[i].object_id != ref[i].object_id || hits[i].label != ref[i].label;
+    nhit += isfinite(ref[i].distance) != 0;
+  }
+  double t_in = bench_median(tin, o->calls), t_cl = bench_median(tcl, o->calls);
+  char c1[32];
+  printf("raycast: %s rays (%u hit), in this process (env_raycast, %u threads) and through the "
+         "C client, %u calls each in alternating pairs\n", bench_count(n, c1), nhit, threads,
+         o->calls);
+  printf("  in-process %.2f ms (%.2f Mrays/s), C client %.2f ms (%.2f Mrays/s)\n", 1e3 * t_in,
+         n / t_in / 1e6, 1e3 * t_cl, n / t_cl / 1e6);
+  printf("check raycast: C client hits equal the in-process hits bit for bit: %u of %u differ: "
+         "%s\n", bad, n, bad == 0 && nhit > 0 ? "PASS" : "FAIL");
+  if (bad != 0 || nhit == 0) {
+    bench_die("raycast: the hits differ");
+  }
+  printf("BENCH c_raycast_e2e_over_inprocess %.3f x\n", bench_median_ratio(tin, tcl, o->calls));
+  free(tin);
+  free(tcl);
+  free(ref);
+  env_destroy(e);
+  pool_destroy(pool);
+  scene_device_destroy(dev);
+  free(hits);
+  free(org);
+  free(dir);
+  free(w.v);
+  free(w.idx);
+  sensim_client_close(cli);
+}
+
+//---------------- Main
+
+int main(int argc, char** argv) {
+  bench_init("bench_client", bench_daemon_kill);
+  options_t o;
+  parse_options(argc, argv, &o);
+  signal(SIGPIPE, SIG_IGN);
+  alarm(o.quick ? 240 : 1800);
+  bench_daemon_t d;
+  bench_daemon_start(&d, o.sensimd, NULL, IO_TIMEOUT_MS);
+  printf("bench_client%s: %s (pid %d, port %d)\n", o.quick ? " --quick" : "", o.sensimd,
+         (int)d.pid, d.port);
+  bench_steps(&o, d.port);
+  bench_copies(&o, d.port);
+  bench_raycast(&o, d.port);
+  int status = bench_daemon_stop(&d);
+  printf("sensimd stopped with SIGTERM: exit status %d\n", status);
+  printf("checks: %s\n", status == 0 ? "PASS" : "FAIL");
+  return status == 0 ? 0 : 1;
+}

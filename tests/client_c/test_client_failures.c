@@ -1,0 +1,774 @@
+// SPDX-License-Identifier: MIT
+// test_client_failures.c: what goes wrong, through the C client. Against the real sensimd: the
+// daemon killed during a blocking call, within a frame (a raycast streamed into its hits, a
+// step's cloud) and while it pushes; the handle's timeout on a frozen daemon. Against a
+// scripted peer, for what the real daemon never sends: frames trickled byte by byte (the
+// timeout covers the whole call), a peer that stops reading, and hostile frames (wrong sizes,
+// fields outside the point, truncated or oversized zstd bodies, malformed protobuf): each is
+// refused with a status, never a hang, a crash or a read out of bounds (ASan checks the last).
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include "support.h"
+
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+
+// A child process that sends sig to pid after ms; returns its pid.
+static pid_t signal_later(pid_t pid, int sig, int ms) {
+  pid_t k = fork();
+  if (k == 0) {
+    sleep_ms(ms);
+    kill(pid, sig);
+    _exit(0);
+  }
+  return k;
+}
+
+
+static bool closed_status(sensim_status_t st) {
+  return st == SENSIM_ECLOSED || st == SENSIM_EIO;
+}
+
+
+// Wait until the daemon holds at least `bytes` unsent (GetInfo's held_bytes, through a
+// connection of its own): a reply is then stuck in it, partly written. 0 when it does.
+static int wait_held(const td_daemon_t* d, uint64_t bytes) {
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.environment = "probe";
+  o.role = SENSIM_ROLE_OBSERVER;
+  sensim_client_t* probe = td_connect_opts(d, &o);
+  int rc = -1;
+  for (int k = 0; probe && k < 6000 && rc != 0; k++) {
+    const sensim_info_t* info;
+    if (sensim_get_info(probe, &info) != SENSIM_OK) {
+      break;
+    }
+    if (info->counters.value[SENSIM_COUNTER_HELD_BYTES] >= bytes) {
+      rc = 0;
+    } else {
+      sleep_ms(10);
+    }
+  }
+  sensim_client_close(probe);
+  return rc;
+}
+
+//---------------- The real daemon
+
+TEST(failures_daemon_killed_during_a_blocking_call) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "killed");
+  ASSERT_TRUE(cli != NULL);
+
+  // frozen, so that the ping waits; killed 200 ms into the wait
+  kill(d.pid, SIGSTOP);
+  pid_t killer = signal_later(d.pid, SIGKILL, 200);
+  double t0 = td_now_ms();
+  sensim_status_t st = sensim_ping(cli, NULL, 0, NULL);
+  double dt = td_now_ms() - t0;
+  waitpid(killer, NULL, 0);
+  if (!closed_status(st)) {
+    CHECK_FAIL("ping: %s (%s)", sensim_status_name(st), sensim_client_last_error(cli));
+  }
+  ASSERT_TRUE(dt >= 150.0 && dt < 9000.0);  // returned when the connection went, not at 10 s
+  ASSERT_EQ(sensim_client_fd(cli), -1);
+  ASSERT_CONTAINS(sensim_client_last_error(cli), "closed");
+
+  // every later call says so at once
+  sensim_body_t b;
+  sensim_body_init(&b);
+  st = sensim_create_body(cli, &b);
+  ASSERT_TRUE(closed_status(st));
+  ASSERT_CONTAINS(sensim_client_last_error(cli), "connection is closed");
+  td_kill(&d);
+  sensim_client_close(cli);
+  return 0;
+}
+
+
+TEST(failures_daemon_killed_within_a_raycast_reply) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "killed_raycast");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 50.0, 0, 0, 0, 1));
+
+  // a 19 MB reply, more than the socket buffers hold while nobody reads: the daemon is still
+  // writing it when it is killed
+  uint32_t n = 400000;
+  double* org = calloc(3 * (size_t)n, sizeof(double));
+  double* dir = calloc(3 * (size_t)n, sizeof(double));
+  sensim_hit_t* hits = malloc(sizeof(sensim_hit_t) * n);
+  ASSERT_TRUE(org && dir && hits);
+  for (uint32_t i = 0; i < n; i++) {
+    dir[3 * i] = 1.0;
+  }
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = org;
+  r.directions = dir;
+  uint64_t id;
+  ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
+  ASSERT_OK(wait_held(&d, 1u << 20));
+  td_kill(&d);
+
+  // the blocking wait streams the reply into the hits: part of it, then the end
+  sensim_status_t st = sensim_raycast_wait(cli, id, -1, NULL);
+  ASSERT_EQ(st, SENSIM_ECLOSED);
+  ASSERT_CONTAINS(sensim_client_last_error(cli), "within a frame");
+  free(org);
+  free(dir);
+  free(hits);
+  sensim_client_close(cli);
+  return 0;
+}
+
+
+// A flash lidar of 700 x 700 pixels inside a sphere: a 7.8 MB cloud every 0.1 s.
+static sensim_status_t big_lidar(sensim_client_t* cli) {
+  sensim_status_t st = td_sphere(cli, 1, 20.0, 0, 0, 0, 1);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  sensim_lidar_config_t c;
+  sensim_lidar_config_init(&c, SENSIM_PATTERN_FLASH);
+  c.flash.columns = c.flash.rows = 700;
+  sensim_sensor_t s;
+  sensim_sensor_init(&s);
+  s.id = 9;
+  return sensim_create_lidar(cli, &s, &c);
+}
+
+
+static sensim_status_t tick_send(sensim_client_t* cli, double t, uint64_t* a, uint64_t* b) {
+  sensim_state_t state;
+  sensim_state_init(&state);
+  state.time = t;
+  sensim_step_t step;
+  sensim_step_init(&step);
+  step.time = t;
+  sensim_status_t st = sensim_update_state_send(cli, &state, a);
+  return st != SENSIM_OK ? st : sensim_step_send(cli, &step, b);
+}
+
+
+TEST(failures_daemon_killed_within_a_steps_cloud) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "killed_step");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, big_lidar(cli));
+
+  // the first step's cloud is written while nobody reads
+  uint64_t a, b;
+  const sensim_step_result_t* r;
+  ASSERT_OK_ST(cli, tick_send(cli, 0.0, &a, &b));
+  ASSERT_OK(wait_held(&d, 1u << 20));
+  td_kill(&d);
+  ASSERT_OK_ST(cli, sensim_wait(cli, a, -1));  // the state's reply came first, whole
+  ASSERT_STATUS(cli, sensim_step_wait(cli, b, -1, &r), SENSIM_ECLOSED, "within a frame");
+  sensim_client_close(cli);
+  return 0;
+}
+
+
+TEST(failures_daemon_killed_while_pushing) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* ctl = td_connect(&d, "killed_push");
+  ASSERT_TRUE(ctl != NULL);
+  ASSERT_OK_ST(ctl, big_lidar(ctl));
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.environment = "killed_push";
+  o.role = SENSIM_ROLE_OBSERVER;
+  sensim_client_t* obs = td_connect_opts(&d, &o);
+  ASSERT_TRUE(obs != NULL);
+  sensim_subscription_t sub;
+  sensim_subscription_init(&sub);
+  sub.sensor_id = 9;
+  ASSERT_OK_ST(obs, sensim_subscribe(obs, &sub));
+
+  // four clouds pushed to an observer that does not read; then the daemon dies
+  uint64_t a, b;
+  const sensim_step_result_t* r;
+  for (int k = 0; k < 4; k++) {
+    ASSERT_OK_ST(ctl, tick_send(ctl, 0.1 * k, &a, &b));
+    ASSERT_OK_ST(ctl, sensim_wait(ctl, a, -1));
+    ASSERT_OK_ST(ctl, sensim_step_wait(ctl, b, -1, &r));
+  }
+  ASSERT_OK(wait_held(&d, 1u << 20));
+  td_kill(&d);
+
+  // whole records come out decoded, then the end; never more than were sent
+  int got = 0;
+  sensim_status_t st;
+  const sensim_sensor_data_t* dd;
+  while ((st = sensim_next_sensor_data(obs, 10000, &dd)) == SENSIM_OK) {
+    got++;
+    ASSERT_EQ(dd->point_cloud.count, 490000);
+    ASSERT_EQ(dd->sequence, (uint64_t)got);
+  }
+  if (!closed_status(st)) {
+    CHECK_FAIL("after %d records: %s (%s)", got, sensim_status_name(st),
+               sensim_client_last_error(obs));
+  }
+  ASSERT_TRUE(got < 4);  // the last cloud, at least, was held in the daemon
+  sensim_client_close(obs);
+  sensim_client_close(ctl);
+  return 0;
+}
+
+
+TEST(failures_timeout_on_a_frozen_daemon_closes_the_connection) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.environment = "frozen";
+  o.timeout_ms = 300;
+  sensim_client_t* cli = td_connect_opts(&d, &o);
+  ASSERT_TRUE(cli != NULL);
+  kill(d.pid, SIGSTOP);
+  double t0 = td_now_ms();
+  ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_ETIMEDOUT, "within 300 ms");
+  double dt = td_now_ms() - t0;
+  ASSERT_TRUE(dt >= 299.0 && dt < 5000.0);
+  ASSERT_EQ(sensim_client_fd(cli), -1);
+  ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_ETIMEDOUT, "within 300 ms");
+
+  // a wait with its own timeout is not the handle's: EAGAIN, and the connection stays
+  sensim_client_t* other = NULL;
+  kill(d.pid, SIGCONT);
+  other = td_connect_opts(&d, &o);
+  ASSERT_TRUE(other != NULL);
+  kill(d.pid, SIGSTOP);
+  uint64_t id;
+  sensim_state_t state;
+  sensim_state_init(&state);
+  ASSERT_OK_ST(other, sensim_update_state_send(other, &state, &id));
+  ASSERT_STATUS(other, sensim_wait(other, id, 100), SENSIM_EAGAIN, NULL);
+  kill(d.pid, SIGCONT);
+  ASSERT_OK_ST(other, sensim_wait(other, id, 5000));
+  sensim_client_close(other);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+//---------------- A scripted peer
+
+// What a scripted peer does after its Hello: answer the next request with `frame` (a frame's
+// bytes, length prefix included) written `chunk` bytes at a time every `pause_ms`, or stop
+// reading (`deaf`).
+typedef struct script {
+  const uint8_t* frame;
+  size_t len;
+  size_t chunk;
+  int pause_ms;
+  bool deaf;
+  bool answer_id;                   // patch the request's id into frame[5..] (a 1-byte varint)
+} script_t;
+
+
+static void play(int fd, void* arg) {
+  script_t* s = arg;
+  if (td_peer_hello(fd) == 0) {
+    return;
+  }
+  if (s->deaf) {
+    sleep_ms(3000);
+    return;
+  }
+  static uint8_t req[1 << 20];
+  long n = td_read_frame(fd, req, sizeof(req));
+  if (n <= 0) {
+    return;
+  }
+  uint8_t* out = malloc(s->len);
+  memcpy(out, s->frame, s->len);
+  if (s->answer_id && n > 1) {
+    out[5] = req[1];  // the request's id (ids below 128 are one byte)
+  }
+  for (size_t at = 0; at < s->len; at += s->chunk) {
+    size_t k = s->len - at < s->chunk ? s->len - at : s->chunk;
+    if (td_write_all(fd, out + at, k) != 0) {
+      break;
+    }
+    if (s->pause_ms) {
+      sleep_ms(s->pause_ms);
+    }
+  }
+  free(out);
+  sleep_ms(200);
+}
+
+
+// A reply frame of `len` bytes (len < 2^21): length, id = 2 (patched to the request's), then
+// one unknown bytes field (9) of zeros filling the rest, which a decoder skips.
+static uint8_t* reply_frame(size_t len) {
+  uint8_t* f = calloc(1, len + 4);
+  f[0] = (uint8_t)len;
+  f[1] = (uint8_t)(len >> 8);
+  f[2] = (uint8_t)(len >> 16);
+  f[3] = (uint8_t)(len >> 24);
+  f[4] = 0x08;  // Envelope.id
+  f[5] = 0x02;
+  f[6] = 9 << 3 | 2;
+  size_t rest = len - 6;  // after the three bytes of its varint length
+  f[7] = (uint8_t)(rest | 0x80);
+  f[8] = (uint8_t)(rest >> 7 | 0x80);
+  f[9] = (uint8_t)(rest >> 14);
+  return f;
+}
+
+
+static sensim_client_t* connect_peer(td_peer_t* p, int timeout_ms, uint32_t max_frame) {
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.timeout_ms = timeout_ms;
+  if (max_frame) {
+    o.max_frame_bytes = max_frame;
+  }
+  sensim_client_t* cli = NULL;
+  sensim_status_t st = sensim_client_connect("127.0.0.1", (uint16_t)td_peer_port(p), &o, &cli);
+  if (st != SENSIM_OK) {
+    fprintf(stderr, "# connect to the peer: %s\n", sensim_client_last_error(cli));
+    sensim_client_close(cli);
+    return NULL;
+  }
+  return cli;
+}
+
+
+TEST(failures_timeout_covers_a_trickled_frame) {
+  // a 100 kB reply written a byte every 5 ms: every read makes progress, the call must still
+  // end at the handle's timeout (in memory: a ping; streamed: a raycast into its hits)
+  uint8_t* frame = reply_frame(100000);
+  for (int k = 0; k < 2; k++) {
+    script_t s = {.frame = frame, .len = 100004, .chunk = 1, .pause_ms = 5, .answer_id = true};
+    td_peer_t* p = td_peer_start(play, &s);
+    ASSERT_TRUE(p != NULL);
+    sensim_client_t* cli = connect_peer(p, 400, 0);
+    ASSERT_TRUE(cli != NULL);
+    double t0 = td_now_ms();
+    sensim_status_t st;
+    if (k == 0) {
+      st = sensim_ping(cli, NULL, 0, NULL);
+    } else {
+      double o[3] = {0}, dvec[3] = {1, 0, 0};
+      sensim_hit_t hit;
+      sensim_raycast_t r;
+      sensim_raycast_init(&r);
+      r.nrays = 1;
+      r.origins = o;
+      r.directions = dvec;
+      st = sensim_raycast(cli, &r, &hit, NULL);
+    }
+    double dt = td_now_ms() - t0;
+    ASSERT_EQ(st, SENSIM_ETIMEDOUT);
+    ASSERT_TRUE(dt >= 399.0 && dt < 3000.0);
+    ASSERT_EQ(sensim_client_fd(cli), -1);
+    sensim_client_close(cli);
+    td_peer_stop(p);
+  }
+  free(frame);
+  return 0;
+}
+
+
+TEST(failures_timeout_covers_a_peer_that_stops_reading) {
+  script_t s = {.deaf = true};
+  td_peer_t* p = td_peer_start(play, &s);
+  ASSERT_TRUE(p != NULL);
+  sensim_client_t* cli = connect_peer(p, 500, 0);
+  ASSERT_TRUE(cli != NULL);
+
+  // 1.2M rays, 58 MB: more than the socket buffers take from a sender nobody reads
+  uint32_t n = 1200000;
+  double* zeros = calloc(3 * (size_t)n, sizeof(double));
+  sensim_hit_t* hits = malloc(sizeof(sensim_hit_t) * n);
+  ASSERT_TRUE(zeros && hits);
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = r.directions = zeros;
+  uint64_t id;
+  double t0 = td_now_ms();
+  ASSERT_STATUS(cli, sensim_raycast_send(cli, &r, hits, &id), SENSIM_ETIMEDOUT, "sending");
+  ASSERT_TRUE(td_now_ms() - t0 < 3000.0);
+  ASSERT_EQ(sensim_client_fd(cli), -1);
+  free(zeros);
+  free(hits);
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  return 0;
+}
+
+
+// A pushed frame: Envelope{sequence 1, sensor_data{sensor 5, point_cloud{...}}} built from
+// the cloud message bytes.
+static void pushed(td_pb_t* env, const td_pb_t* cloud) {
+  td_pb_t data = {.len = 0};
+  td_pb_uint(&data, 1, 5);
+  td_pb_double(&data, 2, 0.1);
+  td_pb_bytes(&data, 10, cloud->buf, cloud->len);
+  env->len = 0;
+  td_pb_uint(env, 3, 1);
+  td_pb_bytes(env, 52, data.buf, data.len);
+}
+
+
+// A point field message.
+static void field(td_pb_t* cloud, const char* name, uint32_t offset, uint32_t datatype) {
+  td_pb_t f = {.len = 0};
+  td_pb_bytes(&f, 1, name, strlen(name));
+  td_pb_uint(&f, 2, offset);
+  td_pb_uint(&f, 3, datatype);
+  td_pb_uint(&f, 4, 1);
+  td_pb_bytes(cloud, 1, f.buf, f.len);
+}
+
+
+// A cloud of n points of x y z float32 (12 bytes) with its data in the given encoding.
+static void cloud_msg(td_pb_t* c, uint32_t n, uint32_t step, uint32_t encoding, const void* data,
+                      size_t len) {
+  c->len = 0;
+  field(c, "x", 0, 7);
+  field(c, "y", 4, 7);
+  field(c, "z", 8, 7);
+  td_pb_uint(c, 2, step);
+  td_pb_uint(c, 3, n);
+  td_pb_uint(c, 4, encoding);
+  td_pb_bytes(c, 5, data, len);
+}
+
+
+// Frames a scripted peer pushes right after the Hello, one connection per case.
+typedef struct push_script {
+  uint8_t frame[1 << 16];
+  size_t len;
+} push_script_t;
+
+
+static void play_push(int fd, void* arg) {
+  push_script_t* s = arg;
+  if (td_peer_hello(fd) != 0) {
+    td_write_all(fd, s->frame, s->len);
+  }
+  sleep_ms(500);
+}
+
+
+static void set_push(push_script_t* s, const td_pb_t* env) {
+  s->frame[0] = (uint8_t)env->len;
+  s->frame[1] = (uint8_t)(env->len >> 8);
+  s->frame[2] = (uint8_t)(env->len >> 16);
+  s->frame[3] = (uint8_t)(env->len >> 24);
+  memcpy(s->frame + 4, env->buf, env->len);
+  s->len = env->len + 4;
+}
+
+
+// Connect to a peer pushing s and return the next record's status; *cloud_status the
+// decoder's on what came (SENSIM_OK when nothing to decode).
+static sensim_status_t receive(push_script_t* s, uint32_t max_frame, sensim_status_t* cloud_status,
+                               char* err, size_t cap) {
+  td_peer_t* p = td_peer_start(play_push, s);
+  sensim_client_t* cli = p ? connect_peer(p, 5000, max_frame) : NULL;
+  *cloud_status = SENSIM_OK;
+  if (!cli) {
+    td_peer_stop(p);
+    return SENSIM_ECONNECT;
+  }
+  const sensim_sensor_data_t* d = NULL;
+  sensim_status_t st = sensim_next_sensor_data(cli, 5000, &d);
+  if (st == SENSIM_OK && d->kind == SENSIM_PAYLOAD_POINT_CLOUD) {
+    // decode into a buffer of exactly the stated size (ASan sees any write past it)
+    size_t want = (size_t)d->point_cloud.count * d->point_cloud.point_step;
+    void* out = want < (64u << 20) ? malloc(want ? want : 1) : NULL;
+    *cloud_status = sensim_point_cloud_read(&d->point_cloud, out, out ? want : 0);
+    free(out);
+  }
+  snprintf(err, cap, "%s", sensim_client_last_error(cli));
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  return st;
+}
+
+
+TEST(failures_hostile_pushed_records_are_refused) {
+  static push_script_t s;
+  td_pb_t c, env;
+  char err[700];
+  sensim_status_t cs;
+
+  // a raw cloud whose bytes are not count x point_step: refused on arrival, connection closed
+  uint8_t raw[1000];
+  memset(raw, 0x3f, sizeof(raw));
+  cloud_msg(&c, 10, 12, 0, raw, 100);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "raw cloud");
+
+  // a field outside the point
+  c.len = 0;
+  field(&c, "x", 10, 8);  // 8 bytes at 10 in a point of 12
+  td_pb_uint(&c, 2, 12);
+  td_pb_uint(&c, 3, 10);
+  td_pb_bytes(&c, 5, raw, 120);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "does not fit");
+
+  // height x width is not the count
+  cloud_msg(&c, 10, 12, 0, raw, 120);
+  td_pb_uint(&c, 11, 3);
+  td_pb_uint(&c, 12, 3);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "3 x 3");
+
+  // the well-formed raw cloud goes through: the same cloud with the right size
+  cloud_msg(&c, 10, 12, 0, raw, 120);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_OK);
+
+  // zstd bodies: truncated, larger than the cloud, garbage: the record arrives, its decoding
+  // is refused (the connection is fine)
+  uint8_t z[4096];
+  size_t zn = ZSTD_compress(z, sizeof(z), raw, 120, 1);
+  ASSERT_TRUE(!ZSTD_isError(zn) && zn > 12);
+  cloud_msg(&c, 10, 12, 1, z, zn - 6);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_EPROTO);
+  zn = ZSTD_compress(z, sizeof(z), raw, 240, 1);
+  cloud_msg(&c, 10, 12, 1, z, zn);  // 240 bytes for a cloud of 120
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_EPROTO);
+  cloud_msg(&c, 10, 12, 1, raw, 60);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_EPROTO);
+
+  // quantized: a header for another cloud, a truncated one, a body that lies about its size
+  uint8_t q[200];
+  memset(q, 0, sizeof(q));
+  memcpy(q, "SQZ2", 4);
+  q[4] = 11;  // n = 11 for a cloud of 10
+  q[8] = 12;
+  cloud_msg(&c, 10, 12, 2, q, 100);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_EPROTO);
+  q[4] = 10;
+  cloud_msg(&c, 10, 12, 2, q, 30);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_EPROTO);
+  q[12] = 1;                                         // stride
+  q[16] = 0, q[20] = 4, q[24] = 8;                   // x y z offsets
+  q[39] = 0x3f, q[38] = 0xf0;                        // range_step 1.0
+  q[47] = 0x3f, q[46] = 0xf0;                        // angle_step 1.0
+  zn = ZSTD_compress(q + 56, 100, raw, 30, 1);       // 30 bytes: fewer than the header needs
+  cloud_msg(&c, 10, 12, 2, q, 56 + zn);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_EPROTO);
+
+  // sizes that overflow: 2^32 - 1 points of 2^32 - 1 bytes (no buffer can take them)
+  c.len = 0;
+  td_pb_uint(&c, 2, 0xffffffffu);
+  td_pb_uint(&c, 3, 0xffffffffu);
+  td_pb_uint(&c, 4, 1);
+  td_pb_bytes(&c, 5, z, 8);
+  td_pb_uint(&c, 11, 1);
+  td_pb_uint(&c, 12, 0xffffffffu);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(cs, SENSIM_INVALID_ARGUMENT);
+  return 0;
+}
+
+
+TEST(failures_malformed_frames_close_the_connection) {
+  static push_script_t s;
+  td_pb_t c, env;
+  char err[700];
+  sensim_status_t cs;
+
+  // a bytes field longer than its frame
+  env.len = 0;
+  td_pb_uint(&env, 3, 1);
+  td_pb_key(&env, 52, 2);
+  td_pb_varint(&env, 1000);
+  td_pb_uint(&env, 1, 5);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "Envelope");
+
+  // an IMU sample with more values than three sub-sensors have
+  td_pb_t imu = {.len = 0};
+  td_pb_key(&imu, 4, 2);
+  td_pb_varint(&imu, 80);
+  for (int i = 0; i < 10; i++) {
+    double v = i;
+    memcpy(imu.buf + imu.len, &v, 8);
+    imu.len += 8;
+  }
+  td_pb_t data = {.len = 0};
+  td_pb_uint(&data, 1, 5);
+  td_pb_bytes(&data, 11, imu.buf, imu.len);
+  env.len = 0;
+  td_pb_bytes(&env, 52, data.buf, data.len);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "imu.values");
+
+  // a frame over the client's max_frame_bytes, and an empty frame
+  uint8_t raw[120] = {0};
+  cloud_msg(&c, 10, 12, 0, raw, 120);
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 1024, &cs, err, sizeof(err)), SENSIM_OK);
+  for (size_t i = 0; i < 4000; i++) {
+    td_pb_uint(&c, 15, 1);  // an unknown field, to grow the frame
+  }
+  pushed(&env, &c);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 1024, &cs, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "max_frame_bytes 1024");
+  memset(s.frame, 0, 4);
+  s.len = 4;
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_EPROTO);
+
+  // the daemon refusing the connection: an id-0 status, its code and message
+  td_pb_t st = {.len = 0};
+  td_pb_uint(&st, 1, 8);
+  td_pb_bytes(&st, 2, "too many clients (max_clients 1)", 32);
+  env.len = 0;
+  td_pb_bytes(&env, 2, st.buf, st.len);
+  set_push(&s, &env);
+  ASSERT_EQ(receive(&s, 0, &cs, err, sizeof(err)), SENSIM_RESOURCE_EXHAUSTED);
+  ASSERT_CONTAINS(err, "max_clients 1");
+  return 0;
+}
+
+
+TEST(failures_hostile_replies_are_refused) {
+  // a raycast answered with hits for 2 rays when 3 were sent: nothing written past the buffer
+  td_pb_t res = {.len = 0}, env = {.len = 0};
+  uint8_t hits96[96] = {0};
+  td_pb_bytes(&res, 5, hits96, sizeof(hits96));
+  td_pb_uint(&env, 1, 2);
+  td_pb_bytes(&env, 44, res.buf, res.len);
+  uint8_t frame[4 + 200];
+  frame[0] = (uint8_t)env.len;
+  frame[1] = frame[2] = frame[3] = 0;
+  memcpy(frame + 4, env.buf, env.len);
+  script_t s = {.frame = frame, .len = env.len + 4, .chunk = env.len + 4, .answer_id = true};
+  td_peer_t* p = td_peer_start(play, &s);
+  ASSERT_TRUE(p != NULL);
+  sensim_client_t* cli = connect_peer(p, 5000, 0);
+  ASSERT_TRUE(cli != NULL);
+  double o[9] = {0}, dir[9] = {1, 0, 0, 1, 0, 0, 1, 0, 0};
+  sensim_hit_t* hits = malloc(3 * sizeof(sensim_hit_t));
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = 3;
+  r.origins = o;
+  r.directions = dir;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_EPROTO, "96 bytes of hits_bytes");
+  free(hits);
+  sensim_client_close(cli);
+  td_peer_stop(p);
+
+  // a step whose reply says a record came ahead when none did
+  td_pb_t done = {.len = 0};
+  td_pb_double(&done, 1, 0.0);
+  td_pb_uint(&done, 2, 1);
+  td_pb_uint(&done, 4, 1);
+  env.len = 0;
+  td_pb_uint(&env, 1, 2);
+  td_pb_bytes(&env, 42, done.buf, done.len);
+  frame[0] = (uint8_t)env.len;
+  memcpy(frame + 4, env.buf, env.len);
+  s.len = s.chunk = env.len + 4;
+  p = td_peer_start(play, &s);
+  ASSERT_TRUE(p != NULL);
+  cli = connect_peer(p, 5000, 0);
+  ASSERT_TRUE(cli != NULL);
+  sensim_step_t step;
+  sensim_step_init(&step);
+  const sensim_step_result_t* res2;
+  ASSERT_STATUS(cli, sensim_step(cli, &step, &res2), SENSIM_EPROTO, "came ahead");
+  sensim_client_close(cli);
+  td_peer_stop(p);
+
+  // a raycast answered with another body (an Info, whose callbacks must not see the
+  // raycast's context): refused, the hits untouched
+  env.len = 0;
+  td_pb_uint(&env, 1, 2);
+  td_pb_t info = {.len = 0};
+  td_pb_bytes(&info, 7, "\x0a\x03env", 5);  // Info.environments[0].name
+  td_pb_bytes(&env, 15, info.buf, info.len);
+  frame[0] = (uint8_t)env.len;
+  memcpy(frame + 4, env.buf, env.len);
+  s.len = s.chunk = env.len + 4;
+  p = td_peer_start(play, &s);
+  ASSERT_TRUE(p != NULL);
+  cli = connect_peer(p, 5000, 0);
+  ASSERT_TRUE(cli != NULL);
+  sensim_hit_t one;
+  memset(&one, 0x5a, sizeof(one));
+  r.nrays = 1;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, &one, NULL), SENSIM_EPROTO, "not a raycast_result");
+  ASSERT_EQ(one.object_id, 0x5a5a5a5au);
+  sensim_client_close(cli);
+  td_peer_stop(p);
+
+  // a ping answered with another body
+  env.len = 0;
+  td_pb_uint(&env, 1, 2);
+  td_pb_bytes(&env, 15, "", 0);
+  frame[0] = (uint8_t)env.len;
+  memcpy(frame + 4, env.buf, env.len);
+  s.len = s.chunk = env.len + 4;
+  p = td_peer_start(play, &s);
+  ASSERT_TRUE(p != NULL);
+  cli = connect_peer(p, 5000, 0);
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_EPROTO, "expected");
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  return 0;
+}

@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+// test_client_raycast.c: raycasts through the C client against the real sensimd: analytic
+// hits, ray times on a moving body, exclusions and ranges, large raycasts in parts equal to
+// one request bit for bit, parts that saw different worlds sent again as one, replies that
+// arrive during other calls, and every refusal.
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "support.h"
+
+
+// Rays from the origin in n directions spread over the sphere (a golden spiral).
+static void spiral(uint32_t n, double* org, double* dir) {
+  for (uint32_t i = 0; i < n; i++) {
+    double z = 1.0 - 2.0 * (i + 0.5) / n, r = sqrt(1.0 - z * z), a = 2.399963229728653 * i;
+    org[3 * i] = org[3 * i + 1] = org[3 * i + 2] = 0.0;
+    dir[3 * i] = r * cos(a);
+    dir[3 * i + 1] = r * sin(a);
+    dir[3 * i + 2] = z;
+  }
+}
+
+
+TEST(raycast_hits_are_the_analytic_ones) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "hits");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 2.0, 10, 0, 0, 21));
+
+  // rays at the sphere from the origin with offsets b: distance 10 - sqrt(4 - b^2), normal
+  // (-sqrt(4 - b^2), b, 0) / 2; the last ray misses
+  enum { N = 5 };
+  double b[N] = {0, 0.5, 1.0, 1.5, 2.5};
+  double org[N][3], dir[N][3];
+  for (int i = 0; i < N; i++) {
+    org[i][0] = 0;
+    org[i][1] = b[i];
+    org[i][2] = 0;
+    dir[i][0] = 2;  // normalised by the daemon
+    dir[i][1] = dir[i][2] = 0;
+  }
+  sensim_hit_t hits[N];
+  memset(hits, 0xff, sizeof(hits));
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = N;
+  r.origins = &org[0][0];
+  r.directions = &dir[0][0];
+  uint64_t serial = 0;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, &serial));
+  ASSERT_TRUE(serial > 0);
+  for (int i = 0; i < N - 1; i++) {
+    double c = sqrt(4.0 - b[i] * b[i]);
+    ASSERT_NEAR(hits[i].distance, 10.0 - c, 1e-6);
+    ASSERT_NEAR(hits[i].normal[0], -c / 2, 1e-6);
+    ASSERT_NEAR(hits[i].normal[1], b[i] / 2, 1e-6);
+    ASSERT_EQ(hits[i].object_id, 1);
+    ASSERT_EQ(hits[i].label, 21);
+    ASSERT_EQ(hits[i].reserved[0], 0);
+    ASSERT_EQ(hits[i].reserved[1], 0);
+  }
+  ASSERT_TRUE(isinf(hits[N - 1].distance) && hits[N - 1].distance > 0);
+  ASSERT_EQ(hits[N - 1].object_id, 0);
+  ASSERT_EQ(hits[N - 1].normal[0], 0.0);
+
+  // max_range cuts the hits beyond it; no rays is a valid raycast
+  r.max_range = 8.5;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+  ASSERT_NEAR(hits[0].distance, 8.0, 1e-6);
+  ASSERT_TRUE(isinf(hits[3].distance));  // 8.68 m
+  r.nrays = 0;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, NULL, NULL));
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_times_and_exclusions) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "times");
+  ASSERT_TRUE(cli != NULL);
+  sensim_primitive_t p;
+  sensim_primitive_init(&p);
+  p.id = 1;
+  p.shape = SENSIM_SHAPE_SPHERE;
+  p.radius = 1.0;
+  ASSERT_OK_ST(cli, sensim_create_primitive(cli, &p));
+  sensim_body_t b;
+  sensim_body_init(&b);
+  b.id = 1;
+  ASSERT_OK_ST(cli, sensim_create_body(cli, &b));
+  sensim_object_t o;
+  sensim_object_init(&o);
+  o.id = 1;
+  o.geometry_id = 1;
+  o.body_id = 1;
+  ASSERT_OK_ST(cli, sensim_create_object(cli, &o));
+
+  // the body goes from x = 10 at t = 0 to x = 20 at t = 1; rays at 0, 0.5 and 1 s
+  uint32_t id[1] = {1};
+  double pose[7] = {10, 0, 0, 0, 0, 0, 1};
+  sensim_state_t state;
+  sensim_state_init(&state);
+  state.nbodies = 1;
+  state.body_ids = id;
+  state.body_poses = pose;
+  ASSERT_OK_ST(cli, sensim_update_state(cli, &state));
+  sensim_step_t step;
+  sensim_step_init(&step);
+  const sensim_step_result_t* res;
+  ASSERT_OK_ST(cli, sensim_step(cli, &step, &res));
+  pose[0] = 20;
+  state.time = 1.0;
+  ASSERT_OK_ST(cli, sensim_update_state(cli, &state));
+  double org[9] = {0}, dir[9] = {1, 0, 0, 1, 0, 0, 1, 0, 0}, times[3] = {0, 0.5, 1.0};
+  sensim_hit_t hits[3];
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = 3;
+  r.origins = org;
+  r.directions = dir;
+  r.times = times;
+  r.ntimes = 3;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+  ASSERT_NEAR(hits[0].distance, 9.0, 1e-6);
+  ASSERT_NEAR(hits[1].distance, 14.0, 1e-6);
+  ASSERT_NEAR(hits[2].distance, 19.0, 1e-6);
+  r.ntimes = 1;  // one time for every ray
+  r.times = &times[1];
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+  ASSERT_NEAR(hits[2].distance, 14.0, 1e-6);
+  times[0] = 5.0;
+  r.times = times;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT, "times");
+
+  // through the body's objects
+  r.times = NULL;
+  r.ntimes = 0;
+  r.exclude_bodies = id;
+  r.nexclude_bodies = 1;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+  ASSERT_TRUE(isinf(hits[0].distance));
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_in_parts_equals_one_request_bit_for_bit) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "parts");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 30.0, 0, 0, 0, 1));
+  ASSERT_OK_ST(cli, td_box(cli, 2, 2, 3, 4, 8, -5, 2, 2));
+  ASSERT_OK_ST(cli, td_sphere(cli, 3, 1.5, -6, 6, -3, 3));
+
+  // 200,003 rays: seven parts in flight four at a time, against one request
+  uint32_t n = 200003;
+  double* org = malloc(3 * sizeof(double) * n);
+  double* dir = malloc(3 * sizeof(double) * n);
+  sensim_hit_t* parts = malloc(sizeof(sensim_hit_t) * n);
+  sensim_hit_t* whole = malloc(sizeof(sensim_hit_t) * n);
+  ASSERT_TRUE(org && dir && parts && whole);
+  spiral(n, org, dir);
+  memset(parts, 0xab, sizeof(sensim_hit_t) * n);
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = org;
+  r.directions = dir;
+  uint64_t s1 = 0, s2 = 0, id;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, parts, &s1));
+  ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, whole, &id));
+  ASSERT_OK_ST(cli, sensim_raycast_wait(cli, id, -1, &s2));
+  ASSERT_EQ(s1, s2);
+  ASSERT_MEM_EQ(parts, whole, sizeof(sensim_hit_t) * n);
+  uint32_t labels[4] = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    labels[parts[i].label < 4 ? parts[i].label : 0]++;
+  }
+  ASSERT_EQ(labels[0], 0);  // the big sphere around everything: no miss
+  ASSERT_TRUE(labels[2] > 100 && labels[3] > 100);
+  free(org);
+  free(dir);
+  free(parts);
+  free(whole);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_parts_that_saw_different_worlds_are_sent_again_as_one) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "worlds");
+  ASSERT_TRUE(cli != NULL);
+  sensim_primitive_t p;
+  sensim_primitive_init(&p);
+  p.id = 1;
+  p.shape = SENSIM_SHAPE_PLANE;
+  ASSERT_OK_ST(cli, sensim_create_primitive(cli, &p));
+  sensim_body_t b;
+  sensim_body_init(&b);
+  b.id = 1;
+  ASSERT_OK_ST(cli, sensim_create_body(cli, &b));
+  sensim_object_t o;
+  sensim_object_init(&o);
+  o.id = 1;
+  o.geometry_id = 1;
+  o.body_id = 1;
+  ASSERT_OK_ST(cli, sensim_create_object(cli, &o));
+
+  // another process moves the plane (z = 1 or z = 2, in turns) while this one traces 300k
+  // rays straight up: every hit must come from one world, whatever the interleaving
+  pid_t mover = fork();
+  ASSERT_TRUE(mover >= 0);
+  if (mover == 0) {
+    sensim_client_t* m = td_connect(&d, "worlds");
+    uint32_t id[1] = {1};
+    double pose[7] = {0, 0, 1, 0, 0, 0, 1};
+    sensim_state_t state;
+    sensim_state_init(&state);
+    state.nbodies = 1;
+    state.body_ids = id;
+    state.body_poses = pose;
+    for (int k = 1; m && k < 100000; k++) {
+      state.time = k;
+      pose[2] = 1.0 + (k & 1);
+      if (sensim_update_state(m, &state) != SENSIM_OK) {
+        break;
+      }
+    }
+    sensim_client_close(m);
+    _exit(0);
+  }
+  uint32_t n = 300000;
+  double* org = calloc(3 * (size_t)n, sizeof(double));
+  double* dir = calloc(3 * (size_t)n, sizeof(double));
+  sensim_hit_t* hits = malloc(sizeof(sensim_hit_t) * n);
+  ASSERT_TRUE(org && dir && hits);
+  for (uint32_t i = 0; i < n; i++) {
+    org[3 * i] = (double)(i % 1000);
+    org[3 * i + 1] = (double)(i / 1000);
+    dir[3 * i + 2] = 1.0;
+  }
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = org;
+  r.directions = dir;
+  for (int round = 0; round < 3; round++) {
+    ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+    for (uint32_t i = 1; i < n; i++) {
+      if (hits[i].distance != hits[0].distance) {
+        CHECK_FAIL("round %d: ray %u met the plane at %g m, ray 0 at %g m", round, i,
+                   hits[i].distance, hits[0].distance);
+      }
+    }
+  }
+  kill(mover, SIGKILL);
+  waitpid(mover, NULL, 0);
+  free(org);
+  free(dir);
+  free(hits);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_reply_arriving_during_another_call_fills_the_hits) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "during");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 5.0, 0, 0, 0, 8));
+  uint32_t n = 20000;
+  double* org = malloc(3 * sizeof(double) * n);
+  double* dir = malloc(3 * sizeof(double) * n);
+  sensim_hit_t* hits = calloc(n, sizeof(sensim_hit_t));
+  ASSERT_TRUE(org && dir && hits);
+  spiral(n, org, dir);
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = org;
+  r.directions = dir;
+  uint64_t id;
+  ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
+  ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));  // replies come in order: the hits first
+  ASSERT_NEAR(hits[n - 1].distance, 5.0, 1e-5);
+  ASSERT_STATUS(cli, sensim_wait(cli, id, -1), SENSIM_INVALID_ARGUMENT, "sensim_raycast_wait");
+  ASSERT_OK_ST(cli, sensim_raycast_wait(cli, id, 0, NULL));
+  for (uint32_t i = 0; i < n; i++) {
+    ASSERT_NEAR(hits[i].distance, 5.0, 1e-5);
+  }
+
+  // a discarded raycast never writes into its buffer again
+  memset(hits, 0, sizeof(sensim_hit_t) * n);
+  ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
+  ASSERT_OK_ST(cli, sensim_discard(cli, id));
+  ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));
+  ASSERT_EQ(hits[0].distance, 0.0);
+  free(org);
+  free(dir);
+  free(hits);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_refusals_name_the_argument_or_field) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, (const char* const[]){"--max-frame-bytes", "1048576", NULL}));
+  sensim_client_t* cli = td_connect(&d, "raycast_refusals");
+  ASSERT_TRUE(cli != NULL);
+  double org[6] = {0}, dir[6] = {1, 0, 0, 0, 0, 0};
+  sensim_hit_t hits[2];
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = 2;
+  ASSERT_STATUS(cli, sensim_raycast(cli, NULL, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "rays: NULL");
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "rays.origins");
+  r.origins = org;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "rays.directions");
+  r.directions = dir;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, NULL, NULL), SENSIM_INVALID_ARGUMENT, "hits");
+  r.ntimes = 1;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT, "rays.times");
+  double t[3] = {0, 0, 0};
+  r.times = t;
+  r.ntimes = 3;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT, "rays.ntimes");
+  r.times = NULL;
+  r.ntimes = 0;
+  r.nexclude_bodies = 1;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "rays.exclude_bodies");
+  r.nexclude_bodies = 0;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "directions");  // the second direction is zero: the daemon names it
+  dir[4] = 1;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+
+  // 30,000 rays: 1.44 MB of hits cannot come back in frames of 1 MiB
+  uint32_t n = 30000;
+  double* many = calloc(3 * (size_t)n, sizeof(double));
+  sensim_hit_t* mh = malloc(sizeof(sensim_hit_t) * n);
+  ASSERT_TRUE(many && mh);
+  r.nrays = n;
+  r.origins = r.directions = many;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, mh, NULL), SENSIM_RESOURCE_EXHAUSTED,
+                "max_frame_bytes");
+  free(many);
+  free(mh);
+  ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));  // the connection goes on
+  ASSERT_EQ(sensim_raycast(NULL, &r, hits, NULL), SENSIM_INVALID_ARGUMENT);
+  ASSERT_EQ(sensim_raycast_send(NULL, &r, hits, NULL), SENSIM_INVALID_ARGUMENT);
+  ASSERT_EQ(sensim_raycast_wait(NULL, 1, 0, NULL), SENSIM_INVALID_ARGUMENT);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
