@@ -7,8 +7,8 @@ A vehicle (body 1) drives a circle of 10 m at 5 m/s past a row of boxes with a V
 (sensim.presets "vlp16", velodyne layout) and an IMU (accelerometer and gyroscope), stepped at
 1 kHz for `--steps` steps. The Python loop computes each pose, submits it through
 sensim.LockStep (UpdateState and Step in one write, 4 steps in flight) and decodes every
-output (clouds to NumPy, IMU samples); the C loop (the program bench_pipelined, protobuf-c, no
-client library) does the same with the same depth. Each round runs every variant once in a
+output (clouds to NumPy, IMU samples); the C loop (the program bench_pipelined, through the C
+client: sensim_update_and_step_send, sensim_step_wait) does the same with the same depth. Each round runs every variant once in a
 fresh environment of one daemon (rotated order, after a warm-up round); each times its loop
 alone, and the clouds, points and IMU samples must agree. Prints
 
