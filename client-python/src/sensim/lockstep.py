@@ -166,8 +166,14 @@ class LockStep:
             c._abandoned.add(sid)
             raise errors.error_for(exc.code, f"update_state at t = {time!r}: {exc.message}",
                                    exc.request_id) from None
+        parts = []
         try:
             env = c.wait_reply(sid)
+            # records too large for one frame together come first, each in a frame of the
+            # step's id (StepDone.outputs_in_parts), then the StepDone
+            while env.WhichOneof("body") == "sensor_data":
+                parts.append(env.sensor_data)
+                env = c.wait_reply(sid)
         except errors.SensimError as exc:
             if isinstance(exc, errors.TransportError):
                 raise
@@ -178,7 +184,10 @@ class LockStep:
                                        f"got {env.WhichOneof('body')}")
         done = env.step_done
         by_sensor: dict[int, list[SensorOutput]] = {}
-        for data in done.outputs:
+        if len(parts) != done.outputs_in_parts:
+            raise errors.ProtocolError(f"step at t = {time!r}: {len(parts)} records sent "
+                                       f"ahead, StepDone says {done.outputs_in_parts}")
+        for data in (*parts, *done.outputs):
             by_sensor.setdefault(data.sensor_id, []).append(decode(data))
         result = StepResult(done.time, done.step, by_sensor)
         if self.on_result is not None:
