@@ -4,12 +4,20 @@
 # source of truth for dependencies), so each works on a fresh Debian 12 machine.
 #
 #   ./run.sh demo    build, start sensimd, run the C and Python demo clients, stop
-#   ./run.sh test    build + full test suite, then the ASan+UBSan build + full test suite
+#   ./run.sh demo --view [HOST:PORT]   the same, then keep the Python demo running with the
+#                    Foxglove bridge on (default 127.0.0.1:8765) until Ctrl-C
+#   ./run.sh test    build + full test suite, the geometry and lidar tests again on Embree's
+#                    AVX2 kernels, then the ASan+UBSan build + full test suite
 #   ./run.sh build   build only (into build/)
 #   ./run.sh bench   release build, then the benchmarks (ratios against raw Embree and sockets)
+#   ./run.sh containers  the deployment for real (docs/deploy.md), as root: a debian:12 base
+#                    image from Debian's packages, the image built from a clean clone with
+#                    buildah, three daemons from it with podman-compose, checked against the
+#                    tree's daemon; and the manifest checks
 #
 # Environment: SENSIM_JOBS (parallel build jobs, default: cores), SENSIM_SKIP_SANITIZE=1 to
-# skip the sanitizer pass of `test`.
+# skip the sanitizer pass of `test`; for `containers`, SENSIM_DEBIAN_MIRROR and
+# SENSIM_DEBIAN_SECURITY (the base image's sources; default deb.debian.org).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -23,17 +31,28 @@ build() {  # build DIR [cmake args...]
   cmake --build "$dir" -j "$jobs"
 }
 
-run_tests() {  # run_tests DIR
-  (cd "$1" && ctest --output-on-failure -j "$jobs")
+run_tests() {  # run_tests DIR [ctest args...]
+  local dir="$1"
+  shift
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
 }
 
-demo() {
+demo() {  # demo [--view [HOST:PORT]]
+  local view=()
+  if [ "${1:-}" = --view ]; then
+    view=(--view "${2:-127.0.0.1:8765}")
+  elif [ -n "${1:-}" ]; then
+    echo "usage: ./run.sh demo [--view [HOST:PORT]]" >&2
+    exit 2
+  fi
   build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
   local log
   log="$(mktemp)"
-  ./build/server/sensimd --listen 127.0.0.1:0 >"$log" 2>&1 &
-  local pid=$!
-  trap 'kill "$pid" 2>/dev/null || true' EXIT
+  # In a session of its own: the Ctrl-C that ends `demo --view` must not stop the daemon
+  # before the demo has finished with it (sensimd stops on SIGINT).
+  setsid ./build/server/sensimd --listen 127.0.0.1:0 >"$log" 2>&1 &
+  demo_pid=$!   # global: the EXIT trap may run after this function has returned
+  trap 'kill "$demo_pid" 2>/dev/null || true' EXIT
   local port=""
   for _ in $(seq 1 100); do
     port="$(sed -n 's/^sensimd listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")"
@@ -49,24 +68,83 @@ demo() {
   echo "== C client (client-c/examples/info.c):"
   ./build/client-c/sensim_info 127.0.0.1 "$port"
   echo "== Python client (client-python/examples/demo.py):"
+  # (with --view, Ctrl-C ends the Python demo, then sensimd is stopped below)
   PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
-    --port "$port"
-  kill -TERM "$pid"
-  wait "$pid"
+    --port "$port" "${view[@]}"
+  kill -TERM "$demo_pid"
+  wait "$demo_pid"
   trap - EXIT
   echo "== sensimd stopped cleanly"
 }
+
+# A debian:12 image without a registry: debootstrap from the Debian mirror, imported into the
+# local store as localhost/debian:12, which `FROM debian:12` then finds (buildah --pull=never).
+base_image() {
+  if podman image exists localhost/debian:12; then
+    echo "== base image localhost/debian:12 is present (podman rmi it to make it anew)"
+    return
+  fi
+  local mirror="${SENSIM_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
+  local security="${SENSIM_DEBIAN_SECURITY:-http://deb.debian.org/debian-security}"
+  local root
+  root="$(mktemp -d)"
+  # every path below is inside the new root: never let an empty variable point them at /
+  if [ -z "$root" ] || [ "$root" = / ]; then
+    echo "run.sh: mktemp gave no directory" >&2
+    exit 1
+  fi
+  echo "== debootstrap bookworm from $mirror (minutes)"
+  if ! debootstrap --variant=minbase bookworm "$root" "$mirror" >"$root.log" 2>&1; then
+    tail -20 "$root.log" >&2
+    exit 1
+  fi
+  # the sources of Debian's own image: the release, its updates and the security archive
+  rm -f "$root/etc/apt/sources.list"
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm bookworm-updates\nComponents: main\n%s\n\n' \
+    "$mirror" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+    >"$root/etc/apt/sources.list.d/debian.sources"
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm-security\nComponents: main\n%s\n' \
+    "$security" "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg" \
+    >>"$root/etc/apt/sources.list.d/debian.sources"
+  rm -rf "${root:?}/var/lib/apt/lists/"* "${root:?}/var/cache/apt/"*.bin
+  tar -C "$root" --numeric-owner -cf - . |
+    podman import --change 'CMD ["bash"]' - localhost/debian:12 >/dev/null
+  rm -rf "${root:?}" "$root.log"
+  echo "== base image localhost/debian:12 imported"
+}
+
+
+# The image from a clean clone, three daemons from it, the shard scenario against them and
+# against the tree's daemon (tests/python/test_deploy_containers.py); the manifest checks.
+containers() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "run.sh: containers runs as root (debootstrap, buildah and podman here)" >&2
+    exit 1
+  fi
+  # the tools' settings for this kind of machine (docker/containers.conf says why)
+  export CONTAINERS_CONF="$here/docker/containers.conf"
+  base_image
+  SENSIM_CONTAINERS=1 SENSIMD="$here/build/server/sensimd" \
+    PYTHONPATH="$here/build/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+    .venv/bin/python -m pytest -q -p no:cacheprovider -rs \
+    tests/python/test_deploy_containers.py tests/python/test_deploy_config.py
+}
+
 
 cmd="${1:-}"
 case "$cmd" in
   demo)
     ./setup.sh
-    demo
+    demo "${@:2}"
     ;;
   test)
     ./setup.sh
     build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
     run_tests build
+    # the geometry and lidar tests (label isa) again with Embree forced onto its AVX2 kernels,
+    # as on a CPU without AVX-512: tolerances must not depend on the ISA
+    echo "== geometry and lidar tests on Embree's AVX2 kernels (SENSIM_EMBREE_CONFIG=isa=avx2)"
+    SENSIM_EMBREE_CONFIG=isa=avx2 run_tests build -L isa
     if [ "${SENSIM_SKIP_SANITIZE:-0}" != 1 ]; then
       echo "== sanitizer build (ASan + UBSan)"
       build build-asan -DCMAKE_BUILD_TYPE=Debug -DSENSIM_SANITIZE=ON
@@ -91,13 +169,21 @@ case "$cmd" in
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_foxglove.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_pipelined.py --sensimd ./build-release/server/sensimd \
       --c-loop ./build-release/tests/bench/bench_pipelined
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_record.py --sensimd ./build-release/server/sensimd
     ;;
+  containers)
+    ./setup.sh
+    ./setup.sh --containers
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    containers
+    ;;
   *)
-    echo "usage: ./run.sh demo | test | build | bench" >&2
+    echo "usage: ./run.sh demo | test | build | bench | containers" >&2
     exit 2
     ;;
 esac

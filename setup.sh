@@ -7,7 +7,21 @@
 # /usr/bin/python3 with system site packages, so numpy, protobuf and zstandard come from Debian.
 # Idempotent: a second run installs nothing and finishes in seconds.
 #
-# Usage: ./setup.sh [--system-only | --venv-only]
+# Usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers | --web-only]
+#   (no option)     build, test and demo packages, then the venv
+#   --system-only   build, test and demo packages only
+#   --venv-only     the venv only
+#   --runtime-only  only the shared libraries sensimd runs on (the image's runtime stage)
+#   --containers    the container and deployment tools of `./run.sh containers` (buildah,
+#                   podman, podman-compose, debootstrap) and the Kubernetes schema validator
+#                   (npm packages pinned in docker/k8s/validate); `./run.sh test` needs none
+#   --web-only      the npm packages of the Foxglove page and its tests (below)
+#
+# The Foxglove bridge's page and its tests need packages from the npm registry (Node 20 and npm
+# must be on PATH): web/ (three.js, copied into the Python package's served folder) and
+# tests/web/ (the test clients), each installed with `npm ci` from its lock file, again only
+# when the lock file changes.
+#
 #   Environment: SENSIM_VENV (default: .venv in the repository root).
 set -euo pipefail
 
@@ -26,6 +40,10 @@ packages=(
   libzstd-dev
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
+  python3-yaml
+  # the Foxglove bridge (client-python/src/sensim/foxglove) serves WebSockets with the
+  # websockets library; its page is tested in headless Chromium (screenshots read with Pillow)
+  python3-websockets chromium python3-pil
   # client-python's tools: pip install of the package (setuptools, wheel; no network), mesh
   # files (meshio), pictures (matplotlib), ROS 1 bags (rosbag, sensor_msgs; sensor_msgs'
   # point_cloud2 imports roslib, which apt does not pull in), and the independent readers the
@@ -34,6 +52,23 @@ packages=(
   python3-meshio python3-matplotlib
   python3-rosbag python3-sensor-msgs python3-roslib
   python3-open3d pcl-tools
+)
+
+# What sensimd and the health probe link against at run time: the runtime stage of
+# docker/Dockerfile installs exactly these (keep them next to their -dev packages above).
+runtime_packages=(
+  libuv1
+  libprotobuf-c1
+  libembree3-3
+  libzstd1
+)
+
+# Building and running the images and checking the manifests (docker/, docs/deploy.md); the
+# dnsname plugin lets compose services find each other by name on podman's networks.
+container_packages=(
+  buildah podman podman-compose runc debootstrap
+  golang-github-containernetworking-plugin-dnsname
+  nodejs
 )
 
 as_root() {
@@ -47,9 +82,9 @@ as_root() {
   fi
 }
 
-install_system() {
+install_system() {  # install_system PACKAGE...
   local missing=()
-  for p in "${packages[@]}"; do
+  for p in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
       missing+=("$p")
     fi
@@ -62,6 +97,20 @@ install_system() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
     "${missing[@]}"
+}
+
+
+install_containers() {
+  install_system "${container_packages[@]}"
+  # Node may come from elsewhere than Debian (with its own npm); Debian's npm only if none.
+  command -v npm >/dev/null 2>&1 || install_system npm
+  # The schema validator: versions pinned by the lock file, installed next to it.
+  local dir="$here/docker/k8s/validate"
+  if [ ! -d "$dir/node_modules" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules" ]; then
+    echo "setup.sh: installing the Kubernetes schema validator into $dir/node_modules"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    touch "$dir/node_modules"
+  fi
 }
 
 install_venv() {
@@ -80,13 +129,51 @@ if not pth.exists() or pth.read_text().strip() != str(src):
     pth.write_text(str(src) + "\n")
     print(f"setup.sh: client-python installed into the venv ({pth})")
 PY
-  "$venv/bin/python" -c 'import numpy, google.protobuf, zstandard, pytest' \
+  "$venv/bin/python" -c 'import numpy, google.protobuf, zstandard, pytest, websockets' \
     || { echo "setup.sh: the venv cannot import its Debian packages" >&2; exit 1; }
 }
 
+npm_ci() {  # npm_ci DIR: `npm ci` in DIR unless node_modules was installed from this lock file
+  local dir="$here/$1" stamp sum
+  stamp="$dir/node_modules/.sensim-lock.sha256"
+  sum="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
+    return
+  fi
+  echo "setup.sh: npm ci in $1"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$sum" >"$stamp"
+}
+
+install_web() {
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup.sh: npm not found: the Foxglove page and its tests need Node 20 and npm" >&2
+    exit 1
+  fi
+  npm_ci web
+  npm_ci tests/web
+  # three.js is served by the bridge from the package's own folder, never fetched at run time:
+  # the module, its core, the orbit controls and the licence.
+  local vendor="$here/client-python/src/sensim/foxglove/web/vendor" f
+  mkdir -p "$vendor"
+  for f in build/three.module.js build/three.core.js examples/jsm/controls/OrbitControls.js \
+    LICENSE; do
+    if ! cmp -s "$here/web/node_modules/three/$f" "$vendor/${f##*/}"; then
+      cp "$here/web/node_modules/three/$f" "$vendor/${f##*/}"
+    fi
+  done
+}
+
 case "$mode" in
-  all) install_system; install_venv ;;
-  --system-only) install_system ;;
+  all) install_system "${packages[@]}"; install_venv; install_web ;;
+  --system-only) install_system "${packages[@]}" ;;
   --venv-only) install_venv ;;
-  *) echo "usage: ./setup.sh [--system-only | --venv-only]" >&2; exit 2 ;;
+  --runtime-only) install_system "${runtime_packages[@]}" ;;
+  --containers) install_containers ;;
+  --web-only) install_web ;;
+  *)
+    echo "usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers |" \
+      "--web-only]" >&2
+    exit 2
+    ;;
 esac

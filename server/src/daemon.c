@@ -66,8 +66,10 @@ static void stop(daemon_t* d, const char* why) {
   uv_close((uv_handle_t*)&d->sigterm, NULL);
   server_close(d->server);
 
-  // running jobs finish; queued ones are cancelled and release what they hold
+  // running jobs finish; queued ones are cancelled and release what they hold; then the
+  // encoders finish the frame they are on
   exec_stop(d->exec);
+  streams_stop(d->streams);
 }
 
 
@@ -83,7 +85,7 @@ int daemon_run(const daemon_config_t* cfg) {
     return 1;
   }
   d->cfg = *cfg;
-  // a step's outputs travel in its StepDone: they must fit in one frame with room to spare
+  // one sensor's records of a step must fit in one frame (a reply part) with room to spare
   uint64_t frame_room = cfg->max_frame_bytes > (128u << 10) ? cfg->max_frame_bytes - (64u << 10)
                                                              : cfg->max_frame_bytes / 2;
   if (d->cfg.limits.max_output_bytes > frame_room) {
@@ -145,8 +147,8 @@ int daemon_run(const daemon_config_t* cfg) {
     goto out_server;
   }
   streams_config_t scfg = {cfg->subscriber_max_bytes, cfg->subscriber_soft_bytes,
-                           cfg->subscriber_soft_ms, cfg->max_held_bytes};
-  d->streams = streams_create(d->server, d->pool, &scfg);
+                           cfg->subscriber_soft_ms, cfg->max_held_bytes, cfg->threads};
+  d->streams = streams_create(d->server, &d->loop, &scfg);
   if (!d->streams) {
     LOG_ERROR("out of memory");
     server_close(d->server);
@@ -170,6 +172,9 @@ int daemon_run(const daemon_config_t* cfg) {
   }
   LOG_INFO("sensimd %s: %u threads, max frame %u bytes, max %u clients", SENSIM_VERSION,
            cfg->threads, cfg->max_frame_bytes, cfg->max_clients);
+  char backend[256];
+  bool configured = scene_device_describe(d->device, backend, sizeof backend);
+  log_write(configured ? LOG_LEVEL_INFO : LOG_LEVEL_DEBUG, "ray tracing: %s", backend);
   int colon6 = strchr(cfg->host, ':') != NULL;
   printf("sensimd listening on %s%s%s:%d\n", colon6 ? "[" : "", cfg->host, colon6 ? "]" : "",
          server_port(d->server));

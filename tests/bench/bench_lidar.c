@@ -387,7 +387,7 @@ static void xfm(const double p[3], const double s[3], float m[12]) {
 }
 
 
-// The scene of the step (t0, t1] as the core sets it up (scene.c): the static objects' triangles
+// The scene of the step (t0, t1] as the core sets it up (scene/): the static objects' triangles
 // in world coordinates (the vertices transformed in double) in one bottom-level scene under one
 // identity instance, the moving objects one instance each with their poses at both ends (they
 // move without turning: two matrices). like_core: the core's flags too, robust traversal on
@@ -694,7 +694,9 @@ static void adapter_build(adapter_t* a, const world_t* w, double t0, double t1,
 static double adapter_time(adapter_t* a) {
   double t0 = bench_now();
   for (size_t i = 0; i < a->n; i += 256) {
-    scene_trace(a->s, a->rays + i, a->hits + i, a->n - i < 256 ? a->n - i : 256);
+    size_t n = a->n - i < 256 ? a->n - i : 256;
+    scene_trace(a->s, &(scene_batch_t){.layout = SCENE_ROWS, .n = n, .rays = a->rays + i,
+                                       .hits = a->hits + i});
   }
   return bench_now() - t0;
 }
@@ -884,7 +886,7 @@ int main(int argc, char** argv) {
          nv / m[LIDAR_VLP], no / m[LIDAR_OS1], no / m[LIDAR_OS1_2L]);
   printf("OS1-128 rays/s: raw8 %.3g; raw16 in the lidar's 8 x 2 tiles %.3g; raw16 on Embree's "
          "default scene setup (not robust, medium-quality top level) %.3g; "
-         "through scene_trace alone (the core's Embree adapter): %.3g\n", no / m[RAW8_OS1],
+         "through scene_trace alone (the core's ray-tracing backend): %.3g\n", no / m[RAW8_OS1],
          no / m[RAW16_TILES_OS1], no / m[RAW16_PLAIN_OS1], no / m[ADAPTER_OS1]);
   // what still differs: the lidar does not trace the rays above the horizon of its step (the
   // scene proves them misses), raw Embree traces every ray

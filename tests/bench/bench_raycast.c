@@ -4,15 +4,15 @@
 // The scene (a terrain mesh, a field of bumpy blobs instanced several times, and analytic
 // boxes, spheres and cylinders) is built twice from one description: through the core API
 // (env_create_mesh / env_create_primitive / env_create_object) and directly with Embree, the
-// reference built as scene.c builds its own (the static meshes' triangles in world coordinates in
-// one robust bottom-level scene under one identity instance, one robust bottom-level scene per
-// primitive and a static instance of it per object with one time step of matrix transform, a
-// robust low-quality dynamic top level, user geometries with their own exact intersectors for
-// the primitives) on a device at the CPU's best ISA (printed). A spinning lidar pattern (channels x columns, several
+// reference built as the backend builds its own (the static meshes' triangles in world
+// coordinates in one robust bottom-level scene under one identity instance, one robust
+// bottom-level scene per primitive and a static instance of it per object with one time step of
+// matrix transform, a robust low-quality dynamic top level, user geometries with their own exact
+// intersectors for the primitives) on a device at the CPU's best ISA (printed). A spinning lidar pattern (channels x columns, several
 // scans from different origins, column-major like a real sensor fires) is traced through the
 // daemon's worker pool at 1 and 2 threads: with env_raycast in firing order and shuffled, and
 // with raw Embree on the same rays in the same order: rtcIntersect8 and rtcIntersect16 on the
-// same consecutive packets that scene.c forms, rtcIntersect16 on tiles of 4 channels x 4
+// same consecutive packets that the backend forms, rtcIntersect16 on tiles of 4 channels x 4
 // azimuths (for information), rtcIntersect1 on the shuffled rays. The first round is untimed
 // and cross-checked field by field (distance, normal, object, label); every ray where sensim
 // and the reference differ is settled by a float64 brute force over every triangle and
@@ -60,7 +60,7 @@ typedef struct options {
   unsigned scans;      // revolutions, each from its own origin
   unsigned repeats;    // timed repeats per configuration
   double max_range;    // m
-  int ablate;          // also time raw single rays with each of scene.c's choices alone
+  int ablate;          // also time raw single rays with each of the backend's choices alone
 } options_t;
 
 static const char* const g_usage =
@@ -79,8 +79,9 @@ static const char* const g_usage =
     "  --scans N         revolutions, each from its own origin (default 4)\n"
     "  --repeats N       timed repeats per configuration, >= 5 (default 7)\n"
     "  --max-range M     ray length in m (default 120)\n"
-    "  --ablate          also time raw rtcIntersect1 (1 thread) with each of scene.c's Embree\n"
-    "                    choices alone: robust, quaternion, two time steps, low-quality top\n";
+    "  --ablate          also time raw rtcIntersect1 (1 thread) with each of the backend's\n"
+    "                    Embree choices alone: robust, quaternion, two time steps, low-quality\n"
+    "                    top\n";
 
 
 static void options_default(options_t* o, int quick) {
@@ -320,7 +321,7 @@ static void make_rays(rays_t* r, const options_t* o) {
   size_t i = 0;
   for (unsigned s = 0; s < o->scans; s++) {
     // off the terrain's grid lines: a ray running exactly along shared edges is the case that
-    // only robust traversal (scene.c's choice) reliably hits, which the reference lacks
+    // only robust traversal (the backend's choice) reliably hits, which the reference lacks
     double ox = 0.37 + 4.0 * s, oy = 0.21 + 1.5 * s;
     double oz = bench_terrain_height(ox, oy) + SENSOR_HEIGHT;
     for (unsigned col = 0; col < o->columns; col++) {
@@ -491,7 +492,7 @@ static void ref_intersect_cb(const struct RTCIntersectFunctionNArguments* args) 
 //---------------- Raw Embree: scenes
 
 // How a raw scene is built. 0: the reference, the plain way (default flags and build quality,
-// one time step, matrix transforms, one instance per object). RAW_SCENE_C: scene.c's
+// one time step, matrix transforms, one instance per object). RAW_SCENE_C: the backend's
 // configuration for objects on turning bodies (quaternion motion; a static instance gets one
 // matrix, one that moves without turning two), to tell the cost of those choices from the
 // adapter's own; the single flags are for --ablate.
@@ -501,7 +502,7 @@ enum {
   RAW_MOTION = 4,      // two time steps (same pose twice), rays at time 1; implies RAW_QUAT
   RAW_LOW_TOP = 8,     // dynamic, low-quality top level
   RAW_FLAT = 16,       // the mesh objects' triangles in world coordinates in one bottom-level
-                       //   scene under one identity instance, as scene.c traces static meshes
+                       //   scene under one identity instance, as the backend traces static meshes
   RAW_SCENE_C = RAW_ROBUST | RAW_QUAT | RAW_MOTION | RAW_LOW_TOP | RAW_FLAT,
 };
 
@@ -578,7 +579,7 @@ static void raw_build(raw_scene_t* r, RTCDevice dev, const world_t* w, int flags
     const object_def_t* o = &w->objects[i];
     const mesh_t* mesh = w->geoms[o->geom].mesh;
     if ((flags & RAW_FLAT) && mesh) {
-      // scene.c's flat copy: R(q) S | p composed in double, each vertex rounded once
+      // the backend's flat copy: R(q) S | p composed in double, each vertex rounded once
       double rm[9], m[12];
       xform_quat_to_mat(o->pose.q, rm);
       for (int k = 0; k < 9; k++) {
@@ -791,7 +792,7 @@ static void raw_trace_packet(const raw_job_t* job, struct RTCIntersectContext* c
 }
 
 
-// pool_fn_t: packets [begin, end) of `width` consecutive rays, as scene.c forms them.
+// pool_fn_t: packets [begin, end) of `width` consecutive rays, as the backend forms them.
 static void raw_packet_chunk(void* ctx, size_t begin, size_t end) {
   const raw_job_t* job = ctx;
   struct RTCIntersectContext c;
@@ -1179,7 +1180,7 @@ static bool report_check(const char* name, const rays_t* r, const check_t* c) {
 // Timed configurations: sensim and raw Embree on the same rays in the same order.
 enum {
   CFG_SENSIM,        // env_raycast, firing order
-  CFG_RAW8,          // rtcIntersect8 on the same 8-ray packets as scene.c forms
+  CFG_RAW8,          // rtcIntersect8 on the same 8-ray packets as the backend forms
   CFG_RAW16,         // rtcIntersect16 on 16 consecutive rays
   CFG_RAW16_TILES,   // rtcIntersect16 on tiles of 4 channels x 4 azimuths (information)
   CFG_SENSIM_SHUF,   // env_raycast, the same rays shuffled
@@ -1265,7 +1266,7 @@ static double mrays_at(size_t nray, const double* secs, unsigned nrep, double p)
 }
 
 
-// --ablate: raw rtcIntersect1 on one thread with each of scene.c's choices alone; Mrays/s
+// --ablate: raw rtcIntersect1 on one thread with each of the backend's choices alone; Mrays/s
 // medians and the paired ratio to the plain reference.
 static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* pool,
                    unsigned nrep) {
@@ -1279,7 +1280,7 @@ static void ablate(RTCDevice dev, const world_t* w, const rays_t* r, pool_t* poo
       {RAW_QUAT | RAW_MOTION, "+ two time steps"},
       {RAW_LOW_TOP, "+ low-quality top"},
       {RAW_FLAT, "+ flat static meshes"},
-      {RAW_SCENE_C, "all (scene.c)"},
+      {RAW_SCENE_C, "all (scene/)"},
   };
   enum { NVAR = sizeof kVariants / sizeof kVariants[0] };
   raw_scene_t* sc = bench_xmalloc(NVAR * sizeof *sc);
@@ -1398,14 +1399,14 @@ int main(int argc, char** argv) {
     envs[t] = build_env(w, dev, pools[t], rays.n);
   }
 
-  // raw Embree at the best ISA of this CPU, its scene built as scene.c builds its own: robust
+  // raw Embree at the best ISA of this CPU, its scene built as the backend builds its own: robust
   // bottom and top levels, a dynamic low-quality top, static instances with one time step of
   // matrix transform
   RTCDevice rdev = rtcNewDevice(NULL);
   if (!rdev) {
     bench_die("rtcNewDevice failed (%d)", (int)rtcGetDeviceError(NULL));
   }
-  printf("Embree ISA: %s; reference scene built like scene.c (robust; the static meshes' "
+  printf("Embree ISA: %s; reference scene built like the backend (robust; the static meshes' "
          "triangles in world coordinates under one instance, one-step matrix instances of the "
          "primitives, low-quality dynamic top)\n",
          embree_isa(rdev));

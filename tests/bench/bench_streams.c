@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// bench_streams.c: a lidar stream end to end over loopback against the sum of its parts, and
-// an empty step's round trip against a bare TCP ping-pong of the same bytes.
+// bench_streams.c: a lidar stream end to end over loopback against the sum of its parts, an
+// empty step's round trip against a bare TCP ping-pong of the same bytes, what a step's reply
+// costs the stepping client, and how often the daemon copies a cloud.
 //
 // A real sensimd (child, `--listen 127.0.0.1:0`) is given the street scene of
 // bench_codec_scan.h and its OS1-128 2048x10 lidar; a controller connection steps it one
@@ -13,6 +14,14 @@
 //   BENCH step_to_decoded_over_parts   end to end / (trace + encode + transfer + decode)
 //   BENCH empty_step_rtt_over_tcp_pingpong   UpdateState + Step of an environment without
 //         sensors / the same request and reply bytes through an in-process echo thread
+//   BENCH controller_bytes_per_step_outputs_off   bytes the controller receives for a step
+//         that completes an OS1-128 revolution with Step.outputs = NONE (goal <= 128)
+//   BENCH step_rtt_four_os1_all_fields_over_one   UpdateState + Step, outputs ALL, until every
+//         frame of the reply is in: four OS1-128 with every point field completing their
+//         revolution in the step / one of them (goal <= 4.5)
+//   BENCH copies_per_published_byte   bytes the daemon copies in blocks of 64 KiB or more per
+//         byte of cloud published, with the StepDone carrying the cloud and a RAW subscriber
+//         (copycount.c preloaded into a second daemon; not under sanitizers)
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
@@ -38,8 +47,11 @@
 
 //---------------- Requests
 
-// The street scene and the lidar of bench_codec_scan.h, through the protocol.
-static void build_street(bench_conn_t* c) {
+static void create_os1(bench_conn_t* c, uint32_t id, int all_fields);
+
+
+// The street scene and the lidar of bench_codec_scan.h (id 1), through the protocol.
+static void build_street(bench_conn_t* c, int all_fields) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_PRIMITIVE;
   Sensim__V1__CreatePrimitive prim = SENSIM__V1__CREATE_PRIMITIVE__INIT;
@@ -89,6 +101,17 @@ static void build_street(bench_conn_t* c) {
     bench_call(c, &env, "create_object");
   }
 
+  create_os1(c, 1, all_fields);
+}
+
+
+// An OS1-128 2048 x 10 lidar (id) of the street, 1 cm range noise, misses as zero points; with
+// all_fields, every point field (60 bytes a point).
+static void create_os1(bench_conn_t* c, uint32_t id, int all_fields) {
+  static char* kAll[] = {"x", "y", "z", "intensity", "ring", "azimuth", "elevation", "distance",
+                         "time_offset", "object_id", "label", "return_index", "return_count",
+                         "normal"};
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   Sensim__V1__OusterPattern os = SENSIM__V1__OUSTER_PATTERN__INIT;
   os.has_channels = os.has_columns = os.has_frequency = 1;
   os.channels = 128;
@@ -105,12 +128,16 @@ static void build_street(bench_conn_t* c) {
   lc.range_max = 120.0;
   lc.misses = SENSIM__V1__MISS_MODE__MISSES_ZERO;
   lc.distance_noise = &noise;
+  if (all_fields) {
+    lc.n_fields = sizeof kAll / sizeof kAll[0];
+    lc.fields = kAll;
+  }
   Sensim__V1__Vec3 mpos = bench_vec3(0, 0, SCAN_LIDAR_HEIGHT);
   Sensim__V1__Pose mount = SENSIM__V1__POSE__INIT;
   mount.position = &mpos;
   Sensim__V1__CreateSensor cs = SENSIM__V1__CREATE_SENSOR__INIT;
   cs.has_id = 1;
-  cs.id = 1;
+  cs.id = id;
   cs.mount = &mount;
   cs.config_case = SENSIM__V1__CREATE_SENSOR__CONFIG_LIDAR;
   cs.lidar = &lc;
@@ -120,15 +147,20 @@ static void build_street(bench_conn_t* c) {
 }
 
 
-// UpdateState + Step at t as one write; *step_id the step's id. Returns the bytes written.
-static size_t send_step(bench_conn_t* c, double t, uint64_t* update_id, uint64_t* step_id,
-                        uint8_t** frames) {
+// UpdateState + Step at t as one write, Step.outputs = outputs (-1: not set); *step_id the
+// step's id. Returns the bytes written.
+static size_t send_step_outputs(bench_conn_t* c, double t, int outputs, uint64_t* update_id,
+                                uint64_t* step_id, uint8_t** frames) {
   Sensim__V1__UpdateState us = SENSIM__V1__UPDATE_STATE__INIT;
   us.has_time = 1;
   us.time = t;
   Sensim__V1__Step st = SENSIM__V1__STEP__INIT;
   st.has_time = 1;
   st.time = t;
+  if (outputs >= 0) {
+    st.has_outputs = 1;
+    st.outputs = (Sensim__V1__StepOutputs)outputs;
+  }
   Sensim__V1__Envelope e1 = SENSIM__V1__ENVELOPE__INIT, e2 = SENSIM__V1__ENVELOPE__INIT;
   e1.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
   e1.update_state = &us;
@@ -145,6 +177,77 @@ static size_t send_step(bench_conn_t* c, double t, uint64_t* update_id, uint64_t
     free(f);
   }
   return len;
+}
+
+
+static size_t send_step(bench_conn_t* c, double t, uint64_t* update_id, uint64_t* step_id,
+                        uint8_t** frames) {
+  return send_step_outputs(c, t, -1, update_id, step_id, frames);
+}
+
+
+// The whole reply of step `id`: the records sent ahead of it and the StepDone. Returns the
+// bytes received (length prefixes included); *records: the records it carried.
+static size_t read_step_reply(bench_conn_t* c, uint64_t id, uint32_t* records) {
+  size_t bytes = 0;
+  *records = 0;
+  for (;;) {
+    bench_read_frame(c);
+    Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, c->len, c->buf);
+    if (!r) {
+      bench_die("a reply frame does not decode");
+    }
+    if (r->id == 0) {
+      sensim__v1__envelope__free_unpacked(r, NULL);
+      continue;
+    }
+    bytes += c->len + 4;
+    int done = r->body_case == SENSIM__V1__ENVELOPE__BODY_STEP_DONE;
+    if (r->id != id || (!done && r->body_case != SENSIM__V1__ENVELOPE__BODY_SENSOR_DATA) ||
+        (r->status && r->status->code != 0)) {
+      bench_die("step %llu: an unexpected reply frame (id %llu, body %d)",
+                (unsigned long long)id, (unsigned long long)r->id, (int)r->body_case);
+    }
+    *records += done ? (uint32_t)r->step_done->n_outputs : 1;
+    sensim__v1__envelope__free_unpacked(r, NULL);
+    if (done) {
+      return bytes;
+    }
+  }
+}
+
+
+// Median round trip of UpdateState + Step, outputs ALL, with the whole reply read, of an
+// environment `name` holding the street and n OS1-128 with every field, stepped one
+// revolution at a time.
+static double all_fields_rtt(int port, const char* name, uint32_t n, unsigned steps) {
+  bench_conn_t c = bench_conn_open(port, IO_TIMEOUT_S * 1000);
+  bench_hello(&c, "bench_streams", name, SENSIM__V1__ROLE__ROLE_CONTROLLER);
+  build_street(&c, 1);
+  for (uint32_t i = 2; i <= n; i++) {
+    create_os1(&c, i, 1);
+  }
+  uint64_t a, b;
+  uint32_t records;
+  send_step(&c, 0.0, &a, &b, NULL);
+  bench_expect_reply(&c, a, "update_state");
+  read_step_reply(&c, b, &records);
+  double* t = bench_xmalloc(steps * sizeof(double));
+  for (unsigned k = 0; k < steps; k++) {
+    double t0 = bench_now();
+    send_step(&c, 0.1 * (k + 1), &a, &b, NULL);
+    bench_expect_reply(&c, a, "update_state");
+    read_step_reply(&c, b, &records);
+    t[k] = bench_now() - t0;
+    if (records != n) {
+      bench_die("%s: %u records in a step's reply, expected %u", name, records, n);
+    }
+  }
+  double m = bench_median(t, steps);
+  free(t);
+  close(c.fd);
+  free(c.buf);
+  return m;
 }
 
 
@@ -241,6 +344,105 @@ static double raw_round_trip(const uint8_t* req, size_t req_len, const uint8_t* 
   return m;
 }
 
+//---------------- Copies
+
+// Measured only where the daemon can take a preloaded library (not under the sanitizers,
+// whose runtime must come first).
+#if !defined(__SANITIZE_ADDRESS__) && defined(BENCH_COPYCOUNT)
+#define BENCH_COPIES 1
+#endif
+
+#ifdef BENCH_COPIES
+// A RAW subscriber that reads every frame, on a thread of its own.
+typedef struct reader {
+  bench_conn_t c;
+  unsigned frames;              // to read
+  size_t cloud_bytes;           // of the last one
+} reader_t;
+
+
+static void* reader_main(void* arg) {
+  reader_t* r = arg;
+  for (unsigned k = 0; k < r->frames;) {
+    bench_read_frame(&r->c);
+    Sensim__V1__Envelope* e = sensim__v1__envelope__unpack(NULL, r->c.len, r->c.buf);
+    if (e && e->id == 0 && e->body_case == SENSIM__V1__ENVELOPE__BODY_SENSOR_DATA &&
+        e->sensor_data->point_cloud) {
+      r->cloud_bytes = e->sensor_data->point_cloud->data.len;
+      k++;
+    }
+    sensim__v1__envelope__free_unpacked(e, NULL);
+  }
+  return NULL;
+}
+#endif
+
+
+// Bytes the daemon copies in large blocks per byte of cloud it publishes: a second daemon with
+// copycount.c preloaded, the street's OS1-128 stepped one revolution at a time, its StepDone
+// carrying the cloud, and a RAW subscriber reading every frame.
+static void copies(const char* exe, unsigned revs) {
+#ifndef BENCH_COPIES
+  (void)exe;
+  (void)revs;
+  printf("# copies_per_published_byte: not measured (sanitizers, or no copycount library)\n");
+#else
+  char path[] = "/tmp/sensim_copycount_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) {
+    bench_die("mkstemp: %s", strerror(errno));
+  }
+  close(fd);
+  setenv("SENSIM_COPYCOUNT_FILE", path, 1);
+  setenv("LD_PRELOAD", BENCH_COPYCOUNT, 1);
+  bench_daemon_t d;
+  bench_daemon_start(&d, exe, NULL, IO_TIMEOUT_S * 1000);
+  unsetenv("LD_PRELOAD");
+  unsetenv("SENSIM_COPYCOUNT_FILE");
+  bench_conn_t ctl = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
+  bench_hello(&ctl, "bench_streams", "copies", SENSIM__V1__ROLE__ROLE_CONTROLLER);
+  build_street(&ctl, 0);
+  reader_t r = {.c = bench_conn_open(d.port, IO_TIMEOUT_S * 1000), .frames = revs};
+  bench_hello(&r.c, "bench_streams", "copies", SENSIM__V1__ROLE__ROLE_OBSERVER);
+  Sensim__V1__Subscribe sub = SENSIM__V1__SUBSCRIBE__INIT;
+  sub.has_sensor_id = sub.has_encoding = 1;
+  sub.sensor_id = 1;
+  sub.encoding = SENSIM__V1__ENCODING__ENCODING_RAW;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_SUBSCRIBE;
+  env.subscribe = &sub;
+  bench_call(&r.c, &env, "subscribe");
+  pthread_t th;
+  pthread_create(&th, NULL, reader_main, &r);
+  uint64_t a, b;
+  uint32_t records;
+  for (unsigned k = 0; k <= revs; k++) {
+    send_step(&ctl, 0.1 * k, &a, &b, NULL);
+    bench_expect_reply(&ctl, a, "update_state");
+    read_step_reply(&ctl, b, &records);
+  }
+  pthread_join(th, NULL);
+  close(ctl.fd);
+  close(r.c.fd);
+  free(ctl.buf);
+  free(r.c.buf);
+  if (bench_daemon_stop(&d) != 0) {
+    bench_die("sensimd (copies) did not exit cleanly");
+  }
+  unsigned long long bytes = 0, calls = 0;
+  FILE* f = fopen(path, "r");
+  if (!f || fscanf(f, "%llu %llu", &bytes, &calls) != 2) {
+    bench_die("no copy count from %s", path);
+  }
+  fclose(f);
+  unlink(path);
+  double published = (double)revs * (double)r.cloud_bytes;
+  printf("# %u revolutions of %zu bytes: %llu bytes copied in %llu calls of 64 KiB or more\n",
+         revs, r.cloud_bytes, bytes, calls);
+  printf("BENCH copies_per_published_byte %.3f\n", (double)bytes / published);
+#endif
+}
+
 //---------------- Main
 
 static const char* const g_usage =
@@ -251,25 +453,32 @@ static const char* const g_usage =
     "  --quick          5 revolutions, 50 empty steps\n"
     "  --sensimd PATH   the daemon (default: the build's)\n"
     "  --steps N        timed revolutions (default 20)\n"
-    "  --threads N      worker threads of the daemon and of the in-process trace (default 2)\n";
+    "  --threads N      worker threads of the daemon and of the in-process trace (default 2)\n"
+    "  --copies-only    only the copies of clouds (works with daemons before Step.outputs)\n";
 
 
 int main(int argc, char** argv) {
   bench_init("bench_streams", bench_daemon_kill);
   const char* exe = getenv("SENSIMD") ? getenv("SENSIMD") : SENSIMD_DEFAULT;
-  unsigned steps = 20, threads = 2, empties = 400;
+  unsigned steps = 20, threads = 2, empties = 400, revs = 9;
   if (bench_has_arg(argc, argv, "--quick")) {
     steps = 5;
     empties = 50;
+    revs = 3;
   }
   bench_opt_t opts[] = {
       {"quick", BENCH_OPT_FLAG, NULL, 0, 0},
       {"sensimd", BENCH_OPT_STRING, &exe, 0, 0},
       {"steps", BENCH_OPT_COUNT, &steps, 2, 10000},
       {"threads", BENCH_OPT_COUNT, &threads, 1, 256},
+      {"copies-only", BENCH_OPT_FLAG, NULL, 0, 0},
   };
   bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   signal(SIGPIPE, SIG_IGN);
+  if (bench_has_arg(argc, argv, "--copies-only")) {
+    copies(exe, revs);
+    return 0;
+  }
   (void)threads;
   bench_daemon_t d;
   bench_daemon_start(&d, exe, NULL, IO_TIMEOUT_S * 1000);
@@ -278,7 +487,7 @@ int main(int argc, char** argv) {
   bench_conn_t ctl = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
   bench_conn_t obs = bench_conn_open(d.port, IO_TIMEOUT_S * 1000);
   bench_hello(&ctl, "bench_streams", "street", SENSIM__V1__ROLE__ROLE_CONTROLLER);
-  build_street(&ctl);
+  build_street(&ctl, 0);
   bench_hello(&obs, "bench_streams", "street", SENSIM__V1__ROLE__ROLE_OBSERVER);
   Sensim__V1__Subscribe sub = SENSIM__V1__SUBSCRIBE__INIT;
   sub.has_sensor_id = sub.has_encoding = sub.has_precision = 1;
@@ -309,6 +518,19 @@ int main(int argc, char** argv) {
     if (seq != k + 1) {
       bench_die("the observer got frame %llu, expected %u", (unsigned long long)seq, k + 1);
     }
+  }
+
+  // a revolution stepped without outputs: what the controller receives (the observer still
+  // gets the cloud)
+  uint32_t records;
+  send_step_outputs(&ctl, 0.1 * (steps + 2), SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_NONE, &a,
+                    &b, NULL);
+  bench_expect_reply(&ctl, a, "update_state");
+  size_t off_bytes = read_step_reply(&ctl, b, &records);
+  receive_cloud(&obs, &pts, &cap, &seq);
+  if (records != 0 || seq != steps + 2) {
+    bench_die("a step without outputs: %u records, the observer's frame %llu", records,
+              (unsigned long long)seq);
   }
 
   // the parts, in this process: trace, encode, raw transfer of the frame's size, decode
@@ -348,6 +570,7 @@ int main(int argc, char** argv) {
   printf("BENCH parts_transfer_ms %.3f ms\n", transfer * 1e3);
   printf("BENCH parts_decode_ms %.2f ms\n", bench_median(de, steps) * 1e3);
   printf("BENCH step_to_decoded_over_parts %.3f x\n", total / parts);
+  printf("BENCH controller_bytes_per_step_outputs_off %zu B\n", off_bytes);
   scan_world_destroy(w);
 
   // an empty step: another environment without sensors, against the same bytes echoed
@@ -374,6 +597,13 @@ int main(int argc, char** argv) {
   printf("BENCH tcp_pingpong_rtt_us %.1f us\n", raw * 1e6);
   printf("BENCH empty_step_rtt_over_tcp_pingpong %.2f x\n", rtt_med / raw);
 
+  // four OS1-128 with every field against one, outputs on: the records of four are 63 MB
+  double rtt1 = all_fields_rtt(d.port, "one", 1, revs);
+  double rtt4 = all_fields_rtt(d.port, "four", 4, revs);
+  printf("BENCH step_rtt_one_os1_all_fields_ms %.1f ms\n", rtt1 * 1e3);
+  printf("BENCH step_rtt_four_os1_all_fields_ms %.1f ms\n", rtt4 * 1e3);
+  printf("BENCH step_rtt_four_os1_all_fields_over_one %.2f x\n", rtt4 / rtt1);
+
   close(ctl.fd);
   close(obs.fd);
   close(emp.fd);
@@ -381,6 +611,7 @@ int main(int argc, char** argv) {
   if (status != 0) {
     bench_die("sensimd did not exit cleanly (status %d)", status);
   }
+  copies(exe, revs);
   free(req);
   free(reply);
   free(rtt);

@@ -708,13 +708,15 @@ def test_sigterm_stops_a_long_lidar_step(sensimd):
     vacuum(c)
     c.create_primitive(1, "sphere", radius=10.0)
     c.create_object(1, geometry_id=1)
-    # every ray misses within 0.2 m: the whole tracing cost, empty clouds
-    c.create_lidar(5, ouster={"channels": 128, "columns": 2048, "frequency": 20.0},
-                   range_max=0.2)
+    # every ray misses within 0.2 m: the whole tracing cost, empty clouds; ten lidars of 3 s
+    # each (as much as one sensor's step may give) make a step of 157 M rays
+    for i in range(10):
+        c.create_lidar(5 + i, ouster={"channels": 128, "columns": 2048, "frequency": 20.0},
+                       range_max=0.2, fields=["x"])
     c.update_state(0.0)
     c.step(0.0)
-    c.update_state(30.0)
-    c.send_request("step", pb.Step(time=30.0))
+    c.update_state(3.0)
+    c.send_request("step", pb.Step(time=3.0))
     time.sleep(1.0)
     t0 = time.monotonic()
     sensimd.proc.send_signal(signal.SIGTERM)
@@ -933,7 +935,9 @@ def test_an_odometer_needs_a_revolute_joint(sensimd):
 
 
 def test_an_oversized_step_changes_nothing(sensimd):
-    # 30 s of a 20 Hz VLP-16 is 8.7 M points: more than one reply may carry
+    # 30 s of a 20 Hz VLP-16 is 8.7 M points: more than one sensor's records of a step may
+    # take; the state that would make the step that long is refused, and then again, and a
+    # nearer one is taken and stepped
     with sensimd.client(timeout=120) as c:
         vacuum(c)
         c.create_primitive(1, "sphere", radius=10.0)
@@ -941,11 +945,12 @@ def test_an_oversized_step_changes_nothing(sensimd):
         c.create_lidar(5, vlp16={"frequency": 20.0})
         c.update_state(0.0)
         c.step(0.0)
-        c.update_state(30.0)
         with pytest.raises(errors.ResourceExhausted):
-            c.step(30.0)
+            c.update_state(30.0)
         with pytest.raises(errors.ResourceExhausted):
-            c.step(30.0)                          # the same step fails the same way again
+            c.update_state(30.0)                  # the same update fails the same way again
+        c.update_state(1.0)
+        assert len(c.lidar_clouds(c.step(1.0), 5)) >= 19
 
 
 def test_a_failed_step_does_not_advance_the_lidars(sensimd):
@@ -1070,12 +1075,13 @@ def test_a_step_firing_too_many_rays_is_refused_up_front(sensimd, config, second
         c.create_lidar(5, **config)
         c.update_state(0.0)
         c.step(0.0)
-        c.update_state(seconds)
         t0 = time.monotonic()
         with pytest.raises(errors.ResourceExhausted, match="lidar 5") as exc:
-            c.step(seconds)
+            c.update_state(seconds)
         assert time.monotonic() - t0 < 5.0
         assert "publish per step" not in str(exc.value)
+        c.update_state(1e-4)
+        c.step(1e-4)
     with open(f"/proc/{sensimd.proc.pid}/maps") as f:
         if not any("libasan" in line for line in f):
             assert _peak_rss_kib(sensimd.proc.pid) < 1 << 20
@@ -1199,7 +1205,10 @@ def test_a_step_honours_max_request_seconds(sensimd_factory):
         assert [e.steps for e in c.get_info().environments] == steps   # nothing changed
 
 
-def test_a_failed_step_leaves_every_sensor_unchanged(sensimd):
+def test_a_failed_step_leaves_every_sensor_unchanged(sensimd_factory):
+    # the lidar's revolution (4.2 MB) is more than one reply may take here (half of 4 MiB of
+    # --max-held-bytes): the step is refused after every sensor ran, and none moves on
+    sensimd = sensimd_factory("--max-held-bytes", str(4 << 20))
     with sensimd.client(timeout=120) as c:
         vacuum(c)
         c.create_primitive(1, "sphere", radius=30.0)
@@ -1212,7 +1221,7 @@ def test_a_failed_step_leaves_every_sensor_unchanged(sensimd):
         c.create_imu(1, body_id=4, accelerometer=True)
         c.create_encoder(2, 9)
         c.create_cone(3, fov_horizontal=1.0, fov_vertical=1.0, range=20.0)
-        c.create_lidar(10, vlp16={"frequency": 10.0})      # stepped last, fails a long step
+        c.create_lidar(10, ouster={"channels": 128, "columns": 2048, "frequency": 10.0})
 
         def step(t):
             c.update_state(t, [3, 4], [[10 - 0.1 * t, 0, 0, 0, 0, 0, 1],
@@ -1223,10 +1232,9 @@ def test_a_failed_step_leaves_every_sensor_unchanged(sensimd):
 
         step(0.0)
         step(0.02)
-        with pytest.raises(errors.ResourceExhausted, match="lidar 10"):
-            step(20.02)                                    # 5.8 M points: over the output
-        c.remove("sensor", 10)
-        out = {o.sensor_id: o for o in sensim.outputs(c.step(20.02))}
+        with pytest.raises(errors.ResourceExhausted, match="outputs: the 4 records"):
+            step(0.12)                                     # the revolution completes
+        out = {o.sensor_id: o for o in sensim.outputs(c.step(0.12, outputs=[1, 2, 3]))}
     assert [out[i].frame for i in (1, 2, 3)] == [2, 2, 2]
     assert out[1].value["acceleration"] == pytest.approx([2.0, 0.0, 9.80665], abs=1e-9)
     assert out[2].value["speed"] == pytest.approx(1.0, rel=1e-9)
@@ -1242,10 +1250,9 @@ def test_an_oversized_step_is_refused_before_tracing(sensimd):
         c.create_lidar(5, vlp16={"frequency": 20.0})
         c.update_state(0.0)
         c.step(0.0)
-        c.update_state(200.0)                     # 58 M points: 0.9 GB of outputs
         t0 = time.monotonic()
-        with pytest.raises(errors.ResourceExhausted, match="Step.time"):
-            c.step(200.0)
+        with pytest.raises(errors.ResourceExhausted, match="time = 200"):
+            c.update_state(200.0)                 # 58 M points: 0.9 GB of outputs
         assert time.monotonic() - t0 < 3.0
     with open(f"/proc/{sensimd.proc.pid}/maps") as f:
         if not any("libasan" in line for line in f):
@@ -1282,9 +1289,12 @@ def test_a_failed_step_rolls_the_lidar_back_bit_for_bit(sensimd):
     assert all(a.tobytes() == b.tobytes() for a, b in zip(ref, got))
 
 
-def test_a_failed_step_leaves_noise_and_drift_streams_unchanged(sensimd):
+def test_a_failed_step_leaves_noise_and_drift_streams_unchanged(sensimd_factory):
     # IMU with noise, spectral noise, turn-on bias, bias instability and random walk; noisy
-    # encoder and odometer: the same outputs with and without a step refused by a later lidar
+    # encoder and odometer: the same outputs with and without a step refused once every
+    # sensor ran (a lidar's revolution of 4.2 MB is more than one reply may take here, half of
+    # 4 MiB of --max-held-bytes)
+    sensimd = sensimd_factory("--max-held-bytes", str(4 << 20))
     def outputs(fail):
         noise = {"x": 0.1, "y": 0.1, "z": 0.1}
         with sensimd.client(environment=f"fail{fail}", timeout=60) as c:
@@ -1302,12 +1312,12 @@ def test_a_failed_step_leaves_noise_and_drift_streams_unchanged(sensimd):
             c.create_encoder(3, 2, noise_stddev=0.01)
             c.create_odometer(4, 2, noise_stddev=0.01)
             if fail:
-                c.create_lidar(10, vlp16={"frequency": 10.0})
+                c.create_lidar(10, ouster={"channels": 128, "columns": 2048, "frequency": 10.0})
             out = []
-            for t, q in ((0.0, 0.0), (0.05, 0.05), (20.0, 1.0), (20.1, 1.1)):
+            for t, q in ((0.0, 0.0), (0.05, 0.05), (0.15, 1.0), (0.25, 1.1)):
                 c.update_state(t, joint_ids=[2], joint_positions=[q])
-                if fail and t == 20.0:
-                    with pytest.raises(errors.ResourceExhausted, match="lidar 10"):
+                if fail and t == 0.15:
+                    with pytest.raises(errors.ResourceExhausted, match="outputs"):
                         c.step(t)
                     c.remove("sensor", 10)
                 out += [x.SerializeToString() for x in c.step(t).outputs if x.sensor_id < 10]

@@ -692,6 +692,21 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int,
     return out.tobytes()
 
 
+def _step_message(time: float, outputs: str | Iterable[int] = "all") -> Any:
+    """The Step request to `time` carrying `outputs`: "all", "none" or sensor ids (an id
+    outside [0, 2^32) is refused here, naming it; the daemon checks that each exists)."""
+    msg = pb.Step(time=float(time))
+    if isinstance(outputs, str):
+        choice = {"all": pb.STEP_OUTPUTS_ALL, "none": pb.STEP_OUTPUTS_NONE}.get(outputs)
+        if choice is None:
+            raise ValueError(f"outputs: {outputs!r} is not 'all', 'none' or sensor ids")
+        msg.outputs = choice
+    else:
+        msg.outputs = pb.STEP_OUTPUTS_LISTED
+        msg.output_sensors.extend(_ids(list(outputs), "outputs").tolist())
+    return msg
+
+
 class Client:
     """A connection to sensimd.
 
@@ -738,6 +753,7 @@ class Client:
         self._decoder = _framing.FrameDecoder(max_frame_bytes)
         self._next_id = 0
         self._replies: dict[int, Any] = {}
+        self._parts: dict[int, list] = {}  # SensorData sent ahead of a StepDone, by request id
         self._abandoned: set[int] = set()
         self._pushed: collections.deque = collections.deque()  # (Envelope, bytes)
         self._pushed_max_frames = int(pushed_queue)
@@ -999,6 +1015,11 @@ class Client:
 
     def _dispatch(self, env: Any) -> None:
         """File an Envelope that is not the reply being waited for."""
+        if env.id != 0 and env.WhichOneof("body") == "sensor_data":
+            # a record a StepDone sends ahead (docs/streams.md, "Outputs of a step")
+            if env.id not in self._abandoned:
+                self._parts.setdefault(env.id, []).append(env.sensor_data)
+            return
         if env.id == 0:
             if env.WhichOneof("body") is None and env.status.code != pb.OK:
                 # The daemon refuses the connection (frame or client limit) and closes it.
@@ -1040,14 +1061,26 @@ class Client:
                 env = self._next_buffered(skip)
                 if env is None:
                     self._fill(deadline)
-                elif env.id == request_id:
+                elif env.id == request_id and env.WhichOneof("body") != "sensor_data":
                     self._replies[request_id] = env
                 else:
                     self._dispatch(env)
         except errors.Timeout:
             self._abandoned.add(request_id)
+            self._parts.pop(request_id, None)
             raise
         env = self._replies.pop(request_id)
+        parts = self._parts.pop(request_id, [])
+        if env.WhichOneof("body") == "step_done":
+            # the records sent ahead, in order, where a StepDone that fits one frame has them
+            done = env.step_done
+            if len(parts) != done.outputs_in_parts:
+                self.close()
+                raise errors.ProtocolError(
+                    f"step_done: {len(parts)} records arrived ahead of it, it says "
+                    f"{done.outputs_in_parts}")
+            if parts:
+                done.outputs.extend(parts)
         if check and env.HasField("status") and env.status.code != pb.OK:
             raise errors.error_for(env.status.code, env.status.message, request_id)
         return env
@@ -1396,9 +1429,12 @@ class Client:
             arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", pos)]
         return "update_state", pb.UpdateState(time=float(time)), arrays
 
-    def step(self, time: float) -> Any:
-        """Evaluate every sensor over (t_prev, time]; returns the StepDone message."""
-        return self._call("step", pb.Step(time=float(time)), "step_done")
+    def step(self, time: float, outputs: str | Iterable[int] = "all") -> Any:
+        """Evaluate every sensor over (t_prev, time]; returns the StepDone message. outputs:
+        the records it carries, "all" (default), "none" (they go to subscribers only) or the
+        ids of the sensors wanted. Records the daemon sends ahead of the StepDone (when they
+        do not fit in one frame) are put back into StepDone.outputs, in order."""
+        return self._call("step", _step_message(time, outputs), "step_done")
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None, exclude_bodies: Sequence[int] = (),

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Union
 
 from . import errors
-from ._proto import pb
+from . import client as _client
 from .client import Client
 from .outputs import SensorOutput, decode
 
@@ -58,20 +58,13 @@ class StepResult:
 def _step_message(time: float, outputs: Outputs) -> Any:
     """The Step request: every sensor's records (None or "all"), none ("none" or an empty
     list: the outputs go to subscribers only), or the listed sensor ids."""
-    msg = pb.Step(time=float(time))
-    if outputs is None or (isinstance(outputs, str) and outputs == "all"):
-        return msg
-    if isinstance(outputs, str):
-        if outputs != "none":
-            raise ValueError(f"outputs: {outputs!r}; 'all', 'none' or a list of sensor ids")
-        msg.outputs = pb.STEP_OUTPUTS_NONE
-        return msg
-    ids = [int(i) for i in outputs]
-    if any(i <= 0 or i > 0xFFFFFFFF for i in ids):
-        raise ValueError(f"outputs: sensor ids must lie in [1, 2**32), got {ids}")
-    msg.outputs = pb.STEP_OUTPUTS_LISTED if ids else pb.STEP_OUTPUTS_NONE
-    msg.output_sensors.extend(ids)
-    return msg
+    if outputs is None:
+        outputs = "all"
+    elif not isinstance(outputs, str):
+        outputs = list(outputs)
+        if not outputs:
+            outputs = "none"
+    return _client._step_message(time, outputs)
 
 
 class LockStep:
@@ -166,14 +159,10 @@ class LockStep:
             c._abandoned.add(sid)
             raise errors.error_for(exc.code, f"update_state at t = {time!r}: {exc.message}",
                                    exc.request_id) from None
-        parts = []
         try:
+            # records too large for one frame together come ahead of the StepDone, each in a
+            # frame of the step's id; the client puts them back into StepDone.outputs
             env = c.wait_reply(sid)
-            # records too large for one frame together come first, each in a frame of the
-            # step's id (StepDone.outputs_in_parts), then the StepDone
-            while env.WhichOneof("body") == "sensor_data":
-                parts.append(env.sensor_data)
-                env = c.wait_reply(sid)
         except errors.SensimError as exc:
             if isinstance(exc, errors.TransportError):
                 raise
@@ -184,10 +173,7 @@ class LockStep:
                                        f"got {env.WhichOneof('body')}")
         done = env.step_done
         by_sensor: dict[int, list[SensorOutput]] = {}
-        if len(parts) != done.outputs_in_parts:
-            raise errors.ProtocolError(f"step at t = {time!r}: {len(parts)} records sent "
-                                       f"ahead, StepDone says {done.outputs_in_parts}")
-        for data in (*parts, *done.outputs):
+        for data in done.outputs:
             by_sensor.setdefault(data.sensor_id, []).append(decode(data))
         result = StepResult(done.time, done.step, by_sensor)
         if self.on_result is not None:

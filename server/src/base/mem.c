@@ -83,6 +83,14 @@ size_t mem_footprint(const void* p) {
 }
 
 
+size_t mem_footprint_of(size_t n) {
+  // glibc's chunk: the bytes and one size word, rounded up to its 16-byte granule, at least
+  // its 32-byte minimum (what mem_footprint measures for such a block)
+  size_t chunk = (n + sizeof(size_t) + 15u) & ~(size_t)15u;
+  return chunk < 32u ? 32u : chunk;
+}
+
+
 void mem_trim(void) {
   malloc_trim(0);
 }

@@ -24,6 +24,10 @@ int64_t mem_live_count(void);
 // (a 20-byte block takes 32). 0 for NULL. Thread: any.
 size_t mem_footprint(const void* p);
 
+// What a block of n bytes would take, by the same rule, for memory allocated outside this
+// module (a library's own blocks) whose pointer is not at hand. Thread: any.
+size_t mem_footprint_of(size_t n);
+
 // Give free memory the allocator keeps back to the system (all of it, whatever the trim
 // threshold set with mallopt in main.c). Takes time in proportion to the heap: call it
 // rarely, after a large amount was freed. Thread: any.

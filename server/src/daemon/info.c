@@ -36,6 +36,7 @@ static void add_env_counters(wire_counters_t* c, const registry_totals_t* t) {
   c->steps += t->steps;
   c->rays_traced += t->rays_traced;
   c->rays_culled += t->rays_culled;
+  c->rays_invalid += t->rays_invalid;
   c->mesh_builds += t->geometry_builds;
   c->instance_updates += t->instance_updates;
   c->scene_commits += t->commits;

@@ -30,7 +30,8 @@ typedef struct req_job {
   int hello;                 // the hello job: create the environment if needed
   int created;
   uint64_t deadline_ns;      // 0 = none; set when the job starts running
-  streams_batch_t* batch;    // a step's frames for subscribers (set by run)
+  int is_step;
+  wire_step_t step;          // a step's reply frames (its records went to the streams)
   atomic_int expired;        // the deadline stopped it (Thread: set by tracing threads)
 } req_job_t;
 
@@ -94,17 +95,32 @@ static void req_run(exec_job_t* j) {
     }
     return;
   }
-  env_time_t t0;
-  env_get_time(e->env, &t0);
-  if (wire_env_execute(rj->req, e->env, &rj->out, &rj->out_len, &rj->code)) {
-    rj->out = NULL;
+  if (!rj->is_step) {
+    if (wire_env_execute(rj->req, e->env, &rj->out, &rj->out_len, &rj->code)) {
+      rj->out = NULL;
+    }
+    return;
   }
 
-  // a step's outputs, encoded here for the subscribers (on an executor, unless the step is
-  // one of the short ones run inline, exec_run_inline)
-  if (rj->code == 0 && wire_is_step(rj->req)) {
-    rj->batch = streams_encode(d->streams, e, env_outputs(e->env), t0.t_prev);
+  // A step's reply refers to its records' points and is sent as soon as the step is done:
+  // it never waits for the subscribers' frames, which the streams make from the same
+  // records, by reference, on their own threads. The reply is bounded before the step is
+  // committed: what one connection may hold.
+  uint64_t reply_max = d->cfg.max_queue_bytes;
+  if (d->cfg.max_held_bytes && d->cfg.max_held_bytes / 2 < reply_max) {
+    reply_max = d->cfg.max_held_bytes / 2;
   }
+  wire_step_limits_t lim = {.max_frame_bytes = d->cfg.max_frame_bytes,
+                            .max_reply_bytes = reply_max};
+  if (wire_step_execute(rj->req, e->env, &lim, &rj->step) != 0) {
+    rj->step.frames = NULL;
+    rj->step.nframes = 0;
+  }
+  rj->code = rj->step.code;
+  if (rj->code == 0) {
+    streams_submit(d->streams, e, &rj->step.records, rj->step.start_time);
+  }
+  sensor_out_free(&rj->step.records);
 }
 
 
@@ -141,14 +157,7 @@ static void req_done(exec_job_t* j, int cancelled) {
   daemon_t* d = rj->d;
   client_t* c = session_data(rj->s);
 
-  // subscribers get a step's frames before the stepping client's reply
   uint32_t removed;
-  if (!cancelled && rj->batch) {
-    streams_publish(d->streams, rj->entry, rj->batch);
-  } else {
-    streams_batch_free(rj->batch);
-  }
-  rj->batch = NULL;
   if (!cancelled && rj->code == 0 && !rj->hello && wire_removes_sensor(rj->req, &removed)) {
     streams_sensor_removed(d->streams, rj->entry, removed);
   }
@@ -167,6 +176,7 @@ static void req_done(exec_job_t* j, int cancelled) {
       if (rj->code != 0 && atomic_load(&rj->expired)) {
         // stopped by its deadline: said so, instead of the generic cancellation
         d->counters.requests_timed_out++;
+        wire_step_free(&rj->step);
         mem_free(out);
         char text[160];
         snprintf(text, sizeof(text), "%s took longer than max_request_ms %u and was stopped; "
@@ -175,12 +185,22 @@ static void req_done(exec_job_t* j, int cancelled) {
                                                                                          : out;
       }
     }
-    if (!out && wire_encode_status(wire_id(rj->req), ERR_NOMEM,
-                                   "out of memory encoding the reply", &out, &len)) {
+    if (!out && !rj->step.frames &&
+        wire_encode_status(wire_id(rj->req), ERR_NOMEM, "out of memory encoding the reply",
+                           &out, &len)) {
       out = NULL;
     }
   }
-  outbox_fill(rj->slot, out, len);
+
+  // a step's frames (its parts, then its StepDone) go out by reference, in its slot's turn
+  if (out || !rj->step.frames) {
+    outbox_fill(rj->slot, out, len);
+  } else {
+    outbox_fill_shared(rj->slot, rj->step.frames, rj->step.nframes);
+    rj->step.frames = NULL;
+    rj->step.nframes = 0;
+  }
+  wire_step_free(&rj->step);
   server_hold(d->server, -(int64_t)rj->held);
   if (c) {
     c->pending_bytes -= rj->held;
@@ -212,6 +232,7 @@ static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int he
   rj->entry = c->entry;
   rj->req = req;
   rj->hello = hello;
+  rj->is_step = !hello && wire_is_step(req);
   rj->live = c->live;
   rj->live->refs++;
   wire_set_cancel(req, req_cancelled, rj);

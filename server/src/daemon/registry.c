@@ -124,6 +124,7 @@ void registry_totals_add(registry_totals_t* t, const env_info_t* info) {
   t->steps += info->time.steps;
   t->rays_traced += info->scene.rays_traced;
   t->rays_culled += info->scene.rays_culled;
+  t->rays_invalid += info->scene.rays_invalid;
   t->geometry_builds += info->scene.geometry_builds;
   t->instance_updates += info->scene.instance_updates;
   t->commits += info->scene.commits;

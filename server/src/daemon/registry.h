@@ -35,6 +35,7 @@ typedef struct registry_totals {
   uint64_t steps;
   uint64_t rays_traced;
   uint64_t rays_culled;
+  uint64_t rays_invalid;
   uint64_t geometry_builds;
   uint64_t instance_updates;
   uint64_t commits;

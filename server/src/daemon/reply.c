@@ -37,6 +37,18 @@ static void client_send(void* user, uint8_t* payload, size_t len) {
 }
 
 
+// A frame of a step's reply, by reference (its points are not copied).
+static void client_send_shared(void* user, shared_buf_t* frame) {
+  client_t* c = user;
+
+  // as client_send: from here on the session counts what the frame holds
+  sync_held(c->d, c);
+  c->d->counters.frames_out++;
+  c->d->counters.bytes_out += shared_buf_frame_len(frame);
+  (void)session_send_shared(c->s, frame);
+}
+
+
 // After replies moved: a finishing client closes once its outbox is empty; a paused one
 // resumes reading when its backlog has halved.
 void reply_moved(daemon_t* d, client_t* c) {
@@ -117,6 +129,7 @@ void reply_status(daemon_t* d, session_t* s, uint64_t id, int code, const char* 
 
 void reply_init(client_t* c) {
   outbox_init(&c->out, client_send, c);
+  outbox_set_send_shared(&c->out, client_send_shared);
 }
 
 

@@ -1,21 +1,37 @@
 // SPDX-License-Identifier: MIT
-// streams.c: subscriptions, their queues and the demand table (see streams.h).
+// streams.c: subscriptions, their queues, the lanes of frames and the encoder threads (see
+// streams.h).
 //
-// Sequence numbers: a subscription numbers the frames it is given, 1, 2, ...; its queue only
-// ever drops its oldest frames and sends its oldest, so the frames queued are always
-// consecutive and the head's number is (last given - queued + 1). A frame too large for the
-// budget alone drops everything queued before it, then itself, which keeps that true.
+// A lane is a FIFO of slots, one per record of a step it wants, in step order: PENDING (its
+// record waits for an encoder), RUNNING (being framed), DONE (its frame is ready) or DROPPED
+// (the backlog passed STREAMS_BACKLOG). The loop takes the DONE and DROPPED slots at the head of
+// each lane, so a subscription sees its lane's records in order whatever order the encoders
+// finish them in, and a dropped record still takes its sequence number (a gap the subscriber
+// sees and GetInfo counts).
+//
+// Sequence numbers: a subscription numbers the records produced for it, 1, 2, ...: each frame
+// it queues keeps its number, and a record that never became a frame (dropped from a lane's
+// backlog, or not encoded) takes one too, so the gaps a subscriber sees count its drops
+// exactly.
+//
+// Locking: st->mu guards the lanes and their slots (the environments' queues add records, the
+// encoders take and finish them, the loop takes finished ones). Lanes are created under it by
+// any thread and freed only by the loop, or by the encoder that finishes the last running slot
+// of a lane nobody wants any more. Subscriptions and their queues are the loop's alone.
 #include "daemon/streams.h"
 
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <uv.h>
 
 #include "base/clock.h"
 #include "base/list.h"
 #include "base/log.h"
 #include "base/mem.h"
-#include "base/pool.h"
 #include "net/stream_queue.h"
 #include "net/wire_stream.h"
 
@@ -24,12 +40,40 @@
 // Closed slow subscribers remembered for GetInfo.
 #define RECENT_CLOSED 16u
 
-typedef struct demand {
+typedef enum slot_state {
+  SLOT_PENDING = 0,
+  SLOT_RUNNING,
+  SLOT_DONE,
+  SLOT_DROPPED,
+} slot_state_t;
+
+typedef struct lane lane_t;
+
+typedef struct slot {
+  struct slot* next;            // in its lane, in step order
+  lane_t* lane;
+  slot_state_t state;
+  uint64_t stamp;               // the step's (streams_submit)
+  int eos;                      // the end_of_stream frame of a removed sensor
+  sensor_record_t rec;          // PENDING, RUNNING: a copy holding the cloud's buffer
+  double start_time;
+  shared_buf_t* frame;          // DONE: the frame; NULL when it could not be made (a drop)
+  struct slot* at_once;         // streams_submit's list of the slots it frames itself
+} slot_t;
+
+struct lane {
+  list_node_t node;             // in st->lanes while somebody wants it
   const void* env_key;
   uint32_t sensor_id;
-  wire_stream_params_t p;
-  uint32_t refs;
-} demand_t;
+  wire_stream_params_t p;       // read only once created
+  uint32_t refs;                // subscriptions, and demands not yet subscriptions
+  int ended;                    // the sensor was removed: no more records, not found by key
+  int dead;                     // nobody wants it: freed once its running slots finish
+  slot_t* head;
+  slot_t* tail;
+  uint32_t pending;             // slots waiting for an encoder
+  uint32_t running;             // slots being framed
+};
 
 typedef struct sub {
   list_node_t node;             // in st->subs
@@ -38,12 +82,15 @@ typedef struct sub {
   char env_name[64];
   uint32_t sensor_id;
   wire_stream_params_t p;
+  lane_t* lane;                 // holds one of its refs
+  uint64_t since;               // gets the records of steps stamped from then on
   stream_queue_t q;
   uint64_t seq;                 // last sequence number given
   uint64_t held;                // q.bytes counted in the server's budget
   uint64_t served;              // round-robin stamp among the session's subscriptions
   uint64_t soft_since_ns;       // above soft_bytes since (0: below)
-  int ended;                    // the end_of_stream frame is queued; no more frames
+  int ended;                    // the sensor was removed: only its last frames are to come
+  int eos_done;                 // the end_of_stream frame is queued; no more frames
   wire_sub_info_t info;         // counters (frames/bytes sent and dropped)
 } sub_t;
 
@@ -54,20 +101,8 @@ typedef struct recent {
   char reason[160];
 } recent_t;
 
-typedef struct batch_frame {
-  uint32_t sensor_id;
-  wire_stream_params_t p;
-  shared_buf_t* buf;
-} batch_frame_t;
-
-struct streams_batch {
-  batch_frame_t* f;
-  uint32_t n;
-};
-
 struct streams {
   server_t* srv;
-  pool_t* pool;                 // encodes a step's frames in parallel (nullable)
   streams_config_t cfg;
   list_t subs;
   uint64_t serve_clock;
@@ -78,35 +113,223 @@ struct streams {
   uint32_t nrecent;             // remembered, at most RECENT_CLOSED
   uint32_t recent_next;         // slot of the next one
 
-  // Guards the demand table: read by step jobs on executor threads, written by the loop and
-  // by subscribe jobs. Held only to copy or change the small table, never while encoding.
+  // the lanes and the encoders (guarded by mu)
   pthread_mutex_t mu;
-  demand_t* demand;
-  uint32_t ndemand;
-  uint32_t demand_cap;
+  pthread_cond_t work;          // a slot is PENDING, or stopping
+  list_t lanes;
+  uint64_t stamp;               // of the last step submitted
+  int stopping;
+  pthread_t* encoders;
+  unsigned nencoder;
+  uv_async_t done;              // wakes the loop when slots are DONE
+  int done_open;
 };
 
 
-streams_t* streams_create(server_t* srv, pool_t* pool, const streams_config_t* cfg) {
+//---------------- lanes (under st->mu)
+
+static lane_t* find_lane(streams_t* st, const void* env_key, uint32_t sensor_id,
+                         const wire_stream_params_t* p, int ended) {
+  for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
+    lane_t* l = container_of(n, lane_t, node);
+    if (l->env_key == env_key && l->sensor_id == sensor_id && l->ended == ended &&
+        wire_stream_params_equal(&l->p, p)) {
+      return l;
+    }
+  }
+  return NULL;
+}
+
+
+static void slot_free(slot_t* sl) {
+  sensor_record_release(&sl->rec);
+  shared_buf_release(sl->frame);
+  mem_free(sl);
+}
+
+
+// One reference less; a lane nobody wants drops its slots (the running ones end with their
+// encoder) and is freed.
+static void lane_unref(streams_t* st, lane_t* l) {
+  (void)st;
+  if (--l->refs > 0) {
+    return;
+  }
+  list_remove(&l->node);
+  l->dead = 1;
+  for (slot_t* sl = l->head; sl;) {
+    slot_t* next = sl->next;
+    if (sl->state == SLOT_RUNNING) {
+      sl->next = NULL;          // an orphan, freed by its encoder
+    } else {
+      slot_free(sl);
+    }
+    sl = next;
+  }
+  l->head = l->tail = NULL;
+  l->pending = 0;
+  if (l->running == 0) {
+    mem_free(l);
+  }
+}
+
+
+static void lane_append(lane_t* l, slot_t* sl) {
+  sl->lane = l;
+  sl->next = NULL;
+  if (l->tail) {
+    l->tail->next = sl;
+  } else {
+    l->head = sl;
+  }
+  l->tail = sl;
+}
+
+
+// A running slot's frame (nullable) is ready. 1 when the loop has something to take.
+static int slot_finish(slot_t* sl, shared_buf_t* frame) {
+  lane_t* l = sl->lane;
+  sensor_record_release(&sl->rec);
+  l->running--;
+  if (l->dead) {
+    shared_buf_release(frame);
+    mem_free(sl);
+    if (l->running == 0) {
+      mem_free(l);
+    }
+    return 0;
+  }
+  sl->frame = frame;
+  sl->state = SLOT_DONE;
+  return l->head && l->head->state >= SLOT_DONE;
+}
+
+
+//---------------- encoders
+
+// The slot waiting longest for an encoder (the oldest step first), or NULL.
+static slot_t* next_pending(streams_t* st) {
+  slot_t* best = NULL;
+  for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
+    lane_t* l = container_of(n, lane_t, node);
+    for (slot_t* sl = l->head; l->pending && sl; sl = sl->next) {
+      if (sl->state == SLOT_PENDING) {
+        if (!best || sl->stamp < best->stamp) {
+          best = sl;
+        }
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+
+static shared_buf_t* frame_of(const slot_t* sl) {
+  shared_buf_t* frame = NULL;
+  err_msg_t msg;
+  if (wire_stream_encode(&sl->rec, sl->start_time, &sl->lane->p, &frame, &msg) != 0) {
+    LOG_WARN("sensor %u: frame %llu not encoded as %s: %s", sl->rec.sensor_id,
+             (unsigned long long)sl->rec.frame, codec_name(sl->lane->p.codec.encoding),
+             msg.text);
+    return NULL;
+  }
+  return frame;
+}
+
+
+static void* encoder_main(void* arg) {
+  streams_t* st = arg;
+
+  // below the tracing: an expensive encoding (zstd level 19) only takes what it leaves
+  if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), STREAMS_ENCODER_NICE) != 0) {
+    LOG_DEBUG("streams: could not lower the encoder thread's priority");
+  }
+  pthread_mutex_lock(&st->mu);
+  while (!st->stopping) {
+    slot_t* sl = next_pending(st);
+    if (!sl) {
+      pthread_cond_wait(&st->work, &st->mu);
+      continue;
+    }
+    sl->state = SLOT_RUNNING;
+    sl->lane->pending--;
+    sl->lane->running++;
+    pthread_mutex_unlock(&st->mu);
+    shared_buf_t* frame = frame_of(sl);
+    pthread_mutex_lock(&st->mu);
+    if (slot_finish(sl, frame) && st->done_open) {
+      uv_async_send(&st->done);
+    }
+  }
+  pthread_mutex_unlock(&st->mu);
+  return NULL;
+}
+
+
+static void on_done(uv_async_t* h);
+
+
+streams_t* streams_create(server_t* srv, struct uv_loop_s* loop, const streams_config_t* cfg) {
   streams_t* st = mem_calloc(1, sizeof(*st));
   if (!st) {
     return NULL;
   }
   st->srv = srv;
-  st->pool = pool;
   st->cfg = *cfg;
   list_init(&st->subs);
+  list_init(&st->lanes);
   pthread_mutex_init(&st->mu, NULL);
+  pthread_cond_init(&st->work, NULL);
+  unsigned n = cfg->encoders ? cfg->encoders : 1;
+  st->encoders = mem_calloc(n, sizeof(*st->encoders));
+  if (!st->encoders || uv_async_init(loop, &st->done, on_done) != 0) {
+    pthread_cond_destroy(&st->work);
+    pthread_mutex_destroy(&st->mu);
+    mem_free(st->encoders);
+    mem_free(st);
+    return NULL;
+  }
+  st->done.data = st;
+  st->done_open = 1;
+  for (; st->nencoder < n; st->nencoder++) {
+    if (pthread_create(&st->encoders[st->nencoder], NULL, encoder_main, st) != 0) {
+      break;
+    }
+  }
+  if (st->nencoder == 0) {
+    LOG_ERROR("streams: cannot start an encoder thread");
+    streams_stop(st);
+    return st;  // frames that need no encoder still flow; the others wait
+  }
   return st;
 }
 
 
-static void sub_free(streams_t* st, sub_t* sub) {
-  list_remove(&sub->node);
-  server_hold(st->srv, -(int64_t)sub->held);
-  stream_queue_close(&sub->q);
-  mem_free(sub);
+void streams_stop(streams_t* st) {
+  if (!st) {
+    return;
+  }
+  pthread_mutex_lock(&st->mu);
+  int was = st->stopping;
+  st->stopping = 1;
+  pthread_cond_broadcast(&st->work);
+  pthread_mutex_unlock(&st->mu);
+  if (was) {
+    return;
+  }
+  for (unsigned i = 0; i < st->nencoder; i++) {
+    pthread_join(st->encoders[i], NULL);
+  }
+  st->nencoder = 0;
+  pthread_mutex_lock(&st->mu);
+  st->done_open = 0;
+  pthread_mutex_unlock(&st->mu);
+  uv_close((uv_handle_t*)&st->done, NULL);
 }
+
+
+static void sub_free(streams_t* st, sub_t* sub);
 
 
 void streams_destroy(streams_t* st) {
@@ -117,8 +340,14 @@ void streams_destroy(streams_t* st) {
   while ((n = list_front(&st->subs)) != NULL) {
     sub_free(st, container_of(n, sub_t, node));
   }
+  while ((n = list_front(&st->lanes)) != NULL) {
+    lane_t* l = container_of(n, lane_t, node);
+    l->refs = 1;
+    lane_unref(st, l);
+  }
+  pthread_cond_destroy(&st->work);
   pthread_mutex_destroy(&st->mu);
-  mem_free(st->demand);
+  mem_free(st->encoders);
   mem_free(st);
 }
 
@@ -126,29 +355,22 @@ void streams_destroy(streams_t* st) {
 //---------------- demand
 
 int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
-                       const wire_stream_params_t* p) {
+                       const wire_stream_params_t* p, uint64_t* since) {
   int rc = 0;
   pthread_mutex_lock(&st->mu);
-  for (uint32_t i = 0; i < st->ndemand; i++) {
-    demand_t* d = &st->demand[i];
-    if (d->env_key == env_key && d->sensor_id == sensor_id &&
-        wire_stream_params_equal(&d->p, p)) {
-      d->refs++;
-      goto out;
-    }
+  lane_t* l = find_lane(st, env_key, sensor_id, p, 0);
+  if (!l && (l = mem_calloc(1, sizeof(*l))) != NULL) {
+    l->env_key = env_key;
+    l->sensor_id = sensor_id;
+    l->p = *p;
+    list_push_back(&st->lanes, &l->node);
   }
-  if (st->ndemand == st->demand_cap) {
-    uint32_t cap = st->demand_cap ? 2 * st->demand_cap : 16;
-    demand_t* grown = mem_realloc(st->demand, cap * sizeof(*grown));
-    if (!grown) {
-      rc = ERR_NOMEM;
-      goto out;
-    }
-    st->demand = grown;
-    st->demand_cap = cap;
+  if (l) {
+    l->refs++;
+    *since = st->stamp + 1;
+  } else {
+    rc = ERR_NOMEM;
   }
-  st->demand[st->ndemand++] = (demand_t){env_key, sensor_id, *p, 1};
-out:
   pthread_mutex_unlock(&st->mu);
   return rc;
 }
@@ -157,129 +379,101 @@ out:
 void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_id,
                            const wire_stream_params_t* p) {
   pthread_mutex_lock(&st->mu);
-  for (uint32_t i = 0; i < st->ndemand; i++) {
-    demand_t* d = &st->demand[i];
-    if (d->env_key == env_key && d->sensor_id == sensor_id &&
-        wire_stream_params_equal(&d->p, p)) {
-      if (--d->refs == 0) {
-        st->demand[i] = st->demand[--st->ndemand];
-      }
-      break;
-    }
+  lane_t* l = find_lane(st, env_key, sensor_id, p, 0);
+  if (!l) {
+    l = find_lane(st, env_key, sensor_id, p, 1);
+  }
+  if (l) {
+    lane_unref(st, l);
   }
   pthread_mutex_unlock(&st->mu);
 }
 
 
-//---------------- encoding
+//---------------- records
 
-// One frame to encode: a record in one encoding, or a share of another task's frame.
-typedef struct encode_task {
-  const sensor_record_t* rec;
-  wire_stream_params_t p;
-  double start_time;
-  shared_buf_t* buf;            // the result; NULL when it could not be encoded
-  int64_t share_of;             // index of the task whose frame this one shares, or -1
-} encode_task_t;
-
-
-static void encode_range(void* ctx, size_t begin, size_t end) {
-  encode_task_t* tasks = ctx;
-  for (size_t k = begin; k < end; k++) {
-    encode_task_t* t = &tasks[k];
-    err_msg_t msg;
-    if (t->share_of < 0 && wire_stream_encode(t->rec, t->start_time, &t->p, &t->buf, &msg)) {
-      t->buf = NULL;
-      LOG_WARN("sensor %u: frame %llu not encoded as %s: %s", t->rec->sensor_id,
-               (unsigned long long)t->rec->frame, codec_name(t->p.codec.encoding), msg.text);
-    }
-  }
+// Framed as soon as it is submitted: a frame that refers to the points (RAW, every field) or a
+// small record; the rest waits for an encoder.
+static int frames_at_once(const sensor_record_t* rec, const wire_stream_params_t* p) {
+  return rec->kind != SENSOR_REC_CLOUD || (p->codec.encoding == CODEC_RAW && p->nfield == 0);
 }
 
 
-streams_batch_t* streams_encode(streams_t* st, const void* env_key, const sensor_out_t* recs,
-                                double start_time) {
+void streams_submit(streams_t* st, const void* env_key, const sensor_out_t* recs,
+                    double start_time) {
   if (recs->n == 0) {
-    return NULL;
-  }
-
-  // what is wanted now, copied so that encoding runs without the lock
-  demand_t* want = NULL;
-  uint32_t nwant = 0;
-  pthread_mutex_lock(&st->mu);
-  for (uint32_t i = 0; i < st->ndemand; i++) {
-    nwant += st->demand[i].env_key == env_key;
-  }
-  if (nwant) {
-    want = mem_alloc(nwant * sizeof(*want));
-    nwant = 0;
-    for (uint32_t i = 0; want && i < st->ndemand; i++) {
-      if (st->demand[i].env_key == env_key) {
-        want[nwant++] = st->demand[i];
-      }
-    }
-  }
-  pthread_mutex_unlock(&st->mu);
-  if (!want) {
-    return NULL;
-  }
-
-  // each record once per wanted encoding (other records than clouds once for all), the
-  // encodings in parallel on the worker pool
-  streams_batch_t* b = mem_calloc(1, sizeof(*b));
-  encode_task_t* tasks = mem_alloc((size_t)recs->n * nwant * sizeof(*tasks) + 1);
-  if (b) {
-    b->f = mem_alloc((size_t)recs->n * nwant * sizeof(*b->f) + 1);
-  }
-  if (!b || !b->f || !tasks) {
-    LOG_ERROR("out of memory encoding sensor frames for subscribers");
-    if (b) {
-      mem_free(b->f);
-    }
-    mem_free(b);
-    mem_free(tasks);
-    mem_free(want);
-    return NULL;
-  }
-  uint32_t ntask = 0;
-  for (uint32_t r = 0; r < recs->n; r++) {
-    const sensor_record_t* rec = &recs->rec[r];
-    int64_t first = -1;
-    for (uint32_t w = 0; w < nwant; w++) {
-      if (want[w].sensor_id != rec->sensor_id) {
-        continue;
-      }
-      int share = rec->kind != SENSOR_REC_CLOUD && first >= 0;
-      tasks[ntask] = (encode_task_t){rec, want[w].p, start_time, NULL, share ? first : -1};
-      first = first >= 0 ? first : (int64_t)ntask;
-      ntask++;
-    }
-  }
-  pool_parallel_for(st->pool, ntask, 1, encode_range, tasks);
-  for (uint32_t k = 0; k < ntask; k++) {
-    encode_task_t* t = &tasks[k];
-    if (t->share_of >= 0 && tasks[t->share_of].buf) {
-      t->buf = shared_buf_retain(tasks[t->share_of].buf);
-    }
-    if (t->buf) {
-      b->f[b->n++] = (batch_frame_t){t->rec->sensor_id, t->p, t->buf};
-    }
-  }
-  mem_free(tasks);
-  mem_free(want);
-  return b;
-}
-
-
-void streams_batch_free(streams_batch_t* b) {
-  if (!b) {
     return;
   }
-  for (uint32_t i = 0; i < b->n; i++) {
-    shared_buf_release(b->f[i].buf);
+
+  // a slot per record and lane that wants it; the ones framed at once are taken out of the
+  // encoders' reach (RUNNING) and framed after the lock is let go
+  slot_t* now = NULL;
+  int wake = 0;
+  pthread_mutex_lock(&st->mu);
+  if (st->stopping) {
+    pthread_mutex_unlock(&st->mu);
+    return;
   }
-  mem_free(b->f);
-  mem_free(b);
+  uint64_t stamp = ++st->stamp;
+  for (uint32_t r = 0; r < recs->n; r++) {
+    const sensor_record_t* rec = &recs->rec[r];
+    for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
+      lane_t* l = container_of(n, lane_t, node);
+      if (l->env_key != env_key || l->sensor_id != rec->sensor_id || l->ended) {
+        continue;
+      }
+      slot_t* sl = mem_calloc(1, sizeof(*sl));
+      if (!sl) {
+        LOG_ERROR("out of memory queueing sensor %u's frame for subscribers", rec->sensor_id);
+        continue;
+      }
+      sl->stamp = stamp;
+      sl->start_time = start_time;
+      sensor_record_copy(&sl->rec, rec);
+      lane_append(l, sl);
+      if (frames_at_once(rec, &l->p)) {
+        sl->state = SLOT_RUNNING;
+        l->running++;
+        sl->at_once = now;
+        now = sl;
+        continue;
+      }
+
+      // the backlog: past it, the oldest record waiting for an encoder is dropped
+      sl->state = SLOT_PENDING;
+      wake = 1;
+      if (++l->pending > STREAMS_BACKLOG) {
+        for (slot_t* old = l->head; old; old = old->next) {
+          if (old->state == SLOT_PENDING) {
+            old->state = SLOT_DROPPED;
+            sensor_record_release(&old->rec);
+            l->pending--;
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (wake) {
+    pthread_cond_broadcast(&st->work);
+  }
+  pthread_mutex_unlock(&st->mu);
+
+  // the frames that cost nothing, here
+  int ready = wake;   // a record dropped may head a lane now
+  while (now) {
+    slot_t* sl = now;
+    now = sl->at_once;
+    shared_buf_t* frame = frame_of(sl);
+    pthread_mutex_lock(&st->mu);
+    ready |= slot_finish(sl, frame);
+    pthread_mutex_unlock(&st->mu);
+  }
+  pthread_mutex_lock(&st->mu);
+  if (ready && st->done_open) {
+    uv_async_send(&st->done);
+  }
+  pthread_mutex_unlock(&st->mu);
 }
 
 
@@ -297,7 +491,7 @@ static sub_t* find_sub(streams_t* st, session_t* s, uint32_t sensor_id) {
 
 
 int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const char* env_name,
-                      uint32_t sensor_id, const wire_stream_params_t* p) {
+                      uint32_t sensor_id, const wire_stream_params_t* p, uint64_t since) {
   if (find_sub(st, s, sensor_id)) {
     return ERR_EXISTS;
   }
@@ -306,17 +500,39 @@ int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const ch
     mem_free(sub);
     return ERR_NOMEM;
   }
+
+  // the subscription takes over the reference its demand added to the lane
+  pthread_mutex_lock(&st->mu);
+  sub->lane = find_lane(st, env_key, sensor_id, p, 0);
+  pthread_mutex_unlock(&st->mu);
+  if (!sub->lane) {
+    stream_queue_close(&sub->q);
+    mem_free(sub);
+    return ERR_NOTFOUND;
+  }
   sub->s = s;
   sub->env_key = env_key;
   snprintf(sub->env_name, sizeof(sub->env_name), "%s", env_name);
   sub->sensor_id = sensor_id;
   sub->p = *p;
+  sub->since = since;
   sub->info.session_id = session_id(s);
   sub->info.sensor_id = sensor_id;
   sub->info.encoding = p->codec.encoding;
   sub->info.precision = p->codec.precision;
   list_push_back(&st->subs, &sub->node);
   return 0;
+}
+
+
+static void sub_free(streams_t* st, sub_t* sub) {
+  list_remove(&sub->node);
+  server_hold(st->srv, -(int64_t)sub->held);
+  stream_queue_close(&sub->q);
+  pthread_mutex_lock(&st->mu);
+  lane_unref(st, sub->lane);
+  pthread_mutex_unlock(&st->mu);
+  mem_free(sub);
 }
 
 
@@ -330,14 +546,6 @@ static void sync_held(streams_t* st, sub_t* sub) {
 }
 
 
-static void end_sub(streams_t* st, sub_t* sub) {
-  if (!sub->ended) {
-    streams_demand_remove(st, sub->env_key, sub->sensor_id, &sub->p);
-  }
-  sub_free(st, sub);
-}
-
-
 int streams_unsubscribe(streams_t* st, session_t* s, uint32_t sensor_id) {
   sub_t* sub = find_sub(st, s, sensor_id);
   if (!sub) {
@@ -345,7 +553,7 @@ int streams_unsubscribe(streams_t* st, session_t* s, uint32_t sensor_id) {
   }
   sub->info.frames_dropped += sub->q.count;
   sub->info.bytes_dropped += sub->q.bytes;
-  end_sub(st, sub);
+  sub_free(st, sub);
   return 0;
 }
 
@@ -366,8 +574,8 @@ static void pump(streams_t* st, session_t* s) {
   if (!pick) {
     return;
   }
-  uint64_t seq = pick->seq - pick->q.count + 1;
-  shared_buf_t* b = stream_queue_pop(&pick->q);
+  uint64_t seq;
+  shared_buf_t* b = stream_queue_pop_tag(&pick->q, &seq);
   sync_held(st, pick);
   pick->served = ++st->serve_clock;
   uint8_t prefix[WIRE_STREAM_PREFIX_MAX];
@@ -387,7 +595,7 @@ static void reap(streams_t* st) {
   for (list_node_t* n = st->subs.head.next; n != &st->subs.head;) {
     sub_t* sub = container_of(n, sub_t, node);
     n = n->next;
-    if (sub->ended && sub->q.count == 0) {
+    if (sub->eos_done && sub->q.count == 0) {
       sub_free(st, sub);
     }
   }
@@ -435,6 +643,15 @@ static int check_soft(streams_t* st, sub_t* sub, uint64_t now_ns) {
 }
 
 
+// Count one frame (of len bytes, 0 when it was never made) dropped for sub.
+static void count_drop(streams_t* st, sub_t* sub, uint64_t frames, uint64_t bytes) {
+  sub->info.frames_dropped += frames;
+  sub->info.bytes_dropped += bytes;
+  st->frames_dropped += frames;
+  st->bytes_dropped += bytes;
+}
+
+
 // Queue frame b (numbered next) on sub, dropping its oldest frames past the budgets.
 static void push(streams_t* st, sub_t* sub, shared_buf_t* b) {
   sub->seq++;
@@ -464,44 +681,73 @@ static void push(streams_t* st, sub_t* sub, shared_buf_t* b) {
     bytes += len;
   } else {
     uint64_t dropped = sub->q.dropped, queued = sub->q.bytes;
-    if (stream_queue_push(&sub->q, b) != 0) {
-      frames++;
-      bytes += len;
-    } else {
-      frames += sub->q.dropped - dropped;
-      bytes += queued + len - sub->q.bytes;
-    }
+    int rc = stream_queue_push_tag(&sub->q, b, sub->seq);
+    frames += sub->q.dropped - dropped + (rc == ERR_NOMEM);   // the queue counts the others
+    bytes += queued + len - sub->q.bytes;
   }
-  sub->info.frames_dropped += frames;
-  sub->info.bytes_dropped += bytes;
-  st->frames_dropped += frames;
-  st->bytes_dropped += bytes;
+  count_drop(st, sub, frames, bytes);
   sync_held(st, sub);
 }
 
 
-void streams_publish(streams_t* st, const void* env_key, streams_batch_t* b) {
-  if (!b) {
+// Give a lane's finished slot to each subscription of the lane that wants it: its frame, or
+// its sequence number as a drop.
+static void deliver(streams_t* st, const slot_t* sl) {
+  for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
+    sub_t* sub = container_of(n, sub_t, node);
+    if (sub->lane != sl->lane || sub->eos_done || session_is_closing(sub->s) ||
+        (!sl->eos && sl->stamp < sub->since)) {
+      continue;
+    }
+    if (sl->frame) {
+      push(st, sub, sl->frame);
+    } else {
+      sub->seq++;
+      count_drop(st, sub, 1, 0);
+    }
+    sub->eos_done = sl->eos;
+  }
+}
+
+
+// The loop's side: take the finished slots at the head of every lane, in order, and give
+// them out; then close slow subscribers and start sending.
+static void drain(streams_t* st) {
+  slot_t* first = NULL;
+  slot_t** last = &first;
+  pthread_mutex_lock(&st->mu);
+  for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
+    lane_t* l = container_of(n, lane_t, node);
+    while (l->head && l->head->state >= SLOT_DONE) {
+      slot_t* sl = l->head;
+      l->head = sl->next;
+      if (!l->head) {
+        l->tail = NULL;
+      }
+      sl->next = NULL;
+      *last = sl;
+      last = &sl->next;
+    }
+  }
+  pthread_mutex_unlock(&st->mu);
+  if (!first) {
     return;
   }
 
-  // queue every frame on every subscription that wants it
-  for (uint32_t i = 0; i < b->n; i++) {
-    for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
-      sub_t* sub = container_of(n, sub_t, node);
-      if (sub->env_key == env_key && sub->sensor_id == b->f[i].sensor_id && !sub->ended &&
-          wire_stream_params_equal(&sub->p, &b->f[i].p) && !session_is_closing(sub->s)) {
-        push(st, sub, b->f[i].buf);
-      }
-    }
+  // lanes are freed on this thread only (or, once nobody wants them, by their encoder, and
+  // then no subscription names them): the slots' lanes are safe to compare with
+  for (slot_t* sl = first; sl;) {
+    slot_t* next = sl->next;
+    deliver(st, sl);
+    slot_free(sl);
+    sl = next;
   }
-  streams_batch_free(b);
 
   // slow subscribers go (closing frees every subscription of the connection: start over)
   uint64_t now = clock_now_ns();
   for (list_node_t* n = st->subs.head.next; n != &st->subs.head;) {
     sub_t* sub = container_of(n, sub_t, node);
-    if (sub->env_key == env_key && check_soft(st, sub, now)) {
+    if (check_soft(st, sub, now)) {
       n = st->subs.head.next;
       continue;
     }
@@ -510,35 +756,47 @@ void streams_publish(streams_t* st, const void* env_key, streams_batch_t* b) {
 
   // start sending where nothing is in flight
   for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
-    sub_t* sub = container_of(n, sub_t, node);
-    if (sub->env_key == env_key) {
-      pump(st, sub->s);
-    }
+    pump(st, container_of(n, sub_t, node)->s);
   }
+  reap(st);
+}
+
+
+static void on_done(uv_async_t* h) {
+  drain(h->data);
 }
 
 
 void streams_sensor_removed(streams_t* st, const void* env_key, uint32_t sensor_id) {
-  for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
-    sub_t* sub = container_of(n, sub_t, node);
-    if (sub->env_key != env_key || sub->sensor_id != sensor_id || sub->ended) {
+  // each lane of the sensor ends with the end_of_stream frame, after the records before it
+  shared_buf_t* end = NULL;
+  if (wire_stream_encode_end(sensor_id, &end) != 0) {
+    LOG_ERROR("out of memory for the end of sensor %u's streams", sensor_id);
+  }
+  pthread_mutex_lock(&st->mu);
+  for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
+    lane_t* l = container_of(n, lane_t, node);
+    if (l->env_key != env_key || l->sensor_id != sensor_id || l->ended) {
       continue;
     }
-    shared_buf_t* end;
-    if (wire_stream_encode_end(sensor_id, &end) == 0) {
-      push(st, sub, end);
-      shared_buf_release(end);
+    l->ended = 1;
+    slot_t* sl = mem_calloc(1, sizeof(*sl));
+    if (sl) {
+      sl->eos = 1;
+      sl->state = SLOT_DONE;
+      sl->frame = end ? shared_buf_retain(end) : NULL;
+      lane_append(l, sl);
     }
-    streams_demand_remove(st, sub->env_key, sub->sensor_id, &sub->p);
-    sub->ended = 1;
   }
+  pthread_mutex_unlock(&st->mu);
+  shared_buf_release(end);
   for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
     sub_t* sub = container_of(n, sub_t, node);
-    if (sub->env_key == env_key) {
-      pump(st, sub->s);
+    if (sub->env_key == env_key && sub->sensor_id == sensor_id) {
+      sub->ended = 1;
     }
   }
-  reap(st);
+  drain(st);
 }
 
 
@@ -553,7 +811,7 @@ void streams_session_closed(streams_t* st, session_t* s) {
     sub_t* sub = container_of(n, sub_t, node);
     n = n->next;
     if (sub->s == s) {
-      end_sub(st, sub);
+      sub_free(st, sub);
     }
   }
 }

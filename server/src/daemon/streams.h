@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
 // streams.h: subscriptions (docs/streams.md). A connection subscribes to a sensor of its
-// environment with an encoding; each step's records are encoded once per wanted encoding on
-// the worker pool (called from the environment's executor, never from the loop thread) into
-// shared frames, which every subscription of that encoding queues by reference. A
-// subscription's queue is bounded in bytes: past its budget the oldest whole frames are
-// dropped and counted; a connection whose
-// subscription stays above the soft limit too long is closed, the reason logged and kept for
-// GetInfo. One stream frame per connection is in the kernel writer at a time, so the loop
-// never blocks and a slow reader costs at most its budget plus one frame.
+// environment with an encoding. Each step hands its records to the streams by reference, and
+// its reply leaves without waiting for them: every (sensor, encoding) wanted by a subscription
+// is a lane, which frames the record at once when that costs nothing (RAW: the frame refers to
+// the points) and otherwise queues it for the encoder threads, which run at a low priority
+// (nice) so that an expensive encoding takes no CPU from the tracing. A lane holds at most
+// STREAMS_BACKLOG records waiting for an encoder; past it the oldest is dropped and counted.
+// Frames come out of each lane in step order, shared by reference by every subscription of
+// that lane. A subscription's queue is bounded in bytes: past its budget the oldest whole frames
+// are dropped and counted; a connection whose subscription stays above the soft limit too long
+// is closed, the reason logged and kept for GetInfo. One stream frame per connection is in the
+// kernel writer at a time, so the loop never blocks and a slow reader costs at most its budget
+// plus one frame.
 //
 // Thread: loop thread, except where marked.
 #ifndef SENSIM_DAEMON_STREAMS_H_
@@ -23,57 +27,65 @@
 #include "net/wire_stream.h"
 #include "sensor/sensor.h"
 
+struct uv_loop_s;
 typedef struct streams streams_t;
-typedef struct streams_batch streams_batch_t;
+
+// Records of a lane waiting for an encoder, at most; a newer one drops the oldest.
+#define STREAMS_BACKLOG 2u
+
+// Niceness of the encoder threads: the tracing (nice 0) gets about ten times their CPU share
+// when both want it, and they still progress on a busy machine.
+#define STREAMS_ENCODER_NICE 10
 
 typedef struct streams_config {
   uint64_t max_bytes;           // per subscription: frames queued before the oldest are dropped
   uint64_t soft_bytes;          // above this for soft_ms closes the connection
   uint32_t soft_ms;             // 0: never
   uint64_t max_held_bytes;      // the daemon's budget for everything queued (0: none)
+  unsigned encoders;            // encoder threads (>= 1)
 } streams_config_t;
 
-typedef struct pool pool_t;
+// Start the encoder threads; frames come back to the loop through a handle of its own.
+streams_t* streams_create(server_t* srv, struct uv_loop_s* loop, const streams_config_t* cfg);
 
-// pool: nullable; the worker pool that encodes a step's frames (borrowed).
-streams_t* streams_create(server_t* srv, pool_t* pool, const streams_config_t* cfg);
+// Stop the encoder threads (each finishes the frame it encodes) and close the loop handle.
+// Idempotent. Before the loop's last run.
+void streams_stop(streams_t* st);
 
-// After every session closed.
+// After streams_stop, every session closed and the loop run to completion.
 void streams_destroy(streams_t* st);
 
 //---------------- Demand (Thread: any; one lock)
 
 // Ask (add) or stop asking (remove) for frames of sensor_id of environment env_key in p's
-// encoding; counted, so several subscriptions share one encoding.
+// encoding; counted, so several subscriptions share one lane. *since: the stamp of the next
+// step's records (a subscription gets the records of the steps from then on). ERR_NOMEM.
 int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
-                       const wire_stream_params_t* p) CHECKRET;
+                       const wire_stream_params_t* p, uint64_t* since) CHECKRET;
 void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_id,
                            const wire_stream_params_t* p);
 
-//---------------- Encoding (Thread: the environment's queue)
+//---------------- Records (Thread: the environment's queue)
 
-// Encode the records a step produced for every encoding wanted now, the frames in parallel
-// on the pool; NULL when none is wanted. start_time: the start of the step's interval.
-streams_batch_t* streams_encode(streams_t* st, const void* env_key, const sensor_out_t* recs,
-                                double start_time);
-
-// Nullable. Thread: any.
-void streams_batch_free(streams_batch_t* b);
+// A step's records, covering (start_time, record time]: each wanted by a lane is framed or
+// queued for encoding there (recs is only read: the lanes retain what they keep). Never waits
+// for an encoding.
+void streams_submit(streams_t* st, const void* env_key, const sensor_out_t* recs,
+                    double start_time);
 
 //---------------- Subscriptions (loop thread)
 
-// A subscription of session s (its demand already added). ERR_EXISTS when s is subscribed
-// to sensor_id already; ERR_NOMEM.
+// A subscription of session s (its demand already added; since: from streams_demand_add).
+// ERR_EXISTS when s is subscribed to sensor_id already; ERR_NOMEM.
 int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const char* env_name,
-                      uint32_t sensor_id, const wire_stream_params_t* p) CHECKRET;
+                      uint32_t sensor_id, const wire_stream_params_t* p,
+                      uint64_t since) CHECKRET;
 
 // End s's subscription to sensor_id (its queued frames are discarded). ERR_NOTFOUND.
 int streams_unsubscribe(streams_t* st, session_t* s, uint32_t sensor_id) CHECKRET;
 
-// Queue a step's frames on the subscriptions that want them, then free the batch.
-void streams_publish(streams_t* st, const void* env_key, streams_batch_t* b);
-
-// The sensor was removed: each subscription to it gets a last end_of_stream frame.
+// The sensor was removed: each subscription to it gets a last end_of_stream frame, after the
+// frames of the steps before.
 void streams_sensor_removed(streams_t* st, const void* env_key, uint32_t sensor_id);
 
 // A stream frame of s was written: send the next one (server hook on_stream_drained).

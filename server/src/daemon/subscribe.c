@@ -22,6 +22,7 @@ typedef struct sub_job {
   wire_stream_params_t p;
   int unsubscribe;           // an Unsubscribe: queued only to keep its order
   int code;                  // 0, ERR_NOTFOUND or ERR_NOMEM
+  uint64_t since;            // the first step whose records the subscription gets
 } sub_job_t;
 
 
@@ -35,7 +36,7 @@ static void sub_run(exec_job_t* j) {
     sj->code = ERR_NOTFOUND;
     return;
   }
-  sj->code = streams_demand_add(sj->d->streams, e, sj->sensor_id, &sj->p);
+  sj->code = streams_demand_add(sj->d->streams, e, sj->sensor_id, &sj->p, &sj->since);
 }
 
 
@@ -61,7 +62,7 @@ static void sub_done(exec_job_t* j, int cancelled) {
     streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
   } else if (code == 0) {
     code = streams_subscribe(d->streams, sj->s, sj->entry, sj->entry->name, sj->sensor_id,
-                             &sj->p);
+                             &sj->p, sj->since);
     if (code != 0) {
       streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
     }

@@ -53,6 +53,7 @@ typedef struct saved {
   uint64_t acc_sweep;
   int acc_complete;
   uint64_t frame;
+  blob_t* acc;                  // nullable: the buffer of the open sweep's points
   size_t acc_n;
 } saved_t;
 
@@ -86,9 +87,8 @@ typedef struct lidar {
 
   // sweep state: committed (after the last committed step), staged (by the last step, until
   // its commit), and the working copy a step runs on (equal to the committed one between steps)
-  saved_t committed;
-  saved_t staged;
-  size_t staged_base;           // points [0, staged_base) published by the staged step
+  saved_t committed;            // owns a reference to committed.acc
+  saved_t staged;               // owns staged.acc when it is not committed.acc
   int has_staged;
   int started;
   double t_s;                   // s, start of sweep 0
@@ -97,11 +97,17 @@ typedef struct lidar {
   int acc_complete;             // its first ray was fired by this lidar
   uint64_t frame;               // records published
 
-  // accumulated points of the current sweep (point_step bytes each)
-  uint8_t* acc;
+  // accumulated points of the current sweep (point_step bytes each), written once: the buffer
+  // is handed whole to the sweep's record (or the step's, per step) when it is published, and
+  // the next points go to another buffer; nothing is copied out or moved within it
+  blob_t* acc;                  // nullable (none yet); owned when it is not committed.acc
   size_t acc_n;                 // points
-  size_t acc_cap;               // points
+  blob_t* spare[2];             // nullable: buffers published before (oldest first), taken
+                                //   again for a new sweep once their readers have let them go
+                                //   (no allocation then; two, so that one is free whether a
+                                //   sweep ends inside a step or at its end)
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
+  size_t last_points;           // points of the last cloud published: a new buffer's first size
 
   // scratch of one batch (batch rays)
   scene_packet_t* packets;      // (batch / SCENE_PACKET) world rays in trace order, in columns
@@ -122,6 +128,9 @@ typedef struct lidar {
   uint32_t excluded_cap;
 } lidar_t;
 
+static void state_save(const lidar_t* l, saved_t* s);
+static void state_load(lidar_t* l, const saved_t* s);
+
 
 //---------------- Creation
 
@@ -131,7 +140,12 @@ static void lidar_destroy(void* self) {
     return;
   }
   lidar_pattern_close(&l->pat);
-  mem_free(l->acc);
+  if (l->has_staged && l->staged.acc != l->committed.acc) {
+    blob_release(l->staged.acc);
+  }
+  blob_release(l->committed.acc);
+  blob_release(l->spare[0]);
+  blob_release(l->spare[1]);
   mem_free(l->rays);
   mem_free(l->packets);
   mem_free(l->ray_index);
@@ -509,7 +523,7 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     size_t i0 = c * l->chunk;
     size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
     const lidar_pattern_ray_t* pr = l->pr + i0;
-    uint8_t* dest = l->acc + (l->acc_n + l->chunk_points[c]) * step;
+    uint8_t* dest = blob_data(l->acc) + (l->acc_n + l->chunk_points[c]) * step;
     if (l->lean) {
       // the default cloud: x y z intensity of the returns, sensor frame, packed directly (the
       // same points as the general loop below, without building a lidar_point_t per point:
@@ -592,30 +606,74 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
 }
 
 
-// Make room for `more` points in the accumulator.
+// A buffer for a new cloud of at least `need` points, with room for all of it so that it never
+// grows (growing would move the points): a frame's worth when that is known and bounded, else
+// the last cloud's size and an eighth more. The spare one when nobody reads it any more and it
+// is about that size, else a new one.
+static blob_t* acc_take(lidar_t* l, size_t need) {
+  uint32_t step = l->layout.point_step;
+  size_t guess = l->last_points + l->last_points / 8 + 4096;
+  size_t points = l->frame_points && l->frame_points < guess ? l->frame_points : guess;
+  points = points > need ? points : need;
+  if ((uint64_t)points * step > MAX_CLOUD_BYTES) {
+    points = (size_t)(MAX_CLOUD_BYTES / step);
+  }
+  for (int i = 0; i < 2;) {
+    blob_t* b = l->spare[i];
+    if (!b || !blob_is_exclusive(b)) {
+      i++;
+      continue;
+    }
+    if (i == 0) {
+      l->spare[0] = l->spare[1];
+    }
+    l->spare[1] = NULL;
+    size_t cap = blob_cap(b) / step;
+    if (cap >= points && cap / 4 <= points) {
+      return b;
+    }
+    blob_release(b);   // the wrong size: its bytes are not needed
+  }
+  return blob_create(points * step);
+}
+
+
+// Make room for `more` points in the accumulator (a buffer is taken for the first points).
 static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
   size_t need = l->acc_n + more;
-  if (need <= l->acc_cap) {
-    return 0;
-  }
   uint32_t step = l->layout.point_step;
   if ((uint64_t)need * step > MAX_CLOUD_BYTES) {
     return err_set(msg, ERR_LIMIT, "lidar: a cloud of %zu points of %u bytes exceeds 4 GiB "
                    "(publish per step, or step more often)", need, step);
   }
-  size_t cap = l->acc_cap ? l->acc_cap : 4096;
+  if (!l->acc) {
+    l->acc = acc_take(l, need);
+    l->acc_n = 0;
+    if (!l->acc) {
+      return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
+    }
+  }
+  size_t cap = blob_cap(l->acc) / step;
+  if (need <= cap) {
+    return 0;
+  }
+  cap = cap ? cap : 4096;
   while (cap < need) {
     cap *= 2;
   }
   if ((uint64_t)cap * step > MAX_CLOUD_BYTES) {
     cap = (size_t)(MAX_CLOUD_BYTES / step);
   }
-  uint8_t* acc = mem_realloc(l->acc, cap * step);
-  if (!acc) {
+
+  // The accumulator is never shared while points are added to it (a published buffer is
+  // replaced by another), so it can grow in place; the committed state follows it.
+  blob_t* old = l->acc;
+  if (!blob_is_exclusive(old) || blob_resize(&l->acc, cap * step) != 0) {
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
   }
-  l->acc = acc;
-  l->acc_cap = cap;
+  if (l->committed.acc == old) {
+    l->committed.acc = l->acc;
+  }
   return 0;
 }
 
@@ -656,27 +714,28 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
 
 // Give memory back when the accumulator is far larger than what it must hold: `keep` points
 // now, and a frame (per revolution) or `typical` points (a step's, per step) later. Growth
-// doubles, so a steady state never shrinks and regrows.
+// doubles, so a steady state never shrinks and regrows. Only a buffer nobody else reads.
 static void acc_trim(lidar_t* l, size_t keep, size_t typical) {
   size_t target = keep > typical ? keep : typical;
   target = target > l->frame_points ? target : l->frame_points;
   target = target > 4096 ? target : 4096;
-  if (l->acc_cap / 4 <= target) {
+  uint32_t step = l->layout.point_step;
+  if (!l->acc || blob_cap(l->acc) / step / 4 <= target || !blob_is_exclusive(l->acc)) {
     return;
   }
-  uint8_t* acc = mem_realloc(l->acc, target * l->layout.point_step);
-  if (acc) {
-    l->acc = acc;
-    l->acc_cap = target;
+  blob_t* old = l->acc;
+  if (blob_resize(&l->acc, target * step) == 0 && l->committed.acc == old) {
+    l->committed.acc = l->acc;
   }
 }
 
 
 //---------------- Publishing
 
-// A record of the points [from, acc_n).
-static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, size_t from,
-                   double frame_start, int complete, sensor_out_t* out, err_msg_t* msg) {
+// A record of the accumulated points, holding their buffer itself: the points are not copied.
+// The next points go to another buffer (acc_reserve takes one).
+static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, double frame_start,
+                   int complete, sensor_out_t* out, err_msg_t* msg) {
   sensor_record_t* r = sensor_out_push(out, ctx->id, SENSOR_REC_CLOUD);
   if (!r) {
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for a record");
@@ -688,14 +747,20 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, si
   c->frame_start_time = frame_start;
   c->complete = complete;
   c->world_frame = l->world_frame;
-  size_t n = l->acc_n - from;
-  int rc = sensor_cloud_alloc_unset(c, (uint32_t)n, msg);   // every byte copied below
+  int rc = l->acc ? sensor_cloud_share(c, l->acc, 0, (uint32_t)l->acc_n, msg)
+                  : sensor_cloud_alloc_unset(c, 0, msg);
   if (rc < 0) {
     return rc;
   }
-  if (n) {
-    memcpy(c->data, l->acc + from * l->layout.point_step, n * l->layout.point_step);
+
+  // the record keeps the buffer; the lidar keeps its own reference only while the committed
+  // state still needs it (a step that is not committed goes back to it)
+  if (l->acc && l->acc != l->committed.acc) {
+    blob_release(l->acc);
   }
+  l->last_points = l->acc_n;
+  l->acc = NULL;
+  l->acc_n = 0;
   l->frame++;
   return 0;
 }
@@ -772,8 +837,81 @@ static void origin_box(const view_body_t* body, int still, const pose_t* mount, 
 }
 
 
+// Where the sweeps stand before a step over (t0, t1] starting from state `s` (the first step
+// places sweep 0 and the cursor), the rays the step fires, and the most bytes of records it
+// can publish (every ray with the returns counted by boundret, per record 512 more).
+typedef struct step_plan {
+  saved_t s;                    // the state the step starts from
+  lidar_cursor_t last;          // first ray after the step
+  uint64_t rays;                // fired in (t0, t1]
+  double pub_bytes;             // records it can publish, at most
+  double one_bytes;             // per revolution: the sweep being gathered when it completes
+} step_plan_t;
+
+static void plan_step(const lidar_t* l, const saved_t* from, double t0, double t1,
+                      step_plan_t* p) {
+  p->s = *from;
+  if (!p->s.started) {
+    p->s.t_s = l->has_start_time ? l->start_time : t0;
+    p->s.cursor = lidar_sweep_seek(&l->pat, p->s.t_s, t0);
+    p->s.acc_sweep = lidar_sweep_of(&l->pat, p->s.cursor);
+    p->s.acc_complete =
+        p->s.cursor == lidar_pattern_first_group(&l->pat, p->s.acc_sweep) * l->pat.nray;
+    p->s.acc_n = 0;
+    p->s.started = 1;
+  }
+  p->last = lidar_sweep_seek(&l->pat, p->s.t_s, nextafter(t1, INFINITY));
+  p->rays = p->last > p->s.cursor ? p->last - p->s.cursor : 0;
+  uint64_t pub_points = 0, nrec = 0;
+  p->one_bytes = 0.0;
+  if (l->per_step) {
+    pub_points = p->rays * (uint64_t)l->boundret;
+    nrec = 1;
+  } else {
+    uint64_t last_sweep = lidar_sweep_of(&l->pat, p->last);
+    lidar_cursor_t first = lidar_pattern_first_group(&l->pat, last_sweep) * l->pat.nray;
+    if (first > p->s.cursor) {
+      pub_points = p->s.acc_n + (first - p->s.cursor) * (uint64_t)l->boundret;
+      nrec = last_sweep - p->s.acc_sweep;
+      lidar_cursor_t end =
+          lidar_pattern_first_group(&l->pat, p->s.acc_sweep + 1) * l->pat.nray;
+      p->one_bytes = (double)(p->s.acc_n + (end - p->s.cursor) * (uint64_t)l->boundret) *
+                     l->layout.point_step + 512.0;
+    }
+  }
+  p->pub_bytes = (double)pub_points * l->layout.point_step + 512.0 * (double)nrec;
+}
+
+
+// Why a step over (t0, t1] cannot run (ERR_LIMIT with msg), or 0: too many rays, or records
+// larger than `budget` (the environment's max_output_bytes for one sensor's step).
+static int check_plan(const lidar_t* l, const sensor_ctx_t* ctx, const step_plan_t* p,
+                      double t0, double t1, uint64_t budget, err_msg_t* msg) {
+  if (p->rays > MAX_STEP_RAYS) {
+    return err_set(msg, ERR_LIMIT, "lidar %u: the step (%.17g, %.17g] fires %llu rays, more "
+                   "than %llu; step more often", ctx->id, t0, t1,
+                   (unsigned long long)p->rays, (unsigned long long)MAX_STEP_RAYS);
+  }
+  if (p->pub_bytes > (double)budget && !l->per_step && p->one_bytes > (double)budget) {
+    // shorter steps do not help when the sweep being gathered cannot fit by itself
+    return err_set(msg, ERR_LIMIT, "lidar %u: its cloud of up to %.4g bytes, due at %.17g, "
+                   "exceeds the %llu bytes one sensor's records may take in a step "
+                   "(max_output_bytes) whatever the step; publish per step, use fewer fields, "
+                   "or raise --max-frame-bytes", ctx->id, p->one_bytes, t1,
+                   (unsigned long long)budget);
+  }
+  if (p->pub_bytes > (double)budget) {
+    return err_set(msg, ERR_LIMIT, "lidar %u: the rays fired over (%.17g, %.17g] can give up "
+                   "to %.4g bytes of point clouds, more than the %llu bytes one sensor's "
+                   "records may take in a step (max_output_bytes); step in shorter intervals",
+                   ctx->id, t0, t1, p->pub_bytes, (unsigned long long)budget);
+  }
+  return 0;
+}
+
+
 static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, sensor_out_t* out,
-                    size_t* base, err_msg_t* msg) {
+                    err_msg_t* msg) {
   // the sensor's body; a pose shared by every ray when the body does not move in this step
   const view_body_t* body = view_find_body(v, ctx->body_id);
   if (!body) {
@@ -791,66 +929,23 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     return rc;
   }
 
-  // the first step places sweep 0 and the cursor
+  // a bounded amount of work and output: the rays fired in (t0, t1] are counted first, and
+  // the records this step can publish at most (every ray with every return) must fit the
+  // sensor's share of the step's output; the first step places sweep 0 and the cursor
+  step_plan_t plan;
+  saved_t now;
+  state_save(l, &now);
+  plan_step(l, &now, v->t0, v->t1, &plan);
+  if ((rc = check_plan(l, ctx, &plan, v->t0, v->t1, v->output_budget, msg)) < 0) {
+    return rc;
+  }
   if (!l->started) {
-    l->t_s = l->has_start_time ? l->start_time : v->t0;
-    l->cursor = lidar_sweep_seek(&l->pat, l->t_s, v->t0);
-    l->acc_sweep = lidar_sweep_of(&l->pat, l->cursor);
-    l->acc_complete =
-        l->cursor == lidar_pattern_first_group(&l->pat, l->acc_sweep) * l->pat.nray;
-    l->started = 1;
-  }
-
-  // a bounded amount of work: the rays fired in (t0, t1] are counted first
-  lidar_cursor_t last = lidar_sweep_seek(&l->pat, l->t_s, nextafter(v->t1, INFINITY));
-  if (last > l->cursor && last - l->cursor > MAX_STEP_RAYS) {
-    return err_set(msg, ERR_LIMIT, "lidar %u: the step (%.17g, %.17g] fires %llu rays, more "
-                   "than %llu; step more often", ctx->id, v->t0, v->t1,
-                   (unsigned long long)(last - l->cursor), (unsigned long long)MAX_STEP_RAYS);
-  }
-
-  // the records this step can publish, at most (every ray with every return): refused before
-  // tracing when they cannot fit in the step's output
-  uint64_t pub_points = 0, nrec = 0;
-  if (l->per_step) {
-    pub_points = (last > l->cursor ? last - l->cursor : 0) * (uint64_t)l->boundret;
-    nrec = 1;
-  } else {
-    uint64_t last_sweep = lidar_sweep_of(&l->pat, last);
-    lidar_cursor_t first = lidar_pattern_first_group(&l->pat, last_sweep) * l->pat.nray;
-    if (first > l->cursor) {
-      pub_points = l->acc_n + (first - l->cursor) * (uint64_t)l->boundret;
-      nrec = last_sweep - l->acc_sweep;
-    }
-  }
-  double pub_bytes = (double)pub_points * l->layout.point_step + 512.0 * (double)nrec;
-  if (pub_bytes > (double)v->output_budget && !l->per_step) {
-    // shorter steps help unless the sweep being gathered cannot fit by itself (the sensors
-    // before this one took the rest: their frames fall due in the same step)
-    lidar_cursor_t end = lidar_pattern_first_group(&l->pat, l->acc_sweep + 1) * l->pat.nray;
-    double one = (double)(l->acc_n + (end - l->cursor) * (uint64_t)l->boundret) *
-                 l->layout.point_step + 512.0;
-    if (one > (double)v->output_budget) {
-      return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: its cloud of up to %.4g "
-                     "bytes, due in this step, does not fit in the %llu bytes the step's output "
-                     "has left after the sensors before it (max_output_bytes): the clouds of "
-                     "this environment's lidars that complete together exceed it whatever the "
-                     "step; publish per step, use fewer fields or lidars, or raise "
-                     "--max-frame-bytes", ctx->id, v->t1, one,
-                     (unsigned long long)v->output_budget);
-    }
-  }
-  if (pub_bytes > (double)v->output_budget) {
-    return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: the rays fired since %.17g "
-                   "can give up to %.4g bytes of point clouds, more than the %llu bytes this "
-                   "step's output has left for them (max_output_bytes); step in shorter "
-                   "intervals", ctx->id, v->t1, v->t0, pub_bytes,
-                   (unsigned long long)v->output_budget);
+    state_load(l, &plan.s);
   }
 
   // the horizon of the step's ray origins, when it repays its cost (depth 1 only: deeper
   // segments start anywhere)
-  uint64_t nrays = last > l->cursor ? last - l->cursor : 0;
+  uint64_t nrays = plan.rays;
   l->horizon_on = l->horizon != NULL &&
                   nrays >= HORIZON_RAYS_PER_BOX * (scene_horizon_boxes(v->scene) + 1);
   if (l->horizon_on) {
@@ -861,8 +956,8 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
 
   // batches of the rays fired in (t0, t1], a sweep's cloud as soon as its last ray is in; the
   // clouds' actual bytes are checked as they grow (RETURN_ALL's bound counts one return a ray)
-  *base = 0;
   uint64_t frame0 = l->frame;
+  double published = 0.0;       // bytes of the clouds this step published
   for (;;) {
     if (view_cancelled(v)) {
       return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
@@ -881,33 +976,32 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     uint64_t next = lidar_sweep_of(&l->pat, l->cursor);
     if (!l->per_step && next != l->acc_sweep) {
       double start = l->t_s + lidar_pattern_sweep_start(&l->pat, l->acc_sweep);
-      if ((rc = publish(l, ctx, v, *base, start, l->acc_complete, out, msg)) < 0) {
+      published += (double)l->acc_n * l->layout.point_step;
+      if ((rc = publish(l, ctx, v, start, l->acc_complete, out, msg)) < 0) {
         return rc;
       }
-      *base = l->acc_n;
       l->acc_sweep = next;
       l->acc_complete = 1;
     }
     // what this step publishes, and (per revolution) the open sweep, which must fit one day
-    double out_bytes = (double)(l->per_step ? l->acc_n : *base) * l->layout.point_step +
-                       512.0 * (double)(l->frame - frame0 + (l->per_step ? 1 : 0));
-    double open_bytes = (double)(l->acc_n - *base) * l->layout.point_step + 512.0;
+    double open_bytes = (double)l->acc_n * l->layout.point_step + 512.0;
+    double out_bytes = (l->per_step ? open_bytes : published) +
+                       512.0 * (double)(l->frame - frame0);
     if (!l->per_step && open_bytes > out_bytes) {
       out_bytes = open_bytes;
     }
     if (out_bytes > (double)v->output_budget) {
       return err_set(msg, ERR_LIMIT, "lidar %u: Step.time = %.17g: the clouds of the rays fired "
-                     "since %.17g take over %.4g bytes, more than the %llu bytes this step's "
-                     "output has left for them (max_output_bytes); step in shorter intervals",
+                     "since %.17g take over %.4g bytes, more than the %llu bytes one sensor's "
+                     "records may take in a step (max_output_bytes); step in shorter intervals",
                      ctx->id, v->t1, v->t0, out_bytes, (unsigned long long)v->output_budget);
     }
   }
   if (l->per_step) {
-    rc = publish(l, ctx, v, 0, v->t0, 0, out, msg);
+    rc = publish(l, ctx, v, v->t0, 0, out, msg);
     if (rc < 0) {
       return rc;
     }
-    *base = l->acc_n;
   }
   return 0;
 }
@@ -917,7 +1011,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
 static void state_save(const lidar_t* l, saved_t* s) {
   *s = (saved_t){.started = l->started, .t_s = l->t_s, .cursor = l->cursor,
                  .acc_sweep = l->acc_sweep, .acc_complete = l->acc_complete, .frame = l->frame,
-                 .acc_n = l->acc_n};
+                 .acc = l->acc, .acc_n = l->acc_n};
 }
 
 
@@ -928,55 +1022,90 @@ static void state_load(lidar_t* l, const saved_t* s) {
   l->acc_sweep = s->acc_sweep;
   l->acc_complete = s->acc_complete;
   l->frame = s->frame;
+  l->acc = s->acc;
   l->acc_n = s->acc_n;
 }
 
 
+// A buffer the lidar no longer writes to (b, owned): kept as the newest spare, the oldest let
+// go when both are taken.
+static void keep_spare(lidar_t* l, blob_t* b) {
+  if (!b || b == l->spare[0] || b == l->spare[1]) {
+    return;
+  }
+  if (l->spare[0] && l->spare[1]) {
+    blob_release(l->spare[0]);
+    l->spare[0] = l->spare[1];
+    l->spare[1] = NULL;
+  }
+  l->spare[l->spare[0] ? 1 : 0] = b;
+}
+
+
 // Two phases (sensor.h): a step starts from the committed state and only appends to the
-// accumulator past the committed points, so a step that is not committed (it failed, or
+// committed accumulator past its points (a sweep completed in the step goes out in its own
+// buffer, and the next one starts in another), so a step that is not committed (it failed, or
 // another sensor of the step did) leaves everything as it was.
 static int lidar_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
                       sensor_out_t* out, err_msg_t* msg) {
   lidar_t* l = self;
-  state_load(l, &l->committed);
+
+  // a step staged and never committed (another sensor failed) gives back its buffer
+  if (l->has_staged && l->staged.acc != l->committed.acc) {
+    keep_spare(l, l->staged.acc);
+  }
   l->has_staged = 0;
-  size_t base = 0;
-  int rc = step_run(l, ctx, v, out, &base, msg);
+  state_load(l, &l->committed);
+  int rc = step_run(l, ctx, v, out, msg);
   if (rc < 0) {
+    if (l->acc != l->committed.acc) {
+      keep_spare(l, l->acc);
+    }
     state_load(l, &l->committed);
     acc_trim(l, l->acc_n, 0);
     return rc;
   }
   state_save(l, &l->staged);
-  l->staged_base = base;
   l->has_staged = 1;
   state_load(l, &l->committed);
   return 0;
 }
 
 
-// Apply the staged step: keep only the points of the sweep still open, at the front.
+// Apply the staged step: its accumulator (the open sweep) becomes the committed one; the one it
+// replaces went out with a record and is kept as the spare.
 static void lidar_commit(void* self) {
   lidar_t* l = self;
   if (!l->has_staged) {
     return;
   }
-  size_t base = l->staged_base;
-  size_t keep = l->staged.acc_n - base;
-  if (keep && base) {
-    memmove(l->acc, l->acc + base * l->layout.point_step, keep * l->layout.point_step);
+  if (l->staged.acc != l->committed.acc) {
+    keep_spare(l, l->committed.acc);
   }
+  size_t typical = l->per_step ? l->last_points : 0;
   l->committed = l->staged;
-  l->committed.acc_n = keep;
   l->has_staged = 0;
   state_load(l, &l->committed);
-  acc_trim(l, keep, l->per_step ? l->staged.acc_n : 0);
+  acc_trim(l, l->acc_n, typical);
+}
+
+
+// sensor_ops_t.bound: the most bytes of records a step over (t0, t1] can give from the
+// committed state, or why no step can cover that interval.
+static int lidar_bound(const void* self, const sensor_ctx_t* ctx, double t0, double t1,
+                       uint64_t budget, uint64_t* bytes, err_msg_t* msg) {
+  const lidar_t* l = self;
+  step_plan_t plan;
+  plan_step(l, &l->committed, t0, t1, &plan);
+  *bytes = plan.pub_bytes < 1.8e19 ? (uint64_t)plan.pub_bytes : UINT64_MAX;
+  return check_plan(l, ctx, &plan, t0, t1, budget, msg);
 }
 
 
 size_t lidar_accumulator_bytes(const void* self) {
   const lidar_t* l = self;
-  return l->acc_cap * l->layout.point_step;
+  return (l->committed.acc ? blob_cap(l->committed.acc) : 0) +
+         (l->spare[0] ? blob_cap(l->spare[0]) : 0) + (l->spare[1] ? blob_cap(l->spare[1]) : 0);
 }
 
 
@@ -984,5 +1113,6 @@ const sensor_ops_t lidar_ops = {
     .kind_name = "lidar",
     .step = lidar_step,
     .commit = lidar_commit,
+    .bound = lidar_bound,
     .destroy = lidar_destroy,
 };

@@ -7,7 +7,7 @@
 // device) or the world frame. Misses are removed (default), kept as zeros or kept as NaN.
 // A lidar does not see the objects of the body it is mounted on (unless see_own_body), nor
 // those of excluded bodies or of object groups outside its group mask: its rays pass through
-// them (scene_trace_filtered).
+// them (scene_trace's filter).
 //
 // Rays are traced in coherent packets of 16 (tiles of neighbouring rays) on the step's worker
 // pool; every random number is keyed by (seed, sensor, sweep, ray index within the sweep,

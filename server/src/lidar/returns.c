@@ -726,7 +726,9 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   for (size_t base = 0; base < b->n; base += per_trace) {
     size_t m = b->n - base < per_trace ? b->n - base : per_trace;
     const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
-    scene_trace_packets(v->scene, rays, m, hits, b->filter, b->horizon);
+    scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = m, .packets = rays,
+                                            .packet_hits = hits, .filter = b->filter,
+                                            .horizon = b->horizon});
     for (size_t q = 0; q < m; q += SCENE_PACKET) {
       unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
       const uint64_t* index = b->ray_index + base + q;
@@ -832,7 +834,8 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       }
       prim = rays;
     }
-    scene_trace_filtered16(v->scene, prim, hits, m, b->filter);
+    scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_ROWS, .group = 16, .n = m,
+                                            .rays = prim, .hits = hits, .filter = b->filter});
     int batch_z0 = eager && p->distance_noise.enabled;
     if (eager) {
       rng_words_n(&key0, b->ray_index + base, LIDAR_DRAW_RAY, blocks, m);
@@ -894,7 +897,8 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       if (n == 0) {
         break;
       }
-      scene_trace_filtered(v->scene, rays, hits, n, b->filter);
+      scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_ROWS, .n = n, .rays = rays,
+                                              .hits = hits, .filter = b->filter});
       int children = level + 1 < p->depth;
       for (size_t k = 0; k < n; k++) {
         ray_ctx_t* r = &ctx[owner[k]];

@@ -9,9 +9,9 @@
 // mirror appears behind the mirror (the "ghost" of a real lidar).
 //
 // Primary rays are traced in packets of 16 consecutive rays of the batch (the caller orders them
-// in compact tiles): at depth 1 in columns (scene_trace_packets, lidar_returns_packets), deeper
-// in rows (scene_trace_coherent16) and then each level of deeper segments of the batch in one
-// call (scene_trace). Tracing allocates nothing and cannot fail.
+// in compact tiles): at depth 1 in columns (scene_trace of SCENE_COLUMNS, lidar_returns_packets),
+// deeper in rows (SCENE_ROWS in groups of 16) and then each level of deeper segments of the
+// batch in one call (SCENE_ROWS). Tracing allocates nothing and cannot fail.
 //
 // Thread: lidar_returns_t is read-only after init; lidar_returns_trace runs on any number of
 // threads at once (disjoint outputs), after the scene is committed.

@@ -9,10 +9,22 @@ struct outbox_slot {
   list_node_t node;          // in ob->slots while the outbox is open
   outbox_t* ob;              // NULL: orphan (the outbox closed)
   uint8_t* payload;
-  size_t len;
-  uint64_t mem;              // counted in ob->mem_bytes: the slot, and its payload once filled
+  size_t len;                // bytes of the payload, or of every frame
+  shared_buf_t** frames;     // (nframes) a reply of shared frames, instead of payload
+  uint32_t nframes;
+  uint64_t mem;              // counted in ob->mem_bytes: the slot, and its reply once filled
   int filled;
 };
+
+
+static void free_frames(outbox_slot_t* slot) {
+  for (uint32_t i = 0; i < slot->nframes; i++) {
+    shared_buf_release(slot->frames[i]);
+  }
+  mem_free(slot->frames);
+  slot->frames = NULL;
+  slot->nframes = 0;
+}
 
 
 void outbox_init(outbox_t* ob, outbox_send_fn send, void* user) {
@@ -21,7 +33,13 @@ void outbox_init(outbox_t* ob, outbox_send_fn send, void* user) {
   ob->held_bytes = 0;
   ob->mem_bytes = 0;
   ob->send = send;
+  ob->send_shared = NULL;
   ob->user = user;
+}
+
+
+void outbox_set_send_shared(outbox_t* ob, outbox_send_shared_fn send_shared) {
+  ob->send_shared = send_shared;
 }
 
 
@@ -54,6 +72,10 @@ static void flush(outbox_t* ob) {
     if (slot->payload) {
       ob->send(ob->user, slot->payload, slot->len);
     }
+    for (uint32_t i = 0; i < slot->nframes && ob->send_shared; i++) {
+      ob->send_shared(ob->user, slot->frames[i]);
+    }
+    free_frames(slot);
     mem_free(slot);
   }
 }
@@ -72,6 +94,31 @@ void outbox_fill(outbox_slot_t* slot, uint8_t* payload, size_t len) {
   ob->held_bytes += slot->len;
   slot->mem += mem_footprint(payload);
   ob->mem_bytes += mem_footprint(payload);
+  flush(ob);
+}
+
+
+void outbox_fill_shared(outbox_slot_t* slot, shared_buf_t** frames, uint32_t n) {
+  outbox_t* ob = slot->ob;
+  slot->frames = frames;
+  slot->nframes = n;
+  if (!ob) {
+    free_frames(slot);
+    mem_free(slot);
+    return;
+  }
+  slot->len = 0;
+  uint64_t mem = mem_footprint(frames);
+  for (uint32_t i = 0; i < n; i++) {
+    slot->len += shared_buf_len(frames[i]);
+    mem += shared_buf_footprint(frames[i]);
+  }
+  slot->filled = 1;
+  ob->held_bytes += slot->len;
+
+  // what the frames hold: themselves and the buffers they refer to (a step's clouds)
+  slot->mem += mem;
+  ob->mem_bytes += mem;
   flush(ob);
 }
 
@@ -103,6 +150,7 @@ void outbox_close(outbox_t* ob) {
     list_remove(n);
     if (slot->filled) {
       mem_free(slot->payload);
+      free_frames(slot);
       mem_free(slot);
     } else {
       slot->ob = NULL;

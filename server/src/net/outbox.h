@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "base/list.h"
+#include "net/shared_buf.h"
 
 typedef struct outbox outbox_t;
 typedef struct outbox_slot outbox_slot_t;
@@ -21,16 +22,24 @@ typedef struct outbox_slot outbox_slot_t;
 // Send one reply; takes ownership of payload (a mem_alloc'ed buffer).
 typedef void (*outbox_send_fn)(void* user, uint8_t* payload, size_t len);
 
+// Send one frame of a reply that is a shared frame (net/shared_buf.h); borrowed for the call.
+typedef void (*outbox_send_shared_fn)(void* user, shared_buf_t* frame);
+
 struct outbox {
   list_t slots;              // reserved and not yet sent, in request order
   uint32_t nslot;
   uint64_t held_bytes;       // bytes of filled slots waiting behind an unfilled one
-  uint64_t mem_bytes;        // memory of the slots and of those replies (allocator included)
+  uint64_t mem_bytes;        // memory of the slots and of those replies (allocator included;
+                             // shared frames with the buffers they refer to)
   outbox_send_fn send;
+  outbox_send_shared_fn send_shared;  // nullable until outbox_set_send_shared
   void* user;
 };
 
 void outbox_init(outbox_t* ob, outbox_send_fn send, void* user);
+
+// How the frames of outbox_fill_shared leave (the same user).
+void outbox_set_send_shared(outbox_t* ob, outbox_send_shared_fn send_shared);
 
 // Reserve the next reply slot; NULL when out of memory.
 outbox_slot_t* outbox_reserve(outbox_t* ob);
@@ -39,6 +48,13 @@ outbox_slot_t* outbox_reserve(outbox_t* ob);
 // no reply (its slot is dropped). Takes ownership of payload. After outbox_close the slot is an
 // orphan: it and the payload are freed and nothing is sent.
 void outbox_fill(outbox_slot_t* slot, uint8_t* payload, size_t len);
+
+// Fill a reserved slot with a reply of n frames (a step's parts, then its StepDone), sent in
+// order through send_shared when the slot's turn comes. Takes ownership of the array frames
+// (mem_alloc'ed) and of one reference to each frame. While they wait, mem_bytes counts the
+// array and each frame's footprint (shared_buf_footprint). After outbox_close: freed, nothing
+// sent.
+void outbox_fill_shared(outbox_slot_t* slot, shared_buf_t** frames, uint32_t n);
 
 // A reply ready now: sent at once when nothing waits before it, else queued behind. Takes
 // ownership of payload; ERR_NOMEM (payload freed) when it cannot be queued.

@@ -4,9 +4,10 @@
 // hooks. It enforces the connection deadlines (handshake, idle, partial frame, write progress)
 // and the daemon-wide budget of bytes held for all connections (input buffers, unsent output,
 // and what the owner declares with server_hold). Unsent output counts what it really takes
-// (the frame's memory and its write record, allocator overhead included), and a session whose
-// replies are not leaving stops being read (see server_limits_t.pause_unsent_bytes), so that
-// a peer sending small requests and never reading cannot hold more than the budget. Once the
+// (the frame's memory, with the buffers a shared frame refers to, and its write record,
+// allocator overhead included), and a session whose replies (plain or shared frames) are not
+// leaving stops being read (see server_limits_t.pause_unsent_bytes), so that a peer sending
+// small requests and never reading cannot hold more than the budget. Once the
 // connections have given most of their memory back, the allocator is told to return it to the
 // system (base/mem.h mem_trim).
 //

@@ -23,8 +23,9 @@ struct session {
   uint64_t id;
   uint64_t queued;           // bytes handed to uv_write and not yet completed
   uint64_t stream_queued;    // of which stream frames (session_send_stream)
-  uint64_t unsent_held;      // memory of the replies among them (frames, write records),
-                             // as counted in srv->held
+  uint64_t unsent_held;      // memory of the replies among them (payloads or shared frames
+                             // and what they refer to, write records), as counted in
+                             // srv->held
   int refs;                  // 1 for the open handle + 1 per retain
   int closing;
   int reading;

@@ -37,13 +37,21 @@
 typedef struct session_write {
   uv_write_t req;
   session_t* s;
-  uint8_t header[FRAME_HEADER_BYTES];
+  uint8_t header[FRAME_HEADER_BYTES + SESSION_STREAM_PREFIX_MAX];  // + a stream's prefix
   uint8_t* payload;
   size_t len;                // bytes after the header
   uint64_t cost;             // memory counted in srv->held until the write completes
-  shared_buf_t* shared;      // a stream frame (then payload is NULL)
-  uint8_t prefix[SESSION_STREAM_PREFIX_MAX];
+  shared_buf_t* shared;      // a shared frame (then payload is NULL)
+  int stream;                // shared is a stream frame (session_send_stream), not a reply
 } session_write_t;
+
+// Pieces of a shared frame written without a heap array (more are rare: a reply with many
+// clouds).
+#define SESSION_INLINE_BUFS 16u
+
+// Pieces libuv keeps in the write request itself; it copies a longer list into an array of
+// its own, held until the write completes (uv_write).
+#define SESSION_UV_INLINE_BUFS 4u
 
 
 void session_release(session_t* s) {
@@ -235,8 +243,8 @@ static void on_write(uv_write_t* req, int status) {
   session_t* s = w->s;
   s->queued -= FRAME_HEADER_BYTES + w->len;
   s->srv->held -= w->cost;
-  if (!w->shared) {
-    s->unsent_held -= w->cost;
+  if (!w->stream) {
+    s->unsent_held -= w->cost;   // a reply, plain or shared frames
   }
   s->active_ms = uv_now(s->srv->loop);
 
@@ -249,14 +257,14 @@ static void on_write(uv_write_t* req, int status) {
     session_close_now(s);
   }
   mem_free(w->payload);
-  if (w->shared) {
-    shared_buf_release(w->shared);
+  shared_buf_release(w->shared);
+  if (w->stream) {
     s->stream_queued -= FRAME_HEADER_BYTES + w->len;
     if (s->srv->hooks.on_stream_drained && !s->closing) {
       s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
     }
   }
-  int reply = !w->shared;
+  int reply = !w->stream;
   mem_free(w);
 
   // the write's reference keeps s alive while frames waiting in the reader are delivered
@@ -349,6 +357,7 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   w->len = len;
   w->cost = cost;
   w->shared = NULL;
+  w->stream = 0;
   frame_write_header(w->header, (uint32_t)len);
   uv_buf_t bufs[2] = {uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
                       uv_buf_init((char*)payload, (unsigned)len)};
@@ -383,12 +392,81 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
 }
 
 
+// Hand the pieces of w (its header and prefix, then the shared frame's pieces from byte
+// `skip`) to the kernel writer, counted as `total` bytes of output and at the memory the write
+// holds in the budget (w->cost; a reply's also as unsent, which may stop reading the session);
+// nonzero (nothing counted) when uv_write refuses or memory is short.
+static int write_pieces(session_t* s, session_write_t* w, const uint8_t* head, size_t head_len,
+                        size_t skip, uint64_t total) {
+  server_t* srv = s->srv;
+  uv_buf_t small[SESSION_INLINE_BUFS];
+  const uint8_t* p[SESSION_INLINE_BUFS];
+  size_t n[SESSION_INLINE_BUFS];
+  uint32_t max = SESSION_INLINE_BUFS - 1;
+  uint32_t count = shared_buf_pieces(w->shared, skip, p, n, max);
+  uv_buf_t* bufs = small;
+  const uint8_t** pp = p;
+  size_t* nn = n;
+  if (count > max) {
+    // uv_write copies the array of bufs: a temporary one is enough
+    bufs = mem_alloc((count + 1) * sizeof(*bufs));
+    pp = mem_alloc(count * sizeof(*pp));
+    nn = mem_alloc(count * sizeof(*nn));
+    if (!bufs || !pp || !nn) {
+      mem_free(bufs);
+      mem_free(pp);
+      mem_free(nn);
+      return ERR_NOMEM;
+    }
+    shared_buf_pieces(w->shared, skip, pp, nn, count);
+  }
+  uint32_t nbuf = 0;
+  if (head_len) {
+    bufs[nbuf++] = uv_buf_init((char*)head, (unsigned)head_len);
+  }
+  for (uint32_t i = 0; i < count; i++) {
+    bufs[nbuf++] = uv_buf_init((char*)pp[i], (unsigned)nn[i]);
+  }
+
+  // What the write holds until it completes: its record (header and prefix inside), the frame
+  // and the buffers it refers to (a cloud's points, which it keeps alive), and libuv's copy of
+  // a long list of pieces. Small frames cost mostly the records and the allocator's share.
+  w->cost = mem_footprint(w) + shared_buf_footprint(w->shared) +
+            (nbuf > SESSION_UV_INLINE_BUFS ? mem_footprint_of(nbuf * sizeof(uv_buf_t)) : 0);
+  uint64_t unsent = w->stream ? 0 : w->cost;
+  if (s->queued == 0) {
+    s->progress_ms = uv_now(srv->loop);
+    s->progress_mark = s->sent_total;
+  }
+  s->refs++;
+  s->queued += total;
+  s->stream_queued += w->stream ? total : 0;
+  s->sent_total += total;
+  s->unsent_held += unsent;
+  server_held_add(srv, w->cost);
+  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, nbuf, on_write);
+  if (bufs != small) {
+    mem_free(bufs);
+    mem_free(pp);
+    mem_free(nn);
+  }
+  if (rc != 0) {
+    s->queued -= total;
+    s->stream_queued -= w->stream ? total : 0;
+    s->sent_total -= total;
+    s->unsent_held -= unsent;
+    srv->held -= w->cost;
+    s->refs--;
+  }
+  return rc;
+}
+
+
 int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
                         size_t prefix_len) {
   if (s->closing) {
     return 0;
   }
-  server_t* srv = s->srv;
   session_write_t* w = mem_calloc(1, sizeof(*w));
   if (!w || prefix_len > SESSION_STREAM_PREFIX_MAX) {
     mem_free(w);
@@ -397,35 +475,55 @@ int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
   }
   w->s = s;
   w->shared = shared_buf_retain(b);
+  w->stream = 1;
   w->len = prefix_len + shared_buf_len(b);
-  memcpy(w->prefix, prefix, prefix_len);
   frame_write_header(w->header, (uint32_t)w->len);
-  uv_buf_t bufs[3] = {
-      uv_buf_init((char*)w->header, FRAME_HEADER_BYTES),
-      uv_buf_init((char*)w->prefix, (unsigned)prefix_len),
-      uv_buf_init((char*)shared_buf_frame(b) + FRAME_HEADER_BYTES, (unsigned)shared_buf_len(b))};
-  uint64_t total = FRAME_HEADER_BYTES + (uint64_t)w->len;
-  w->cost = total + mem_footprint(w);
-  if (s->queued == 0) {
-    s->progress_ms = uv_now(srv->loop);
-    s->progress_mark = s->sent_total;
-  }
-  s->refs++;
-  s->queued += total;
-  s->stream_queued += total;
-  s->sent_total += total;
-  server_held_add(srv, w->cost);
-  int rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, 3, on_write);
-  if (rc != 0) {
-    s->queued -= total;
-    s->stream_queued -= total;
-    s->sent_total -= total;
-    srv->held -= w->cost;
-    s->refs--;
+
+  // one length header for the prefix and the shared payload (the frame's own header skipped)
+  memcpy(w->header + FRAME_HEADER_BYTES, prefix, prefix_len);
+  if (write_pieces(s, w, w->header, FRAME_HEADER_BYTES + prefix_len, FRAME_HEADER_BYTES,
+                   FRAME_HEADER_BYTES + (uint64_t)w->len) != 0) {
     shared_buf_release(w->shared);
     mem_free(w);
     session_close_now(s);
     return ERR_NOMEM;
+  }
+  return 0;
+}
+
+
+int session_send_shared(session_t* s, shared_buf_t* b) {
+  if (s->closing) {
+    return 0;
+  }
+  server_t* srv = s->srv;
+  uint64_t total = shared_buf_frame_len(b);
+  if (s->queued + total > srv->limits.max_queue_bytes) {
+    LOG_WARN("session %llu (%s): %llu bytes of replies are not read by the peer; a reply of "
+             "%llu more would exceed max_queue_bytes %llu; closing", (unsigned long long)s->id,
+             s->peer, (unsigned long long)s->queued, (unsigned long long)total,
+             (unsigned long long)srv->limits.max_queue_bytes);
+    session_close_now(s);
+    return ERR_LIMIT;
+  }
+  session_write_t* w = mem_calloc(1, sizeof(*w));
+  if (!w) {
+    session_close_now(s);
+    return ERR_NOMEM;
+  }
+  w->s = s;
+  w->shared = shared_buf_retain(b);
+  w->len = shared_buf_len(b);
+  if (write_pieces(s, w, NULL, 0, 0, total) != 0) {
+    shared_buf_release(w->shared);
+    mem_free(w);
+    session_close_now(s);
+    return ERR_NOMEM;
+  }
+
+  // a reply in shared frames stops the reading of a peer that does not take it, as any other
+  if (!s->blocked && should_block(s)) {
+    block(s);
   }
   return 0;
 }

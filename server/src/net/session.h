@@ -28,11 +28,24 @@ void session_send(session_t* s, uint8_t* payload, size_t len);
 
 // Queue one shared frame (net/shared_buf.h) preceded by `prefix` (<= SESSION_STREAM_PREFIX_MAX
 // bytes, copied), both under one length header: the frame is prefix + the buffer's payload. A
-// reference is held until the write completes. Not subject to max_queue_bytes: the owner
-// bounds its streams itself and gives the next frame on on_stream_drained. Dropped when the
+// reference is held until the write completes, and the memory the write holds (the frame, the
+// buffers it refers to, the write record) is counted in the budget meanwhile. Not subject to
+// max_queue_bytes, and not a reply that stops reading: the owner bounds its streams itself
+// and gives the next frame on on_stream_drained. Dropped when the
 // session is closing (0 returned: nothing to wait for); ERR_NOMEM closes the session.
 int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
                         size_t prefix_len);
+
+// Queue one shared frame (net/shared_buf.h, possibly built in pieces) as a reply: written
+// piece by piece with one scatter-gather write, a reference held until the write completes.
+// Counted as unsent output and in the memory budget at what the write holds (the frame, the
+// buffers it refers to, the write record), and never refused for the budget: the owner
+// bounded it before (a step's reply, checked before the step changed anything). Like
+// session_send's replies, it stops the session's reading while the peer does not take it
+// (server.h, pause_unsent_bytes). When the session's unsent output would exceed
+// max_queue_bytes the session is closed (logged), as for session_send. Dropped when the
+// session is closing (0 returned); ERR_LIMIT or ERR_NOMEM closes the session.
+int session_send_shared(session_t* s, shared_buf_t* b);
 
 // Stream bytes handed to the kernel writer and not yet written (0: give the next frame).
 uint64_t session_stream_bytes(const session_t* s);

@@ -505,6 +505,7 @@ static void fill_counters(Sensim__V1__Counters* c, const wire_counters_t* w) {
   CNT(steps);
   CNT(rays_traced);
   CNT(rays_culled);
+  CNT(rays_invalid);
   CNT(mesh_builds);
   CNT(instance_updates);
   CNT(scene_commits);
@@ -583,6 +584,7 @@ int wire_encode_info(uint64_t id, const wire_info_t* info, uint8_t** out, size_t
       wc.steps = w->info.time.steps;
       wc.rays_traced = w->info.scene.rays_traced;
       wc.rays_culled = w->info.scene.rays_culled;
+      wc.rays_invalid = w->info.scene.rays_invalid;
       wc.mesh_builds = w->info.scene.geometry_builds;
       wc.instance_updates = w->info.scene.instance_updates;
       wc.scene_commits = w->info.scene.commits;

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "net/shared_buf.h"
 #include "world/env.h"
 
 #define WIRE_PROTOCOL_VERSION 1u
@@ -157,6 +158,7 @@ typedef struct wire_counters {
   uint64_t steps;
   uint64_t rays_traced;
   uint64_t rays_culled;
+  uint64_t rays_invalid;
   uint64_t mesh_builds;
   uint64_t instance_updates;
   uint64_t scene_commits;
@@ -217,8 +219,38 @@ void wire_set_cancel(wire_request_t* r, int (*cancelled)(void* ctx), void* ctx);
 
 // Execute an ENV_READ or ENV_WRITE request against e and encode its reply (always produced;
 // ERR_NOMEM only if even the status reply cannot be allocated). *out_code receives the
-// internal code of the outcome (0 on success) for the counters.
+// internal code of the outcome (0 on success) for the counters. A Step's reply comes in one
+// payload here, copied together (for tests and tools; the daemon uses wire_step_execute).
 int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* out_len,
                      int* out_code) CHECKRET;
+
+// What a step's reply may take.
+typedef struct wire_step_limits {
+  uint32_t max_frame_bytes;     // one frame
+  uint64_t max_reply_bytes;     // every frame of the reply together
+} wire_step_limits_t;
+
+// A step executed: its reply and (on success) its records.
+typedef struct wire_step {
+  shared_buf_t** frames;        // (nframes) the reply in order: the records it sends ahead
+                                //   (parts), then the StepDone, or a status; one reference each
+  uint32_t nframes;
+  int code;                     // internal code of the outcome (0 on success)
+  sensor_out_t records;         // every record of the step, taken from the environment (their
+                                //   clouds' buffers with them), whatever Step.outputs selects
+  double start_time;            // start of the step's interval
+} wire_step_t;
+
+// Execute a Step request against e. Step.outputs selects the records its reply carries (all,
+// none or the listed sensors; an unknown or repeated id refuses the step before anything
+// changes, naming output_sensors[i]). The reply refers to the records' points instead of
+// copying them: one StepDone frame when they fit in lim->max_frame_bytes, else each record in
+// a frame of its own with the Step's id, then the StepDone with their count
+// (outputs_in_parts). A reply past lim->max_reply_bytes refuses the step before it is
+// committed. *out is always filled (ERR_NOMEM only if not even a status could be); free with
+// wire_step_free.
+int wire_step_execute(const wire_request_t* r, env_t* e, const wire_step_limits_t* lim,
+                      wire_step_t* out) CHECKRET;
+void wire_step_free(wire_step_t* s);
 
 #endif  // SENSIM_NET_WIRE_H_

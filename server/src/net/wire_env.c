@@ -389,31 +389,230 @@ static int do_update_state(const Sensim__V1__UpdateState* m, env_t* e, outcome_t
 }
 
 
-static int do_step(const wire_request_t* req, const Sensim__V1__Step* m, env_t* e,
-                   outcome_t* o, Sensim__V1__StepDone* done, wire_outputs_t** outputs) {
-  if (!m->has_time) {
-    return err_set(&o->msg, ERR_INVAL, "time is not set");
+//---------------- Step
+
+// The records a Step selects, as SensorData messages referring to their points.
+typedef struct step_sel {
+  const Sensim__V1__Step* m;
+  const wire_step_limits_t* lim;
+  uint64_t id;
+  double time;
+  uint64_t step;                // the step's index once it succeeds
+  sensor_out_t picked;          // shallow copies of the selected records (no references)
+  wire_outputs_t* store;        // their messages
+  wire_sd_t* sd;                // (picked.n)
+} step_sel_t;
+
+
+static void sel_clear(step_sel_t* s) {
+  wire_sensor_outputs_free(s->store);
+  s->store = NULL;
+  mem_free(s->sd);
+  s->sd = NULL;
+  mem_free(s->picked.rec);
+  memset(&s->picked, 0, sizeof(s->picked));
+}
+
+
+static int wants(const Sensim__V1__Step* m, uint32_t sensor_id) {
+  if (!m->has_outputs || m->outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_ALL) {
+    return 1;
   }
+  for (size_t i = 0; m->outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED &&
+                     i < m->n_output_sensors; i++) {
+    if (m->output_sensors[i] == sensor_id) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+
+// The selected records' messages and sizes (s->picked's records stay where recs has them).
+static int select_records(step_sel_t* s, const sensor_out_t* recs, err_msg_t* msg) {
+  sel_clear(s);
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < recs->n; i++) {
+    n += wants(s->m, recs->rec[i].sensor_id);
+  }
+  if (n == 0) {
+    return 0;
+  }
+  s->picked.rec = mem_alloc((size_t)n * sizeof(sensor_record_t));
+  s->sd = mem_calloc(n, sizeof(wire_sd_t));
+  if (!s->picked.rec || !s->sd) {
+    sel_clear(s);
+    return err_set(msg, ERR_NOMEM, "out of memory for %u outputs", n);
+  }
+  for (uint32_t i = 0; i < recs->n; i++) {
+    if (wants(s->m, recs->rec[i].sensor_id)) {
+      s->picked.rec[s->picked.n++] = recs->rec[i];
+    }
+  }
+  s->picked.cap = n;
+  Sensim__V1__StepDone tmp = SENSIM__V1__STEP_DONE__INIT;
+  int rc = wire_sensor_outputs(&s->picked, &tmp, &s->store, msg);
+  if (rc) {
+    sel_clear(s);
+    return rc;
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    const sensor_record_t* r = &s->picked.rec[i];
+    s->sd[i] = (wire_sd_t){.sd = tmp.outputs[i],
+                           .owner = r->kind == SENSOR_REC_CLOUD ? r->u.cloud.blob : NULL};
+    wire_sd_measure(&s->sd[i]);
+  }
+  return 0;
+}
+
+
+// env_step_hooks_t.accept: the reply of the selected records must be one a connection can
+// hold, and each record one frame: otherwise the step is refused before it is committed.
+static int accept_outputs(void* ctx, const sensor_out_t* recs, err_msg_t* msg) {
+  step_sel_t* s = ((void**)ctx)[1];
+  int rc = select_records(s, recs, msg);
+  if (rc) {
+    return rc;
+  }
+  uint64_t bytes = wire_out_step_done_bytes(s->id, s->time, s->step, s->sd, s->picked.n,
+                                            s->lim->max_frame_bytes);
+  if (bytes > s->lim->max_reply_bytes) {
+    return err_set(msg, ERR_LIMIT, "outputs: the %u records selected take %llu bytes, more "
+                   "than one reply may (%llu bytes: max_queue_bytes, max_held_bytes); select "
+                   "fewer (STEP_OUTPUTS_LISTED), or none (STEP_OUTPUTS_NONE: subscribers still "
+                   "get them)", s->picked.n, (unsigned long long)bytes,
+                   (unsigned long long)s->lim->max_reply_bytes);
+  }
+  for (uint32_t i = 0; i < s->picked.n; i++) {
+    uint64_t one = s->sd[i].own + s->sd[i].ref + 64;
+    if (one > s->lim->max_frame_bytes) {
+      return err_set(msg, ERR_LIMIT, "outputs: sensor %u's record of %llu bytes does not fit "
+                     "in a frame (max_frame_bytes %u); leave it to subscribers "
+                     "(STEP_OUTPUTS_LISTED without it)", s->picked.rec[i].sensor_id,
+                     (unsigned long long)one, s->lim->max_frame_bytes);
+    }
+  }
+  return 0;
+}
+
+
+static int step_cancelled(void* ctx) {
+  const wire_request_t* req = ((void**)ctx)[0];
   int (*cancelled)(void* ctx);
   void* cancel_ctx;
   wire_get_cancel(req, &cancelled, &cancel_ctx);
-  int rc = env_step_cancellable(e, m->time, cancelled, cancel_ctx, &o->msg);
-  if (rc) {
-    return rc;
+  return cancelled && cancelled(cancel_ctx);
+}
+
+
+// Step.outputs and Step.output_sensors: known values and sensors, each id once.
+static int check_selection(const Sensim__V1__Step* m, env_t* e, err_msg_t* msg) {
+  int outputs = m->has_outputs ? (int)m->outputs : 0;
+  if (outputs < 0 || outputs > SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED) {
+    return err_set(msg, ERR_INVAL, "outputs = %d is unknown (ALL 0, NONE 1, LISTED 2)",
+                   outputs);
   }
-  env_time_t t;
-  env_get_time(e, &t);
-  done->has_time = 1;
-  done->time = m->time;
-  done->has_step = 1;
-  done->step = t.steps;
-  rc = wire_sensor_outputs(env_outputs(e), done, outputs, &o->msg);
-  if (rc) {
-    return rc;
+  if (outputs != SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED && m->n_output_sensors) {
+    return err_set(msg, ERR_INVAL, "output_sensors has %zu ids, but outputs is not "
+                   "STEP_OUTPUTS_LISTED", m->n_output_sensors);
   }
-  o->reply.body_case = SENSIM__V1__ENVELOPE__BODY_STEP_DONE;
-  o->reply.step_done = done;
+  for (size_t i = 0; i < m->n_output_sensors; i++) {
+    uint32_t id = m->output_sensors[i];
+    if (env_sensor_kind(e, id) == 0) {
+      return err_set(msg, ERR_INVAL, "output_sensors[%zu] = %u is not a sensor of this "
+                     "environment", i, id);
+    }
+    for (size_t k = 0; k < i; k++) {
+      if (m->output_sensors[k] == id) {
+        return err_set(msg, ERR_INVAL, "output_sensors[%zu] = %u is repeated", i, id);
+      }
+    }
+  }
   return 0;
+}
+
+
+// The status reply of a refused step as its one frame.
+static int status_frame(uint64_t id, int code, const char* text, wire_step_t* out) {
+  uint8_t* payload;
+  size_t len;
+  Sensim__V1__Envelope bare = SENSIM__V1__ENVELOPE__INIT;
+  if (wire_pack_reply(id, code, text, &bare, &payload, &len) != 0) {
+    return ERR_NOMEM;
+  }
+  shared_buf_t* b = shared_buf_create(len);
+  out->frames = mem_alloc(sizeof(*out->frames));
+  if (!b || !out->frames) {
+    shared_buf_release(b);
+    mem_free(out->frames);
+    out->frames = NULL;
+    mem_free(payload);
+    return ERR_NOMEM;
+  }
+  memcpy(shared_buf_payload(b), payload, len);
+  mem_free(payload);
+  out->frames[0] = b;
+  out->nframes = 1;
+  return 0;
+}
+
+
+int wire_step_execute(const wire_request_t* r, env_t* e, const wire_step_limits_t* lim,
+                      wire_step_t* out) {
+  memset(out, 0, sizeof(*out));
+  const Sensim__V1__Step* m = wire_envelope(r)->step;
+  env_time_t t0;
+  env_get_time(e, &t0);
+  out->start_time = t0.t_prev;
+  step_sel_t sel = {.m = m, .lim = lim, .id = wire_id(r), .time = m->time,
+                    .step = t0.steps + 1};
+  err_msg_t msg;
+  int rc;
+
+  // the selection is checked before anything changes; the reply's size before the commit
+  if (!m->has_time) {
+    rc = err_set(&msg, ERR_INVAL, "time is not set");
+  } else {
+    rc = check_selection(m, e, &msg);
+  }
+  if (rc == 0) {
+    void* ctx[2] = {(void*)r, &sel};
+    env_step_hooks_t hooks = {.cancelled = step_cancelled, .accept = accept_outputs,
+                              .ctx = ctx};
+    rc = env_step_with(e, m->time, &hooks, &msg);
+  }
+  env_count_change(e);   // a refused step may have moved the scene's time (world_serial)
+
+  // the records go to the caller with their buffers; the reply refers to them
+  if (rc == 0) {
+    rc = env_take_outputs(e, &out->records);
+    if (rc) {
+      rc = err_set(&msg, ERR_NOMEM, "out of memory taking the step's records");
+    }
+  }
+  if (rc == 0) {
+    rc = wire_out_step_done(sel.id, m->time, sel.step, sel.sd, sel.picked.n,
+                            lim->max_frame_bytes, &out->frames, &out->nframes, &msg);
+  }
+  sel_clear(&sel);
+  out->code = rc;
+  if (rc == 0) {
+    return 0;
+  }
+  sensor_out_free(&out->records);
+  char text[sizeof(msg.text) + 64];
+  snprintf(text, sizeof(text), "step: %s", msg.text);
+  return status_frame(sel.id, rc, text, out);
+}
+
+
+void wire_step_free(wire_step_t* s) {
+  for (uint32_t i = 0; i < s->nframes; i++) {
+    shared_buf_release(s->frames[i]);
+  }
+  mem_free(s->frames);
+  sensor_out_free(&s->records);
+  memset(s, 0, sizeof(*s));
 }
 
 
@@ -695,14 +894,45 @@ static int do_raycast(const wire_request_t* req, const Sensim__V1__Raycast* m, e
 }
 
 
+// A Step for a caller that wants its reply in one payload (tests, tools): one frame, its
+// pieces copied together.
+static int step_in_one_payload(const wire_request_t* r, env_t* e, uint8_t** out,
+                               size_t* out_len, int* out_code) {
+  wire_step_limits_t lim = {.max_frame_bytes = UINT32_MAX, .max_reply_bytes = UINT64_MAX};
+  wire_step_t st;
+  int rc = wire_step_execute(r, e, &lim, &st);
+  *out_code = st.code;
+  if (rc == 0) {
+    shared_buf_t* f = st.frames[0];
+    uint32_t count = shared_buf_pieces(f, 4, NULL, NULL, 0);
+    const uint8_t** p = mem_alloc((count + 1) * sizeof(*p));
+    size_t* n = mem_alloc((count + 1) * sizeof(*n));
+    *out_len = shared_buf_len(f);
+    *out = mem_alloc(*out_len ? *out_len : 1);
+    rc = p && n && *out ? 0 : ERR_NOMEM;
+    if (rc == 0) {
+      shared_buf_pieces(f, 4, p, n, count);
+      for (uint32_t k = 0, at = 0; k < count; k++) {
+        memcpy(*out + at, p[k], n[k]);
+        at += (uint32_t)n[k];
+      }
+    } else {
+      mem_free(*out);
+    }
+    mem_free(p);
+    mem_free(n);
+  }
+  wire_step_free(&st);
+  return rc;
+}
+
+
 int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* out_len,
                      int* out_code) {
   const Sensim__V1__Envelope* env = wire_envelope(r);
   outcome_t o;
   memset(&o, 0, sizeof(o));
   sensim__v1__envelope__init(&o.reply);
-  Sensim__V1__StepDone done = SENSIM__V1__STEP_DONE__INIT;
-  wire_outputs_t* outputs = NULL;
   ray_result_t rays;
   memset(&rays, 0, sizeof(rays));
   sensim__v1__raycast_result__init(&rays.msg);
@@ -739,8 +969,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
       o.code = do_update_state(env->update_state, e, &o);
       break;
     case SENSIM__V1__ENVELOPE__BODY_STEP:
-      o.code = do_step(r, env->step, e, &o, &done, &outputs);
-      break;
+      return step_in_one_payload(r, e, out, out_len, out_code);
     case SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR:
       o.code = wire_sensor_create(env->create_sensor, e, &o.msg);
       break;
@@ -775,7 +1004,6 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
     rc = wire_pack_reply(wire_id(r), 0, NULL, &o.reply, out, out_len);
   }
   ray_result_free(&rays);
-  wire_sensor_outputs_free(outputs);
   *out_code = o.code;
   return rc;
 }

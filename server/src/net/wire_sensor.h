@@ -5,6 +5,7 @@
 #ifndef SENSIM_NET_WIRE_SENSOR_H_
 #define SENSIM_NET_WIRE_SENSOR_H_
 
+#include "net/shared_buf.h"
 #include "net/wire_pb.h"
 #include "sensor/sensor.h"
 #include "world/env.h"
@@ -44,5 +45,35 @@ typedef struct wire_outputs wire_outputs_t;
 int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
                         wire_outputs_t** store, err_msg_t* msg) CHECKRET;
 void wire_sensor_outputs_free(wire_outputs_t* store);
+
+//---------------- Frames of records by reference (wire_out.c)
+
+// A SensorData to frame. When its point cloud carries data lying inside `owner`, the frame
+// refers to those bytes instead of copying them: they travel as the cloud's last field, and
+// every other byte is the frame's own (fields of a message may come in any order).
+typedef struct wire_sd {
+  Sensim__V1__SensorData* sd;   // borrowed; changed only for the duration of a call
+  blob_t* owner;                // nullable: the cloud's data is copied
+  size_t own;                   // set by wire_sd_measure: own bytes of its encoding
+  size_t ref;                   // set by wire_sd_measure: referenced bytes
+} wire_sd_t;
+
+// The size of x's encoding (own + ref), which the calls below need.
+void wire_sd_measure(wire_sd_t* x);
+
+// Envelope{sensor_data} pushed to subscribers (no id) into *out (one reference). ERR_NOMEM.
+int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) CHECKRET;
+
+// A reply's frames for a step's records: StepDone{time, step, outputs: xs} alone when it fits
+// in max_frame_bytes; otherwise one Envelope{id, sensor_data} per record, in order, then
+// StepDone{time, step, outputs_in_parts: n}. *frames (mem_alloc'ed, one reference each) and
+// *nframes. ERR_NOMEM; ERR_LIMIT (msg) when a record alone does not fit in a frame.
+int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, uint32_t n,
+                       uint32_t max_frame_bytes, shared_buf_t*** frames, uint32_t* nframes,
+                       err_msg_t* msg) CHECKRET;
+
+// The bytes wire_out_step_done would produce (all frames, length prefixes included).
+uint64_t wire_out_step_done_bytes(uint64_t id, double time, uint64_t step, wire_sd_t* xs,
+                                  uint32_t n, uint32_t max_frame_bytes);
 
 #endif  // SENSIM_NET_WIRE_SENSOR_H_

@@ -13,17 +13,9 @@
 
 
 static int pack_shared(Sensim__V1__SensorData* sd, shared_buf_t** out) {
-  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
-  env.body_case = SENSIM__V1__ENVELOPE__BODY_SENSOR_DATA;
-  env.sensor_data = sd;
-  size_t size = protobuf_c_message_get_packed_size(&env.base);
-  shared_buf_t* b = shared_buf_create(size);
-  if (!b) {
-    return ERR_NOMEM;
-  }
-  protobuf_c_message_pack(&env.base, shared_buf_payload(b));
-  *out = b;
-  return 0;
+  wire_sd_t x = {.sd = sd};
+  wire_sd_measure(&x);
+  return wire_out_pushed(&x, out);
 }
 
 
@@ -43,13 +35,14 @@ int wire_stream_params_equal(const wire_stream_params_t* a, const wire_stream_pa
 }
 
 
-// The cloud reduced to the fields asked for (those it has), into *out with its own data
-// (mem_free out->data). ERR_NOMEM.
+// The cloud reduced to the fields asked for (those it has), into *out with a buffer of its
+// own (blob_release out->blob). ERR_NOMEM.
 static int select_fields(const sensor_cloud_t* c, const wire_stream_params_t* p,
                          sensor_cloud_t* out) {
   *out = *c;
   out->nfield = 0;
   out->data = NULL;
+  out->blob = NULL;
   uint32_t src[SENSOR_MAX_FIELDS], size[SENSOR_MAX_FIELDS], at = 0, align = 1;
   for (uint32_t k = 0; k < p->nfield; k++) {
     for (uint32_t i = 0; i < c->nfield; i++) {
@@ -69,9 +62,8 @@ static int select_fields(const sensor_cloud_t* c, const wire_stream_params_t* p,
     }
   }
   out->point_step = (at + align - 1) / align * align;
-  size_t bytes = (size_t)c->count * out->point_step;
-  out->data = mem_calloc(bytes ? bytes : 1, 1);
-  if (!out->data) {
+  err_msg_t msg;
+  if (sensor_cloud_alloc(out, c->count, &msg) != 0) {
     return ERR_NOMEM;
   }
   for (uint32_t n = 0; n < c->count; n++) {
@@ -96,7 +88,7 @@ int wire_stream_encode(const sensor_record_t* rec, double start_time,
     }
     int rc = wire_stream_encode(&sel, start_time, &(wire_stream_params_t){.codec = p->codec},
                                 out, msg);
-    mem_free(sel.u.cloud.data);
+    sensor_record_release(&sel);
     return rc;
   }
   sensor_out_t one = {.rec = (sensor_record_t*)rec, .n = 1, .cap = 1};  // read only
@@ -109,19 +101,24 @@ int wire_stream_encode(const sensor_record_t* rec, double start_time,
   Sensim__V1__SensorData* sd = done.outputs[0];
   sd->has_start_time = 1;
   sd->start_time = start_time;
-  uint8_t* enc = NULL;
+
+  // the frame refers to the points (RAW) or to their encoding, written once into a buffer of
+  // its own: neither is copied into the frame
+  blob_t* enc = NULL;
+  wire_sd_t x = {.sd = sd, .owner = rec->kind == SENSOR_REC_CLOUD ? rec->u.cloud.blob : NULL};
   const codec_params_t* cp = &p->codec;
   if (rec->kind == SENSOR_REC_CLOUD && cp->encoding != CODEC_RAW) {
     codec_cloud_t c = codec_cloud_of(&rec->u.cloud);
     size_t cap = codec_max_size(cp, &c), len;
     double max_error;
-    enc = mem_alloc(cap ? cap : 1);
-    rc = enc ? codec_encode(cp, &c, enc, cap, &len, &max_error, msg)
+    enc = blob_create(cap ? cap : 1);
+    rc = enc ? codec_encode(cp, &c, blob_data(enc), cap, &len, &max_error, msg)
              : err_set(msg, ERR_NOMEM, "out of memory encoding a point cloud");
     if (rc == 0) {
       Sensim__V1__PointCloud* pc = sd->point_cloud;
+      x.owner = enc;
       pc->encoding = (Sensim__V1__Encoding)cp->encoding;
-      pc->data.data = enc;
+      pc->data.data = blob_data(enc);
       pc->data.len = len;
       pc->has_max_error = 1;
       pc->max_error = max_error;
@@ -131,10 +128,13 @@ int wire_stream_encode(const sensor_record_t* rec, double start_time,
       }
     }
   }
-  if (rc == 0 && pack_shared(sd, out) != 0) {
-    rc = err_set(msg, ERR_NOMEM, "out of memory for a sensor frame");
+  if (rc == 0) {
+    wire_sd_measure(&x);
+    if (wire_out_pushed(&x, out) != 0) {
+      rc = err_set(msg, ERR_NOMEM, "out of memory for a sensor frame");
+    }
   }
-  mem_free(enc);
+  blob_release(enc);
   wire_sensor_outputs_free(store);
   return rc;
 }

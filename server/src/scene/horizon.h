@@ -51,10 +51,13 @@ static inline double horizon_diamond(double dx, double dy) {
 }
 
 // The bin of a horizontal direction (dx, dy) ((0, 0) falls in bin 0, which is as good as any: a
-// vertical ray is culled only when every bin would cull it).
+// vertical ray is culled only when every bin would cull it; so does a non-finite direction).
 static inline unsigned horizon_bin(double dx, double dy) {
-  unsigned b = (unsigned)(horizon_diamond(dx, dy) * (HORIZON_BINS / 4.0));
-  return b < HORIZON_BINS ? b : HORIZON_BINS - 1;
+  double a = horizon_diamond(dx, dy) * (HORIZON_BINS / 4.0);
+  if (!(a >= 0.0)) {
+    return 0;
+  }
+  return a < HORIZON_BINS ? (unsigned)a : HORIZON_BINS - 1;
 }
 
 // Whether a ray from `origin` along the unit direction `dir` is above the horizon (a miss).

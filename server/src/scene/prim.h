@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // prim.h: exact ray intersection with the analytic primitive shapes of scene.h (box, sphere,
 // capped cylinder, capsule, square plane) in their local frame, in double precision. No
-// backend types: scene.c wraps these as Embree user geometries.
+// backend types: the Embree backend (geom.c) wraps these as user geometries.
 #ifndef SENSIM_SCENE_PRIM_H_
 #define SENSIM_SCENE_PRIM_H_
 

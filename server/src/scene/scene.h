@@ -1,9 +1,14 @@
 // SPDX-License-Identifier: MIT
-// scene.h: the ray-tracing backend (Embree 3 adapter; the only file including embree3). A
-// two-level scene: one bottom-level BVH per geometry (triangle mesh or analytic primitive),
-// built once; one instance per object whose transform is updated every step with no geometry
-// rebuild. Instances of moving objects carry two time steps (start and end of the step) so a
-// ray with time s in [0, 1] sees the object where its body puts it at s (instance motion blur).
+// scene.h: the ray-tracing backend's interface, the one the sensors, the raycasts and the
+// environment use; its contract is written out in docs/backend.md. A scene holds geometries
+// (triangle meshes, analytic primitives) built once, and objects: instances of a geometry,
+// still or moving rigidly with a body over the step, so that a ray at time s in [0, 1] of the
+// step sees each object where its body puts it at s. Rays are traced through one entry point,
+// scene_trace, in the layout the caller holds them in.
+//
+// The backend here is Embree 3 on the CPU (the files of scene/ that include scene/embree.h);
+// nothing of Embree shows in this header, so another backend could implement it without a
+// change to a sensor.
 //
 // Thread: creation, geometry/instance edits and scene_commit on one thread (the environment's
 // owner); scene_trace on any number of threads at once after a commit, never concurrently
@@ -30,18 +35,34 @@ typedef struct scene_counters {
   uint64_t geometry_builds;   // bottom-level BVH builds
   uint64_t instance_updates;  // instance transform updates
   uint64_t commits;           // top-level commits
-  uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, scene.c)
+  uint64_t flat_builds;       // builds of the flat scene (the world-fixed meshes, flat.c)
   uint64_t flat_objects;      // objects traced in the flat scene now
-  uint64_t rays_traced;
-  uint64_t rays_culled;       // rays above a horizon, not traced (scene_trace_packets)
+  uint64_t rays_traced;       // rays handed to the backend's traversal
+  uint64_t rays_culled;       // rays above a horizon, missed without tracing (scene_trace)
+  uint64_t rays_invalid;      // rays the backend must not be handed, missed (scene_trace)
   uint64_t backend_errors;    // errors reported by Embree for this device
   int64_t backend_bytes;      // memory held by Embree for this device (device-wide)
 } scene_counters_t;
 
-// One device per process (or per test), with the backend's default thread count. Returns
-// NULL and fills msg on failure.
+// The environment variable that configures every device a process creates: Embree's device
+// configuration (rtcNewDevice), e.g. "isa=avx2" to run the AVX2 kernels on a CPU that has
+// AVX-512 (docs/backend.md). Unset or empty: the best instruction set of the CPU.
+#define SCENE_DEVICE_CONFIG_ENV "SENSIM_EMBREE_CONFIG"
+
+// One device per process (or per test), with the backend's default thread count, configured by
+// SCENE_DEVICE_CONFIG_ENV. Returns NULL and fills msg on failure (ERR_INVAL: a configuration of
+// 128 characters or more; ERR_BACKEND: Embree refused it).
 scene_device_t* scene_device_create(err_msg_t* msg);
 void scene_device_destroy(scene_device_t* dev);
+
+// The widest ray packet the device traces natively: 16 (AVX-512), 8 (AVX2 or AVX), 4 (SSE).
+// Thread: any.
+unsigned scene_device_native_width(const scene_device_t* dev);
+
+// What the device runs, for a log line (e.g. "Embree 3.13.5, AVX-512 (native 16-ray packets),
+// the CPU's best ISA"), into buf (cap bytes, truncated). Returns whether SCENE_DEVICE_CONFIG_ENV
+// configured it. Thread: any.
+bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap);
 
 // Bound the memory the backend may hold (bytes; 0 = unlimited). Builds and commits that would
 // exceed it fail with ERR_LIMIT. Thread: any.
@@ -118,32 +139,25 @@ void scene_set_instance_pose(scene_t* s, int instance, const pose_t* local,
 // ERR_BACKEND with the backend's message.
 int scene_commit(scene_t* s, err_msg_t* msg) CHECKRET;
 
+//---------------- Rays and hits
+
 // One ray in world coordinates.
 typedef struct scene_ray {
-  double origin[3];
+  double origin[3];   // m
   double dir[3];      // unit length
-  double tmax;        // m, > 0 (may be +inf)
-  double time;        // in [0, 1] within the step
+  double tmax;        // m, > 0 (may be +inf); <= 0: nothing to trace, a miss
+  double time;        // in [0, 1] within the step (clamped; NaN counts as 0)
 } scene_ray_t;
 
+// The first surface a ray meets within (0, tmax], or a miss.
 typedef struct scene_hit {
   double distance;    // m along the ray; +inf on a miss
   double normal[3];   // unit, world frame, facing against the ray; 0 on a miss
   uint32_t object_id; // 0 on a miss
-  uint32_t label;
-  uint32_t primitive; // triangle index within the mesh (0 for analytic primitives)
+  uint32_t label;     // the object's label
+  uint32_t primitive; // triangle index within the mesh (0 for analytic primitives, a miss, and
+                      //   in records)
 } scene_hit_t;
-
-// Trace n rays. Thread: any, concurrently, after scene_commit. Counts rays_traced.
-void scene_trace(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n);
-
-// scene_trace for rays laid out by the caller in packets of 16 (rays 16 i .. 16 i + 15, e.g. a
-// lidar's tile of 2 channels x 8 columns): each packet whose origins lie within 0.1 m and whose
-// directions lie within about 8 degrees of its first is traced as one coherent 16-wide packet
-// (rtcIntersect16), others ray by ray. A ray's hit may differ from scene_trace's in the last
-// float bit (other packet kernels) but depends only on its packet. Thread: as scene_trace.
-void scene_trace_coherent16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
-                            size_t n);
 
 //---------------- Filtered tracing (what a sensor does not see)
 
@@ -163,16 +177,6 @@ typedef struct scene_filter {
   const uint32_t* exclude_objects;
   uint32_t nexclude;
 } scene_filter_t;
-
-// scene_trace, except that a ray hitting an excluded object goes on past it (re-traced from
-// just beyond the hit, up to 16 times; distances stay those along the original ray). Nullable:
-// f (= scene_trace). Thread: as scene_trace.
-void scene_trace_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
-                          const scene_filter_t* f);
-
-// scene_trace_filtered whose first trace is scene_trace_coherent16's.
-void scene_trace_filtered16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
-                            size_t n, const scene_filter_t* f);
 
 //---------------- One packet in columns
 
@@ -194,16 +198,6 @@ typedef struct scene_packet_hits {
   double nx[SCENE_PACKET], ny[SCENE_PACKET], nz[SCENE_PACKET];
   uint32_t object_id[SCENE_PACKET], label[SCENE_PACKET], primitive[SCENE_PACKET];
 } scene_packet_hits_t;
-
-// scene_trace_filtered16 of n rays in packets of columns (ray i is lane i % SCENE_PACKET of
-// packet i / SCENE_PACKET; the last packet may be partial): the same hits, bit for bit, without
-// the copies between rows and columns. Lanes past n in the last packet of out are left as they
-// are. With a horizon hz (scene_horizon), the rays of full packets that start inside its
-// region and point above it are misses without tracing (counted in rays_culled, not in
-// rays_traced): still the same hits. Nullable: f, hz. Thread: as scene_trace.
-void scene_trace_packets(const scene_t* s, const scene_packet_t* in, size_t n,
-                         scene_packet_hits_t* out, const scene_filter_t* f,
-                         const scene_horizon_t* hz);
 
 //---------------- Horizons (scene/horizon.h)
 
@@ -231,19 +225,77 @@ typedef struct scene_rays {
   int records;               // hits are wire records: primitive and the padding written as 0
 } scene_rays_t;
 
-// The world ray scene_trace_rays traces for ray i of `in`: the origin, the direction divided
+// The world ray traced for ray i of `in` (SCENE_REQUEST): the origin, the direction divided
 // by its length (computed as xform_norm3), tmax and the time s. Returns false (and fills
-// nothing) when the ray is refused: a non-finite origin coordinate or one beyond max_coord, a
-// non-finite direction or one shorter than min_direction.
+// nothing) when the ray is refused: a non-finite origin coordinate or one beyond max_coord (or
+// SCENE_RAY_MAX, the smaller), a non-finite direction, one shorter than min_direction or whose
+// inverse length overflows, or a NaN tmax.
 bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out);
 
-// scene_trace_filtered on rays [begin, end) of `in` as scene_ray_from builds them, in one pass
-// per 8-ray packet (check and convert, trace, write the hits), hits into hits[begin, end):
-// bit for bit the hits scene_trace_filtered gives for those rays in one call. Returns end, or
-// the index of a ray scene_ray_from refuses (then some hits are not written). Thread: as
-// scene_trace.
-size_t scene_trace_rays(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
-                        scene_hit_t* hits, const scene_filter_t* f);
+//---------------- Tracing: the one entry point
+
+// Largest magnitude of a traced ray's origin and direction components (m; a direction in any
+// unit): well inside the range in which Embree's traversal stays finite (about 1.8e18).
+#define SCENE_RAY_MAX 1e18
+
+// How a batch holds its rays and where their hits go.
+typedef enum scene_layout {
+  SCENE_ROWS = 0,    // rays[0, n) -> hits[0, n)
+  SCENE_COLUMNS,     // ray i is lane i % SCENE_PACKET of packets[i / SCENE_PACKET] -> the same
+                     //   lane of packet_hits (lanes past n in the last packet are left as they are)
+  SCENE_REQUEST,     // rays [first, first + n) of request, as scene_ray_from builds them ->
+                     //   hits[0, n) (records: primitive and the padding written as 0)
+} scene_layout_t;
+
+// A batch of rays: the fields of its layout, the others NULL (or 0).
+typedef struct scene_batch {
+  scene_layout_t layout;
+  size_t n;                          // rays
+  unsigned group;                    // SCENE_ROWS: rays per group, 16 for a caller's coherent
+                                     //   tiles (a lidar's 2 channels x 8 columns), else 8
+  const scene_ray_t* rays;           // SCENE_ROWS
+  const scene_packet_t* packets;     // SCENE_COLUMNS
+  const scene_rays_t* request;       // SCENE_REQUEST, from its ray `first` on
+  size_t first;
+  scene_hit_t* hits;                 // SCENE_ROWS, SCENE_REQUEST
+  scene_packet_hits_t* packet_hits;  // SCENE_COLUMNS
+  const scene_filter_t* filter;      // nullable: objects the rays pass through as if absent
+  const scene_horizon_t* horizon;    // nullable: the rays above it may be missed untraced
+} scene_batch_t;
+
+// Trace a batch against the committed scene; every ray's hit is written (scene_hit_t).
+//
+// Groups and determinism: the rays are traced in groups of consecutive rays counted from the
+// batch's first (SCENE_ROWS: `group`; SCENE_COLUMNS: each packet of 16; SCENE_REQUEST: 8). A
+// ray's hit depends on the ray and on the rays of its group, bit for bit, never on the thread,
+// the number of threads or the other groups of the batch; rays traced in groups of another
+// size (or alone) may differ in the last float bit. SCENE_COLUMNS gives the hits SCENE_ROWS
+// with group 16 gives for the same rays, and SCENE_REQUEST those SCENE_ROWS with group 8
+// gives for the rays scene_ray_from builds.
+//
+// Filter: a ray that meets an object of filter->exclude_objects goes on past it (re-traced
+// from just beyond the hit, up to 16 times; distances stay those along the original ray); a
+// ray still on an excluded object after that is a miss.
+//
+// Invalid rays: a ray whose origin or direction, rounded to the backend's float, has a
+// component that is not finite or beyond SCENE_RAY_MAX, whose direction is zero (subnormal
+// floats count as zero), or whose tmax is NaN, is a miss, counted in rays_invalid and never
+// handed to the backend's traversal, whatever the caller computed; the other rays of its group
+// get the hits they get when it has nothing to trace (tmax <= 0). SCENE_REQUEST refuses such
+// rays instead (scene_ray_from; a request whose tmax is NaN refuses its first ray).
+//
+// Horizon: a ray that starts inside the horizon's region and points above it meets nothing
+// (scene/horizon.h); the backend may report it as a miss without tracing it (counted in
+// rays_culled rather than rays_traced): the hits are the same. The Embree backend culls the
+// full packets of SCENE_COLUMNS.
+//
+// Returns the rays taken: n, or (SCENE_REQUEST) the batch index of the first ray scene_ray_from
+// refuses (the hits from there on are not written). Counts rays_traced, rays_culled and
+// rays_invalid.
+// Thread: any, concurrently, after scene_commit.
+size_t scene_trace(const scene_t* s, const scene_batch_t* b);
+
+//---------------- Counters
 
 void scene_counters(const scene_t* s, scene_counters_t* out);
 

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/blob.h"
 #include "base/err.h"
 #include "base/xform.h"
 #include "sensor/view.h"
@@ -69,13 +70,16 @@ typedef struct sensor_field {
 } sensor_field_t;
 
 // A point cloud, described like sensor_msgs/PointCloud2: little-endian points of point_step
-// bytes.
+// bytes. The points live in a reference-counted blob (base/blob.h) of which the record holds
+// one reference: the lidar hands the buffer it wrote its points into, and everything after it
+// (the step's reply, every subscriber's frame) reads that buffer, never a copy.
 typedef struct sensor_cloud {
   sensor_field_t fields[SENSOR_MAX_FIELDS];
   uint32_t nfield;
   uint32_t point_step;
   uint32_t count;               // points
-  uint8_t* data;                // count * point_step bytes, owned by the record (mem_alloc)
+  uint8_t* data;                // count * point_step bytes, inside blob (read only once shared)
+  blob_t* blob;                 // the buffer holding data; one reference owned by the record
   double frame_start_time;      // s; each point's time offset is relative to it
   int complete;                 // a whole revolution (or flash frame)
   int world_frame;              // points in the world frame (else the sensor frame)
@@ -132,8 +136,18 @@ typedef struct sensor_out {
 // Append a zeroed record of `kind` for `sensor_id`; NULL when out of memory.
 sensor_record_t* sensor_out_push(sensor_out_t* out, uint32_t sensor_id, sensor_record_kind_t kind);
 
-// Drop the records appended after the first `n` (freeing their clouds' data).
+// Drop the records appended after the first `n` (releasing their clouds' buffers).
 void sensor_out_truncate(sensor_out_t* out, uint32_t n);
+
+// Move every record of src to the end of dst, in order (their buffers go with them: nothing
+// is copied but the record structs); src is left empty. ERR_NOMEM (nothing moved).
+int sensor_out_move(sensor_out_t* src, sensor_out_t* dst) CHECKRET;
+
+// *dst becomes a copy of src holding its own reference to the cloud's buffer.
+void sensor_record_copy(sensor_record_t* dst, const sensor_record_t* src);
+
+// Release what a record holds (its cloud's buffer reference). Nullable: r.
+void sensor_record_release(sensor_record_t* r);
 
 // Drop every record; keep the capacity.
 void sensor_out_clear(sensor_out_t* out);
@@ -141,12 +155,18 @@ void sensor_out_clear(sensor_out_t* out);
 // Release everything.
 void sensor_out_free(sensor_out_t* out);
 
-// Allocate a cloud's data for `count` points of cloud->point_step bytes (zeroed). ERR_NOMEM or
-// ERR_LIMIT (over 4 GiB) with a message.
+// Allocate a cloud's data for `count` points of cloud->point_step bytes (zeroed) in a buffer of
+// its own. ERR_NOMEM or ERR_LIMIT (over 4 GiB) with a message.
 int sensor_cloud_alloc(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) CHECKRET;
 
-// sensor_cloud_alloc without zeroing, for a caller that writes every byte at once (a copy).
+// sensor_cloud_alloc without zeroing, for a caller that writes every byte at once.
 int sensor_cloud_alloc_unset(sensor_cloud_t* cloud, uint32_t count, err_msg_t* msg) CHECKRET;
+
+// The cloud's points are the `count` points of cloud->point_step bytes at byte `offset` of
+// blob, which the cloud references from now on (a reference is added; any buffer it held is
+// released). ERR_LIMIT (over 4 GiB, or beyond the blob) with a message.
+int sensor_cloud_share(sensor_cloud_t* cloud, blob_t* blob, size_t offset, uint32_t count,
+                       err_msg_t* msg) CHECKRET;
 
 //---------------- Sensors
 
@@ -165,6 +185,15 @@ typedef struct sensor_ops {
               err_msg_t* msg);
   // Apply the state staged by the last successful `step` (nullable: a stateless sensor).
   void (*commit)(void* self);
+  // The most bytes of records (clouds: points x point_step, plus 512 a record) a step over
+  // (t0, t1] can give from the committed state, into *bytes; or ERR_LIMIT with msg when no step
+  // can cover that interval (more rays or samples than one step may take, or records past
+  // `budget`, the environment's max_output_bytes for one sensor's step). The world asks it at
+  // UpdateState and CreateSensor, so that a step is refused there, before anything changed,
+  // rather than at every Step from then on. Reads only. Nullable: a sensor whose every step
+  // gives a few small records.
+  int (*bound)(const void* self, const sensor_ctx_t* ctx, double t0, double t1, uint64_t budget,
+               uint64_t* bytes, err_msg_t* msg);
   void (*destroy)(void* self);
 } sensor_ops_t;
 

@@ -43,7 +43,9 @@ typedef struct env_limits {
   uint32_t max_sensors;
   uint32_t max_raycast_rays;     // per request
   uint32_t max_dipoles;
-  uint64_t max_output_bytes;     // sensor records of one step (cloud bytes + 512 per record)
+  uint64_t max_output_bytes;     // records of one sensor in one step (cloud bytes + 512 per
+                                 //   record): the largest reply part (one record) and the
+                                 //   bound of what a sensor may give a step
 } env_limits_t;
 
 // Defaults used by the daemon unless configured.
@@ -223,6 +225,10 @@ typedef struct env_state_update {
   const double* joint_positions;
 } env_state_update_t;
 
+// Besides the state itself, the interval the next step will cover, (t_prev, time], must be
+// one every sensor can step (sensor_ops_t.bound: at most 2^26 rays of a lidar, records of at
+// most max_output_bytes per sensor): otherwise ERR_LIMIT naming the sensor, so that a step is
+// refused here and the client can send a nearer time, instead of at every Step from then on.
 int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) CHECKRET;
 
 // Step to time t: commits the scene, evaluates every sensor over (t_prev, t]. ERR_STATE when
@@ -235,6 +241,18 @@ int env_step(env_t* e, double t, err_msg_t* msg) CHECKRET;
 // non-zero the step fails with ERR_STATE and changes nothing.
 int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* cancel_ctx,
                          err_msg_t* msg) CHECKRET;
+
+// What a caller may add to a step. cancelled (nullable): as env_step_cancellable. accept
+// (nullable): called with the step's records once every sensor succeeded and before anything
+// is committed; a negative code (with msg) refuses the step, which then changes nothing.
+typedef struct env_step_hooks {
+  int (*cancelled)(void* ctx);
+  int (*accept)(void* ctx, const sensor_out_t* records, err_msg_t* msg);
+  void* ctx;
+} env_step_hooks_t;
+
+// env_step with hooks (nullable: none).
+int env_step_with(env_t* e, double t, const env_step_hooks_t* hooks, err_msg_t* msg) CHECKRET;
 
 // Times: the interval of the current step. Before any state: has_time = 0.
 typedef struct env_time {
@@ -304,6 +322,10 @@ int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) CHECKRET
 // Records of the last successful env_step, in sensor id order (empty before the first step
 // and after a failed one). Valid until the next env_step or env_destroy.
 const sensor_out_t* env_outputs(const env_t* e);
+
+// Move the records of the last successful step to the end of dst (with their clouds' buffers:
+// nothing is copied), leaving env_outputs empty. ERR_NOMEM (nothing moved).
+int env_take_outputs(env_t* e, sensor_out_t* dst) CHECKRET;
 
 // Kind of sensor `id`, 0 when there is none.
 sensor_kind_t env_sensor_kind(const env_t* e, uint32_t id);

@@ -158,7 +158,11 @@ int env_remove_sensor(env_t* e, uint32_t id, err_msg_t* msg);
 
 // Evaluate every sensor over (t_prev, t_cur] into e->outputs; on failure no record is kept and
 // every sensor is as it was (env_sensor.c). Called by env_step after the commit.
-int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, err_msg_t* msg);
+int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg);
+
+// ERR_LIMIT naming the sensor when a step over (t0, t1] could not run (sensor_ops_t.bound);
+// only: the one sensor to check (NULL: every sensor of e). 0 for an empty interval.
+int env_check_step(env_t* e, double t0, double t1, const env_sensor_t* only, err_msg_t* msg);
 
 // World position and moment of a dipole at t_cur (env.c).
 void env_dipole_world(const env_t* e, const env_dipole_t* d, field_dipole_t* out);

@@ -86,6 +86,17 @@ int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
   if (rc < 0) {
     return rc;
   }
+
+  // the step already due (an UpdateState after the last step) must be one it can take
+  if (e->has_time && e->t_cur > e->t_prev) {
+    env_sensor_t probe = {.sensor = d->sensor, .ctx = {.id = d->id, .body_id = d->body_id,
+                                                       .mount = mount}};
+    err_msg_t why;
+    if (env_check_step(e, e->t_prev, e->t_cur, &probe, &why) < 0) {
+      return err_set(msg, ERR_LIMIT, "the step already due, over (%.17g, %.17g], is too long "
+                     "for it: %s; step first, then create it", e->t_prev, e->t_cur, why.text);
+    }
+  }
   char* name = NULL;
   if ((d->name && d->name[0] && !(name = mem_strdup(d->name))) ||
       table_reserve(&e->sensors, 1) < 0) {
@@ -128,6 +139,11 @@ int env_remove_sensor(env_t* e, uint32_t id, err_msg_t* msg) {
 
 const sensor_out_t* env_outputs(const env_t* e) {
   return &e->outputs;
+}
+
+
+int env_take_outputs(env_t* e, sensor_out_t* dst) {
+  return sensor_out_move(&e->outputs, dst);
 }
 
 
@@ -300,7 +316,7 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
 }
 
 
-int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, err_msg_t* msg) {
+int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
   sensor_out_clear(&e->outputs);
   uint32_t count = e->sensors.count;
   if (count == 0) {
@@ -311,8 +327,8 @@ int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, er
   if (rc < 0) {
     return rc;
   }
-  v.cancelled = cancelled;
-  v.cancel_ctx = cancel_ctx;
+  v.cancelled = hooks ? hooks->cancelled : NULL;
+  v.cancel_ctx = hooks ? hooks->ctx : NULL;
 
   // sensors in id order, so that the records are in a stable order
   uint32_t* order = mem_alloc((size_t)count * sizeof(uint32_t));
@@ -336,14 +352,14 @@ int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, er
     qsort(order, n, sizeof(uint32_t), cmp_id);
   }
 
-  // the records of the step must fit in one reply: past max_output_bytes the step is refused
-  // before any sensor commits (all or nothing), naming the sensor that produced the most
-  uint64_t total = 0, most = 0;
-  uint32_t most_id = 0;
+  // Each sensor's records of the step are bounded by max_output_bytes (so that each fits a
+  // reply part of its own); the step's records together are not: they travel in parts, and
+  // their memory is what the sensors hold anyway (a lidar hands over its buffers). A sensor
+  // past its bound refuses the step before any sensor commits (all or nothing).
+  v.output_budget = e->limits.max_output_bytes;
   for (uint32_t i = 0; i < n && rc == 0; i++) {
     env_sensor_t* r = table_get(&e->sensors, order[i]);
     uint32_t first = e->outputs.n;
-    v.output_budget = e->limits.max_output_bytes - total;
     if (view_cancelled(&v)) {
       rc = err_set(msg, ERR_STATE, "cancelled (the daemon is stopping, the client left or the "
                    "request ran out of time)");
@@ -358,18 +374,15 @@ int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, er
         bytes += (uint64_t)rec->u.cloud.count * rec->u.cloud.point_step;
       }
     }
-    total += bytes;
-    if (bytes > most) {
-      most = bytes;
-      most_id = order[i];
-    }
-    if (rc == 0 && total > e->limits.max_output_bytes) {
+    if (rc == 0 && bytes > e->limits.max_output_bytes) {
       rc = err_set(msg, ERR_LIMIT,
-                   "time: the outputs of this step take over %llu bytes, more than "
-                   "max_output_bytes = %llu (sensor %u: %llu bytes); step in shorter intervals",
-                   (unsigned long long)total, (unsigned long long)e->limits.max_output_bytes,
-                   most_id, (unsigned long long)most);
+                   "time: the records of sensor %u in this step take %llu bytes, more than "
+                   "max_output_bytes = %llu; step in shorter intervals", order[i],
+                   (unsigned long long)bytes, (unsigned long long)e->limits.max_output_bytes);
     }
+  }
+  if (rc == 0 && hooks && hooks->accept) {
+    rc = hooks->accept(hooks->ctx, &e->outputs, msg);
   }
   if (rc < 0) {
     sensor_out_clear(&e->outputs);
@@ -383,4 +396,35 @@ int env_eval_sensors(env_t* e, int (*cancelled)(void* ctx), void* cancel_ctx, er
   }
   mem_free(order);
   return rc;
+}
+
+
+// ERR_LIMIT (msg) when sensor r could not step over (t0, t1].
+static int check_one(const env_t* e, const env_sensor_t* r, double t0, double t1,
+                     err_msg_t* msg) {
+  uint64_t bytes;
+  if (!r->sensor.ops->bound) {
+    return 0;
+  }
+  return r->sensor.ops->bound(r->sensor.self, &r->ctx, t0, t1, e->limits.max_output_bytes,
+                              &bytes, msg);
+}
+
+
+int env_check_step(env_t* e, double t0, double t1, const env_sensor_t* only, err_msg_t* msg) {
+  if (!(t1 > t0)) {
+    return 0;
+  }
+  if (only) {
+    return check_one(e, only, t0, t1, msg);
+  }
+  for (uint32_t s = 0; s < e->sensors.used; s++) {
+    if (table_slot_id(&e->sensors, s) != 0) {
+      int rc = check_one(e, table_at(&e->sensors, s), t0, t1, msg);
+      if (rc < 0) {
+        return rc;
+      }
+    }
+  }
+  return 0;
 }

@@ -16,8 +16,8 @@
 #include "base/pool.h"
 #include "world/env_impl.h"
 
-#define RAY_BATCH 256    // rays handed to scene_trace_rays at once (as scene_trace_filtered
-                         // took them: its filter re-traces batch by batch)
+#define RAY_BATCH 256    // rays handed to scene_trace at once (its filter re-traces batch by
+                         // batch)
 #define RAY_GRAIN 1024   // rays per pool work item
 #define TIME_REL_TOL 1e-12
 #define ENV_MIN_DIRECTION 1e-30  // shortest accepted ray direction (any unit)
@@ -133,6 +133,15 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     return rc;
   }
 
+  // the next step will cover (t_prev, time]: refused here when a sensor could not take it
+  // (too many rays, too many records), since the state could not be taken back afterwards and
+  // every Step would be refused from then on
+  if (e->has_time && (rc = env_check_step(e, e->t_prev, u->time, NULL, msg)) < 0) {
+    err_msg_t why = *msg;
+    return err_set(msg, rc, "time = %.17g is too far from the last step (%.17g) for the next "
+                   "step: %s", u->time, e->t_prev, why.text);
+  }
+
   // bodies: the first state also defines the start of the first interval
   int first = !e->has_time;
   for (uint32_t i = 0; i < u->nbody; i++) {
@@ -216,6 +225,12 @@ int env_step(env_t* e, double t, err_msg_t* msg) {
 
 int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* cancel_ctx,
                          err_msg_t* msg) {
+  env_step_hooks_t h = {.cancelled = cancelled, .ctx = cancel_ctx};
+  return env_step_with(e, t, &h, msg);
+}
+
+
+int env_step_with(env_t* e, double t, const env_step_hooks_t* hooks, err_msg_t* msg) {
   // t must be the last state's time and follow the previous step
   if (!isfinite(t)) {
     return err_set(msg, ERR_INVAL, "time = %g is not finite", t);
@@ -239,7 +254,7 @@ int env_step_cancellable(env_t* e, double t, int (*cancelled)(void* ctx), void* 
   }
 
   // every sensor over (t_prev, t]; all or nothing
-  rc = env_eval_sensors(e, cancelled, cancel_ctx, msg);
+  rc = env_eval_sensors(e, hooks, msg);
   if (rc < 0) {
     return rc;
   }
@@ -359,14 +374,14 @@ typedef struct raycast_job {
   scene_rays_t rays;    // the request's rays as the scene takes them
   const scene_filter_t* filter;  // objects the rays pass through (nullable)
   atomic_int stopped;   // set by the first chunk that sees r->cancelled
-  atomic_int bad;       // set by the first chunk that meets a ray scene_trace_rays refuses
+  atomic_int bad;       // set by the first chunk that meets a ray scene_trace refuses
 } raycast_job_t;
 
 
 // pool_fn_t: check and trace rays [begin, end) in batches, each in one pass per packet
-// (scene_trace_rays: check and convert, trace, write the hits). The rays are checked here, in
-// parallel, rather than in a pass of their own before tracing: a request with a bad ray is
-// refused all the same (its output is never used), it has only cost some tracing.
+// (scene_trace of SCENE_REQUEST: check and convert, trace, write the hits). The rays are
+// checked here, in parallel, rather than in a pass of their own before tracing: a request with
+// a bad ray is refused all the same (its output is never used), it has only cost some tracing.
 static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   raycast_job_t* job = ctx;
   const env_raycast_t* r = job->r;
@@ -379,7 +394,9 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   }
   for (size_t i0 = begin; i0 < end; i0 += RAY_BATCH) {
     size_t n = end - i0 < RAY_BATCH ? end - i0 : RAY_BATCH;
-    if (scene_trace_rays(job->scene, &job->rays, i0, i0 + n, job->out, job->filter) != i0 + n) {
+    scene_batch_t batch = {.layout = SCENE_REQUEST, .request = &job->rays, .first = i0, .n = n,
+                           .hits = job->out + i0, .filter = job->filter};
+    if (scene_trace(job->scene, &batch) != n) {
       atomic_store(&job->bad, 1);
       return;
     }

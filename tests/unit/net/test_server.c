@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // test_server.c: the TCP transport on loopback, driven by libuv clients in the same loop:
 // framing across reads, outgoing headers, stream errors, pause/resume, the output cap,
-// reading stopped by replies the peer does not take, turns between connections, memory given
-// back, retained sessions and shutdown with sessions open.
+// reading stopped by replies the peer does not take (plain or shared frames, each counted at
+// the memory it holds), turns between connections, memory given back, retained sessions and
+// shutdown with sessions open.
 #include "net/server.h"
 
 #include <uv.h>
 
+#include "base/blob.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "check.h"
@@ -1365,6 +1367,158 @@ TEST(server_peers_that_take_no_replies_leave_a_quarter_of_the_budget_to_the_othe
   uint32_t n;
   ASSERT_TRUE(client_frame(&t.clients[2], BUSY_WITNESS_FRAMES - 1, &p, &n));
   ASSERT_TRUE(payload_ok(p, n, 'W'));
+  return tctx_finish(&t);
+}
+
+
+//---------------- shared frames: counted at what they hold
+
+// A reply of FLOOD_REPLY bytes of payload_new(FLOOD_REPLY, seed) as a shared frame built in
+// pieces: its first SHARED_OWN bytes its own, the rest referred to in a blob of SHARED_BLOB
+// bytes, larger than what is referred to (as a step's reply refers to a cloud's buffer).
+#define SHARED_BLOB (16u << 10)
+#define SHARED_OWN 16u
+
+
+static shared_buf_t* shared_reply(tctx_t* t, unsigned seed) {
+  uint8_t* p = payload_new(FLOOD_REPLY, seed);
+  blob_t* x = blob_create(SHARED_BLOB);
+  shared_buf_t* b = shared_buf_create_pieces(SHARED_OWN, 1);
+  uint8_t* own = b ? shared_buf_put(b, SHARED_OWN) : NULL;
+  if (!p || !x || !own) {
+    note_bad(t, "out of memory making a shared reply");
+  } else {
+    memcpy(blob_data(x), p, FLOOD_REPLY);
+    memcpy(own, p, SHARED_OWN);
+    if (shared_buf_put_ref(b, x, blob_data(x) + SHARED_OWN, FLOOD_REPLY - SHARED_OWN) != 0) {
+      note_bad(t, "a shared reply's reference was refused");
+    }
+  }
+  blob_release(x);    // the frame holds it from here on
+  mem_free(p);
+  return b;
+}
+
+
+// Each frame is answered with a shared reply; the bytes held grow by what the write holds: the
+// whole blob (not the bytes referred to), the frame and the write record.
+static void flood_echo_shared(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)len;
+  shared_buf_t* b = shared_reply(t, p[0]);
+  if (!b) {
+    return;
+  }
+  server_stats_t before, after;
+  server_get_stats(t->srv, &before);
+  if (session_send_shared(s, b) != 0) {
+    note_bad(t, "a shared reply was refused");
+  }
+  server_get_stats(t->srv, &after);
+  uint64_t cost = after.held_bytes - before.held_bytes;
+  if (cost < SHARED_BLOB + SHARED_OWN || cost > SHARED_BLOB + 1024) {
+    note_bad(t, "a shared reply not counted at what it holds");
+  }
+  shared_buf_release(b);
+}
+
+
+TEST(server_peer_that_takes_no_shared_replies_is_not_read_past_pause_unsent_bytes) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.pause_unsent_bytes = PAUSE_UNSENT};
+  const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo_shared,
+                      .on_connect = unsent_connected, .nquiet = 1, .count_only = 1};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+
+  // as with plain replies: blocked for good after part of the flood, with the memory of its
+  // replies (16 KiB each) near the mark; once the peer read, every frame was answered, whole,
+  // and the session read again
+  ASSERT_TRUE(t.sent > 0 && t.sent < FLOOD_FRAMES);
+  ASSERT_TRUE(t.queued_after_open > PAUSE_UNSENT / 2);
+  ASSERT_TRUE(t.queued_after_open < PAUSE_UNSENT + (256u << 10));
+  ASSERT_EQ(t.nframes, FLOOD_FRAMES);
+  ASSERT_EQ(client_frames(&t.clients[0]), FLOOD_FRAMES);
+  ASSERT_OK(expect_payload_frame(&t.clients[0], FLOOD_FRAMES - 1, FLOOD_REPLY, 'F'));
+  ASSERT_EQ(t.queued_at_close, 0);
+  return tctx_finish(&t);
+}
+
+
+// One frame in, one stream frame (a prefix and the shared frame's payload under one header)
+// and one shared reply out; each counts what it holds until written, and nothing once the
+// peer has them both.
+static void stream_and_reply(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)p;
+  (void)len;
+  shared_buf_t* b = shared_reply(t, 5);
+  if (!b) {
+    return;
+  }
+  static const uint8_t prefix[3] = {0xAA, 0xBB, 0xCC};
+  server_stats_t st[3];
+  server_get_stats(t->srv, &st[0]);
+  if (session_send_stream(s, b, prefix, sizeof(prefix)) != 0) {
+    note_bad(t, "the stream frame was refused");
+  }
+  server_get_stats(t->srv, &st[1]);
+  if (session_send_shared(s, b) != 0) {
+    note_bad(t, "the shared reply was refused");
+  }
+  server_get_stats(t->srv, &st[2]);
+  for (int i = 0; i < 2; i++) {
+    uint64_t cost = st[i + 1].held_bytes - st[i].held_bytes;
+    if (cost < SHARED_BLOB + SHARED_OWN || cost > SHARED_BLOB + 1024) {
+      note_bad(t, i ? "the shared reply not counted at what it holds"
+                    : "the stream frame not counted at what it holds");
+    }
+  }
+  if (session_stream_bytes(s) != FRAME_HEADER_BYTES + sizeof(prefix) + FLOOD_REPLY) {
+    note_bad(t, "the stream frame's bytes");
+  }
+  shared_buf_release(b);
+}
+
+
+static void stream_and_reply_tick(tctx_t* t) {
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  const client_t* c = &t->clients[0];
+  size_t both = 2 * FRAME_HEADER_BYTES + 3 + 2 * FLOOD_REPLY;
+  // both written: neither is counted (what stays is the session's small input buffer)
+  if (c->in.len == both && st.held_bytes < SHARED_BLOB / 2) {
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  } else if (++t->ticks > 1000) {
+    note_bad(t, "the frames did not arrive, or their memory stayed counted");
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void stream_and_reply_connected(client_t* c) {
+  tctx_t* t = c->t;
+  flood_write(c, 1, 'S');
+  timer_start(t, stream_and_reply_tick, 5, 5);
+}
+
+
+TEST(server_stream_frames_and_shared_replies_count_what_they_hold_until_written) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 1u << 20, .frame_cb = stream_and_reply,
+                      .on_connect = stream_and_reply_connected};
+  ASSERT_OK(tctx_start(&t, &tc));
+
+  // the stream frame: the prefix and the payload under one header; then the reply, whole
+  const client_t* c = &t.clients[0];
+  const uint8_t* p;
+  uint32_t n;
+  ASSERT_TRUE(client_frame(c, 0, &p, &n));
+  ASSERT_EQ(n, 3 + FLOOD_REPLY);
+  ASSERT_MEM_EQ(p, "\xAA\xBB\xCC", 3);
+  ASSERT_TRUE(payload_ok(p + 3, FLOOD_REPLY, 5));
+  ASSERT_OK(expect_payload_frame(c, 1, FLOOD_REPLY, 5));
   return tctx_finish(&t);
 }
 

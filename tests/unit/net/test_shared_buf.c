@@ -4,6 +4,7 @@
 #include "net/shared_buf.h"
 
 #include <pthread.h>
+#include <string.h>
 
 #include "base/mem.h"
 #include "check.h"
@@ -68,6 +69,69 @@ TEST(shared_buf_last_release_frees) {
   shared_buf_release(b);
   ASSERT_EQ(shared_buf_is_shared(b), 0);
   ASSERT_TRUE(mem_live_count() == live + 1);
+  shared_buf_release(b);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+// The frame's pieces from byte `skip` on, gathered.
+static size_t gather(const shared_buf_t* b, size_t skip, uint8_t* out) {
+  const uint8_t* p[8];
+  size_t n[8];
+  uint32_t count = shared_buf_pieces(b, skip, p, n, 8);
+  size_t at = 0;
+  for (uint32_t i = 0; i < count && i < 8; i++) {
+    memcpy(out + at, p[i], n[i]);
+    at += n[i];
+  }
+  return at;
+}
+
+
+TEST(shared_buf_in_pieces_refers_to_blobs_and_holds_them) {
+  // own "ab", 3 bytes of blob x, own "cde", 2 bytes of blob y, nothing more: the frame is
+  // "ab" x0 x1 x2 "cde" y0 y1 behind its length, and the pieces are those ranges themselves
+  int64_t live = mem_live_count();
+  blob_t* x = blob_create(8);
+  blob_t* y = blob_create(8);
+  ASSERT_TRUE(x && y);
+  memcpy(blob_data(x), "XYZW", 4);
+  memcpy(blob_data(y), "QR", 2);
+  shared_buf_t* b = shared_buf_create_pieces(5, 2);
+  ASSERT_TRUE(b != NULL);
+  memcpy(shared_buf_put(b, 2), "ab", 2);
+  ASSERT_OK(shared_buf_put_ref(b, x, blob_data(x), 3));
+  memcpy(shared_buf_put(b, 3), "cde", 3);
+  ASSERT_OK(shared_buf_put_ref(b, y, blob_data(y), 2));
+  ASSERT_OK(shared_buf_put_ref(b, y, blob_data(y), 0));   // nothing: no piece, no reference
+  ASSERT_TRUE(shared_buf_put(b, 1) == NULL);              // past the room asked for
+  ASSERT_EQ(shared_buf_put_ref(b, x, blob_data(x), 1), -1);   // references used up
+  ASSERT_EQ(shared_buf_len(b), 10);
+  ASSERT_EQ(shared_buf_frame_len(b), 14);
+
+  uint8_t all[32];
+  ASSERT_EQ(gather(b, 0, all), 14);
+  ASSERT_MEM_EQ(all, "\x0a\x00\x00\x00" "abXYZcdeQR", 14);
+  ASSERT_EQ(gather(b, FRAME_HEADER_BYTES, all), 10);
+  ASSERT_MEM_EQ(all, "abXYZcdeQR", 10);
+  ASSERT_EQ(gather(b, 7, all), 7);                        // inside the first reference
+  ASSERT_MEM_EQ(all, "YZcdeQR", 7);
+  const uint8_t* p[8];
+  size_t n[8];
+  ASSERT_EQ(shared_buf_pieces(b, 0, p, n, 8), 4);
+  ASSERT_TRUE(p[1] == blob_data(x) && n[1] == 3 && p[3] == blob_data(y) && n[3] == 2);
+  ASSERT_EQ(shared_buf_pieces(b, 0, p, n, 2), 4);          // the count, whatever max
+
+  // what a holder keeps allocated: the frame and both blobs whole, whatever it refers to
+  ASSERT_EQ(shared_buf_footprint(b), mem_footprint(b) + blob_footprint(x) + blob_footprint(y));
+  ASSERT_TRUE(blob_footprint(x) >= 8 && shared_buf_footprint(b) > shared_buf_memory(b));
+
+  // the frame holds its blobs: they outlive their producer's references
+  blob_release(x);
+  blob_release(y);
+  ASSERT_EQ(gather(b, FRAME_HEADER_BYTES, all), 10);
+  ASSERT_MEM_EQ(all, "abXYZcdeQR", 10);
   shared_buf_release(b);
   ASSERT_EQ(mem_live_count(), live);
   return 0;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // test_wire_stream.c: a pushed frame (a subscriber's sequence prefix, then the shared bytes)
-// decodes with protobuf-c as one Envelope with that sequence and the record's data; point
-// fields are selected and packed as asked; the end-of-stream frame.
+// decodes with protobuf-c as one Envelope with that sequence and the record's data; a RAW
+// frame refers to the record's points instead of copying them; point fields are selected and
+// packed as asked; the end-of-stream frame.
 #include "net/wire_stream.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -28,8 +30,10 @@ static sensor_record_t make_cloud(void) {
   }
   c->nfield = 5;
   c->point_step = 20;
-  c->count = NPT;
-  c->data = mem_calloc(NPT, 20);
+  err_msg_t msg;
+  if (sensor_cloud_alloc(c, NPT, &msg) != 0) {
+    abort();
+  }
   for (uint32_t i = 0; i < NPT; i++) {
     float v[4] = {1.0f + (float)i, -2.0f, 0.5f * (float)i, 0.25f * (float)i};
     uint16_t ring = (uint16_t)(100 + i);
@@ -40,15 +44,36 @@ static sensor_record_t make_cloud(void) {
 }
 
 
-// Prefix + shared payload, unpacked by protobuf-c.
+// Prefix + shared payload (its pieces gathered, as a scatter-gather write sends them),
+// unpacked by protobuf-c.
 static Sensim__V1__Envelope* unpack_frame(shared_buf_t* b, uint64_t seq) {
   uint8_t frame[1 << 12];
   size_t n = wire_stream_prefix(seq, frame);
   if (n > WIRE_STREAM_PREFIX_MAX || n + shared_buf_len(b) > sizeof(frame)) {
     return NULL;
   }
-  memcpy(frame + n, shared_buf_frame(b) + 4, shared_buf_len(b));
-  return sensim__v1__envelope__unpack(NULL, n + shared_buf_len(b), frame);
+  const uint8_t* p[8];
+  size_t len[8];
+  uint32_t np = shared_buf_pieces(b, 4, p, len, 8);
+  for (uint32_t i = 0; i < np && i < 8; i++) {
+    memcpy(frame + n, p[i], len[i]);
+    n += len[i];
+  }
+  return sensim__v1__envelope__unpack(NULL, n, frame);
+}
+
+
+// 1 when a piece of b is exactly the n bytes at data (referred to, not copied).
+static int refers_to(const shared_buf_t* b, const uint8_t* data, size_t n) {
+  const uint8_t* p[8];
+  size_t len[8];
+  uint32_t np = shared_buf_pieces(b, 0, p, len, 8);
+  for (uint32_t i = 0; i < np && i < 8; i++) {
+    if (p[i] == data && len[i] == n) {
+      return 1;
+    }
+  }
+  return 0;
 }
 
 
@@ -58,6 +83,7 @@ TEST(wire_stream_frame_carries_sequence_and_record) {
   shared_buf_t* b;
   err_msg_t msg;
   ASSERT_OK(wire_stream_encode(&r, 0.2, &p, &b, &msg));
+  ASSERT_TRUE(refers_to(b, r.u.cloud.data, (size_t)NPT * 20));
   static const uint64_t kSeqs[] = {1, 127, 128, 300, 1ull << 40, UINT64_MAX};
   for (size_t k = 0; k < sizeof(kSeqs) / sizeof(kSeqs[0]); k++) {
     Sensim__V1__Envelope* e = unpack_frame(b, kSeqs[k]);
@@ -76,8 +102,16 @@ TEST(wire_stream_frame_carries_sequence_and_record) {
     ASSERT_MEM_EQ(sd->point_cloud->data.data, r.u.cloud.data, (size_t)NPT * 20);
     sensim__v1__envelope__free_unpacked(e, NULL);
   }
+
+  // the frame holds the points' buffer: they outlive the record
+  uint8_t copy[NPT * 20];
+  memcpy(copy, r.u.cloud.data, sizeof copy);
+  sensor_record_release(&r);
+  Sensim__V1__Envelope* e = unpack_frame(b, 1);
+  ASSERT_TRUE(e != NULL);
+  ASSERT_MEM_EQ(e->sensor_data->point_cloud->data.data, copy, sizeof copy);
+  sensim__v1__envelope__free_unpacked(e, NULL);
   shared_buf_release(b);
-  mem_free(r.u.cloud.data);
   return 0;
 }
 
@@ -119,7 +153,7 @@ TEST(wire_stream_selects_and_packs_fields) {
   q = p;
   q.codec.encoding = CODEC_ZSTD;
   ASSERT_TRUE(!wire_stream_params_equal(&p, &q));
-  mem_free(r.u.cloud.data);
+  sensor_record_release(&r);
   return 0;
 }
 

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// test_scene.c: the Embree adapter against hand-derived geometry: analytic primitives from
+// test_scene.c: the ray-tracing backend against hand-derived geometry: analytic primitives from
 // outside and inside, box edges and corners, scaled/rotated instances and their normals,
 // moving instances seen at the ray's time, counters, removal, concurrent tracing, and packets
 // against single rays.
 #include "scene/scene.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "base/mem.h"
@@ -138,6 +139,52 @@ static int add_cube_mesh(scene_t* s) {
 }
 
 
+//---------------- The entry point in each layout
+
+// SCENE_ROWS in groups of 8 (rows, rows_filtered) and 16 (rows16, rows16_filtered).
+static void rows_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n,
+                          const scene_filter_t* f) {
+  scene_trace(s, &(scene_batch_t){.layout = SCENE_ROWS, .n = n, .rays = rays, .hits = hits,
+                                  .filter = f});
+}
+
+
+static void rows(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+  rows_filtered(s, rays, hits, n, NULL);
+}
+
+
+static void rows16_filtered(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits,
+                            size_t n, const scene_filter_t* f) {
+  scene_trace(s, &(scene_batch_t){.layout = SCENE_ROWS, .group = 16, .n = n, .rays = rays,
+                                  .hits = hits, .filter = f});
+}
+
+
+static void rows16(const scene_t* s, const scene_ray_t* rays, scene_hit_t* hits, size_t n) {
+  rows16_filtered(s, rays, hits, n, NULL);
+}
+
+
+// SCENE_COLUMNS.
+static void columns(const scene_t* s, const scene_packet_t* in, size_t n,
+                    scene_packet_hits_t* out, const scene_filter_t* f,
+                    const scene_horizon_t* hz) {
+  scene_trace(s, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = n, .packets = in,
+                                  .packet_hits = out, .filter = f, .horizon = hz});
+}
+
+
+// SCENE_REQUEST of rays [begin, end) of `in`, hits into hits[begin, end); returns end or the
+// index of the first refused ray.
+static size_t request(const scene_t* s, const scene_rays_t* in, size_t begin, size_t end,
+                      scene_hit_t* hits, const scene_filter_t* f) {
+  return begin + scene_trace(s, &(scene_batch_t){.layout = SCENE_REQUEST, .request = in,
+                                                 .first = begin, .n = end - begin,
+                                                 .hits = hits + begin, .filter = f});
+}
+
+
 #define RING 20
 
 // RING static instances on a circle of radius 8 m around the origin, alternately the unit cube
@@ -166,7 +213,7 @@ static scene_hit_t shoot_t(const scene_t* s, double ox, double oy, double oz, do
   double n = sqrt(dx * dx + dy * dy + dz * dz);
   scene_ray_t r = {{ox, oy, oz}, {dx / n, dy / n, dz / n}, INFINITY, t};
   scene_hit_t h;
-  scene_trace(s, &r, &h, 1);
+  rows(s, &r, &h, 1);
   return h;
 }
 
@@ -518,7 +565,7 @@ TEST(scene_mesh_reports_object_label_primitive) {
   // tmax shorter than the hit: a miss
   scene_ray_t r = {{0, 0.5, -0.5}, {1, 0, 0}, 4.9, 0};
   scene_hit_t c;
-  scene_trace(f.s, &r, &c, 1);
+  rows(f.s, &r, &c, 1);
   ASSERT_MISS(c);
   return teardown(&f);
 }
@@ -830,7 +877,7 @@ typedef struct trace_job {
 
 static void trace_chunk(void* ctx, size_t begin, size_t end) {
   trace_job_t* j = ctx;
-  scene_trace(j->s, j->rays + begin, j->hits + begin, end - begin);
+  rows(j->s, j->rays + begin, j->hits + begin, end - begin);
 }
 
 
@@ -851,7 +898,7 @@ TEST(scene_concurrent_trace_matches_serial) {
     scene_ray_t r = {{0, 0, 0.1}, {cos(ang), sin(ang), 0}, 100.0, (i % 5) * 0.25};
     rays[i] = r;
   }
-  scene_trace(f.s, rays, ref, N);
+  rows(f.s, rays, ref, N);
   int nhit = 0;
   for (int i = 0; i < N; i++) {
     nhit += ref[i].object_id != 0;
@@ -1010,16 +1057,16 @@ TEST(scene_packets_match_single_rays) {
   }
 
   // packets; one at a time; chunks of 1..19 rays (partial packets everywhere)
-  scene_trace(f.s, rays, pk, N);
+  rows(f.s, rays, pk, N);
   for (int i = 0; i < N; i++) {
-    scene_trace(f.s, &rays[i], &one[i], 1);
+    rows(f.s, &rays[i], &one[i], 1);
   }
   for (int i = 0, m = 1; i < N; i += m, m = m % 19 + 1) {
-    scene_trace(f.s, rays + i, chunked + i, (size_t)(N - i < m ? N - i : m));
+    rows(f.s, rays + i, chunked + i, (size_t)(N - i < m ? N - i : m));
   }
 
   // identical, bit for bit; the set is not trivial: hits on every object, misses, empty rays
-  int nhit = 0, nempty = 0, nempty_hit = 0, ndiff = 0, first = -1;
+  int nhit = 0, nempty = 0, nempty_hit = 0, ndiff = 0, first = -1, nnan = 0;
   int seen[NOBJ + 1] = {0};
   for (int i = 0; i < N; i++) {
     if (memcmp(&pk[i], &one[i], sizeof pk[i]) || memcmp(&pk[i], &chunked[i], sizeof pk[i])) {
@@ -1028,6 +1075,7 @@ TEST(scene_packets_match_single_rays) {
     }
     nhit += pk[i].object_id != 0;
     nempty += !(rays[i].tmax > 0.0);
+    nnan += isnan(rays[i].tmax);
     seen[pk[i].object_id <= NOBJ ? pk[i].object_id : 0] = 1;
     nempty_hit += !(rays[i].tmax > 0.0) && (pk[i].object_id != 0 || !isinf(pk[i].distance));
   }
@@ -1051,7 +1099,9 @@ TEST(scene_packets_match_single_rays) {
   ASSERT_TRUE(nseen > NOBJ * 3 / 4);
   scene_counters_t c;
   scene_counters(f.s, &c);
-  ASSERT_EQ(c.rays_traced, 3 * (uint64_t)N);
+  ASSERT_EQ(c.rays_traced + c.rays_invalid, 3 * (uint64_t)N);
+  ASSERT_TRUE(nnan > 0);
+  ASSERT_EQ(c.rays_invalid, 3 * (uint64_t)nnan);   // a NaN tmax: invalid, not traced
   return teardown(&f);
 }
 
@@ -1093,7 +1143,7 @@ TEST(scene_memory_budget_refuses_builds_with_a_clear_error) {
   ASSERT_OK(scene_commit(s, &msg));
   scene_ray_t ray = {{-5, 0, 0}, {1, 0, 0}, INFINITY, 1.0};
   scene_hit_t hit;
-  scene_trace(s, &ray, &hit, 1);
+  rows(s, &ray, &hit, 1);
   ASSERT_NEAR(hit.distance, 4.0, 1e-5);
   free(v);
   free(idx);
@@ -1152,9 +1202,9 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   memset(a, 0xA5, N * sizeof *a);
   memset(b, 0x5A, N * sizeof *b);
   scene_device_set_simd(f.dev, true);
-  scene_trace_coherent16(f.s, rays, a, N);
+  rows16(f.s, rays, a, N);
   scene_device_set_simd(f.dev, false);
-  scene_trace_coherent16(f.s, rays, b, N);
+  rows16(f.s, rays, b, N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
   int nhit = 0;
   for (int i = 0; i < N; i++) {
@@ -1162,7 +1212,7 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   }
   ASSERT_TRUE(nhit > N / 8);
 
-  // the same rays in packets of columns: scene_trace_filtered16's hits, bit for bit, with the
+  // the same rays in packets of columns: the hits of rows of 16, bit for bit, with the
   // AVX2 path and without, and with objects filtered out
   size_t npk = (N + SCENE_PACKET - 1) / SCENE_PACKET;
   scene_packet_t* pk = calloc(npk, sizeof *pk);
@@ -1186,8 +1236,8 @@ TEST(scene_simd_paths_equal_scalar_paths) {
     const scene_filter_t* fl = pass >= 2 ? &filter : NULL;
     scene_device_set_simd(f.dev, pass % 2 == 0);
     memset(ph, 0xA5, npk * sizeof *ph);
-    scene_trace_packets(f.s, pk, N, ph, fl, NULL);
-    scene_trace_filtered16(f.s, rays, b, N, fl);
+    columns(f.s, pk, N, ph, fl, NULL);
+    rows16_filtered(f.s, rays, b, N, fl);
     int filtered_hits = 0;
     for (int i = 0; i < N; i++) {
       const scene_packet_hits_t* c = &ph[i / SCENE_PACKET];
@@ -1213,9 +1263,9 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   memset(a, 0xA5, N * sizeof *a);
   memset(b, 0x5A, N * sizeof *b);
   scene_device_set_simd(f.dev, true);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, a, NULL), (size_t)N);
+  ASSERT_EQ(request(f.s, &in, 0, N, a, NULL), (size_t)N);
   scene_device_set_simd(f.dev, false);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, b, NULL), (size_t)N);
+  ASSERT_EQ(request(f.s, &in, 0, N, b, NULL), (size_t)N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
   scene_device_set_simd(f.dev, true);
   free(rays);
@@ -1227,7 +1277,242 @@ TEST(scene_simd_paths_equal_scalar_paths) {
 }
 
 
-// scene_trace_coherent16 (16-wide packets, the lidar's) finds the same hits as scene_trace:
+//---------------- Rays the backend must not be handed
+
+// Rays no caller should make and an adversarial one can (a lidar whose angle noise made a
+// non-finite direction once stopped the daemon inside Embree): origin, direction, tmax; and
+// whether a request refuses it (its bounds normalise the direction: any finite non-zero length
+// is a usable ray there).
+typedef struct bad_ray {
+  double o[3], d[3], tmax;
+  int request_refuses;
+} bad_ray_t;
+
+static const bad_ray_t kBadRays[] = {
+    {{NAN, 0.01, 0.1}, {1, 0, 0}, 100.0, 1},          // a NaN origin
+    {{0, INFINITY, 0.1}, {1, 0, 0}, 100.0, 1},        // an infinite origin
+    {{0, 0.01, 1e300}, {1, 0, 0}, 100.0, 1},          // finite in double, infinite in float
+    {{1e30, 0.01, 0.1}, {-1, 0, 0}, INFINITY, 1},     // a float beyond SCENE_RAY_MAX
+    {{0, 0.01, 0.1}, {NAN, 0, 0}, 100.0, 1},          // a NaN direction
+    {{0, 0.01, 0.1}, {0, 0, 0}, 100.0, 1},            // a zero direction
+    {{0, 0.01, 0.1}, {1e-40, 0, 0}, 100.0, 0},        // a float subnormal: zero when traced
+    {{0, 0.01, 0.1}, {0.5, 0, -INFINITY}, 100.0, 1},  // an infinite direction
+    {{0, 0.01, 0.1}, {1e25, 0, 0}, 100.0, 0},         // a float beyond SCENE_RAY_MAX
+    {{0, 0.01, 0.1}, {1e-310, 0, 0}, 100.0, 1},       // its inverse length overflows
+    {{0, 0.01, 0.1}, {1, 0, 0}, NAN, 1},              // a NaN tmax
+};
+#define NBAD ((int)(sizeof kBadRays / sizeof kBadRays[0]))
+
+
+// Rays in rows as packets of columns.
+static void to_columns(const scene_ray_t* rays, size_t n, scene_packet_t* pk) {
+  for (size_t i = 0; i < n; i++) {
+    scene_packet_t* c = &pk[i / SCENE_PACKET];
+    size_t k = i % SCENE_PACKET;
+    c->ox[k] = rays[i].origin[0];
+    c->oy[k] = rays[i].origin[1];
+    c->oz[k] = rays[i].origin[2];
+    c->dx[k] = rays[i].dir[0];
+    c->dy[k] = rays[i].dir[1];
+    c->dz[k] = rays[i].dir[2];
+    c->tmax[k] = rays[i].tmax;
+    c->time[k] = rays[i].time;
+  }
+}
+
+
+// Whether hit a of ray i is the miss an invalid ray gets (bad) or, bit for bit, want.
+static int hit_as_expected(const scene_hit_t* got, const scene_hit_t* want, int bad) {
+  if (bad) {
+    return isinf(got->distance) && got->distance > 0 && got->normal[0] == 0.0 &&
+           got->normal[1] == 0.0 && got->normal[2] == 0.0 && got->object_id == 0 &&
+           got->label == 0 && got->primitive == 0;
+  }
+  return memcmp(got, want, offsetof(scene_hit_t, primitive) + sizeof got->primitive) == 0;
+}
+
+
+// Every layout of the entry point with invalid rays in some lanes (a packet's first lane, a
+// middle one, its last): they are misses, counted in rays_invalid and not in rays_traced, and
+// the other rays get the hits they get when those lanes have nothing to trace (tmax 0), bit for
+// bit: rows in groups of 8 and 16 and columns (with a horizon and without), with and without
+// the AVX2 paths and a filter, over still, moving and flat objects. A request refuses them (the
+// index of the first), even from a caller whose bounds would let them through.
+TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  int h[RING];
+  ASSERT_OK(place_ring(f.s, h));
+  pose_t b0 = pose_at(0, 0, 0), b1 = pose_at(0.3, 0.2, 0);
+  pose_t local = pose_at(8, 0, 0);
+  scene_set_instance_pose(f.s, h[0], &local, &b0, &b1);   // object 1 moves over the step
+  ASSERT_OK(commit(f.s));
+  scene_counters_t c0, c1;
+  scene_counters(f.s, &c0);
+  ASSERT_TRUE(c0.flat_objects > 0);
+
+  // tiles of 16 rays round the ring; in three of every four tiles, bad rays in lanes 0, 7, 15
+  enum { TILES = 3 * NBAD + 3, N = 16 * TILES + 5 };
+  scene_ray_t* bad = calloc(N, sizeof *bad);
+  scene_ray_t* ref = calloc(N, sizeof *ref);
+  scene_hit_t* got = calloc(N, sizeof *got);
+  scene_hit_t* want = calloc(N, sizeof *want);
+  int* is_bad = calloc(N, sizeof *is_bad);
+  scene_packet_t* pk = calloc(TILES + 1, sizeof *pk);
+  scene_packet_hits_t* ph = calloc(TILES + 1, sizeof *ph);
+  ASSERT_TRUE(bad && ref && got && want && is_bad && pk && ph);
+  int nbad = 0, kind = 0;
+  for (int i = 0; i < N; i++) {
+    int tile = i / 16, lane = i % 16;
+    double az = 2 * M_PI * tile / TILES + 0.004 * (lane % 8);
+    double el = 0.01 * (lane / 8);
+    scene_ray_t r = {{0.0, 0.01, 0.1}, {cos(el) * cos(az), cos(el) * sin(az), sin(el)}, 100.0,
+                     lane == 3 ? NAN : 0.5};   // a NaN time counts as 0: not invalid
+    ref[i] = bad[i] = r;
+    if (tile % 4 != 3 && (lane == 0 || lane == 7 || lane == 15) && i < 16 * TILES) {
+      const bad_ray_t* b = &kBadRays[kind++ % NBAD];
+      memcpy(bad[i].origin, b->o, sizeof b->o);
+      memcpy(bad[i].dir, b->d, sizeof b->d);
+      bad[i].tmax = b->tmax;
+      ref[i].tmax = 0.0;
+      is_bad[i] = 1;
+      nbad++;
+    }
+  }
+  ASSERT_TRUE(kind >= 2 * NBAD);
+  uint32_t hidden[2] = {4, 11};
+  scene_filter_t filter = {hidden, 2};
+  scene_horizon_t* hz = malloc(sizeof *hz);
+  ASSERT_TRUE(hz != NULL);
+  scene_horizon(f.s, bad[1].origin, bad[1].origin, hz);
+  to_columns(bad, N, pk);
+
+  for (int pass = 0; pass < 8; pass++) {
+    unsigned group = pass & 1 ? 16 : 8;
+    int simd = (pass >> 1) & 1;
+    const scene_filter_t* fl = pass & 4 ? &filter : NULL;
+    scene_device_set_simd(f.dev, simd);
+    scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = group, .n = N,
+                                      .rays = ref, .hits = want, .filter = fl});
+    int nhit = 0;
+    for (int i = 0; i < N; i++) {
+      nhit += want[i].object_id != 0;
+    }
+    ASSERT_TRUE(nhit > N / 4);
+
+    // rows
+    memset(got, 0xA5, N * sizeof *got);
+    scene_counters(f.s, &c0);
+    ASSERT_EQ(scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = group, .n = N,
+                                                .rays = bad, .hits = got, .filter = fl}),
+              N);
+    scene_counters(f.s, &c1);
+    ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, nbad);
+    if (!fl) {
+      ASSERT_EQ(c1.rays_traced - c0.rays_traced, N - nbad);
+    }
+    for (int i = 0; i < N; i++) {
+      if (!hit_as_expected(&got[i], &want[i], is_bad[i])) {
+        CHECK_FAIL("pass %d, rows of %u: ray %d (bad %d): distance %g object %u, want %g %u",
+                   pass, group, i, is_bad[i], got[i].distance, got[i].object_id,
+                   want[i].distance, want[i].object_id);
+      }
+    }
+
+    // columns, as rows of 16, with a horizon and without
+    for (int cull = 0; group == 16 && cull < 2; cull++) {
+      memset(ph, 0xA5, (TILES + 1) * sizeof *ph);
+      scene_counters(f.s, &c0);
+      ASSERT_EQ(scene_trace(f.s, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = N, .packets = pk,
+                                                  .packet_hits = ph, .filter = fl,
+                                                  .horizon = cull ? hz : NULL}),
+                N);
+      scene_counters(f.s, &c1);
+      ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, nbad);
+      for (int i = 0; i < N; i++) {
+        const scene_packet_hits_t* c = &ph[i / SCENE_PACKET];
+        int k = i % SCENE_PACKET;
+        scene_hit_t col = {.distance = c->distance[k], .normal = {c->nx[k], c->ny[k], c->nz[k]},
+                           .object_id = c->object_id[k], .label = c->label[k],
+                           .primitive = c->primitive[k]};
+        if (!hit_as_expected(&col, &want[i], is_bad[i])) {
+          CHECK_FAIL("pass %d, columns (horizon %d): ray %d (bad %d): distance %g object %u, "
+                     "want %g %u", pass, cull, i, is_bad[i], col.distance, col.object_id,
+                     want[i].distance, want[i].object_id);
+        }
+      }
+    }
+  }
+
+  // a packet pointing up, above the horizon but for two invalid rays that point up too: those
+  // are counted invalid, not culled (and the packet goes to its invalid check, not untraced)
+  scene_device_set_simd(f.dev, true);
+  for (int k = 0; k < SCENE_PACKET; k++) {
+    pk[0].ox[k] = bad[1].origin[0];
+    pk[0].oy[k] = bad[1].origin[1];
+    pk[0].oz[k] = bad[1].origin[2];
+    pk[0].dx[k] = 0.3 * cos(0.4 * k);
+    pk[0].dy[k] = 0.3 * sin(0.4 * k);
+    pk[0].dz[k] = k == 5 ? INFINITY : k == 9 ? 1e25 : sqrt(1.0 - 0.09);
+    pk[0].tmax[k] = 100.0;
+    pk[0].time[k] = 0.5;
+  }
+  scene_counters(f.s, &c0);
+  columns(f.s, pk, SCENE_PACKET, ph, NULL, hz);
+  scene_counters(f.s, &c1);
+  ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, 2);
+  ASSERT_EQ(c1.rays_culled - c0.rays_culled, 0);   // traced in rows, where nothing is culled
+  ASSERT_EQ(c1.rays_traced - c0.rays_traced, SCENE_PACKET - 2);
+  for (int k = 0; k < SCENE_PACKET; k++) {
+    ASSERT_TRUE(isinf(ph[0].distance[k]) && ph[0].object_id[k] == 0);
+  }
+  pk[0].dz[5] = pk[0].dz[9] = sqrt(1.0 - 0.09);   // all above: culled
+  columns(f.s, pk, SCENE_PACKET, ph, NULL, hz);
+  scene_counters(f.s, &c0);
+  ASSERT_EQ(c0.rays_culled - c1.rays_culled, SCENE_PACKET);
+
+  // a request refuses each bad ray, even with no bounds of its own, and traces nothing invalid
+  enum { M = 40, AT = 21 };
+  double org[3 * M], dir[3 * M];
+  for (int i = 0; i < M; i++) {
+    memcpy(&org[3 * i], ref[i].origin, sizeof ref[i].origin);
+    memcpy(&dir[3 * i], ref[i].dir, sizeof ref[i].dir);
+  }
+  scene_rays_t in = {.origins = org, .directions = dir, .tmax = 100.0, .max_coord = INFINITY,
+                     .min_direction = 0.0};
+  for (int k = 0; k < 2 * NBAD; k++) {
+    const bad_ray_t* b = &kBadRays[k % NBAD];
+    scene_device_set_simd(f.dev, k < NBAD);
+    memcpy(&org[3 * AT], b->o, sizeof b->o);
+    memcpy(&dir[3 * AT], b->d, sizeof b->d);
+    in.tmax = b->tmax;
+    scene_counters(f.s, &c0);
+    size_t done = request(f.s, &in, 0, M, got, NULL);
+    scene_counters(f.s, &c1);
+    ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, 0);
+    if (b->request_refuses) {
+      ASSERT_EQ(done, isnan(b->tmax) ? 0 : AT);
+    } else {
+      ASSERT_EQ(done, M);
+      ASSERT_TRUE(got[AT].distance > 0.0);
+    }
+    memcpy(&org[3 * AT], ref[AT].origin, sizeof ref[AT].origin);
+    memcpy(&dir[3 * AT], ref[AT].dir, sizeof ref[AT].dir);
+  }
+  scene_device_set_simd(f.dev, true);
+  free(bad);
+  free(ref);
+  free(got);
+  free(want);
+  free(is_bad);
+  free(pk);
+  free(ph);
+  free(hz);
+  return teardown(&f);
+}
+
+
+// Rows in groups of 16 (the lidar's tiles) find the same hits as rows in groups of 8:
 // tiles of 4 x 4 neighbouring directions from one origin (coherent packets), the same tiles
 // from origins a few centimetres apart (a moving sensor), and scattered directions (traced lane
 // by lane), at several times, with partial last packets.
@@ -1269,8 +1554,8 @@ TEST(scene_coherent16_matches_scene_trace) {
     scene_ray_t ray = {{0, 0, 0.1}, {1, 0, 0}, 100.0, 0.5};
     rays[n] = ray;
   }
-  scene_trace(f.s, rays, ref, N);
-  scene_trace_coherent16(f.s, rays, out, N);
+  rows(f.s, rays, ref, N);
+  rows16(f.s, rays, out, N);
   int nhit = 0, bad = 0;
   for (int i = 0; i < N; i++) {
     nhit += ref[i].object_id != 0;
@@ -1293,7 +1578,7 @@ TEST(scene_coherent16_matches_scene_trace) {
 
 //---------------- Rays as a request carries them
 
-TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
+TEST(scene_request_checks_normalises_and_traces_request_arrays) {
   fixture_t f;
   ASSERT_OK(setup(&f));
 
@@ -1328,7 +1613,7 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   for (int records = 0; records < 2; records++) {
     in.records = records;
     memset(hits, 0xAB, sizeof hits);
-    ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+    ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
     for (int i = 0; i < N; i++) {
       double s = fmin(fmax((times[i] - 100.0) / 0.5, 0.0), 1.0);
       const scene_hit_t* h = &hits[i];
@@ -1366,17 +1651,17 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   // one time for every ray; no times: s = 1
   in.time_per_ray = 0;
   in.records = 0;
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
   ASSERT_HIT(hits[8], 9.9, -1, 0, 0);   // times[0] = 99.9: s = 0
   in.times = NULL;
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
   ASSERT_HIT(hits[8], 7.9, -1, 0, 0);
 
   // a range of the arrays; the sphere filtered out
   uint32_t excluded[1] = {3};
   scene_filter_t filter = {excluded, 1};
   memset(hits, 0xAB, sizeof hits);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 2, 11, hits, &filter), 11);
+  ASSERT_EQ(request(f.s, &in, 2, 11, hits, &filter), 11);
   ASSERT_MISS(hits[2]);
   ASSERT_MISS(hits[6]);
   ASSERT_MISS(hits[10]);
@@ -1410,7 +1695,7 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
     double keep = *p;
     *p = kBad[b].value;
     ASSERT_TRUE(!scene_ray_from(&in, (size_t)kBad[b].ray, &ray));
-    ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), kBad[b].ray);
+    ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), kBad[b].ray);
     *p = keep;
   }
   scene_counters(f.s, &c);
@@ -1419,9 +1704,9 @@ TEST(scene_trace_rays_checks_normalises_and_traces_request_arrays) {
   memcpy(keep, dir + 3 * 5, sizeof keep);
   dir[3 * 5 + 0] = 1e-31;
   dir[3 * 5 + 1] = dir[3 * 5 + 2] = 0.0;
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), 5);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), 5);
   memcpy(dir + 3 * 5, keep, sizeof keep);
-  ASSERT_EQ(scene_trace_rays(f.s, &in, 0, N, hits, NULL), N);
+  ASSERT_EQ(request(f.s, &in, 0, N, hits, NULL), N);
   return teardown(&f);
 }
 
@@ -1525,11 +1810,11 @@ TEST(scene_flat_meshes_hit_as_their_instances_do) {
   }
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 0) {
-      scene_trace(f.s, rays, a, N);
-      scene_trace(inst, rays, b, N);
+      rows(f.s, rays, a, N);
+      rows(inst, rays, b, N);
     } else {
-      scene_trace_coherent16(f.s, rays, a, N);
-      scene_trace_coherent16(inst, rays, b, N);
+      rows16(f.s, rays, a, N);
+      rows16(inst, rays, b, N);
     }
     int hits = 0, other = 0;
     for (int i = 0; i < N; i++) {
@@ -1667,7 +1952,7 @@ TEST(scene_flat_objects_filtered_by_id) {
   scene_filter_t filter = {.exclude_objects = ex, .nexclude = 1};
   scene_ray_t r = {{0, 0, 0}, {1, 0, 0}, INFINITY, 0.0};
   scene_hit_t h;
-  scene_trace_filtered(f.s, &r, &h, 1, &filter);
+  rows_filtered(f.s, &r, &h, 1, &filter);
   ASSERT_HIT(h, 9.0, -1, 0, 0);
   ASSERT_EQ(h.object_id, 2);
   scene_counters_t k;
@@ -1778,9 +2063,9 @@ TEST(scene_horizon_culls_only_misses) {
   }
   scene_counters_t c0, c1, c2;
   scene_counters(f.s, &c0);
-  scene_trace_packets(f.s, pk, N, a, NULL, NULL);
+  columns(f.s, pk, N, a, NULL, NULL);
   scene_counters(f.s, &c1);
-  scene_trace_packets(f.s, pk, N, b, NULL, hz);
+  columns(f.s, pk, N, b, NULL, hz);
   scene_counters(f.s, &c2);
   ASSERT_TRUE(memcmp(a, b, (N / SCENE_PACKET) * sizeof *a) == 0);
   ASSERT_EQ(c1.rays_culled - c0.rays_culled, 0);
@@ -1835,4 +2120,89 @@ TEST(scene_flat_scene_full_or_emptied) {
   ASSERT_MISS(shoot(f.s, 0.25, 0.25, 0, 0, 0, -1));
   ASSERT_EQ(k.backend_errors, 0);
   return teardown(&f);
+}
+
+
+//---------------- The instruction set
+
+// A sphere of radius 2 on device dev, seen from its centre along +z: its distance.
+static double sphere_seen_on(scene_device_t* dev) {
+  err_msg_t msg = {{0}};
+  scene_t* s = scene_create(dev, &msg);
+  double d = NAN;
+  if (s && place_one(s, add_prim(s, SCENE_PRIM_SPHERE, 2.0, 0, 0), kUnit, xform_identity(),
+                     7) == 0) {
+    d = shoot(s, 0, 0, 0, 0, 0, 1).distance;
+  }
+  scene_destroy(s);
+  return d;
+}
+
+
+// Whether the CPU has what Embree's AVX-512 kernels need (its Skylake-server set).
+static int cpu_has_avx512skx(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+}
+
+
+// The device runs what SCENE_DEVICE_CONFIG_ENV names (Embree's native packet width tells which
+// kernels): this process's own setting (./run.sh test forces isa=avx2 in its second pass, and
+// that pass must really run AVX2), isa=sse4.2 and isa=avx2 set here, each tracing a sphere; a
+// configuration too long to hold is refused naming the variable.
+TEST(scene_device_runs_the_instruction_set_of_SENSIM_EMBREE_CONFIG) {
+  const char* env = getenv(SCENE_DEVICE_CONFIG_ENV);
+  char own[256];
+  snprintf(own, sizeof own, "%s", env ? env : "");
+  err_msg_t msg = {{0}};
+  char text[256];
+
+  // this process's devices
+  scene_device_t* dev = scene_device_create(&msg);
+  ASSERT_TRUE(dev != NULL);
+  unsigned width = scene_device_native_width(dev);
+  ASSERT_EQ(scene_device_describe(dev, text, sizeof text), own[0] != 0);
+  fprintf(stderr, "# this run: %s\n", text);
+  if (strstr(own, "isa=avx2")) {
+    ASSERT_EQ(width, 8);
+  } else if (!own[0]) {
+    ASSERT_EQ(width, cpu_has_avx512skx() ? 16 : __builtin_cpu_supports("avx") ? 8 : 4);
+    ASSERT_CONTAINS(text, "the CPU's best ISA");
+  }
+  scene_device_destroy(dev);
+
+  // forced here
+  static const struct {
+    const char* config;
+    unsigned width;
+  } kForced[] = {{"isa=sse4.2", 4}, {"isa=avx2", 8}};
+  for (size_t i = 0; i < sizeof kForced / sizeof kForced[0]; i++) {
+    if (kForced[i].width == 8 && !__builtin_cpu_supports("avx2")) {
+      continue;
+    }
+    ASSERT_OK(setenv(SCENE_DEVICE_CONFIG_ENV, kForced[i].config, 1));
+    dev = scene_device_create(&msg);
+    ASSERT_TRUE(dev != NULL);
+    ASSERT_EQ(scene_device_native_width(dev), kForced[i].width);
+    ASSERT_TRUE(scene_device_describe(dev, text, sizeof text));
+    ASSERT_CONTAINS(text, kForced[i].config);
+    ASSERT_NEAR(sphere_seen_on(dev), 2.0, TOL(2.0));
+    scene_device_destroy(dev);
+  }
+
+  // too long
+  char big[200];
+  memset(big, 'x', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  ASSERT_OK(setenv(SCENE_DEVICE_CONFIG_ENV, big, 1));
+  ASSERT_TRUE(scene_device_create(&msg) == NULL);
+  ASSERT_CONTAINS(msg.text, SCENE_DEVICE_CONFIG_ENV);
+  if (env) {
+    ASSERT_OK(setenv(SCENE_DEVICE_CONFIG_ENV, own, 1));
+  } else {
+    ASSERT_OK(unsetenv(SCENE_DEVICE_CONFIG_ENV));
+  }
+  return 0;
 }

@@ -272,17 +272,19 @@ TEST(sensors_pin_their_body_and_joint_and_are_removed_cleanly) {
 }
 
 TEST(outputs_over_the_limit_refuse_the_step_whole) {
+  // the limit is per sensor: two sensors of 97024 bytes each step together (their records
+  // travel in parts), one of 112000 bytes refuses the step, whole
   env_limits_t lim = env_default_limits();
   lim.max_output_bytes = 100000;
   world_t w;
   ASSERT_OK(world_open_limited(&w, &lim));
   err_msg_t msg;
-  probe_t small = {0}, big = {.cloud_points = 6000};  // 96000 bytes + 2 x 512 overhead
+  probe_t small = {.cloud_points = 6000}, big = {.cloud_points = 6000};  // 96000 + 2 x 512
   pose_t id = xform_identity();
   ASSERT_OK(add_probe(w.e, 1, 0, 0, id, &small, &msg));
   ASSERT_OK(add_probe(w.e, 2, 0, 0, id, &big, &msg));
-  ASSERT_OK(move(w.e));  // steps once at t = 1 within the limit: 97536 + 512 bytes
-  ASSERT_EQ(env_outputs(w.e)->n, 3);
+  ASSERT_OK(move(w.e));  // steps once at t = 1: 2 x 97024 bytes
+  ASSERT_EQ(env_outputs(w.e)->n, 4);
   big.cloud_points = 7000;  // 112000 bytes: over
   int commits = small.commits;
   ASSERT_EQ(env_step(w.e, 3, &msg), ERR_LIMIT);
@@ -304,7 +306,7 @@ static int always(void* ctx) {
   return 1;
 }
 
-TEST(a_cancelled_step_changes_nothing_and_budgets_shrink) {
+TEST(a_cancelled_step_changes_nothing_and_each_sensor_has_the_whole_budget) {
   world_t w;
   ASSERT_OK(world_open(&w));
   err_msg_t msg;
@@ -313,8 +315,8 @@ TEST(a_cancelled_step_changes_nothing_and_budgets_shrink) {
   ASSERT_OK(add_probe(w.e, 1, 0, 0, id, &b, &msg));
   ASSERT_OK(add_probe(w.e, 2, 0, 0, id, &a, &msg));
   ASSERT_OK(move(w.e));
-  // the second sensor's budget is the limit less the first one's records (2 x 512 + 1600)
-  ASSERT_EQ(a.seen.output_budget, env_default_limits().max_output_bytes - 2 * 512 - 1600);
+  // the budget is per sensor: the second one's is not less the first one's records
+  ASSERT_EQ(a.seen.output_budget, env_default_limits().max_output_bytes);
   ASSERT_EQ(b.seen.output_budget, env_default_limits().max_output_bytes);
   int commits = a.commits;
   ASSERT_EQ(env_step_cancellable(w.e, 3, always, NULL, &msg), ERR_STATE);

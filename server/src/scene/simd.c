@@ -1,0 +1,414 @@
+// SPDX-License-Identifier: MIT
+// simd.c: the AVX2 packet kernels of the Embree backend: a packet's rays converted, tested and
+// its hits written four lanes per instruction, giving the bits of the scalar kernels (packet.h)
+// on the same rays. Compiled for AVX2 function by function; used where the CPU has it.
+#include <float.h>
+#include <immintrin.h>
+#include <stddef.h>
+
+#include "scene/packet.h"
+
+// Four 3-vectors p[0..12) (x y z each) as the columns x, y, z.
+SIMD_TARGET static inline void simd_columns(const double* p, __m256d* x, __m256d* y,
+                                            __m256d* z) {
+  __m256d a = _mm256_loadu_pd(p);      // x0 y0 z0 x1
+  __m256d b = _mm256_loadu_pd(p + 4);  // y1 z1 x2 y2
+  __m256d c = _mm256_loadu_pd(p + 8);  // z2 x3 y3 z3
+  *x = _mm256_permute4x64_pd(_mm256_blend_pd(_mm256_blend_pd(a, b, 0x4), c, 0x2),
+                             _MM_SHUFFLE(1, 2, 3, 0));
+  *y = _mm256_permute4x64_pd(_mm256_blend_pd(_mm256_blend_pd(a, b, 0x9), c, 0x4),
+                             _MM_SHUFFLE(2, 3, 0, 1));
+  *z = _mm256_permute4x64_pd(_mm256_blend_pd(_mm256_blend_pd(a, b, 0x2), c, 0x9),
+                             _MM_SHUFFLE(3, 0, 1, 2));
+}
+
+
+// Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
+// scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
+// written, when a ray is refused or its direction's squared length is outside xform_norm3's
+// plain range: the scalar path then takes the packet. time: every ray's (float) when the
+// request has no time per ray.
+SIMD_TARGET bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
+                                  double dir[3][LANES]) {
+  const unsigned W = LANES;
+  const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
+  const __m256d mc = _mm256_set1_pd(rays_max_coord(in)), big = _mm256_set1_pd(DBL_MAX);
+  const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
+  const __m256d dmin = _mm256_set1_pd(in->min_direction);
+  bool per_ray = in->times && in->dt > 0.0 && in->time_per_ray;
+  for (unsigned h = 0; h < W; h += 4) {
+    __m256d ox, oy, oz, dx, dy, dz;
+    simd_columns(in->origins + 3 * (i0 + h), &ox, &oy, &oz);
+    simd_columns(in->directions + 3 * (i0 + h), &dx, &dy, &dz);
+#define SIMD_LE(v, b) _mm256_cmp_pd(_mm256_andnot_pd(sign, (v)), (b), _CMP_LE_OQ)
+    __m256d ok = _mm256_and_pd(_mm256_and_pd(SIMD_LE(ox, mc), SIMD_LE(oy, mc)), SIMD_LE(oz, mc));
+    ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_and_pd(SIMD_LE(dx, big), SIMD_LE(dy, big)),
+                                         SIMD_LE(dz, big)));
+#undef SIMD_LE
+    __m256d sq = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(dx, dx), _mm256_mul_pd(dy, dy)),
+                               _mm256_mul_pd(dz, dz));
+    ok = _mm256_and_pd(ok, _mm256_and_pd(_mm256_cmp_pd(sq, lo, _CMP_GT_OQ),
+                                         _mm256_cmp_pd(sq, hi, _CMP_LT_OQ)));
+    __m256d len = _mm256_sqrt_pd(sq);
+    ok = _mm256_and_pd(ok, _mm256_cmp_pd(len, dmin, _CMP_GE_OQ));
+    if (_mm256_movemask_pd(ok) != 0xF) {
+      return false;
+    }
+    __m256d inv = _mm256_div_pd(one, len);
+    dx = _mm256_mul_pd(dx, inv);
+    dy = _mm256_mul_pd(dy, inv);
+    dz = _mm256_mul_pd(dz, inv);
+    _mm256_store_pd(dir[0] + h, dx);
+    _mm256_store_pd(dir[1] + h, dy);
+    _mm256_store_pd(dir[2] + h, dz);
+    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    if (per_ray) {
+      // ray_time, then trace_packet's clamp (times are finite: never NaN here)
+      __m256d s = _mm256_div_pd(_mm256_sub_pd(_mm256_loadu_pd(in->times + i0 + h),
+                                              _mm256_set1_pd(in->t0)),
+                                _mm256_set1_pd(in->dt));
+      s = _mm256_max_pd(_mm256_min_pd(s, one), _mm256_setzero_pd());
+      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(s));
+    } else {
+      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm_set1_ps(time));
+    }
+  }
+  return true;
+}
+
+
+// Whether the directions of lanes h .. h + 7 of a packet of W lanes are within
+// PACKET_COHERENT_COS of lane 0's (packet_intersect's float operations, eight lanes at once).
+__attribute__((always_inline)) SIMD_TARGET static inline __m256 simd_cos_ok(const float* f,
+                                                                             unsigned h,
+                                                                             const unsigned W) {
+  __m256 c = _mm256_add_ps(
+      _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, h)),
+                                  _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
+                    _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Y, h)),
+                                  _mm256_set1_ps(f[LANE(F_DIR_Y, 0)]))),
+      _mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_Z, h)), _mm256_set1_ps(f[LANE(F_DIR_Z, 0)])));
+  return _mm256_cmp_ps(c, _mm256_set1_ps(PACKET_COHERENT_COS), _CMP_GE_OQ);
+}
+
+
+// packet_intersect's coherence test of a full packet of LANES valid lanes: every direction
+// within PACKET_COHERENT_COS of the first and every origin the first's (the same float
+// operations, eight lanes at once).
+SIMD_TARGET int simd_coherent(const packet_t* pk) {
+  const unsigned W = LANES;
+  const float* f = pk->f;
+  __m256 ok = simd_cos_ok(f, 0, W);
+  for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
+    ok = _mm256_and_ps(ok, _mm256_cmp_ps(_mm256_load_ps(f + LANE(a, 0)),
+                                         _mm256_set1_ps(f[LANE(a, 0)]), _CMP_EQ_OQ));
+  }
+  return _mm256_movemask_ps(ok) == 0xFF;
+}
+
+
+// The hits of the full intersected packet pk of W lanes (unit directions dx, dy, dz) into out,
+// as hit_fill writes them (records: primitive 0), or (cols not NULL) into the columns cols.
+__attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
+    const scene_t* s, const packet_t* pk, const double* dx, const double* dy, const double* dz,
+    int records, scene_hit_t* out, scene_packet_hits_t* cols, const unsigned W) {
+  _Alignas(32) double nv[3][WIDE];
+  unsigned hit = 0;
+  for (unsigned k = 0; k < W; k++) {
+    uint32_t tail[4] = {0, 0, 0, 0};  // object_id, label, primitive, padding
+    const inst_t* in = hit_inst(s, pk, W, k);
+    if (in) {
+      double n[3];
+      hit_normal(in, pk, W, k, n);
+      nv[0][k] = n[0];
+      nv[1][k] = n[1];
+      nv[2][k] = n[2];
+      hit |= 1u << k;
+      tail[0] = in->object_id;
+      tail[1] = in->label;
+      tail[2] = records || in->is_prim ? 0 : pk->u[LANE(F_PRIM, k)];
+    } else {
+      nv[0][k] = nv[1][k] = nv[2][k] = 0.0;
+    }
+    if (cols) {
+      cols->object_id[k] = tail[0];
+      cols->label[k] = tail[1];
+      cols->primitive[k] = tail[2];
+    } else {
+      memcpy((char*)&out[k] + offsetof(scene_hit_t, object_id), tail, sizeof tail);
+    }
+  }
+
+  const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
+  const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
+  const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY);
+  for (unsigned h = 0; h < W; h += 4) {
+    __m256d n0 = _mm256_load_pd(nv[0] + h), n1 = _mm256_load_pd(nv[1] + h);
+    __m256d n2 = _mm256_load_pd(nv[2] + h);
+    __m128i bits = _mm_and_si128(_mm_set1_epi32((int)(hit >> h)), _mm_setr_epi32(1, 2, 4, 8));
+    __m256d is_hit = _mm256_castsi256_pd(
+        _mm256_cvtepi32_epi64(_mm_cmpeq_epi32(bits, _mm_setr_epi32(1, 2, 4, 8))));
+
+    // hit_fill's length (xform_norm3), facing and factor, lane by lane the same operations
+    __m256d sq = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(n0, n0), _mm256_mul_pd(n1, n1)),
+                               _mm256_mul_pd(n2, n2));
+    __m256d len = _mm256_sqrt_pd(sq);
+    __m256d plain = _mm256_and_pd(_mm256_cmp_pd(sq, lo, _CMP_GT_OQ),
+                                  _mm256_cmp_pd(sq, hi, _CMP_LT_OQ));
+    unsigned odd = (unsigned)_mm256_movemask_pd(_mm256_andnot_pd(plain, is_hit));
+    if (odd) {
+      _Alignas(32) double l[4];
+      _mm256_store_pd(l, len);
+      for (unsigned j = 0; j < 4; j++) {
+        if (odd & (1u << j)) {
+          double n[3] = {nv[0][h + j], nv[1][h + j], nv[2][h + j]};
+          l[j] = xform_norm(n, 3);
+        }
+      }
+      len = _mm256_load_pd(l);
+    }
+    __m256d facing = _mm256_add_pd(
+        _mm256_add_pd(_mm256_mul_pd(n0, _mm256_loadu_pd(dx + h)),
+                      _mm256_mul_pd(n1, _mm256_loadu_pd(dy + h))),
+        _mm256_mul_pd(n2, _mm256_loadu_pd(dz + h)));
+    __m256d f = _mm256_div_pd(one, len);  // (-1) / len is -(1 / len) exactly
+    f = _mm256_blendv_pd(f, _mm256_xor_pd(f, sign), _mm256_cmp_pd(facing, zero, _CMP_GT_OQ));
+    f = _mm256_and_pd(f, _mm256_cmp_pd(len, zero, _CMP_GT_OQ));
+    n0 = _mm256_and_pd(_mm256_mul_pd(f, n0), is_hit);
+    n1 = _mm256_and_pd(_mm256_mul_pd(f, n1), is_hit);
+    n2 = _mm256_and_pd(_mm256_mul_pd(f, n2), is_hit);
+    __m256d d = _mm256_blendv_pd(inf, _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_TFAR, h))),
+                                 is_hit);
+
+    if (cols) {
+      _mm256_storeu_pd(cols->distance + h, d);
+      _mm256_storeu_pd(cols->nx + h, n0);
+      _mm256_storeu_pd(cols->ny + h, n1);
+      _mm256_storeu_pd(cols->nz + h, n2);
+      continue;
+    }
+
+    // rows distance, normal x y z of the four hits
+    __m256d t0 = _mm256_unpacklo_pd(d, n0), t1 = _mm256_unpackhi_pd(d, n0);
+    __m256d t2 = _mm256_unpacklo_pd(n1, n2), t3 = _mm256_unpackhi_pd(n1, n2);
+    _mm256_storeu_pd(&out[h + 0].distance, _mm256_permute2f128_pd(t0, t2, 0x20));
+    _mm256_storeu_pd(&out[h + 1].distance, _mm256_permute2f128_pd(t1, t3, 0x20));
+    _mm256_storeu_pd(&out[h + 2].distance, _mm256_permute2f128_pd(t0, t2, 0x31));
+    _mm256_storeu_pd(&out[h + 3].distance, _mm256_permute2f128_pd(t1, t3, 0x31));
+  }
+}
+
+
+SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk,
+                                  const double dir[3][LANES], int records, scene_hit_t* out) {
+  simd_hits_of(s, pk, dir[0], dir[1], dir[2], records, out, NULL, LANES);
+}
+
+
+// The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each:
+// the same float comparisons, eight lanes at once.
+SIMD_TARGET static unsigned simd_lanes_bad(const float* f, const unsigned W) {
+  const __m256 big = _mm256_set1_ps((float)SCENE_RAY_MAX), tiny = _mm256_set1_ps(FLT_MIN);
+  const __m256 fsign = _mm256_set1_ps(-0.0f);
+  unsigned ok = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256 in = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), nonzero = _mm256_setzero_ps();
+    for (unsigned a = F_ORG_X; a <= F_DIR_Z; a++) {
+      if (a == F_TNEAR) {
+        continue;
+      }
+      __m256 v = _mm256_andnot_ps(fsign, _mm256_load_ps(f + LANE(a, h)));
+      in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
+      if (a >= F_DIR_X) {
+        nonzero = _mm256_or_ps(nonzero, _mm256_cmp_ps(v, tiny, _CMP_GE_OQ));
+      }
+    }
+    ok |= (unsigned)_mm256_movemask_ps(_mm256_and_ps(in, nonzero)) << h;
+  }
+  return ~ok & ((1u << W) - 1u);
+}
+
+
+// The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
+// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
+// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
+SIMD_TARGET static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
+                                      const double* dy, const double* dz, unsigned off,
+                                      scene_hit_t* out, scene_packet_hits_t* cols) {
+  const unsigned W = WIDE;
+  _Alignas(64) int valid[WIDE];
+  for (unsigned k = 0; k < W; k++) {
+    valid[k] = (off >> k) & 1u ? 0 : -1;
+    pk->f[LANE(F_TNEAR, k)] = 0.0f;
+    pk->u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
+    pk->u[LANE(F_ID, k)] = k;
+    pk->u[LANE(F_FLAGS, k)] = 0;
+    pk->u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
+    pk->u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+  }
+
+  // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
+  const float* f = pk->f;
+  const __m256 lim = _mm256_set1_ps(PACKET_COHERENT_ORIGIN);
+  const __m256 fsign = _mm256_set1_ps(-0.0f);
+  __m256 ok = _mm256_castsi256_ps(_mm256_setr_epi32(-1, 0, 0, 0, 0, 0, 0, 0));
+  int coherent = 1;
+  for (unsigned h = 0; h < W && coherent; h += 8) {
+    __m256 lane = simd_cos_ok(f, h, W);
+    for (unsigned a = F_ORG_X; a <= F_ORG_Z; a++) {
+      __m256 d = _mm256_sub_ps(_mm256_load_ps(f + LANE(a, h)), _mm256_set1_ps(f[LANE(a, 0)]));
+      lane = _mm256_and_ps(lane, _mm256_cmp_ps(_mm256_andnot_ps(fsign, d), lim, _CMP_LE_OQ));
+    }
+    ok = h == 0 ? _mm256_or_ps(lane, ok) : lane;   // lane 0 itself always passes
+    coherent = _mm256_movemask_ps(ok) == 0xFF;
+  }
+  packet_intersect(s, pk, valid, W, W, coherent);
+  if (cols) {
+    simd_hits_of(s, pk, dx, dy, dz, 0, NULL, cols, W);
+  } else {
+    simd_hits_of(s, pk, dx, dy, dz, 0, out, NULL, W);
+  }
+}
+
+
+SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  const unsigned W = WIDE;
+  for (unsigned k = 0; k < W; k++) {
+    if (!(r[k].tmax > 0.0)) {
+      return false;
+    }
+  }
+  _Alignas(64) packet_t pk;
+  _Alignas(32) double dir[3 * WIDE];
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  for (unsigned h = 0; h < W; h += 4) {
+    // four rays (origin xyz, dir xyz, tmax, time) as columns
+    __m256d a0 = _mm256_loadu_pd(r[h].origin), a1 = _mm256_loadu_pd(r[h + 1].origin);
+    __m256d a2 = _mm256_loadu_pd(r[h + 2].origin), a3 = _mm256_loadu_pd(r[h + 3].origin);
+    __m256d b0 = _mm256_loadu_pd(&r[h].dir[1]), b1 = _mm256_loadu_pd(&r[h + 1].dir[1]);
+    __m256d b2 = _mm256_loadu_pd(&r[h + 2].dir[1]), b3 = _mm256_loadu_pd(&r[h + 3].dir[1]);
+    __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
+    __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
+    __m256d ox = _mm256_permute2f128_pd(t0, t2, 0x20), oy = _mm256_permute2f128_pd(t1, t3, 0x20);
+    __m256d oz = _mm256_permute2f128_pd(t0, t2, 0x31), dx = _mm256_permute2f128_pd(t1, t3, 0x31);
+    t0 = _mm256_unpacklo_pd(b0, b1), t1 = _mm256_unpackhi_pd(b0, b1);
+    t2 = _mm256_unpacklo_pd(b2, b3), t3 = _mm256_unpackhi_pd(b2, b3);
+    __m256d dy = _mm256_permute2f128_pd(t0, t2, 0x20), dz = _mm256_permute2f128_pd(t1, t3, 0x20);
+    __m256d tm = _mm256_permute2f128_pd(t0, t2, 0x31), ti = _mm256_permute2f128_pd(t1, t3, 0x31);
+    _mm256_store_pd(dir + h, dx);
+    _mm256_store_pd(dir + W + h, dy);
+    _mm256_store_pd(dir + 2 * W + h, dz);
+    _mm_store_ps(pk.f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+    _mm_store_ps(pk.f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+    _mm_store_ps(pk.f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+    _mm_store_ps(pk.f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+    _mm_store_ps(pk.f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+    _mm_store_ps(pk.f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    _mm_store_ps(pk.f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
+    // the time clamped as trace_packet does: t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0)
+    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
+    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
+    _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+  }
+  if (__builtin_expect(simd_lanes_bad(pk.f, W) != 0, 0)) {
+    return false;
+  }
+  simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL);
+  return true;
+}
+
+
+SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
+  const unsigned W = WIDE;
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  for (unsigned h = 0; h < W; h += 4) {
+    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->ox + h)));
+    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oy + h)));
+    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oz + h)));
+    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dx + h)));
+    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dy + h)));
+    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dz + h)));
+    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
+    __m256d ti = _mm256_loadu_pd(in->time + h);
+    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
+    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
+    _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+  }
+  return simd_lanes_bad(pk->f, W);
+}
+
+
+SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
+                                 unsigned off, scene_packet_hits_t* out) {
+  simd_finish16(s, pk, in->dx, in->dy, in->dz, off, NULL, out);
+}
+
+
+// horizon_above of each lane, four at a time: the same origin test and the same bins
+// (horizon_bin's arithmetic, lane by lane); only for a ray with finite components within
+// SCENE_RAY_MAX and a direction not below FLT_MIN, so that an invalid ray is not culled but
+// counted as invalid by the packet's own check.
+SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
+  const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
+  const __m256d big = _mm256_set1_pd(SCENE_RAY_MAX), tiny = _mm256_set1_pd(FLT_MIN);
+  const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
+  const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
+  const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
+  const __m256d cx = _mm256_set1_pd(hz->center[0]), cy = _mm256_set1_pd(hz->center[1]);
+  const __m256d zlo = _mm256_set1_pd(hz->zlo);
+  const __m128i top = _mm_set1_epi32((int)HORIZON_BINS - 1);
+  // a packet whose every ray is at or below the lowest bin: none is above (most rays below
+  // the horizontal)
+  const __m256d low = _mm256_set1_pd(hz->sin_low);
+  __m256d any = _mm256_setzero_pd();
+  for (unsigned h = 0; h < WIDE; h += 4) {
+    any = _mm256_or_pd(any, _mm256_cmp_pd(_mm256_loadu_pd(pk->dz + h), low, _CMP_GT_OQ));
+  }
+  if (_mm256_movemask_pd(any) == 0) {
+    return 0;
+  }
+  unsigned above = 0;
+  for (unsigned h = 0; h < WIDE; h += 4) {
+    __m256d ox = _mm256_loadu_pd(pk->ox + h), oy = _mm256_loadu_pd(pk->oy + h);
+    __m256d z = _mm256_loadu_pd(pk->oz + h);
+    __m256d x = _mm256_sub_pd(ox, cx), y = _mm256_sub_pd(oy, cy);
+    __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
+    __m256d inside = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
+                                   _mm256_cmp_pd(z, zlo, _CMP_GE_OQ));
+
+    // the diamond angle: quadrant base, then ay / s or ax / s
+    __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);
+    __m256d ax = _mm256_andnot_pd(sign, dx), ay = _mm256_andnot_pd(sign, dy);
+    __m256d dz = _mm256_loadu_pd(pk->dz + h), az = _mm256_andnot_pd(sign, dz);
+    __m256d in = _mm256_and_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, ox), big, _CMP_LE_OQ),
+                               _mm256_cmp_pd(_mm256_andnot_pd(sign, oy), big, _CMP_LE_OQ));
+    in = _mm256_and_pd(in, _mm256_cmp_pd(_mm256_andnot_pd(sign, z), big, _CMP_LE_OQ));
+    in = _mm256_and_pd(in, _mm256_and_pd(_mm256_cmp_pd(ax, big, _CMP_LE_OQ),
+                                         _mm256_cmp_pd(ay, big, _CMP_LE_OQ)));
+    in = _mm256_and_pd(in, _mm256_cmp_pd(az, big, _CMP_LE_OQ));
+    __m256d dmax = _mm256_max_pd(_mm256_max_pd(ax, ay), az);   // NaN lanes are out already
+    inside = _mm256_and_pd(inside, _mm256_and_pd(in, _mm256_cmp_pd(dmax, tiny, _CMP_GE_OQ)));
+    __m256d s = _mm256_add_pd(ax, ay);
+    __m256d xneg = _mm256_cmp_pd(dx, zero, _CMP_LT_OQ);
+    __m256d yneg = _mm256_cmp_pd(dy, zero, _CMP_LT_OQ);
+    __m256d base = _mm256_blendv_pd(_mm256_and_pd(xneg, one),
+                                    _mm256_blendv_pd(three, two, xneg), yneg);
+    __m256d num = _mm256_blendv_pd(ax, ay, _mm256_xor_pd(_mm256_xor_pd(xneg, yneg),
+                                                         _mm256_castsi256_pd(
+                                                             _mm256_set1_epi64x(-1))));
+    __m256d a = _mm256_add_pd(base, _mm256_div_pd(num, s));
+    a = _mm256_and_pd(a, _mm256_cmp_pd(s, zero, _CMP_GT_OQ));   // (0, 0): bin 0
+    // a bin in range whatever the direction: a NaN or infinite one converts to INT_MIN
+    __m128i bin = _mm_min_epi32(_mm256_cvttpd_epi32(_mm256_mul_pd(a, scale)), top);
+    bin = _mm_max_epi32(bin, _mm_setzero_si128());
+    __m256d lim = _mm256_i32gather_pd(hz->sin_el, bin, 8);
+    __m256d up = _mm256_cmp_pd(dz, lim, _CMP_GT_OQ);
+    above |= (unsigned)_mm256_movemask_pd(_mm256_and_pd(up, inside)) << h;
+  }
+  return above;
+}
