@@ -693,17 +693,21 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int,
 
 
 def _step_message(time: float, outputs: str | Iterable[int] = "all") -> Any:
-    """The Step request to `time` carrying `outputs`: "all", "none" or sensor ids (an id
-    outside [0, 2^32) is refused here, naming it; the daemon checks that each exists)."""
+    """The Step request to `time` carrying `outputs`: "all" (the field left at its default,
+    as daemons before Step.outputs expect), "none" or sensor ids (each in [1, 2^32), else a
+    ValueError naming it; the daemon checks that each exists)."""
     msg = pb.Step(time=float(time))
     if isinstance(outputs, str):
-        choice = {"all": pb.STEP_OUTPUTS_ALL, "none": pb.STEP_OUTPUTS_NONE}.get(outputs)
-        if choice is None:
+        if outputs == "none":
+            msg.outputs = pb.STEP_OUTPUTS_NONE
+        elif outputs != "all":
             raise ValueError(f"outputs: {outputs!r} is not 'all', 'none' or sensor ids")
-        msg.outputs = choice
     else:
+        ids = _ids(list(outputs), "outputs")
+        if (ids == 0).any():
+            raise ValueError(f"outputs: sensor ids are at least 1, got {ids.tolist()}")
         msg.outputs = pb.STEP_OUTPUTS_LISTED
-        msg.output_sensors.extend(_ids(list(outputs), "outputs").tolist())
+        msg.output_sensors.extend(ids.tolist())
     return msg
 
 
