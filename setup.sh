@@ -46,12 +46,13 @@ packages=(
   python3-websockets chromium python3-pil
   # client-python's tools: pip install of the package (setuptools, wheel; no network), mesh
   # files (meshio), pictures (matplotlib), ROS 1 bags (rosbag, sensor_msgs; sensor_msgs'
-  # point_cloud2 imports roslib, which apt does not pull in), and the independent readers the
-  # tests check exported files with (Open3D, PCL's command-line tools)
+  # point_cloud2 imports roslib, which apt does not pull in), the independent readers the
+  # tests check exported files with (Open3D, PCL's command-line tools), and mypy, which checks
+  # that the package's type hints serve a user's code
   python3-pip python3-setuptools python3-wheel
   python3-meshio python3-matplotlib
   python3-rosbag python3-sensor-msgs python3-roslib
-  python3-open3d pcl-tools
+  python3-open3d pcl-tools python3-mypy
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of

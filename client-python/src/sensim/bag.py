@@ -68,10 +68,11 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
     arr = np.asarray(points).reshape(-1)
     if not arr.dtype.names:
         raise ValueError("point_cloud2: expected a structured array (one record per point)")
+    layout = arr.dtype.fields or {}        # name -> (dtype, offset), for a structured array
     fields = []
-    little = []
+    little: list[tuple[str, Any]] = []
     for name in arr.dtype.names:
-        dt, offset = arr.dtype.fields[name][:2]
+        dt, offset = layout[name][:2]
         base, count = (dt.base, int(np.prod(dt.shape))) if dt.subdtype else (dt, 1)
         key = (base.kind, base.itemsize)
         if key not in _DATATYPES:
@@ -81,9 +82,10 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
                                              datatype=_DATATYPES[key], count=count))
         little.append((name, base.newbyteorder("<") if not dt.subdtype
                        else (base.newbyteorder("<"), dt.shape)))
-    le = np.dtype({"names": list(arr.dtype.names), "formats": [f for _, f in little],
-                   "offsets": [arr.dtype.fields[n][1] for n in arr.dtype.names],
-                   "itemsize": arr.dtype.itemsize})
+    spec: dict[str, Any] = {"names": list(arr.dtype.names), "formats": [f for _, f in little],
+                            "offsets": [layout[n][1] for n in arr.dtype.names],
+                            "itemsize": arr.dtype.itemsize}
+    le = np.dtype(spec)
     height, width = shape if shape is not None else (1, len(arr))
     if height * width != len(arr):
         raise ValueError(f"point_cloud2: shape {height} x {width} for {len(arr)} points")

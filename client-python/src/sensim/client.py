@@ -748,7 +748,7 @@ class Client:
         self.client_name = client_name
         self.timeout = timeout
         self.retention = retention
-        self.hello_reply = None          # HelloReply once the handshake succeeded
+        self.hello_reply: Any = None     # HelloReply once the handshake succeeded
         self.pushed_max_bytes = int(pushed_max_bytes)  # bound of the pushed frames queued
         self.pushed_bytes = 0            # bytes of the pushed frames queued now
         self.frames_dropped = 0          # pushed frames dropped from the full queue

@@ -94,7 +94,8 @@ class LockStep:
 
     def submit(self, time: float, body_ids: Sequence[int] = (), body_poses: Any = None,
                body_velocities: Any = None, joint_ids: Sequence[int] = (),
-               joint_positions: Any = None, *, outputs: Outputs = ...) -> list[StepResult]:
+               joint_positions: Any = None, *,
+               outputs: Outputs | ellipsis = ...) -> list[StepResult]:
         """Send the state at `time` (arguments as Client.update_state: body_poses (N, 7) px py
         pz qx qy qz qw, m; body_velocities (N, 6) m/s and rad/s, world; joint_positions (M,)
         rad or m) and the step to `time`; returns the results collected to keep at most

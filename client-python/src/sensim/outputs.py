@@ -34,7 +34,8 @@ __all__ = ["SensorOutput", "ImuSample", "ScalarSample", "ConeReading", "CloudMet
 
 
 class _ByKey:
-    """Read access by field name, for code written against the dict form."""
+    """Read access by field name, for code written against the dict form (no values(): an
+    IMU sample has a field of that name)."""
 
     def __getitem__(self, key: str) -> Any:
         if key not in self.keys():
@@ -46,9 +47,6 @@ class _ByKey:
 
     def items(self) -> list[tuple[str, Any]]:
         return [(k, getattr(self, k)) for k in self.keys()]
-
-    def values(self) -> list[Any]:
-        return [getattr(self, k) for k in self.keys()]
 
     def __contains__(self, key: object) -> bool:
         return key in self.keys()

@@ -177,7 +177,7 @@ class Recorder:
         self.sensors = sensors
         self.encoding, self.precision, self.fields = encoding, precision, tuple(fields)
         self.wait = wait
-        self.client_args = {"role": "observer", **client_args}
+        self.client_args: dict[str, Any] = {"role": "observer", **client_args}
         self.recording_path = recording
         self.bag_path = bag
         self.bag_options = dict(bag_options or {})

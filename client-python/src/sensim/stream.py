@@ -52,11 +52,12 @@ def subscribe_all(client: Client, sensors: Sensors, *, encoding: str = "raw",
     overriding encoding, precision, level, fields per sensor). wait: seconds to retry a sensor
     the environment does not have yet (NotFound), for a recorder started before the
     simulation creates its sensors. Returns the ids."""
-    items = sensors.items() if isinstance(sensors, Mapping) else ((s, {}) for s in sensors)
+    items: Iterable[tuple[Any, Mapping[str, Any]]] = (
+        sensors.items() if isinstance(sensors, Mapping) else ((s, {}) for s in sensors))
     ids = []
     deadline = time.monotonic() + max(0.0, wait)
     for sid, opts in items:
-        kw = {"encoding": encoding, "precision": precision, "fields": tuple(fields),
+        kw: dict[str, Any] = {"encoding": encoding, "precision": precision, "fields": tuple(fields),
               **dict(opts)}
         while True:
             try:
