@@ -69,11 +69,11 @@ def _step_message(time: float, outputs: Outputs) -> Any:
 
 class LockStep:
     """Steps `client`'s environment with up to `depth` steps in flight (1 = one round trip per
-    step). outputs: which records each StepDone carries: None (all sensors), "none", or a list
-    of sensor ids (daemons older than Step.outputs send all). on_result: called with each
+    step). outputs: which records each StepDone carries: "all" (or None), "none", or a list
+    of sensor ids (docs/streams.md, "Outputs of a step"). on_result: called with each
     StepResult as it is collected, besides being returned."""
 
-    def __init__(self, client: Client, depth: int = 4, *, outputs: Outputs = None,
+    def __init__(self, client: Client, depth: int = 4, *, outputs: Outputs = "all",
                  on_result: Optional[Callable[[StepResult], None]] = None):
         if not 1 <= int(depth) <= 1024:
             raise ValueError(f"depth: {depth} is outside [1, 1024]")
