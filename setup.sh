@@ -29,7 +29,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${SENSIM_VENV:-$here/.venv}"
 mode="${1:-all}"
 
-# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime.
+# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime,
+# and clang with its runtimes for the fuzz targets.
 packages=(
   build-essential cmake pkg-config git
   libuv1-dev
@@ -53,6 +54,9 @@ packages=(
   python3-meshio python3-matplotlib
   python3-rosbag python3-sensor-msgs python3-roslib
   python3-open3d pcl-tools python3-mypy
+  # the MuJoCo bridge (client-c/mujoco/); the pictures of ./run.sh demo use matplotlib (above)
+  libmujoco-dev
+  clang libclang-rt-14-dev    # the fuzz targets (libFuzzer; ./run.sh fuzz, the fuzz pass of test)
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of

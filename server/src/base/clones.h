@@ -8,7 +8,7 @@
 #define SENSIM_BASE_CLONES_H_
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define SENSIM_CLONES __attribute__((target_clones("default", "avx2", "arch=x86-64-v4")))
 #else
 #define SENSIM_CLONES
