@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import re
 import signal
 import subprocess
@@ -235,3 +236,24 @@ def test_cli_errors_exit_1_naming_the_problem(sensimd, tmp_path):
     out = cli("export", tmp_path / "cut2.srec", "-f", "csv", "-o", tmp_path / "cut")
     assert "ends in a cut record" in out.stderr
     assert len((tmp_path / "cut" / "sensor7.csv").read_text().splitlines()) == 4
+
+
+def test_cli_foxglove_is_the_bridge(sensimd):
+    """`python -m sensim foxglove` is the bridge of `python -m sensim.foxglove`: same options,
+    the sensors advertised to a Foxglove viewer, its page served, SIGTERM ends it with 0."""
+    import urllib.request
+    from foxglove_support import BridgeProcess, Stepper, Viewer, build_scene
+    page = (pathlib.Path(sensim.__file__).parent / "foxglove" / "web" / "index.html")
+    with sensimd.client(environment="demo") as c:
+        build_scene(c)
+        with BridgeProcess(sensimd.port, "--sensor", "10", "--sensor", "11",
+                           command=(sys.executable, "-m", "sensim", "foxglove")) as bridge:
+            with urllib.request.urlopen(bridge.page_url, timeout=10) as r:
+                assert r.read() == page.read_bytes()
+            with Stepper(c), Viewer(bridge.url) as v:   # channels come with the first records
+                assert v.channel("/sensor_10/points")["schemaName"] == "sensor_msgs/PointCloud2"
+                assert v.channel("/sensor_11/imu")["schemaName"] == "sensor_msgs/Imu"
+    out = cli("foxglove", "--listen", "nowhere", check=False)
+    assert out.returncode == 2 and "usage: sensim foxglove" in out.stderr
+    assert "--listen" in out.stderr
+    assert "foxglove" in cli("--help").stdout

@@ -92,6 +92,22 @@ print(hub.WEB_DIR, *sorted(p.name for p in hub.WEB_DIR.rglob("*") if p.is_file()
     assert set(files) == want
 
 
+def test_installed_sensim_foxglove_serves_the_page_from_the_package(installed, sensimd):
+    """`sensim foxglove` of the installed package, run outside the repository, serves the
+    page's files from the installed package, byte for byte the files in the source tree."""
+    import urllib.request
+    from foxglove_support import BridgeProcess
+    venv, env, tmp = installed
+    web = REPO / "client-python" / "src" / "sensim" / "foxglove" / "web"
+    with BridgeProcess(sensimd.port, command=(str(venv / "bin" / "sensim"), "foxglove"),
+                       env=env, cwd=str(tmp)) as bridge:
+        files = ["index.html", "view.js"] + [f"vendor/{p.name}" for p in
+                                             sorted((web / "vendor").glob("*"))]
+        for name in files:
+            with urllib.request.urlopen(bridge.page_url + name, timeout=10) as r:
+                assert r.read() == (web / name).read_bytes(), name
+
+
 # A user's script typed against the package's hints (no error expected), and misuse mypy must
 # report, each on the line marked with the error it gives.
 TYPED_SCRIPT = """

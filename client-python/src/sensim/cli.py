@@ -6,6 +6,7 @@
     sensim record -s 5 -s 7 -o run.srec --bag run.bag --pcd clouds/ --duration 10
     sensim export run.srec --format pcd -o clouds/
     sensim plot run.srec -o pictures/
+    sensim foxglove --environment demo    the Foxglove bridge (sensim.foxglove), same options
 
 Every command takes --host, --port, --token (or $SENSIM_HOST, $SENSIM_PORT, $SENSIM_TOKEN)
 where it talks to a daemon. Exit status: 0 done, 1 an error (its message on stderr), 2 a usage
@@ -299,10 +300,31 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--all", action="store_true",
                    help="every cloud (default: the last complete one of each lidar)")
     q.set_defaults(run=cmd_plot)
+
+    # Listed here for --help only: main() hands everything after the word to the bridge's own
+    # command line (sensim.foxglove.cli), which needs the optional websockets package.
+    sub.add_parser("foxglove", add_help=False,
+                   help="serve the daemon to Foxglove and to a 3D web page (python -m sensim "
+                   "foxglove --help)")
     return p
 
 
+def _foxglove(argv: Sequence[str]) -> int:
+    """``sensim foxglove ...``: the bridge's command line with the same options as
+    ``python -m sensim.foxglove``."""
+    try:
+        from .foxglove import cli as foxglove_cli
+    except ImportError as exc:
+        print(f"sensim foxglove: the bridge needs the websockets package ({exc}); install "
+              "python3-websockets or pip install './client-python[foxglove]'", file=sys.stderr)
+        return 1
+    return foxglove_cli.main(argv, prog="sensim foxglove")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["foxglove"]:
+        return _foxglove(argv[1:])
     args = parser().parse_args(argv)
     if getattr(args, "view", None) is None and args.command == "plot":
         args.view = ["top", "side", "range"]
