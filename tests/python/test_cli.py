@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+import pytest
 
 import sensim
 from sensim.recording import open_recording
@@ -257,3 +258,49 @@ def test_cli_foxglove_is_the_bridge(sensimd):
     assert out.returncode == 2 and "usage: sensim foxglove" in out.stderr
     assert "--listen" in out.stderr
     assert "foxglove" in cli("--help").stdout
+
+
+def test_cli_record_every_sensor_and_info_lists_them(sensimd, tmp_path):
+    """Without -s, record finds the environment's sensors itself (whatever their ids), and
+    info --sensors lists them; looking leaves no subscription behind."""
+    with sensimd.client(environment="all") as c, \
+            sensimd.client(environment="bare") as bare:
+        for sid in (7, 3, 130):
+            c.create_imu(sid, accelerometer=True, gyroscope=True, sample_rate=100.0)
+        c.update_state(0.0)
+        bare.update_state(0.0)
+        out = cli("info", "--port", sensimd.port, "--sensors").stdout
+        assert re.search(r"^  all: .*\n    sensor ids: 3, 7, 130$", out, re.M), out
+        assert re.search(r"^  bare: .*\n    sensor ids: none$", out, re.M), out
+        out = cli("info", "--port", sensimd.port, "--sensors", "--probe-ids", 100).stdout
+        assert re.search(r"^  all: .*\n    sensor ids: 3, 7$", out, re.M), out
+        info = json.loads(cli("info", "--port", sensimd.port, "--sensors", "--json").stdout)
+        assert {e["name"]: e["sensor_ids"] for e in info["environments"]
+                if e["name"] in ("all", "bare")} == {"all": [3, 7, 130], "bare": []}
+        assert not c.get_info().subscribers
+        # recording every sensor
+        rec = start_record("--port", sensimd.port, "-e", "all", "-o", tmp_path / "all.srec",
+                           "--idle", 2, "--wait", 20)
+        try:
+            deadline = time.monotonic() + 20
+            while len(c.get_info().subscribers) < 3 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for k in range(1, 11):
+                c.update_state(0.01 * k)
+                c.step(0.01 * k)
+            stdout, stderr = rec.communicate(timeout=60)
+        finally:
+            rec.kill()
+        assert rec.returncode == 0, stderr
+        assert "every sensor of environment 'all'" in stderr
+        r = open_recording(tmp_path / "all.srec")
+        assert r.header["sensors"] == [3, 7, 130]
+        got = list(r.outputs())
+        for sid in (3, 7, 130):
+            assert [o.time for o in got if o.sensor_id == sid] == \
+                pytest.approx([0.01 * k for k in range(1, 11)])
+        # nothing to record
+        out = cli("record", "--port", sensimd.port, "-e", "bare", "-o", tmp_path / "b.srec",
+                  "--wait", 0.2, check=False)
+        assert out.returncode == 1
+        assert "environment 'bare' has no sensors among ids 1..256" in out.stderr

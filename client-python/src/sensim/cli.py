@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: MIT
 """The command line, ``python -m sensim`` (``sensim`` once installed):
 
-    sensim info                           environments, sensors, subscribers, counters
+    sensim info --sensors                 environments (their sensor ids), subscribers, counters
     sensim ping -n 100                    round-trip statistics
     sensim record -s 5 -s 7 -o run.srec --bag run.bag --pcd clouds/ --duration 10
+    sensim record --bag run.bag --duration 10      every sensor of the environment
     sensim export run.srec --format pcd -o clouds/
     sensim plot run.srec -o pictures/
     sensim foxglove --environment demo    the Foxglove bridge (sensim.foxglove), same options
@@ -27,6 +28,7 @@ from typing import Any, Optional, Sequence
 from . import __version__, errors
 from ._proto import pb
 from .client import Client
+from .stream import DEFAULT_PROBE_IDS
 
 __all__ = ["main"]
 
@@ -42,13 +44,34 @@ def _counters(c: Any) -> dict:
     return {f.name: v for f, v in c.ListFields()}
 
 
+def _sensor_ids(args: argparse.Namespace, info: Any) -> dict[str, Any]:
+    """Each environment's sensor ids (a list), or the reason they could not be found (str),
+    from an observer joining it."""
+    from .stream import find_sensors
+    if args.probe_ids < 1:
+        raise SystemExit(f"info: --probe-ids must be at least 1, got {args.probe_ids}")
+    out: dict[str, Any] = {}
+    for e in info.environments:
+        try:
+            with Client(args.host, args.port, environment=e.name, token=args.token,
+                        timeout=args.timeout, client_name="sensim-cli", role="observer") as c:
+                out[e.name] = find_sensors(c, args.probe_ids)
+        except errors.SensimError as exc:   # e.g. the environment went away meanwhile
+            out[e.name] = str(exc)
+    return out
+
+
 def cmd_info(args: argparse.Namespace) -> int:
     with _client(args, role="observer") as c:
         info = c.get_info()
+    ids = _sensor_ids(args, info) if args.sensors else {}
     if args.json:
         from google.protobuf import json_format
-        print(json.dumps(json_format.MessageToDict(info, preserving_proto_field_name=True),
-                         indent=2, sort_keys=True))
+        d = json_format.MessageToDict(info, preserving_proto_field_name=True)
+        for e in d.get("environments", []):
+            if e.get("name", "") in ids:
+                e["sensor_ids"] = ids[e.get("name", "")]
+        print(json.dumps(d, indent=2, sort_keys=True))
         return 0
     print(f"sensimd {info.server_version} (protocol {info.protocol_version}) at "
           f"{args.host}:{args.port}: up {info.uptime_s:.1f} s, {info.connections} "
@@ -59,6 +82,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {e.name}: {e.clients} clients, {e.sensors} sensors, {e.bodies} bodies, "
               f"{e.objects} objects, {e.geometries} geometries, {e.joints} joints; "
               f"{e.steps} steps, {t}")
+        if e.name in ids:
+            found = ids[e.name]
+            print("    sensor ids: " + (", ".join(map(str, found)) if isinstance(found, list)
+                                        and found else found or "none"))
     print(f"subscribers ({len(info.subscribers)}):")
     for s in info.subscribers:
         name = pb.Encoding.Name(s.encoding).replace("ENCODING_", "").lower()
@@ -116,7 +143,10 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not (args.output or args.bag or files):
         raise SystemExit("record: nothing to write: give -o FILE.srec, --bag, --pcd, --ply, "
                          "--xyz or --csv")
-    rec = Recorder(args.host, args.port, sensors=args.sensor, environment=args.environment,
+    if args.probe_ids < 1:
+        raise SystemExit(f"record: --probe-ids must be at least 1, got {args.probe_ids}")
+    rec = Recorder(args.host, args.port, sensors=args.sensor or "all",
+                   probe_ids=args.probe_ids, environment=args.environment,
                    token=args.token, timeout=args.timeout, client_name="sensim-record",
                    recording=args.output, bag=args.bag,
                    bag_options={"namespaces": _pairs(args.namespace, "--namespace"),
@@ -124,6 +154,9 @@ def cmd_record(args: argparse.Namespace) -> int:
                                 "time_offset": args.time_offset},
                    files=files, binary=not args.ascii, keep_misses=not args.drop_misses,
                    encoding=args.encoding, precision=args.precision, wait=args.wait)
+    if not args.sensor and not args.quiet:
+        print(f"record: every sensor of environment {args.environment!r} (ids 1.."
+              f"{args.probe_ids})", file=sys.stderr)
     signal.signal(signal.SIGTERM, lambda *_: rec.stop())
     tty = sys.stderr.isatty()
 
@@ -240,6 +273,11 @@ def parser() -> argparse.ArgumentParser:
     q = sub.add_parser("info", help="the daemon's environments, subscribers and counters")
     daemon_args(q)
     q.add_argument("--json", action="store_true", help="the whole Info message as JSON")
+    q.add_argument("--sensors", action="store_true",
+                   help="also list each environment's sensor ids (looked for among ids "
+                   "1..--probe-ids by subscribing to each)")
+    q.add_argument("--probe-ids", type=int, default=DEFAULT_PROBE_IDS, metavar="N",
+                   help=f"with --sensors, ids 1..N (default {DEFAULT_PROBE_IDS})")
     q.set_defaults(run=cmd_info)
 
     q = sub.add_parser("ping", help="round-trip time statistics")
@@ -252,8 +290,12 @@ def parser() -> argparse.ArgumentParser:
     q = sub.add_parser("record", help="subscribe to sensors and write a recording, a ROS bag "
                        "or files")
     daemon_args(q)
-    q.add_argument("-s", "--sensor", type=int, action="append", required=True,
-                   help="sensor id to record (repeat for several)")
+    q.add_argument("-s", "--sensor", type=int, action="append",
+                   help="sensor id to record (repeat for several; default: every sensor the "
+                   "environment has when recording starts)")
+    q.add_argument("--probe-ids", type=int, default=DEFAULT_PROBE_IDS, metavar="N",
+                   help="without --sensor, look for sensors among ids 1..N (default "
+                   f"{DEFAULT_PROBE_IDS})")
     q.add_argument("-o", "--output", help="sensim recording (.srec) of every record")
     q.add_argument("--bag", help="ROS 1 bag to write (PointCloud2, Imu, ...)")
     for fmt, what in (("pcd", "PCD file per cloud"), ("ply", "PLY file per cloud"),

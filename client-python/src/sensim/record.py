@@ -8,7 +8,8 @@ write what arrives into a recording (.srec), a ROS bag, and point-cloud or CSV f
     summary = rec.run(duration=10.0)          # 10 s of simulation time, then stop
     print(summary.text())
 
-This is what ``python -m sensim record`` runs. Start it before the simulation steps (it waits
+``sensors="all"`` records every sensor the environment has when run() starts. This is what
+``python -m sensim record`` runs. Start it before the simulation steps (it waits
 up to ``wait`` seconds for sensors that do not exist yet; a simulation that must not lose its
 first steps calls :func:`wait_for_subscribers` after creating its sensors); it stops after
 ``duration`` simulated seconds, ``max_records`` records, ``wall`` seconds, when every stream
@@ -29,7 +30,7 @@ from .client import Client
 from .export import CLOUD_FORMATS, CsvWriter, write_cloud
 from .outputs import SensorOutput, decode
 from .recording import RecordingWriter
-from .stream import Sensors, subscribe_all
+from .stream import DEFAULT_PROBE_IDS, Sensors, find_sensors, subscribe_all
 
 __all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers"]
 
@@ -160,21 +161,28 @@ class FileSink:
 class Recorder:
     """Subscribes to `sensors` of a running environment and writes what arrives.
 
+    sensors: ids, {id: subscribe keyword arguments}, or "all": every sensor the environment
+    has when run() starts (found among ids 1..probe_ids by sensim.stream.find_sensors,
+    waiting up to `wait` seconds for a first one; sensors created later are not recorded).
     recording: path of a .srec recording (every record as sent); bag: path of a ROS 1 bag
     (sensim.bag.BagWriter; bag_options: its keyword arguments, e.g. namespaces, frame_ids);
     files: {format: directory} for "pcd", "ply", "xyz" and "csv" (sensim.record.FileSink;
     binary, keep_misses as there). encoding, precision, fields: of the subscriptions.
     Other keywords go to Client (token, timeout, ...)."""
 
-    def __init__(self, host: str = "127.0.0.1", port: int = 7700, *, sensors: Sensors,
+    def __init__(self, host: str = "127.0.0.1", port: int = 7700, *,
+                 sensors: Union[Sensors, str],
                  environment: str = "default", recording: Optional[PathLike] = None,
                  bag: Optional[PathLike] = None, bag_options: Optional[Mapping] = None,
                  files: Optional[Mapping[str, PathLike]] = None, binary: bool = True,
                  keep_misses: bool = True, encoding: str = "raw",
                  precision: Optional[float] = None, fields: Sequence[str] = (),
-                 wait: float = 10.0, **client_args: Any):
+                 wait: float = 10.0, probe_ids: int = DEFAULT_PROBE_IDS, **client_args: Any):
         self.host, self.port, self.environment = host, int(port), environment
+        if isinstance(sensors, str) and sensors != "all":
+            raise ValueError(f"sensors: expected sensor ids or \"all\", got {sensors!r}")
         self.sensors = sensors
+        self.probe_ids = probe_ids
         self.encoding, self.precision, self.fields = encoding, precision, tuple(fields)
         self.wait = wait
         self.client_args: dict[str, Any] = {"role": "observer", **client_args}
@@ -185,9 +193,19 @@ class Recorder:
         self.binary, self.keep_misses = binary, keep_misses
         self._stop = False
 
-    def _ids(self) -> list[int]:
-        return [int(i) for i in (self.sensors.keys() if isinstance(self.sensors, Mapping)
-                                 else self.sensors)]
+    def _resolve(self, client: Client) -> Sensors:
+        """The sensors to record: as given, or those the environment has for "all"."""
+        if not isinstance(self.sensors, str):
+            return self.sensors
+        deadline = time.monotonic() + max(0.0, self.wait)
+        while True:
+            ids = find_sensors(client, self.probe_ids)
+            if ids:
+                return ids
+            if time.monotonic() >= deadline:
+                raise errors.NotFound(f"environment {self.environment!r} has no sensors among "
+                                      f"ids 1..{self.probe_ids} (waited {self.wait:g} s)")
+            time.sleep(0.1)
 
     def stop(self) -> None:
         """Ask run() to stop after the record it is handling (from a signal handler or
@@ -207,12 +225,15 @@ class Recorder:
         sinks: list[Any] = []
         writer = None
         try:
+            sensors = self._resolve(client)
+            ids = [int(i) for i in (sensors.keys() if isinstance(sensors, Mapping)
+                                    else sensors)]
             # every output is open before the first subscription: from then on, all that
             # arrives is written
             if self.recording_path is not None:
                 writer = RecordingWriter(self.recording_path, {
                     "host": self.host, "port": self.port, "environment": self.environment,
-                    "sensors": sorted(self._ids()), "encoding": self.encoding,
+                    "sensors": sorted(ids), "encoding": self.encoding,
                     "precision": self.precision, "fields": list(self.fields),
                     "server_version": client.server_version,
                     "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -224,7 +245,7 @@ class Recorder:
             for fmt, directory in self.files.items():
                 sinks.append(FileSink(directory, fmt, binary=self.binary,
                                       keep_misses=self.keep_misses))
-            ids = subscribe_all(client, self.sensors, encoding=self.encoding,
+            ids = subscribe_all(client, sensors, encoding=self.encoding,
                                 precision=self.precision, fields=self.fields, wait=self.wait)
             summary.sensors = {i: SensorSummary(i) for i in ids}
             self._loop(client, writer, sinks, summary, duration, max_records, wall, idle,

@@ -34,7 +34,7 @@ from . import errors
 from .client import Client
 from .outputs import SensorOutput, decode
 
-__all__ = ["Subscription", "subscribe_all"]
+__all__ = ["Subscription", "subscribe_all", "find_sensors", "DEFAULT_PROBE_IDS"]
 
 Sensors = Union[Iterable[int], Mapping[int, Mapping[str, Any]]]
 
@@ -43,6 +43,37 @@ def _size(out: SensorOutput) -> int:
     """Bytes a queued record holds (its array's, plus a fixed share for the rest)."""
     value = out.value
     return 256 + (int(getattr(value, "nbytes", 0)) if out.kind == "point_cloud" else 128)
+
+
+DEFAULT_PROBE_IDS = 256   # sensor ids 1..this are looked for by find_sensors
+
+
+def find_sensors(client: Client, probe_ids: int = DEFAULT_PROBE_IDS) -> list[int]:
+    """The ids of the sensors of the client's environment among 1..probe_ids, ascending.
+
+    The daemon's Info counts an environment's sensors but does not list them; each id is
+    tried with a subscription, which the daemon refuses (NotFound) for a sensor that does not
+    exist, and each one taken is given up again (a subscription the client already had is
+    kept). Stops early once as many were found as Info counts. Records pushed meanwhile wait
+    in the client's bounded queue of pushed frames."""
+    if not isinstance(probe_ids, int) or isinstance(probe_ids, bool) or probe_ids < 1:
+        raise ValueError(f"probe_ids: expected an integer >= 1, got {probe_ids!r}")
+    count = next((e.sensors for e in client.get_info().environments
+                  if e.name == client.environment), None)
+    found: list[int] = []
+    for sid in range(1, probe_ids + 1):
+        if count is not None and len(found) >= count:
+            break
+        try:
+            client.subscribe(sid)
+        except errors.NotFound:
+            continue
+        except errors.AlreadyExists:
+            found.append(sid)          # the caller's own subscription: leave it
+            continue
+        found.append(sid)
+        client.unsubscribe(sid)
+    return found
 
 
 def subscribe_all(client: Client, sensors: Sensors, *, encoding: str = "raw",
