@@ -183,3 +183,84 @@ def test_bag_any_layout_of_a_cloud_gives_the_same_message(recorded):
         m = point_cloud2(other, stamp=stamp, frame_id="f")
         assert m.data == plain.data and m.fields == plain.fields
         assert m.point_step == plain.point_step
+
+
+def test_read_bag_gives_back_the_clouds_and_imu_samples(recorded, tmp_path):
+    from sensim.bag import read_bag
+    _, outs = recorded
+    # the OS1's whole revolutions as the organised 16 x 512 clouds the daemon sends once it
+    # fills height and width
+    outs = [dataclasses.replace(o, meta=dataclasses.replace(o.meta, height=16, width=512))
+            if o.sensor_id == 6 and len(o.value) == 16 * 512 else o for o in outs]
+    write(tmp_path / "run.bag", outs)
+    with read_bag(tmp_path / "run.bag") as r:
+        assert r.sensors == {"/sensim/sensor_5/points": 5, "/sensim/sensor_6/points": 6,
+                             "/sensim/sensor_7/data": 7}
+        # magnetometer, encoder and cone messages are not read
+        assert r.skipped == sum(o.sensor_id in (8, 9) for o in outs) + \
+            sum(o.sensor_id == 7 for o in outs)
+        got = list(r.outputs())
+        assert [o.kind for o in r.outputs({7})] == ["imu"] * sum(o.sensor_id == 7 for o in outs)
+    for sid in (5, 6, 7):
+        a = [o for o in got if o.sensor_id == sid]
+        b = [o for o in outs if o.sensor_id == sid]
+        assert len(a) == len(b) > 0
+        for k, (x, y) in enumerate(zip(a, b)):
+            assert x.kind == y.kind and x.frame == k
+            assert x.time == pytest.approx(y.time, abs=1e-9)
+            if x.kind == "point_cloud":
+                assert x.value.dtype == y.value.dtype          # fields, offsets, point size
+                assert x.value.tobytes() == y.value.tobytes()
+                assert x.meta.shape == y.meta.shape
+                assert x.meta.frame_start_time == pytest.approx(y.meta.frame_start_time,
+                                                                abs=1e-9)
+            else:
+                np.testing.assert_array_equal(x.value.acceleration, y.value.acceleration)
+                np.testing.assert_array_equal(x.value.angular_velocity,
+                                              y.value.angular_velocity)
+    assert any(o.meta.organised for o in got if o.sensor_id == 6)
+
+
+def test_read_bag_of_another_writer(tmp_path):
+    """Clouds written by ROS's own point_cloud2.create_cloud and by hand (big-endian, rows
+    padded), topics that name no sensor, a message shorter than its header says."""
+    from rospy import Time
+    from sensor_msgs.msg import Imu, PointCloud2, PointField
+    from std_msgs.msg import Header
+    from sensim.bag import cloud_from_message, read_bag
+    pts = [(1.0, 2.0, 3.0, 7), (-4.5, 0.25, 9.0, 65535)]
+    fields = [PointField("x", 0, PointField.FLOAT32, 1), PointField("y", 4, PointField.FLOAT32, 1),
+              PointField("z", 8, PointField.FLOAT32, 1),
+              PointField("intensity", 12, PointField.UINT16, 1)]
+    a = pc2.create_cloud(Header(frame_id="velodyne", stamp=Time(3, 500)), fields, pts)
+    # 2 rows of 3 points of 16 bytes (x y z big-endian, 4 unused), each row padded to 52 bytes
+    xyz = np.arange(18, dtype=">f4").reshape(2, 3, 3)
+    data = b"".join(b"".join(p.tobytes() + b"\xee" * 4 for p in row) + b"\xff" * 4
+                    for row in xyz)
+    b = PointCloud2(header=Header(frame_id="front"), height=2, width=3, fields=fields[:3],
+                    is_bigendian=True, point_step=16, row_step=52, data=data)
+    imu = Imu(header=Header(frame_id="imu_link"))
+    imu.linear_acceleration.z = 9.81
+    imu.angular_velocity_covariance[0] = -1.0          # no gyroscope
+    with rosbag.Bag(str(tmp_path / "other.bag"), "w") as bag:
+        bag.write("/velodyne_points", a, Time(4))
+        bag.write("/front/points", b, Time(5))
+        bag.write("/sensor_3/imu", imu, Time(6))
+    with read_bag(tmp_path / "other.bag") as r:
+        assert r.sensors == {"/sensor_3/imu": 3, "/front/points": 1, "/velodyne_points": 2}
+        got = {o.sensor_id: o for o in r.outputs()}
+    cloud = got[2].value
+    assert [tuple(p) for p in cloud.tolist()] == pts and got[2].time == 4.0
+    assert got[2].start_time == pytest.approx(3.0000005)
+    front = got[1].value
+    assert got[1].meta.shape == (2, 3)
+    np.testing.assert_array_equal(np.stack([front[n] for n in "xyz"], -1),
+                                  xyz.reshape(6, 3))
+    assert got[3].value.angular_velocity is None
+    np.testing.assert_array_equal(got[3].value.acceleration, [0, 0, 9.81])
+    b.data = data[:-5]
+    with pytest.raises(ValueError, match="row_step 52"):
+        cloud_from_message(b)
+    (tmp_path / "junk.bag").write_bytes(b"#ROSBAG V2.0\nnot really")
+    with pytest.raises(ValueError, match="not a readable ROS 1 bag"):
+        read_bag(tmp_path / "junk.bag")

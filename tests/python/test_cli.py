@@ -155,6 +155,26 @@ def test_cli_record_export_plot(sensimd, tmp_path):
     for p in pngs:
         assert Image.open(p).format == "PNG"
 
+    # export and plot of the bag: the same files (the lidar's topic /os1/points, frame
+    # os_sensor, names no sensor: it is given the first free id, 1)
+    out = cli("export", tmp_path / "run.bag", "-f", "pcd", "-o", tmp_path / "bagpcd")
+    assert "/os1/points -> sensor 1, /sensim/sensor_7/data -> sensor 7" in out.stderr
+    for k, f in enumerate(files):
+        assert (tmp_path / "bagpcd" / f"sensor1_{k:06d}.pcd").read_bytes() == \
+            (tmp_path / "pcd" / f).read_bytes()
+    cli("export", tmp_path / "run.bag", "-f", "csv", "-o", tmp_path / "bagcsv")
+    a = np.genfromtxt(tmp_path / "bagcsv" / "sensor7.csv", delimiter=",", skip_header=1)
+    b = np.genfromtxt(tmp_path / "csv" / "sensor7.csv", delimiter=",", skip_header=1)
+    np.testing.assert_allclose(a[:, 0], b[:, 0], rtol=0, atol=1e-9)     # ROS time: ns
+    np.testing.assert_array_equal(a[:, 1:], b[:, 1:])
+    out = cli("plot", tmp_path / "run.bag", "-o", tmp_path / "bagpng")
+    assert [os.path.basename(p) for p in out.stdout.split()] == [
+        "sensor1_000002_top.png", "sensor1_000002_side.png", "sensor1_000002_range.png",
+        "sensor7_imu.png"]
+    assert np.array_equal(     # the range image has no title naming the sensor
+        np.asarray(Image.open(tmp_path / "bagpng" / "sensor1_000002_range.png")),
+        np.asarray(Image.open(tmp_path / "png" / "sensor5_000002_range.png")))
+
 
 def drive_setup_and_wait(c, d):
     """Create the scene (its first step at DT) and wait until the recorder subscribed."""

@@ -135,5 +135,6 @@ def test_readme_command_line_sessions_run(sensimd, tmp_path, readme):
         assert "topics:" in out.stdout and "/sensim/sensor_5/points" in out.stdout
         assert len(os.listdir(tmp_path / "ply")) == 3
         assert "counters:" in out.stdout                 # sensim info
+        assert sorted(os.listdir(tmp_path / "bag-pictures")) == pictures   # from the bag
     else:
         assert (tmp_path / "csv" / "sensor7.csv").is_file()

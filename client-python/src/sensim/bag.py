@@ -19,24 +19,34 @@ A cloud in the world frame (``frame="world"``) takes ``world_frame`` as its fram
 times are the simulation's plus ``time_offset`` seconds (0 by default: a bag that starts near
 1970, as with ``/use_sim_time``); each message is recorded at the end of the step that
 produced it.
+
+:func:`read_bag` reads such a bag back, or any ROS 1 bag's ``sensor_msgs/PointCloud2`` and
+``sensor_msgs/Imu`` messages, as SensorOutput records (what ``sensim export`` and ``sensim
+plot`` take besides recordings).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Optional, Union
+import re
+from typing import Any, Iterator, Mapping, Optional, Union
 
 import numpy as np
 
-from .outputs import SensorOutput
+from .outputs import CloudMeta, ImuSample, SensorOutput
 
-__all__ = ["BagWriter", "point_cloud2", "imu_message", "import_ros"]
+__all__ = ["BagWriter", "BagReading", "read_bag", "point_cloud2", "cloud_from_message",
+           "imu_message", "import_ros"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 # sensor_msgs/PointField datatypes by (numpy kind, size): the protocol's numbers too.
 _DATATYPES = {("i", 1): 1, ("u", 1): 2, ("i", 2): 3, ("u", 2): 4, ("i", 4): 5, ("u", 4): 6,
               ("f", 4): 7, ("f", 8): 8}
+
+
+# numpy types of the PointField datatypes (the inverse of _DATATYPES)
+_NUMPY = {v: np.dtype(f"{k[0]}{k[1]}") for k, v in _DATATYPES.items()}
 
 
 def import_ros() -> Any:
@@ -220,3 +230,137 @@ class BagWriter:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+# ------------------------------------------------------------------------------ reading
+
+def cloud_from_message(msg: Any) -> np.ndarray:
+    """The points of a sensor_msgs/PointCloud2 as a structured array in row order: its fields
+    at their offsets, point_step bytes a point (padding kept as gaps), in the message's byte
+    order; rows are read apart when row_step has padding. ValueError for a field type
+    PointField does not define or data shorter than the header says."""
+    names, formats, offsets = [], [], []
+    for f in msg.fields:
+        if f.datatype not in _NUMPY:
+            raise ValueError(f"PointCloud2: field {f.name!r} has datatype {f.datatype} "
+                             "(expected 1..8)")
+        dt = _NUMPY[f.datatype].newbyteorder(">" if msg.is_bigendian else "<")
+        names.append(f.name)
+        formats.append(dt if f.count <= 1 else (dt, (int(f.count),)))
+        offsets.append(int(f.offset))
+    try:
+        dtype = np.dtype({"names": names, "formats": formats, "offsets": offsets,
+                          "itemsize": int(msg.point_step)})
+    except ValueError as exc:
+        raise ValueError(f"PointCloud2: fields do not fit point_step {msg.point_step}: "
+                         f"{exc}") from None
+    height, width, row = int(msg.height), int(msg.width), int(msg.row_step)
+    data = msg.data if isinstance(msg.data, (bytes, bytearray)) else bytes(msg.data)
+    if row < width * dtype.itemsize or len(data) < row * height:
+        raise ValueError(f"PointCloud2: {len(data)} bytes of data for {height} rows of "
+                         f"row_step {row} ({width} points of {dtype.itemsize} bytes)")
+    if row == width * dtype.itemsize:
+        return np.frombuffer(data, dtype, count=height * width)
+    return np.concatenate([np.frombuffer(data, dtype, count=width, offset=r * row)
+                           for r in range(height)])
+
+
+def _vector(v: Any) -> np.ndarray:
+    return np.array([v.x, v.y, v.z], dtype=np.float64)
+
+
+def _imu_from_message(msg: Any) -> ImuSample:
+    """An ImuSample from a sensor_msgs/Imu; a vector whose covariance[0] is -1 is absent."""
+    acc = (None if msg.linear_acceleration_covariance[0] == -1.0
+           else _vector(msg.linear_acceleration))
+    gyro = (None if msg.angular_velocity_covariance[0] == -1.0
+            else _vector(msg.angular_velocity))
+    present = [v for v in (acc, gyro) if v is not None]
+    return ImuSample(acceleration=acc, angular_velocity=gyro, magnetic_field=None,
+                     values=np.concatenate(present) if present else np.zeros(0))
+
+
+_SENSOR_ID = re.compile(r"(?:^|/)sensor_(\d+)(?:/|$)")
+
+
+class BagReading:
+    """A ROS 1 bag's point clouds and IMU samples as SensorOutput records (read_bag).
+
+    Each topic of type sensor_msgs/PointCloud2 or sensor_msgs/Imu is one sensor: its id is the
+    N of a ``sensor_N`` in the topic's namespace or in its messages' frame id (the names
+    BagWriter gives), else the first id not taken, in topic order; ``sensors`` maps topic ->
+    id. A record's time is the bag's receive time of the message, a cloud's start_time and
+    meta.frame_start_time its header stamp, its frame its index on the topic; clouds are
+    taken as complete. Other message types are left out (``skipped`` counts them)."""
+
+    truncated = False      # as Recording's: a bag's index tells whether it is whole
+
+    def __init__(self, path: PathLike):
+        rosbag, _, _ = import_ros()
+        self.path = os.fspath(path)
+        try:
+            self._bag = rosbag.Bag(self.path, "r")
+        except Exception as exc:    # rosbag raises its own ROSBagException, and OSError
+            raise ValueError(f"{self.path}: not a readable ROS 1 bag ({exc})") from None
+        info = self._bag.get_type_and_topic_info()
+        kinds = {"sensor_msgs/PointCloud2": "point_cloud", "sensor_msgs/Imu": "imu"}
+        self.kinds = {t: kinds[v.msg_type] for t, v in sorted(info.topics.items())
+                      if v.msg_type in kinds}
+        self.skipped = sum(v.message_count for t, v in info.topics.items()
+                           if t not in self.kinds)
+        self.sensors: dict[str, int] = {}
+        unnamed = []
+        for topic in self.kinds:
+            m = _SENSOR_ID.search(topic)
+            if m is None:
+                for _, msg, _ in self._bag.read_messages(topics=[topic]):
+                    m = _SENSOR_ID.search(msg.header.frame_id)
+                    break
+            if m is not None and int(m.group(1)) not in self.sensors.values():
+                self.sensors[topic] = int(m.group(1))
+            else:
+                unnamed.append(topic)
+        for topic in unnamed:
+            taken = set(self.sensors.values())
+            self.sensors[topic] = next(i for i in range(1, len(taken) + 2) if i not in taken)
+        self.sensors = {t: self.sensors[t] for t in sorted(self.sensors)}
+
+    def outputs(self, sensor_ids: Optional[set[int]] = None) -> Iterator[SensorOutput]:
+        """The records (of the sensors in sensor_ids, when given), in the bag's time order."""
+        topics = [t for t, i in self.sensors.items() if sensor_ids is None or i in sensor_ids]
+        if not topics:
+            return
+        frames = dict.fromkeys(topics, 0)
+        for topic, msg, when in self._bag.read_messages(topics=topics):
+            sid, kind = self.sensors[topic], self.kinds[topic]
+            t = when.to_sec()
+            frame = frames[topic]
+            frames[topic] += 1
+            if kind == "point_cloud":
+                stamp = msg.header.stamp.to_sec()
+                meta = CloudMeta(frame_start_time=stamp, complete=True,
+                                 frame="world" if msg.header.frame_id == "world" else "sensor",
+                                 encoding=0, max_error=0.0, height=int(msg.height),
+                                 width=int(msg.width))
+                yield SensorOutput(sid, t, frame, kind, cloud_from_message(msg), meta,
+                                   start_time=stamp)
+            else:
+                yield SensorOutput(sid, t, frame, kind, _imu_from_message(msg))
+
+    def __iter__(self) -> Iterator[SensorOutput]:
+        return self.outputs()
+
+    def close(self) -> None:
+        self._bag.close()
+
+    def __enter__(self) -> "BagReading":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def read_bag(path: PathLike) -> BagReading:
+    """Open a ROS 1 bag for reading its clouds and IMU samples (BagReading); ValueError when
+    it is not a readable bag."""
+    return BagReading(path)

@@ -6,7 +6,7 @@
     sensim record -s 5 -s 7 -o run.srec --bag run.bag --pcd clouds/ --duration 10
     sensim record --bag run.bag --duration 10      every sensor of the environment
     sensim export run.srec --format pcd -o clouds/
-    sensim plot run.srec -o pictures/
+    sensim plot run.srec -o pictures/       (or a ROS 1 bag: sensim plot run.bag -o pictures/)
     sensim foxglove --environment demo    the Foxglove bridge (sensim.foxglove), same options
 
 Every command takes --host, --port, --token (or $SENSIM_HOST, $SENSIM_PORT, $SENSIM_TOKEN)
@@ -177,8 +177,18 @@ def cmd_record(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- export and plot
 
 def _read(path: str, sensors: Optional[Sequence[int]]) -> Any:
-    from .recording import open_recording
-    rec = open_recording(path)
+    """A recording (.srec) or a ROS 1 bag (told apart by their first bytes) and its records."""
+    with open(path, "rb") as f:
+        head = f.read(13)
+    if head == b"#ROSBAG V2.0\n":
+        from .bag import read_bag
+        rec: Any = read_bag(path)
+        if rec.sensors:
+            print("bag topics: " + ", ".join(f"{t} -> sensor {i}"
+                                             for t, i in rec.sensors.items()), file=sys.stderr)
+    else:
+        from .recording import open_recording
+        rec = open_recording(path)
     return rec, rec.outputs(set(sensors) if sensors else None)
 
 
@@ -322,8 +332,9 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     q.set_defaults(run=cmd_record)
 
-    q = sub.add_parser("export", help="a recording to PCD, PLY, XYZ or CSV files")
-    q.add_argument("recording", help="a .srec file written by record")
+    q = sub.add_parser("export", help="a recording or a bag to PCD, PLY, XYZ or CSV files")
+    q.add_argument("recording", help="a .srec file written by record, or a ROS 1 bag "
+                   "(its PointCloud2 and Imu topics)")
     q.add_argument("-f", "--format", required=True, choices=("pcd", "ply", "xyz", "csv"))
     q.add_argument("-o", "--output", required=True, metavar="DIR")
     q.add_argument("-s", "--sensor", type=int, action="append", help="only these sensors")
@@ -331,8 +342,9 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--drop-misses", action="store_true", help="XYZ: leave misses out")
     q.set_defaults(run=cmd_export)
 
-    q = sub.add_parser("plot", help="a recording to PNG pictures")
-    q.add_argument("recording", help="a .srec file written by record")
+    q = sub.add_parser("plot", help="a recording or a bag to PNG pictures")
+    q.add_argument("recording", help="a .srec file written by record, or a ROS 1 bag "
+                   "(its PointCloud2 and Imu topics)")
     q.add_argument("-o", "--output", required=True, metavar="DIR")
     q.add_argument("-s", "--sensor", type=int, action="append", help="only these sensors")
     q.add_argument("--view", action="append", choices=("top", "side", "front", "range"),
