@@ -36,6 +36,8 @@ __all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_s
 
 PathLike = Union[str, "os.PathLike[str]"]
 
+_DRAIN_SECONDS = 0.5    # s: after a stop, how long frames already on their way are taken
+
 
 def wait_for_subscribers(client: Client, sensors: Sequence[int], timeout: float = 30.0,
                          count: int = 1) -> None:
@@ -268,6 +270,9 @@ class Recorder:
         next_progress = start + progress_every
         first_time = None
         stopping = False      # a stop condition met: write what has arrived, wait no more
+        # once stopping, frames still arriving (a large cloud the daemon has sent, part of it
+        # still on its way through the socket) are finished for up to this long
+        drain_until = 0.0
         try:
             while True:
                 now = time.monotonic()
@@ -277,10 +282,14 @@ class Recorder:
                                                idle)
                     if reason:
                         summary.reason, stopping = reason, True
+                        drain_until = now + _DRAIN_SECONDS
                 if progress is not None and now >= next_progress:
                     progress(summary)
                     next_progress = now + progress_every
-                data = client.next_sensor_data(timeout=0.0 if stopping else 0.1)
+                if stopping and now >= drain_until:
+                    return
+                data = client.next_sensor_data(
+                    timeout=drain_until - now if stopping else 0.1)
                 if data is None:
                     if stopping:
                         return
