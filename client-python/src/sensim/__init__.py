@@ -24,9 +24,10 @@ from .lockstep import LockStep, StepResult
 from .mesh import Mesh, load_mesh
 from .outputs import (CloudMeta, ConeReading, ImuSample, ScalarSample, SensorOutput, by_sensor,
                       outputs)
+from .shard import ShardedClient, shard_for
 from .stream import Subscription
 
 __all__ = ["Client", "SensimError", "errors", "pb", "PROTOCOL_VERSION", "RAYCAST_DTYPE",
            "point_cloud_to_numpy", "SensorOutput", "outputs", "by_sensor", "ImuSample",
            "ScalarSample", "ConeReading", "CloudMeta", "LockStep", "StepResult",
-           "Subscription", "Mesh", "load_mesh", "presets"]
+           "Subscription", "Mesh", "load_mesh", "presets", "ShardedClient", "shard_for"]
