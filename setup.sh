@@ -57,6 +57,9 @@ packages=(
   # the MuJoCo bridge (client-c/mujoco/); the pictures of ./run.sh demo use matplotlib (above)
   libmujoco-dev
   clang libclang-rt-14-dev    # the fuzz targets (libFuzzer; ./run.sh fuzz, the fuzz pass of test)
+  # the driver-layout tests read clouds back with ROS's own reader (sensor_msgs' point_cloud2
+  # imports roslib, which apt does not pull in)
+  python3-sensor-msgs python3-roslib
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of

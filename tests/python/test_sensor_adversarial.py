@@ -1652,7 +1652,9 @@ def test_ouster_range_satisfies_the_beam_origin_formula(sensimd):
             done = c.step(t)
             a += c.lidar_clouds(done, 5)
             b += c.lidar_clouds(done, 6)
-    pts, ang = a[0], b[0]
+    # the Ouster cloud is organised (beams x columns, row-major), the other in firing order
+    # (column by column)
+    pts, ang = a[0], b[0].reshape(512, 32).T.reshape(-1)
     e = ang["elevation"].astype(float)
     az = ang["azimuth"].astype(float)
     r = pts["range"].astype(float) / 1000.0

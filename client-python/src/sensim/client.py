@@ -432,9 +432,16 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
     A compressed cloud (ZSTD, QUANTIZED_ZSTD) decodes into count x point_step bytes, at most
     `max_bytes` (default: the client's default frame bound, 256 MiB), checked before anything
     is decompressed; decompression never holds more than that. Every decoding failure (the
-    layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field."""
+    layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field.
+
+    The array is flat, in the cloud's order; an organised cloud (height > 1: the Ouster layout,
+    rows of beams) reshapes with ``points.reshape(cloud.height, cloud.width)``."""
     dtype = _cloud_dtype(cloud)
     count, step = cloud.count, cloud.point_step
+    # organisation, as sensor_msgs/PointCloud2 (absent: one row of the points)
+    if (cloud.height or cloud.width) and cloud.height * cloud.width != count:
+        raise errors.ProtocolError(f"point_cloud.height: {cloud.height} x width {cloud.width} "
+                                   f"is not count {count}")
     size = count * step
     encoding = cloud.encoding
     if encoding == pb.ENCODING_RAW and not cloud.HasField("encoding"):

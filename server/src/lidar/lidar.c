@@ -62,8 +62,7 @@ typedef struct lidar {
   lidar_pattern_t pat;
   lidar_returns_t ret;
   lidar_angle_noise_t angle;
-  lidar_layout_t layout;
-  lidar_miss_mode_t misses;
+  lidar_points_t points;        // the point writer: layout, misses, rings, organisation
   int world_frame;
   int per_step;
   int has_start_time;
@@ -72,9 +71,6 @@ typedef struct lidar {
   uint32_t exclude_bodies[LIDAR_MAX_EXCLUDED_BODIES];
   uint32_t nexclude_body;
   uint32_t group_mask;
-  int has_normal;               // the layout carries normals (rotated per point)
-  int lean;                     // the default cloud (x y z intensity in the sensor frame, misses
-                                //   removed): write_chunk packs it from lean pattern records
   int rows;                     // world rays also in rows (for the segment heap or write_chunk)
   uint32_t maxret;              // returns per ray
   uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
@@ -107,6 +103,9 @@ typedef struct lidar {
                                 //   (no allocation then; two, so that one is free whether a
                                 //   sweep ends inside a step or at its end)
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
+                                //   (organised: the points of every pixel of a revolution)
+  uint64_t grid_group0;         // organised per step: the step's first group (its column 0)
+  uint32_t grid_width;          //   and its columns
   size_t last_points;           // points of the last cloud published: a new buffer's first size
 
   // scratch of one batch (batch rays)
@@ -140,6 +139,7 @@ static void lidar_destroy(void* self) {
     return;
   }
   lidar_pattern_close(&l->pat);
+  lidar_points_close(&l->points);
   if (l->has_staged && l->staged.acc != l->committed.acc) {
     blob_release(l->staged.acc);
   }
@@ -222,42 +222,49 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   const char* pfield = d->pattern_field ? d->pattern_field : "lidar";
   if ((rc = lidar_desc_check(d, msg)) < 0 ||
       (rc = lidar_returns_init(&tmp.ret, &d->returns, msg)) < 0 ||
-      (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0 ||
-      (rc = lidar_layout_init(&tmp.layout, d->layout, d->fields, d->nfield, msg)) < 0) {
+      (rc = lidar_noise_angle_init(&tmp.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0) {
+    return rc;
+  }
+  uint32_t maxret = lidar_returns_max(&tmp.ret);
+  lidar_points_desc_t pd = {.layout = d->layout, .fields = d->fields, .nfield = d->nfield,
+                            .misses = d->misses, .world_frame = d->world_frame,
+                            .maxret = maxret, .pattern = &d->pattern};
+  if ((rc = lidar_points_init(&tmp.points, &pd, msg)) < 0) {
     return rc;
   }
 
   // one frame must fit in a step's output (per-revolution publishing); per step, the rays of
   // one firing instant, which no step can split (a flash frame, a custom list's rays of one
-  // time offset)
-  uint32_t maxret = lidar_returns_max(&tmp.ret);
-  uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL ? 1 : maxret;
+  // time offset); an organised cloud has every pixel of every return
+  uint32_t boundret = tmp.ret.mode == LIDAR_RETURN_ALL && !tmp.points.organised ? 1 : maxret;
   if (d->max_frame_bytes) {
     double rays = d->publish_per_step ? instant_rays(&d->pattern) : frame_rays(&d->pattern);
-    double bytes = rays * boundret * tmp.layout.point_step + 512.0;
+    double bytes = rays * boundret * tmp.points.layout.point_step + 512.0;
     const char* reduce = d->frame_field ? d->frame_field : pfield;
     unsigned long long limit = (unsigned long long)d->max_frame_bytes;
+    uint32_t step = tmp.points.layout.point_step;
     if (!(bytes <= (double)d->max_frame_bytes)) {
+      lidar_points_close(&tmp.points);
       if (d->publish_per_step) {
         return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
                        "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), "
                        "and no step can split them; reduce %s, the returns or the fields",
-                       pfield, rays, boundret, tmp.layout.point_step, bytes, limit, reduce);
+                       pfield, rays, boundret, step, bytes, limit, reduce);
       }
       return err_set(msg, ERR_INVAL, "%s: one frame of %.0f rays x %u returns x %u bytes "
                      "(%.4g bytes) exceeds the largest step output (%llu bytes); reduce %s, "
                      "the returns or the fields, or publish per step",
-                     pfield, rays, boundret, tmp.layout.point_step, bytes, limit, reduce);
+                     pfield, rays, boundret, step, bytes, limit, reduce);
     }
   }
 
   // the sensor and its scratch
   lidar_t* l = mem_calloc(1, sizeof *l);
   if (!l) {
+    lidar_points_close(&tmp.points);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory");
   }
   *l = tmp;
-  l->misses = d->misses;
   l->world_frame = d->world_frame ? 1 : 0;
   l->per_step = d->publish_per_step ? 1 : 0;
   l->has_start_time = d->has_start_time ? 1 : 0;
@@ -272,14 +279,10 @@ int lidar_create(lidar_desc_t* d, sensor_t* out, err_msg_t* msg) {
   l->boundret = boundret;
   if (!l->per_step) {
     double fp = frame_rays(&d->pattern) * maxret;
-    l->frame_points = fp < (double)(MAX_CLOUD_BYTES / l->layout.point_step)
-                          ? (size_t)fp : (size_t)(MAX_CLOUD_BYTES / l->layout.point_step);
+    l->frame_points = fp < (double)(MAX_CLOUD_BYTES / l->points.layout.point_step)
+                          ? (size_t)fp : (size_t)(MAX_CLOUD_BYTES / l->points.layout.point_step);
   }
-  for (uint32_t i = 0; i < l->layout.nfield; i++) {
-    l->has_normal |= l->layout.id[i] == LIDAR_FIELD_NORMAL;
-  }
-  l->lean = l->layout.is_xyzi && !l->world_frame && l->misses == LIDAR_MISS_REMOVE;
-  l->rows = l->world_frame || l->has_normal || l->ret.depth > 1;
+  l->rows = l->world_frame || l->points.has_normal || l->ret.depth > 1;
   uint32_t K = d->pattern.nray;
   int tiles = tiled(K);
   size_t chunk = tiles && (size_t)TILE_GROUPS * K > CHUNK ? (size_t)TILE_GROUPS * K : CHUNK;
@@ -338,23 +341,8 @@ typedef struct batch_ctx {
   const scene_horizon_t* horizon;   // nullable: rays above it are misses (depth 1)
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
   atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
+  lidar_points_dest_t dest;     // where the points go (at: per chunk)
 } batch_ctx_t;
-
-
-// Points of the chunk's rays [i0, i0 + m) once their returns are in.
-static size_t chunk_points(const lidar_t* l, size_t i0, size_t m) {
-  size_t np = 0;
-  if (l->misses == LIDAR_MISS_REMOVE) {
-    for (size_t i = i0; i < i0 + m; i++) {
-      np += l->nret[i];
-    }
-    return np;
-  }
-  for (size_t i = i0; i < i0 + m; i++) {
-    np += l->nret[i] ? l->nret[i] : 1u;
-  }
-  return np;
-}
 
 
 // The world rays of a chunk's rays [i0, i0 + m) in trace order (trace_chunk's pr and slot):
@@ -455,7 +443,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       continue;
     }
     lidar_pattern_ray_t* pr = l->pr + i0;
-    if (l->lean) {
+    if (l->points.lean) {
       lidar_sweep_rays_lean(&l->pat, b->first + i0, m, pr);
     } else {
       lidar_sweep_rays(&l->pat, b->first + i0, m, pr);
@@ -502,107 +490,78 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
                                   .filter = b->filter};
       lidar_returns_trace(&l->ret, &rb, l->returns + i0 * l->maxret, l->nret + i0);
     }
-    l->chunk_points[c] = chunk_points(l, i0, m);
+    l->chunk_points[c] = lidar_points_count(&l->points, l->nret + i0, m);
   }
 }
 
 
-// Phase 2 of a chunk: its points in firing order, packed at their offsets in the accumulator.
+// Phase 2 of a chunk: its points, appended at their offsets in the accumulator in firing
+// order, or (organised) at their pixels of the cloud.
 static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   lidar_t* l = b->l;
-  uint32_t step = l->layout.point_step;
-  const int own_offsets = isnan(b->tau_origin);
-  lidar_sweep_pose_t pose;   // for normals in the sensor frame: the sensor's pose at ray time
-  if (b->fixed) {
-    pose = *b->fixed;
-  } else {
-    pose.s = -1.0;
-  }
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * l->chunk;
     size_t m = i0 + l->chunk < b->n ? l->chunk : b->n - i0;
-    const lidar_pattern_ray_t* pr = l->pr + i0;
-    uint8_t* dest = blob_data(l->acc) + (l->acc_n + l->chunk_points[c]) * step;
-    if (l->lean) {
-      // the default cloud: x y z intensity of the returns, sensor frame, packed directly (the
-      // same points as the general loop below, without building a lidar_point_t per point:
-      // about 5 % of a revolution of an OS1-128)
-      for (size_t j = 0; j < m; j++) {
-        size_t i = i0 + l->slot[i0 + j];
-        const lidar_pattern_ray_t* mt = &pr[j];
-        const lidar_return_t* r = &l->returns[i * l->maxret];
-        for (uint32_t k = 0, n = l->nret[i]; k < n; k++, r++) {
-          double x = r->distance;
-          float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
-                        (float)(mt->origin[1] + mt->dir[1] * x),
-                        (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
-          memcpy(dest, f, sizeof f);
-          dest += sizeof f;
-        }
-      }
-      continue;
-    }
-    for (size_t j = 0; j < m; j++) {
-      size_t i = i0 + l->slot[i0 + j];
-      uint32_t n = l->nret[i];
-      if (n == 0 && l->misses == LIDAR_MISS_REMOVE) {
-        continue;
-      }
-      const lidar_pattern_ray_t* mt = &pr[j];
-      const scene_ray_t* w = &l->rays[i];
-      lidar_point_t pt;
-      memset(&pt, 0, sizeof pt);
-      pt.time_offset = own_offsets ? mt->time_offset : mt->time - b->tau_origin;
-      pt.azimuth = (float)mt->azimuth;
-      pt.elevation = (float)mt->elevation;
-      pt.ring = mt->ring;
-
-      // a miss, kept
-      if (n == 0) {
-        if (l->misses == LIDAR_MISS_NAN) {
-          pt.xyz[0] = pt.xyz[1] = pt.xyz[2] = NAN;
-          pt.distance = NAN;
-        }
-        lidar_points_write(&l->layout, &pt, dest);
-        dest += step;
-        continue;
-      }
-
-      // each return along the emission direction, in the chosen frame
-      double qc[4] = {1.0, 0.0, 0.0, 0.0};
-      if (l->has_normal && !l->world_frame) {
-        if (!b->fixed && w->time != pose.s) {
-          lidar_sweep_pose(b->body, &b->ctx->mount, w->time, &pose);
-        }
-        xform_quat_conj(pose.pose.q, qc);
-      }
-      for (uint32_t k = 0; k < n; k++) {
-        const lidar_return_t* r = &l->returns[i * l->maxret + k];
-        double x = r->distance;
-        for (int a = 0; a < 3; a++) {
-          pt.xyz[a] = l->world_frame ? w->origin[a] + w->dir[a] * x
-                                     : mt->origin[a] + mt->dir[a] * x;
-        }
-        if (!l->has_normal) {
-          // not packed
-        } else if (l->world_frame) {
-          memcpy(pt.normal, r->normal, sizeof pt.normal);
-        } else {
-          xform_quat_rotate(qc, r->normal, pt.normal);
-        }
-        pt.distance = x;
-        pt.range_offset = l->pat.beam_origin_radius;
-        pt.intensity = r->intensity;
-        pt.object_id = r->object_id;
-        pt.label = r->label;
-        pt.return_index = r->index;
-        pt.return_count = r->count;
-        lidar_points_write(&l->layout, &pt, dest);
-        dest += step;
-      }
-    }
+    lidar_points_chunk_t ck = {.rays = l->pr + i0, .slot = l->slot + i0, .nret = l->nret + i0,
+                               .returns = l->returns + i0 * l->maxret, .world = l->rays + i0,
+                               .n = m, .first = b->first + i0, .tau_origin = b->tau_origin,
+                               .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
+    lidar_points_dest_t d = b->dest;
+    d.at = l->acc_n + l->chunk_points[c];
+    lidar_points_write(&l->points, &ck, &d);
   }
+}
+
+
+// The accumulator of n points: their points, then (when the writer gives azimuths) from the
+// next multiple of 4 their azimuths (float32).
+static size_t acc_bytes(const lidar_t* l, size_t n) {
+  return n * l->points.layout.point_step + (l->points.azimuths ? 3 + 4 * n : 0);
+}
+
+
+// Points buffer b holds (the inverse of acc_bytes).
+static size_t acc_cap(const lidar_t* l, const blob_t* b) {
+  size_t bytes = blob_cap(b), step = l->points.layout.point_step;
+  if (!l->points.azimuths) {
+    return bytes / step;
+  }
+  return bytes < 3 ? 0 : (bytes - 3) / (step + 4);
+}
+
+
+// The azimuths of a buffer of cap points.
+static float* acc_azimuths(const lidar_t* l, blob_t* b, size_t cap) {
+  size_t at = (cap * l->points.layout.point_step + 3) & ~(size_t)3;
+  return (float*)(void*)(blob_data(b) + at);
+}
+
+
+// Move the first n azimuths of buffer b from where a buffer of `from` points holds them to
+// where one of `to` points does.
+static void acc_move_azimuths(const lidar_t* l, blob_t* b, size_t from, size_t to, size_t n) {
+  if (l->points.azimuths) {
+    memmove(acc_azimuths(l, b, to), acc_azimuths(l, b, from), n * sizeof(float));
+  }
+}
+
+
+// Resize the accumulator (exclusive) to cap points, its azimuths with it (before shrinking,
+// after growing). 0, or -1 when memory is short (nothing changed).
+static int acc_resize(lidar_t* l, size_t cap) {
+  size_t old = acc_cap(l, l->acc), n = cap < old ? cap : old;
+  if (cap < old) {
+    acc_move_azimuths(l, l->acc, old, cap, n);
+  }
+  if (blob_resize(&l->acc, acc_bytes(l, cap)) != 0) {
+    acc_move_azimuths(l, l->acc, cap, old, n);
+    return -1;
+  }
+  if (cap > old) {
+    acc_move_azimuths(l, l->acc, old, cap, n);
+  }
+  return 0;
 }
 
 
@@ -611,7 +570,7 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
 // the last cloud's size and an eighth more. The spare one when nobody reads it any more and it
 // is about that size, else a new one.
 static blob_t* acc_take(lidar_t* l, size_t need) {
-  uint32_t step = l->layout.point_step;
+  uint32_t step = l->points.layout.point_step;
   size_t guess = l->last_points + l->last_points / 8 + 4096;
   size_t points = l->frame_points && l->frame_points < guess ? l->frame_points : guess;
   points = points > need ? points : need;
@@ -628,20 +587,24 @@ static blob_t* acc_take(lidar_t* l, size_t need) {
       l->spare[0] = l->spare[1];
     }
     l->spare[1] = NULL;
-    size_t cap = blob_cap(b) / step;
+    size_t cap = acc_cap(l, b);
     if (cap >= points && cap / 4 <= points) {
       return b;
     }
     blob_release(b);   // the wrong size: its bytes are not needed
   }
-  return blob_create(points * step);
+  return blob_create(acc_bytes(l, points));
 }
 
 
 // Make room for `more` points in the accumulator (a buffer is taken for the first points).
 static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
   size_t need = l->acc_n + more;
-  uint32_t step = l->layout.point_step;
+  uint32_t step = l->points.layout.point_step;
+  int revolution_grid = l->points.organised && !l->per_step;
+  if (revolution_grid && need < l->frame_points) {
+    need = l->frame_points;   // the pixels of a whole revolution from its first points
+  }
   if ((uint64_t)need * step > MAX_CLOUD_BYTES) {
     return err_set(msg, ERR_LIMIT, "lidar: a cloud of %zu points of %u bytes exceeds 4 GiB "
                    "(publish per step, or step more often)", need, step);
@@ -652,8 +615,19 @@ static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
     if (!l->acc) {
       return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
     }
+
+    // an organised revolution the lidar joined after its start: the pixels of the rays before
+    // the cursor never fire, and count as written
+    lidar_cursor_t first = lidar_pattern_first_group(&l->pat, l->acc_sweep) * l->pat.nray;
+    if (revolution_grid && l->cursor > first) {
+      size_t cap = acc_cap(l, l->acc);
+      lidar_points_dest_t d = {.base = blob_data(l->acc), .width = l->points.columns,
+                               .azimuth = acc_azimuths(l, l->acc, cap)};
+      lidar_points_fill_unfired(&l->points, &d, l->frame_points);
+      l->acc_n = (size_t)(l->cursor - first) * l->maxret;
+    }
   }
-  size_t cap = blob_cap(l->acc) / step;
+  size_t cap = acc_cap(l, l->acc);
   if (need <= cap) {
     return 0;
   }
@@ -668,7 +642,7 @@ static int acc_reserve(lidar_t* l, size_t more, err_msg_t* msg) {
   // The accumulator is never shared while points are added to it (a published buffer is
   // replaced by another), so it can grow in place; the committed state follows it.
   blob_t* old = l->acc;
-  if (!blob_is_exclusive(old) || blob_resize(&l->acc, cap * step) != 0) {
+  if (!blob_is_exclusive(old) || acc_resize(l, cap) != 0) {
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu points", need);
   }
   if (l->committed.acc == old) {
@@ -688,6 +662,11 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
                    .horizon = l->horizon_on ? l->horizon : NULL,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   atomic_init(&b.stop, 0);
+  if (l->points.organised) {
+    b.dest.group0 = l->per_step ? l->grid_group0 : lidar_pattern_first_group(&l->pat, b.sweep);
+    b.dest.width = l->per_step ? l->grid_width : l->points.columns;
+    b.dest.destagger = !l->per_step;
+  }
   size_t nchunk = (n + l->chunk - 1) / l->chunk;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
   if (atomic_load(&b.stop)) {
@@ -706,6 +685,9 @@ static int run_batch(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v,
   if (rc < 0) {
     return rc;
   }
+  size_t cap = acc_cap(l, l->acc);
+  b.dest.base = blob_data(l->acc);
+  b.dest.azimuth = acc_azimuths(l, l->acc, cap);
   pool_parallel_for(v->pool, nchunk, 1, write_chunk, &b);
   l->acc_n += total;
   return 0;
@@ -719,12 +701,11 @@ static void acc_trim(lidar_t* l, size_t keep, size_t typical) {
   size_t target = keep > typical ? keep : typical;
   target = target > l->frame_points ? target : l->frame_points;
   target = target > 4096 ? target : 4096;
-  uint32_t step = l->layout.point_step;
-  if (!l->acc || blob_cap(l->acc) / step / 4 <= target || !blob_is_exclusive(l->acc)) {
+  if (!l->acc || acc_cap(l, l->acc) / 4 <= target || !blob_is_exclusive(l->acc)) {
     return;
   }
   blob_t* old = l->acc;
-  if (blob_resize(&l->acc, target * step) == 0 && l->committed.acc == old) {
+  if (acc_resize(l, target) == 0 && l->committed.acc == old) {
     l->committed.acc = l->acc;
   }
 }
@@ -743,7 +724,7 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, do
   r->time = v->t1;
   r->frame = l->frame;
   sensor_cloud_t* c = &r->u.cloud;
-  lidar_layout_describe(&l->layout, c);
+  lidar_layout_describe(&l->points.layout, c);
   c->frame_start_time = frame_start;
   c->complete = complete;
   c->world_frame = l->world_frame;
@@ -751,6 +732,13 @@ static int publish(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, do
                   : sensor_cloud_alloc_unset(c, 0, msg);
   if (rc < 0) {
     return rc;
+  }
+  lidar_points_shape(&l->points, c->count, &c->height, &c->width);
+
+  // for the encoders: the channels' stride and the azimuths the points were aimed at
+  c->stride = l->points.stride;
+  if (l->acc && l->points.azimuths) {
+    c->azimuth = acc_azimuths(l, l->acc, acc_cap(l, l->acc));
   }
 
   // the record keeps the buffer; the lidar keeps its own reference only while the committed
@@ -864,6 +852,12 @@ static void plan_step(const lidar_t* l, const saved_t* from, double t0, double t
   p->rays = p->last > p->s.cursor ? p->last - p->s.cursor : 0;
   uint64_t pub_points = 0, nrec = 0;
   p->one_bytes = 0.0;
+  uint64_t acc_n = p->s.acc_n;
+  if (l->points.organised && !l->per_step) {
+    // every pixel before the cursor counts as written (lidar_points_fill_unfired)
+    acc_n = (p->s.cursor - lidar_pattern_first_group(&l->pat, p->s.acc_sweep) * l->pat.nray) *
+            l->maxret;
+  }
   if (l->per_step) {
     pub_points = p->rays * (uint64_t)l->boundret;
     nrec = 1;
@@ -871,15 +865,15 @@ static void plan_step(const lidar_t* l, const saved_t* from, double t0, double t
     uint64_t last_sweep = lidar_sweep_of(&l->pat, p->last);
     lidar_cursor_t first = lidar_pattern_first_group(&l->pat, last_sweep) * l->pat.nray;
     if (first > p->s.cursor) {
-      pub_points = p->s.acc_n + (first - p->s.cursor) * (uint64_t)l->boundret;
+      pub_points = acc_n + (first - p->s.cursor) * (uint64_t)l->boundret;
       nrec = last_sweep - p->s.acc_sweep;
       lidar_cursor_t end =
           lidar_pattern_first_group(&l->pat, p->s.acc_sweep + 1) * l->pat.nray;
-      p->one_bytes = (double)(p->s.acc_n + (end - p->s.cursor) * (uint64_t)l->boundret) *
-                     l->layout.point_step + 512.0;
+      p->one_bytes = (double)(acc_n + (end - p->s.cursor) * (uint64_t)l->boundret) *
+                     l->points.layout.point_step + 512.0;
     }
   }
-  p->pub_bytes = (double)pub_points * l->layout.point_step + 512.0 * (double)nrec;
+  p->pub_bytes = (double)pub_points * l->points.layout.point_step + 512.0 * (double)nrec;
 }
 
 
@@ -943,6 +937,17 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     state_load(l, &plan.s);
   }
 
+  // an organised cloud per step: its columns are the step's groups (an Ouster column fires at
+  // once: no step splits one), its pixels reserved at once (the buffer never moves while they
+  // are written)
+  if (l->points.organised && l->per_step) {
+    l->grid_group0 = l->cursor / l->pat.nray;
+    l->grid_width = (uint32_t)(plan.rays / l->pat.nray);
+    if (plan.rays && (rc = acc_reserve(l, (size_t)plan.rays * l->maxret, msg)) < 0) {
+      return rc;
+    }
+  }
+
   // the horizon of the step's ray origins, when it repays its cost (depth 1 only: deeper
   // segments start anywhere)
   uint64_t nrays = plan.rays;
@@ -976,7 +981,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
     uint64_t next = lidar_sweep_of(&l->pat, l->cursor);
     if (!l->per_step && next != l->acc_sweep) {
       double start = l->t_s + lidar_pattern_sweep_start(&l->pat, l->acc_sweep);
-      published += (double)l->acc_n * l->layout.point_step;
+      published += (double)l->acc_n * l->points.layout.point_step;
       if ((rc = publish(l, ctx, v, start, l->acc_complete, out, msg)) < 0) {
         return rc;
       }
@@ -984,7 +989,7 @@ static int step_run(lidar_t* l, const sensor_ctx_t* ctx, const step_view_t* v, s
       l->acc_complete = 1;
     }
     // what this step publishes, and (per revolution) the open sweep, which must fit one day
-    double open_bytes = (double)l->acc_n * l->layout.point_step + 512.0;
+    double open_bytes = (double)l->acc_n * l->points.layout.point_step + 512.0;
     double out_bytes = (l->per_step ? open_bytes : published) +
                        512.0 * (double)(l->frame - frame0);
     if (!l->per_step && open_bytes > out_bytes) {
