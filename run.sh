@@ -261,6 +261,11 @@ case "$cmd" in
       .venv/bin/python tests/bench/bench_shard.py --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_foxglove.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_pipelined.py --sensimd ./build-release/server/sensimd \
+      --c-loop ./build-release/tests/bench/bench_pipelined
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_record.py --sensimd ./build-release/server/sensimd
     ;;
   containers)
     ./setup.sh
