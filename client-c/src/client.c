@@ -229,6 +229,23 @@ void* sensim_arena_alloc(sensim_client_t* cli, size_t n) {
 }
 
 
+void* sensim_arena_grow(sensim_client_t* cli, const void* old, uint32_t n, uint32_t* cap,
+                        size_t elem) {
+  if (n < *cap) {
+    return (void*)old;
+  }
+  uint32_t c = *cap ? 2 * *cap : 16;
+  void* v = sensim_arena_alloc(cli, (size_t)c * elem);
+  if (v && old) {
+    memcpy(v, old, (size_t)n * elem);
+  }
+  if (v) {
+    *cap = c;
+  }
+  return v;
+}
+
+
 char* sensim_arena_strndup(sensim_client_t* cli, const char* s, size_t n) {
   char* d = sensim_arena_alloc(cli, n + 1);
   if (d) {

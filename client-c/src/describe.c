@@ -33,25 +33,6 @@ static void pose_from(const sensim_v1_Pose* p, bool has, sensim_pose_t* out) {
 }
 
 
-// Make room for one more element of an array in view memory (the old copy stays in the
-// arena until the views reset).
-static void* room(sensim_client_t* cli, const void* old, uint32_t n, uint32_t* cap,
-                  size_t elem) {
-  if (n < *cap) {
-    return (void*)old;
-  }
-  uint32_t c = *cap ? 2 * *cap : 16;
-  void* v = sensim_arena_alloc(cli, (size_t)c * elem);
-  if (v && old) {
-    memcpy(v, old, (size_t)n * elem);
-  }
-  if (v) {
-    *cap = c;
-  }
-  return v;
-}
-
-
 static bool decode_sensor(pb_istream_t* s, const pb_field_t* f, void** arg) {
   (void)f;
   describe_ctx_t* ctx = *arg;
@@ -61,8 +42,8 @@ static bool decode_sensor(pb_istream_t* s, const pb_field_t* f, void** arg) {
   if (!pb_decode(s, sensim_v1_SensorDescription_fields, &m)) {
     return false;
   }
-  sensim_sensor_description_t* v = room(ctx->cli, d->sensors, d->nsensors, &ctx->sensor_cap,
-                                        sizeof(*v));
+  sensim_sensor_description_t* v =
+      sensim_arena_grow(ctx->cli, d->sensors, d->nsensors, &ctx->sensor_cap, sizeof(*v));
   char* name = sensim_arena_strndup(ctx->cli, m.name, strlen(m.name));
   char* pattern = sensim_arena_strndup(ctx->cli, m.lidar.pattern, strlen(m.lidar.pattern));
   sensim_point_field_t* fields = m.lidar.fields_count
@@ -112,8 +93,8 @@ static bool decode_body(pb_istream_t* s, const pb_field_t* f, void** arg) {
   if (!pb_decode(s, sensim_v1_BodyDescription_fields, &m)) {
     return false;
   }
-  sensim_body_description_t* v = room(ctx->cli, d->bodies, d->nbodies, &ctx->body_cap,
-                                      sizeof(*v));
+  sensim_body_description_t* v =
+      sensim_arena_grow(ctx->cli, d->bodies, d->nbodies, &ctx->body_cap, sizeof(*v));
   char* name = sensim_arena_strndup(ctx->cli, m.name, strlen(m.name));
   if (!v || !name) {
     PB_RETURN_ERROR(s, "out of memory");

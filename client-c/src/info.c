@@ -115,23 +115,6 @@ static bool decode_string(pb_istream_t* s, const pb_field_t* f, void** arg) {
 }
 
 
-// Grow an array in view memory (the old copy stays in the arena until the views reset).
-static void* grow(sensim_client_t* cli, void* old, uint32_t n, uint32_t* cap, size_t elem) {
-  if (n < *cap) {
-    return old;
-  }
-  uint32_t c = *cap ? 2 * *cap : 8;
-  void* v = sensim_arena_alloc(cli, (size_t)c * elem);
-  if (v && old) {
-    memcpy(v, old, (size_t)n * elem);
-  }
-  if (v) {
-    *cap = c;
-  }
-  return v;
-}
-
-
 static bool decode_environment(pb_istream_t* s, const pb_field_t* f, void** arg) {
   (void)f;
   info_ctx_t* ctx = *arg;
@@ -144,8 +127,9 @@ static bool decode_environment(pb_istream_t* s, const pb_field_t* f, void** arg)
   if (!pb_decode(s, sensim_v1_EnvironmentInfo_fields, &m)) {
     return false;
   }
-  sensim_environment_info_t* v = grow(ctx->cli, (void*)info->environments, info->nenvironments,
-                                      &ctx->env_cap, sizeof(*v));
+  sensim_environment_info_t* v =
+      sensim_arena_grow(ctx->cli, (void*)info->environments, info->nenvironments,
+                        &ctx->env_cap, sizeof(*v));
   char* name = sensim_arena_strndup(ctx->cli, m.name, strlen(m.name));
   if (!v || !name) {
     PB_RETURN_ERROR(s, "out of memory");
@@ -185,8 +169,9 @@ static bool decode_subscriber(pb_istream_t* s, const pb_field_t* f, void** arg) 
   if (!pb_decode(s, sensim_v1_SubscriberInfo_fields, &m)) {
     return false;
   }
-  sensim_subscriber_info_t* v = grow(ctx->cli, (void*)info->subscribers, info->nsubscribers,
-                                     &ctx->sub_cap, sizeof(*v));
+  sensim_subscriber_info_t* v =
+      sensim_arena_grow(ctx->cli, (void*)info->subscribers, info->nsubscribers,
+                        &ctx->sub_cap, sizeof(*v));
   if (!v) {
     PB_RETURN_ERROR(s, "out of memory");
   }

@@ -295,6 +295,12 @@ void sensim_views_reset(sensim_client_t* cli);
 // memory ran out.
 void* sensim_arena_alloc(sensim_client_t* cli, size_t n);
 
+// Room for one more element of an array of n elements of elem bytes in view memory: old when
+// n < *cap, else a copy twice as large (*cap updated; the old copy stays in the arena until
+// the views reset); NULL when memory ran out.
+void* sensim_arena_grow(sensim_client_t* cli, const void* old, uint32_t n, uint32_t* cap,
+                        size_t elem);
+
 // A copy of the n bytes at s, NUL-terminated, in view memory.
 char* sensim_arena_strndup(sensim_client_t* cli, const char* s, size_t n);
 
