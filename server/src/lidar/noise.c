@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "base/clones.h"
+#include "base/simd.h"
 
 
 static int check_nonneg(const char* prefix, const char* field, double v, err_msg_t* msg) {
@@ -95,9 +95,8 @@ double lidar_noise_normal_quantile(double u) {
 }
 
 
-// The central branch across SIMD lanes (base/clones.h).
-SENSIM_CLONES
-void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
+// The central branch across SIMD lanes (its forms: base/simd.h), then the tails.
+static inline SIMD_BODY void quantiles(const uint32_t (*w)[4], size_t n, double* z) {
   for (size_t i = 0; i < n; i++) {
     z[i] = quantile_centre(lidar_noise_uniform(w[i][2], w[i][3]));
   }
@@ -107,6 +106,13 @@ void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
       z[i] = lidar_noise_normal_quantile(u);
     }
   }
+}
+
+SIMD_FORMS(quantiles, (const uint32_t (*w)[4], size_t n, double* z), (w, n, z))
+
+
+void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
+  SIMD_CALL(quantiles, (w, n, z));
 }
 
 

@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "base/clones.h"
+#include "base/simd.h"
 
 
 // Firing time of the ray at cursor c, absolute.
@@ -123,8 +123,8 @@ void lidar_sweep_pose(const view_body_t* body, const pose_t* mount, double s,
 }
 
 
-SENSIM_CLONES
-void lidar_sweep_world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk) {
+// The same arithmetic across SIMD lanes (its forms: base/simd.h).
+static inline SIMD_BODY void world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk) {
   double o[3][SCENE_PACKET], d[3][SCENE_PACKET];
   memcpy(o[0], pk->ox, sizeof o[0]);
   memcpy(o[1], pk->oy, sizeof o[1]);
@@ -144,4 +144,11 @@ void lidar_sweep_world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk) 
       di[k] = r0 * d[0][k] + r1 * d[1][k] + r2 * d[2][k];
     }
   }
+}
+
+SIMD_FORMS(world_packet, (const lidar_sweep_pose_t* ps, scene_packet_t* pk), (ps, pk))
+
+
+void lidar_sweep_world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk) {
+  SIMD_CALL(world_packet, (ps, pk));
 }

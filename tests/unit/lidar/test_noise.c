@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "check.h"
 #include "lidar/noise.h"
 
@@ -48,7 +49,8 @@ TEST(noise_normal_quantile_known_values) {
 
 
 // The batched quantiles equal the scalar ones bit for bit, in the centre and in both tails
-// (words chosen to land there), for batch lengths around the SIMD widths.
+// (words chosen to land there), for batch lengths around the SIMD widths, in each of the
+// batch's forms this CPU runs (base/simd.h).
 TEST(noise_batched_quantiles_equal_scalar) {
   uint32_t w[37][4];
   uint64_t x = 0x243F6A8885A308D3ull;
@@ -64,14 +66,17 @@ TEST(noise_batched_quantiles_equal_scalar) {
   w[6][2] = 0u;            // the smallest u
   w[6][3] = 0;
   static const size_t lengths[] = {0, 1, 2, 7, 8, 9, 16, 17, 37};
-  for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+  for (size_t t = 0; t < (simd_cpu_level() + 1u) * (sizeof lengths / sizeof lengths[0]); t++) {
+    simd_set_max((simd_level_t)(t / (sizeof lengths / sizeof lengths[0])));
+    ASSERT_EQ(simd_level(), t / (sizeof lengths / sizeof lengths[0]));
     double z[37];
     for (int i = 0; i < 37; i++) {
       z[i] = -12345.0;
     }
-    lidar_noise_normal_quantiles((const uint32_t(*)[4])w, lengths[t], z);
+    size_t len = lengths[t % (sizeof lengths / sizeof lengths[0])];
+    lidar_noise_normal_quantiles((const uint32_t(*)[4])w, len, z);
     for (size_t i = 0; i < 37; i++) {
-      double want = i < lengths[t]
+      double want = i < len
                         ? lidar_noise_normal_quantile(lidar_noise_uniform(w[i][2], w[i][3]))
                         : -12345.0;
       ASSERT_TRUE(memcmp(&z[i], &want, sizeof want) == 0);
