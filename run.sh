@@ -3,19 +3,29 @@
 # run.sh: build, test and demo entry points. Every command first runs ./setup.sh (the single
 # source of truth for dependencies), so each works on a fresh Debian 12 machine.
 #
-#   ./run.sh demo    build, start sensimd, run the C and Python demo clients, stop
+#   ./run.sh demo    build, start sensimd, drive the MuJoCo vehicle scene through the bridge while
+#                    a Python subscriber records; pictures and clouds in build/demo/, stop
+#   ./run.sh demo --view [HOST:PORT]   the same, then keep a vehicle driving with the
+#                    Foxglove bridge on (default 127.0.0.1:8765) until Ctrl-C
 #   ./run.sh test    build + full test suite, the geometry and lidar tests again on Embree's
-#                    AVX2 kernels, then the ASan+UBSan build + full test suite
+#                    AVX2 kernels, the ASan+UBSan build + full test suite, each fuzz target for
+#                    a bounded time (clang, ASan+UBSan), the threaded tests under ThreadSanitizer
 #   ./run.sh build   build only (into build/)
 #   ./run.sh bench   release build, then the benchmarks (ratios against raw Embree and sockets)
+#   ./run.sh fuzz [SECONDS]            each fuzz target SECONDS (default 300), corpora kept in
+#                                      build-fuzz/corpus, crashing inputs in build-fuzz/crashes
+#   ./run.sh soak [SECONDS [CYCLES]]   the fault soak (tests/python/test_soak.py) at length:
+#                                      default 600 s and 100000 connect/subscribe cycles
 #   ./run.sh containers  the deployment for real (docs/deploy.md), as root: a debian:12 base
 #                    image from Debian's packages, the image built from a clean clone with
 #                    buildah, three daemons from it with podman-compose, checked against the
 #                    tree's daemon; and the manifest checks
 #
-# Environment: SENSIM_JOBS (parallel build jobs, default: cores), SENSIM_SKIP_SANITIZE=1 to
-# skip the sanitizer pass of `test`; for `containers`, SENSIM_DEBIAN_MIRROR and
-# SENSIM_DEBIAN_SECURITY (the base image's sources; default deb.debian.org).
+# Environment: SENSIM_JOBS (parallel build jobs, default: cores); for `test`:
+# SENSIM_SKIP_SANITIZE=1, SENSIM_SKIP_FUZZ=1, SENSIM_SKIP_TSAN=1 skip a pass;
+# SENSIM_FUZZ_SECONDS (default 30) is each fuzz target's time; SENSIM_DEMO_SECONDS (simulated
+# seconds of the demo, 4); for `containers`, SENSIM_DEBIAN_MIRROR and SENSIM_DEBIAN_SECURITY
+# (the base image's sources; default deb.debian.org).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,13 +45,73 @@ run_tests() {  # run_tests DIR [ctest args...]
   (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
 }
 
-demo() {
+# The fuzz targets (tests/fuzz) and their longest input.
+fuzz_targets=(frame request codec)  # client: back once it follows the C client rewrite
+fuzz_max_len() {
+  case "$1" in
+    request) echo 16384 ;;
+    *) echo 65536 ;;
+  esac
+}
+
+
+fuzz() {  # fuzz SECONDS: every target for SECONDS in build-fuzz; fails if one crashed
+  local seconds="$1" dir=build-fuzz status=0
+  build "$dir" -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSENSIM_SANITIZE=ON \
+    -DSENSIM_FUZZ=ON -DSENSIM_TESTS=OFF
+  for t in "${fuzz_targets[@]}"; do
+    mkdir -p "$dir/corpus/$t" "$dir/crashes/$t"
+    local log="$dir/fuzz_$t.log"
+    # new inputs go to the first directory, the corpus kept between runs
+    if UBSAN_OPTIONS="suppressions=$here/tests/fuzz/ubsan.supp:halt_on_error=1:print_stacktrace=1" \
+        "./$dir/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
+        -max_len="$(fuzz_max_len "$t")" -print_final_stats=1 -artifact_prefix="$dir/crashes/$t/" \
+        "$dir/corpus/$t" "$dir/tests/fuzz/seeds/$t" "tests/fuzz/regress/$t" >"$log" 2>&1; then
+      echo "== fuzz_$t: $(sed -n 's/^stat::number_of_executed_units: *//p' "$log") executions" \
+        "in ${seconds} s, corpus $(find "$dir/corpus/$t" -type f | wc -l) inputs, no crash"
+    else
+      tail -n 60 "$log"
+      echo "== fuzz_$t: FAILED; the input is in $dir/crashes/$t/, the log in $log" >&2
+      status=1
+    fi
+  done
+  return "$status"
+}
+
+
+# The threaded tests under ThreadSanitizer: the worker pool, the executors and the server, and
+# the integration tests that drive the daemon's threads (executors, sessions, and a short fault
+# soak for the streams); not those that bound time or memory, which ThreadSanitizer inflates.
+# Embree and TBB are not instrumented: tests/tsan/suppressions.txt says what that hides.
+tsan_tests='^unit/test_(pool|exec|server)$'
+tsan_tests+='|^python/test_(execution|session|half_close|client_python|imu|environment'
+tsan_tests+='|c_client|soak)$'
+
+tsan() {
+  build build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSENSIM_TSAN=ON
+  local options="suppressions=$here/tests/tsan/suppressions.txt:halt_on_error=1"
+  (cd build-tsan &&
+    TSAN_OPTIONS="$options:second_deadlock_stack=1" SENSIM_SOAK_SECONDS=15 \
+      SENSIM_SOAK_CYCLES=1000 ctest --output-on-failure -j "$jobs" -R "$tsan_tests")
+}
+
+
+demo() {  # demo [--view [HOST:PORT]]
+  local view=()
+  if [ "${1:-}" = --view ]; then
+    view=(--view "${2:-127.0.0.1:8765}")
+  elif [ -n "${1:-}" ]; then
+    echo "usage: ./run.sh demo [--view [HOST:PORT]]" >&2
+    exit 2
+  fi
   build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
   local log
   log="$(mktemp)"
-  ./build/server/sensimd --listen 127.0.0.1:0 >"$log" 2>&1 &
-  local pid=$!
-  trap 'kill "$pid" 2>/dev/null || true' EXIT
+  # In a session of its own: the Ctrl-C that ends `demo --view` must not stop the daemon
+  # before the demo has finished with it (sensimd stops on SIGINT).
+  setsid ./build/server/sensimd --listen 127.0.0.1:0 >"$log" 2>&1 &
+  demo_pid=$!   # global: the EXIT trap may run after this function has returned
+  trap 'kill "$demo_pid" 2>/dev/null || true' EXIT
   local port=""
   for _ in $(seq 1 100); do
     port="$(sed -n 's/^sensimd listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$log")"
@@ -54,13 +124,18 @@ demo() {
     exit 1
   fi
   echo "== sensimd is listening on 127.0.0.1:$port"
-  echo "== C client (client-c/examples/info.c):"
-  ./build/client-c/sensim_info 127.0.0.1 "$port"
-  echo "== Python client (client-python/examples/demo.py):"
-  PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
-    --port "$port"
-  kill -TERM "$pid"
-  wait "$pid"
+  echo "== MuJoCo drives client-c/mujoco/scenes/vehicle.xml through sensim-mujoco;" \
+       "client-python/examples/mujoco_demo.py records its lidars and IMU:"
+  PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/mujoco_demo.py \
+    --port "$port" --bridge build/client-c/sensim-mujoco --out build/demo \
+    --seconds "${SENSIM_DEMO_SECONDS:-4}"
+  if [ "${#view[@]}" -gt 0 ]; then
+    echo "== live view (client-python/examples/demo.py --view); Ctrl-C ends it:"
+    PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
+      --port "$port" "${view[@]}"
+  fi
+  kill -TERM "$demo_pid"
+  wait "$demo_pid"
   trap - EXIT
   echo "== sensimd stopped cleanly"
 }
@@ -123,7 +198,7 @@ cmd="${1:-}"
 case "$cmd" in
   demo)
     ./setup.sh
-    demo
+    demo "${@:2}"
     ;;
   test)
     ./setup.sh
@@ -140,6 +215,14 @@ case "$cmd" in
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
         run_tests build-asan
     fi
+    if [ "${SENSIM_SKIP_FUZZ:-0}" != 1 ]; then
+      echo "== fuzz targets (clang, ASan + UBSan), ${SENSIM_FUZZ_SECONDS:-30} s each"
+      fuzz "${SENSIM_FUZZ_SECONDS:-30}"
+    fi
+    if [ "${SENSIM_SKIP_TSAN:-0}" != 1 ]; then
+      echo "== ThreadSanitizer build (threaded tests)"
+      tsan
+    fi
     ;;
   build)
     ./setup.sh
@@ -155,8 +238,13 @@ case "$cmd" in
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_client --sensimd ./build-release/server/sensimd
+    if [ -x ./build-release/tests/bench/bench_mujoco ]; then
+      ./build-release/tests/bench/bench_mujoco --sensimd ./build-release/server/sensimd
+    fi
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_foxglove.py --sensimd ./build-release/server/sensimd
     ;;
   containers)
     ./setup.sh
@@ -164,8 +252,22 @@ case "$cmd" in
     build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
     containers
     ;;
+  fuzz)
+    ./setup.sh
+    fuzz "${2:-300}"
+    ;;
+  soak)
+    ./setup.sh
+    build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+    (cd tests/python &&
+      SENSIM_SOAK_SECONDS="${2:-600}" SENSIM_SOAK_CYCLES="${3:-100000}" \
+        SENSIMD="$here/build/server/sensimd" PYTHONDONTWRITEBYTECODE=1 \
+        PYTHONPATH="$here/build/python:$here/client-python/src" \
+        "$here/.venv/bin/python" -m pytest -q -p no:cacheprovider test_soak.py)
+    ;;
   *)
-    echo "usage: ./run.sh demo | test | build | bench | containers" >&2
+    echo "usage: ./run.sh demo [--view [HOST:PORT]] | test | build | bench | fuzz [SECONDS] |" \
+      "soak [SECONDS [CYCLES]] | containers" >&2
     exit 2
     ;;
 esac

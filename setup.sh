@@ -7,7 +7,7 @@
 # /usr/bin/python3 with system site packages, so numpy, protobuf and zstandard come from Debian.
 # Idempotent: a second run installs nothing and finishes in seconds.
 #
-# Usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers]
+# Usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers | --web-only]
 #   (no option)     build, test and demo packages, then the venv
 #   --system-only   build, test and demo packages only
 #   --venv-only     the venv only
@@ -15,6 +15,13 @@
 #   --containers    the container and deployment tools of `./run.sh containers` (buildah,
 #                   podman, podman-compose, debootstrap) and the Kubernetes schema validator
 #                   (npm packages pinned in docker/k8s/validate); `./run.sh test` needs none
+#   --web-only      the npm packages of the Foxglove page and its tests (below)
+#
+# The Foxglove bridge's page and its tests need packages from the npm registry (Node 20 and npm
+# must be on PATH): web/ (three.js, copied into the Python package's served folder) and
+# tests/web/ (the test clients), each installed with `npm ci` from its lock file, again only
+# when the lock file changes.
+#
 #   Environment: SENSIM_VENV (default: .venv in the repository root).
 set -euo pipefail
 
@@ -22,7 +29,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 venv="${SENSIM_VENV:-$here/.venv}"
 mode="${1:-all}"
 
-# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime.
+# Build toolchain, libraries of the daemon and the C client, code generators, Python runtime,
+# and clang with its runtimes for the fuzz targets.
 packages=(
   build-essential cmake pkg-config git
   libuv1-dev
@@ -34,6 +42,12 @@ packages=(
   libdraco-dev
   python3 python3-venv python3-protobuf python3-zstandard python3-numpy python3-pytest
   python3-yaml
+  # the Foxglove bridge (client-python/src/sensim/foxglove) serves WebSockets with the
+  # websockets library; its page is tested in headless Chromium (screenshots read with Pillow)
+  python3-websockets chromium python3-pil
+  # the MuJoCo bridge (client-c/mujoco/) and the pictures of ./run.sh demo
+  libmujoco-dev python3-matplotlib
+  clang libclang-rt-14-dev    # the fuzz targets (libFuzzer; ./run.sh fuzz, the fuzz pass of test)
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of
@@ -111,18 +125,51 @@ if not pth.exists() or pth.read_text().strip() != str(src):
     pth.write_text(str(src) + "\n")
     print(f"setup.sh: client-python installed into the venv ({pth})")
 PY
-  "$venv/bin/python" -c 'import numpy, google.protobuf, zstandard, pytest' \
+  "$venv/bin/python" -c 'import numpy, google.protobuf, zstandard, pytest, websockets' \
     || { echo "setup.sh: the venv cannot import its Debian packages" >&2; exit 1; }
 }
 
+npm_ci() {  # npm_ci DIR: `npm ci` in DIR unless node_modules was installed from this lock file
+  local dir="$here/$1" stamp sum
+  stamp="$dir/node_modules/.sensim-lock.sha256"
+  sum="$(sha256sum "$dir/package-lock.json" | cut -d' ' -f1)"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$sum" ]; then
+    return
+  fi
+  echo "setup.sh: npm ci in $1"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  echo "$sum" >"$stamp"
+}
+
+install_web() {
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "setup.sh: npm not found: the Foxglove page and its tests need Node 20 and npm" >&2
+    exit 1
+  fi
+  npm_ci web
+  npm_ci tests/web
+  # three.js is served by the bridge from the package's own folder, never fetched at run time:
+  # the module, its core, the orbit controls and the licence.
+  local vendor="$here/client-python/src/sensim/foxglove/web/vendor" f
+  mkdir -p "$vendor"
+  for f in build/three.module.js build/three.core.js examples/jsm/controls/OrbitControls.js \
+    LICENSE; do
+    if ! cmp -s "$here/web/node_modules/three/$f" "$vendor/${f##*/}"; then
+      cp "$here/web/node_modules/three/$f" "$vendor/${f##*/}"
+    fi
+  done
+}
+
 case "$mode" in
-  all) install_system "${packages[@]}"; install_venv ;;
+  all) install_system "${packages[@]}"; install_venv; install_web ;;
   --system-only) install_system "${packages[@]}" ;;
   --venv-only) install_venv ;;
   --runtime-only) install_system "${runtime_packages[@]}" ;;
   --containers) install_containers ;;
+  --web-only) install_web ;;
   *)
-    echo "usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers]" >&2
+    echo "usage: ./setup.sh [--system-only | --venv-only | --runtime-only | --containers |" \
+      "--web-only]" >&2
     exit 2
     ;;
 esac

@@ -88,12 +88,16 @@ fi
 
 for arg in "$@"; do
   case "$arg" in
-    --listen | --listen=* | --token | --token=*)
+    --listen | --listen=* | --token | --token=* | --token-file | --token-file=*)
       die "$arg: set SENSIM_LISTEN / SENSIM_TOKEN / SENSIM_TOKEN_FILE instead" ;;
   esac
 done
 unset SENSIM_TOKEN SENSIM_TOKEN_FILE
 if [ -n "$token" ]; then
-  exec sensimd --listen "$listen" --token "$token" "$@"
+  # the token reaches sensimd on its standard input, never on its command line (which `ps`
+  # shows to every user of the host)
+  exec sensimd --listen "$listen" --token-file /dev/stdin "$@" <<EOF
+$token
+EOF
 fi
 exec sensimd --listen "$listen" "$@"

@@ -85,6 +85,7 @@ void sensim_primitive_init_sized(sensim_primitive_t* prim, size_t size) {
     d_.half_extents[0] = d_.half_extents[1] = d_.half_extents[2] = 0.5;
     d_.radius = 0.5;
     d_.half_length = 0.5;
+    d_.radii[0] = d_.radii[1] = d_.radii[2] = 0.5;
   });
 }
 
@@ -100,6 +101,12 @@ sensim_status_t sensim_create_primitive(sensim_client_t* cli, const sensim_primi
   if (st != SENSIM_OK) {
     return st;
   }
+  if (p.shape == SENSIM_SHAPE_HEIGHT_FIELD &&
+      (st = sensim_need(cli, p.heights, (uint64_t)p.rows * p.columns, "prim.heights",
+                        "rows x columns")) != SENSIM_OK) {
+    return st;
+  }
+  sensim_span_t heights;              // the height field's samples, sent from p.heights
   sensim_v1_CreatePrimitive* w =
       &sensim_begin(cli, sensim_v1_Envelope_create_primitive_tag)->body.create_primitive;
   w->has_id = true;
@@ -132,9 +139,36 @@ sensim_status_t sensim_create_primitive(sensim_client_t* cli, const sensim_primi
       w->shape.plane.has_half_size = true;
       w->shape.plane.half_size = p.half_size;
       break;
+    case SENSIM_SHAPE_ELLIPSOID:
+      w->which_shape = sensim_v1_CreatePrimitive_ellipsoid_tag;
+      w->shape.ellipsoid.has_radii = true;
+      sensim_wire_vec3(&w->shape.ellipsoid.radii, p.radii);
+      break;
+    case SENSIM_SHAPE_RECTANGLE:
+      w->which_shape = sensim_v1_CreatePrimitive_rectangle_tag;
+      w->shape.rectangle.has_half_size_x = w->shape.rectangle.has_half_size_y = true;
+      w->shape.rectangle.half_size_x = p.half_size_x;
+      w->shape.rectangle.half_size_y = p.half_size_y;
+      w->shape.rectangle.has_one_sided = true;
+      w->shape.rectangle.one_sided = p.one_sided;
+      break;
+    case SENSIM_SHAPE_HEIGHT_FIELD: {
+      sensim_v1_HeightField* h = &w->shape.height_field;
+      size_t n = (size_t)p.rows * p.columns;
+      w->which_shape = sensim_v1_CreatePrimitive_height_field_tag;
+      h->has_rows = h->has_columns = h->has_half_size_x = h->has_half_size_y = true;
+      h->has_base_depth = true;
+      h->rows = p.rows;
+      h->columns = p.columns;
+      h->half_size_x = p.half_size_x;
+      h->half_size_y = p.half_size_y;
+      h->base_depth = p.base_depth;
+      sensim_wire_set_span(&h->heights, &heights, p.heights, 4 * n);
+      break;
+    }
     default:
       return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "prim.shape = %d is not a "
-                             "sensim_shape_t (BOX 1 .. PLANE 5)", (int)p.shape);
+                             "sensim_shape_t (BOX 1 .. HEIGHT_FIELD 8)", (int)p.shape);
   }
   if ((st = sensim_set_name(cli, w->name, sizeof(w->name), &w->has_name, p.name, "prim.name")) !=
       SENSIM_OK) {

@@ -20,7 +20,10 @@ static const char* const g_usage =
     "  --listen ADDR:PORT      address to listen on (default 127.0.0.1:7700; port 0 = any free\n"
     "                          port; IPv6 as [::1]:PORT)\n"
     "  --threads N             ray-tracing worker threads (default: online cores)\n"
-    "  --token TOKEN           shared secret every client must send in Hello\n"
+    "  --token TOKEN           shared secret every client must send in Hello (visible to\n"
+    "                          other local users in the process list: prefer --token-file)\n"
+    "  --token-file FILE       read the token from FILE (its first line; a trailing line end\n"
+    "                          is dropped), e.g. a mounted secret\n"
     "  --max-frame-bytes N     largest accepted frame payload (default 67108864)\n"
     "  --max-clients N         simultaneous connections (default 64)\n"
     "  --max-environments N    named environments (default 64)\n"
@@ -54,6 +57,42 @@ static const char* const g_usage =
     "\n"
     "Once listening, one line 'sensimd listening on ADDR:PORT' is printed to stdout; logs go to\n"
     "stderr. SIGINT or SIGTERM shut down cleanly (exit 0).\n";
+
+
+// A token: 1 to 127 bytes of valid UTF-8 without control characters.
+static int token_ok(const char* t) {
+  size_t n = strlen(t);
+  return n > 0 && n <= 127 && text_is_clean(t, n, NULL);
+}
+
+
+// Read the token from the first line of `path` into buf (one trailing "\n" or "\r\n"
+// dropped; anything after the first line is an error, so a wrong file is not half used).
+// Returns 0 or -1 with a message naming the option.
+static int read_token_file(const char* path, char* buf, size_t cap) {
+  FILE* f = fopen(path, "rb");
+  if (!f) {
+    fprintf(stderr, "sensimd: --token-file %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  size_t n = fread(buf, 1, cap - 1, f);
+  int more = fgetc(f) != EOF;
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    fprintf(stderr, "sensimd: --token-file %s: read error\n", path);
+    return -1;
+  }
+  buf[n] = '\0';
+  if (n > 0 && buf[n - 1] == '\n') buf[--n] = '\0';
+  if (n > 0 && buf[n - 1] == '\r') buf[--n] = '\0';
+  if (more || memchr(buf, '\0', n) || !token_ok(buf)) {
+    fprintf(stderr, "sensimd: --token-file %s must hold one line of 1 to 127 characters, none "
+            "of them a control character\n", path);
+    return -1;
+  }
+  return 0;
+}
 
 
 // Parse an unsigned decimal in [lo, hi]; returns 0 or -1 with a message naming the option.
@@ -127,16 +166,19 @@ int main(int argc, char** argv) {
 
   daemon_config_t cfg;
   daemon_config_default(&cfg);
+  static char token_buf[256];  // --token-file's token, alive as long as cfg
 
   enum {
     OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN, OPT_MAX_FRAME, OPT_MAX_CLIENTS, OPT_MAX_ENVS,
     OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION, OPT_MAX_SCENE, OPT_MAX_HELD,
-    OPT_HANDSHAKE, OPT_IDLE, OPT_IO, OPT_MAX_REQUEST, OPT_SUB_MAX, OPT_SUB_SOFT, OPT_SUB_SOFT_S
+    OPT_HANDSHAKE, OPT_IDLE, OPT_IO, OPT_MAX_REQUEST, OPT_SUB_MAX, OPT_SUB_SOFT, OPT_SUB_SOFT_S,
+    OPT_TOKEN_FILE
   };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
       {"threads", required_argument, NULL, OPT_THREADS},
       {"token", required_argument, NULL, OPT_TOKEN},
+      {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
       {"max-frame-bytes", required_argument, NULL, OPT_MAX_FRAME},
       {"max-clients", required_argument, NULL, OPT_MAX_CLIENTS},
       {"max-environments", required_argument, NULL, OPT_MAX_ENVS},
@@ -169,13 +211,24 @@ int main(int argc, char** argv) {
         cfg.threads = (unsigned)v;
         break;
       case OPT_TOKEN:
-        if (optarg[0] == '\0' || strlen(optarg) > 127 ||
-            !text_is_clean(optarg, strlen(optarg), NULL)) {
+        if (cfg.token) {
+          fprintf(stderr, "sensimd: give one of --token and --token-file, once\n");
+          return 2;
+        }
+        if (!token_ok(optarg)) {
           fprintf(stderr, "sensimd: --token must be 1 to 127 characters, none of them a "
                   "control character\n");
           return 2;
         }
         cfg.token = optarg;
+        break;
+      case OPT_TOKEN_FILE:
+        if (cfg.token) {
+          fprintf(stderr, "sensimd: give one of --token and --token-file, once\n");
+          return 2;
+        }
+        if (read_token_file(optarg, token_buf, sizeof(token_buf))) return 2;
+        cfg.token = token_buf;
         break;
       case OPT_MAX_FRAME:
         if (parse_uint("max-frame-bytes", optarg, 64, 1u << 30, &v)) return 2;

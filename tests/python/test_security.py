@@ -413,6 +413,32 @@ def test_a_token_is_compared_over_its_full_length(sensimd_factory):
         assert c.ping(b"t").payload == b"t"
 
 
+def test_a_token_file_gives_the_token_and_keeps_it_out_of_the_command_line(sensimd_factory,
+                                                                             tmp_path):
+    path = tmp_path / "token"
+    path.write_bytes(b"f1le-s3cret\n")              # as `echo TOKEN > file` leaves it
+    d = sensimd_factory("--token-file", str(path))
+    with open(f"/proc/{d.proc.pid}/cmdline", "rb") as f:
+        assert b"f1le-s3cret" not in f.read()
+    with d.client(token="f1le-s3cret") as c:
+        assert c.ping(b"t").payload == b"t"
+    with pytest.raises(errors.Unauthenticated):
+        d.client(token="f1le-s3cre").close()
+
+
+@pytest.mark.parametrize("content", [b"", b"\n", b"two\nlines\n", b"nul\x00byte", b"x" * 128,
+                                     b"bell\x07"])
+def test_a_bad_token_file_stops_the_daemon_at_start(tmp_path, content):
+    import subprocess
+    path = tmp_path / "token"
+    path.write_bytes(content)
+    for args in (["--token-file", str(path)], ["--token-file", str(tmp_path / "missing")],
+                 ["--token", "a", "--token-file", str(path)]):
+        r = subprocess.run([os.environ["SENSIMD"], "--listen", "127.0.0.1:0", *args],
+                           capture_output=True, timeout=30)
+        assert r.returncode == 2 and b"--token" in r.stderr, (args, r)
+
+
 @pytest.mark.parametrize("name", [b"ab\x00cd", b"a\nb", b"\x1b[31mred", b"tab\there",
                                   b"del\x7f", b"c1\xc2\x9bx"])
 def test_control_characters_in_names_are_refused(sensimd, name):

@@ -375,9 +375,13 @@ typedef enum sensim_shape {
   SENSIM_SHAPE_CYLINDER = 3,        // radius, half_length; axis along local z
   SENSIM_SHAPE_CAPSULE = 4,         // radius, half_length of the cylindrical part (0: sphere)
   SENSIM_SHAPE_PLANE = 5,           // half_size of the square z = 0 (0: effectively infinite)
+  SENSIM_SHAPE_ELLIPSOID = 6,       // radii along local x, y, z
+  SENSIM_SHAPE_RECTANGLE = 7,       // half_size_x, half_size_y of z = 0 (0: unbounded), one_sided
+  SENSIM_SHAPE_HEIGHT_FIELD = 8,    // rows x columns heights over half_size_x, half_size_y; base
 } sensim_shape_t;
 
-// An analytic primitive (CreatePrimitive). Sizes in [1e-6, 1e9] m (see sensim.proto).
+// An analytic primitive (CreatePrimitive). Sizes in [1e-6, 1e9] m (see sensim.proto; the
+// shapes and their frames: docs/frames.md, "Primitives").
 typedef struct sensim_primitive {
   uint32_t struct_size;
   uint32_t id;                      // geometry id, > 0
@@ -387,6 +391,15 @@ typedef struct sensim_primitive {
   double half_length;               // default 0.5
   double half_size;                 // default 0
   const char* name;
+  double radii[3];                  // ellipsoid; default 0.5 0.5 0.5
+  double half_size_x, half_size_y;  // rectangle (0 = unbounded), height field; default 0
+  bool one_sided;                   // rectangle: seen only by rays going towards -z; default
+                                    //   false
+  uint32_t rows, columns;           // height field: samples along y and x, each >= 2
+  const float* heights;             // height field: rows x columns heights (m), row-major,
+                                    //   row r at y = -half_size_y + r * 2 half_size_y /
+                                    //   (rows - 1); sent from this array
+  double base_depth;                // height field: depth of the solid below z = 0, m
 } sensim_primitive_t;
 #define sensim_primitive_init(p) sensim_primitive_init_sized((p), sizeof(*(p)))
 SENSIM_API void sensim_primitive_init_sized(sensim_primitive_t* prim, size_t size);

@@ -53,7 +53,9 @@ _ENCODINGS = {"raw": pb.ENCODING_RAW, "zstd": pb.ENCODING_ZSTD,
               "quantized_zstd": pb.ENCODING_QUANTIZED_ZSTD}
 _PRIMITIVES = {"box": ("half_extents",), "sphere": ("radius",),
                "cylinder": ("radius", "half_length"), "capsule": ("radius", "half_length"),
-               "plane": ("half_size",)}
+               "plane": ("half_size",), "ellipsoid": ("radii",),
+               "rectangle": ("half_size_x", "half_size_y", "one_sided"),
+               "height_field": ("heights", "half_size_x", "half_size_y", "base_depth")}
 _MATERIALS = ("lambertian", "two_layer")
 _AMBIENTS = ("custom", "clear_air", "fog", "rain", "snow")
 _SENSOR_CONFIGS = {"LidarConfig": "lidar", "ImuConfig": "imu", "EncoderConfig": "encoder",
@@ -1109,13 +1111,23 @@ class Client:
 
     def create_primitive(self, id: int, kind: str, *, name: str = "", **size: Any) -> None:
         """Create primitive geometry `id`: box(half_extents=(x, y, z)), sphere(radius),
-        cylinder(radius, half_length), capsule(radius, half_length), plane(half_size=0)."""
+        cylinder(radius, half_length), capsule(radius, half_length), plane(half_size=0),
+        ellipsoid(radii=(x, y, z)), rectangle(half_size_x, half_size_y, one_sided=False),
+        height_field(heights (rows, columns) in m, row r at y = -half_size_y + r * dy,
+        half_size_x, half_size_y, base_depth)."""
         kind = kind.lower()
         if kind not in _PRIMITIVES:
             raise ValueError(f"kind: unknown primitive {kind!r}; one of {sorted(_PRIMITIVES)}")
         unknown = set(size) - set(_PRIMITIVES[kind])
         if unknown:
             raise TypeError(f"{kind}: unexpected {sorted(unknown)}; takes {_PRIMITIVES[kind]}")
+        if kind == "height_field" and size.get("heights") is not None:
+            heights = np.asarray(size["heights"], dtype="<f4")
+            if heights.ndim != 2:
+                raise ValueError(f"height_field.heights: a 2-D array (rows, columns), got "
+                                 f"shape {heights.shape}")
+            size = dict(size, heights=heights.tobytes(), rows=heights.shape[0],
+                        columns=heights.shape[1])
         msg = _choose(pb.CreatePrimitive(id=id), kind, size)
         if name:
             msg.name = name

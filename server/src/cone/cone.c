@@ -132,6 +132,13 @@ static void curved_point(const view_object_t* obj, double around, double along, 
       p[2] = r * sin(lat);
       return;
     }
+    case SCENE_PRIM_ELLIPSOID: {   // the unit sphere stretched by the semi-axes
+      double lat = M_PI * (along - 0.5);
+      p[0] = obj->size[0] * cos(lat) * cos(phi);
+      p[1] = obj->size[1] * cos(lat) * sin(phi);
+      p[2] = obj->size[2] * sin(lat);
+      return;
+    }
     case SCENE_PRIM_CYLINDER: {
       // bottom cap (0..1/4), side (1/4..3/4), top cap (3/4..1)
       double rr = along < 0.25 ? r * along * 4.0 : (along > 0.75 ? r * (1.0 - along) * 4.0 : r);
@@ -168,10 +175,12 @@ uint64_t cone_object_faces(const view_object_t* obj) {
     case SCENE_PRIM_BOX:
       return 6;
     case SCENE_PRIM_PLANE:
+    case SCENE_PRIM_RECTANGLE:
       return 1;
     case SCENE_PRIM_SPHERE:
     case SCENE_PRIM_CYLINDER:
     case SCENE_PRIM_CAPSULE:
+    case SCENE_PRIM_ELLIPSOID:
       return (uint64_t)CONE_TESS_ALONG * CONE_TESS_AROUND;
     default:
       return 0;
@@ -220,9 +229,16 @@ void cone_object_eval(const cone_shape_t* k, const cone_object_t* o, cone_mode_t
       eval_quad(k, o, mode, n, q, best);
       return;
     }
+    case SCENE_PRIM_RECTANGLE: {   // seen from both sides: the cone is no ray
+      double hx = obj->size[0], hy = obj->size[1];
+      double q[4][3] = {{-hx, -hy, 0}, {hx, -hy, 0}, {hx, hy, 0}, {-hx, hy, 0}};
+      eval_quad(k, o, mode, n, q, best);
+      return;
+    }
     case SCENE_PRIM_SPHERE:
     case SCENE_PRIM_CYLINDER:
     case SCENE_PRIM_CAPSULE:
+    case SCENE_PRIM_ELLIPSOID:
       if (mode == CONE_MODE_EXACT) {
         cone_exact_curved(k, o, best);
         return;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // cone_exact.c: EXACT mode: the true closest point to the sensor of a convex piece of the scene
-// (a triangle, a sphere, a cylinder, a capsule) inside the truncated cone K.
+// (a triangle, a sphere, a cylinder, a capsule, an ellipsoid) inside the truncated cone K.
 //
 // Minimising |q| over piece C intersected with K is a convex problem with one minimum. Either
 // the closest point of C to the sensor lies in K (then it is the answer), or the minimum lies on
@@ -359,6 +359,15 @@ static double solid_entry(const view_object_t* obj, const double o[3], const dou
       }
       break;
     }
+    case SCENE_PRIM_ELLIPSOID: {  // the unit sphere in coordinates divided by the semi-axes
+      double os[3] = {o[0] / sz[0], o[1] / sz[1], o[2] / sz[2]};
+      double ds[3] = {d[0] / sz[0], d[1] / sz[1], d[2] / sz[2]};
+      double c[3] = {0, 0, 0};
+      if (!sphere_interval(os, ds, c, 1.0, &t0, &t1)) {
+        return INFINITY;
+      }
+      break;
+    }
     case SCENE_PRIM_CYLINDER: {  // infinite cylinder and the slab |z| <= h
       if (!cyl_interval(o, d, sz[0], &t0, &t1)) {
         return INFINITY;
@@ -526,9 +535,11 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
   // 0. a bounding sphere: wholly behind the sensor, beyond the cap, or farther than the best
   const view_object_t* obj = o->obj;
   double smax = fmax(fabs(obj->scale[0]), fmax(fabs(obj->scale[1]), fabs(obj->scale[2])));
-  double rb = obj->prim == SCENE_PRIM_SPHERE    ? obj->size[0]
-              : obj->prim == SCENE_PRIM_CAPSULE ? obj->size[0] + obj->size[1]
-                                                : hypot(obj->size[0], obj->size[1]);
+  double rb = obj->prim == SCENE_PRIM_SPHERE      ? obj->size[0]
+              : obj->prim == SCENE_PRIM_CAPSULE   ? obj->size[0] + obj->size[1]
+              : obj->prim == SCENE_PRIM_ELLIPSOID ? fmax(obj->size[0],
+                                                         fmax(obj->size[1], obj->size[2]))
+                                                  : hypot(obj->size[0], obj->size[1]);
   rb *= smax;
   const double* c0 = o->pose.p;
   double lb = xform_norm(c0, 3) - rb;

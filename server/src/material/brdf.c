@@ -12,6 +12,12 @@
 #include <complex.h>
 #include <math.h>
 
+// glibc defines the C11 CMPLX only for compilers that report GCC 4.7 or later; clang (the fuzz
+// build) reports GCC 4.2 but has the same builtin.
+#ifndef CMPLX
+#define CMPLX(x, y) __builtin_complex((double)(x), (double)(y))
+#endif
+
 
 static double dot3(const double a[3], const double b[3]) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];

@@ -73,9 +73,36 @@ static int do_create_primitive(const Sensim__V1__CreatePrimitive* m, env_t* e, o
       d.kind = SCENE_PRIM_PLANE;
       d.size[0] = m->plane->has_half_size ? m->plane->half_size : 0.0;  // 0 = unbounded
       break;
+    case SENSIM__V1__CREATE_PRIMITIVE__SHAPE_ELLIPSOID:
+      d.kind = SCENE_PRIM_ELLIPSOID;
+      if (!m->ellipsoid->radii) {
+        return err_set(&o->msg, ERR_INVAL, "ellipsoid.radii is not set");
+      }
+      wire_vec3_or(m->ellipsoid->radii, 0, 0, 0, d.size);
+      break;
+    case SENSIM__V1__CREATE_PRIMITIVE__SHAPE_RECTANGLE: {
+      const Sensim__V1__Rectangle* r = m->rectangle;
+      d.kind = SCENE_PRIM_RECTANGLE;
+      d.size[0] = r->has_half_size_x ? r->half_size_x : 0.0;  // 0 = unbounded
+      d.size[1] = r->has_half_size_y ? r->half_size_y : 0.0;
+      d.size[2] = r->has_one_sided && r->one_sided ? 1.0 : 0.0;
+      break;
+    }
+    case SENSIM__V1__CREATE_PRIMITIVE__SHAPE_HEIGHT_FIELD: {
+      const Sensim__V1__HeightField* h = m->height_field;
+      hfield_desc_t hd = {.id = d.id, .name = d.name};
+      hd.rows = h->has_rows ? h->rows : 0;
+      hd.columns = h->has_columns ? h->columns : 0;
+      hd.heights = h->has_heights ? h->heights.data : NULL;
+      hd.heights_len = h->has_heights ? h->heights.len : 0;
+      hd.half_x = h->has_half_size_x ? h->half_size_x : 0.0;
+      hd.half_y = h->has_half_size_y ? h->half_size_y : 0.0;
+      hd.base_depth = h->has_base_depth ? h->base_depth : 0.0;
+      return env_create_height_field(e, &hd, &o->msg);
+    }
     default:
-      return err_set(&o->msg, ERR_INVAL, "shape is not set (box, sphere, cylinder, capsule or "
-                                         "plane)");
+      return err_set(&o->msg, ERR_INVAL, "shape is not set (box, sphere, cylinder, capsule, "
+                                         "plane, ellipsoid, rectangle or height_field)");
   }
   return env_create_primitive(e, &d, &o->msg);
 }

@@ -2,7 +2,8 @@
 // prim.c: exact ray/primitive intersection in double precision. Convex solids (box, cylinder)
 // clip the ray's parameter interval against their bounding slabs and curved sides, so rays
 // aimed exactly at an edge or a corner still hit; the capsule takes the nearest of its
-// genuine surface points; a ray starting inside a solid hits where it leaves.
+// genuine surface points; the ellipsoid is a stretched unit sphere; a ray starting inside a
+// solid hits where it leaves.
 #include "scene/prim.h"
 
 #include <math.h>
@@ -46,10 +47,13 @@ int prim_check(scene_prim_kind_t kind, const double size[3], err_msg_t* msg) {
   // the fields each kind uses, as the protocol names them; the others are ignored
   static const char* const kBox[3] = {"half_extents.x", "half_extents.y", "half_extents.z"};
   static const char* const kRound[2] = {"radius", "half_length"};
+  static const char* const kRadii[3] = {"radii.x", "radii.y", "radii.z"};
+  static const char* const kHalves[2] = {"half_size_x", "half_size_y"};
+  static const char* const kPlane[1] = {"half_size"};
   const char* shape;
   const char* const* field;
   int nused;
-  bool zero_last = false;  // the last used size may be 0
+  unsigned zero_ok = 0;  // bit i: size[i] may be 0
   switch (kind) {
     case SCENE_PRIM_BOX:
       shape = "box", field = kBox, nused = 3;
@@ -61,18 +65,25 @@ int prim_check(scene_prim_kind_t kind, const double size[3], err_msg_t* msg) {
       shape = "cylinder", field = kRound, nused = 2;
       break;
     case SCENE_PRIM_CAPSULE:
-      shape = "capsule", field = kRound, nused = 2, zero_last = true;
+      shape = "capsule", field = kRound, nused = 2, zero_ok = 2;
       break;
-    case SCENE_PRIM_PLANE: {
-      static const char* const kPlane[1] = {"half_size"};
-      shape = "plane", field = kPlane, nused = 1, zero_last = true;
+    case SCENE_PRIM_PLANE:
+      shape = "plane", field = kPlane, nused = 1, zero_ok = 1;
       break;
-    }
+    case SCENE_PRIM_ELLIPSOID:
+      shape = "ellipsoid", field = kRadii, nused = 3;
+      break;
+    case SCENE_PRIM_RECTANGLE:
+      shape = "rectangle", field = kHalves, nused = 2, zero_ok = 3;
+      if (size[2] != 0.0 && size[2] != 1.0) {
+        return err_set(msg, ERR_INVAL, "rectangle: one-sided flag %g is not 0 or 1", size[2]);
+      }
+      break;
     default:
       return err_set(msg, ERR_INVAL, "kind = %d is not a primitive kind", (int)kind);
   }
   for (int i = 0; i < nused; i++) {
-    int rc = check_size(shape, field[i], size[i], zero_last && i == nused - 1, msg);
+    int rc = check_size(shape, field[i], size[i], (zero_ok >> i) & 1u, msg);
     if (rc) {
       return rc;
     }
@@ -91,6 +102,11 @@ double prim_extent(scene_prim_kind_t kind, const double size[3]) {
       return size[0] + size[1];
     case SCENE_PRIM_PLANE:
       return (size[0] == 0.0 ? SCENE_PLANE_UNBOUNDED_HALF : size[0]) * sqrt(2.0);
+    case SCENE_PRIM_ELLIPSOID:
+      return fmax(size[0], fmax(size[1], size[2]));
+    case SCENE_PRIM_RECTANGLE:
+      return hypot(size[0] == 0.0 ? SCENE_PLANE_UNBOUNDED_HALF : size[0],
+                   size[1] == 0.0 ? SCENE_PLANE_UNBOUNDED_HALF : size[1]);
     default:
       return size[0];
   }
@@ -104,15 +120,21 @@ int prim_init(prim_t* p, scene_prim_kind_t kind, const double size[3], err_msg_t
   }
 
   // store the used sizes (the others as 0), with the plane's "infinite" default
-  static const int kUsed[] = {[SCENE_PRIM_BOX] = 3, [SCENE_PRIM_SPHERE] = 1,
-                              [SCENE_PRIM_CYLINDER] = 2, [SCENE_PRIM_CAPSULE] = 2,
-                              [SCENE_PRIM_PLANE] = 1};
+  static const int kUsed[] = {[SCENE_PRIM_BOX] = 3,       [SCENE_PRIM_SPHERE] = 1,
+                              [SCENE_PRIM_CYLINDER] = 2,  [SCENE_PRIM_CAPSULE] = 2,
+                              [SCENE_PRIM_PLANE] = 1,     [SCENE_PRIM_ELLIPSOID] = 3,
+                              [SCENE_PRIM_RECTANGLE] = 3};
   p->kind = kind;
   for (int i = 0; i < 3; i++) {
     p->size[i] = i < kUsed[kind] ? size[i] : 0.0;
   }
   if (kind == SCENE_PRIM_PLANE && p->size[0] == 0.0) {
     p->size[0] = SCENE_PLANE_UNBOUNDED_HALF;
+  }
+  for (int i = 0; kind == SCENE_PRIM_RECTANGLE && i < 2; i++) {
+    if (p->size[i] == 0.0) {
+      p->size[i] = SCENE_PLANE_UNBOUNDED_HALF;
+    }
   }
   return 0;
 }
@@ -140,6 +162,15 @@ void prim_bounds(const prim_t* p, double lo[3], double hi[3]) {
       break;
     case SCENE_PRIM_PLANE:
       e[0] = e[1] = r;
+      break;
+    case SCENE_PRIM_ELLIPSOID:
+      e[0] = p->size[0];
+      e[1] = p->size[1];
+      e[2] = p->size[2];
+      break;
+    case SCENE_PRIM_RECTANGLE:
+      e[0] = p->size[0];
+      e[1] = p->size[1];
       break;
   }
   for (int i = 0; i < 3; i++) {
@@ -401,6 +432,61 @@ static bool hit_plane(const prim_t* p, const double o[3], const double d[3], dou
 }
 
 
+// The ellipsoid is the unit sphere stretched by its semi-axes: the ray divided by them meets
+// the unit sphere at the same parameters t. The normal is the gradient of the implicit
+// function, (x / a^2, y / b^2, z / c^2), normalised.
+static bool hit_ellipsoid(const prim_t* p, const double o[3], const double d[3], double tmin,
+                          double tmax, double* out_t, double out_n[3]) {
+  double os[3], ds[3];
+  for (int i = 0; i < 3; i++) {
+    os[i] = o[i] / p->size[i];
+    ds[i] = d[i] / p->size[i];
+  }
+  double best = tmax;
+  double n[3] = {0.0, 0.0, 0.0};
+  sphere_candidates(os, ds, 1.0, 0.0, 0.0, 0.0, tmin, &best, n);
+  if (n[0] == 0.0 && n[1] == 0.0 && n[2] == 0.0) {
+    return false;
+  }
+  double g[3];
+  for (int i = 0; i < 3; i++) {
+    g[i] = (o[i] + best * d[i]) / (p->size[i] * p->size[i]);
+  }
+  double len = xform_norm(g, 3);
+  if (!(len > 0.0)) {
+    return false;
+  }
+  *out_t = best;
+  for (int i = 0; i < 3; i++) {
+    out_n[i] = g[i] / len;
+  }
+  return true;
+}
+
+
+// A rectangle of z = 0; one-sided (size[2] = 1) it is met only by rays going down (towards
+// -z), as MuJoCo's mj_ray meets its planes: from above, and never from below.
+static bool hit_rectangle(const prim_t* p, const double o[3], const double d[3], double tmin,
+                          double tmax, double* out_t, double out_n[3]) {
+  if (d[2] == 0.0 || (p->size[2] != 0.0 && !(d[2] < 0.0))) {
+    return false;
+  }
+  double t = -o[2] / d[2];
+  if (!(t >= tmin && t <= tmax)) {
+    return false;
+  }
+  double x = o[0] + t * d[0], y = o[1] + t * d[1];
+  if (fabs(x) > p->size[0] || fabs(y) > p->size[1]) {
+    return false;
+  }
+  *out_t = t;
+  out_n[0] = 0.0;
+  out_n[1] = 0.0;
+  out_n[2] = 1.0;
+  return true;
+}
+
+
 bool prim_intersect(const prim_t* p, const double o[3], const double d[3], double tmin,
                     double tmax, double* out_t, double out_n[3]) {
   switch (p->kind) {
@@ -414,6 +500,10 @@ bool prim_intersect(const prim_t* p, const double o[3], const double d[3], doubl
       return hit_capsule(p, o, d, tmin, tmax, out_t, out_n);
     case SCENE_PRIM_PLANE:
       return hit_plane(p, o, d, tmin, tmax, out_t, out_n);
+    case SCENE_PRIM_ELLIPSOID:
+      return hit_ellipsoid(p, o, d, tmin, tmax, out_t, out_n);
+    case SCENE_PRIM_RECTANGLE:
+      return hit_rectangle(p, o, d, tmin, tmax, out_t, out_n);
   }
   return false;
 }

@@ -18,13 +18,15 @@
 
 typedef struct prim {
   scene_prim_kind_t kind;
-  double size[3];  // as scene_prim_kind_t documents, after defaults (plane half side > 0)
+  double size[3];  // as scene_prim_kind_t documents, after defaults (plane and rectangle half
+                   // sides > 0)
 } prim_t;
 
 // The rules of a primitive's size, in one place: each size the kind uses finite and in
-// [PRIM_MIN_SIZE, PRIM_MAX_SIZE], except a capsule's half length and a plane's half side, which
-// may also be 0 (a sphere; an unbounded plane); unused components are ignored. Returns 0, or
-// ERR_INVAL with a message naming the field as the protocol does ("cylinder.half_length").
+// [PRIM_MIN_SIZE, PRIM_MAX_SIZE], except a capsule's half length and the half sides of a plane
+// or rectangle, which may also be 0 (a sphere; unbounded); a rectangle's size[2] is its
+// one-sided flag (0 or 1); unused components are ignored. Returns 0, or ERR_INVAL with a
+// message naming the field as the protocol does ("cylinder.half_length").
 int prim_check(scene_prim_kind_t kind, const double size[3], err_msg_t* msg) CHECKRET;
 
 // Largest distance of a valid primitive's surface from its origin, m.

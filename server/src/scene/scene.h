@@ -87,6 +87,10 @@ typedef enum scene_prim_kind {
   SCENE_PRIM_CAPSULE,       // size[0] = radius, size[1] = half length of the cylinder part
   SCENE_PRIM_PLANE,         // z = 0, size[0] = half side of the square; 0 = unbounded (a square
                             //   of half side SCENE_PLANE_UNBOUNDED_HALF)
+  SCENE_PRIM_ELLIPSOID,     // size[0..2] = semi-axes along x, y, z
+  SCENE_PRIM_RECTANGLE,     // z = 0, size[0], size[1] = half sides along x, y (0 = unbounded:
+                            //   SCENE_PLANE_UNBOUNDED_HALF); size[2] = 1: one-sided, hit only
+                            //   by rays going towards -z (MuJoCo's plane); 0: two-sided
 } scene_prim_kind_t;
 
 // Add a triangle mesh geometry (copied; validated by the caller). Returns a geometry handle

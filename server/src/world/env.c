@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "scene/hfield.h"
 #include "scene/prim.h"
 #include "world/env_impl.h"
 
@@ -495,6 +496,84 @@ int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) {
   g->handle = handle;
   g->prim = d->kind;
   g->extent = prim_extent(d->kind, d->size);
+  g->name = name;
+  e->dirty = 1;
+  return 0;
+}
+
+int env_create_height_field(env_t* e, const hfield_desc_t* d, err_msg_t* msg) {
+  // id, room, the samples' byte count, then their values (the rules are hfield_check's)
+  int rc = check_new_id(&e->geometries, "geometry", d->id, msg);
+  if (rc == 0) {
+    rc = check_room(&e->geometries, e->limits.max_geometries, "max_geometries", msg);
+  }
+  if (rc < 0) {
+    return rc;
+  }
+  hfield_t h = {.rows = d->rows, .columns = d->columns, .half_x = d->half_x,
+                .half_y = d->half_y, .base_depth = d->base_depth};
+  rc = hfield_check(&h, msg);   // the grid (no heights yet)
+  size_t n = (size_t)d->rows * d->columns;
+  if (rc == 0 && (d->heights ? d->heights_len : 0) != 4 * n) {
+    rc = err_set(msg, ERR_INVAL, "height_field.heights: %zu bytes for rows x columns = %u x %u "
+                 "samples of 4 bytes", d->heights ? d->heights_len : 0, d->rows, d->columns);
+  }
+  uint32_t nvertex = rc ? 0 : hfield_max_vertices(&h);
+  uint32_t ntriangle = rc ? 0 : hfield_max_triangles(&h);
+  if (rc == 0 && nvertex > e->limits.max_mesh_vertices) {
+    rc = err_set(msg, ERR_LIMIT, "height_field: %u vertices exceed the limit "
+                 "max_mesh_vertices = %u", nvertex, e->limits.max_mesh_vertices);
+  }
+  if (rc == 0 && ntriangle > e->limits.max_mesh_triangles) {
+    rc = err_set(msg, ERR_LIMIT, "height_field: %u triangles exceed the limit "
+                 "max_mesh_triangles = %u", ntriangle, e->limits.max_mesh_triangles);
+  }
+  if (rc < 0) {
+    return rc;
+  }
+  float* heights = mem_alloc(n * sizeof(float));
+  if (!heights) {
+    return err_set(msg, ERR_NOMEM, "out of memory for height field %u", d->id);
+  }
+  for (size_t i = 0; i < n; i++) {
+    heights[i] = load_f32(d->heights + 4 * i);
+  }
+  h.heights = heights;
+  if ((rc = hfield_check(&h, msg)) < 0) {
+    mem_free(heights);
+    return rc;
+  }
+
+  // all memory before the first change, then the mesh to the scene (which copies it)
+  float* vertices = mem_alloc((size_t)nvertex * 3 * sizeof(float));
+  uint32_t* indices = mem_alloc((size_t)ntriangle * 3 * sizeof(uint32_t));
+  char* name = NULL;
+  if (!vertices || !indices || dup_name(d->name, &name) < 0 ||
+      table_reserve(&e->geometries, 1) < 0) {
+    mem_free(heights);
+    mem_free(vertices);
+    mem_free(indices);
+    mem_free(name);
+    return err_set(msg, ERR_NOMEM, "out of memory for height field %u", d->id);
+  }
+  ntriangle = hfield_mesh(&h, vertices, indices);
+  double extent = hfield_extent(&h);
+  mem_free(heights);
+  int handle = scene_add_mesh(e->scene, vertices, nvertex, indices, ntriangle, msg);
+  mem_free(vertices);
+  mem_free(indices);
+  if (handle < 0) {
+    mem_free(name);
+    return handle;
+  }
+
+  // record: a mesh for everything that reads geometries (the cone's closest point included)
+  env_geometry_t* g = table_at(&e->geometries, table_insert(&e->geometries, d->id));
+  g->handle = handle;
+  g->is_mesh = 1;
+  g->extent = extent;
+  g->nvertex = nvertex;
+  g->ntriangle = ntriangle;
   g->name = name;
   e->dirty = 1;
   return 0;

@@ -108,6 +108,21 @@ typedef struct prim_desc {
 
 int env_create_primitive(env_t* e, const prim_desc_t* d, err_msg_t* msg) CHECKRET;
 
+// A height field (scene/hfield.h): its samples as the wire carries them, 4 little-endian bytes
+// (float32) each, rows x columns of them. Traced as the triangle mesh hfield_mesh makes, within
+// the limits of a mesh (max_mesh_vertices, max_mesh_triangles).
+typedef struct hfield_desc {
+  uint32_t id;
+  uint32_t rows, columns;
+  const uint8_t* heights;       // nullable when heights_len is 0
+  size_t heights_len;
+  double half_x, half_y;        // m
+  double base_depth;            // m
+  const char* name;             // nullable
+} hfield_desc_t;
+
+int env_create_height_field(env_t* e, const hfield_desc_t* d, err_msg_t* msg) CHECKRET;
+
 //---------------- Materials, media, settings
 
 // Create or replace surface material `id` (0 replaces the default). max_materials counts

@@ -1,0 +1,301 @@
+# SPDX-License-Identifier: MIT
+"""Seed corpora of the fuzz targets, written by the build from valid messages of the protocol
+(the generated sensim_pb2 module): python3 seeds.py OUTDIR writes OUTDIR/request, OUTDIR/frame
+and OUTDIR/client (OUTDIR/codec comes from fuzz_seeds_codec.c, which needs the encoder).
+
+- request: what a controller sends after its Hello: scenes with every geometry, material,
+  medium and sensor kind (each lidar pattern among them) on moving bodies, state updates and
+  steps in both array forms, raycasts, removals, and the session requests;
+- frame: the same streams behind fuzz_frame's 10-byte head (split seed, two limits);
+- client: what a daemon answers the C client's calls (HelloReply, Info, Pong), with pushed
+  sensor data, stale replies and refusals among them.
+Ids follow fuzz_request.c and fuzz_client.c. Deterministic: the same bytes on every build.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+import struct
+import sys
+
+import sensim_pb2 as pb
+
+
+def frame(env: pb.Envelope) -> bytes:
+    payload = env.SerializeToString()
+    return struct.pack("<I", len(payload)) + payload
+
+
+class Stream:
+    """Requests with consecutive ids, framed."""
+
+    def __init__(self) -> None:
+        self.next_id = 1
+        self.frames: list[bytes] = []
+
+    def add(self, **body) -> "Stream":
+        self.frames.append(frame(pb.Envelope(id=self.next_id, **body)))
+        self.next_id += 1
+        return self
+
+    def bytes(self) -> bytes:
+        return b"".join(self.frames)
+
+
+def vec(x: float, y: float, z: float) -> pb.Vec3:
+    return pb.Vec3(x=x, y=y, z=z)
+
+
+def pose(x: float = 0.0, y: float = 0.0, z: float = 0.0, yaw: float = 0.0) -> pb.Pose:
+    return pb.Pose(position=vec(x, y, z),
+                   orientation=pb.Quat(w=math.cos(yaw / 2), x=0.0, y=0.0, z=math.sin(yaw / 2)))
+
+
+def cube_mesh(gid: int) -> pb.CreateMesh:
+    v = [(x, y, z) for z in (-0.5, 0.5) for y in (-0.5, 0.5) for x in (-0.5, 0.5)]
+    t = [(0, 2, 1), (1, 2, 3), (4, 5, 6), (5, 7, 6), (0, 1, 4), (1, 5, 4),
+         (2, 6, 3), (3, 6, 7), (0, 4, 2), (2, 4, 6), (1, 3, 5), (3, 7, 5)]
+    return pb.CreateMesh(id=gid, vertices=b"".join(struct.pack("<3f", *p) for p in v),
+                         indices=b"".join(struct.pack("<3I", *i) for i in t),
+                         material_ids=struct.pack("<12I", *([0, 2] * 6)), name="cube")
+
+
+def scene(s: Stream) -> Stream:
+    """Geometry of every kind, materials, media, settings, two bodies, objects, two joints."""
+    s.add(set_material=pb.SetMaterial(id=1, lambertian=pb.Lambertian(reflectance=0.3)))
+    s.add(set_material=pb.SetMaterial(id=2, two_layer=pb.TwoLayer(specular_roughness=0.2),
+                                      name="paint"))
+    s.add(create_mesh=cube_mesh(1))
+    s.add(create_primitive=pb.CreatePrimitive(id=2, sphere=pb.Sphere(radius=0.7)))
+    s.add(create_primitive=pb.CreatePrimitive(id=3, box=pb.Box(half_extents=vec(1, 2, 0.5))))
+    s.add(create_primitive=pb.CreatePrimitive(id=4, cylinder=pb.Cylinder(radius=0.3,
+                                                                          half_length=1)))
+    s.add(create_primitive=pb.CreatePrimitive(id=5, capsule=pb.Capsule(radius=0.2,
+                                                                        half_length=0.5)))
+    s.add(create_primitive=pb.CreatePrimitive(id=6, plane=pb.Plane(half_size=50)))
+    s.add(set_ambient=pb.SetAmbient(id=0, clear_air=pb.ClearAir(visibility=20000)))
+    s.add(set_ambient=pb.SetAmbient(id=1, fog=pb.Fog(visibility=50)))
+    s.add(set_environment=pb.SetEnvironment(
+        gravity=vec(0, 0, -9.81), magnetic_field=vec(2e-5, 0, -4e-5), seed=7, replace_dipoles=True,
+        dipoles=[pb.MagneticDipole(moment=vec(0, 0, 1), position=vec(1, 0, 0), body_id=0)]))
+    s.add(create_body=pb.CreateBody(id=1, pose=pose(0, 0, 1), linear_velocity=vec(2, 0, 0),
+                                    angular_velocity=vec(0, 0, 0.5), name="vehicle"))
+    s.add(create_body=pb.CreateBody(id=2, pose=pose(6, 1, 0.5, 0.3)))
+    s.add(create_object=pb.CreateObject(id=1, geometry_id=6, material_id=1, label=1))
+    s.add(create_object=pb.CreateObject(id=2, geometry_id=1, body_id=2, scale=vec(2, 2, 1),
+                                        material_id=2, label=2, group=3))
+    s.add(create_object=pb.CreateObject(id=3, geometry_id=2, local_pose=pose(8, -3, 0.7),
+                                        label=3))
+    s.add(create_object=pb.CreateObject(id=4, geometry_id=3, local_pose=pose(-6, 4, 0.5),
+                                        medium_id=1, label=4))
+    s.add(create_object=pb.CreateObject(id=5, geometry_id=4, local_pose=pose(3, 5, 1)))
+    s.add(create_object=pb.CreateObject(id=6, geometry_id=5, body_id=1,
+                                        local_pose=pose(0, 0, -0.5)))
+    s.add(create_joint=pb.CreateJoint(id=1, type=pb.JOINT_REVOLUTE, position=0.1, name="wheel"))
+    s.add(create_joint=pb.CreateJoint(id=2, type=pb.JOINT_PRISMATIC, position=0.0))
+    return s
+
+
+def small_spinning() -> pb.LidarConfig:
+    return pb.LidarConfig(
+        spinning=pb.SpinningPattern(frequency=10, columns=64,
+                                    channel_elevations=[-0.2, -0.1, 0.0, 0.1]),
+        range_max=80, publish=pb.PUBLISH_PER_STEP)
+
+
+def other_sensors(s: Stream) -> Stream:
+    """An IMU with every triaxial sensor, an encoder, an odometer and a cone sensor."""
+    chain = pb.TriaxialConfig(noise_stddev=vec(0.01, 0.01, 0.01), bias=vec(0.1, 0, 0),
+                              cross_axis_scalar=0.01,
+                              drift=pb.TriaxialDrift(bias_instability=0.001,
+                                                     bias_correlation_time=10, precision=1e-4))
+    s.add(create_sensor=pb.CreateSensor(id=2, body_id=1, mount=pose(0.1, 0, 0), imu=pb.ImuConfig(
+        accelerometer=pb.AccelerometerConfig(chain=chain),
+        gyroscope=pb.GyroscopeConfig(chain=chain, lae_diagonal=vec(1e-3, 1e-3, 1e-3)),
+        magnetometer=pb.MagnetometerConfig(chain=chain), sample_rate=400)))
+    s.add(create_sensor=pb.CreateSensor(id=3, encoder=pb.EncoderConfig(
+        joint_id=1, noise_stddev=1e-3, resolution=0.01, mode=pb.ENCODER_INCREMENTAL)))
+    s.add(create_sensor=pb.CreateSensor(id=4, odometer=pb.OdometerConfig(
+        joint_id=1, wheel_radius=0.3, pulses_per_revolution=512)))
+    s.add(create_sensor=pb.CreateSensor(id=5, body_id=1, mount=pose(0.5, 0, 0),
+                                        cone=pb.ConeConfig(range=15)))
+    s.add(create_sensor=pb.CreateSensor(id=6, body_id=1, cone=pb.ConeConfig(
+        mode=pb.CONE_LINES, lines_per_face=4, range=10)))
+    return s
+
+
+def move(s: Stream, t: float, as_bytes: bool, n: int = 2) -> Stream:
+    """State at t of the first n bodies and joints (body 1 driving and turning, body 2 still)
+    and its step."""
+    poses = [2 * t, 0, 1, 0, 0, math.sin(0.25 * t), math.cos(0.25 * t), 6, 1, 0.5, 0, 0, 0, 1]
+    vels = [2, 0, 0, 0, 0, 0.5, 0, 0, 0, 0, 0, 0]
+    ids, poses, vels, joints = [1, 2][:n], poses[:7 * n], vels[:6 * n], [3 * t, 0.1 * t][:n]
+    if as_bytes:
+        u = pb.UpdateState(time=t, body_ids_bytes=struct.pack(f"<{n}I", *ids),
+                           body_poses_bytes=struct.pack(f"<{7 * n}d", *poses),
+                           body_velocities_bytes=struct.pack(f"<{6 * n}d", *vels),
+                           joint_ids_bytes=struct.pack(f"<{n}I", *ids),
+                           joint_positions_bytes=struct.pack(f"<{n}d", *joints))
+    else:
+        u = pb.UpdateState(time=t, body_ids=ids, body_poses=poses, body_velocities=vels,
+                           joint_ids=ids, joint_positions=joints)
+    s.add(update_state=u)
+    s.add(step=pb.Step(time=t))
+    return s
+
+
+def raycasts(s: Stream, t1: float) -> Stream:
+    """Two raycasts after the step to t1 (the interval is then the instant t1)."""
+    s.add(raycast=pb.Raycast(origins=[0, 0, 1, 0, 0, 1], directions=[1, 0, 0, 0, 1, -0.1],
+                             max_range=100, times=[t1]))
+    s.add(raycast=pb.Raycast(origins_bytes=struct.pack("<6d", 0, 0, 2, 1, 1, 2),
+                             directions_bytes=struct.pack("<6d", 1, 0, -0.2, 0, -1, 0),
+                             times_bytes=struct.pack("<d", t1), exclude_bodies=[1],
+                             group_mask=0xFFFFFFF7))
+    return s
+
+
+def request_seeds() -> dict[str, bytes]:
+    out = {}
+
+    # every sensor kind in one scene, stepped four times, queried, then taken apart
+    s = other_sensors(scene(Stream()))
+    s.add(create_sensor=pb.CreateSensor(id=1, body_id=1, mount=pose(0, 0, 0.5),
+                                        lidar=small_spinning()))
+    move(s, 0.0, False)
+    move(s, 0.02, True)
+    raycasts(s, 0.02)
+    move(s, 0.04, False)
+    s.add(get_info=pb.GetInfo())
+    s.add(ping=pb.Ping(payload=b"seed"))
+    s.add(subscribe=pb.Subscribe(sensor_id=1, encoding=pb.ENCODING_QUANTIZED_ZSTD,
+                                 precision=0.001, level=3, fields=["x", "y", "z"]))
+    s.add(unsubscribe=pb.Unsubscribe(sensor_id=1))
+    for kind, eid in ((pb.ENTITY_SENSOR, 5), (pb.ENTITY_OBJECT, 6), (pb.ENTITY_GEOMETRY, 5),
+                      (pb.ENTITY_OBJECT, 1), (pb.ENTITY_MATERIAL, 1), (pb.ENTITY_OBJECT, 4),
+                      (pb.ENTITY_MEDIUM, 1), (pb.ENTITY_JOINT, 2), (pb.ENTITY_OBJECT, 2),
+                      (pb.ENTITY_BODY, 2)):
+        s.add(remove=pb.Remove(kind=kind, id=eid))
+    move(s, 0.06, True, n=1)
+    out["every_sensor"] = s.bytes()
+
+    # one lidar per pattern and option set, on the moving body, three steps of 20 ms
+    lidars = {
+        "vlp16": pb.LidarConfig(vlp16=pb.Vlp16Pattern(frequency=10, vertical_offsets=True),
+                                return_mode=pb.RETURN_DUAL, layout=pb.LAYOUT_VELODYNE,
+                                publish=pb.PUBLISH_PER_STEP),
+        "ouster": pb.LidarConfig(ouster=pb.OusterPattern(channels=16, columns=512,
+                                                         frequency=20),
+                                 layout=pb.LAYOUT_OUSTER, misses=pb.MISSES_ZERO,
+                                 frame=pb.FRAME_WORLD),
+        "flash": pb.LidarConfig(flash=pb.FlashPattern(columns=8, rows=6, fov_horizontal=1,
+                                                      fov_vertical=0.5, frame_rate=100,
+                                                      projective=True),
+                                misses=pb.MISSES_NAN, publish=pb.PUBLISH_PER_STEP),
+        "hdl64e": pb.LidarConfig(hdl64e=pb.Hdl64ePattern(frequency=20, columns=32),
+                                 distance_noise=pb.DistanceNoise(stddev_base=0.01,
+                                                                 stddev_slope=0.001),
+                                 publish=pb.PUBLISH_PER_STEP),
+        "bpearl": pb.LidarConfig(bpearl=pb.BpearlPattern(frequency=20),
+                                 angle_noise=pb.RayAngleNoise(axis=pb.NOISE_AXIS_AZIMUTH,
+                                                              stddev=0.001),
+                                 publish=pb.PUBLISH_PER_STEP, raytrace_depth=2),
+        "custom": pb.LidarConfig(custom=pb.CustomPattern(
+            azimuths=[0, 0.5, 1, 1.5, 2, 3], elevations=[0, -0.1, 0.1, 0, -0.3, 0.2],
+            time_offsets=[0, 1e-4, 2e-4, 3e-4, 4e-4, 5e-4], channels=[0, 1, 2, 0, 1, 2],
+            frame_rate=200), return_mode=pb.RETURN_ALL, max_returns=3,
+            beam=pb.BeamDivergence(divergence=0.003), fields=["x", "y", "z", "intensity",
+                                                              "distance", "object_id"]),
+        "livox": pb.LidarConfig(livox=pb.LivoxPattern(point_rate=20000, frame_rate=100),
+                                round_trip_attenuation=True, intensity_threshold=0.01,
+                                see_own_body=True, group_mask=0b111),
+    }
+    for name, cfg in lidars.items():
+        s = scene(Stream())
+        s.add(create_sensor=pb.CreateSensor(id=1, body_id=1, mount=pose(0, 0, 0.5, 0.1),
+                                            name=name, lidar=cfg))
+        for k, t in enumerate((0.0, 0.02, 0.04, 0.06)):
+            move(s, t, k % 2 == 1)
+        out[f"lidar_{name}"] = s.bytes()
+
+    # each request kind alone, and refusals (unknown ids, a NUL in a name, no body, a reply)
+    s = Stream()
+    s.add(create_body=pb.CreateBody(id=3, pose=pose(1, 2, 3), name="a\0b"))
+    s.add(remove=pb.Remove(kind=pb.ENTITY_BODY, id=99))
+    s.add(step=pb.Step(time=1.0))
+    s.add(raycast=pb.Raycast(origins=[0, 0, 0], directions=[0, 0, 0]))
+    s.add(hello=pb.Hello(protocol_version=1, client_name="seed", environment="e", token="t"))
+    s.add(step_done=pb.StepDone(time=1))
+    s.add(remove=pb.Remove(kind=pb.ENTITY_ENVIRONMENT))
+    s.frames.append(frame(pb.Envelope(id=s.next_id)))
+    out["refusals"] = s.bytes()
+    return out
+
+
+def frame_seeds(requests: dict[str, bytes]) -> dict[str, bytes]:
+    """fuzz_frame's head: 8 bytes of split seed, then the limit indices of the first frame
+    and of the others (fuzz_frame.c kLimits: 4 = 4096, 5 = 65536, 6 = 1 MiB, 2 = 64)."""
+    out = {}
+    for k, (name, stream) in enumerate(sorted(requests.items())):
+        out[name] = struct.pack("<Q", 0x1234567 * (k + 1)) + bytes([5, 6]) + stream
+    out["small_limits"] = struct.pack("<Q", 42) + bytes([4, 2]) + requests["refusals"]
+    out["zero_length"] = struct.pack("<Q", 7) + bytes([5, 5]) + frame(pb.Envelope(id=1)) + \
+        b"\0\0\0\0"
+    return out
+
+
+def client_seeds() -> dict[str, bytes]:
+    """Replies to the C client's Hello (id 1), GetInfo (2), Ping "fuzz" (3), GetInfo (4)."""
+    ok = pb.Status(code=pb.OK)
+    hello = frame(pb.Envelope(id=1, status=ok, hello_reply=pb.HelloReply(
+        protocol_version=1, server_version="0.1.0", session_id=1, environment="fuzz",
+        environment_created=True, threads=2,
+        limits=pb.Limits(max_frame_bytes=1 << 26, max_clients=64))))
+
+    def info(i: int) -> bytes:
+        return frame(pb.Envelope(id=i, status=ok, info=pb.Info(
+            server_version="0.1.0", protocol_version=1, uptime_s=1.5, connections=1,
+            threads=2, counters=pb.Counters(frames_in=3, steps=10, rays_traced=1000),
+            limits=pb.Limits(max_frame_bytes=1 << 26, max_clients=64),
+            environments=[pb.EnvironmentInfo(name="fuzz", clients=1, bodies=2),
+                          pb.EnvironmentInfo(name="other", clients=2)])))
+
+    pong = frame(pb.Envelope(id=3, status=ok, pong=pb.Pong(payload=b"fuzz",
+                                                           server_time_ns=123456789)))
+    f32 = pb.PointField.FLOAT32
+    cloud = pb.PointCloud(fields=[pb.PointField(name=n, offset=4 * k, datatype=f32, count=1)
+                                  for k, n in enumerate("xyz")],
+                          point_step=12, count=2, encoding=pb.ENCODING_RAW,
+                          data=struct.pack("<6f", 1, 2, 3, 4, 5, 6), height=1, width=2)
+    push = frame(pb.Envelope(id=0, sequence=1, sensor_data=pb.SensorData(
+        sensor_id=1, time=0.1, frame=1, point_cloud=cloud)))
+    push_imu = frame(pb.Envelope(id=0, sequence=2, sensor_data=pb.SensorData(
+        sensor_id=2, time=0.1, imu=pb.ImuSample(acceleration=vec(0, 0, 9.8), values=[1, 2]))))
+    stale = frame(pb.Envelope(id=77, status=ok, step_done=pb.StepDone(time=1, step=1)))
+    refused = frame(pb.Envelope(id=0, status=pb.Status(code=pb.RESOURCE_EXHAUSTED,
+                                                       message="max_clients (64) reached")))
+    failed_info = frame(pb.Envelope(id=2, status=pb.Status(code=pb.INTERNAL, message="no")))
+    return {
+        "calls": hello + info(2) + pong + info(4),
+        "pushed": hello + push + info(2) + push_imu + stale + pong + push + info(4),
+        "refused": refused,
+        "unauthenticated": frame(pb.Envelope(id=1, status=pb.Status(
+            code=pb.UNAUTHENTICATED, message="bad token"))),
+        "failed_info": hello + failed_info + pong + info(4),
+    }
+
+
+def main() -> None:
+    root = pathlib.Path(sys.argv[1])
+    requests = request_seeds()
+    for corpus, seeds in (("request", requests), ("frame", frame_seeds(requests)),
+                          ("client", client_seeds())):
+        d = root / corpus
+        d.mkdir(parents=True, exist_ok=True)
+        for name, data in seeds.items():
+            (d / name).write_bytes(data)
+
+
+if __name__ == "__main__":
+    main()
