@@ -686,25 +686,31 @@ static void lane_returns(const lidar_returns_t* p, const step_view_t* v, const r
 // which every mode reports: the same operations as eval_node, lidar_returns_select and
 // add_noise in the same order, without the candidate and the ray context. lane[0..nh): the
 // lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
-// when the noise is on.
+// when the noise is on; atm_count: lidar_noise_uniform_count_below(return_scaling) (0: no
+// atmospheric return, and blocks unused).
 static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
                            const unsigned* lane, unsigned nh, const double* z,
-                           optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
+                           uint64_t atm_count, optics_cache_t* optics, lidar_return_t* out,
+                           uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const uint32_t maxr = p->max_returns;
   const lidar_distance_noise_t* dn = &p->distance_noise;
-  const double scaling = air->return_scaling;
   uint32_t general = 0;   // lanes done by lane_returns
   for (unsigned j = 0; j < n; j++) {
     nret[j] = 0;
   }
-  for (unsigned j = 0; scaling > 0.0 && j < n; j++) {
-    if (lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
+  if (atm_count > 0) {
+    // lidar_noise_uniform(w0, w1) < return_scaling, in integers across the lanes
+    for (unsigned j = 0; j < n; j++) {
+      general |= (uint32_t)(lidar_noise_uniform_bits(blocks[j][0], blocks[j][1]) < atm_count)
+                 << j;
+    }
+    for (uint32_t g = general; g; g &= g - 1) {
+      unsigned j = (unsigned)__builtin_ctz(g);
       lane_returns(p, v, key, rays, ray_index[j], j, hits, blocks[j], optics, out, nret);
-      general |= 1u << j;
     }
   }
   for (unsigned i = 0; i < nh; i++) {
@@ -744,52 +750,78 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
 
 // Packets traced per scene call (lidar_returns_packets): 512 rays, 20 KB of hits.
 #define PACKETS_PER_TRACE 32
+#define RAYS_PER_TRACE (PACKETS_PER_TRACE * SCENE_PACKET)
 
 void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets_t* b,
                            lidar_return_t* out, uint8_t* nret) {
   const step_view_t* v = b->view;
   const uint32_t maxr = p->max_returns;
   scene_packet_hits_t hits[PACKETS_PER_TRACE];
-  uint32_t blocks[SCENE_PACKET][4];
-  double z[SCENE_PACKET];         // quantiles of the hit lanes, in their order
+  uint32_t blocks[RAYS_PER_TRACE][4];   // every ray's first draw (all_draws)
+  uint32_t wq[RAYS_PER_TRACE][4];       // the first draws of the hit lanes, in their order
+  double z[RAYS_PER_TRACE];             // their distance noise quantiles
+  unsigned lane[RAYS_PER_TRACE];        // the hit lanes (in their packet), packet by packet
+  unsigned first[PACKETS_PER_TRACE + 1];   // each packet's first entry in lane, wq and z
   optics_cache_t optics = {0};
   rng_key_t key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
-  // every ray's first draw, at once, when most rays take it: for the distance noise of the
-  // returns or the atmospheric return of the primary segment
-  const int eager = p->distance_noise.enabled || v->ambient->return_scaling > 0.0;
-  const int batch_z0 = eager && p->distance_noise.enabled;
+  // every ray's first draw when every ray may take it (for the atmospheric return of the
+  // primary segment); else, with the distance noise on, only the draws of the rays that hit a
+  // surface in range, those of the whole trace at once: the other rays have no return to
+  // draw for, and a draw is a function of the ray's index alone, so its bits are the same
+  const uint64_t atm_count = lidar_noise_uniform_count_below(v->ambient->return_scaling);
+  const int all_draws = atm_count > 0;
+  const int noise = p->distance_noise.enabled;
   const double tmax = lidar_returns_primary_tmax(p, v);
-  const size_t per_trace = (size_t)PACKETS_PER_TRACE * SCENE_PACKET;
-  for (size_t base = 0; base < b->n; base += per_trace) {
-    size_t m = b->n - base < per_trace ? b->n - base : per_trace;
+  for (size_t base = 0; base < b->n; base += RAYS_PER_TRACE) {
+    size_t m = b->n - base < RAYS_PER_TRACE ? b->n - base : RAYS_PER_TRACE;
     const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
+    const uint64_t* index = b->ray_index + base;
     scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = m, .packets = rays,
                                             .packet_hits = hits, .filter = b->filter,
                                             .horizon = b->horizon});
-    for (size_t q = 0; q < m; q += SCENE_PACKET) {
-      unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
-      const uint64_t* index = b->ray_index + base + q;
-      if (eager) {
-        rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, n);
-      }
-      // the lanes that hit a surface in range (no branch per lane), and (noise on) their
-      // distance noise quantiles, gathered: the other rays have no surface return
-      const scene_packet_hits_t* h = &hits[q / SCENE_PACKET];
-      unsigned lane[SCENE_PACKET], nh = 0;
+    if (all_draws) {
+      rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, m);
+    }
+
+    // the lanes that hit a surface in range (no branch per lane), and (noise on) their
+    // distance noise quantiles, gathered: the other rays have no surface return
+    unsigned nh = 0, np = (unsigned)((m + SCENE_PACKET - 1) / SCENE_PACKET);
+    for (unsigned q = 0; q < np; q++) {
+      const scene_packet_hits_t* h = &hits[q];
+      unsigned n = (unsigned)(m - q * SCENE_PACKET < SCENE_PACKET ? m - q * SCENE_PACKET
+                                                                   : SCENE_PACKET);
+      first[q] = nh;
       for (unsigned j = 0; j < n; j++) {
         lane[nh] = j;
         nh += hit_in_range(h->object_id[j], h->distance[j], tmax);
       }
-      if (batch_z0) {
-        uint32_t wq[SCENE_PACKET][4];
-        for (unsigned i = 0; i < nh; i++) {
-          memcpy(wq[i], blocks[lane[i]], sizeof wq[i]);
+    }
+    first[np] = nh;
+    if (noise && nh > 0) {
+      if (all_draws) {
+        for (unsigned q = 0; q < np; q++) {
+          for (unsigned i = first[q]; i < first[q + 1]; i++) {
+            memcpy(wq[i], blocks[q * SCENE_PACKET + lane[i]], sizeof wq[i]);
+          }
         }
-        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
+      } else {
+        uint64_t hit_index[RAYS_PER_TRACE];
+        for (unsigned q = 0; q < np; q++) {
+          for (unsigned i = first[q]; i < first[q + 1]; i++) {
+            hit_index[i] = index[q * SCENE_PACKET + lane[i]];
+          }
+        }
+        rng_words_n(&key, hit_index, LIDAR_DRAW_RAY, wq, nh);
       }
-      packet_returns(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, lane, nh, z,
-                     &optics, out + (base + q) * maxr, nret + base + q);
+      lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
+    }
+    for (unsigned q = 0; q < np; q++) {
+      size_t r0 = (size_t)q * SCENE_PACKET;
+      unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
+      packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
+                     lane + first[q], first[q + 1] - first[q], z + first[q], atm_count, &optics,
+                     out + (base + r0) * maxr, nret + base + r0);
     }
   }
 }
