@@ -238,11 +238,14 @@ case "$cmd" in
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_client --sensimd ./build-release/server/sensimd
+    ./build-release/tests/bench/bench_shard --sensimd ./build-release/server/sensimd
     if [ -x ./build-release/tests/bench/bench_mujoco ]; then
       ./build-release/tests/bench/bench_mujoco --sensimd ./build-release/server/sensimd
     fi
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_imu.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_shard.py --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_foxglove.py --sensimd ./build-release/server/sensimd
     ;;

@@ -525,6 +525,9 @@ static bool select_body(pb_istream_t* stream, const pb_field_t* field, void** ar
     case sensim_v1_Envelope_sensor_data_tag:
       sensim_data_select(field->pData, ctx);
       break;
+    case sensim_v1_Envelope_description_tag:
+      sensim_describe_select(field->pData, ctx);
+      break;
     default:
       break;
   }
@@ -676,6 +679,12 @@ sensim_status_t sensim_wait(sensim_client_t* cli, uint64_t id, int timeout_ms) {
 sensim_status_t sensim_call_status(sensim_client_t* cli) {
   uint64_t id;
   sensim_status_t st = sensim_send(cli, SLOT_STATUS, &id);
+  if (st == SENSIM_OK && cli->deferred != NULL) {
+    // shard.c collects the reply itself, after sending the request to every shard
+    *cli->deferred = id;
+    cli->deferred = NULL;
+    return SENSIM_OK;
+  }
   return st != SENSIM_OK ? st : sensim_wait(cli, id, -1);
 }
 

@@ -155,6 +155,8 @@ struct sensim_client {
   slot_t* slots;                    // ring indexed by id % nslots
   uint32_t nslots;
   bool serial_unknown;              // the daemon's raycast replies carry no world_serial
+  uint64_t* deferred;               // set by shard.c: the next request answered by a status
+                                    //   alone is sent, its id stored here, and not awaited
 
   // pushed data
   sensim_frame_list_t pushed;
@@ -262,6 +264,7 @@ void sensim_info_select(sensim_v1_Info* info, void* ctx);
 void sensim_step_select(sensim_v1_StepDone* done, void* ctx);
 void sensim_raycast_select(sensim_v1_RaycastResult* result, void* ctx);
 void sensim_data_select(sensim_v1_SensorData* data, void* ctx);
+void sensim_describe_select(sensim_v1_Description* description, void* ctx);
 
 // The limits of a HelloReply or Info.
 void sensim_limits_from(const sensim_v1_Limits* m, sensim_limits_t* out);
@@ -275,7 +278,8 @@ sensim_status_t sensim_need(sensim_client_t* cli, const void* ptr, uint64_t n, c
 sensim_status_t sensim_set_name(sensim_client_t* cli, char* dst, size_t cap, bool* has,
                                 const char* name, const char* what);
 
-// Send, wait and collect a request answered by a status alone.
+// Send, wait and collect a request answered by a status alone (with cli->deferred set: send,
+// store the id there, clear it, and return without waiting).
 sensim_status_t sensim_call_status(sensim_client_t* cli);
 
 // Start a call that returns views: the previous call's views are released.

@@ -48,6 +48,7 @@ void daemon_config_default(daemon_config_t* cfg) {
   cfg->subscriber_max_bytes = 32ull << 20;
   cfg->subscriber_soft_bytes = 16ull << 20;
   cfg->subscriber_soft_ms = 10000;
+  cfg->record_max_bytes = 1ull << 30;
   cfg->log_level = LOG_LEVEL_INFO;
   cfg->limits = env_default_limits();
 }
@@ -101,6 +102,9 @@ int daemon_run(const daemon_config_t* cfg) {
                               cfg->max_hello_bytes, cfg->subscriber_max_bytes,
                               cfg->subscriber_soft_bytes, cfg->subscriber_soft_ms};
   signal(SIGPIPE, SIG_IGN);
+  // a file size limit (ulimit -f) makes a recording's write fail (EFBIG, recording stops)
+  // instead of killing the daemon
+  signal(SIGXFSZ, SIG_IGN);
   int rc = 1;
   err_msg_t msg;
 
@@ -122,6 +126,12 @@ int daemon_run(const daemon_config_t* cfg) {
       exec_stop(d->exec);
       uv_run(&d->loop, UV_RUN_DEFAULT);
     }
+    goto out_threads;
+  }
+  if (cfg->record_path && !(d->recorder = record_open(cfg->record_path,
+                                                       cfg->record_max_bytes))) {
+    exec_stop(d->exec);
+    uv_run(&d->loop, UV_RUN_DEFAULT);
     goto out_threads;
   }
   server_limits_t lim = {
@@ -192,6 +202,7 @@ out_server:
     server_destroy(d->server);
   }
 out_threads:
+  record_close(d->recorder);
   exec_destroy(d->exec);
   pool_destroy(d->pool);
   scene_device_destroy(d->device);

@@ -37,6 +37,8 @@ typedef struct daemon_config {
   uint32_t subscriber_soft_ms;    // 0: never
   log_level_t log_level;
   env_limits_t limits;
+  const char* record_path;    // nullable: --record FILE (daemon/record.h)
+  uint64_t record_max_bytes;  // the recording's size limit
 } daemon_config_t;
 
 // Defaults: 127.0.0.1:7700, threads = online cores, 64 MiB frames, 64 clients.

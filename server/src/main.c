@@ -51,6 +51,10 @@ static const char* const g_usage =
     "  --retention POLICY      destroy | keep: what happens to an environment when its last\n"
     "                          client leaves (default destroy); a client may override it in\n"
     "                          the Hello that creates the environment\n"
+    "  --record FILE           write every accepted request to FILE, to play the run again\n"
+    "                          (python -m sensim.replay; docs/recording.md); no tokens\n"
+    "  --record-max-bytes N    the recording's limit: past it recording stops, the daemon\n"
+    "                          goes on (default 1073741824, at least 4096)\n"
     "  --log-level LEVEL       error | warn | info | debug (default info)\n"
     "  --help                  print this help and exit\n"
     "  --version               print the version and exit\n"
@@ -172,7 +176,7 @@ int main(int argc, char** argv) {
     OPT_LISTEN = 1, OPT_THREADS, OPT_TOKEN, OPT_MAX_FRAME, OPT_MAX_CLIENTS, OPT_MAX_ENVS,
     OPT_RETENTION, OPT_LOG_LEVEL, OPT_HELP, OPT_VERSION, OPT_MAX_SCENE, OPT_MAX_HELD,
     OPT_HANDSHAKE, OPT_IDLE, OPT_IO, OPT_MAX_REQUEST, OPT_SUB_MAX, OPT_SUB_SOFT, OPT_SUB_SOFT_S,
-    OPT_TOKEN_FILE
+    OPT_TOKEN_FILE, OPT_RECORD, OPT_RECORD_MAX
   };
   static const struct option opts[] = {
       {"listen", required_argument, NULL, OPT_LISTEN},
@@ -193,6 +197,8 @@ int main(int argc, char** argv) {
       {"subscriber-soft-bytes", required_argument, NULL, OPT_SUB_SOFT},
       {"subscriber-soft-seconds", required_argument, NULL, OPT_SUB_SOFT_S},
       {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+      {"record", required_argument, NULL, OPT_RECORD},
+      {"record-max-bytes", required_argument, NULL, OPT_RECORD_MAX},
       {"help", no_argument, NULL, OPT_HELP},
       {"version", no_argument, NULL, OPT_VERSION},
       {NULL, 0, NULL, 0},
@@ -282,6 +288,17 @@ int main(int argc, char** argv) {
           fprintf(stderr, "sensimd: --retention '%s' must be destroy or keep\n", optarg);
           return 2;
         }
+        break;
+      case OPT_RECORD:
+        if (!optarg[0]) {
+          fprintf(stderr, "sensimd: --record needs a file name\n");
+          return 2;
+        }
+        cfg.record_path = optarg;
+        break;
+      case OPT_RECORD_MAX:
+        if (parse_uint("record-max-bytes", optarg, 4096, 1ull << 50, &v)) return 2;
+        cfg.record_max_bytes = v;
         break;
       case OPT_LOG_LEVEL:
         if (log_level_parse(optarg, &cfg.log_level)) {

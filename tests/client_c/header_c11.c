@@ -1,10 +1,43 @@
 // SPDX-License-Identifier: MIT
-// header_c11.c: compile-only check that sensim/sensim.h is self-contained, clean C11 under
-// -pedantic-errors, and that its declarations have the types the documentation promises.
+// header_c11.c: compile-only check that sensim/sensim.h and sensim/shard.h are self-contained,
+// clean C11 under -pedantic-errors, and that their declarations have the documented types.
 #include <sensim/sensim.h>
+#include <sensim/shard.h>
 
 // Every public function, referenced through a pointer of the documented type.
 // clang-format off
+static uint32_t (*const fn_shard_for)(uint32_t, uint32_t) = sensim_shard_for;
+static sensim_status_t (*const fn_shards_connect)(const char* const*, uint32_t, const sensim_options_t*, sensim_shards_t**) = sensim_shards_connect;
+static void (*const fn_shards_close)(sensim_shards_t*) = sensim_shards_close;
+static const char* (*const fn_shards_last_error)(const sensim_shards_t*) = sensim_shards_last_error;
+static int (*const fn_shards_failed)(const sensim_shards_t*) = sensim_shards_failed;
+static uint32_t (*const fn_shards_count)(const sensim_shards_t*) = sensim_shards_count;
+static sensim_client_t* (*const fn_shards_client)(sensim_shards_t*, uint32_t) = sensim_shards_client;
+static sensim_status_t (*const fn_shards_place)(sensim_shards_t*, uint32_t, uint32_t) = sensim_shards_place;
+static uint32_t (*const fn_shards_owner)(const sensim_shards_t*, uint32_t) = sensim_shards_owner;
+static sensim_status_t (*const fn_shards_create_mesh)(sensim_shards_t*, const sensim_mesh_t*) = sensim_shards_create_mesh;
+static sensim_status_t (*const fn_shards_create_primitive)(sensim_shards_t*, const sensim_primitive_t*) = sensim_shards_create_primitive;
+static sensim_status_t (*const fn_shards_set_material)(sensim_shards_t*, const sensim_material_t*) = sensim_shards_set_material;
+static sensim_status_t (*const fn_shards_set_ambient)(sensim_shards_t*, const sensim_ambient_t*) = sensim_shards_set_ambient;
+static sensim_status_t (*const fn_shards_set_environment)(sensim_shards_t*, const sensim_environment_t*) = sensim_shards_set_environment;
+static sensim_status_t (*const fn_shards_create_body)(sensim_shards_t*, const sensim_body_t*) = sensim_shards_create_body;
+static sensim_status_t (*const fn_shards_create_object)(sensim_shards_t*, const sensim_object_t*) = sensim_shards_create_object;
+static sensim_status_t (*const fn_shards_create_joint)(sensim_shards_t*, const sensim_joint_t*) = sensim_shards_create_joint;
+static sensim_status_t (*const fn_shards_remove)(sensim_shards_t*, sensim_entity_t, uint32_t) = sensim_shards_remove;
+static sensim_status_t (*const fn_shards_create_lidar)(sensim_shards_t*, const sensim_sensor_t*, const sensim_lidar_config_t*) = sensim_shards_create_lidar;
+static sensim_status_t (*const fn_shards_create_imu)(sensim_shards_t*, const sensim_sensor_t*, const sensim_imu_config_t*) = sensim_shards_create_imu;
+static sensim_status_t (*const fn_shards_create_encoder)(sensim_shards_t*, const sensim_sensor_t*, const sensim_encoder_config_t*) = sensim_shards_create_encoder;
+static sensim_status_t (*const fn_shards_create_odometer)(sensim_shards_t*, const sensim_sensor_t*, const sensim_odometer_config_t*) = sensim_shards_create_odometer;
+static sensim_status_t (*const fn_shards_create_cone)(sensim_shards_t*, const sensim_sensor_t*, const sensim_cone_config_t*) = sensim_shards_create_cone;
+static sensim_status_t (*const fn_shards_subscribe)(sensim_shards_t*, const sensim_subscription_t*) = sensim_shards_subscribe;
+static sensim_status_t (*const fn_shards_unsubscribe)(sensim_shards_t*, uint32_t) = sensim_shards_unsubscribe;
+static sensim_status_t (*const fn_shards_next_sensor_data)(sensim_shards_t*, int, const sensim_sensor_data_t**) = sensim_shards_next_sensor_data;
+static sensim_status_t (*const fn_shards_update_state)(sensim_shards_t*, const sensim_state_t*) = sensim_shards_update_state;
+static sensim_status_t (*const fn_shards_step)(sensim_shards_t*, const sensim_step_t*, const sensim_step_result_t**) = sensim_shards_step;
+static sensim_status_t (*const fn_shards_update_and_step)(sensim_shards_t*, const sensim_state_t*, const sensim_step_t*, const sensim_step_result_t**) = sensim_shards_update_and_step;
+static sensim_status_t (*const fn_shards_raycast)(sensim_shards_t*, const sensim_raycast_t*, sensim_hit_t*) = sensim_shards_raycast;
+static sensim_status_t (*const fn_shards_reconnect)(sensim_shards_t*, uint32_t, const char*) = sensim_shards_reconnect;
+static sensim_status_t (*const fn_shards_focus)(sensim_shards_t*, int) = sensim_shards_focus;
 static const char* (*const fn_status_name)(sensim_status_t) = sensim_status_name;
 static const char* (*const fn_status_str)(sensim_status_t) = sensim_status_str;
 static sensim_pose_t (*const fn_pose_identity)(void) = sensim_pose_identity;
@@ -174,7 +207,39 @@ int header_c11_uses(void) {
       (const void*)&fn_unsubscribe,
       (const void*)&fn_next_sensor_data,
       (const void*)&fn_client_pushed_dropped,
-      (const void*)&fn_client_pushed_queued};
+      (const void*)&fn_client_pushed_queued,
+      (const void*)&fn_shard_for,
+      (const void*)&fn_shards_connect,
+      (const void*)&fn_shards_close,
+      (const void*)&fn_shards_last_error,
+      (const void*)&fn_shards_failed,
+      (const void*)&fn_shards_count,
+      (const void*)&fn_shards_client,
+      (const void*)&fn_shards_place,
+      (const void*)&fn_shards_owner,
+      (const void*)&fn_shards_create_mesh,
+      (const void*)&fn_shards_create_primitive,
+      (const void*)&fn_shards_set_material,
+      (const void*)&fn_shards_set_ambient,
+      (const void*)&fn_shards_set_environment,
+      (const void*)&fn_shards_create_body,
+      (const void*)&fn_shards_create_object,
+      (const void*)&fn_shards_create_joint,
+      (const void*)&fn_shards_remove,
+      (const void*)&fn_shards_create_lidar,
+      (const void*)&fn_shards_create_imu,
+      (const void*)&fn_shards_create_encoder,
+      (const void*)&fn_shards_create_odometer,
+      (const void*)&fn_shards_create_cone,
+      (const void*)&fn_shards_subscribe,
+      (const void*)&fn_shards_unsubscribe,
+      (const void*)&fn_shards_next_sensor_data,
+      (const void*)&fn_shards_update_state,
+      (const void*)&fn_shards_step,
+      (const void*)&fn_shards_update_and_step,
+      (const void*)&fn_shards_raycast,
+      (const void*)&fn_shards_reconnect,
+      (const void*)&fn_shards_focus};
   return (int)(sizeof(fns) / sizeof(fns[0])) + (int)opts.role + (int)lidar.pattern +
          (int)state.nbodies;
 }

@@ -2,6 +2,7 @@
 // header_cxx.cc: compile-only check that sensim/sensim.h is usable from C++17 (extern "C", no
 // C-only constructs, the init macros), as physics engines written in C++ include it.
 #include <sensim/sensim.h>
+#include <sensim/shard.h>
 
 #include <array>
 #include <cstdint>

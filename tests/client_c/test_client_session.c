@@ -326,6 +326,108 @@ TEST(session_observer_may_read_only) {
 }
 
 
+// Describe: an observer lists what the controller made; pages joined (1100 bodies: two
+// pages of the daemon's 1024). Truth: what was sent, and the velodyne_pointcloud layout.
+TEST(session_observer_describes_sensors_and_bodies) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* ctl = td_connect(&d, "described");
+  ASSERT_TRUE(ctl != NULL);
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.environment = "described";
+  o.role = SENSIM_ROLE_OBSERVER;
+  sensim_client_t* obs = td_connect_opts(&d, &o);
+  ASSERT_TRUE(obs != NULL);
+  sensim_body_t body;
+  sensim_body_init(&body);
+  for (uint32_t i = 1; i <= 1100; i++) {
+    body.id = 2 * i;
+    body.name = i == 1 ? "cart" : NULL;
+    body.pose.position[0] = i;
+    ASSERT_OK_ST(ctl, sensim_create_body(ctl, &body));
+  }
+  sensim_sensor_t s;
+  sensim_sensor_init(&s);
+  s.id = 5;
+  s.name = "roof";
+  s.body_id = 2;
+  s.mount.position[2] = 1.5;
+  s.mount.orientation[2] = 2;  // not unit: described normalised
+  s.mount.orientation[3] = 2;
+  sensim_lidar_config_t c;
+  sensim_lidar_config_init(&c, SENSIM_PATTERN_VLP16);
+  c.layout = SENSIM_LAYOUT_VELODYNE;
+  ASSERT_OK_ST(ctl, sensim_create_lidar(ctl, &s, &c));
+  sensim_sensor_init(&s);
+  s.id = 3;
+  sensim_cone_config_t cone;
+  sensim_cone_config_init(&cone);
+  ASSERT_OK_ST(ctl, sensim_create_cone(ctl, &s, &cone));
+  double pose[7] = {4, -1, 0.5, 0, 0, 0, 1};
+  uint32_t id = 2;
+  sensim_state_t state;
+  sensim_state_init(&state);
+  state.time = 0.25;
+  state.nbodies = 1;
+  state.body_ids = &id;
+  state.body_poses = pose;
+  ASSERT_OK_ST(ctl, sensim_update_state(ctl, &state));
+
+  const sensim_description_t* desc = NULL;
+  ASSERT_OK_ST(obs, sensim_describe(obs, &desc));
+  ASSERT_STREQ(desc->environment, "described");
+  ASSERT_TRUE(desc->has_time);
+  ASSERT_NEAR(desc->time, 0.25, 0);
+  ASSERT_EQ(desc->nsensors, 2);
+  ASSERT_EQ(desc->sensors[0].id, 3);
+  ASSERT_EQ(desc->sensors[0].kind, SENSIM_SENSOR_CONE);
+  ASSERT_EQ(desc->sensors[0].nfields, 0);
+  ASSERT_STREQ(desc->sensors[0].name, "");
+  const sensim_sensor_description_t* l = &desc->sensors[1];
+  ASSERT_EQ(l->id, 5);
+  ASSERT_EQ(l->kind, SENSIM_SENSOR_LIDAR);
+  ASSERT_STREQ(l->name, "roof");
+  ASSERT_EQ(l->body_id, 2);
+  ASSERT_NEAR(l->mount.position[2], 1.5, 0);
+  ASSERT_NEAR(l->mount.orientation[2], sqrt(0.5), 1e-15);
+  ASSERT_NEAR(l->mount.orientation[3], sqrt(0.5), 1e-15);
+  ASSERT_STREQ(l->pattern, "vlp16");
+  ASSERT_EQ(l->layout, SENSIM_LAYOUT_VELODYNE);
+  ASSERT_EQ(l->frame, SENSIM_FRAME_SENSOR);
+  // velodyne_pointcloud: x y z intensity float32, ring uint16 at 16, time float32 at 18
+  ASSERT_EQ(l->point_step, 22);
+  ASSERT_EQ(l->nfields, 6);
+  static const char* const kNames[6] = {"x", "y", "z", "intensity", "ring", "time"};
+  static const uint32_t kOffsets[6] = {0, 4, 8, 12, 16, 18};
+  for (int i = 0; i < 6; i++) {
+    ASSERT_STREQ(l->fields[i].name, kNames[i]);
+    ASSERT_EQ(l->fields[i].offset, kOffsets[i]);
+    ASSERT_EQ(l->fields[i].count, 1);
+  }
+  ASSERT_EQ(l->fields[4].datatype, SENSIM_DATATYPE_UINT16);
+  ASSERT_EQ(l->fields[5].datatype, SENSIM_DATATYPE_FLOAT32);
+  ASSERT_EQ(desc->nbodies, 1100);
+  for (uint32_t i = 0; i < 1100; i++) {
+    ASSERT_EQ(desc->bodies[i].id, 2 * (i + 1));
+    if (i > 0) {
+      ASSERT_NEAR(desc->bodies[i].pose.position[0], i + 1, 0);
+    }
+  }
+  ASSERT_STREQ(desc->bodies[0].name, "cart");
+  ASSERT_STREQ(desc->bodies[1].name, "");
+  for (int k = 0; k < 7; k++) {
+    ASSERT_NEAR((&desc->bodies[0].pose.position[0])[k], pose[k], 0);
+  }
+  ASSERT_STATUS(obs, sensim_describe(obs, NULL), SENSIM_INVALID_ARGUMENT, "out");
+  ASSERT_EQ(sensim_describe(NULL, &desc), SENSIM_INVALID_ARGUMENT);
+  sensim_client_close(obs);
+  sensim_client_close(ctl);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
 TEST(session_environment_kept_across_connections) {
   td_daemon_t d;
   ASSERT_OK(td_start(&d, NULL));

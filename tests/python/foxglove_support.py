@@ -331,3 +331,33 @@ def read_cloud2(payload: bytes) -> dict:
     return {"seq": seq, "stamp": sec * 10**9 + nsec, "frame_id": frame_id, "height": height,
             "width": width, "fields": fields, "is_bigendian": bigendian,
             "point_step": point_step, "row_step": row_step, "data": data, "is_dense": dense}
+
+
+def read_tf(payload: bytes) -> list[dict]:
+    """A second reader of tf2_msgs/TFMessage (ROS 1): each transform's stamp (ns), parent,
+    child and pose (px py pz qx qy qz qw)."""
+    pos = 0
+
+    def take(fmt: str) -> tuple:
+        nonlocal pos
+        vals = struct.unpack_from(fmt, payload, pos)
+        pos += struct.calcsize(fmt)
+        return vals
+
+    def string() -> str:
+        nonlocal pos
+        (n,) = take("<I")
+        s = payload[pos:pos + n].decode()
+        pos += n
+        return s
+
+    out = []
+    (count,) = take("<I")
+    for _ in range(count):
+        _seq, sec, nsec = take("<III")
+        parent = string()
+        child = string()
+        out.append({"stamp": sec * 10**9 + nsec, "parent": parent, "child": child,
+                    "pose": list(take("<7d"))})
+    assert pos == len(payload), f"TFMessage: {len(payload) - pos} bytes left over"
+    return out

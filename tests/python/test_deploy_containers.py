@@ -59,10 +59,10 @@ def free_ports(n: int) -> list[int]:
 
 
 # ---------------------------------------------------------------------------- the scenario
-# The shard scenario: the same scene, materials, medium, bodies and state updates go to every
-# daemon; each sensor lives on one of them (pair k on daemon k mod n) and its outputs come from
-# it. With one address it is the whole scenario on one daemon. The sharding clients will run
-# exactly this through their own placement; until then it is spelt out here.
+# The shard scenario through sensim.ShardedClient (docs/sharding.md): the same scene,
+# materials, medium, bodies and state updates go to every daemon; each sensor lives on one of
+# them (pair k on daemon k mod n, an explicit placement) and its outputs come from it, merged
+# by the client. With one address it is the whole scenario on one daemon.
 
 SEED = 7_340_033
 STEP = 0.05
@@ -84,7 +84,7 @@ def vehicle_state(t: float) -> tuple[list[float], list[float]]:
     return pose, [5.0, 0.0, 0.0, 0.0, 0.0, 0.2]
 
 
-def build_scene(c: sensim.Client, seed: int) -> None:
+def build_scene(c: sensim.Client | sensim.ShardedClient, seed: int) -> None:
     c.set_environment(seed=seed, magnetic_field=(2e-5, 0.0, -4e-5))
     c.set_ambient("fog", visibility=150.0)    # atmospheric returns: drawn from the seed
     c.set_material(1, "lambertian", reflectance=0.35)
@@ -105,7 +105,7 @@ def build_scene(c: sensim.Client, seed: int) -> None:
     c.create_object(40, 2, body_id=2, material_id=1, label=4)
 
 
-def create_sensors(c: sensim.Client, lidar: int, imu: int) -> None:
+def create_sensors(c: sensim.Client | sensim.ShardedClient, lidar: int, imu: int) -> None:
     k = lidar - 101
     c.create_lidar(lidar, body_id=1, mount=((0.5 * k, 0.0, 1.5), None),
                    distance_noise={"stddev_base": 0.02, "stddev_slope": 0.001}, **LIDARS[lidar])
@@ -118,28 +118,27 @@ def create_sensors(c: sensim.Client, lidar: int, imu: int) -> None:
 def run_scenario(shards: list[tuple[str, int]], token: str | None,
                  seed: int = SEED) -> dict[int, list[bytes]]:
     """Every sensor's outputs over the steps (serialized SensorData), from daemons at `shards`."""
-    clients = []
-    try:
-        for host, port in shards:
-            clients.append(sensim.Client(host, port, token=token, environment="shard-scenario",
-                                         client_name="test_deploy_containers", timeout=120))
-        for c in clients:
-            build_scene(c, seed)
-        for k, (lidar, imu) in enumerate(PAIRS):
-            create_sensors(clients[k % len(clients)], lidar, imu)
+    placement = {}
+    for k, (lidar, imu) in enumerate(PAIRS):
+        placement[lidar] = placement[imu] = k % len(shards)
+    with sensim.ShardedClient(shards, placement=placement, token=token,
+                              environment="shard-scenario", client_name="test_deploy_containers",
+                              timeout=120) as c:
+        build_scene(c, seed)
+        for lidar, imu in PAIRS:
+            create_sensors(c, lidar, imu)
+        assert c.sensors == placement
         outputs: dict[int, list[bytes]] = collections.defaultdict(list)
         for t in TIMES:
             pose, vel = vehicle_state(t)
             obstacle = [12.0 - 3.0 * t, -3.0 + t, 1.0, 0.0, 0.0, 0.0, 1.0]
-            for c in clients:
-                c.update_state(t, [1, 2], [pose, obstacle], [vel, [-3.0, 1.0, 0, 0, 0, 0]])
-            for c in clients:
-                for out in c.step(t).outputs:
-                    outputs[out.sensor_id].append(out.SerializeToString(deterministic=True))
+            c.update_state(t, [1, 2], [pose, obstacle], [vel, [-3.0, 1.0, 0, 0, 0, 0]])
+            done = c.step(t)
+            ids = [out.sensor_id for out in done.outputs]
+            assert ids == sorted(ids)                 # merged in sensor id order
+            for out in done.outputs:
+                outputs[out.sensor_id].append(out.SerializeToString(deterministic=True))
         return dict(outputs)
-    finally:
-        for c in clients:
-            c.close()
 
 
 def first_difference(a: dict[int, list[bytes]], b: dict[int, list[bytes]]) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import socket
 import subprocess
@@ -19,8 +20,8 @@ import numpy as np
 import pytest
 
 from sensim.foxglove import Bridge
-from foxglove_support import SUBPROTOCOL, BridgeProcess, Stepper, Viewer, build_scene, \
-    read_cloud2
+from foxglove_support import SUBPROTOCOL, BridgeProcess, Stepper, Viewer, body_pose, \
+    build_scene, read_cloud2, read_tf
 
 MiB = 1 << 20
 
@@ -111,7 +112,8 @@ def test_each_viewer_gets_only_its_channels(sensimd):
             assert all(len(d[2]) > 10000 for d in a.data)        # clouds only
             assert all(len(d[2]) < 1000 for d in bb.data)        # IMU samples only
             chans = {ch["topic"]: ch["subscribers"] for ch in b.stats()["channels"]}
-            assert chans == {"/sensor_10/points": 1, "/sensor_11/imu": 1}
+            # /tf (the described frames) is advertised, nobody subscribed to it
+            assert chans == {"/sensor_10/points": 1, "/sensor_11/imu": 1, "/tf": 0}
 
 
 def raw_slow_viewer(port: int, channel: int) -> socket.socket:
@@ -208,13 +210,12 @@ def test_bridge_finds_every_sensor_and_follows_them(sensimd):
     with sensimd.client(environment="demo") as c:
         build_scene(c, imu=False)
         c.create_imu(40, body_id=1, accelerometer=True)
-        c.create_imu(300, body_id=1, gyroscope=True)         # beyond --probe-ids
+        c.create_imu(300, body_id=1, gyroscope=True)         # listed by Describe: any id
         with bridge(sensimd.port) as b, Stepper(c) as first, Viewer(b.url) as v:
             v.channel("/sensor_10/points")
             v.channel("/sensor_40/imu")
-            time.sleep(0.5)
-            assert "/sensor_300/imu" not in {ch["topic"] for ch in v.channels.values()}
-            assert b.stats()["daemon"]["sensors"] == [10, 40]
+            v.channel("/sensor_300/imu")
+            assert b.stats()["daemon"]["sensors"] == [10, 40, 300]
             # removed: unadvertised; created: advertised (a cone sensor, as JSON); by a second
             # controller (a client is used by one thread at a time, the stepper's is busy)
             with sensimd.client(environment="demo") as c2:
@@ -233,12 +234,46 @@ def test_bridge_finds_every_sensor_and_follows_them(sensimd):
                 assert ts == round(rec.time * 1e9) and r["time"] == rec.time
                 assert r["detected"] == rec.cone.detected
                 assert r["range"] == rec.cone.range and r["object_id"] == rec.cone.object_id
-        # named, a sensor beyond the probed ids is served
+        # named, only that sensor is served
         with bridge(sensimd.port, sensors=[300]) as b, Stepper(c, t0=first.t), \
                 Viewer(b.url) as v:
             v.channel("/sensor_300/imu")
             time.sleep(0.5)
-            assert [ch["topic"] for ch in v.channels.values()] == ["/sensor_300/imu"]
+            assert sorted(ch["topic"] for ch in v.channels.values()) == \
+                ["/sensor_300/imu", "/tf"]
+
+
+def test_bridge_publishes_the_frames_the_daemon_describes(sensimd):
+    """Nobody tells the bridge where anything is: /tf carries each sensor's mount on its body
+    (or in world) and each body's pose at the simulation times the controller sent."""
+    h = math.sqrt(0.5)
+    with sensimd.client(environment="demo") as c:
+        build_scene(c)
+        c.create_imu(12, body_id=1, mount=(0.1, 0.0, 0.2, 0.0, 0.0, h, h), gyroscope=True)
+        with bridge(sensimd.port) as b, Stepper(c) as stepper, Viewer(b.url) as v:
+            tf = v.channel("/tf")
+            v.subscribe([(1, tf["id"])])
+            v.wait(lambda: sum(any(t["child"] == "body_1" for t in read_tf(p))
+                               for _, _, p, _ in data_of(v, 1)) >= 5, "body poses on /tf")
+            sent = {round(t * 1e9): poses[0] for t, poses in
+                    ((round(k * stepper.dt, 9), p) for k, p in list(stepper.poses.items()))}
+            sent[0] = body_pose(0.0)
+    seen = 0
+    for _, ts, payload, _ in data_of(v, 1):
+        by_child = {t["child"]: t for t in read_tf(payload)}
+        assert by_child["sensor_10"]["parent"] == "world"
+        assert by_child["sensor_10"]["pose"] == [0, 0, 1.5, 0, 0, 0, 1]
+        assert by_child["sensor_11"]["parent"] == "body_1"
+        assert by_child["sensor_11"]["pose"] == [0, 0, 0, 0, 0, 0, 1]
+        assert by_child["sensor_12"]["parent"] == "body_1"
+        np.testing.assert_allclose(by_child["sensor_12"]["pose"], [0.1, 0, 0.2, 0, 0, h, h],
+                                   atol=1e-15)
+        if "body_1" in by_child:
+            body = by_child["body_1"]
+            assert body["parent"] == "world" and body["stamp"] == ts
+            np.testing.assert_allclose(body["pose"], sent[ts], atol=1e-12)
+            seen += 1
+    assert seen >= 5
 
 
 def test_bridge_leaves_an_environment_it_is_alone_in(sensimd):

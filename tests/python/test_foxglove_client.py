@@ -130,11 +130,18 @@ def test_node_client_reads_transforms_the_controller_publishes(sensimd, tmp_path
     assert len(result["tf"]) == 5
     for tfs in result["tf"]:
         by_child = {t["child"]: t for t in tfs}
-        assert set(by_child) == {"body_1", "sensor_11"}
+        # body_1 and the mounts as the daemon describes them (sensor_10 in world), with the
+        # mount given to set_frame in place of the described one
+        assert {"sensor_10", "sensor_11"} <= set(by_child) <= {"body_1", "sensor_10",
+                                                                 "sensor_11"}
+        if "body_1" not in by_child:
+            continue        # the mounts alone, described before the first state
         body = by_child["body_1"]
         stamp = body["header"]["sec"] * 10**9 + body["header"]["nsec"]
         assert body["header"]["frame_id"] == "world"
-        np.testing.assert_array_equal(body["translation"] + body["rotation"], sent[stamp])
+        # as published, or as the daemon describes it (its quaternion normalised: 1 ulp)
+        np.testing.assert_allclose(body["translation"] + body["rotation"], sent[stamp],
+                                   rtol=0, atol=1e-15)
         mount = by_child["sensor_11"]
         assert mount["header"]["frame_id"] == "body_1"
         assert mount["translation"] == [0.1, 0, 0.2] and mount["rotation"] == [0, 0, 0, 1]
@@ -154,7 +161,8 @@ def test_node_client_reads_an_ouster_cloud_sent_compressed(sensimd, tmp_path, en
             with Stepper(c) as stepper:
                 result = run_node_client(bridge.url, tmp_path, "/sensor_12/points",
                                          "/sensor_11/imu")
-    assert {ch["topic"] for ch in result["channels"]} == {"/sensor_12/points", "/sensor_11/imu"}
+    assert {ch["topic"] for ch in result["channels"]} == {"/sensor_12/points", "/sensor_11/imu",
+                                                          "/tf"}
     for k in range(3):
         msg = result["clouds"][k]
         truth = stepper.cloud(12, msg["header"]["seq"])

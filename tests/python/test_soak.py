@@ -338,13 +338,17 @@ def log_sessions(text: str) -> tuple[list[int], list[int]]:
     return connected, closed
 
 
-def settle(probe: sensim.Client, pid: int, baseline_fds: int, timeout: float = 30.0):
-    """GetInfo once only the probe is connected and only its environment is left."""
+def settle(probe: sensim.Client, pid: int, baseline_fds: int, baseline_held: int,
+           timeout: float = 30.0):
+    """GetInfo once only the probe is connected, only its environment is left and the held
+    bytes are back at their baseline (work of closed clients may still be finishing on the
+    executor or encoder threads for a moment), or at the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         info = probe.get_info()
         names = [e.name for e in info.environments]
-        if (info.connections == 1 and names == ["probe"] and fd_count(pid) == baseline_fds) \
+        if (info.connections == 1 and names == ["probe"] and fd_count(pid) == baseline_fds
+                and info.counters.held_bytes == baseline_held) \
                 or time.monotonic() > deadline:
             return info
         time.sleep(0.1)
@@ -410,7 +414,7 @@ def test_fault_soak(sensimd_factory, tmp_path, capsys):
     cyc = json.loads((tmp_path / "cycles.json").read_text())
     assert not steps["errors"], steps["errors"]
     assert not cyc["errors"], cyc["errors"][:5]
-    info = settle(probe, pid, base_fds)
+    info = settle(probe, pid, base_fds, base_info.counters.held_bytes)
     text = pathlib.Path(d.log_path).read_text(errors="replace")
     connected, closed = log_sessions(text)
 

@@ -954,6 +954,59 @@ SENSIM_API sensim_status_t sensim_point_cloud_read(const sensim_point_cloud_t* c
 SENSIM_API const sensim_point_field_t* sensim_point_cloud_field(const sensim_point_cloud_t* cloud,
                                                                 const char* name);
 
+//---------------------------------------------------------------- Describe
+
+typedef enum sensim_sensor_kind {
+  SENSIM_SENSOR_UNSPECIFIED = 0,    // a kind newer than this library
+  SENSIM_SENSOR_LIDAR = 1,
+  SENSIM_SENSOR_IMU = 2,
+  SENSIM_SENSOR_ENCODER = 3,
+  SENSIM_SENSOR_ODOMETER = 4,
+  SENSIM_SENSOR_CONE = 5,
+} sensim_sensor_kind_t;
+
+// One sensor of the environment (SensorDescription).
+typedef struct sensim_sensor_description {
+  uint32_t id;
+  sensim_sensor_kind_t kind;
+  const char* name;                 // "" when it has none
+  uint32_t body_id;                 // 0 = the world
+  sensim_pose_t mount;              // on its body, normalised quaternion
+  uint32_t joint_id;                // an encoder's or odometer's joint, else 0
+  // a lidar's clouds (kind LIDAR): their point fields, as its SensorData will carry them
+  uint32_t nfields;
+  const sensim_point_field_t* fields;
+  uint32_t point_step;              // bytes per point
+  sensim_output_frame_t frame;
+  sensim_layout_t layout;
+  const char* pattern;              // "vlp16", "ouster", ...; "" for other kinds
+} sensim_sensor_description_t;
+
+// One body at the last state (BodyDescription).
+typedef struct sensim_body_description {
+  uint32_t id;
+  const char* name;                 // "" when it has none
+  sensim_pose_t pose;               // in the world, at sensim_description_t.time
+} sensim_body_description_t;
+
+// What sensim_describe reports (Description): every sensor and body, in id order.
+typedef struct sensim_description {
+  const char* environment;
+  bool has_time;                    // a state was applied
+  double time;                      // s, of the last applied state
+  uint64_t steps;
+  uint32_t nsensors;
+  const sensim_sensor_description_t* sensors;
+  uint32_t nbodies;
+  const sensim_body_description_t* bodies;
+} sensim_description_t;
+
+// List the sensors and bodies of this connection's environment (Describe; any role). The
+// daemon answers in pages (256 sensors, 1024 bodies); this call asks for every page and joins
+// them. On SENSIM_OK *out points at the description. Returns views.
+SENSIM_API sensim_status_t sensim_describe(sensim_client_t* cli,
+                                           const sensim_description_t** out);
+
 //---------------------------------------------------------------- Time and stepping
 
 // The state at `time` (UpdateState): arrays read straight from the caller's memory.

@@ -14,7 +14,8 @@ from ._proto import pb
 from .client import PROTOCOL_VERSION, RAYCAST_DTYPE, Client, point_cloud_to_numpy
 from .errors import SensimError
 from .outputs import SensorOutput, outputs
+from .shard import ShardedClient, shard_for
 
 __all__ = ["Client", "SensimError", "errors", "pb", "PROTOCOL_VERSION", "RAYCAST_DTYPE",
-           "point_cloud_to_numpy", "SensorOutput", "outputs"]
+           "point_cloud_to_numpy", "SensorOutput", "outputs", "ShardedClient", "shard_for"]
 __version__ = "0.1.0"

@@ -690,6 +690,36 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int,
     return out.tobytes()
 
 
+def state_arrays(body_ids: Sequence[int] = (), body_poses: Any = None,
+                 body_velocities: Any = None, joint_ids: Sequence[int] = (),
+                 joint_positions: Any = None) -> list[tuple[str, np.ndarray]]:
+    """The bulk fields of an UpdateState ((field name, little-endian array)), checked and
+    converted once (Client.update_state; ShardedClient sends the same arrays to every shard)."""
+    ids = _ids(body_ids, "body_ids")
+    jids = _ids(joint_ids, "joint_ids")
+    arrays = []
+    if len(ids):
+        if body_poses is None:
+            raise ValueError("body_poses: required with body_ids")
+        poses = _rows(body_poses, 7, "body_poses")
+        if len(poses) != len(ids):
+            raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
+        arrays += [("body_ids_bytes", ids), ("body_poses_bytes", poses)]
+        if body_velocities is not None:
+            vel = _rows(body_velocities, 6, "body_velocities")
+            if len(vel) != len(ids):
+                raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
+            arrays.append(("body_velocities_bytes", vel))
+    if len(jids):
+        if joint_positions is None:
+            raise ValueError("joint_positions: required with joint_ids")
+        pos = _flat(joint_positions, "joint_positions")
+        if len(pos) != len(jids):
+            raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
+        arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", pos)]
+    return arrays
+
+
 class Client:
     """A connection to sensimd.
 
@@ -1093,6 +1123,33 @@ class Client:
         limits."""
         return self._call("get_info", pb.GetInfo(), "info")
 
+    def describe(self, sensors: bool = True, bodies: bool = True) -> Any:
+        """Return the Description of this connection's environment (any role): its sensors
+        (id, kind, name, body, mount, a lidar's point fields and frame) and its bodies (id,
+        name, world pose at the last state), each list whole in id order (the daemon's pages
+        are fetched and joined), with the time of the last state and the step count."""
+        out = None
+        s_after = b_after = 0
+        want_s, want_b = sensors, bodies
+        while True:
+            page = self._call("describe", pb.Describe(
+                sensors_after=s_after, bodies_after=b_after, no_sensors=not want_s,
+                no_bodies=not want_b), "description")
+            if out is None:
+                out = page
+            else:
+                out.sensors.extend(page.sensors)
+                out.bodies.extend(page.bodies)
+            want_s = want_s and page.more_sensors and len(page.sensors) > 0
+            want_b = want_b and page.more_bodies and len(page.bodies) > 0
+            if not (want_s or want_b):
+                out.more_sensors = out.more_bodies = False
+                return out
+            if want_s:
+                s_after = page.sensors[-1].id
+            if want_b:
+                b_after = page.bodies[-1].id
+
     # ------------------------------------------------------------------ scene
 
     def create_mesh(self, id: int, vertices: Any, indices: Any, material_ids: Any = None,
@@ -1357,28 +1414,7 @@ class Client:
         (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,). The arrays travel as
         little-endian bytes (the UpdateState *_bytes fields), each converted once from any
         array-like (any layout, byte order, integer or float type; ids any integers)."""
-        ids = _ids(body_ids, "body_ids")
-        jids = _ids(joint_ids, "joint_ids")
-        arrays = []
-        if len(ids):
-            if body_poses is None:
-                raise ValueError("body_poses: required with body_ids")
-            poses = _rows(body_poses, 7, "body_poses")
-            if len(poses) != len(ids):
-                raise ValueError(f"body_poses: {len(poses)} rows for {len(ids)} body_ids")
-            arrays += [("body_ids_bytes", ids), ("body_poses_bytes", poses)]
-            if body_velocities is not None:
-                vel = _rows(body_velocities, 6, "body_velocities")
-                if len(vel) != len(ids):
-                    raise ValueError(f"body_velocities: {len(vel)} rows for {len(ids)} body_ids")
-                arrays.append(("body_velocities_bytes", vel))
-        if len(jids):
-            if joint_positions is None:
-                raise ValueError("joint_positions: required with joint_ids")
-            pos = _flat(joint_positions, "joint_positions")
-            if len(pos) != len(jids):
-                raise ValueError(f"joint_positions: {len(pos)} values for {len(jids)} joint_ids")
-            arrays += [("joint_ids_bytes", jids), ("joint_positions_bytes", pos)]
+        arrays = state_arrays(body_ids, body_poses, body_velocities, joint_ids, joint_positions)
         self.wait_reply(self._send_bulk("update_state", pb.UpdateState(time=float(time)),
                                         arrays))
 

@@ -15,6 +15,7 @@
 #include "base/pool.h"
 #include "daemon.h"
 #include "daemon/exec.h"
+#include "daemon/record.h"
 #include "daemon/registry.h"
 #include "daemon/streams.h"
 #include "net/outbox.h"
@@ -65,6 +66,7 @@ struct daemon {
   int stopping;
   uint64_t heap_base;        // heap in use once started (scene_memory_full)
   atomic_int halt;           // set when stopping: running raycasts end early
+  recorder_t* recorder;      // --record: nullable
 };
 
 //---------------- protocol (daemon/protocol.c)

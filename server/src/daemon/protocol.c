@@ -358,12 +358,25 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   session_set_ready(s);
   c->observer = h.observer;
   snprintf(c->name, sizeof(c->name), "%s", h.client_name);
+  // recorded without the Hello itself: its token must not reach the file
+  record_put(d->recorder, RECORD_HELLO, session_id(s), c->observer, c->entry->name,
+             h.client_name, strlen(h.client_name));
   submit_request(d, c, req, 1);
   return;
 
 refuse:
   wire_free(req);
   session_close(s);
+}
+
+
+// --record: a request accepted for its environment's queue, recorded in the order it is
+// queued there (the loop queues every request of an environment in arrival order).
+static void record_request(daemon_t* d, client_t* c, const uint8_t* payload, size_t len) {
+  if (d->recorder) {
+    record_put(d->recorder, RECORD_REQUEST, session_id(c->s), c->observer, c->entry->name,
+               payload, len);
+  }
 }
 
 
@@ -452,9 +465,11 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
                      (unsigned long long)d->cfg.max_scene_bytes);
         break;
       }
+      record_request(d, c, payload, len);
       submit_request(d, c, req, 0);
       return;
     case WIRE_KIND_ENV_READ:
+      record_request(d, c, payload, len);
       submit_request(d, c, req, 0);
       return;
     case WIRE_KIND_ENV_RELEASE:
@@ -471,9 +486,11 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
                    c->entry->name);
       break;
     case WIRE_KIND_SUBSCRIBE:
+      record_request(d, c, payload, len);
       subscribe_add(d, c, req);
       break;
     case WIRE_KIND_UNSUBSCRIBE:
+      record_request(d, c, payload, len);
       subscribe_remove(d, c, req);
       break;
     case WIRE_KIND_NOT_SERVED:
@@ -581,6 +598,11 @@ static void on_close(void* user, session_t* s) {
     return;
   }
   LOG_DEBUG("session %llu: closed", (unsigned long long)session_id(s));
+  if (c->ready) {
+    record_put(d->recorder, RECORD_CLOSE, session_id(s), c->observer,
+               c->entry ? c->entry->name : NULL, NULL, 0);
+    record_flush(d->recorder);
+  }
   streams_session_closed(d->streams, s);
   client_leave(d, c);
   reply_close(d, c);

@@ -248,6 +248,7 @@ wire_kind_t wire_kind(const wire_request_t* r) {
     case SENSIM__V1__ENVELOPE__BODY_GET_INFO:
       return WIRE_KIND_GET_INFO;
     case SENSIM__V1__ENVELOPE__BODY_RAYCAST:
+    case SENSIM__V1__ENVELOPE__BODY_DESCRIBE:
       return WIRE_KIND_ENV_READ;
     case SENSIM__V1__ENVELOPE__BODY_REMOVE:
       return r->env->remove->has_kind &&
@@ -273,6 +274,7 @@ wire_kind_t wire_kind(const wire_request_t* r) {
     case SENSIM__V1__ENVELOPE__BODY_HELLO_REPLY:
     case SENSIM__V1__ENVELOPE__BODY_PONG:
     case SENSIM__V1__ENVELOPE__BODY_INFO:
+    case SENSIM__V1__ENVELOPE__BODY_DESCRIPTION:
     case SENSIM__V1__ENVELOPE__BODY_STEP_DONE:
     case SENSIM__V1__ENVELOPE__BODY_RAYCAST_RESULT:
     case SENSIM__V1__ENVELOPE__BODY_SENSOR_DATA:

@@ -28,7 +28,7 @@ typedef enum wire_kind {
   WIRE_KIND_HELLO,
   WIRE_KIND_PING,
   WIRE_KIND_GET_INFO,
-  WIRE_KIND_ENV_READ,        // an environment request that changes nothing (raycast)
+  WIRE_KIND_ENV_READ,        // an environment request that changes nothing (raycast, describe)
   WIRE_KIND_ENV_WRITE,       // an environment request that changes it (controllers only)
   WIRE_KIND_ENV_RELEASE,     // remove the connection's environment itself (controllers only)
   WIRE_KIND_SUBSCRIBE,       // Subscribe (any role)

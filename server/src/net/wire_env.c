@@ -963,6 +963,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
   ray_result_t rays;
   memset(&rays, 0, sizeof(rays));
   sensim__v1__raycast_result__init(&rays.msg);
+  wire_description_t* described = NULL;
 
   switch (env->body_case) {
     case SENSIM__V1__ENVELOPE__BODY_CREATE_MESH:
@@ -1003,6 +1004,9 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
     case SENSIM__V1__ENVELOPE__BODY_RAYCAST:
       o.code = do_raycast(r, env->raycast, e, &o, &rays);
       break;
+    case SENSIM__V1__ENVELOPE__BODY_DESCRIBE:
+      o.code = wire_describe(env->describe, e, &o.reply, &described, &o.msg);
+      break;
     default:
       o.code = err_set(&o.msg, ERR_INTERNAL, "not an environment request");
       break;
@@ -1011,7 +1015,8 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
   // any request but a raycast may have changed the environment (RaycastResult's
   // world_serial): a step refused after its sensors ran has still moved the time line, so
   // refused ones count too (counting one too many only makes a client send its rays again)
-  if (env->body_case != SENSIM__V1__ENVELOPE__BODY_RAYCAST) {
+  if (env->body_case != SENSIM__V1__ENVELOPE__BODY_RAYCAST &&
+      env->body_case != SENSIM__V1__ENVELOPE__BODY_DESCRIBE) {
     env_count_change(e);
   }
 
@@ -1031,6 +1036,7 @@ int wire_env_execute(const wire_request_t* r, env_t* e, uint8_t** out, size_t* o
     rc = wire_pack_reply(wire_id(r), 0, NULL, &o.reply, out, out_len);
   }
   ray_result_free(&rays);
+  wire_describe_free(described);
   *out_code = o.code;
   return rc;
 }

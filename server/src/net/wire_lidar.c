@@ -211,3 +211,29 @@ int wire_lidar_build(const Sensim__V1__LidarConfig* m, uint64_t max_frame_bytes,
   pattern_from(m, &c);
   return lidar_config_create(&c, max_frame_bytes, out, msg);
 }
+
+
+int wire_lidar_brief(const Sensim__V1__LidarConfig* m, env_sensor_brief_t* out) {
+  memset(out, 0, sizeof(*out));
+  lidar_layout_t layout;
+  err_msg_t msg;
+  lidar_layout_preset_t preset = m->has_layout ? (lidar_layout_preset_t)m->layout
+                                               : LIDAR_LAYOUT_FIELDS;
+  int rc = lidar_layout_init(&layout, preset, (const char* const*)m->fields,
+                             (uint32_t)m->n_fields, &msg);
+  if (rc < 0) {
+    return rc;
+  }
+  for (uint32_t i = 0; i < layout.nfield; i++) {
+    out->fields[i] = layout.field[i];
+  }
+  out->nfield = layout.nfield;
+  out->point_step = layout.point_step;
+  out->world_frame = m->has_frame && m->frame == SENSIM__V1__OUTPUT_FRAME__FRAME_WORLD;
+  out->layout = (int)preset;
+  // the oneof member's field name, a static string of the descriptor
+  const ProtobufCFieldDescriptor* f = protobuf_c_message_descriptor_get_field(
+      &sensim__v1__lidar_config__descriptor, (unsigned)m->pattern_case);
+  out->pattern = f ? f->name : NULL;
+  return 0;
+}

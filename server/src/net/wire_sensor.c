@@ -79,12 +79,19 @@ int wire_sensor_create(const Sensim__V1__CreateSensor* m, env_t* e, err_msg_t* m
   if (rc < 0) {
     return rc;
   }
+  env_sensor_brief_t brief = {0};
+  if (m->config_case == SENSIM__V1__CREATE_SENSOR__CONFIG_LIDAR &&
+      wire_lidar_brief(m->lidar, &brief) < 0) {
+    s.ops->destroy(s.self);
+    return err_set(msg, ERR_INTERNAL, "lidar: its layout could not be described");
+  }
   sensor_desc_t d = {
       .id = m->has_id ? m->id : 0,
       .body_id = m->has_body_id ? m->body_id : 0,
       .mount = wire_pose_from(m->mount),
       .name = m->name,
       .sensor = s,
+      .brief = &brief,
   };
   rc = env_create_sensor(e, &d, msg);
   if (rc < 0) {

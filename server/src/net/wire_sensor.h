@@ -32,6 +32,9 @@ int wire_sensor_create(const Sensim__V1__CreateSensor* m, env_t* e, err_msg_t* m
 // limit; 0 = none).
 int wire_lidar_build(const Sensim__V1__LidarConfig* m, uint64_t max_frame_bytes, sensor_t* out,
                      err_msg_t* msg) CHECKRET;
+// What Describe tells of a lidar built from m (which wire_lidar_build accepted): its cloud
+// layout, frame and pattern name.
+int wire_lidar_brief(const Sensim__V1__LidarConfig* m, env_sensor_brief_t* out) CHECKRET;
 int wire_imu_build(const Sensim__V1__ImuConfig* m, sensor_t* out, err_msg_t* msg) CHECKRET;
 int wire_encoder_build(const Sensim__V1__EncoderConfig* m, sensor_t* out,
                        err_msg_t* msg) CHECKRET;
@@ -45,6 +48,15 @@ typedef struct wire_outputs wire_outputs_t;
 int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
                         wire_outputs_t** store, err_msg_t* msg) CHECKRET;
 void wire_sensor_outputs_free(wire_outputs_t* store);
+
+//---------------- Describe (wire_describe.c)
+
+// The reply body of a Describe of e: a Description in *store's memory, attached to reply.
+// ERR_NOMEM.
+typedef struct wire_description wire_description_t;
+int wire_describe(const Sensim__V1__Describe* m, env_t* e, Sensim__V1__Envelope* reply,
+                  wire_description_t** store, err_msg_t* msg) CHECKRET;
+void wire_describe_free(wire_description_t* store);
 
 //---------------- Frames of records by reference (wire_out.c)
 

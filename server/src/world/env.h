@@ -321,12 +321,24 @@ int env_raycast(env_t* e, const env_raycast_t* r, scene_hit_t* out, err_msg_t* m
 
 // A sensor built by its model's constructor (lidar/, imu/, joint/, cone/), mounted at `mount`
 // (any non-zero quaternion, normalised here) on body `body_id` (0 = the world).
+// What a client may learn of a sensor's outputs without its configuration (a lidar's cloud
+// layout, frame and pattern), told by whoever built the sensor: kept for env_list_sensors.
+typedef struct env_sensor_brief {
+  sensor_field_t fields[SENSOR_MAX_FIELDS];   // (nfield) static names
+  uint32_t nfield;
+  uint32_t point_step;          // bytes per point; 0 = not a point cloud sensor
+  int world_frame;              // points in the world frame
+  int layout;                   // the wire's PointLayout it was created with
+  const char* pattern;          // static: "vlp16", ...; nullable
+} env_sensor_brief_t;
+
 typedef struct sensor_desc {
   uint32_t id;                  // > 0
   uint32_t body_id;
   pose_t mount;
   const char* name;             // nullable
   sensor_t sensor;              // kind, ops, model state; joint_id when it reads a joint
+  const env_sensor_brief_t* brief;  // nullable: copied
 } sensor_desc_t;
 
 // Add a sensor. Checks: id > 0 and free, room (max_sensors), body known, mount valid, the
@@ -360,6 +372,32 @@ typedef struct env_info {
 } env_info_t;
 
 void env_get_info(const env_t* e, env_info_t* out);
+
+// A sensor as created (env_list_sensors); name and brief valid until the next mutating call.
+typedef struct env_sensor_info {
+  uint32_t id;
+  sensor_kind_t kind;
+  const char* name;             // nullable
+  uint32_t body_id;             // 0 = the world
+  pose_t mount;                 // normalised
+  uint32_t joint_id;            // 0 = none
+  const env_sensor_brief_t* brief;
+} env_sensor_info_t;
+
+// A body at the last state (its pose at t_cur; before any state, its pose at creation).
+typedef struct env_body_info {
+  uint32_t id;
+  const char* name;             // nullable; valid until the next mutating call
+  pose_t pose;
+} env_body_info_t;
+
+// The sensors (bodies) with ids above `after`, in id order, at most max of them into out
+// (max entries). Returns how many were written, or ERR_NOMEM; *more is set when ids above
+// the last one written remain. Reads only.
+int env_list_sensors(const env_t* e, uint32_t after, env_sensor_info_t* out, uint32_t max,
+                     int* more) CHECKRET;
+int env_list_bodies(const env_t* e, uint32_t after, env_body_info_t* out, uint32_t max,
+                    int* more) CHECKRET;
 
 //---------------- Lookups (for sensors; read-only)
 

@@ -147,6 +147,7 @@ typedef struct env_sensor {
   sensor_t sensor;              // owned
   sensor_ctx_t ctx;             // id, body, mount
   char* name;
+  env_sensor_brief_t brief;     // for env_list_sensors
 } env_sensor_t;
 
 // Sensor table lifetime (env_sensor.c).

@@ -109,6 +109,11 @@ int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
   r->ctx.body_id = d->body_id;
   r->ctx.mount = mount;
   r->name = name;
+  if (d->brief) {
+    r->brief = *d->brief;
+  } else {
+    memset(&r->brief, 0, sizeof(r->brief));
+  }
   if (body) {
     body->nsensor++;
   }

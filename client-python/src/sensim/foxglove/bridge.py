@@ -30,18 +30,13 @@ import numpy as np
 from . import ros1
 from .hub import Hub
 from .protocol import Channel
-from .source import Source, SourceConfig, sensor_frame
+from .source import Source, SourceConfig, body_frame, sensor_frame
 
 __all__ = ["Bridge", "body_frame", "sensor_frame", "parse_address"]
 
 log = logging.getLogger("sensim.foxglove")
 
 TF_TOPIC = "/tf"
-
-
-def body_frame(body_id: int) -> str:
-    """The frame id of a body (body 0 is the world)."""
-    return "world" if body_id == 0 else f"body_{body_id}"
 
 
 def parse_address(text: str, what: str = "listen") -> tuple[str, int]:
@@ -97,8 +92,9 @@ class Bridge:
     """Serve one environment of a running sensimd to Foxglove and to the built-in page.
 
     host, port, environment, token: the daemon and the environment to observe.
-    sensors: the sensor ids to serve, or None for every sensor found among ids 1..probe_ids
-    (an observer can count an environment's sensors but not list them).
+    sensors: the sensor ids to serve, or None for every sensor of the environment (listed by
+    Describe; a daemon without Describe is probed among ids 1..probe_ids). The sensors'
+    mounts and the bodies' poses go on /tf as the daemon describes them.
     listen: "HOST:PORT" (or a (host, port) pair) of the WebSocket and page server; port 0
     picks a free one (see .address). Loopback by default: the protocol has no authentication.
     encoding: how the daemon sends clouds to the bridge: "raw" (default, fastest over
@@ -142,7 +138,8 @@ class Bridge:
             SourceConfig(host, port, environment, token, sensors, encoding, probe_ids,
                          poll_interval, name, timeout),
             channel_id=self.hub.channel_id, advertise=self._advertise,
-            withdraw=self._withdraw, publish=self._publish, wanted=self.hub.wanted)
+            withdraw=self._withdraw, publish=self._publish, wanted=self.hub.wanted,
+            described=self._described)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._server: Any = None
         self._loop_thread: Optional[threading.Thread] = None
@@ -155,6 +152,9 @@ class Bridge:
         self._pending = 0                   # bytes posted to the loop, not delivered yet
         self.pending_dropped = 0            # messages refused past pending_max_bytes
         self._frames: dict[str, tuple[str, np.ndarray]] = {}  # child -> (parent, pose): static
+        # the sensors' mounts as the daemon describes them: child -> (parent, pose); a frame
+        # given to set_frame (--frame) takes precedence
+        self._mounts: dict[str, tuple[str, np.ndarray]] = {}
         self._tf_advertised = False
         self._last_tf_ns = 0
         self.address: Optional[tuple[str, int]] = None
@@ -336,10 +336,25 @@ class Bridge:
         self.publish_transforms(time, [("world", body_frame(_positive(int(b), f"body_ids[{i}]")),
                                         poses[i]) for i, b in enumerate(body_ids)])
 
+    def _described(self, time: Optional[float], mounts: list, bodies: list) -> None:
+        """From the source: the sensors' mounts (parent, child, pose) and the bodies' world
+        poses (id, pose) at simulation time `time` (None before the first state), as the
+        daemon describes them. Published on /tf like publish_body_poses and set_frame."""
+        with self._tf_lock:
+            self._mounts = {child: (parent, pose) for parent, child, pose in mounts}
+            if time is None or not math.isfinite(time):
+                self._send_tf(self._last_tf_ns, [])
+                return
+            t_ns = ros1.stamp(time)
+            self._last_tf_ns = max(self._last_tf_ns, t_ns)
+            self._send_tf(t_ns, [("world", body_frame(b), pose) for b, pose in bodies])
+
     def _send_tf(self, t_ns: int, items: list) -> None:
-        """Post one TFMessage of the moving frames `items` and every fixed frame; called with
-        _tf_lock held."""
-        fixed = [(parent, child, pose) for child, (parent, pose) in self._frames.items()]
+        """Post one TFMessage of the moving frames `items` and every fixed frame (the mounts
+        described, then set_frame's); called with _tf_lock held."""
+        fixed = [(parent, child, pose) for child, (parent, pose) in self._mounts.items()
+                 if child not in self._frames]
+        fixed += [(parent, child, pose) for child, (parent, pose) in self._frames.items()]
         advertise = not self._tf_advertised
         self._tf_advertised = True
         ch = Channel(self.hub.channel_id(TF_TOPIC, ros1.TF_MESSAGE), TF_TOPIC, "ros1",

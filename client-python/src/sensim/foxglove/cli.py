@@ -68,9 +68,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the environment to observe (default: default)")
     ap.add_argument("-s", "--sensor", type=_count, action="append", dest="sensors",
                     metavar="ID", help="serve this sensor (repeat; default: every sensor "
-                    "found among ids 1..--probe-ids)")
+                    "the daemon describes)")
     ap.add_argument("--probe-ids", type=_count, default=256, metavar="N",
-                    help="without --sensor, look for sensors among ids 1..N (default 256)")
+                    help="without --sensor, against a daemon without Describe, look for "
+                    "sensors among ids 1..N (default 256)")
     ap.add_argument("--listen", type=_address, default=("127.0.0.1", 8765),
                     metavar="HOST:PORT", help="where viewers connect (default "
                     "127.0.0.1:8765; port 0 picks a free one)")

@@ -5,9 +5,12 @@ record into the message of its channel (ROS 1 for clouds and IMU samples, JSON f
 odometers and cone sensors) and hands it to the viewers' side, but only for channels some
 viewer subscribed to: a record nobody watches is not converted.
 
-Finding "all" sensors: an observer cannot list an environment's sensors, only count them
-(GetInfo), so the source subscribes to ids 1..probe_ids whenever the count exceeds what it
-found. Sensors with larger ids must be named.
+Finding "all" sensors and the frames: the source asks the daemon to describe the environment
+(Describe: every sensor with its body and mount, every body with its pose at the last state)
+at each poll, subscribes to the sensors it has not yet, and hands the sensors' mounts and the
+bodies' poses to the bridge for /tf (the bodies' again every _TF_INTERVAL while records
+arrive). A daemon too old to describe is probed instead: ids 1..probe_ids whenever GetInfo's
+sensor count exceeds what was found, and no transforms.
 
 The connection is made again when it breaks (the daemon restarts) and when the bridge finds
 itself the environment's last client after others were there: leaving lets an environment of
@@ -42,6 +45,7 @@ _ENCODINGS = {"raw": pb.ENCODING_RAW, "zstd": pb.ENCODING_ZSTD,
 _PROBE_BATCH = 64          # Subscribe requests in flight while probing
 _REJOIN_DELAY = 0.5        # s between leaving an environment and joining it again
 _RETRY_MAX = 5.0           # s, longest wait between connection attempts
+_TF_INTERVAL = 0.1         # s between body pose polls while records arrive
 
 _SCALAR_SCHEMA = json.dumps({
     "title": "sensim.ScalarSample",
@@ -69,6 +73,16 @@ _CONE_SCHEMA = json.dumps({
                   "description": "closest point, world frame, m"}}})
 
 
+def _same_frames(a: Any, b: Any) -> bool:
+    """Whether two (time, mounts, bodies) tell the same frames."""
+    if a is None or b is None or a[0] != b[0] or len(a[1]) != len(b[1]) \
+            or len(a[2]) != len(b[2]):
+        return False
+    return all(x[0] == y[0] and x[1] == y[1] and np.array_equal(x[2], y[2])
+               for x, y in zip(a[1], b[1])) and \
+        all(x[0] == y[0] and np.array_equal(x[1], y[1]) for x, y in zip(a[2], b[2]))
+
+
 class SourceConfig:
     """What the source connects to and how (see Bridge for the meaning of each)."""
 
@@ -89,6 +103,17 @@ class SourceConfig:
 def sensor_frame(sensor_id: int) -> str:
     """The frame id of a sensor's own frame in the messages (its mount on its body)."""
     return f"sensor_{sensor_id}"
+
+
+def body_frame(body_id: int) -> str:
+    """The frame id of a body (body 0 is the world)."""
+    return "world" if body_id == 0 else f"body_{body_id}"
+
+
+def _pose7(p: Any) -> np.ndarray:
+    """A wire Pose as px py pz qx qy qz qw."""
+    return np.array([p.position.x, p.position.y, p.position.z, p.orientation.x,
+                     p.orientation.y, p.orientation.z, p.orientation.w], dtype=np.float64)
 
 
 def cloud_message(data: Any, max_bytes: int) -> tuple[bytes, Any, bytes]:
@@ -141,8 +166,12 @@ class Source:
 
     def __init__(self, config: SourceConfig, *, channel_id: Callable[[str, str], int],
                  advertise: Callable[[Channel], None], withdraw: Callable[[int], None],
-                 publish: Callable[[int, int, Any], None], wanted: Callable[[int], bool]):
+                 publish: Callable[[int, int, Any], None], wanted: Callable[[int], bool],
+                 described: Optional[Callable[[Optional[float], list, list], None]] = None):
         self.config = config
+        # described(time, mounts, bodies): the sensors' mounts as (parent, child, pose) and
+        # the bodies' world poses as (body id, pose) at `time` (None before any state)
+        self._described = described
         self._channel_id = channel_id
         self._advertise = advertise
         self._withdraw = withdraw
@@ -196,8 +225,17 @@ class Source:
         probed_at = -1                    # sensor count of the environment at the last probe
         env_name = client.hello_reply.environment or self.config.environment
         next_poll = 0.0
+        next_tf = 0.0
+        records_at_tf = -1                # self.records at the last body pose poll
+        self._can_describe = True
+        self._told: Any = None            # what was last handed to described()
         while not stop.is_set():
             now = time.monotonic()
+            if (now >= next_tf and now < next_poll and self._can_describe
+                    and self.records != records_at_tf):
+                next_tf = now + _TF_INTERVAL
+                records_at_tf = self.records
+                self._describe(client, sensors=False)
             if now >= next_poll:
                 next_poll = now + self.config.poll_interval
                 env = next((e for e in client.get_info().environments if e.name == env_name),
@@ -210,8 +248,15 @@ class Source:
                     log.info("the bridge is the last client of %r: leaving it", env_name)
                     stop.wait(_REJOIN_DELAY)
                     return
+                listed = self._describe(client) if self._can_describe else None
+                next_tf = now + _TF_INTERVAL
+                records_at_tf = self.records
                 if self.config.sensors is not None:
                     missing = [s for s in self.config.sensors if s not in subscribed]
+                    if missing:
+                        self._subscribe(client, missing, subscribed)
+                elif listed is not None:
+                    missing = [s for s in listed if s not in subscribed]
                     if missing:
                         self._subscribe(client, missing, subscribed)
                 elif env.sensors > len(subscribed) and env.sensors != probed_at:
@@ -239,6 +284,31 @@ class Source:
                 probed_at = -1
                 continue
             self._record(data)
+
+    def _describe(self, client: Client, sensors: bool = True) -> Optional[list[int]]:
+        """Describe the environment; hand the frames to the bridge when they changed. Returns
+        the sensor ids (None when not asked, or when the daemon cannot describe: it is then
+        probed from now on)."""
+        try:
+            d = client.describe(sensors=sensors)
+        except (errors.InvalidArgument, errors.Unimplemented) as exc:
+            # a daemon older than Describe sees an Envelope without a body it knows
+            log.warning("sensimd cannot describe the environment (%s): probing sensor ids "
+                        "1..%d, no transforms", exc, self.config.probe_ids)
+            self._can_describe = False
+            return None
+        time_s = d.time if d.HasField("time") else None
+        bodies = [(b.id, _pose7(b.pose)) for b in d.bodies]
+        if sensors:
+            mounts = [(body_frame(s.body_id), sensor_frame(s.id), _pose7(s.mount))
+                      for s in d.sensors]
+        else:
+            mounts = self._told[1] if self._told is not None else []
+        told = (time_s, mounts, bodies)
+        if self._described is not None and not _same_frames(told, self._told):
+            self._described(time_s, mounts, bodies)
+        self._told = told
+        return [s.id for s in d.sensors] if sensors else None
 
     def _subscribe(self, client: Client, ids: Any, subscribed: dict[int, int]) -> None:
         """Subscribe to the ids not subscribed yet, _PROBE_BATCH requests in flight; a sensor

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The fan-out of bench_shard through the Python client: sensim.ShardedClient over three real
+sensimd against sensim.Client on a fourth, all on this host.
+
+Prints
+    BENCH shard_fanout_update_over_single_py <ratio> x
+the median of paired ratios (measured alternately, which goes first alternating too) of an
+UpdateState of 100 bodies through ShardedClient.update_state (sent to the three shards, then
+every reply awaited) over Client.update_state to one daemon (goal <= 1.5; the C figure is
+bench_shard's shard_fanout_update_over_single), with the client's own CPU per update beside it.
+Checks that every shard holds the last state afterwards.
+
+    bench_shard.py [--sensimd PATH] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import sensim
+from sensim.testing import Daemon
+
+NBODY = 100
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sensimd", default=None, help="daemon executable (default: $SENSIMD)")
+    ap.add_argument("--quick", action="store_true", help="few iterations (a smoke test)")
+    args = ap.parse_args()
+    n = 30 if args.quick else 2000
+    daemons = [Daemon(executable=args.sensimd) for _ in range(4)]
+    try:
+        one = daemons[3].client(environment="bodies")
+        shards = sensim.ShardedClient([f"127.0.0.1:{d.port}" for d in daemons[:3]],
+                                      environment="bodies")
+        for i in range(1, NBODY + 1):
+            one.create_body(i)
+            shards.create_body(i)
+        ids = np.arange(1, NBODY + 1, dtype="<u4")
+        poses = np.zeros((NBODY, 7))
+        poses[:, 6] = 1.0
+        ratios, t1, t3, c1, c3 = [], [], [], 0.0, 0.0
+        for k in range(n):
+            poses[:, 0] = 0.01 * k + np.arange(NBODY)
+            t = 0.01 * k
+            calls = [(one, t1), (shards, t3)]
+            if k % 2:
+                calls.reverse()
+            took = {}
+            for client, times in calls:
+                a, ca = time.perf_counter(), time.thread_time()
+                client.update_state(t, ids, poses)
+                took[id(times)] = (time.perf_counter() - a, time.thread_time() - ca)
+                times.append(took[id(times)][0])
+            c1 += took[id(t1)][1]
+            c3 += took[id(t3)][1]
+            ratios.append(took[id(t3)][0] / took[id(t1)][0])
+        last = 0.01 * (n - 1)
+        times = [next(e for e in info.environments if e.name == "bodies").time
+                 for info in shards.get_info()]
+        ok = times == [last] * 3
+        print(f"UpdateState of {NBODY} bodies, {n} paired, Python client: one daemon "
+              f"{1e6 * statistics.median(t1):.1f} us, three shards "
+              f"{1e6 * statistics.median(t3):.1f} us; this thread's CPU {1e6 * c1 / n:.1f} us "
+              f"and {1e6 * c3 / n:.1f} us; every shard at the last state: {ok}")
+        print(f"BENCH shard_fanout_update_over_single_py {statistics.median(ratios):.2f} x "
+              "(goal <= 1.5)")
+        one.close()
+        shards.close()
+    finally:
+        for d in daemons:
+            d.close()
+    print(f"checks: {'PASS' if ok else 'FAIL'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
