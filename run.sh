@@ -46,7 +46,7 @@ run_tests() {  # run_tests DIR [ctest args...]
 }
 
 # The fuzz targets (tests/fuzz) and their longest input.
-fuzz_targets=(frame request codec)  # client: back once it follows the C client rewrite
+fuzz_targets=(frame request codec client)
 fuzz_max_len() {
   case "$1" in
     request) echo 16384 ;;
@@ -130,9 +130,22 @@ demo() {  # demo [--view [HOST:PORT]]
     --port "$port" --bridge build/client-c/sensim-mujoco --out build/demo \
     --seconds "${SENSIM_DEMO_SECONDS:-4}"
   if [ "${#view[@]}" -gt 0 ]; then
-    echo "== live view (client-python/examples/demo.py --view); Ctrl-C ends it:"
-    PYTHONPATH="$here/build/python" .venv/bin/python client-python/examples/demo.py \
-      --port "$port" "${view[@]}"
+    # MuJoCo goes on driving the vehicle in real time in an environment of its own, and the
+    # Foxglove bridge finds its sensors and bodies (Describe) and serves them; Ctrl-C (or
+    # SENSIM_VIEW_SECONDS of wall time) ends the bridge, then the simulation is stopped.
+    echo "== live view: sensim-mujoco drives the vehicle in real time; Ctrl-C ends it"
+    ./build/client-c/sensim-mujoco client-c/mujoco/scenes/vehicle.xml --port "$port" \
+      --environment live --realtime 1 --seconds 86400 --quiet &
+    local sim=$!
+    local limit=()
+    if [ -n "${SENSIM_VIEW_SECONDS:-}" ]; then
+      limit=(timeout -s INT "$SENSIM_VIEW_SECONDS")
+    fi
+    "${limit[@]}" env PYTHONPATH="$here/build/python:$here/client-python/src" \
+      .venv/bin/python -m sensim.foxglove --port "$port" --environment live \
+      --listen "${view[1]}" || true
+    kill -TERM "$sim" 2>/dev/null || true
+    wait "$sim" 2>/dev/null || true
   fi
   kill -TERM "$demo_pid"
   wait "$demo_pid"
@@ -237,6 +250,7 @@ case "$cmd" in
     ./build-release/tests/bench/bench_streams --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_session ./build-release/server/sensimd
     ./build-release/tests/bench/bench_imu --sensimd ./build-release/server/sensimd
+    ./build-release/tests/bench/bench_step
     ./build-release/tests/bench/bench_client --sensimd ./build-release/server/sensimd
     ./build-release/tests/bench/bench_shard --sensimd ./build-release/server/sensimd
     if [ -x ./build-release/tests/bench/bench_mujoco ]; then
@@ -248,6 +262,11 @@ case "$cmd" in
       .venv/bin/python tests/bench/bench_shard.py --sensimd ./build-release/server/sensimd
     PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
       .venv/bin/python tests/bench/bench_foxglove.py --sensimd ./build-release/server/sensimd
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_pipelined.py --sensimd ./build-release/server/sensimd \
+      --c-loop ./build-release/tests/bench/bench_pipelined
+    PYTHONPATH="$here/build-release/python:$here/client-python/src" PYTHONDONTWRITEBYTECODE=1 \
+      .venv/bin/python tests/bench/bench_record.py --sensimd ./build-release/server/sensimd
     ;;
   containers)
     ./setup.sh

@@ -45,9 +45,21 @@ packages=(
   # the Foxglove bridge (client-python/src/sensim/foxglove) serves WebSockets with the
   # websockets library; its page is tested in headless Chromium (screenshots read with Pillow)
   python3-websockets chromium python3-pil
-  # the MuJoCo bridge (client-c/mujoco/) and the pictures of ./run.sh demo
-  libmujoco-dev python3-matplotlib
+  # client-python's tools: pip install of the package (setuptools, wheel; no network), mesh
+  # files (meshio), pictures (matplotlib), ROS 1 bags (rosbag, sensor_msgs; sensor_msgs'
+  # point_cloud2 imports roslib, which apt does not pull in), the independent readers the
+  # tests check exported files with (Open3D, PCL's command-line tools), and mypy, which checks
+  # that the package's type hints serve a user's code
+  python3-pip python3-setuptools python3-wheel
+  python3-meshio python3-matplotlib
+  python3-rosbag python3-sensor-msgs python3-roslib
+  python3-open3d pcl-tools python3-mypy
+  # the MuJoCo bridge (client-c/mujoco/); the pictures of ./run.sh demo use matplotlib (above)
+  libmujoco-dev
   clang libclang-rt-14-dev    # the fuzz targets (libFuzzer; ./run.sh fuzz, the fuzz pass of test)
+  # the driver-layout tests read clouds back with ROS's own reader (sensor_msgs' point_cloud2
+  # imports roslib, which apt does not pull in)
+  python3-sensor-msgs python3-roslib
 )
 
 # What sensimd and the health probe link against at run time: the runtime stage of

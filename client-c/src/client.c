@@ -568,11 +568,8 @@ sensim_status_t sensim_decode_reply(sensim_client_t* cli, const sensim_frame_t* 
   }
   const sensim_v1_Envelope* rx = &cli->rx;
   if (rx->has_status && rx->status.code != sensim_v1_StatusCode_OK) {
-    if (!sensim_status_is_wire((uint32_t)rx->status.code)) {
-      return sensim_cli_fail(cli, (sensim_status_t)rx->status.code, "status %u (unknown to this "
-                             "client): %s", (unsigned)rx->status.code, rx->status.message);
-    }
-    return sensim_cli_fail(cli, (sensim_status_t)rx->status.code, "%s", rx->status.message);
+    return sensim_status_from_wire((int32_t)rx->status.code, rx->status.message, cli->last_error,
+                                   sizeof(cli->last_error));
   }
   if (want_body != 0 && rx->which_body != want_body) {
     sensim_cli_fail(cli, SENSIM_EPROTO, "reply %llu carries body %u, expected %u",

@@ -218,7 +218,11 @@ sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_lis
 bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
   (void)f;
   sensim_data_list_t* list = *arg;
-  sensim_client_t* cli = ((sensim_reader_t*)s->state)->cli;
+  sensim_reader_t* r = sensim_wire_reader(s);
+  if (!r) {
+    PB_RETURN_ERROR(s, "a message field with another wire type");
+  }
+  sensim_client_t* cli = r->cli;
   data_ctx_t ctx = {.cli = cli};
   sensim_v1_SensorData m;
   memset(&m, 0, sizeof(m));

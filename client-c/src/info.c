@@ -105,13 +105,12 @@ static bool decode_counters(pb_istream_t* s, const pb_field_t* f, void** arg) {
 static bool decode_string(pb_istream_t* s, const pb_field_t* f, void** arg) {
   (void)f;
   char** dst = *arg;
-  sensim_reader_t* r = s->state;
   const uint8_t* p;
   size_t n;
   if (!sensim_wire_view(s, &p, &n)) {
     return false;
   }
-  *dst = sensim_arena_strndup(r->cli, (const char*)p, n);
+  *dst = sensim_arena_strndup(sensim_wire_reader(s)->cli, (const char*)p, n);
   return *dst != NULL;
 }
 

@@ -208,6 +208,12 @@ sensim_status_t sensim_fail(char* err, size_t err_cap, sensim_status_t st, const
 // True for a status code the protocol defines (sensim.v1.StatusCode).
 bool sensim_status_is_wire(uint32_t code);
 
+// The status of a daemon's reply with status `code` and `message`: the code itself when the
+// protocol defines it, else SENSIM_EUNKNOWN (never one of the client's own codes), with the
+// detail written into err (err_cap bytes): the message, after the number for an unknown code.
+sensim_status_t sensim_status_from_wire(int32_t code, const char* message, char* err,
+                                        size_t err_cap);
+
 // The same into the handle's last error.
 sensim_status_t sensim_cli_fail(sensim_client_t* cli, sensim_status_t st, const char* fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -353,6 +359,11 @@ void sensim_wire_pose(sensim_v1_Pose* p, const sensim_pose_t* pose);
 pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
 
 // In a decode callback: the rest of the field as a view into the memory frame (skipped).
+// The reader behind a stream a decode callback gets, or NULL: nanopb hands a callback of a
+// field that came with a scalar wire type (a hostile frame) a stream over a copy of the value
+// on its stack instead.
+sensim_reader_t* sensim_wire_reader(const pb_istream_t* s);
+
 bool sensim_wire_view(pb_istream_t* s, const uint8_t** data, size_t* len);
 
 // Walk the outermost fields of the Envelope in p[0..len). false: not a valid Envelope.

@@ -46,8 +46,11 @@ static bool decode_hits(pb_istream_t* s, const pb_field_t* f, void** arg) {
   reply_ctx_t* ctx = *arg;
   slot_t* slot = ctx->slot;
   size_t want = (size_t)slot->nrays * HIT_BYTES;
+  sensim_reader_t* r = sensim_wire_reader(s);
+  if (!r) {
+    PB_RETURN_ERROR(s, "raycast: hits_bytes with another wire type");
+  }
   if (s->bytes_left != want) {
-    sensim_reader_t* r = s->state;
     sensim_cli_fail(r->cli, SENSIM_EPROTO, "raycast: %zu bytes of hits_bytes for %u rays",
                     s->bytes_left, slot->nrays);
     r->cli->dec_failed = SENSIM_EPROTO;
@@ -86,9 +89,11 @@ static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t
   // the outcome, for the wait
   const sensim_v1_Envelope* rx = &cli->rx;
   if (rx->has_status && rx->status.code != sensim_v1_StatusCode_OK) {
+    char err[CLIENT_ERROR_CAP];
     s->done = true;
-    s->status = (sensim_status_t)rx->status.code;
-    s->message = strdup(rx->status.message);
+    s->status = sensim_status_from_wire((int32_t)rx->status.code, rx->status.message, err,
+                                        sizeof(err));
+    s->message = strdup(err);
     return SENSIM_OK;
   }
   if (rx->which_body != sensim_v1_Envelope_raycast_result_tag) {

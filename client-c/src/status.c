@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// status.c: names and descriptions of sensim_status_t from the one table in sensim.h, and the
-// client's error formatters. The wire codes are pinned to the generated sensim.v1.StatusCode
+// status.c: names and descriptions of sensim_status_t from the one table in sensim.h, the
+// mapping of a daemon's status codes onto it, and the client's error formatters. The wire codes are pinned to the generated sensim.v1.StatusCode
 // at compile time, in both directions: every code the protocol defines is in the table.
 #include <stdarg.h>
 #include <stdio.h>
@@ -46,6 +46,17 @@ bool sensim_status_is_wire(uint32_t code) {
   return false;
 }
 #pragma GCC diagnostic pop
+
+
+sensim_status_t sensim_status_from_wire(int32_t code, const char* message, char* err,
+                                        size_t err_cap) {
+  // the client's own codes share the enum: a daemon's 104 must not read as EPROTO
+  if (code < 0 || !sensim_status_is_wire((uint32_t)code)) {
+    return sensim_fail(err, err_cap, SENSIM_EUNKNOWN, "status %d (unknown to this client): %s",
+                       (int)code, message);
+  }
+  return sensim_fail(err, err_cap, (sensim_status_t)code, "%s", message);
+}
 
 
 const char* sensim_status_name(sensim_status_t status) {

@@ -202,8 +202,16 @@ pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len) {
 }
 
 
+sensim_reader_t* sensim_wire_reader(const pb_istream_t* s) {
+  return s->callback == reader_read ? s->state : NULL;
+}
+
+
 bool sensim_wire_view(pb_istream_t* s, const uint8_t** data, size_t* len) {
-  sensim_reader_t* r = s->state;
+  sensim_reader_t* r = sensim_wire_reader(s);
+  if (!r) {
+    PB_RETURN_ERROR(s, "a bytes or message field with another wire type");
+  }
   if (!r->base) {
     PB_RETURN_ERROR(s, "a view of a streamed frame");
   }

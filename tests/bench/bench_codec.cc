@@ -8,7 +8,9 @@
 // bytes per point, encode and decode Mpts/s, max error (m), and the ratios
 // qzstd_size_over_draco (against the smaller of the two Draco sizes) and
 // qzstd_encode_speed_over_draco (against the faster Draco encoder, the sequential one, as the
-// median of interleaved pairs of encodings).
+// median of interleaved pairs of encodings), and qzstd_fed_encode_speed_over_unfed (the
+// quantized encoder given the lidar's azimuths and stride beside the points, as the daemon
+// does, over the same encoder without them; exits when their bytes differ).
 #include <draco/compression/decode.h>
 #include <draco/compression/encode.h>
 #include <draco/point_cloud/point_cloud_builder.h>
@@ -219,6 +221,42 @@ void paired_encode_ratio(bool kd_tree, const uint8_t* pts, uint32_t n, uint32_t 
   *low = ratio[ratio.size() / 10];
 }
 
+// The quantized encoder (1 mm, level 1) fed by the lidar (its azimuths of the points and its
+// stride) against the same encoder recovering them from the positions, in interleaved pairs as
+// paired_encode_ratio: the median and lowest decile of the unfed time over the fed one. Exits
+// when the two encodings differ in a byte.
+void paired_fed_ratio(const uint8_t* pts, uint32_t n, uint32_t step, const float* azimuth,
+                      uint32_t stride, int reps, double* median, double* low) {
+  std::vector<uint8_t> out[2];
+  size_t len[2] = {0, 0};
+  std::vector<double> ratio;
+  double err = 0;
+  for (int k = 0; k < 2; k++) {
+    out[k].resize(scan_max_size(2, pts, n, step));
+  }
+  for (int r = 0; r < reps; r++) {
+    double t[2];
+    for (int k = 0; k < 2; k++) {
+      int fed = (r + k) % 2;
+      double t0 = 0;
+      for (int warm = 0; warm < 2; warm++) {
+        t0 = now();
+        len[fed] = scan_encode_fed(2, 1, 0.001, pts, n, step, fed ? azimuth : nullptr,
+                                   fed ? stride : 0, out[fed].data(), &err);
+      }
+      t[fed] = now() - t0;
+    }
+    ratio.push_back(t[0] / t[1]);
+  }
+  if (len[0] != len[1] || std::memcmp(out[0].data(), out[1].data(), len[0]) != 0) {
+    std::fprintf(stderr, "bench_codec: the encoder fed by the lidar writes other bytes\n");
+    std::exit(1);
+  }
+  std::sort(ratio.begin(), ratio.end());
+  *median = ratio[ratio.size() / 2];
+  *low = ratio[ratio.size() / 10];
+}
+
 }  // namespace
 
 
@@ -236,8 +274,9 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  uint32_t n, step;
-  uint8_t* pts = scan_make(&n, &step);
+  uint32_t n, step, stride;
+  float* azimuth;
+  uint8_t* pts = scan_make_fed(&n, &step, &azimuth, &stride);
   if (dump) {
     FILE* f = std::fopen(dump, "wb");
     if (!f || std::fwrite(pts, step, n, f) != n || std::fclose(f) != 0) {
@@ -271,6 +310,14 @@ int main(int argc, char** argv) {
               q1.encode_mpts / std::max(dseq.encode_mpts, dkd.encode_mpts));
   std::printf("BENCH qzstd_decode_speed_over_draco %.2f ratio\n",
               q1.decode_mpts / std::max(dseq.decode_mpts, dkd.decode_mpts));
+  // the lidar's azimuths and stride beside the points (as the daemon passes them) against none
+  double fed, fed_low;
+  paired_fed_ratio(pts, n, step, azimuth, stride, reps, &fed, &fed_low);
+  std::printf("BENCH qzstd_fed_encode_speed_over_unfed %.3f ratio\n", fed);
+  std::printf("# encode speed fed by the lidar (its azimuths, stride %u) over recovering them: "
+              "median of %d interleaved pairs %.3f, lowest decile %.3f; the same bytes\n",
+              stride, reps, fed, fed_low);
+  std::free(azimuth);
   std::free(pts);
   return 0;
 }

@@ -109,6 +109,16 @@ const uint8_t* scan_world_step(scan_world_t* w, uint32_t* count, uint32_t* point
 }
 
 
+const float* scan_world_azimuths(const scan_world_t* w, uint32_t* stride) {
+  const sensor_out_t* out = env_outputs(w->e);
+  if (out->n != 1 || !out->rec[0].u.cloud.azimuth) {
+    bench_die("the lidar gives no azimuths beside its points");
+  }
+  *stride = out->rec[0].u.cloud.stride;
+  return out->rec[0].u.cloud.azimuth;
+}
+
+
 void scan_world_destroy(scan_world_t* w) {
   env_destroy(w->e);
   pool_destroy(w->pool);
@@ -117,14 +127,25 @@ void scan_world_destroy(scan_world_t* w) {
 }
 
 
-uint8_t* scan_make(uint32_t* count, uint32_t* point_step) {
+uint8_t* scan_make_fed(uint32_t* count, uint32_t* point_step, float** azimuth,
+                       uint32_t* stride) {
   scan_world_t* w = scan_world_create(1);
   const uint8_t* data = scan_world_step(w, count, point_step);
   size_t bytes = (size_t)*count * *point_step;
   uint8_t* pts = bench_xmalloc(bytes);
   memcpy(pts, data, bytes);
+  if (azimuth) {
+    const float* az = scan_world_azimuths(w, stride);
+    *azimuth = bench_xmalloc((size_t)*count * sizeof(float) + 1);
+    memcpy(*azimuth, az, (size_t)*count * sizeof(float));
+  }
   scan_world_destroy(w);
   return pts;
+}
+
+
+uint8_t* scan_make(uint32_t* count, uint32_t* point_step) {
+  return scan_make_fed(count, point_step, NULL, NULL);
 }
 
 
@@ -141,16 +162,25 @@ size_t scan_max_size(int encoding, const uint8_t* pts, uint32_t count, uint32_t 
 }
 
 
-size_t scan_encode(int encoding, int level, double precision, const uint8_t* pts, uint32_t count,
-                   uint32_t step, uint8_t* out, double* max_error) {
+size_t scan_encode_fed(int encoding, int level, double precision, const uint8_t* pts,
+                       uint32_t count, uint32_t step, const float* azimuth, uint32_t stride,
+                       uint8_t* out, double* max_error) {
   codec_params_t p = {.encoding = (codec_encoding_t)encoding, .level = level,
                       .precision = precision};
   codec_cloud_t c = cloud(pts, count, step);
+  c.azimuth = azimuth;
+  c.stride = stride;
   size_t len;
   err_msg_t msg;
   check(codec_encode(&p, &c, out, codec_max_size(&p, &c), &len, max_error, &msg), &msg,
         "codec_encode");
   return len;
+}
+
+
+size_t scan_encode(int encoding, int level, double precision, const uint8_t* pts, uint32_t count,
+                   uint32_t step, uint8_t* out, double* max_error) {
+  return scan_encode_fed(encoding, level, precision, pts, count, step, NULL, 0, out, max_error);
 }
 
 

@@ -120,7 +120,7 @@ _Static_assert(SENSIM_INTERNAL == 13, "INTERNAL");
 _Static_assert(SENSIM_UNAUTHENTICATED == 16, "UNAUTHENTICATED");
 _Static_assert(SENSIM_EIO > 100 && SENSIM_ECLOSED > 100 && SENSIM_ETIMEDOUT > 100 &&
                    SENSIM_EPROTO > 100 && SENSIM_ENOMEM > 100 && SENSIM_ECONNECT > 100 &&
-                   SENSIM_EAGAIN > 100,
+                   SENSIM_EAGAIN > 100 && SENSIM_EUNKNOWN > 100,
                "client codes above 100");
 
 // Layouts the documentation promises: a pose is the 56 bytes of one body in

@@ -772,3 +772,77 @@ TEST(failures_hostile_replies_are_refused) {
   td_peer_stop(p);
   return 0;
 }
+
+
+// A reply to the next request carrying status `code` alone, with `message` (short: the frame
+// is under 128 bytes).
+static size_t status_reply(uint8_t* frame, int64_t code, const char* message) {
+  td_pb_t st = {.len = 0}, env = {.len = 0};
+  td_pb_uint(&st, 1, (uint64_t)code);
+  td_pb_bytes(&st, 2, message, strlen(message));
+  td_pb_uint(&env, 1, 2);  // patched to the request's id
+  td_pb_bytes(&env, 2, st.buf, st.len);
+  frame[0] = (uint8_t)env.len;
+  frame[1] = frame[2] = frame[3] = 0;
+  memcpy(frame + 4, env.buf, env.len);
+  return env.len + 4;
+}
+
+
+TEST(failures_every_daemon_status_reads_as_its_own) {
+  // the daemon's codes as they are; any other code, the client's own range included, is
+  // EUNKNOWN with its number in the message, on a reply decoded in memory (ping) and on one
+  // streamed into the caller's hits (raycast); the connection stays open
+  static const struct {
+    int64_t code;
+    sensim_status_t want;
+    const char* text;
+  } k[] = {{4, SENSIM_DEADLINE_EXCEEDED, "the message"},
+           {16, SENSIM_UNAUTHENTICATED, "the message"},
+           {101, SENSIM_EUNKNOWN, "status 101 (unknown to this client): the message"},
+           {104, SENSIM_EUNKNOWN, "status 104 (unknown"},
+           {106, SENSIM_EUNKNOWN, "status 106 (unknown"},
+           {107, SENSIM_EUNKNOWN, "status 107 (unknown"},
+           {7, SENSIM_EUNKNOWN, "status 7 (unknown"},
+           {100, SENSIM_EUNKNOWN, "status 100 (unknown"},
+           {0x7fffffff, SENSIM_EUNKNOWN, "status 2147483647 (unknown"}};
+  uint8_t frame[200];
+  for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
+    for (int raycast = 0; raycast < 2; raycast++) {
+      size_t len = status_reply(frame, k[i].code, "the message");
+      script_t s = {.frame = frame, .len = len, .chunk = len, .answer_id = true};
+      td_peer_t* p = td_peer_start(play, &s);
+      ASSERT_TRUE(p != NULL);
+      sensim_client_t* cli = connect_peer(p, 5000, 0);
+      ASSERT_TRUE(cli != NULL);
+      if (raycast) {
+        double o[3] = {0}, dir[3] = {1, 0, 0};
+        sensim_hit_t hit;
+        sensim_raycast_t r;
+        sensim_raycast_init(&r);
+        r.nrays = 1;
+        r.origins = o;
+        r.directions = dir;
+        ASSERT_STATUS(cli, sensim_raycast(cli, &r, &hit, NULL), k[i].want, k[i].text);
+      } else {
+        ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), k[i].want, k[i].text);
+      }
+      ASSERT_TRUE(sensim_client_fd(cli) >= 0);
+      sensim_client_close(cli);
+      td_peer_stop(p);
+    }
+  }
+
+  // the daemon refusing the connection with a code of the client's range: not an EPROTO
+  static push_script_t ps;
+  td_pb_t st = {.len = 0}, env = {.len = 0};
+  char err[700];
+  sensim_status_t cs;
+  td_pb_uint(&st, 1, 104);
+  td_pb_bytes(&st, 2, "refused", 7);
+  td_pb_bytes(&env, 2, st.buf, st.len);
+  set_push(&ps, &env);
+  ASSERT_EQ(receive(&ps, 0, &cs, err, sizeof(err)), SENSIM_EUNKNOWN);
+  ASSERT_CONTAINS(err, "status 104 (unknown to this client): refused");
+  return 0;
+}

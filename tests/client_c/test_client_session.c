@@ -283,7 +283,8 @@ TEST(session_counter_names_and_status_table) {
            {SENSIM_EPROTO, 104, "EPROTO"},
            {SENSIM_ENOMEM, 105, "ENOMEM"},
            {SENSIM_ECONNECT, 106, "ECONNECT"},
-           {SENSIM_EAGAIN, 107, "EAGAIN"}};
+           {SENSIM_EAGAIN, 107, "EAGAIN"},
+           {SENSIM_EUNKNOWN, 108, "EUNKNOWN"}};
   for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
     ASSERT_EQ((int)k[i].st, k[i].value);
     ASSERT_STREQ(sensim_status_name(k[i].st), k[i].name);

@@ -1,17 +1,33 @@
 // SPDX-License-Identifier: MIT
 // fuzz_client.c: the C client's decoding of what a daemon sends (client-c/src: transport.c's
-// framing, nanopb's decoding of every Envelope with the client's callbacks, client.c's reply
-// matching), through its public API: a thread of this program plays the daemon on a loopback
-// port and sends the input as its byte stream, then closes its side; the client connects
-// (Hello), asks GetInfo, pings and asks GetInfo again. Pushed SensorData (id 0), replies
-// nobody waits for, refusals and broken frames may come anywhere in the stream. The client
-// must neither crash nor hang, and what it hands back must be well formed.
+// framing, client.c's reply matching and status mapping, info.c, raycast.c, step.c, data.c
+// and decode.c), through its public API: a thread of this program plays the daemon on a
+// loopback port and sends the input's stream, then closes its side; the client connects
+// (Hello) and makes one call of every reply type it decodes:
+//   id 1 Hello, 2 GetInfo, 3 Ping "fuzz", 4 Raycast of 4 rays (hits into the caller's buffer),
+//   5 Step (outputs, and parts sent ahead), 6 Subscribe (a status alone), 7 GetInfo,
+// then takes every pushed SensorData it holds. Pushed data (id 0), replies nobody waits for,
+// refusals and broken frames may come anywhere in the stream. Every point cloud handed back
+// is decoded (RAW, ZSTD, QUANTIZED_ZSTD) into a buffer of exactly its size, and into one too
+// small.
 //
-// Input: the daemon's byte stream (frames: u32 little-endian length + Envelope). The seeds
-// are the replies a real daemon gives to these calls (ids 1, 2, 3, 4), with pushed data.
+// Oracle, besides the sanitizers: no crash, no hang, nothing written past a caller's buffer
+// (hits, decoded points) or into it after its call returned; every string handed back is
+// terminated; every status is one of the table's, and a status the client raises itself is
+// not a daemon's code passed through: EIO, ECLOSED, ETIMEDOUT and EPROTO (but a ping's echo
+// and a decoder's refusal) leave the connection closed, ECONNECT comes only from connecting,
+// EAGAIN only from a wait with a timeout of its own, ENOMEM never (the frames are at most
+// 1 MiB); a decoded RAW cloud is its data, byte for byte.
 //
-// This target follows the C client's current entry points (sensim_client_connect,
-// sensim_get_info, sensim_ping); it must follow the client when its API changes.
+// Input: one byte of options, then the daemon's byte stream (frames: u32 little-endian
+// length + Envelope).
+//   [0] bit 0 nonblocking handle; bit 1 at most 2 pushed frames kept (else 1024); bit 2 the
+//       raycast as sensim_raycast_send + sensim_raycast_wait
+// The seeds are the replies of a daemon to these calls, pushed data of every kind and
+// encoding (the clouds from the daemon's encoder: fuzz_seeds_codec's corpus), and refusals.
+//
+// This target follows the C client's entry points (client-c/include/sensim/sensim.h); it must
+// follow the client when its API changes.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -24,6 +40,9 @@
 #include "sensim/sensim.h"
 
 #define ACCEPT_TIMEOUT_MS 10000
+#define NRAYS 4u
+#define MAX_DECODE (1u << 22)       // largest cloud decoded (bytes); the frame limit is 1 MiB
+#define NAME_MAX_BYTES 4096         // a string handed back is terminated within this
 
 static int g_listen = -1;
 static uint16_t g_port;
@@ -80,18 +99,188 @@ static void* serve(void* arg) {
 }
 
 
-// What a call leaves on the handle. Its status is not checked against the named ones: the
-// client hands a daemon's status code through as it came (a DEADLINE_EXCEEDED, 4, has no
-// name in this client's enum; a code of 101 to 106 reads as one of the client's own).
-static void check_status(sensim_status_t st, const sensim_client_t* cli, const char* call) {
-  (void)st;
+static void check_string(const char* s, const char* what) {
+  FUZZ_ASSERT(s != NULL, "%s is NULL", what);
+  FUZZ_ASSERT(memchr(s, '\0', NAME_MAX_BYTES) != NULL, "%s is not terminated", what);
+}
+
+
+// Where a call may legitimately raise a client status that leaves the connection open.
+enum {
+  MAY_EPROTO = 1,                   // a ping's echo that differs
+  MAY_EAGAIN = 2,                   // a wait with a timeout of its own
+  MAY_ECONNECT = 4,                 // connecting
+};
+
+// What a call leaves on the handle: a status of the table, and a client status only where the
+// client raised it (a daemon's code is never handed through as one of them).
+static void check_status(sensim_status_t st, const sensim_client_t* cli, const char* call,
+                         unsigned may) {
   const char* err = sensim_client_last_error(cli);
   FUZZ_ASSERT(memchr(err, '\0', 640) != NULL, "%s: the last error is not terminated", call);
+  FUZZ_ASSERT(strcmp(sensim_status_name(st), "UNKNOWN") != 0, "%s: status %d is not in the "
+              "table (%s)", call, (int)st, err);
+  switch (st) {
+    case SENSIM_EIO:
+    case SENSIM_ECLOSED:
+    case SENSIM_ETIMEDOUT:
+      FUZZ_ASSERT(sensim_client_fd(cli) < 0, "%s: %s with the connection open (%s)", call,
+                  sensim_status_name(st), err);
+      break;
+    case SENSIM_EPROTO:
+      FUZZ_ASSERT(sensim_client_fd(cli) < 0 ||
+                  ((may & MAY_EPROTO) && strstr(err, "pong payload differs") != NULL),
+                  "%s: EPROTO with the connection open (%s)", call, err);
+      break;
+    case SENSIM_EAGAIN:
+      FUZZ_ASSERT(may & MAY_EAGAIN, "%s: EAGAIN from a blocking call (%s)", call, err);
+      break;
+    case SENSIM_ECONNECT:
+      FUZZ_ASSERT(may & MAY_ECONNECT, "%s: ECONNECT after connecting (%s)", call, err);
+      break;
+    case SENSIM_ENOMEM:
+      FUZZ_ASSERT(0, "%s: ENOMEM with frames of at most 1 MiB (%s)", call, err);
+      break;
+    default:
+      break;
+  }
+}
+
+
+// Decode a cloud handed back: into a buffer of exactly its size (ASan sees a write past it),
+// and into one a byte too small, which must be refused.
+static void check_cloud(const sensim_point_cloud_t* c) {
+  for (uint32_t i = 0; i < c->nfields; i++) {
+    check_string(c->fields[i].name, "point_cloud.fields[].name");
+  }
+  (void)sensim_point_cloud_field(c, "x");
+  FUZZ_ASSERT(c->size == 0 || c->data != NULL, "point_cloud.data: NULL for %zu bytes", c->size);
+  uint64_t need = (uint64_t)c->count * c->point_step;
+  if (need > MAX_DECODE) {
+    uint8_t small[64];
+    sensim_status_t st = sensim_point_cloud_read(c, small, sizeof(small));
+    FUZZ_ASSERT(st == SENSIM_INVALID_ARGUMENT || st == SENSIM_EPROTO,
+                "a cloud of %llu bytes read into 64: %s", (unsigned long long)need,
+                sensim_status_name(st));
+    return;
+  }
+  uint8_t* out = malloc(need ? (size_t)need : 1);
+  FUZZ_ASSERT(out != NULL, "malloc");
+  sensim_status_t st = sensim_point_cloud_read(c, out, (size_t)need);
+  FUZZ_ASSERT(st == SENSIM_OK || st == SENSIM_EPROTO || st == SENSIM_INVALID_ARGUMENT,
+              "point cloud read: %s", sensim_status_name(st));
+  if (st == SENSIM_OK && c->encoding == SENSIM_ENCODING_RAW) {
+    FUZZ_ASSERT(c->size == need && (need == 0 || memcmp(out, c->data, (size_t)need) == 0),
+                "a RAW cloud decoded is not its data (%zu bytes, %llu expected)", c->size,
+                (unsigned long long)need);
+  }
+  if (st == SENSIM_OK && need > 0) {
+    st = sensim_point_cloud_read(c, out, (size_t)need - 1);
+    FUZZ_ASSERT(st == SENSIM_INVALID_ARGUMENT, "a cloud of %llu bytes read into one byte less: "
+                "%s", (unsigned long long)need, sensim_status_name(st));
+  }
+  free(out);
+}
+
+
+static void check_data(const sensim_sensor_data_t* d) {
+  switch (d->kind) {
+    case SENSIM_PAYLOAD_NONE:
+      break;
+    case SENSIM_PAYLOAD_POINT_CLOUD:
+      check_cloud(&d->point_cloud);
+      break;
+    case SENSIM_PAYLOAD_IMU:
+      FUZZ_ASSERT(d->imu.nvalues <= 9, "imu.nvalues %u", d->imu.nvalues);
+      break;
+    case SENSIM_PAYLOAD_SCALAR:
+    case SENSIM_PAYLOAD_CONE:
+      break;
+    default:
+      FUZZ_ASSERT(0, "sensor data of kind %d", (int)d->kind);
+  }
+}
+
+
+// A counter the daemon did not send reads 0.
+static void check_counters(const sensim_counters_t* c) {
+  for (unsigned f = 0; f < SENSIM_COUNTERS_MAX; f++) {
+    FUZZ_ASSERT((c->present >> f & 1) || c->value[f] == 0, "counter %u is %llu but was not "
+                "sent", f, (unsigned long long)c->value[f]);
+  }
+}
+
+
+static void check_info(const sensim_info_t* info) {
+  check_string(info->server_version, "info.server_version");
+  FUZZ_ASSERT(info->nenvironments == 0 || info->environments != NULL, "info.environments NULL");
+  for (uint32_t i = 0; i < info->nenvironments; i++) {
+    check_string(info->environments[i].name, "info.environments[].name");
+    check_counters(&info->environments[i].counters);
+  }
+  FUZZ_ASSERT(info->nsubscribers == 0 || info->subscribers != NULL, "info.subscribers NULL");
+  for (uint32_t i = 0; i < info->nsubscribers; i++) {
+    check_string(info->subscribers[i].environment, "info.subscribers[].environment");
+    check_string(info->subscribers[i].closed_reason, "info.subscribers[].closed_reason");
+    check_string(info->subscribers[i].peer, "info.subscribers[].peer");
+  }
+  check_counters(&info->counters);
+}
+
+
+static void call_raycast(sensim_client_t* cli, bool split) {
+  static const double origins[3 * NRAYS] = {0};
+  static const double dirs[3 * NRAYS] = {1, 0, 0, 0, 1, 0, 0, 0, 1, -1, 0, 0};
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = NRAYS;
+  r.origins = origins;
+  r.directions = dirs;
+  // exactly NRAYS records, freed when the call returns: ASan sees a write past it or after
+  sensim_hit_t* hits = malloc(NRAYS * sizeof(*hits));
+  FUZZ_ASSERT(hits != NULL, "malloc");
+  uint64_t serial = 0;
+  sensim_status_t st;
+  if (split) {
+    uint64_t id = 0;
+    st = sensim_raycast_send(cli, &r, hits, &id);
+    if (st == SENSIM_OK) {
+      st = sensim_raycast_wait(cli, id, -1, &serial);
+    }
+  } else {
+    st = sensim_raycast(cli, &r, hits, &serial);
+  }
+  check_status(st, cli, "sensim_raycast", 0);
+  free(hits);
+}
+
+
+static void call_step(sensim_client_t* cli) {
+  sensim_step_t step;
+  sensim_step_init(&step);
+  step.time = 0.1;
+  const sensim_step_result_t* res = NULL;
+  sensim_status_t st = sensim_step(cli, &step, &res);
+  check_status(st, cli, "sensim_step", 0);
+  if (st != SENSIM_OK) {
+    return;
+  }
+  FUZZ_ASSERT(res != NULL, "sensim_step: OK without a result");
+  FUZZ_ASSERT(res->outputs_in_parts <= res->noutputs, "%u outputs in parts of %u",
+              res->outputs_in_parts, res->noutputs);
+  FUZZ_ASSERT(res->noutputs == 0 || res->outputs != NULL, "step outputs NULL");
+  for (uint32_t i = 0; i < res->noutputs; i++) {
+    check_data(&res->outputs[i]);
+  }
 }
 
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  feed_t f = {data, size};
+  if (size < 1) {
+    return 0;
+  }
+  uint8_t flags = data[0];
+  feed_t f = {data + 1, size - 1};
   pthread_t daemon;
   FUZZ_ASSERT(pthread_create(&daemon, NULL, serve, &f) == 0, "pthread_create");
 
@@ -101,25 +290,50 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opts.token = "token";
   opts.timeout_ms = ACCEPT_TIMEOUT_MS;
   opts.max_frame_bytes = 1u << 20;
+  opts.nonblocking = flags & 1;
+  opts.pushed_max_frames = flags & 2 ? 2 : 1024;
   sensim_client_t* cli = NULL;
   sensim_status_t st = sensim_client_connect("127.0.0.1", g_port, &opts, &cli);
   FUZZ_ASSERT(cli != NULL, "no handle (%d)", (int)st);
-  check_status(st, cli, "sensim_client_connect");
-  FUZZ_ASSERT(memchr(sensim_client_server_version(cli), '\0', 32) != NULL,
-              "server version not terminated");
+  check_status(st, cli, "sensim_client_connect", MAY_ECONNECT);
+  check_string(sensim_client_server_version(cli), "server version");
+  const sensim_session_t* session = sensim_client_session(cli);
+  check_string(session->server_version, "session.server_version");
+  check_string(session->environment, "session.environment");
 
   // the calls go on after a failure: a closed handle must say so, not crash
-  sensim_info_t info;
-  for (int round = 0; round < 2; round++) {
-    st = sensim_get_info(cli, &info);
-    check_status(st, cli, "sensim_get_info");
-    FUZZ_ASSERT(memchr(info.server_version, '\0', sizeof(info.server_version)) != NULL,
-                "info.server_version not terminated");
-    if (round == 0) {
-      uint64_t t;
-      st = sensim_ping(cli, "fuzz", 4, &t);
-      check_status(st, cli, "sensim_ping");
+  const sensim_info_t* info = NULL;
+  st = sensim_get_info(cli, &info);
+  check_status(st, cli, "sensim_get_info", 0);
+  if (st == SENSIM_OK) {
+    check_info(info);
+  }
+  uint64_t t;
+  st = sensim_ping(cli, "fuzz", 4, &t);
+  check_status(st, cli, "sensim_ping", MAY_EPROTO);
+  call_raycast(cli, flags & 4);
+  call_step(cli);
+  sensim_subscription_t sub;
+  sensim_subscription_init(&sub);
+  sub.sensor_id = 1;
+  sub.encoding = SENSIM_ENCODING_QUANTIZED_ZSTD;
+  st = sensim_subscribe(cli, &sub);
+  check_status(st, cli, "sensim_subscribe", 0);
+  st = sensim_get_info(cli, &info);
+  check_status(st, cli, "sensim_get_info", 0);
+  if (st == SENSIM_OK) {
+    check_info(info);
+  }
+
+  // the pushed records held (at most what the stream could carry)
+  for (int i = 0; i < 4096; i++) {
+    const sensim_sensor_data_t* d = NULL;
+    st = sensim_next_sensor_data(cli, 0, &d);
+    check_status(st, cli, "sensim_next_sensor_data", MAY_EAGAIN);
+    if (st != SENSIM_OK) {
+      break;
     }
+    check_data(d);
   }
   sensim_client_close(cli);
   pthread_join(daemon, NULL);

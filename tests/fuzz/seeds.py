@@ -1,14 +1,16 @@
 # SPDX-License-Identifier: MIT
 """Seed corpora of the fuzz targets, written by the build from valid messages of the protocol
 (the generated sensim_pb2 module): python3 seeds.py OUTDIR writes OUTDIR/request, OUTDIR/frame
-and OUTDIR/client (OUTDIR/codec comes from fuzz_seeds_codec.c, which needs the encoder).
+and OUTDIR/client (OUTDIR/codec comes from fuzz_seeds_codec.c, which needs the encoder, and
+is written first: the client's seeds carry its clouds).
 
 - request: what a controller sends after its Hello: scenes with every geometry, material,
   medium and sensor kind (each lidar pattern among them) on moving bodies, state updates and
   steps in both array forms, raycasts, removals, and the session requests;
 - frame: the same streams behind fuzz_frame's 10-byte head (split seed, two limits);
-- client: what a daemon answers the C client's calls (HelloReply, Info, Pong), with pushed
-  sensor data, stale replies and refusals among them.
+- client: what a daemon answers the C client's calls (HelloReply, Info, Pong, RaycastResult,
+  StepDone with parts ahead, a status alone), with pushed sensor data of every kind and
+  encoding, stale replies and refusals among them.
 Ids follow fuzz_request.c and fuzz_client.c. Deterministic: the same bytes on every build.
 """
 
@@ -245,52 +247,129 @@ def frame_seeds(requests: dict[str, bytes]) -> dict[str, bytes]:
     return out
 
 
-def client_seeds() -> dict[str, bytes]:
-    """Replies to the C client's Hello (id 1), GetInfo (2), Ping "fuzz" (3), GetInfo (4)."""
+def varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def status_frame(i: int, code: int, message: str) -> bytes:
+    """A reply carrying status `code` alone, written by hand: the generated module refuses a
+    code its enum does not have (a newer daemon's, or one in the client's own range)."""
+    st = b"\x08" + varint(code) + b"\x12" + varint(len(message)) + message.encode()
+    payload = pb.Envelope(id=i).SerializeToString() + b"\x12" + varint(len(st)) + st
+    return struct.pack("<I", len(payload)) + payload
+
+
+def codec_clouds(codec_dir: pathlib.Path) -> dict[str, pb.PointCloud]:
+    """The decode seeds of fuzz_codec (the daemon's encoder, fuzz_seeds_codec.c: a 9-byte head
+    with the encoding, u16 points and the point step, then the data) as PointClouds."""
+    out = {}
+    for path in sorted(codec_dir.glob("decode_*")):
+        b = path.read_bytes()
+        count, step = b[1] | b[2] << 8, b[3]
+        fields = [pb.PointField(name=n, offset=4 * k, datatype=pb.PointField.FLOAT32, count=1)
+                  for k, n in enumerate("xyz") if 4 * k + 4 <= step]
+        out[path.name[len("decode_"):]] = pb.PointCloud(
+            fields=fields, point_step=step, count=count, height=1, width=count,
+            encoding=b[0] & 3, data=b[9:], precision=1e-3, max_error=5e-4, complete=True)
+    return out
+
+
+def client_seeds(codec_dir: pathlib.Path) -> dict[str, bytes]:
+    """fuzz_client.c's input: an options byte, then a daemon's replies to the C client's
+    Hello (id 1), GetInfo (2), Ping "fuzz" (3), Raycast of 4 rays (4), Step (5), Subscribe (6)
+    and GetInfo (7), with pushed data of every kind and encoding among them."""
     ok = pb.Status(code=pb.OK)
+    limits = pb.Limits(max_frame_bytes=1 << 26, max_clients=64, max_raycast_rays=1 << 20)
     hello = frame(pb.Envelope(id=1, status=ok, hello_reply=pb.HelloReply(
         protocol_version=1, server_version="0.1.0", session_id=1, environment="fuzz",
-        environment_created=True, threads=2,
-        limits=pb.Limits(max_frame_bytes=1 << 26, max_clients=64))))
+        environment_created=True, threads=2, limits=limits)))
 
     def info(i: int) -> bytes:
         return frame(pb.Envelope(id=i, status=ok, info=pb.Info(
             server_version="0.1.0", protocol_version=1, uptime_s=1.5, connections=1,
             threads=2, counters=pb.Counters(frames_in=3, steps=10, rays_traced=1000),
-            limits=pb.Limits(max_frame_bytes=1 << 26, max_clients=64),
-            environments=[pb.EnvironmentInfo(name="fuzz", clients=1, bodies=2),
-                          pb.EnvironmentInfo(name="other", clients=2)])))
+            limits=limits,
+            environments=[pb.EnvironmentInfo(name="fuzz", clients=1, bodies=2, time=0.5,
+                                             steps=5, counters=pb.Counters(steps=5),
+                                             retention=pb.RETENTION_KEEP),
+                          pb.EnvironmentInfo(name="other", clients=2)],
+            subscribers=[pb.SubscriberInfo(session_id=1, environment="fuzz", sensor_id=1,
+                                           encoding=pb.ENCODING_ZSTD, queued_bytes=10,
+                                           frames_sent=3, peer="127.0.0.1:5000"),
+                         pb.SubscriberInfo(session_id=2, environment="fuzz", sensor_id=2,
+                                           closed_reason="slow subscriber")])))
 
     pong = frame(pb.Envelope(id=3, status=ok, pong=pb.Pong(payload=b"fuzz",
                                                            server_time_ns=123456789)))
-    f32 = pb.PointField.FLOAT32
-    cloud = pb.PointCloud(fields=[pb.PointField(name=n, offset=4 * k, datatype=f32, count=1)
-                                  for k, n in enumerate("xyz")],
-                          point_step=12, count=2, encoding=pb.ENCODING_RAW,
-                          data=struct.pack("<6f", 1, 2, 3, 4, 5, 6), height=1, width=2)
-    push = frame(pb.Envelope(id=0, sequence=1, sensor_data=pb.SensorData(
-        sensor_id=1, time=0.1, frame=1, point_cloud=cloud)))
-    push_imu = frame(pb.Envelope(id=0, sequence=2, sensor_data=pb.SensorData(
-        sensor_id=2, time=0.1, imu=pb.ImuSample(acceleration=vec(0, 0, 9.8), values=[1, 2]))))
+    inf = float("inf")
+    hits = b"".join(struct.pack("<4d2I8x", d, 1.0, 0.0, 0.0, obj, 7)
+                    for d, obj in ((2.5, 3), (inf, 0), (0.5, 1), (inf, 0)))
+    raycast = frame(pb.Envelope(id=4, status=ok, raycast_result=pb.RaycastResult(
+        padding=b"\0" * 3, hits_bytes=hits, world_serial=9)))
+    subscribed = frame(pb.Envelope(id=6, status=ok))
+
+    clouds = codec_clouds(codec_dir)
+    xyz = clouds["raw_xyzi"]
+    imu = pb.SensorData(sensor_id=2, time=0.1, start_time=0.0, frame=1, imu=pb.ImuSample(
+        acceleration=vec(0, 0, 9.8), angular_velocity=vec(0, 0, 0.1),
+        magnetic_field=vec(2e-5, 0, -4e-5), values=[1, 2, 3, 4, 5, 6, 7, 8, 9]))
+    scalar = pb.SensorData(sensor_id=3, time=0.1, frame=1,
+                           scalar=pb.ScalarSample(position=0.3, speed=1.0))
+    cone = pb.SensorData(sensor_id=5, time=0.1, frame=1, cone=pb.ConeReading(
+        detected=True, range=2.0, azimuth=0.1, elevation=-0.1, speed=0.5,
+        point=vec(2, 0.2, -0.2), object_id=3))
+    cloud = pb.SensorData(sensor_id=1, time=0.1, frame=1, point_cloud=xyz)
+
+    def step(parts: list[pb.SensorData], outputs: list[pb.SensorData]) -> bytes:
+        ahead = b"".join(frame(pb.Envelope(id=5, sensor_data=d)) for d in parts)
+        return ahead + frame(pb.Envelope(id=5, status=ok, step_done=pb.StepDone(
+            time=0.1, step=1, outputs=outputs, outputs_in_parts=len(parts))))
+
+    def push(seq: int, d: pb.SensorData) -> bytes:
+        return frame(pb.Envelope(id=0, sequence=seq, sensor_data=d))
+
+    calls = hello + info(2) + pong + raycast
+    rest = subscribed + info(7)
+    pushed = b"".join(push(k + 1, pb.SensorData(sensor_id=1, time=0.1, frame=k + 1,
+                                                point_cloud=c))
+                      for k, (_, c) in enumerate(sorted(clouds.items())))
+    ended = push(len(clouds) + 1, pb.SensorData(sensor_id=1, time=0.2, end_of_stream=True))
     stale = frame(pb.Envelope(id=77, status=ok, step_done=pb.StepDone(time=1, step=1)))
     refused = frame(pb.Envelope(id=0, status=pb.Status(code=pb.RESOURCE_EXHAUSTED,
                                                        message="max_clients (64) reached")))
-    failed_info = frame(pb.Envelope(id=2, status=pb.Status(code=pb.INTERNAL, message="no")))
-    return {
-        "calls": hello + info(2) + pong + info(4),
-        "pushed": hello + push + info(2) + push_imu + stale + pong + push + info(4),
+    parts = [pb.SensorData(sensor_id=10 + k, time=0.1, frame=1, point_cloud=c)
+             for k, (_, c) in enumerate(sorted(clouds.items()))]
+    out = {
+        "calls": calls + step([], [imu, scalar, cone, cloud]) + rest,
+        "step_parts": calls + step(parts, []) + rest,
+        "pushed": hello + push(1, imu) + info(2) + push(2, scalar) + stale + pong +
+        push(3, cone) + raycast + step([cloud], []) + pushed + rest + ended,
         "refused": refused,
         "unauthenticated": frame(pb.Envelope(id=1, status=pb.Status(
             code=pb.UNAUTHENTICATED, message="bad token"))),
-        "failed_info": hello + failed_info + pong + info(4),
+        "failed_calls": hello + status_frame(2, pb.INTERNAL, "no") + pong +
+        status_frame(4, pb.FAILED_PRECONDITION, "no state yet") +
+        status_frame(5, pb.DEADLINE_EXCEEDED, "step: over --max-request-seconds") +
+        status_frame(6, pb.NOT_FOUND, "sensor_id 1 does not exist") + info(7),
     }
+    # the options byte: blocking, 1024 pushed frames kept, sensim_raycast; the pushed stream
+    # again with every option set
+    seeds = {name: b"\0" + stream for name, stream in out.items()}
+    seeds["pushed_options"] = b"\7" + out["pushed"]
+    return seeds
 
 
 def main() -> None:
     root = pathlib.Path(sys.argv[1])
     requests = request_seeds()
     for corpus, seeds in (("request", requests), ("frame", frame_seeds(requests)),
-                          ("client", client_seeds())):
+                          ("client", client_seeds(root / "codec"))):
         d = root / corpus
         d.mkdir(parents=True, exist_ok=True)
         for name, data in seeds.items():

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pytest
@@ -135,15 +135,18 @@ class Stepper:
 
 
 class BridgeProcess:
-    """python -m sensim.foxglove as users run it; .url, .page_url, .port; stop() sends
-    SIGTERM and checks exit status 0."""
+    """python -m sensim.foxglove as users run it (or `command`, e.g. the installed
+    ["sensim", "foxglove"]); .url, .page_url, .port; stop() sends SIGTERM and checks exit
+    status 0."""
 
-    def __init__(self, daemon_port: int, *args: str, environment: str = "demo"):
-        env = dict(os.environ)
+    def __init__(self, daemon_port: int, *args: str, environment: str = "demo",
+                 command: Sequence[str] = (sys.executable, "-m", "sensim.foxglove"),
+                 env: Optional[dict] = None, cwd: Optional[str] = None):
+        env = dict(os.environ) if env is None else env
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sensim.foxglove", "--port", str(daemon_port),
+            [*command, "--port", str(daemon_port),
              "--environment", environment, "--listen", "127.0.0.1:0", *args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
         line = self._line(20.0)
         m = _BANNER.fullmatch(line.strip())
         if m is None:

@@ -329,8 +329,9 @@ def test_cone_does_not_see_the_body_it_is_mounted_on(sensimd):
 
 def two_phase_run(c, fail: bool) -> list[tuple]:
     """IMU 1 (drifting gyroscope), encoder 2, cone 3 watching a ball that approaches at
-    5 m/s; with `fail`, each step is first refused because of IMU 6 (fixed rate 1e6 Hz: over
-    the samples one step may take) and then, with IMU 6 removed, run again."""
+    5 m/s; with `fail`, each step is first refused once every sensor ran, because of IMU 6
+    (fixed rate 40 kHz: 60,000 to 100,000 samples of 150 bytes, more than the 2 MiB one reply
+    may take under --max-held-bytes 4 MiB), and then, with IMU 6 removed, run again."""
     c.set_environment(seed=7)
     c.create_primitive(1, "sphere", radius=1.0)
     c.create_body(1, (10, 0, 0, 0, 0, 0, 1))
@@ -346,10 +347,12 @@ def two_phase_run(c, fail: bool) -> list[tuple]:
         x = 10.0 - 0.5 * t
         c.update_state(t, [1], [[x, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[2 * t])
         if fail and k > 0:
-            c.create_imu(6, gyroscope=True, sample_rate=1e6)
-            with pytest.raises(errors.SensimError) as exc:
+            c.create_imu(6, accelerometer=True, gyroscope=True, magnetometer=True,
+                         sample_rate=4e4)
+            with pytest.raises(errors.ResourceExhausted) as exc:
                 c.step(t)
-            assert "imu 6" in str(exc.value)
+            assert "outputs: the" in exc.value.message and "more than one reply may" in \
+                exc.value.message
             c.remove("sensor", 6)
         out = by_sensor(c.step(t))
         for sid in (1, 2, 3):
@@ -360,8 +363,10 @@ def two_phase_run(c, fail: bool) -> list[tuple]:
     return rows
 
 
-def test_refused_step_leaves_every_sensor_as_it_was(sensimd):
-    with sensimd.client(environment="plain") as a, sensimd.client(environment="retried") as b:
+def test_refused_step_leaves_every_sensor_as_it_was(sensimd_factory):
+    sensimd = sensimd_factory("--max-held-bytes", str(4 << 20))
+    with sensimd.client(environment="plain", timeout=60) as a, \
+            sensimd.client(environment="retried", timeout=60) as b:
         plain = two_phase_run(a, fail=False)
         retried = two_phase_run(b, fail=True)
     # frames 0, 1, 2, 3 per sensor (none skipped), the same readings bit for bit (the gyroscope
@@ -375,6 +380,54 @@ def test_refused_step_leaves_every_sensor_as_it_was(sensimd):
     assert [r["speed"] for r in cone[1:]] == pytest.approx([0.5] * 3, rel=1e-9)
     assert [r[3]["speed"] for r in retried if r[0] == 2][1:] == pytest.approx([2.0] * 3,
                                                                               rel=1e-9)
+
+
+def test_a_fixed_rate_imu_refuses_too_long_a_step_at_the_state_update_and_steps_on(sensimd):
+    # Regression: an IMU with a fixed sample rate had no step bound, so an UpdateState whose
+    # step held more samples than a step may take was accepted, and that Step was refused, and
+    # every later one (the interval can only grow): the environment was wedged. Now the update
+    # is refused, naming the IMU, nothing changes, and nearer times step on.
+    def steps(c):
+        return next(e for e in c.get_info().environments if e.name == c.environment).steps
+
+    with sensimd.client(timeout=60) as c:
+        c.create_imu(6, accelerometer=True, sample_rate=1e4)
+        c.update_state(0.0)
+        c.step(0.0)
+        for t, why in ((3600.0, "imu 6: the step (0, 3600] at imu.sample_rate = 10000 Hz "
+                                "holds 36000000 samples, more than 1000000; step more often"),
+                       (20.0, "imu 6: the step (0, 20] holds 200000 samples (imu.sample_rate "
+                              "= 10000 Hz), 102400000 bytes of records, more than "
+                              "max_output_bytes")):
+            for _ in range(2):                   # refused again, the same way
+                with pytest.raises(errors.ResourceExhausted) as exc:
+                    c.update_state(t)
+                assert (f"update_state: time = {t:g} is too far from the last step (0) for the "
+                        f"next step: {why}") in exc.value.message
+        assert steps(c) == 1
+        # the nearer time steps: every 0.1 ms of (0, 1], then of (1, 1.5]
+        c.update_state(1.0)
+        out = by_sensor(c.step(1.0))[6]
+        assert [o.frame for o in out] == list(range(10000))
+        assert [o.time for o in out] == pytest.approx([k / 1e4 for k in range(1, 10001)],
+                                                      abs=1e-12)
+        assert out[-1].value["acceleration"] == pytest.approx([0, 0, G0])
+        c.update_state(1.5)
+        assert len(by_sensor(c.step(1.5))[6]) == 5000
+        assert steps(c) == 3
+
+        # a fixed-rate IMU created while too long a step is due is refused the same way
+        c.remove("sensor", 6)
+        c.update_state(400.0)                    # no sensor: any step is fine
+        with pytest.raises(errors.ResourceExhausted) as exc:
+            c.create_imu(7, gyroscope=True, sample_rate=1e4)
+        assert ("the step already due, over (1.5, 400], is too long for it: imu 7: the step "
+                "(1.5, 400] at imu.sample_rate = 10000 Hz holds 3985000 samples"
+                in exc.value.message)
+        c.step(400.0)
+        c.create_imu(7, gyroscope=True, sample_rate=1e4)
+        c.update_state(400.5)
+        assert len(by_sensor(c.step(400.5))[7]) == 5000
 
 
 # ---------------------------------------------------------------- client helpers

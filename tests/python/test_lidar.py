@@ -122,9 +122,10 @@ def test_lidar_layout_presets_over_the_wire(sensimd):
                 ("x", "y", "z", "intensity", "t", "reflectivity", "ring", "ambient", "range")] \
             == [0, 4, 8, 16, 20, 24, 26, 28, 32]
         np.testing.assert_allclose(ouster["range"], round(12.0 * AIR_N * 1000), atol=1)
-        # column j fires at j * 195.3125 us (16 beams share it)
-        np.testing.assert_allclose(ouster["t"], (np.arange(len(ouster)) // 16) * 195312.5,
+        # organised as ouster_ros: 16 rows of 512 columns, column j fired at j * 195.3125 us
+        np.testing.assert_allclose(ouster["t"], (np.arange(len(ouster)) % 512) * 195312.5,
                                    atol=1)
+        assert np.array_equal(ouster["ring"], np.arange(len(ouster)) // 512)
         xyzi = c.lidar_clouds(done, 3)[0]
         assert xyzi.dtype.names == ("x", "y", "z", "intensity")
         assert xyzi.dtype.itemsize == 16
@@ -521,7 +522,8 @@ def test_lidar_ouster_range_follows_the_device_beam_origin_formula(sensimd):
             done = c.step(t)
             a += c.lidar_clouds(done, 5)
             b += c.lidar_clouds(done, 6)
-    pts, ang = a[0], b[0]
+    # the Ouster cloud is organised (beams x columns, row-major), the other in firing order
+    pts, ang = a[0], b[0].reshape(512, 32).T.reshape(-1)
     e = ang["elevation"].astype(float)
     az = ang["azimuth"].astype(float)
     r = pts["range"].astype(float) / 1000.0

@@ -40,6 +40,7 @@ extern "C" {
 
 // The status table: name, value, description. Values up to 100 equal sensim.v1.StatusCode on
 // the wire (the daemon's codes) and never change; values above 100 are raised by the client.
+// A daemon's code this table does not have is never handed through: it reads SENSIM_EUNKNOWN.
 // Recoverable: the handle can go on (fix the input, or retry). Not recoverable: the
 // connection is closed; make a new one.
 // clang-format off
@@ -78,7 +79,10 @@ extern "C" {
   /* retry with a new sensim_client_connect: name resolution or TCP connect failed */            \
   X(ECONNECT,           106, "cannot connect")                                                   \
   /* recoverable: nothing arrived within a wait's own timeout; the request stays in flight */    \
-  X(EAGAIN,             107, "not ready yet")
+  X(EAGAIN,             107, "not ready yet")                                                    \
+  /* the daemon refused the request with a status code this client does not know (a newer   */   \
+  /* daemon); the message gives its number. Recoverable unless the handle is closed          */   \
+  X(EUNKNOWN,           108, "status code unknown to this client")
 // clang-format on
 
 // Result of every client call.

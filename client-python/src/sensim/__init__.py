@@ -6,16 +6,28 @@
         print(c.get_info().server_version)
 
 Errors are classes of :mod:`sensim.errors`, one per protocol status code. The generated protocol
-module is available as ``sensim.pb`` (``sensim_pb2``).
+module is available as ``sensim.pb`` (``sensim_pb2``). Tools in their own modules, imported on
+use: :mod:`sensim.presets` (lidar devices), :mod:`sensim.lockstep` (steps in flight),
+:mod:`sensim.stream` (subscriptions as iterators), :mod:`sensim.export` (PCD, PLY, XYZ, CSV),
+:mod:`sensim.bag` (ROS 1 bags), :mod:`sensim.mesh` (mesh files), :mod:`sensim.plot` (PNG
+pictures), :mod:`sensim.record` and :mod:`sensim.recording` (recordings), :mod:`sensim.cli`
+(``python -m sensim``).
 """
 
-from . import errors
+__version__ = "0.1.0"
+
+from . import errors, presets
 from ._proto import pb
 from .client import PROTOCOL_VERSION, RAYCAST_DTYPE, Client, point_cloud_to_numpy
 from .errors import SensimError
-from .outputs import SensorOutput, outputs
+from .lockstep import LockStep, StepResult
+from .mesh import Mesh, load_mesh
+from .outputs import (CloudMeta, ConeReading, ImuSample, ScalarSample, SensorOutput, by_sensor,
+                      outputs)
 from .shard import ShardedClient, shard_for
+from .stream import Subscription
 
 __all__ = ["Client", "SensimError", "errors", "pb", "PROTOCOL_VERSION", "RAYCAST_DTYPE",
-           "point_cloud_to_numpy", "SensorOutput", "outputs", "ShardedClient", "shard_for"]
-__version__ = "0.1.0"
+           "point_cloud_to_numpy", "SensorOutput", "outputs", "by_sensor", "ImuSample",
+           "ScalarSample", "ConeReading", "CloudMeta", "LockStep", "StepResult",
+           "Subscription", "Mesh", "load_mesh", "presets", "ShardedClient", "shard_for"]

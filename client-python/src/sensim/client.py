@@ -10,6 +10,7 @@ is full. A Client is used by one thread at a time.
 from __future__ import annotations
 
 import collections
+import os
 import socket
 import sys
 import time
@@ -19,7 +20,7 @@ import numpy as np
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 
-from . import _framing, errors
+from . import _framing, errors, presets
 from ._proto import pb
 
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
@@ -209,6 +210,9 @@ _HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
 # sent back to back, PIPELINE_WINDOW of them in flight at a time, so that the daemon traces one
 # while the next arrives and the last replies leave (see Client.raycast).
 PIPELINE_MIN_RAYS = 1 << 16
+# A request whose bulk arrays total at most this many bytes is serialized as one message (the
+# arrays copied); larger ones are sent from the arrays' own memory.
+SMALL_BULK_BYTES = 1 << 14
 PIPELINE_RAYS = 1 << 15
 PIPELINE_WINDOW = 4
 
@@ -428,9 +432,16 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
     A compressed cloud (ZSTD, QUANTIZED_ZSTD) decodes into count x point_step bytes, at most
     `max_bytes` (default: the client's default frame bound, 256 MiB), checked before anything
     is decompressed; decompression never holds more than that. Every decoding failure (the
-    layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field."""
+    layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field.
+
+    The array is flat, in the cloud's order; an organised cloud (height > 1: the Ouster layout,
+    rows of beams) reshapes with ``points.reshape(cloud.height, cloud.width)``."""
     dtype = _cloud_dtype(cloud)
     count, step = cloud.count, cloud.point_step
+    # organisation, as sensor_msgs/PointCloud2 (absent: one row of the points)
+    if (cloud.height or cloud.width) and cloud.height * cloud.width != count:
+        raise errors.ProtocolError(f"point_cloud.height: {cloud.height} x width {cloud.width} "
+                                   f"is not count {count}")
     size = count * step
     encoding = cloud.encoding
     if encoding == pb.ENCODING_RAW and not cloud.HasField("encoding"):
@@ -690,6 +701,25 @@ def decode_quantized_zstd(data: bytes, count: int, point_step: int,
     return out.tobytes()
 
 
+def _step_message(time: float, outputs: str | Iterable[int] = "all") -> Any:
+    """The Step request to `time` carrying `outputs`: "all" (the field left at its default,
+    as daemons before Step.outputs expect), "none" or sensor ids (each in [1, 2^32), else a
+    ValueError naming it; the daemon checks that each exists)."""
+    msg = pb.Step(time=float(time))
+    if isinstance(outputs, str):
+        if outputs == "none":
+            msg.outputs = pb.STEP_OUTPUTS_NONE
+        elif outputs != "all":
+            raise ValueError(f"outputs: {outputs!r} is not 'all', 'none' or sensor ids")
+    else:
+        ids = _ids(list(outputs), "outputs")
+        if (ids == 0).any():
+            raise ValueError(f"outputs: sensor ids are at least 1, got {ids.tolist()}")
+        msg.outputs = pb.STEP_OUTPUTS_LISTED
+        msg.output_sensors.extend(ids.tolist())
+    return msg
+
+
 def state_arrays(body_ids: Sequence[int] = (), body_poses: Any = None,
                  body_velocities: Any = None, joint_ids: Sequence[int] = (),
                  joint_positions: Any = None) -> list[tuple[str, np.ndarray]]:
@@ -757,7 +787,7 @@ class Client:
         self.client_name = client_name
         self.timeout = timeout
         self.retention = retention
-        self.hello_reply = None          # HelloReply once the handshake succeeded
+        self.hello_reply: Any = None     # HelloReply once the handshake succeeded
         self.pushed_max_bytes = int(pushed_max_bytes)  # bound of the pushed frames queued
         self.pushed_bytes = 0            # bytes of the pushed frames queued now
         self.frames_dropped = 0          # pushed frames dropped from the full queue
@@ -922,6 +952,14 @@ class Client:
         """Send a request whose body `body` is `message` plus the bytes fields `arrays`
         ((field name, C-contiguous little-endian array)), written from the arrays' own memory.
         Returns its id."""
+        request_id, parts = self._bulk_parts(body, message, arrays)
+        self._send_parts(parts)
+        return request_id
+
+    def _bulk_parts(self, body: str, message: Message,
+                    arrays: Sequence[tuple[str, np.ndarray]]) -> tuple[int, list]:
+        """The id and the buffers of the request _send_bulk sends (the id is taken: the
+        caller must send the parts, possibly with other requests' in one write)."""
         fields = message.DESCRIPTOR.fields_by_name
         bulk = [(fields[name].number, memoryview(a).cast("B") if a.size else memoryview(b""))
                 for name, a in arrays]
@@ -931,11 +969,19 @@ class Client:
             raise errors.ResourceExhausted(
                 f"request of about {size} bytes exceeds the daemon's max_frame_bytes {limit}")
         self._next_id += 1
+        if size <= SMALL_BULK_BYTES:
+            # small arrays (a state update of a few bodies): copied into one message that
+            # protobuf serializes at once, cheaper than assembling the frame around them
+            env = pb.Envelope(id=self._next_id)
+            sub = getattr(env, body)
+            sub.MergeFrom(message)
+            for (name, _), (_, view) in zip(arrays, bulk):
+                setattr(sub, name, view.tobytes())
+            return self._next_id, [_framing.encode(env.SerializeToString())]
         envelope = pb.Envelope(id=self._next_id).SerializeToString()
         number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
-        self._send_parts(_framing.bulk_frame(envelope, number, message.SerializeToString(),
-                                             bulk))
-        return self._next_id
+        return self._next_id, _framing.bulk_frame(envelope, number, message.SerializeToString(),
+                                                  bulk)
 
     def send_request(self, body: str, message: Message | None = None) -> int:
         """Send a request whose body is the Envelope field `body` (e.g. "ping") without waiting.
@@ -1152,11 +1198,21 @@ class Client:
 
     # ------------------------------------------------------------------ scene
 
-    def create_mesh(self, id: int, vertices: Any, indices: Any, material_ids: Any = None,
+    def create_mesh(self, id: int, vertices: Any, indices: Any = None, material_ids: Any = None,
                     name: str = "") -> None:
         """Create triangle mesh geometry `id` from vertices (N, 3) float32 and indices (M, 3)
         uint32 (any array-like, converted once, or already packed little-endian bytes);
-        material_ids: (M,) uint32. The arrays are sent from their own memory."""
+        material_ids: (M,) uint32. The arrays are sent from their own memory. Or from a mesh
+        file: ``create_mesh(id, "part.obj")`` (OBJ, STL, PLY, ... read by
+        sensim.mesh.load_mesh through meshio; vertices in m)."""
+        if isinstance(vertices, (str, os.PathLike)):
+            if indices is not None:
+                raise TypeError("create_mesh: indices come from the mesh file "
+                                f"{os.fspath(vertices)!r}; give one or the other")
+            from .mesh import load_mesh
+            vertices, indices = load_mesh(vertices)
+        elif indices is None:
+            raise TypeError("create_mesh: indices (M, 3) are required with vertices")
         arrays = [("vertices", _packed(vertices, "<f4", 3, "vertices")),
                   ("indices", _packed(indices, "<u4", 3, "indices"))]
         if material_ids is not None:
@@ -1340,10 +1396,15 @@ class Client:
         self.create_sensor(id, msg, name=name)
 
     def create_lidar(self, id: int, *, body_id: int = 0, mount: Any = None, name: str = "",
-                     **config: Any) -> None:
-        """Create lidar `id` on body `body_id` at `mount`. Exactly one scan pattern keyword
+                     preset: str | None = None, **config: Any) -> None:
+        """Create lidar `id` on body `body_id` at `mount`. Either a device, ``preset="vlp16"``
+        (sensim.presets.preset_names(): VLP-16, OS1-16/32/64/128 at 512, 1024 and 2048
+        columns, HDL-64E, Bpearl, flash, Livox Mid-40; keywords override its fields), or
+        exactly one scan pattern keyword
         (spinning, vlp16, ouster, flash, hdl64e, bpearl, custom, livox) with a dict of its
-        fields, e.g. ``vlp16={"frequency": 10.0}`` (spinning's spin: "clockwise" or
+        fields, e.g. ``vlp16={"frequency": 10.0}``; fields left out take the device's
+        datasheet defaults (sensim.presets.PATTERN_DEFAULTS: ``vlp16={}`` is 10 Hz)
+        (spinning's spin: "clockwise" or
         "counter_clockwise"); the other keywords are LidarConfig fields,
         enums by lowercase name: return_mode ("strongest", "first", "last", "dual", "all"),
         frame ("sensor", "world"), publish ("per_revolution", "per_step"), misses ("remove",
@@ -1352,11 +1413,14 @@ class Client:
         and group_mask (bit g = object group g) for what it sees. Read the clouds with
         lidar_clouds."""
         msg = pb.LidarConfig()
+        if preset is not None:
+            config = presets.get(preset).kwargs(**config)
         patterns = [k for k in config if k in _LIDAR_PATTERNS]
         if len(patterns) != 1:
-            raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}")
+            raise TypeError(f"create_lidar: give exactly one pattern of {list(_LIDAR_PATTERNS)}"
+                            " or a preset")
         params = dict(config)
-        pattern = dict(params.pop(patterns[0]) or {})
+        pattern = presets.pattern_with_defaults(patterns[0], params.pop(patterns[0]))
         if isinstance(pattern.get("spin"), str):      # "clockwise" / "counter_clockwise"
             spin = pattern["spin"].upper()
             pattern["spin"] = pb.SpinDirection.Value(spin if spin.startswith("SPIN_")
@@ -1414,25 +1478,22 @@ class Client:
         (N, 6) vx vy vz wx wy wz in world or None, joint_positions (M,). The arrays travel as
         little-endian bytes (the UpdateState *_bytes fields), each converted once from any
         array-like (any layout, byte order, integer or float type; ids any integers)."""
+        self.wait_reply(self._send_bulk(*self._state_request(
+            time, body_ids, body_poses, body_velocities, joint_ids, joint_positions)))
+
+    def _state_request(self, time: float, body_ids: Sequence[int] = (), body_poses: Any = None,
+                       body_velocities: Any = None, joint_ids: Sequence[int] = (),
+                       joint_positions: Any = None) -> tuple[str, Any, list]:
+        """The checked arguments of update_state as _send_bulk's (body, message, arrays)."""
         arrays = state_arrays(body_ids, body_poses, body_velocities, joint_ids, joint_positions)
-        self.wait_reply(self._send_bulk("update_state", pb.UpdateState(time=float(time)),
-                                        arrays))
+        return "update_state", pb.UpdateState(time=float(time)), arrays
 
     def step(self, time: float, outputs: str | Iterable[int] = "all") -> Any:
         """Evaluate every sensor over (t_prev, time]; returns the StepDone message. outputs:
         the records it carries, "all" (default), "none" (they go to subscribers only) or the
         ids of the sensors wanted. Records the daemon sends ahead of the StepDone (when they
         do not fit in one frame) are put back into StepDone.outputs, in order."""
-        msg = pb.Step(time=float(time))
-        if isinstance(outputs, str):
-            choice = {"all": pb.STEP_OUTPUTS_ALL, "none": pb.STEP_OUTPUTS_NONE}.get(outputs)
-            if choice is None:
-                raise ValueError(f"outputs: {outputs!r} is not 'all', 'none' or sensor ids")
-            msg.outputs = choice
-        else:
-            msg.outputs = pb.STEP_OUTPUTS_LISTED
-            msg.output_sensors.extend(int(i) for i in outputs)
-        return self._call("step", msg, "step_done")
+        return self._call("step", _step_message(time, outputs), "step_done")
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None, exclude_bodies: Sequence[int] = (),

@@ -11,7 +11,7 @@
 
 codec_cloud_t codec_cloud_of(const sensor_cloud_t* c) {
   codec_cloud_t out = {.data = c->data, .count = c->count, .point_step = c->point_step,
-                       .xyz_offset = {-1, -1, -1}};
+                       .xyz_offset = {-1, -1, -1}, .stride = c->stride, .azimuth = c->azimuth};
   static const char* const kNames[3] = {"x", "y", "z"};
   int64_t off[3] = {-1, -1, -1};
   for (uint32_t i = 0; i < c->nfield; i++) {

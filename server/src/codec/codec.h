@@ -9,7 +9,10 @@
 //                order is kept; misses (NaN or zero points, or any non-finite coordinate)
 //                are restored bit for bit.
 // The encoder decodes what it wrote and reports the largest position error it measured; it is
-// never more than the precision (for ranges below 2^22 precisions; see docs/streams.md).
+// never more than the precision (for ranges below 2^22 precisions; see docs/streams.md). What the
+// sensor knows of its points (its scan's stride, each point's azimuth) saves the encoder
+// recovering it from the positions; an azimuth is taken only where the search would find the
+// same, so the bytes are those without it.
 //
 // Thread: any. No state between calls but work memory: each thread keeps its zstd compression
 // context and the buffers of the largest cloud it encoded or decoded until it ends.
@@ -39,6 +42,11 @@ typedef struct codec_cloud {
   uint32_t count;
   uint32_t point_step;
   int64_t xyz_offset[3];        // byte offsets of float32 x, y, z in a point; -1: no positions
+  // from the sensor (0 / NULL: unknown, recovered from the positions)
+  uint32_t stride;              // the point of the same channel in the previous column is
+                                //   `stride` points back (a scan's channels per column)
+  const float* azimuth;         // (count) rad: each point's azimuth seen from the cloud's
+                                //   origin, as the sensor aimed it
 } codec_cloud_t;
 
 typedef struct codec_params {
@@ -46,11 +54,12 @@ typedef struct codec_params {
   int level;                    // zstd level, 1..19 (0: 1)
   double precision;             // m, QZSTD: in [CODEC_MIN_PRECISION, CODEC_MAX_PRECISION]
   uint32_t stride;              // QZSTD: points per column of an organised scan (the value
-                                // predicted from is `stride` points back); 0: detected
+                                // predicted from is `stride` points back); 0: the cloud's, else
+                                // detected
 } codec_params_t;
 
 // The cloud of a sensor record: positions found from fields x, y, z when all three are one
-// float32 each, else none.
+// float32 each, else none; the record's stride and azimuths.
 codec_cloud_t codec_cloud_of(const sensor_cloud_t* c);
 
 // Largest encoded size of c with p.

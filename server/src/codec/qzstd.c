@@ -12,7 +12,9 @@
 // (byte k of every value together), then zstd. Encoder and decoder keep per-channel state
 // (the last two values of each channel, its last angles and their cosines and sines) and work
 // a block of points at a time, so that nothing but the zstd input (kept by the thread, work_t)
-// is the size of the cloud; angles are found without atan2 from near references (pos_enc_t).
+// is the size of the cloud; angles are found without atan2 from near references (pos_enc_t),
+// a point's azimuth first from the sensor's own when the cloud has it. The stride is the
+// sensor's when it says, else detected from the elevations.
 #include "codec/qzstd.h"
 
 #include <math.h>
@@ -460,6 +462,8 @@ typedef struct pos_enc {
   int32_t last_a;                  // the last azimuth found, its cosine and sine
   double last_ca, last_sa;
   trig_cache_t tc[2];              // azimuths, elevations
+  const float* haz;                // (n) the sensor's azimuth of each point, or NULL
+  uint32_t i0;                     // the block's first point
   uint8_t* exc;                    // the misses kept raw (12 bytes each) and their number
   uint32_t nexc;
   // the other words of a point (rest_words), coded with the positions: their number, offsets,
@@ -908,11 +912,40 @@ static uint32_t az_far(const pos_enc_t* e, uint32_t j, uint32_t end) {
 }
 
 
-// The azimuth of the point j (channel k) that does not round to the last one: from its
-// channel's last one when near it, else by atan2; it becomes the last azimuth.
+// The azimuth (in steps) of (x, y) (|xy| rxy) from the sensor's azimuth h of the point, into
+// *q with its cosine and sine (*c, *s; written whatever the outcome): when the point rounds to
+// h in steps (rounds_to: within 0.49 steps), which is then the integer any search finds
+// (near_angle or atan2, both within a few millionths of a step), and h is not within a step of
+// the half-turn, where atan2 changes sign. Else 0: the caller searches.
+static inline int hinted(pos_enc_t* e, float h, double x, double y, double rxy, int32_t* q,
+                         double* c, double* s) {
+  double hq = (double)h * e->inv_angle;
+  if (!(fabs(hq) < (double)e->lim - 1.0)) {
+    return 0;   // also NaN
+  }
+  int32_t r = round_i32(hq);
+  trig(&e->tc[0], r, e->angle_step, c, s);
+  if (!rounds_to(x, y, rxy, *c, *s, e->inv_angle)) {
+    return 0;
+  }
+  *q = r;
+  return 1;
+}
+
+
+// The azimuth of the point j (channel k) that does not round to the last one: the sensor's when
+// it has it and the point rounds to it, else from its channel's last one when near it, else by
+// atan2; it becomes the last azimuth.
 static void az_find(pos_enc_t* e, uint32_t k, uint32_t j) {
   double x = e->x[j], y = e->y[j], inv = 1.0 / e->rxy[j];
   int32_t aq;
+  double c, s;
+  if (e->haz && hinted(e, e->haz[e->i0 + j], x, y, e->rxy[j], &aq, &c, &s)) {
+    e->last_a = aq;
+    e->last_ca = c;
+    e->last_sa = s;
+    return;
+  }
   if (!(e->ch_set[k] && near_angle(x, y, inv, e->ch_a[k], e->ch_ca[k], e->ch_sa[k],
                                    e->inv_angle, e->lim, &aq))) {
     aq = round_i32(atan2(y, x) * e->inv_angle);
@@ -1260,6 +1293,7 @@ static void pos_one(pos_enc_t* e, uint32_t i, uint32_t k, uint32_t* cr, uint32_t
   const uint8_t* pt = e->data + (size_t)i * e->step;
   double x = get_f32(pt + e->xyz[0]), y = get_f32(pt + e->xyz[1]), z = get_f32(pt + e->xyz[2]);
   double rxy2 = x * x + y * y, r2 = rxy2 + z * z, rxy = sqrt(rxy2), r = sqrt(r2);
+  e->i0 = i;
   uint32_t pred[3], val[3];
   for (int t = 0; t < 3; t++) {
     pred[t] = 2u * e->h1[t][k] - e->h2[t][k];
@@ -1326,6 +1360,7 @@ static void pos_code(pos_enc_t* e, uint32_t n) {
       m = n - i < POS_BLOCK ? n - i : POS_BLOCK;
       m = e->stride - k < m ? e->stride - k : m;
       m = CODE_BLOCK - fill < m ? CODE_BLOCK - fill : m;
+      e->i0 = i;
       pos_load(e, i, m);
       pos_azimuth(e, k, m);
       pos_elevation(e, k, m);
@@ -1533,8 +1568,10 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
       xyz[k] = (uint32_t)c->xyz_offset[k];
     }
   }
-  // the detected stride is at most STRIDE_SEARCH: the channel states are allocated for it
-  uint32_t nchan = p->stride ? p->stride : STRIDE_SEARCH;
+  // the stride asked for, the sensor's, or one detected (at most STRIDE_SEARCH: the channel
+  // states are allocated for it)
+  uint32_t given = p->stride ? p->stride : c->stride;
+  uint32_t nchan = given ? given : STRIDE_SEARCH;
   nchan = nchan < n ? nchan : (n ? n : 1);
   uint32_t nsample = n < STRIDE_SEARCH + STRIDE_SAMPLE ? n : STRIDE_SEARCH + STRIDE_SAMPLE;
 
@@ -1602,9 +1639,9 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     const double inv_range = 1.0 / range_step, inv_angle = 1.0 / angle_step;
     const int32_t lim = round_i32(M_PI * inv_angle);
 
-    // the stride, from the elevations of the first points
-    if (p->stride) {
-      stride = p->stride;
+    // the stride, given or from the elevations of the first points
+    if (given) {
+      stride = given;
     } else {
       uint8_t* valid = (uint8_t*)(sample + nsample);
       for (uint32_t i = 0; i < nsample; i++) {
@@ -1641,6 +1678,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     pe->whist = wbuf + (2u + CODE_BLOCK) * (size_t)lay.nword;
     pe->nchan = nchan;
     pe->out = streams;
+    pe->haz = c->azimuth;
     chan_arrays(pe, chan, nchan);
 #if QZ_AVX2
     pe->avx2 = cpu_has_avx2();
@@ -1653,7 +1691,7 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
   // every other byte: words predicted like positions (coded with them when there are
   // positions) and zigzagged; single bytes less the same byte `stride` points back (mod 256)
   if (!has_pos) {
-    stride = p->stride ? p->stride : 1;
+    stride = p->stride ? p->stride : 1;   // not the sensor's: the bytes stay those without it
   }
   for (uint32_t w = 0; !has_pos && w < lay.nword; w++) {
     uint32_t prev_col = 0;

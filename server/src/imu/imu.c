@@ -13,6 +13,9 @@
 // without bound.
 #define IMU_MAX_SAMPLES_PER_STEP 1000000u
 
+// Bytes the world counts for each record of a step against max_output_bytes (sensor/sensor.h).
+#define IMU_RECORD_BYTES 512u
+
 // Highest fixed sample rate, Hz.
 #define IMU_MAX_RATE 1e6
 
@@ -218,6 +221,58 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
   rec->nvalues = nv;
 }
 
+// The samples of a step over (t0, t1]: the first grid index j0 (fixed rate) and the count, or
+// ERR_LIMIT with msg when the step would hold more than IMU_MAX_SAMPLES_PER_STEP or take more
+// than `budget` bytes of records (512 a sample, as the world counts them: sensor/view.h).
+// Shared by the step and the bound, so that what UpdateState accepts a step always takes.
+static int plan_samples(const imu_sensor_t* self, const sensor_ctx_t* ctx, double t0, double t1,
+                        uint64_t budget, int64_t* j0_out, int64_t* count_out, err_msg_t* msg) {
+  double rate = self->c.sample_rate;
+  int64_t count = 1;
+  *j0_out = 0;
+  if (rate > 0.0) {
+    // a time within 1e-9 s of a grid point counts as on it (so steps of exactly 1/rate give
+    // one sample each despite rounding)
+    const double tol = 1e-9;
+    if (!(fabs(t0) * rate < 4e18 && fabs(t1) * rate < 4e18)) {
+      return err_set(msg, ERR_LIMIT, "imu %u: time %g s is too large for imu.sample_rate = %g Hz",
+                     ctx->id, t1, rate);
+    }
+    int64_t j0 = (int64_t)floor((t0 + tol) * rate) + 1;
+    int64_t j1 = (int64_t)floor((t1 + tol) * rate);
+    count = j1 >= j0 ? j1 - j0 + 1 : 0;
+    if ((uint64_t)count > IMU_MAX_SAMPLES_PER_STEP) {
+      return err_set(msg, ERR_LIMIT,
+                     "imu %u: the step (%.17g, %.17g] at imu.sample_rate = %g Hz holds %lld "
+                     "samples, more than %u; step more often", ctx->id, t0, t1, rate,
+                     (long long)count, IMU_MAX_SAMPLES_PER_STEP);
+    }
+    *j0_out = j0;
+  }
+  if ((uint64_t)count > budget / IMU_RECORD_BYTES) {
+    return err_set(msg, ERR_LIMIT,
+                   "imu %u: the step (%.17g, %.17g] holds %lld samples (imu.sample_rate = %g Hz), "
+                   "%llu bytes of records, more than max_output_bytes = %llu; step more often",
+                   ctx->id, t0, t1, (long long)count, rate,
+                   (unsigned long long)count * IMU_RECORD_BYTES, (unsigned long long)budget);
+  }
+  *count_out = count;
+  return 0;
+}
+
+
+// sensor_ops_t.bound: the bytes of the samples a step over (t0, t1] takes, or why no step can
+// cover that interval (too many samples at the fixed rate). Without it a long step was
+// accepted at UpdateState and then refused at every Step, which could never shorten it.
+static int imu_bound(const void* opaque, const sensor_ctx_t* ctx, double t0, double t1,
+                     uint64_t budget, uint64_t* bytes, err_msg_t* msg) {
+  int64_t j0, count;
+  int rc = plan_samples(opaque, ctx, t0, t1, budget, &j0, &count, msg);
+  *bytes = rc == 0 ? (uint64_t)count * IMU_RECORD_BYTES : 0;
+  return rc;
+}
+
+
 static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
                     sensor_out_t* out, err_msg_t* msg) {
   imu_sensor_t* self = opaque;
@@ -231,35 +286,14 @@ static int imu_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v,
   imu_motion_t motion;
   imu_motion_step(body, v->t0, v->t1, &self->st.motion, &m, &motion);
 
-  // the sample times: the step's end, or every multiple of 1/rate in (t0, t1]
+  // the sample times: the step's end, or every multiple of 1/rate in (t0, t1]; imu_bound
+  // refused the interval at UpdateState if it holds too many, so this check is only a guard
   double dt = v->t1 - v->t0;
-  int64_t j0 = 0, j1 = 0;
+  int64_t j0 = 0, count = 0;
   double rate = self->c.sample_rate;
-  if (rate > 0.0) {
-    // a time within 1e-9 s of a grid point counts as on it (so steps of exactly 1/rate give
-    // one sample each despite rounding)
-    const double tol = 1e-9;
-    if (!(fabs(v->t0) * rate < 4e18 && fabs(v->t1) * rate < 4e18)) {
-      return err_set(msg, ERR_LIMIT, "imu %u: time %g s is too large for imu.sample_rate = %g Hz",
-                     ctx->id, v->t1, rate);
-    }
-    j0 = (int64_t)floor((v->t0 + tol) * rate) + 1;
-    j1 = (int64_t)floor((v->t1 + tol) * rate);
-    if (j1 >= j0 && (uint64_t)(j1 - j0) >= IMU_MAX_SAMPLES_PER_STEP) {
-      return err_set(msg, ERR_LIMIT,
-                     "imu %u: a step of %g s at imu.sample_rate = %g Hz exceeds %u samples",
-                     ctx->id, dt, rate, IMU_MAX_SAMPLES_PER_STEP);
-    }
-  }
-
-  int64_t count = rate > 0.0 ? (j1 >= j0 ? j1 - j0 + 1 : 0) : 1;
-  // each record counts 512 bytes against the step's output limit (sensor/view.h): refuse
-  // before sampling
-  if ((uint64_t)count > v->output_budget / 512u) {
-    return err_set(msg, ERR_LIMIT,
-                   "imu %u: %lld samples (imu.sample_rate = %g Hz over %g s) exceed what remains "
-                   "of the step's output limit (max_output_bytes)",
-                   ctx->id, (long long)count, rate, dt);
+  int rc = plan_samples(self, ctx, v->t0, v->t1, v->output_budget, &j0, &count, msg);
+  if (rc < 0) {
+    return rc;
   }
 
   uint32_t n0 = out->n;
@@ -312,6 +346,7 @@ static const sensor_ops_t kImuOps = {
     .kind_name = "imu",
     .step = imu_step,
     .commit = imu_commit,
+    .bound = imu_bound,
     .destroy = imu_destroy,
 };
 

@@ -83,9 +83,11 @@ void lidar_config_defaults(lidar_config_t* c) {
     c->beam.has_detector_radius = 1;
   }
 
-  // output
+  // output: the Ouster point type on an Ouster pattern keeps every pixel, its misses at NaN
+  // (ouster_ros's organised cloud)
   if (!c->has_misses) {
-    c->misses = c->keep_misses ? LIDAR_MISS_ZERO : LIDAR_MISS_REMOVE;
+    int ouster = c->layout == LIDAR_LAYOUT_OUSTER && c->pattern == LIDAR_PATTERN_OUSTER;
+    c->misses = c->keep_misses ? LIDAR_MISS_ZERO : ouster ? LIDAR_MISS_NAN : LIDAR_MISS_REMOVE;
     c->has_misses = 1;
   }
 }

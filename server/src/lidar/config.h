@@ -158,7 +158,8 @@ typedef struct lidar_config {
   // output
   lidar_frame_t frame;
   lidar_publish_t publish;
-  int has_misses;               // absent: keep_misses ? ZERO : REMOVE
+  int has_misses;               // absent: keep_misses ? ZERO : REMOVE (NAN for the ouster
+                                //   layout on an Ouster pattern)
   lidar_miss_mode_t misses;
   int keep_misses;
   lidar_layout_preset_t layout;

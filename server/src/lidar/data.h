@@ -43,6 +43,8 @@ typedef struct lidar_data {
                                 //   (no allocation then; two, so that one is free whether a
                                 //   sweep ends inside a step or at its end)
   size_t last_points;           // points of the last cloud published: a new buffer's first size
+  uint64_t grid_group0;         // organised per step: the step's first group (its column 0)
+  uint32_t grid_width;          //   and its columns
 
   // scratch of one batch (m->batch rays), in trace order unless said
   scene_packet_t* packets;      // (batch / SCENE_PACKET) world rays, in columns
@@ -76,13 +78,18 @@ void lidar_data_close(lidar_data_t* d);
 void lidar_data_keep_spare(lidar_data_t* d, blob_t* b);
 
 // Make room for `more` points in the open sweep's buffer (a buffer is taken for the first
-// points). ERR_LIMIT past 4 GiB, ERR_NOMEM.
+// points; organised per revolution, a whole revolution's pixels, those of the rays before the
+// cursor filled as never fired and counted). ERR_LIMIT past 4 GiB, ERR_NOMEM.
 int lidar_data_reserve(lidar_data_t* d, const lidar_model_t* m, size_t more, err_msg_t* msg)
     CHECKRET;
 
 // Give memory back when the open sweep's buffer is far larger than what it must hold: `keep`
 // points now, and a frame (per revolution) or `typical` points later.
 void lidar_data_trim(lidar_data_t* d, const lidar_model_t* m, size_t keep, size_t typical);
+
+// The azimuths (float32, one per point) buffer b holds after its points, when the model's
+// writer gives them (m->points.azimuths).
+float* lidar_data_azimuths(const lidar_model_t* m, blob_t* b);
 
 // Bytes held for points: the committed buffer and the spares.
 size_t lidar_data_bytes(const lidar_data_t* d);

@@ -88,23 +88,8 @@ typedef struct batch_ctx {
   const scene_horizon_t* horizon;   // nullable: rays above it are misses (depth 1)
   double inv_dt;                // 1 / (t1 - t0), 0 for an empty step (every ray at s = 0)
   atomic_int stop;              // the request was cancelled: the remaining chunks are skipped
+  lidar_points_dest_t dest;     // where the points go (at: per chunk)
 } batch_ctx_t;
-
-
-// Points of the chunk's rays [i0, i0 + nc) once their returns are in.
-static size_t chunk_points(const lidar_model_t* m, const lidar_data_t* d, size_t i0, size_t nc) {
-  size_t np = 0;
-  if (m->misses == LIDAR_MISS_REMOVE) {
-    for (size_t i = i0; i < i0 + nc; i++) {
-      np += d->nret[i];
-    }
-    return np;
-  }
-  for (size_t i = i0; i < i0 + nc; i++) {
-    np += d->nret[i] ? d->nret[i] : 1u;
-  }
-  return np;
-}
 
 
 // The world rays of a chunk's rays [i0, i0 + nc) in trace order (trace_chunk's pr and slot):
@@ -205,7 +190,7 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       continue;
     }
     lidar_pattern_ray_t* pr = d->pr + i0;
-    if (m->lean) {
+    if (m->points.lean) {
       lidar_sweep_rays_lean(&m->pat, b->first + i0, nc, pr);
     } else {
       lidar_sweep_rays(&m->pat, b->first + i0, nc, pr);
@@ -252,108 +237,27 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
                                   .filter = b->filter};
       lidar_returns_trace(&m->ret, &rb, d->returns + i0 * m->maxret, d->nret + i0);
     }
-    d->chunk_points[c] = chunk_points(m, d, i0, nc);
+    d->chunk_points[c] = lidar_points_count(&m->points, d->nret + i0, nc);
   }
 }
 
 
-// Phase 2 of a chunk: its points in firing order, packed at their offsets in the open sweep's
-// buffer.
+// Phase 2 of a chunk: its points, appended at their offsets in the open sweep's buffer in
+// firing order, or (organised) at their pixels of the cloud.
 static void write_chunk(void* arg, size_t begin, size_t end) {
   batch_ctx_t* b = arg;
   const lidar_model_t* m = b->m;
   const lidar_data_t* d = b->d;
-  uint32_t step = m->layout.point_step;
-  const int own_offsets = isnan(b->tau_origin);
-  lidar_sweep_pose_t pose;   // for normals in the sensor frame: the sensor's pose at ray time
-  if (b->fixed) {
-    pose = *b->fixed;
-  } else {
-    pose.s = -1.0;
-  }
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * m->chunk;
     size_t nc = i0 + m->chunk < b->n ? m->chunk : b->n - i0;
-    const lidar_pattern_ray_t* pr = d->pr + i0;
-    uint8_t* dest = blob_data(d->now.acc) + (d->now.acc_n + d->chunk_points[c]) * step;
-    if (m->lean) {
-      // the default cloud: x y z intensity of the returns, sensor frame, packed directly (the
-      // same points as the general loop below, without building a lidar_point_t per point:
-      // about 5 % of a revolution of an OS1-128)
-      for (size_t j = 0; j < nc; j++) {
-        size_t i = i0 + d->slot[i0 + j];
-        const lidar_pattern_ray_t* mt = &pr[j];
-        const lidar_return_t* r = &d->returns[i * m->maxret];
-        for (uint32_t k = 0, n = d->nret[i]; k < n; k++, r++) {
-          double x = r->distance;
-          float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
-                        (float)(mt->origin[1] + mt->dir[1] * x),
-                        (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
-          memcpy(dest, f, sizeof f);
-          dest += sizeof f;
-        }
-      }
-      continue;
-    }
-    for (size_t j = 0; j < nc; j++) {
-      size_t i = i0 + d->slot[i0 + j];
-      uint32_t n = d->nret[i];
-      if (n == 0 && m->misses == LIDAR_MISS_REMOVE) {
-        continue;
-      }
-      const lidar_pattern_ray_t* mt = &pr[j];
-      const scene_ray_t* w = &d->rays[i];
-      lidar_point_t pt;
-      memset(&pt, 0, sizeof pt);
-      pt.time_offset = own_offsets ? mt->time_offset : mt->time - b->tau_origin;
-      pt.azimuth = (float)mt->azimuth;
-      pt.elevation = (float)mt->elevation;
-      pt.ring = mt->ring;
-
-      // a miss, kept
-      if (n == 0) {
-        if (m->misses == LIDAR_MISS_NAN) {
-          pt.xyz[0] = pt.xyz[1] = pt.xyz[2] = NAN;
-          pt.distance = NAN;
-        }
-        lidar_points_write(&m->layout, &pt, dest);
-        dest += step;
-        continue;
-      }
-
-      // each return along the emission direction, in the chosen frame
-      double qc[4] = {1.0, 0.0, 0.0, 0.0};
-      if (m->has_normal && !m->world_frame) {
-        if (!b->fixed && w->time != pose.s) {
-          lidar_sweep_pose(b->body, &b->ctx->mount, w->time, &pose);
-        }
-        xform_quat_conj(pose.pose.q, qc);
-      }
-      for (uint32_t k = 0; k < n; k++) {
-        const lidar_return_t* r = &d->returns[i * m->maxret + k];
-        double x = r->distance;
-        for (int a = 0; a < 3; a++) {
-          pt.xyz[a] = m->world_frame ? w->origin[a] + w->dir[a] * x
-                                     : mt->origin[a] + mt->dir[a] * x;
-        }
-        if (!m->has_normal) {
-          // not packed
-        } else if (m->world_frame) {
-          memcpy(pt.normal, r->normal, sizeof pt.normal);
-        } else {
-          xform_quat_rotate(qc, r->normal, pt.normal);
-        }
-        pt.distance = x;
-        pt.range_offset = m->pat.beam_origin_radius;
-        pt.intensity = r->intensity;
-        pt.object_id = r->object_id;
-        pt.label = r->label;
-        pt.return_index = r->index;
-        pt.return_count = r->count;
-        lidar_points_write(&m->layout, &pt, dest);
-        dest += step;
-      }
-    }
+    lidar_points_chunk_t ck = {.rays = d->pr + i0, .slot = d->slot + i0, .nret = d->nret + i0,
+                               .returns = d->returns + i0 * m->maxret, .world = d->rays + i0,
+                               .n = nc, .first = b->first + i0, .tau_origin = b->tau_origin,
+                               .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
+    lidar_points_dest_t dest = b->dest;
+    dest.at = d->now.acc_n + d->chunk_points[c];
+    lidar_points_write(&m->points, &ck, &dest);
   }
 }
 
@@ -370,6 +274,11 @@ static int run_batch(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t
                    .horizon = d->horizon_on ? d->horizon : NULL,
                    .inv_dt = v->t1 > v->t0 ? 1.0 / (v->t1 - v->t0) : 0.0};
   atomic_init(&b.stop, 0);
+  if (m->points.organised) {
+    b.dest.group0 = m->per_step ? d->grid_group0 : lidar_pattern_first_group(&m->pat, b.sweep);
+    b.dest.width = m->per_step ? d->grid_width : m->points.columns;
+    b.dest.destagger = !m->per_step;
+  }
   size_t nchunk = (n + m->chunk - 1) / m->chunk;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
   if (atomic_load(&b.stop)) {
@@ -388,6 +297,8 @@ static int run_batch(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t
   if (rc < 0) {
     return rc;
   }
+  b.dest.base = blob_data(d->now.acc);
+  b.dest.azimuth = lidar_data_azimuths(m, d->now.acc);
   pool_parallel_for(v->pool, nchunk, 1, write_chunk, &b);
   d->now.acc_n += total;
   return 0;
@@ -408,7 +319,7 @@ static int publish(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t* 
   r->time = v->t1;
   r->frame = d->now.frame;
   sensor_cloud_t* c = &r->u.cloud;
-  lidar_layout_describe(&m->layout, c);
+  lidar_layout_describe(&m->points.layout, c);
   c->frame_start_time = frame_start;
   c->complete = complete;
   c->world_frame = m->world_frame;
@@ -416,6 +327,13 @@ static int publish(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t* 
                       : sensor_cloud_alloc_unset(c, 0, msg);
   if (rc < 0) {
     return rc;
+  }
+  lidar_points_shape(&m->points, c->count, &c->height, &c->width);
+
+  // for the encoders: the channels' stride and the azimuths the points were aimed at
+  c->stride = m->points.stride;
+  if (d->now.acc && m->points.azimuths) {
+    c->azimuth = lidar_data_azimuths(m, d->now.acc);
   }
 
   // the record keeps the buffer; the lidar keeps its own reference only while the committed
@@ -529,6 +447,12 @@ static void plan_step(const lidar_model_t* m, const lidar_state_t* from, double 
   p->rays = p->last > p->s.cursor ? p->last - p->s.cursor : 0;
   uint64_t pub_points = 0, nrec = 0;
   p->one_bytes = 0.0;
+  uint64_t acc_n = p->s.acc_n;
+  if (m->points.organised && !m->per_step) {
+    // every pixel before the cursor counts as written (lidar_points_fill_unfired)
+    acc_n = (p->s.cursor - lidar_pattern_first_group(&m->pat, p->s.acc_sweep) * m->pat.nray) *
+            m->maxret;
+  }
   if (m->per_step) {
     pub_points = p->rays * (uint64_t)m->boundret;
     nrec = 1;
@@ -536,15 +460,15 @@ static void plan_step(const lidar_model_t* m, const lidar_state_t* from, double 
     uint64_t last_sweep = lidar_sweep_of(&m->pat, p->last);
     lidar_cursor_t first = lidar_pattern_first_group(&m->pat, last_sweep) * m->pat.nray;
     if (first > p->s.cursor) {
-      pub_points = p->s.acc_n + (first - p->s.cursor) * (uint64_t)m->boundret;
+      pub_points = acc_n + (first - p->s.cursor) * (uint64_t)m->boundret;
       nrec = last_sweep - p->s.acc_sweep;
       lidar_cursor_t end =
           lidar_pattern_first_group(&m->pat, p->s.acc_sweep + 1) * m->pat.nray;
-      p->one_bytes = (double)(p->s.acc_n + (end - p->s.cursor) * (uint64_t)m->boundret) *
-                     m->layout.point_step + 512.0;
+      p->one_bytes = (double)(acc_n + (end - p->s.cursor) * (uint64_t)m->boundret) *
+                     m->points.layout.point_step + 512.0;
     }
   }
-  p->pub_bytes = (double)pub_points * m->layout.point_step + 512.0 * (double)nrec;
+  p->pub_bytes = (double)pub_points * m->points.layout.point_step + 512.0 * (double)nrec;
 }
 
 
@@ -604,6 +528,17 @@ static int step_run(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t*
   }
   d->now = plan.s;
 
+  // an organised cloud per step: its columns are the step's groups (an Ouster column fires at
+  // once: no step splits one), its pixels reserved at once (the buffer never moves while they
+  // are written)
+  if (m->points.organised && m->per_step) {
+    d->grid_group0 = d->now.cursor / m->pat.nray;
+    d->grid_width = (uint32_t)(plan.rays / m->pat.nray);
+    if (plan.rays && (rc = lidar_data_reserve(d, m, (size_t)plan.rays * m->maxret, msg)) < 0) {
+      return rc;
+    }
+  }
+
   // the horizon of the step's ray origins, when it repays its cost (depth 1 only: deeper
   // segments start anywhere)
   uint64_t nrays = plan.rays;
@@ -637,7 +572,7 @@ static int step_run(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t*
     uint64_t next = lidar_sweep_of(&m->pat, d->now.cursor);
     if (!m->per_step && next != d->now.acc_sweep) {
       double start = d->now.t_s + lidar_pattern_sweep_start(&m->pat, d->now.acc_sweep);
-      published += (double)d->now.acc_n * m->layout.point_step;
+      published += (double)d->now.acc_n * m->points.layout.point_step;
       if ((rc = publish(m, d, ctx, v, start, d->now.acc_complete, out, msg)) < 0) {
         return rc;
       }
@@ -645,7 +580,7 @@ static int step_run(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t*
       d->now.acc_complete = 1;
     }
     // what this step publishes, and (per revolution) the open sweep, which must fit one day
-    double open_bytes = (double)d->now.acc_n * m->layout.point_step + 512.0;
+    double open_bytes = (double)d->now.acc_n * m->points.layout.point_step + 512.0;
     double out_bytes = (m->per_step ? open_bytes : published) +
                        512.0 * (double)(d->now.frame - frame0);
     if (!m->per_step && open_bytes > out_bytes) {

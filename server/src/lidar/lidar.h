@@ -29,12 +29,6 @@
 #include "lidar/returns.h"
 #include "sensor/sensor.h"
 
-typedef enum lidar_miss_mode {
-  LIDAR_MISS_REMOVE = 0,        // no point for a ray without a return
-  LIDAR_MISS_ZERO,              // a point at (0, 0, 0), distance 0, intensity 0
-  LIDAR_MISS_NAN,               // a point at (NaN, NaN, NaN), distance NaN, intensity 0
-} lidar_miss_mode_t;
-
 #define LIDAR_MAX_EXCLUDED_BODIES 64
 
 // Largest |start_time|, s (the bound of the environment's state times).

@@ -62,14 +62,15 @@ void lidar_model_tile_slots(uint32_t K, size_t k0, size_t m, uint32_t* slot) {
 
 // One frame must fit in a step's output (per-revolution publishing); per step, the rays of one
 // firing instant, which no step can split (a flash frame, a custom list's rays of one time
-// offset).
+// offset); an organised cloud has every pixel of every return.
 static int check_frame(const lidar_desc_t* d, const lidar_model_t* m, err_msg_t* msg) {
   if (!d->max_frame_bytes) {
     return 0;
   }
   const char* pfield = d->pattern_field ? d->pattern_field : "lidar";
   double rays = d->publish_per_step ? instant_rays(&d->pattern) : frame_rays(&d->pattern);
-  double bytes = rays * m->boundret * m->layout.point_step + 512.0;
+  uint32_t step = m->points.layout.point_step;
+  double bytes = rays * m->boundret * step + 512.0;
   const char* reduce = d->frame_field ? d->frame_field : pfield;
   unsigned long long limit = (unsigned long long)d->max_frame_bytes;
   if (bytes <= (double)d->max_frame_bytes) {
@@ -79,12 +80,12 @@ static int check_frame(const lidar_desc_t* d, const lidar_model_t* m, err_msg_t*
     return err_set(msg, ERR_INVAL, "%s: %.0f rays fire at one instant; x %u returns x %u "
                    "bytes (%.4g bytes) they exceed the largest step output (%llu bytes), "
                    "and no step can split them; reduce %s, the returns or the fields",
-                   pfield, rays, m->boundret, m->layout.point_step, bytes, limit, reduce);
+                   pfield, rays, m->boundret, step, bytes, limit, reduce);
   }
   return err_set(msg, ERR_INVAL, "%s: one frame of %.0f rays x %u returns x %u bytes "
                  "(%.4g bytes) exceeds the largest step output (%llu bytes); reduce %s, "
                  "the returns or the fields, or publish per step",
-                 pfield, rays, m->boundret, m->layout.point_step, bytes, limit, reduce);
+                 pfield, rays, m->boundret, step, bytes, limit, reduce);
 }
 
 
@@ -99,11 +100,16 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
   }
   if ((rc = lidar_desc_check(d, msg)) < 0 ||
       (rc = lidar_returns_init(&m.ret, &d->returns, msg)) < 0 ||
-      (rc = lidar_noise_angle_init(&m.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0 ||
-      (rc = lidar_layout_init(&m.layout, d->layout, d->fields, d->nfield, msg)) < 0) {
+      (rc = lidar_noise_angle_init(&m.angle, &d->angle_noise, "lidar.angle_noise", msg)) < 0) {
     return rc;
   }
-  m.misses = d->misses;
+  m.maxret = lidar_returns_max(&m.ret);
+  lidar_points_desc_t pd = {.layout = d->layout, .fields = d->fields, .nfield = d->nfield,
+                            .misses = d->misses, .world_frame = d->world_frame,
+                            .maxret = m.maxret, .pattern = &d->pattern};
+  if ((rc = lidar_points_init(&m.points, &pd, msg)) < 0) {
+    return rc;
+  }
   m.world_frame = d->world_frame ? 1 : 0;
   m.per_step = d->publish_per_step ? 1 : 0;
   m.has_start_time = d->has_start_time ? 1 : 0;
@@ -116,24 +122,19 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
   m.group_mask = d->group_mask;
 
   // returns per ray, and what the output bounds count
-  m.maxret = lidar_returns_max(&m.ret);
-  m.boundret = m.ret.mode == LIDAR_RETURN_ALL ? 1 : m.maxret;
+  m.boundret = m.ret.mode == LIDAR_RETURN_ALL && !m.points.organised ? 1 : m.maxret;
   if ((rc = check_frame(d, &m, msg)) < 0) {
+    lidar_points_close(&m.points);
     return rc;
   }
   if (!m.per_step) {
     double fp = frame_rays(&d->pattern) * m.maxret;
-    double most = (double)(LIDAR_MAX_CLOUD_BYTES / m.layout.point_step);
+    double most = (double)(LIDAR_MAX_CLOUD_BYTES / m.points.layout.point_step);
     m.frame_points = fp < most ? (size_t)fp : (size_t)most;
   }
 
-  // what the pipeline does: the lean writer, rows of world rays, the trace order, chunks and
-  // batches
-  for (uint32_t i = 0; i < m.layout.nfield; i++) {
-    m.has_normal |= m.layout.id[i] == LIDAR_FIELD_NORMAL;
-  }
-  m.lean = m.layout.is_xyzi && !m.world_frame && m.misses == LIDAR_MISS_REMOVE;
-  m.rows = m.world_frame || m.has_normal || m.ret.depth > 1;
+  // what the pipeline does: rows of world rays, the trace order, chunks and batches
+  m.rows = m.world_frame || m.points.has_normal || m.ret.depth > 1;
   uint32_t K = d->pattern.nray;
   int tiles = lidar_model_tiled(K);
   m.regroup = K > 1 && K < LIDAR_REGROUP_BELOW;
@@ -144,6 +145,7 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
   if (tiles) {
     uint32_t* slot = mem_alloc(m.chunk * sizeof *slot);
     if (!slot) {
+      lidar_points_close(&m.points);
       return err_set(msg, ERR_NOMEM, "lidar: out of memory for its tiles");
     }
     lidar_model_tile_slots(K, 0, m.chunk, slot);
@@ -161,6 +163,7 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
 
 void lidar_model_close(lidar_model_t* m) {
   lidar_pattern_close(&m->pat);
+  lidar_points_close(&m->points);
   mem_free(m->tile_slot);
   m->tile_slot = NULL;
 }

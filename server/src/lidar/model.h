@@ -42,8 +42,7 @@ typedef struct lidar_model {
   lidar_pattern_t pat;          // the scan pattern and its tables (owned)
   lidar_returns_t ret;          // the return process: depth, mode, ranges, beam, distance noise
   lidar_angle_noise_t angle;    // emission angle noise
-  lidar_layout_t layout;        // the point fields and their bytes
-  lidar_miss_mode_t misses;
+  lidar_points_t points;        // the point writer: layout, misses, rings, organisation (owned)
   int world_frame;              // points in the world frame (else the sensor frame)
   int per_step;                 // a cloud every step (else per completed sweep)
   int has_start_time;           // start_time given (else sweep 0 starts at the first step)
@@ -56,15 +55,14 @@ typedef struct lidar_model {
   // derived
   uint32_t maxret;              // returns per ray
   uint32_t boundret;            // returns per ray counted by the up-front output bounds: maxret,
-                                //   1 for RETURN_ALL (checked as the points come instead)
-  int has_normal;               // the layout carries normals (rotated per point)
-  int lean;                     // the default cloud (x y z intensity in the sensor frame, misses
-                                //   removed): packed from lean pattern records
+                                //   1 for RETURN_ALL unorganised (checked as the points come
+                                //   instead); an organised cloud has every pixel of every return
   int rows;                     // world rays also in rows (for the segment heap or the points)
   int regroup;                  // small firing groups, traced ray by ray across the groups
   double origin_reach;          // m, farthest a ray's origin is from the sensor's (pattern)
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped
-                                //   by the 4 GiB of a cloud; 0 per step
+                                //   by the 4 GiB of a cloud (organised: the points of every
+                                //   pixel of a revolution); 0 per step
   size_t chunk;                 // rays per pool task (LIDAR_CHUNK, or a row of tiles)
   size_t batch;                 // rays per batch (multiple of chunk)
   uint32_t* tile_slot;          // (chunk) trace position of each ray of a whole chunk from a

@@ -160,6 +160,77 @@ double lidar_pattern_origin_reach(const lidar_pattern_t* p) {
 }
 
 
+//---------------- Rings by elevation
+
+typedef struct chan_key {
+  uint32_t ring;
+  uint32_t k;
+  double elevation;             // of the channel, once its rays are gathered
+} chan_key_t;
+
+
+static int by_ring(const void* a, const void* b) {
+  const chan_key_t* x = a;
+  const chan_key_t* y = b;
+  if (x->ring != y->ring) {
+    return x->ring < y->ring ? -1 : 1;
+  }
+  return x->k < y->k ? -1 : (x->k > y->k);
+}
+
+
+static int by_elevation(const void* a, const void* b) {
+  const chan_key_t* x = a;
+  const chan_key_t* y = b;
+  if (x->elevation != y->elevation) {
+    return x->elevation < y->elevation ? -1 : 1;
+  }
+  return x->ring < y->ring ? -1 : (x->ring > y->ring);
+}
+
+
+int lidar_pattern_elevation_rings(const lidar_pattern_t* p, uint32_t* out, err_msg_t* msg) {
+  // the rays by channel, then one key per channel at its rays' mean elevation
+  uint32_t n = p->nray;
+  chan_key_t* key = mem_alloc((size_t)n * sizeof *key);
+  chan_key_t* chan = mem_alloc((size_t)n * sizeof *chan);
+  if (!key || !chan) {
+    mem_free(key);
+    mem_free(chan);
+    return err_set(msg, ERR_NOMEM, "lidar: out of memory for the rings of %u rays", n);
+  }
+  for (uint32_t k = 0; k < n; k++) {
+    key[k] = (chan_key_t){.ring = p->ring[k], .k = k};
+  }
+  qsort(key, n, sizeof *key, by_ring);
+  uint32_t nchan = 0;
+  for (uint32_t a = 0, b; a < n; a = b) {
+    double sum = 0.0;
+    for (b = a; b < n && key[b].ring == key[a].ring; b++) {
+      sum += p->elevation[key[b].k];
+    }
+    chan[nchan++] = (chan_key_t){.ring = key[a].ring, .elevation = sum / (double)(b - a)};
+  }
+
+  // ranks from the lowest channel up; each ray takes its channel's (both lists are in channel
+  // order once the channels are numbered by rank)
+  qsort(chan, nchan, sizeof *chan, by_elevation);
+  for (uint32_t r = 0; r < nchan; r++) {
+    chan[r].k = r;
+  }
+  qsort(chan, nchan, sizeof *chan, by_ring);
+  for (uint32_t a = 0, c = 0; a < n; a++) {
+    if (a > 0 && key[a].ring != key[a - 1].ring) {
+      c++;
+    }
+    out[key[a].k] = chan[c].k;
+  }
+  mem_free(key);
+  mem_free(chan);
+  return 0;
+}
+
+
 //---------------- Rays
 
 // Angle in (-pi, pi].

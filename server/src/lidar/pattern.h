@@ -128,6 +128,14 @@ double lidar_pattern_rate(const lidar_pattern_t* p);
 // beam-origin radius; 0 for the other patterns).
 double lidar_pattern_origin_reach(const lidar_pattern_t* p);
 
+// The rings of the rays of a group numbered by elevation, as the ROS velodyne driver numbers
+// its lasers (velodyne_pointcloud's calibration: ring 0 is the lowest laser, then upwards):
+// out[k] is the rank of ray k's channel (p->ring[k]) among the pattern's channels ordered by
+// elevation (a channel of several rays at its rays' mean elevation; equal elevations by channel
+// number, lowest first). Output: out (nray). ERR_NOMEM.
+int lidar_pattern_elevation_rings(const lidar_pattern_t* p, uint32_t* out, err_msg_t* msg)
+    CHECKRET;
+
 //---------------- Models
 // Each model's init validates its description (errors name the field under `prefix`, e.g.
 // "lidar.vlp16.frequency = 3 is outside [5, 20] Hz") and builds the pattern; its check runs the
@@ -186,6 +194,13 @@ int lidar_pattern_ouster_check(const lidar_ouster_desc_t* d, const char* prefix,
 // Half the default vertical field of an OS1 with `channels` beams, rad (the datasheet's 16.6
 // degrees for 16 and 64 beams, 22.5 otherwise).
 double lidar_pattern_ouster_half_field(uint32_t channels);
+
+// The pixel shift of each beam of an Ouster pattern (p->kind LIDAR_PATTERN_OUSTER): the
+// columns by which ouster_ros moves beam i's pixels when it destaggers a scan, so that a column
+// of the published cloud looks in one direction, round(alpha_i W / 2 pi) for the beam's
+// azimuth angle alpha_i (beam_azimuth_angles, positive clockwise) and W columns. Output: out
+// (nray).
+void lidar_pattern_ouster_pixel_shifts(const lidar_pattern_t* p, int32_t* out);
 
 // RoboSense RS-Bpearl: 32 channels over a 90 degree vertical field.
 typedef struct lidar_bpearl_desc {

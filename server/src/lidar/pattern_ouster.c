@@ -105,3 +105,15 @@ int lidar_pattern_ouster_init(lidar_pattern_t* p, const lidar_ouster_desc_t* d,
   p->beam_origin_radius = d->beam_origin;
   return lidar_pattern_prepare(p, prefix, msg);
 }
+
+
+void lidar_pattern_ouster_pixel_shifts(const lidar_pattern_t* p, int32_t* out) {
+  // the beam azimuth alpha_i is stored as the sensor-frame offset -alpha_i: a beam alpha_i
+  // clockwise of the encoder looks where a beam without offset looks alpha_i W / 2 pi columns
+  // later (units whose beams are 4.22, 1.41, -1.40 and -4.18 degrees off report shifts of 12,
+  // 4, -4 and -12 at 1024 columns)
+  double w = (double)p->groups_per_sweep;
+  for (uint32_t i = 0; i < p->nray; i++) {
+    out[i] = (int32_t)lround(-p->azimuth[i] * w / (2.0 * M_PI));
+  }
+}

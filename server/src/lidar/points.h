@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
-// points.h: lidar point assembly (docs/models/lidar.md, "Point fields"): which fields a point
-// carries and where they sit in its bytes, described like sensor_msgs/PointCloud2 (name, offset,
-// datatype, count, point_step, little-endian), so a client maps a cloud to a NumPy structured
-// array or a PointCloud2 without copying. A layout is either a list of field names (packed in
-// the order given, each aligned to its size) or a preset byte-compatible with a common ROS
-// driver:
+// points.h: lidar point assembly (docs/models/lidar.md, "Point fields"), the last stage of the
+// pipeline and its one point writer: which fields a point carries and where they sit in its
+// bytes, described like sensor_msgs/PointCloud2 (name, offset, datatype, count, point_step,
+// little-endian), so a client maps a cloud to a NumPy structured array or a PointCloud2 without
+// copying; and where each ray's points go in its cloud. A layout is either a list of field
+// names (packed in the order given, each aligned to its size) or a preset byte-compatible with
+// a common ROS driver's point type:
 //   velodyne  x y z intensity ring time          (velodyne_pointcloud PointXYZIRT, 22 bytes)
 //   ouster    x y z intensity t reflectivity ring ambient range  (ouster_ros Point, 48 bytes)
 //   xyzi      x y z intensity                    (16 bytes)
@@ -17,14 +18,32 @@
 // normal incidence without range losses), ambient (uint16, 0: no ambient light model) and
 // range (uint32 mm).
 //
-// Thread: a layout is read-only after init; lidar_points_write runs on any thread.
+// Rings and order follow the drivers: with the velodyne preset `ring` is the channel's rank by
+// elevation (0 = lowest, as velodyne_pointcloud numbers lasers), otherwise the pattern's
+// channel. A cloud is unorganised (1 x N, points in firing order, each ray's returns in a row),
+// except the ouster preset on an Ouster pattern with misses kept, which is organised as
+// ouster_ros publishes it: a point per pixel, rows = beams from the top (then the same beams'
+// second returns, and so on), columns in measurement order, destaggered per beam for a whole
+// revolution.
+//
+// Thread: a layout and a writer are read-only after init; lidar_points_write runs on any thread
+// (on disjoint destinations).
 #ifndef SENSIM_LIDAR_POINTS_H_
 #define SENSIM_LIDAR_POINTS_H_
 
 #include <stdint.h>
 
 #include "base/err.h"
+#include "lidar/pattern.h"
+#include "lidar/returns.h"
+#include "lidar/sweep.h"
 #include "sensor/sensor.h"
+
+typedef enum lidar_miss_mode {
+  LIDAR_MISS_REMOVE = 0,        // no point for a ray without a return
+  LIDAR_MISS_ZERO,              // a point at (0, 0, 0), distance 0, intensity 0
+  LIDAR_MISS_NAN,               // a point at (NaN, NaN, NaN), distance NaN, intensity 0
+} lidar_miss_mode_t;
 
 typedef enum lidar_layout_preset {
   LIDAR_LAYOUT_FIELDS = 0,      // the listed field names (empty list: xyzi)
@@ -94,6 +113,105 @@ typedef struct lidar_point {
 } lidar_point_t;
 
 // Pack a point into point_step bytes at dest (little-endian; padding bytes zeroed).
-void lidar_points_write(const lidar_layout_t* l, const lidar_point_t* pt, uint8_t* dest);
+void lidar_points_pack(const lidar_layout_t* l, const lidar_point_t* pt, uint8_t* dest);
+
+//---------------- The writer
+
+typedef struct lidar_points_desc {
+  lidar_layout_preset_t layout;
+  const char* const* fields;    // (nfield) names for LIDAR_LAYOUT_FIELDS
+  uint32_t nfield;
+  lidar_miss_mode_t misses;
+  int world_frame;              // positions and normals in the world frame (else the sensor's)
+  uint32_t maxret;              // returns per ray, >= 1
+  const lidar_pattern_t* pattern;   // read during init only
+} lidar_points_desc_t;
+
+typedef struct lidar_points {
+  lidar_layout_t layout;
+  lidar_miss_mode_t misses;
+  int world_frame;
+  int has_normal;               // the layout carries normals (rotated into the sensor frame)
+  int lean;                     // x y z intensity in the sensor frame, misses removed: packed
+                                //   straight from lean pattern records (lidar_pattern_rays_lean:
+                                //   time, index, origin and direction only)
+  uint32_t nray;                // rays per firing group
+  uint32_t maxret;
+  double range_offset;          // m added to a return's distance for `range` (Ouster beam
+                                //   origin: the device counts range from the lidar's axis)
+  uint32_t* ring;               // (nray) the ring ray k of a group reports
+  int organised;                // a point per ray and return at its pixel (ouster preset on an
+                                //   Ouster pattern, misses kept); else appended in firing order
+  uint32_t columns;             // organised: groups per sweep
+  int32_t* shift;               // (nray) organised: each beam's destaggering shift, in columns
+  int azimuths;                 // beside the points, the azimuth each was aimed at (sensor
+                                //   frame, float32), which the quantized encoder takes instead
+                                //   of recovering it; not in the world frame nor for lean
+                                //   clouds
+  uint32_t stride;              // the cloud's channels per column for the encoders: a point's
+                                //   predecessor in its channel is `stride` points back (rays per
+                                //   group of a spinning pattern, one point each; organised: the
+                                //   row's previous pixel, 1); 0: no such structure (points
+                                //   removed, several returns, a group that is not a column)
+} lidar_points_t;
+
+// Build a writer: the layout (ERR_INVAL naming the field, as lidar_layout_init), the rings the
+// layout reports, the organisation. ERR_NOMEM. Release with lidar_points_close.
+int lidar_points_init(lidar_points_t* w, const lidar_points_desc_t* d, err_msg_t* msg)
+    CHECKRET;
+
+// Release the tables; w is zeroed. Nullable: w.
+void lidar_points_close(lidar_points_t* w);
+
+// Height and width of a cloud of `count` points (organised: rows of the rays' returns, beams
+// times returns; else 1 x count).
+void lidar_points_shape(const lidar_points_t* w, uint32_t count, uint32_t* height,
+                        uint32_t* width);
+
+// A chunk of rays and their returns, as the stages before leave them.
+typedef struct lidar_points_chunk {
+  const lidar_pattern_ray_t* rays;  // (n) in firing order, directions after the angle noise
+                                    //   (lean records when the writer is lean)
+  const uint32_t* slot;         // (n) trace position of each ray: its return count nret[slot],
+                                //   returns at returns[slot * maxret], world ray world[slot]
+  const uint8_t* nret;
+  const lidar_return_t* returns;
+  const scene_ray_t* world;     // the world rays (world frame or normals); else unused
+  size_t n;
+  uint64_t first;               // lidar cursor of ray 0 (group * nray + ray)
+  double tau_origin;            // s after t_s that time offsets count from; NAN: from the start
+                                //   of each ray's sweep
+  const view_body_t* body;      // the sensor's body, its mount, and the pose of every ray when
+  const pose_t* mount;          //   the body does not move (else NULL): normals in the sensor
+  const lidar_sweep_pose_t* fixed;  //   frame are turned by the sensor pose at the ray's time
+} lidar_points_chunk_t;
+
+// Where a chunk's points go: the cloud's points (and their azimuths), from point `at`
+// on in firing order, or (organised) at their pixels: column c holds group group0 + c
+// (destagger: beam i's pixel of group group0 + m sits in column (m + shift[i]) mod width, a
+// whole revolution).
+typedef struct lidar_points_dest {
+  uint8_t* base;                // point 0 of the cloud
+  float* azimuth;               // (points of the cloud) when w->azimuths, else unused
+  size_t at;                    // unorganised: the chunk's first point
+  uint64_t group0;              // organised
+  uint32_t width;               //   columns
+  int destagger;
+} lidar_points_dest_t;
+
+// Points a chunk writes: each ray's returns (a miss kept when it has none), or every ray's
+// maxret pixels when organised.
+size_t lidar_points_count(const lidar_points_t* w, const uint8_t* nret, size_t n);
+
+// Write the chunk's points (and azimuths) at d: in firing order, or (organised) at their pixels,
+// the ray's returns in rows r nray + k, the returns it lacks as misses.
+void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c,
+                        const lidar_points_dest_t* d);
+
+// Every pixel of an organised cloud of `count` points (d->width columns) as a ray that never
+// fired (a revolution the lidar joined after its start, as ouster_ros fills columns it did not
+// receive): a miss (positions by the miss mode), t 0, its beam's ring, azimuth NaN.
+void lidar_points_fill_unfired(const lidar_points_t* w, const lidar_points_dest_t* d,
+                               size_t count);
 
 #endif  // SENSIM_LIDAR_POINTS_H_

@@ -159,6 +159,10 @@ static void encode_cloud(const sensor_cloud_t* c, out_rec_t* o) {
   pc->encoding = SENSIM__V1__ENCODING__ENCODING_RAW;
   pc->data.len = (size_t)c->count * c->point_step;
   pc->data.data = c->data;
+  // organisation as sensor_msgs/PointCloud2: an unorganised cloud is one row of its points
+  pc->has_height = pc->has_width = 1;
+  pc->height = c->height ? c->height : 1;
+  pc->width = c->height ? c->width : c->count;
   pc->has_frame_start_time = pc->has_complete = pc->has_frame = 1;
   pc->frame_start_time = c->frame_start_time;
   pc->complete = c->complete != 0;

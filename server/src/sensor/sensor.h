@@ -78,11 +78,18 @@ typedef struct sensor_cloud {
   uint32_t nfield;
   uint32_t point_step;
   uint32_t count;               // points
+  uint32_t height, width;       // organisation: height x width = count, rows of width points
+                                //   (an organised lidar cloud); 0 x 0 = unorganised, 1 x count
   uint8_t* data;                // count * point_step bytes, inside blob (read only once shared)
   blob_t* blob;                 // the buffer holding data; one reference owned by the record
   double frame_start_time;      // s; each point's time offset is relative to it
   int complete;                 // a whole revolution (or flash frame)
   int world_frame;              // points in the world frame (else the sensor frame)
+  // what the sensor knows of its points, for the encoders (codec/): 0 / NULL when it does not
+  uint32_t stride;              // the point of the same channel in the previous column is
+                                //   `stride` points back
+  const float* azimuth;         // (count) rad: the azimuth the sensor aimed each point at, in
+                                //   the cloud's frame (inside blob)
 } sensor_cloud_t;
 
 typedef struct sensor_imu {

@@ -2,8 +2,9 @@
 // view.h: the read-only view of one step that every sensor evaluation receives (the model/data
 // split of MuJoCo's mjModel/mjData): the scene to trace, materials and media, body and joint
 // states at both ends of the step, and the environment's fields. Sensor code depends on this
-// view, `scene`, `material` and `base` only, never on `world`'s tables; `world` builds the view
-// at each step (world/env_sensor.c).
+// view, `scene`, `material` and `base` only, never on `world`'s tables; `world` keeps the view
+// from step to step and writes in it only what changed (world/env_sensor.c), so a step's view
+// costs what moved, not what exists.
 //
 // Time: the step covers the interval (t0, t1]. A scene ray's `time` is the fraction
 // s = (t - t0) / (t1 - t0) in [0, 1] (0 when t1 == t0, which happens on the first step when it

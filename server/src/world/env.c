@@ -787,6 +787,7 @@ int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
   b->has_velocity = 1;
   b->has_velocity_prev = 1;
   b->name = name;
+  e->view_stale = 1;
   return 0;
 }
 
@@ -930,6 +931,7 @@ int env_create_joint(env_t* e, const joint_desc_t* d, err_msg_t* msg) {
   j->position_prev = d->position;
   j->position = d->position;
   j->name = name;
+  e->view_stale = 1;
   return 0;
 }
 

@@ -241,8 +241,8 @@ typedef struct env_state_update {
 } env_state_update_t;
 
 // Besides the state itself, the interval the next step will cover, (t_prev, time], must be
-// one every sensor can step (sensor_ops_t.bound: at most 2^26 rays of a lidar, records of at
-// most max_output_bytes per sensor): otherwise ERR_LIMIT naming the sensor, so that a step is
+// one every sensor can step (sensor_ops_t.bound: at most 2^26 rays of a lidar, 10^6 samples
+// of a fixed-rate IMU, records of at most max_output_bytes per sensor): otherwise ERR_LIMIT naming the sensor, so that a step is
 // refused here and the client can send a nearer time, instead of at every Step from then on.
 int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) CHECKRET;
 

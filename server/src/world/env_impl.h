@@ -51,6 +51,7 @@ typedef struct env_body {
   uint32_t object_cap;
   uint64_t stamp;               // last env_update_state call naming this body
   int moved;                    // ENV_BODY_* bits; listed in env->moved_bodies while non-zero
+  uint32_t view_at;             // its entry in env->view_bodies (while !env->view_stale)
   char* name;
 } env_body_t;
 
@@ -83,6 +84,7 @@ typedef struct env_joint {
   uint32_t nsensor;             // sensors reading it
   uint64_t stamp;               // last env_update_state call naming this joint
   int moved;                    // listed in env->moved_joints
+  uint32_t view_at;             // its entry in env->view_joints (while !env->view_stale)
   char* name;
 } env_joint_t;
 
@@ -115,9 +117,16 @@ struct env {
   // sensors (env_sensor_t) and what the last step produced
   table_t sensors;
   sensor_out_t outputs;         // records of the last step, valid until the next step
-  view_body_t* view_bodies;     // the step view's arrays, reused from step to step
+  // The step view's bodies and joints, sorted by id, persist from step to step: each state
+  // change writes its own entry (env_view_body, env_view_joint), so a step costs what moved,
+  // not what exists. Creating or removing a body or joint marks them stale: the next step
+  // rebuilds them (and each record's view_at) once.
+  int view_stale;
+  view_body_t* view_bodies;     // (view_nbody)
+  uint32_t view_nbody;
   uint32_t view_body_cap;
-  view_joint_t* view_joints;
+  view_joint_t* view_joints;    // (view_njoint)
+  uint32_t view_njoint;
   uint32_t view_joint_cap;
   field_dipole_t* view_dipoles;
   uint32_t view_dipole_cap;
@@ -153,6 +162,11 @@ typedef struct env_sensor {
 // Sensor table lifetime (env_sensor.c).
 void env_sensors_init(env_t* e);
 void env_sensors_close(env_t* e);
+
+// Write a body's (joint's) states at both ends into its entry of the persistent step view;
+// nothing while the view is stale (env_sensor.c). Called after every change of those states.
+void env_view_body(env_t* e, const env_body_t* b);
+void env_view_joint(env_t* e, const env_joint_t* j);
 
 // Remove a sensor (env_sensor.c).
 int env_remove_sensor(env_t* e, uint32_t id, err_msg_t* msg);

@@ -139,6 +139,7 @@ static int remove_body(env_t* e, uint32_t id, err_msg_t* msg) {
   mem_free(b->objects);
   mem_free(b->name);
   table_remove(&e->bodies, id);
+  e->view_stale = 1;
   return 0;
 }
 
@@ -182,6 +183,7 @@ static int remove_joint(env_t* e, uint32_t id, err_msg_t* msg) {
   }
   mem_free(j->name);
   table_remove(&e->joints, id);
+  e->view_stale = 1;
   return 0;
 }
 

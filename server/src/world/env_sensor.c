@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // env_sensor.c: the sensor table of an environment and the evaluation of its sensors at each
-// step through a read-only step view (sensor/view.h). Sensors never see the tables below.
+// step through a read-only step view (sensor/view.h). Sensors never see the tables below. The
+// view's bodies and joints persist between steps, sorted by id: a state change writes its own
+// entries, and only creating or removing a body or joint has the next step rebuild them.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 
 void env_sensors_init(env_t* e) {
   table_init(&e->sensors, sizeof(env_sensor_t));
+  e->view_stale = 1;
 }
 
 
@@ -248,11 +251,91 @@ static int build_objects(env_t* e, step_view_t* v, err_msg_t* msg) {
 }
 
 
-static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
+// A body's states at both ends of the step, as its view entry shows them.
+static void put_body(view_body_t* vb, const env_body_t* b) {
+  vb->at[0].pose = b->pose_prev;
+  memcpy(vb->at[0].linear_velocity, b->linear_velocity_prev, sizeof(double[3]));
+  memcpy(vb->at[0].angular_velocity, b->angular_velocity_prev, sizeof(double[3]));
+  vb->at[0].has_velocity = b->has_velocity_prev;
+  vb->at[1].pose = b->pose_cur;
+  memcpy(vb->at[1].linear_velocity, b->linear_velocity, sizeof(double[3]));
+  memcpy(vb->at[1].angular_velocity, b->angular_velocity, sizeof(double[3]));
+  vb->at[1].has_velocity = b->has_velocity;
+}
+
+
+static void put_joint(view_joint_t* vj, const env_joint_t* j) {
+  vj->type = j->type == JOINT_TYPE_PRISMATIC ? VIEW_JOINT_PRISMATIC : VIEW_JOINT_REVOLUTE;
+  vj->position[0] = j->position_prev;
+  vj->position[1] = j->position;
+}
+
+
+void env_view_body(env_t* e, const env_body_t* b) {
+  if (!e->view_stale) {
+    put_body(&e->view_bodies[b->view_at], b);
+  }
+}
+
+
+void env_view_joint(env_t* e, const env_joint_t* j) {
+  if (!e->view_stale) {
+    put_joint(&e->view_joints[j->view_at], j);
+  }
+}
+
+
+// Every body and joint into the view, sorted by id, and each record told where its entry is:
+// after bodies or joints were created or removed (between those, entries are written one by
+// one as states change).
+static int rebuild_view(env_t* e, err_msg_t* msg) {
   if (grow((void**)&e->view_bodies, &e->view_body_cap, e->bodies.count, sizeof(view_body_t)) ||
-      grow((void**)&e->view_joints, &e->view_joint_cap, e->joints.count, sizeof(view_joint_t)) ||
-      grow((void**)&e->view_dipoles, &e->view_dipole_cap, e->ndipole, sizeof(field_dipole_t))) {
+      grow((void**)&e->view_joints, &e->view_joint_cap, e->joints.count, sizeof(view_joint_t))) {
     return err_set(msg, ERR_NOMEM, "out of memory for the step view");
+  }
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < e->bodies.used; s++) {
+    uint32_t id = table_slot_id(&e->bodies, s);
+    if (id != 0) {
+      e->view_bodies[n].id = id;
+      put_body(&e->view_bodies[n++], table_at(&e->bodies, s));
+    }
+  }
+  if (n > 1) {
+    qsort(e->view_bodies, n, sizeof(view_body_t), cmp_id);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    ((env_body_t*)table_get(&e->bodies, e->view_bodies[i].id))->view_at = i;
+  }
+  e->view_nbody = n;
+
+  n = 0;
+  for (uint32_t s = 0; s < e->joints.used; s++) {
+    uint32_t id = table_slot_id(&e->joints, s);
+    if (id != 0) {
+      e->view_joints[n].id = id;
+      put_joint(&e->view_joints[n++], table_at(&e->joints, s));
+    }
+  }
+  if (n > 1) {
+    qsort(e->view_joints, n, sizeof(view_joint_t), cmp_id);
+  }
+  for (uint32_t i = 0; i < n; i++) {
+    ((env_joint_t*)table_get(&e->joints, e->view_joints[i].id))->view_at = i;
+  }
+  e->view_njoint = n;
+  e->view_stale = 0;
+  return 0;
+}
+
+
+static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
+  if (grow((void**)&e->view_dipoles, &e->view_dipole_cap, e->ndipole, sizeof(field_dipole_t))) {
+    return err_set(msg, ERR_NOMEM, "out of memory for the step view");
+  }
+  int rc = e->view_stale ? rebuild_view(e, msg) : 0;
+  if (rc < 0) {
+    return rc;
   }
   memset(v, 0, sizeof(*v));
   v->t0 = e->t_prev;
@@ -261,49 +344,10 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
   v->seed = e->seed;
   v->scene = e->scene;
   v->pool = e->pool;
-
-  uint32_t n = 0;
-  for (uint32_t s = 0; s < e->bodies.used; s++) {
-    uint32_t id = table_slot_id(&e->bodies, s);
-    if (id == 0) {
-      continue;
-    }
-    const env_body_t* b = table_at(&e->bodies, s);
-    view_body_t* vb = &e->view_bodies[n++];
-    vb->id = id;
-    vb->at[0].pose = b->pose_prev;
-    memcpy(vb->at[0].linear_velocity, b->linear_velocity_prev, sizeof(double[3]));
-    memcpy(vb->at[0].angular_velocity, b->angular_velocity_prev, sizeof(double[3]));
-    vb->at[0].has_velocity = b->has_velocity_prev;
-    vb->at[1].pose = b->pose_cur;
-    memcpy(vb->at[1].linear_velocity, b->linear_velocity, sizeof(double[3]));
-    memcpy(vb->at[1].angular_velocity, b->angular_velocity, sizeof(double[3]));
-    vb->at[1].has_velocity = b->has_velocity;
-  }
-  if (n > 1) {
-    qsort(e->view_bodies, n, sizeof(view_body_t), cmp_id);
-  }
   v->bodies = e->view_bodies;
-  v->nbody = n;
-
-  n = 0;
-  for (uint32_t s = 0; s < e->joints.used; s++) {
-    uint32_t id = table_slot_id(&e->joints, s);
-    if (id == 0) {
-      continue;
-    }
-    const env_joint_t* j = table_at(&e->joints, s);
-    view_joint_t* vj = &e->view_joints[n++];
-    vj->id = id;
-    vj->type = j->type == JOINT_TYPE_PRISMATIC ? VIEW_JOINT_PRISMATIC : VIEW_JOINT_REVOLUTE;
-    vj->position[0] = j->position_prev;
-    vj->position[1] = j->position;
-  }
-  if (n > 1) {
-    qsort(e->view_joints, n, sizeof(view_joint_t), cmp_id);
-  }
+  v->nbody = e->view_nbody;
   v->joints = e->view_joints;
-  v->njoint = n;
+  v->njoint = e->view_njoint;
 
   memcpy(v->gravity, e->gravity, sizeof(v->gravity));
   memcpy(v->magnetic.uniform, e->magnetic_field, sizeof(v->magnetic.uniform));

@@ -170,6 +170,7 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
       e->moved_bodies[e->nmoved_body++] = slot;
     }
     b->moved |= ENV_BODY_STALE | (first ? 0 : ENV_BODY_MOVED);
+    env_view_body(e, b);
     // the scene changes only through the body's objects (env_sync_object marks it dirty): a
     // body carrying none (an IMU's) costs no scene commit
   }
@@ -185,6 +186,7 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
       j->moved = 1;
       e->moved_joints[e->nmoved_joint++] = slot;
     }
+    env_view_joint(e, j);
   }
 
   // time line
@@ -270,12 +272,14 @@ int env_step_with(env_t* e, double t, const env_step_hooks_t* hooks, err_msg_t* 
       memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
       b->has_velocity_prev = b->has_velocity;
       b->moved = ENV_BODY_ROLLED;
+      env_view_body(e, b);
     }
   }
   for (uint32_t i = 0; i < e->nmoved_joint; i++) {
     env_joint_t* j = table_at(&e->joints, e->moved_joints[i]);
     j->position_prev = j->position;
     j->moved = 0;
+    env_view_joint(e, j);
   }
   e->nmoved_joint = 0;
   e->t_prev = e->t_cur;

@@ -346,8 +346,10 @@ TEST(pool_small_call_is_not_queued_behind_a_large_one) {
   double t1 = now_s();
   pthread_join(th, NULL);
   pool_destroy(p);
+  // long before: in less than half the time the large call still needed (relative, so that a
+  // loaded machine's late wake-ups stretch both sides alike)
   ASSERT_TRUE(t1 < big.end_s);
-  ASSERT_TRUE(t1 - t0 < 0.2);
+  ASSERT_TRUE(t1 - t0 < 0.5 * (big.end_s - t0));
   ASSERT_TRUE(atomic_load(&small.elsewhere) > 0);
   ASSERT_EQ(atomic_load(&small.started), 20);
   ASSERT_EQ(atomic_load(&big.s.started), 400);

@@ -318,6 +318,99 @@ TEST(codec_quantized_same_bytes_with_or_without_avx2) {
 }
 
 
+// The scan of make_scan in rows (channel by channel, a column per point), as an organised
+// cloud of channels x columns lays it out.
+static scan_t transposed(const scan_t* s, uint32_t channels, uint32_t columns) {
+  scan_t t = {.n = s->n, .data = mem_alloc((size_t)s->n * STEP)};
+  for (uint32_t j = 0; j < columns; j++) {
+    for (uint32_t c = 0; c < channels; c++) {
+      memcpy(t.data + ((size_t)c * columns + j) * STEP, s->data + ((size_t)j * channels + c) * STEP,
+             STEP);
+    }
+  }
+  return t;
+}
+
+
+TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
+  // the sensor's azimuth of each point (exact, within a step of the point's, or garbage, across
+  // the half-turn too) and its stride give the bytes the encoder finds alone, in column and in
+  // row order, at every stride and with or without AVX2; without positions too
+  enum { CH = 64, COLS = 100 };
+  scan_t col = make_scan(CH, COLS, 1);
+  scan_t row = transposed(&col, CH, COLS);
+  float* az = mem_alloc(CH * COLS * sizeof *az);
+  uint32_t seed = 777u;
+  for (int order = 0; order < 2; order++) {
+    for (int kind = 0; kind < 3; kind++) {
+      for (uint32_t i = 0; i < CH * COLS; i++) {
+        uint32_t j = order == 0 ? i / CH : i % COLS;
+        double a = remainder(M_PI - 2.0 * M_PI * j / COLS, 2.0 * M_PI);
+        seed = seed * 1664525u + 1013904223u;
+        double u = (double)(seed >> 8) / 16777216.0 - 0.5;   // in [-0.5, 0.5)
+        if (kind == 1) {
+          a += 2.0e-5 * u;    // up to about a step off (0.001 m / 65 m = 1.5e-5 rad)
+        } else if (kind == 2) {
+          a = i % 5 == 0 ? NAN : i % 5 == 1 ? 1e30 : 6.0 * u;
+          if (j == 0) {
+            a = -M_PI;   // column 0 looks at +pi: the same direction, across the cut
+          }
+        }
+        az[i] = (float)a;
+      }
+      static const uint32_t kStrides[] = {0, 1, 7, CH, COLS, 2 * CH};
+      for (size_t k = 0; k < sizeof(kStrides) / sizeof(kStrides[0]); k++) {
+        for (int off = 0; off < 2; off++) {
+          codec_cloud_t c = cloud_of(order == 0 ? &col : &row);
+          codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001,
+                              .stride = kStrides[k]};
+          size_t cap = codec_max_size(&p, &c), len[2];
+          uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
+          double err[2];
+          err_msg_t msg;
+          codec_test_no_avx2(off);
+          ASSERT_OK(codec_encode(&p, &c, enc[0], cap, &len[0], &err[0], &msg));
+          c.azimuth = az;
+          if (kStrides[k]) {
+            c.stride = kStrides[k];   // the sensor's stride instead of the one asked for
+            p.stride = 0;
+          }
+          ASSERT_OK(codec_encode(&p, &c, enc[1], cap, &len[1], &err[1], &msg));
+          codec_test_no_avx2(0);
+          ASSERT_EQ(len[0], len[1]);
+          ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
+          ASSERT_EQ(err[0], err[1]);
+          mem_free(enc[0]);
+          mem_free(enc[1]);
+        }
+      }
+    }
+  }
+
+  // a cloud without positions (every byte lossless, coded against the point `stride` back):
+  // the sensor's stride is not taken either
+  codec_cloud_t c = cloud_of(&col);
+  c.xyz_offset[0] = c.xyz_offset[1] = c.xyz_offset[2] = -1;
+  codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001};
+  size_t cap = codec_max_size(&p, &c), len[2];
+  uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
+  double err[2];
+  err_msg_t msg;
+  ASSERT_OK(codec_encode(&p, &c, enc[0], cap, &len[0], &err[0], &msg));
+  c.stride = CH;
+  c.azimuth = az;
+  ASSERT_OK(codec_encode(&p, &c, enc[1], cap, &len[1], &err[1], &msg));
+  ASSERT_EQ(len[0], len[1]);
+  ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
+  mem_free(enc[0]);
+  mem_free(enc[1]);
+  mem_free(az);
+  mem_free(col.data);
+  mem_free(row.data);
+  return 0;
+}
+
+
 TEST(codec_empty_and_one_point_clouds) {
   for (uint32_t n = 0; n <= 1; n++) {
     uint8_t pt[STEP];

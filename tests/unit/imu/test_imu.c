@@ -551,3 +551,70 @@ TEST(long_fixed_rate_step_cancelled_and_bounded) {
   s.ops->destroy(s.self);
   return 0;
 }
+
+// The bound (checked by the world at UpdateState and CreateSensor) agrees with the step: the
+// bytes it announces are 512 for each record the step then gives, and it refuses exactly the
+// intervals the step would refuse (more than 10^6 samples at the fixed rate, more records than
+// the budget, a time too large for the rate), naming the sensor and the field.
+TEST(bound_matches_the_step_and_refuses_what_it_would) {
+  imu_config_t c;
+  imu_config_default(&c);
+  c.has_gyroscope = 1;
+  c.sample_rate = 1000.0;
+  sensor_t s;
+  ASSERT_OK(make_imu(&c, &s));
+  ASSERT_TRUE(s.ops->bound != NULL);
+  sensor_ctx_t ctx = {.id = 2, .body_id = 1, .mount = xform_identity()};
+  fixture_t f;
+  fixture_init(&f);
+  sensor_out_t out = {0};
+  err_msg_t msg;
+  uint64_t bytes = 0;
+  pose_t p = xform_identity();
+  fixture_advance(&f, 0.0, &p, NULL, NULL);
+  ASSERT_OK(step(&s, &ctx, &f, &out));
+  // the samples a step gives: multiples of 1 ms in (t0, t1]
+  static const double kEnds[] = {0.0004, 0.001, 0.0105, 0.25};
+  static const uint32_t kSamples[] = {0, 1, 9, 240};
+  for (int i = 0; i < 4; i++) {
+    double t0 = f.v.t1;
+    ASSERT_OK(s.ops->bound(s.self, &ctx, t0, kEnds[i], UINT64_MAX, &bytes, &msg));
+    fixture_advance(&f, kEnds[i], &p, NULL, NULL);
+    ASSERT_OK(step(&s, &ctx, &f, &out));
+    ASSERT_EQ(out.n, kSamples[i]);
+    ASSERT_EQ(bytes, 512u * (uint64_t)out.n);
+  }
+  // 10^6 samples in (0.25, 1000.25] are taken, one more is not
+  ASSERT_OK(s.ops->bound(s.self, &ctx, 0.25, 1000.25, UINT64_MAX, &bytes, &msg));
+  ASSERT_EQ(bytes, 512u * 1000000u);
+  ASSERT_EQ(s.ops->bound(s.self, &ctx, 0.25, 1000.2515, UINT64_MAX, &bytes, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "holds 1000001 samples, more than 1000000");
+  ASSERT_EQ(s.ops->bound(s.self, &ctx, 0.25, 1000.5, UINT64_MAX, &bytes, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "imu 2: the step (0.25, 1000.5] at imu.sample_rate = 1000 Hz "
+                  "holds 1000250 samples, more than 1000000; step more often");
+  // the budget: 240 records of 512 bytes
+  ASSERT_OK(s.ops->bound(s.self, &ctx, 0.25, 0.49, 512u * 240u, &bytes, &msg));
+  ASSERT_EQ(s.ops->bound(s.self, &ctx, 0.25, 0.49, 512u * 240u - 1u, &bytes, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "imu 2");
+  ASSERT_CONTAINS(msg.text, "max_output_bytes = 122879");
+  // ... and the step refuses the same interval under the same budget, giving nothing
+  fixture_advance(&f, 0.49, &p, NULL, NULL);
+  f.v.output_budget = 512u * 240u - 1u;
+  sensor_out_clear(&out);
+  ASSERT_EQ(s.ops->step(s.self, &ctx, &f.v, &out, &msg), ERR_LIMIT);
+  ASSERT_EQ(out.n, 0u);
+  // a time too large for the rate
+  ASSERT_EQ(s.ops->bound(s.self, &ctx, 0.25, 1e16, UINT64_MAX, &bytes, &msg), ERR_LIMIT);
+  ASSERT_CONTAINS(msg.text, "too large for imu.sample_rate");
+  sensor_out_free(&out);
+  s.ops->destroy(s.self);
+
+  // one sample per step: 512 bytes whatever the interval
+  c.sample_rate = 0.0;
+  ASSERT_OK(make_imu(&c, &s));
+  ASSERT_OK(s.ops->bound(s.self, &ctx, 0.0, 1e9, UINT64_MAX, &bytes, &msg));
+  ASSERT_EQ(bytes, 512u);
+  ASSERT_EQ(s.ops->bound(s.self, &ctx, 0.0, 1e9, 511u, &bytes, &msg), ERR_LIMIT);
+  s.ops->destroy(s.self);
+  return 0;
+}

@@ -79,6 +79,22 @@ TEST(config_defaults_are_the_datasheet_values) {
   c.misses = LIDAR_MISS_NAN;
   lidar_config_defaults(&c);
   ASSERT_EQ(c.misses, LIDAR_MISS_NAN);
+
+  // the Ouster point type on an Ouster pattern keeps every pixel at NaN (ouster_ros), unless
+  // told otherwise; on another pattern it removes misses like any layout
+  c = vlp16();
+  c.layout = LIDAR_LAYOUT_OUSTER;
+  lidar_config_defaults(&c);
+  ASSERT_EQ(c.misses, LIDAR_MISS_REMOVE);
+  c = vlp16();
+  c.pattern = LIDAR_PATTERN_OUSTER;
+  c.layout = LIDAR_LAYOUT_OUSTER;
+  lidar_config_t zero = c;
+  lidar_config_defaults(&c);
+  ASSERT_EQ(c.misses, LIDAR_MISS_NAN);
+  zero.keep_misses = 1;
+  lidar_config_defaults(&zero);
+  ASSERT_EQ(zero.misses, LIDAR_MISS_ZERO);
   return 0;
 }
 

@@ -5,7 +5,9 @@
 // a VLP-16 in a closed room fires the firing table's times and azimuths in continuous time,
 // the same revolution assembled from 1, 10 and 1000 steps is the same, 1 and 2 workers give
 // the same bytes (on the segment heap's rows and on the depth-1 packets of tiles), misses are
-// removed or kept, bad configurations name their field.
+// removed or kept, bad configurations name their field; the Ouster point type on an Ouster
+// pattern is organised as ouster_ros publishes it (rows = beams from the top, destaggered
+// columns, a pixel per ray and return, misses and unfired columns at NaN).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "base/mem.h"
 #include "base/pool.h"
 #include "check.h"
+#include "codec/codec.h"
 #include "lidar/lidar.h"
 #include "world/env.h"
 
@@ -825,7 +828,7 @@ TEST(lidar_does_not_see_its_own_body_unless_asked) {
 
 // Steps of a VLP-16 (publishing per revolution) in a room with a moving box, every step first
 // tried with the nth allocation failing for n = 1, 2, ... until it succeeds (when oom is set).
-static int oom_run(int oom, clouds_t* c) {
+static int oom_run(int oom, int organised, clouds_t* c) {
   fx_t f;
   ASSERT_OK(fx_open(&f, 2));
   err_msg_t msg = {0};
@@ -834,8 +837,21 @@ static int oom_run(int oom, clouds_t* c) {
   ASSERT_OK(add_prim(f.e, 1, 1, SCENE_PRIM_SPHERE, 9.0, 0, 0, 0, at(0, 0, 0)));
   ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 0.5, 0.5, 0.5, 2, xform_identity()));
   lidar_desc_t d = base_desc();
-  lidar_vlp16_desc_t v = {.frequency = 20.0};
-  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  if (organised) {
+    // an organised Ouster cloud joined in the middle of its first revolution
+    lidar_ouster_desc_t o = {.channels = 16, .columns = 512, .frequency = 10.0,
+                             .elevation_max = NAN, .elevation_min = NAN};
+    ASSERT_OK(lidar_pattern_ouster_init(&d.pattern, &o, "lidar.ouster", &msg));
+    d.fields = NULL;
+    d.nfield = 0;
+    d.layout = LIDAR_LAYOUT_OUSTER;
+    d.misses = LIDAR_MISS_NAN;
+    d.has_start_time = 1;
+    d.start_time = -0.03;
+  } else {
+    lidar_vlp16_desc_t v = {.frequency = 20.0};
+    ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  }
   d.returns.distance_noise.stddev_base = 0.01;
   ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
   uint32_t ids[1] = {2};
@@ -871,20 +887,25 @@ static int oom_run(int oom, clouds_t* c) {
 TEST(lidar_failed_steps_change_nothing) {
   // a step that runs out of memory anywhere leaves the lidar as it was: retried, the clouds are
   // those of a run that never failed
-  static clouds_t ref, got;
-  ASSERT_OK(oom_run(0, &ref));
-  ASSERT_OK(oom_run(1, &got));
-  ASSERT_EQ(ref.n, 4);   // revolutions of 50 ms completed by 0.21 s
-  ASSERT_EQ(got.n, ref.n);
-  for (uint32_t i = 0; i < ref.n; i++) {
-    const sensor_cloud_t* a = &ref.rec[i].u.cloud;
-    const sensor_cloud_t* b = &got.rec[i].u.cloud;
-    ASSERT_EQ(a->count, b->count);
-    ASSERT_EQ(ref.rec[i].frame, got.rec[i].frame);
-    ASSERT_TRUE(memcmp(a->data, b->data, (size_t)a->count * a->point_step) == 0);
+  // (and an organised cloud, whose pixels are written out of firing order)
+  for (int organised = 0; organised < 2; organised++) {
+    static clouds_t ref, got;
+    ASSERT_OK(oom_run(0, organised, &ref));
+    ASSERT_OK(oom_run(1, organised, &got));
+    // revolutions of 50 ms completed by 0.21 s; of 100 ms from -0.03 s
+    ASSERT_EQ(ref.n, organised ? 2 : 4);
+    ASSERT_EQ(got.n, ref.n);
+    for (uint32_t i = 0; i < ref.n; i++) {
+      const sensor_cloud_t* a = &ref.rec[i].u.cloud;
+      const sensor_cloud_t* b = &got.rec[i].u.cloud;
+      ASSERT_EQ(a->count, b->count);
+      ASSERT_EQ(a->height, b->height);
+      ASSERT_EQ(ref.rec[i].frame, got.rec[i].frame);
+      ASSERT_TRUE(memcmp(a->data, b->data, (size_t)a->count * a->point_step) == 0);
+    }
+    clouds_free(&ref);
+    clouds_free(&got);
   }
-  clouds_free(&ref);
-  clouds_free(&got);
   return 0;
 }
 
@@ -1098,9 +1119,11 @@ TEST(lidar_refuses_a_step_over_its_output_budget_before_tracing) {
 
 
 TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
-  // 30 s of a VLP-16 at 20 Hz in one step: 8.7 M points of 4 bytes gathered (35 MB, inside
-  // the step's output), then about one frame (14,480 rays) kept once the step is committed;
-  // a refused state update (a step too long) leaves it as small
+  // 2 s of a VLP-16 at 20 Hz in one step: 40 revolutions, 579,000 points of 4 bytes gathered
+  // (4 bytes more each for their azimuths), then about one frame (14,480 rays) kept once the
+  // step is committed; a refused state update (a step too long) leaves it as small. What makes a step long here is its revolutions, 40
+  // frames' worth of points against the one kept; more seconds only add rays, which cost about
+  // 2 us each under the sanitizers (30 s, 8.7 M rays, took 15 s of CPU there).
   fx_t f;
   ASSERT_OK(sphere_room(&f, 0, 10.0));
   lidar_desc_t d = base_desc();
@@ -1116,11 +1139,19 @@ TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
   ASSERT_OK(env_create_sensor(f.e, &s, &msg));
   ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
   ASSERT_OK(do_step(f.e, 0.0));
-  ASSERT_OK(set_state(f.e, 30.0, 0, NULL, NULL));
-  ASSERT_OK(do_step(f.e, 30.0));
-  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 4 * 14480 + 4 * 4096);
+  ASSERT_OK(set_state(f.e, 2.0, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 2.0));
+  // the step was long: 40 revolutions went out, every ray a point (the room is closed)
+  const sensor_out_t* out = env_outputs(f.e);
+  uint64_t points = 0;
+  for (uint32_t i = 0; i < out->n; i++) {
+    points += out->rec[i].u.cloud.count;
+  }
+  ASSERT_EQ(out->n, 40u);
+  ASSERT_TRUE(points > 40u * 14400u);
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 8 * 14480 + 8 * 4096 + 3);
   ASSERT_TRUE(refused_state(f.e, 100.0, &msg));
-  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 4 * 14480 + 4 * 4096);
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 8 * 14480 + 8 * 4096 + 3);
   fx_close(&f);
   return 0;
 }
@@ -1465,5 +1496,309 @@ TEST(lidar_default_cloud_equals_the_full_clouds_columns) {
     clouds_free(&b);
     fx_close(&f);
   }
+  return 0;
+}
+
+
+//---------------- Driver layouts
+
+// Beam azimuth angles of a unit, degrees clockwise of the encoder (every fourth beam alike):
+// ouster_ros destaggers them by 6, 2, -2 and -6 of 512 columns.
+static const double kBeamAzimuthDeg[4] = {4.22, 1.41, -1.40, -4.18};
+
+// An OS1-16 (512 columns at 10 Hz, +-16.6 degrees) with those beam azimuths, 1 m above an
+// unbounded ground plane, with the Ouster point type and misses at NaN (ouster_ros's): the
+// eight beams below the horizon hit the ground at 1 / sin(-elevation), the others miss.
+static int ouster_over_ground(fx_t* f, lidar_desc_t* d, double beam_az[16]) {
+  ASSERT_OK(fx_open(f, 2));
+  ASSERT_OK(add_prim(f->e, 1, 1, SCENE_PRIM_PLANE, 0.0, 0, 0, 0, at(0, 0, -1)));
+  *d = base_desc();
+  d->fields = NULL;
+  d->nfield = 0;
+  d->layout = LIDAR_LAYOUT_OUSTER;
+  d->misses = LIDAR_MISS_NAN;
+  for (int i = 0; i < 16; i++) {
+    beam_az[i] = kBeamAzimuthDeg[i % 4] * DEG;
+  }
+  lidar_ouster_desc_t o = {.channels = 16, .columns = 512, .frequency = 10.0,
+                           .elevation_max = NAN, .elevation_min = NAN, .azimuths = beam_az,
+                           .nazimuth = 16};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_ouster_init(&d->pattern, &o, "lidar.ouster", &msg));
+  return 0;
+}
+
+
+// Angle in (-pi, pi].
+static double wrap(double a) {
+  double r = remainder(a, 2.0 * M_PI);
+  return r <= -M_PI ? r + 2.0 * M_PI : r;
+}
+
+
+// Pixel (row, col) of an organised Ouster cloud against the sensor: beam u = row mod 16 fired
+// in column m at m / (f W) (t: that time less t0_ns, in ns), looking at azimuth
+// pi - 2 pi m / W - alpha_u; the first image (rows 0-15) holds its ground return, every other
+// row a miss. `col_azimuth`: the azimuth the cloud's column looks at (a destaggered column),
+// NAN when it is the staggered column m itself. m < 0: a pixel that never fired.
+static int check_pixel(const sensor_cloud_t* pc, uint32_t row, uint32_t col, int64_t m,
+                       double t0_ns, double col_azimuth) {
+  uint32_t i = row * pc->width + col, u = row % 16;
+  double el = (16.6 - 33.2 * u / 15.0) * DEG;
+  ASSERT_EQ(getu(pc, i, 26, 2), u);                     // ring: the beam, from the top
+  double t_ns = m < 0 ? 0.0 : (double)m * 1e9 / 5120.0 - t0_ns;
+  ASSERT_NEAR((double)getu(pc, i, 20, 4), t_ns, 1.0);   // t
+  double x = getf(pc, i, 0), y = getf(pc, i, 4), z = getf(pc, i, 8);
+  if (m < 0 || row >= 16 || el > 0.0) {
+    ASSERT_TRUE(isnan(x) && isnan(y) && isnan(z));
+    ASSERT_EQ(getu(pc, i, 32, 4), 0);                   // range
+    ASSERT_EQ(getf(pc, i, 16), 0.0f);                   // intensity
+    ASSERT_EQ(getu(pc, i, 24, 2), 0);                   // reflectivity
+    return 0;
+  }
+  double r = 1.0 / sin(-el);
+  ASSERT_NEAR(z, -1.0, 1e-4);
+  ASSERT_NEAR((double)getu(pc, i, 32, 4), 1e3 * r, 1.0);
+  ASSERT_TRUE(getf(pc, i, 16) > 0.0f);
+  double az = atan2(y, x);
+  ASSERT_NEAR(wrap(az - (M_PI - 2.0 * M_PI * (double)m / 512.0 + kBeamAzimuthDeg[u % 4] * -DEG)),
+              0.0, 1e-5);
+  if (!isnan(col_azimuth)) {
+    ASSERT_TRUE(fabs(wrap(az - col_azimuth)) <= M_PI / 512.0 + 1e-5);
+  }
+  return 0;
+}
+
+
+TEST(lidar_ouster_layout_is_organised_as_ouster_ros) {
+  // a revolution: 16 rows of 512 pixels, row-major, each column destaggered to look in one
+  // direction (beam u's pixel of column v fired in column v - shift_u); with dual returns the
+  // second returns' image follows (here all misses: one surface); joined in the middle of a
+  // revolution, the columns it did not fire are misses at t = 0
+  const int shift[4] = {6, 2, -2, -6};
+  for (int variant = 0; variant < 3; variant++) {
+    fx_t f;
+    lidar_desc_t d;
+    double beam_az[16];
+    ASSERT_OK(ouster_over_ground(&f, &d, beam_az));
+    if (variant == 1) {
+      d.returns.mode = LIDAR_RETURN_DUAL;
+    }
+    if (variant == 2) {
+      d.has_start_time = 1;
+      d.start_time = -0.05;
+    }
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(run(f.e, 0.0, 0.09, 3, 3, &c));
+    ASSERT_EQ(c.n, variant == 2 ? 1 : 0);
+    ASSERT_OK(run(f.e, 0.09, 0.1, 1, 3, &c));
+    ASSERT_EQ(c.n, 1);
+    const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+    uint32_t rows = variant == 1 ? 32 : 16;
+    ASSERT_EQ(pc->point_step, 48);
+    ASSERT_EQ(pc->height, rows);
+    ASSERT_EQ(pc->width, 512);
+    ASSERT_EQ(pc->count, rows * 512);
+    ASSERT_EQ(pc->complete, variant != 2);
+    for (uint32_t row = 0; row < rows; row++) {
+      for (uint32_t v = 0; v < 512; v++) {
+        int64_t m = ((int64_t)v - shift[row % 4] + 512) % 512;
+        if (variant == 2 && m < 256) {
+          m = -1;   // before the lidar's first step
+        }
+        ASSERT_OK(check_pixel(pc, row, v, m, 0.0, M_PI - 2.0 * M_PI * v / 512.0));
+      }
+    }
+    clouds_free(&c);
+    fx_close(&f);
+  }
+  return 0;
+}
+
+
+TEST(lidar_ouster_layout_per_step_and_without_misses) {
+  // per step: the step's columns in firing order (a part of a revolution is not destaggered);
+  // misses removed: the points in firing order, one row
+  for (int variant = 0; variant < 2; variant++) {
+    fx_t f;
+    lidar_desc_t d;
+    double beam_az[16];
+    ASSERT_OK(ouster_over_ground(&f, &d, beam_az));
+    d.publish_per_step = variant == 0;
+    d.misses = variant == 0 ? LIDAR_MISS_NAN : LIDAR_MISS_REMOVE;
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(run(f.e, 0.0, 0.1, 2, 3, &c));
+    if (variant == 1) {
+      ASSERT_EQ(c.n, 1);
+      const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+      ASSERT_EQ(pc->count, 8 * 512);
+      ASSERT_EQ(pc->height, 1);
+      ASSERT_EQ(pc->width, pc->count);
+      for (uint32_t i = 0; i < pc->count; i++) {
+        ASSERT_EQ(getu(pc, i, 26, 2), 8 + i % 8);   // beam by beam below the horizon
+      }
+    } else {
+      // columns 0 .. 256 in (0, 0.05] (the first step takes its start), 257 .. 512 after
+      ASSERT_EQ(c.n, 2);
+      int64_t m0 = 0;
+      for (uint32_t s = 0; s < 2; s++) {
+        const sensor_cloud_t* pc = &c.rec[s].u.cloud;
+        uint32_t width = s == 0 ? 257 : 256;
+        ASSERT_EQ(pc->height, 16);
+        ASSERT_EQ(pc->width, width);
+        ASSERT_EQ(pc->count, 16 * width);
+        for (uint32_t row = 0; row < 16; row++) {
+          for (uint32_t col = 0; col < width; col++) {
+            ASSERT_OK(check_pixel(pc, row, col, m0 + col, s * 0.05e9, NAN));
+          }
+        }
+        m0 += width;
+      }
+    }
+    clouds_free(&c);
+    fx_close(&f);
+  }
+  return 0;
+}
+
+
+//---------------- For the encoders
+
+// Every point's azimuth beside a cloud (record) equals its `azimuth` field.
+static int azimuths_match(const sensor_cloud_t* pc) {
+  int oa = field_of(pc, "azimuth");
+  ASSERT_TRUE(oa >= 0 && pc->azimuth != NULL);
+  for (uint32_t i = 0; i < pc->count; i++) {
+    ASSERT_EQ(pc->azimuth[i], getf(pc, i, oa));
+  }
+  return 0;
+}
+
+
+// The quantized encoding of a record (1 mm) is the same with what the lidar hands over beside
+// its points (its stride and azimuths) as with the encoder left to find them.
+static int fed_same_bytes(const sensor_cloud_t* pc) {
+  codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001};
+  codec_cloud_t fed = codec_cloud_of(pc), alone = fed;
+  ASSERT_TRUE(fed.azimuth != NULL && fed.stride > 0);
+  alone.azimuth = NULL;
+  alone.stride = 0;
+  size_t cap = codec_max_size(&p, &fed), len[2];
+  uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
+  double err[2];
+  err_msg_t msg;
+  ASSERT_OK(codec_encode(&p, &fed, enc[0], cap, &len[0], &err[0], &msg));
+  ASSERT_OK(codec_encode(&p, &alone, enc[1], cap, &len[1], &err[1], &msg));
+  ASSERT_EQ(len[0], len[1]);
+  ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
+  mem_free(enc[0]);
+  mem_free(enc[1]);
+  return 0;
+}
+
+
+TEST(lidar_records_carry_the_aimed_azimuths_and_the_stride) {
+  // a VLP-16 with misses kept: one point a ray, 16 channels per firing sequence; the azimuths
+  // beside the points follow them through a buffer that grows (a long step published per step)
+  // and one trimmed (a long step per revolution, its open sweep kept at commit); the quantized
+  // encoder given them writes the bytes it writes alone
+  const char* names[5] = {"x", "y", "z", "azimuth", "ring"};
+  for (int per_step = 0; per_step < 2; per_step++) {
+    fx_t f;
+    ASSERT_OK(sphere_room(&f, 0, 10.0));
+    lidar_desc_t d;
+    ASSERT_OK(vlp16_desc(20.0, &d));
+    d.fields = names;
+    d.nfield = 5;
+    d.misses = LIDAR_MISS_ZERO;
+    d.publish_per_step = per_step;
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    static clouds_t c;
+    c.n = 0;
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.0));
+    const double t[3] = {0.5, 0.525, 0.6};
+    for (int k = 0; k < 3; k++) {
+      ASSERT_OK(set_state(f.e, t[k], 0, NULL, NULL));
+      ASSERT_OK(do_step(f.e, t[k]));
+      const sensor_out_t* out = env_outputs(f.e);
+      for (uint32_t r = 0; r < out->n; r++) {
+        const sensor_cloud_t* pc = &out->rec[r].u.cloud;
+        ASSERT_EQ(pc->stride, 16);
+        ASSERT_OK(azimuths_match(pc));
+        ASSERT_OK(fed_same_bytes(pc));
+        c.n++;
+      }
+    }
+    ASSERT_EQ(c.n, per_step ? 3 : 12);   // revolutions of 50 ms by 0.6 s
+    fx_close(&f);
+  }
+
+  // none where the encoder could not use them: world frame, the lean default cloud (whose
+  // misses go, so no stride either); no stride for a flash frame (a group that is not a column:
+  // the encoder finds a better one), its azimuths still
+  for (int which = 0; which < 3; which++) {
+    fx_t f;
+    ASSERT_OK(sphere_room(&f, 0, 10.0));
+    lidar_desc_t d;
+    ASSERT_OK(vlp16_desc(20.0, &d));
+    if (which == 2) {
+      lidar_pattern_close(&d.pattern);
+      lidar_flash_desc_t fl = {.columns = 16, .rows = 9, .fov_horizontal = 100 * DEG,
+                               .fov_vertical = 60 * DEG, .frame_rate = 20.0};
+      err_msg_t msg = {0};
+      ASSERT_OK(lidar_pattern_flash_init(&d.pattern, &fl, "lidar.flash", &msg));
+    }
+    d.misses = which == 1 ? LIDAR_MISS_REMOVE : LIDAR_MISS_ZERO;
+    d.world_frame = which == 0;
+    if (which == 1) {
+      d.nfield = 0;
+    }
+    ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+    ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.0));
+    ASSERT_OK(set_state(f.e, 0.06, 0, NULL, NULL));
+    ASSERT_OK(do_step(f.e, 0.06));
+    const sensor_out_t* out = env_outputs(f.e);
+    ASSERT_TRUE(out->n >= 1);
+    ASSERT_TRUE((out->rec[0].u.cloud.azimuth != NULL) == (which == 2));
+    ASSERT_EQ(out->rec[0].u.cloud.stride, which == 0 ? 16u : 0u);
+    fx_close(&f);
+  }
+
+  // the organised Ouster cloud: a row runs along one beam (stride 1); each pixel's azimuth is
+  // its point's; the same encoded bytes
+  fx_t f;
+  lidar_desc_t d;
+  double beam_az[16];
+  ASSERT_OK(ouster_over_ground(&f, &d, beam_az));
+  ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+  static clouds_t c;
+  c.n = 0;
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(run(f.e, 0.0, 0.1, 1, 3, &c));
+  const sensor_out_t* out = env_outputs(f.e);
+  ASSERT_EQ(out->n, 1);
+  const sensor_cloud_t* pc = &out->rec[0].u.cloud;
+  ASSERT_EQ(pc->stride, 1);
+  ASSERT_TRUE(pc->azimuth != NULL);
+  uint32_t hits = 0;
+  for (uint32_t i = 0; i < pc->count; i++) {
+    double x = getf(pc, i, 0), y = getf(pc, i, 4);
+    if (!isnan(x)) {
+      ASSERT_NEAR(wrap(pc->azimuth[i] - atan2(y, x)), 0.0, 2e-6);
+      hits++;
+    }
+  }
+  ASSERT_EQ(hits, 8 * 512);
+  ASSERT_OK(fed_same_bytes(pc));
+  clouds_free(&c);
+  fx_close(&f);
   return 0;
 }

@@ -74,7 +74,7 @@ TEST(model_tiles_an_os1_128_in_packets_of_2_channels_by_8_columns) {
   }
 
   // the default cloud: the lean writer, no rows; a frame of 2048 x 128 points
-  ASSERT_TRUE(m.lean && !m.rows && m.maxret == 1);
+  ASSERT_TRUE(m.points.lean && !m.rows && m.maxret == 1);
   ASSERT_EQ(m.frame_points, 2048 * 128);
 
   // the data's scratch is one batch
@@ -102,7 +102,7 @@ TEST(model_regroups_a_vlp16_and_follows_its_options) {
     lidar_model_t m;
     ASSERT_OK(lidar_model_init(&m, &d, &msg));
     ASSERT_TRUE(m.regroup && m.tile_slot == NULL && m.chunk == LIDAR_CHUNK);
-    ASSERT_EQ(m.lean, variant == 0 || variant == 2);   // x y z intensity, sensor frame
+    ASSERT_EQ(m.points.lean, variant == 0 || variant == 2);   // x y z intensity, sensor frame
     ASSERT_EQ(m.rows, variant == 1 || variant == 2);
     ASSERT_EQ(m.maxret, variant == 3 ? 2u : 1u);
 

@@ -320,6 +320,109 @@ TEST(pattern_custom_ray_list) {
 }
 
 
+// The rank of each channel by elevation counted directly (the channels with a lower mean
+// elevation, or an equal one and a lower number): velodyne_pointcloud's ring of each laser.
+static int check_elevation_rings(const lidar_pattern_t* p) {
+  uint32_t* got = mem_alloc(p->nray * sizeof *got);
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_elevation_rings(p, got, &msg));
+  for (uint32_t k = 0; k < p->nray; k++) {
+    double sum_k = 0.0, n_k = 0.0;
+    for (uint32_t j = 0; j < p->nray; j++) {
+      if (p->ring[j] == p->ring[k]) {
+        sum_k += p->elevation[j];
+        n_k += 1.0;
+      }
+    }
+    uint32_t below = 0;
+    for (uint32_t c = 0; c < p->nray; c++) {   // each other channel once: at its first ray
+      int first = 1;
+      double sum_c = 0.0, n_c = 0.0;
+      for (uint32_t j = 0; j < p->nray; j++) {
+        if (p->ring[j] == p->ring[c]) {
+          first &= j >= c;
+          sum_c += p->elevation[j];
+          n_c += 1.0;
+        }
+      }
+      double ec = sum_c / n_c, ek = sum_k / n_k;
+      below += first && (ec < ek || (ec == ek && p->ring[c] < p->ring[k]));
+    }
+    ASSERT_EQ(got[k], below);
+  }
+  mem_free(got);
+  return 0;
+}
+
+
+TEST(pattern_rings_by_elevation_as_the_velodyne_driver) {
+  lidar_pattern_t p;
+  err_msg_t msg = {0};
+  uint32_t ring[128];
+
+  // VLP-16: laser 0 (-15 degrees) is ring 0, laser 1 (+1) ring 8, laser 2 (-13) ring 1, ...
+  lidar_vlp16_desc_t v = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &v, "lidar.vlp16", &msg));
+  ASSERT_OK(lidar_pattern_elevation_rings(&p, ring, &msg));
+  for (uint32_t k = 0; k < 16; k++) {
+    ASSERT_EQ(ring[k], (uint32_t)(kVlpElevation[k] + 15.0) / 2u);
+  }
+  ASSERT_EQ(ring[1], 8);
+  ASSERT_EQ(ring[2], 1);
+  ASSERT_OK(check_elevation_rings(&p));
+  lidar_pattern_close(&p);
+
+  // HDL-64E and Ouster number their lasers from the top: the rings run the other way
+  lidar_hdl64e_desc_t h = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_hdl64e_init(&p, &h, "lidar.hdl64e", &msg));
+  ASSERT_OK(lidar_pattern_elevation_rings(&p, ring, &msg));
+  for (uint32_t k = 0; k < 64; k++) {
+    ASSERT_EQ(ring[k], 63 - k);
+  }
+  lidar_pattern_close(&p);
+  lidar_ouster_desc_t o = {.channels = 128, .columns = 512, .frequency = 10.0,
+                           .elevation_max = NAN, .elevation_min = NAN};
+  ASSERT_OK(lidar_pattern_ouster_init(&p, &o, "lidar.ouster", &msg));
+  ASSERT_OK(lidar_pattern_elevation_rings(&p, ring, &msg));
+  for (uint32_t k = 0; k < 128; k++) {
+    ASSERT_EQ(ring[k], 127 - k);
+  }
+  lidar_pattern_close(&p);
+  lidar_bpearl_desc_t b = {.frequency = 10.0};
+  ASSERT_OK(lidar_pattern_bpearl_init(&p, &b, "lidar.bpearl", &msg));
+  ASSERT_OK(check_elevation_rings(&p));
+  lidar_pattern_close(&p);
+
+  // a spinning table fired out of channel order, two channels at one elevation
+  double el[5] = {0.1, -0.2, 0.1, 0.3, -0.05}, dt[5] = {4e-5, 3e-5, 2e-5, 1e-5, 0.0};
+  lidar_spinning_desc_t s = {.frequency = 10.0, .columns = 100, .elevations = el, .nchannel = 5,
+                             .time_offsets = dt, .ntime_offset = 5};
+  ASSERT_OK(lidar_pattern_spinning_init(&p, &s, "lidar.spinning", &msg));
+  ASSERT_EQ(p.ring[0], 4);   // fired first
+  ASSERT_OK(lidar_pattern_elevation_rings(&p, ring, &msg));
+  const uint32_t by_channel[5] = {2, 0, 3, 4, 1};
+  for (uint32_t k = 0; k < 5; k++) {
+    ASSERT_EQ(ring[k], by_channel[p.ring[k]]);
+  }
+  ASSERT_OK(check_elevation_rings(&p));
+  lidar_pattern_close(&p);
+
+  // a custom list: a channel of several rays at their mean elevation
+  double az[4] = {0.0, 0.1, 0.2, 0.3}, cel[4] = {0.1, 0.3, 0.0, 0.05};
+  uint32_t ch[4] = {5, 5, 2, 9};
+  lidar_custom_desc_t c = {.azimuths = az, .elevations = cel, .channels = ch, .nchannel = 4,
+                           .nray = 4, .frame_rate = 10.0};
+  ASSERT_OK(lidar_pattern_custom_init(&p, &c, "lidar.custom", &msg));
+  ASSERT_OK(lidar_pattern_elevation_rings(&p, ring, &msg));
+  for (uint32_t k = 0; k < 4; k++) {
+    ASSERT_EQ(ring[k], p.ring[k] == 5 ? 2u : p.ring[k] == 9 ? 1u : 0u);
+  }
+  ASSERT_OK(check_elevation_rings(&p));
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
 TEST(pattern_livox_rosette) {
   lidar_pattern_t p;
   err_msg_t msg = {0};

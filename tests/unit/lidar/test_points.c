@@ -91,7 +91,7 @@ TEST(points_write_every_field) {
                       .time_offset = 0.0123456789, .ring = 77};
   uint8_t buf[48];
   memset(buf, 0xAB, sizeof buf);
-  lidar_points_write(&l, &pt, buf);
+  lidar_points_pack(&l, &pt, buf);
   float f;
   uint32_t u = 0;
   uint16_t h;
@@ -110,13 +110,13 @@ TEST(points_write_every_field) {
 
   // the Ouster range counts the beam-origin offset n: r = distance + n
   pt.range_offset = 0.015806;
-  lidar_points_write(&l, &pt, buf);
+  lidar_points_pack(&l, &pt, buf);
   memcpy(&u, buf + 32, 4);
   ASSERT_EQ(u, 12361);      // mm
 
   // a NaN distance packs as range 0
   pt.distance = NAN;
-  lidar_points_write(&l, &pt, buf);
+  lidar_points_pack(&l, &pt, buf);
   memcpy(&u, buf + 32, 4);
   ASSERT_EQ(u, 0);
   return 0;
@@ -134,9 +134,9 @@ TEST(points_xyzi_packs_four_floats) {
   ASSERT_OK(lidar_layout_init(&c, LIDAR_LAYOUT_FIELDS, other, 4, &msg));
   lidar_point_t pt = {.xyz = {1.25, -2.5, 3.75}, .intensity = 0.125};
   float fa[4], fb[4], fc[4];
-  lidar_points_write(&a, &pt, (uint8_t*)fa);
-  lidar_points_write(&b, &pt, (uint8_t*)fb);
-  lidar_points_write(&c, &pt, (uint8_t*)fc);
+  lidar_points_pack(&a, &pt, (uint8_t*)fa);
+  lidar_points_pack(&b, &pt, (uint8_t*)fb);
+  lidar_points_pack(&c, &pt, (uint8_t*)fc);
   const float expect[4] = {1.25f, -2.5f, 3.75f, 0.125f};
   ASSERT_MEM_EQ(fa, expect, sizeof expect);
   ASSERT_MEM_EQ(fb, expect, sizeof expect);

@@ -174,14 +174,14 @@ TEST(wire_out_step_done_in_parts_when_one_frame_is_too_small) {
   shared_buf_t** frames;
   uint32_t n;
   err_msg_t msg;
-  ASSERT_OK(wire_out_step_done(42, 0.5, 300, f.sd, 3, 16100, &frames, &n, &msg));
+  ASSERT_OK(wire_out_step_done(42, 0.5, 300, f.sd, 3, 16200, &frames, &n, &msg));
   ASSERT_EQ(n, 4);
   uint64_t total = 0;
   for (uint32_t i = 0; i < n; i++) {
     total += shared_buf_frame_len(frames[i]);
-    ASSERT_TRUE(shared_buf_len(frames[i]) <= 16100);
+    ASSERT_TRUE(shared_buf_len(frames[i]) <= 16200);
   }
-  ASSERT_EQ(wire_out_step_done_bytes(42, 0.5, 300, f.sd, 3, 16100), total);
+  ASSERT_EQ(wire_out_step_done_bytes(42, 0.5, 300, f.sd, 3, 16200), total);
   ASSERT_TRUE(refers_to(frames[0], f.recs.rec[0].u.cloud.data, 16000));
   for (uint32_t i = 0; i < 3; i++) {
     Sensim__V1__Envelope* e = unpack_frame(frames[i]);

@@ -1010,3 +1010,189 @@ TEST(env_destroy_frees_everything_and_create_survives_oom) {
   scene_device_destroy(dev);
   return 0;
 }
+
+//---------------- The persistent step view
+
+#define VIEW_MAX_ID 64
+
+// A test sensor that copies the bodies and joints of every step view it receives.
+typedef struct view_probe {
+  view_body_t bodies[VIEW_MAX_ID];
+  uint32_t nbody;
+  view_joint_t joints[VIEW_MAX_ID];
+  uint32_t njoint;
+} view_probe_t;
+
+static int view_probe_step(void* self, const sensor_ctx_t* ctx, const step_view_t* v,
+                           sensor_out_t* out, err_msg_t* msg) {
+  (void)ctx;
+  (void)out;
+  view_probe_t* p = self;
+  if (v->nbody > VIEW_MAX_ID || v->njoint > VIEW_MAX_ID) {
+    return err_set(msg, ERR_LIMIT, "view probe: too many bodies or joints");
+  }
+  memcpy(p->bodies, v->bodies, v->nbody * sizeof(view_body_t));
+  p->nbody = v->nbody;
+  memcpy(p->joints, v->joints, v->njoint * sizeof(view_joint_t));
+  p->njoint = v->njoint;
+  return 0;
+}
+
+static void view_probe_destroy(void* self) { (void)self; }
+
+static const sensor_ops_t kViewProbeOps = {
+    .kind_name = "probe", .step = view_probe_step, .destroy = view_probe_destroy};
+
+// The test's own account of what a step must see: each body's and joint's state at the last
+// step (t0) and now (t1), from the descriptions and updates it sent (docs/time.md).
+typedef struct view_truth {
+  int live;
+  body_state_t at[2];
+  joint_type_t type;
+  double position[2];
+} view_truth_t;
+
+// Bit for bit, field by field (not the padding).
+static int same_state(const body_state_t* a, const body_state_t* b) {
+  return memcmp(&a->pose, &b->pose, sizeof a->pose) == 0 &&
+         memcmp(a->linear_velocity, b->linear_velocity, sizeof a->linear_velocity) == 0 &&
+         memcmp(a->angular_velocity, b->angular_velocity, sizeof a->angular_velocity) == 0 &&
+         a->has_velocity == b->has_velocity;
+}
+
+static uint32_t lcg(uint32_t* s) {
+  *s = *s * 1664525u + 1013904223u;
+  return *s >> 8;
+}
+
+// Bodies and joints created and removed in a scrambled order every fifth step of 100, moved a
+// few at a time at every step: every step view lists exactly the live ones, sorted by id, with their states at both
+// ends bit for bit as the test's own account has them (the view persists from step to step and
+// is written only where something changed, so a missed change would show here).
+TEST(step_view_follows_every_change_bit_for_bit) {
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "view", NULL, NULL));
+  err_msg_t msg;
+  view_probe_t probe;
+  memset(&probe, 0, sizeof probe);
+  sensor_desc_t sd = {.id = 1, .mount = xform_identity(),
+                      .sensor = {.kind = SENSOR_TEST, .ops = &kViewProbeOps, .self = &probe}};
+  ASSERT_OK(env_create_sensor(f.e, &sd, &msg));
+  view_truth_t body[VIEW_MAX_ID] = {{0}}, joint[VIEW_MAX_ID] = {{0}};
+  uint32_t seed = 7;
+  int has_time = 0;
+  for (int k = 0; k < 100; k++) {
+    double t = 0.1 * k;
+    // every fifth step one kind of change, in turn: bodies created, bodies removed, joints
+    // created, joints removed (ids scrambled: creation order is not id order); the steps
+    // between change only states
+    int change = k % 5 ? -1 : k == 0 ? 4 : (k / 5) % 4;
+    for (int c = 0; c < 6 && change >= 0; c++) {
+      uint32_t id = 1 + lcg(&seed) % (VIEW_MAX_ID - 1);
+      view_truth_t* b = &body[id];
+      view_truth_t* j = &joint[id];
+      if ((change == 0 || change == 4) && !b->live) {
+        body_desc_t d = {.id = id, .pose = xform_identity(),
+                         .linear_velocity = {0.1 * id, 0, 0}, .angular_velocity = {0, 0, -1}};
+        d.pose.p[1] = (double)id;
+        ASSERT_OK(env_create_body(f.e, &d, &msg));
+        memset(b, 0, sizeof *b);
+        b->live = 1;
+        for (int e = 0; e < 2; e++) {
+          b->at[e].pose = d.pose;
+          memcpy(b->at[e].linear_velocity, d.linear_velocity, sizeof(double[3]));
+          memcpy(b->at[e].angular_velocity, d.angular_velocity, sizeof(double[3]));
+          b->at[e].has_velocity = 1;
+        }
+      }
+      if (change == 1 && b->live && c < 2) {
+        ASSERT_OK(env_remove(f.e, ENV_ENTITY_BODY, id, &msg));
+        b->live = 0;
+      }
+      if ((change == 2 || change == 4) && !j->live) {
+        joint_desc_t d = {.id = id, .type = id % 2 ? JOINT_TYPE_PRISMATIC : JOINT_TYPE_REVOLUTE,
+                          .position = 0.5 * id};
+        ASSERT_OK(env_create_joint(f.e, &d, &msg));
+        j->live = 1;
+        j->type = d.type;
+        j->position[0] = j->position[1] = d.position;
+      }
+      if (change == 3 && j->live && c < 2) {
+        ASSERT_OK(env_remove(f.e, ENV_ENTITY_JOINT, id, &msg));
+        j->live = 0;
+      }
+    }
+
+    // a state naming some of the live ones (some steps none), with velocities every other time
+    uint32_t ids[VIEW_MAX_ID], jids[VIEW_MAX_ID], n = 0, nj = 0;
+    double poses[7 * VIEW_MAX_ID], vels[6 * VIEW_MAX_ID], pos[VIEW_MAX_ID];
+    int with_vel = k % 2;
+    for (uint32_t id = 1; id < VIEW_MAX_ID; id++) {
+      if (body[id].live && lcg(&seed) % 4 == 0) {
+        double* p = poses + 7 * n;
+        double a = 0.01 * (double)lcg(&seed);
+        double q[7] = {t, (double)id, 0.5 * t, 0, 0, sin(a), cos(a)};
+        memcpy(p, q, sizeof q);
+        for (int i = 0; i < 6; i++) {
+          vels[6 * n + i] = 0.001 * (double)(lcg(&seed) % 1000);
+        }
+        body_state_t* s = &body[id].at[1];
+        s->pose = (pose_t){{q[0], q[1], q[2]}, {q[6], q[3], q[4], q[5]}};
+        xform_quat_normalize(s->pose.q);
+        if (with_vel) {
+          memcpy(s->linear_velocity, vels + 6 * n, sizeof(double[3]));
+          memcpy(s->angular_velocity, vels + 6 * n + 3, sizeof(double[3]));
+        }
+        s->has_velocity = with_vel;
+        ids[n++] = id;
+      }
+      if (joint[id].live && lcg(&seed) % 4 == 0) {
+        pos[nj] = 0.25 * (double)(lcg(&seed) % 100);
+        joint[id].position[1] = pos[nj];
+        jids[nj++] = id;
+      }
+    }
+    env_state_update_t u = {.time = t, .nbody = n, .body_ids = ids, .body_poses = poses,
+                            .body_velocities = with_vel ? vels : NULL, .njoint = nj,
+                            .joint_ids = jids, .joint_positions = pos};
+    ASSERT_OK(env_update_state(f.e, &u, &msg));
+    if (!has_time) {
+      // the first state is also the start of the first interval
+      for (uint32_t id = 1; id < VIEW_MAX_ID; id++) {
+        body[id].at[0] = body[id].at[1];
+        joint[id].position[0] = joint[id].position[1];
+      }
+      has_time = 1;
+    }
+    ASSERT_OK(env_step(f.e, t, &msg));
+
+    // exactly the live ones, sorted by id, both ends bit for bit
+    uint32_t nb = 0, njl = 0;
+    for (uint32_t id = 1; id < VIEW_MAX_ID; id++) {
+      if (body[id].live) {
+        ASSERT_TRUE(nb < probe.nbody);
+        const view_body_t* vb = &probe.bodies[nb++];
+        ASSERT_EQ(vb->id, id);
+        for (int e = 0; e < 2; e++) {
+          ASSERT_TRUE(same_state(&vb->at[e], &body[id].at[e]));
+        }
+      }
+      if (joint[id].live) {
+        ASSERT_TRUE(njl < probe.njoint);
+        const view_joint_t* vj = &probe.joints[njl++];
+        ASSERT_EQ(vj->id, id);
+        ASSERT_EQ((int)vj->type, joint[id].type == JOINT_TYPE_PRISMATIC ? VIEW_JOINT_PRISMATIC
+                                                                       : VIEW_JOINT_REVOLUTE);
+        ASSERT_TRUE(vj->position[0] == joint[id].position[0]);
+        ASSERT_TRUE(vj->position[1] == joint[id].position[1]);
+      }
+      // the step rolls the state now into the start of the next interval
+      body[id].at[0] = body[id].at[1];
+      joint[id].position[0] = joint[id].position[1];
+    }
+    ASSERT_EQ(probe.nbody, nb);
+    ASSERT_EQ(probe.njoint, njl);
+  }
+  teardown(&f);
+  return 0;
+}

@@ -7,7 +7,8 @@
 
 Prints one line, ``sensim foxglove bridge on ws://HOST:PORT (page http://HOST:PORT/)``, once
 it listens, then serves until SIGINT or SIGTERM (exit 0). Exit status 1: it cannot listen;
-2: a usage error. add_arguments() and run() let a larger command line offer it as a subcommand.
+2: a usage error. The same command line is ``python -m sensim foxglove`` (and ``sensim foxglove``
+once installed). add_arguments() and run() let a larger command line offer it as a subcommand.
 """
 
 from __future__ import annotations
@@ -116,8 +117,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m sensim.foxglove",
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m sensim.foxglove") -> int:
+    """Run the bridge's command line on `argv` (default sys.argv[1:]); `prog` names it in
+    usage and help (``sensim foxglove`` when reached through sensim's command line)."""
+    ap = argparse.ArgumentParser(prog=prog,
                                  description="Serve a sensimd environment to Foxglove "
                                  "(foxglove.websocket.v1) and to a built-in 3D page.")
     add_arguments(ap)
