@@ -1,7 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The ray-tracing backend seen from outside (docs/backend.md): the instruction set the daemon
-traces with follows SENSIM_EMBREE_CONFIG, and GetInfo counts invalid rays (none, through the
-daemon) apart from those traced."""
+traces with follows SENSIM_EMBREE_CONFIG, the core's own kernels follow SENSIM_SIMD, and
+GetInfo counts invalid rays (none, through the daemon) apart from those traced."""
 
 from __future__ import annotations
 
@@ -54,6 +54,38 @@ def test_daemon_traces_with_the_configured_instruction_set(sensimd_factory, monk
         c.create_object(10, geometry_id=1)
         hits = c.raycast(np.zeros((1, 3)), [[0.0, 0.0, 1.0]])
     assert abs(hits.distances[0] - 2.0) <= 4 * U32 * 2.0
+
+
+def test_daemon_runs_the_core_kernels_at_the_configured_level(sensimd_factory, monkeypatch):
+    # SENSIM_SIMD lowers the level of the core's own SIMD kernels (docs/backend.md): logged at
+    # info when set, the same clouds at every level, and a bad value stops the daemon at start
+    clouds = []
+    for level in ("baseline", "avx2", None):
+        if level is None:
+            monkeypatch.delenv("SENSIM_SIMD", raising=False)
+        else:
+            monkeypatch.setenv("SENSIM_SIMD", level)
+        d = sensimd_factory("--log-level", "debug")
+        line = backend_line(d)
+        if level is not None:
+            assert f"core kernels {level} (SENSIM_SIMD)" in line, line
+        else:
+            assert "core kernels " in line and "(SENSIM_SIMD)" not in line, line
+        with d.client() as c:
+            c.create_primitive(1, "sphere", radius=6.0)
+            c.create_object(10, geometry_id=1)
+            c.create_lidar(1, vlp16={"frequency": 10.0}, distance_noise={"stddev_base": 0.01})
+            got = []
+            for t in (0.0, 0.05, 0.1, 0.15):
+                c.update_state(t)
+                got += c.lidar_clouds(c.step(t), 1)
+        assert len(got) == 1 and len(got[0]) == 1809 * 16   # every ray hits the sphere
+        clouds.append(got[0].tobytes())
+    assert clouds[0] == clouds[1] == clouds[2]
+
+    monkeypatch.setenv("SENSIM_SIMD", "avx3")
+    with pytest.raises(pytest.fail.Exception, match='SENSIM_SIMD = "avx3" is not baseline'):
+        sensimd_factory()
 
 
 def test_getinfo_counts_invalid_rays_apart(sensimd):

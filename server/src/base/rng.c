@@ -4,9 +4,10 @@
 
 #include <math.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#include "base/simd.h"
+
+#if SIMD_X86
 #include <immintrin.h>
-#define RNG_AVX2 1
 #endif
 
 #define PHILOX_M0 0xD2511F53u
@@ -75,9 +76,8 @@ void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]) {
 // 32 x 32 -> 64-bit products per lane as two pmuludq (the even lanes, then the odd ones shifted
 // down), the high and low halves blended back into lanes. Integer arithmetic: the scalar words
 // exactly.
-#ifdef RNG_AVX2
-__attribute__((target("avx2"))) static inline void mul_hilo8(__m256i a, __m256i m, __m256i* hi,
-                                                             __m256i* lo) {
+#if SIMD_X86
+SIMD_AVX2_FN static inline void mul_hilo8(__m256i a, __m256i m, __m256i* hi, __m256i* lo) {
   __m256i even = _mm256_mul_epu32(a, m);
   __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
   *hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
@@ -86,9 +86,8 @@ __attribute__((target("avx2"))) static inline void mul_hilo8(__m256i a, __m256i 
 
 
 // The counters of eight rays index[0..8) as vectors of words 0 to 3.
-__attribute__((target("avx2"))) static inline void counters8(const uint64_t* index,
-                                                             uint32_t draw, uint32_t stream,
-                                                             __m256i c[4]) {
+SIMD_AVX2_FN static inline void counters8(const uint64_t* index, uint32_t draw, uint32_t stream,
+                                          __m256i c[4]) {
   __m256i i0 = _mm256_loadu_si256((const __m256i*)index);        // rays 0-3
   __m256i i1 = _mm256_loadu_si256((const __m256i*)(index + 4));  // rays 4-7
   const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
@@ -102,8 +101,7 @@ __attribute__((target("avx2"))) static inline void counters8(const uint64_t* ind
 
 
 // One Philox round of eight counters under round key (k0, k1).
-__attribute__((target("avx2"))) static inline void round8(__m256i c[4], __m256i k0,
-                                                          __m256i k1) {
+SIMD_AVX2_FN static inline void round8(__m256i c[4], __m256i k0, __m256i k1) {
   const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
   __m256i hi0, lo0, hi1, lo1;
   mul_hilo8(c[0], m0, &hi0, &lo0);
@@ -116,8 +114,7 @@ __attribute__((target("avx2"))) static inline void round8(__m256i c[4], __m256i 
 
 
 // Eight enciphered counters back to four words per ray, into out[0..8).
-__attribute__((target("avx2"))) static inline void store8(const __m256i c[4],
-                                                          uint32_t (*out)[4]) {
+SIMD_AVX2_FN static inline void store8(const __m256i c[4], uint32_t (*out)[4]) {
   __m256i t0 = _mm256_unpacklo_epi32(c[0], c[1]);   // r0w0 r0w1 r1w0 r1w1 | r4.. r5..
   __m256i t1 = _mm256_unpackhi_epi32(c[0], c[1]);   // r2.. r3.. | r6.. r7..
   __m256i t2 = _mm256_unpacklo_epi32(c[2], c[3]);
@@ -135,9 +132,8 @@ __attribute__((target("avx2"))) static inline void store8(const __m256i c[4],
 
 // Sixteen rays' words from index[0..16) into out[0..16): two independent sets of eight
 // interleaved, so that one set's products overlap the other's.
-__attribute__((target("avx2"))) static void philox16(const uint64_t* index, uint32_t draw,
-                                                     uint32_t stream, uint32_t k0, uint32_t k1,
-                                                     uint32_t (*out)[4]) {
+SIMD_AVX2_FN static void philox16(const uint64_t* index, uint32_t draw, uint32_t stream,
+                                  uint32_t k0, uint32_t k1, uint32_t (*out)[4]) {
   __m256i a[4], b[4];
   counters8(index, draw, stream, a);
   counters8(index + 8, draw, stream, b);
@@ -158,8 +154,8 @@ void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint3
                  size_t n) {
   uint64_t key = philox_key(k);
   size_t i = 0;
-#ifdef RNG_AVX2
-  if (__builtin_cpu_supports("avx2")) {
+#if SIMD_X86
+  if (simd_level() >= SIMD_AVX2) {
     for (; i + 16 <= n; i += 16) {
       philox16(index + i, draw, k->stream, (uint32_t)key, (uint32_t)(key >> 32), out + i);
     }

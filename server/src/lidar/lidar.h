@@ -12,7 +12,8 @@
 // Rays are traced in coherent packets of 16 (tiles of neighbouring rays) on the step's worker
 // pool; every random number is keyed by (seed, sensor, sweep, ray index within the sweep,
 // draw), so clouds are bit-identical whatever the number of workers and however the time line
-// is cut into steps.
+// is cut into steps. A lidar is a model, const after create (model.h), and data that steps
+// change (data.h), as MuJoCo's mjModel and mjData.
 //
 // Thread: created on any thread; stepped on the environment's executor thread (it uses the
 // view's pool).

@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-#include "base/clones.h"
+#include "base/simd.h"
 
 
 static int check_nonneg(const char* prefix, const char* field, double v, err_msg_t* msg) {
@@ -95,9 +95,8 @@ double lidar_noise_normal_quantile(double u) {
 }
 
 
-// The central branch across SIMD lanes (base/clones.h).
-SENSIM_CLONES
-void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
+// The central branch across SIMD lanes (its forms: base/simd.h), then the tails.
+static inline SIMD_BODY void quantiles(const uint32_t (*w)[4], size_t n, double* z) {
   for (size_t i = 0; i < n; i++) {
     z[i] = quantile_centre(lidar_noise_uniform(w[i][2], w[i][3]));
   }
@@ -107,6 +106,40 @@ void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
       z[i] = lidar_noise_normal_quantile(u);
     }
   }
+}
+
+SIMD_FORMS(quantiles, (const uint32_t (*w)[4], size_t n, double* z), (w, n, z))
+
+
+// The uniform of 52 bits b, as lidar_noise_uniform computes it.
+static double uniform_of(uint64_t b) {
+  return ((double)b + 0.5) * (1.0 / 4503599627370496.0);
+}
+
+uint64_t lidar_noise_uniform_count_below(double p) {
+  const uint64_t top = (uint64_t)1 << 52;
+  if (!(p > uniform_of(0))) {
+    return 0;
+  }
+  if (p > uniform_of(top - 1)) {
+    return top;
+  }
+  // the count c: uniform_of(c - 1) < p <= uniform_of(c); p 2^52 - 1/2 is within a step of it
+  // (the products by 2^52 are exact), then the exact comparisons settle it
+  double guess = floor(p * 4503599627370496.0 - 0.5);
+  uint64_t c = guess <= 0.0 ? 0 : (guess >= (double)top ? top : (uint64_t)guess);
+  while (c > 0 && !(uniform_of(c - 1) < p)) {
+    c--;
+  }
+  while (c < top && uniform_of(c) < p) {
+    c++;
+  }
+  return c;
+}
+
+
+void lidar_noise_normal_quantiles(const uint32_t (*w)[4], size_t n, double* z) {
+  SIMD_CALL(quantiles, (w, n, z));
 }
 
 

@@ -28,13 +28,24 @@
 
 //---------------- Random variates
 
+// The 52 bits lidar_noise_uniform reads from two words.
+static inline uint64_t lidar_noise_uniform_bits(uint32_t hi, uint32_t lo) {
+  return (((uint64_t)hi << 32) | lo) >> 12;
+}
+
 // Uniform in the open interval (0, 1) from two words (52 bits), never 0 or 1. (Inline, like
 // the two below: they run once per point.)
 static inline double lidar_noise_uniform(uint32_t hi, uint32_t lo) {
   // 52 bits and a half-step offset: (bits + 0.5) is exact, so the result is never 0 or 1
-  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 12;
+  uint64_t bits = lidar_noise_uniform_bits(hi, lo);
   return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
 }
+
+// The number of 52-bit values whose uniform is below p: lidar_noise_uniform(hi, lo) < p exactly
+// when lidar_noise_uniform_bits(hi, lo) < lidar_noise_uniform_count_below(p) (the uniform grows
+// with the bits), an integer test that runs across SIMD lanes. 0 for p <= 0 or NaN, 2^52 for
+// p > 1 - 2^-53.
+uint64_t lidar_noise_uniform_count_below(double p);
 
 // Standard normal quantile Phi^-1(u) for u in (0, 1): P. J. Acklam's rational approximation
 // (relative error below 1.2e-9), so one uniform gives one normal without a log or a cosine in

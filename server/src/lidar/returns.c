@@ -14,6 +14,10 @@
 // return. With round-trip attenuation tau and the interface weights are squared (the light
 // comes back the same way); BD never is.
 //
+// Each formula lives in one function (surface_return, atmosphere_return, the interface weights
+// of eval_node); the depth-1 paths (packets of columns, and a fast path for rays with no
+// atmospheric candidate) call the same ones, so their returns equal the heap's bit for bit.
+//
 // Volumes: a ray starts in the view's ambient medium; crossing the boundary of an object that
 // has a medium enters it, crossing the boundary of the volume the segment is in leaves it (back
 // to the medium it was entered from). Volumes may nest; a lidar placed inside a volume is
@@ -142,17 +146,27 @@ static uint32_t strongest(const lidar_candidate_t* c, uint32_t n, uint32_t skip)
 }
 
 
+// Write one return (the only place a lidar_return_t is filled).
+static inline void put_return(lidar_return_t* o, double x, double intensity, double nx, double ny,
+                              double nz, uint32_t object_id, uint32_t label, uint32_t index,
+                              uint32_t count, uint8_t atmospheric) {
+  o->distance = x;
+  o->intensity = intensity;
+  o->normal[0] = nx;
+  o->normal[1] = ny;
+  o->normal[2] = nz;
+  o->object_id = object_id;
+  o->label = label;
+  o->index = (uint16_t)index;
+  o->count = (uint16_t)count;
+  o->atmospheric = atmospheric;
+}
+
+
+// Report candidate i of the n selected ones.
 static inline void emit(const lidar_candidate_t* c, uint32_t i, uint32_t n, lidar_return_t* out) {
-  out->distance = c[i].distance;
-  out->intensity = c[i].intensity;
-  out->normal[0] = c[i].normal[0];
-  out->normal[1] = c[i].normal[1];
-  out->normal[2] = c[i].normal[2];
-  out->object_id = c[i].object_id;
-  out->label = c[i].label;
-  out->index = (uint16_t)i;
-  out->count = (uint16_t)n;
-  out->atmospheric = c[i].atmospheric;
+  put_return(out, c[i].distance, c[i].intensity, c[i].normal[0], c[i].normal[1], c[i].normal[2],
+             c[i].object_id, c[i].label, i, n, c[i].atmospheric);
 }
 
 
@@ -377,6 +391,46 @@ static double path_power(const lidar_returns_t* p, double x) {
 }
 
 
+//---------------- Radiometry: the intensity of every candidate, written once
+
+// tau(x): the transmittance of OPL x in medium med, squared with round-trip attenuation.
+static inline double transmittance(const lidar_returns_t* p, const ambient_material_t* med,
+                                   double x) {
+  return path_power(p, atmosphere_transmittance(med->attenuation, x));
+}
+
+
+// The surface candidate of a segment of weight w in medium med that meets an opaque surface of
+// material m at incidence cos_i, OPL dx after its start, at OPL x: I = W tau(dx) rho_bs BD(x)
+// into *intensity. False (no candidate) when the surface sends nothing back.
+static inline int surface_return(const lidar_returns_t* p, const ambient_material_t* med,
+                                 const surface_material_t* m, double cos_i, double w, double dx,
+                                 double x, double* intensity) {
+  double rho = backscatter(m, med->refractive_index, cos_i);
+  if (!(rho > 0.0)) {
+    return 0;
+  }
+  *intensity = w * transmittance(p, med, dx) * rho * beam_factor(p, x);
+  return 1;
+}
+
+
+// The atmospheric candidate of a segment of weight w starting at OPL x0 in medium med and
+// running OPL dx: whether the medium returns light, drawn from the uniform u and draw `draw` of
+// key (atmosphere_sample), at OPL *x = x0 + xa with I = W tau(xa) rho_atm BD(x) into *intensity.
+static inline int atmosphere_return(const lidar_returns_t* p, const ambient_material_t* med,
+                                    const rng_key_t* key, uint32_t draw, double u, double w,
+                                    double x0, double dx, double* x, double* intensity) {
+  double xa;
+  if (!atmosphere_sample(med, dx, u, key, draw, &xa)) {
+    return 0;
+  }
+  *x = x0 + xa;
+  *intensity = w * transmittance(p, med, xa) * med->backscatter * beam_factor(p, *x);
+  return 1;
+}
+
+
 static void add_candidate(ray_ctx_t* r, uint32_t node, double x, double intensity,
                           const scene_hit_t* hit) {
   lidar_candidate_t* c = &r->cand[r->ncand++];
@@ -426,6 +480,19 @@ static void spawn(ray_ctx_t* r, uint32_t ci, const seg_t* s, double traced, cons
 }
 
 
+// Start the reflection child of node i (segment s, its hit h at incidence cos_i, OPL x1) with
+// weight w: the mirror direction, in the segment's own medium and volume.
+static void reflect(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_t* h, double cos_i,
+                    double x1, double w) {
+  double refl[3];
+  for (int k = 0; k < 3; k++) {
+    refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
+  }
+  spawn(r, 2 * i + 1, s, h->distance, h->normal, 1.0, refl, x1, w, s->medium, s->volume,
+        s->outer);
+}
+
+
 // Evaluate node i (segment s, its hit h): candidates, and children when `children` is set.
 static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_t* h,
                       int children) {
@@ -448,12 +515,9 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
     } else {
       u = rng_uniform(&r->key, draw);
     }
-    double xa;
-    if (atmosphere_sample(med, dx, u, &r->key, draw + 1, &xa)) {
-      double x = s->x0 + xa;
-      double tau = path_power(p, atmosphere_transmittance(med->attenuation, xa));
-      double bd = beam_factor(p, x);
-      add_candidate(r, i, x, s->weight * tau * med->backscatter * bd, NULL);
+    double x, intensity;
+    if (atmosphere_return(p, med, &r->key, draw + 1, u, s->weight, s->x0, dx, &x, &intensity)) {
+      add_candidate(r, i, x, intensity, NULL);
     }
   }
   if (!is_hit) {
@@ -462,29 +526,29 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
 
   // the interface: an opaque surface, or the boundary of a volume with its own medium
   double cos_i = -dot3(h->normal, s->dir);
-  double tau = path_power(p, atmosphere_transmittance(med->attenuation, dx));
   const ambient_material_t* inside;
   const surface_material_t* m;
   hit_optics(r->v, r->optics, h->object_id, h->primitive, &inside, &m);
   if (inside == NULL) {
-    double rho = backscatter(m, n_amb, cos_i);
-    if (rho > 0.0) {
-      add_candidate(r, i, x1, s->weight * tau * rho * beam_factor(p, x1), h);
+    double intensity;
+    if (surface_return(p, med, m, cos_i, s->weight, dx, x1, &intensity)) {
+      add_candidate(r, i, x1, intensity, h);
     }
-    if (children && m->kind != MATERIAL_LAMBERTIAN) {
-      double w = s->weight * tau * path_power(p, brdf_reflection_weight(m, n_amb, cos_i));
-      if (w > 0.0) {
-        double refl[3];
-        for (int k = 0; k < 3; k++) {
-          refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
-        }
-        spawn(r, 2 * i + 1, s, h->distance, h->normal, 1.0, refl, x1, w, med, s->volume,
-              s->outer);
-      }
-    }
-    return;
   }
   if (!children) {
+    return;
+  }
+
+  // the children: the specular reflection of an opaque surface that is not Lambertian, with
+  // its weight W tau w_R
+  double tau = transmittance(p, med, dx);
+  if (inside == NULL) {
+    double w = m->kind != MATERIAL_LAMBERTIAN
+                   ? s->weight * tau * path_power(p, brdf_reflection_weight(m, n_amb, cos_i))
+                   : 0.0;
+    if (w > 0.0) {
+      reflect(r, i, s, h, cos_i, x1, w);
+    }
     return;
   }
 
@@ -519,11 +583,7 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   // reflection stays in the medium; transmission bends by Snell's law into the far medium
   double wr = s->weight * tau * path_power(p, w_r);
   if (wr > 0.0) {
-    double refl[3];
-    for (int k = 0; k < 3; k++) {
-      refl[k] = s->dir[k] + 2.0 * cos_i * h->normal[k];
-    }
-    spawn(r, 2 * i + 1, s, h->distance, h->normal, 1.0, refl, x1, wr, med, s->volume, s->outer);
+    reflect(r, i, s, h, cos_i, x1, wr);
   }
   double wt = s->weight * tau * path_power(p, w_t);
   if (wt > 0.0) {
@@ -573,100 +633,84 @@ static uint32_t add_noise(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t
 }
 
 
-// The root segment's surface candidate of lane j of a packet that hit a surface in range, at
-// OPL dx in the ambient medium: its intensity into *intensity, or 0 when there is none (the
-// object holds a medium, or the surface sends nothing back).
-static inline int primary_surface_return(const lidar_returns_t* p, const step_view_t* v,
-                                         optics_cache_t* optics, const scene_packet_t* rays,
-                                         const scene_packet_hits_t* hits, unsigned j, double dx,
-                                         double* intensity) {
-  const ambient_material_t* air = v->ambient;
-  double cos_i = -(hits->nx[j] * rays->dx[j] + hits->ny[j] * rays->dy[j] +
-                   hits->nz[j] * rays->dz[j]);
-  const ambient_material_t* inside;
-  const surface_material_t* mat;
-  hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
-  if (inside != NULL) {
-    return 0;
-  }
-  double rho = backscatter(mat, air->refractive_index, cos_i);
-  if (!(rho > 0.0)) {
-    return 0;
-  }
-  double tau = path_power(p, atmosphere_transmittance(air->attenuation, dx));
-  *intensity = tau * rho * beam_factor(p, dx);
-  return 1;
+// The root segment of a primary ray from `origin` along the unit `dir`: OPL 0, weight 1, in
+// the ambient medium air.
+static void root_segment(seg_t* s, const double origin[3], const double dir[3],
+                         const ambient_material_t* air) {
+  memcpy(s->origin, origin, sizeof s->origin);
+  memcpy(s->dir, dir, sizeof s->dir);
+  s->x0 = 0.0;
+  s->weight = 1.0;
+  s->lead = 0.0;
+  s->medium = air;
+  s->volume = 0;
+  s->outer = NO_NODE;
+  s->valid = 1;
 }
 
 
-// Depth 1 (no heap: one segment per ray, in the ambient medium): eval_node of the root and the
-// selection, with the root's constants folded (x0 = 0, weight = 1, no lead; each fold is exact:
-// 0 + x and 1 * x are x for the non-negative values here). Lane j of a packet in columns, its
-// hit and its first draw `block` (computed: a ray comes here when that draw may give an
-// atmospheric return).
-static void primary_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
-                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned j,
-                            const scene_packet_hits_t* hits, uint32_t block[4],
-                            optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
-  const ambient_material_t* air = v->ambient;
-  const double n_amb = air->refractive_index;
-  const double tmax = lidar_returns_primary_tmax(p, v);
+// The returns of a ray whose candidates are all in r: the selection, then the distance noise,
+// into o. Returns their number.
+static uint32_t ray_finish(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_t* o) {
+  uint32_t k = lidar_returns_select(p, r->cand, r->ncand, o);
+  return add_noise(p, r, o, k);
+}
+
+
+// Depth 1, lane j of a packet in columns (rng index `index`, its hit, its first draw `block`)
+// as lidar_returns_trace does any ray: the root segment's candidates (eval_node), then
+// ray_finish. For the rays whose first draw may give an atmospheric return.
+static void lane_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
+                         const scene_packet_t* rays, uint64_t index, unsigned j,
+                         const scene_packet_hits_t* hits, uint32_t block[4],
+                         optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
+  seg_t root;
+  root_segment(&root, (const double[3]){rays->ox[j], rays->oy[j], rays->oz[j]},
+               (const double[3]){rays->dx[j], rays->dy[j], rays->dz[j]}, v->ambient);
+  scene_hit_t h = {.distance = hits->distance[j],
+                   .normal = {hits->nx[j], hits->ny[j], hits->nz[j]},
+                   .object_id = hits->object_id[j], .label = hits->label[j],
+                   .primitive = hits->primitive[j]};
   lidar_candidate_t cand[2];
   ray_ctx_t r = {.p = p, .v = v, .optics = optics, .key = *key, .block = block, .has_block = 1,
-                 .cand = cand};
-  r.key.index = ray_index[j];
-  int is_hit = hit_in_range(hits->object_id[j], hits->distance[j], tmax);
-  double dx = n_amb * (is_hit ? hits->distance[j] : tmax);
-  if (air->return_scaling > 0.0) {
-    double u = lidar_noise_uniform(block[0], block[1]);
-    double xa;
-    if (u < air->return_scaling &&   // atmosphere_sample's own first test, without a call
-        atmosphere_sample(air, dx, u, &r.key, LIDAR_DRAW_ATMOSPHERE + 1, &xa)) {
-      double tau = path_power(p, atmosphere_transmittance(air->attenuation, xa));
-      add_candidate(&r, 0, xa, tau * air->backscatter * beam_factor(p, xa), NULL);
-    }
-  }
-  double intensity;
-  if (is_hit && primary_surface_return(p, v, optics, rays, hits, j, dx, &intensity)) {
-    scene_hit_t h = {.distance = hits->distance[j],
-                     .normal = {hits->nx[j], hits->ny[j], hits->nz[j]},
-                     .object_id = hits->object_id[j], .label = hits->label[j],
-                     .primitive = hits->primitive[j]};
-    add_candidate(&r, 0, dx, intensity, &h);
-  }
-  lidar_return_t* o = &out[j * p->max_returns];
-  uint32_t k = r.ncand == 1 ? select_one(p, cand, o)
-               : r.ncand  ? lidar_returns_select(p, cand, r.ncand, o)
-                          : 0;
-  nret[j] = (uint8_t)(k ? add_noise(p, &r, o, k) : 0);
+                 .nodes = &root, .cand = cand};
+  r.key.index = index;
+  eval_node(&r, 0, &root, &h, 0);
+  nret[j] = (uint8_t)ray_finish(p, &r, &out[j * p->max_returns]);
 }
 
 
-// primary_returns of the lanes [0, n) of a packet. Each ray without an atmospheric return (all
-// of them when the medium's return_scaling is 0, nearly all in clear air) is done here: it has
-// at most its surface candidate, which every mode reports (select_one), then that return's
-// distance noise (add_noise). The same operations in the same order, without the candidate and
-// the ray context. A ray whose first draw may give an atmospheric return goes to
-// primary_returns. lane[0..nh): the lanes that hit a surface in range, in order; z[i]: lane
-// lane[i]'s distance noise quantile when the noise is on.
-static void primary_surface(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
-                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
-                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
-                            const unsigned* lane, unsigned nh, const double* z,
-                            optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
+// The returns of the lanes [0, n) of a packet at depth 1. A ray whose first draw may give an
+// atmospheric return goes to lane_returns. Every other one (all of them when the medium's
+// return_scaling is 0, nearly all in clear air) has at most its root's surface candidate,
+// which every mode reports: the same operations as eval_node, lidar_returns_select and
+// add_noise in the same order, without the candidate and the ray context. lane[0..nh): the
+// lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
+// when the noise is on; atm_count: lidar_noise_uniform_count_below(return_scaling) (0: no
+// atmospheric return, and blocks unused).
+static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
+                           const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
+                           const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
+                           const unsigned* lane, unsigned nh, const double* z,
+                           uint64_t atm_count, optics_cache_t* optics, lidar_return_t* out,
+                           uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const uint32_t maxr = p->max_returns;
   const lidar_distance_noise_t* dn = &p->distance_noise;
-  const double scaling = air->return_scaling;
-  uint32_t general = 0;   // lanes done by primary_returns
+  uint32_t general = 0;   // lanes done by lane_returns
   for (unsigned j = 0; j < n; j++) {
     nret[j] = 0;
   }
-  for (unsigned j = 0; scaling > 0.0 && j < n; j++) {
-    if (lidar_noise_uniform(blocks[j][0], blocks[j][1]) < scaling) {
-      primary_returns(p, v, key, rays, ray_index, j, hits, blocks[j], optics, out, nret);
-      general |= 1u << j;
+  if (atm_count > 0) {
+    // lidar_noise_uniform(w0, w1) < return_scaling, in integers across the lanes
+    for (unsigned j = 0; j < n; j++) {
+      general |= (uint32_t)(lidar_noise_uniform_bits(blocks[j][0], blocks[j][1]) < atm_count)
+                 << j;
+    }
+    for (uint32_t g = general; g; g &= g - 1) {
+      unsigned j = (unsigned)__builtin_ctz(g);
+      lane_returns(p, v, key, rays, ray_index[j], j, hits, blocks[j], optics, out, nret);
     }
   }
   for (unsigned i = 0; i < nh; i++) {
@@ -674,31 +718,31 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
     if ((general >> j) & 1u) {
       continue;
     }
+
+    // the root's surface candidate, as eval_node finds it (x0 = 0, weight 1, no lead: x0 + dx
+    // and 1 * tau are exact)
     double dx = n_amb * hits->distance[j];
+    double cos_i = -(hits->nx[j] * rays->dx[j] + hits->ny[j] * rays->dy[j] +
+                     hits->nz[j] * rays->dz[j]);
+    const ambient_material_t* inside;
+    const surface_material_t* mat;
+    hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
     double intensity;
-    if (!primary_surface_return(p, v, optics, rays, hits, j, dx, &intensity) ||
+    if (inside != NULL || !surface_return(p, air, mat, cos_i, 1.0, dx, dx, &intensity) ||
         !detectable(p, dx, intensity)) {
       continue;
     }
+
+    // its distance noise (z is ignored where the deviation is 0, where add_noise draws none)
     double x = dx;
     if (dn->enabled) {
-      x = lidar_noise_distance_apply(dn, dx, lidar_noise_distance_stddev(dn, dx) != 0.0 ? z[i]
-                                                                                     : 0.0);
+      x = lidar_noise_distance_apply(dn, dx, z[i]);
       if (!(x <= LIDAR_MAX_DISTANCE)) {
         continue;
       }
     }
-    lidar_return_t* o = &out[j * maxr];
-    o->distance = x;
-    o->intensity = intensity;
-    o->normal[0] = hits->nx[j];
-    o->normal[1] = hits->ny[j];
-    o->normal[2] = hits->nz[j];
-    o->object_id = hits->object_id[j];
-    o->label = hits->label[j];
-    o->index = 0;
-    o->count = 1;
-    o->atmospheric = 0;
+    put_return(&out[j * maxr], x, intensity, hits->nx[j], hits->ny[j], hits->nz[j],
+               hits->object_id[j], hits->label[j], 0, 1, 0);
     nret[j] = 1;
   }
 }
@@ -706,52 +750,78 @@ static void primary_surface(const lidar_returns_t* p, const step_view_t* v, cons
 
 // Packets traced per scene call (lidar_returns_packets): 512 rays, 20 KB of hits.
 #define PACKETS_PER_TRACE 32
+#define RAYS_PER_TRACE (PACKETS_PER_TRACE * SCENE_PACKET)
 
 void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets_t* b,
                            lidar_return_t* out, uint8_t* nret) {
   const step_view_t* v = b->view;
   const uint32_t maxr = p->max_returns;
   scene_packet_hits_t hits[PACKETS_PER_TRACE];
-  uint32_t blocks[SCENE_PACKET][4];
-  double z[SCENE_PACKET];         // quantiles of the hit lanes, in their order
+  uint32_t blocks[RAYS_PER_TRACE][4];   // every ray's first draw (all_draws)
+  uint32_t wq[RAYS_PER_TRACE][4];       // the first draws of the hit lanes, in their order
+  double z[RAYS_PER_TRACE];             // their distance noise quantiles
+  unsigned lane[RAYS_PER_TRACE];        // the hit lanes (in their packet), packet by packet
+  unsigned first[PACKETS_PER_TRACE + 1];   // each packet's first entry in lane, wq and z
   optics_cache_t optics = {0};
   rng_key_t key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
-  // every ray's first draw, at once, when most rays take it: for the distance noise of the
-  // returns or the atmospheric return of the primary segment
-  const int eager = p->distance_noise.enabled || v->ambient->return_scaling > 0.0;
-  const int batch_z0 = eager && p->distance_noise.enabled;
+  // every ray's first draw when every ray may take it (for the atmospheric return of the
+  // primary segment); else, with the distance noise on, only the draws of the rays that hit a
+  // surface in range, those of the whole trace at once: the other rays have no return to
+  // draw for, and a draw is a function of the ray's index alone, so its bits are the same
+  const uint64_t atm_count = lidar_noise_uniform_count_below(v->ambient->return_scaling);
+  const int all_draws = atm_count > 0;
+  const int noise = p->distance_noise.enabled;
   const double tmax = lidar_returns_primary_tmax(p, v);
-  const size_t per_trace = (size_t)PACKETS_PER_TRACE * SCENE_PACKET;
-  for (size_t base = 0; base < b->n; base += per_trace) {
-    size_t m = b->n - base < per_trace ? b->n - base : per_trace;
+  for (size_t base = 0; base < b->n; base += RAYS_PER_TRACE) {
+    size_t m = b->n - base < RAYS_PER_TRACE ? b->n - base : RAYS_PER_TRACE;
     const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
+    const uint64_t* index = b->ray_index + base;
     scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = m, .packets = rays,
                                             .packet_hits = hits, .filter = b->filter,
                                             .horizon = b->horizon});
-    for (size_t q = 0; q < m; q += SCENE_PACKET) {
-      unsigned n = (unsigned)(m - q < SCENE_PACKET ? m - q : SCENE_PACKET);
-      const uint64_t* index = b->ray_index + base + q;
-      if (eager) {
-        rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, n);
-      }
-      // the lanes that hit a surface in range (no branch per lane), and (noise on) their
-      // distance noise quantiles, gathered: the other rays have no surface return
-      const scene_packet_hits_t* h = &hits[q / SCENE_PACKET];
-      unsigned lane[SCENE_PACKET], nh = 0;
+    if (all_draws) {
+      rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, m);
+    }
+
+    // the lanes that hit a surface in range (no branch per lane), and (noise on) their
+    // distance noise quantiles, gathered: the other rays have no surface return
+    unsigned nh = 0, np = (unsigned)((m + SCENE_PACKET - 1) / SCENE_PACKET);
+    for (unsigned q = 0; q < np; q++) {
+      const scene_packet_hits_t* h = &hits[q];
+      unsigned n = (unsigned)(m - q * SCENE_PACKET < SCENE_PACKET ? m - q * SCENE_PACKET
+                                                                   : SCENE_PACKET);
+      first[q] = nh;
       for (unsigned j = 0; j < n; j++) {
         lane[nh] = j;
         nh += hit_in_range(h->object_id[j], h->distance[j], tmax);
       }
-      if (batch_z0) {
-        uint32_t wq[SCENE_PACKET][4];
-        for (unsigned i = 0; i < nh; i++) {
-          memcpy(wq[i], blocks[lane[i]], sizeof wq[i]);
+    }
+    first[np] = nh;
+    if (noise && nh > 0) {
+      if (all_draws) {
+        for (unsigned q = 0; q < np; q++) {
+          for (unsigned i = first[q]; i < first[q + 1]; i++) {
+            memcpy(wq[i], blocks[q * SCENE_PACKET + lane[i]], sizeof wq[i]);
+          }
         }
-        lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
+      } else {
+        uint64_t hit_index[RAYS_PER_TRACE];
+        for (unsigned q = 0; q < np; q++) {
+          for (unsigned i = first[q]; i < first[q + 1]; i++) {
+            hit_index[i] = index[q * SCENE_PACKET + lane[i]];
+          }
+        }
+        rng_words_n(&key, hit_index, LIDAR_DRAW_RAY, wq, nh);
       }
-      primary_surface(p, v, &key, &rays[q / SCENE_PACKET], index, n, h, blocks, lane, nh,
-                      z, &optics, out + (base + q) * maxr, nret + base + q);
+      lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
+    }
+    for (unsigned q = 0; q < np; q++) {
+      size_t r0 = (size_t)q * SCENE_PACKET;
+      unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
+      packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
+                     lane + first[q], first[q + 1] - first[q], z + first[q], atm_count, &optics,
+                     out + (base + r0) * maxr, nret + base + r0);
     }
   }
 }
@@ -860,17 +930,8 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
       for (uint32_t k = 1; k < npr; k++) {
         r->nodes[k].valid = 0;
       }
-      seg_t* root = &r->nodes[0];
-      memcpy(root->origin, prim[j].origin, sizeof root->origin);
-      memcpy(root->dir, prim[j].dir, sizeof root->dir);
-      root->x0 = 0.0;
-      root->weight = 1.0;
-      root->lead = 0.0;
-      root->medium = air;
-      root->volume = 0;
-      root->outer = NO_NODE;
-      root->valid = 1;
-      eval_node(r, 0, root, &hits[j], p->depth > 1);
+      root_segment(&r->nodes[0], prim[j].origin, prim[j].dir, air);
+      eval_node(r, 0, &r->nodes[0], &hits[j], 1);
     }
 
     // deeper levels: the valid segments of every ray of the chunk, traced together
@@ -909,10 +970,7 @@ void lidar_returns_trace(const lidar_returns_t* p, const lidar_returns_batch_t* 
     // selection, then the detection distance noise of each reported return
     for (size_t j = 0; j < m; j++) {
       size_t i = base + j;
-      lidar_return_t* o = &out[i * maxr];
-      uint32_t k = lidar_returns_select(p, ctx[j].cand, ctx[j].ncand, o);
-      k = add_noise(p, &ctx[j], o, k);
-      nret[i] = (uint8_t)k;
+      nret[i] = (uint8_t)ray_finish(p, &ctx[j], &out[i * maxr]);
     }
   }
 }

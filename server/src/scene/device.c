@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/simd.h"
 #include "scene/embree.h"
 
 static void device_error_cb(void* user, enum RTCError code, const char* str) {
@@ -39,6 +40,10 @@ static bool device_memory_cb(void* user, ssize_t bytes, bool post) {
 
 
 scene_device_t* scene_device_create(err_msg_t* msg) {
+  // the level of the core's SIMD kernels, when the environment names one (base/simd.h)
+  if (simd_check_env(msg) < 0) {
+    return NULL;
+  }
   scene_device_t* dev = mem_calloc(1, sizeof *dev);
   if (!dev) {
     err_set(msg, ERR_NOMEM, "scene device: out of memory");
@@ -82,8 +87,6 @@ scene_device_t* scene_device_create(err_msg_t* msg) {
   dev->width = rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_NATIVE_RAY16_SUPPORTED)  ? 16
                : rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_NATIVE_RAY8_SUPPORTED) ? 8
                                                                                            : 4;
-  __builtin_cpu_init();
-  dev->simd = __builtin_cpu_supports("avx2");
   rtcSetDeviceMemoryMonitorFunction(dev->rtc, device_memory_cb, dev);
   return dev;
 }
@@ -107,18 +110,15 @@ unsigned scene_device_native_width(const scene_device_t* dev) {
 bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap) {
   // Embree names no ISA; its widest native packet tells AVX-512 from AVX2 (or AVX) from SSE
   const char* isa = dev->width == 16 ? "AVX-512" : dev->width == 8 ? "AVX2 or AVX" : "SSE";
-  snprintf(buf, cap, "Embree %ld.%ld.%ld, %s (native %u-ray packets), %s%s%s",
+  const char* simd = getenv(SIMD_LEVEL_ENV);
+  snprintf(buf, cap, "Embree %ld.%ld.%ld, %s (native %u-ray packets), %s%s%s; core kernels %s%s",
            (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_MAJOR),
            (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_MINOR),
            (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_PATCH), isa,
            dev->width, dev->config[0] ? SCENE_DEVICE_CONFIG_ENV " = \"" : "the CPU's best ISA",
-           dev->config, dev->config[0] ? "\"" : "");
-  return dev->config[0] != 0;
-}
-
-
-void scene_device_set_simd(scene_device_t* dev, bool on) {
-  dev->simd = on && __builtin_cpu_supports("avx2");
+           dev->config, dev->config[0] ? "\"" : "", simd_level_name(simd_level()),
+           simd ? " (" SIMD_LEVEL_ENV ")" : "");
+  return dev->config[0] != 0 || simd != NULL;
 }
 
 

@@ -23,7 +23,6 @@ struct scene_device {
   atomic_int_fast64_t bytes;     // bytes Embree holds, from the memory monitor
   atomic_int_fast64_t budget;    // most bytes Embree may hold; 0 = unlimited
   atomic_uint_fast64_t refused;  // allocations refused for the budget
-  bool simd;                     // the CPU runs the AVX2 packet paths (simd.c)
   unsigned width;                // the widest packet Embree runs natively: 16, 8 or 4
   char config[128];              // its configuration (SCENE_DEVICE_CONFIG_ENV), "" if none
 

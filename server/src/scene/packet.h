@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "scene/embree.h"
 
 // Rays per Embree packet. 8: on bench_raycast's lidar-ordered rays, 8-ray packets beat 16-ray
@@ -275,46 +276,46 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
 //---------------- The AVX2 kernels (simd.c)
 
 // The packet paths of simd.c need AVX2 (four doubles per instruction: a packet's square roots
-// and divisions take a quarter of the scalar ones' time); a CPU without it takes the scalar
-// path, which gives the same bits. Both run under the tracing MXCSR (flush-to-zero,
-// denormals-are-zero), as trace_packet's conversions and hits do.
-#define SIMD_TARGET __attribute__((target("avx2")))
+// and divisions take a quarter of the scalar ones' time): the callers take them where
+// simd_level() >= SIMD_AVX2 (base/simd.h), else the scalar path, which gives the same bits.
+// Both run under the tracing MXCSR (flush-to-zero, denormals-are-zero), as trace_packet's
+// conversions and hits do.
 
 // trace_packet of a full 16-wide packet whose lanes are all on (tmax > 0), four lanes per
 // instruction: the same conversions, coherence test and hits (the same bits). False, with
 // nothing written, when a lane is off or invalid: trace_packet takes the packet.
-SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
+SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
 
 // The rays of a full packet in columns (every lane's tmax > 0) assembled into pk as
 // simd_packet16 assembles the same rays in rows. Returns the invalid lanes (packet_lane_ok), a
 // bit each: 0, or the packet is not to be traced on this path.
-SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
+SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
 
 // The packet simd_cols_pack assembled from `in`, traced as simd_packet16 traces it (the same
 // coherence test and hits) into out; the lanes whose bit is set in off are not traced (misses).
-SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
-                                 unsigned off, scene_packet_hits_t* out);
+SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
+                                  unsigned off, scene_packet_hits_t* out);
 
 // The lanes of a full packet above the horizon hz (a bit each): horizon_above of each lane
 // whose components are finite, within SCENE_RAY_MAX, and whose direction is not zero (an
 // invalid ray is never culled: the packet's check counts it).
-SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk);
+SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk);
 
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's
 // plain range: the scalar path then takes the packet. time: every ray's (float) when the
 // request has no time per ray.
-SIMD_TARGET bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
-                           double dir[3][LANES]);
+SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
+                            double dir[3][LANES]);
 
 // packet_intersect's coherence test of a full packet of LANES valid lanes.
-SIMD_TARGET int simd_coherent(const packet_t* pk);
+SIMD_AVX2_FN int simd_coherent(const packet_t* pk);
 
 // The hits of the full intersected packet pk of LANES lanes (unit directions dir) into out, as
 // hit_fill writes them (records: primitive 0).
-SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk, const double dir[3][LANES],
-                           int records, scene_hit_t* out);
+SIMD_AVX2_FN void simd_hits(const scene_t* s, const packet_t* pk, const double dir[3][LANES],
+                            int records, scene_hit_t* out);
 
 //---------------- Rows and filters (trace.c), request arrays (rays.c)
 

@@ -131,6 +131,7 @@ static size_t trace_range(const scene_t* s, const scene_rays_t* in, size_t begin
   // what every lane of a full packet shares (trace_packet's values, converted as it does)
   double t = ray_time(in, begin);
   bool on = in->tmax > 0.0;
+  const bool simd = simd_level() >= SIMD_AVX2;
 
   // flush-to-zero and denormals-are-zero for this call, as trace_rows
   unsigned csr = _mm_getcsr();
@@ -156,7 +157,7 @@ static size_t trace_range(const scene_t* s, const scene_rays_t* in, size_t begin
         _mm_prefetch(h + b, _MM_HINT_T0);
       }
     }
-    if (s->dev->simd && n == LANES) {
+    if (simd && n == LANES) {
       const unsigned W = LANES;
       _Alignas(64) packet_t pk;
       _Alignas(64) int valid[WIDE];

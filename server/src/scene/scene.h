@@ -51,7 +51,8 @@ typedef struct scene_counters {
 
 // One device per process (or per test), with the backend's default thread count, configured by
 // SCENE_DEVICE_CONFIG_ENV. Returns NULL and fills msg on failure (ERR_INVAL: a configuration of
-// 128 characters or more; ERR_BACKEND: Embree refused it).
+// 128 characters or more, or a SIMD_LEVEL_ENV naming no level (base/simd.h); ERR_BACKEND:
+// Embree refused it).
 scene_device_t* scene_device_create(err_msg_t* msg);
 void scene_device_destroy(scene_device_t* dev);
 
@@ -60,17 +61,13 @@ void scene_device_destroy(scene_device_t* dev);
 unsigned scene_device_native_width(const scene_device_t* dev);
 
 // What the device runs, for a log line (e.g. "Embree 3.13.5, AVX-512 (native 16-ray packets),
-// the CPU's best ISA"), into buf (cap bytes, truncated). Returns whether SCENE_DEVICE_CONFIG_ENV
-// configured it. Thread: any.
+// the CPU's best ISA; core kernels avx512"), into buf (cap bytes, truncated). Returns whether
+// SCENE_DEVICE_CONFIG_ENV or SIMD_LEVEL_ENV configured it. Thread: any.
 bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap);
 
 // Bound the memory the backend may hold (bytes; 0 = unlimited). Builds and commits that would
 // exceed it fail with ERR_LIMIT. Thread: any.
 void scene_device_set_budget(scene_device_t* dev, int64_t bytes);
-
-// Turn the AVX2 packet paths off (on: where the CPU has AVX2, the default). The scalar paths
-// give the same bits; for tests and benchmarks. Thread: before tracing starts.
-void scene_device_set_simd(scene_device_t* dev, bool on);
 
 // Device-wide counters of backend errors and memory.
 void scene_device_counters(const scene_device_t* dev, uint64_t* out_errors, int64_t* out_bytes);

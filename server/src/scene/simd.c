@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // simd.c: the AVX2 packet kernels of the Embree backend: a packet's rays converted, tested and
 // its hits written four lanes per instruction, giving the bits of the scalar kernels (packet.h)
-// on the same rays. Compiled for AVX2 function by function; used where the CPU has it.
+// on the same rays. Compiled for AVX2 function by function (SIMD_AVX2_FN); trace.c and rays.c
+// call them where simd_level() has AVX2 (base/simd.h).
 #include <float.h>
 #include <immintrin.h>
 #include <stddef.h>
@@ -9,8 +10,8 @@
 #include "scene/packet.h"
 
 // Four 3-vectors p[0..12) (x y z each) as the columns x, y, z.
-SIMD_TARGET static inline void simd_columns(const double* p, __m256d* x, __m256d* y,
-                                            __m256d* z) {
+SIMD_AVX2_FN static inline void simd_columns(const double* p, __m256d* x, __m256d* y,
+                                             __m256d* z) {
   __m256d a = _mm256_loadu_pd(p);      // x0 y0 z0 x1
   __m256d b = _mm256_loadu_pd(p + 4);  // y1 z1 x2 y2
   __m256d c = _mm256_loadu_pd(p + 8);  // z2 x3 y3 z3
@@ -28,8 +29,8 @@ SIMD_TARGET static inline void simd_columns(const double* p, __m256d* x, __m256d
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's
 // plain range: the scalar path then takes the packet. time: every ray's (float) when the
 // request has no time per ray.
-SIMD_TARGET bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
-                                  double dir[3][LANES]) {
+SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
+                            double dir[3][LANES]) {
   const unsigned W = LANES;
   const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
   const __m256d mc = _mm256_set1_pd(rays_max_coord(in)), big = _mm256_set1_pd(DBL_MAX);
@@ -84,9 +85,8 @@ SIMD_TARGET bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet
 
 // Whether the directions of lanes h .. h + 7 of a packet of W lanes are within
 // PACKET_COHERENT_COS of lane 0's (packet_intersect's float operations, eight lanes at once).
-__attribute__((always_inline)) SIMD_TARGET static inline __m256 simd_cos_ok(const float* f,
-                                                                             unsigned h,
-                                                                             const unsigned W) {
+__attribute__((always_inline)) SIMD_AVX2_FN static inline __m256 simd_cos_ok(
+    const float* f, unsigned h, const unsigned W) {
   __m256 c = _mm256_add_ps(
       _mm256_add_ps(_mm256_mul_ps(_mm256_load_ps(f + LANE(F_DIR_X, h)),
                                   _mm256_set1_ps(f[LANE(F_DIR_X, 0)])),
@@ -100,7 +100,7 @@ __attribute__((always_inline)) SIMD_TARGET static inline __m256 simd_cos_ok(cons
 // packet_intersect's coherence test of a full packet of LANES valid lanes: every direction
 // within PACKET_COHERENT_COS of the first and every origin the first's (the same float
 // operations, eight lanes at once).
-SIMD_TARGET int simd_coherent(const packet_t* pk) {
+SIMD_AVX2_FN int simd_coherent(const packet_t* pk) {
   const unsigned W = LANES;
   const float* f = pk->f;
   __m256 ok = simd_cos_ok(f, 0, W);
@@ -114,7 +114,7 @@ SIMD_TARGET int simd_coherent(const packet_t* pk) {
 
 // The hits of the full intersected packet pk of W lanes (unit directions dx, dy, dz) into out,
 // as hit_fill writes them (records: primitive 0), or (cols not NULL) into the columns cols.
-__attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     const scene_t* s, const packet_t* pk, const double* dx, const double* dy, const double* dz,
     int records, scene_hit_t* out, scene_packet_hits_t* cols, const unsigned W) {
   _Alignas(32) double nv[3][WIDE];
@@ -204,15 +204,15 @@ __attribute__((always_inline)) SIMD_TARGET static inline void simd_hits_of(
 }
 
 
-SIMD_TARGET void simd_hits(const scene_t* s, const packet_t* pk,
-                                  const double dir[3][LANES], int records, scene_hit_t* out) {
+SIMD_AVX2_FN void simd_hits(const scene_t* s, const packet_t* pk, const double dir[3][LANES],
+                            int records, scene_hit_t* out) {
   simd_hits_of(s, pk, dir[0], dir[1], dir[2], records, out, NULL, LANES);
 }
 
 
 // The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each:
 // the same float comparisons, eight lanes at once.
-SIMD_TARGET static unsigned simd_lanes_bad(const float* f, const unsigned W) {
+SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
   const __m256 big = _mm256_set1_ps((float)SCENE_RAY_MAX), tiny = _mm256_set1_ps(FLT_MIN);
   const __m256 fsign = _mm256_set1_ps(-0.0f);
   unsigned ok = 0;
@@ -237,9 +237,9 @@ SIMD_TARGET static unsigned simd_lanes_bad(const float* f, const unsigned W) {
 // The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
 // the constant fields, packet_intersect's coherence test, the intersection and the hits, into
 // rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
-SIMD_TARGET static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
-                                      const double* dy, const double* dz, unsigned off,
-                                      scene_hit_t* out, scene_packet_hits_t* cols) {
+SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
+                                       const double* dy, const double* dz, unsigned off,
+                                       scene_hit_t* out, scene_packet_hits_t* cols) {
   const unsigned W = WIDE;
   _Alignas(64) int valid[WIDE];
   for (unsigned k = 0; k < W; k++) {
@@ -276,7 +276,7 @@ SIMD_TARGET static void simd_finish16(const scene_t* s, packet_t* pk, const doub
 }
 
 
-SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
   const unsigned W = WIDE;
   for (unsigned k = 0; k < W; k++) {
     if (!(r[k].tmax > 0.0)) {
@@ -323,7 +323,7 @@ SIMD_TARGET bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit
 }
 
 
-SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
+SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
   const unsigned W = WIDE;
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
@@ -343,8 +343,8 @@ SIMD_TARGET unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
 }
 
 
-SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
-                                 unsigned off, scene_packet_hits_t* out) {
+SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
+                                  unsigned off, scene_packet_hits_t* out) {
   simd_finish16(s, pk, in->dx, in->dy, in->dz, off, NULL, out);
 }
 
@@ -353,7 +353,7 @@ SIMD_TARGET void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_pac
 // (horizon_bin's arithmetic, lane by lane); only for a ray with finite components within
 // SCENE_RAY_MAX and a direction not below FLT_MIN, so that an invalid ray is not culled but
 // counted as invalid by the packet's own check.
-SIMD_TARGET unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
+SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
   const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
   const __m256d big = _mm256_set1_pd(SCENE_RAY_MAX), tiny = _mm256_set1_pd(FLT_MIN);
   const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);

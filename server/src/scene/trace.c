@@ -20,9 +20,10 @@ __attribute__((always_inline)) static inline void rows_packets(
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   size_t bad = 0;
+  const bool simd = simd_level() >= SIMD_AVX2;
   for (size_t i = 0; i < n; i += width) {
     unsigned m = (unsigned)(n - i < width ? n - i : width);
-    if (width == WIDE && m == WIDE && s->dev->simd && simd_packet16(s, rays + i, hits + i)) {
+    if (width == WIDE && m == WIDE && simd && simd_packet16(s, rays + i, hits + i)) {
       continue;
     }
     bad += trace_packet(s, rays + i, hits + i, m, width);
@@ -93,8 +94,8 @@ static void hits_columns(const scene_hit_t* hits, unsigned n, scene_packet_hits_
 
 
 // Whether packet pk of m lanes takes the AVX2 path: full, every lane on.
-static bool packet_full(const scene_t* s, const scene_packet_t* pk, unsigned m) {
-  bool full = m == WIDE && s->dev->simd;
+static bool packet_full(const scene_packet_t* pk, unsigned m, bool simd) {
+  bool full = m == WIDE && simd;
   for (unsigned k = 0; full && k < m; k++) {
     full = pk->tmax[k] > 0.0;
   }
@@ -134,12 +135,13 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
   // packet with an invalid ray (input no caller should make) is traced in rows at once, as the
   // partial ones below, in the caller's floating-point environment (none of its rays culled).
   size_t traced = 0, culled = 0, apart = 0;
+  const bool simd = simd_level() >= SIMD_AVX2;   // once: both passes must agree
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   for (size_t i = 0; i < n; i += WIDE) {
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
-    if (!packet_full(s, &in[i / WIDE], m)) {
+    if (!packet_full(&in[i / WIDE], m, simd)) {
       continue;
     }
     unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
@@ -180,7 +182,7 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
     const scene_packet_t* pk = &in[i / WIDE];
     scene_packet_hits_t* h = &out[i / WIDE];
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
-    if (!packet_full(s, pk, m)) {
+    if (!packet_full(pk, m, simd)) {
       columns_as_rows(s, pk, m, h, f);
       continue;
     }

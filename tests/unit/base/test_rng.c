@@ -2,6 +2,7 @@
 // Counter-based random numbers: the Philox-4x32-10 known-answer vectors published with the
 // algorithm (Random123 kat_vectors), determinism by key, and the moments of each distribution.
 #include "base/rng.h"
+#include "base/simd.h"
 #include "check.h"
 
 TEST(philox_known_answers) {
@@ -47,7 +48,8 @@ TEST(draws_depend_on_every_part_of_the_key_only) {
 }
 
 // The batched words equal the one-key words for every lane of every batch length (whole and
-// partial vector blocks, indices past 2^32), with the Philox key derived from the same key.
+// partial vector blocks, indices past 2^32), with the Philox key derived from the same key, in
+// each form of the batch this CPU runs (base/simd.h).
 TEST(batched_words_equal_single_words) {
   rng_key_t k = {.seed = 0x0123456789abcdefull, .stream = 77, .frame = (1ull << 33) + 5};
   uint64_t index[41];
@@ -56,8 +58,11 @@ TEST(batched_words_equal_single_words) {
   }
   uint32_t out[41][4];
   static const size_t lengths[] = {0, 1, 2, 3, 7, 15, 16, 17, 31, 32, 33, 41};
-  for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
-    size_t n = lengths[t];
+  const size_t nlen = sizeof lengths / sizeof lengths[0];
+  for (size_t t = 0; t < (simd_cpu_level() + 1u) * nlen; t++) {
+    simd_set_max((simd_level_t)(t / nlen));
+    ASSERT_EQ(simd_level(), t / nlen);
+    size_t n = lengths[t % nlen];
     for (size_t i = 0; i < 41; i++) {
       out[i][0] = out[i][1] = out[i][2] = out[i][3] = 0xdeadbeefu;
     }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "check.h"
 #include "lidar/noise.h"
 
@@ -48,7 +49,34 @@ TEST(noise_normal_quantile_known_values) {
 
 
 // The batched quantiles equal the scalar ones bit for bit, in the centre and in both tails
-// (words chosen to land there), for batch lengths around the SIMD widths.
+// (words chosen to land there), for batch lengths around the SIMD widths, in each of the
+// batch's forms this CPU runs (base/simd.h).
+// The count of 52-bit values below p against lidar_noise_uniform's own comparison at the
+// boundary (the values just under and at the count) and at its ends, for probabilities that
+// fall on a value, between two, and the smallest and largest ones.
+TEST(noise_uniform_count_below_matches_the_uniform) {
+  const double top = 4503599627370496.0;   // 2^52
+  const double p[] = {1e-4, 0.5, 0.3, 1.0 / 3.0, 2.5 / top, 3.0 / top, 0.5 / top, 1e-300,
+                      1.0 - 0.5 / top, 1.0 - 1.5 / top, 0.999999, 0.7 + 0.25 / top};
+  for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) {
+    uint64_t c = lidar_noise_uniform_count_below(p[i]);
+    ASSERT_TRUE(c <= ((uint64_t)1 << 52));
+    for (uint64_t b = c > 2 ? c - 2 : 0; b < c + 2 && b < ((uint64_t)1 << 52); b++) {
+      uint32_t hi = (uint32_t)(b >> 20), lo = (uint32_t)(b << 12) | 0xfffu;   // any low bits
+      ASSERT_EQ(lidar_noise_uniform_bits(hi, lo), b);
+      ASSERT_EQ(lidar_noise_uniform(hi, lo) < p[i], b < c);
+    }
+  }
+  ASSERT_EQ(lidar_noise_uniform_count_below(0.0), 0u);
+  ASSERT_EQ(lidar_noise_uniform_count_below(-1.0), 0u);
+  ASSERT_EQ(lidar_noise_uniform_count_below(NAN), 0u);
+  ASSERT_EQ(lidar_noise_uniform_count_below(0.5 / top), 0u);            // the smallest uniform
+  ASSERT_EQ(lidar_noise_uniform_count_below(1.0), (uint64_t)1 << 52);    // every one
+  ASSERT_EQ(lidar_noise_uniform_count_below(0.5), (uint64_t)1 << 51);
+  return 0;
+}
+
+
 TEST(noise_batched_quantiles_equal_scalar) {
   uint32_t w[37][4];
   uint64_t x = 0x243F6A8885A308D3ull;
@@ -64,14 +92,17 @@ TEST(noise_batched_quantiles_equal_scalar) {
   w[6][2] = 0u;            // the smallest u
   w[6][3] = 0;
   static const size_t lengths[] = {0, 1, 2, 7, 8, 9, 16, 17, 37};
-  for (size_t t = 0; t < sizeof lengths / sizeof lengths[0]; t++) {
+  for (size_t t = 0; t < (simd_cpu_level() + 1u) * (sizeof lengths / sizeof lengths[0]); t++) {
+    simd_set_max((simd_level_t)(t / (sizeof lengths / sizeof lengths[0])));
+    ASSERT_EQ(simd_level(), t / (sizeof lengths / sizeof lengths[0]));
     double z[37];
     for (int i = 0; i < 37; i++) {
       z[i] = -12345.0;
     }
-    lidar_noise_normal_quantiles((const uint32_t(*)[4])w, lengths[t], z);
+    size_t len = lengths[t % (sizeof lengths / sizeof lengths[0])];
+    lidar_noise_normal_quantiles((const uint32_t(*)[4])w, len, z);
     for (size_t i = 0; i < 37; i++) {
-      double want = i < lengths[t]
+      double want = i < len
                         ? lidar_noise_normal_quantile(lidar_noise_uniform(w[i][2], w[i][3]))
                         : -12345.0;
       ASSERT_TRUE(memcmp(&z[i], &want, sizeof want) == 0);

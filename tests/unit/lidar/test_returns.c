@@ -792,6 +792,79 @@ TEST(returns_identical_on_one_and_two_workers) {
 }
 
 
+TEST(returns_depth_one_equals_the_segment_heap) {
+  // Where no segment has children (Lambertian surfaces, no volumes), depth 1 (its packets of
+  // columns, and a fast path for the rays without an atmospheric candidate) and depth 3 (the
+  // segment heap in rows) must give the same returns bit for bit: surfaces of several
+  // reflectances (one black), fog returns, attenuation, the beam, a detection threshold, range
+  // limits and distance noise, in every mode, with and without round-trip attenuation
+  ambient_material_t fog = medium(0.02, 1.000273);
+  fog.return_scaling = 0.3;
+  world_t w;
+  ASSERT_OK(world_init(&w, fog));
+  static const double up[3] = {0, 0, 1}, down[3] = {0, 0, -1}, x_axis[3] = {1, 0, 0};
+  static const double ground[3] = {0, 0, -1.5}, roof[3] = {0, 0, 12}, wall[3] = {-9, 0, 0};
+  static const double ball[3] = {6, 1, 0};
+  ASSERT_TRUE(add_object(&w, SCENE_PRIM_PLANE, 0, 0, 0, ground, up, lambert(0.3), NULL));
+  ASSERT_TRUE(add_object(&w, SCENE_PRIM_PLANE, 0, 0, 0, roof, down, lambert(0.0), NULL));
+  ASSERT_TRUE(add_object(&w, SCENE_PRIM_PLANE, 0, 0, 0, wall, x_axis, lambert(0.05), NULL));
+  ASSERT_TRUE(add_object(&w, SCENE_PRIM_SPHERE, 2.0, 0, 0, ball, up, lambert(0.9), NULL));
+  ASSERT_OK(commit(&w));
+
+  // directions spread over the sphere (a Fibonacci lattice)
+  const size_t n = 4000;
+  scene_ray_t* rays = malloc(n * sizeof *rays);
+  for (size_t i = 0; i < n; i++) {
+    double z = 1.0 - (2.0 * i + 1.0) / n;
+    double r = sqrt(1.0 - z * z);
+    rays[i] = ray(0.3, -0.2, 0.1, r * cos(2.39996 * i), r * sin(2.39996 * i), z);
+  }
+  lidar_return_t* a = calloc(n * 14, sizeof *a);
+  lidar_return_t* b = calloc(n * 14, sizeof *b);
+  uint8_t* na = calloc(n, 1);
+  uint8_t* nb = calloc(n, 1);
+  static const lidar_return_mode_t modes[] = {LIDAR_RETURN_STRONGEST, LIDAR_RETURN_FIRST,
+                                              LIDAR_RETURN_LAST, LIDAR_RETURN_DUAL,
+                                              LIDAR_RETURN_ALL};
+  size_t surface = 0, atm = 0, two = 0, miss = 0;
+  for (size_t c = 0; c < 2 * sizeof modes / sizeof modes[0]; c++) {
+    lidar_returns_desc_t d = desc(1, modes[c / 2]);
+    d.range_max = 25.0;
+    d.intensity_threshold = 2e-4;
+    d.round_trip = (int)(c % 2);
+    d.beam = beam_a();
+    d.distance_noise.stddev_base = 0.02;
+    d.distance_noise.stddev_slope = 0.001;
+    lidar_returns_t p1, p3;
+    ASSERT_OK(lidar_returns_init(&p1, &d, NULL));
+    d.depth = 3;
+    ASSERT_OK(lidar_returns_init(&p3, &d, NULL));
+    uint32_t m1 = lidar_returns_max(&p1), m3 = lidar_returns_max(&p3);
+    trace(&p1, &w, rays, n, a, na);
+    trace(&p3, &w, rays, n, b, nb);
+    ASSERT_MEM_EQ(na, nb, n);
+    for (size_t i = 0; i < n; i++) {
+      ASSERT_MEM_EQ(a + i * m1, b + i * m3, na[i] * sizeof *a);
+      miss += na[i] == 0;
+      two += na[i] == 2;
+      for (uint32_t k = 0; k < na[i]; k++) {
+        atm += a[i * m1 + k].atmospheric;
+        surface += !a[i * m1 + k].atmospheric;
+      }
+    }
+  }
+
+  // the scene gives every kind of ray
+  ASSERT_TRUE(surface > 1000 && atm > 1000 && two > 100 && miss > 1000);
+  free(rays);
+  free(a);
+  free(b);
+  free(na);
+  free(nb);
+  return world_close(&w);
+}
+
+
 //---------------- Selection
 
 static lidar_candidate_t cand(double x, double i, uint32_t node, uint8_t atm) {

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "base/simd.h"
 #include "check.h"
 #include "lidar/sweep.h"
 
@@ -159,5 +160,57 @@ TEST(sweep_pose_interpolation_kat) {
   ASSERT_KAT(ps.pose.q[3], 0.382683432, 1e-8, 1e-6);
   ASSERT_NEAR(ps.pose.p[0], 0.7071067812, 1e-9);
   ASSERT_NEAR(ps.pose.p[1], 0.7071067812, 1e-9);
+  return 0;
+}
+
+
+TEST(sweep_world_packet_equals_world_ray_in_every_form) {
+  // a packet of rays to the world at a turned, shifted pose: each lane bit for bit the ray that
+  // lidar_sweep_world_ray gives, in each form of the packet's loop this CPU runs (base/simd.h)
+  view_body_t b = {.id = 1};
+  b.at[0].pose = xform_identity();
+  b.at[1].pose = b.at[0].pose;
+  b.at[1].pose.p[0] = 3.25;
+  b.at[1].pose.p[1] = -1.5;
+  b.at[1].pose.q[0] = cos(0.61);
+  b.at[1].pose.q[1] = 0.3 * sin(0.61);
+  b.at[1].pose.q[3] = sqrt(0.91) * sin(0.61);
+  pose_t mount = xform_identity();
+  mount.p[2] = 0.4;
+  lidar_sweep_pose_t ps;
+  lidar_sweep_pose(&b, &mount, 0.37, &ps);
+  scene_packet_t in;
+  for (unsigned k = 0; k < SCENE_PACKET; k++) {
+    double az = 0.7 * k, el = 0.05 * k - 0.3;
+    in.ox[k] = 0.01 * cos(az);
+    in.oy[k] = 0.01 * sin(az);
+    in.oz[k] = 0.002 * k;
+    in.dx[k] = cos(el) * cos(az);
+    in.dy[k] = cos(el) * sin(az);
+    in.dz[k] = sin(el);
+    in.tmax[k] = 7.0;
+    in.time[k] = 0.37;
+  }
+  int differs = 0;
+  for (int level = 0; level <= (int)simd_cpu_level(); level++) {
+    simd_set_max((simd_level_t)level);
+    ASSERT_EQ(simd_level(), level);
+    scene_packet_t pk = in;
+    lidar_sweep_world_packet(&ps, &pk);
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      scene_ray_t w;
+      lidar_sweep_world_ray(&ps, (const double[3]){in.ox[k], in.oy[k], in.oz[k]},
+                            (const double[3]){in.dx[k], in.dy[k], in.dz[k]}, &w);
+      const double got[6] = {pk.ox[k], pk.oy[k], pk.oz[k], pk.dx[k], pk.dy[k], pk.dz[k]};
+      const double want[6] = {w.origin[0], w.origin[1], w.origin[2], w.dir[0], w.dir[1],
+                              w.dir[2]};
+      ASSERT_MEM_EQ(got, want, sizeof got);
+      ASSERT_TRUE(pk.tmax[k] == 7.0 && pk.time[k] == 0.37);
+      differs += got[0] != in.ox[k] && got[3] != in.dx[k];
+    }
+  }
+
+  // the pose moved every ray
+  ASSERT_EQ(differs, (int)((simd_cpu_level() + 1) * SCENE_PACKET));
   return 0;
 }

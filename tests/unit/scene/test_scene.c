@@ -10,6 +10,7 @@
 
 #include "base/mem.h"
 #include "base/pool.h"
+#include "base/simd.h"
 #include "check.h"
 
 // Embree traces in float32: the ray origin, direction and instance transform are rounded to
@@ -138,6 +139,12 @@ static int add_cube_mesh(scene_t* s) {
   return noted(scene_add_mesh(s, v, 8, idx, 12, &msg), "scene_add_mesh", &msg);
 }
 
+
+// The AVX2 packet paths on (where the CPU has AVX2) or off: the core's kernels at their best
+// level, or at the baseline (base/simd.h).
+static void use_simd(bool on) {
+  simd_set_max(on ? SIMD_LEVEL_COUNT : SIMD_BASELINE);
+}
 
 //---------------- The entry point in each layout
 
@@ -1201,9 +1208,9 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   }
   memset(a, 0xA5, N * sizeof *a);
   memset(b, 0x5A, N * sizeof *b);
-  scene_device_set_simd(f.dev, true);
+  use_simd(true);
   rows16(f.s, rays, a, N);
-  scene_device_set_simd(f.dev, false);
+  use_simd(false);
   rows16(f.s, rays, b, N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
   int nhit = 0;
@@ -1234,7 +1241,7 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   scene_filter_t filter = {hidden, 3};
   for (int pass = 0; pass < 4; pass++) {
     const scene_filter_t* fl = pass >= 2 ? &filter : NULL;
-    scene_device_set_simd(f.dev, pass % 2 == 0);
+    use_simd(pass % 2 == 0);
     memset(ph, 0xA5, npk * sizeof *ph);
     columns(f.s, pk, N, ph, fl, NULL);
     rows16_filtered(f.s, rays, b, N, fl);
@@ -1262,12 +1269,12 @@ TEST(scene_simd_paths_equal_scalar_paths) {
                      .min_direction = 1e-12};
   memset(a, 0xA5, N * sizeof *a);
   memset(b, 0x5A, N * sizeof *b);
-  scene_device_set_simd(f.dev, true);
+  use_simd(true);
   ASSERT_EQ(request(f.s, &in, 0, N, a, NULL), (size_t)N);
-  scene_device_set_simd(f.dev, false);
+  use_simd(false);
   ASSERT_EQ(request(f.s, &in, 0, N, b, NULL), (size_t)N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
-  scene_device_set_simd(f.dev, true);
+  use_simd(true);
   free(rays);
   free(a);
   free(b);
@@ -1391,7 +1398,7 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
     unsigned group = pass & 1 ? 16 : 8;
     int simd = (pass >> 1) & 1;
     const scene_filter_t* fl = pass & 4 ? &filter : NULL;
-    scene_device_set_simd(f.dev, simd);
+    use_simd(simd);
     scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = group, .n = N,
                                       .rays = ref, .hits = want, .filter = fl});
     int nhit = 0;
@@ -1446,7 +1453,7 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
 
   // a packet pointing up, above the horizon but for two invalid rays that point up too: those
   // are counted invalid, not culled (and the packet goes to its invalid check, not untraced)
-  scene_device_set_simd(f.dev, true);
+  use_simd(true);
   for (int k = 0; k < SCENE_PACKET; k++) {
     pk[0].ox[k] = bad[1].origin[0];
     pk[0].oy[k] = bad[1].origin[1];
@@ -1482,7 +1489,7 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
                      .min_direction = 0.0};
   for (int k = 0; k < 2 * NBAD; k++) {
     const bad_ray_t* b = &kBadRays[k % NBAD];
-    scene_device_set_simd(f.dev, k < NBAD);
+    use_simd(k < NBAD);
     memcpy(&org[3 * AT], b->o, sizeof b->o);
     memcpy(&dir[3 * AT], b->d, sizeof b->d);
     in.tmax = b->tmax;
@@ -1499,7 +1506,7 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
     memcpy(&org[3 * AT], ref[AT].origin, sizeof ref[AT].origin);
     memcpy(&dir[3 * AT], ref[AT].dir, sizeof ref[AT].dir);
   }
-  scene_device_set_simd(f.dev, true);
+  use_simd(true);
   free(bad);
   free(ref);
   free(got);
