@@ -283,7 +283,10 @@ def test_a_subscriber_encoding_does_not_slow_the_stepping_client(sensimd):
     before, _ = run("before", 0)
     watched, (got, info) = run("watched", 19)
     after, _ = run("after", 0)
-    assert watched < 3.0 * max(before, after), (before, watched, after)
+    # with the encoding on the step's path it took 28 times as long (5.1 s against 183 ms);
+    # off it, the niced encoder threads still share the 2 cores of a small machine with the
+    # workers, so the bound leaves room for that and for the load of a busy one
+    assert watched < 6.0 * max(before, after), (before, watched, after)
     seqs = [s.sequence for s in got]
     assert seqs == sorted(seqs) and seqs[-1] == 8
     assert [s.frame for s in got] == [q - 1 for q in seqs]
