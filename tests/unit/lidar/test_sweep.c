@@ -47,6 +47,14 @@ static int cover(const lidar_pattern_t* p, double t_s, const double* cuts, int n
 }
 
 
+// The highest level this process may run: the CPU's, lowered by SENSIM_SIMD (as the isa pass
+// of ./run.sh test sets it); every form up to it is compared with the baseline.
+static simd_level_t simd_top_level(void) {
+  simd_set_max(SIMD_LEVEL_COUNT);
+  return simd_level();
+}
+
+
 TEST(sweep_every_ray_fires_once_whatever_the_steps) {
   lidar_pattern_t p;
   err_msg_t msg = {0};
@@ -192,7 +200,7 @@ TEST(sweep_world_packet_equals_world_ray_in_every_form) {
     in.time[k] = 0.37;
   }
   int differs = 0;
-  for (int level = 0; level <= (int)simd_cpu_level(); level++) {
+  for (int level = 0; level <= (int)simd_top_level(); level++) {
     simd_set_max((simd_level_t)level);
     ASSERT_EQ(simd_level(), level);
     scene_packet_t pk = in;
@@ -211,6 +219,6 @@ TEST(sweep_world_packet_equals_world_ray_in_every_form) {
   }
 
   // the pose moved every ray
-  ASSERT_EQ(differs, (int)((simd_cpu_level() + 1) * SCENE_PACKET));
+  ASSERT_EQ(differs, (int)((simd_top_level() + 1) * SCENE_PACKET));
   return 0;
 }
