@@ -72,6 +72,11 @@ static int ceiling(void) {
 }
 
 
+simd_level_t simd_allowed_level(void) {
+  return (simd_level_t)ceiling();
+}
+
+
 simd_level_t simd_level(void) {
   int l = atomic_load_explicit(&g_level, memory_order_relaxed);
   if (l < 0) {

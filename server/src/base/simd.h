@@ -90,6 +90,10 @@ simd_level_t simd_level(void);
 // The processor's best level (not lowered).
 simd_level_t simd_cpu_level(void);
 
+// The highest level this process may run: the CPU's, lowered by SENSIM_SIMD (not by
+// simd_set_max). Tests comparing every form go up to it.
+simd_level_t simd_allowed_level(void);
+
 // Run at most `max` from now on (SIMD_LEVEL_COUNT: no bound but the CPU's and SENSIM_SIMD's);
 // returns the previous bound. For tests and benchmarks that compare the forms: not while
 // another thread runs kernels whose forms must agree within one result.
