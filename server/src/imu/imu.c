@@ -266,7 +266,7 @@ static int plan_samples(const imu_sensor_t* self, const sensor_ctx_t* ctx, doubl
 // accepted at UpdateState and then refused at every Step, which could never shorten it.
 static int imu_bound(const void* opaque, const sensor_ctx_t* ctx, double t0, double t1,
                      uint64_t budget, uint64_t* bytes, err_msg_t* msg) {
-  int64_t j0, count;
+  int64_t j0 = 0, count = 0;
   int rc = plan_samples(opaque, ctx, t0, t1, budget, &j0, &count, msg);
   *bytes = rc == 0 ? (uint64_t)count * IMU_RECORD_BYTES : 0;
   return rc;
