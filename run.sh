@@ -8,7 +8,8 @@
 #   ./run.sh demo --view [HOST:PORT]   the same, then keep a vehicle driving with the
 #                    Foxglove bridge on (default 127.0.0.1:8765) until Ctrl-C
 #   ./run.sh test    build + full test suite, the geometry and lidar tests again on Embree's
-#                    AVX2 kernels, the ASan+UBSan build + full test suite, each fuzz target for
+#                    AVX2 kernels, the Release build with the benchmarks' quick cross-checks,
+#                    the ASan+UBSan build + full test suite, each fuzz target for
 #                    a bounded time (clang, ASan+UBSan), the threaded tests under ThreadSanitizer
 #   ./run.sh build   build only (into build/)
 #   ./run.sh bench   release build, then the benchmarks (ratios against raw Embree and sockets)
@@ -222,6 +223,11 @@ case "$cmd" in
     echo "== geometry and lidar tests on AVX2 kernels (SENSIM_EMBREE_CONFIG=isa=avx2" \
       "SENSIM_SIMD=avx2)"
     SENSIM_EMBREE_CONFIG=isa=avx2 SENSIM_SIMD=avx2 run_tests build -L isa
+    # the build of `./run.sh bench` (-O3 warns where -O2 does not) and its benchmarks' quick
+    # cross-checks
+    echo "== Release build and the benchmarks' cross-checks (label bench)"
+    build build-release -DCMAKE_BUILD_TYPE=Release
+    run_tests build-release -L bench
     if [ "${SENSIM_SKIP_SANITIZE:-0}" != 1 ]; then
       echo "== sanitizer build (ASan + UBSan)"
       build build-asan -DCMAKE_BUILD_TYPE=Debug -DSENSIM_SANITIZE=ON
