@@ -3,6 +3,7 @@
 #include "base/text.h"
 
 #include <stdint.h>
+#include <string.h>
 
 
 // Length of the valid UTF-8 sequence at p (n bytes available) and its code point, or 0 when
@@ -193,4 +194,19 @@ size_t text_escape(char* dest, size_t cap, const char* src, size_t len) {
   }
   dest[o] = '\0';
   return o;
+}
+
+
+size_t text_copy(char* dest, size_t cap, const char* src) {
+  size_t n = strlen(src);
+  if (n >= cap) {
+    n = cap - 1;
+    // back to the first byte of the character at the cut: continuation bytes are 10xxxxxx
+    while (n > 0 && ((unsigned char)src[n] & 0xc0u) == 0x80u) {
+      n--;
+    }
+  }
+  memcpy(dest, src, n);
+  dest[n] = '\0';
+  return n;
 }

@@ -30,4 +30,9 @@ int text_equal_secret(const char* a, size_t alen, const char* b, size_t blen);
 // written.
 size_t text_escape(char* dest, size_t cap, const char* src, size_t len);
 
+// Copy the valid UTF-8 string src (NUL-terminated) into dest (capacity cap >= 1, always
+// NUL-terminated); when it does not fit, it is cut at the last character boundary that does,
+// never inside a multi-byte sequence. Returns the length written.
+size_t text_copy(char* dest, size_t cap, const char* src);
+
 #endif  // SENSIM_BASE_TEXT_H_

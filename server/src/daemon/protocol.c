@@ -357,7 +357,7 @@ static void handle_hello(daemon_t* d, client_t* c, wire_request_t* req) {
   c->ready = 1;
   session_set_ready(s);
   c->observer = h.observer;
-  snprintf(c->name, sizeof(c->name), "%s", h.client_name);
+  text_copy(c->name, sizeof(c->name), h.client_name);  // for logs: cut, still valid UTF-8
   // recorded without the Hello itself: its token must not reach the file
   record_put(d->recorder, RECORD_HELLO, session_id(s), c->observer, c->entry->name,
              h.client_name, strlen(h.client_name));

@@ -145,3 +145,25 @@ TEST(text_escape_cuts_at_a_character_boundary) {
   ASSERT_STREQ(one, "");
   return 0;
 }
+
+
+TEST(text_copy_cuts_at_a_character_boundary) {
+  char d[6];
+  ASSERT_EQ(text_copy(d, sizeof(d), "abc"), 3);
+  ASSERT_STREQ(d, "abc");
+  ASSERT_EQ(text_copy(d, sizeof(d), "abcdefg"), 5);
+  ASSERT_STREQ(d, "abcde");
+  // "abcd" then U+20AC (3 bytes): only 1 of its bytes would fit, so it goes whole
+  ASSERT_EQ(text_copy(d, sizeof(d), "abcd\xe2\x82\xac"), 4);
+  ASSERT_STREQ(d, "abcd");
+  ASSERT_TRUE(text_is_clean(d, strlen(d), NULL));
+  // U+1F600 (4 bytes) at the start of a 5-byte buffer fits exactly
+  ASSERT_EQ(text_copy(d, sizeof(d), "\xf0\x9f\x98\x80z"), 5);
+  ASSERT_TRUE(text_is_clean(d, strlen(d), NULL));
+  ASSERT_EQ(text_copy(d, sizeof(d), "\xf0\x9f\x98\x80\xc3\xa9"), 4);  // é does not fit
+  ASSERT_STREQ(d, "\xf0\x9f\x98\x80");
+  char one[1];
+  ASSERT_EQ(text_copy(one, sizeof(one), "x"), 0);
+  ASSERT_STREQ(one, "");
+  return 0;
+}
