@@ -30,7 +30,8 @@ from .client import Client
 from .export import CLOUD_FORMATS, CsvWriter, write_cloud
 from .outputs import SensorOutput, decode
 from .recording import RecordingWriter
-from .stream import DEFAULT_PROBE_IDS, Sensors, find_sensors, subscribe_all
+from .stream import (DEFAULT_PROBE_IDS, Sensors, describe_sensors, probe_sensors,
+                     subscribe_all)
 
 __all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers"]
 
@@ -164,8 +165,9 @@ class Recorder:
     """Subscribes to `sensors` of a running environment and writes what arrives.
 
     sensors: ids, {id: subscribe keyword arguments}, or "all": every sensor the environment
-    has when run() starts (found among ids 1..probe_ids by sensim.stream.find_sensors,
-    waiting up to `wait` seconds for a first one; sensors created later are not recorded).
+    has when run() starts, whatever its id, as the daemon's Describe lists them (waiting up
+    to `wait` seconds for a first one; sensors created later are not recorded; a daemon
+    older than Describe is probed among ids 1..probe_ids instead).
     recording: path of a .srec recording (every record as sent); bag: path of a ROS 1 bag
     (sensim.bag.BagWriter; bag_options: its keyword arguments, e.g. namespaces, frame_ids);
     files: {format: directory} for "pcd", "ply", "xyz" and "csv" (sensim.record.FileSink;
@@ -196,17 +198,24 @@ class Recorder:
         self._stop = False
 
     def _resolve(self, client: Client) -> Sensors:
-        """The sensors to record: as given, or those the environment has for "all"."""
+        """The sensors to record: as given, or for "all" those the daemon's Describe lists
+        (probed among ids 1..probe_ids only on a daemon older than Describe), waiting up to
+        `wait` seconds for a first one."""
         if not isinstance(self.sensors, str):
             return self.sensors
         deadline = time.monotonic() + max(0.0, self.wait)
         while True:
-            ids = find_sensors(client, self.probe_ids)
+            listed = describe_sensors(client)
+            ids = ([int(s.id) for s in listed] if listed is not None
+                   else probe_sensors(client, self.probe_ids))
             if ids:
                 return ids
             if time.monotonic() >= deadline:
-                raise errors.NotFound(f"environment {self.environment!r} has no sensors among "
-                                      f"ids 1..{self.probe_ids} (waited {self.wait:g} s)")
+                where = ("the daemon's Describe lists none" if listed is not None
+                         else f"none among ids 1..{self.probe_ids}: the daemon cannot "
+                         "describe its environments")
+                raise errors.NotFound(f"environment {self.environment!r} has no sensors "
+                                      f"({where}; waited {self.wait:g} s)")
             time.sleep(0.1)
 
     def stop(self) -> None:
