@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 from google.protobuf import json_format
@@ -22,6 +22,9 @@ from google.protobuf.message import DecodeError, Message
 
 from . import _framing, errors, presets
 from ._proto import pb
+
+if TYPE_CHECKING:
+    from .outputs import StepDone
 
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
 
@@ -1488,12 +1491,20 @@ class Client:
         arrays = state_arrays(body_ids, body_poses, body_velocities, joint_ids, joint_positions)
         return "update_state", pb.UpdateState(time=float(time)), arrays
 
-    def step(self, time: float, outputs: str | Iterable[int] = "all") -> Any:
-        """Evaluate every sensor over (t_prev, time]; returns the StepDone message. outputs:
-        the records it carries, "all" (default), "none" (they go to subscribers only) or the
-        ids of the sensors wanted. Records the daemon sends ahead of the StepDone (when they
-        do not fit in one frame) are put back into StepDone.outputs, in order."""
-        return self._call("step", _step_message(time, outputs), "step_done")
+    def step(self, time: float, outputs: str | Iterable[int] = "all") -> "StepDone":
+        """Evaluate every sensor over (t_prev, time]; returns a sensim.StepDone (time in s,
+        step index, the records as SensorData messages in `outputs`, decoded by `records`,
+        `by_sensor()` or done[sensor_id]). outputs: the records it carries, "all" (default),
+        "none" (they go to subscribers only) or the ids of the sensors wanted. Records the
+        daemon sends ahead of the StepDone (when they do not fit in one frame) are put back
+        into its outputs, in order."""
+        from .outputs import StepDone   # outputs imports this module
+        reply = self._call("step", _step_message(time, outputs), "step_done")
+        if reply is None:
+            # only from a subclass whose _call defers the reply (sensim.shard's connections,
+            # whose ShardedClient awaits the StepDone messages itself): passed on as it is
+            return cast("StepDone", None)
+        return StepDone.from_message(reply)
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None, exclude_bodies: Sequence[int] = (),
