@@ -375,3 +375,37 @@ def test_find_sensors_probes_only_a_daemon_without_describe():
             sensim.Client(port=d.port, role="observer") as c:
         assert find_sensors(c, 100) == [2, 9, 300]
         assert not kinds(d, "subscribe") and len(kinds(d, "describe")) == 1
+
+
+
+KEEP_FREED = """
+import ctypes, sys
+from sensim.record import keep_freed_memory
+
+class MallInfo2(ctypes.Structure):      # glibc >= 2.33
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+held = [bytes(12 << 20) for _ in range(3)]      # three buffers of a cloud's size at once
+mapped = libc.mallinfo2().hblkhd                # bytes in blocks mapped of their own
+del held
+print(mapped >> 20, libc.mallinfo2().arena >> 20)   # MiB; the heap after freeing them
+"""
+
+
+def test_keep_freed_memory_reuses_a_clouds_buffer():
+    """sensim record makes malloc serve buffers of a cloud's size from its heap and keep them
+    there once freed, for the next record (glibc's defaults map each such buffer anew, zeroed
+    page by page by the kernel, and unmap it when freed)."""
+    def run(mode):
+        out = subprocess.run([sys.executable, "-c", KEEP_FREED, mode], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return [int(v) for v in out.stdout.split()]
+    mapped, heap = run("keep")
+    assert mapped == 0 and heap >= 36, (mapped, heap)
+    mapped, heap = run("default")
+    assert mapped >= 36 and heap < 12, (mapped, heap)

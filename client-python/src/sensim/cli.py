@@ -137,7 +137,7 @@ def _pairs(items: Sequence[str], what: str) -> dict[int, str]:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .record import Recorder
+    from .record import Recorder, keep_freed_memory
 
     files = {fmt: getattr(args, fmt) for fmt in ("pcd", "ply", "xyz", "csv")
              if getattr(args, fmt)}
@@ -158,6 +158,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not args.sensor and not args.quiet:
         print(f"record: every sensor of environment {args.environment!r} (as the daemon "
               "describes it)", file=sys.stderr)
+    keep_freed_memory()     # buffers of a cloud's size, used again rather than mapped anew
     signal.signal(signal.SIGTERM, lambda *_: rec.stop())
     tty = sys.stderr.isatty()
 

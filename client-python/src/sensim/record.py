@@ -20,6 +20,7 @@ written): the files are always closed whole.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from dataclasses import dataclass, field
@@ -33,11 +34,39 @@ from .recording import RecordingWriter
 from .stream import (DEFAULT_PROBE_IDS, Sensors, describe_sensors, probe_sensors,
                      subscribe_all)
 
-__all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers"]
+__all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers",
+           "keep_freed_memory"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 _DRAIN_SECONDS = 0.5    # s: after a stop, how long frames already on their way are taken
+
+
+# glibc mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory(largest: int = 32 << 20, keep: int = 256 << 20) -> bool:
+    """Make this process's malloc (glibc) reuse the memory of freed large blocks instead of
+    giving it back to the kernel at once: blocks up to `largest` bytes come from the heap, and
+    up to `keep` bytes freed at its top stay mapped. A recorder allocates and frees several
+    buffers of a cloud's size per record (a 12 MB OS1-128 revolution: the protobuf message's
+    bytes, the decoded array's, the bag message's); with glibc's defaults each is fresh memory
+    from the kernel, zeroed page by page (9,000 page faults a revolution, most of the
+    recorder's CPU), taken from the simulation it records on a machine with few cores. What
+    stays mapped is at most what the process used at its peak. Returns False where mallopt is
+    not glibc's (nothing changed). Process-wide: ``sensim record`` calls it; a program that
+    embeds a Recorder may too."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    # the mmap threshold first: setting it also stops glibc adjusting both thresholds itself
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(largest)) and
+                mallopt(_M_TRIM_THRESHOLD, int(keep)))
 
 
 def wait_for_subscribers(client: Client, sensors: Sequence[int], timeout: float = 30.0,
