@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from typing import Any, Iterator, Mapping, Optional, Union
 
 import numpy as np
@@ -134,6 +135,24 @@ def _own_bytes(arr: np.ndarray, le: np.dtype) -> bytes:
     return out.tobytes()
 
 
+def _serialized_cloud(msg: Any) -> bytes:
+    """A PointCloud2 message serialized exactly as its own serialize() does, with its data
+    copied once (serialize() packs the data into a new bytes object and writes that into
+    its buffer, two copies of a cloud that may take 12 MB). The message is serialized without
+    its data, which ends it with data's length (u32) and is_dense (u8); the data goes in
+    between."""
+    from io import BytesIO
+    data = msg.data
+    msg.data = b""
+    try:
+        buf = BytesIO()
+        msg.serialize(buf)
+    finally:
+        msg.data = data
+    empty = buf.getvalue()
+    return b"".join((empty[:-5], struct.pack("<I", len(data)), data, empty[-1:]))
+
+
 def imu_message(sample: Any, *, stamp: Any, frame_id: str) -> Any:
     """A sensor_msgs/Imu from an ImuSample: no orientation estimate (orientation_covariance[0]
     = -1), an absent accelerometer or gyroscope marked the same way in its covariance."""
@@ -215,7 +234,12 @@ class BagWriter:
             r.range = float(out.value.range) if out.value.detected else float("inf")
             items.append(("range", r))
         for topic, msg in items:
-            self._bag.write(f"{ns}/{topic}", msg, when)
+            if topic == "points":
+                # written as raw bytes: the same record, without rosbag's copies of the data
+                self._bag.write(f"{ns}/{topic}", (msg._type, _serialized_cloud(msg),
+                                                  msg._md5sum, type(msg)), when, raw=True)
+            else:
+                self._bag.write(f"{ns}/{topic}", msg, when)
         self.messages += len(items)
         return len(items)
 
