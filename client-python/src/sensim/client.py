@@ -24,7 +24,7 @@ from . import _framing, errors, presets
 from ._proto import pb
 
 if TYPE_CHECKING:
-    from .outputs import StepDone
+    from .outputs import SensorOutput, StepDone
 
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
 
@@ -208,6 +208,10 @@ def _ids(value: Any, what: str) -> np.ndarray:
 # Envelope.raycast_result.hits_bytes, as field numbers
 _HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
               pb.RaycastResult.DESCRIPTOR.fields_by_name["hits_bytes"].number)
+# Where a pushed cloud's points are in its frame (Client(pushed_in_place=True))
+_PUSHED_CLOUD_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["sensor_data"].number,
+                      pb.SensorData.DESCRIPTOR.fields_by_name["point_cloud"].number,
+                      pb.PointCloud.DESCRIPTOR.fields_by_name["data"].number)
 
 # A raycast of at least PIPELINE_MIN_RAYS rays travels as requests of about PIPELINE_RAYS rays
 # sent back to back, PIPELINE_WINDOW of them in flight at a time, so that the daemon traces one
@@ -427,8 +431,8 @@ def _cloud_dtype(cloud: Any) -> np.dtype:
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": step})
 
 
-def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
-                         ) -> np.ndarray:
+def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
+                         data: Any = None) -> np.ndarray:
     """Decode a PointCloud message (any encoding) into a structured array, one record per
     point, with the cloud's own field names and types (like sensor_msgs/PointCloud2).
 
@@ -438,8 +442,12 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
     layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field.
 
     The array is flat, in the cloud's order; an organised cloud (height > 1: the Ouster layout,
-    rows of beams) reshapes with ``points.reshape(cloud.height, cloud.width)``."""
+    rows of beams) reshapes with ``points.reshape(cloud.height, cloud.width)``. data: the
+    cloud's `data` bytes when they are not in the message (a buffer: a pushed frame read in
+    place, Client(pushed_in_place=True)); a RAW cloud's array is then a view of it."""
     dtype = _cloud_dtype(cloud)
+    if data is None:
+        data = cloud.data
     count, step = cloud.count, cloud.point_step
     # organisation, as sensor_msgs/PointCloud2 (absent: one row of the points)
     if (cloud.height or cloud.width) and cloud.height * cloud.width != count:
@@ -451,7 +459,6 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
         encoding = _unknown_varint(cloud, cloud.DESCRIPTOR.fields_by_name["encoding"].number)
         encoding = pb.ENCODING_RAW if encoding is None else encoding
     if encoding == pb.ENCODING_RAW:
-        data = cloud.data
         if len(data) != size:
             raise errors.ProtocolError(f"point_cloud.data: {len(data)} bytes for count {count} "
                                        f"x point_step {step} = {size}")
@@ -460,10 +467,11 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
             raise errors.ProtocolError(
                 f"point_cloud.count: {count} points of point_step {step} are {size} bytes, "
                 f"more than max_bytes {max_bytes}")
+        data = bytes(data)      # compressed: a fraction of the cloud's size
         if encoding == pb.ENCODING_ZSTD:
-            data = _unzstd(cloud.data, size, "point_cloud.data")
+            data = _unzstd(data, size, "point_cloud.data")
         else:
-            data = decode_quantized_zstd(cloud.data, count, step, max_bytes)
+            data = decode_quantized_zstd(data, count, step, max_bytes)
     else:
         raise errors.ProtocolError(f"point_cloud.encoding: {encoding} is not an encoding "
                                    "(0 RAW, 1 ZSTD, 2 QUANTIZED_ZSTD)")
@@ -776,7 +784,8 @@ class Client:
                  role: str | int = "controller", client_name: str = "python",
                  timeout: float | None = 10.0, retention: str | int | None = None,
                  connect: bool = True, max_frame_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
-                 pushed_queue: int = 1024, pushed_max_bytes: int = DEFAULT_PUSHED_MAX_BYTES):
+                 pushed_queue: int = 1024, pushed_max_bytes: int = DEFAULT_PUSHED_MAX_BYTES,
+                 pushed_in_place: bool = False):
         for name, value, least in (("pushed_queue", pushed_queue, 1),
                                    ("pushed_max_bytes", pushed_max_bytes, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
@@ -795,13 +804,19 @@ class Client:
         self.pushed_bytes = 0            # bytes of the pushed frames queued now
         self.frames_dropped = 0          # pushed frames dropped from the full queue
         self.bytes_dropped = 0           # their bytes
+        # pushed clouds of large frames parsed without their points, which stay in the frame
+        # (next_sensor_output reads them there; next_sensor_data copies them back in)
+        self.pushed_in_place = bool(pushed_in_place)
+        self.last_pushed_bytes = 0       # size of the last pushed frame taken from the queue
+        # (Envelope, its points, the frame's length) of a frame parsed without its points
+        self._arrived_view: tuple[Any, memoryview, int] | None = None
         self._sock: socket.socket | None = None
         self._decoder = _framing.FrameDecoder(max_frame_bytes)
         self._next_id = 0
         self._replies: dict[int, Any] = {}
         self._parts: dict[int, list] = {}  # SensorData sent ahead of a StepDone, by request id
         self._abandoned: set[int] = set()
-        self._pushed: collections.deque = collections.deque()  # (Envelope, bytes)
+        self._pushed: collections.deque = collections.deque()  # (Envelope, bytes, points)
         self._pushed_max_frames = int(pushed_queue)
         self._fatal: errors.SensimError | None = None
         self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
@@ -1003,7 +1018,7 @@ class Client:
         while True:
             env = self._next_buffered()
             if env is not None:
-                return env
+                return self._put_back(env, self._take_view(env)[0])
             self._fill(deadline)
 
     def _next_buffered(self, in_place: tuple[int, Sequence[int]] | None = None) -> Any:
@@ -1026,6 +1041,8 @@ class Client:
                 env.ParseFromString(small)
                 if env.id != in_place[0]:
                     env.ParseFromString(body)  # not that reply: all of it
+            elif self.pushed_in_place and isinstance(body, memoryview):
+                self._parse_pushed_in_place(env, body)
             else:
                 env.ParseFromString(body)
         except (DecodeError, ValueError) as exc:
@@ -1035,6 +1052,33 @@ class Client:
             # a large frame, received into its own buffer: kept so that bulk arrays can be seen
             # in place (raycast); only the last one, so that nothing piles up
             self._large_frame = (env.id, body)
+        return env
+
+    def _parse_pushed_in_place(self, env: Any, body: memoryview) -> None:
+        """Parse a large frame; a pushed cloud without its points (protobuf would copy them),
+        which are kept as a view of the frame in self._arrived_view for _queue_pushed."""
+        loc = _framing.find_field(body, _PUSHED_CLOUD_PATH)
+        small = None if loc is None else _framing.without_field(body, _PUSHED_CLOUD_PATH)
+        if small is not None:
+            env.ParseFromString(small)
+            if env.id == 0 and env.WhichOneof("body") == "sensor_data":
+                self._arrived_view = (env, body[loc[0]:loc[0] + loc[1]], len(body))
+                return
+        env.ParseFromString(body)
+
+    def _take_view(self, env: Any) -> tuple[memoryview, int] | tuple[None, int]:
+        """The points of env kept in its frame by _parse_pushed_in_place (else None), and the
+        frame's length."""
+        arrived, self._arrived_view = self._arrived_view, None
+        if arrived is not None and arrived[0] is env:
+            return arrived[1], arrived[2]
+        return None, env.ByteSize()
+
+    @staticmethod
+    def _put_back(env: Any, view: memoryview | None) -> Any:
+        """env with the points kept in its frame copied back into its cloud."""
+        if view is not None:
+            env.sensor_data.point_cloud.data = bytes(view)
         return env
 
     def _fill(self, deadline: float | None) -> None:
@@ -1080,12 +1124,12 @@ class Client:
     def _queue_pushed(self, env: Any) -> None:
         """Queue a pushed Envelope, then drop the oldest whole frames (not the new one) while
         the queue holds more than pushed_max_bytes or pushed_queue frames."""
-        size = env.ByteSize()
-        self._pushed.append((env, size))
+        view, size = self._take_view(env)     # size: the frame's bytes as received
+        self._pushed.append((env, size, view))
         self.pushed_bytes += size
         while len(self._pushed) > 1 and (self.pushed_bytes > self.pushed_max_bytes
                                          or len(self._pushed) > self._pushed_max_frames):
-            _, old = self._pushed.popleft()
+            _, old, _ = self._pushed.popleft()
             self.pushed_bytes -= old
             self.frames_dropped += 1
             self.bytes_dropped += old
@@ -1145,13 +1189,9 @@ class Client:
         timeout); None if nothing arrived."""
         deadline = self._deadline(timeout)
         while True:
-            while self._pushed:
-                env, size = self._pushed.popleft()
-                self.pushed_bytes -= size
-                if env.WhichOneof("body") == "sensor_data":
-                    if env.HasField("sequence"):
-                        env.sensor_data.sequence = env.sequence
-                    return env.sensor_data
+            got = self._next_pushed()
+            if got is not None:
+                return self._put_back(got[0], got[1]).sensor_data
             env = self._next_buffered()
             if env is not None:
                 self._dispatch(env)
@@ -1160,6 +1200,41 @@ class Client:
                 self._fill(deadline)
             except errors.Timeout:
                 return None
+
+    def next_sensor_output(self, timeout: float | None = 0.0,
+                           max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
+                           ) -> "SensorOutput | None":
+        """next_sensor_data decoded (sensim.outputs.decode; max_bytes bounds a decoded cloud).
+        With Client(pushed_in_place=True), a cloud that came in a large frame (1 MiB or more)
+        is read where it was received: a RAW cloud's array is a view of that frame, no copy
+        made (the frame's buffer is used again once nothing refers to it)."""
+        from .outputs import decode     # outputs imports this module
+        deadline = self._deadline(timeout)
+        while True:
+            got = self._next_pushed()
+            if got is not None:
+                return decode(got[0].sensor_data, max_bytes, points=got[1])
+            env = self._next_buffered()
+            if env is not None:
+                self._dispatch(env)
+                continue
+            try:
+                self._fill(deadline)
+            except errors.Timeout:
+                return None
+
+    def _next_pushed(self) -> tuple[Any, memoryview | None] | None:
+        """The next queued pushed SensorData Envelope (its sequence copied into the
+        SensorData) and the points kept in its frame, or None."""
+        while self._pushed:
+            env, size, view = self._pushed.popleft()
+            self.pushed_bytes -= size
+            if env.WhichOneof("body") == "sensor_data":
+                self.last_pushed_bytes = size
+                if env.HasField("sequence"):
+                    env.sensor_data.sequence = env.sequence
+                return env, view
+        return None
 
     # ------------------------------------------------------------------ session
 

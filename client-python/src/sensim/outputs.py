@@ -138,15 +138,18 @@ def _vec(msg: Any, field: str) -> Optional[np.ndarray]:
     return np.array([v.x, v.y, v.z])
 
 
-def decode(data: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> SensorOutput:
+def decode(data: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES, *,
+           points: Any = None) -> SensorOutput:
     """Decode one ``SensorData`` message; a point cloud as by point_cloud_to_numpy (any
-    encoding, at most max_bytes decoded; errors.ProtocolError names what does not decode)."""
+    encoding, at most max_bytes decoded; errors.ProtocolError names what does not decode).
+    points: the cloud's data bytes when the message was parsed without them (a buffer of
+    the frame they came in: Client.next_sensor_output)."""
     kind = data.WhichOneof("payload") or ""
     meta = None
     value: Value
     if kind == "point_cloud":
         pc = data.point_cloud
-        value = point_cloud_to_numpy(pc, max_bytes)
+        value = point_cloud_to_numpy(pc, max_bytes, points)
         height = pc.height if pc.HasField("height") and pc.height else 1
         width = pc.width if pc.HasField("width") and pc.width else len(value) // max(height, 1)
         if height * width != len(value):

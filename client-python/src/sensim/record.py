@@ -260,8 +260,10 @@ class Recorder:
         only when nothing could be set up (connect, subscribe, open files); a connection that
         breaks later ends the recording with summary.reason "connection lost"."""
         summary = RecordSummary()
-        client = Client(self.host, self.port, environment=self.environment,
-                        **self.client_args)
+        # without a recording (which keeps the messages whole), clouds are read in the frames
+        # they arrive in: no copy of their points before the files are written
+        client_args = {"pushed_in_place": self.recording_path is None, **self.client_args}
+        client = Client(self.host, self.port, environment=self.environment, **client_args)
         sinks: list[Any] = []
         writer = None
         try:
@@ -326,27 +328,31 @@ class Recorder:
                     next_progress = now + progress_every
                 if stopping and now >= drain_until:
                     return
-                data = client.next_sensor_data(
-                    timeout=drain_until - now if stopping else 0.1)
-                if data is None:
+                wait = drain_until - now if stopping else 0.1
+                # the message itself for a recording, else its decoded form (read in place)
+                data = client.next_sensor_data(timeout=wait) if writer is not None else None
+                out = (client.next_sensor_output(timeout=wait) if writer is None
+                       else None if data is None or not sinks else decode(data))
+                rec = data if data is not None else out
+                if rec is None:
                     if stopping:
                         return
                     continue
                 last_data = time.monotonic()
-                s = summary.sensors.setdefault(data.sensor_id, SensorSummary(data.sensor_id))
-                if data.HasField("sequence"):
-                    if s.last_sequence and data.sequence > s.last_sequence + 1:
-                        s.gaps += data.sequence - s.last_sequence - 1
-                    s.last_sequence = data.sequence
-                if data.end_of_stream:
+                s = summary.sensors.setdefault(rec.sensor_id, SensorSummary(rec.sensor_id))
+                if rec.sequence:
+                    if s.last_sequence and rec.sequence > s.last_sequence + 1:
+                        s.gaps += rec.sequence - s.last_sequence - 1
+                    s.last_sequence = rec.sequence
+                if rec.end_of_stream:
                     s.ended = True
                     continue
                 if first_time is None:
-                    first_time = data.time
-                if duration is not None and data.time - first_time > duration + 1e-12:
+                    first_time = rec.time
+                if duration is not None and rec.time - first_time > duration + 1e-12:
                     summary.reason = f"{duration} s of simulated time"
                     return
-                self._write(data, writer, sinks, summary, s)
+                self._write(data, out, client.last_pushed_bytes, writer, sinks, summary, s)
                 if max_records is not None and summary.records >= max_records:
                     summary.reason = f"{max_records} records"
                     return
@@ -373,20 +379,27 @@ class Recorder:
         return ""
 
     @staticmethod
-    def _write(data: Any, writer: Optional[RecordingWriter], sinks: list,
-               summary: RecordSummary, s: SensorSummary) -> None:
-        """Write one record everywhere and count it."""
+    def _write(data: Any, out: Optional[SensorOutput], size: int,
+               writer: Optional[RecordingWriter], sinks: list, summary: RecordSummary,
+               s: SensorSummary) -> None:
+        """Write one record everywhere and count it: data, the SensorData message (with a
+        recording), out, its decoded form (with files to write); size, its frame's bytes."""
         if writer is not None:
             writer.write(data)
-        out = decode(data) if sinks else None
         for sink in sinks:
             sink.write(out)
         summary.records += 1
-        summary.bytes += data.ByteSize()
-        s.kind = data.WhichOneof("payload") or s.kind
+        summary.bytes += size
+        if data is not None:
+            kind, t = data.WhichOneof("payload") or "", data.time
+            points = data.point_cloud.count if kind == "point_cloud" else 0
+        else:
+            assert out is not None
+            kind, t = out.kind, out.time
+            points = len(out.value) if kind == "point_cloud" else 0
+        s.kind = kind or s.kind
         s.records += 1
-        if s.kind == "point_cloud":
-            s.points += data.point_cloud.count
+        s.points += points
         if s.records == 1:
-            s.first_time = data.time
-        s.last_time = data.time
+            s.first_time = t
+        s.last_time = t
