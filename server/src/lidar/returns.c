@@ -745,8 +745,9 @@ static void lane_returns(const lidar_returns_t* p, const step_view_t* v, const r
 // which every mode reports: the same operations as eval_node, lidar_returns_select and
 // add_noise in the same order, without the candidate and the ray context. lane[0..nh): the
 // lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
-// when the noise is on; tau[i]: its transmittance to the hit (transmittances); atm_count: lidar_noise_uniform_count_below(return_scaling) (0: no
-// atmospheric return, and blocks unused).
+// when the noise is on; tau[i]: its transmittance to the hit (transmittances); atm_count:
+// lidar_noise_uniform_count_below(return_scaling) (0: no atmospheric return, and blocks
+// unused).
 static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
@@ -787,7 +788,8 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
     const surface_material_t* mat;
     hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
     double intensity;
-    if (inside != NULL || !surface_return_tau(p, air, mat, cos_i, 1.0, tau[i], dx, &intensity) ||
+    if (inside != NULL ||
+        !surface_return_tau(p, air, mat, cos_i, 1.0, tau[i], dx, &intensity) ||
         !detectable(p, dx, intensity)) {
       continue;
     }
