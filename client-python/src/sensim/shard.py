@@ -167,6 +167,7 @@ def _received(shard: Client, request_id: int) -> bool:
             return False
         if env.id == request_id and env.WhichOneof("body") != "sensor_data":
             shard._replies[request_id] = env
+            shard._outstanding.discard(request_id)
         else:
             shard._dispatch(env)
     return True
@@ -442,6 +443,7 @@ class ShardedClient:
                     raise errors.ResourceExhausted(f"request of {len(head) + size} bytes exceeds "
                                                    f"the daemon's max_frame_bytes {limit}")
                 shard._next_id += 1
+                shard._outstanding.add(shard._next_id)
                 frame = _framing.HEADER.pack(len(head) + size) + head
                 _send_now(shard, [frame + joined] if joined is not None else [frame, *parts])
                 pending[i] = [(shard._next_id, None)]
