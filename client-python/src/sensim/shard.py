@@ -109,6 +109,18 @@ def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple
     return parts, sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
 
 
+_BODY_KEYS: dict[str, bytes] = {}
+
+
+def _body_key(body: str) -> bytes:
+    """The key (field number, length-delimited) of the Envelope's body field `body`."""
+    key = _BODY_KEYS.get(body)
+    if key is None:
+        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
+        key = _BODY_KEYS[body] = _framing.varint(number << 3 | 2)
+    return key
+
+
 def _send_now(shard: Client, parts: list) -> None:
     """Write parts to the shard's socket without waiting (non-blocking: no poll before the
     send, no change of mode when it is non-blocking already); what the socket does not take
@@ -383,6 +395,8 @@ class ShardedClient:
             # take the replies received already
             for i in list(todo):
                 shard, mine = self.shards[i], todo[i]
+                if mine[-1][0] not in shard._replies and not len(shard._decoder):
+                    continue                    # nothing received since the last look
                 try:
                     while mine and _received(shard, mine[-1][0]):
                         rid, reply = mine.pop()
@@ -430,8 +444,7 @@ class ShardedClient:
         parts (size bytes, _body_parts): only each frame's head differs (its length, the
         shard's next request id, the body's key), sent with the body in one write without
         waiting; then await every reply (_await) as _fan does."""
-        key = _framing.varint(pb.Envelope.DESCRIPTOR.fields_by_name[body].number << 3 | 2) + \
-            _framing.varint(size)
+        key = _body_key(body) + _framing.varint(size)
         joined = b"".join(parts) if size <= JOIN_BODY_BYTES else None
         failures: dict[int, errors.SensimError] = {}
         pending: dict[int, list] = {}
