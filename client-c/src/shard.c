@@ -843,23 +843,49 @@ sensim_status_t sensim_shards_next_sensor_data(sensim_shards_t* sh, int timeout_
 
 //---------------- Time
 
+// Check the state and encode its UpdateState body into sh->body, once for the shards in
+// [lo, hi): checked through the first one's handle, whose message a refusal carries.
+static sensim_status_t encode_state_once(sensim_shards_t* sh, uint32_t lo, uint32_t hi,
+                                         const sensim_state_t* state) {
+  for (uint32_t i = lo; i < hi; i++) {
+    if (sh->cli[i]) {
+      sensim_status_t st = sensim_state_body(sh->cli[i], state, &sh->body);
+      return st == SENSIM_OK ? st : refuse(sh, st, "%s", sensim_client_last_error(sh->cli[i]));
+    }
+  }
+  return SENSIM_OK;
+}
+
+
+// Send shard i the encoded state and its own step in one write (as
+// sensim_update_and_step_send does). A step refused before anything was sent takes the queued
+// state back with it.
+static sensim_status_t send_state_and_step(sensim_shards_t* sh, uint32_t i) {
+  sensim_client_t* cli = sh->cli[i];
+  sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
+                                         SLOT_STATUS, &sh->ids[i]);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  st = sensim_step_send(cli, &sh->steps[i], &sh->ids2[i]);
+  if (st != SENSIM_OK && cli->g.bytes > 0) {
+    sensim_gather_reset(&cli->g);
+    sensim_slot_free(cli, sensim_slot(cli, sh->ids[i]), false);
+  }
+  return st;
+}
+
+
 sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_state_t* state) {
   SHARDS_CHECK(sh);
-  // the body is encoded once (checked against the first target's handle, whose message a
-  // refusal carries) and framed for each shard with its own request id; every shard is sent
-  // its request before any reply is awaited
+  // the body is encoded once and framed for each shard with its own request id; every shard
+  // is sent its request before any reply is awaited
   uint32_t lo, hi;
   begin(sh);
   targets(sh, -1, &lo, &hi);
-  sensim_client_t* first = NULL;
-  for (uint32_t i = lo; i < hi && !first; i++) {
-    first = sh->cli[i];
-  }
-  if (first) {
-    sensim_status_t st = sensim_state_body(first, state, &sh->body);
-    if (st != SENSIM_OK) {
-      return refuse(sh, st, "%s", sensim_client_last_error(first));
-    }
+  sensim_status_t rc = encode_state_once(sh, lo, hi, state);
+  if (rc != SENSIM_OK) {
+    return rc;
   }
   for (uint32_t i = lo; i < hi; i++) {
     if (!usable(sh, i)) {
@@ -1004,16 +1030,15 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
                   "sensim_shards_focus(sh, -1) first", sh->focus);
   }
   sensim_status_t st = split_step(sh, step);
-  if (st != SENSIM_OK) {
+  if (st != SENSIM_OK || (state && (st = encode_state_once(sh, 0, sh->n, state)) != SENSIM_OK)) {
     return st;
   }
   for (uint32_t i = 0; i < sh->n; i++) {
     if (!usable(sh, i)) {
       continue;
     }
-    st = state ? sensim_update_and_step_send(sh->cli[i], state, &sh->steps[i], &sh->ids[i],
-                                             &sh->ids2[i])
-               : sensim_step_send(sh->cli[i], &sh->steps[i], &sh->ids2[i]);
+    st = state ? send_state_and_step(sh, i) : sensim_step_send(sh->cli[i], &sh->steps[i],
+                                                               &sh->ids2[i]);
     if (st != SENSIM_OK && i == 0 && st < SENSIM_EIO) {
       return refuse(sh, st, "%s", sensim_client_last_error(sh->cli[i]));
     }

@@ -635,6 +635,12 @@ TEST(shard_bad_arguments_change_nothing) {
   step.output_sensors = twice;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.output_sensors[1] = 13 is repeated"));
+  // a step the handle refuses after the state was queued for shard 0: the state goes with it
+  step.outputs = (sensim_step_outputs_t)7;
+  ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.outputs = 7"));
+  ASSERT_EQ(sensim_shards_failed(s), -1);
+  step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
   // nothing moved: the same tick goes through now
   step.output_sensors = twice;
   step.noutput_sensors = 1;
