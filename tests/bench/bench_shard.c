@@ -10,7 +10,10 @@
 //        speed-up is expected here; see docs/sharding.md for the model on hosts of their own
 //   BENCH shard_fanout_update_over_single   an UpdateState of 100 bodies to three shards
 //        (sent to all, then every reply awaited) over the same UpdateState to one daemon
-//        (goal <= 1.5: the shards' round trips overlap)
+//        (goal <= 1.5: the shards' round trips overlap). Beside it: this thread's CPU and
+//        each daemon's per update, and the model for a free core per process; on a host
+//        with fewer free cores than processes the daemons' work (each shard's the same as one
+//        daemon's) runs in turn and the measured ratio approaches the CPU ratio instead
 //
 //   bench_shard [--quick] [--sensimd PATH] [--steps N] [--updates N]
 //
