@@ -93,20 +93,34 @@ def parse_address(address: Any, default_port: int = 7700) -> tuple[str, int]:
     return str(host), port
 
 
+_FIELD_KEYS: dict[tuple[type, str], bytes] = {}
+
+
+def _field_key(message: Any, name: str) -> bytes:
+    """The key of message's length-delimited field `name` (field number, wire type 2)."""
+    kind = (type(message), name)
+    key = _FIELD_KEYS.get(kind)
+    if key is None:
+        number = message.DESCRIPTOR.fields_by_name[name].number
+        key = _FIELD_KEYS[kind] = _framing.varint(number << 3 | 2)
+    return key
+
+
 def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple[list, int]:
     """A request body encoded once for every shard: message's own fields serialized, then
     each bulk field of arrays ((field name, C-contiguous little-endian array)) as its key and
     length and the array's own memory (protocol buffers read fields in any order). Returns the
     buffers in order and their total size."""
-    fields = message.DESCRIPTOR.fields_by_name
-    parts: list = [message.SerializeToString()]
+    own = message.SerializeToString()
+    parts: list = [own]
+    size = len(own)
     for name, a in arrays:
         if a.size:
-            view = a.data.cast("B")
-            key = _framing.varint(fields[name].number << 3 | 2)
-            parts.append(key + _framing.varint(view.nbytes))
-            parts.append(view)
-    return parts, sum(len(p) if isinstance(p, bytes) else p.nbytes for p in parts)
+            head = _field_key(message, name) + _framing.varint(a.nbytes)
+            parts.append(head)
+            parts.append(a.data.cast("B"))
+            size += len(head) + a.nbytes
+    return parts, size
 
 
 _BODY_KEYS: dict[str, bytes] = {}
