@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // shard.c: sensors sharded over several daemons (sensim/shard.h): one client handle per
 // daemon, requests for every shard sent to all of them before any reply is awaited (the scene
-// calls through the handle's deferred status, the others through their *_send halves), the
-// replies awaited within one deadline, step records merged in sensor id order, raycasts split
+// calls through the handle's deferred status, a state's body encoded once and framed for each
+// shard, the others through their *_send halves), the replies awaited within one deadline by
+// one poll over the shards' sockets, step records merged in sensor id order, raycasts split
 // in contiguous parts, and every failure reported naming its shard.
 #include <errno.h>
 #include <poll.h>
@@ -294,8 +295,8 @@ sensim_status_t sensim_shards_connect(const char* const* addresses, uint32_t n,
   sh->taken = calloc(n, sizeof(*sh->taken));
   sh->pfd = calloc(n, sizeof(*sh->pfd));
   sh->pshard = calloc(n, sizeof(*sh->pshard));
-  if (!sh->pfd || !sh->pshard || !sh->cli || !sh->host || !sh->port || !sh->name || !sh->ids || !sh->ids2 || !sh->st ||
-      !sh->sent || !sh->steps || !sh->results || !sh->taken ||
+  if (!sh->cli || !sh->host || !sh->port || !sh->name || !sh->ids || !sh->ids2 || !sh->st ||
+      !sh->sent || !sh->steps || !sh->results || !sh->taken || !sh->pfd || !sh->pshard ||
       (opts && ((opts->environment && !sh->environment) || (opts->token && !sh->token) ||
                 (opts->client_name && !sh->client_name)))) {
     snprintf(sh->err, sizeof(sh->err), "out of memory");
