@@ -243,6 +243,11 @@ sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* i
 // Send what the gather holds.
 sensim_status_t sensim_flush(sensim_client_t* cli);
 
+// Queue a request whose body (Envelope field `tag`) was encoded already (sensim_wire_body),
+// framed with this handle's next id, as sensim_queue does for cli->tx.
+sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sensim_gather_t* body,
+                                  slot_kind_t kind, uint64_t* id);
+
 // The slot of request id, or NULL.
 slot_t* sensim_slot(sensim_client_t* cli, uint64_t id);
 
@@ -330,6 +335,17 @@ void sensim_gather_free(sensim_gather_t* g);
 // SENSIM_EPROTO (nanopb refused); *size is the Envelope's bytes.
 sensim_status_t sensim_wire_frame(sensim_gather_t* g, const sensim_v1_Envelope* env, size_t* size,
                                   char* err, size_t err_cap);
+
+// Encode msg (of nanopb type fields) alone, no frame, into g (reset first): a request body
+// encoded once and framed for several connections by sensim_wire_frame_body.
+sensim_status_t sensim_wire_body(sensim_gather_t* g, const pb_msgdesc_t* fields, const void* msg,
+                                 char* err, size_t err_cap);
+
+// Append one frame: an Envelope of this id whose body field `tag` holds the encoded body
+// (its own bytes copied, its holes referenced). *size is the Envelope's bytes.
+sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t tag,
+                                       const sensim_gather_t* body, size_t* size, char* err,
+                                       size_t err_cap);
 
 // Encode callbacks: bulk arrays sent from the caller's memory. arg points at a sensim_span_t.
 typedef struct sensim_span {
@@ -420,6 +436,13 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg);
 
 // Append one record to a list in view memory; NULL when memory ran out.
 sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_list_t* l);
+
+//---------------- step.c
+
+// Check the state and encode its UpdateState body into `body` (sensim_wire_body), for
+// sensim_queue_body on several connections; a refusal's message is cli's last error.
+sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* state,
+                                  sensim_gather_t* body);
 
 //---------------- raycast.c
 
