@@ -144,6 +144,8 @@ struct sensim_client {
   size_t rstart, rend;              // unread bytes
   sensim_frame_t* big;              // a large frame being received into its own buffer
   size_t big_have;
+  bool rx_empty;                    // the last recv took all the socket had: poll before the
+                                    //   next one when waiting (one system call fewer)
 
   // sending
   sensim_gather_t g;
