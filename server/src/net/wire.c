@@ -72,6 +72,23 @@ static int read_varint(const uint8_t* p, size_t n, size_t* pos, uint64_t* v) {
 }
 
 
+// path + "." + name (name alone at the start), cut to WIRE_STATUS_MAX - 1 bytes; returns the
+// new length. Runs for every message and string field of every request: no printf.
+static size_t path_append(char* path, size_t path_len, const char* name) {
+  size_t at = path_len;
+  if (at > 0 && at < WIRE_STATUS_MAX - 1) {
+    path[at++] = '.';
+  }
+  size_t n = strlen(name);
+  if (n > WIRE_STATUS_MAX - 1 - at) {
+    n = WIRE_STATUS_MAX - 1 - at;
+  }
+  memcpy(path + at, name, n);
+  path[at + n] = '\0';
+  return at + n;
+}
+
+
 // Walk one encoded message: every string field (at any depth) must be clean and at most
 // TEXT_NAME_MAX bytes. path holds the field path so far ("create_body"). 0 or ERR_INVAL.
 static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, size_t n,
@@ -109,12 +126,7 @@ static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, 
     if (!f || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)) {
       continue;
     }
-    int w = snprintf(path + path_len, WIRE_STATUS_MAX - path_len, "%s%s", path_len ? "." : "",
-                     f->name);
-    size_t sub_len = w < 0 ? path_len : path_len + (size_t)w;
-    if (sub_len >= WIRE_STATUS_MAX) {
-      sub_len = WIRE_STATUS_MAX - 1;
-    }
+    size_t sub_len = path_append(path, path_len, f->name);
     if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
       if (depth >= TEXT_MAX_DEPTH) {
         return err_set(msg, ERR_INVAL, "%s is nested more than %d messages deep", path,
