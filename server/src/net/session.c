@@ -361,6 +361,65 @@ static uint32_t write_bufs(const session_write_t* w, const uint8_t** p, size_t* 
 }
 
 
+// A write the kernel took whole at once: its bytes and memory no longer count; no hook runs
+// (the caller may be inside one: see try_write).
+static void done_now(session_write_t* w) {
+  session_t* s = w->s;
+  s->queued -= w->total;
+  s->stream_queued -= w->stream ? w->total : 0;
+  s->unsent_held -= w->stream ? 0 : w->cost;
+  s->srv->held -= w->cost;
+  s->active_ms = uv_now(s->srv->loop);
+  mem_free(w->payload);
+  shared_buf_release(w->shared);
+  s->refs--;  // never the last: the open handle holds one
+  mem_free(w);
+}
+
+
+// Write the chain from w at once when nothing waits in libuv's queue: a write the socket takes
+// whole is done here, without a write request (libuv's request would end with its completion
+// callback in the next loop turn and a change of the socket's epoll registration, a system
+// call, after every reply). Only when no completion hook is due: not for stream frames
+// (on_stream_drained) and not for a blocked session (it is read again from on_write). 0 when
+// everything was written (the chain done and freed); otherwise *first is the first of bufs
+// still to write (partly written pieces advanced), and the chain stays for uv_write.
+static int try_write(session_t* s, session_write_t* w, uv_buf_t* bufs, uint32_t count,
+                     uint32_t* first) {
+  *first = 0;
+  if (s->blocked || s->closing || uv_is_closing((uv_handle_t*)&s->tcp) ||
+      uv_stream_get_write_queue_size((uv_stream_t*)&s->tcp) != 0) {
+    return -1;
+  }
+  for (session_write_t* x = w; x; x = x->next) {
+    if (x->stream) {
+      return -1;
+    }
+  }
+  int n = uv_try_write((uv_stream_t*)&s->tcp, bufs, count);
+  if (n < 0) {
+    return -1;  // UV_EAGAIN: the socket is full; anything else shows again in uv_write
+  }
+  s->srv->writes++;
+  size_t k = (size_t)n;
+  while (*first < count && k >= bufs[*first].len) {
+    k -= bufs[*first].len;
+    (*first)++;
+  }
+  if (*first == count) {
+    while (w) {
+      session_write_t* next = w->next;
+      done_now(w);
+      w = next;
+    }
+    return 0;
+  }
+  bufs[*first].base += k;
+  bufs[*first].len -= k;
+  return -1;
+}
+
+
 // Hand the writes from w on (a chain through next, each counted) to libuv as one write: one
 // system call for the replies of a turn, and one wake-up of the peer. What libuv's copy of a
 // long list of pieces takes is counted with the first write. Nonzero (nothing counted any
@@ -394,12 +453,20 @@ static int submit(session_t* s, session_write_t* w) {
     for (uint32_t i = 0; i < count; i++) {
       bufs[i] = uv_buf_init((char*)p[i], (unsigned)n[i]);
     }
+
+    // what the socket takes at once is done now (no write request); the rest is queued
+    uint32_t first = 0;
+    if (try_write(s, w, bufs, count, &first) == 0) {
+      rc = 0;
+      goto done;
+    }
+    uint32_t left = count - first;
     uint64_t extra =
-        count > SESSION_UV_INLINE_BUFS ? mem_footprint_of(count * sizeof(uv_buf_t)) : 0;
+        left > SESSION_UV_INLINE_BUFS ? mem_footprint_of(left * sizeof(uv_buf_t)) : 0;
     w->cost += extra;
     s->unsent_held += w->stream ? 0 : extra;
     server_held_add(srv, extra);
-    rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs, count, on_write);
+    rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs + first, left, on_write);
     srv->writes += rc == 0;
     if (rc != 0) {
       w->cost -= extra;
@@ -407,6 +474,7 @@ static int submit(session_t* s, session_write_t* w) {
       srv->held -= extra;
     }
   }
+done:
   if (bufs != small) {
     mem_free(p);
     mem_free(n);
