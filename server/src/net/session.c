@@ -924,6 +924,11 @@ void session_resume(session_t* s) {
 }
 
 
+uint8_t* session_take_frame(session_t* s) {
+  return frame_reader_take(&s->reader);
+}
+
+
 void session_set_ready(session_t* s) {
   s->ready = 1;
   frame_reader_set_limit(&s->reader, s->srv->limits.max_frame_bytes, "max_frame_bytes", "");
