@@ -366,6 +366,13 @@ void sensim_wire_pose(sensim_v1_Pose* p, const sensim_pose_t* pose);
 // A nanopb input stream over one frame read by r, of len bytes.
 pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
 
+// pb_decode_ex flags for a zeroed Envelope / SensorData: PB_DECODE_NOINIT when zero is the
+// default of every field nanopb would set before decoding (the generated defaults are all
+// zero: no [default] in them or in a sub-message outside their oneofs, whose members nanopb
+// sets when it selects one), which skips its pass over every field; else 0.
+unsigned sensim_wire_noinit_envelope(void);
+unsigned sensim_wire_noinit_data(void);
+
 // In a decode callback: the rest of the field as a view into the memory frame (skipped).
 // The reader behind a stream a decode callback gets, or NULL: nanopb hands a callback of a
 // field that came with a scalar wire type (a hostile frame) a stream over a copy of the value
