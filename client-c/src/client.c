@@ -595,7 +595,7 @@ sensim_status_t sensim_decode_envelope(sensim_client_t* cli, pb_istream_t* in) {
   rx->cb_body.funcs.decode = select_body;
   rx->cb_body.arg = cli;
   cli->dec_failed = SENSIM_OK;
-  if (!pb_decode(in, sensim_v1_Envelope_fields, rx)) {
+  if (!pb_decode_ex(in, sensim_v1_Envelope_fields, rx, sensim_wire_noinit_envelope())) {
     sensim_reader_t* r = in->state;
     if (r->failure != SENSIM_OK) {
       return r->failure;  // the socket failed; the connection is closed

@@ -144,6 +144,8 @@ struct sensim_client {
   size_t rstart, rend;              // unread bytes
   sensim_frame_t* big;              // a large frame being received into its own buffer
   size_t big_have;
+  bool rx_empty;                    // the last recv took all the socket had: poll before the
+                                    //   next one when waiting (one system call fewer)
 
   // sending
   sensim_gather_t g;
@@ -379,6 +381,13 @@ void sensim_wire_pose(sensim_v1_Pose* p, const sensim_pose_t* pose);
 
 // A nanopb input stream over one frame read by r, of len bytes.
 pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
+
+// pb_decode_ex flags for a zeroed Envelope / SensorData: PB_DECODE_NOINIT when zero is the
+// default of every field nanopb would set before decoding (the generated defaults are all
+// zero: no [default] in them or in a sub-message outside their oneofs, whose members nanopb
+// sets when it selects one), which skips its pass over every field; else 0.
+unsigned sensim_wire_noinit_envelope(void);
+unsigned sensim_wire_noinit_data(void);
 
 // In a decode callback: the rest of the field as a view into the memory frame (skipped).
 // The reader behind a stream a decode callback gets, or NULL: nanopb hands a callback of a

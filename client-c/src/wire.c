@@ -273,6 +273,20 @@ static bool reader_read(pb_istream_t* s, pb_byte_t* buf, size_t n) {
 }
 
 
+unsigned sensim_wire_noinit_envelope(void) {
+  static const sensim_v1_Envelope defaults = sensim_v1_Envelope_init_default;
+  static const sensim_v1_Envelope zero = sensim_v1_Envelope_init_zero;
+  return memcmp(&defaults, &zero, sizeof(zero)) == 0 ? PB_DECODE_NOINIT : 0;
+}
+
+
+unsigned sensim_wire_noinit_data(void) {
+  static const sensim_v1_SensorData defaults = sensim_v1_SensorData_init_default;
+  static const sensim_v1_SensorData zero = sensim_v1_SensorData_init_zero;
+  return memcmp(&defaults, &zero, sizeof(zero)) == 0 ? PB_DECODE_NOINIT : 0;
+}
+
+
 pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len) {
   pb_istream_t s = {.callback = reader_read, .state = r, .bytes_left = len};
   return s;
