@@ -1068,7 +1068,7 @@ class Client:
         which are kept as a view of the frame in self._arrived_view for _queue_pushed."""
         loc = _framing.find_field(body, _PUSHED_CLOUD_PATH)
         small = None if loc is None else _framing.without_field(body, _PUSHED_CLOUD_PATH)
-        if small is not None:
+        if loc is not None and small is not None:
             env.ParseFromString(small)
             if env.id == 0 and env.WhichOneof("body") == "sensor_data":
                 self._arrived_view = (env, body[loc[0]:loc[0] + loc[1]], len(body))

@@ -262,7 +262,8 @@ class Recorder:
         summary = RecordSummary()
         # without a recording (which keeps the messages whole), clouds are read in the frames
         # they arrive in: no copy of their points before the files are written
-        client_args = {"pushed_in_place": self.recording_path is None, **self.client_args}
+        client_args: dict[str, Any] = {"pushed_in_place": self.recording_path is None,
+                                       **self.client_args}
         client = Client(self.host, self.port, environment=self.environment, **client_args)
         sinks: list[Any] = []
         writer = None
