@@ -342,7 +342,8 @@ class Recorder:
                 last_data = time.monotonic()
                 s = summary.sensors.setdefault(rec.sensor_id, SensorSummary(rec.sensor_id))
                 if rec.sequence:
-                    if s.last_sequence and rec.sequence > s.last_sequence + 1:
+                    # numbered from 1: a first frame above 1 follows drops too
+                    if rec.sequence > s.last_sequence + 1:
                         s.gaps += rec.sequence - s.last_sequence - 1
                     s.last_sequence = rec.sequence
                 if rec.end_of_stream:

@@ -196,8 +196,9 @@ class Subscription:
                 self._cond.notify_all()
 
     def _count_gap(self, out: SensorOutput) -> None:
-        last = self._last_seq.get(out.sensor_id)
-        if out.sequence and last is not None and out.sequence > last + 1:
+        # a subscription's frames are numbered from 1: a first one above 1 follows drops too
+        last = self._last_seq.get(out.sensor_id, 0)
+        if out.sequence and out.sequence > last + 1:
             self.gaps += out.sequence - last - 1
         if out.sequence:
             self._last_seq[out.sensor_id] = out.sequence
