@@ -26,6 +26,7 @@ import numpy as np
 from . import _framing, errors
 from ._proto import pb
 from .client import RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, state_arrays
+from .outputs import StepDone
 
 __all__ = ["ShardedClient", "shard_for", "parse_address"]
 
@@ -640,9 +641,9 @@ class ShardedClient:
         # a copy: the caller may change its arrays, and rejoin() sends these again
         self._last_state = (float(time), [(name, a.copy()) for name, a in arrays])
 
-    def step(self, time: float, outputs: str | Iterable[int] = "all") -> Any:
-        """Step every shard; a StepDone with the outputs of all of them in sensor id order (its
-        `step` is the largest index a shard reported). outputs: "all", "none" or the ids of
+    def step(self, time: float, outputs: str | Iterable[int] = "all") -> StepDone:
+        """Step every shard; a StepDone (as Client.step's) with the outputs of all of them in
+        sensor id order (its `step` is the largest index a shard reported). outputs: "all", "none" or the ids of
         sensors created through this client, each shard asked for those it holds."""
         n = len(self.shards)
         if isinstance(outputs, str):
@@ -669,7 +670,7 @@ class ShardedClient:
         records = [d for i in range(n) for d in got[i].outputs]
         records.sort(key=lambda d: d.sensor_id)     # stable: each sensor's records in order
         done.outputs.extend(records)
-        return done
+        return StepDone.from_message(done)
 
     # ------------------------------------------------------------------ queries
 
