@@ -18,7 +18,7 @@
 //         that completes an OS1-128 revolution with Step.outputs = NONE (goal <= 128)
 //   BENCH step_rtt_four_os1_all_fields_over_one   UpdateState + Step, outputs ALL, until every
 //         frame of the reply is in: four OS1-128 with every point field completing their
-//         revolution in the step / one of them (goal <= 4.5)
+//         revolution in the step / one of them (goal <= 4.5), after 4 untimed revolutions
 //   BENCH copies_per_published_byte   bytes the daemon copies in blocks of 64 KiB or more per
 //         byte of cloud published, with the StepDone carrying the cloud and a RAW subscriber
 //         (copycount.c preloaded into a second daemon; not under sanitizers)
