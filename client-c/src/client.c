@@ -410,6 +410,43 @@ sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* i
 }
 
 
+sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sensim_gather_t* body,
+                                  slot_kind_t kind, uint64_t* id) {
+  if (cli->fd < 0) {
+    sensim_gather_reset(&cli->g);
+    return sensim_cli_fail(cli, cli->closed_status ? cli->closed_status : SENSIM_ECLOSED,
+                           "connection is closed%s%s", cli->closed_reason[0] ? ": " : "",
+                           cli->closed_reason);
+  }
+  uint64_t rid = cli->next_id + 1;
+  sensim_status_t st = slot_take(cli, rid, kind);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  size_t len0 = cli->g.len, holes0 = cli->g.nholes, bytes0 = cli->g.bytes, size = 0;
+  st = sensim_wire_frame_body(&cli->g, rid, tag, body, &size, cli->last_error,
+                              sizeof(cli->last_error));
+  uint32_t limit = cli->session.limits.max_frame_bytes;
+  if (st == SENSIM_OK && limit != 0 && size > limit) {
+    cli->g.len = len0;
+    cli->g.nholes = holes0;
+    cli->g.bytes = bytes0;
+    st = sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
+                         "request of %zu bytes exceeds the daemon's max_frame_bytes %u", size,
+                         limit);
+  }
+  if (st != SENSIM_OK) {
+    sensim_slot_free(cli, sensim_slot(cli, rid), false);
+    return st;
+  }
+  cli->next_id = rid;
+  if (id) {
+    *id = rid;
+  }
+  return SENSIM_OK;
+}
+
+
 sensim_status_t sensim_flush(sensim_client_t* cli) {
   return sensim_transport_send(cli, sensim_deadline(cli, -1));
 }
@@ -558,7 +595,7 @@ sensim_status_t sensim_decode_envelope(sensim_client_t* cli, pb_istream_t* in) {
   rx->cb_body.funcs.decode = select_body;
   rx->cb_body.arg = cli;
   cli->dec_failed = SENSIM_OK;
-  if (!pb_decode(in, sensim_v1_Envelope_fields, rx)) {
+  if (!pb_decode_ex(in, sensim_v1_Envelope_fields, rx, sensim_wire_noinit_envelope())) {
     sensim_reader_t* r = in->state;
     if (r->failure != SENSIM_OK) {
       return r->failure;  // the socket failed; the connection is closed
@@ -691,7 +728,7 @@ sensim_status_t sensim_wait(sensim_client_t* cli, uint64_t id, int timeout_ms) {
 
 
 sensim_status_t sensim_call_status(sensim_client_t* cli) {
-  uint64_t id;
+  uint64_t id = 0;
   sensim_status_t st = sensim_send(cli, SLOT_STATUS, &id);
   if (st == SENSIM_OK && cli->deferred != NULL) {
     // shard.c collects the reply itself, after sending the request to every shard

@@ -144,6 +144,8 @@ struct sensim_client {
   size_t rstart, rend;              // unread bytes
   sensim_frame_t* big;              // a large frame being received into its own buffer
   size_t big_have;
+  bool rx_empty;                    // the last recv took all the socket had: poll before the
+                                    //   next one when waiting (one system call fewer)
 
   // sending
   sensim_gather_t g;
@@ -243,6 +245,11 @@ sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* i
 // Send what the gather holds.
 sensim_status_t sensim_flush(sensim_client_t* cli);
 
+// Queue a request whose body (Envelope field `tag`) was encoded already (sensim_wire_body),
+// framed with this handle's next id, as sensim_queue does for cli->tx.
+sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sensim_gather_t* body,
+                                  slot_kind_t kind, uint64_t* id);
+
 // The slot of request id, or NULL.
 slot_t* sensim_slot(sensim_client_t* cli, uint64_t id);
 
@@ -331,6 +338,17 @@ void sensim_gather_free(sensim_gather_t* g);
 sensim_status_t sensim_wire_frame(sensim_gather_t* g, const sensim_v1_Envelope* env, size_t* size,
                                   char* err, size_t err_cap);
 
+// Encode msg (of nanopb type fields) alone, no frame, into g (reset first): a request body
+// encoded once and framed for several connections by sensim_wire_frame_body.
+sensim_status_t sensim_wire_body(sensim_gather_t* g, const pb_msgdesc_t* fields, const void* msg,
+                                 char* err, size_t err_cap);
+
+// Append one frame: an Envelope of this id whose body field `tag` holds the encoded body
+// (its own bytes copied, its holes referenced). *size is the Envelope's bytes.
+sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t tag,
+                                       const sensim_gather_t* body, size_t* size, char* err,
+                                       size_t err_cap);
+
 // Encode callbacks: bulk arrays sent from the caller's memory. arg points at a sensim_span_t.
 typedef struct sensim_span {
   const void* data;
@@ -363,6 +381,13 @@ void sensim_wire_pose(sensim_v1_Pose* p, const sensim_pose_t* pose);
 
 // A nanopb input stream over one frame read by r, of len bytes.
 pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
+
+// pb_decode_ex flags for a zeroed Envelope / SensorData: PB_DECODE_NOINIT when zero is the
+// default of every field nanopb would set before decoding (the generated defaults are all
+// zero: no [default] in them or in a sub-message outside their oneofs, whose members nanopb
+// sets when it selects one), which skips its pass over every field; else 0.
+unsigned sensim_wire_noinit_envelope(void);
+unsigned sensim_wire_noinit_data(void);
 
 // In a decode callback: the rest of the field as a view into the memory frame (skipped).
 // The reader behind a stream a decode callback gets, or NULL: nanopb hands a callback of a
@@ -420,6 +445,13 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg);
 
 // Append one record to a list in view memory; NULL when memory ran out.
 sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_list_t* l);
+
+//---------------- step.c
+
+// Check the state and encode its UpdateState body into `body` (sensim_wire_body), for
+// sensim_queue_body on several connections; a refusal's message is cli's last error.
+sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* state,
+                                  sensim_gather_t* body);
 
 //---------------- raycast.c
 

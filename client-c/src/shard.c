@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // shard.c: sensors sharded over several daemons (sensim/shard.h): one client handle per
 // daemon, requests for every shard sent to all of them before any reply is awaited (the scene
-// calls through the handle's deferred status, the others through their *_send halves), the
-// replies awaited within one deadline, step records merged in sensor id order, raycasts split
+// calls through the handle's deferred status, a state's body encoded once and framed for each
+// shard, the others through their *_send halves), the replies awaited within one deadline by
+// one poll over the shards' sockets, step records merged in sensor id order, raycasts split
 // in contiguous parts, and every failure reported naming its shard.
+#include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,6 +58,10 @@ struct sensim_shards {
   uint32_t* taken;                      // records of each result merged so far
   uint32_t* listed;                     // output_sensors regrouped by shard
   uint32_t listed_cap;
+
+  struct pollfd* pfd;                   // the sockets awaited by one poll, and their shards
+  uint32_t* pshard;
+  sensim_gather_t body;                 // a request body encoded once for every shard
 
   sensim_sensor_data_t* merged;
   uint32_t merged_cap;
@@ -287,8 +293,10 @@ sensim_status_t sensim_shards_connect(const char* const* addresses, uint32_t n,
   sh->steps = calloc(n, sizeof(*sh->steps));
   sh->results = calloc(n, sizeof(*sh->results));
   sh->taken = calloc(n, sizeof(*sh->taken));
+  sh->pfd = calloc(n, sizeof(*sh->pfd));
+  sh->pshard = calloc(n, sizeof(*sh->pshard));
   if (!sh->cli || !sh->host || !sh->port || !sh->name || !sh->ids || !sh->ids2 || !sh->st ||
-      !sh->sent || !sh->steps || !sh->results || !sh->taken ||
+      !sh->sent || !sh->steps || !sh->results || !sh->taken || !sh->pfd || !sh->pshard ||
       (opts && ((opts->environment && !sh->environment) || (opts->token && !sh->token) ||
                 (opts->client_name && !sh->client_name)))) {
     snprintf(sh->err, sizeof(sh->err), "out of memory");
@@ -341,6 +349,9 @@ void sensim_shards_close(sensim_shards_t* sh) {
   free(sh->steps);
   free(sh->results);
   free(sh->taken);
+  free(sh->pfd);
+  free(sh->pshard);
+  sensim_gather_free(&sh->body);
   free(sh->listed);
   free(sh->merged);
   free(sh->sensors);
@@ -434,6 +445,45 @@ static sensim_status_t timed_out(sensim_shards_t* sh, uint32_t i) {
 }
 
 
+// Receive the replies of the shards in [lo, hi) that were sent a request (ids[i], or ids2[i]
+// when set: the last of two), all at once: one poll over the sockets of those whose reply is
+// not complete yet, each socket that is ready read without waiting, until every reply is
+// complete, a connection failed or the deadline passed. The replies are then collected by the
+// handle's own waits, which find them complete (or time out at once).
+static void await_all(sensim_shards_t* sh, uint32_t lo, uint32_t hi, int64_t deadline) {
+  for (;;) {
+    nfds_t nfds = 0;
+    for (uint32_t i = lo; i < hi; i++) {
+      sensim_client_t* cli = sh->cli[i];
+      if (!sh->sent[i] || !cli || cli->fd < 0) {
+        continue;
+      }
+      const slot_t* s = sensim_slot(cli, sh->ids2[i] ? sh->ids2[i] : sh->ids[i]);
+      if (s && !s->done) {
+        // a nonblocking handle may hold part of the request still: sent as the socket takes it
+        short events = cli->outq_off < cli->outq_len ? POLLIN | POLLOUT : POLLIN;
+        sh->pfd[nfds] = (struct pollfd){.fd = cli->fd, .events = events};
+        sh->pshard[nfds++] = i;
+      }
+    }
+    int left = remaining(deadline);
+    if (nfds == 0 || left == 0) {
+      return;
+    }
+    int ready = poll(sh->pfd, nfds, left);
+    if (ready < 0 && errno != EINTR) {
+      return;                           // the waits report the failure
+    }
+    for (nfds_t k = 0; ready > 0 && k < nfds; k++) {
+      if (sh->pfd[k].revents) {
+        // a failed connection fails its requests, which the waits then report
+        (void)sensim_transport_pump(sh->cli[sh->pshard[k]], 0);
+      }
+    }
+  }
+}
+
+
 // The outcome of a fan-out over the shards in [lo, hi): OK, or the first failure's status
 // with a message naming it, the other failures, and the shards that accepted the request.
 static sensim_status_t report(sensim_shards_t* sh, uint32_t lo, uint32_t hi) {
@@ -514,6 +564,7 @@ static sensim_status_t fan(sensim_shards_t* sh, int only, shard_call_t fn, const
     sh->sent[i] = st == SENSIM_OK;
   }
   int64_t deadline = fan_deadline(sh);
+  await_all(sh, lo, hi, deadline);
   for (uint32_t i = lo; i < hi; i++) {
     if (!sh->sent[i]) {
       continue;
@@ -793,24 +844,68 @@ sensim_status_t sensim_shards_next_sensor_data(sensim_shards_t* sh, int timeout_
 
 //---------------- Time
 
+// Check the state and encode its UpdateState body into sh->body, once for the shards in
+// [lo, hi): checked through the first one's handle, whose message a refusal carries.
+static sensim_status_t encode_state_once(sensim_shards_t* sh, uint32_t lo, uint32_t hi,
+                                         const sensim_state_t* state) {
+  for (uint32_t i = lo; i < hi; i++) {
+    if (sh->cli[i]) {
+      sensim_status_t st = sensim_state_body(sh->cli[i], state, &sh->body);
+      return st == SENSIM_OK ? st : refuse(sh, st, "%s", sensim_client_last_error(sh->cli[i]));
+    }
+  }
+  return SENSIM_OK;
+}
+
+
+// Send shard i the encoded state and its own step in one write (as
+// sensim_update_and_step_send does). A step refused before anything was sent takes the queued
+// state back with it.
+static sensim_status_t send_state_and_step(sensim_shards_t* sh, uint32_t i) {
+  sensim_client_t* cli = sh->cli[i];
+  sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
+                                         SLOT_STATUS, &sh->ids[i]);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  st = sensim_step_send(cli, &sh->steps[i], &sh->ids2[i]);
+  if (st != SENSIM_OK && cli->g.bytes > 0) {
+    sensim_gather_reset(&cli->g);
+    sensim_slot_free(cli, sensim_slot(cli, sh->ids[i]), false);
+  }
+  return st;
+}
+
+
 sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_state_t* state) {
   SHARDS_CHECK(sh);
-  // sensim_update_state sends and waits: through its _send half instead, deferred by hand
+  // the body is encoded once and framed for each shard with its own request id; every shard
+  // is sent its request before any reply is awaited
   uint32_t lo, hi;
   begin(sh);
   targets(sh, -1, &lo, &hi);
+  sensim_status_t rc = encode_state_once(sh, lo, hi, state);
+  if (rc != SENSIM_OK) {
+    return rc;
+  }
   for (uint32_t i = lo; i < hi; i++) {
     if (!usable(sh, i)) {
       continue;
     }
-    sensim_status_t st = sensim_update_state_send(sh->cli[i], state, &sh->ids[i]);
+    sensim_client_t* cli = sh->cli[i];
+    sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
+                                           SLOT_STATUS, &sh->ids[i]);
+    if (st == SENSIM_OK) {
+      st = sensim_flush(cli);
+    }
     if (st != SENSIM_OK && i == lo && st < SENSIM_EIO) {
-      return refuse(sh, st, "%s", sensim_client_last_error(sh->cli[i]));
+      return refuse(sh, st, "%s", sensim_client_last_error(cli));
     }
     sh->st[i] = st;
     sh->sent[i] = st == SENSIM_OK;
   }
   int64_t deadline = fan_deadline(sh);
+  await_all(sh, lo, hi, deadline);
   for (uint32_t i = lo; i < hi; i++) {
     if (sh->sent[i]) {
       sensim_status_t st = sensim_wait(sh->cli[i], sh->ids[i], remaining(deadline));
@@ -936,16 +1031,15 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
                   "sensim_shards_focus(sh, -1) first", sh->focus);
   }
   sensim_status_t st = split_step(sh, step);
-  if (st != SENSIM_OK) {
+  if (st != SENSIM_OK || (state && (st = encode_state_once(sh, 0, sh->n, state)) != SENSIM_OK)) {
     return st;
   }
   for (uint32_t i = 0; i < sh->n; i++) {
     if (!usable(sh, i)) {
       continue;
     }
-    st = state ? sensim_update_and_step_send(sh->cli[i], state, &sh->steps[i], &sh->ids[i],
-                                             &sh->ids2[i])
-               : sensim_step_send(sh->cli[i], &sh->steps[i], &sh->ids2[i]);
+    st = state ? send_state_and_step(sh, i) : sensim_step_send(sh->cli[i], &sh->steps[i],
+                                                               &sh->ids2[i]);
     if (st != SENSIM_OK && i == 0 && st < SENSIM_EIO) {
       return refuse(sh, st, "%s", sensim_client_last_error(sh->cli[i]));
     }
@@ -953,6 +1047,7 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
     sh->sent[i] = st == SENSIM_OK;
   }
   int64_t deadline = fan_deadline(sh);
+  await_all(sh, 0, sh->n, deadline);
   for (uint32_t i = 0; i < sh->n; i++) {
     if (!sh->sent[i]) {
       continue;

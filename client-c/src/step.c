@@ -80,6 +80,17 @@ static sensim_status_t queue_state(sensim_client_t* cli, const sensim_state_t* s
 }
 
 
+sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* state,
+                                  sensim_gather_t* body) {
+  state_spans_t sp;
+  sensim_begin(cli, sensim_v1_Envelope_update_state_tag);  // a zeroed body; no id is taken
+  sensim_status_t st = encode_state(cli, state, &sp);
+  return st != SENSIM_OK ? st : sensim_wire_body(body, sensim_v1_UpdateState_fields,
+                                                 &cli->tx.body.update_state, cli->last_error,
+                                                 sizeof(cli->last_error));
+}
+
+
 // Queue a Step.
 static sensim_status_t queue_step(sensim_client_t* cli, const sensim_step_t* given,
                                   uint64_t* id) {

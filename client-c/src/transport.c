@@ -278,6 +278,7 @@ static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      cli->rx_empty = true;
       return SENSIM_EAGAIN;
     }
     if (errno == ECONNRESET) {
@@ -291,6 +292,7 @@ static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
                                          : "connection closed by the daemon", 0);
   }
   *moved = true;
+  cli->rx_empty = (size_t)n < room;  // a stream socket gives what it holds, up to room
   if (cli->big) {
     cli->big_have += (size_t)n;
     if (cli->big_have == cli->big->len) {
@@ -308,14 +310,15 @@ static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
 }
 
 
-// Receive everything the socket holds now.
+// Receive everything the socket holds now: until a recv finds it empty, or takes less than it
+// asked for (what the socket held then; no second call only to hear EAGAIN).
 static sensim_status_t recv_all(sensim_client_t* cli, bool* moved) {
   for (;;) {
     sensim_status_t st = recv_once(cli, moved);
     if (st == SENSIM_EAGAIN) {
       return SENSIM_OK;
     }
-    if (st != SENSIM_OK || cli->fd < 0) {
+    if (st != SENSIM_OK || cli->fd < 0 || cli->rx_empty) {
       return st;
     }
   }
@@ -324,6 +327,7 @@ static sensim_status_t recv_all(sensim_client_t* cli, bool* moved) {
 
 sensim_status_t sensim_transport_read(sensim_client_t* cli, uint8_t* dst, size_t n,
                                       int64_t deadline) {
+  cli->rx_empty = false;  // what follows the frame may be in already
   while (n > 0) {
     if (cli->fd < 0) {
       return cli->closed_status != SENSIM_OK ? cli->closed_status : SENSIM_ECLOSED;
@@ -549,14 +553,20 @@ sensim_status_t sensim_transport_pump(sensim_client_t* cli, int64_t deadline) {
         return st;
       }
     }
-    st = recv_all(cli, &moved);
-    if (st != SENSIM_OK) {
-      return st;
+    // A socket the last recv emptied is polled first when the call may wait (a reply to a
+    // request just sent is rarely in yet): poll and one recv, not a recv that finds nothing,
+    // the poll, and the recv. A call that may not wait asks the socket at once.
+    bool may_wait = !expired(deadline);
+    if (!cli->rx_empty || !may_wait) {
+      st = recv_all(cli, &moved);
+      if (st != SENSIM_OK) {
+        return st;
+      }
     }
     if (moved) {
       return SENSIM_OK;
     }
-    if (expired(deadline)) {
+    if (!may_wait) {
       return SENSIM_EAGAIN;
     }
     short events = POLLIN;
@@ -569,6 +579,9 @@ sensim_status_t sensim_transport_pump(sensim_client_t* cli, int64_t deadline) {
     }
     if (ready == 0) {
       return SENSIM_EAGAIN;
+    }
+    if (ready & (POLLIN | POLLHUP | POLLERR)) {
+      cli->rx_empty = false;  // readable, or an error or hang-up that the recv reports
     }
   }
 }

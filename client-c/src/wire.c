@@ -99,6 +99,83 @@ sensim_status_t sensim_wire_frame(sensim_gather_t* g, const sensim_v1_Envelope* 
 }
 
 
+sensim_status_t sensim_wire_body(sensim_gather_t* g, const pb_msgdesc_t* fields, const void* msg,
+                                 char* err, size_t err_cap) {
+  sensim_gather_reset(g);
+  pb_ostream_t out = {.callback = gather_write, .state = g, .max_size = SIZE_MAX};
+  if (!pb_encode(&out, fields, msg) || out.bytes_written > UINT32_MAX) {
+    sensim_gather_reset(g);
+    const char* why = out.bytes_written > UINT32_MAX ? "over 4 GiB" : PB_GET_ERROR(&out);
+    sensim_status_t st = strcmp(why, "out of memory") == 0 ? SENSIM_ENOMEM : SENSIM_EPROTO;
+    return sensim_fail(err, err_cap, st, "cannot encode the request: %s", why);
+  }
+  g->bytes = out.bytes_written;
+  return SENSIM_OK;
+}
+
+
+static size_t put_varint(uint8_t* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = (uint8_t)v;
+  return n;
+}
+
+
+sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t tag,
+                                       const sensim_gather_t* body, size_t* size, char* err,
+                                       size_t err_cap) {
+  // the Envelope as nanopb writes it: id (field 1, varint), then the body (length-delimited)
+  uint8_t head[FRAME_HEADER + 1 + 10 + 5 + 10];
+  size_t n = FRAME_HEADER;
+  head[n++] = 0x08;
+  n += put_varint(head + n, id);
+  n += put_varint(head + n, (uint64_t)tag << 3 | PB_WT_STRING);
+  n += put_varint(head + n, body->bytes);
+  uint64_t envelope = n - FRAME_HEADER + body->bytes;
+  if (envelope > UINT32_MAX) {
+    return sensim_fail(err, err_cap, SENSIM_EPROTO, "cannot encode the request: over 4 GiB");
+  }
+  for (int i = 0; i < FRAME_HEADER; i++) {
+    head[i] = (uint8_t)(envelope >> (8 * i));
+  }
+  if (!gather_reserve(g, n + body->len)) {
+    return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
+  }
+  if (g->holecap - g->nholes < body->nholes) {
+    size_t cap = g->holecap ? g->holecap : 16;
+    while (cap - g->nholes < body->nholes) {
+      cap *= 2;
+    }
+    sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
+    if (!h) {
+      return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
+    }
+    g->holes = h;
+    g->holecap = cap;
+  }
+  memcpy(g->buf + g->len, head, n);
+  g->len += n;
+  // the body's own bytes are few (tags, lengths, scalars): copied; its holes stay holes
+  size_t own = 0;
+  for (size_t k = 0; k < body->nholes; k++) {
+    const sensim_hole_t* h = &body->holes[k];
+    memcpy(g->buf + g->len, body->buf + own, h->at - own);
+    g->len += h->at - own;
+    own = h->at;
+    g->holes[g->nholes++] = (sensim_hole_t){.at = g->len, .data = h->data, .len = h->len};
+  }
+  memcpy(g->buf + g->len, body->buf + own, body->len - own);
+  g->len += body->len - own;
+  g->bytes += (size_t)FRAME_HEADER + envelope;
+  *size = (size_t)envelope;
+  return SENSIM_OK;
+}
+
+
 bool sensim_wire_encode_span(pb_ostream_t* s, const pb_field_t* f, void* const* arg) {
   const sensim_span_t* span = *arg;
   if (span->len == 0) {
@@ -193,6 +270,20 @@ static bool reader_read(pb_istream_t* s, pb_byte_t* buf, size_t n) {
     PB_RETURN_ERROR(s, "connection failed");
   }
   return true;
+}
+
+
+unsigned sensim_wire_noinit_envelope(void) {
+  static const sensim_v1_Envelope defaults = sensim_v1_Envelope_init_default;
+  static const sensim_v1_Envelope zero = sensim_v1_Envelope_init_zero;
+  return memcmp(&defaults, &zero, sizeof(zero)) == 0 ? PB_DECODE_NOINIT : 0;
+}
+
+
+unsigned sensim_wire_noinit_data(void) {
+  static const sensim_v1_SensorData defaults = sensim_v1_SensorData_init_default;
+  static const sensim_v1_SensorData zero = sensim_v1_SensorData_init_zero;
+  return memcmp(&defaults, &zero, sizeof(zero)) == 0 ? PB_DECODE_NOINIT : 0;
 }
 
 

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "base/clock.h"
+#include "base/host.h"
 #include "base/log.h"
 #include "base/mem.h"
 #include "base/pool.h"
@@ -22,8 +23,9 @@ void daemon_config_default(daemon_config_t* cfg) {
   memset(cfg, 0, sizeof(*cfg));
   snprintf(cfg->host, sizeof(cfg->host), "%s", DAEMON_DEFAULT_HOST);
   cfg->port = DAEMON_DEFAULT_PORT;
-  long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  cfg->threads = cores > 0 ? (unsigned)cores : 1;
+  // the CPUs granted (affinity, a container's CPU quota), at most the --threads bound
+  unsigned cpus = host_cpus();
+  cfg->threads = cpus < DAEMON_MAX_THREADS ? cpus : DAEMON_MAX_THREADS;
   cfg->max_frame_bytes = 64u << 20;
   cfg->max_clients = 64;
   cfg->max_environments = 64;
@@ -34,10 +36,9 @@ void daemon_config_default(daemon_config_t* cfg) {
   cfg->io_timeout_ms = 30000;
   cfg->max_request_ms = 60000;
 
-  // half of the physical memory: a scene too large for the machine fails with an error
-  // instead of the daemon being killed by the kernel
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  cfg->max_scene_bytes = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page / 2 : 0;
+  // half of the memory granted (the physical memory, or a container's limit): a scene too
+  // large for it fails with an error instead of the daemon being killed by the kernel
+  cfg->max_scene_bytes = host_memory() / 2;
 
   // a sixteenth of it (at least 256 MiB) for everything queued on connections
   cfg->max_held_bytes = cfg->max_scene_bytes / 8;

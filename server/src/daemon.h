@@ -11,6 +11,7 @@
 
 #define DAEMON_DEFAULT_HOST "127.0.0.1"
 #define DAEMON_DEFAULT_PORT 7700
+#define DAEMON_MAX_THREADS 256     // --threads bound
 
 typedef struct daemon_config {
   char host[64];              // listen address (IPv4 or IPv6 literal)

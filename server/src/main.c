@@ -19,7 +19,8 @@ static const char* const g_usage =
     "Options:\n"
     "  --listen ADDR:PORT      address to listen on (default 127.0.0.1:7700; port 0 = any free\n"
     "                          port; IPv6 as [::1]:PORT)\n"
-    "  --threads N             ray-tracing worker threads (default: online cores)\n"
+    "  --threads N             ray-tracing worker threads (default: the CPUs granted: the\n"
+    "                          affinity mask, a control group's CPU quota rounded up)\n"
     "  --token TOKEN           shared secret every client must send in Hello (visible to\n"
     "                          other local users in the process list: prefer --token-file)\n"
     "  --token-file FILE       read the token from FILE (its first line; a trailing line end\n"
@@ -29,11 +30,12 @@ static const char* const g_usage =
     "  --max-environments N    named environments (default 64)\n"
     "  --max-scene-bytes N     memory the ray-tracing backend may hold for all environments;\n"
     "                          larger scenes fail with RESOURCE_EXHAUSTED (default: half of\n"
-    "                          the physical memory; 0 = unlimited)\n"
+    "                          the memory granted: physical, or a control group's limit;\n"
+    "                          0 = unlimited)\n"
     "  --max-held-bytes N      memory held for all connections together: input buffers,\n"
     "                          requests waiting, unsent replies, each at what it takes; past\n"
     "                          three quarters of it, connections that do not read their\n"
-    "                          replies are not read (default: a sixteenth of the physical\n"
+    "                          replies are not read (default: a sixteenth of the granted\n"
     "                          memory, at least 268435456; 0 = unlimited)\n"
     "  --handshake-timeout S   seconds from connecting to a successful Hello (default 5;\n"
     "                          0 = none); until then frames are limited to 65536 bytes\n"
@@ -213,7 +215,7 @@ int main(int argc, char** argv) {
         if (parse_listen(optarg, &cfg)) return 2;
         break;
       case OPT_THREADS:
-        if (parse_uint("threads", optarg, 1, 256, &v)) return 2;
+        if (parse_uint("threads", optarg, 1, DAEMON_MAX_THREADS, &v)) return 2;
         cfg.threads = (unsigned)v;
         break;
       case OPT_TOKEN:

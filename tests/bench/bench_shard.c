@@ -10,7 +10,10 @@
 //        speed-up is expected here; see docs/sharding.md for the model on hosts of their own
 //   BENCH shard_fanout_update_over_single   an UpdateState of 100 bodies to three shards
 //        (sent to all, then every reply awaited) over the same UpdateState to one daemon
-//        (goal <= 1.5: the shards' round trips overlap)
+//        (goal <= 1.5: the shards' round trips overlap). Beside it: this thread's CPU and
+//        each daemon's per update, and the model for a free core per process; on a host
+//        with fewer free cores than processes the daemons' work (each shard's the same as one
+//        daemon's) runs in turn and the measured ratio approaches the CPU ratio instead
 //
 //   bench_shard [--quick] [--sensimd PATH] [--steps N] [--updates N]
 //
@@ -330,6 +333,10 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
   double* t1 = bench_xmalloc(o->updates * sizeof(double));
   double* t3 = bench_xmalloc(o->updates * sizeof(double));
   double c1 = 0, c3 = 0;                // this thread's CPU for each kind of update
+  double cpu0[4];
+  for (int i = 0; i < 4; i++) {
+    cpu0[i] = process_cpu(g_daemons[i].pid);
+  }
   for (unsigned k = 0; k < o->updates; k++) {
     for (uint32_t i = 0; i < NBODY; i++) {
       poses[i].position[0] = 0.01 * k + i;
@@ -366,6 +373,10 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
       c1 += ce - cb;
     }
   }
+  double cpu[4];
+  for (int i = 0; i < 4; i++) {
+    cpu[i] = (process_cpu(g_daemons[i].pid) - cpu0[i]) / o->updates;
+  }
   double ratio = bench_median_ratio(t3, t1, o->updates);
   double m1 = bench_median(t1, o->updates);
   c1 /= o->updates;
@@ -373,6 +384,8 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
   printf("UpdateState of %d bodies, %u paired: one daemon %.1f us, three shards %.1f us; this "
          "thread's CPU %.1f us and %.1f us\n", NBODY, o->updates, 1e6 * m1,
          1e6 * bench_median(t3, o->updates), 1e6 * c1, 1e6 * c3);
+  printf("daemon CPU an update: one daemon %.1f us; shards %.1f, %.1f, %.1f us\n", 1e6 * cpu[3],
+         1e6 * cpu[0], 1e6 * cpu[1], 1e6 * cpu[2]);
   printf("model, a free core for the client and for each daemon: the shards' round trips "
          "overlap, the client's extra work does not: three over one ~ %.2f\n",
          (m1 + c3 - c1) / m1);

@@ -155,9 +155,11 @@ static bool same_record(const sensim_sensor_data_t* a, const sensim_sensor_data_
 
 
 // One tick on both; checks the records agree (for every sensor, or those off shard `skip`).
+// separate: the state and the step as two calls (sensim_shards_update_state, whose body is
+// encoded once for every shard, then sensim_shards_step), else one update-and-step.
 // Returns the number of records compared, or -1.
-static int tick_both(sensim_client_t* c, sensim_shards_t* s, double t, const sensim_step_t* step,
-                     int skip) {
+static int tick_both_as(sensim_client_t* c, sensim_shards_t* s, double t,
+                        const sensim_step_t* step, int skip, bool separate) {
   static const uint32_t id = 1;
   sensim_pose_t pose;
   double vel[6];
@@ -168,7 +170,12 @@ static int tick_both(sensim_client_t* c, sensim_shards_t* s, double t, const sen
     fprintf(stderr, "# one daemon: %s\n", sensim_client_last_error(c));
     return -1;
   }
-  if (sensim_shards_update_and_step(s, &st, step, &got) != SENSIM_OK) {
+  if (separate && sensim_shards_update_state(s, &st) != SENSIM_OK) {
+    fprintf(stderr, "# shards' state: %s\n", sensim_shards_last_error(s));
+    return -1;
+  }
+  if ((separate ? sensim_shards_step(s, step, &got)
+                : sensim_shards_update_and_step(s, &st, step, &got)) != SENSIM_OK) {
     fprintf(stderr, "# shards: %s\n", sensim_shards_last_error(s));
     return -1;
   }
@@ -200,6 +207,11 @@ static int tick_both(sensim_client_t* c, sensim_shards_t* s, double t, const sen
     return -1;
   }
   return (int)compared;
+}
+
+static int tick_both(sensim_client_t* c, sensim_shards_t* s, double t, const sensim_step_t* step,
+                     int skip) {
+  return tick_both_as(c, s, t, step, skip, false);
 }
 
 
@@ -274,6 +286,16 @@ TEST(shard_three_daemons_give_the_records_of_one) {
     listed.time = 0.05 * k;
     ASSERT_TRUE(tick_both(c, s, listed.time, &listed, -1) >= 0);
   }
+
+  // the state on its own, its body encoded once and framed for each shard, then the step
+  compared = 0;
+  for (int k = 10; k <= 13; k++) {
+    all.time = 0.05 * k;
+    int n = tick_both_as(c, s, all.time, &all, -1, true);
+    ASSERT_TRUE(n >= 0);
+    compared += n;
+  }
+  ASSERT_TRUE(compared >= 2 * 4);       // at least the IMUs' samples, which see the velocities
 
   // raycasts split across the shards: the hits of one daemon, byte for byte
   enum { N = 20000 };
@@ -613,6 +635,12 @@ TEST(shard_bad_arguments_change_nothing) {
   step.output_sensors = twice;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.output_sensors[1] = 13 is repeated"));
+  // a step the handle refuses after the state was queued for shard 0: the state goes with it
+  step.outputs = (sensim_step_outputs_t)7;
+  ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.outputs = 7"));
+  ASSERT_EQ(sensim_shards_failed(s), -1);
+  step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
   // nothing moved: the same tick goes through now
   step.output_sensors = twice;
   step.noutput_sensors = 1;

@@ -418,3 +418,31 @@ def test_hostile_os1_128_subscriber_that_does_not_read(sensimd_factory):
         assert 10 * size < c.bytes_dropped < 10 * (size + 128)
         for sd in kept:
             assert sd.point_cloud.data == clouds[sd.frame]
+
+
+# ---------------------------------------------------------------- replies nobody asked for
+
+def _reply_to(ids, body="pong"):
+    """A fake daemon's answer: on Ping, replies with `ids` (requests never sent) first."""
+    def answer(env):
+        if env.WhichOneof("body") == "ping":
+            extra = []
+            for i in ids:
+                e = pb.Envelope(id=i)
+                getattr(e, body).SetInParent()
+                extra.append(e)
+            return extra + ok_reply(env)
+        return ok_reply(env)
+    return answer
+
+
+@pytest.mark.parametrize("ids,body", [([99], "pong"), ([1], "pong"), ([7, 8, 9], "step_done"),
+                                      ([5], "sensor_data")])
+def test_hostile_reply_to_no_request_is_a_protocol_error(ids, body):
+    """A reply whose id names no request in flight (never sent, or already answered: id 1 is
+    the Hello's) was kept in the client until asked for, without bound. It is a protocol
+    error naming the id, and the connection is closed."""
+    with FakeDaemon(_reply_to(ids, body)) as d, sensim.Client(port=d.port) as c:
+        with pytest.raises(errors.ProtocolError, match=f"request {ids[0]}, which is not"):
+            c.ping()
+        assert c.closed

@@ -7,6 +7,7 @@ are refused naming the field without changing the environment."""
 from __future__ import annotations
 
 import math
+import os
 import time
 
 import numpy as np
@@ -618,4 +619,7 @@ def test_lidar_rays_above_the_horizon_are_misses_without_tracing(sensimd):
     misses = sum(int(np.isnan(k["distance"]).sum()) for k in clouds)
     traced, culled = env.counters.rays_traced, env.counters.rays_culled
     assert len(clouds) == 2 and 2 * n <= traced + culled <= 2 * n + 64
-    assert 0.9 * misses < culled <= misses + 64
+    if os.environ.get("SENSIM_SIMD") == "baseline":
+        assert culled == 0                 # the horizon culls on the AVX2 path only
+    else:
+        assert 0.9 * misses < culled <= misses + 64

@@ -206,3 +206,82 @@ def test_scene_memory_budget(sensimd_factory):
         c.create_primitive(2, "sphere", radius=1.0)
         c.create_object(1, 2)
         assert c.raycast([[-5, 0, 0]], [[1, 0, 0]]).distances[0] == pytest.approx(4.0, rel=1e-5)
+
+
+def _writable_groups():
+    """(cpu group parent, memory group parent, kind) where this process may create control
+    groups with a CPU quota and a memory limit, or None (not root, or no such controllers)."""
+    import os
+    if os.geteuid() != 0:
+        return None
+    root = "/sys/fs/cgroup"
+    if os.path.exists(f"{root}/cgroup.controllers"):            # v2
+        try:
+            enabled = open(f"{root}/cgroup.subtree_control").read().split()
+        except OSError:
+            return None
+        if "cpu" in enabled and "memory" in enabled and os.access(root, os.W_OK):
+            return root, root, "v2"
+        return None
+    cpu, mem = f"{root}/cpu", f"{root}/memory"
+    if os.path.exists(f"{cpu}/cpu.cfs_quota_us") and os.path.exists(
+            f"{mem}/memory.limit_in_bytes") and os.access(cpu, os.W_OK) and os.access(mem,
+                                                                                    os.W_OK):
+        return cpu, mem, "v1"
+    return None
+
+
+def test_default_threads_and_scene_bytes_follow_the_control_group(tmp_path):
+    """In a container the machine's cores and memory are not the daemon's: under a CPU quota of
+    one CPU and a memory limit of 1 GiB, the defaults are one worker thread and 512 MiB of
+    scene memory (half the limit), as Hello reports them."""
+    import os
+    from sensim.testing import Daemon, find_sensimd
+    groups = _writable_groups()
+    if groups is None:
+        pytest.skip("needs root and writable cpu and memory control groups")
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: a quota of one would not change the default")
+    cpu_parent, mem_parent, kind = groups
+    name = f"sensim-test-{os.getpid()}"
+    cpu_dir, mem_dir = f"{cpu_parent}/{name}", f"{mem_parent}/{name}"
+    os.makedirs(cpu_dir, exist_ok=True)
+    os.makedirs(mem_dir, exist_ok=True)
+    limit = 1 << 30
+    try:
+        if kind == "v2":
+            open(f"{cpu_dir}/cpu.max", "w").write("100000 100000\n")
+            open(f"{cpu_dir}/memory.max", "w").write(f"{limit}\n")
+            join = f"echo $$ > {cpu_dir}/cgroup.procs"
+        else:
+            open(f"{cpu_dir}/cpu.cfs_period_us", "w").write("100000\n")
+            open(f"{cpu_dir}/cpu.cfs_quota_us", "w").write("100000\n")
+            open(f"{mem_dir}/memory.limit_in_bytes", "w").write(f"{limit}\n")
+            join = f"echo $$ > {cpu_dir}/cgroup.procs && echo $$ > {mem_dir}/cgroup.procs"
+        wrapper = tmp_path / "sensimd-in-group"
+        wrapper.write_text(f"#!/bin/sh\n{join} || exit 97\nexec {find_sensimd()} \"$@\"\n")
+        wrapper.chmod(0o755)
+        d = Daemon(executable=wrapper, log_dir=tmp_path)
+        try:
+            with d.client() as c:
+                assert c.hello_reply.threads == 1
+                assert c.hello_reply.limits.max_scene_bytes == limit // 2
+        finally:
+            d.close()
+        # the same daemon outside the group: the machine's values (bounded by the groups this
+        # test runs in, if any)
+        d = Daemon(log_dir=tmp_path, name="sensimd-free")
+        try:
+            with d.client() as c:
+                assert 1 <= c.hello_reply.threads <= len(os.sched_getaffinity(0))
+                assert c.hello_reply.limits.max_scene_bytes > limit // 2
+        finally:
+            d.close()
+    finally:
+        for path in {cpu_dir, mem_dir}:
+            for _ in range(50):              # the group empties when the daemon has exited
+                try:
+                    os.rmdir(path)
+                    break
+                except OSError:
+                    time.sleep(0.1)

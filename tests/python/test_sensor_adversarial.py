@@ -569,6 +569,37 @@ def test_tiny_steps_and_bad_step_times(sensimd):
             c.update_state(t + 1, joint_ids=[3], joint_positions=[NAN])
 
 
+def test_derivatives_over_a_sub_nanosecond_step_stay_finite(sensimd):
+    """A step of 5e-324 s is valid; difference quotients over it (the IMU's velocities from
+    poses and its accelerations, the encoder's speed) would overflow to inf. Over less than
+    1 ns they are not formed: the step counts as one of zero length for them, and the encoder
+    measures its speed over the longer interval up to its next step."""
+    with sensimd.client() as c:
+        vacuum(c)
+        c.create_body(2)
+        c.create_joint(3, position=0.0)
+        c.create_imu(6, body_id=2, accelerometer=True, gyroscope=True)
+        c.create_encoder(7, 3)
+        t0 = 0.0
+        c.update_state(t0, [2], [[0, 0, 0, 0, 0, 0, 1]], joint_ids=[3], joint_positions=[0.0])
+        c.step(t0)
+        t1 = 5e-324
+        c.update_state(t1, [2], [[1e9, 0, 0, 0, 0, 1, 0]], joint_ids=[3],
+                       joint_positions=[1e12])
+        out = by_sensor(c.step(t1))
+        imu, enc = out[6][0].value, out[7][0].value
+        assert np.isfinite(imu.values).all(), imu.values
+        np.testing.assert_allclose(imu.acceleration, [0, 0, 9.80665])   # as a zero-length step
+        assert np.all(imu.angular_velocity == 0.0)
+        assert enc.position == 1e12 and math.isfinite(enc.speed or 0.0)
+        # the next step, 1 s on: the encoder's speed over (0, 1], the IMU's velocity over it
+        c.update_state(1.0, [2], [[1e9, 0, 0, 0, 0, 1, 0]], joint_ids=[3],
+                       joint_positions=[1e12])
+        out = by_sensor(c.step(1.0))
+        assert out[7][0].value.speed == pytest.approx(1e12)
+        assert np.isfinite(out[6][0].value.values).all()
+
+
 def test_joint_states_over_several_steps_keep_the_daemon_alive(sensimd):
     with sensimd.client() as c:
         c.create_joint(3, position=0.5)

@@ -14,10 +14,12 @@ import re
 import signal
 import time
 
+import numpy as np
 import pytest
 from google.protobuf.descriptor import FieldDescriptor as FD
 
 from sensim import errors, pb
+from sensim.outputs import outputs
 from sensim.testing import Daemon
 
 NAN = float("nan")
@@ -238,8 +240,7 @@ def world(daemon):
 def _timed(fn, *args):
     t0 = time.monotonic()
     try:
-        fn(*args)
-        return None
+        return fn(*args)
     except (errors.ConnectionClosed, errors.Timeout):
         raise
     except errors.SensimError as exc:       # a refused step is an answer
@@ -253,7 +254,7 @@ def test_hostile_numbers_are_refused_naming_the_field_or_served(world, daemon, b
     c, w, state = world
     cases = [case for case in CASES if case[0] == base]
     assert cases
-    unnamed = []
+    unnamed, overflowed = [], []
     for _, path, value, msg in cases:
         try:
             c.create_sensor(SENSOR_ID, msg)
@@ -263,18 +264,48 @@ def test_hostile_numbers_are_refused_naming_the_field_or_served(world, daemon, b
                 unnamed.append(f"{path} = {value!r}: {exc}")
             continue
 
-        # accepted: a few steps, a long one among them, each answered in bounded time
+        # accepted: a few steps, a long one among them, each answered in bounded time, and
+        # every value they output is a number (no overflow to +-inf; NaN only where a cloud
+        # keeps a miss)
         t = state["t"]
         for dt in (0.001, 0.01, 0.5):
             t += dt
             _timed(c.update_state, t)
-            _timed(c.step, t)
+            done = _timed(c.step, t)
+            if done is not None and not isinstance(done, errors.SensimError):
+                bad = _infinite(done)
+                if bad:
+                    overflowed.append(f"{path} = {value!r}: {bad}")
         state["t"] = t + 0.001
         assert daemon.proc.poll() is None, f"{path} = {value!r}: the daemon died"
         w.ping()
         w.get_info()
         c.remove("sensor", msg.id)
     assert unnamed == [], "refusals that do not name the field"
+    assert overflowed == [], "accepted values whose outputs overflowed"
+
+
+def _infinite(done):
+    """What in a StepDone's records is +-inf (an empty string when nothing is)."""
+    for out in outputs(done):
+        v = out.value
+        if out.kind == "point_cloud":
+            for name in v.dtype.names or ():
+                col = np.asarray(v[name], dtype=np.float64)
+                if np.isinf(col).any():
+                    return f"sensor {out.sensor_id} point field {name}"
+        elif out.kind == "imu":
+            vecs = [v.acceleration, v.angular_velocity, v.magnetic_field, v.values]
+            if any(x is not None and not np.isfinite(x).all() for x in vecs):
+                return f"imu sample at t = {out.time}: {v.values}"
+        elif out.kind == "scalar":
+            if not math.isfinite(v.position) or (v.speed is not None and
+                                                 not math.isfinite(v.speed)):
+                return f"scalar sample {v}"
+        elif out.kind == "cone":
+            if not (math.isfinite(v.range) or not v.detected):
+                return f"cone reading {v}"
+    return ""
 
 
 # ---------------------------------------------------------------- regressions

@@ -798,6 +798,9 @@ class Client:
         self._replies: dict[int, Any] = {}
         self._parts: dict[int, list] = {}  # SensorData sent ahead of a StepDone, by request id
         self._abandoned: set[int] = set()
+        # ids of the requests sent whose reply has not arrived: any other reply is a protocol
+        # error (kept, it would grow _replies without bound)
+        self._outstanding: set[int] = set()
         self._pushed: collections.deque = collections.deque()  # (Envelope, bytes)
         self._pushed_max_frames = int(pushed_queue)
         self._fatal: errors.SensimError | None = None
@@ -913,7 +916,10 @@ class Client:
         return None if timeout is None else time.monotonic() + timeout
 
     def send_raw(self, data: bytes) -> None:
-        """Write bytes to the socket as they are, without framing (for tests)."""
+        """Write bytes to the socket as they are, without framing (for tests). The client
+        does not track a request sent this way: read its reply with wait_reply(its id) or
+        recv(); while waiting for another request, a reply to an id the client did not send is
+        a protocol error (errors.ProtocolError, the connection closed)."""
         self._send_parts([data])
 
     def _send_parts(self, parts: list) -> None:
@@ -945,6 +951,8 @@ class Client:
             raise errors.ResourceExhausted(
                 f"request of {len(payload)} bytes exceeds the daemon's max_frame_bytes {limit}")
         self.send_raw(_framing.encode(payload))
+        if env.id and env.WhichOneof("body") not in (None, "sensor_data"):
+            self._outstanding.add(env.id)
         return env.id
 
     def _send_bulk(self, body: str, message: Message,
@@ -969,6 +977,7 @@ class Client:
             raise errors.ResourceExhausted(
                 f"request of about {size} bytes exceeds the daemon's max_frame_bytes {limit}")
         self._next_id += 1
+        self._outstanding.add(self._next_id)
         if size <= SMALL_BULK_BYTES:
             # small arrays (a state update of a few bodies): copied into one message that
             # protobuf serializes at once, cheaper than assembling the frame around them
@@ -1058,6 +1067,11 @@ class Client:
 
     def _dispatch(self, env: Any) -> None:
         """File an Envelope that is not the reply being waited for."""
+        if env.id != 0 and env.id not in self._outstanding:
+            self.close()
+            raise errors.ProtocolError(
+                f"a reply ({env.WhichOneof('body') or 'status'}) to request {env.id}, which "
+                f"is not waiting for one")
         if env.id != 0 and env.WhichOneof("body") == "sensor_data":
             # a record a StepDone sends ahead (docs/streams.md, "Outputs of a step")
             if env.id not in self._abandoned:
@@ -1071,8 +1085,10 @@ class Client:
             self._queue_pushed(env)
         elif env.id in self._abandoned:
             self._abandoned.discard(env.id)
+            self._outstanding.discard(env.id)
         else:
             self._replies[env.id] = env
+            self._outstanding.discard(env.id)
 
     def _queue_pushed(self, env: Any) -> None:
         """Queue a pushed Envelope, then drop the oldest whole frames (not the new one) while
@@ -1099,6 +1115,8 @@ class Client:
         itself (self._large_frame), left out of the parsed reply."""
         deadline = self._deadline(timeout)
         skip = None if in_place is None else (request_id, in_place)
+        if request_id not in self._replies:
+            self._outstanding.add(request_id)  # sent by send_raw, perhaps: its reply is awaited
         try:
             while request_id not in self._replies:
                 env = self._next_buffered(skip)
@@ -1106,6 +1124,7 @@ class Client:
                     self._fill(deadline)
                 elif env.id == request_id and env.WhichOneof("body") != "sensor_data":
                     self._replies[request_id] = env
+                    self._outstanding.discard(request_id)
                 else:
                     self._dispatch(env)
         except errors.Timeout:

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from . import errors
+from . import _framing, errors
 from ._proto import pb
 from .client import RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, state_arrays
 
@@ -34,6 +34,10 @@ _MASK64 = (1 << 64) - 1
 # A raycast of fewer rays goes to one shard whole (taking turns): splitting it would cost more
 # round trips than the tracing it spreads.
 SPLIT_MIN_RAYS = 4096
+
+# A request body up to this size is joined with each shard's frame head into one buffer (one
+# copy of a few kB costs less than a gather of several); larger ones are sent from their parts.
+JOIN_BODY_BYTES = 1 << 14
 
 
 def _mix64(x: int) -> int:
@@ -87,6 +91,112 @@ def parse_address(address: Any, default_port: int = 7700) -> tuple[str, int]:
     if not 0 < port < 65536 or not host:
         raise ValueError(f"address {address!r}: expected a host and a port in 1..65535")
     return str(host), port
+
+
+_FIELD_KEYS: dict[tuple[type, str], bytes] = {}
+
+
+def _field_key(message: Any, name: str) -> bytes:
+    """The key of message's length-delimited field `name` (field number, wire type 2)."""
+    kind = (type(message), name)
+    key = _FIELD_KEYS.get(kind)
+    if key is None:
+        number = message.DESCRIPTOR.fields_by_name[name].number
+        key = _FIELD_KEYS[kind] = _framing.varint(number << 3 | 2)
+    return key
+
+
+def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple[list, int]:
+    """A request body encoded once for every shard: message's own fields serialized, then
+    each bulk field of arrays ((field name, C-contiguous little-endian array)) as its key and
+    length and the array's own memory (protocol buffers read fields in any order). Returns the
+    buffers in order and their total size."""
+    own = message.SerializeToString()
+    parts: list = [own]
+    size = len(own)
+    for name, a in arrays:
+        if a.size:
+            head = _field_key(message, name) + _framing.varint(a.nbytes)
+            parts.append(head)
+            parts.append(a.data.cast("B"))
+            size += len(head) + a.nbytes
+    return parts, size
+
+
+_BODY_KEYS: dict[str, bytes] = {}
+
+
+def _body_key(body: str) -> bytes:
+    """The key (field number, length-delimited) of the Envelope's body field `body`."""
+    key = _BODY_KEYS.get(body)
+    if key is None:
+        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
+        key = _BODY_KEYS[body] = _framing.varint(number << 3 | 2)
+    return key
+
+
+def _send_now(shard: Client, parts: list) -> None:
+    """Write parts to the shard's socket without waiting (non-blocking: no poll before the
+    send, no change of mode when it is non-blocking already); what the socket does not take
+    at once is sent by the client's own blocking send, which also names a failure."""
+    sock = shard._sock
+    if sock is None:
+        raise shard._closed_error()
+    if sock.gettimeout() != 0.0:
+        sock.settimeout(0.0)
+    try:
+        sent = sock.send(parts[0]) if len(parts) == 1 else sock.sendmsg(parts)
+    except OSError:
+        sent = 0
+    rest = []
+    for p in parts:
+        n = len(p) if isinstance(p, bytes) else p.nbytes
+        if sent >= n:
+            sent -= n
+        else:
+            rest.append(memoryview(p)[sent:] if sent else p)
+            sent = 0
+    if rest:
+        shard._send_parts(rest)
+
+
+def _receive_now(shard: Client) -> None:
+    """Read once from the shard's socket without waiting (it was found readable): the bytes
+    go to its frame decoder. Raises as the client's own reads do when the connection is gone."""
+    sock = shard._sock
+    if sock is None:
+        raise shard._closed_error()
+    if sock.gettimeout() != 0.0:
+        sock.settimeout(0.0)
+    try:
+        received = shard._decoder.recv_from(sock)
+    except BlockingIOError:
+        return
+    except ConnectionResetError:
+        received = 0
+    except OSError as exc:
+        shard.close()
+        raise errors.TransportError(f"recv: {exc}") from exc
+    if not received:
+        shard.close()
+        if shard._fatal is not None:
+            raise shard._closed_error()
+        raise errors.ConnectionClosed("connection closed by the daemon")
+
+
+def _received(shard: Client, request_id: int) -> bool:
+    """Whether the reply of request_id has been received (Client.wait_reply then returns it
+    at once); the frames received before it are filed as the client's own wait files them."""
+    while request_id not in shard._replies:
+        env = shard._next_buffered()
+        if env is None:
+            return False
+        if env.id == request_id and env.WhichOneof("body") != "sensor_data":
+            shard._replies[request_id] = env
+            shard._outstanding.discard(request_id)
+        else:
+            shard._dispatch(env)
+    return True
 
 
 class _Shard(Client):
@@ -257,26 +367,119 @@ class ShardedClient:
             finally:
                 shard.deferring = False
             sent.append(i)
-        deadline = None if self.timeout is None else _time.monotonic() + self.timeout
-        results: dict[int, Any] = {}
+        pending = {}
         for i in sent:
             shard = self.shards[i]
-            pending, shard.deferred = shard.deferred, []
-            for k, (rid, reply) in enumerate(pending):
-                if i in failures:
-                    shard._abandoned.add(rid)
-                    continue
-                try:
-                    env = Client.wait_reply(shard, rid, _remaining(deadline))
-                    which = env.WhichOneof("body")
-                    if reply is not None and which != reply:
-                        raise errors.ProtocolError(f"expected a {reply} reply, got {which}")
-                    results[i] = env if reply is None else getattr(env, which)
-                except errors.SensimError as exc:
-                    failures[i] = exc
+            mine, shard.deferred = shard.deferred, []
+            if i in failures:
+                shard._abandoned.update(r for r, _ in mine)
+            else:
+                pending[i] = mine
+        results = self._await(pending, failures)
         if failures:
             raise self._named(next(iter(failures.values())), failures,
                               [i for i in calls if i not in failures])
+        return results
+
+    def _await(self, pending: dict[int, list[tuple[int, str | None]]],
+               failures: dict[int, errors.SensimError]) -> dict[int, Any]:
+        """Await the replies pending[i] ((request id, expected reply body or None), in order)
+        of every shard within one deadline, the shards' sockets read as their bytes arrive:
+        one poll over those still awaited, then a read without waiting from each that is
+        ready. Returns {i: the reply to shard i's last request: its body, or the Envelope when
+        no body is expected}; a shard's failure goes into failures (the replies of its
+        requests after the failed one are dropped as they arrive)."""
+        deadline = None if self.timeout is None else _time.monotonic() + self.timeout
+        results: dict[int, Any] = {}
+        todo = {i: list(reversed(p)) for i, p in pending.items() if p}   # next one last
+        poller = select.poll()
+        fds: dict[int, int] = {}               # shard -> its polled socket
+        by_fd: dict[int, int] = {}
+
+        def settle(i: int, exc: errors.SensimError | None) -> None:
+            # shard i is done: its reply complete, or failed (what it still awaited dropped)
+            if exc is not None:
+                failures[i] = exc
+                self.shards[i]._abandoned.update(r for r, _ in todo[i])
+            del todo[i]
+            if i in fds:
+                poller.unregister(fds.pop(i))
+
+        while True:
+            # take the replies received already
+            for i in list(todo):
+                shard, mine = self.shards[i], todo[i]
+                if mine[-1][0] not in shard._replies and not len(shard._decoder):
+                    continue                    # nothing received since the last look
+                try:
+                    while mine and _received(shard, mine[-1][0]):
+                        rid, reply = mine.pop()
+                        env = Client.wait_reply(shard, rid, 0.0)    # collects it, checks it
+                        which = env.WhichOneof("body")
+                        if reply is not None and which != reply:
+                            raise errors.ProtocolError(f"expected a {reply} reply, got {which}")
+                        results[i] = env if reply is None else getattr(env, which)
+                except errors.SensimError as exc:
+                    settle(i, exc)
+                    continue
+                if not mine:
+                    settle(i, None)
+            if not todo:
+                return results
+            left = _remaining(deadline)
+            if left == 0.0:
+                for i in list(todo):
+                    for r, _ in todo[i]:
+                        self.shards[i]._parts.pop(r, None)
+                    settle(i, errors.Timeout(f"nothing received within {self.timeout} s"))
+                return results
+            # wait for any awaited shard's bytes, then read each ready socket once
+            if not by_fd:
+                for i in list(todo):
+                    sock = self.shards[i]._sock
+                    if sock is not None:
+                        fds[i] = sock.fileno()
+                        poller.register(fds[i], select.POLLIN)
+                    else:
+                        settle(i, self.shards[i]._closed_error())
+                by_fd = {fd: i for i, fd in fds.items()}
+                if not todo or not by_fd:
+                    return results
+            for fd, _ in poller.poll(None if left is None else max(1, int(left * 1000 + 0.999))):
+                i = by_fd[fd]
+                if i in todo:
+                    try:
+                        _receive_now(self.shards[i])
+                    except errors.SensimError as exc:
+                        settle(i, exc)
+
+    def _fan_body(self, body: str, parts: list, size: int) -> dict[int, Any]:
+        """Send every shard the request whose body (the Envelope field `body`) is encoded in
+        parts (size bytes, _body_parts): only each frame's head differs (its length, the
+        shard's next request id, the body's key), sent with the body in one write without
+        waiting; then await every reply (_await) as _fan does."""
+        key = _body_key(body) + _framing.varint(size)
+        joined = b"".join(parts) if size <= JOIN_BODY_BYTES else None
+        failures: dict[int, errors.SensimError] = {}
+        pending: dict[int, list] = {}
+        for i, shard in enumerate(self.shards):
+            head = b"\x08" + _framing.varint(shard._next_id + 1) + key
+            try:
+                limit = shard.limits.max_frame_bytes if shard.limits is not None else 0
+                if limit and len(head) + size > limit:
+                    raise errors.ResourceExhausted(f"request of {len(head) + size} bytes exceeds "
+                                                   f"the daemon's max_frame_bytes {limit}")
+                shard._next_id += 1
+                shard._outstanding.add(shard._next_id)
+                frame = _framing.HEADER.pack(len(head) + size) + head
+                _send_now(shard, [frame + joined] if joined is not None else [frame, *parts])
+                pending[i] = [(shard._next_id, None)]
+            except errors.SensimError as exc:   # the connection failed while sending
+                failures[i] = exc
+        results = self._await(pending, failures)
+        if failures:
+            raise self._named(next(iter(failures.values())), failures,
+                              [i for i in range(len(self.shards)) if i not in failures])
         return results
 
     def _all(self, method: str, *args: Any, **kwargs: Any) -> dict[int, Any]:
@@ -432,8 +635,8 @@ class ShardedClient:
         converted once, the same request then goes to each shard from their memory."""
         arrays = state_arrays(body_ids, body_poses, body_velocities, joint_ids, joint_positions)
         msg = pb.UpdateState(time=float(time))
-        self._fan({i: (lambda s: s.wait_reply(s._send_bulk("update_state", msg, arrays)))
-                   for i in range(len(self.shards))})
+        parts, size = _body_parts(msg, arrays)
+        self._fan_body("update_state", parts, size)
         # a copy: the caller may change its arrays, and rejoin() sends these again
         self._last_state = (float(time), [(name, a.copy()) for name, a in arrays])
 

@@ -328,7 +328,7 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
     c->elevation = atan2(best.q[2], best.q[0]);
     c->object_id = best.object_id;
     xform_apply(&sensor, best.q, c->point);
-    if (st->prev_found && v->t1 > st->prev_time) {
+    if (st->prev_found && v->t1 - st->prev_time >= SENSOR_MIN_INTERVAL) {
       double d[3] = {c->point[0] - st->prev_point[0], c->point[1] - st->prev_point[1],
                      c->point[2] - st->prev_point[2]};
       c->has_speed = 1;

@@ -380,15 +380,23 @@ static void record_request(daemon_t* d, client_t* c, const uint8_t* payload, siz
 }
 
 
+// Frames from this size on are taken from the session for their request (session_take_frame).
+#define PROTOCOL_TAKE_BYTES (64u << 10)
+
+
 static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t len) {
   daemon_t* d = user;
   client_t* c = session_data(s);
   d->counters.frames_in++;
   d->counters.bytes_in += len + 4;
 
+  // a large frame's request keeps the frame and points into it rather than copying its bulk
+  // arrays (a raycast's rays)
   wire_request_t* req;
   err_msg_t msg;
-  int rc = wire_decode(payload, len, &req, &msg);
+  uint8_t* frame = len >= PROTOCOL_TAKE_BYTES ? session_take_frame(s) : NULL;
+  int rc = frame ? wire_decode_frame(frame, payload, len, &req, &msg)
+                 : wire_decode(payload, len, &req, &msg);
   if (rc != 0) {
     // the replies of earlier requests still leave before the error and the close
     d->counters.frames_rejected++;

@@ -97,16 +97,18 @@ int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
       return rc;
     }
     for (int i = 0; i < 9; i++) {
-      if (isfinite(c->lae[i])) {
+      if (isfinite(c->lae[i]) && fabs(c->lae[i]) <= SENSOR_MAX_VALUE) {
         continue;
       }
       if (c->lae_is_diagonal && i % 4 == 0) {
         static const char* const kAxis[3] = {"x", "y", "z"};
-        return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_diagonal.%s = %g is not finite",
-                       kAxis[i / 4], c->lae[i]);
+        return err_set(msg, ERR_INVAL,
+                       "imu.gyroscope.lae_diagonal.%s = %g must be finite and at most %g in "
+                       "magnitude", kAxis[i / 4], c->lae[i], SENSOR_MAX_VALUE);
       }
-      return err_set(msg, ERR_INVAL, "imu.gyroscope.lae_matrix.m[%d] = %g is not finite", i,
-                     c->lae[i]);
+      return err_set(msg, ERR_INVAL,
+                     "imu.gyroscope.lae_matrix.m[%d] = %g must be finite and at most %g in "
+                     "magnitude", i, c->lae[i], SENSOR_MAX_VALUE);
     }
   }
   if (c->has_magnetometer) {

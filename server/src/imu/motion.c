@@ -43,13 +43,13 @@ void imu_motion_step(const view_body_t* body, double t0, double t1, const imu_mo
   if (s1->has_velocity) {
     memcpy(m->v1, s1->linear_velocity, sizeof(m->v1));
     memcpy(m->w1, s1->angular_velocity, sizeof(m->w1));
-  } else if (dt > 0.0) {
+  } else if (dt >= SENSOR_MIN_INTERVAL) {
     for (int i = 0; i < 3; i++) {
       m->v1[i] = (s1->pose.p[i] - s0->pose.p[i]) / dt;
     }
     imu_angular_rate(s0->pose.q, s1->pose.q, dt, m->w1);
   } else {
-    have1 = 0;          // no interval, no velocity: zero, and no estimate to pass on
+    have1 = 0;          // no interval (or under 1 ns), no velocity: zero, and no estimate
   }
 
   // start of the step
@@ -64,7 +64,7 @@ void imu_motion_step(const view_body_t* body, double t0, double t1, const imu_mo
     memcpy(m->w0, m->w1, sizeof(m->w0));
   }
 
-  if (dt > 0.0) {
+  if (dt >= SENSOR_MIN_INTERVAL) {
     for (int i = 0; i < 3; i++) {
       m->a[i] = (m->v1[i] - m->v0[i]) / dt;
       m->alpha[i] = (m->w1[i] - m->w0[i]) / dt;

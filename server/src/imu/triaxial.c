@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "sensor/sensor.h"
+
 static const char* const kAxis[3] = {"x", "y", "z"};
 
 void triax_config_default(triax_config_t* c) {
@@ -27,8 +29,9 @@ void triax_cross_scalar(double s, double dest[9]) {
 static int check_finite3(const double v[3], const char* prefix, const char* name, int nonneg,
                          err_msg_t* msg) {
   for (int i = 0; i < 3; i++) {
-    if (!isfinite(v[i])) {
-      return err_set(msg, ERR_INVAL, "%s.%s.%s = %g is not finite", prefix, name, kAxis[i], v[i]);
+    if (!isfinite(v[i]) || fabs(v[i]) > SENSOR_MAX_VALUE) {
+      return err_set(msg, ERR_INVAL, "%s.%s.%s = %g must be finite and at most %g in magnitude",
+                     prefix, name, kAxis[i], v[i], SENSOR_MAX_VALUE);
     }
     if (nonneg && v[i] < 0.0) {
       return err_set(msg, ERR_INVAL, "%s.%s.%s = %g must be >= 0", prefix, name, kAxis[i], v[i]);
@@ -38,8 +41,9 @@ static int check_finite3(const double v[3], const char* prefix, const char* name
 }
 
 static int check_scalar(double v, const char* prefix, const char* name, err_msg_t* msg) {
-  if (!isfinite(v)) {
-    return err_set(msg, ERR_INVAL, "%s.%s = %g is not finite", prefix, name, v);
+  if (!isfinite(v) || v > SENSOR_MAX_VALUE) {
+    return err_set(msg, ERR_INVAL, "%s.%s = %g must be finite and at most %g", prefix, name, v,
+                   SENSOR_MAX_VALUE);
   }
   if (v < 0.0) {
     return err_set(msg, ERR_INVAL, "%s.%s = %g must be >= 0", prefix, name, v);
@@ -71,9 +75,10 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
                    c->cross_scalar);
   }
   for (int i = 0; i < 9; i++) {
-    if (!isfinite(c->cross[i])) {
-      return err_set(msg, ERR_INVAL, "%s.cross_axis_matrix.m[%d] = %g is not finite", prefix, i,
-                     c->cross[i]);
+    if (!isfinite(c->cross[i]) || fabs(c->cross[i]) > SENSOR_MAX_VALUE) {
+      return err_set(msg, ERR_INVAL,
+                     "%s.cross_axis_matrix.m[%d] = %g must be finite and at most %g in magnitude",
+                     prefix, i, c->cross[i], SENSOR_MAX_VALUE);
     }
   }
   if ((rc = check_finite3(c->noise_stddev, prefix, "noise_stddev", 1, msg)) != 0 ||
@@ -85,9 +90,10 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
     return err_set(msg, ERR_INVAL, "%s.axes = %u must be a mask of x = 1, y = 2, z = 4", prefix,
                    c->axes);
   }
-  if (!isfinite(c->turn_on_mean)) {
-    return err_set(msg, ERR_INVAL, "%s.drift.turn_on_bias_mean = %g is not finite", prefix,
-                   c->turn_on_mean);
+  if (!isfinite(c->turn_on_mean) || fabs(c->turn_on_mean) > SENSOR_MAX_VALUE) {
+    return err_set(msg, ERR_INVAL,
+                   "%s.drift.turn_on_bias_mean = %g must be finite and at most %g in magnitude",
+                   prefix, c->turn_on_mean, SENSOR_MAX_VALUE);
   }
   if ((rc = check_scalar(c->turn_on_stddev, prefix, "drift.turn_on_bias_stddev", msg)) != 0 ||
       (rc = check_scalar(c->bias_instability, prefix, "drift.bias_instability", msg)) != 0 ||

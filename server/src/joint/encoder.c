@@ -35,16 +35,17 @@ int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) {
   if (c->joint_id == 0) {
     return err_set(msg, ERR_INVAL, "encoder.joint_id = 0 must name a joint (> 0)");
   }
-  if (!isfinite(c->noise_stddev) || c->noise_stddev < 0.0) {
-    return err_set(msg, ERR_INVAL, "encoder.noise_stddev = %g must be finite and >= 0",
-                   c->noise_stddev);
+  if (!(c->noise_stddev >= 0.0 && c->noise_stddev <= SENSOR_MAX_VALUE)) {
+    return err_set(msg, ERR_INVAL, "encoder.noise_stddev = %g must be in [0, %g]",
+                   c->noise_stddev, SENSOR_MAX_VALUE);
   }
-  if (!isfinite(c->resolution) || c->resolution < 0.0) {
-    return err_set(msg, ERR_INVAL, "encoder.resolution = %g must be finite and >= 0 (0 = off)",
-                   c->resolution);
+  if (!(c->resolution >= 0.0 && c->resolution <= SENSOR_MAX_VALUE)) {
+    return err_set(msg, ERR_INVAL, "encoder.resolution = %g must be in [0, %g] (0 = off)",
+                   c->resolution, SENSOR_MAX_VALUE);
   }
-  if (!isfinite(c->scaling)) {
-    return err_set(msg, ERR_INVAL, "encoder.scaling = %g is not finite", c->scaling);
+  if (!(fabs(c->scaling) <= SENSOR_MAX_VALUE)) {
+    return err_set(msg, ERR_INVAL, "encoder.scaling = %g must be finite and at most %g in "
+                   "magnitude", c->scaling, SENSOR_MAX_VALUE);
   }
   if (c->mode != ENCODER_MODE_ABSOLUTE && c->mode != ENCODER_MODE_INCREMENTAL) {
     return err_set(msg, ERR_INVAL, "encoder.mode = %d is not ENCODER_ABSOLUTE or "
@@ -103,11 +104,13 @@ double encoder_speed_update(const encoder_config_t* c, encoder_speed_t* s, doubl
     s->started = 1;
     s->m_ref = m;
     s->t_ref = t;
-    s->m_prev = m;
     s->speed = 0.0;
     return 0.0;
   }
-  if (m != s->m_prev && t > s->t_ref) {
+  // a change since the reference (m_ref is the previous reading whenever every change was
+  // taken); over less than SENSOR_MIN_INTERVAL the reference stays, and the speed is measured
+  // over a longer interval at a later step (a quotient over 1e-300 s could overflow)
+  if (m != s->m_ref && t - s->t_ref >= SENSOR_MIN_INTERVAL) {
     double delta = m - s->m_ref;
     if (c->mode == ENCODER_MODE_INCREMENTAL) {
       double span = c->upper - c->lower;
@@ -117,7 +120,6 @@ double encoder_speed_update(const encoder_config_t* c, encoder_speed_t* s, doubl
     s->m_ref = m;
     s->t_ref = t;
   }
-  s->m_prev = m;
   if (c->speed_timeout > 0.0 && t - s->t_ref > c->speed_timeout) {
     return 0.0;
   }

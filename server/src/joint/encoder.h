@@ -30,7 +30,6 @@ typedef struct encoder_config {
 typedef struct encoder_speed {
   int started;
   double m_ref, t_ref;          // value and time of the last change
-  double m_prev;                // last measured value
   double speed;                 // held estimate
 } encoder_speed_t;
 

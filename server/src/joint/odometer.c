@@ -27,16 +27,17 @@ int odometer_config_check(const odometer_config_t* c, err_msg_t* msg) {
   if (c->joint_id == 0) {
     return err_set(msg, ERR_INVAL, "odometer.joint_id = 0 must name a joint (> 0)");
   }
-  if (!isfinite(c->wheel_radius) || !(c->wheel_radius > 0.0)) {
-    return err_set(msg, ERR_INVAL, "odometer.wheel_radius = %g must be finite and > 0",
-                   c->wheel_radius);
+  if (!(c->wheel_radius > 0.0 && c->wheel_radius <= SENSOR_MAX_VALUE)) {
+    return err_set(msg, ERR_INVAL, "odometer.wheel_radius = %g must be > 0 and at most %g",
+                   c->wheel_radius, SENSOR_MAX_VALUE);
   }
-  if (!isfinite(c->noise_stddev) || c->noise_stddev < 0.0) {
-    return err_set(msg, ERR_INVAL, "odometer.noise_stddev = %g must be finite and >= 0",
-                   c->noise_stddev);
+  if (!(c->noise_stddev >= 0.0 && c->noise_stddev <= SENSOR_MAX_VALUE)) {
+    return err_set(msg, ERR_INVAL, "odometer.noise_stddev = %g must be in [0, %g]",
+                   c->noise_stddev, SENSOR_MAX_VALUE);
   }
-  if (!isfinite(c->scaling)) {
-    return err_set(msg, ERR_INVAL, "odometer.scaling = %g is not finite", c->scaling);
+  if (!(fabs(c->scaling) <= SENSOR_MAX_VALUE)) {
+    return err_set(msg, ERR_INVAL, "odometer.scaling = %g must be finite and at most %g in "
+                   "magnitude", c->scaling, SENSOR_MAX_VALUE);
   }
   return 0;
 }

@@ -312,6 +312,14 @@ int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg
 // lidar_pattern_rays; without `full`, only each ray's time, index, origin and direction.
 static inline void pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k, size_t n,
                                 lidar_pattern_ray_t* out, int full) {
+  // the tables and constants in locals: the stores into out (doubles) could otherwise change
+  // them for the compiler, which then reloads each at every ray
+  const uint32_t nray = p->nray;
+  const double* const trig = p->trig;
+  const double* const time_offset = p->time_offset;
+  const double* const vertical_offset = p->vertical_offset;
+  const double radius = p->beam_origin_radius;
+  const int livox = p->kind == LIDAR_PATTERN_LIVOX;
   size_t i = 0;
   while (i < n) {
     // the group: its sweep, its start inside the sweep, the rotor then (the offset inside the
@@ -326,18 +334,18 @@ static inline void pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k
     double rotor = p->start_azimuth + p->spin_rate * tau_group;
     double cr = cos(rotor), sr = sin(rotor), rw = wrap_angle(rotor);
 
-    for (; k < p->nray && i < n; k++, i++) {
+    for (; k < nray && i < n; k++, i++) {
       lidar_pattern_ray_t* r = &out[i];
-      const double* t = &p->trig[(size_t)k * TRIG_N];
-      r->index = (g - first) * p->nray + k;
-      r->time = t_group + p->time_offset[k];
+      const double* t = &trig[(size_t)k * TRIG_N];
+      r->index = (g - first) * nray + k;
+      r->time = t_group + time_offset[k];
       if (full) {
         r->sweep = sweep;
-        r->time_offset = tau_group + p->time_offset[k];
+        r->time_offset = tau_group + time_offset[k];
         r->ring = p->ring[k];
       }
-      r->origin[0] = r->origin[1] = r->origin[2] = 0.0;
-      if (p->kind == LIDAR_PATTERN_LIVOX) {
+      if (livox) {
+        r->origin[0] = r->origin[1] = r->origin[2] = 0.0;
         livox_angles(p, r->time, &r->azimuth, &r->elevation, r->dir);
         continue;
       }
@@ -359,17 +367,20 @@ static inline void pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k
       // Velodyne correction: xy = r cos(el) - o sin(el), z = r sin(el) + o cos(el)), and a
       // radial offset along the rotor direction at the ray's time (Ouster: p = (r - n) d +
       // n (cos enc, sin enc, 0))
-      if (p->vertical_offset) {
-        double o = p->vertical_offset[k];
-        r->origin[0] = -o * se * ca;
-        r->origin[1] = -o * se * sa;
-        r->origin[2] = o * ce;
+      double o0 = 0.0, o1 = 0.0, o2 = 0.0;
+      if (vertical_offset) {
+        double o = vertical_offset[k];
+        o0 = -o * se * ca;
+        o1 = -o * se * sa;
+        o2 = o * ce;
       }
-      if (p->beam_origin_radius > 0.0) {
-        double n0 = p->beam_origin_radius;
-        r->origin[0] += n0 * (cr * t[TRIG_CDT] - sr * t[TRIG_SDT]);
-        r->origin[1] += n0 * (sr * t[TRIG_CDT] + cr * t[TRIG_SDT]);
+      if (radius > 0.0) {
+        o0 += radius * (cr * t[TRIG_CDT] - sr * t[TRIG_SDT]);
+        o1 += radius * (sr * t[TRIG_CDT] + cr * t[TRIG_SDT]);
       }
+      r->origin[0] = o0;
+      r->origin[1] = o1;
+      r->origin[2] = o2;
     }
     k = 0;
     g++;

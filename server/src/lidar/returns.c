@@ -27,10 +27,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/simd.h"
 #include "material/atmosphere.h"
 #include "material/brdf.h"
 
 #define BATCH_RAYS 64          // primary rays traced per scene_trace call
+#define RAYS_PER_TRACE_MAX 512 // primary rays per scene_trace call of the packets of columns
 #define MAX_NODES ((1u << LIDAR_MAX_DEPTH) - 1u)
 #define MAX_CANDIDATES (2u * MAX_NODES)
 #define NODE_BUDGET 256        // heap nodes of one chunk of rays (>= MAX_NODES)
@@ -415,6 +417,63 @@ static inline int surface_return(const lidar_returns_t* p, const ambient_materia
 }
 
 
+// The same with the transmittance tau = transmittance(p, med, dx) given (computed for many
+// hits at once: transmittances).
+static inline int surface_return_tau(const lidar_returns_t* p, const ambient_material_t* med,
+                                     const surface_material_t* m, double cos_i, double w,
+                                     double tau, double x, double* intensity) {
+  double rho = backscatter(m, med->refractive_index, cos_i);
+  if (!(rho > 0.0)) {
+    return 0;
+  }
+  *intensity = w * tau * rho * beam_factor(p, x);
+  return 1;
+}
+
+
+// atmosphere_exp_small of y[0, n), in place, across SIMD lanes (its forms: base/simd.h): the
+// same operations on each element (the series' dependent multiply-adds, one hit after the
+// other, were a quarter of the depth-1 returns' time).
+static inline SIMD_BODY void exp_small_n(double* y, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    y[i] = atmosphere_exp_small(y[i]);
+  }
+}
+
+SIMD_FORMS(exp_small_n, (double* y, size_t n), (y, n))
+
+
+// transmittance(p, med, x[i]) of n optical path lengths x[i] >= 0, in place: the same bits.
+static void transmittances(const lidar_returns_t* p, const ambient_material_t* med, double* x,
+                           size_t n) {
+  const double alpha = med->attenuation;
+  if (alpha == 0.0) {
+    for (size_t i = 0; i < n; i++) {
+      x[i] = path_power(p, 1.0);
+    }
+    return;
+  }
+
+  // the series where atmosphere_transmittance takes it, exp elsewhere (a long path in fog)
+  double y[RAYS_PER_TRACE_MAX];
+  size_t far = 0;
+  for (size_t i = 0; i < n; i++) {
+    y[i] = -alpha * x[i];
+    far += !(y[i] >= -0.0625);
+  }
+  memcpy(x, y, n * sizeof *x);
+  SIMD_CALL(exp_small_n, (x, n));
+  for (size_t i = 0; far && i < n; i++) {
+    if (!(y[i] >= -0.0625)) {
+      x[i] = exp(y[i]);
+    }
+  }
+  for (size_t i = 0; p->round_trip && i < n; i++) {
+    x[i] = x[i] * x[i];
+  }
+}
+
+
 // The atmospheric candidate of a segment of weight w starting at OPL x0 in medium med and
 // running OPL dx: whether the medium returns light, drawn from the uniform u and draw `draw` of
 // key (atmosphere_sample), at OPL *x = x0 + xa with I = W tau(xa) rho_atm BD(x) into *intensity.
@@ -686,14 +745,15 @@ static void lane_returns(const lidar_returns_t* p, const step_view_t* v, const r
 // which every mode reports: the same operations as eval_node, lidar_returns_select and
 // add_noise in the same order, without the candidate and the ray context. lane[0..nh): the
 // lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
-// when the noise is on; atm_count: lidar_noise_uniform_count_below(return_scaling) (0: no
-// atmospheric return, and blocks unused).
+// when the noise is on; tau[i]: its transmittance to the hit (transmittances); atm_count:
+// lidar_noise_uniform_count_below(return_scaling) (0: no atmospheric return, and blocks
+// unused).
 static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
                            const unsigned* lane, unsigned nh, const double* z,
-                           uint64_t atm_count, optics_cache_t* optics, lidar_return_t* out,
-                           uint8_t* nret) {
+                           const double* tau, uint64_t atm_count, optics_cache_t* optics,
+                           lidar_return_t* out, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const uint32_t maxr = p->max_returns;
@@ -728,7 +788,8 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
     const surface_material_t* mat;
     hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
     double intensity;
-    if (inside != NULL || !surface_return(p, air, mat, cos_i, 1.0, dx, dx, &intensity) ||
+    if (inside != NULL ||
+        !surface_return_tau(p, air, mat, cos_i, 1.0, tau[i], dx, &intensity) ||
         !detectable(p, dx, intensity)) {
       continue;
     }
@@ -751,6 +812,7 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
 // Packets traced per scene call (lidar_returns_packets): 512 rays, 20 KB of hits.
 #define PACKETS_PER_TRACE 32
 #define RAYS_PER_TRACE (PACKETS_PER_TRACE * SCENE_PACKET)
+_Static_assert(RAYS_PER_TRACE <= RAYS_PER_TRACE_MAX, "transmittances holds a trace's hits");
 
 void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets_t* b,
                            lidar_return_t* out, uint8_t* nret) {
@@ -760,6 +822,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   uint32_t blocks[RAYS_PER_TRACE][4];   // every ray's first draw (all_draws)
   uint32_t wq[RAYS_PER_TRACE][4];       // the first draws of the hit lanes, in their order
   double z[RAYS_PER_TRACE];             // their distance noise quantiles
+  double tau[RAYS_PER_TRACE];           // their transmittances to the hit
   unsigned lane[RAYS_PER_TRACE];        // the hit lanes (in their packet), packet by packet
   unsigned first[PACKETS_PER_TRACE + 1];   // each packet's first entry in lane, wq and z
   optics_cache_t optics = {0};
@@ -773,6 +836,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   const int all_draws = atm_count > 0;
   const int noise = p->distance_noise.enabled;
   const double tmax = lidar_returns_primary_tmax(p, v);
+  const double n_amb = v->ambient->refractive_index;
   for (size_t base = 0; base < b->n; base += RAYS_PER_TRACE) {
     size_t m = b->n - base < RAYS_PER_TRACE ? b->n - base : RAYS_PER_TRACE;
     const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
@@ -798,6 +862,12 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       }
     }
     first[np] = nh;
+    for (unsigned q = 0; q < np; q++) {
+      for (unsigned i = first[q]; i < first[q + 1]; i++) {
+        tau[i] = n_amb * hits[q].distance[lane[i]];
+      }
+    }
+    transmittances(p, v->ambient, tau, nh);
     if (noise && nh > 0) {
       if (all_draws) {
         for (unsigned q = 0; q < np; q++) {
@@ -820,8 +890,8 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       size_t r0 = (size_t)q * SCENE_PACKET;
       unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
       packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
-                     lane + first[q], first[q + 1] - first[q], z + first[q], atm_count, &optics,
-                     out + (base + r0) * maxr, nret + base + r0);
+                     lane + first[q], first[q + 1] - first[q], z + first[q], tau + first[q],
+                     atm_count, &optics, out + (base + r0) * maxr, nret + base + r0);
     }
   }
 }

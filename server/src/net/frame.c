@@ -146,6 +146,17 @@ size_t frame_reader_space(frame_reader_t* r, size_t min_bytes, uint8_t** out) {
 }
 
 
+uint8_t* frame_reader_take(frame_reader_t* r) {
+  if (!r->pending || r->in.len != r->pending) {
+    return NULL;
+  }
+  uint8_t* block = r->in.data;
+  buf_init(&r->in);
+  r->pending = 0;
+  return block;
+}
+
+
 void frame_reader_commit(frame_reader_t* r, size_t n) {
   r->in.len += n;
 }

@@ -58,6 +58,12 @@ size_t frame_reader_memory(const frame_reader_t* r);
 // caller counts the frame against its memory budget first (frame_reader_expected).
 size_t frame_reader_space(frame_reader_t* r, size_t min_bytes, uint8_t** out);
 
+// The frame frame_reader_next returned last, when it fills the reader's buffer alone (a large
+// frame read in place): the buffer is handed over (a mem_alloc'ed block, the header first,
+// which the caller frees) and the reader starts an empty one. NULL otherwise (the frame stays
+// the reader's).
+uint8_t* frame_reader_take(frame_reader_t* r);
+
 // Count n bytes (at most what frame_reader_space returned) written at its *out.
 void frame_reader_commit(frame_reader_t* r, size_t n);
 

@@ -186,6 +186,7 @@ void server_get_stats(const server_t* srv, server_stats_t* out) {
     out->blocked += container_of(n, session_t, node)->blocked;
   }
   out->trims = srv->trims;
+  out->writes = srv->writes;
 }
 
 

@@ -93,6 +93,7 @@ typedef struct server_stats {
   uint64_t timed_out;             // sessions closed by a deadline
   uint32_t blocked;               // sessions not read now because their replies do not leave
   uint64_t trims;                 // times free memory was given back to the system
+  uint64_t writes;                // writes handed to the kernel writer (a turn's replies share one)
 } server_stats_t;
 
 // Create and bind. host is an IPv4 or IPv6 literal; port 0 picks a free port. Returns NULL with

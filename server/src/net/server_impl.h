@@ -41,6 +41,11 @@ struct session {
   int in_frame;              // a partial frame is buffered since frame_ms
   int left;                  // no longer counted in srv->nlive
   int in_place;              // the read under way goes straight into the reader's buffer
+  int corked;                // > 0: writes wait in the batch until the turn ends (session.c)
+  struct session_write* batch;       // counted writes not yet given to libuv, in order
+  struct session_write* batch_tail;
+  uint64_t batch_bytes;
+  uint32_t batch_bufs;
   uint64_t in_held;          // bytes of the reader counted in srv->held
   uint64_t sent_total;       // bytes ever handed to uv_write
   uint64_t progress_mark;    // bytes handed to the kernel at progress_ms
@@ -67,6 +72,7 @@ struct server {
   uint64_t held_peak;        // highest held since the allocator last gave memory back
   uint64_t low_since_ms;     // held has been at most a quarter of held_peak since (0: not)
   uint64_t trims;
+  uint64_t writes;           // uv_write calls of the sessions
   uint64_t timed_out;
   uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
   uint64_t next_id;

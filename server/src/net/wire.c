@@ -11,12 +11,18 @@
 #include "base/text.h"
 #include "net/wire_pb.h"
 
+// Most bytes fields of one body left in the frame (wire_decode_frame).
+#define WIRE_BORROW_MAX 8
+
 struct wire_request {
   Sensim__V1__Envelope* env;
   size_t size;
   int (*cancelled)(void* ctx);  // nullable
   void* cancel_ctx;
   char* bad_text;               // nullable: why a string field is refused (wire_text_error)
+  uint8_t* frame;               // nullable: the frame the borrowed fields point into (owned)
+  ProtobufCBinaryData* borrowed[WIRE_BORROW_MAX];  // fields of env pointing into frame
+  uint32_t nborrowed;
 };
 
 
@@ -72,6 +78,23 @@ static int read_varint(const uint8_t* p, size_t n, size_t* pos, uint64_t* v) {
 }
 
 
+// path + "." + name (name alone at the start), cut to WIRE_STATUS_MAX - 1 bytes; returns the
+// new length. Runs for every message and string field of every request: no printf.
+static size_t path_append(char* path, size_t path_len, const char* name) {
+  size_t at = path_len;
+  if (at > 0 && at < WIRE_STATUS_MAX - 1) {
+    path[at++] = '.';
+  }
+  size_t n = strlen(name);
+  if (n > WIRE_STATUS_MAX - 1 - at) {
+    n = WIRE_STATUS_MAX - 1 - at;
+  }
+  memcpy(path + at, name, n);
+  path[at + n] = '\0';
+  return at + n;
+}
+
+
 // Walk one encoded message: every string field (at any depth) must be clean and at most
 // TEXT_NAME_MAX bytes. path holds the field path so far ("create_body"). 0 or ERR_INVAL.
 static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, size_t n,
@@ -109,12 +132,7 @@ static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, 
     if (!f || (f->type != PROTOBUF_C_TYPE_STRING && f->type != PROTOBUF_C_TYPE_MESSAGE)) {
       continue;
     }
-    int w = snprintf(path + path_len, WIRE_STATUS_MAX - path_len, "%s%s", path_len ? "." : "",
-                     f->name);
-    size_t sub_len = w < 0 ? path_len : path_len + (size_t)w;
-    if (sub_len >= WIRE_STATUS_MAX) {
-      sub_len = WIRE_STATUS_MAX - 1;
-    }
+    size_t sub_len = path_append(path, path_len, f->name);
     if (f->type == PROTOBUF_C_TYPE_MESSAGE) {
       if (depth >= TEXT_MAX_DEPTH) {
         return err_set(msg, ERR_INVAL, "%s is nested more than %d messages deep", path,
@@ -161,42 +179,272 @@ int wire_peek_id(const uint8_t* payload, size_t len, uint64_t* id) {
 }
 
 
-int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg) {
-  decode_budget_t budget = {WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK, 0};
+// Unpack `data` (the frame's payload, or what wire_decode_frame keeps of it) into a request,
+// within the budget of a frame of frame_len bytes.
+static int unpack(const uint8_t* data, size_t n, size_t frame_len, wire_request_t** out,
+                  err_msg_t* msg) {
+  decode_budget_t budget = {WIRE_DECODE_FACTOR * frame_len + WIRE_DECODE_SLACK, 0};
   ProtobufCAllocator bounded = {budget_alloc, pb_free, &budget};
-  Sensim__V1__Envelope* env = sensim__v1__envelope__unpack(&bounded, len, payload);
+  Sensim__V1__Envelope* env = sensim__v1__envelope__unpack(&bounded, n, data);
   if (!env) {
     if (budget.exhausted) {
       return err_set(msg, ERR_LIMIT,
                      "frame of %zu bytes decodes to more than %zu bytes (unknown or empty "
-                     "fields?)", len, WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK);
+                     "fields?)", frame_len, WIRE_DECODE_FACTOR * frame_len + WIRE_DECODE_SLACK);
     }
     return err_set(msg, ERR_PROTO,
-                   "frame of %zu bytes does not decode as a sensim.v1.Envelope", len);
+                   "frame of %zu bytes does not decode as a sensim.v1.Envelope", frame_len);
   }
-  wire_request_t* r = mem_alloc(sizeof(*r));
+  wire_request_t* r = mem_calloc(1, sizeof(*r));
   if (!r) {
     sensim__v1__envelope__free_unpacked(env, &wire_allocator);
     return err_set(msg, ERR_NOMEM, "out of memory decoding a frame");
   }
   r->env = env;
-  r->size = len + (WIRE_DECODE_FACTOR * len + WIRE_DECODE_SLACK - budget.left);
-  r->cancelled = NULL;
-  r->cancel_ctx = NULL;
-  r->bad_text = NULL;
+  r->size = frame_len + (WIRE_DECODE_FACTOR * frame_len + WIRE_DECODE_SLACK - budget.left);
+  *out = r;
+  return 0;
+}
 
-  // a refused string is answered as a bad argument of this request, not as a broken stream
+
+// A refused string is answered as a bad argument of the request, not as a broken stream.
+static int check_request_text(wire_request_t* r, const uint8_t* payload, size_t len,
+                              err_msg_t* msg) {
   char path[WIRE_STATUS_MAX] = "";
   err_msg_t tmsg;
   if (check_text(&sensim__v1__envelope__descriptor, payload, len, 0, path, 0, &tmsg) != 0) {
     r->bad_text = mem_strdup(tmsg.text);
     if (!r->bad_text) {
-      wire_free(r);
       return err_set(msg, ERR_NOMEM, "out of memory decoding a frame");
     }
   }
-  *out = r;
   return 0;
+}
+
+
+int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg) {
+  wire_request_t* r = NULL;
+  int rc = unpack(payload, len, len, &r, msg);
+  if (rc == 0 && (rc = check_request_text(r, payload, len, msg)) != 0) {
+    wire_free(r);
+  }
+  if (rc == 0) {
+    *out = r;
+  }
+  return rc;
+}
+
+
+//---------------- Decoding a frame the request owns: its large bytes fields are not copied
+
+// A bytes field of the body at least this long is left in the frame (origins and directions
+// of a raycast, a mesh's vertices, a state's bodies): protobuf-c would copy it.
+#define WIRE_BORROW_MIN 4096u
+
+typedef struct borrow_plan {
+  const ProtobufCFieldDescriptor* body;    // the Envelope's field holding the body
+  size_t body_at, body_len;                // the body's contents in the payload
+  size_t body_field_at, body_field_end;    // the body field itself (tag, length, contents)
+  uint32_t n;
+  const ProtobufCFieldDescriptor* field[WIRE_BORROW_MAX];
+  size_t at[WIRE_BORROW_MAX];              // each borrowed field: its value...
+  size_t len[WIRE_BORROW_MAX];
+  size_t field_at[WIRE_BORROW_MAX];        // ... and the whole field (tag, length, value)
+} borrow_plan_t;
+
+
+// Skip one field's value of wire type `wt` at *pos; -1 for groups or a value past n.
+static int skip_value(const uint8_t* p, size_t n, size_t* pos, unsigned wt, uint64_t* len) {
+  uint64_t v;
+  switch (wt) {
+    case 0:
+      return read_varint(p, n, pos, &v);
+    case 1:
+      *pos += 8;
+      return *pos <= n ? 0 : -1;
+    case 5:
+      *pos += 4;
+      return *pos <= n ? 0 : -1;
+    case 2:
+      if (read_varint(p, n, pos, len) || *len > n - *pos) {
+        return -1;
+      }
+      *pos += (size_t)*len;
+      return 0;
+    default:
+      return -1;
+  }
+}
+
+
+// Which bytes fields of the body can stay in the frame: singular, outside any oneof, at least
+// WIRE_BORROW_MIN bytes, each present once; the body present once. 0 with plan->n > 0 when
+// there are some; -1 when none (or when the frame is anything but plain: a decode with copies
+// then handles it as always).
+static int plan_borrow(const uint8_t* p, size_t n, borrow_plan_t* plan) {
+  memset(plan, 0, sizeof(*plan));
+  size_t pos = 0;
+  while (pos < n) {
+    size_t field_at = pos;
+    uint64_t tag, len = 0;
+    if (read_varint(p, n, &pos, &tag)) {
+      return -1;
+    }
+    if (skip_value(p, n, &pos, (unsigned)(tag & 7), &len)) {
+      return -1;
+    }
+    size_t value_at = pos - (size_t)len;  // a length-delimited value: after its length
+    const ProtobufCFieldDescriptor* f = protobuf_c_message_descriptor_get_field(
+        &sensim__v1__envelope__descriptor, (unsigned)(tag >> 3));
+    if (!f || f->type != PROTOBUF_C_TYPE_MESSAGE || (tag & 7) != 2) {
+      continue;
+    }
+    if (plan->body) {
+      return -1;  // two bodies (or a merged one): as always
+    }
+    plan->body = f;
+    plan->body_at = value_at;
+    plan->body_len = (size_t)len;
+    plan->body_field_at = field_at;
+    plan->body_field_end = pos;
+  }
+  if (!plan->body) {
+    return -1;
+  }
+  const ProtobufCMessageDescriptor* d = plan->body->descriptor;
+  const uint8_t* b = p + plan->body_at;
+  size_t bn = plan->body_len;
+  pos = 0;
+  uint64_t seen = 0;  // field numbers below 64 met so far
+  while (pos < bn) {
+    size_t field_at = pos;
+    uint64_t tag, len = 0;
+    if (read_varint(b, bn, &pos, &tag)) {
+      return -1;
+    }
+    if (skip_value(b, bn, &pos, (unsigned)(tag & 7), &len)) {
+      return -1;
+    }
+    size_t value_at = pos - (size_t)len;
+    uint64_t number = tag >> 3;
+    int again = number < 64 && (seen >> number & 1);
+    seen |= number < 64 ? 1ull << number : 0;
+    for (uint32_t i = 0; i < plan->n; i++) {
+      if (plan->field[i]->id == number) {
+        return -1;  // a borrowed field met again: the last one counts; as always
+      }
+    }
+    const ProtobufCFieldDescriptor* f = protobuf_c_message_descriptor_get_field(d, (unsigned)number);
+    if (!f || f->type != PROTOBUF_C_TYPE_BYTES || (tag & 7) != 2 || len < WIRE_BORROW_MIN ||
+        f->label == PROTOBUF_C_LABEL_REPEATED || (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ||
+        again || number >= 64 || plan->n == WIRE_BORROW_MAX) {
+      continue;
+    }
+    plan->field[plan->n] = f;
+    plan->at[plan->n] = plan->body_at + value_at;
+    plan->len[plan->n] = (size_t)len;
+    plan->field_at[plan->n] = plan->body_at + field_at;
+    plan->n++;
+  }
+  return plan->n > 0 ? 0 : -1;
+}
+
+
+static uint8_t* put_varint(uint8_t* p, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) {
+    *p++ = (uint8_t)(v | 0x80);
+  }
+  *p++ = (uint8_t)v;
+  return p;
+}
+
+
+// The payload without the borrowed fields (the body's length rewritten): what protobuf-c
+// decodes. Returns its length; out has room for n bytes.
+static size_t without_borrowed(const uint8_t* p, size_t n, const borrow_plan_t* plan,
+                               uint8_t* out) {
+  size_t removed = 0;
+  for (uint32_t i = 0; i < plan->n; i++) {
+    removed += plan->at[i] + plan->len[i] - plan->field_at[i];
+  }
+  uint8_t* o = out;
+  memcpy(o, p, plan->body_field_at);
+  o += plan->body_field_at;
+  o = put_varint(o, (uint64_t)plan->body->id << 3 | 2);
+  o = put_varint(o, plan->body_len - removed);
+  size_t from = plan->body_at;
+  for (uint32_t i = 0; i < plan->n; i++) {  // in payload order
+    memcpy(o, p + from, plan->field_at[i] - from);
+    o += plan->field_at[i] - from;
+    from = plan->at[i] + plan->len[i];
+  }
+  memcpy(o, p + from, plan->body_at + plan->body_len - from);
+  o += plan->body_at + plan->body_len - from;
+  memcpy(o, p + plan->body_field_end, n - plan->body_field_end);
+  o += n - plan->body_field_end;
+  return (size_t)(o - out);
+}
+
+
+// Point the borrowed fields of the decoded request into its frame. -1 when the body is not
+// where the plan expects it (never for a frame that decoded: then decoded with copies).
+static int lend(wire_request_t* r, const uint8_t* payload, const borrow_plan_t* plan) {
+  const ProtobufCFieldDescriptor* bf = plan->body;
+  if (bf->quantifier_offset &&
+      *(const uint32_t*)((const char*)r->env + bf->quantifier_offset) != bf->id) {
+    return -1;
+  }
+  ProtobufCMessage* body = *(ProtobufCMessage**)((char*)r->env + bf->offset);
+  if (!body) {
+    return -1;
+  }
+  for (uint32_t i = 0; i < plan->n; i++) {
+    const ProtobufCFieldDescriptor* f = plan->field[i];
+    ProtobufCBinaryData* v = (ProtobufCBinaryData*)((char*)body + f->offset);
+    v->data = (uint8_t*)payload + plan->at[i];
+    v->len = plan->len[i];
+    if (f->label == PROTOBUF_C_LABEL_OPTIONAL && f->quantifier_offset) {
+      *(protobuf_c_boolean*)((char*)body + f->quantifier_offset) = 1;
+    }
+    r->borrowed[r->nborrowed++] = v;
+  }
+  return 0;
+}
+
+
+int wire_decode_frame(uint8_t* frame, const uint8_t* payload, size_t len, wire_request_t** out,
+                      err_msg_t* msg) {
+  borrow_plan_t plan;
+  uint8_t* rest = NULL;
+  wire_request_t* r = NULL;
+  if (plan_borrow(payload, len, &plan) == 0) {
+    size_t removed = 0;
+    for (uint32_t i = 0; i < plan.n; i++) {
+      removed += plan.at[i] + plan.len[i] - plan.field_at[i];
+    }
+    rest = mem_alloc(len - removed + 16);  // + a body length's varint, never longer
+  }
+  if (rest && unpack(rest, without_borrowed(payload, len, &plan, rest), len, &r, msg) == 0 &&
+      lend(r, payload, &plan) == 0) {
+    r->frame = frame;
+    size_t held = mem_footprint(frame);
+    r->size += held > len ? held - len : 0;  // the frame's block, all of it
+    mem_free(rest);
+    int rc = check_request_text(r, payload, len, msg);
+    if (rc == 0) {
+      *out = r;
+    } else {
+      wire_free(r);
+    }
+    return rc;
+  }
+
+  // nothing to borrow, or anything unusual: decoded with copies, errors reported as always
+  mem_free(rest);
+  wire_free(r);
+  int rc = wire_decode(payload, len, out, msg);
+  mem_free(frame);
+  return rc;
 }
 
 
@@ -204,7 +452,12 @@ void wire_free(wire_request_t* r) {
   if (!r) {
     return;
   }
+  for (uint32_t i = 0; i < r->nborrowed; i++) {
+    r->borrowed[i]->data = NULL;  // the frame's, not protobuf-c's to free
+    r->borrowed[i]->len = 0;
+  }
   sensim__v1__envelope__free_unpacked(r->env, &wire_allocator);
+  mem_free(r->frame);
   mem_free(r->bad_text);
   mem_free(r);
 }

@@ -47,6 +47,14 @@ typedef enum wire_kind {
 // Decode one frame payload. Returns 0 and *out (free with wire_free), or ERR_PROTO with msg, or
 // ERR_LIMIT when it would decode to more than the budget above.
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg);
+
+// wire_decode of a payload inside `frame` (a mem_alloc'ed block the caller gives up, freed on
+// failure too): the large bytes fields of the body (at least 4 KiB: a raycast's rays, a mesh's
+// vertices) are not copied but point into the frame, which the request keeps until wire_free.
+// A frame with nothing to borrow (or two bodies, or a borrowed field repeated) is decoded as by
+// wire_decode, with the same errors.
+int wire_decode_frame(uint8_t* frame, const uint8_t* payload, size_t len, wire_request_t** out,
+                      err_msg_t* msg);
 void wire_free(wire_request_t* r);
 
 // NULL, or why a string field of the request is refused: a NUL or control character, invalid

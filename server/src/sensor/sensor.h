@@ -62,6 +62,19 @@ uint32_t sensor_datatype_size(sensor_datatype_t t);
 
 #define SENSOR_MAX_FIELDS 16
 
+// Largest magnitude a sensor's numeric configuration value may have (a bias, a noise level, a
+// scale factor, a wheel radius, ...), in its own unit: far beyond any real sensor, and small
+// enough that no product along a model's chain overflows a double, its inputs being bounded too
+// (positions by ENV_MAX_COORD, velocities and fields by ENV_MAX_VALUE). A larger value is
+// refused naming the field rather than turning samples into +-inf.
+#define SENSOR_MAX_VALUE 1e9
+
+// Shortest interval over which a sensor forms a derivative (an IMU's velocities from poses and
+// its accelerations, an encoder's or a cone's speed), in seconds: over a shorter one (a step
+// of 1e-300 s is a valid step) a difference quotient could overflow to +-inf. Such a step is
+// treated as one of zero length for its derivatives.
+#define SENSOR_MIN_INTERVAL 1e-9
+
 typedef struct sensor_field {
   const char* name;             // static string
   uint32_t offset;              // bytes from the start of a point

@@ -47,10 +47,16 @@ const env_limits_t* env_get_limits(const env_t* e) {
 //---------------- Helpers
 
 
-static int check_vec3(const char* field, const double v[3], err_msg_t* msg) {
+// Every component finite and at most `bound` in magnitude (unit: for the message).
+static int check_vec3(const char* field, const double v[3], double bound, const char* unit,
+                      err_msg_t* msg) {
   for (int i = 0; i < 3; i++) {
     if (!isfinite(v[i])) {
       return err_set(msg, ERR_INVAL, "%s.%s = %g is not finite", field, kAxis[i], v[i]);
+    }
+    if (fabs(v[i]) > bound) {
+      return err_set(msg, ERR_INVAL, "%s.%s = %g exceeds %g %s in magnitude", field, kAxis[i],
+                     v[i], bound, unit);
     }
   }
   return 0;
@@ -62,15 +68,9 @@ static int check_pose(const char* field, const pose_t* p, pose_t* dest, err_msg_
   static const char* const kQuat[4] = {"w", "x", "y", "z"};
   char sub[96];
   snprintf(sub, sizeof(sub), "%s.position", field);
-  int rc = check_vec3(sub, p->p, msg);
+  int rc = check_vec3(sub, p->p, ENV_MAX_COORD, "m", msg);
   if (rc < 0) {
     return rc;
-  }
-  for (int i = 0; i < 3; i++) {
-    if (fabs(p->p[i]) > ENV_MAX_COORD) {
-      return err_set(msg, ERR_INVAL, "%s.%s = %g exceeds %g m in magnitude", sub, kAxis[i],
-                     p->p[i], ENV_MAX_COORD);
-    }
   }
   for (int i = 0; i < 4; i++) {
     if (!isfinite(p->q[i])) {
@@ -648,10 +648,11 @@ static void sync_all_objects(env_t* e) {
 int env_set_settings(env_t* e, const env_settings_t* s, err_msg_t* msg) {
   // vectors
   int rc = 0;
-  if (s->has_gravity && (rc = check_vec3("gravity", s->gravity, msg)) < 0) {
+  if (s->has_gravity && (rc = check_vec3("gravity", s->gravity, ENV_MAX_VALUE, "m/s^2", msg)) < 0) {
     return rc;
   }
-  if (s->has_magnetic_field && (rc = check_vec3("magnetic_field", s->magnetic_field, msg)) < 0) {
+  if (s->has_magnetic_field && (rc = check_vec3("magnetic_field", s->magnetic_field, ENV_MAX_VALUE, "T",
+                                                 msg)) < 0) {
     return rc;
   }
 
@@ -668,11 +669,11 @@ int env_set_settings(env_t* e, const env_settings_t* s, err_msg_t* msg) {
     const env_dipole_t* d = &s->dipoles[i];
     char field[48];
     snprintf(field, sizeof(field), "dipoles[%u].moment", i);
-    if ((rc = check_vec3(field, d->moment, msg)) < 0) {
+    if ((rc = check_vec3(field, d->moment, ENV_MAX_VALUE, "A m^2", msg)) < 0) {
       return rc;
     }
     snprintf(field, sizeof(field), "dipoles[%u].position", i);
-    if ((rc = check_vec3(field, d->position, msg)) < 0) {
+    if ((rc = check_vec3(field, d->position, ENV_MAX_COORD, "m", msg)) < 0) {
       return rc;
     }
     if (d->body_id != 0 && !table_get(&e->bodies, d->body_id)) {
@@ -755,13 +756,13 @@ int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
     rc = check_pose("pose", &d->pose, &pose, msg);
   }
   if (rc == 0) {
-    rc = check_vec3("linear_velocity", d->linear_velocity, msg);
+    rc = check_vec3("linear_velocity", d->linear_velocity, ENV_MAX_VALUE, "m/s", msg);
   }
   if (rc == 0) {
-    rc = check_vec3("angular_velocity", d->angular_velocity, msg);
+    rc = check_vec3("angular_velocity", d->angular_velocity, ENV_MAX_VALUE, "rad/s", msg);
   }
   if (rc == 0) {
-    rc = check_vec3("center_of_mass", d->center_of_mass, msg);
+    rc = check_vec3("center_of_mass", d->center_of_mass, ENV_MAX_COORD, "m", msg);
   }
   if (rc < 0) {
     return rc;
@@ -913,8 +914,9 @@ int env_create_joint(env_t* e, const joint_desc_t* d, err_msg_t* msg) {
     return err_set(msg, ERR_INVAL, "type = %d is not REVOLUTE (0) or PRISMATIC (1)",
                    (int)d->type);
   }
-  if (!isfinite(d->position)) {
-    return err_set(msg, ERR_INVAL, "position = %g is not finite", d->position);
+  if (!isfinite(d->position) || fabs(d->position) > ENV_MAX_VALUE) {
+    return err_set(msg, ERR_INVAL, "position = %g must be finite and at most %g in magnitude",
+                   d->position, ENV_MAX_VALUE);
   }
 
   // memory, including room in the moved list

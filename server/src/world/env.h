@@ -64,6 +64,11 @@ const env_limits_t* env_get_limits(const env_t* e);
 // 0.12 microseconds, finer than any lidar's firing interval.
 #define ENV_MAX_TIME 1e9        // s
 #define ENV_MIN_SCALE 1e-6
+// Largest magnitude of the other physical quantities the environment takes, per component:
+// body velocities (m/s, rad/s), gravity (m/s^2), the uniform magnetic field (T), dipole moments
+// (A m^2) and joint positions (rad or m). Far beyond anything physical; with it no sensor model
+// overflows a double (sensor/sensor.h, SENSOR_MAX_VALUE).
+#define ENV_MAX_VALUE 1e12
 
 // Create an empty environment: no geometry, default material 0 (Lambertian 0.8), medium 0 =
 // air (docs/models/materials.md), gravity (0, 0, -9.80665), no magnetic field, seed 0, objects

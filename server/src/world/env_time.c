@@ -77,6 +77,11 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
         return err_set(msg, ERR_INVAL, "body_velocities[%zu] = %g (body %u) is not finite",
                        6 * (size_t)i + k, v, id);
       }
+      if (fabs(v) > ENV_MAX_VALUE) {
+        return err_set(msg, ERR_INVAL,
+                       "body_velocities[%zu] = %g (body %u) exceeds %g %s in magnitude",
+                       6 * (size_t)i + k, v, id, ENV_MAX_VALUE, k < 3 ? "m/s" : "rad/s");
+      }
     }
   }
   return 0;
@@ -98,6 +103,10 @@ static int check_update_joints(env_t* e, const env_state_update_t* u, uint64_t s
     if (!isfinite(u->joint_positions[i])) {
       return err_set(msg, ERR_INVAL, "joint_positions[%u] = %g (joint %u) is not finite", i,
                      u->joint_positions[i], id);
+    }
+    if (fabs(u->joint_positions[i]) > ENV_MAX_VALUE) {
+      return err_set(msg, ERR_INVAL, "joint_positions[%u] = %g (joint %u) exceeds %g in "
+                     "magnitude", i, u->joint_positions[i], id, ENV_MAX_VALUE);
     }
   }
   return 0;

@@ -254,3 +254,124 @@ TEST(wire_decoding_admits_the_largest_legitimate_nested_request) {
   wire_free(r);
   return 0;
 }
+
+
+//---------------- A frame the request keeps: large bytes fields point into it
+
+// A raycast of n rays packed into a frame block (header, then payload) as the daemon hands it
+// over: *payload and *len set.
+static uint8_t* raycast_frame(const Sensim__V1__Raycast* rc, const uint8_t** payload,
+                              size_t* len) {
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.has_id = 1;
+  env.id = 7;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  env.raycast = (Sensim__V1__Raycast*)rc;
+  size_t n = sensim__v1__envelope__get_packed_size(&env);
+  uint8_t* block = mem_alloc(4 + n);
+  if (!block) {
+    return NULL;
+  }
+  memset(block, 0, 4);
+  sensim__v1__envelope__pack(&env, block + 4);
+  *payload = block + 4;
+  *len = n;
+  return block;
+}
+
+
+static int points_into(const ProtobufCBinaryData* b, const uint8_t* block, size_t n) {
+  return b->data >= block && b->data + b->len <= block + n;
+}
+
+
+TEST(wire_frame_decode_points_large_bytes_into_the_frame_and_equals_the_copy) {
+  int64_t live = mem_live_count();
+  enum { RAYS = 1000 };  // 24,000 bytes per array
+  static double org[3 * RAYS], dir[3 * RAYS], t[1] = {0.5};
+  for (int i = 0; i < 3 * RAYS; i++) {
+    org[i] = 0.25 * i;
+    dir[i] = -1.0 / (i + 1);
+  }
+  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
+  rc.has_origins_bytes = rc.has_directions_bytes = rc.has_times_bytes = 1;
+  rc.origins_bytes = (ProtobufCBinaryData){sizeof(org), (uint8_t*)org};
+  rc.directions_bytes = (ProtobufCBinaryData){sizeof(dir), (uint8_t*)dir};
+  rc.times_bytes = (ProtobufCBinaryData){sizeof(t), (uint8_t*)t};  // small: copied
+  rc.has_max_range = 1;
+  rc.max_range = 80.0;
+  const uint8_t* payload;
+  size_t len;
+  uint8_t* block = raycast_frame(&rc, &payload, &len);
+  ASSERT_TRUE(block != NULL);
+  wire_request_t* copied;
+  ASSERT_OK(wire_decode(payload, len, &copied, NULL));
+  wire_request_t* kept;
+  ASSERT_OK(wire_decode_frame(block, payload, len, &kept, NULL));
+  const Sensim__V1__Raycast* a = wire_envelope(copied)->raycast;
+  const Sensim__V1__Raycast* b = wire_envelope(kept)->raycast;
+  ASSERT_EQ(wire_id(kept), 7);
+  ASSERT_EQ(wire_kind(kept), wire_kind(copied));
+  ASSERT_TRUE(b->has_origins_bytes && b->has_directions_bytes && b->has_times_bytes);
+  ASSERT_TRUE(points_into(&b->origins_bytes, block, 4 + len));
+  ASSERT_TRUE(points_into(&b->directions_bytes, block, 4 + len));
+  ASSERT_TRUE(!points_into(&b->times_bytes, block, 4 + len));
+  ASSERT_TRUE(!points_into(&a->origins_bytes, block, 4 + len));
+  ASSERT_EQ(b->origins_bytes.len, sizeof(org));
+  ASSERT_EQ(b->directions_bytes.len, sizeof(dir));
+  ASSERT_EQ(b->times_bytes.len, sizeof(t));
+  ASSERT_OK(memcmp(b->origins_bytes.data, org, sizeof(org)));
+  ASSERT_OK(memcmp(b->directions_bytes.data, dir, sizeof(dir)));
+  ASSERT_OK(memcmp(b->times_bytes.data, t, sizeof(t)));
+  ASSERT_TRUE(b->has_max_range && b->max_range == 80.0);
+  ASSERT_TRUE(!b->has_group_mask && b->n_exclude_bodies == 0);
+  ASSERT_TRUE(wire_size(kept) >= len);  // the frame it keeps is counted
+  wire_free(copied);
+  wire_free(kept);  // the frame with it
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+TEST(wire_frame_decode_of_a_repeated_or_small_field_copies_as_always) {
+  int64_t live = mem_live_count();
+  static uint8_t big[8192], other[8192];
+  memset(big, 1, sizeof(big));
+  memset(other, 2, sizeof(other));
+
+  // the same field twice: the last one counts, as protobuf says; nothing borrowed
+  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
+  rc.has_origins_bytes = 1;
+  rc.origins_bytes = (ProtobufCBinaryData){sizeof(big), big};
+  const uint8_t* p1;
+  size_t n1;
+  uint8_t* f1 = raycast_frame(&rc, &p1, &n1);
+  rc.origins_bytes = (ProtobufCBinaryData){sizeof(other), other};
+  const uint8_t* p2;
+  size_t n2;
+  uint8_t* f2 = raycast_frame(&rc, &p2, &n2);
+  ASSERT_TRUE(f1 && f2);
+  // the frame of both: the envelope of f1, then f2's raycast field again (fields merge)
+  uint8_t* both = mem_alloc(4 + n1 + n2);
+  ASSERT_TRUE(both != NULL);
+  memcpy(both + 4, p1, n1);
+  memcpy(both + 4 + n1, p2, n2);
+  wire_request_t* r;
+  ASSERT_OK(wire_decode_frame(both, both + 4, n1 + n2, &r, NULL));
+  const Sensim__V1__Raycast* b = wire_envelope(r)->raycast;
+  ASSERT_EQ(b->origins_bytes.len, sizeof(other));
+  ASSERT_OK(memcmp(b->origins_bytes.data, other, sizeof(other)));
+  ASSERT_TRUE(!points_into(&b->origins_bytes, both, 4 + n1 + n2));
+  wire_free(r);
+
+  // a frame that does not decode fails as wire_decode does, and the frame is freed
+  err_msg_t msg;
+  uint8_t* bad = mem_alloc(4 + 8);
+  ASSERT_TRUE(bad != NULL);
+  memset(bad, 0xff, 4 + 8);
+  ASSERT_EQ(wire_decode_frame(bad, bad + 4, 8, &r, &msg), ERR_PROTO);
+  mem_free(f1);
+  mem_free(f2);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}

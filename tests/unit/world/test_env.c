@@ -317,6 +317,10 @@ TEST(env_settings_errors_change_nothing) {
   ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_INVAL, "gravity.y = nan is not finite");
   s = (env_settings_t){.has_magnetic_field = 1, .magnetic_field = {INFINITY, 0, 0}};
   ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_INVAL, "magnetic_field.x = inf");
+  // finite but beyond ENV_MAX_VALUE: an IMU's samples would overflow to inf
+  s = (env_settings_t){.has_gravity = 1, .gravity = {0, 0, -1e300}};
+  ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_INVAL,
+                  "gravity.z = -1e+300 exceeds 1e+12 m/s^2 in magnitude");
   s = (env_settings_t){.replace_dipoles = 1, .dipoles = d, .ndipole = 3};
   ASSERT_REJECTED(e, env_set_settings(e, &s, emsg), ERR_LIMIT, "max_dipoles = 2");
   d[1].body_id = 77;
@@ -416,7 +420,10 @@ TEST(env_body_object_joint_errors_change_nothing) {
   ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL, "type = 5");
   j.type = JOINT_TYPE_REVOLUTE;
   j.position = NAN;
-  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL, "position = nan is not finite");
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL,
+                  "position = nan must be finite and at most 1e+12 in magnitude");
+  j.position = 1e308;
+  ASSERT_REJECTED(e, env_create_joint(e, &j, emsg), ERR_INVAL, "position = 1e+308 must be");
 
   // a non-unit quaternion is normalised, a mirrored object is allowed
   b = (body_desc_t){.id = 12, .pose = pose_at(20, 0, 0)};
@@ -526,6 +533,9 @@ TEST(env_update_state_is_all_or_nothing) {
   vel[10] = INFINITY;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
                   "body_velocities[10] = inf (body 11) is not finite");
+  vel[10] = -2e12;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_velocities[10] = -2e+12 (body 11) exceeds 1e+12 rad/s in magnitude");
   vel[10] = 0.0;
 
   // joints
@@ -536,6 +546,9 @@ TEST(env_update_state_is_all_or_nothing) {
   jpos[0] = NAN;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
                   "joint_positions[0] = nan (joint 20) is not finite");
+  jpos[0] = 1e13;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "joint_positions[0] = 1e+13 (joint 20) exceeds 1e+12 in magnitude");
   jpos[0] = 1.0;
   jid[1] = 20;
   u.njoint = 2;
