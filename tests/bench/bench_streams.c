@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -186,18 +187,23 @@ static size_t send_step(bench_conn_t* c, double t, uint64_t* update_id, uint64_t
 }
 
 
+// When read_step_reply saw the first byte of the step's reply (bench_now): the daemon had
+// finished the step and started writing (this process reads frames whole, without buffering
+// ahead, so the socket holds nothing of it before).
+static double g_reply_start;
+
 // The whole reply of step `id`: the records sent ahead of it and the StepDone. Returns the
 // bytes received (length prefixes included); *records: the records it carried.
-static double g_first_frame;    // when read_step_reply's first frame was in (bench_now)
-
 static size_t read_step_reply(bench_conn_t* c, uint64_t id, uint32_t* records) {
   size_t bytes = 0;
   *records = 0;
-  for (int first = 1;; first = 0) {
+  struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+  if (poll(&pf, 1, IO_TIMEOUT_S * 1000) != 1) {
+    bench_die("step %llu: no reply in %d s", (unsigned long long)id, IO_TIMEOUT_S);
+  }
+  g_reply_start = bench_now();
+  for (;;) {
     bench_read_frame(c);
-    if (first) {
-      g_first_frame = bench_now();
-    }
     Sensim__V1__Envelope* r = sensim__v1__envelope__unpack(NULL, c->len, c->buf);
     if (!r) {
       bench_die("a reply frame does not decode");
@@ -252,14 +258,14 @@ static double all_fields_rtt(int port, const char* name, uint32_t n, unsigned st
     read_step_reply(&c, b, &records);
     if (k >= ALL_FIELDS_WARMUP) {
       t[k - ALL_FIELDS_WARMUP] = bench_now() - t0;
-      first[k - ALL_FIELDS_WARMUP] = g_first_frame - t0;
+      first[k - ALL_FIELDS_WARMUP] = g_reply_start - t0;
     }
     if (records != n) {
       bench_die("%s: %u records in a step's reply, expected %u", name, records, n);
     }
   }
   double m = bench_median(t, steps);
-  printf("# %s: %.1f ms until the reply's first frame of a record is in, %.1f ms in all\n", name,
+  printf("# %s: %.1f ms until the step's reply starts to arrive, %.1f ms in all\n", name,
          bench_median(first, steps) * 1e3, m * 1e3);
   free(first);
   free(t);
