@@ -281,29 +281,32 @@ def test_cli_foxglove_is_the_bridge(sensimd):
 
 
 def test_cli_record_every_sensor_and_info_lists_them(sensimd, tmp_path):
-    """Without -s, record finds the environment's sensors itself (whatever their ids), and
-    info --sensors lists them; looking leaves no subscription behind."""
+    """Without -s, record finds the environment's sensors itself (whatever their ids: Describe
+    lists them, nothing is probed), and info --sensors lists them; looking leaves no
+    subscription behind."""
     with sensimd.client(environment="all") as c, \
             sensimd.client(environment="bare") as bare:
-        for sid in (7, 3, 130):
+        for sid in (7, 3, 130, 4_000_000_000):
             c.create_imu(sid, accelerometer=True, gyroscope=True, sample_rate=100.0)
         c.update_state(0.0)
         bare.update_state(0.0)
         out = cli("info", "--port", sensimd.port, "--sensors").stdout
-        assert re.search(r"^  all: .*\n    sensor ids: 3, 7, 130$", out, re.M), out
+        assert re.search(r"^  all: .*\n    sensor ids: 3, 7, 130, 4000000000$", out, re.M), out
         assert re.search(r"^  bare: .*\n    sensor ids: none$", out, re.M), out
-        out = cli("info", "--port", sensimd.port, "--sensors", "--probe-ids", 100).stdout
-        assert re.search(r"^  all: .*\n    sensor ids: 3, 7$", out, re.M), out
+        # --probe-ids is only for a daemon without Describe (test_find_sensors_probes_...)
+        out = cli("info", "--port", sensimd.port, "--sensors", "--probe-ids", 2).stdout
+        assert re.search(r"^  all: .*\n    sensor ids: 3, 7, 130, 4000000000$", out, re.M), out
         info = json.loads(cli("info", "--port", sensimd.port, "--sensors", "--json").stdout)
         assert {e["name"]: e["sensor_ids"] for e in info["environments"]
-                if e["name"] in ("all", "bare")} == {"all": [3, 7, 130], "bare": []}
+                if e["name"] in ("all", "bare")} == {"all": [3, 7, 130, 4_000_000_000],
+                                                     "bare": []}
         assert not c.get_info().subscribers
         # recording every sensor
         rec = start_record("--port", sensimd.port, "-e", "all", "-o", tmp_path / "all.srec",
                            "--idle", 2, "--wait", 20)
         try:
             deadline = time.monotonic() + 20
-            while len(c.get_info().subscribers) < 3 and time.monotonic() < deadline:
+            while len(c.get_info().subscribers) < 4 and time.monotonic() < deadline:
                 time.sleep(0.05)
             for k in range(1, 11):
                 c.update_state(0.01 * k)
@@ -314,13 +317,95 @@ def test_cli_record_every_sensor_and_info_lists_them(sensimd, tmp_path):
         assert rec.returncode == 0, stderr
         assert "every sensor of environment 'all'" in stderr
         r = open_recording(tmp_path / "all.srec")
-        assert r.header["sensors"] == [3, 7, 130]
+        assert r.header["sensors"] == [3, 7, 130, 4_000_000_000]
         got = list(r.outputs())
-        for sid in (3, 7, 130):
+        for sid in (3, 7, 130, 4_000_000_000):
             assert [o.time for o in got if o.sensor_id == sid] == \
                 pytest.approx([0.01 * k for k in range(1, 11)])
         # nothing to record
         out = cli("record", "--port", sensimd.port, "-e", "bare", "-o", tmp_path / "b.srec",
                   "--wait", 0.2, check=False)
         assert out.returncode == 1
-        assert "environment 'bare' has no sensors among ids 1..256" in out.stderr
+        assert ("environment 'bare' has no sensors (the daemon's Describe lists none; waited "
+                "0.2 s)") in out.stderr
+
+
+def test_find_sensors_probes_only_a_daemon_without_describe():
+    """Against a daemon older than Describe (it answers INVALID_ARGUMENT "envelope has no
+    body"), find_sensors falls back to subscribing to ids 1..probe_ids and gives each one
+    taken up again; against one that describes, it asks Describe once and probes nothing."""
+    from fakedaemon import FakeDaemon, ok_reply
+    from sensim.stream import find_sensors
+
+    def answer(have, describe):
+        def reply(env):
+            kind = env.WhichOneof("body")
+            out = sensim.pb.Envelope(id=env.id)
+            if kind == "describe" and describe:
+                d = out.description
+                for sid in sorted(have):
+                    d.sensors.add(id=sid, kind=sensim.pb.SENSOR_KIND_IMU)
+                d.sensor_count = len(have)
+                return [out]
+            if kind == "describe" or (kind == "subscribe" and env.subscribe.sensor_id not in
+                                      have):
+                out.status.code = (sensim.pb.INVALID_ARGUMENT if kind == "describe"
+                                   else sensim.pb.NOT_FOUND)
+                out.status.message = "envelope has no body" if kind == "describe" else "no"
+                return [out]
+            if kind == "get_info":
+                out.info.environments.add(name="default", sensors=len(have))
+                return [out]
+            return ok_reply(env)
+        return reply
+
+    def kinds(d, kind):
+        return [b for b in d.frames
+                if sensim.pb.Envelope.FromString(b).WhichOneof("body") == kind]
+
+    with FakeDaemon(answer({2, 9, 300}, describe=False)) as d, \
+            sensim.Client(port=d.port, role="observer") as c:
+        assert find_sensors(c, 100) == [2, 9]
+        subs = [sensim.pb.Envelope.FromString(b).subscribe.sensor_id
+                for b in kinds(d, "subscribe")]
+        assert subs == list(range(1, 101))
+        assert [sensim.pb.Envelope.FromString(b).unsubscribe.sensor_id
+                for b in kinds(d, "unsubscribe")] == [2, 9]
+    with FakeDaemon(answer({2, 9, 300}, describe=True)) as d, \
+            sensim.Client(port=d.port, role="observer") as c:
+        assert find_sensors(c, 100) == [2, 9, 300]
+        assert not kinds(d, "subscribe") and len(kinds(d, "describe")) == 1
+
+
+
+KEEP_FREED = """
+import ctypes, sys
+from sensim.record import keep_freed_memory
+
+class MallInfo2(ctypes.Structure):      # glibc >= 2.33
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = MallInfo2
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+held = [bytes(12 << 20) for _ in range(3)]      # three buffers of a cloud's size at once
+mapped = libc.mallinfo2().hblkhd                # bytes in blocks mapped of their own
+del held
+print(mapped >> 20, libc.mallinfo2().arena >> 20)   # MiB; the heap after freeing them
+"""
+
+
+def test_keep_freed_memory_reuses_a_clouds_buffer():
+    """sensim record makes malloc serve buffers of a cloud's size from its heap and keep them
+    there once freed, for the next record (glibc's defaults map each such buffer anew, zeroed
+    page by page by the kernel, and unmap it when freed)."""
+    def run(mode):
+        out = subprocess.run([sys.executable, "-c", KEEP_FREED, mode], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return [int(v) for v in out.stdout.split()]
+    mapped, heap = run("keep")
+    assert mapped == 0 and heap >= 36, (mapped, heap)
+    mapped, heap = run("default")
+    assert mapped >= 36 and heap < 12, (mapped, heap)

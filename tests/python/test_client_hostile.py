@@ -446,3 +446,28 @@ def test_hostile_reply_to_no_request_is_a_protocol_error(ids, body):
         with pytest.raises(errors.ProtocolError, match=f"request {ids[0]}, which is not"):
             c.ping()
         assert c.closed
+
+
+def test_subscription_counts_the_frames_dropped_before_its_first(tmp_path):
+    """A subscription's frames are numbered from 1: when the first to arrive is number 3 (the
+    daemon's encoder dropped two), Subscription.gaps and the recorder's summary count 2, and
+    every later gap as well."""
+    from sensim.record import Recorder
+    frames = []
+    for seq in (3, 4, 7):
+        sd = pb.SensorData(sensor_id=5, time=0.1 * seq, frame=seq)
+        sd.scalar.position = 0.5
+        frames.append(pushed(sd, seq))
+
+    def answer(env):
+        if env.WhichOneof("body") == "subscribe":
+            return ok_reply(env) + frames
+        return ok_reply(env)
+    with FakeDaemon(answer) as d:
+        with sensim.Subscription(port=d.port, sensors=[5]) as sub:
+            got = [sub.get(timeout=10) for _ in range(3)]
+            assert [o.sequence for o in got] == [3, 4, 7]
+            assert sub.gaps == 2 + 2
+        summary = Recorder(port=d.port, sensors=[5], files={"csv": tmp_path}).run(
+            max_records=3, wall=20)
+        assert summary.records == 3 and summary.sensors[5].gaps == 4

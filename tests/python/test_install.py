@@ -134,13 +134,18 @@ def run(port: int) -> float:
     with BagWriter("a.bag") as bag:
         bag.write(cloud)
     print(presets.get("os1-64-1024").params, n)
-    return results[-1].time + float(imu.acceleration[2])
+    with sensim.Client(port=port, environment="typed") as c:
+        done: sensim.StepDone = c.step(0.004, outputs=[7])
+        samples: list[sensim.SensorOutput] = done[7] + done.records + done.by_sensor()[7]
+        index: int = done.step + done.outputs_in_parts + len(done.outputs) + len(samples)
+    return results[-1].time + float(imu.acceleration[2]) + done.time + index
 """
 MISUSE = [
     ("LockStep(c, depth='4')", 'Argument "depth" to "LockStep" has incompatible type "str"'),
     ("LockStep(c).drain()[0].time.upper()", '"float" has no attribute "upper"'),
     ("export.write_xyz('a.xyz', [], keep_misses=None)", 'incompatible type "None"'),
     ("sensim.outputs(c.step(0.1))[0].meta.shape", 'Item "None" of "Optional[CloudMeta]"'),
+    ("c.step(0.1).time.upper() + c.step(0.2)[5][0].kind", '"float" has no attribute "upper"'),
     ("presets.get('vlp16').kwargs()['x'] + sensim.load_mesh(1.5).vertices",
      'Argument 1 to "load_mesh" has incompatible type "float"'),
 ]

@@ -674,7 +674,7 @@ def _noisy_scene_digest(d):
             c.update_state(t, [3, 4], [[5 - t, 0, 0, 0, 0, 0, 1],
                                        [0, 0, 0.1 * t, 0, 0, math.sin(t / 2), math.cos(t / 2)]],
                            joint_ids=[8], joint_positions=[t])
-            h.update(c.step(t).SerializeToString())
+            h.update(c.step(t).message.SerializeToString())
     return h.hexdigest()
 
 

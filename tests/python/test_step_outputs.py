@@ -16,6 +16,7 @@ import time
 import numpy as np
 import pytest
 
+import sensim
 from sensim import errors, pb
 from sensim.client import point_cloud_to_numpy
 
@@ -50,6 +51,42 @@ def _raw_reply(c, request_id, timeout=60.0):
         frames.append(env)
         if env.WhichOneof("body") != "sensor_data":
             return frames
+
+
+def test_step_returns_a_typed_step_done(sensimd):
+    """Client.step answers a sensim.StepDone: the time asked for, the step's index from 1, the
+    records as SensorData in sensor order (what the StepDone message holds), decoded by
+    records / by_sensor() / done[id]: an IMU at 1 kHz gives 10 samples over a 10 ms step, at
+    the sample times, and its accelerometer at rest reads gravity."""
+    with sensimd.client() as c:
+        c.create_imu(6, accelerometer=True, gyroscope=True, sample_rate=1000.0)
+        c.create_joint(8)
+        c.create_encoder(9, joint_id=8)
+        c.update_state(0.0, joint_ids=[8], joint_positions=[0.0])
+        first = c.step(0.0)
+        c.update_state(0.01, joint_ids=[8], joint_positions=[0.25])
+        done = c.step(0.01)
+        assert isinstance(done, sensim.StepDone)
+        assert (first.step, done.step) == (1, 2)
+        assert isinstance(done.time, float) and done.time == 0.01
+        assert done.outputs_in_parts == 0
+        assert done.message.time == 0.01 and list(done.message.outputs) == list(done.outputs)
+        assert [d.sensor_id for d in done.outputs] == [6] * 10 + [9]
+        imu = done[6]
+        assert [o.time for o in imu] == pytest.approx([0.001 * k for k in range(1, 11)])
+        for o in imu:
+            assert o.kind == "imu" and isinstance(o.value, sensim.ImuSample)
+            assert o.value.acceleration == pytest.approx([0, 0, 9.80665], abs=1e-9)
+        (enc,) = done[9]
+        assert enc.kind == "scalar" and enc.value.position == pytest.approx(0.25, abs=1e-3)
+        assert done[7] == [] and done.by_sensor() == {6: imu, 9: [enc]}
+        def key(outs):
+            return [(o.sensor_id, o.time, o.kind, repr(o.value)) for o in outs]
+        assert key(done.records) == key(sensim.outputs(done.message)) == \
+            key(sensim.outputs(done))
+        assert len(c.lidar_clouds(done, 6)) == 0
+        with pytest.raises(TypeError):
+            iter(done)          # done.outputs and done.records are the sequences
 
 
 def test_step_outputs_select_the_records_and_subscribers_get_them_all(sensimd):

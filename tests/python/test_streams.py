@@ -109,6 +109,48 @@ def test_streams_every_encoding_round_trips(sensimd):
             assert len(cq.data) < len(zs.point_cloud.data) / 3
 
 
+def test_streams_clouds_read_in_place(sensimd):
+    """Client(pushed_in_place=True): a pushed cloud of a large frame (1.3 MB here) is parsed
+    without its points; next_sensor_output gives an array viewing the frame it came in (no
+    copy), next_sensor_data the whole message as ever. Both give the reference's bytes (the
+    StepDone's cloud and a plain client's), the frames count at their size as received, and
+    an array still held keeps its frame from being used again for the next ones."""
+    with sensimd.client() as c, sensimd.client(role="observer") as plain, \
+            sensimd.client(role="observer", pushed_in_place=True) as inp, \
+            sensimd.client(role="observer", pushed_in_place=True) as zs:
+        _scene(c)
+        _lidar(c)
+        for o, enc in ((plain, "raw"), (inp, "raw"), (zs, "zstd")):
+            o.subscribe(5, enc)
+        reference = []
+        for k in range(6):
+            reference += _step_clouds(c, 0.1 * k)
+        assert len(reference) == 5
+        held = []
+        for seq, ref in enumerate(reference, start=1):
+            want = plain.next_sensor_data(timeout=10)
+            assert want.point_cloud.data == ref.point_cloud.data
+            assert len(want.point_cloud.data) > 1 << 20          # a large frame
+            if seq % 2:
+                out = inp.next_sensor_output(timeout=10)
+                assert (out.sensor_id, out.sequence, out.frame, out.time) == \
+                    (5, seq, ref.frame, ref.time)
+                assert out.value.tobytes() == ref.point_cloud.data
+                base = out.value
+                while isinstance(base, np.ndarray) and base.base is not None:
+                    base = base.base
+                assert isinstance(base, memoryview) and not out.value.flags.owndata
+                held.append((out.value, ref.point_cloud.data))
+            else:
+                got = inp.next_sensor_data(timeout=10)
+                assert got.SerializeToString() == want.SerializeToString()
+            assert inp.last_pushed_bytes == plain.last_pushed_bytes > 1 << 20
+            zout = zs.next_sensor_output(timeout=10)
+            assert zout.value.tobytes() == ref.point_cloud.data
+        for value, data in held:        # the frames after them went into other buffers
+            assert value.tobytes() == data
+
+
 @pytest.mark.parametrize("misses", ["remove", "zero"])
 def test_streams_quantized_without_nan_misses(sensimd, misses):
     with sensimd.client() as c:

@@ -22,12 +22,12 @@ from .client import PROTOCOL_VERSION, RAYCAST_DTYPE, Client, point_cloud_to_nump
 from .errors import SensimError
 from .lockstep import LockStep, StepResult
 from .mesh import Mesh, load_mesh
-from .outputs import (CloudMeta, ConeReading, ImuSample, ScalarSample, SensorOutput, by_sensor,
-                      outputs)
+from .outputs import (CloudMeta, ConeReading, ImuSample, ScalarSample, SensorOutput, StepDone,
+                      by_sensor, outputs)
 from .shard import ShardedClient, shard_for
 from .stream import Subscription
 
 __all__ = ["Client", "SensimError", "errors", "pb", "PROTOCOL_VERSION", "RAYCAST_DTYPE",
            "point_cloud_to_numpy", "SensorOutput", "outputs", "by_sensor", "ImuSample",
-           "ScalarSample", "ConeReading", "CloudMeta", "LockStep", "StepResult",
+           "ScalarSample", "ConeReading", "CloudMeta", "StepDone", "LockStep", "StepResult",
            "Subscription", "Mesh", "load_mesh", "presets", "ShardedClient", "shard_for"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from typing import Any, Iterator, Mapping, Optional, Union
 
 import numpy as np
@@ -74,6 +75,13 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
     """A sensor_msgs/PointCloud2 holding the structured array `points` byte for byte (its
     fields at their offsets, its itemsize as point_step, little-endian); shape (height,
     width) of an organised cloud."""
+    return _cloud_message(points, stamp, frame_id, shape, view=False)
+
+
+def _cloud_message(points: np.ndarray, stamp: Any, frame_id: str,
+                   shape: Optional[tuple[int, int]], view: bool) -> Any:
+    """point_cloud2; view: its data may be a memoryview of the buffer the points were
+    received in (for _serialized_cloud, not for genpy's serialize(), which takes bytes)."""
     _, _, sensor_msgs = import_ros()
     arr = np.asarray(points).reshape(-1)
     if not arr.dtype.names:
@@ -112,26 +120,46 @@ def point_cloud2(points: np.ndarray, *, stamp: Any, frame_id: str,
     msg.point_step = arr.dtype.itemsize
     msg.row_step = arr.dtype.itemsize * int(width)
     msg.data = _own_bytes(arr, le)
+    if isinstance(msg.data, memoryview) and not view:
+        msg.data = bytes(msg.data)
     msg.is_dense = dense
     return msg
 
 
-def _own_bytes(arr: np.ndarray, le: np.dtype) -> bytes:
+def _own_bytes(arr: np.ndarray, le: np.dtype) -> Union[bytes, memoryview]:
     """The points as little-endian records of dtype `le`: when `arr` already is such an array
-    viewing the whole of a bytes object (a cloud decoded from the daemon's message), that
-    object itself; else a copy whose padding bytes are zero, so that a file written twice is
-    the same."""
+    viewing the whole of a bytes object or memoryview (a cloud decoded from the daemon's
+    message, or read in the frame it came in), that object itself; else a copy whose padding
+    bytes are zero, so that a file written twice is the same."""
     base = arr
     while isinstance(base, np.ndarray) and base.base is not None:
         base = base.base
-    if (arr.dtype == le and isinstance(base, bytes) and arr.flags.c_contiguous
-            and len(base) == arr.nbytes
+    if (arr.dtype == le and isinstance(base, (bytes, memoryview)) and arr.flags.c_contiguous
+            and np.frombuffer(base, np.uint8).nbytes == arr.nbytes
             and np.frombuffer(base, np.uint8).ctypes.data == arr.ctypes.data):
         return base
     out = np.zeros(len(arr), dtype=le)
     for name in arr.dtype.names:
         out[name] = arr[name]
     return out.tobytes()
+
+
+def _serialized_cloud(msg: Any) -> bytes:
+    """A PointCloud2 message serialized exactly as its own serialize() does, with its data
+    copied once (serialize() packs the data into a new bytes object and writes that into
+    its buffer, two copies of a cloud that may take 12 MB). The message is serialized without
+    its data, which ends it with data's length (u32) and is_dense (u8); the data goes in
+    between."""
+    from io import BytesIO
+    data = msg.data
+    msg.data = b""
+    try:
+        buf = BytesIO()
+        msg.serialize(buf)
+    finally:
+        msg.data = data
+    empty = buf.getvalue()
+    return b"".join((empty[:-5], struct.pack("<I", len(data)), data, empty[-1:]))
 
 
 def imu_message(sample: Any, *, stamp: Any, frame_id: str) -> Any:
@@ -190,8 +218,8 @@ class BagWriter:
             stamp = self._time(meta.frame_start_time) if meta is not None else when
             if meta is not None and meta.frame == "world":
                 frame = self.world_frame
-            items.append(("points", point_cloud2(out.value, stamp=stamp, frame_id=frame,
-                                                 shape=meta.shape if meta else None)))
+            items.append(("points", _cloud_message(out.value, stamp, frame,
+                                                   meta.shape if meta else None, view=True)))
         elif out.kind == "imu":
             items.append(("data", imu_message(out.value, stamp=when, frame_id=frame)))
             if out.value.magnetic_field is not None:
@@ -215,7 +243,12 @@ class BagWriter:
             r.range = float(out.value.range) if out.value.detected else float("inf")
             items.append(("range", r))
         for topic, msg in items:
-            self._bag.write(f"{ns}/{topic}", msg, when)
+            if topic == "points":
+                # written as raw bytes: the same record, without rosbag's copies of the data
+                self._bag.write(f"{ns}/{topic}", (msg._type, _serialized_cloud(msg),
+                                                  msg._md5sum, type(msg)), when, raw=True)
+            else:
+                self._bag.write(f"{ns}/{topic}", msg, when)
         self.messages += len(items)
         return len(items)
 

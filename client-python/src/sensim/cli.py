@@ -46,7 +46,8 @@ def _counters(c: Any) -> dict:
 
 def _sensor_ids(args: argparse.Namespace, info: Any) -> dict[str, Any]:
     """Each environment's sensor ids (a list), or the reason they could not be found (str),
-    from an observer joining it."""
+    from an observer joining it and asking Describe (a daemon older than Describe: probed
+    among ids 1..--probe-ids)."""
     from .stream import find_sensors
     if args.probe_ids < 1:
         raise SystemExit(f"info: --probe-ids must be at least 1, got {args.probe_ids}")
@@ -136,7 +137,7 @@ def _pairs(items: Sequence[str], what: str) -> dict[int, str]:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .record import Recorder
+    from .record import Recorder, keep_freed_memory
 
     files = {fmt: getattr(args, fmt) for fmt in ("pcd", "ply", "xyz", "csv")
              if getattr(args, fmt)}
@@ -155,8 +156,9 @@ def cmd_record(args: argparse.Namespace) -> int:
                    files=files, binary=not args.ascii, keep_misses=not args.drop_misses,
                    encoding=args.encoding, precision=args.precision, wait=args.wait)
     if not args.sensor and not args.quiet:
-        print(f"record: every sensor of environment {args.environment!r} (ids 1.."
-              f"{args.probe_ids})", file=sys.stderr)
+        print(f"record: every sensor of environment {args.environment!r} (as the daemon "
+              "describes it)", file=sys.stderr)
+    keep_freed_memory()     # buffers of a cloud's size, used again rather than mapped anew
     signal.signal(signal.SIGTERM, lambda *_: rec.stop())
     tty = sys.stderr.isatty()
 
@@ -284,10 +286,12 @@ def parser() -> argparse.ArgumentParser:
     daemon_args(q)
     q.add_argument("--json", action="store_true", help="the whole Info message as JSON")
     q.add_argument("--sensors", action="store_true",
-                   help="also list each environment's sensor ids (looked for among ids "
-                   "1..--probe-ids by subscribing to each)")
+                   help="also list each environment's sensor ids (as its Describe lists "
+                   "them)")
     q.add_argument("--probe-ids", type=int, default=DEFAULT_PROBE_IDS, metavar="N",
-                   help=f"with --sensors, ids 1..N (default {DEFAULT_PROBE_IDS})")
+                   help="with --sensors, against a daemon too old to describe its "
+                   f"environments: look for sensors among ids 1..N (default "
+                   f"{DEFAULT_PROBE_IDS})")
     q.set_defaults(run=cmd_info)
 
     q = sub.add_parser("ping", help="round-trip time statistics")
@@ -302,9 +306,10 @@ def parser() -> argparse.ArgumentParser:
     daemon_args(q)
     q.add_argument("-s", "--sensor", type=int, action="append",
                    help="sensor id to record (repeat for several; default: every sensor the "
-                   "environment has when recording starts)")
+                   "environment has when recording starts, as its Describe lists them)")
     q.add_argument("--probe-ids", type=int, default=DEFAULT_PROBE_IDS, metavar="N",
-                   help="without --sensor, look for sensors among ids 1..N (default "
+                   help="without --sensor, against a daemon too old to describe its "
+                   f"environments: look for sensors among ids 1..N (default "
                    f"{DEFAULT_PROBE_IDS})")
     q.add_argument("-o", "--output", help="sensim recording (.srec) of every record")
     q.add_argument("--bag", help="ROS 1 bag to write (PointCloud2, Imu, ...)")

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 from google.protobuf import json_format
@@ -22,6 +22,9 @@ from google.protobuf.message import DecodeError, Message
 
 from . import _framing, errors, presets
 from ._proto import pb
+
+if TYPE_CHECKING:
+    from .outputs import SensorOutput, StepDone
 
 __all__ = ["Client", "PROTOCOL_VERSION", "RAYCAST_DTYPE", "point_cloud_to_numpy"]
 
@@ -205,6 +208,10 @@ def _ids(value: Any, what: str) -> np.ndarray:
 # Envelope.raycast_result.hits_bytes, as field numbers
 _HITS_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["raycast_result"].number,
               pb.RaycastResult.DESCRIPTOR.fields_by_name["hits_bytes"].number)
+# Where a pushed cloud's points are in its frame (Client(pushed_in_place=True))
+_PUSHED_CLOUD_PATH = (pb.Envelope.DESCRIPTOR.fields_by_name["sensor_data"].number,
+                      pb.SensorData.DESCRIPTOR.fields_by_name["point_cloud"].number,
+                      pb.PointCloud.DESCRIPTOR.fields_by_name["data"].number)
 
 # A raycast of at least PIPELINE_MIN_RAYS rays travels as requests of about PIPELINE_RAYS rays
 # sent back to back, PIPELINE_WINDOW of them in flight at a time, so that the daemon traces one
@@ -424,8 +431,8 @@ def _cloud_dtype(cloud: Any) -> np.dtype:
     return np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": step})
 
 
-def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
-                         ) -> np.ndarray:
+def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
+                         data: Any = None) -> np.ndarray:
     """Decode a PointCloud message (any encoding) into a structured array, one record per
     point, with the cloud's own field names and types (like sensor_msgs/PointCloud2).
 
@@ -435,8 +442,12 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
     layout, the sizes, the encoded bytes) raises errors.ProtocolError naming the field.
 
     The array is flat, in the cloud's order; an organised cloud (height > 1: the Ouster layout,
-    rows of beams) reshapes with ``points.reshape(cloud.height, cloud.width)``."""
+    rows of beams) reshapes with ``points.reshape(cloud.height, cloud.width)``. data: the
+    cloud's `data` bytes when they are not in the message (a buffer: a pushed frame read in
+    place, Client(pushed_in_place=True)); a RAW cloud's array is then a view of it."""
     dtype = _cloud_dtype(cloud)
+    if data is None:
+        data = cloud.data
     count, step = cloud.count, cloud.point_step
     # organisation, as sensor_msgs/PointCloud2 (absent: one row of the points)
     if (cloud.height or cloud.width) and cloud.height * cloud.width != count:
@@ -448,7 +459,6 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
         encoding = _unknown_varint(cloud, cloud.DESCRIPTOR.fields_by_name["encoding"].number)
         encoding = pb.ENCODING_RAW if encoding is None else encoding
     if encoding == pb.ENCODING_RAW:
-        data = cloud.data
         if len(data) != size:
             raise errors.ProtocolError(f"point_cloud.data: {len(data)} bytes for count {count} "
                                        f"x point_step {step} = {size}")
@@ -457,10 +467,11 @@ def point_cloud_to_numpy(cloud: Any, max_bytes: int = _framing.DEFAULT_MAX_FRAME
             raise errors.ProtocolError(
                 f"point_cloud.count: {count} points of point_step {step} are {size} bytes, "
                 f"more than max_bytes {max_bytes}")
+        data = bytes(data)      # compressed: a fraction of the cloud's size
         if encoding == pb.ENCODING_ZSTD:
-            data = _unzstd(cloud.data, size, "point_cloud.data")
+            data = _unzstd(data, size, "point_cloud.data")
         else:
-            data = decode_quantized_zstd(cloud.data, count, step, max_bytes)
+            data = decode_quantized_zstd(data, count, step, max_bytes)
     else:
         raise errors.ProtocolError(f"point_cloud.encoding: {encoding} is not an encoding "
                                    "(0 RAW, 1 ZSTD, 2 QUANTIZED_ZSTD)")
@@ -773,7 +784,8 @@ class Client:
                  role: str | int = "controller", client_name: str = "python",
                  timeout: float | None = 10.0, retention: str | int | None = None,
                  connect: bool = True, max_frame_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES,
-                 pushed_queue: int = 1024, pushed_max_bytes: int = DEFAULT_PUSHED_MAX_BYTES):
+                 pushed_queue: int = 1024, pushed_max_bytes: int = DEFAULT_PUSHED_MAX_BYTES,
+                 pushed_in_place: bool = False):
         for name, value, least in (("pushed_queue", pushed_queue, 1),
                                    ("pushed_max_bytes", pushed_max_bytes, 0)):
             if not isinstance(value, (int, np.integer)) or isinstance(value, bool) \
@@ -792,6 +804,12 @@ class Client:
         self.pushed_bytes = 0            # bytes of the pushed frames queued now
         self.frames_dropped = 0          # pushed frames dropped from the full queue
         self.bytes_dropped = 0           # their bytes
+        # pushed clouds of large frames parsed without their points, which stay in the frame
+        # (next_sensor_output reads them there; next_sensor_data copies them back in)
+        self.pushed_in_place = bool(pushed_in_place)
+        self.last_pushed_bytes = 0       # size of the last pushed frame taken from the queue
+        # (Envelope, its points, the frame's length) of a frame parsed without its points
+        self._arrived_view: tuple[Any, memoryview, int] | None = None
         self._sock: socket.socket | None = None
         self._decoder = _framing.FrameDecoder(max_frame_bytes)
         self._next_id = 0
@@ -801,7 +819,7 @@ class Client:
         # ids of the requests sent whose reply has not arrived: any other reply is a protocol
         # error (kept, it would grow _replies without bound)
         self._outstanding: set[int] = set()
-        self._pushed: collections.deque = collections.deque()  # (Envelope, bytes)
+        self._pushed: collections.deque = collections.deque()  # (Envelope, bytes, points)
         self._pushed_max_frames = int(pushed_queue)
         self._fatal: errors.SensimError | None = None
         self._large_frame: tuple[int, memoryview] | None = None  # (id, body) of the last one
@@ -1009,7 +1027,7 @@ class Client:
         while True:
             env = self._next_buffered()
             if env is not None:
-                return env
+                return self._put_back(env, self._take_view(env)[0])
             self._fill(deadline)
 
     def _next_buffered(self, in_place: tuple[int, Sequence[int]] | None = None) -> Any:
@@ -1032,6 +1050,8 @@ class Client:
                 env.ParseFromString(small)
                 if env.id != in_place[0]:
                     env.ParseFromString(body)  # not that reply: all of it
+            elif self.pushed_in_place and isinstance(body, memoryview):
+                self._parse_pushed_in_place(env, body)
             else:
                 env.ParseFromString(body)
         except (DecodeError, ValueError) as exc:
@@ -1041,6 +1061,33 @@ class Client:
             # a large frame, received into its own buffer: kept so that bulk arrays can be seen
             # in place (raycast); only the last one, so that nothing piles up
             self._large_frame = (env.id, body)
+        return env
+
+    def _parse_pushed_in_place(self, env: Any, body: memoryview) -> None:
+        """Parse a large frame; a pushed cloud without its points (protobuf would copy them),
+        which are kept as a view of the frame in self._arrived_view for _queue_pushed."""
+        loc = _framing.find_field(body, _PUSHED_CLOUD_PATH)
+        small = None if loc is None else _framing.without_field(body, _PUSHED_CLOUD_PATH)
+        if loc is not None and small is not None:
+            env.ParseFromString(small)
+            if env.id == 0 and env.WhichOneof("body") == "sensor_data":
+                self._arrived_view = (env, body[loc[0]:loc[0] + loc[1]], len(body))
+                return
+        env.ParseFromString(body)
+
+    def _take_view(self, env: Any) -> tuple[memoryview, int] | tuple[None, int]:
+        """The points of env kept in its frame by _parse_pushed_in_place (else None), and the
+        frame's length."""
+        arrived, self._arrived_view = self._arrived_view, None
+        if arrived is not None and arrived[0] is env:
+            return arrived[1], arrived[2]
+        return None, env.ByteSize()
+
+    @staticmethod
+    def _put_back(env: Any, view: memoryview | None) -> Any:
+        """env with the points kept in its frame copied back into its cloud."""
+        if view is not None:
+            env.sensor_data.point_cloud.data = bytes(view)
         return env
 
     def _fill(self, deadline: float | None) -> None:
@@ -1093,12 +1140,12 @@ class Client:
     def _queue_pushed(self, env: Any) -> None:
         """Queue a pushed Envelope, then drop the oldest whole frames (not the new one) while
         the queue holds more than pushed_max_bytes or pushed_queue frames."""
-        size = env.ByteSize()
-        self._pushed.append((env, size))
+        view, size = self._take_view(env)     # size: the frame's bytes as received
+        self._pushed.append((env, size, view))
         self.pushed_bytes += size
         while len(self._pushed) > 1 and (self.pushed_bytes > self.pushed_max_bytes
                                          or len(self._pushed) > self._pushed_max_frames):
-            _, old = self._pushed.popleft()
+            _, old, _ = self._pushed.popleft()
             self.pushed_bytes -= old
             self.frames_dropped += 1
             self.bytes_dropped += old
@@ -1161,13 +1208,9 @@ class Client:
         timeout); None if nothing arrived."""
         deadline = self._deadline(timeout)
         while True:
-            while self._pushed:
-                env, size = self._pushed.popleft()
-                self.pushed_bytes -= size
-                if env.WhichOneof("body") == "sensor_data":
-                    if env.HasField("sequence"):
-                        env.sensor_data.sequence = env.sequence
-                    return env.sensor_data
+            got = self._next_pushed()
+            if got is not None:
+                return self._put_back(got[0], got[1]).sensor_data
             env = self._next_buffered()
             if env is not None:
                 self._dispatch(env)
@@ -1176,6 +1219,41 @@ class Client:
                 self._fill(deadline)
             except errors.Timeout:
                 return None
+
+    def next_sensor_output(self, timeout: float | None = 0.0,
+                           max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
+                           ) -> "SensorOutput | None":
+        """next_sensor_data decoded (sensim.outputs.decode; max_bytes bounds a decoded cloud).
+        With Client(pushed_in_place=True), a cloud that came in a large frame (1 MiB or more)
+        is read where it was received: a RAW cloud's array is a view of that frame, no copy
+        made (the frame's buffer is used again once nothing refers to it)."""
+        from .outputs import decode     # outputs imports this module
+        deadline = self._deadline(timeout)
+        while True:
+            got = self._next_pushed()
+            if got is not None:
+                return decode(got[0].sensor_data, max_bytes, points=got[1])
+            env = self._next_buffered()
+            if env is not None:
+                self._dispatch(env)
+                continue
+            try:
+                self._fill(deadline)
+            except errors.Timeout:
+                return None
+
+    def _next_pushed(self) -> tuple[Any, memoryview | None] | None:
+        """The next queued pushed SensorData Envelope (its sequence copied into the
+        SensorData) and the points kept in its frame, or None."""
+        while self._pushed:
+            env, size, view = self._pushed.popleft()
+            self.pushed_bytes -= size
+            if env.WhichOneof("body") == "sensor_data":
+                self.last_pushed_bytes = size
+                if env.HasField("sequence"):
+                    env.sensor_data.sequence = env.sequence
+                return env, view
+        return None
 
     # ------------------------------------------------------------------ session
 
@@ -1507,12 +1585,20 @@ class Client:
         arrays = state_arrays(body_ids, body_poses, body_velocities, joint_ids, joint_positions)
         return "update_state", pb.UpdateState(time=float(time)), arrays
 
-    def step(self, time: float, outputs: str | Iterable[int] = "all") -> Any:
-        """Evaluate every sensor over (t_prev, time]; returns the StepDone message. outputs:
-        the records it carries, "all" (default), "none" (they go to subscribers only) or the
-        ids of the sensors wanted. Records the daemon sends ahead of the StepDone (when they
-        do not fit in one frame) are put back into StepDone.outputs, in order."""
-        return self._call("step", _step_message(time, outputs), "step_done")
+    def step(self, time: float, outputs: str | Iterable[int] = "all") -> "StepDone":
+        """Evaluate every sensor over (t_prev, time]; returns a sensim.StepDone (time in s,
+        step index, the records as SensorData messages in `outputs`, decoded by `records`,
+        `by_sensor()` or done[sensor_id]). outputs: the records it carries, "all" (default),
+        "none" (they go to subscribers only) or the ids of the sensors wanted. Records the
+        daemon sends ahead of the StepDone (when they do not fit in one frame) are put back
+        into its outputs, in order."""
+        from .outputs import StepDone   # outputs imports this module
+        reply = self._call("step", _step_message(time, outputs), "step_done")
+        if reply is None:
+            # only from a subclass whose _call defers the reply (sensim.shard's connections,
+            # whose ShardedClient awaits the StepDone messages itself): passed on as it is
+            return cast("StepDone", None)
+        return StepDone.from_message(reply)
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None, exclude_bodies: Sequence[int] = (),

@@ -1,12 +1,12 @@
 # SPDX-License-Identifier: MIT
 """Sensor outputs as typed Python and NumPy values.
 
-``Client.step`` returns the ``StepDone`` message; :func:`outputs` turns its ``outputs`` (or any
-list of ``SensorData`` messages, such as those pushed to a subscriber) into
-:class:`SensorOutput` records::
+``Client.step`` returns a :class:`StepDone`: the step's time, index and records, which
+``done.records`` (or :func:`outputs`, which takes any list of ``SensorData`` messages too, such
+as those pushed to a subscriber) decodes into :class:`SensorOutput` records::
 
     done = client.step(t)
-    for out in sensim.outputs(done):
+    for out in done.records:                   # or done[5]: sensor 5's records
         if out.kind == "point_cloud":
             xyz = out.value[["x", "y", "z"]]       # structured array, one record per point
             rows, cols = out.meta.shape            # (beams, columns) of an organised cloud
@@ -20,8 +20,9 @@ The sample types (:class:`ImuSample`, :class:`ScalarSample`, :class:`ConeReading
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, Iterable, Iterator, Optional, Union
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import Any, Iterable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 
@@ -29,8 +30,8 @@ from ._framing import DEFAULT_MAX_FRAME_BYTES
 from ._proto import pb
 from .client import point_cloud_to_numpy
 
-__all__ = ["SensorOutput", "ImuSample", "ScalarSample", "ConeReading", "CloudMeta", "decode",
-           "outputs", "by_sensor"]
+__all__ = ["SensorOutput", "ImuSample", "ScalarSample", "ConeReading", "CloudMeta", "StepDone",
+           "decode", "outputs", "by_sensor"]
 
 
 class _ByKey:
@@ -137,15 +138,18 @@ def _vec(msg: Any, field: str) -> Optional[np.ndarray]:
     return np.array([v.x, v.y, v.z])
 
 
-def decode(data: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> SensorOutput:
+def decode(data: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES, *,
+           points: Any = None) -> SensorOutput:
     """Decode one ``SensorData`` message; a point cloud as by point_cloud_to_numpy (any
-    encoding, at most max_bytes decoded; errors.ProtocolError names what does not decode)."""
+    encoding, at most max_bytes decoded; errors.ProtocolError names what does not decode).
+    points: the cloud's data bytes when the message was parsed without them (a buffer of
+    the frame they came in: Client.next_sensor_output)."""
     kind = data.WhichOneof("payload") or ""
     meta = None
     value: Value
     if kind == "point_cloud":
         pc = data.point_cloud
-        value = point_cloud_to_numpy(pc, max_bytes)
+        value = point_cloud_to_numpy(pc, max_bytes, points)
         height = pc.height if pc.HasField("height") and pc.height else 1
         width = pc.width if pc.HasField("width") and pc.width else len(value) // max(height, 1)
         if height * width != len(value):
@@ -194,3 +198,48 @@ def by_sensor(done_or_list: Any) -> dict[int, list[SensorOutput]]:
 def iter_outputs(done_or_list: Any) -> Iterator[SensorOutput]:
     """outputs(), one record at a time."""
     return (decode(d) for d in _items(done_or_list))
+
+
+@dataclass(frozen=True)
+class StepDone:
+    """The reply to ``Client.step``: the protocol's StepDone message in typed form, with the
+    same attribute names.
+
+    time: s, the end of the step interval; step: its index, from 1; outputs: the records it
+    carries as the daemon sent them (``SensorData`` messages, in order, those sent ahead of
+    the reply put back in place; decoded by ``records``, :func:`outputs`, :func:`by_sensor`,
+    ``Client.lidar_clouds``); outputs_in_parts: how many of them came ahead of the reply, each
+    in its own frame (docs/streams.md, "Outputs of a step"); message: the StepDone message
+    itself (e.g. to hash or forward it).
+    """
+
+    time: float
+    step: int
+    outputs: Sequence[Any]
+    outputs_in_parts: int = 0
+    message: Any = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def from_message(cls, msg: Any) -> "StepDone":
+        """The typed form of a ``pb.StepDone`` (its records are not copied)."""
+        return cls(float(msg.time), int(msg.step), msg.outputs, int(msg.outputs_in_parts), msg)
+
+    @cached_property
+    def records(self) -> list[SensorOutput]:
+        """Every record decoded (:func:`decode`), in order; decoded once, on first use."""
+        return [decode(d) for d in self.outputs]
+
+    def by_sensor(self) -> dict[int, list[SensorOutput]]:
+        """The decoded records grouped by sensor id, each sensor's in order."""
+        out: dict[int, list[SensorOutput]] = {}
+        for o in self.records:
+            out.setdefault(o.sensor_id, []).append(o)
+        return out
+
+    def __getitem__(self, sensor_id: int) -> list[SensorOutput]:
+        """The decoded records of one sensor in this step ([] when it produced none)."""
+        return [o for o in self.records if o.sensor_id == sensor_id]
+
+    # not iterable: with __getitem__ alone, iter() would call done[0], done[1], ... for ever
+    # (iterate done.outputs or done.records)
+    __iter__ = None

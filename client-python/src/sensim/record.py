@@ -20,6 +20,7 @@ written): the files are always closed whole.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import time
 from dataclasses import dataclass, field
@@ -30,13 +31,42 @@ from .client import Client
 from .export import CLOUD_FORMATS, CsvWriter, write_cloud
 from .outputs import SensorOutput, decode
 from .recording import RecordingWriter
-from .stream import DEFAULT_PROBE_IDS, Sensors, find_sensors, subscribe_all
+from .stream import (DEFAULT_PROBE_IDS, Sensors, describe_sensors, probe_sensors,
+                     subscribe_all)
 
-__all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers"]
+__all__ = ["Recorder", "RecordSummary", "SensorSummary", "FileSink", "wait_for_subscribers",
+           "keep_freed_memory"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
 _DRAIN_SECONDS = 0.5    # s: after a stop, how long frames already on their way are taken
+
+
+# glibc mallopt parameters (malloc.h)
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def keep_freed_memory(largest: int = 32 << 20, keep: int = 256 << 20) -> bool:
+    """Make this process's malloc (glibc) reuse the memory of freed large blocks instead of
+    giving it back to the kernel at once: blocks up to `largest` bytes come from the heap, and
+    up to `keep` bytes freed at its top stay mapped. A recorder allocates and frees several
+    buffers of a cloud's size per record (a 12 MB OS1-128 revolution: the protobuf message's
+    bytes, the decoded array's, the bag message's); with glibc's defaults each is fresh memory
+    from the kernel, zeroed page by page (9,000 page faults a revolution, most of the
+    recorder's CPU), taken from the simulation it records on a machine with few cores. What
+    stays mapped is at most what the process used at its peak. Returns False where mallopt is
+    not glibc's (nothing changed). Process-wide: ``sensim record`` calls it; a program that
+    embeds a Recorder may too."""
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    # the mmap threshold first: setting it also stops glibc adjusting both thresholds itself
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(largest)) and
+                mallopt(_M_TRIM_THRESHOLD, int(keep)))
 
 
 def wait_for_subscribers(client: Client, sensors: Sequence[int], timeout: float = 30.0,
@@ -164,8 +194,9 @@ class Recorder:
     """Subscribes to `sensors` of a running environment and writes what arrives.
 
     sensors: ids, {id: subscribe keyword arguments}, or "all": every sensor the environment
-    has when run() starts (found among ids 1..probe_ids by sensim.stream.find_sensors,
-    waiting up to `wait` seconds for a first one; sensors created later are not recorded).
+    has when run() starts, whatever its id, as the daemon's Describe lists them (waiting up
+    to `wait` seconds for a first one; sensors created later are not recorded; a daemon
+    older than Describe is probed among ids 1..probe_ids instead).
     recording: path of a .srec recording (every record as sent); bag: path of a ROS 1 bag
     (sensim.bag.BagWriter; bag_options: its keyword arguments, e.g. namespaces, frame_ids);
     files: {format: directory} for "pcd", "ply", "xyz" and "csv" (sensim.record.FileSink;
@@ -196,17 +227,24 @@ class Recorder:
         self._stop = False
 
     def _resolve(self, client: Client) -> Sensors:
-        """The sensors to record: as given, or those the environment has for "all"."""
+        """The sensors to record: as given, or for "all" those the daemon's Describe lists
+        (probed among ids 1..probe_ids only on a daemon older than Describe), waiting up to
+        `wait` seconds for a first one."""
         if not isinstance(self.sensors, str):
             return self.sensors
         deadline = time.monotonic() + max(0.0, self.wait)
         while True:
-            ids = find_sensors(client, self.probe_ids)
+            listed = describe_sensors(client)
+            ids = ([int(s.id) for s in listed] if listed is not None
+                   else probe_sensors(client, self.probe_ids))
             if ids:
                 return ids
             if time.monotonic() >= deadline:
-                raise errors.NotFound(f"environment {self.environment!r} has no sensors among "
-                                      f"ids 1..{self.probe_ids} (waited {self.wait:g} s)")
+                where = ("the daemon's Describe lists none" if listed is not None
+                         else f"none among ids 1..{self.probe_ids}: the daemon cannot "
+                         "describe its environments")
+                raise errors.NotFound(f"environment {self.environment!r} has no sensors "
+                                      f"({where}; waited {self.wait:g} s)")
             time.sleep(0.1)
 
     def stop(self) -> None:
@@ -222,8 +260,11 @@ class Recorder:
         only when nothing could be set up (connect, subscribe, open files); a connection that
         breaks later ends the recording with summary.reason "connection lost"."""
         summary = RecordSummary()
-        client = Client(self.host, self.port, environment=self.environment,
-                        **self.client_args)
+        # without a recording (which keeps the messages whole), clouds are read in the frames
+        # they arrive in: no copy of their points before the files are written
+        client_args: dict[str, Any] = {"pushed_in_place": self.recording_path is None,
+                                       **self.client_args}
+        client = Client(self.host, self.port, environment=self.environment, **client_args)
         sinks: list[Any] = []
         writer = None
         try:
@@ -288,27 +329,32 @@ class Recorder:
                     next_progress = now + progress_every
                 if stopping and now >= drain_until:
                     return
-                data = client.next_sensor_data(
-                    timeout=drain_until - now if stopping else 0.1)
-                if data is None:
+                wait = drain_until - now if stopping else 0.1
+                # the message itself for a recording, else its decoded form (read in place)
+                data = client.next_sensor_data(timeout=wait) if writer is not None else None
+                out = (client.next_sensor_output(timeout=wait) if writer is None
+                       else None if data is None or not sinks else decode(data))
+                rec = data if data is not None else out
+                if rec is None:
                     if stopping:
                         return
                     continue
                 last_data = time.monotonic()
-                s = summary.sensors.setdefault(data.sensor_id, SensorSummary(data.sensor_id))
-                if data.HasField("sequence"):
-                    if s.last_sequence and data.sequence > s.last_sequence + 1:
-                        s.gaps += data.sequence - s.last_sequence - 1
-                    s.last_sequence = data.sequence
-                if data.end_of_stream:
+                s = summary.sensors.setdefault(rec.sensor_id, SensorSummary(rec.sensor_id))
+                if rec.sequence:
+                    # numbered from 1: a first frame above 1 follows drops too
+                    if rec.sequence > s.last_sequence + 1:
+                        s.gaps += rec.sequence - s.last_sequence - 1
+                    s.last_sequence = rec.sequence
+                if rec.end_of_stream:
                     s.ended = True
                     continue
                 if first_time is None:
-                    first_time = data.time
-                if duration is not None and data.time - first_time > duration + 1e-12:
+                    first_time = rec.time
+                if duration is not None and rec.time - first_time > duration + 1e-12:
                     summary.reason = f"{duration} s of simulated time"
                     return
-                self._write(data, writer, sinks, summary, s)
+                self._write(data, out, client.last_pushed_bytes, writer, sinks, summary, s)
                 if max_records is not None and summary.records >= max_records:
                     summary.reason = f"{max_records} records"
                     return
@@ -335,20 +381,27 @@ class Recorder:
         return ""
 
     @staticmethod
-    def _write(data: Any, writer: Optional[RecordingWriter], sinks: list,
-               summary: RecordSummary, s: SensorSummary) -> None:
-        """Write one record everywhere and count it."""
+    def _write(data: Any, out: Optional[SensorOutput], size: int,
+               writer: Optional[RecordingWriter], sinks: list, summary: RecordSummary,
+               s: SensorSummary) -> None:
+        """Write one record everywhere and count it: data, the SensorData message (with a
+        recording), out, its decoded form (with files to write); size, its frame's bytes."""
         if writer is not None:
             writer.write(data)
-        out = decode(data) if sinks else None
         for sink in sinks:
             sink.write(out)
         summary.records += 1
-        summary.bytes += data.ByteSize()
-        s.kind = data.WhichOneof("payload") or s.kind
+        summary.bytes += size
+        if data is not None:
+            kind, t = data.WhichOneof("payload") or "", data.time
+            points = data.point_cloud.count if kind == "point_cloud" else 0
+        else:
+            assert out is not None
+            kind, t = out.kind, out.time
+            points = len(out.value) if kind == "point_cloud" else 0
+        s.kind = kind or s.kind
         s.records += 1
-        if s.kind == "point_cloud":
-            s.points += data.point_cloud.count
+        s.points += points
         if s.records == 1:
-            s.first_time = data.time
-        s.last_time = data.time
+            s.first_time = t
+        s.last_time = t

@@ -34,7 +34,8 @@ from . import errors
 from .client import Client
 from .outputs import SensorOutput, decode
 
-__all__ = ["Subscription", "subscribe_all", "find_sensors", "DEFAULT_PROBE_IDS"]
+__all__ = ["Subscription", "subscribe_all", "find_sensors", "describe_sensors", "probe_sensors",
+           "DEFAULT_PROBE_IDS"]
 
 Sensors = Union[Iterable[int], Mapping[int, Mapping[str, Any]]]
 
@@ -45,17 +46,27 @@ def _size(out: SensorOutput) -> int:
     return 256 + (int(getattr(value, "nbytes", 0)) if out.kind == "point_cloud" else 128)
 
 
-DEFAULT_PROBE_IDS = 256   # sensor ids 1..this are looked for by find_sensors
+DEFAULT_PROBE_IDS = 256   # a daemon without Describe: sensor ids 1..this are probed
 
 
-def find_sensors(client: Client, probe_ids: int = DEFAULT_PROBE_IDS) -> list[int]:
-    """The ids of the sensors of the client's environment among 1..probe_ids, ascending.
+def describe_sensors(client: Client) -> Optional[list[Any]]:
+    """The sensors of the client's environment as its Describe lists them (every one, any id:
+    pb.SensorDescription messages in id order, with kind, name, body, mount and a lidar's
+    point fields), or None from a daemon older than Describe (it answers the request, an
+    Envelope body it does not know, with INVALID_ARGUMENT). Subscribes to nothing."""
+    try:
+        return list(client.describe(bodies=False).sensors)
+    except (errors.InvalidArgument, errors.Unimplemented):
+        return None
 
-    The daemon's Info counts an environment's sensors but does not list them; each id is
-    tried with a subscription, which the daemon refuses (NotFound) for a sensor that does not
-    exist, and each one taken is given up again (a subscription the client already had is
-    kept). Stops early once as many were found as Info counts. Records pushed meanwhile wait
-    in the client's bounded queue of pushed frames."""
+
+def probe_sensors(client: Client, probe_ids: int = DEFAULT_PROBE_IDS) -> list[int]:
+    """The ids of the sensors of the client's environment among 1..probe_ids, ascending, for a
+    daemon older than Describe, whose Info counts an environment's sensors but does not list
+    them: each id is tried with a subscription, which the daemon refuses (NotFound) for a
+    sensor that does not exist, and each one taken is given up again (a subscription the
+    client already had is kept). Stops early once as many were found as Info counts. Records
+    pushed meanwhile wait in the client's bounded queue of pushed frames."""
     if not isinstance(probe_ids, int) or isinstance(probe_ids, bool) or probe_ids < 1:
         raise ValueError(f"probe_ids: expected an integer >= 1, got {probe_ids!r}")
     count = next((e.sensors for e in client.get_info().environments
@@ -74,6 +85,18 @@ def find_sensors(client: Client, probe_ids: int = DEFAULT_PROBE_IDS) -> list[int
         found.append(sid)
         client.unsubscribe(sid)
     return found
+
+
+def find_sensors(client: Client, probe_ids: int = DEFAULT_PROBE_IDS) -> list[int]:
+    """The ids of the sensors of the client's environment, ascending: every sensor, whatever
+    its id, as the daemon's Describe lists them. Only a daemon older than Describe is probed
+    instead, among ids 1..probe_ids (probe_sensors)."""
+    if not isinstance(probe_ids, int) or isinstance(probe_ids, bool) or probe_ids < 1:
+        raise ValueError(f"probe_ids: expected an integer >= 1, got {probe_ids!r}")
+    listed = describe_sensors(client)
+    if listed is None:
+        return probe_sensors(client, probe_ids)
+    return [int(s.id) for s in listed]
 
 
 def subscribe_all(client: Client, sensors: Sensors, *, encoding: str = "raw",
@@ -173,8 +196,9 @@ class Subscription:
                 self._cond.notify_all()
 
     def _count_gap(self, out: SensorOutput) -> None:
-        last = self._last_seq.get(out.sensor_id)
-        if out.sequence and last is not None and out.sequence > last + 1:
+        # a subscription's frames are numbered from 1: a first one above 1 follows drops too
+        last = self._last_seq.get(out.sensor_id, 0)
+        if out.sequence and out.sequence > last + 1:
             self.gaps += out.sequence - last - 1
         if out.sequence:
             self._last_seq[out.sensor_id] = out.sequence
