@@ -124,13 +124,16 @@ float* lidar_data_azimuths(const lidar_model_t* m, blob_t* b) {
 
 
 // A buffer for a new cloud of at least `need` points, with room for all of it so that it never
-// grows (growing would move the points): a frame's worth when that is known and bounded, else
-// the last cloud's size and an eighth more. The spare one when nobody reads it any more and it
-// is about that size, else a new one.
+// grows (growing would move the points, and their azimuths behind them): a frame's worth when
+// that is known and bounded and either nothing was published yet or the last cloud came near
+// it, else the last cloud's size and an eighth more. The spare one when nobody reads it any
+// more and it is about that size, else a new one.
 static blob_t* take(lidar_data_t* d, const lidar_model_t* m, size_t need) {
   uint32_t step = m->points.layout.point_step;
   size_t guess = d->last_points + d->last_points / 8 + 4096;
-  size_t points = m->frame_points && m->frame_points < guess ? m->frame_points : guess;
+  size_t points = m->frame_points && (d->last_points == 0 || m->frame_points < guess)
+                      ? m->frame_points
+                      : guess;
   points = points > need ? points : need;
   if ((uint64_t)points * step > LIDAR_MAX_CLOUD_BYTES) {
     points = (size_t)(LIDAR_MAX_CLOUD_BYTES / step);
