@@ -373,27 +373,29 @@ sensim_v1_Envelope* sensim_begin(sensim_client_t* cli, pb_size_t tag) {
 }
 
 
-sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* id) {
+// A request to queue: its slot taken for id rid (0 and a status when the connection is closed
+// or no slot is left).
+static sensim_status_t queue_begin(sensim_client_t* cli, uint64_t rid, slot_kind_t kind) {
   if (cli->fd < 0) {
     sensim_gather_reset(&cli->g);
     return sensim_cli_fail(cli, cli->closed_status ? cli->closed_status : SENSIM_ECLOSED,
                            "connection is closed%s%s", cli->closed_reason[0] ? ": " : "",
                            cli->closed_reason);
   }
-  uint64_t rid = cli->tx.id;
-  sensim_status_t st = slot_take(cli, rid, kind);
-  if (st != SENSIM_OK) {
-    return st;
-  }
+  return slot_take(cli, rid, kind);
+}
 
-  // encode; a request over the daemon's frame limit would close the connection: refuse it here
-  size_t len0 = cli->g.len, holes0 = cli->g.nholes, bytes0 = cli->g.bytes, size = 0;
-  st = sensim_wire_frame(&cli->g, &cli->tx, &size, cli->last_error, sizeof(cli->last_error));
+
+// After the request rid was framed into cli->g (status st, `size` bytes; the gather's marks
+// before it): a request over the daemon's frame limit would close the connection, so it is
+// taken back out and refused here; on any failure the slot is freed, else rid is the id.
+static sensim_status_t queue_end(sensim_client_t* cli, uint64_t rid, sensim_status_t st,
+                                 size_t size, const sensim_gather_t* before, uint64_t* id) {
   uint32_t limit = cli->session.limits.max_frame_bytes;
   if (st == SENSIM_OK && limit != 0 && size > limit) {
-    cli->g.len = len0;
-    cli->g.nholes = holes0;
-    cli->g.bytes = bytes0;
+    cli->g.len = before->len;
+    cli->g.nholes = before->nholes;
+    cli->g.bytes = before->bytes;
     st = sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
                          "request of %zu bytes exceeds the daemon's max_frame_bytes %u", size,
                          limit);
@@ -410,40 +412,31 @@ sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* i
 }
 
 
+sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* id) {
+  uint64_t rid = cli->tx.id;
+  sensim_status_t st = queue_begin(cli, rid, kind);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  sensim_gather_t before = {.len = cli->g.len, .nholes = cli->g.nholes, .bytes = cli->g.bytes};
+  size_t size = 0;
+  st = sensim_wire_frame(&cli->g, &cli->tx, &size, cli->last_error, sizeof(cli->last_error));
+  return queue_end(cli, rid, st, size, &before, id);
+}
+
+
 sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sensim_gather_t* body,
                                   slot_kind_t kind, uint64_t* id) {
-  if (cli->fd < 0) {
-    sensim_gather_reset(&cli->g);
-    return sensim_cli_fail(cli, cli->closed_status ? cli->closed_status : SENSIM_ECLOSED,
-                           "connection is closed%s%s", cli->closed_reason[0] ? ": " : "",
-                           cli->closed_reason);
-  }
   uint64_t rid = cli->next_id + 1;
-  sensim_status_t st = slot_take(cli, rid, kind);
+  sensim_status_t st = queue_begin(cli, rid, kind);
   if (st != SENSIM_OK) {
     return st;
   }
-  size_t len0 = cli->g.len, holes0 = cli->g.nholes, bytes0 = cli->g.bytes, size = 0;
+  sensim_gather_t before = {.len = cli->g.len, .nholes = cli->g.nholes, .bytes = cli->g.bytes};
+  size_t size = 0;
   st = sensim_wire_frame_body(&cli->g, rid, tag, body, &size, cli->last_error,
                               sizeof(cli->last_error));
-  uint32_t limit = cli->session.limits.max_frame_bytes;
-  if (st == SENSIM_OK && limit != 0 && size > limit) {
-    cli->g.len = len0;
-    cli->g.nholes = holes0;
-    cli->g.bytes = bytes0;
-    st = sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
-                         "request of %zu bytes exceeds the daemon's max_frame_bytes %u", size,
-                         limit);
-  }
-  if (st != SENSIM_OK) {
-    sensim_slot_free(cli, sensim_slot(cli, rid), false);
-    return st;
-  }
-  cli->next_id = rid;
-  if (id) {
-    *id = rid;
-  }
-  return SENSIM_OK;
+  return queue_end(cli, rid, st, size, &before, id);
 }
 
 

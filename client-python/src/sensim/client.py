@@ -1206,19 +1206,8 @@ class Client:
     def next_sensor_data(self, timeout: float | None = 0.0) -> Any:
         """Return the next pushed SensorData, waiting up to timeout seconds (None = the client
         timeout); None if nothing arrived."""
-        deadline = self._deadline(timeout)
-        while True:
-            got = self._next_pushed()
-            if got is not None:
-                return self._put_back(got[0], got[1]).sensor_data
-            env = self._next_buffered()
-            if env is not None:
-                self._dispatch(env)
-                continue
-            try:
-                self._fill(deadline)
-            except errors.Timeout:
-                return None
+        got = self._wait_pushed(self._deadline(timeout))
+        return None if got is None else self._put_back(got[0], got[1]).sensor_data
 
     def next_sensor_output(self, timeout: float | None = 0.0,
                            max_bytes: int = _framing.DEFAULT_MAX_FRAME_BYTES
@@ -1228,11 +1217,16 @@ class Client:
         is read where it was received: a RAW cloud's array is a view of that frame, no copy
         made (the frame's buffer is used again once nothing refers to it)."""
         from .outputs import decode     # outputs imports this module
-        deadline = self._deadline(timeout)
+        got = self._wait_pushed(self._deadline(timeout))
+        return None if got is None else decode(got[0].sensor_data, max_bytes, points=got[1])
+
+    def _wait_pushed(self, deadline: float | None) -> tuple[Any, memoryview | None] | None:
+        """The next pushed frame as _next_pushed gives it, receiving (and filing the replies
+        that arrive meanwhile) until the deadline; None when none came."""
         while True:
             got = self._next_pushed()
             if got is not None:
-                return decode(got[0].sensor_data, max_bytes, points=got[1])
+                return got
             env = self._next_buffered()
             if env is not None:
                 self._dispatch(env)

@@ -136,15 +136,21 @@ def _body_key(body: str) -> bytes:
     return key
 
 
-def _send_now(shard: Client, parts: list) -> None:
-    """Write parts to the shard's socket without waiting (non-blocking: no poll before the
-    send, no change of mode when it is non-blocking already); what the socket does not take
-    at once is sent by the client's own blocking send, which also names a failure."""
+def _nonblocking(shard: Client) -> Any:
+    """The shard's socket in non-blocking mode (set once); raises when the client is closed."""
     sock = shard._sock
     if sock is None:
         raise shard._closed_error()
     if sock.gettimeout() != 0.0:
         sock.settimeout(0.0)
+    return sock
+
+
+def _send_now(shard: Client, parts: list) -> None:
+    """Write parts to the shard's socket without waiting (non-blocking: no poll before the
+    send, no change of mode when it is non-blocking already); what the socket does not take
+    at once is sent by the client's own blocking send, which also names a failure."""
+    sock = _nonblocking(shard)
     try:
         sent = sock.send(parts[0]) if len(parts) == 1 else sock.sendmsg(parts)
     except OSError:
@@ -164,11 +170,7 @@ def _send_now(shard: Client, parts: list) -> None:
 def _receive_now(shard: Client) -> None:
     """Read once from the shard's socket without waiting (it was found readable): the bytes
     go to its frame decoder. Raises as the client's own reads do when the connection is gone."""
-    sock = shard._sock
-    if sock is None:
-        raise shard._closed_error()
-    if sock.gettimeout() != 0.0:
-        sock.settimeout(0.0)
+    sock = _nonblocking(shard)
     try:
         received = shard._decoder.recv_from(sock)
     except BlockingIOError:
