@@ -1098,9 +1098,20 @@ class Client:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         try:
             self._sock.settimeout(remaining)
-            received = self._decoder.recv_from(self._sock)
+            self._recv_once()
         except (socket.timeout, BlockingIOError):
             raise errors.Timeout(f"nothing received within {self.timeout} s") from None
+
+    def _recv_once(self) -> None:
+        """One receive from the socket (in its current mode) into the frame decoder. A timeout
+        or, non-blocking, nothing to read propagates (socket.timeout, BlockingIOError); a
+        closed or failed connection closes the client and raises ConnectionClosed or
+        TransportError."""
+        assert self._sock is not None
+        try:
+            received = self._decoder.recv_from(self._sock)
+        except (socket.timeout, BlockingIOError):
+            raise
         except ConnectionResetError:
             received = 0
         except OSError as exc:

@@ -170,21 +170,11 @@ def _send_now(shard: Client, parts: list) -> None:
 def _receive_now(shard: Client) -> None:
     """Read once from the shard's socket without waiting (it was found readable): the bytes
     go to its frame decoder. Raises as the client's own reads do when the connection is gone."""
-    sock = _nonblocking(shard)
+    _nonblocking(shard)
     try:
-        received = shard._decoder.recv_from(sock)
+        shard._recv_once()
     except BlockingIOError:
         return
-    except ConnectionResetError:
-        received = 0
-    except OSError as exc:
-        shard.close()
-        raise errors.TransportError(f"recv: {exc}") from exc
-    if not received:
-        shard.close()
-        if shard._fatal is not None:
-            raise shard._closed_error()
-        raise errors.ConnectionClosed("connection closed by the daemon")
 
 
 def _received(shard: Client, request_id: int) -> bool:
