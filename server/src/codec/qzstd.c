@@ -395,7 +395,7 @@ static int body_layout(uint32_t step, const uint32_t xyz[3], int has_pos, uint32
 static inline uint32_t predict_word(const uint8_t* p, uint32_t i, uint32_t s, size_t step,
                                     uint32_t prev_col, uint32_t* col) {
   uint32_t c = 0;
-  if (i >= 2 * s) {
+  if (i >= 2u * (uint64_t)s) {   // 64 bits: a hostile header's stride may be past 2^31
     c = 2u * get_u32(p + (size_t)(i - s) * step) - get_u32(p + (size_t)(i - 2 * s) * step);
   } else if (i >= s) {
     c = get_u32(p + (size_t)(i - s) * step);
