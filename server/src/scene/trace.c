@@ -23,6 +23,15 @@ __attribute__((always_inline)) static inline void rows_packets(
   const bool simd = simd_level() >= SIMD_AVX2;
   for (size_t i = 0; i < n; i += width) {
     unsigned m = (unsigned)(n - i < width ? n - i : width);
+    if (n - i >= 2 * (size_t)width) {
+      // the next packet's rays and hits, fetched while this one is traced (as trace_columns)
+      for (size_t b = 0; b < width * sizeof *rays; b += 64) {
+        _mm_prefetch((const char*)(rays + i + width) + b, _MM_HINT_T0);
+      }
+      for (size_t b = 0; b < width * sizeof *hits; b += 64) {
+        _mm_prefetch((const char*)(hits + i + width) + b, _MM_HINT_T0);
+      }
+    }
     if (width == WIDE && m == WIDE && simd && simd_packet16(s, rays + i, hits + i)) {
       continue;
     }
