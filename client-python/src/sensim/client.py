@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from google.protobuf import json_format
@@ -1598,12 +1598,8 @@ class Client:
         daemon sends ahead of the StepDone (when they do not fit in one frame) are put back
         into its outputs, in order."""
         from .outputs import StepDone   # outputs imports this module
-        reply = self._call("step", _step_message(time, outputs), "step_done")
-        if reply is None:
-            # only from a subclass whose _call defers the reply (sensim.shard's connections,
-            # whose ShardedClient awaits the StepDone messages itself): passed on as it is
-            return cast("StepDone", None)
-        return StepDone.from_message(reply)
+        return StepDone.from_message(self._call("step", _step_message(time, outputs),
+                                                "step_done"))
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None, exclude_bodies: Sequence[int] = (),

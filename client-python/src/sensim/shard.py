@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import select
 import time as _time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 
 from . import _framing, errors
 from ._proto import pb
-from .client import RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, state_arrays
+from .client import (RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, _step_message,
+                     state_arrays)
 from .outputs import StepDone
 
 __all__ = ["ShardedClient", "shard_for", "parse_address"]
@@ -215,6 +216,12 @@ class _Shard(Client):
             self.deferred.append((self.send_request(body, message), reply))
             return None
         return super()._call(body, message, reply)
+
+    def step(self, time: float, outputs: str | Iterable[int] = "all") -> StepDone:
+        if self.deferring:   # the StepDone is awaited, and typed, by ShardedClient
+            self._call("step", _step_message(time, outputs), "step_done")
+            return cast(StepDone, None)
+        return super().step(time, outputs)
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -657,7 +664,7 @@ class ShardedClient:
             wanted = [w if w else "none" for w in wanted]
         got = self._fan({i: (lambda s, w=wanted[i]: s.step(time, w)) for i in range(n)})
         if n == 1:
-            return got[0]
+            return StepDone.from_message(got[0])
         done = pb.StepDone(time=got[0].time, step=max(got[i].step for i in range(n)))
         records = [d for i in range(n) for d in got[i].outputs]
         records.sort(key=lambda d: d.sensor_id)     # stable: each sensor's records in order
