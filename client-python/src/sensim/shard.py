@@ -95,17 +95,16 @@ def parse_address(address: Any, default_port: int = 7700) -> tuple[str, int]:
     return str(host), port
 
 
-_FIELD_KEYS: dict[tuple[type, str], bytes] = {}
+_FIELD_NUMBERS: dict[tuple[Any, str], int] = {}
 
 
-def _field_key(message: Any, name: str) -> bytes:
-    """The key of message's length-delimited field `name` (field number, wire type 2)."""
-    kind = (type(message), name)
-    key = _FIELD_KEYS.get(kind)
-    if key is None:
-        number = message.DESCRIPTOR.fields_by_name[name].number
-        key = _FIELD_KEYS[kind] = _framing.varint(number << 3 | 2)
-    return key
+def _field_number(descriptor: Any, name: str) -> int:
+    """The number of the field `name` of a message descriptor (looked up once)."""
+    kind = (descriptor, name)
+    number = _FIELD_NUMBERS.get(kind)
+    if number is None:
+        number = _FIELD_NUMBERS[kind] = descriptor.fields_by_name[name].number
+    return number
 
 
 def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple[list, int]:
@@ -118,23 +117,12 @@ def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple
     size = len(own)
     for name, a in arrays:
         if a.size:
-            head = _field_key(message, name) + _framing.varint(a.nbytes)
+            head = _framing._length_delimited(_field_number(message.DESCRIPTOR, name),
+                                              a.nbytes)
             parts.append(head)
             parts.append(a.data.cast("B"))
             size += len(head) + a.nbytes
     return parts, size
-
-
-_BODY_KEYS: dict[str, bytes] = {}
-
-
-def _body_key(body: str) -> bytes:
-    """The key (field number, length-delimited) of the Envelope's body field `body`."""
-    key = _BODY_KEYS.get(body)
-    if key is None:
-        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
-        key = _BODY_KEYS[body] = _framing.varint(number << 3 | 2)
-    return key
 
 
 def _nonblocking(shard: Client) -> Any:
@@ -176,21 +164,6 @@ def _receive_now(shard: Client) -> None:
         shard._recv_once()
     except BlockingIOError:
         return
-
-
-def _received(shard: Client, request_id: int) -> bool:
-    """Whether the reply of request_id has been received (Client.wait_reply then returns it
-    at once); the frames received before it are filed as the client's own wait files them."""
-    while request_id not in shard._replies:
-        env = shard._next_buffered()
-        if env is None:
-            return False
-        if env.id == request_id and env.WhichOneof("body") != "sensor_data":
-            shard._replies[request_id] = env
-            shard._outstanding.discard(request_id)
-        else:
-            shard._dispatch(env)
-    return True
 
 
 class _Shard(Client):
@@ -412,7 +385,7 @@ class ShardedClient:
                 if mine[-1][0] not in shard._replies and not len(shard._decoder):
                     continue                    # nothing received since the last look
                 try:
-                    while mine and _received(shard, mine[-1][0]):
+                    while mine and shard._file_until(mine[-1][0]):
                         rid, reply = mine.pop()
                         env = Client.wait_reply(shard, rid, 0.0)    # collects it, checks it
                         which = env.WhichOneof("body")
@@ -458,7 +431,7 @@ class ShardedClient:
         parts (size bytes, _body_parts): only each frame's head differs (its length, the
         shard's next request id, the body's key), sent with the body in one write without
         waiting; then await every reply (_await) as _fan does."""
-        key = _body_key(body) + _framing.varint(size)
+        key = _framing._length_delimited(_field_number(pb.Envelope.DESCRIPTOR, body), size)
         joined = b"".join(parts) if size <= JOIN_BODY_BYTES else None
         failures: dict[int, errors.SensimError] = {}
         pending: dict[int, list] = {}
