@@ -164,13 +164,11 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
       n0 = SIMD_ROW(0), n1 = SIMD_ROW(1), n2 = SIMD_ROW(2);
 #undef SIMD_ROW
     }
-    n0 = _mm256_and_pd(n0, mask);
-    n1 = _mm256_and_pd(n1, mask);
-    n2 = _mm256_and_pd(n2, mask);
   }
-  _mm256_store_pd(nv[0] + h, n0);
-  _mm256_store_pd(nv[1] + h, n1);
-  _mm256_store_pd(nv[2] + h, n2);
+  const __m256d* nl[3] = {&n0, &n1, &n2};
+  for (unsigned a = 0; a < 3; a++) {
+    _mm256_store_pd(nv[a] + h, _mm256_and_pd(*nl[a], mask));   // a miss lane's normal is 0
+  }
   __m128i keep = _mm_and_si128(on, _mm_set1_epi32(m ? -1 : 0));   // the hit lanes
   __m128i prim = _mm_setzero_si128();
   if (in && !records && !in->is_prim) {
