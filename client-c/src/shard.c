@@ -858,13 +858,19 @@ static sensim_status_t encode_state_once(sensim_shards_t* sh, uint32_t lo, uint3
 }
 
 
+// Queue the encoded state (sh->body) for shard i under a request id of its own (ids[i]).
+static sensim_status_t queue_state(sensim_shards_t* sh, uint32_t i) {
+  return sensim_queue_body(sh->cli[i], sensim_v1_Envelope_update_state_tag, &sh->body,
+                           SLOT_STATUS, &sh->ids[i]);
+}
+
+
 // Send shard i the encoded state and its own step in one write (as
 // sensim_update_and_step_send does). A step refused before anything was sent takes the queued
 // state back with it.
 static sensim_status_t send_state_and_step(sensim_shards_t* sh, uint32_t i) {
   sensim_client_t* cli = sh->cli[i];
-  sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
-                                         SLOT_STATUS, &sh->ids[i]);
+  sensim_status_t st = queue_state(sh, i);
   if (st != SENSIM_OK) {
     return st;
   }
@@ -893,8 +899,7 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
       continue;
     }
     sensim_client_t* cli = sh->cli[i];
-    sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
-                                           SLOT_STATUS, &sh->ids[i]);
+    sensim_status_t st = queue_state(sh, i);
     if (st == SENSIM_OK) {
       st = sensim_flush(cli);
     }
