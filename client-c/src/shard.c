@@ -1036,7 +1036,10 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
                   "sensim_shards_focus(sh, -1) first", sh->focus);
   }
   sensim_status_t st = split_step(sh, step);
-  if (st != SENSIM_OK || (state && (st = encode_state_once(sh, 0, sh->n, state)) != SENSIM_OK)) {
+  if (st == SENSIM_OK && state) {
+    st = encode_state_once(sh, 0, sh->n, state);
+  }
+  if (st != SENSIM_OK) {
     return st;
   }
   for (uint32_t i = 0; i < sh->n; i++) {
@@ -1077,7 +1080,11 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
     }
     sh->st[i] = s1 != SENSIM_OK ? s1 : s2;
   }
-  if ((st = report(sh, 0, sh->n)) != SENSIM_OK || (st = merge(sh)) != SENSIM_OK) {
+  st = report(sh, 0, sh->n);
+  if (st == SENSIM_OK) {
+    st = merge(sh);
+  }
+  if (st != SENSIM_OK) {
     return st;
   }
   *out = &sh->result;
