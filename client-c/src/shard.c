@@ -867,16 +867,20 @@ static sensim_status_t queue_state(sensim_shards_t* sh, uint32_t i) {
 
 // Send shard i the encoded state and its own step in one write (as
 // sensim_update_and_step_send does). A step refused before anything was sent takes the queued
-// state back with it.
+// state back with it: the gather returns to its marks before the state, so frames queued
+// earlier stay queued.
 static sensim_status_t send_state_and_step(sensim_shards_t* sh, uint32_t i) {
   sensim_client_t* cli = sh->cli[i];
+  size_t len = cli->g.len, nholes = cli->g.nholes, bytes = cli->g.bytes;
   sensim_status_t st = queue_state(sh, i);
   if (st != SENSIM_OK) {
     return st;
   }
   st = sensim_step_send(cli, &sh->steps[i], &sh->ids2[i]);
-  if (st != SENSIM_OK && cli->g.bytes > 0) {
-    sensim_gather_reset(&cli->g);
+  if (st != SENSIM_OK && cli->g.bytes > bytes) {
+    cli->g.len = len;
+    cli->g.nholes = nholes;
+    cli->g.bytes = bytes;
     sensim_slot_free(cli, sensim_slot(cli, sh->ids[i]), false);
   }
   return st;
