@@ -474,6 +474,10 @@ static void await_all(sensim_shards_t* sh, uint32_t lo, uint32_t hi, int64_t dea
     if (ready < 0 && errno != EINTR) {
       return;                           // the waits report the failure
     }
+    // No turn of this loop spins: POLLOUT is asked for only while a queue holds bytes, a
+    // ready socket's pump sends until the socket is full and reads what arrived (a hang-up or
+    // an error closes the connection, which leaves the set), so the next poll sleeps until
+    // a socket takes more or a reply comes (shard_frozen_nonblocking_waits_asleep)
     for (nfds_t k = 0; ready > 0 && k < nfds; k++) {
       if (sh->pfd[k].revents) {
         // a failed connection fails its requests, which the waits then report
