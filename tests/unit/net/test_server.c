@@ -1679,3 +1679,120 @@ TEST(server_replies_of_one_turn_leave_in_few_writes_in_order) {
   ASSERT_TRUE(st.writes >= 2 && st.writes <= 6);
   return tctx_finish(&t);
 }
+
+
+//---------------- what a frame given away and the writes count
+
+// A reply written whole at once counts nothing once session_send returns; one the peer does
+// not take yet (LATER_REPLY bytes, more than the kernel's buffers hold) counts its bytes and
+// memory until it is written, and so does a reply queued behind it; once the peer has read
+// both, nothing of them counts.
+#define LATER_REPLY (32u << 20)
+
+
+static void later_connected(client_t* c) {
+  flood_write(c, 1, 'L');  // the session opens; the replies are sent from the timer
+}
+
+
+static void later_tick(tctx_t* t) {
+  session_t* s = t->sessions[0];
+  client_t* c = &t->clients[0];
+  server_stats_t st[4];
+  if (t->round == 0) {
+    if (t->nframes == 0) {
+      return;  // the frame read: the reader's memory is what counts from now on
+    }
+    server_get_stats(t->srv, &st[0]);
+    t->queued_after_open = st[0].held_bytes;
+    session_send(s, payload_new(100, 5), 100);
+    server_get_stats(t->srv, &st[1]);
+    if (st[1].held_bytes != st[0].held_bytes || session_queued_bytes(s) != 0 ||
+        st[1].writes != st[0].writes + 1) {
+      note_bad(t, "a reply written whole at once still counts, or took more than one write");
+    }
+    session_send(s, payload_new(LATER_REPLY, 6), LATER_REPLY);
+    server_get_stats(t->srv, &st[2]);
+    session_send(s, payload_new(100, 7), 100);
+    server_get_stats(t->srv, &st[3]);
+    if (session_queued_bytes(s) != 2 * FRAME_HEADER_BYTES + LATER_REPLY + 100 ||
+        st[2].held_bytes < st[0].held_bytes + LATER_REPLY ||
+        st[3].held_bytes <= st[2].held_bytes) {
+      note_bad(t, "replies waiting for the peer are not counted");
+    }
+    client_start_reading(c);
+    t->round = 1;
+    return;
+  }
+  server_get_stats(t->srv, &st[0]);
+  if (c->in.len == 3 * FRAME_HEADER_BYTES + 100 + LATER_REPLY + 100) {
+    if (st[0].held_bytes != t->queued_after_open || session_queued_bytes(s) != 0) {
+      note_bad(t, "replies written later still count");
+    }
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  } else if (++t->ticks > 4000) {
+    note_bad(t, "the replies did not arrive");
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void later_open_timer(client_t* c) {
+  later_connected(c);
+  timer_start(c->t, later_tick, 5, 5);
+}
+
+
+TEST(server_write_done_at_once_or_later_releases_what_it_counted) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 64u << 20, .on_connect = later_open_timer, .nquiet = 1};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
+  ASSERT_OK(expect_payload_frame(c, 0, 100, 5));
+  ASSERT_OK(expect_payload_frame(c, 1, LATER_REPLY, 6));
+  ASSERT_OK(expect_payload_frame(c, 2, 100, 7));
+  return tctx_finish(&t);
+}
+
+
+// A session closes with writes queued: a large reply in libuv's queue (the peer never reads)
+// and a batch of small ones whose write is refused (its array of pieces cannot be allocated).
+// The refusal closes the session; the reply that was being queued when it happened is dropped,
+// as is everything sent after; once closed, nothing of any of them counts.
+#define CLOSING_SMALL 40
+
+
+static void closing_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)p;
+  (void)len;
+  session_send(s, payload_new(LATER_REPLY, 8), LATER_REPLY);  // leaves with the next one
+  for (int i = 0; i < CLOSING_SMALL; i++) {
+    uint8_t* reply = payload_new(16, (unsigned)i);
+    if (i == 32) {
+      // 32 replies of 2 pieces fill a batch (64 pieces): the 33rd sends it, whose array of
+      // pieces is the second allocation from here (the first: the 33rd's write record)
+      mem_fail_after(2);
+    }
+    session_send(s, reply, 16);
+    if (session_is_closing(s) != (i >= 32)) {
+      note_bad(t, "the refused batch did not close the session, or closed it too early");
+    }
+  }
+  mem_fail_after(0);
+}
+
+
+TEST(server_session_closed_with_writes_queued_counts_none_of_them) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 64u << 20, .frame_cb = closing_frame,
+                      .on_connect = later_connected, .close_cb = shutdown_on_close,
+                      .nquiet = 1};
+  ASSERT_OK(tctx_start(&t, &tc));
+  ASSERT_EQ(t.nframes, 1);
+  server_stats_t st;
+  server_get_stats(t.srv, &st);
+  ASSERT_EQ(st.held_bytes, 0);
+  return tctx_finish(&t);
+}
