@@ -95,6 +95,13 @@ static int account_input(session_t* s, err_msg_t* msg) {
 }
 
 
+// The reader's memory no longer counts: it was closed, or it gave its frame away.
+static void release_input(session_t* s) {
+  s->srv->held -= s->in_held;
+  s->in_held = 0;
+}
+
+
 static void flush_batch(session_t* s);
 
 
@@ -113,8 +120,7 @@ static void on_session_closed(uv_handle_t* h) {
 
   // input nobody will read is released now, not when the last job lets go of the session
   frame_reader_close(&s->reader);
-  srv->held -= s->in_held;
-  s->in_held = 0;
+  release_input(s);
 
   // the session's memory goes with its last handle
   uv_close((uv_handle_t*)&s->linger, on_linger_closed);
@@ -922,7 +928,13 @@ void session_resume(session_t* s) {
 
 
 uint8_t* session_take_frame(session_t* s) {
-  return frame_reader_take(&s->reader);
+  uint8_t* frame = frame_reader_take(&s->reader);
+  if (frame) {
+    // the reader is empty now; the frame is the owner's to count (server_hold), at once: the
+    // owner's request may be answered before the reader is counted again
+    release_input(s);
+  }
+  return frame;
 }
 
 

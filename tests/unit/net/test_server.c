@@ -1683,6 +1683,76 @@ TEST(server_replies_of_one_turn_leave_in_few_writes_in_order) {
 
 //---------------- what a frame given away and the writes count
 
+// A frame of TAKE_FRAME bytes is read in place (at least 256 KiB) and given to the owner with
+// its buffer: from then on it is the owner's to count, not the session's input (the daemon
+// counts it with its request: counted twice, a reply of that request could be refused).
+#define TAKE_FRAME (300u << 10)
+
+
+static void take_frame_connected(client_t* c) {
+  uint8_t* f = payload_new(FRAME_HEADER_BYTES + TAKE_FRAME, 3);
+  frame_write_header(f, TAKE_FRAME);
+  client_write(c, f, FRAME_HEADER_BYTES + TAKE_FRAME);
+  mem_free(f);
+}
+
+
+static void take_frame_cb(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  server_stats_t before, after;
+  server_get_stats(t->srv, &before);
+  uint8_t* block = session_take_frame(s);
+  server_get_stats(t->srv, &after);
+  if (before.held_bytes < FRAME_HEADER_BYTES + len) {
+    note_bad(t, "the frame being delivered is not counted as the session's input");
+  }
+  if (!block || block + FRAME_HEADER_BYTES != p) {
+    note_bad(t, "the frame was not given with its buffer");
+  } else if (after.held_bytes != 0) {
+    note_bad(t, "a frame given to its owner still counts as the session's input");
+  }
+  mem_free(block);
+  session_send(s, payload_new(10, 4), 10);  // the client ends the test once it has the reply
+}
+
+
+static void take_frame_tick(tctx_t* t) {
+  const client_t* c = &t->clients[0];
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  if (c->in.len == FRAME_HEADER_BYTES + 10) {
+    if (st.held_bytes != 0) {
+      note_bad(t, "memory counted once the reader gave its frame away and the reply left");
+    }
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  } else if (++t->ticks > 2000) {
+    note_bad(t, "the reply did not arrive");
+    uv_timer_stop(&t->timer);
+    tctx_shutdown(t);
+  }
+}
+
+
+static void take_frame_connected_timer(client_t* c) {
+  take_frame_connected(c);
+  timer_start(c->t, take_frame_tick, 5, 5);
+}
+
+
+TEST(server_frame_given_to_its_owner_no_longer_counts_as_input) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.max_hello_bytes = 1u << 20};
+  const tcase_t tc = {.max_queue = 1u << 20, .frame_cb = take_frame_cb, .count_only = 1,
+                      .on_connect = take_frame_connected_timer};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_EQ(t.nframes, 1);
+  ASSERT_OK(expect_payload_frame(&t.clients[0], 0, 10, 4));
+  return tctx_finish(&t);
+}
+
+
 // A reply written whole at once counts nothing once session_send returns; one the peer does
 // not take yet (LATER_REPLY bytes, more than the kernel's buffers hold) counts its bytes and
 // memory until it is written, and so does a reply queued behind it; once the peer has read
