@@ -501,6 +501,20 @@ static void shutdown_on_end(client_t* c) {
 }
 
 
+// A polling timer's end: the test's traffic ends once `done`, or, `what` noted as a problem,
+// after `most` ticks.
+static void end_when(tctx_t* t, int done, int most, const char* what) {
+  if (!done && ++t->ticks <= most) {
+    return;
+  }
+  if (!done) {
+    note_bad(t, what);
+  }
+  uv_timer_stop(&t->timer);
+  tctx_shutdown(t);
+}
+
+
 //---------------- frames split at every byte boundary
 
 #define SPLIT_NFRAMES 4
@@ -1488,14 +1502,8 @@ static void stream_and_reply_tick(tctx_t* t) {
   const client_t* c = &t->clients[0];
   size_t both = 2 * FRAME_HEADER_BYTES + 3 + 2 * FLOOD_REPLY;
   // both written: neither is counted (what stays is the session's small input buffer)
-  if (c->in.len == both && st.held_bytes < SHARED_BLOB / 2) {
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  } else if (++t->ticks > 1000) {
-    note_bad(t, "the frames did not arrive, or their memory stayed counted");
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  }
+  end_when(t, c->in.len == both && st.held_bytes < SHARED_BLOB / 2, 1000,
+           "the frames did not arrive, or their memory stayed counted");
 }
 
 
@@ -1645,14 +1653,8 @@ static void burst_connected(client_t* c) {
 static void burst_tick(tctx_t* t) {
   const uint8_t* p;
   uint32_t n;
-  if (client_frame(&t->clients[0], BURST_FRAMES - 1, &p, &n)) {
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  } else if (++t->ticks > 10000) {
-    note_bad(t, "the burst's replies did not all arrive");
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  }
+  end_when(t, client_frame(&t->clients[0], BURST_FRAMES - 1, &p, &n), 10000,
+           "the burst's replies did not all arrive");
 }
 
 
@@ -1719,17 +1721,11 @@ static void take_frame_tick(tctx_t* t) {
   const client_t* c = &t->clients[0];
   server_stats_t st;
   server_get_stats(t->srv, &st);
-  if (c->in.len == FRAME_HEADER_BYTES + 10) {
-    if (st.held_bytes != 0) {
-      note_bad(t, "memory counted once the reader gave its frame away and the reply left");
-    }
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  } else if (++t->ticks > 2000) {
-    note_bad(t, "the reply did not arrive");
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
+  int done = c->in.len == FRAME_HEADER_BYTES + 10;
+  if (done && st.held_bytes != 0) {
+    note_bad(t, "memory counted once the reader gave its frame away and the reply left");
   }
+  end_when(t, done, 2000, "the reply did not arrive");
 }
 
 
@@ -1795,17 +1791,11 @@ static void later_tick(tctx_t* t) {
     return;
   }
   server_get_stats(t->srv, &st[0]);
-  if (c->in.len == 3 * FRAME_HEADER_BYTES + 100 + LATER_REPLY + 100) {
-    if (st[0].held_bytes != t->queued_after_open || session_queued_bytes(s) != 0) {
-      note_bad(t, "replies written later still count");
-    }
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  } else if (++t->ticks > 4000) {
-    note_bad(t, "the replies did not arrive");
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
+  int done = c->in.len == 3 * FRAME_HEADER_BYTES + 100 + LATER_REPLY + 100;
+  if (done && (st[0].held_bytes != t->queued_after_open || session_queued_bytes(s) != 0)) {
+    note_bad(t, "replies written later still count");
   }
+  end_when(t, done, 4000, "the replies did not arrive");
 }
 
 

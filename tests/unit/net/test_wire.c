@@ -280,6 +280,16 @@ static uint8_t* raycast_frame(const Sensim__V1__Raycast* rc, const uint8_t** pay
 }
 
 
+// A raycast frame with only its origins_bytes: n bytes of data.
+static uint8_t* origins_frame(const uint8_t* data, size_t n, const uint8_t** payload,
+                              size_t* len) {
+  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
+  rc.has_origins_bytes = 1;
+  rc.origins_bytes = (ProtobufCBinaryData){n, (uint8_t*)data};
+  return raycast_frame(&rc, payload, len);
+}
+
+
 static int points_into(const ProtobufCBinaryData* b, const uint8_t* block, size_t n) {
   return b->data >= block && b->data + b->len <= block + n;
 }
@@ -364,16 +374,11 @@ TEST(wire_frame_decode_of_a_repeated_or_small_field_copies_as_always) {
   memset(other, 2, sizeof(other));
 
   // the same field twice: the last one counts, as protobuf says; nothing borrowed
-  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
-  rc.has_origins_bytes = 1;
-  rc.origins_bytes = (ProtobufCBinaryData){sizeof(big), big};
   const uint8_t* p1;
-  size_t n1;
-  uint8_t* f1 = raycast_frame(&rc, &p1, &n1);
-  rc.origins_bytes = (ProtobufCBinaryData){sizeof(other), other};
   const uint8_t* p2;
-  size_t n2;
-  uint8_t* f2 = raycast_frame(&rc, &p2, &n2);
+  size_t n1, n2;
+  uint8_t* f1 = origins_frame(big, sizeof(big), &p1, &n1);
+  uint8_t* f2 = origins_frame(other, sizeof(other), &p2, &n2);
   ASSERT_TRUE(f1 && f2);
   // the frame of both: the envelope of f1, then f2's raycast field again (fields merge)
   uint8_t* both = mem_alloc(4 + n1 + n2);
@@ -391,10 +396,9 @@ TEST(wire_frame_decode_of_a_repeated_or_small_field_copies_as_always) {
   wire_free(r);
 
   // a field below WIRE_BORROW_MIN only: nothing borrowed, the frame not asked for
-  rc.origins_bytes = (ProtobufCBinaryData){4095, big};
   const uint8_t* p3;
   size_t n3;
-  uint8_t* f3 = raycast_frame(&rc, &p3, &n3);
+  uint8_t* f3 = origins_frame(big, 4095, &p3, &n3);
   ASSERT_TRUE(f3 != NULL);
   owner = (owner_t){.block = f3};
   ASSERT_OK(wire_decode_frame(p3, n3, owner_take, &owner, &r, NULL));
@@ -421,6 +425,16 @@ TEST(wire_frame_decode_of_a_repeated_or_small_field_copies_as_always) {
 }
 
 
+// v as a varint at p[at]; returns the position after it.
+static size_t put_varint(uint8_t* p, size_t at, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) {
+    p[at++] = (uint8_t)(v | 0x80);
+  }
+  p[at++] = (uint8_t)v;
+  return at;
+}
+
+
 // A raycast frame whose body holds the origins field twice (`first`, then `second`: a body
 // merged from two), after the envelope's id; *len set. mem_free it.
 static uint8_t* twice_frame(ProtobufCBinaryData first, ProtobufCBinaryData second,
@@ -443,18 +457,8 @@ static uint8_t* twice_frame(ProtobufCBinaryData first, ProtobufCBinaryData secon
   const ProtobufCFieldDescriptor* body =
       protobuf_c_message_descriptor_get_field_by_name(&sensim__v1__envelope__descriptor,
                                                       "raycast");
-  for (uint64_t v = (uint64_t)body->id << 3 | 2;; v >>= 7) {  // the body's tag, then length
-    f[n++] = (uint8_t)(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
-    if (v < 0x80) {
-      break;
-    }
-  }
-  for (uint64_t v = na + nb;; v >>= 7) {
-    f[n++] = (uint8_t)(v >= 0x80 ? (v & 0x7f) | 0x80 : v);
-    if (v < 0x80) {
-      break;
-    }
-  }
+  n = put_varint(f, n, (uint64_t)body->id << 3 | 2);  // the body's tag, then its length
+  n = put_varint(f, n, na + nb);
   n += sensim__v1__raycast__pack(&a, f + n);
   n += sensim__v1__raycast__pack(&b, f + n);
   *len = n;
@@ -495,12 +499,9 @@ TEST(wire_frame_decode_whose_frame_is_not_given_copies_as_always) {
   int64_t live = mem_live_count();
   static uint8_t big[8192];
   memset(big, 3, sizeof(big));
-  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
-  rc.has_origins_bytes = 1;
-  rc.origins_bytes = (ProtobufCBinaryData){sizeof(big), big};
   const uint8_t* payload;
   size_t len;
-  uint8_t* block = raycast_frame(&rc, &payload, &len);
+  uint8_t* block = origins_frame(big, sizeof(big), &payload, &len);
   ASSERT_TRUE(block != NULL);
 
   // asked for (a field to borrow), refused: the request copies, the block stays the owner's
