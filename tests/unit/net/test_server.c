@@ -515,6 +515,19 @@ static void end_when(tctx_t* t, int done, int most, const char* what) {
 }
 
 
+// A polling timer's end once client 0 has received `bytes` in all: the server must then hold
+// `held` bytes and have nothing queued for the session (else `counted` is noted).
+static void end_once_received(tctx_t* t, size_t bytes, uint64_t held, const char* counted) {
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  int done = t->clients[0].in.len == bytes;
+  if (done && (st.held_bytes != held || session_queued_bytes(t->sessions[0]) != 0)) {
+    note_bad(t, counted);
+  }
+  end_when(t, done, 4000, "the replies did not arrive");
+}
+
+
 //---------------- frames split at every byte boundary
 
 #define SPLIT_NFRAMES 4
@@ -1691,11 +1704,18 @@ TEST(server_replies_of_one_turn_leave_in_few_writes_in_order) {
 #define TAKE_FRAME (300u << 10)
 
 
+static void take_frame_tick(tctx_t* t) {
+  end_once_received(t, FRAME_HEADER_BYTES + 10, 0,
+                    "memory counted once the reader gave its frame away and the reply left");
+}
+
+
 static void take_frame_connected(client_t* c) {
   uint8_t* f = payload_new(FRAME_HEADER_BYTES + TAKE_FRAME, 3);
   frame_write_header(f, TAKE_FRAME);
   client_write(c, f, FRAME_HEADER_BYTES + TAKE_FRAME);
   mem_free(f);
+  timer_start(c->t, take_frame_tick, 5, 5);
 }
 
 
@@ -1717,29 +1737,11 @@ static void take_frame_cb(tctx_t* t, session_t* s, const uint8_t* p, size_t len)
 }
 
 
-static void take_frame_tick(tctx_t* t) {
-  const client_t* c = &t->clients[0];
-  server_stats_t st;
-  server_get_stats(t->srv, &st);
-  int done = c->in.len == FRAME_HEADER_BYTES + 10;
-  if (done && st.held_bytes != 0) {
-    note_bad(t, "memory counted once the reader gave its frame away and the reply left");
-  }
-  end_when(t, done, 2000, "the reply did not arrive");
-}
-
-
-static void take_frame_connected_timer(client_t* c) {
-  take_frame_connected(c);
-  timer_start(c->t, take_frame_tick, 5, 5);
-}
-
-
 TEST(server_frame_given_to_its_owner_no_longer_counts_as_input) {
   static tctx_t t;
   g_extra = (server_limits_t){.max_hello_bytes = 1u << 20};
   const tcase_t tc = {.max_queue = 1u << 20, .frame_cb = take_frame_cb, .count_only = 1,
-                      .on_connect = take_frame_connected_timer};
+                      .on_connect = take_frame_connected};
   int rc = tctx_start(&t, &tc);
   g_extra = (server_limits_t){0};
   ASSERT_OK(rc);
@@ -1790,12 +1792,8 @@ static void later_tick(tctx_t* t) {
     t->round = 1;
     return;
   }
-  server_get_stats(t->srv, &st[0]);
-  int done = c->in.len == 3 * FRAME_HEADER_BYTES + 100 + LATER_REPLY + 100;
-  if (done && (st[0].held_bytes != t->queued_after_open || session_queued_bytes(s) != 0)) {
-    note_bad(t, "replies written later still count");
-  }
-  end_when(t, done, 4000, "the replies did not arrive");
+  end_once_received(t, 3 * FRAME_HEADER_BYTES + 100 + LATER_REPLY + 100, t->queued_after_open,
+                    "replies written later still count");
 }
 
 
