@@ -106,7 +106,7 @@ TEST(codec_raw_and_zstd_are_exact) {
     uint8_t* dec = round_trip(&p, &c, &len, &err);
     ASSERT_TRUE(dec != NULL);
     ASSERT_MEM_EQ(dec, s.data, (size_t)s.n * STEP);
-    ASSERT_EQ(err, 0.0);
+    ASSERT_TRUE(err == 0.0);
     if (e == CODEC_ZSTD) {
       ASSERT_TRUE(len < (size_t)s.n * STEP);
     }
@@ -315,7 +315,7 @@ TEST(codec_quantized_same_bytes_with_or_without_avx2) {
       simd_set_max(SIMD_LEVEL_COUNT);
       ASSERT_EQ(len[0], len[1]);
       ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
-      ASSERT_EQ(err[0], err[1]);
+      ASSERT_TRUE(err[0] == err[1]);   // doubles: ASSERT_EQ compares integers
       mem_free(enc[0]);
       mem_free(enc[1]);
     }
@@ -386,7 +386,7 @@ TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
           simd_set_max(SIMD_LEVEL_COUNT);
           ASSERT_EQ(len[0], len[1]);
           ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
-          ASSERT_EQ(err[0], err[1]);
+          ASSERT_TRUE(err[0] == err[1]);   // doubles: ASSERT_EQ compares integers
           mem_free(enc[0]);
           mem_free(enc[1]);
         }
@@ -455,7 +455,7 @@ TEST(codec_quantized_far_points_and_no_positions_are_lossless) {
   uint8_t* dec = round_trip(&p, &c, &len, &err);
   ASSERT_TRUE(dec != NULL);
   ASSERT_MEM_EQ(dec, pts, sizeof(pts));
-  ASSERT_EQ(err, 0.0);
+  ASSERT_TRUE(err == 0.0);
   mem_free(dec);
   c.xyz_offset[0] = c.xyz_offset[1] = c.xyz_offset[2] = -1;
   dec = round_trip(&p, &c, &len, &err);
