@@ -310,6 +310,7 @@ TEST(codec_quantized_same_bytes_with_or_without_avx2) {
       err_msg_t msg;
       for (int base = 0; base < 2; base++) {
         simd_set_max(base ? SIMD_BASELINE : SIMD_LEVEL_COUNT);
+        ASSERT_EQ(simd_level(), base ? SIMD_BASELINE : simd_allowed_level());
         ASSERT_OK(codec_encode(&p, &c, enc[base], cap, &len[base], &err[base], &msg));
       }
       simd_set_max(SIMD_LEVEL_COUNT);
@@ -376,6 +377,7 @@ TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
           double err[2];
           err_msg_t msg;
           simd_set_max(base ? SIMD_BASELINE : SIMD_LEVEL_COUNT);
+          ASSERT_EQ(simd_level(), base ? SIMD_BASELINE : simd_allowed_level());
           ASSERT_OK(codec_encode(&p, &c, enc[0], cap, &len[0], &err[0], &msg));
           c.azimuth = az;
           if (kStrides[k]) {
