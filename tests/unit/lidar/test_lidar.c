@@ -563,6 +563,75 @@ TEST(lidar_tiled_revolution_same_from_any_steps_and_workers) {
 }
 
 
+// A revolution of a 64-channel spinning lidar (columns fired at once: the packets of tiles)
+// in the room filled with air that returns light (every fifth ray may take an atmospheric
+// return), with distance noise (base, slope and mean), a detection threshold and a range
+// limit that cuts the room's far side; traced at `depth`.
+static int air_revolution(uint32_t depth, clouds_t* c) {
+  enum { CHANNELS = 64, COLUMNS = 512 };
+  lidar_desc_t d = base_desc();
+  double el[CHANNELS];
+  for (int k = 0; k < CHANNELS; k++) {
+    el[k] = (k - CHANNELS / 2) * 0.04;
+  }
+  lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = COLUMNS, .elevations = el,
+                              .nchannel = CHANNELS};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
+  d.returns.depth = depth;
+  d.returns.range_max = 15.2;
+  d.returns.intensity_threshold = 0.15;   // drops a few hundred of the darker returns
+  d.returns.distance_noise.stddev_base = 0.01;
+  d.returns.distance_noise.stddev_slope = 0.002;
+  d.returns.distance_noise.mean = 0.003;
+  fx_t f;
+  ASSERT_OK(sphere_room(&f, 0, 15.0));
+  ambient_material_t air = ambient_default_air();
+  air.attenuation = 0.01;
+  air.return_scaling = 0.2;
+  ASSERT_OK(env_set_medium(f.e, 0, &air, &msg));
+  ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1, 2, 3, 0, at(4, 1, 0)));
+  ASSERT_OK(add_lidar(f.e, 3, 0, at(0.5, -0.25, 1.0), &d));
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  c->n = 0;
+  ASSERT_OK(run(f.e, 0.0, 0.1, 1, 3, c));
+  fx_close(&f);
+  return 0;
+}
+
+
+// Depth 1 (the packets of tiles and their all-lanes Lambertian path) and depth 2 (the segment
+// heap in rows) give the same bytes where no segment has children (Lambertian surfaces):
+// surface and atmospheric returns, ranges cut by the limit and the threshold, noisy distances
+// in a medium of refractive index above 1.
+TEST(lidar_depth_one_packets_equal_the_segment_heap_in_air) {
+  static clouds_t a, b;
+  ASSERT_OK(air_revolution(1, &a));
+  ASSERT_OK(air_revolution(2, &b));
+  ASSERT_EQ(a.n, 1);
+  ASSERT_EQ(b.n, 1);
+  const sensor_cloud_t* ca = &a.rec[0].u.cloud;
+  const sensor_cloud_t* cb = &b.rec[0].u.cloud;
+  ASSERT_EQ(cb->count, ca->count);
+  ASSERT_TRUE(memcmp(ca->data, cb->data, (size_t)ca->count * ca->point_step) == 0);
+
+  // the scene gives every kind of ray: surface returns, atmospheric ones, rays cut by range
+  int od = field_of(ca, "distance"), oo = field_of(ca, "object_id");
+  uint32_t surface = 0, atmospheric = 0;
+  for (uint32_t i = 0; i < ca->count; i++) {
+    double x = getf(ca, i, od);
+    ASSERT_TRUE(x <= 15.2 + 0.2);
+    surface += getu(ca, i, oo, 4) != 0;
+    atmospheric += getu(ca, i, oo, 4) == 0;
+  }
+  ASSERT_TRUE(surface > 10000 && atmospheric > 100);
+  ASSERT_TRUE(ca->count < 64u * 512u * 9u / 10u);
+  clouds_free(&a);
+  clouds_free(&b);
+  return 0;
+}
+
+
 TEST(lidar_publish_per_step_world_frame) {
   // sensor on a body moving at 1 m/s along y; world-frame points on a sphere of radius 5
   // centred on the origin lie on it; a record per step with time offsets from the step start
