@@ -97,6 +97,9 @@ typedef struct batch_ctx {
 // its rng index, the sensor pose at its firing time and the ray at that time, into the
 // packets of columns, and also into rows when write_chunk needs them (world frame, normals) or
 // the segment heap does (depth > 1).
+// Poses a moving sensor's chunk may take and still have its rays made in trace order.
+#define CHUNK_POSES 32
+
 static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   const lidar_model_t* m = b->m;
   lidar_data_t* d = b->d;
@@ -122,7 +125,29 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   // still holds it. Written in firing order instead, the stores of consecutive rays land in 64
   // packets' rows, 64 KB of a tiled chunk that the cache does not hold: that loop cost about
   // 10 % of an OS1-128's revolution.
-  const int in_order = fixed && !m->angle.enabled;
+  //
+  // A moving sensor's rays without angle noise likewise, each at the pose of its fraction s of
+  // the step, when the chunk's rays take few distinct poses (a column of an OS1-128 fires at
+  // once: 8 a chunk): the poses first, in firing order, computed where s changes as the loop
+  // below does (a pose is a function of s alone, so each ray's bits are the same), then the
+  // rays in trace order. The stores of the firing-order loop cost as much here.
+  lidar_sweep_pose_t poses[CHUNK_POSES];
+  uint8_t run[LIDAR_CHUNK_MAX];   // the pose of each firing position
+  size_t npose = 0;
+  int moving_in_order = !fixed && !m->angle.enabled;
+  for (size_t j = 0; moving_in_order && j < nc; j++) {
+    double s = inv_dt * (s_origin + d->pr[i0 + j].time);
+    s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+    if (npose == 0 || s != poses[npose - 1].s) {
+      if (npose == CHUNK_POSES) {
+        moving_in_order = 0;   // too many: the firing-order loop
+        break;
+      }
+      lidar_sweep_pose(b->body, &b->ctx->mount, s, &poses[npose++]);
+    }
+    run[j] = (uint8_t)(npose - 1);
+  }
+  const int in_order = (fixed && !m->angle.enabled) || moving_in_order;
   if (in_order) {
     uint32_t at[LIDAR_CHUNK_MAX];   // firing position (in the chunk) of each trace position
     for (size_t j = 0; j < nc; j++) {
@@ -140,14 +165,24 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
         index[i] = p->index;
         pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
         pk->tmax[k] = tmax;
-        pk->ox[k] = p->origin[0];
-        pk->oy[k] = p->origin[1];
-        pk->oz[k] = p->origin[2];
-        pk->dx[k] = p->dir[0];
-        pk->dy[k] = p->dir[1];
-        pk->dz[k] = p->dir[2];
+        const double* o = p->origin;
+        const double* dir = p->dir;
+        scene_ray_t w;
+        if (moving_in_order) {
+          lidar_sweep_world_ray(&poses[run[at[i]]], p->origin, p->dir, &w);
+          o = w.origin;
+          dir = w.dir;
+        }
+        pk->ox[k] = o[0];
+        pk->oy[k] = o[1];
+        pk->oz[k] = o[2];
+        pk->dx[k] = dir[0];
+        pk->dy[k] = dir[1];
+        pk->dz[k] = dir[2];
       }
-      lidar_sweep_world_packet(&pose, pk);
+      if (!moving_in_order) {
+        lidar_sweep_world_packet(&pose, pk);
+      }
     }
   }
 

@@ -632,6 +632,51 @@ TEST(lidar_depth_one_packets_equal_the_segment_heap_in_air) {
 }
 
 
+// A 64-channel lidar whose columns fire at once (traced in tiles of 2 channels x 8 columns, so
+// a packet's rays come from 8 poses) on a body driving at 10 m/s through a hollow sphere of
+// radius 5 centred on the origin: every point, in the sensor frame, put at the sensor's
+// position at its time (y = -0.5 + 10 t, z = 0.5), lies on the sphere (a ray made at the pose
+// of another column of its chunk would start up to 1.4 cm away and miss it by as much).
+TEST(lidar_moving_tiles_fire_each_column_from_its_pose) {
+  enum { CHANNELS = 64, COLUMNS = 512 };
+  fx_t f;
+  ASSERT_OK(sphere_room(&f, 0, 5.0));
+  err_msg_t msg = {0};
+  body_desc_t b = {.id = 2, .pose = at(0, 0, 0)};
+  ASSERT_OK(env_create_body(f.e, &b, &msg));
+  lidar_desc_t d = base_desc();
+  double el[CHANNELS];
+  for (int k = 0; k < CHANNELS; k++) {
+    el[k] = (k - CHANNELS / 2) * 0.04;
+  }
+  lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = COLUMNS, .elevations = el,
+                              .nchannel = CHANNELS};
+  ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
+  ASSERT_OK(add_lidar(f.e, 3, 2, at(0, 0, 0.5), &d));
+  uint32_t ids[1] = {2};
+  double p0[7] = {0, -0.5, 0, 0, 0, 0, 1}, p1[7] = {0, 0.5, 0, 0, 0, 0, 1};
+  ASSERT_OK(set_state(f.e, 0.0, 1, ids, p0));
+  ASSERT_OK(set_state(f.e, 0.1, 1, ids, p1));
+  ASSERT_OK(do_step(f.e, 0.1));
+  static clouds_t c;
+  c.n = 0;
+  ASSERT_OK(collect(f.e, 3, &c));
+  ASSERT_EQ(c.n, 1);
+  const sensor_cloud_t* pc = &c.rec[0].u.cloud;
+  ASSERT_EQ(pc->count, CHANNELS * COLUMNS);
+  int ox = field_of(pc, "x"), oy = field_of(pc, "y"), oz = field_of(pc, "z");
+  int ot = field_of(pc, "time_offset");
+  for (uint32_t i = 0; i < pc->count; i++) {
+    double t = getf(pc, i, ot);
+    double x = getf(pc, i, ox), y = getf(pc, i, oy) - 0.5 + 10.0 * t, z = getf(pc, i, oz) + 0.5;
+    ASSERT_NEAR(sqrt(x * x + y * y + z * z), 5.0, 1e-4);
+  }
+  clouds_free(&c);
+  fx_close(&f);
+  return 0;
+}
+
+
 TEST(lidar_publish_per_step_world_frame) {
   // sensor on a body moving at 1 m/s along y; world-frame points on a sphere of radius 5
   // centred on the origin lie on it; a record per step with time offsets from the step start
