@@ -97,6 +97,26 @@ typedef struct batch_ctx {
 // its rng index, the sensor pose at its firing time and the ray at that time, into the
 // packets of columns, and also into rows when write_chunk needs them (world frame, normals) or
 // the segment heap does (depth > 1).
+// Lane k of a packet: a ray's origin and direction.
+static inline void packet_lane(scene_packet_t* pk, unsigned k, const double o[3],
+                               const double dir[3]) {
+  pk->ox[k] = o[0];
+  pk->oy[k] = o[1];
+  pk->oz[k] = o[2];
+  pk->dx[k] = dir[0];
+  pk->dy[k] = dir[1];
+  pk->dz[k] = dir[2];
+}
+
+
+// The fraction of the step at which a ray fired at `time` (s after t_s) leaves, in [0, 1]
+// (s_origin: t_s - t0 of the step; inv_dt: 1 / its length).
+static inline double step_fraction(double inv_dt, double s_origin, double time) {
+  const double s = inv_dt * (s_origin + time);
+  return s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+}
+
+
 // Poses a moving sensor's chunk may take and still have its rays made in trace order.
 #define CHUNK_POSES 32
 
@@ -136,8 +156,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   size_t npose = 0;
   int moving_in_order = !fixed && !m->angle.enabled;
   for (size_t j = 0; moving_in_order && j < nc; j++) {
-    double s = inv_dt * (s_origin + d->pr[i0 + j].time);
-    s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+    double s = step_fraction(inv_dt, s_origin, d->pr[i0 + j].time);
     if (npose == 0 || s != poses[npose - 1].s) {
       if (npose == CHUNK_POSES) {
         moving_in_order = 0;   // too many: the firing-order loop
@@ -161,9 +180,8 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       for (size_t i = q; i < end; i++) {
         const lidar_pattern_ray_t* p = &pr[at[i]];
         const unsigned k = (unsigned)(i - q);
-        const double s = inv_dt * (s_origin + p->time);
         index[i] = p->index;
-        pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+        pk->time[k] = step_fraction(inv_dt, s_origin, p->time);
         pk->tmax[k] = tmax;
         const double* o = p->origin;
         const double* dir = p->dir;
@@ -173,12 +191,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
           o = w.origin;
           dir = w.dir;
         }
-        pk->ox[k] = o[0];
-        pk->oy[k] = o[1];
-        pk->oz[k] = o[2];
-        pk->dx[k] = dir[0];
-        pk->dy[k] = dir[1];
-        pk->dz[k] = dir[2];
+        packet_lane(pk, k, o, dir);
       }
       if (!moving_in_order) {
         lidar_sweep_world_packet(&pose, pk);
@@ -200,8 +213,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       lidar_noise_angle(&m->angle, &key, nominal, p->dir);
     }
     d->ray_index[i0 + i] = p->index;
-    double s = inv_dt * (s_origin + p->time);
-    s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+    double s = step_fraction(inv_dt, s_origin, p->time);
     pk->time[k] = s;
     pk->tmax[k] = tmax;
     const double* o = p->origin;
@@ -215,12 +227,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       o = w.origin;
       dir = w.dir;
     }
-    pk->ox[k] = o[0];
-    pk->oy[k] = o[1];
-    pk->oz[k] = o[2];
-    pk->dx[k] = dir[0];
-    pk->dy[k] = dir[1];
-    pk->dz[k] = dir[2];
+    packet_lane(pk, k, o, dir);
   }
 
   // a still sensor's rays to the world, packet by packet
