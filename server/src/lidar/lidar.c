@@ -97,29 +97,6 @@ typedef struct batch_ctx {
 // its rng index, the sensor pose at its firing time and the ray at that time, into the
 // packets of columns, and also into rows when write_chunk needs them (world frame, normals) or
 // the segment heap does (depth > 1).
-// Lane k of a packet: a ray's origin and direction.
-static inline void packet_lane(scene_packet_t* pk, unsigned k, const double o[3],
-                               const double dir[3]) {
-  pk->ox[k] = o[0];
-  pk->oy[k] = o[1];
-  pk->oz[k] = o[2];
-  pk->dx[k] = dir[0];
-  pk->dy[k] = dir[1];
-  pk->dz[k] = dir[2];
-}
-
-
-// The fraction of the step at which a ray fired at `time` (s after t_s) leaves, in [0, 1]
-// (s_origin: t_s - t0 of the step; inv_dt: 1 / its length).
-static inline double step_fraction(double inv_dt, double s_origin, double time) {
-  const double s = inv_dt * (s_origin + time);
-  return s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-}
-
-
-// Poses a moving sensor's chunk may take and still have its rays made in trace order.
-#define CHUNK_POSES 32
-
 static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   const lidar_model_t* m = b->m;
   lidar_data_t* d = b->d;
@@ -145,28 +122,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   // still holds it. Written in firing order instead, the stores of consecutive rays land in 64
   // packets' rows, 64 KB of a tiled chunk that the cache does not hold: that loop cost about
   // 10 % of an OS1-128's revolution.
-  //
-  // A moving sensor's rays without angle noise likewise, each at the pose of its fraction s of
-  // the step, when the chunk's rays take few distinct poses (a column of an OS1-128 fires at
-  // once: 8 a chunk): the poses first, in firing order, computed where s changes as the loop
-  // below does (a pose is a function of s alone, so each ray's bits are the same), then the
-  // rays in trace order. The stores of the firing-order loop cost as much here.
-  lidar_sweep_pose_t poses[CHUNK_POSES];
-  uint8_t run[LIDAR_CHUNK_MAX];   // the pose of each firing position
-  size_t npose = 0;
-  int moving_in_order = !fixed && !m->angle.enabled;
-  for (size_t j = 0; moving_in_order && j < nc; j++) {
-    double s = step_fraction(inv_dt, s_origin, d->pr[i0 + j].time);
-    if (npose == 0 || s != poses[npose - 1].s) {
-      if (npose == CHUNK_POSES) {
-        moving_in_order = 0;   // too many: the firing-order loop
-        break;
-      }
-      lidar_sweep_pose(b->body, &b->ctx->mount, s, &poses[npose++]);
-    }
-    run[j] = (uint8_t)(npose - 1);
-  }
-  const int in_order = (fixed && !m->angle.enabled) || moving_in_order;
+  const int in_order = fixed && !m->angle.enabled;
   if (in_order) {
     uint32_t at[LIDAR_CHUNK_MAX];   // firing position (in the chunk) of each trace position
     for (size_t j = 0; j < nc; j++) {
@@ -180,22 +136,18 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       for (size_t i = q; i < end; i++) {
         const lidar_pattern_ray_t* p = &pr[at[i]];
         const unsigned k = (unsigned)(i - q);
+        const double s = inv_dt * (s_origin + p->time);
         index[i] = p->index;
-        pk->time[k] = step_fraction(inv_dt, s_origin, p->time);
+        pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
         pk->tmax[k] = tmax;
-        const double* o = p->origin;
-        const double* dir = p->dir;
-        scene_ray_t w;
-        if (moving_in_order) {
-          lidar_sweep_world_ray(&poses[run[at[i]]], p->origin, p->dir, &w);
-          o = w.origin;
-          dir = w.dir;
-        }
-        packet_lane(pk, k, o, dir);
+        pk->ox[k] = p->origin[0];
+        pk->oy[k] = p->origin[1];
+        pk->oz[k] = p->origin[2];
+        pk->dx[k] = p->dir[0];
+        pk->dy[k] = p->dir[1];
+        pk->dz[k] = p->dir[2];
       }
-      if (!moving_in_order) {
-        lidar_sweep_world_packet(&pose, pk);
-      }
+      lidar_sweep_world_packet(&pose, pk);
     }
   }
 
@@ -213,7 +165,8 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       lidar_noise_angle(&m->angle, &key, nominal, p->dir);
     }
     d->ray_index[i0 + i] = p->index;
-    double s = step_fraction(inv_dt, s_origin, p->time);
+    double s = inv_dt * (s_origin + p->time);
+    s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
     pk->time[k] = s;
     pk->tmax[k] = tmax;
     const double* o = p->origin;
@@ -227,7 +180,12 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       o = w.origin;
       dir = w.dir;
     }
-    packet_lane(pk, k, o, dir);
+    pk->ox[k] = o[0];
+    pk->oy[k] = o[1];
+    pk->oz[k] = o[2];
+    pk->dx[k] = dir[0];
+    pk->dy[k] = dir[1];
+    pk->dz[k] = dir[2];
   }
 
   // a still sensor's rays to the world, packet by packet
