@@ -175,6 +175,20 @@ static int run(env_t* e, double t_from, double t_to, uint32_t nstep, uint32_t se
 }
 
 
+// Body 2 at pose p0 at t = 0 and p1 at t = 0.1 (x y z qx qy qz qw), one step to 0.1: the one
+// record of sensor 3 into c.
+static int body_step(fx_t* f, const double p0[7], const double p1[7], clouds_t* c) {
+  uint32_t ids[1] = {2};
+  ASSERT_OK(set_state(f->e, 0.0, 1, ids, p0));
+  ASSERT_OK(set_state(f->e, 0.1, 1, ids, p1));
+  ASSERT_OK(do_step(f->e, 0.1));
+  c->n = 0;
+  ASSERT_OK(collect(f->e, 3, c));
+  ASSERT_EQ(c->n, 1);
+  return 0;
+}
+
+
 // Field of a cloud by name; -1 when absent.
 static int field_of(const sensor_cloud_t* c, const char* name) {
   for (uint32_t i = 0; i < c->nfield; i++) {
@@ -222,6 +236,23 @@ static pose_t at(double x, double y, double z) {
   p.p[1] = y;
   p.p[2] = z;
   return p;
+}
+
+
+// base_desc() with a 64-channel spinning pattern of 512 columns at 10 Hz, each column fired
+// at once (traced in tiles of 2 channels x 8 columns), elevations 0.04 rad apart.
+static int spinning64_desc(lidar_desc_t* d) {
+  enum { CHANNELS = 64, COLUMNS = 512 };
+  *d = base_desc();
+  double el[CHANNELS];
+  for (int k = 0; k < CHANNELS; k++) {
+    el[k] = (k - CHANNELS / 2) * 0.04;
+  }
+  lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = COLUMNS, .elevations = el,
+                              .nchannel = CHANNELS};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_spinning_init(&d->pattern, &sp, "lidar.spinning", &msg));
+  return 0;
 }
 
 
@@ -568,16 +599,9 @@ TEST(lidar_tiled_revolution_same_from_any_steps_and_workers) {
 // return), with distance noise (base, slope and mean), a detection threshold and a range
 // limit that cuts the room's far side; traced at `depth`.
 static int air_revolution(uint32_t depth, clouds_t* c) {
-  enum { CHANNELS = 64, COLUMNS = 512 };
-  lidar_desc_t d = base_desc();
-  double el[CHANNELS];
-  for (int k = 0; k < CHANNELS; k++) {
-    el[k] = (k - CHANNELS / 2) * 0.04;
-  }
-  lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = COLUMNS, .elevations = el,
-                              .nchannel = CHANNELS};
+  lidar_desc_t d;
+  ASSERT_OK(spinning64_desc(&d));
   err_msg_t msg = {0};
-  ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
   d.returns.depth = depth;
   d.returns.range_max = 15.2;
   d.returns.intensity_threshold = 0.15;   // drops a few hundred of the darker returns
@@ -638,32 +662,19 @@ TEST(lidar_depth_one_packets_equal_the_segment_heap_in_air) {
 // position at its time (y = -0.5 + 10 t, z = 0.5), lies on the sphere (a ray made at the pose
 // of another column of its chunk would start up to 1.4 cm away and miss it by as much).
 TEST(lidar_moving_tiles_fire_each_column_from_its_pose) {
-  enum { CHANNELS = 64, COLUMNS = 512 };
   fx_t f;
   ASSERT_OK(sphere_room(&f, 0, 5.0));
   err_msg_t msg = {0};
   body_desc_t b = {.id = 2, .pose = at(0, 0, 0)};
   ASSERT_OK(env_create_body(f.e, &b, &msg));
-  lidar_desc_t d = base_desc();
-  double el[CHANNELS];
-  for (int k = 0; k < CHANNELS; k++) {
-    el[k] = (k - CHANNELS / 2) * 0.04;
-  }
-  lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = COLUMNS, .elevations = el,
-                              .nchannel = CHANNELS};
-  ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
+  lidar_desc_t d;
+  ASSERT_OK(spinning64_desc(&d));
   ASSERT_OK(add_lidar(f.e, 3, 2, at(0, 0, 0.5), &d));
-  uint32_t ids[1] = {2};
   double p0[7] = {0, -0.5, 0, 0, 0, 0, 1}, p1[7] = {0, 0.5, 0, 0, 0, 0, 1};
-  ASSERT_OK(set_state(f.e, 0.0, 1, ids, p0));
-  ASSERT_OK(set_state(f.e, 0.1, 1, ids, p1));
-  ASSERT_OK(do_step(f.e, 0.1));
   static clouds_t c;
-  c.n = 0;
-  ASSERT_OK(collect(f.e, 3, &c));
-  ASSERT_EQ(c.n, 1);
+  ASSERT_OK(body_step(&f, p0, p1, &c));
   const sensor_cloud_t* pc = &c.rec[0].u.cloud;
-  ASSERT_EQ(pc->count, CHANNELS * COLUMNS);
+  ASSERT_EQ(pc->count, 64u * 512u);
   int ox = field_of(pc, "x"), oy = field_of(pc, "y"), oz = field_of(pc, "z");
   int ot = field_of(pc, "time_offset");
   for (uint32_t i = 0; i < pc->count; i++) {
@@ -1344,16 +1355,10 @@ TEST(lidar_rays_fire_from_the_pose_at_their_time) {
                               .ntime_offset = N, .nray = N, .frame_rate = 10.0};
     ASSERT_OK(lidar_pattern_custom_init(&d.pattern, &cu, "lidar.custom", &msg));
     ASSERT_OK(add_lidar(f.e, 3, 2, xform_identity(), &d));
-    uint32_t ids[1] = {2};
     double p0[7] = {0, 0, 0, 0, 0, 0, 1};
     double p1[7] = {0, 0, 0, 0, 0, sin(M_PI / 4), cos(M_PI / 4)};   // yaw 90 degrees
-    ASSERT_OK(set_state(f.e, 0.0, 1, ids, p0));
-    ASSERT_OK(set_state(f.e, 0.1, 1, ids, p1));
-    ASSERT_OK(do_step(f.e, 0.1));
     static clouds_t c;
-    c.n = 0;
-    ASSERT_OK(collect(f.e, 3, &c));
-    ASSERT_EQ(c.n, 1);
+    ASSERT_OK(body_step(&f, p0, p1, &c));
     const sensor_cloud_t* pc = &c.rec[0].u.cloud;
     ASSERT_EQ(pc->count, N);
     int ox = field_of(pc, "x"), oy = field_of(pc, "y"), od = field_of(pc, "distance");
