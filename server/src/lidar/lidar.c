@@ -297,6 +297,13 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
 }
 
 
+// The refusal of a step whose request was cancelled while the lidar ran.
+static int cancelled(const sensor_ctx_t* ctx, err_msg_t* msg) {
+  return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client left "
+                 "or the request ran out of time)", ctx->id);
+}
+
+
 // Trace n rays from the cursor (all of one sweep) and append their points.
 static int run_batch(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t* ctx,
                      const step_view_t* v, const view_body_t* body,
@@ -317,8 +324,7 @@ static int run_batch(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t
   size_t nchunk = (n + m->chunk - 1) / m->chunk;
   pool_parallel_for(v->pool, nchunk, 1, trace_chunk, &b);
   if (atomic_load(&b.stop)) {
-    return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
-                   "left or the request ran out of time)", ctx->id);
+    return cancelled(ctx, msg);
   }
 
   // offsets of the chunks' points, room for them, then the points
@@ -591,8 +597,7 @@ static int step_run(const lidar_model_t* m, lidar_data_t* d, const sensor_ctx_t*
   double published = 0.0;       // bytes of the clouds this step published
   for (;;) {
     if (view_cancelled(v)) {
-      return err_set(msg, ERR_STATE, "lidar %u: cancelled (the daemon is stopping, the client "
-                     "left or the request ran out of time)", ctx->id);
+      return cancelled(ctx, msg);
     }
     size_t n = lidar_sweep_take(&m->pat, d->now.t_s, d->now.cursor, v->t1, m->batch);
     if (n == 0) {

@@ -14,7 +14,7 @@
 // return. With round-trip attenuation tau and the interface weights are squared (the light
 // comes back the same way); BD never is.
 //
-// Each formula lives in one function (surface_return, atmosphere_return, the interface weights
+// Each formula lives in one function (surface_return_tau, atmosphere_return, the interface weights
 // of eval_node); the depth-1 paths (packets of columns, and a fast path for rays with no
 // atmospheric candidate) call the same ones, so their returns equal the heap's bit for bit.
 //
@@ -403,22 +403,10 @@ static inline double transmittance(const lidar_returns_t* p, const ambient_mater
 
 
 // The surface candidate of a segment of weight w in medium med that meets an opaque surface of
-// material m at incidence cos_i, OPL dx after its start, at OPL x: I = W tau(dx) rho_bs BD(x)
-// into *intensity. False (no candidate) when the surface sends nothing back.
-static inline int surface_return(const lidar_returns_t* p, const ambient_material_t* med,
-                                 const surface_material_t* m, double cos_i, double w, double dx,
-                                 double x, double* intensity) {
-  double rho = backscatter(m, med->refractive_index, cos_i);
-  if (!(rho > 0.0)) {
-    return 0;
-  }
-  *intensity = w * transmittance(p, med, dx) * rho * beam_factor(p, x);
-  return 1;
-}
-
-
-// The same with the transmittance tau = transmittance(p, med, dx) given (computed for many
-// hits at once: transmittances).
+// material m at incidence cos_i, OPL dx after its start, at OPL x: I = W tau rho_bs BD(x) into
+// *intensity, with tau = transmittance(p, med, dx) given (the caller needs it for the children
+// too, or computes it for many hits at once: transmittances). False (no candidate) when the
+// surface sends nothing back.
 static inline int surface_return_tau(const lidar_returns_t* p, const ambient_material_t* med,
                                      const surface_material_t* m, double cos_i, double w,
                                      double tau, double x, double* intensity) {
@@ -588,9 +576,10 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
   const ambient_material_t* inside;
   const surface_material_t* m;
   hit_optics(r->v, r->optics, h->object_id, h->primitive, &inside, &m);
+  double tau = transmittance(p, med, dx);
   if (inside == NULL) {
     double intensity;
-    if (surface_return(p, med, m, cos_i, s->weight, dx, x1, &intensity)) {
+    if (surface_return_tau(p, med, m, cos_i, s->weight, tau, x1, &intensity)) {
       add_candidate(r, i, x1, intensity, h);
     }
   }
@@ -600,7 +589,6 @@ static void eval_node(ray_ctx_t* r, uint32_t i, const seg_t* s, const scene_hit_
 
   // the children: the specular reflection of an opaque surface that is not Lambertian, with
   // its weight W tau w_R
-  double tau = transmittance(p, med, dx);
   if (inside == NULL) {
     double w = m->kind != MATERIAL_LAMBERTIAN
                    ? s->weight * tau * path_power(p, brdf_reflection_weight(m, n_amb, cos_i))
