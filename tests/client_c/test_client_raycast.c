@@ -66,7 +66,7 @@ TEST(raycast_hits_are_the_analytic_ones) {
   }
   ASSERT_TRUE(isinf(hits[N - 1].distance) && hits[N - 1].distance > 0);
   ASSERT_EQ(hits[N - 1].object_id, 0);
-  ASSERT_EQ(hits[N - 1].normal[0], 0.0);
+  ASSERT_DEQ(hits[N - 1].normal[0], 0.0);
 
   // max_range cuts the hits beyond it; no rays is a valid raycast
   r.max_range = 8.5;
@@ -309,7 +309,7 @@ TEST(raycast_reply_arriving_during_another_call_fills_the_hits) {
   ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
   ASSERT_OK_ST(cli, sensim_discard(cli, id));
   ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));
-  ASSERT_EQ(hits[0].distance, 0.0);
+  ASSERT_DEQ(hits[0].distance, 0.0);
   free(org);
   free(dir);
   free(hits);

@@ -120,7 +120,7 @@ TEST(streams_every_encoding_decodes_to_the_steps_cloud) {
     ASSERT_OK_ST(obs[k], sensim_point_cloud_read(c, got, bytes));
     if (k < 2) {
       ASSERT_MEM_EQ(got, truth, bytes);
-      ASSERT_EQ(c->max_error, 0.0);
+      ASSERT_DEQ(c->max_error, 0.0);
       continue;
     }
 

@@ -35,16 +35,34 @@ void check_register(const char* name, check_fn_t fn);
     if (!(expr)) CHECK_FAIL("assertion failed: %s", #expr);           \
   } while (0)
 
+// Whether x has a floating type (not evaluated). ASSERT_EQ and ASSERT_NE compare integers (as
+// long long) and refuse floating operands at compile time: the cast would truncate them, so
+// two values differing below 1 would compare equal. Doubles: ASSERT_DEQ or ASSERT_NEAR.
+#define CHECK_IS_FLOATING(x) _Generic((x), float: 1, double: 1, long double: 1, default: 0)
+#define CHECK_INTEGERS(a, b)                                          \
+  _Static_assert(!CHECK_IS_FLOATING(a) && !CHECK_IS_FLOATING(b),      \
+                 "a floating operand: use ASSERT_DEQ or ASSERT_NEAR")
+
 #define ASSERT_EQ(a, b)                                               \
   do {                                                                \
+    CHECK_INTEGERS(a, b);                                             \
     long long a_ = (long long)(a), b_ = (long long)(b);               \
     if (a_ != b_) CHECK_FAIL("%s == %s: %lld != %lld", #a, #b, a_, b_); \
   } while (0)
 
 #define ASSERT_NE(a, b)                                               \
   do {                                                                \
+    CHECK_INTEGERS(a, b);                                             \
     long long a_ = (long long)(a), b_ = (long long)(b);               \
     if (a_ == b_) CHECK_FAIL("%s != %s: both %lld", #a, #b, a_);      \
+  } while (0)
+
+// Exact equality of two doubles (== : a NaN equals nothing, 0.0 equals -0.0), both printed in
+// full.
+#define ASSERT_DEQ(a, b)                                              \
+  do {                                                                \
+    double a_ = (double)(a), b_ = (double)(b);                        \
+    if (!(a_ == b_)) CHECK_FAIL("%s == %s: %.17g != %.17g", #a, #b, a_, b_); \
   } while (0)
 
 #define ASSERT_OK(expr)                                               \

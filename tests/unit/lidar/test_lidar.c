@@ -780,9 +780,9 @@ TEST(lidar_misses_removed_zero_or_nan) {
         ASSERT_NEAR(getf(pc, i, ox), 5.0, 1e-4);
         ASSERT_EQ(getu(pc, i, oc, 1), 1);
       } else if (mode == LIDAR_MISS_ZERO) {
-        ASSERT_EQ(getf(pc, i, ox), 0.0);
-        ASSERT_EQ(getf(pc, i, oy), 0.0);
-        ASSERT_EQ(getf(pc, i, od), 0.0);
+        ASSERT_DEQ(getf(pc, i, ox), 0.0);
+        ASSERT_DEQ(getf(pc, i, oy), 0.0);
+        ASSERT_DEQ(getf(pc, i, od), 0.0);
         ASSERT_EQ(getu(pc, i, oc, 1), 0);
       } else {
         ASSERT_TRUE(isnan(getf(pc, i, ox)) && isnan(getf(pc, i, oy)) && isnan(getf(pc, i, od)));
@@ -1685,7 +1685,7 @@ static int check_pixel(const sensor_cloud_t* pc, uint32_t row, uint32_t col, int
   if (m < 0 || row >= 16 || el > 0.0) {
     ASSERT_TRUE(isnan(x) && isnan(y) && isnan(z));
     ASSERT_EQ(getu(pc, i, 32, 4), 0);                   // range
-    ASSERT_EQ(getf(pc, i, 16), 0.0f);                   // intensity
+    ASSERT_DEQ(getf(pc, i, 16), 0.0f);                   // intensity
     ASSERT_EQ(getu(pc, i, 24, 2), 0);                   // reflectivity
     return 0;
   }
@@ -1808,7 +1808,7 @@ static int azimuths_match(const sensor_cloud_t* pc) {
   int oa = field_of(pc, "azimuth");
   ASSERT_TRUE(oa >= 0 && pc->azimuth != NULL);
   for (uint32_t i = 0; i < pc->count; i++) {
-    ASSERT_EQ(pc->azimuth[i], getf(pc, i, oa));
+    ASSERT_DEQ(pc->azimuth[i], getf(pc, i, oa));
   }
   return 0;
 }

@@ -190,7 +190,7 @@ TEST(pattern_flash_grid_kat) {
       ASSERT_NEAR(r.elevation / DEG, el[i], 1e-12);
       ASSERT_EQ(r.ring, i);
       ASSERT_EQ(r.sweep, 3);
-      ASSERT_EQ(r.time_offset, 0.0);
+      ASSERT_DEQ(r.time_offset, 0.0);
       ASSERT_NEAR(r.time, 0.3, 1e-15);
     }
   }

@@ -96,7 +96,7 @@ TEST(points_write_every_field) {
   uint32_t u = 0;
   uint16_t h;
   memcpy(&f, buf + 4, 4);
-  ASSERT_EQ(f, -2.0f);
+  ASSERT_DEQ(f, -2.0f);
   memcpy(&u, buf + 20, 4);
   ASSERT_EQ(u, 12345679);   // ns
   memcpy(&h, buf + 24, 2);

@@ -111,7 +111,7 @@ TEST(brdf_lambert_backscatter_known_answers) {
     // back-facing: exactly 0
     ASSERT_TRUE(brdf_backscatter(&m, 1.0, 0.0) == 0.0);
     ASSERT_TRUE(brdf_backscatter(&m, 1.0, -0.5) == 0.0);
-    ASSERT_EQ(brdf_reflection_weight(&m, 1.0, 1.0), 0);
+    ASSERT_DEQ(brdf_reflection_weight(&m, 1.0, 1.0), 0);
   }
   return 0;
 }

@@ -14,9 +14,6 @@
 #include "world/env.h"
 #include "world/env_impl.h"  // gravity, seed and freeze_objects have no getter in env.h
 
-// Exact equality of doubles, printing both sides.
-#define ASSERT_DEQ(a, b) ASSERT_NEAR(a, b, 0.0)
-
 //---------------- Fixture
 
 typedef struct fixture {

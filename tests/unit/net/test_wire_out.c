@@ -198,7 +198,7 @@ TEST(wire_out_step_done_in_parts_when_one_frame_is_too_small) {
   ASSERT_EQ(e->status->code, SENSIM__V1__STATUS_CODE__OK);
   ASSERT_EQ(e->step_done->n_outputs, 0);
   ASSERT_EQ(e->step_done->outputs_in_parts, 3);
-  ASSERT_EQ(e->step_done->time, 0.5);
+  ASSERT_DEQ(e->step_done->time, 0.5);
   ASSERT_EQ(e->step_done->step, 300);
   sensim__v1__envelope__free_unpacked(e, NULL);
   for (uint32_t i = 0; i < n; i++) {

@@ -95,8 +95,8 @@ TEST(wire_stream_frame_carries_sequence_and_record) {
     const Sensim__V1__SensorData* sd = e->sensor_data;
     ASSERT_EQ(sd->sensor_id, 9u);
     ASSERT_EQ(sd->frame, 4u);
-    ASSERT_EQ(sd->time, 0.3);
-    ASSERT_EQ(sd->start_time, 0.2);
+    ASSERT_DEQ(sd->time, 0.3);
+    ASSERT_DEQ(sd->start_time, 0.2);
     ASSERT_EQ(sd->point_cloud->count, NPT);
     ASSERT_EQ(sd->point_cloud->data.len, (size_t)NPT * 20);
     ASSERT_MEM_EQ(sd->point_cloud->data.data, r.u.cloud.data, (size_t)NPT * 20);
@@ -140,7 +140,7 @@ TEST(wire_stream_selects_and_packs_fields) {
     memcpy(&ring, pc->data.data + 8 * i, 2);
     memcpy(&x, pc->data.data + 8 * i + 4, 4);
     ASSERT_EQ(ring, 100 + i);
-    ASSERT_EQ(x, 1.0f + (float)i);
+    ASSERT_DEQ(x, 1.0f + (float)i);
   }
   sensim__v1__envelope__free_unpacked(e, NULL);
   shared_buf_release(b);
