@@ -588,7 +588,7 @@ sensim_status_t sensim_decode_envelope(sensim_client_t* cli, pb_istream_t* in) {
   rx->cb_body.funcs.decode = select_body;
   rx->cb_body.arg = cli;
   cli->dec_failed = SENSIM_OK;
-  if (!pb_decode_ex(in, sensim_v1_Envelope_fields, rx, sensim_wire_noinit_envelope())) {
+  if (!pb_decode_ex(in, sensim_v1_Envelope_fields, rx, cli->noinit_envelope)) {
     sensim_reader_t* r = in->state;
     if (r->failure != SENSIM_OK) {
       return r->failure;  // the socket failed; the connection is closed
@@ -850,6 +850,8 @@ sensim_status_t sensim_client_connect(const char* host, uint16_t port,
   }
   *out = cli;
   cli->fd = -1;
+  cli->noinit_envelope = sensim_wire_noinit_envelope();
+  cli->noinit_data = sensim_wire_noinit_data();
   cli->server_version[0] = cli->environment[0] = '\0';
   cli->session.server_version = cli->server_version;
   cli->session.environment = cli->environment;

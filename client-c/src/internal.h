@@ -185,6 +185,8 @@ struct sensim_client {
   void* dec;                        // what the decode callbacks of the current reply fill,
   pb_size_t dec_body;               //   for a body of this tag (any other body gets none)
   sensim_status_t dec_failed;       // a decode callback's own failure (message set)
+  unsigned noinit_envelope;         // pb_decode_ex flags of an Envelope and of a SensorData,
+  unsigned noinit_data;             //   found once at connect (sensim_wire_noinit_*)
 
   char last_error[CLIENT_ERROR_CAP];
 };
@@ -385,7 +387,8 @@ pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
 // pb_decode_ex flags for a zeroed Envelope / SensorData: PB_DECODE_NOINIT when zero is the
 // default of every field nanopb would set before decoding (the generated defaults are all
 // zero: no [default] in them or in a sub-message outside their oneofs, whose members nanopb
-// sets when it selects one), which skips its pass over every field; else 0.
+// sets when it selects one), which skips its pass over every field; else 0. Each compares two
+// whole structs: the handle keeps the answers (noinit_envelope, noinit_data).
 unsigned sensim_wire_noinit_envelope(void);
 unsigned sensim_wire_noinit_data(void);
 
