@@ -53,20 +53,33 @@ static bool gather_write(pb_ostream_t* s, const pb_byte_t* buf, size_t n) {
 }
 
 
+// Room for n more holes.
+static bool gather_reserve_holes(sensim_gather_t* g, size_t n) {
+  if (g->holecap - g->nholes >= n) {
+    return true;
+  }
+  size_t cap = g->holecap ? g->holecap : 16;
+  while (cap - g->nholes < n) {
+    cap *= 2;
+  }
+  sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
+  if (!h) {
+    return false;
+  }
+  g->holes = h;
+  g->holecap = cap;
+  return true;
+}
+
+
 // Record n bytes at data as sent from there, after the bytes written so far.
 static bool gather_hole(pb_ostream_t* s, const void* data, size_t n) {
   sensim_gather_t* g = s->state;
   if (s->bytes_written + n < s->bytes_written || s->bytes_written + n > s->max_size) {
     PB_RETURN_ERROR(s, "stream full");
   }
-  if (g->nholes == g->holecap) {
-    size_t cap = g->holecap ? 2 * g->holecap : 16;
-    sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
-    if (!h) {
-      PB_RETURN_ERROR(s, "out of memory");
-    }
-    g->holes = h;
-    g->holecap = cap;
+  if (!gather_reserve_holes(g, 1)) {
+    PB_RETURN_ERROR(s, "out of memory");
   }
   g->holes[g->nholes++] = (sensim_hole_t){.at = g->len, .data = data, .len = n};
   s->bytes_written += n;
@@ -142,20 +155,8 @@ sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t
   for (int i = 0; i < FRAME_HEADER; i++) {
     head[i] = (uint8_t)(envelope >> (8 * i));
   }
-  if (!gather_reserve(g, n + body->len)) {
+  if (!gather_reserve(g, n + body->len) || !gather_reserve_holes(g, body->nholes)) {
     return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
-  }
-  if (g->holecap - g->nholes < body->nholes) {
-    size_t cap = g->holecap ? g->holecap : 16;
-    while (cap - g->nholes < body->nholes) {
-      cap *= 2;
-    }
-    sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
-    if (!h) {
-      return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
-    }
-    g->holes = h;
-    g->holecap = cap;
   }
   memcpy(g->buf + g->len, head, n);
   g->len += n;
