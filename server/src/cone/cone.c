@@ -369,9 +369,7 @@ int cone_create(const cone_config_t* c, sensor_t* out, err_msg_t* msg) {
     return err_set(msg, ERR_NOMEM, "out of memory for a cone sensor");
   }
   self->c = *c;
-  self->k.a = tan(0.5 * c->fov_horizontal);
-  self->k.b = tan(0.5 * c->fov_vertical);
-  self->k.range = c->range;
+  cone_shape_init(&self->k, c->fov_horizontal, c->fov_vertical, c->range);
   memset(out, 0, sizeof(*out));
   out->kind = SENSOR_CONE;
   out->ops = &kConeOps;

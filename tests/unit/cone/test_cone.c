@@ -16,7 +16,8 @@
 #define EXACT_TOL 1e-6
 
 static cone_shape_t shape(double fh_deg, double fv_deg, double range) {
-  cone_shape_t k = {tan(0.5 * fh_deg * DEG), tan(0.5 * fv_deg * DEG), range};
+  cone_shape_t k;
+  cone_shape_init(&k, fh_deg * DEG, fv_deg * DEG, range);
   return k;
 }
 
@@ -370,6 +371,54 @@ static void random_pose(uint64_t* st, pose_t* pose) {
     pose->q[i] = rnd(st) - 0.5;
   }
   xform_quat_normalize(pose->q);
+}
+
+// The shape's sampled generatrices give the same bits as computing each one where it is needed
+// (the shape without its table): every reading of random triangles and turned, scaled solids,
+// in both passes, is identical, and the lateral surface is searched in many of them.
+TEST(exact_sampled_generatrices_same_bits) {
+  cone_shape_t k = shape(50, 35, 12);
+  cone_shape_t direct = k;
+  direct.sampled = 0;
+  memset(direct.g, 0, sizeof(direct.g));
+  uint64_t st = 0x5851f42d4c957f2dull;
+  int found = 0, lateral = 0;
+  for (int trial = 0; trial < 400; trial++) {
+    cone_best_t b[2] = {{0}, {0}};
+    if (trial % 2 == 0) {
+      double v[3][3];
+      for (int i = 0; i < 3; i++) {
+        v[i][0] = -2.0 + 16.0 * rnd(&st);
+        v[i][1] = -8.0 + 16.0 * rnd(&st);
+        v[i][2] = -6.0 + 12.0 * rnd(&st);
+      }
+      for (int s = 0; s < 2; s++) {
+        cone_exact_triangle(s ? &direct : &k, v, 1, &b[s]);
+      }
+      cone_best_t inside = {.pass = 1};       // found when the closest point is in the cone
+      cone_exact_triangle(&k, v, 1, &inside);
+      lateral += b[0].found && !inside.found;  // else found on the boundary
+    } else {
+      static const int kinds[4] = {SCENE_PRIM_SPHERE, SCENE_PRIM_CYLINDER, SCENE_PRIM_CAPSULE,
+                                   SCENE_PRIM_ELLIPSOID};
+      view_object_t e = prim(1, kinds[(trial / 2) % 4], 0.5 + rnd(&st), 0.3 + rnd(&st),
+                             0.4 + rnd(&st));
+      for (int i = 0; i < 3; i++) {
+        e.scale[i] = 0.5 + rnd(&st);
+      }
+      random_pose(&st, &e.pose);
+      for (int s = 0; s < 2; s++) {
+        b[s] = eval(s ? &direct : &k, &e, 1, CONE_MODE_EXACT, 0);
+      }
+    }
+    ASSERT_EQ(b[0].found, b[1].found);
+    ASSERT_TRUE(memcmp(b[0].q, b[1].q, sizeof(b[0].q)) == 0);
+    ASSERT_TRUE(memcmp(&b[0].d2, &b[1].d2, sizeof(b[0].d2)) == 0);
+    found += b[0].found;
+  }
+  ASSERT_TRUE(found >= 100);
+  ASSERT_TRUE(lateral >= 20);
+  return 0;
 }
 
 // The exact result b against the nearest distance a dense grid of surface points found in
