@@ -154,18 +154,19 @@ static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
 
 typedef struct tri_ctx {
   const double (*v)[3];
+  double e[3][3];               // edges v[i + 1] - v[i], kept for the many tri_contains
   double n[3];                  // normal (not unit)
   double d;                     // n . v0
   double scale;                 // |n| times a length, for the edge tolerance
+  double tol;                   // -1e-12 scale
 } tri_ctx_t;
 
 static int tri_contains(const tri_ctx_t* t, const double q[3]) {
   for (int i = 0; i < 3; i++) {
-    double e[3], w[3], c[3];
-    sub3(t->v[(i + 1) % 3], t->v[i], e);
+    double w[3], c[3];
     sub3(q, t->v[i], w);
-    cross3(e, w, c);
-    if (dot3(c, t->n) < -1e-12 * t->scale) {
+    cross3(t->e[i], w, c);
+    if (dot3(c, t->n) < t->tol) {
       return 0;
     }
   }
@@ -316,6 +317,10 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
   }
   t.d = dot3(t.n, v[0]);
   t.scale = nn * (sqrt(dot3(e1, e1)) + sqrt(dot3(e2, e2)));
+  t.tol = -1e-12 * t.scale;
+  for (int i = 0; i < 3; i++) {
+    sub3(v[(i + 1) % 3], v[i], t.e[i]);
+  }
   if (v[0][0] == k->range && v[1][0] == k->range && v[2][0] == k->range) {
     // a triangle in the cap plane: its point closest to the axis
     double w[3][3];
