@@ -25,21 +25,34 @@ void sensim_gather_free(sensim_gather_t* g) {
 }
 
 
-static bool gather_reserve(sensim_gather_t* g, size_t n) {
-  if (g->cap - g->len >= n) {
+// Room for n more elements of `size` bytes in the array *base of *cap elements, `used` taken:
+// the capacity doubled (from `first`) until they fit. False when memory runs out.
+static bool grow(void** base, size_t* cap, size_t used, size_t n, size_t size, size_t first) {
+  if (*cap - used >= n) {
     return true;
   }
-  size_t cap = g->cap ? g->cap : 1024;
-  while (cap - g->len < n) {
-    cap *= 2;
+  size_t c = *cap ? *cap : first;
+  while (c - used < n) {
+    if (c > SIZE_MAX / 2 / size) {
+      return false;
+    }
+    c *= 2;
   }
-  uint8_t* buf = realloc(g->buf, cap);
-  if (!buf) {
+  void* p = realloc(*base, c * size);
+  if (!p) {
     return false;
   }
-  g->buf = buf;
-  g->cap = cap;
+  *base = p;
+  *cap = c;
   return true;
+}
+
+
+static bool gather_reserve(sensim_gather_t* g, size_t n) {
+  void* buf = g->buf;
+  bool ok = grow(&buf, &g->cap, g->len, n, 1, 1024);
+  g->buf = buf;
+  return ok;
 }
 
 
@@ -57,20 +70,10 @@ static bool gather_write(pb_ostream_t* s, const pb_byte_t* buf, size_t n) {
 
 // Room for n more holes.
 static bool gather_reserve_holes(sensim_gather_t* g, size_t n) {
-  if (g->holecap - g->nholes >= n) {
-    return true;
-  }
-  size_t cap = g->holecap ? g->holecap : 16;
-  while (cap - g->nholes < n) {
-    cap *= 2;
-  }
-  sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
-  if (!h) {
-    return false;
-  }
-  g->holes = h;
-  g->holecap = cap;
-  return true;
+  void* holes = g->holes;
+  bool ok = grow(&holes, &g->holecap, g->nholes, n, sizeof(*g->holes), 16);
+  g->holes = holes;
+  return ok;
 }
 
 
