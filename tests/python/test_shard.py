@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 
-from sensim import ShardedClient, errors, shard_for
+from sensim import ShardedClient, StepDone, errors, shard_for
 from sensim.client import point_cloud_to_numpy
 from sensim.testing import Daemon, DaemonError
 
@@ -128,6 +128,19 @@ def test_three_shards_give_the_records_of_one_daemon(sensimd_factory, placement)
         assert set(np.unique(hits.object_ids)) == {1, 2, 3}
         small = sc.raycast(origins[:10], dirs[:10])
         assert small.tobytes() == np.asarray(c.raycast(origins[:10], dirs[:10])).tobytes()
+
+
+def test_one_shard_steps_like_a_client(sensimd_factory):
+    # a list of one address is a valid cluster: its steps are the typed StepDone of a Client
+    one, other = sensimd_factory(), sensimd_factory()
+    with one.client() as c, ShardedClient(addresses([other])) as sc:
+        build(c)
+        build(sc)
+        want, got = run(c, 2), run(sc, 2)
+        assert [type(s) for s in got] == [StepDone, StepDone]
+        assert records(got) == records(want)
+        assert sorted(got[-1].by_sensor()) == sorted(LIDARS + IMUS)
+        assert got[-1][21] and all(o.sensor_id == 21 for o in got[-1][21])
 
 
 def test_subscriptions_come_from_the_owning_shards(sensimd_factory):

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence, cast
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 from google.protobuf import json_format
@@ -1167,6 +1167,20 @@ class Client:
         matching sensim.errors class. Other messages arriving meanwhile are kept."""
         return self._wait_reply(request_id, timeout, check)
 
+    def _file_until(self, request_id: int, skip: Any = None) -> bool:
+        """File the frames received so far until the reply of request_id (without reading the
+        socket); whether that reply is here. skip: as _next_buffered takes it."""
+        while request_id not in self._replies:
+            env = self._next_buffered(skip)
+            if env is None:
+                return False
+            if env.id == request_id and env.WhichOneof("body") != "sensor_data":
+                self._replies[request_id] = env
+                self._outstanding.discard(request_id)
+            else:
+                self._dispatch(env)
+        return True
+
     def _wait_reply(self, request_id: int, timeout: float | None = None, check: bool = True,
                     in_place: Sequence[int] | None = None) -> Any:
         """wait_reply; in_place: the path of a bulk field the caller reads from the large frame
@@ -1176,15 +1190,8 @@ class Client:
         if request_id not in self._replies:
             self._outstanding.add(request_id)  # sent by send_raw, perhaps: its reply is awaited
         try:
-            while request_id not in self._replies:
-                env = self._next_buffered(skip)
-                if env is None:
-                    self._fill(deadline)
-                elif env.id == request_id and env.WhichOneof("body") != "sensor_data":
-                    self._replies[request_id] = env
-                    self._outstanding.discard(request_id)
-                else:
-                    self._dispatch(env)
+            while not self._file_until(request_id, skip):
+                self._fill(deadline)
         except errors.Timeout:
             self._abandoned.add(request_id)
             self._parts.pop(request_id, None)
@@ -1598,12 +1605,8 @@ class Client:
         daemon sends ahead of the StepDone (when they do not fit in one frame) are put back
         into its outputs, in order."""
         from .outputs import StepDone   # outputs imports this module
-        reply = self._call("step", _step_message(time, outputs), "step_done")
-        if reply is None:
-            # only from a subclass whose _call defers the reply (sensim.shard's connections,
-            # whose ShardedClient awaits the StepDone messages itself): passed on as it is
-            return cast("StepDone", None)
-        return StepDone.from_message(reply)
+        return StepDone.from_message(self._call("step", _step_message(time, outputs),
+                                                "step_done"))
 
     def raycast(self, origins: Any, directions: Any, max_range: float = 0.0,
                 times: Any = None, exclude_bodies: Sequence[int] = (),

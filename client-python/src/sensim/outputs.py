@@ -189,8 +189,12 @@ def outputs(done_or_list: Any, max_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> list
 def by_sensor(done_or_list: Any) -> dict[int, list[SensorOutput]]:
     """The decoded outputs of a ``StepDone`` (or of SensorData messages) grouped by sensor id,
     each sensor's records in order."""
+    return _group(outputs(done_or_list))
+
+
+def _group(records: Iterable[SensorOutput]) -> dict[int, list[SensorOutput]]:
     out: dict[int, list[SensorOutput]] = {}
-    for o in outputs(done_or_list):
+    for o in records:
         out.setdefault(o.sensor_id, []).append(o)
     return out
 
@@ -231,10 +235,7 @@ class StepDone:
 
     def by_sensor(self) -> dict[int, list[SensorOutput]]:
         """The decoded records grouped by sensor id, each sensor's in order."""
-        out: dict[int, list[SensorOutput]] = {}
-        for o in self.records:
-            out.setdefault(o.sensor_id, []).append(o)
-        return out
+        return _group(self.records)
 
     def __getitem__(self, sensor_id: int) -> list[SensorOutput]:
         """The decoded records of one sensor in this step ([] when it produced none)."""

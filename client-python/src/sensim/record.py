@@ -331,9 +331,11 @@ class Recorder:
                     return
                 wait = drain_until - now if stopping else 0.1
                 # the message itself for a recording, else its decoded form (read in place)
-                data = client.next_sensor_data(timeout=wait) if writer is not None else None
-                out = (client.next_sensor_output(timeout=wait) if writer is None
-                       else None if data is None or not sinks else decode(data))
+                if writer is None:
+                    data, out = None, client.next_sensor_output(timeout=wait)
+                else:
+                    data = client.next_sensor_data(timeout=wait)
+                    out = decode(data) if data is not None and sinks else None
                 rec = data if data is not None else out
                 if rec is None:
                     if stopping:

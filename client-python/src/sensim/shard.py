@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import select
 import time as _time
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 
 from . import _framing, errors
 from ._proto import pb
-from .client import RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, state_arrays
+from .client import (RAYCAST_DTYPE, Client, _ENTITIES, _flat, _ids, _rows, _step_message,
+                     state_arrays)
 from .outputs import StepDone
 
 __all__ = ["ShardedClient", "shard_for", "parse_address"]
@@ -94,17 +95,16 @@ def parse_address(address: Any, default_port: int = 7700) -> tuple[str, int]:
     return str(host), port
 
 
-_FIELD_KEYS: dict[tuple[type, str], bytes] = {}
+_FIELD_NUMBERS: dict[tuple[Any, str], int] = {}
 
 
-def _field_key(message: Any, name: str) -> bytes:
-    """The key of message's length-delimited field `name` (field number, wire type 2)."""
-    kind = (type(message), name)
-    key = _FIELD_KEYS.get(kind)
-    if key is None:
-        number = message.DESCRIPTOR.fields_by_name[name].number
-        key = _FIELD_KEYS[kind] = _framing.varint(number << 3 | 2)
-    return key
+def _field_number(descriptor: Any, name: str) -> int:
+    """The number of the field `name` of a message descriptor (looked up once)."""
+    kind = (descriptor, name)
+    number = _FIELD_NUMBERS.get(kind)
+    if number is None:
+        number = _FIELD_NUMBERS[kind] = descriptor.fields_by_name[name].number
+    return number
 
 
 def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple[list, int]:
@@ -117,23 +117,12 @@ def _body_parts(message: Any, arrays: Sequence[tuple[str, np.ndarray]]) -> tuple
     size = len(own)
     for name, a in arrays:
         if a.size:
-            head = _field_key(message, name) + _framing.varint(a.nbytes)
+            head = _framing._length_delimited(_field_number(message.DESCRIPTOR, name),
+                                              a.nbytes)
             parts.append(head)
             parts.append(a.data.cast("B"))
             size += len(head) + a.nbytes
     return parts, size
-
-
-_BODY_KEYS: dict[str, bytes] = {}
-
-
-def _body_key(body: str) -> bytes:
-    """The key (field number, length-delimited) of the Envelope's body field `body`."""
-    key = _BODY_KEYS.get(body)
-    if key is None:
-        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
-        key = _BODY_KEYS[body] = _framing.varint(number << 3 | 2)
-    return key
 
 
 def _nonblocking(shard: Client) -> Any:
@@ -177,21 +166,6 @@ def _receive_now(shard: Client) -> None:
         return
 
 
-def _received(shard: Client, request_id: int) -> bool:
-    """Whether the reply of request_id has been received (Client.wait_reply then returns it
-    at once); the frames received before it are filed as the client's own wait files them."""
-    while request_id not in shard._replies:
-        env = shard._next_buffered()
-        if env is None:
-            return False
-        if env.id == request_id and env.WhichOneof("body") != "sensor_data":
-            shard._replies[request_id] = env
-            shard._outstanding.discard(request_id)
-        else:
-            shard._dispatch(env)
-    return True
-
-
 class _Shard(Client):
     """A Client that can defer its replies: while `deferring`, a request method sends its
     request and returns at once, leaving (request id, expected reply body) in `deferred` for
@@ -215,6 +189,12 @@ class _Shard(Client):
             self.deferred.append((self.send_request(body, message), reply))
             return None
         return super()._call(body, message, reply)
+
+    def step(self, time: float, outputs: str | Iterable[int] = "all") -> StepDone:
+        if self.deferring:   # the StepDone is awaited, and typed, by ShardedClient
+            self._call("step", _step_message(time, outputs), "step_done")
+            return cast(StepDone, None)
+        return super().step(time, outputs)
 
 
 def _remaining(deadline: float | None) -> float | None:
@@ -405,7 +385,7 @@ class ShardedClient:
                 if mine[-1][0] not in shard._replies and not len(shard._decoder):
                     continue                    # nothing received since the last look
                 try:
-                    while mine and _received(shard, mine[-1][0]):
+                    while mine and shard._file_until(mine[-1][0]):
                         rid, reply = mine.pop()
                         env = Client.wait_reply(shard, rid, 0.0)    # collects it, checks it
                         which = env.WhichOneof("body")
@@ -451,7 +431,7 @@ class ShardedClient:
         parts (size bytes, _body_parts): only each frame's head differs (its length, the
         shard's next request id, the body's key), sent with the body in one write without
         waiting; then await every reply (_await) as _fan does."""
-        key = _body_key(body) + _framing.varint(size)
+        key = _framing._length_delimited(_field_number(pb.Envelope.DESCRIPTOR, body), size)
         joined = b"".join(parts) if size <= JOIN_BODY_BYTES else None
         failures: dict[int, errors.SensimError] = {}
         pending: dict[int, list] = {}
@@ -657,7 +637,7 @@ class ShardedClient:
             wanted = [w if w else "none" for w in wanted]
         got = self._fan({i: (lambda s, w=wanted[i]: s.step(time, w)) for i in range(n)})
         if n == 1:
-            return got[0]
+            return StepDone.from_message(got[0])
         done = pb.StepDone(time=got[0].time, step=max(got[i].step for i in range(n)))
         records = [d for i in range(n) for d in got[i].outputs]
         records.sort(key=lambda d: d.sensor_id)     # stable: each sensor's records in order
