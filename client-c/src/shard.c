@@ -474,6 +474,10 @@ static void await_all(sensim_shards_t* sh, uint32_t lo, uint32_t hi, int64_t dea
     if (ready < 0 && errno != EINTR) {
       return;                           // the waits report the failure
     }
+    // No turn of this loop spins: POLLOUT is asked for only while a queue holds bytes, a
+    // ready socket's pump sends until the socket is full and reads what arrived (a hang-up or
+    // an error closes the connection, which leaves the set), so the next poll sleeps until
+    // a socket takes more or a reply comes (shard_frozen_nonblocking_waits_asleep)
     for (nfds_t k = 0; ready > 0 && k < nfds; k++) {
       if (sh->pfd[k].revents) {
         // a failed connection fails its requests, which the waits then report
@@ -858,19 +862,29 @@ static sensim_status_t encode_state_once(sensim_shards_t* sh, uint32_t lo, uint3
 }
 
 
+// Queue the encoded state (sh->body) for shard i under a request id of its own (ids[i]).
+static sensim_status_t queue_state(sensim_shards_t* sh, uint32_t i) {
+  return sensim_queue_body(sh->cli[i], sensim_v1_Envelope_update_state_tag, &sh->body,
+                           SLOT_STATUS, &sh->ids[i]);
+}
+
+
 // Send shard i the encoded state and its own step in one write (as
 // sensim_update_and_step_send does). A step refused before anything was sent takes the queued
-// state back with it.
+// state back with it: the gather returns to its marks before the state, so frames queued
+// earlier stay queued.
 static sensim_status_t send_state_and_step(sensim_shards_t* sh, uint32_t i) {
   sensim_client_t* cli = sh->cli[i];
-  sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
-                                         SLOT_STATUS, &sh->ids[i]);
+  size_t len = cli->g.len, nholes = cli->g.nholes, bytes = cli->g.bytes;
+  sensim_status_t st = queue_state(sh, i);
   if (st != SENSIM_OK) {
     return st;
   }
   st = sensim_step_send(cli, &sh->steps[i], &sh->ids2[i]);
-  if (st != SENSIM_OK && cli->g.bytes > 0) {
-    sensim_gather_reset(&cli->g);
+  if (st != SENSIM_OK && cli->g.bytes > bytes) {
+    cli->g.len = len;
+    cli->g.nholes = nholes;
+    cli->g.bytes = bytes;
     sensim_slot_free(cli, sensim_slot(cli, sh->ids[i]), false);
   }
   return st;
@@ -893,8 +907,7 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
       continue;
     }
     sensim_client_t* cli = sh->cli[i];
-    sensim_status_t st = sensim_queue_body(cli, sensim_v1_Envelope_update_state_tag, &sh->body,
-                                           SLOT_STATUS, &sh->ids[i]);
+    sensim_status_t st = queue_state(sh, i);
     if (st == SENSIM_OK) {
       st = sensim_flush(cli);
     }
@@ -1031,7 +1044,10 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
                   "sensim_shards_focus(sh, -1) first", sh->focus);
   }
   sensim_status_t st = split_step(sh, step);
-  if (st != SENSIM_OK || (state && (st = encode_state_once(sh, 0, sh->n, state)) != SENSIM_OK)) {
+  if (st == SENSIM_OK && state) {
+    st = encode_state_once(sh, 0, sh->n, state);
+  }
+  if (st != SENSIM_OK) {
     return st;
   }
   for (uint32_t i = 0; i < sh->n; i++) {
@@ -1072,7 +1088,11 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
     }
     sh->st[i] = s1 != SENSIM_OK ? s1 : s2;
   }
-  if ((st = report(sh, 0, sh->n)) != SENSIM_OK || (st = merge(sh)) != SENSIM_OK) {
+  st = report(sh, 0, sh->n);
+  if (st == SENSIM_OK) {
+    st = merge(sh);
+  }
+  if (st != SENSIM_OK) {
     return st;
   }
   *out = &sh->result;

@@ -43,11 +43,14 @@
 #define NLIDAR 6
 #define NBODY 100               // bodies of the fan-out figure
 #define DT 0.1                  // s: one VLP-16 revolution per step
+#define NSHARD 3                // daemons of the sharded runs: g_daemons[0 .. NSHARD - 1]
+#define ONE NSHARD              // the single daemon: g_daemons[ONE]
+#define NDAEMON (NSHARD + 1)
 
-static bench_daemon_t g_daemons[4];
+static bench_daemon_t g_daemons[NDAEMON];
 
 static void kill_daemons(void) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < NDAEMON; i++) {
     if (g_daemons[i].pid > 0) {
       kill(g_daemons[i].pid, SIGKILL);
     }
@@ -84,6 +87,28 @@ static double process_cpu(pid_t pid) {
   }
   closedir(dir);
   return sum;
+}
+
+
+// The CPU every daemon has run so far (process_cpu), indexed as g_daemons.
+static void daemons_cpu(double cpu[NDAEMON]) {
+  for (int i = 0; i < NDAEMON; i++) {
+    cpu[i] = process_cpu(g_daemons[i].pid);
+  }
+}
+
+
+// "a, b, c": the shards' figures (v[0 .. NSHARD - 1]) times scale with `digits` decimals, for
+// the lines that list them.
+static const char* shard_list(const double v[NDAEMON], double scale, int digits, char* buf,
+                              size_t cap) {
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < NSHARD && len < cap; i++) {
+    len += (size_t)snprintf(buf + len, cap - len, "%s%.*f", i ? ", " : "", digits,
+                            scale * v[i]);
+  }
+  return buf;
 }
 
 
@@ -169,7 +194,7 @@ static void build(sensim_client_t* c, sensim_shards_t* s, const float* v, const 
     cfg.distance_noise.stddev_base = 0.01;
     cfg.range_max = 100.0;
     if (s) {
-      need(NULL, s, sensim_shards_place(s, sen.id, (uint32_t)k % 3), "place");
+      need(NULL, s, sensim_shards_place(s, sen.id, (uint32_t)k % NSHARD), "place");
     }
     need(c, s, c ? sensim_create_lidar(c, &sen, &cfg) : sensim_shards_create_lidar(s, &sen, &cfg),
          "lidar");
@@ -207,9 +232,9 @@ static void compare(const sensim_step_result_t* a, const sensim_step_result_t* b
 
 
 static sensim_shards_t* connect_shards(const bench_daemon_t* d, const char* environment) {
-  char a[3][32];
-  const char* addr[3];
-  for (int i = 0; i < 3; i++) {
+  char a[NSHARD][32];
+  const char* addr[NSHARD];
+  for (int i = 0; i < NSHARD; i++) {
     snprintf(a[i], sizeof(a[i]), "127.0.0.1:%d", d[i].port);
     addr[i] = a[i];
   }
@@ -218,7 +243,7 @@ static sensim_shards_t* connect_shards(const bench_daemon_t* d, const char* envi
   opts.environment = environment;
   opts.timeout_ms = IO_TIMEOUT_MS;
   sensim_shards_t* s = NULL;
-  need(NULL, s, sensim_shards_connect(addr, 3, &opts, &s), "connect the shards");
+  need(NULL, s, sensim_shards_connect(addr, NSHARD, &opts, &s), "connect the shards");
   return s;
 }
 
@@ -251,10 +276,8 @@ static void bench_steps(const options_t* o, const bench_daemon_t* one, const ben
   double* t1 = bench_xmalloc(o->steps * sizeof(double));
   double* t3 = bench_xmalloc(o->steps * sizeof(double));
   uint64_t points = 0;
-  double cpu0[4];
-  for (int i = 0; i < 4; i++) {
-    cpu0[i] = process_cpu(g_daemons[i].pid);
-  }
+  double cpu0[NDAEMON];
+  daemons_cpu(cpu0);
   static const uint32_t body = 1;
   for (unsigned k = 0; k <= o->steps; k++) {
     double t = DT * k;
@@ -297,20 +320,21 @@ static void bench_steps(const options_t* o, const bench_daemon_t* one, const ben
   }
   double ratio = bench_median_ratio(t3, t1, o->steps);
   double m1 = bench_median(t1, o->steps), m3 = bench_median(t3, o->steps);
-  double cpu[4], busiest = 0;
-  for (int i = 0; i < 4; i++) {
-    cpu[i] = (process_cpu(g_daemons[i].pid) - cpu0[i]) / (o->steps + 1);
-    busiest = i < 3 && cpu[i] > busiest ? cpu[i] : busiest;
+  double cpu[NDAEMON], busiest = 0;
+  daemons_cpu(cpu);
+  for (int i = 0; i < NDAEMON; i++) {
+    cpu[i] = (cpu[i] - cpu0[i]) / (o->steps + 1);
+    busiest = i != ONE && cpu[i] > busiest ? cpu[i] : busiest;
   }
-  char pts[32];
+  char pts[32], list[160];
   printf("six VLP-16, %u steps of %.1f s: one daemon %.2f ms a step, three daemons %.2f ms; "
          "%s points, identical records\n", o->steps, DT, 1e3 * m1, 1e3 * m3,
          bench_count(points, pts));
-  printf("daemon CPU a step: one daemon %.2f ms; shards %.2f, %.2f, %.2f ms\n", 1e3 * cpu[3],
-         1e3 * cpu[0], 1e3 * cpu[1], 1e3 * cpu[2]);
+  printf("daemon CPU a step: one daemon %.2f ms; shards %s ms\n", 1e3 * cpu[ONE],
+         shard_list(cpu, 1e3, 2, list, sizeof(list)));
   printf("model, each daemon on cores of its own: a step takes its busiest shard's CPU over its "
          "cores plus the round trip, so three over one ~ %.2f (busiest shard's CPU over one "
-         "daemon's)\n", busiest / cpu[3]);
+         "daemon's)\n", busiest / cpu[ONE]);
   printf("BENCH shard3_step_over_shard1 %.2f x\n", ratio);
   free(t1);
   free(t3);
@@ -333,10 +357,8 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
   double* t1 = bench_xmalloc(o->updates * sizeof(double));
   double* t3 = bench_xmalloc(o->updates * sizeof(double));
   double c1 = 0, c3 = 0;                // this thread's CPU for each kind of update
-  double cpu0[4];
-  for (int i = 0; i < 4; i++) {
-    cpu0[i] = process_cpu(g_daemons[i].pid);
-  }
+  double cpu0[NDAEMON];
+  daemons_cpu(cpu0);
   for (unsigned k = 0; k < o->updates; k++) {
     for (uint32_t i = 0; i < NBODY; i++) {
       poses[i].position[0] = 0.01 * k + i;
@@ -373,10 +395,12 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
       c1 += ce - cb;
     }
   }
-  double cpu[4];
-  for (int i = 0; i < 4; i++) {
-    cpu[i] = (process_cpu(g_daemons[i].pid) - cpu0[i]) / o->updates;
+  double cpu[NDAEMON];
+  daemons_cpu(cpu);
+  for (int i = 0; i < NDAEMON; i++) {
+    cpu[i] = (cpu[i] - cpu0[i]) / o->updates;
   }
+  char list[160];
   double ratio = bench_median_ratio(t3, t1, o->updates);
   double m1 = bench_median(t1, o->updates);
   c1 /= o->updates;
@@ -384,8 +408,8 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
   printf("UpdateState of %d bodies, %u paired: one daemon %.1f us, three shards %.1f us; this "
          "thread's CPU %.1f us and %.1f us\n", NBODY, o->updates, 1e6 * m1,
          1e6 * bench_median(t3, o->updates), 1e6 * c1, 1e6 * c3);
-  printf("daemon CPU an update: one daemon %.1f us; shards %.1f, %.1f, %.1f us\n", 1e6 * cpu[3],
-         1e6 * cpu[0], 1e6 * cpu[1], 1e6 * cpu[2]);
+  printf("daemon CPU an update: one daemon %.1f us; shards %s us\n", 1e6 * cpu[ONE],
+         shard_list(cpu, 1e6, 1, list, sizeof(list)));
   printf("model, a free core for the client and for each daemon: the shards' round trips "
          "overlap, the client's extra work does not: three over one ~ %.2f\n",
          (m1 + c3 - c1) / m1);
@@ -403,16 +427,21 @@ int main(int argc, char** argv) {
   parse_options(argc, argv, &o);
   signal(SIGPIPE, SIG_IGN);
   alarm(o.quick ? 240 : 1800);
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < NDAEMON; i++) {
     bench_daemon_start(&g_daemons[i], o.sensimd, NULL, IO_TIMEOUT_MS);
   }
-  printf("bench_shard%s: %s, one daemon (port %d) and three (ports %d %d %d), %ld cores\n",
-         o.quick ? " --quick" : "", o.sensimd, g_daemons[3].port, g_daemons[0].port,
-         g_daemons[1].port, g_daemons[2].port, sysconf(_SC_NPROCESSORS_ONLN));
-  bench_steps(&o, &g_daemons[3], g_daemons);
-  bench_fanout(&o, &g_daemons[3], g_daemons);
+  double port[NDAEMON];
+  for (int i = 0; i < NDAEMON; i++) {
+    port[i] = g_daemons[i].port;
+  }
+  char list[160];
+  printf("bench_shard%s: %s, one daemon (port %d) and %d (ports %s), %ld cores\n",
+         o.quick ? " --quick" : "", o.sensimd, g_daemons[ONE].port, NSHARD,
+         shard_list(port, 1.0, 0, list, sizeof(list)), sysconf(_SC_NPROCESSORS_ONLN));
+  bench_steps(&o, &g_daemons[ONE], g_daemons);
+  bench_fanout(&o, &g_daemons[ONE], g_daemons);
   int failed = 0;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < NDAEMON; i++) {
     failed |= bench_daemon_stop(&g_daemons[i]) != 0;
     g_daemons[i].pid = 0;
   }

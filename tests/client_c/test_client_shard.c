@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <sensim/shard.h>
 
@@ -496,6 +497,71 @@ TEST(shard_frozen_times_out_once_for_all_shards) {
   ASSERT_TRUE(sensim_client_fd(sensim_shards_client(s, 1)) >= 0);
   kill(d[0].pid, SIGCONT);
   kill(d[2].pid, SIGCONT);
+  sensim_shards_close(s);
+  for (int i = 0; i < 3; i++) {
+    ASSERT_EQ(td_stop(&d[i]), 0);
+  }
+  return 0;
+}
+
+
+// CPU seconds this thread has run.
+static double thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+
+// Nonblocking handles whose daemons are frozen: an UpdateState larger than the sockets take
+// (400,000 bodies, 24 MB) leaves most of each request in its handle's output queue, and the
+// fan-out waits for the sockets to take more (POLLOUT) or a reply to come (POLLIN) asleep in
+// poll: this thread's CPU time is a small part of the wait (a loop around poll that does not
+// sleep would take all of it), and the wait ends at the one deadline.
+TEST(shard_frozen_nonblocking_waits_asleep) {
+  td_daemon_t d[3];
+  char a[3][32];
+  const char* addr[3];
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(td_start(&d[i], NULL));
+    snprintf(a[i], sizeof(a[i]), "127.0.0.1:%d", d[i].port);
+    addr[i] = a[i];
+  }
+  sensim_options_t opts;
+  sensim_options_init(&opts);
+  opts.timeout_ms = 3000;
+  opts.nonblocking = true;
+  sensim_shards_t* s = NULL;
+  ASSERT_EQ(sensim_shards_connect(addr, 3, &opts, &s), SENSIM_OK);
+  enum { NB = 400000 };
+  uint32_t* ids = malloc(NB * sizeof(uint32_t));
+  sensim_pose_t* poses = malloc(NB * sizeof(sensim_pose_t));
+  ASSERT_TRUE(ids && poses);
+  for (uint32_t i = 0; i < NB; i++) {
+    ids[i] = i + 1;
+    poses[i] = sensim_pose_identity();
+  }
+  sensim_state_t st;
+  sensim_state_init(&st);
+  st.nbodies = NB;
+  st.body_ids = ids;
+  st.body_poses = poses[0].position;
+  for (int i = 0; i < 3; i++) {
+    kill(d[i].pid, SIGSTOP);
+  }
+  double t0 = td_now_ms(), c0 = thread_cpu_s();
+  ASSERT_EQ(sensim_shards_update_state(s, &st), SENSIM_ETIMEDOUT);
+  double waited = td_now_ms() - t0, cpu = 1e3 * (thread_cpu_s() - c0);
+  fprintf(stderr, "# frozen nonblocking fan-out: waited %.0f ms, %.0f ms of CPU\n", waited, cpu);
+  // asleep, the CPU is the copies into the output queues (24 MB each, some 50 ms here); a
+  // loop that does not sleep would take the whole wait, or its share of a busy host's cores
+  ASSERT_TRUE(waited >= 2990.0);
+  ASSERT_TRUE(cpu < 0.1 * waited);
+  for (int i = 0; i < 3; i++) {
+    kill(d[i].pid, SIGCONT);
+  }
+  free(ids);
+  free(poses);
   sensim_shards_close(s);
   for (int i = 0; i < 3; i++) {
     ASSERT_EQ(td_stop(&d[i]), 0);

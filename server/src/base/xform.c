@@ -62,6 +62,18 @@ void xform_quat_to_mat(const double q[4], double dest[9]) {
 }
 
 
+// The largest |v[i]|, NaNs skipped (0 when all are NaN), as a chain of fmax from 0 gives it, but
+// inline: a comparison (maxsd) per value, not a call into libm's fmax through the PLT.
+static inline double xform_max_abs(const double* v, int n) {
+  double m = 0.0;
+  for (int i = 0; i < n; i++) {
+    double a = fabs(v[i]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+
 double xform_norm(const double* v, int n) {
   // the plain sum of squares when it is safely inside the normal range: no square that
   // underflowed can matter beside it, and none overflowed
@@ -74,10 +86,7 @@ double xform_norm(const double* v, int n) {
   }
 
   // otherwise scaled by the largest magnitude first
-  double m = 0.0;
-  for (int i = 0; i < n; i++) {
-    m = fmax(m, fabs(v[i]));
-  }
+  double m = xform_max_abs(v, n);
   if (!(m > 0.0) || isinf(m)) {
     return m;
   }
@@ -90,7 +99,7 @@ double xform_norm(const double* v, int n) {
 
 
 double xform_quat_normalize(double q[4]) {
-  double m = fmax(fmax(fabs(q[0]), fabs(q[1])), fmax(fabs(q[2]), fabs(q[3])));
+  double m = xform_max_abs(q, 4);
 
   // a zero quaternion has no direction: fall back to the identity rather than divide by 0
   if (!(m > 0.0)) {

@@ -36,6 +36,68 @@ void env_get_time(const env_t* e, env_time_t* out) {
 //---------------- States
 
 
+// The first fault of body i's numbers, as a message naming its field, or 0 when they are
+// fine: the slow path of check_update_bodies, taken only when its one-pass test fails.
+static int body_numbers_fault(const env_state_update_t* u, uint32_t i, uint32_t id,
+                              err_msg_t* msg) {
+  // pose: px py pz qx qy qz qw
+  const double* p = u->body_poses + 7 * (size_t)i;
+  for (int k = 0; k < 7; k++) {
+    if (!isfinite(p[k])) {
+      return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) is not finite",
+                     7 * (size_t)i + k, p[k], id);
+    }
+    if (k < 3 && fabs(p[k]) > ENV_MAX_COORD) {
+      return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) exceeds %g m in magnitude",
+                     7 * (size_t)i + k, p[k], id, ENV_MAX_COORD);
+    }
+  }
+  // the norm does not depend on the order of the components: normalised once, when applied
+  double norm = xform_norm(p + 3, 4);
+  if (norm < ENV_QUAT_MIN_NORM) {
+    return err_set(msg, ERR_INVAL,
+                   "body_poses[%zu..%zu] (body %u): orientation norm %g is below %g",
+                   7 * (size_t)i + 3, 7 * (size_t)i + 6, id, norm, ENV_QUAT_MIN_NORM);
+  }
+
+  // velocities: vx vy vz wx wy wz
+  for (int k = 0; u->body_velocities && k < 6; k++) {
+    double v = u->body_velocities[6 * (size_t)i + k];
+    if (!isfinite(v)) {
+      return err_set(msg, ERR_INVAL, "body_velocities[%zu] = %g (body %u) is not finite",
+                     6 * (size_t)i + k, v, id);
+    }
+    if (fabs(v) > ENV_MAX_VALUE) {
+      return err_set(msg, ERR_INVAL,
+                     "body_velocities[%zu] = %g (body %u) exceeds %g %s in magnitude",
+                     6 * (size_t)i + k, v, id, ENV_MAX_VALUE, k < 3 ? "m/s" : "rad/s");
+    }
+  }
+  return 0;
+}
+
+
+// Whether body i's numbers are surely fine, tested in one pass without branches per number:
+// positions and velocities within their bounds (a NaN fails every comparison, an infinity the
+// bound), and the orientation's sum of squares where its norm is surely above
+// ENV_QUAT_MIN_NORM (1e-16: a norm of 1e-8) and xform_quat_unit normalises without scaling
+// (which also makes every component finite). False sends the body to body_numbers_fault,
+// which decides exactly (a quaternion of 1e200 is fine, but not here).
+static bool body_numbers_fine(const env_state_update_t* u, uint32_t i) {
+  const double* p = u->body_poses + 7 * (size_t)i;
+  double s = p[6] * p[6] + p[3] * p[3] + p[4] * p[4] + p[5] * p[5];
+  bool fine = (fabs(p[0]) <= ENV_MAX_COORD) & (fabs(p[1]) <= ENV_MAX_COORD) &
+              (fabs(p[2]) <= ENV_MAX_COORD) & (s >= 1e-16) & (s < XFORM_QUAT_UNIT_MAX);
+  if (u->body_velocities) {
+    const double* v = u->body_velocities + 6 * (size_t)i;
+    for (int k = 0; k < 6; k++) {
+      fine &= fabs(v[k]) <= ENV_MAX_VALUE;
+    }
+  }
+  return fine;
+}
+
+
 // Validate the bodies of an update: known, each named once, finite, usable quaternions.
 static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t stamp,
                                err_msg_t* msg) {
@@ -49,38 +111,10 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
       return err_set(msg, ERR_INVAL, "body_ids[%u] = %u is repeated", i, id);
     }
     b->stamp = stamp;
-
-    // pose: px py pz qx qy qz qw
-    const double* p = u->body_poses + 7 * (size_t)i;
-    for (int k = 0; k < 7; k++) {
-      if (!isfinite(p[k])) {
-        return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) is not finite",
-                       7 * (size_t)i + k, p[k], id);
-      }
-      if (k < 3 && fabs(p[k]) > ENV_MAX_COORD) {
-        return err_set(msg, ERR_INVAL, "body_poses[%zu] = %g (body %u) exceeds %g m in magnitude",
-                       7 * (size_t)i + k, p[k], id, ENV_MAX_COORD);
-      }
-    }
-    // the norm does not depend on the order of the components: normalised once, when applied
-    double norm = xform_norm(p + 3, 4);
-    if (norm < ENV_QUAT_MIN_NORM) {
-      return err_set(msg, ERR_INVAL,
-                     "body_poses[%zu..%zu] (body %u): orientation norm %g is below %g",
-                     7 * (size_t)i + 3, 7 * (size_t)i + 6, id, norm, ENV_QUAT_MIN_NORM);
-    }
-
-    // velocities: vx vy vz wx wy wz
-    for (int k = 0; u->body_velocities && k < 6; k++) {
-      double v = u->body_velocities[6 * (size_t)i + k];
-      if (!isfinite(v)) {
-        return err_set(msg, ERR_INVAL, "body_velocities[%zu] = %g (body %u) is not finite",
-                       6 * (size_t)i + k, v, id);
-      }
-      if (fabs(v) > ENV_MAX_VALUE) {
-        return err_set(msg, ERR_INVAL,
-                       "body_velocities[%zu] = %g (body %u) exceeds %g %s in magnitude",
-                       6 * (size_t)i + k, v, id, ENV_MAX_VALUE, k < 3 ? "m/s" : "rad/s");
+    if (!body_numbers_fine(u, i)) {
+      int rc = body_numbers_fault(u, i, id, msg);
+      if (rc < 0) {
+        return rc;
       }
     }
   }
@@ -160,7 +194,7 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
 
     // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation
     pose_t pose = {{p[0], p[1], p[2]}, {p[6], p[3], p[4], p[5]}};
-    xform_quat_normalize(pose.q);
+    xform_quat_unit(pose.q);
     b->pose_cur = pose;
     if (u->body_velocities) {
       memcpy(b->linear_velocity, u->body_velocities + 6 * (size_t)i, 3 * sizeof(double));

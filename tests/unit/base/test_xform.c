@@ -4,6 +4,8 @@
 // composition/inverse round trips.
 #include "base/xform.h"
 
+#include <string.h>
+
 #include "check.h"
 
 // Known-answer pass criterion for double precision: 2e-8 relative above a 1e-3 floor.
@@ -256,6 +258,53 @@ TEST(xform_normalize_returns_norm_and_handles_zero) {
   pose_t id = xform_identity();
   ASSERT_NEAR(id.q[0], 1.0, 0.0);
   ASSERT_NEAR(id.p[0] + id.p[1] + id.p[2] + id.q[1] + id.q[2] + id.q[3], 0.0, 0.0);
+  return 0;
+}
+
+
+// Both normalisations against an independent one in long double (64-bit significand, with the
+// sum of squares of exact double products): every component within 5 units of roundoff
+// (5 * 2^-53 relative) of the truth, over magnitudes from 1e-140 to 1e140 (xform_quat_unit's
+// own path) and beyond (its fallback); xform_quat_unit returns the norm and keeps a quaternion
+// whose squares sum to exactly 1 bit for bit.
+TEST(xform_quat_unit_is_within_roundoff_of_long_double_truth) {
+  uint64_t seed = 0x5eed1234abcdull;
+  const double bound = 5.0 * 0x1p-53;
+  static const double scale[] = {1e-200, 1e-140, 1e-20, 1e-3, 1.0, 7.0, 1e20, 1e140, 1e200};
+  for (size_t k = 0; k < sizeof(scale) / sizeof(scale[0]); k++) {
+    for (int n = 0; n < 2000; n++) {
+      double q[4], a[4], b[4];
+      long double s = 0.0L;
+      for (int i = 0; i < 4; i++) {
+        q[i] = scale[k] * rnd(&seed);
+        s += (long double)q[i] * (long double)q[i];
+      }
+      long double r = sqrtl(s);
+      memcpy(a, q, sizeof(q));
+      memcpy(b, q, sizeof(q));
+      double ra = xform_quat_unit(a);
+      xform_quat_normalize(b);
+      ASSERT_NEAR((double)(ra / r), 1.0, 3.0 * 0x1p-53);
+      for (int i = 0; i < 4; i++) {
+        long double t = (long double)q[i] / r;
+        double tol = bound * fabs((double)t);
+        ASSERT_NEAR(a[i], (double)t, tol);
+        ASSERT_NEAR(b[i], (double)t, tol);
+      }
+    }
+  }
+  // squares summing to exactly 1 (0.6 and 0.8 would not: neither is a binary fraction)
+  static const double unit[][4] = {{1, 0, 0, 0}, {0, 0, 0, -1}, {0.5, -0.5, 0.5, 0.5},
+                                   {0, -1, 0, 0}};
+  for (size_t k = 0; k < sizeof(unit) / sizeof(unit[0]); k++) {
+    double q[4];
+    memcpy(q, unit[k], sizeof(q));
+    ASSERT_NEAR(xform_quat_unit(q), 1.0, 0.0);
+    ASSERT_EQ(memcmp(q, unit[k], sizeof(q)), 0);
+  }
+  double z[4] = {0, 0, 0, 0};
+  ASSERT_NEAR(xform_quat_unit(z), 0.0, 0.0);
+  ASSERT_NEAR(z[0], 1.0, 0.0);
   return 0;
 }
 

@@ -581,6 +581,82 @@ TEST(env_update_state_is_all_or_nothing) {
 }
 
 
+// An update's numbers pass a one-pass test, and only those it cannot vouch for go through the
+// exact checks: the two must agree at every bound. Exactly ENV_MAX_COORD and ENV_MAX_VALUE are
+// accepted and the next double is not, on every axis; orientations too small or too large for
+// the one-pass test are decided by their norm (1e200 is fine, 5e-10 is below 1e-9); and the
+// accepted ones are normalised (against hand values).
+TEST(env_update_state_bounds_are_exact) {
+  fixture_t f;
+  ASSERT_OK(setup(&f, NULL));
+  env_t* e = f.e;
+  uint32_t ids[1] = {10};
+  double poses[7], vel[6] = {0};
+  wire_pose(poses, 0, 0, 0);
+  env_time_t t;
+  env_get_time(e, &t);
+  env_state_update_t u = {.time = t.has_time ? t.t_cur + 1.0 : 1.0, .nbody = 1, .body_ids = ids,
+                          .body_poses = poses, .body_velocities = vel};
+  err_msg_t msg;
+  char want[128];
+  for (int k = 0; k < 3; k++) {
+    poses[k] = -ENV_MAX_COORD;
+    ASSERT_OK(env_update_state(e, &u, &msg));
+    u.time += 1.0;
+    poses[k] = nextafter(ENV_MAX_COORD, INFINITY);
+    snprintf(want, sizeof(want), "body_poses[%d] = 1e+09 (body 10) exceeds 1e+09 m", k);
+    ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL, want);
+    poses[k] = 0.0;
+  }
+  for (int k = 0; k < 6; k++) {
+    vel[k] = ENV_MAX_VALUE;
+    ASSERT_OK(env_update_state(e, &u, &msg));
+    u.time += 1.0;
+    vel[k] = -nextafter(ENV_MAX_VALUE, INFINITY);
+    snprintf(want, sizeof(want), "body_velocities[%d] = -1e+12 (body 10) exceeds 1e+12 %s", k,
+             k < 3 ? "m/s" : "rad/s");
+    ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL, want);
+    vel[k] = NAN;
+    snprintf(want, sizeof(want), "body_velocities[%d] = nan (body 10) is not finite", k);
+    ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL, want);
+    vel[k] = 0.0;
+  }
+
+  // orientations (wire order qx qy qz qw) and the unit quaternion each becomes (w, x, y, z)
+  static const struct {
+    double q[4];
+    double w, z;                  // expected; x = y = 0
+  } fine[] = {
+      {{0, 0, 1e200, 1e200}, M_SQRT1_2, M_SQRT1_2},   // squares overflow: scaled
+      {{0, 0, 0, 2e-9}, 1.0, 0.0},                    // norm 2e-9: below the one-pass test
+      {{0, 0, 1e-8, 0}, 0.0, 1.0},                    // norm 1e-8: its bound
+      {{0, 0, -3e144, 4e144}, 0.8, -0.6},             // squares just below 1e290
+  };
+  for (size_t k = 0; k < sizeof(fine) / sizeof(fine[0]); k++) {
+    memcpy(poses + 3, fine[k].q, sizeof(fine[k].q));
+    ASSERT_OK(env_update_state(e, &u, &msg));
+    pose_t p;
+    ASSERT_OK(env_body_pose(e, 10, 1.0, &p));
+    ASSERT_NEAR(p.q[0], fine[k].w, 1e-15);
+    ASSERT_NEAR(p.q[1], 0.0, 0.0);
+    ASSERT_NEAR(p.q[2], 0.0, 0.0);
+    ASSERT_NEAR(p.q[3], fine[k].z, 1e-15);
+    u.time += 1.0;
+  }
+  static const double small[][4] = {{0, 0, 0, 5e-10}, {0, 1e-150, 0, 0}, {0, 0, 0, 0}};
+  for (size_t k = 0; k < sizeof(small) / sizeof(small[0]); k++) {
+    memcpy(poses + 3, small[k], sizeof(small[k]));
+    ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                    "body_poses[3..6] (body 10): orientation norm");
+  }
+  poses[3] = INFINITY;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_poses[3] = inf (body 10) is not finite");
+  teardown(&f);
+  return 0;
+}
+
+
 TEST(env_time_line_rules) {
   fixture_t f;
   ASSERT_OK(setup_empty(&f, "time", NULL, NULL));
@@ -1151,7 +1227,7 @@ TEST(step_view_follows_every_change_bit_for_bit) {
         }
         body_state_t* s = &body[id].at[1];
         s->pose = (pose_t){{q[0], q[1], q[2]}, {q[6], q[3], q[4], q[5]}};
-        xform_quat_normalize(s->pose.q);
+        xform_quat_unit(s->pose.q);   // as an update normalises (1 / |q| once, four products)
         if (with_vel) {
           memcpy(s->linear_velocity, vels + 6 * n, sizeof(double[3]));
           memcpy(s->angular_velocity, vels + 6 * n + 3, sizeof(double[3]));
