@@ -68,7 +68,8 @@ static const char* const g_usage =
     "  --hash         with --profile: hashes of the clouds of several configurations\n"
     "  --update       with --profile: the state update and commit alone (no lidar)\n"
     "  --raw          with --profile: the raw reference alone (rtcIntersect16 on the OS1-128's\n"
-    "                 rays in the lidar's tiles), to compare instruction counts\n";
+    "                 rays in the lidar's tiles), to compare instruction counts\n"
+    "  --scene        with --profile: scene_trace alone on the same rays and tiles\n";
 
 //---------------- Scene description
 
@@ -802,6 +803,7 @@ int main(int argc, char** argv) {
       {"hash", BENCH_OPT_FLAG, NULL, 0, 0},
       {"update", BENCH_OPT_FLAG, NULL, 0, 0},
       {"raw", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"scene", BENCH_OPT_FLAG, NULL, 0, 0},
   };
   int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   if (first < argc) {
@@ -824,8 +826,10 @@ int main(int argc, char** argv) {
   sensor.p[0] = 0.31;
   sensor.p[1] = -0.17;
   sensor.p[2] = bench_terrain_height(0.31, -0.17) + 1.8;
-  if (o.profile && bench_has_arg(argc, argv, "--raw")) {
-    // --raw: the reference's tracing alone, as the timed loop runs it
+  int raw_alone = bench_has_arg(argc, argv, "--raw");
+  if (o.profile && (raw_alone || bench_has_arg(argc, argv, "--scene"))) {
+    // --raw: the reference's tracing alone, as the timed loop runs it; --scene: scene_trace
+    // alone on the same rays in the same tiles (the difference is the core's backend)
     lidar_pattern_t os1;
     err_msg_t msg = {0};
     lidar_ouster_desc_t od = {.channels = 128, .columns = 2048, .frequency = 10.0,
@@ -834,16 +838,26 @@ int main(int argc, char** argv) {
     rayset_t ro, rt;
     rays_of(&os1, &sensor, PERIOD, 2 * PERIOD, &ro);
     tiles_of(&ro, os1.nray, &rt);
-    raw_t raw;
-    raw_build(&raw, &w, PERIOD, 2 * PERIOD, 1);
     double sum = 0.0;
     size_t hits = 0;
-    for (unsigned r = 0; r < o.profile; r++) {
-      sum += raw_time(&raw, &rt, 16, &hits);
+    if (raw_alone) {
+      raw_t raw;
+      raw_build(&raw, &w, PERIOD, 2 * PERIOD, 1);
+      for (unsigned r = 0; r < o.profile; r++) {
+        sum += raw_time(&raw, &rt, 16, &hits);
+      }
+      raw_close(&raw);
+    } else {
+      adapter_t ad;
+      adapter_build(&ad, &w, PERIOD, 2 * PERIOD, &ro, &rt);
+      for (unsigned r = 0; r < o.profile; r++) {
+        sum += adapter_time_tiles(&ad, &hits);
+      }
+      adapter_close(&ad);
     }
-    printf("raw rtcIntersect16 in tiles: %u passes, %.3f ms each, %zu hits\n", o.profile,
-           1e3 * sum / o.profile, hits);
-    raw_close(&raw);
+    printf("%s in tiles: %u passes, %.3f ms each, %zu hits\n",
+           raw_alone ? "raw rtcIntersect16" : "scene_trace", o.profile, 1e3 * sum / o.profile,
+           hits);
     rayset_t* sets[2] = {&ro, &rt};
     for (int k = 0; k < 2; k++) {
       free(sets[k]->org);

@@ -58,19 +58,26 @@ def test_daemon_traces_with_the_configured_instruction_set(sensimd_factory, monk
 
 def test_daemon_runs_the_core_kernels_at_the_configured_level(sensimd_factory, monkeypatch):
     # SENSIM_SIMD lowers the level of the core's own SIMD kernels (docs/backend.md): logged at
-    # info when set, the same clouds at every level, and a bad value stops the daemon at start
+    # info when it lowers the CPU's, the same clouds at every level, and a bad value stops the
+    # daemon at start
+    levels = ["baseline", "avx2", "avx512"]
     clouds = []
-    for level in ("baseline", "avx2", None):
+    best = None
+    for level in (None, "baseline", "avx2"):
         if level is None:
             monkeypatch.delenv("SENSIM_SIMD", raising=False)
         else:
             monkeypatch.setenv("SENSIM_SIMD", level)
         d = sensimd_factory("--log-level", "debug")
         line = backend_line(d)
-        if level is not None:
-            assert f"core kernels {level} (SENSIM_SIMD)" in line, line
-        else:
+        if level is None:
             assert "core kernels " in line and "(SENSIM_SIMD)" not in line, line
+            best = line.split("core kernels ")[1].split()[0]   # the CPU's
+            assert best in levels, line
+        elif levels.index(level) < levels.index(best):
+            assert f"core kernels {level} (SENSIM_SIMD)" in line, line
+        else:   # at or above the CPU's: runs the CPU's, as without the variable
+            assert f"core kernels {best}" in line and "(SENSIM_SIMD)" not in line, line
         with d.client() as c:
             c.create_primitive(1, "sphere", radius=6.0)
             c.create_object(10, geometry_id=1)

@@ -376,6 +376,36 @@ def test_frames_past_the_memory_budget_are_refused(sensimd_factory):
             time.sleep(0.05)
 
 
+def test_a_large_request_that_keeps_its_frame_counts_it_once(sensimd_factory):
+    # An UpdateState of 7 MiB of arrays is read in place and kept, frame and all, by its request
+    # (its arrays are not copied); on an idle environment it runs at once and is answered while
+    # its frame is being delivered. Counted as the connection's input and as the request, it
+    # would take 14 MiB of the budget of 12, and its answer would be refused for want of room.
+    d = sensimd_factory("--max-held-bytes", str(12 * MIB))
+    with d.client(environment="kept", timeout=30) as c:
+        # quick state updates first: the environment's requests run at once from then on (on
+        # a machine too slow for that the answer comes later, when the frame no longer counts
+        # as input, and this checks less)
+        for k in range(1, 21):
+            c._sock.sendall(frame(pb.Envelope(id=k << 40, update_state=pb.UpdateState(
+                time=0.01 * k))))
+            env = recv_frame(c._sock)
+            assert env is not None and env.status.code == pb.OK, env
+        n = 7 * MIB // 60
+        msg = pb.UpdateState(time=1.0,
+                             body_ids_bytes=np.arange(1000, 1000 + n, dtype="<u4").tobytes(),
+                             body_poses_bytes=np.zeros((n, 7), "<f8").tobytes())
+        c._sock.sendall(frame(pb.Envelope(id=1 << 50, update_state=msg)))
+        env = recv_frame(c._sock)
+        assert env is not None and env.id == 1 << 50, env
+        assert "memory budget" not in env.status.message, env.status.message
+        assert env.status.code == pb.NOT_FOUND and "1000" in env.status.message, env.status
+    deadline = time.monotonic() + 5
+    while info(d).counters.held_bytes > MIB:
+        assert time.monotonic() < deadline, "the request's memory stayed counted"
+        time.sleep(0.05)
+
+
 def test_a_reply_that_can_never_fit_is_refused_with_a_status(sensimd_factory):
     # a 300 MB ping is a valid request under a 1 GiB frame limit, but its pong could never fit
     # the 256 MiB queue of one connection

@@ -167,11 +167,9 @@ void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint3
 }
 
 
-// 52 random bits to the open interval (0, 1): (n + 1/2) / 2^52 is at most 1 - 2^-53, which a
-// double represents exactly (53 bits would round the top value to 1.0).
+// Two words to the open interval (0, 1).
 static double to_open_unit(uint32_t hi, uint32_t lo) {
-  uint64_t bits = (((uint64_t)hi << 32) | lo) >> 12;
-  return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
+  return rng_unit_of_bits(rng_bits52(hi, lo));
 }
 
 

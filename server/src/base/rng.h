@@ -35,6 +35,18 @@ void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint3
 // Uniform in the open interval (0, 1), 52 bits. Uses draw `draw`.
 double rng_uniform(const rng_key_t* k, uint32_t draw);
 
+// The 52 bits a uniform takes from two words: the top 52 of hi:lo.
+static inline uint64_t rng_bits52(uint32_t hi, uint32_t lo) {
+  return (((uint64_t)hi << 32) | lo) >> 12;
+}
+
+// The uniform of 52 bits b, (b + 1/2) / 2^52: in the open interval (0, 1) and growing with b.
+// The top value, 1 - 2^-53, is a double exactly (53 bits would round it to 1.0). Every uniform
+// of the project (rng_uniform, the lidar's noise) is this one function of the bits.
+static inline double rng_unit_of_bits(uint64_t b) {
+  return ((double)b + 0.5) * (1.0 / 4503599627370496.0);
+}
+
 // Standard normal N(0, 1) by the Box-Muller transform of one draw (two 52-bit uniforms).
 double rng_normal(const rng_key_t* k, uint32_t draw);
 

@@ -9,12 +9,14 @@
 
 static const char* const g_names[SIMD_LEVEL_COUNT] = {"baseline", "avx2", "avx512"};
 
-// -1 until read: the processor's level, and that lowered by SENSIM_SIMD.
+// -1 until read: the processor's level, and that lowered by SENSIM_SIMD (simd_allowed_level;
+// not derivable from the others, as simd_set_max may bound the running level below it). The
+// running level, the lower of it and simd_set_max's bound, is not kept but computed at each
+// call (two relaxed loads), so no copy has to be kept in step.
 static atomic_int g_cpu = -1;
 static atomic_int g_ceiling = -1;
-// simd_set_max's bound, and the level kernels run at (-1: not computed yet).
+// simd_set_max's bound.
 static atomic_int g_max = SIMD_LEVEL_COUNT;
-static atomic_int g_level = -1;
 
 
 static simd_level_t detect(void) {
@@ -59,16 +61,21 @@ simd_level_t simd_cpu_level(void) {
 }
 
 
-// The CPU's level lowered by SENSIM_SIMD (a bad value lowers nothing).
-static int ceiling(void) {
-  int c = atomic_load_explicit(&g_ceiling, memory_order_relaxed);
-  if (c < 0) {
-    c = (int)simd_cpu_level();
-    int e = env_level();
-    c = e >= 0 && e < c ? e : c;
-    atomic_store_explicit(&g_ceiling, c, memory_order_relaxed);
-  }
+// The first read of the ceiling. Out of line, so that simd_level, called for every kernel, stays
+// a few instructions without saving the registers this call needs.
+__attribute__((noinline, cold)) static int ceiling_first(void) {
+  int c = (int)simd_cpu_level();
+  int e = env_level();
+  c = e >= 0 && e < c ? e : c;
+  atomic_store_explicit(&g_ceiling, c, memory_order_relaxed);
   return c;
+}
+
+
+// The CPU's level lowered by SENSIM_SIMD (a bad value lowers nothing).
+static inline int ceiling(void) {
+  int c = atomic_load_explicit(&g_ceiling, memory_order_relaxed);
+  return c >= 0 ? c : ceiling_first();
 }
 
 
@@ -78,22 +85,14 @@ simd_level_t simd_allowed_level(void) {
 
 
 simd_level_t simd_level(void) {
-  int l = atomic_load_explicit(&g_level, memory_order_relaxed);
-  if (l < 0) {
-    int c = ceiling(), m = atomic_load_explicit(&g_max, memory_order_relaxed);
-    l = m < c ? m : c;
-    atomic_store_explicit(&g_level, l, memory_order_relaxed);
-  }
-  return (simd_level_t)l;
+  int c = ceiling(), m = atomic_load_explicit(&g_max, memory_order_relaxed);
+  return (simd_level_t)(m < c ? m : c);
 }
 
 
 simd_level_t simd_set_max(simd_level_t max) {
   int m = (int)max < 0 || (int)max > SIMD_LEVEL_COUNT ? SIMD_LEVEL_COUNT : (int)max;
-  int before = atomic_exchange(&g_max, m);
-  int c = ceiling();
-  atomic_store(&g_level, m < c ? m : c);
-  return (simd_level_t)before;
+  return (simd_level_t)atomic_exchange(&g_max, m);
 }
 
 

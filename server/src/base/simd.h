@@ -11,9 +11,9 @@
 //   #endif
 //     return kernel(...);             // the baseline form, on every CPU
 //
-// A form is either written with intrinsics under SIMD_AVX2_FN (the scene backend's packet
-// kernels, the random numbers' Philox rounds), or it is the baseline's plain C loop compiled
-// again for the compiler to vectorise (noise quantiles, rays to the world):
+// A form is either written with intrinsics under SIMD_AVX2_FN (the scene backend's packet kernels,
+// the random numbers' Philox rounds, the quantized codec's encoder loops), or it is the baseline's
+// plain C loop compiled again for the compiler to vectorise (noise quantiles, rays to the world):
 //
 //   static inline SIMD_BODY void kernel(double* x, size_t n) { ...a loop... }
 //   SIMD_FORMS(kernel, (double* x, size_t n), (x, n))    // kernel_avx2, kernel_avx512

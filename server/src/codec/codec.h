@@ -79,8 +79,4 @@ int codec_decode(codec_encoding_t enc, const uint8_t* in, size_t len, uint32_t c
 // Name of an encoding ("raw", "zstd", "quantized_zstd"), "unknown" otherwise.
 const char* codec_name(int enc);
 
-// Test hook: on != 0 makes the quantized encoder use its SSE2 forms where the processor has
-// AVX2 (the bytes are the same either way). Thread: any.
-void codec_test_no_avx2(int on);
-
 #endif  // SENSIM_CODEC_CODEC_H_

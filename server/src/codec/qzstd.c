@@ -18,7 +18,6 @@
 #include "codec/qzstd.h"
 
 #include <math.h>
-#include <stdatomic.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -26,6 +25,7 @@
 
 #include "base/kept.h"
 #include "base/mem.h"
+#include "base/simd.h"
 #include "codec/compress.h"
 
 #define NO_POSITIONS 0xFFFFFFFFu
@@ -477,7 +477,7 @@ typedef struct pos_enc {
   uint32_t nchan;
   code_out_t* out;                 // the code streams: R, A, E, then the words
   double err2;                     // the largest squared error so far
-  int avx2;                        // the processor has AVX2
+  int avx2;                        // simd_level() is AVX2 or above
   // the points of the block: coordinates (float32, float64), |xy|, range, measured (~0u) or
   // a miss (0), the misses as bits, range, azimuth and elevation in steps, the cosine and sine
   // of the azimuth
@@ -520,30 +520,16 @@ static inline __m128 load_ps(const uint8_t* p) {
 #endif
 
 
-static atomic_int g_no_avx2;  // codec_test_no_avx2
-
-
-void codec_test_no_avx2(int on) {
-  atomic_store(&g_no_avx2, on != 0);
-}
-
-
-// AVX2 forms of the encoder's loops over a block (4 doubles, 8 integers at a time), used when the
-// processor has AVX2: the same operations in the same order on each point as the SSE2 and scalar
-// forms (no fused multiply-add), so the bytes are the same. Each returns the number of points it
-// did, a multiple of 4 (8 for the codes); the caller does the rest.
-#if defined(__GNUC__) && defined(__x86_64__) && defined(__SSE2__)
-#define QZ_AVX2 1
+// AVX2 forms of the encoder's loops over a block (4 doubles, 8 integers at a time), used when
+// simd_level() is AVX2 or above (base/simd.h): the same operations in the same order on each
+// point as the SSE2 and scalar forms (no fused multiply-add), so the bytes are the same. Each
+// returns the number of points it did, a multiple of 4 (8 for the codes); the caller does the
+// rest.
+#if SIMD_X86
 #include <immintrin.h>
-#define AVX2_FN __attribute__((target("avx2")))
-
-static int cpu_has_avx2(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") != 0 && !atomic_load(&g_no_avx2);
-}
 
 
-AVX2_FN static uint32_t ranges_avx2(pos_enc_t* e, uint32_t m, uint64_t* miss) {
+SIMD_AVX2_FN static uint32_t ranges_avx2(pos_enc_t* e, uint32_t m, uint64_t* miss) {
   const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY),
                 ir = _mm256_set1_pd(e->inv_range);
   const __m256i low = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
@@ -581,7 +567,8 @@ AVX2_FN static uint32_t ranges_avx2(pos_enc_t* e, uint32_t m, uint64_t* miss) {
 
 
 // Bit l of the result: ok is false for the point j + l (l from *l, advanced by 4s).
-AVX2_FN static uint32_t az_far_avx2(const pos_enc_t* e, uint32_t j, uint32_t end, uint32_t* l) {
+SIMD_AVX2_FN static uint32_t az_far_avx2(const pos_enc_t* e, uint32_t j, uint32_t end,
+                                         uint32_t* l) {
   const __m256d lc = _mm256_set1_pd(e->last_ca), ls = _mm256_set1_pd(e->last_sa),
                 ia = _mm256_set1_pd(e->inv_angle), zero = _mm256_setzero_pd(),
                 lim49 = _mm256_set1_pd(0.49),
@@ -603,8 +590,8 @@ AVX2_FN static uint32_t az_far_avx2(const pos_enc_t* e, uint32_t j, uint32_t end
 }
 
 
-AVX2_FN static uint32_t el_far_avx2(const pos_enc_t* e, const double* ce, const double* se,
-                                    uint32_t j, uint32_t end, uint32_t* l) {
+SIMD_AVX2_FN static uint32_t el_far_avx2(const pos_enc_t* e, const double* ce, const double* se,
+                                         uint32_t j, uint32_t end, uint32_t* l) {
   const __m256d ia = _mm256_set1_pd(e->inv_angle), zero = _mm256_setzero_pd(),
                 lim49 = _mm256_set1_pd(0.49),
                 abs = _mm256_castsi256_pd(_mm256_set1_epi64x(0x7FFFFFFFFFFFFFFF));
@@ -626,8 +613,8 @@ AVX2_FN static uint32_t el_far_avx2(const pos_enc_t* e, const double* ce, const 
 }
 
 
-AVX2_FN static uint32_t codes_avx2(pos_enc_t* e, uint32_t k0, uint32_t m, uint32_t first,
-                                   uint32_t* cr, uint32_t* ca, uint32_t* ce) {
+SIMD_AVX2_FN static uint32_t codes_avx2(pos_enc_t* e, uint32_t k0, uint32_t m, uint32_t first,
+                                        uint32_t* cr, uint32_t* ca, uint32_t* ce) {
 #define LOAD(p) _mm256_loadu_si256((const __m256i*)(const void*)(p))
 #define STORE(p, v) _mm256_storeu_si256((__m256i*)(void*)(p), (v))
 #define ZIGZAG(v) _mm256_xor_si256(_mm256_slli_epi32((v), 1), _mm256_srai_epi32((v), 31))
@@ -668,8 +655,8 @@ AVX2_FN static uint32_t codes_avx2(pos_enc_t* e, uint32_t k0, uint32_t m, uint32
 }
 
 
-AVX2_FN static uint32_t error_avx2(const pos_enc_t* e, const double* ce, const double* se,
-                                   uint32_t m, double* worst) {
+SIMD_AVX2_FN static uint32_t error_avx2(const pos_enc_t* e, const double* ce, const double* se,
+                                        uint32_t m, double* worst) {
   const __m256d rs = _mm256_set1_pd(e->range_step);
   __m256d err2 = _mm256_setzero_pd();
   uint32_t j = 0;
@@ -702,7 +689,7 @@ AVX2_FN static uint32_t error_avx2(const pos_enc_t* e, const double* ce, const d
 
 
 // The channels (from k0) keep the azimuths of the block's measured points.
-AVX2_FN static uint32_t chan_az_avx2(pos_enc_t* e, uint32_t k0, uint32_t m) {
+SIMD_AVX2_FN static uint32_t chan_az_avx2(pos_enc_t* e, uint32_t k0, uint32_t m) {
   int32_t* cha = e->ch_a + k0;
   double* chc = e->ch_ca + k0;
   double* chs = e->ch_sa + k0;
@@ -724,8 +711,8 @@ AVX2_FN static uint32_t chan_az_avx2(pos_enc_t* e, uint32_t k0, uint32_t m) {
 
 // largest_r2 of packed points (x at p), 4 at a time: *r2max and *nmiss from them; returns how
 // many it did.
-AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t step,
-                                        double* r2max, uint32_t* nmiss) {
+SIMD_AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t step,
+                                             double* r2max, uint32_t* nmiss) {
   const __m256d zero = _mm256_setzero_pd(), inf = _mm256_set1_pd(INFINITY);
   __m256d best = zero;
   __m256i measured = _mm256_setzero_si256();  // per lane: measured points (as -1 each)
@@ -755,7 +742,7 @@ AVX2_FN static uint32_t largest_r2_avx2(const uint8_t* p, uint32_t n, size_t ste
 
 
 // narrow_codes, 32 codes at a time; returns how many it did.
-AVX2_FN static size_t narrow_avx2(const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
+SIMD_AVX2_FN static size_t narrow_avx2(const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
   const __m256i lo = _mm256_set1_epi32(0xFF), bias = _mm256_set1_epi32(INT32_MIN);
   const __m256i big = _mm256_set1_epi32(254 ^ INT32_MIN), ff = _mm256_set1_epi8(-1);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
@@ -779,15 +766,13 @@ AVX2_FN static size_t narrow_avx2(const uint32_t* codes, size_t m, code_out_t* s
   }
   return i;
 }
-#else
-#define QZ_AVX2 0
 #endif
 
 
-// narrow_codes, with AVX2 when avx2 (the processor has it).
+// narrow_codes, with AVX2 when avx2.
 static void narrow_block(int avx2, const uint32_t* codes, size_t m, code_out_t* s, size_t at) {
   size_t i = 0;
-#if QZ_AVX2
+#if SIMD_X86
   if (avx2) {
     i = narrow_avx2(codes, m, s, at);
   }
@@ -833,7 +818,7 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
     e->zf[j] = get_f32(pt + oz);
   }
   uint32_t j = 0;
-#if QZ_AVX2
+#if SIMD_X86
   if (e->avx2) {
     j = ranges_avx2(e, m, miss);
   }
@@ -886,7 +871,7 @@ static void pos_load(pos_enc_t* e, uint32_t i0, uint32_t m) {
 static uint32_t az_far(const pos_enc_t* e, uint32_t j, uint32_t end) {
   uint32_t far = 0, l = 0;
   const double lc = e->last_ca, ls = e->last_sa, ia = e->inv_angle;
-#if QZ_AVX2
+#if SIMD_X86
   if (e->avx2) {
     far = az_far_avx2(e, j, end, &l);
   }
@@ -990,7 +975,7 @@ static void pos_azimuth(pos_enc_t* e, uint32_t k0, uint32_t m) {
   double* restrict chs = e->ch_sa + k0;
   const uint32_t* restrict meas = e->meas;
   uint32_t j = 0;
-#if QZ_AVX2
+#if SIMD_X86
   if (e->avx2) {
     j = chan_az_avx2(e, k0, m);
   }
@@ -1050,7 +1035,7 @@ static void pos_elevation(pos_enc_t* e, uint32_t k0, uint32_t m) {
   const double ia = e->inv_angle;
   for (uint32_t j0 = 0; j0 < m; j0 += 32) {
     uint32_t end = j0 + 32 < m ? j0 + 32 : m, far = 0, l = 0;
-#if QZ_AVX2
+#if SIMD_X86
     if (e->avx2) {
       far = el_far_avx2(e, ce, se, j0, end, &l);
     }
@@ -1119,7 +1104,7 @@ static void pos_codes(pos_enc_t* e, uint32_t i0, uint32_t k0, uint32_t m, uint32
   const int32_t* restrict aq = e->aq;
   const int32_t* restrict eq = e->eq;
   uint32_t j = 0;
-#if QZ_AVX2
+#if SIMD_X86
   if (e->avx2) {
     j = codes_avx2(e, k0, m, first, cr, ca, ce);
   }
@@ -1189,7 +1174,7 @@ static void pos_error(pos_enc_t* e, uint32_t k0, uint32_t m) {
   const double rs = e->range_step;
   uint32_t j = 0;
   double worst = e->err2;
-#if QZ_AVX2
+#if SIMD_X86
   if (e->avx2) {
     j = error_avx2(e, ce, se, m, &worst);
   }
@@ -1421,8 +1406,8 @@ static double largest_r2(const uint8_t* data, uint32_t n, size_t step, const uin
                          uint32_t* nmiss) {
   double r2max = 0.0;
   uint32_t i = 0, miss = 0;
-#if QZ_AVX2
-  if (packed_xyz(xyz, step) && cpu_has_avx2()) {
+#if SIMD_X86
+  if (packed_xyz(xyz, step) && simd_level() >= SIMD_AVX2) {
     i = largest_r2_avx2(data + xyz[0], n, step, &r2max, &miss);
   }
 #endif
@@ -1680,8 +1665,8 @@ int qzstd_encode(const codec_params_t* p, const codec_cloud_t* c, uint8_t* out, 
     pe->out = streams;
     pe->haz = c->azimuth;
     chan_arrays(pe, chan, nchan);
-#if QZ_AVX2
-    pe->avx2 = cpu_has_avx2();
+#if SIMD_X86
+    pe->avx2 = simd_level() >= SIMD_AVX2;
 #endif
     pos_code(pe, n);
     nexc = pe->nexc;

@@ -380,8 +380,14 @@ static void record_request(daemon_t* d, client_t* c, const uint8_t* payload, siz
 }
 
 
-// Frames from this size on are taken from the session for their request (session_take_frame).
+// Frames from this size on may be taken from the session for their request
+// (session_take_frame).
 #define PROTOCOL_TAKE_BYTES (64u << 10)
+
+
+static uint8_t* take_frame(void* s) {
+  return session_take_frame(s);
+}
 
 
 static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t len) {
@@ -394,9 +400,8 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
   // arrays (a raycast's rays)
   wire_request_t* req;
   err_msg_t msg;
-  uint8_t* frame = len >= PROTOCOL_TAKE_BYTES ? session_take_frame(s) : NULL;
-  int rc = frame ? wire_decode_frame(frame, payload, len, &req, &msg)
-                 : wire_decode(payload, len, &req, &msg);
+  int rc = len >= PROTOCOL_TAKE_BYTES ? wire_decode_frame(payload, len, take_frame, s, &req, &msg)
+                                      : wire_decode(payload, len, &req, &msg);
   if (rc != 0) {
     // the replies of earlier requests still leave before the error and the close
     d->counters.frames_rejected++;

@@ -111,27 +111,22 @@ static inline SIMD_BODY void quantiles(const uint32_t (*w)[4], size_t n, double*
 SIMD_FORMS(quantiles, (const uint32_t (*w)[4], size_t n, double* z), (w, n, z))
 
 
-// The uniform of 52 bits b, as lidar_noise_uniform computes it.
-static double uniform_of(uint64_t b) {
-  return ((double)b + 0.5) * (1.0 / 4503599627370496.0);
-}
-
 uint64_t lidar_noise_uniform_count_below(double p) {
   const uint64_t top = (uint64_t)1 << 52;
-  if (!(p > uniform_of(0))) {
+  if (!(p > rng_unit_of_bits(0))) {
     return 0;
   }
-  if (p > uniform_of(top - 1)) {
+  if (p > rng_unit_of_bits(top - 1)) {
     return top;
   }
-  // the count c: uniform_of(c - 1) < p <= uniform_of(c); p 2^52 - 1/2 is within a step of it
-  // (the products by 2^52 are exact), then the exact comparisons settle it
+  // the count c: rng_unit_of_bits(c - 1) < p <= rng_unit_of_bits(c); p 2^52 - 1/2 is within a
+  // step of it (the products by 2^52 are exact), then the exact comparisons settle it
   double guess = floor(p * 4503599627370496.0 - 0.5);
   uint64_t c = guess <= 0.0 ? 0 : (guess >= (double)top ? top : (uint64_t)guess);
-  while (c > 0 && !(uniform_of(c - 1) < p)) {
+  while (c > 0 && !(rng_unit_of_bits(c - 1) < p)) {
     c--;
   }
-  while (c < top && uniform_of(c) < p) {
+  while (c < top && rng_unit_of_bits(c) < p) {
     c++;
   }
   return c;

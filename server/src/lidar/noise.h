@@ -28,17 +28,15 @@
 
 //---------------- Random variates
 
-// The 52 bits lidar_noise_uniform reads from two words.
+// The 52 bits lidar_noise_uniform reads from two words (rng_bits52).
 static inline uint64_t lidar_noise_uniform_bits(uint32_t hi, uint32_t lo) {
-  return (((uint64_t)hi << 32) | lo) >> 12;
+  return rng_bits52(hi, lo);
 }
 
-// Uniform in the open interval (0, 1) from two words (52 bits), never 0 or 1. (Inline, like
-// the two below: they run once per point.)
+// Uniform in the open interval (0, 1) from two words (52 bits), never 0 or 1: rng_unit_of_bits
+// of their bits, as rng_uniform computes it. (Inline: it runs once per point.)
 static inline double lidar_noise_uniform(uint32_t hi, uint32_t lo) {
-  // 52 bits and a half-step offset: (bits + 0.5) is exact, so the result is never 0 or 1
-  uint64_t bits = lidar_noise_uniform_bits(hi, lo);
-  return ((double)bits + 0.5) * (1.0 / 4503599627370496.0);
+  return rng_unit_of_bits(lidar_noise_uniform_bits(hi, lo));
 }
 
 // The number of 52-bit values whose uniform is below p: lidar_noise_uniform(hi, lo) < p exactly

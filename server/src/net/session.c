@@ -95,6 +95,13 @@ static int account_input(session_t* s, err_msg_t* msg) {
 }
 
 
+// The reader's memory no longer counts: it was closed, or it gave its frame away.
+static void release_input(session_t* s) {
+  s->srv->held -= s->in_held;
+  s->in_held = 0;
+}
+
+
 static void flush_batch(session_t* s);
 
 
@@ -113,8 +120,7 @@ static void on_session_closed(uv_handle_t* h) {
 
   // input nobody will read is released now, not when the last job lets go of the session
   frame_reader_close(&s->reader);
-  srv->held -= s->in_held;
-  s->in_held = 0;
+  release_input(s);
 
   // the session's memory goes with its last handle
   uv_close((uv_handle_t*)&s->linger, on_linger_closed);
@@ -141,9 +147,11 @@ static void leave(session_t* s) {
 
 void session_close_now(session_t* s) {
   if (uv_is_closing((uv_handle_t*)&s->tcp)) {
-    return;
+    return;  // closed before; its batch left then
   }
   flush_batch(s);  // what was queued before is written as far as the close lets it
+
+  // a batch libuv refuses closes the session from inside the flush (submit): closed already
   if (uv_is_closing((uv_handle_t*)&s->tcp)) {
     return;
   }
@@ -258,14 +266,27 @@ static void unblock(session_t* s) {
 }
 
 
+// A write is done with (written, cancelled or refused): its bytes leave the session's queue
+// and its memory the budget, as count_write counted them.
+static void release_counts(session_t* s, const session_write_t* w) {
+  s->queued -= w->total;
+  s->stream_queued -= w->stream ? w->total : 0;
+  s->unsent_held -= w->stream ? 0 : w->cost;  // a reply's, plain or shared frames
+  s->srv->held -= w->cost;
+}
+
+
+static void free_write(session_write_t* w) {
+  mem_free(w->payload);
+  shared_buf_release(w->shared);
+  mem_free(w);
+}
+
+
 // One write of a batch is done (status: the batch's).
 static void write_done(session_write_t* w, int status) {
   session_t* s = w->s;
-  s->queued -= FRAME_HEADER_BYTES + w->len;
-  s->srv->held -= w->cost;
-  if (!w->stream) {
-    s->unsent_held -= w->cost;   // a reply, plain or shared frames
-  }
+  release_counts(s, w);
   s->active_ms = uv_now(s->srv->loop);
 
   // a closing session that still makes progress is not cut off: the linger time is idle time
@@ -276,16 +297,11 @@ static void write_done(session_write_t* w, int status) {
     LOG_DEBUG("session %llu: write failed: %s", (unsigned long long)s->id, uv_strerror(status));
     session_close_now(s);
   }
-  mem_free(w->payload);
-  shared_buf_release(w->shared);
-  if (w->stream) {
-    s->stream_queued -= FRAME_HEADER_BYTES + w->len;
-    if (s->srv->hooks.on_stream_drained && !s->closing) {
-      s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
-    }
-  }
   int reply = !w->stream;
-  mem_free(w);
+  free_write(w);
+  if (!reply && s->srv->hooks.on_stream_drained && !s->closing) {
+    s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
+  }
 
   // the write's reference keeps s alive while frames waiting in the reader are delivered
   if (reply && s->blocked && !s->closing && may_unblock(s)) {
@@ -323,14 +339,17 @@ static void count_write(session_t* s, session_write_t* w) {
 }
 
 
-// Undo count_write for a write that never reached uv_write.
-static void uncount_write(session_t* s, session_write_t* w) {
-  s->queued -= w->total;
-  s->stream_queued -= w->stream ? w->total : 0;
-  s->sent_total -= w->total;
-  s->unsent_held -= w->stream ? 0 : w->cost;
-  s->srv->held -= w->cost;
-  s->refs--;
+// Drop the writes from w (a chain through next, each counted) that never reached libuv:
+// count_write undone, each freed. No hook runs.
+static void drop_writes(session_t* s, session_write_t* w) {
+  while (w) {
+    session_write_t* next = w->next;
+    release_counts(s, w);
+    s->sent_total -= w->total;
+    s->refs--;  // never the last: the session's handle holds one until it is closed
+    free_write(w);
+    w = next;
+  }
 }
 
 
@@ -365,15 +384,10 @@ static uint32_t write_bufs(const session_write_t* w, const uint8_t** p, size_t* 
 // (the caller may be inside one: see try_write).
 static void done_now(session_write_t* w) {
   session_t* s = w->s;
-  s->queued -= w->total;
-  s->stream_queued -= w->stream ? w->total : 0;
-  s->unsent_held -= w->stream ? 0 : w->cost;
-  s->srv->held -= w->cost;
+  release_counts(s, w);
   s->active_ms = uv_now(s->srv->loop);
-  mem_free(w->payload);
-  shared_buf_release(w->shared);
   s->refs--;  // never the last: the open handle holds one
-  mem_free(w);
+  free_write(w);
 }
 
 
@@ -468,11 +482,6 @@ static int submit(session_t* s, session_write_t* w) {
     server_held_add(srv, extra);
     rc = uv_write(&w->req, (uv_stream_t*)&s->tcp, bufs + first, left, on_write);
     srv->writes += rc == 0;
-    if (rc != 0) {
-      w->cost -= extra;
-      s->unsent_held -= w->stream ? 0 : extra;
-      srv->held -= extra;
-    }
   }
 done:
   if (bufs != small) {
@@ -481,14 +490,7 @@ done:
     mem_free(bufs);
   }
   if (rc != 0) {
-    while (w) {
-      session_write_t* next = w->next;
-      uncount_write(s, w);
-      mem_free(w->payload);
-      shared_buf_release(w->shared);
-      mem_free(w);
-      w = next;
-    }
+    drop_writes(s, w);
     session_close_now(s);
   }
   return rc;
@@ -521,7 +523,8 @@ static int enqueue(session_t* s, session_write_t* w) {
     flush_batch(s);
   }
   if (uv_is_closing((uv_handle_t*)&s->tcp)) {
-    return submit(s, w);  // refused by libuv: uncounted, freed
+    drop_writes(s, w);  // the flush was refused and closed the session: w cannot leave
+    return ERR_STATE;
   }
   if (s->batch_tail) {
     s->batch_tail->next = w;
@@ -925,7 +928,13 @@ void session_resume(session_t* s) {
 
 
 uint8_t* session_take_frame(session_t* s) {
-  return frame_reader_take(&s->reader);
+  uint8_t* frame = frame_reader_take(&s->reader);
+  if (frame) {
+    // the reader is empty now; the frame is the owner's to count (server_hold), at once: the
+    // owner's request may be answered before the reader is counted again
+    release_input(s);
+  }
+  return frame;
 }
 
 

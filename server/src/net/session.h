@@ -63,7 +63,9 @@ int session_is_closing(const session_t* s);
 // Inside on_frame: the frame being delivered, when it fills the session's read buffer alone (a
 // large frame is read in place into a buffer of its size), handed over to the owner with that
 // buffer (a mem_alloc'ed block: the 4-byte header, then the payload on_frame got; the owner
-// frees it), so that its request may point into it instead of copying. NULL otherwise.
+// frees it), so that its request may point into it instead of copying; from then on its memory
+// is not counted as the session's input (server_stats_t.held_bytes) but is the owner's to count
+// (server_hold). NULL otherwise.
 uint8_t* session_take_frame(session_t* s);
 
 // Stop / resume reading (back-pressure from the owner's work queue).

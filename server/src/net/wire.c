@@ -245,6 +245,7 @@ typedef struct borrow_plan {
   const ProtobufCFieldDescriptor* body;    // the Envelope's field holding the body
   size_t body_at, body_len;                // the body's contents in the payload
   size_t body_field_at, body_field_end;    // the body field itself (tag, length, contents)
+  size_t removed;                          // bytes of the borrowed fields, whole
   uint32_t n;
   const ProtobufCFieldDescriptor* field[WIRE_BORROW_MAX];
   size_t at[WIRE_BORROW_MAX];              // each borrowed field: its value...
@@ -315,7 +316,8 @@ static int plan_borrow(const uint8_t* p, size_t n, borrow_plan_t* plan) {
   const uint8_t* b = p + plan->body_at;
   size_t bn = plan->body_len;
   pos = 0;
-  uint64_t seen = 0;  // field numbers below 64 met so far
+  uint64_t seen = 0;      // field numbers below 64 met so far
+  uint64_t borrowed = 0;  // of which borrowed (a borrowed field's number is below 64)
   while (pos < bn) {
     size_t field_at = pos;
     uint64_t tag, len = 0;
@@ -327,23 +329,25 @@ static int plan_borrow(const uint8_t* p, size_t n, borrow_plan_t* plan) {
     }
     size_t value_at = pos - (size_t)len;
     uint64_t number = tag >> 3;
-    int again = number < 64 && (seen >> number & 1);
-    seen |= number < 64 ? 1ull << number : 0;
-    for (uint32_t i = 0; i < plan->n; i++) {
-      if (plan->field[i]->id == number) {
-        return -1;  // a borrowed field met again: the last one counts; as always
-      }
+    uint64_t bit = number < 64 ? 1ull << number : 0;
+    if (borrowed & bit) {
+      return -1;  // a borrowed field met again: the last one counts; as always
     }
-    const ProtobufCFieldDescriptor* f = protobuf_c_message_descriptor_get_field(d, (unsigned)number);
+    int again = (seen & bit) != 0;
+    seen |= bit;
+    const ProtobufCFieldDescriptor* f =
+        protobuf_c_message_descriptor_get_field(d, (unsigned)number);
     if (!f || f->type != PROTOBUF_C_TYPE_BYTES || (tag & 7) != 2 || len < WIRE_BORROW_MIN ||
         f->label == PROTOBUF_C_LABEL_REPEATED || (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) ||
-        again || number >= 64 || plan->n == WIRE_BORROW_MAX) {
+        again || !bit || plan->n == WIRE_BORROW_MAX) {
       continue;
     }
+    borrowed |= bit;
     plan->field[plan->n] = f;
     plan->at[plan->n] = plan->body_at + value_at;
     plan->len[plan->n] = (size_t)len;
     plan->field_at[plan->n] = plan->body_at + field_at;
+    plan->removed += pos - field_at;
     plan->n++;
   }
   return plan->n > 0 ? 0 : -1;
@@ -363,15 +367,11 @@ static uint8_t* put_varint(uint8_t* p, uint64_t v) {
 // decodes. Returns its length; out has room for n bytes.
 static size_t without_borrowed(const uint8_t* p, size_t n, const borrow_plan_t* plan,
                                uint8_t* out) {
-  size_t removed = 0;
-  for (uint32_t i = 0; i < plan->n; i++) {
-    removed += plan->at[i] + plan->len[i] - plan->field_at[i];
-  }
   uint8_t* o = out;
   memcpy(o, p, plan->body_field_at);
   o += plan->body_field_at;
   o = put_varint(o, (uint64_t)plan->body->id << 3 | 2);
-  o = put_varint(o, plan->body_len - removed);
+  o = put_varint(o, plan->body_len - plan->removed);
   size_t from = plan->body_at;
   for (uint32_t i = 0; i < plan->n; i++) {  // in payload order
     memcpy(o, p + from, plan->field_at[i] - from);
@@ -412,17 +412,16 @@ static int lend(wire_request_t* r, const uint8_t* payload, const borrow_plan_t* 
 }
 
 
-int wire_decode_frame(uint8_t* frame, const uint8_t* payload, size_t len, wire_request_t** out,
-                      err_msg_t* msg) {
+int wire_decode_frame(const uint8_t* payload, size_t len, wire_take_fn take, void* take_ctx,
+                      wire_request_t** out, err_msg_t* msg) {
   borrow_plan_t plan;
+  uint8_t* frame = NULL;
   uint8_t* rest = NULL;
   wire_request_t* r = NULL;
-  if (plan_borrow(payload, len, &plan) == 0) {
-    size_t removed = 0;
-    for (uint32_t i = 0; i < plan.n; i++) {
-      removed += plan.at[i] + plan.len[i] - plan.field_at[i];
-    }
-    rest = mem_alloc(len - removed + 16);  // + a body length's varint, never longer
+
+  // the frame is taken from its owner only when something of it is borrowed
+  if (plan_borrow(payload, len, &plan) == 0 && (frame = take(take_ctx)) != NULL) {
+    rest = mem_alloc(len - plan.removed + 16);  // + a body length's varint, never longer
   }
   if (rest && unpack(rest, without_borrowed(payload, len, &plan, rest), len, &r, msg) == 0 &&
       lend(r, payload, &plan) == 0) {

@@ -48,13 +48,18 @@ typedef enum wire_kind {
 // ERR_LIMIT when it would decode to more than the budget above.
 int wire_decode(const uint8_t* payload, size_t len, wire_request_t** out, err_msg_t* msg);
 
-// wire_decode of a payload inside `frame` (a mem_alloc'ed block the caller gives up, freed on
-// failure too): the large bytes fields of the body (at least 4 KiB: a raycast's rays, a mesh's
-// vertices) are not copied but point into the frame, which the request keeps until wire_free.
-// A frame with nothing to borrow (or two bodies, or a borrowed field repeated) is decoded as by
-// wire_decode, with the same errors.
-int wire_decode_frame(uint8_t* frame, const uint8_t* payload, size_t len, wire_request_t** out,
-                      err_msg_t* msg);
+// The block holding a frame's payload, given up by its owner (a mem_alloc'ed block, then
+// owned by the caller), or NULL when the owner cannot give it (session_take_frame).
+typedef uint8_t* (*wire_take_fn)(void* ctx);
+
+// wire_decode of a payload whose frame block its owner may give up: when the body has large
+// bytes fields (at least 4 KiB: a raycast's rays, a mesh's vertices), take(take_ctx) is asked
+// for the block; a block it gives is kept by the request until wire_free (freed on failure
+// too), and those fields are not copied but point into it. A frame with nothing to borrow (or
+// two bodies, or a borrowed field repeated), whose block is then never asked for, or whose
+// block is not given, is decoded as by wire_decode, with the same errors.
+int wire_decode_frame(const uint8_t* payload, size_t len, wire_take_fn take, void* take_ctx,
+                      wire_request_t** out, err_msg_t* msg);
 void wire_free(wire_request_t* r);
 
 // NULL, or why a string field of the request is refused: a NUL or control character, invalid

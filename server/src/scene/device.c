@@ -110,15 +110,16 @@ unsigned scene_device_native_width(const scene_device_t* dev) {
 bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap) {
   // Embree names no ISA; its widest native packet tells AVX-512 from AVX2 (or AVX) from SSE
   const char* isa = dev->width == 16 ? "AVX-512" : dev->width == 8 ? "AVX2 or AVX" : "SSE";
-  const char* simd = getenv(SIMD_LEVEL_ENV);
+  // SIMD_LEVEL_ENV configured the core's kernels only when it lowered them below the CPU's
+  bool lowered = simd_allowed_level() < simd_cpu_level();
   snprintf(buf, cap, "Embree %ld.%ld.%ld, %s (native %u-ray packets), %s%s%s; core kernels %s%s",
            (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_MAJOR),
            (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_MINOR),
            (long)rtcGetDeviceProperty(dev->rtc, RTC_DEVICE_PROPERTY_VERSION_PATCH), isa,
            dev->width, dev->config[0] ? SCENE_DEVICE_CONFIG_ENV " = \"" : "the CPU's best ISA",
            dev->config, dev->config[0] ? "\"" : "", simd_level_name(simd_level()),
-           simd ? " (" SIMD_LEVEL_ENV ")" : "");
-  return dev->config[0] != 0 || simd != NULL;
+           lowered ? " (" SIMD_LEVEL_ENV ")" : "");
+  return dev->config[0] != 0 || lowered;
 }
 
 

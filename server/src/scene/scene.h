@@ -62,7 +62,8 @@ unsigned scene_device_native_width(const scene_device_t* dev);
 
 // What the device runs, for a log line (e.g. "Embree 3.13.5, AVX-512 (native 16-ray packets),
 // the CPU's best ISA; core kernels avx512"), into buf (cap bytes, truncated). Returns whether
-// SCENE_DEVICE_CONFIG_ENV or SIMD_LEVEL_ENV configured it. Thread: any.
+// SCENE_DEVICE_CONFIG_ENV configured it or SIMD_LEVEL_ENV lowered the core kernels' level
+// below the CPU's. Thread: any.
 bool scene_device_describe(const scene_device_t* dev, char* buf, size_t cap);
 
 // Bound the memory the backend may hold (bytes; 0 = unlimited). Builds and commits that would

@@ -112,6 +112,78 @@ SIMD_AVX2_FN int simd_coherent(const packet_t* pk) {
 }
 
 
+// Lanes h .. h + 3 of an intersected packet of W lanes at once, when their hits are all on one
+// instance (or none) whose normals hit_normal maps with no quaternion: most groups, a lidar's
+// neighbouring rays meeting the same terrain or object. Their world normals (not unit; 0 for a
+// miss) into nv, their object IDs, labels and primitives into tail (0 for a miss), and their
+// hit bits (as hit_inst finds an instance) into *hit; the same values as hit_inst, hit_normal and
+// simd_hits_of's lane loop (the matrix's products and sums in the same order, no contraction).
+// False, with nothing written, when they are on several instances or on one whose normals
+// turn: the caller takes them lane by lane.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
+    const scene_t* s, const packet_t* pk, unsigned h, int records, double nv[3][WIDE],
+    uint32_t tail[3][4], unsigned* hit, const unsigned W) {
+  const __m128i none = _mm_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  __m128i geom = _mm_load_si128((const __m128i*)(pk->u + LANE(F_GEOM, h)));
+  __m128i id = _mm_load_si128((const __m128i*)(pk->u + LANE(F_INST, h)));
+  if (s->flat_slot >= 0) {
+    id = _mm_blendv_epi8(id, geom, _mm_cmpeq_epi32(id, _mm_set1_epi32(s->flat_slot)));
+  }
+  // hit_inst's instance: a geometry, and an ID below ninst (unsigned: min(id, ninst - 1) == id)
+  __m128i on = _mm_andnot_si128(_mm_cmpeq_epi32(geom, none),
+                                _mm_cmpeq_epi32(_mm_min_epu32(id, _mm_set1_epi32(s->ninst - 1)), id));
+  unsigned m = s->ninst > 0 ? (unsigned)_mm_movemask_ps(_mm_castsi128_ps(on)) : 0u;
+  const inst_t* in = NULL;
+  if (m) {
+    _Alignas(16) uint32_t ids[4];
+    _mm_store_si128((__m128i*)ids, id);
+    uint32_t id0 = ids[__builtin_ctz(m)];
+    unsigned same = (unsigned)_mm_movemask_ps(
+        _mm_castsi128_ps(_mm_cmpeq_epi32(id, _mm_set1_epi32((int)id0))));
+    in = &s->insts[id0];
+    if ((same & m) != m || (!in->flat && in->moving && (W != WIDE || in->turning))) {
+      return false;
+    }
+  }
+  __m256d mask = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(
+      _mm_cmpeq_epi32(_mm_and_si128(_mm_set1_epi32((int)m), _mm_setr_epi32(1, 2, 4, 8)),
+                      _mm_setr_epi32(1, 2, 4, 8))));
+  __m256d n0 = _mm256_setzero_pd(), n1 = n0, n2 = n0;
+  if (in) {
+    __m256d x = _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_NG_X, h)));
+    __m256d y = _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_NG_Y, h)));
+    __m256d z = _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_NG_Z, h)));
+    if (in->flat) {
+      n0 = x, n1 = y, n2 = z;
+    } else {
+      const double* mt = in->nmat;
+#define SIMD_ROW(r)                                                                            \
+  _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_set1_pd(mt[3 * (r)]), x),                  \
+                              _mm256_mul_pd(_mm256_set1_pd(mt[3 * (r) + 1]), y)),              \
+                _mm256_mul_pd(_mm256_set1_pd(mt[3 * (r) + 2]), z))
+      n0 = SIMD_ROW(0), n1 = SIMD_ROW(1), n2 = SIMD_ROW(2);
+#undef SIMD_ROW
+    }
+  }
+  const __m256d* nl[3] = {&n0, &n1, &n2};
+  for (unsigned a = 0; a < 3; a++) {
+    _mm256_store_pd(nv[a] + h, _mm256_and_pd(*nl[a], mask));   // a miss lane's normal is 0
+  }
+  __m128i keep = _mm_and_si128(on, _mm_set1_epi32(m ? -1 : 0));   // the hit lanes
+  __m128i prim = _mm_setzero_si128();
+  if (in && !records && !in->is_prim) {
+    prim = _mm_and_si128(_mm_load_si128((const __m128i*)(pk->u + LANE(F_PRIM, h))), keep);
+  }
+  _mm_storeu_si128((__m128i*)tail[0], _mm_and_si128(_mm_set1_epi32(in ? (int)in->object_id : 0),
+                                                    keep));
+  _mm_storeu_si128((__m128i*)tail[1], _mm_and_si128(_mm_set1_epi32(in ? (int)in->label : 0),
+                                                    keep));
+  _mm_storeu_si128((__m128i*)tail[2], prim);
+  *hit |= m << h;
+  return true;
+}
+
+
 // The hits of the full intersected packet pk of W lanes (unit directions dx, dy, dz) into out,
 // as hit_fill writes them (records: primitive 0), or (cols not NULL) into the columns cols.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
@@ -120,6 +192,23 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
   _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
   for (unsigned k = 0; k < W; k++) {
+    if (k % 4 == 0) {
+      uint32_t t4[3][4];
+      if (simd_lanes4_one(s, pk, k, records, nv, t4, &hit, W)) {
+        for (unsigned j = 0; j < 4; j++) {
+          if (cols) {
+            cols->object_id[k + j] = t4[0][j];
+            cols->label[k + j] = t4[1][j];
+            cols->primitive[k + j] = t4[2][j];
+          } else {
+            uint32_t tail[4] = {t4[0][j], t4[1][j], t4[2][j], 0};
+            memcpy((char*)&out[k + j] + offsetof(scene_hit_t, object_id), tail, sizeof tail);
+          }
+        }
+        k += 3;
+        continue;
+      }
+    }
     uint32_t tail[4] = {0, 0, 0, 0};  // object_id, label, primitive, padding
     const inst_t* in = hit_inst(s, pk, W, k);
     if (in) {

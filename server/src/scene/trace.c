@@ -23,6 +23,15 @@ __attribute__((always_inline)) static inline void rows_packets(
   const bool simd = simd_level() >= SIMD_AVX2;
   for (size_t i = 0; i < n; i += width) {
     unsigned m = (unsigned)(n - i < width ? n - i : width);
+    if (n - i >= 2 * (size_t)width) {
+      // the next packet's rays and hits, fetched while this one is traced (as trace_columns)
+      for (size_t b = 0; b < width * sizeof *rays; b += 64) {
+        _mm_prefetch((const char*)(rays + i + width) + b, _MM_HINT_T0);
+      }
+      for (size_t b = 0; b < width * sizeof *hits; b += 64) {
+        _mm_prefetch((const char*)(hits + i + width) + b, _MM_HINT_T0);
+      }
+    }
     if (width == WIDE && m == WIDE && simd && simd_packet16(s, rays + i, hits + i)) {
       continue;
     }
@@ -125,6 +134,20 @@ static void columns_as_rows(const scene_t* s, const scene_packet_t* pk, unsigned
 }
 
 
+// The next packet's rays and hits fetched while this one is traced: a caller's packets stream
+// through memory (1 KiB of rays and 448 bytes of hits each) and Embree's traversal between
+// them keeps the hardware prefetchers behind, so that each packet's first loads and stores
+// would wait for memory.
+static inline void columns_prefetch(const scene_packet_t* in, const scene_packet_hits_t* out) {
+  for (size_t b = 0; b < sizeof *in; b += 64) {
+    _mm_prefetch((const char*)in + b, _MM_HINT_T0);
+  }
+  for (size_t b = 0; b < sizeof *out; b += 64) {
+    _mm_prefetch((const char*)out + b, _MM_HINT_T0);
+  }
+}
+
+
 // Rays in packets of columns (SCENE_COLUMNS): the full packets on the AVX2 path, their lanes
 // above the horizon hz (nullable) untraced; the others as trace_rows traces them in rows of 16.
 static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
@@ -141,6 +164,9 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   for (size_t i = 0; i < n; i += WIDE) {
     unsigned m = (unsigned)(n - i < WIDE ? n - i : WIDE);
+    if (n - i > WIDE) {
+      columns_prefetch(&in[i / WIDE + 1], &out[i / WIDE + 1]);
+    }
     if (!packet_full(&in[i / WIDE], m, simd)) {
       continue;
     }

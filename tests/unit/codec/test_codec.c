@@ -7,10 +7,12 @@
 #include "codec/codec.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/simd.h"
 #include "check.h"
 #include "codec/compress.h"
 
@@ -104,7 +106,7 @@ TEST(codec_raw_and_zstd_are_exact) {
     uint8_t* dec = round_trip(&p, &c, &len, &err);
     ASSERT_TRUE(dec != NULL);
     ASSERT_MEM_EQ(dec, s.data, (size_t)s.n * STEP);
-    ASSERT_EQ(err, 0.0);
+    ASSERT_TRUE(err == 0.0);
     if (e == CODEC_ZSTD) {
       ASSERT_TRUE(len < (size_t)s.n * STEP);
     }
@@ -287,8 +289,13 @@ TEST(codec_quantized_unorganised_and_offset_clouds) {
 
 // The AVX2 and SSE2 forms of the encoder give the same bytes (and the same stated error), on
 // an organised scan with every kind of miss, at every kind of stride (a point at a time below
-// 8), with x, y, z in a row or not.
+// 8), with x, y, z in a row or not. The forms are chosen by simd_level() (base/simd.h): the
+// baseline, then the best this process may run.
 TEST(codec_quantized_same_bytes_with_or_without_avx2) {
+  if (simd_allowed_level() < SIMD_AVX2) {
+    fprintf(stderr, "# SIMD level %s: the SSE2 form compared with itself\n",
+            simd_level_name(simd_allowed_level()));
+  }
   static const uint32_t kStrides[] = {0, 1, 3, 7, 8, 64, 100, 5000};
   static const int64_t kLayouts[2][3] = {{0, 4, 8}, {8, 0, 4}};
   scan_t s = make_scan(64, 100, 1);
@@ -301,14 +308,15 @@ TEST(codec_quantized_same_bytes_with_or_without_avx2) {
       uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
       double err[2];
       err_msg_t msg;
-      for (int off = 0; off < 2; off++) {
-        codec_test_no_avx2(off);
-        ASSERT_OK(codec_encode(&p, &c, enc[off], cap, &len[off], &err[off], &msg));
+      for (int base = 0; base < 2; base++) {
+        simd_set_max(base ? SIMD_BASELINE : SIMD_LEVEL_COUNT);
+        ASSERT_EQ(simd_level(), base ? SIMD_BASELINE : simd_allowed_level());
+        ASSERT_OK(codec_encode(&p, &c, enc[base], cap, &len[base], &err[base], &msg));
       }
-      codec_test_no_avx2(0);
+      simd_set_max(SIMD_LEVEL_COUNT);
       ASSERT_EQ(len[0], len[1]);
       ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
-      ASSERT_EQ(err[0], err[1]);
+      ASSERT_TRUE(err[0] == err[1]);   // doubles: ASSERT_EQ compares integers
       mem_free(enc[0]);
       mem_free(enc[1]);
     }
@@ -360,7 +368,7 @@ TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
       }
       static const uint32_t kStrides[] = {0, 1, 7, CH, COLS, 2 * CH};
       for (size_t k = 0; k < sizeof(kStrides) / sizeof(kStrides[0]); k++) {
-        for (int off = 0; off < 2; off++) {
+        for (int base = 0; base < 2; base++) {
           codec_cloud_t c = cloud_of(order == 0 ? &col : &row);
           codec_params_t p = {.encoding = CODEC_QZSTD, .precision = 0.001,
                               .stride = kStrides[k]};
@@ -368,7 +376,8 @@ TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
           uint8_t* enc[2] = {mem_alloc(cap), mem_alloc(cap)};
           double err[2];
           err_msg_t msg;
-          codec_test_no_avx2(off);
+          simd_set_max(base ? SIMD_BASELINE : SIMD_LEVEL_COUNT);
+          ASSERT_EQ(simd_level(), base ? SIMD_BASELINE : simd_allowed_level());
           ASSERT_OK(codec_encode(&p, &c, enc[0], cap, &len[0], &err[0], &msg));
           c.azimuth = az;
           if (kStrides[k]) {
@@ -376,10 +385,10 @@ TEST(codec_quantized_sensor_azimuths_and_stride_change_no_byte) {
             p.stride = 0;
           }
           ASSERT_OK(codec_encode(&p, &c, enc[1], cap, &len[1], &err[1], &msg));
-          codec_test_no_avx2(0);
+          simd_set_max(SIMD_LEVEL_COUNT);
           ASSERT_EQ(len[0], len[1]);
           ASSERT_MEM_EQ(enc[0], enc[1], len[0]);
-          ASSERT_EQ(err[0], err[1]);
+          ASSERT_TRUE(err[0] == err[1]);   // doubles: ASSERT_EQ compares integers
           mem_free(enc[0]);
           mem_free(enc[1]);
         }
@@ -448,7 +457,7 @@ TEST(codec_quantized_far_points_and_no_positions_are_lossless) {
   uint8_t* dec = round_trip(&p, &c, &len, &err);
   ASSERT_TRUE(dec != NULL);
   ASSERT_MEM_EQ(dec, pts, sizeof(pts));
-  ASSERT_EQ(err, 0.0);
+  ASSERT_TRUE(err == 0.0);
   mem_free(dec);
   c.xyz_offset[0] = c.xyz_offset[1] = c.xyz_offset[2] = -1;
   dec = round_trip(&p, &c, &len, &err);

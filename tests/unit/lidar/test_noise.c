@@ -42,9 +42,24 @@ TEST(noise_normal_quantile_known_values) {
   ASSERT_TRUE(lidar_noise_normal_quantile(0.02425) < lidar_noise_normal_quantile(0.0242501));
   ASSERT_TRUE(lidar_noise_normal_quantile(0.9757499) < lidar_noise_normal_quantile(0.97575));
 
-  // the open unit interval from two words
-  ASSERT_TRUE(lidar_noise_uniform(0, 0) > 0.0);
-  ASSERT_TRUE(lidar_noise_uniform(0xffffffffu, 0xffffffffu) < 1.0);
+  // the open unit interval from two words: (b + 1/2) / 2^52 of their top 52 bits b, exactly
+  // (doubles compared with ==: ASSERT_EQ compares integers)
+  ASSERT_TRUE(lidar_noise_uniform(0, 0) == ldexp(1.0, -53));
+  ASSERT_TRUE(lidar_noise_uniform(0xffffffffu, 0xffffffffu) == 1.0 - ldexp(1.0, -53));
+  ASSERT_TRUE(lidar_noise_uniform(0x80000000u, 0xfffu) == 0.5 + ldexp(1.0, -53));
+  ASSERT_TRUE(lidar_noise_uniform(0x80000000u, 0x1000u) == 0.5 + 3.0 * ldexp(1.0, -53));
+  return 0;
+}
+
+
+// A draw's uniform is the one rng_uniform gives for words 0-1 of the same draw.
+TEST(noise_uniform_is_the_generators) {
+  for (uint32_t i = 0; i < 1000; i++) {
+    rng_key_t key = {.seed = 42u + i, .stream = 3u, .frame = 7u, .index = 1000u * i};
+    uint32_t w[4];
+    rng_words(&key, i % 5u, w);
+    ASSERT_TRUE(lidar_noise_uniform(w[0], w[1]) == rng_uniform(&key, i % 5u));
+  }
   return 0;
 }
 

@@ -501,6 +501,33 @@ static void shutdown_on_end(client_t* c) {
 }
 
 
+// A polling timer's end: the test's traffic ends once `done`, or, `what` noted as a problem,
+// after `most` ticks.
+static void end_when(tctx_t* t, int done, int most, const char* what) {
+  if (!done && ++t->ticks <= most) {
+    return;
+  }
+  if (!done) {
+    note_bad(t, what);
+  }
+  uv_timer_stop(&t->timer);
+  tctx_shutdown(t);
+}
+
+
+// A polling timer's end once client 0 has received `bytes` in all: the server must then hold
+// `held` bytes and have nothing queued for the session (else `counted` is noted).
+static void end_once_received(tctx_t* t, size_t bytes, uint64_t held, const char* counted) {
+  server_stats_t st;
+  server_get_stats(t->srv, &st);
+  int done = t->clients[0].in.len == bytes;
+  if (done && (st.held_bytes != held || session_queued_bytes(t->sessions[0]) != 0)) {
+    note_bad(t, counted);
+  }
+  end_when(t, done, 4000, "the replies did not arrive");
+}
+
+
 //---------------- frames split at every byte boundary
 
 #define SPLIT_NFRAMES 4
@@ -1488,14 +1515,8 @@ static void stream_and_reply_tick(tctx_t* t) {
   const client_t* c = &t->clients[0];
   size_t both = 2 * FRAME_HEADER_BYTES + 3 + 2 * FLOOD_REPLY;
   // both written: neither is counted (what stays is the session's small input buffer)
-  if (c->in.len == both && st.held_bytes < SHARED_BLOB / 2) {
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  } else if (++t->ticks > 1000) {
-    note_bad(t, "the frames did not arrive, or their memory stayed counted");
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  }
+  end_when(t, c->in.len == both && st.held_bytes < SHARED_BLOB / 2, 1000,
+           "the frames did not arrive, or their memory stayed counted");
 }
 
 
@@ -1645,14 +1666,8 @@ static void burst_connected(client_t* c) {
 static void burst_tick(tctx_t* t) {
   const uint8_t* p;
   uint32_t n;
-  if (client_frame(&t->clients[0], BURST_FRAMES - 1, &p, &n)) {
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  } else if (++t->ticks > 10000) {
-    note_bad(t, "the burst's replies did not all arrive");
-    uv_timer_stop(&t->timer);
-    tctx_shutdown(t);
-  }
+  end_when(t, client_frame(&t->clients[0], BURST_FRAMES - 1, &p, &n), 10000,
+           "the burst's replies did not all arrive");
 }
 
 
@@ -1677,5 +1692,165 @@ TEST(server_replies_of_one_turn_leave_in_few_writes_in_order) {
   // 40 replies of 2 or 3 pieces: at least two batches of 64 pieces; one write each would be
   // 40 (frames the kernel splits over two reads would add one or two)
   ASSERT_TRUE(st.writes >= 2 && st.writes <= 6);
+  return tctx_finish(&t);
+}
+
+
+//---------------- what a frame given away and the writes count
+
+// A frame of TAKE_FRAME bytes is read in place (at least 256 KiB) and given to the owner with
+// its buffer: from then on it is the owner's to count, not the session's input (the daemon
+// counts it with its request: counted twice, a reply of that request could be refused).
+#define TAKE_FRAME (300u << 10)
+
+
+static void take_frame_tick(tctx_t* t) {
+  end_once_received(t, FRAME_HEADER_BYTES + 10, 0,
+                    "memory counted once the reader gave its frame away and the reply left");
+}
+
+
+static void take_frame_connected(client_t* c) {
+  uint8_t* f = payload_new(FRAME_HEADER_BYTES + TAKE_FRAME, 3);
+  frame_write_header(f, TAKE_FRAME);
+  client_write(c, f, FRAME_HEADER_BYTES + TAKE_FRAME);
+  mem_free(f);
+  timer_start(c->t, take_frame_tick, 5, 5);
+}
+
+
+static void take_frame_cb(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  server_stats_t before, after;
+  server_get_stats(t->srv, &before);
+  uint8_t* block = session_take_frame(s);
+  server_get_stats(t->srv, &after);
+  if (before.held_bytes < FRAME_HEADER_BYTES + len) {
+    note_bad(t, "the frame being delivered is not counted as the session's input");
+  }
+  if (!block || block + FRAME_HEADER_BYTES != p) {
+    note_bad(t, "the frame was not given with its buffer");
+  } else if (after.held_bytes != 0) {
+    note_bad(t, "a frame given to its owner still counts as the session's input");
+  }
+  mem_free(block);
+  session_send(s, payload_new(10, 4), 10);  // the client ends the test once it has the reply
+}
+
+
+TEST(server_frame_given_to_its_owner_no_longer_counts_as_input) {
+  static tctx_t t;
+  g_extra = (server_limits_t){.max_hello_bytes = 1u << 20};
+  const tcase_t tc = {.max_queue = 1u << 20, .frame_cb = take_frame_cb, .count_only = 1,
+                      .on_connect = take_frame_connected};
+  int rc = tctx_start(&t, &tc);
+  g_extra = (server_limits_t){0};
+  ASSERT_OK(rc);
+  ASSERT_EQ(t.nframes, 1);
+  ASSERT_OK(expect_payload_frame(&t.clients[0], 0, 10, 4));
+  return tctx_finish(&t);
+}
+
+
+// A reply written whole at once counts nothing once session_send returns; one the peer does
+// not take yet (LATER_REPLY bytes, more than the kernel's buffers hold) counts its bytes and
+// memory until it is written, and so does a reply queued behind it; once the peer has read
+// both, nothing of them counts.
+#define LATER_REPLY (32u << 20)
+
+
+static void later_connected(client_t* c) {
+  flood_write(c, 1, 'L');  // the session opens; the replies are sent from the timer
+}
+
+
+static void later_tick(tctx_t* t) {
+  session_t* s = t->sessions[0];
+  client_t* c = &t->clients[0];
+  server_stats_t st[4];
+  if (t->round == 0) {
+    if (t->nframes == 0) {
+      return;  // the frame read: the reader's memory is what counts from now on
+    }
+    server_get_stats(t->srv, &st[0]);
+    t->queued_after_open = st[0].held_bytes;
+    session_send(s, payload_new(100, 5), 100);
+    server_get_stats(t->srv, &st[1]);
+    if (st[1].held_bytes != st[0].held_bytes || session_queued_bytes(s) != 0 ||
+        st[1].writes != st[0].writes + 1) {
+      note_bad(t, "a reply written whole at once still counts, or took more than one write");
+    }
+    session_send(s, payload_new(LATER_REPLY, 6), LATER_REPLY);
+    server_get_stats(t->srv, &st[2]);
+    session_send(s, payload_new(100, 7), 100);
+    server_get_stats(t->srv, &st[3]);
+    if (session_queued_bytes(s) != 2 * FRAME_HEADER_BYTES + LATER_REPLY + 100 ||
+        st[2].held_bytes < st[0].held_bytes + LATER_REPLY ||
+        st[3].held_bytes <= st[2].held_bytes) {
+      note_bad(t, "replies waiting for the peer are not counted");
+    }
+    client_start_reading(c);
+    t->round = 1;
+    return;
+  }
+  end_once_received(t, 3 * FRAME_HEADER_BYTES + 100 + LATER_REPLY + 100, t->queued_after_open,
+                    "replies written later still count");
+}
+
+
+static void later_open_timer(client_t* c) {
+  later_connected(c);
+  timer_start(c->t, later_tick, 5, 5);
+}
+
+
+TEST(server_write_done_at_once_or_later_releases_what_it_counted) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 64u << 20, .on_connect = later_open_timer, .nquiet = 1};
+  ASSERT_OK(tctx_start(&t, &tc));
+  const client_t* c = &t.clients[0];
+  ASSERT_OK(expect_payload_frame(c, 0, 100, 5));
+  ASSERT_OK(expect_payload_frame(c, 1, LATER_REPLY, 6));
+  ASSERT_OK(expect_payload_frame(c, 2, 100, 7));
+  return tctx_finish(&t);
+}
+
+
+// A session closes with writes queued: a large reply in libuv's queue (the peer never reads)
+// and a batch of small ones whose write is refused (its array of pieces cannot be allocated).
+// The refusal closes the session; the reply that was being queued when it happened is dropped,
+// as is everything sent after; once closed, nothing of any of them counts.
+#define CLOSING_SMALL 40
+
+
+static void closing_frame(tctx_t* t, session_t* s, const uint8_t* p, size_t len) {
+  (void)p;
+  (void)len;
+  session_send(s, payload_new(LATER_REPLY, 8), LATER_REPLY);  // leaves with the next one
+  for (int i = 0; i < CLOSING_SMALL; i++) {
+    uint8_t* reply = payload_new(16, (unsigned)i);
+    if (i == 32) {
+      // 32 replies of 2 pieces fill a batch (64 pieces): the 33rd sends it, whose array of
+      // pieces is the second allocation from here (the first: the 33rd's write record)
+      mem_fail_after(2);
+    }
+    session_send(s, reply, 16);
+    if (session_is_closing(s) != (i >= 32)) {
+      note_bad(t, "the refused batch did not close the session, or closed it too early");
+    }
+  }
+  mem_fail_after(0);
+}
+
+
+TEST(server_session_closed_with_writes_queued_counts_none_of_them) {
+  static tctx_t t;
+  const tcase_t tc = {.max_queue = 64u << 20, .frame_cb = closing_frame,
+                      .on_connect = later_connected, .close_cb = shutdown_on_close,
+                      .nquiet = 1};
+  ASSERT_OK(tctx_start(&t, &tc));
+  ASSERT_EQ(t.nframes, 1);
+  server_stats_t st;
+  server_get_stats(t.srv, &st);
+  ASSERT_EQ(st.held_bytes, 0);
   return tctx_finish(&t);
 }

@@ -280,8 +280,39 @@ static uint8_t* raycast_frame(const Sensim__V1__Raycast* rc, const uint8_t** pay
 }
 
 
+// A raycast frame with only its origins_bytes: n bytes of data.
+static uint8_t* origins_frame(const uint8_t* data, size_t n, const uint8_t** payload,
+                              size_t* len) {
+  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
+  rc.has_origins_bytes = 1;
+  rc.origins_bytes = (ProtobufCBinaryData){n, (uint8_t*)data};
+  return raycast_frame(&rc, payload, len);
+}
+
+
 static int points_into(const ProtobufCBinaryData* b, const uint8_t* block, size_t n) {
   return b->data >= block && b->data + b->len <= block + n;
+}
+
+
+// The owner of a frame block, as a session is: gives it away once when asked (or never, when
+// `keep`), and counts the asks.
+typedef struct owner {
+  uint8_t* block;
+  int keep;
+  int asked;
+} owner_t;
+
+
+static uint8_t* owner_take(void* ctx) {
+  owner_t* o = ctx;
+  o->asked++;
+  if (o->keep) {
+    return NULL;
+  }
+  uint8_t* b = o->block;
+  o->block = NULL;
+  return b;
 }
 
 
@@ -307,7 +338,10 @@ TEST(wire_frame_decode_points_large_bytes_into_the_frame_and_equals_the_copy) {
   wire_request_t* copied;
   ASSERT_OK(wire_decode(payload, len, &copied, NULL));
   wire_request_t* kept;
-  ASSERT_OK(wire_decode_frame(block, payload, len, &kept, NULL));
+  owner_t owner = {.block = block};
+  ASSERT_OK(wire_decode_frame(payload, len, owner_take, &owner, &kept, NULL));
+  ASSERT_EQ(owner.asked, 1);
+  ASSERT_TRUE(owner.block == NULL);  // given to the request
   const Sensim__V1__Raycast* a = wire_envelope(copied)->raycast;
   const Sensim__V1__Raycast* b = wire_envelope(kept)->raycast;
   ASSERT_EQ(wire_id(kept), 7);
@@ -340,16 +374,11 @@ TEST(wire_frame_decode_of_a_repeated_or_small_field_copies_as_always) {
   memset(other, 2, sizeof(other));
 
   // the same field twice: the last one counts, as protobuf says; nothing borrowed
-  Sensim__V1__Raycast rc = SENSIM__V1__RAYCAST__INIT;
-  rc.has_origins_bytes = 1;
-  rc.origins_bytes = (ProtobufCBinaryData){sizeof(big), big};
   const uint8_t* p1;
-  size_t n1;
-  uint8_t* f1 = raycast_frame(&rc, &p1, &n1);
-  rc.origins_bytes = (ProtobufCBinaryData){sizeof(other), other};
   const uint8_t* p2;
-  size_t n2;
-  uint8_t* f2 = raycast_frame(&rc, &p2, &n2);
+  size_t n1, n2;
+  uint8_t* f1 = origins_frame(big, sizeof(big), &p1, &n1);
+  uint8_t* f2 = origins_frame(other, sizeof(other), &p2, &n2);
   ASSERT_TRUE(f1 && f2);
   // the frame of both: the envelope of f1, then f2's raycast field again (fields merge)
   uint8_t* both = mem_alloc(4 + n1 + n2);
@@ -357,21 +386,136 @@ TEST(wire_frame_decode_of_a_repeated_or_small_field_copies_as_always) {
   memcpy(both + 4, p1, n1);
   memcpy(both + 4 + n1, p2, n2);
   wire_request_t* r;
-  ASSERT_OK(wire_decode_frame(both, both + 4, n1 + n2, &r, NULL));
+  owner_t owner = {.block = both};
+  ASSERT_OK(wire_decode_frame(both + 4, n1 + n2, owner_take, &owner, &r, NULL));
   const Sensim__V1__Raycast* b = wire_envelope(r)->raycast;
   ASSERT_EQ(b->origins_bytes.len, sizeof(other));
   ASSERT_OK(memcmp(b->origins_bytes.data, other, sizeof(other)));
   ASSERT_TRUE(!points_into(&b->origins_bytes, both, 4 + n1 + n2));
+  ASSERT_EQ(owner.asked, 0);  // nothing borrowed: the frame stays its owner's
   wire_free(r);
 
-  // a frame that does not decode fails as wire_decode does, and the frame is freed
+  // a field below WIRE_BORROW_MIN only: nothing borrowed, the frame not asked for
+  const uint8_t* p3;
+  size_t n3;
+  uint8_t* f3 = origins_frame(big, 4095, &p3, &n3);
+  ASSERT_TRUE(f3 != NULL);
+  owner = (owner_t){.block = f3};
+  ASSERT_OK(wire_decode_frame(p3, n3, owner_take, &owner, &r, NULL));
+  ASSERT_EQ(owner.asked, 0);
+  b = wire_envelope(r)->raycast;
+  ASSERT_EQ(b->origins_bytes.len, 4095);
+  ASSERT_OK(memcmp(b->origins_bytes.data, big, 4095));
+  ASSERT_TRUE(!points_into(&b->origins_bytes, f3, 4 + n3));
+  wire_free(r);
+
+  // a frame that does not decode fails as wire_decode does, its frame not asked for
   err_msg_t msg;
-  uint8_t* bad = mem_alloc(4 + 8);
-  ASSERT_TRUE(bad != NULL);
-  memset(bad, 0xff, 4 + 8);
-  ASSERT_EQ(wire_decode_frame(bad, bad + 4, 8, &r, &msg), ERR_PROTO);
+  uint8_t bad[8];
+  memset(bad, 0xff, sizeof(bad));
+  owner = (owner_t){.block = bad};
+  ASSERT_EQ(wire_decode_frame(bad, sizeof(bad), owner_take, &owner, &r, &msg), ERR_PROTO);
+  ASSERT_EQ(owner.asked, 0);
   mem_free(f1);
   mem_free(f2);
+  mem_free(f3);
+  mem_free(both);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+// v as a varint at p[at]; returns the position after it.
+static size_t put_varint(uint8_t* p, size_t at, uint64_t v) {
+  for (; v >= 0x80; v >>= 7) {
+    p[at++] = (uint8_t)(v | 0x80);
+  }
+  p[at++] = (uint8_t)v;
+  return at;
+}
+
+
+// A raycast frame whose body holds the origins field twice (`first`, then `second`: a body
+// merged from two), after the envelope's id; *len set. mem_free it.
+static uint8_t* twice_frame(ProtobufCBinaryData first, ProtobufCBinaryData second,
+                            size_t* len) {
+  Sensim__V1__Raycast a = SENSIM__V1__RAYCAST__INIT, b = SENSIM__V1__RAYCAST__INIT;
+  a.has_origins_bytes = b.has_origins_bytes = 1;
+  a.origins_bytes = first;
+  b.origins_bytes = second;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.has_id = 1;
+  env.id = 7;
+  size_t na = sensim__v1__raycast__get_packed_size(&a);
+  size_t nb = sensim__v1__raycast__get_packed_size(&b);
+  size_t ne = sensim__v1__envelope__get_packed_size(&env);
+  uint8_t* f = mem_alloc(ne + 16 + na + nb);
+  if (!f) {
+    return NULL;
+  }
+  size_t n = sensim__v1__envelope__pack(&env, f);
+  const ProtobufCFieldDescriptor* body =
+      protobuf_c_message_descriptor_get_field_by_name(&sensim__v1__envelope__descriptor,
+                                                      "raycast");
+  n = put_varint(f, n, (uint64_t)body->id << 3 | 2);  // the body's tag, then its length
+  n = put_varint(f, n, na + nb);
+  n += sensim__v1__raycast__pack(&a, f + n);
+  n += sensim__v1__raycast__pack(&b, f + n);
+  *len = n;
+  return f;
+}
+
+
+TEST(wire_frame_decode_of_a_field_repeated_in_the_body_copies_the_last) {
+  int64_t live = mem_live_count();
+  static uint8_t big[8192], other[8192];
+  memset(big, 1, sizeof(big));
+  memset(other, 2, sizeof(other));
+
+  // large twice (the first would be borrowed), and small then large (neither is): the last
+  // one counts, copied; the frame is not asked for
+  const ProtobufCBinaryData firsts[2] = {{sizeof(big), big}, {16, big}};
+  for (int i = 0; i < 2; i++) {
+    size_t len;
+    uint8_t* f = twice_frame(firsts[i], (ProtobufCBinaryData){sizeof(other), other}, &len);
+    ASSERT_TRUE(f != NULL);
+    owner_t owner = {.block = f};
+    wire_request_t* r;
+    ASSERT_OK(wire_decode_frame(f, len, owner_take, &owner, &r, NULL));
+    ASSERT_EQ(owner.asked, 0);
+    const Sensim__V1__Raycast* b = wire_envelope(r)->raycast;
+    ASSERT_EQ(wire_id(r), 7);
+    ASSERT_EQ(b->origins_bytes.len, sizeof(other));
+    ASSERT_OK(memcmp(b->origins_bytes.data, other, sizeof(other)));
+    wire_free(r);
+    mem_free(f);
+  }
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+TEST(wire_frame_decode_whose_frame_is_not_given_copies_as_always) {
+  int64_t live = mem_live_count();
+  static uint8_t big[8192];
+  memset(big, 3, sizeof(big));
+  const uint8_t* payload;
+  size_t len;
+  uint8_t* block = origins_frame(big, sizeof(big), &payload, &len);
+  ASSERT_TRUE(block != NULL);
+
+  // asked for (a field to borrow), refused: the request copies, the block stays the owner's
+  owner_t owner = {.block = block, .keep = 1};
+  wire_request_t* r;
+  ASSERT_OK(wire_decode_frame(payload, len, owner_take, &owner, &r, NULL));
+  ASSERT_EQ(owner.asked, 1);
+  const Sensim__V1__Raycast* b = wire_envelope(r)->raycast;
+  ASSERT_EQ(b->origins_bytes.len, sizeof(big));
+  ASSERT_OK(memcmp(b->origins_bytes.data, big, sizeof(big)));
+  ASSERT_TRUE(!points_into(&b->origins_bytes, block, 4 + len));
+  ASSERT_EQ(wire_id(r), 7);
+  wire_free(r);
+  mem_free(block);
   ASSERT_EQ(mem_live_count(), live);
   return 0;
 }
