@@ -412,6 +412,9 @@ static sensim_status_t queue_end(sensim_client_t* cli, uint64_t rid, sensim_stat
 }
 
 
+_Static_assert(sensim_v1_Envelope_sensor_data_tag <= ENVELOPE_MAX_TAG,
+               "ENVELOPE_MAX_TAG below the Envelope's last body field");
+
 sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* id) {
   uint64_t rid = cli->tx.id;
   sensim_status_t st = queue_begin(cli, rid, kind);
@@ -420,7 +423,11 @@ sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* i
   }
   sensim_gather_t before = {.len = cli->g.len, .nholes = cli->g.nholes, .bytes = cli->g.bytes};
   size_t size = 0;
-  st = sensim_wire_frame(&cli->g, &cli->tx, &size, cli->last_error, sizeof(cli->last_error));
+  const pb_msgdesc_t* fields = sensim_wire_body_fields(cli->body_fields, cli->tx.which_body);
+  st = fields ? sensim_wire_frame(&cli->g, rid, cli->tx.which_body, fields, &cli->tx.body, &size,
+                                  cli->last_error, sizeof(cli->last_error))
+              : sensim_cli_fail(cli, SENSIM_EPROTO, "cannot encode the request: no body %u",
+                                (unsigned)cli->tx.which_body);
   return queue_end(cli, rid, st, size, &before, id);
 }
 
@@ -588,7 +595,7 @@ sensim_status_t sensim_decode_envelope(sensim_client_t* cli, pb_istream_t* in) {
   rx->cb_body.funcs.decode = select_body;
   rx->cb_body.arg = cli;
   cli->dec_failed = SENSIM_OK;
-  if (!pb_decode_ex(in, sensim_v1_Envelope_fields, rx, sensim_wire_noinit_envelope())) {
+  if (!pb_decode_ex(in, sensim_v1_Envelope_fields, rx, cli->noinit_envelope)) {
     sensim_reader_t* r = in->state;
     if (r->failure != SENSIM_OK) {
       return r->failure;  // the socket failed; the connection is closed
@@ -850,6 +857,8 @@ sensim_status_t sensim_client_connect(const char* host, uint16_t port,
   }
   *out = cli;
   cli->fd = -1;
+  cli->noinit_envelope = sensim_wire_noinit_envelope();
+  cli->noinit_data = sensim_wire_noinit_data();
   cli->server_version[0] = cli->environment[0] = '\0';
   cli->session.server_version = cli->server_version;
   cli->session.environment = cli->environment;

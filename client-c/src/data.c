@@ -228,7 +228,7 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
   memset(&m, 0, sizeof(m));
   m.cb_payload.funcs.decode = select_payload;
   m.cb_payload.arg = &ctx;
-  if (!pb_decode_ex(s, sensim_v1_SensorData_fields, &m, sensim_wire_noinit_data())) {
+  if (!pb_decode_ex(s, sensim_v1_SensorData_fields, &m, cli->noinit_data)) {
     return false;
   }
   sensim_sensor_data_t* d = sensim_data_list_add(cli, list);

@@ -128,7 +128,7 @@ static bool decode_environment(pb_istream_t* s, const pb_field_t* f, void** arg)
     return false;
   }
   sensim_environment_info_t* v =
-      sensim_arena_grow(ctx->cli, (void*)info->environments, info->nenvironments,
+      sensim_arena_grow(ctx->cli, info->environments, info->nenvironments,
                         &ctx->env_cap, sizeof(*v));
   char* name = sensim_arena_strndup(ctx->cli, m.name, strlen(m.name));
   if (!v || !name) {
@@ -170,7 +170,7 @@ static bool decode_subscriber(pb_istream_t* s, const pb_field_t* f, void** arg) 
     return false;
   }
   sensim_subscriber_info_t* v =
-      sensim_arena_grow(ctx->cli, (void*)info->subscribers, info->nsubscribers,
+      sensim_arena_grow(ctx->cli, info->subscribers, info->nsubscribers,
                         &ctx->sub_cap, sizeof(*v));
   if (!v) {
     PB_RETURN_ERROR(s, "out of memory");

@@ -37,6 +37,9 @@
 #define CLIENT_POOL_MAX_BYTES (64u << 20)  // a larger freed buffer is returned to the system
 #define FRAME_HEADER 4
 
+// The highest field number of the Envelope's body (a static check in client.c keeps it so).
+#define ENVELOPE_MAX_TAG 63
+
 //---------------- Frames
 
 // A received frame the client holds: a reply waiting for its wait, a pushed record, or the
@@ -185,6 +188,10 @@ struct sensim_client {
   void* dec;                        // what the decode callbacks of the current reply fill,
   pb_size_t dec_body;               //   for a body of this tag (any other body gets none)
   sensim_status_t dec_failed;       // a decode callback's own failure (message set)
+  const pb_msgdesc_t* body_fields[ENVELOPE_MAX_TAG + 1];   // the body types of the Envelope
+                                    //   by field number, found once each (sensim_queue)
+  unsigned noinit_envelope;         // pb_decode_ex flags of an Envelope and of a SensorData,
+  unsigned noinit_data;             //   found once at connect (sensim_wire_noinit_*)
 
   char last_error[CLIENT_ERROR_CAP];
 };
@@ -333,9 +340,17 @@ sensim_status_t sensim_sized_copy(sensim_client_t* cli, void* local, size_t loca
 void sensim_gather_reset(sensim_gather_t* g);
 void sensim_gather_free(sensim_gather_t* g);
 
-// Append env as one frame (length prefix, Envelope). Returns SENSIM_OK, SENSIM_ENOMEM, or
+// The nanopb type of the Envelope's body field `tag`, or NULL when it has none: looked up in
+// the Envelope's descriptor once per tag and kept in cache (ENVELOPE_MAX_TAG + 1 entries), so
+// that the walk over the Envelope's fields is not repeated for every request.
+const pb_msgdesc_t* sensim_wire_body_fields(const pb_msgdesc_t** cache, pb_size_t tag);
+
+// Append one frame (length prefix, Envelope): a request of this id whose body field `tag` is
+// the message `body` of nanopb type `fields`, encoded once (the Envelope's head is written by
+// hand, the same bytes nanopb would write for it). Returns SENSIM_OK, SENSIM_ENOMEM, or
 // SENSIM_EPROTO (nanopb refused); *size is the Envelope's bytes.
-sensim_status_t sensim_wire_frame(sensim_gather_t* g, const sensim_v1_Envelope* env, size_t* size,
+sensim_status_t sensim_wire_frame(sensim_gather_t* g, uint64_t id, uint32_t tag,
+                                  const pb_msgdesc_t* fields, const void* body, size_t* size,
                                   char* err, size_t err_cap);
 
 // Encode msg (of nanopb type fields) alone, no frame, into g (reset first): a request body
@@ -385,7 +400,8 @@ pb_istream_t sensim_wire_istream(sensim_reader_t* r, size_t len);
 // pb_decode_ex flags for a zeroed Envelope / SensorData: PB_DECODE_NOINIT when zero is the
 // default of every field nanopb would set before decoding (the generated defaults are all
 // zero: no [default] in them or in a sub-message outside their oneofs, whose members nanopb
-// sets when it selects one), which skips its pass over every field; else 0.
+// sets when it selects one), which skips its pass over every field; else 0. Each compares two
+// whole structs: the handle keeps the answers (noinit_envelope, noinit_data).
 unsigned sensim_wire_noinit_envelope(void);
 unsigned sensim_wire_noinit_data(void);
 

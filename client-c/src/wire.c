@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pb_common.h>
+
 #include "internal.h"
 
 
@@ -23,21 +25,34 @@ void sensim_gather_free(sensim_gather_t* g) {
 }
 
 
-static bool gather_reserve(sensim_gather_t* g, size_t n) {
-  if (g->cap - g->len >= n) {
+// Room for n more elements of `size` bytes in the array *base of *cap elements, `used` taken:
+// the capacity doubled (from `first`) until they fit. False when memory runs out.
+static bool grow(void** base, size_t* cap, size_t used, size_t n, size_t size, size_t first) {
+  if (*cap - used >= n) {
     return true;
   }
-  size_t cap = g->cap ? g->cap : 1024;
-  while (cap - g->len < n) {
-    cap *= 2;
+  size_t c = *cap ? *cap : first;
+  while (c - used < n) {
+    if (c > SIZE_MAX / 2 / size) {
+      return false;
+    }
+    c *= 2;
   }
-  uint8_t* buf = realloc(g->buf, cap);
-  if (!buf) {
+  void* p = realloc(*base, c * size);
+  if (!p) {
     return false;
   }
-  g->buf = buf;
-  g->cap = cap;
+  *base = p;
+  *cap = c;
   return true;
+}
+
+
+static bool gather_reserve(sensim_gather_t* g, size_t n) {
+  void* buf = g->buf;
+  bool ok = grow(&buf, &g->cap, g->len, n, 1, 1024);
+  g->buf = buf;
+  return ok;
 }
 
 
@@ -53,20 +68,23 @@ static bool gather_write(pb_ostream_t* s, const pb_byte_t* buf, size_t n) {
 }
 
 
+// Room for n more holes.
+static bool gather_reserve_holes(sensim_gather_t* g, size_t n) {
+  void* holes = g->holes;
+  bool ok = grow(&holes, &g->holecap, g->nholes, n, sizeof(*g->holes), 16);
+  g->holes = holes;
+  return ok;
+}
+
+
 // Record n bytes at data as sent from there, after the bytes written so far.
 static bool gather_hole(pb_ostream_t* s, const void* data, size_t n) {
   sensim_gather_t* g = s->state;
   if (s->bytes_written + n < s->bytes_written || s->bytes_written + n > s->max_size) {
     PB_RETURN_ERROR(s, "stream full");
   }
-  if (g->nholes == g->holecap) {
-    size_t cap = g->holecap ? 2 * g->holecap : 16;
-    sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
-    if (!h) {
-      PB_RETURN_ERROR(s, "out of memory");
-    }
-    g->holes = h;
-    g->holecap = cap;
+  if (!gather_reserve_holes(g, 1)) {
+    PB_RETURN_ERROR(s, "out of memory");
   }
   g->holes[g->nholes++] = (sensim_hole_t){.at = g->len, .data = data, .len = n};
   s->bytes_written += n;
@@ -74,27 +92,92 @@ static bool gather_hole(pb_ostream_t* s, const void* data, size_t n) {
 }
 
 
-sensim_status_t sensim_wire_frame(sensim_gather_t* g, const sensim_v1_Envelope* env, size_t* size,
+static size_t put_varint(uint8_t* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = (uint8_t)(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = (uint8_t)v;
+  return n;
+}
+
+
+// The most bytes of an Envelope's head: the id's key and varint, the body's key and length.
+#define ENVELOPE_HEAD_MAX (1 + 10 + 5 + 10)
+
+// The Envelope as nanopb writes it for a request (only the id and the body are set): the id
+// (field 1, varint), then the key and length of body field `tag`. Returns the head's bytes.
+static size_t envelope_head(uint8_t* p, uint64_t id, uint32_t tag, uint64_t body) {
+  size_t n = 0;
+  p[n++] = (sensim_v1_Envelope_id_tag << 3) | PB_WT_VARINT;
+  n += put_varint(p + n, id);
+  n += put_varint(p + n, (uint64_t)tag << 3 | PB_WT_STRING);
+  n += put_varint(p + n, body);
+  return n;
+}
+
+
+// The frame's length prefix for an Envelope of `envelope` bytes (at most UINT32_MAX).
+static void put_frame_header(uint8_t* p, uint64_t envelope) {
+  for (int i = 0; i < FRAME_HEADER; i++) {
+    p[i] = (uint8_t)(envelope >> (8 * i));
+  }
+}
+
+
+const pb_msgdesc_t* sensim_wire_body_fields(const pb_msgdesc_t** cache, pb_size_t tag) {
+  if (tag > ENVELOPE_MAX_TAG) {
+    return NULL;
+  }
+  if (!cache[tag]) {
+    sensim_v1_Envelope env;
+    memset(&env, 0, sizeof(env));
+    pb_field_iter_t it;
+    if (pb_field_iter_begin(&it, sensim_v1_Envelope_fields, &env) &&
+        pb_field_iter_find(&it, tag) && PB_LTYPE_IS_SUBMSG(it.type)) {
+      cache[tag] = it.submsg_desc;
+    }
+  }
+  return cache[tag];
+}
+
+
+sensim_status_t sensim_wire_frame(sensim_gather_t* g, uint64_t id, uint32_t tag,
+                                  const pb_msgdesc_t* fields, const void* body, size_t* size,
                                   char* err, size_t err_cap) {
+  // the body is encoded once, after room for the longest head; the head is written once its
+  // length is known and the body's own bytes (tags, lengths, scalars: few) moved up to it
   size_t len0 = g->len, holes0 = g->nholes;
-  if (!gather_reserve(g, FRAME_HEADER)) {
+  if (!gather_reserve(g, FRAME_HEADER + ENVELOPE_HEAD_MAX)) {
     return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
   }
-  size_t header = g->len;
-  g->len += FRAME_HEADER;
+  size_t start = len0 + FRAME_HEADER + ENVELOPE_HEAD_MAX;
+  g->len = start;
   pb_ostream_t out = {.callback = gather_write, .state = g, .max_size = SIZE_MAX};
-  if (!pb_encode(&out, sensim_v1_Envelope_fields, env) || out.bytes_written > UINT32_MAX) {
+  uint8_t head[ENVELOPE_HEAD_MAX];
+  size_t n = 0;
+  if (pb_encode(&out, fields, body)) {
+    n = envelope_head(head, id, tag, out.bytes_written);
+  }
+  if (n == 0 || n + out.bytes_written > UINT32_MAX) {
     g->len = len0;
     g->nholes = holes0;
-    const char* why = out.bytes_written > UINT32_MAX ? "over 4 GiB" : PB_GET_ERROR(&out);
+    const char* why = n != 0 ? "over 4 GiB" : PB_GET_ERROR(&out);
     sensim_status_t st = strcmp(why, "out of memory") == 0 ? SENSIM_ENOMEM : SENSIM_EPROTO;
     return sensim_fail(err, err_cap, st, "cannot encode the request: %s", why);
   }
-  for (int i = 0; i < FRAME_HEADER; i++) {
-    g->buf[header + (size_t)i] = (uint8_t)(out.bytes_written >> (8 * i));
+  size_t gap = ENVELOPE_HEAD_MAX - n;
+  memmove(g->buf + start - gap, g->buf + start, g->len - start);
+  g->len -= gap;
+  for (size_t k = holes0; k < g->nholes; k++) {
+    g->holes[k].at -= gap;
   }
-  g->bytes += FRAME_HEADER + out.bytes_written;
-  *size = out.bytes_written;
+  uint64_t envelope = n + out.bytes_written;
+  put_frame_header(g->buf + len0, envelope);
+  memcpy(g->buf + len0 + FRAME_HEADER, head, n);
+  g->bytes += FRAME_HEADER + envelope;
+  *size = (size_t)envelope;
   return SENSIM_OK;
 }
 
@@ -114,48 +197,18 @@ sensim_status_t sensim_wire_body(sensim_gather_t* g, const pb_msgdesc_t* fields,
 }
 
 
-static size_t put_varint(uint8_t* p, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    p[n++] = (uint8_t)(v | 0x80);
-    v >>= 7;
-  }
-  p[n++] = (uint8_t)v;
-  return n;
-}
-
-
 sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t tag,
                                        const sensim_gather_t* body, size_t* size, char* err,
                                        size_t err_cap) {
-  // the Envelope as nanopb writes it: id (field 1, varint), then the body (length-delimited)
-  uint8_t head[FRAME_HEADER + 1 + 10 + 5 + 10];
-  size_t n = FRAME_HEADER;
-  head[n++] = 0x08;
-  n += put_varint(head + n, id);
-  n += put_varint(head + n, (uint64_t)tag << 3 | PB_WT_STRING);
-  n += put_varint(head + n, body->bytes);
+  uint8_t head[FRAME_HEADER + ENVELOPE_HEAD_MAX];
+  size_t n = FRAME_HEADER + envelope_head(head + FRAME_HEADER, id, tag, body->bytes);
   uint64_t envelope = n - FRAME_HEADER + body->bytes;
   if (envelope > UINT32_MAX) {
     return sensim_fail(err, err_cap, SENSIM_EPROTO, "cannot encode the request: over 4 GiB");
   }
-  for (int i = 0; i < FRAME_HEADER; i++) {
-    head[i] = (uint8_t)(envelope >> (8 * i));
-  }
-  if (!gather_reserve(g, n + body->len)) {
+  put_frame_header(head, envelope);
+  if (!gather_reserve(g, n + body->len) || !gather_reserve_holes(g, body->nholes)) {
     return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
-  }
-  if (g->holecap - g->nholes < body->nholes) {
-    size_t cap = g->holecap ? g->holecap : 16;
-    while (cap - g->nholes < body->nholes) {
-      cap *= 2;
-    }
-    sensim_hole_t* h = realloc(g->holes, cap * sizeof(*h));
-    if (!h) {
-      return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
-    }
-    g->holes = h;
-    g->holecap = cap;
   }
   memcpy(g->buf + g->len, head, n);
   g->len += n;

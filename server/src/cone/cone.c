@@ -77,13 +77,9 @@ void cone_object_point(const cone_object_t* o, const double x[3], double dest[3]
   xform_apply(&o->pose, s, dest);
 }
 
-// One quad face (object frame): lines, or two triangles.
-static void eval_quad(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
-                      const double local[4][3], cone_best_t* best) {
-  double v[4][3];
-  for (int i = 0; i < 4; i++) {
-    cone_object_point(o, local[i], v[i]);
-  }
+// One quad face in the sensor frame: lines, or two triangles.
+static void eval_quad_sensor(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode,
+                             uint32_t n, const double v[4][3], cone_best_t* best) {
   if (mode == CONE_MODE_LINES) {
     cone_lines_quad(k, v, n, o->obj->id, best);
     return;
@@ -99,23 +95,41 @@ static void eval_quad(const cone_shape_t* k, const cone_object_t* o, cone_mode_t
   cone_exact_triangle(k, t2, o->obj->id, best);
 }
 
+// One quad face (object frame).
+static void eval_quad(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
+                      const double local[4][3], cone_best_t* best) {
+  double v[4][3];
+  for (int i = 0; i < 4; i++) {
+    cone_object_point(o, local[i], v[i]);
+  }
+  eval_quad_sensor(k, o, mode, n, v, best);
+}
+
 // Box faces: lines run along the first tangent axis and step along the second (for the faces
-// normal to x: along y, stepping in z).
+// normal to x: along y, stepping in z). The 8 corners are taken to the sensor frame once (each
+// is a corner of three faces).
 static void eval_box(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
                      cone_best_t* best) {
   const double* h = o->obj->size;
+  double corner[8][3];                  // bit j of the index: + along axis j
+  for (int c = 0; c < 8; c++) {
+    double local[3];
+    for (int j = 0; j < 3; j++) {
+      local[j] = (c >> j & 1 ? 1.0 : -1.0) * h[j];
+    }
+    cone_object_point(o, local, corner[c]);
+  }
   for (int axis = 0; axis < 3; axis++) {
     int t = axis == 0 ? 1 : 0;          // lines along
     int u = axis == 2 ? 1 : 2;          // stepping along
     for (int side = -1; side <= 1; side += 2) {
-      double q[4][3];
-      static const double kT[4] = {-1, 1, 1, -1}, kU[4] = {-1, -1, 1, 1};
+      double v[4][3];
+      static const int kT[4] = {0, 1, 1, 0}, kU[4] = {0, 0, 1, 1};   // + along t, u
       for (int i = 0; i < 4; i++) {
-        q[i][axis] = side * h[axis];
-        q[i][t] = kT[i] * h[t];
-        q[i][u] = kU[i] * h[u];
+        int c = (side > 0) << axis | kT[i] << t | kU[i] << u;
+        memcpy(v[i], corner[c], sizeof(v[i]));
       }
-      eval_quad(k, o, mode, n, q, best);
+      eval_quad_sensor(k, o, mode, n, v, best);
     }
   }
 }
@@ -369,9 +383,7 @@ int cone_create(const cone_config_t* c, sensor_t* out, err_msg_t* msg) {
     return err_set(msg, ERR_NOMEM, "out of memory for a cone sensor");
   }
   self->c = *c;
-  self->k.a = tan(0.5 * c->fov_horizontal);
-  self->k.b = tan(0.5 * c->fov_vertical);
-  self->k.range = c->range;
+  cone_shape_init(&self->k, c->fov_horizontal, c->fov_vertical, c->range);
   memset(out, 0, sizeof(*out));
   out->kind = SENSOR_CONE;
   out->ops = &kConeOps;

@@ -33,11 +33,22 @@ typedef struct cone_config {
   uint32_t lines_per_face;      // N >= 2 (LINES)
 } cone_config_t;
 
-// The cone in the sensor frame: tangents of the half angles and the cap.
+// Generatrices sampled around the lateral surface in EXACT mode (cone_exact.c).
+#define CONE_LATERAL_SAMPLES 256
+
+// The cone in the sensor frame: tangents of the half angles and the cap; and, when `sampled`,
+// the sampled generatrices g_i = (1, a cos theta_i, b sin theta_i), theta_i = 2 pi i / SAMPLES,
+// built once (cone_shape_init) instead of two sines per sample and triangle on every step.
+// A shape made without them (sampled 0) computes them where needed, to the same bits.
 typedef struct cone_shape {
   double a, b;                  // tan(fov_h / 2), tan(fov_v / 2)
   double range;
+  int sampled;
+  double g[CONE_LATERAL_SAMPLES][2];   // a cos theta_i, b sin theta_i
 } cone_shape_t;
+
+// The shape of full angles fov_h, fov_v (rad) and cap `range`, with its sampled generatrices.
+void cone_shape_init(cone_shape_t* k, double fov_h, double fov_v, double range);
 
 // The closest point found so far (sensor frame).
 typedef struct cone_best {

@@ -18,12 +18,51 @@
 
 #include "cone/cone.h"
 
-#define LATERAL_SAMPLES 256
+#define LATERAL_SAMPLES CONE_LATERAL_SAMPLES
 #define LATERAL_REFINE 4          // local minima refined per piece
 #define GOLDEN_ITERATIONS 56      // 0.049 rad * 0.618^56: below 1e-13 rad
 
-// A point on generatrix theta, or +inf: fills q.
-typedef double (*lateral_fn)(const cone_shape_t* k, const void* ctx, double theta, double q[3]);
+// A point on generatrix (1, gy, gz), or +inf: fills q.
+typedef double (*lateral_fn)(const cone_shape_t* k, const void* ctx, double gy, double gz,
+                             double q[3]);
+
+// The generatrix at theta: its y and z over x.
+static void generatrix(const cone_shape_t* k, double theta, double g[2]) {
+  g[0] = k->a * cos(theta);
+  g[1] = k->b * sin(theta);
+}
+
+
+void cone_shape_init(cone_shape_t* k, double fov_h, double fov_v, double range) {
+  memset(k, 0, sizeof(*k));
+  k->a = tan(0.5 * fov_h);
+  k->b = tan(0.5 * fov_v);
+  k->range = range;
+  const double step = 2.0 * M_PI / LATERAL_SAMPLES;
+  for (int i = 0; i < LATERAL_SAMPLES; i++) {
+    generatrix(k, i * step, k->g[i]);
+  }
+  k->sampled = 1;
+}
+
+
+// Generatrix theta (a refinement point).
+static double lateral_at(const cone_shape_t* k, lateral_fn f, const void* ctx, double theta,
+                         double q[3]) {
+  double g[2];
+  generatrix(k, theta, g);
+  return f(k, ctx, g[0], g[1], q);
+}
+
+
+// Sample i of the generatrices: from the shape's table when it has one (the same bits).
+static double lateral_sample(const cone_shape_t* k, lateral_fn f, const void* ctx, int i,
+                             double q[3]) {
+  if (k->sampled) {
+    return f(k, ctx, k->g[i][0], k->g[i][1], q);
+  }
+  return lateral_at(k, f, ctx, i * (2.0 * M_PI / LATERAL_SAMPLES), q);
+}
 
 static double dot3(const double a[3], const double b[3]) {
   return a[0] * b[0] + a[1] * b[1] + a[2] * b[2];
@@ -49,7 +88,7 @@ static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
   int any = 0;
   for (int i = 0; i < LATERAL_SAMPLES; i++) {
-    h[i] = f(k, ctx, i * step, q);
+    h[i] = lateral_sample(k, f, ctx, i, q);
     any |= isfinite(h[i]);
   }
   if (!any) {
@@ -84,28 +123,28 @@ static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
     int i = idx[m];
     double lo = (i - 1) * step, hi = (i + 1) * step;
     double x1 = hi - gr * (hi - lo), x2 = lo + gr * (hi - lo);
-    double f1 = f(k, ctx, x1, q), f2 = f(k, ctx, x2, q);
+    double f1 = lateral_at(k, f, ctx, x1, q), f2 = lateral_at(k, f, ctx, x2, q);
     for (int it = 0; it < GOLDEN_ITERATIONS; it++) {
       if (f1 <= f2) {
         hi = x2;
         x2 = x1;
         f2 = f1;
         x1 = hi - gr * (hi - lo);
-        f1 = f(k, ctx, x1, q);
+        f1 = lateral_at(k, f, ctx, x1, q);
       } else {
         lo = x1;
         x1 = x2;
         f1 = f2;
         x2 = lo + gr * (hi - lo);
-        f2 = f(k, ctx, x2, q);
+        f2 = lateral_at(k, f, ctx, x2, q);
       }
     }
     // the best of the refined point and the sample itself
-    double hr = f(k, ctx, 0.5 * (lo + hi), q);
+    double hr = lateral_at(k, f, ctx, 0.5 * (lo + hi), q);
     if (isfinite(hr) && hr <= h[i]) {
       cone_offer_point(q, object_id, best);
     } else {
-      f(k, ctx, i * step, q);
+      lateral_sample(k, f, ctx, i, q);
       cone_offer_point(q, object_id, best);
     }
   }
@@ -115,27 +154,29 @@ static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
 
 typedef struct tri_ctx {
   const double (*v)[3];
+  double e[3][3];               // edges v[i + 1] - v[i], kept for the many tri_contains
   double n[3];                  // normal (not unit)
   double d;                     // n . v0
   double scale;                 // |n| times a length, for the edge tolerance
+  double tol;                   // -1e-12 scale
 } tri_ctx_t;
 
 static int tri_contains(const tri_ctx_t* t, const double q[3]) {
   for (int i = 0; i < 3; i++) {
-    double e[3], w[3], c[3];
-    sub3(t->v[(i + 1) % 3], t->v[i], e);
+    double w[3], c[3];
     sub3(q, t->v[i], w);
-    cross3(e, w, c);
-    if (dot3(c, t->n) < -1e-12 * t->scale) {
+    cross3(t->e[i], w, c);
+    if (dot3(c, t->n) < t->tol) {
       return 0;
     }
   }
   return 1;
 }
 
-static double tri_lateral(const cone_shape_t* k, const void* opaque, double theta, double q[3]) {
+static double tri_lateral(const cone_shape_t* k, const void* opaque, double gy, double gz,
+                          double q[3]) {
   const tri_ctx_t* t = opaque;
-  double g[3] = {1.0, k->a * cos(theta), k->b * sin(theta)};
+  double g[3] = {1.0, gy, gz};
   double ng = dot3(t->n, g);
   if (ng == 0.0) {
     return INFINITY;
@@ -276,6 +317,10 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
   }
   t.d = dot3(t.n, v[0]);
   t.scale = nn * (sqrt(dot3(e1, e1)) + sqrt(dot3(e2, e2)));
+  t.tol = -1e-12 * t.scale;
+  for (int i = 0; i < 3; i++) {
+    sub3(v[(i + 1) % 3], v[i], t.e[i]);
+  }
   if (v[0][0] == k->range && v[1][0] == k->range && v[2][0] == k->range) {
     // a triangle in the cap plane: its point closest to the axis
     double w[3][3];
@@ -444,8 +489,9 @@ static double solid_ray(const cone_shape_t* k, const solid_ctx_t* s, const doubl
   return t;
 }
 
-static double solid_lateral(const cone_shape_t* k, const void* opaque, double theta, double q[3]) {
-  double g[3] = {1.0, k->a * cos(theta), k->b * sin(theta)};
+static double solid_lateral(const cone_shape_t* k, const void* opaque, double gy, double gz,
+                            double q[3]) {
+  double g[3] = {1.0, gy, gz};
   double n = sqrt(dot3(g, g));
   for (int i = 0; i < 3; i++) {
     g[i] /= n;

@@ -16,7 +16,8 @@
 #define EXACT_TOL 1e-6
 
 static cone_shape_t shape(double fh_deg, double fv_deg, double range) {
-  cone_shape_t k = {tan(0.5 * fh_deg * DEG), tan(0.5 * fv_deg * DEG), range};
+  cone_shape_t k;
+  cone_shape_init(&k, fh_deg * DEG, fv_deg * DEG, range);
   return k;
 }
 
@@ -370,6 +371,101 @@ static void random_pose(uint64_t* st, pose_t* pose) {
     pose->q[i] = rnd(st) - 0.5;
   }
   xform_quat_normalize(pose->q);
+}
+
+// The shape's sampled generatrices give the same bits as computing each one where it is needed
+// (the shape without its table): every reading of random triangles and turned, scaled solids,
+// in both passes, is identical, and the lateral surface is searched in many of them.
+TEST(exact_sampled_generatrices_same_bits) {
+  cone_shape_t k = shape(50, 35, 12);
+  cone_shape_t direct = k;
+  direct.sampled = 0;
+  memset(direct.g, 0, sizeof(direct.g));
+  uint64_t st = 0x5851f42d4c957f2dull;
+  int found = 0, lateral = 0;
+  for (int trial = 0; trial < 400; trial++) {
+    cone_best_t b[2] = {{0}, {0}};
+    if (trial % 2 == 0) {
+      double v[3][3];
+      for (int i = 0; i < 3; i++) {
+        v[i][0] = -2.0 + 16.0 * rnd(&st);
+        v[i][1] = -8.0 + 16.0 * rnd(&st);
+        v[i][2] = -6.0 + 12.0 * rnd(&st);
+      }
+      for (int s = 0; s < 2; s++) {
+        cone_exact_triangle(s ? &direct : &k, v, 1, &b[s]);
+      }
+      cone_best_t inside = {.pass = 1};       // found when the closest point is in the cone
+      cone_exact_triangle(&k, v, 1, &inside);
+      lateral += b[0].found && !inside.found;  // else found on the boundary
+    } else {
+      static const int kinds[4] = {SCENE_PRIM_SPHERE, SCENE_PRIM_CYLINDER, SCENE_PRIM_CAPSULE,
+                                   SCENE_PRIM_ELLIPSOID};
+      view_object_t e = prim(1, kinds[(trial / 2) % 4], 0.5 + rnd(&st), 0.3 + rnd(&st),
+                             0.4 + rnd(&st));
+      for (int i = 0; i < 3; i++) {
+        e.scale[i] = 0.5 + rnd(&st);
+      }
+      random_pose(&st, &e.pose);
+      for (int s = 0; s < 2; s++) {
+        b[s] = eval(s ? &direct : &k, &e, 1, CONE_MODE_EXACT, 0);
+      }
+    }
+    ASSERT_EQ(b[0].found, b[1].found);
+    ASSERT_TRUE(memcmp(b[0].q, b[1].q, sizeof(b[0].q)) == 0);
+    ASSERT_TRUE(memcmp(&b[0].d2, &b[1].d2, sizeof(b[0].d2)) == 0);
+    found += b[0].found;
+  }
+  ASSERT_TRUE(found >= 100);
+  ASSERT_TRUE(lateral >= 20);
+  return 0;
+}
+
+// A box evaluates as the mesh of its faces, each face v0 v1 v2 v3 split into v0 v1 v2 and
+// v0 v2 v3 (faces normal to x, y, z, the negative side first; each face runs along its first
+// tangent axis, then the second): the same bits, at random poses and scales, wherever it is.
+TEST(exact_box_same_bits_as_its_mesh) {
+  cone_shape_t k = shape(50, 35, 12);
+  const float h[3] = {0.75f, 1.25f, 0.5f};
+  float vert[24][3];
+  uint32_t idx[12][3];
+  for (int axis = 0, f = 0; axis < 3; axis++) {
+    int t = axis == 0 ? 1 : 0, u = axis == 2 ? 1 : 2;
+    for (int side = -1; side <= 1; side += 2, f++) {
+      static const float kT[4] = {-1, 1, 1, -1}, kU[4] = {-1, -1, 1, 1};
+      for (int i = 0; i < 4; i++) {
+        vert[4 * f + i][axis] = (float)side * h[axis];
+        vert[4 * f + i][t] = kT[i] * h[t];
+        vert[4 * f + i][u] = kU[i] * h[u];
+      }
+      uint32_t b = 4u * (uint32_t)f;
+      uint32_t tri[2][3] = {{b, b + 1, b + 2}, {b, b + 2, b + 3}};
+      memcpy(idx[2 * f], tri, sizeof(tri));
+    }
+  }
+  uint64_t st = 0x94d049bb133111ebull;
+  int found = 0;
+  for (int trial = 0; trial < 300; trial++) {
+    view_object_t box = prim(1, SCENE_PRIM_BOX, h[0], h[1], h[2]);
+    random_pose(&st, &box.pose);
+    for (int i = 0; i < 3; i++) {
+      box.scale[i] = 0.5 + 1.5 * rnd(&st);
+    }
+    view_object_t mesh = box;
+    mesh.prim = 0;
+    mesh.vertices = &vert[0][0];
+    mesh.nvertex = 24;
+    mesh.indices = &idx[0][0];
+    mesh.ntriangle = 12;
+    cone_best_t a = eval(&k, &box, 1, CONE_MODE_EXACT, 0);
+    cone_best_t b = eval(&k, &mesh, 1, CONE_MODE_EXACT, 0);
+    ASSERT_EQ(a.found, b.found);
+    ASSERT_TRUE(memcmp(a.q, b.q, sizeof(a.q)) == 0);
+    ASSERT_TRUE(memcmp(&a.d2, &b.d2, sizeof(a.d2)) == 0);
+    found += a.found;
+  }
+  ASSERT_TRUE(found >= 60);
+  return 0;
 }
 
 // The exact result b against the nearest distance a dense grid of surface points found in
