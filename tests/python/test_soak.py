@@ -64,7 +64,7 @@ SECONDS = float(os.environ.get("SENSIM_SOAK_SECONDS", "30"))
 CYCLES = int(os.environ.get("SENSIM_SOAK_CYCLES", "10000"))
 HELD_LONGER = IO_TIMEOUT + SOFT_SECONDS + HANDSHAKE_TIMEOUT + 2.0   # s between batches
 HELD_DEADLINE = 60.0        # s: a held client still open by then was not closed by the daemon
-HELD_ONE_OFF = 64           # bytes: see the held-bytes check at the end of test_fault_soak
+HELD_ONE_OFF = 64           # bytes: the probe's request in flight (end of test_fault_soak)
 ENCODINGS = (pb.ENCODING_RAW, pb.ENCODING_ZSTD, pb.ENCODING_QUANTIZED_ZSTD)
 
 
@@ -342,14 +342,14 @@ def log_sessions(text: str) -> tuple[list[int], list[int]]:
 def settle(probe: sensim.Client, pid: int, baseline_fds: int, baseline_held: int,
            timeout: float = 30.0):
     """GetInfo once only the probe is connected, only its environment is left and the held
-    bytes are back at their baseline (work of closed clients may still be finishing on the
+    bytes are back at their baseline (within HELD_ONE_OFF; work of closed clients may still be finishing on the
     executor or encoder threads for a moment), or at the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         info = probe.get_info()
         names = [e.name for e in info.environments]
         if (info.connections == 1 and names == ["probe"] and fd_count(pid) == baseline_fds
-                and info.counters.held_bytes == baseline_held) \
+                and 0 <= info.counters.held_bytes - baseline_held <= HELD_ONE_OFF) \
                 or time.monotonic() > deadline:
             return info
         time.sleep(0.1)
@@ -453,11 +453,12 @@ def test_fault_soak(sensimd_factory, tmp_path, capsys):
     # descriptors, held bytes and memory back where they were
     assert info.connections == 1 and [e.name for e in info.environments] == ["probe"], info
     assert fd_count(pid) == base_fds, figures
-    # Held bytes: back to the baseline, but for one allocator granule or so. About one run in
-    # ten here ends exactly 16 bytes above it after 10,000 connections (seen with several
-    # builds; not yet explained, and the same 16 however long the settle waits): a one-off of
-    # that size is left open, while a leak per connection, fault or request,
-    # even of one byte, would show thousands of bytes here.
+    # Held bytes: back to the baseline, but for the probe's own GetInfo, which is in flight
+    # when it reads them: its outbox slot counts at its allocator footprint (net/outbox.c), and
+    # after 10,000 connections the heap may hand it a chunk 16 bytes larger (glibc gives a
+    # chunk whole when the rest would be too small to split); about one run in ten ends 16
+    # bytes above. A leak per connection, fault or request, even of one byte, would show
+    # thousands of bytes here.
     extra = info.counters.held_bytes - base_info.counters.held_bytes
     assert 0 <= extra <= HELD_ONE_OFF, (extra, info.counters)
     if san is None and mid_mem is not None:
