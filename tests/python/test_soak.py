@@ -342,8 +342,8 @@ def log_sessions(text: str) -> tuple[list[int], list[int]]:
 def settle(probe: sensim.Client, pid: int, baseline_fds: int, baseline_held: int,
            timeout: float = 30.0):
     """GetInfo once only the probe is connected, only its environment is left and the held
-    bytes are back at their baseline (within HELD_ONE_OFF; work of closed clients may still be finishing on the
-    executor or encoder threads for a moment), or at the timeout."""
+    bytes are back at their baseline (within HELD_ONE_OFF; work of closed clients may still be
+    finishing on the executor or encoder threads for a moment), or at the timeout."""
     deadline = time.monotonic() + timeout
     while True:
         info = probe.get_info()
