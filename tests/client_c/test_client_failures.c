@@ -42,9 +42,11 @@ static bool closed_status(sensim_status_t st) {
 }
 
 
-// Wait until the daemon holds at least `bytes` unsent (GetInfo's held_bytes, through a
-// connection of its own): a reply is then stuck in it, partly written. 0 when it does.
-static int wait_held(const td_daemon_t* d, uint64_t bytes) {
+// Wait until the daemon holds at least `bytes` (GetInfo's held_bytes, through a connection of
+// its own) and has handed at least `out` bytes to its connections (bytes_out, counted as a
+// reply is queued): a reply is then stuck in it, partly written. A large request is held too
+// while it runs: `out` tells its reply from it. 0 when it does.
+static int wait_held(const td_daemon_t* d, uint64_t bytes, uint64_t out) {
   sensim_options_t o;
   sensim_options_init(&o);
   o.environment = "probe";
@@ -56,7 +58,8 @@ static int wait_held(const td_daemon_t* d, uint64_t bytes) {
     if (sensim_get_info(probe, &info) != SENSIM_OK) {
       break;
     }
-    if (info->counters.value[SENSIM_COUNTER_HELD_BYTES] >= bytes) {
+    if (info->counters.value[SENSIM_COUNTER_HELD_BYTES] >= bytes &&
+        info->counters.value[SENSIM_COUNTER_BYTES_OUT] >= out) {
       rc = 0;
     } else {
       sleep_ms(10);
@@ -65,6 +68,7 @@ static int wait_held(const td_daemon_t* d, uint64_t bytes) {
   sensim_client_close(probe);
   return rc;
 }
+
 
 //---------------- The real daemon
 
@@ -124,7 +128,7 @@ TEST(failures_daemon_killed_within_a_raycast_reply) {
   r.directions = dir;
   uint64_t id;
   ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
-  ASSERT_OK(wait_held(&d, 1u << 20));
+  ASSERT_OK(wait_held(&d, 1u << 20, (uint64_t)n * sizeof(sensim_hit_t) / 2));
   td_kill(&d);
 
   // the blocking wait streams the reply into the hits: part of it, then the end
@@ -178,7 +182,7 @@ TEST(failures_daemon_killed_within_a_steps_cloud) {
   uint64_t a, b;
   const sensim_step_result_t* r;
   ASSERT_OK_ST(cli, tick_send(cli, 0.0, &a, &b));
-  ASSERT_OK(wait_held(&d, 1u << 20));
+  ASSERT_OK(wait_held(&d, 1u << 20, 0));
   td_kill(&d);
   ASSERT_OK_ST(cli, sensim_wait(cli, a, -1));  // the state's reply came first, whole
   ASSERT_STATUS(cli, sensim_step_wait(cli, b, -1, &r), SENSIM_ECLOSED, "within a frame");
@@ -212,7 +216,7 @@ TEST(failures_daemon_killed_while_pushing) {
     ASSERT_OK_ST(ctl, sensim_wait(ctl, a, -1));
     ASSERT_OK_ST(ctl, sensim_step_wait(ctl, b, -1, &r));
   }
-  ASSERT_OK(wait_held(&d, 1u << 20));
+  ASSERT_OK(wait_held(&d, 1u << 20, 0));
   td_kill(&d);
 
   // whole records come out decoded, then the end; never more than were sent
