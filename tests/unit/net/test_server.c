@@ -56,6 +56,7 @@ struct tctx {
   server_t* srv;
   uv_timer_t timer;
   void (*on_timer)(tctx_t* t);
+  uint64_t poll_ms;              // on_timer polls every poll_ms from a client's connection on
   client_t clients[MAX_CLIENTS];
   int nclients;
   int shut;
@@ -188,6 +189,9 @@ static void client_start_reading(client_t* c) {
 }
 
 
+static void on_timer(uv_timer_t* h);
+
+
 static void on_client_connect(uv_connect_t* req, int status) {
   client_t* c = req->handle->data;
   if (status < 0) {
@@ -201,6 +205,9 @@ static void on_client_connect(uv_connect_t* req, int status) {
   }
   if (c->on_connect) {
     c->on_connect(c);
+  }
+  if (c->t->poll_ms) {
+    uv_timer_start(&c->t->timer, on_timer, c->t->poll_ms, c->t->poll_ms);
   }
 }
 
@@ -440,6 +447,7 @@ typedef struct tcase {
   void (*stream_error_cb)(tctx_t* t, session_t* s);
   void (*close_cb)(tctx_t* t, session_t* s);
   void (*on_timer)(tctx_t* t);
+  uint64_t poll_ms;              // nonzero: on_timer polls from each client's connection on
   int nclients;                  // 0: one
   int nquiet;
   int count_only;                // tctx_t.count_only
@@ -459,6 +467,7 @@ static int tctx_start(tctx_t* t, const tcase_t* tc) {
   t->stream_error_cb = tc->stream_error_cb;
   t->close_cb = tc->close_cb;
   t->on_timer = tc->on_timer;
+  t->poll_ms = tc->poll_ms;
   t->count_only = tc->count_only;
   int n = tc->nclients ? tc->nclients : 1;
   for (int i = 0; i < n; i++) {
@@ -1312,17 +1321,12 @@ static void unsent_tick(tctx_t* t) {
 }
 
 
-static void unsent_connected(client_t* c) {
-  flood_connected(c);
-  timer_start(c->t, unsent_tick, 5, 5);
-}
-
-
 TEST(server_peer_that_takes_no_replies_is_not_read_past_pause_unsent_bytes) {
   static tctx_t t;
   g_extra = (server_limits_t){.pause_unsent_bytes = PAUSE_UNSENT};
   const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo,
-                      .on_connect = unsent_connected, .nquiet = 1, .count_only = 1};
+                      .on_connect = flood_connected, .on_timer = unsent_tick, .poll_ms = 5,
+                      .nquiet = 1, .count_only = 1};
   int rc = tctx_start(&t, &tc);
   g_extra = (server_limits_t){0};
   ASSERT_OK(rc);
@@ -1455,7 +1459,8 @@ TEST(server_peer_that_takes_no_shared_replies_is_not_read_past_pause_unsent_byte
   static tctx_t t;
   g_extra = (server_limits_t){.pause_unsent_bytes = PAUSE_UNSENT};
   const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo_shared,
-                      .on_connect = unsent_connected, .nquiet = 1, .count_only = 1};
+                      .on_connect = flood_connected, .on_timer = unsent_tick, .poll_ms = 5,
+                      .nquiet = 1, .count_only = 1};
   int rc = tctx_start(&t, &tc);
   g_extra = (server_limits_t){0};
   ASSERT_OK(rc);
@@ -1609,16 +1614,11 @@ static void trim_tick(tctx_t* t) {
 }
 
 
-static void trim_connected(client_t* c) {
-  flood_connected(c);
-  timer_start(c->t, trim_tick, 5, 5);
-}
-
-
 TEST(server_gives_memory_back_once_connections_released_it) {
   static tctx_t t;
   const tcase_t tc = {.max_queue = 256u << 20, .frame_cb = flood_echo,
-                      .on_connect = trim_connected, .nquiet = 1, .count_only = 1};
+                      .on_connect = flood_connected, .on_timer = trim_tick, .poll_ms = 5,
+                      .nquiet = 1, .count_only = 1};
   ASSERT_OK(tctx_start(&t, &tc));
   server_stats_t st;
   server_get_stats(t.srv, &st);
@@ -1671,16 +1671,10 @@ static void burst_tick(tctx_t* t) {
 }
 
 
-static void burst_connected_tick(client_t* c) {
-  burst_connected(c);
-  timer_start(c->t, burst_tick, 1, 1);
-}
-
-
 TEST(server_replies_of_one_turn_leave_in_few_writes_in_order) {
   static tctx_t t;
   const tcase_t tc = {.max_queue = 16u << 20, .frame_cb = burst_echo,
-                      .on_connect = burst_connected_tick};
+                      .on_connect = burst_connected, .on_timer = burst_tick, .poll_ms = 1};
   ASSERT_OK(tctx_start(&t, &tc));
   ASSERT_EQ(t.nframes, BURST_FRAMES);
   for (int i = 0; i < BURST_FRAMES; i++) {
@@ -1797,15 +1791,10 @@ static void later_tick(tctx_t* t) {
 }
 
 
-static void later_open_timer(client_t* c) {
-  later_connected(c);
-  timer_start(c->t, later_tick, 5, 5);
-}
-
-
 TEST(server_write_done_at_once_or_later_releases_what_it_counted) {
   static tctx_t t;
-  const tcase_t tc = {.max_queue = 64u << 20, .on_connect = later_open_timer, .nquiet = 1};
+  const tcase_t tc = {.max_queue = 64u << 20, .on_connect = later_connected,
+                      .on_timer = later_tick, .poll_ms = 5, .nquiet = 1};
   ASSERT_OK(tctx_start(&t, &tc));
   const client_t* c = &t.clients[0];
   ASSERT_OK(expect_payload_frame(c, 0, 100, 5));
