@@ -286,6 +286,10 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
 // nothing written, when a lane is off or invalid: trace_packet takes the packet.
 SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
 
+// The same for a full 8-wide packet (rtcIntersect8): trace_packet's conversions, coherence test
+// and hits, the same bits.
+SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
+
 // The rays of a full packet in columns (every lane's tmax > 0) assembled into pk as
 // simd_packet16 assembles the same rays in rows. Returns the invalid lanes (packet_lane_ok), a
 // bit each: 0, or the packet is not to be traced on this path.

@@ -323,14 +323,10 @@ SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
 }
 
 
-// The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
-// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
-// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
-SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
-                                       const double* dy, const double* dz, unsigned off,
-                                       scene_hit_t* out, scene_packet_hits_t* cols) {
-  const unsigned W = WIDE;
-  _Alignas(64) int valid[WIDE];
+// The fields of a packet of W lanes that do not depend on its rays (as trace_packet sets them),
+// and its valid lanes: all but those whose bit is set in off.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields(
+    packet_t* pk, unsigned off, int* valid, const unsigned W) {
   for (unsigned k = 0; k < W; k++) {
     valid[k] = (off >> k) & 1u ? 0 : -1;
     pk->f[LANE(F_TNEAR, k)] = 0.0f;
@@ -340,6 +336,18 @@ SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const dou
     pk->u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
     pk->u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
   }
+}
+
+
+// The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
+// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
+// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
+SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
+                                       const double* dy, const double* dz, unsigned off,
+                                       scene_hit_t* out, scene_packet_hits_t* cols) {
+  const unsigned W = WIDE;
+  _Alignas(64) int valid[WIDE];
+  simd_fixed_fields(pk, off, valid, W);
 
   // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
   const float* f = pk->f;
@@ -365,15 +373,16 @@ SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const dou
 }
 
 
-SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
-  const unsigned W = WIDE;
+// The full packet of W rows r (every lane's tmax > 0) assembled into pk as trace_packet
+// assembles it, their directions (double) into dir (W x, then W y, then W z). False, with pk
+// partly written, when a lane is off or packet_lane_ok refuses it: trace_packet takes the packet.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
+    const scene_ray_t* r, packet_t* pk, double* dir, const unsigned W) {
   for (unsigned k = 0; k < W; k++) {
     if (!(r[k].tmax > 0.0)) {
       return false;
     }
   }
-  _Alignas(64) packet_t pk;
-  _Alignas(32) double dir[3 * WIDE];
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
     // four rays (origin xyz, dir xyz, tmax, time) as columns
@@ -392,22 +401,44 @@ SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hi
     _mm256_store_pd(dir + h, dx);
     _mm256_store_pd(dir + W + h, dy);
     _mm256_store_pd(dir + 2 * W + h, dz);
-    _mm_store_ps(pk.f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-    _mm_store_ps(pk.f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-    _mm_store_ps(pk.f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-    _mm_store_ps(pk.f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-    _mm_store_ps(pk.f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-    _mm_store_ps(pk.f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
-    _mm_store_ps(pk.f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
+    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
     // the time clamped as trace_packet does: t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0)
     __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
     c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-    _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+    _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
   }
-  if (__builtin_expect(simd_lanes_bad(pk.f, W) != 0, 0)) {
+  return simd_lanes_bad(pk->f, W) == 0;
+}
+
+
+SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  _Alignas(64) packet_t pk;
+  _Alignas(32) double dir[3 * WIDE];
+  if (!simd_rows_pack(r, &pk, dir, WIDE)) {
     return false;
   }
-  simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL);
+  simd_finish16(s, &pk, dir, dir + WIDE, dir + 2 * WIDE, 0, out, NULL);
+  return true;
+}
+
+
+SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  const unsigned W = LANES;
+  _Alignas(64) packet_t pk;
+  _Alignas(32) double dir[3 * LANES];
+  _Alignas(64) int valid[WIDE];
+  if (!simd_rows_pack(r, &pk, dir, W)) {
+    return false;
+  }
+  simd_fixed_fields(&pk, 0, valid, W);
+  packet_intersect(s, &pk, valid, W, W, simd_coherent(&pk));
+  simd_hits_of(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL, W);
   return true;
 }
 

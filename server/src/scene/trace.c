@@ -32,7 +32,9 @@ __attribute__((always_inline)) static inline void rows_packets(
         _mm_prefetch((const char*)(hits + i + width) + b, _MM_HINT_T0);
       }
     }
-    if (width == WIDE && m == WIDE && simd && simd_packet16(s, rays + i, hits + i)) {
+    if (m == width && simd &&
+        (width == WIDE ? simd_packet16(s, rays + i, hits + i)
+                       : simd_packet8(s, rays + i, hits + i))) {
       continue;
     }
     bad += trace_packet(s, rays + i, hits + i, m, width);

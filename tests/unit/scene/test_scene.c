@@ -1163,7 +1163,7 @@ TEST(scene_memory_budget_refuses_builds_with_a_clear_error) {
 
 // The AVX2 packet paths give the scalar paths' hits bit for bit (every byte of every record):
 // 16-wide lidar tiles (coherent, from origins a few centimetres apart, scattered, some lanes
-// off, moving and static instances) and 8-wide request arrays.
+// off, moving and static instances), the same rays in rows of 8, and 8-wide request arrays.
 TEST(scene_simd_paths_equal_scalar_paths) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -1214,6 +1214,18 @@ TEST(scene_simd_paths_equal_scalar_paths) {
   use_simd(false);
   rows16(f.s, rays, b, N);
   ASSERT_TRUE(memcmp(a, b, N * sizeof *a) == 0);
+
+  // rows of 8, with the AVX2 path and without (into a copy: a keeps the rows of 16)
+  scene_hit_t* r8 = calloc(N, sizeof *r8);
+  ASSERT_TRUE(r8 != NULL);
+  memset(r8, 0xA5, N * sizeof *r8);
+  memset(b, 0x5A, N * sizeof *b);
+  use_simd(true);
+  rows(f.s, rays, r8, N);
+  use_simd(false);
+  rows(f.s, rays, b, N);
+  ASSERT_TRUE(memcmp(r8, b, N * sizeof *r8) == 0);
+  free(r8);
   int nhit = 0;
   for (int i = 0; i < N; i++) {
     nhit += a[i].object_id != 0;
