@@ -191,6 +191,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     int records, scene_hit_t* out, scene_packet_hits_t* cols, const unsigned W) {
   _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
+  hit_rot_t rot = {0};
   for (unsigned k = 0; k < W; k++) {
     if (k % 4 == 0) {
       uint32_t t4[3][4];
@@ -213,7 +214,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     const inst_t* in = hit_inst(s, pk, W, k);
     if (in) {
       double n[3];
-      hit_normal(in, pk, W, k, n);
+      hit_normal(in, pk, W, k, &rot, n);
       nv[0][k] = n[0];
       nv[1][k] = n[1];
       nv[2][k] = n[2];
