@@ -127,6 +127,16 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 }
 
 
+// A packet's hits in columns when every lane missed (as hit_fill writes a miss).
+static inline void packet_misses(scene_packet_hits_t* h) {
+  for (unsigned k = 0; k < WIDE; k++) {
+    h->distance[k] = INFINITY;
+    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
+    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
+  }
+}
+
+
 // Cosine of the widest angle between a packet's directions and its first one for which it is
 // traced as a packet (about 8 degrees: a lidar's neighbouring rays are well inside it).
 #define PACKET_COHERENT_COS 0.99f

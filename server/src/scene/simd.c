@@ -189,6 +189,26 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
 __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     const scene_t* s, const packet_t* pk, const double* dx, const double* dy, const double* dz,
     int records, scene_hit_t* out, scene_packet_hits_t* cols, const unsigned W) {
+  // no lane hit a geometry (rays into the sky, a third of a lidar's): the misses at once
+  const __m256i none = _mm256_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  unsigned missed = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256i geom = _mm256_load_si256((const __m256i*)(pk->u + LANE(F_GEOM, h)));
+    missed |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(geom, none)))
+              << h;
+  }
+  if (missed == (1u << W) - 1u) {
+    if (cols) {
+      packet_misses(cols);
+    } else {
+      memset(out, 0, W * sizeof *out);
+      for (unsigned k = 0; k < W; k++) {
+        out[k].distance = INFINITY;
+      }
+    }
+    return;
+  }
+
   _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
   hit_rot_t rot = {0};

@@ -114,16 +114,6 @@ static bool packet_full(const scene_packet_t* pk, unsigned m, bool simd) {
 }
 
 
-// A packet's hits when every lane missed (as simd_hits_of writes a miss).
-static void packet_misses(scene_packet_hits_t* h) {
-  for (unsigned k = 0; k < WIDE; k++) {
-    h->distance[k] = INFINITY;
-    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
-    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
-  }
-}
-
-
 // A packet of columns (m lanes) as trace_rows traces the same rays in rows of 16: its hits
 // into h.
 static void columns_as_rows(const scene_t* s, const scene_packet_t* pk, unsigned m,
