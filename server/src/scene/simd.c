@@ -113,16 +113,17 @@ SIMD_AVX2_FN int simd_coherent(const packet_t* pk) {
 
 
 // Lanes h .. h + 3 of an intersected packet of W lanes at once, when their hits are all on one
-// instance (or none) whose normals hit_normal maps with no quaternion: most groups, a lidar's
-// neighbouring rays meeting the same terrain or object. Their world normals (not unit; 0 for a
-// miss) into nv, their object IDs, labels and primitives into tail (0 for a miss), and their
-// hit bits (as hit_inst finds an instance) into *hit; the same values as hit_inst, hit_normal and
-// simd_hits_of's lane loop (the matrix's products and sums in the same order, no contraction).
-// False, with nothing written, when they are on several instances or on one whose normals
-// turn: the caller takes them lane by lane.
+// instance (or none), and on one whose normals hit_normal turns by a quaternion only when they
+// share their time: most groups, a lidar's neighbouring rays meeting the same terrain or object
+// (the rays of a firing share their time). Their world normals (not unit; 0 for a miss) into nv,
+// their object IDs, labels and primitives into tail (0 for a miss), and their hit bits (as
+// hit_inst finds an instance) into *hit; the same values as hit_inst, hit_normal (rot: its kept
+// rotation) and simd_hits_of's lane loop (the products and sums in the same order, no
+// contraction). False, with nothing written, when they are on several instances or turn at
+// several times: the caller takes them lane by lane.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
-    const scene_t* s, const packet_t* pk, unsigned h, int records, double nv[3][WIDE],
-    uint32_t tail[3][4], unsigned* hit, const unsigned W) {
+    const scene_t* s, const packet_t* pk, unsigned h, int records, hit_rot_t* rot,
+    double nv[3][WIDE], uint32_t tail[3][4], unsigned* hit, const unsigned W) {
   const __m128i none = _mm_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
   __m128i geom = _mm_load_si128((const __m128i*)(pk->u + LANE(F_GEOM, h)));
   __m128i id = _mm_load_si128((const __m128i*)(pk->u + LANE(F_INST, h)));
@@ -141,8 +142,25 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
     unsigned same = (unsigned)_mm_movemask_ps(
         _mm_castsi128_ps(_mm_cmpeq_epi32(id, _mm_set1_epi32((int)id0))));
     in = &s->insts[id0];
-    if ((same & m) != m || (!in->flat && in->moving && (W != WIDE || in->turning))) {
+    if ((same & m) != m) {
       return false;
+    }
+  }
+  const bool turn = in && !in->flat && in->moving && (W != WIDE || in->turning);
+  if (turn) {
+    // hit_normal's rotation at the lanes' one time
+    __m128i time = _mm_load_si128((const __m128i*)(pk->u + LANE(F_TIME, h)));
+    unsigned k0 = h + (unsigned)__builtin_ctz(m);
+    uint32_t t0 = pk->u[LANE(F_TIME, k0)];
+    unsigned same = (unsigned)_mm_movemask_ps(
+        _mm_castsi128_ps(_mm_cmpeq_epi32(time, _mm_set1_epi32((int)t0))));
+    if ((same & m) != m) {
+      return false;
+    }
+    if (rot->in != in || rot->time != t0) {
+      xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k0)], rot->q);
+      rot->in = in;
+      rot->time = t0;
     }
   }
   __m256d mask = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(
@@ -155,6 +173,27 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
     __m256d z = _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_NG_Z, h)));
     if (in->flat) {
       n0 = x, n1 = y, n2 = z;
+    } else if (turn) {
+      // xform_quat_rotate of the object-space normals (ng / scale)
+      const __m256d two = _mm256_set1_pd(2.0);
+      const __m256d w = _mm256_set1_pd(rot->q[0]), ux = _mm256_set1_pd(rot->q[1]);
+      const __m256d uy = _mm256_set1_pd(rot->q[2]), uz = _mm256_set1_pd(rot->q[3]);
+      __m256d v0 = _mm256_div_pd(x, _mm256_set1_pd(in->scale[0]));
+      __m256d v1 = _mm256_div_pd(y, _mm256_set1_pd(in->scale[1]));
+      __m256d v2 = _mm256_div_pd(z, _mm256_set1_pd(in->scale[2]));
+#define SIMD_CROSS(a, b, c, d) \
+  _mm256_mul_pd(two, _mm256_sub_pd(_mm256_mul_pd(a, b), _mm256_mul_pd(c, d)))
+      __m256d tx = SIMD_CROSS(uy, v2, uz, v1);
+      __m256d ty = SIMD_CROSS(uz, v0, ux, v2);
+      __m256d tz = SIMD_CROSS(ux, v1, uy, v0);
+#undef SIMD_CROSS
+#define SIMD_TURN(v, t, a, b, c, d)                                    \
+  _mm256_add_pd(_mm256_add_pd(v, _mm256_mul_pd(w, t)),                 \
+                _mm256_sub_pd(_mm256_mul_pd(a, b), _mm256_mul_pd(c, d)))
+      n0 = SIMD_TURN(v0, tx, uy, tz, uz, ty);
+      n1 = SIMD_TURN(v1, ty, uz, tx, ux, tz);
+      n2 = SIMD_TURN(v2, tz, ux, ty, uy, tx);
+#undef SIMD_TURN
     } else {
       const double* mt = in->nmat;
 #define SIMD_ROW(r)                                                                            \
@@ -215,7 +254,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
   for (unsigned k = 0; k < W; k++) {
     if (k % 4 == 0) {
       uint32_t t4[3][4];
-      if (simd_lanes4_one(s, pk, k, records, nv, t4, &hit, W)) {
+      if (simd_lanes4_one(s, pk, k, records, &rot, nv, t4, &hit, W)) {
         for (unsigned j = 0; j < 4; j++) {
           if (cols) {
             cols->object_id[k + j] = t4[0][j];
