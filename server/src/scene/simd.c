@@ -24,6 +24,30 @@ SIMD_AVX2_FN static inline void simd_columns(const double* p, __m256d* x, __m256
 }
 
 
+// Lanes h .. h + 3 of a packet of W lanes: origins and directions (double) as floats.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
+    packet_t* pk, unsigned h, __m256d ox, __m256d oy, __m256d oz, __m256d dx, __m256d dy,
+    __m256d dz, const unsigned W) {
+  _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+  _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+  _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+  _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+  _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+  _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+}
+
+
+// Lanes h .. h + 3 of a packet of W lanes: times ti clamped as trace_packet clamps them,
+// t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0), as floats.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_times(
+    packet_t* pk, unsigned h, __m256d ti, const unsigned W) {
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
+  c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
+  _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+}
+
+
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's
@@ -62,12 +86,7 @@ SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packe
     _mm256_store_pd(dir[0] + h, dx);
     _mm256_store_pd(dir[1] + h, dy);
     _mm256_store_pd(dir[2] + h, dz);
-    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
     if (per_ray) {
       // ray_time, then trace_packet's clamp (times are finite: never NaN here)
       __m256d s = _mm256_div_pd(_mm256_sub_pd(_mm256_loadu_pd(in->times + i0 + h),
@@ -443,7 +462,6 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
       return false;
     }
   }
-  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
     // four rays (origin xyz, dir xyz, tmax, time) as columns
     __m256d a0 = _mm256_loadu_pd(r[h].origin), a1 = _mm256_loadu_pd(r[h + 1].origin);
@@ -461,17 +479,9 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
     _mm256_store_pd(dir + h, dx);
     _mm256_store_pd(dir + W + h, dy);
     _mm256_store_pd(dir + 2 * W + h, dz);
-    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
     _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
-    // the time clamped as trace_packet does: t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0)
-    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
-    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-    _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+    simd_store_times(pk, h, ti, W);
   }
   return simd_lanes_bad(pk->f, W) == 0;
 }
@@ -505,19 +515,12 @@ SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit
 
 SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
   const unsigned W = WIDE;
-  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
-    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->ox + h)));
-    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oy + h)));
-    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oz + h)));
-    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dx + h)));
-    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dy + h)));
-    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dz + h)));
+    simd_store_rays(pk, h, _mm256_loadu_pd(in->ox + h), _mm256_loadu_pd(in->oy + h),
+                    _mm256_loadu_pd(in->oz + h), _mm256_loadu_pd(in->dx + h),
+                    _mm256_loadu_pd(in->dy + h), _mm256_loadu_pd(in->dz + h), W);
     _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
-    __m256d ti = _mm256_loadu_pd(in->time + h);
-    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
-    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-    _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+    simd_store_times(pk, h, _mm256_loadu_pd(in->time + h), W);
   }
   return simd_lanes_bad(pk->f, W);
 }
