@@ -793,6 +793,23 @@ SIMD_FORMS(lambert_lanes,
            (c, rays, hits, refl, tau, z, x, intensity, keep))
 
 
+// The number of draws of w[0, n) whose uniform (words 0-1) is below the probability whose
+// lidar_noise_uniform_count_below is `count`, into *below: the test of packet_returns, across
+// SIMD lanes (its forms: base/simd.h) for a whole trace at once. The bits and the count are
+// at most 2^52, so signed comparisons (which AVX2 has) order them as unsigned ones.
+static inline SIMD_BODY void count_below(const uint32_t (*w)[4], size_t n, uint64_t count,
+                                         size_t* below) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    k += (int64_t)lidar_noise_uniform_bits(w[i][0], w[i][1]) < (int64_t)count;
+  }
+  *below = k;
+}
+
+SIMD_FORMS(count_below, (const uint32_t (*w)[4], size_t n, uint64_t count, size_t* below),
+           (w, n, count, below))
+
+
 // The returns of the lanes [0, n) of a packet at depth 1. A ray whose first draw may give an
 // atmospheric return goes to lane_returns. Every other one (all of them when the medium's
 // return_scaling is 0, nearly all in clear air) has at most its root's surface candidate,
@@ -801,8 +818,8 @@ SIMD_FORMS(lambert_lanes,
 // Lambertian hits (beam divergence off) all at once in lambert_lanes. lane[0..nh): the
 // lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
 // when the noise is on; tau[i]: its transmittance to the hit (transmittances); atm_count:
-// lidar_noise_uniform_count_below(return_scaling) (0: no atmospheric return, and blocks
-// unused).
+// lidar_noise_uniform_count_below(return_scaling), or 0 when no lane's draw is below it (no
+// atmospheric return, and blocks unused).
 static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
@@ -940,8 +957,14 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
     scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = m, .packets = rays,
                                             .packet_hits = hits, .filter = b->filter,
                                             .horizon = b->horizon});
+    // the rays whose first draw gives the root segment an atmospheric candidate (about one
+    // in 60 000 in clear air): none in most traces, whose packets skip the test
+    uint64_t trace_atm = 0;
     if (all_draws) {
       rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, m);
+      size_t below;
+      SIMD_CALL(count_below, ((const uint32_t(*)[4])blocks, m, atm_count, &below));
+      trace_atm = below > 0 ? atm_count : 0;
     }
 
     // the lanes that hit a surface in range (no branch per lane), and (noise on) their
@@ -987,7 +1010,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
       packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
                      lane + first[q], first[q + 1] - first[q], z + first[q], tau + first[q],
-                     atm_count, &optics, out + (base + r0) * maxr, nret + base + r0);
+                     trace_atm, &optics, out + (base + r0) * maxr, nret + base + r0);
     }
   }
 }
