@@ -350,10 +350,11 @@ static const uint32_t* ray_block(ray_ctx_t* r) {
 
 
 // The medium inside the object of a hit (NULL: opaque) and, for an opaque one, the surface
-// material at the hit (primitive `prim`), through the cache c.
-static inline void hit_optics(const step_view_t* v, optics_cache_t* cache, uint32_t object_id,
-                              uint32_t prim, const ambient_material_t** inside,
-                              const surface_material_t** material) {
+// material at the hit (primitive `prim`), through the cache c. Returns whether they hold for
+// every primitive of the object (a medium, or one material).
+static inline int hit_optics(const step_view_t* v, optics_cache_t* cache, uint32_t object_id,
+                             uint32_t prim, const ambient_material_t** inside,
+                             const surface_material_t** material) {
   optics_entry_t* c = &cache->e[object_id % OPTICS_WAYS];
   if (c->object_id != object_id) {
     v->object_optics(v->lookup_ctx, object_id, &c->medium, &c->material);
@@ -363,6 +364,7 @@ static inline void hit_optics(const step_view_t* v, optics_cache_t* cache, uint3
   *material = c->medium != NULL ? NULL
               : c->material != NULL ? c->material
                                     : v->hit_material(v->lookup_ctx, object_id, prim);
+  return c->medium != NULL || c->material != NULL;
 }
 
 
@@ -859,23 +861,33 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   }
   uint32_t lambert = 0;
   const int beam = p->beam.enabled;
+
+  // neighbouring lanes mostly hit the same object: optics that hold for all of its primitives
+  // are looked up once for a run of lanes on it (run_id 0: none; no hit has object id 0)
+  uint32_t run_id = 0;
+  const ambient_material_t* inside = NULL;
+  const surface_material_t* mat = NULL;
+  int run_lambert = 0;
   for (unsigned i = 0; i < nh; i++) {
     unsigned j = lane[i];
     if ((general >> j) & 1u) {
       continue;
     }
-    const ambient_material_t* inside;
-    const surface_material_t* mat;
-    hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
-    if (inside != NULL) {
-      continue;   // a volume's boundary: no surface return at depth 1
+    const uint32_t id = hits->object_id[j];
+    if (id != run_id) {
+      int whole = hit_optics(v, optics, id, hits->primitive[j], &inside, &mat);
+      run_id = whole ? id : 0;
+      run_lambert = inside == NULL && !beam && mat->kind == MATERIAL_LAMBERTIAN;
     }
-    if (!beam && mat->kind == MATERIAL_LAMBERTIAN) {
+    if (run_lambert) {
       refl[j] = mat->reflectance;
       tl[j] = tau[i];
       zl[j] = dn->enabled ? z[i] : 0.0;
       lambert |= 1u << j;
       continue;
+    }
+    if (inside != NULL) {
+      continue;   // a volume's boundary: no surface return at depth 1
     }
 
     // the root's surface candidate, as eval_node finds it (x0 = 0, weight 1, no lead: x0 + dx
