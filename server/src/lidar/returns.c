@@ -979,40 +979,34 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       trace_atm = below > 0 ? atm_count : 0;
     }
 
-    // the lanes that hit a surface in range (no branch per lane), and (noise on) their
-    // distance noise quantiles, gathered: the other rays have no surface return
+    // the lanes that hit a surface in range (no branch per lane) with what their returns need,
+    // gathered in the same pass (each ray writes at the next entry, which only a hit keeps):
+    // their optical path lengths (for the transmittances) and, noise on, their first draws or
+    // their rng indices; the other rays have no surface return
+    const int gather_draws = noise && all_draws, gather_index = noise && !all_draws;
+    uint64_t hit_index[RAYS_PER_TRACE];
     unsigned nh = 0, np = (unsigned)((m + SCENE_PACKET - 1) / SCENE_PACKET);
     for (unsigned q = 0; q < np; q++) {
       const scene_packet_hits_t* h = &hits[q];
-      unsigned n = (unsigned)(m - q * SCENE_PACKET < SCENE_PACKET ? m - q * SCENE_PACKET
-                                                                   : SCENE_PACKET);
+      const size_t r0 = (size_t)q * SCENE_PACKET;
+      unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
       first[q] = nh;
       for (unsigned j = 0; j < n; j++) {
         lane[nh] = j;
+        tau[nh] = n_amb * h->distance[j];
+        if (gather_draws) {
+          memcpy(wq[nh], blocks[r0 + j], sizeof wq[nh]);
+        }
+        if (gather_index) {
+          hit_index[nh] = index[r0 + j];
+        }
         nh += hit_in_range(h->object_id[j], h->distance[j], tmax);
       }
     }
     first[np] = nh;
-    for (unsigned q = 0; q < np; q++) {
-      for (unsigned i = first[q]; i < first[q + 1]; i++) {
-        tau[i] = n_amb * hits[q].distance[lane[i]];
-      }
-    }
     transmittances(p, v->ambient, tau, nh);
     if (noise && nh > 0) {
-      if (all_draws) {
-        for (unsigned q = 0; q < np; q++) {
-          for (unsigned i = first[q]; i < first[q + 1]; i++) {
-            memcpy(wq[i], blocks[q * SCENE_PACKET + lane[i]], sizeof wq[i]);
-          }
-        }
-      } else {
-        uint64_t hit_index[RAYS_PER_TRACE];
-        for (unsigned q = 0; q < np; q++) {
-          for (unsigned i = first[q]; i < first[q + 1]; i++) {
-            hit_index[i] = index[q * SCENE_PACKET + lane[i]];
-          }
-        }
+      if (!all_draws) {
         rng_words_n(&key, hit_index, LIDAR_DRAW_RAY, wq, nh);
       }
       lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
