@@ -98,19 +98,23 @@ static bool body_numbers_fine(const env_state_update_t* u, uint32_t i) {
 }
 
 
-// Validate the bodies of an update: known, each named once, finite, usable quaternions.
+// Validate the bodies of an update: known, each named once, finite, usable quaternions. The
+// slot of body_ids[i] goes to e->update_slots[i], for the update to apply without a second
+// lookup (room for every body: each is named once).
 static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t stamp,
                                err_msg_t* msg) {
   for (uint32_t i = 0; i < u->nbody; i++) {
     uint32_t id = u->body_ids[i];
-    env_body_t* b = table_get(&e->bodies, id);
-    if (!b) {
+    uint32_t slot = table_find(&e->bodies, id);
+    if (slot == TABLE_NONE) {
       return err_set(msg, ERR_NOTFOUND, "body_ids[%u] = %u is not a known body", i, id);
     }
+    env_body_t* b = table_at(&e->bodies, slot);
     if (b->stamp == stamp) {
       return err_set(msg, ERR_INVAL, "body_ids[%u] = %u is repeated", i, id);
     }
     b->stamp = stamp;
+    e->update_slots[i] = slot;
     if (!body_numbers_fine(u, i)) {
       int rc = body_numbers_fault(u, i, id, msg);
       if (rc < 0) {
@@ -188,7 +192,7 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
   // bodies: the first state also defines the start of the first interval
   int first = !e->has_time;
   for (uint32_t i = 0; i < u->nbody; i++) {
-    uint32_t slot = table_find(&e->bodies, u->body_ids[i]);
+    uint32_t slot = e->update_slots[i];
     env_body_t* b = table_at(&e->bodies, slot);
     const double* p = u->body_poses + 7 * (size_t)i;
 
