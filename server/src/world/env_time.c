@@ -196,10 +196,19 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     env_body_t* b = table_at(&e->bodies, slot);
     const double* p = u->body_poses + 7 * (size_t)i;
 
-    // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation
-    pose_t pose = {{p[0], p[1], p[2]}, {p[6], p[3], p[4], p[5]}};
-    xform_quat_unit(pose.q);
-    b->pose_cur = pose;
+    // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation,
+    // in place: a pose assembled on the stack (where the normalisation's slow path needs it)
+    // and copied would be read back in 16-byte words right after its 8-byte stores, which the
+    // CPU cannot forward (a stall per word, most of this loop's time)
+    pose_t* pose = &b->pose_cur;
+    pose->p[0] = p[0];
+    pose->p[1] = p[1];
+    pose->p[2] = p[2];
+    pose->q[0] = p[6];
+    pose->q[1] = p[3];
+    pose->q[2] = p[4];
+    pose->q[3] = p[5];
+    xform_quat_unit(pose->q);
     if (u->body_velocities) {
       memcpy(b->linear_velocity, u->body_velocities + 6 * (size_t)i, 3 * sizeof(double));
       memcpy(b->angular_velocity, u->body_velocities + 6 * (size_t)i + 3, 3 * sizeof(double));
@@ -208,7 +217,7 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
 
     // the objects' instances are written at the next commit
     if (first) {
-      b->pose_prev = pose;
+      b->pose_prev = *pose;
       memcpy(b->linear_velocity_prev, b->linear_velocity, sizeof(b->linear_velocity_prev));
       memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
       b->has_velocity_prev = b->has_velocity;
