@@ -417,11 +417,10 @@ TEST(raycast_arrays_start_at_a_multiple_of_8_in_their_frame) {
   // a max_range or not, and ids from 2 past 128: every offset before the arrays varies
   static const uint32_t counts[] = {1, 2, 5, 6, 170, 171, 5461, 5462, 20000};
   const uint32_t ncounts = sizeof(counts) / sizeof(counts[0]), requests = 140, most = 20000;
-  double* org = malloc(3 * sizeof(double) * most);
-  double* dir = malloc(3 * sizeof(double) * most);
-  double* times = malloc(sizeof(double) * most);
+  double* rays = malloc(7 * sizeof(double) * most);  // origins, directions, times
   sensim_hit_t* hits = malloc(sizeof(sensim_hit_t) * most);
-  ASSERT_TRUE(org && dir && times && hits);
+  ASSERT_TRUE(rays && hits);
+  double *org = rays, *dir = rays + 3 * most, *times = rays + 6 * most;
   spiral(most, org, dir);
   for (uint32_t i = 0; i < most; i++) {
     org[3 * i] = 0.25 * i;
@@ -458,9 +457,7 @@ TEST(raycast_arrays_start_at_a_multiple_of_8_in_their_frame) {
   ASSERT_EQ(c.unaligned, 0);
   ASSERT_EQ(c.bad_pad, 0);
   ASSERT_TRUE(c.pads > 0);
-  free(org);
-  free(dir);
-  free(times);
+  free(rays);
   free(hits);
   return 0;
 }
