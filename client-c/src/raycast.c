@@ -17,6 +17,10 @@
 #define PIPELINE_MIN_RAYS (1u << 15)
 #define PIPELINE_RAYS (1u << 14)
 #define PIPELINE_WINDOW 4
+// The first and the last part are of PIPELINE_EDGE_RAYS rays: the daemon starts tracing once
+// the first has arrived, and the call ends once the last one's hits are back, so these two
+// transfers are not overlapped with any tracing.
+#define PIPELINE_EDGE_RAYS (PIPELINE_RAYS / 4)
 #define REQUEST_SLACK 4096            // bytes of a raycast request besides its arrays
 
 _Static_assert(sizeof(sensim_hit_t) == HIT_BYTES, "sensim_hit_t is the wire's 48-byte record");
@@ -297,13 +301,39 @@ sensim_status_t sensim_raycast_wait(sensim_client_t* cli, uint64_t id, int timeo
 }
 
 
+// Parts of a raycast of n >= PIPELINE_MIN_RAYS rays: an edge part at each end, the rays
+// between them in parts of at most PIPELINE_RAYS.
+static uint32_t middle_parts(uint32_t n) {
+  return (n - 2 * PIPELINE_EDGE_RAYS + PIPELINE_RAYS - 1) / PIPELINE_RAYS;
+}
+
+
+static uint32_t part_count(uint32_t n) {
+  return middle_parts(n) + 2;
+}
+
+
+// The first ray of part i (i = part_count(n): n).
+static uint32_t part_start(uint32_t n, uint32_t i) {
+  if (i == 0) {
+    return 0;
+  }
+  uint32_t m = middle_parts(n);
+  if (i > m + 1) {
+    return n;
+  }
+  uint64_t middle = n - 2 * PIPELINE_EDGE_RAYS;
+  return PIPELINE_EDGE_RAYS + (uint32_t)(middle * (i - 1) / m);
+}
+
+
 // The raycast as parts in flight, joined into hits. Returns SENSIM_OK with *joined when every
 // part succeeded and saw one world; *joined false (status OK) when they must be sent again
 // as one request; or a transport failure.
 static sensim_status_t pipelined(sensim_client_t* cli, const sensim_raycast_t* r,
                                  sensim_hit_t* hits, uint64_t* serial, bool* joined) {
   uint32_t n = r->nrays;
-  uint32_t k = (n + PIPELINE_RAYS - 1) / PIPELINE_RAYS;
+  uint32_t k = part_count(n);
   uint64_t ids[PIPELINE_WINDOW];
   uint32_t sent = 0, got = 0;
   bool same = true;
@@ -314,7 +344,7 @@ static sensim_status_t pipelined(sensim_client_t* cli, const sensim_raycast_t* r
   // different world the parts in flight are still collected, and no more are sent
   while (got < k) {
     while (same && st == SENSIM_OK && sent < k && sent - got < PIPELINE_WINDOW) {
-      uint32_t a = (uint32_t)((uint64_t)n * sent / k), b = (uint32_t)((uint64_t)n * (sent + 1) / k);
+      uint32_t a = part_start(n, sent), b = part_start(n, sent + 1);
       st = send_part(cli, r, a, b, hits, &ids[sent % PIPELINE_WINDOW]);
       if (st == SENSIM_OK) {
         sent++;
