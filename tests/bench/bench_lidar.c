@@ -69,7 +69,9 @@ static const char* const g_usage =
     "  --update       with --profile: the state update and commit alone (no lidar)\n"
     "  --raw          with --profile: the raw reference alone (rtcIntersect16 on the OS1-128's\n"
     "                 rays in the lidar's tiles), to compare instruction counts\n"
-    "  --scene        with --profile: scene_trace alone on the same rays and tiles\n";
+    "  --scene        with --profile: scene_trace alone on the same rays and tiles\n"
+    "  --rows         with --raw or --scene: rtcIntersect8 / scene_trace in rows of 8 in firing\n"
+    "                 order instead (scene_trace_rows8_over_raw8's two sides)\n";
 
 //---------------- Scene description
 
@@ -804,6 +806,7 @@ int main(int argc, char** argv) {
       {"update", BENCH_OPT_FLAG, NULL, 0, 0},
       {"raw", BENCH_OPT_FLAG, NULL, 0, 0},
       {"scene", BENCH_OPT_FLAG, NULL, 0, 0},
+      {"rows", BENCH_OPT_FLAG, NULL, 0, 0},
   };
   int first = bench_parse_options(argc, argv, opts, sizeof opts / sizeof opts[0], g_usage);
   if (first < argc) {
@@ -840,24 +843,25 @@ int main(int argc, char** argv) {
     tiles_of(&ro, os1.nray, &rt);
     double sum = 0.0;
     size_t hits = 0;
+    int rows = bench_has_arg(argc, argv, "--rows");
     if (raw_alone) {
       raw_t raw;
       raw_build(&raw, &w, PERIOD, 2 * PERIOD, 1);
       for (unsigned r = 0; r < o.profile; r++) {
-        sum += raw_time(&raw, &rt, 16, &hits);
+        sum += rows ? raw_time(&raw, &ro, 8, &hits) : raw_time(&raw, &rt, 16, &hits);
       }
       raw_close(&raw);
     } else {
       adapter_t ad;
       adapter_build(&ad, &w, PERIOD, 2 * PERIOD, &ro, &rt);
       for (unsigned r = 0; r < o.profile; r++) {
-        sum += adapter_time_tiles(&ad, &hits);
+        sum += rows ? adapter_time_rows(&ad, &hits) : adapter_time_tiles(&ad, &hits);
       }
       adapter_close(&ad);
     }
-    printf("%s in tiles: %u passes, %.3f ms each, %zu hits\n",
-           raw_alone ? "raw rtcIntersect16" : "scene_trace", o.profile, 1e3 * sum / o.profile,
-           hits);
+    printf("%s in %s: %u passes, %.3f ms each, %zu hits\n",
+           raw_alone ? (rows ? "raw rtcIntersect8" : "raw rtcIntersect16") : "scene_trace",
+           rows ? "rows of 8" : "tiles", o.profile, 1e3 * sum / o.profile, hits);
     rayset_t* sets[2] = {&ro, &rt};
     for (int k = 0; k < 2; k++) {
       free(sets[k]->org);

@@ -60,10 +60,21 @@ static inline const inst_t* hit_inst(const scene_t* s, const packet_t* pk, unsig
 }
 
 
+// The rotation of a moving instance at one lane's time, kept for the next lanes of the packet:
+// a lidar's rays of one firing share their time, and the slerp is most of the cost of a hit on
+// a turning object. The same inputs give the same bits, so a kept rotation is the one
+// xform_slerp would give again.
+typedef struct hit_rot {
+  const inst_t* in;   // NULL: none kept
+  uint32_t time;      // the lane's time, its float's bits
+  double q[4];
+} hit_rot_t;
+
+
 // The world normal (not unit, either side) of lane k of an intersected packet of W lanes that
-// hit instance `in`.
+// hit instance `in`; rot: the rotation kept from the packet's earlier lanes.
 static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, unsigned k,
-                              double n[3]) {
+                              hit_rot_t* rot, double n[3]) {
   // Embree reports the instanced hit's normal in object space; the inverse transpose of
   // R(q(s)) S is R(q(s)) S^-1 (the shift moves points, not normals): a fixed matrix for a
   // static instance, and (16-wide packets only, so that groups of 8 keep their roundings) for
@@ -72,10 +83,14 @@ static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, 
   if (in->flat) {
     memcpy(n, ng, sizeof ng);   // the flat scene is in world coordinates
   } else if (in->moving && (W != WIDE || in->turning)) {
-    double q[4];
     double nobj[3] = {ng[0] / in->scale[0], ng[1] / in->scale[1], ng[2] / in->scale[2]};
-    xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k)], q);
-    xform_quat_rotate(q, nobj, n);
+    uint32_t time = pk->u[LANE(F_TIME, k)];
+    if (rot->in != in || rot->time != time) {
+      xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k)], rot->q);
+      rot->in = in;
+      rot->time = time;
+    }
+    xform_quat_rotate(rot->q, nobj, n);
   } else {
     const double* m = in->nmat;
     n[0] = m[0] * ng[0] + m[1] * ng[1] + m[2] * ng[2];
@@ -85,9 +100,9 @@ static inline void hit_normal(const inst_t* in, const packet_t* pk, unsigned W, 
 }
 
 
-// The hit of lane k of an intersected packet of W lanes into out.
+// The hit of lane k of an intersected packet of W lanes into out (rot: as hit_normal's).
 static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet_t* pk,
-                            unsigned W, unsigned k, scene_hit_t* out) {
+                            unsigned W, unsigned k, hit_rot_t* rot, scene_hit_t* out) {
   memset(out, 0, sizeof *out);
   out->distance = INFINITY;
   const inst_t* in = hit_inst(s, pk, W, k);
@@ -95,7 +110,7 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
     return;
   }
   double n[3];
-  hit_normal(in, pk, W, k, n);
+  hit_normal(in, pk, W, k, rot, n);
   double len = xform_norm3(n);
   double facing = n[0] * r->dir[0] + n[1] * r->dir[1] + n[2] * r->dir[2];
   double f = len > 0.0 ? (facing > 0.0 ? -1.0 : 1.0) / len : 0.0;
@@ -109,6 +124,16 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
   out->object_id = in->object_id;
   out->label = in->label;
   out->primitive = in->is_prim ? 0 : pk->u[LANE(F_PRIM, k)];
+}
+
+
+// A packet's hits in columns when every lane missed (as hit_fill writes a miss).
+static inline void packet_misses(scene_packet_hits_t* h) {
+  for (unsigned k = 0; k < WIDE; k++) {
+    h->distance[k] = INFINITY;
+    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
+    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
+  }
 }
 
 
@@ -263,8 +288,9 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
   packet_intersect(s, &pk, valid, n, W, -1);
 
   // hits
+  hit_rot_t rot = {0};
   for (unsigned k = 0; k < n; k++) {
-    hit_fill(s, &r[k], &pk, W, k, &out[k]);
+    hit_fill(s, &r[k], &pk, W, k, &rot, &out[k]);
   }
   if (bad) {
     atomic_fetch_add(&((scene_t*)s)->rays_invalid, bad);
@@ -285,6 +311,10 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
 // instruction: the same conversions, coherence test and hits (the same bits). False, with
 // nothing written, when a lane is off or invalid: trace_packet takes the packet.
 SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
+
+// The same for a full 8-wide packet (rtcIntersect8): trace_packet's conversions, coherence test
+// and hits, the same bits.
+SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit_t* out);
 
 // The rays of a full packet in columns (every lane's tmax > 0) assembled into pk as
 // simd_packet16 assembles the same rays in rows. Returns the invalid lanes (packet_lane_ok), a

@@ -24,6 +24,30 @@ SIMD_AVX2_FN static inline void simd_columns(const double* p, __m256d* x, __m256
 }
 
 
+// Lanes h .. h + 3 of a packet of W lanes: origins and directions (double) as floats.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
+    packet_t* pk, unsigned h, __m256d ox, __m256d oy, __m256d oz, __m256d dx, __m256d dy,
+    __m256d dz, const unsigned W) {
+  _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
+  _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
+  _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
+  _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
+  _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
+  _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+}
+
+
+// Lanes h .. h + 3 of a packet of W lanes: times ti clamped as trace_packet clamps them,
+// t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0), as floats.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_times(
+    packet_t* pk, unsigned h, __m256d ti, const unsigned W) {
+  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
+  __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
+  c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
+  _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+}
+
+
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's
@@ -62,12 +86,7 @@ SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packe
     _mm256_store_pd(dir[0] + h, dx);
     _mm256_store_pd(dir[1] + h, dy);
     _mm256_store_pd(dir[2] + h, dz);
-    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
+    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
     if (per_ray) {
       // ray_time, then trace_packet's clamp (times are finite: never NaN here)
       __m256d s = _mm256_div_pd(_mm256_sub_pd(_mm256_loadu_pd(in->times + i0 + h),
@@ -113,16 +132,17 @@ SIMD_AVX2_FN int simd_coherent(const packet_t* pk) {
 
 
 // Lanes h .. h + 3 of an intersected packet of W lanes at once, when their hits are all on one
-// instance (or none) whose normals hit_normal maps with no quaternion: most groups, a lidar's
-// neighbouring rays meeting the same terrain or object. Their world normals (not unit; 0 for a
-// miss) into nv, their object IDs, labels and primitives into tail (0 for a miss), and their
-// hit bits (as hit_inst finds an instance) into *hit; the same values as hit_inst, hit_normal and
-// simd_hits_of's lane loop (the matrix's products and sums in the same order, no contraction).
-// False, with nothing written, when they are on several instances or on one whose normals
-// turn: the caller takes them lane by lane.
+// instance (or none), and on one whose normals hit_normal turns by a quaternion only when they
+// share their time: most groups, a lidar's neighbouring rays meeting the same terrain or object
+// (the rays of a firing share their time). Their world normals (not unit; 0 for a miss) into nv,
+// their object IDs, labels and primitives into tail (0 for a miss), and their hit bits (as
+// hit_inst finds an instance) into *hit; the same values as hit_inst, hit_normal (rot: its kept
+// rotation) and simd_hits_of's lane loop (the products and sums in the same order, no
+// contraction). False, with nothing written, when they are on several instances or turn at
+// several times: the caller takes them lane by lane.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
-    const scene_t* s, const packet_t* pk, unsigned h, int records, double nv[3][WIDE],
-    uint32_t tail[3][4], unsigned* hit, const unsigned W) {
+    const scene_t* s, const packet_t* pk, unsigned h, int records, hit_rot_t* rot,
+    double nv[3][WIDE], uint32_t tail[3][4], unsigned* hit, const unsigned W) {
   const __m128i none = _mm_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
   __m128i geom = _mm_load_si128((const __m128i*)(pk->u + LANE(F_GEOM, h)));
   __m128i id = _mm_load_si128((const __m128i*)(pk->u + LANE(F_INST, h)));
@@ -141,8 +161,25 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
     unsigned same = (unsigned)_mm_movemask_ps(
         _mm_castsi128_ps(_mm_cmpeq_epi32(id, _mm_set1_epi32((int)id0))));
     in = &s->insts[id0];
-    if ((same & m) != m || (!in->flat && in->moving && (W != WIDE || in->turning))) {
+    if ((same & m) != m) {
       return false;
+    }
+  }
+  const bool turn = in && !in->flat && in->moving && (W != WIDE || in->turning);
+  if (turn) {
+    // hit_normal's rotation at the lanes' one time
+    __m128i time = _mm_load_si128((const __m128i*)(pk->u + LANE(F_TIME, h)));
+    unsigned k0 = h + (unsigned)__builtin_ctz(m);
+    uint32_t t0 = pk->u[LANE(F_TIME, k0)];
+    unsigned same = (unsigned)_mm_movemask_ps(
+        _mm_castsi128_ps(_mm_cmpeq_epi32(time, _mm_set1_epi32((int)t0))));
+    if ((same & m) != m) {
+      return false;
+    }
+    if (rot->in != in || rot->time != t0) {
+      xform_slerp(in->q0, in->q1, pk->f[LANE(F_TIME, k0)], rot->q);
+      rot->in = in;
+      rot->time = t0;
     }
   }
   __m256d mask = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(
@@ -155,6 +192,27 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
     __m256d z = _mm256_cvtps_pd(_mm_load_ps(pk->f + LANE(F_NG_Z, h)));
     if (in->flat) {
       n0 = x, n1 = y, n2 = z;
+    } else if (turn) {
+      // xform_quat_rotate of the object-space normals (ng / scale)
+      const __m256d two = _mm256_set1_pd(2.0);
+      const __m256d w = _mm256_set1_pd(rot->q[0]), ux = _mm256_set1_pd(rot->q[1]);
+      const __m256d uy = _mm256_set1_pd(rot->q[2]), uz = _mm256_set1_pd(rot->q[3]);
+      __m256d v0 = _mm256_div_pd(x, _mm256_set1_pd(in->scale[0]));
+      __m256d v1 = _mm256_div_pd(y, _mm256_set1_pd(in->scale[1]));
+      __m256d v2 = _mm256_div_pd(z, _mm256_set1_pd(in->scale[2]));
+#define SIMD_CROSS(a, b, c, d) \
+  _mm256_mul_pd(two, _mm256_sub_pd(_mm256_mul_pd(a, b), _mm256_mul_pd(c, d)))
+      __m256d tx = SIMD_CROSS(uy, v2, uz, v1);
+      __m256d ty = SIMD_CROSS(uz, v0, ux, v2);
+      __m256d tz = SIMD_CROSS(ux, v1, uy, v0);
+#undef SIMD_CROSS
+#define SIMD_TURN(v, t, a, b, c, d)                                    \
+  _mm256_add_pd(_mm256_add_pd(v, _mm256_mul_pd(w, t)),                 \
+                _mm256_sub_pd(_mm256_mul_pd(a, b), _mm256_mul_pd(c, d)))
+      n0 = SIMD_TURN(v0, tx, uy, tz, uz, ty);
+      n1 = SIMD_TURN(v1, ty, uz, tx, ux, tz);
+      n2 = SIMD_TURN(v2, tz, ux, ty, uy, tx);
+#undef SIMD_TURN
     } else {
       const double* mt = in->nmat;
 #define SIMD_ROW(r)                                                                            \
@@ -189,12 +247,33 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_lanes4_one(
 __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     const scene_t* s, const packet_t* pk, const double* dx, const double* dy, const double* dz,
     int records, scene_hit_t* out, scene_packet_hits_t* cols, const unsigned W) {
+  // no lane hit a geometry (rays into the sky, a third of a lidar's): the misses at once
+  const __m256i none = _mm256_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  unsigned missed = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256i geom = _mm256_load_si256((const __m256i*)(pk->u + LANE(F_GEOM, h)));
+    missed |= (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(geom, none)))
+              << h;
+  }
+  if (missed == (1u << W) - 1u) {
+    if (cols) {
+      packet_misses(cols);
+    } else {
+      memset(out, 0, W * sizeof *out);
+      for (unsigned k = 0; k < W; k++) {
+        out[k].distance = INFINITY;
+      }
+    }
+    return;
+  }
+
   _Alignas(32) double nv[3][WIDE];
   unsigned hit = 0;
+  hit_rot_t rot = {0};
   for (unsigned k = 0; k < W; k++) {
     if (k % 4 == 0) {
       uint32_t t4[3][4];
-      if (simd_lanes4_one(s, pk, k, records, nv, t4, &hit, W)) {
+      if (simd_lanes4_one(s, pk, k, records, &rot, nv, t4, &hit, W)) {
         for (unsigned j = 0; j < 4; j++) {
           if (cols) {
             cols->object_id[k + j] = t4[0][j];
@@ -213,7 +292,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     const inst_t* in = hit_inst(s, pk, W, k);
     if (in) {
       double n[3];
-      hit_normal(in, pk, W, k, n);
+      hit_normal(in, pk, W, k, &rot, n);
       nv[0][k] = n[0];
       nv[1][k] = n[1];
       nv[2][k] = n[2];
@@ -323,14 +402,10 @@ SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
 }
 
 
-// The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
-// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
-// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
-SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
-                                       const double* dy, const double* dz, unsigned off,
-                                       scene_hit_t* out, scene_packet_hits_t* cols) {
-  const unsigned W = WIDE;
-  _Alignas(64) int valid[WIDE];
+// The fields of a packet of W lanes that do not depend on its rays (as trace_packet sets them),
+// and its valid lanes: all but those whose bit is set in off.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields(
+    packet_t* pk, unsigned off, int* valid, const unsigned W) {
   for (unsigned k = 0; k < W; k++) {
     valid[k] = (off >> k) & 1u ? 0 : -1;
     pk->f[LANE(F_TNEAR, k)] = 0.0f;
@@ -340,6 +415,18 @@ SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const dou
     pk->u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
     pk->u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
   }
+}
+
+
+// The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
+// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
+// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
+SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
+                                       const double* dy, const double* dz, unsigned off,
+                                       scene_hit_t* out, scene_packet_hits_t* cols) {
+  const unsigned W = WIDE;
+  _Alignas(64) int valid[WIDE];
+  simd_fixed_fields(pk, off, valid, W);
 
   // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
   const float* f = pk->f;
@@ -365,16 +452,16 @@ SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const dou
 }
 
 
-SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
-  const unsigned W = WIDE;
+// The full packet of W rows r (every lane's tmax > 0) assembled into pk as trace_packet
+// assembles it, their directions (double) into dir (W x, then W y, then W z). False, with pk
+// partly written, when a lane is off or packet_lane_ok refuses it: trace_packet takes the packet.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
+    const scene_ray_t* r, packet_t* pk, double* dir, const unsigned W) {
   for (unsigned k = 0; k < W; k++) {
     if (!(r[k].tmax > 0.0)) {
       return false;
     }
   }
-  _Alignas(64) packet_t pk;
-  _Alignas(32) double dir[3 * WIDE];
-  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
     // four rays (origin xyz, dir xyz, tmax, time) as columns
     __m256d a0 = _mm256_loadu_pd(r[h].origin), a1 = _mm256_loadu_pd(r[h + 1].origin);
@@ -392,41 +479,48 @@ SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hi
     _mm256_store_pd(dir + h, dx);
     _mm256_store_pd(dir + W + h, dy);
     _mm256_store_pd(dir + 2 * W + h, dz);
-    _mm_store_ps(pk.f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-    _mm_store_ps(pk.f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-    _mm_store_ps(pk.f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-    _mm_store_ps(pk.f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-    _mm_store_ps(pk.f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-    _mm_store_ps(pk.f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
-    _mm_store_ps(pk.f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
-    // the time clamped as trace_packet does: t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0)
-    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
-    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-    _mm_store_ps(pk.f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
+    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
+    simd_store_times(pk, h, ti, W);
   }
-  if (__builtin_expect(simd_lanes_bad(pk.f, W) != 0, 0)) {
+  return simd_lanes_bad(pk->f, W) == 0;
+}
+
+
+SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  _Alignas(64) packet_t pk;
+  _Alignas(32) double dir[3 * WIDE];
+  if (!simd_rows_pack(r, &pk, dir, WIDE)) {
     return false;
   }
-  simd_finish16(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL);
+  simd_finish16(s, &pk, dir, dir + WIDE, dir + 2 * WIDE, 0, out, NULL);
+  return true;
+}
+
+
+SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit_t* out) {
+  const unsigned W = LANES;
+  _Alignas(64) packet_t pk;
+  _Alignas(32) double dir[3 * LANES];
+  _Alignas(64) int valid[WIDE];
+  if (!simd_rows_pack(r, &pk, dir, W)) {
+    return false;
+  }
+  simd_fixed_fields(&pk, 0, valid, W);
+  packet_intersect(s, &pk, valid, W, W, simd_coherent(&pk));
+  simd_hits_of(s, &pk, dir, dir + W, dir + 2 * W, 0, out, NULL, W);
   return true;
 }
 
 
 SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
   const unsigned W = WIDE;
-  const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   for (unsigned h = 0; h < W; h += 4) {
-    _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->ox + h)));
-    _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oy + h)));
-    _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->oz + h)));
-    _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dx + h)));
-    _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dy + h)));
-    _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->dz + h)));
+    simd_store_rays(pk, h, _mm256_loadu_pd(in->ox + h), _mm256_loadu_pd(in->oy + h),
+                    _mm256_loadu_pd(in->oz + h), _mm256_loadu_pd(in->dx + h),
+                    _mm256_loadu_pd(in->dy + h), _mm256_loadu_pd(in->dz + h), W);
     _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
-    __m256d ti = _mm256_loadu_pd(in->time + h);
-    __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
-    c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-    _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+    simd_store_times(pk, h, _mm256_loadu_pd(in->time + h), W);
   }
   return simd_lanes_bad(pk->f, W);
 }

@@ -32,7 +32,9 @@ __attribute__((always_inline)) static inline void rows_packets(
         _mm_prefetch((const char*)(hits + i + width) + b, _MM_HINT_T0);
       }
     }
-    if (width == WIDE && m == WIDE && simd && simd_packet16(s, rays + i, hits + i)) {
+    if (m == width && simd &&
+        (width == WIDE ? simd_packet16(s, rays + i, hits + i)
+                       : simd_packet8(s, rays + i, hits + i))) {
       continue;
     }
     bad += trace_packet(s, rays + i, hits + i, m, width);
@@ -109,16 +111,6 @@ static bool packet_full(const scene_packet_t* pk, unsigned m, bool simd) {
     full = pk->tmax[k] > 0.0;
   }
   return full;
-}
-
-
-// A packet's hits when every lane missed (as simd_hits_of writes a miss).
-static void packet_misses(scene_packet_hits_t* h) {
-  for (unsigned k = 0; k < WIDE; k++) {
-    h->distance[k] = INFINITY;
-    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
-    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
-  }
 }
 
 
