@@ -148,11 +148,11 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
 }
 
 
-// An Envelope with `env`'s fields (no body), then its body field (number f_body) of body_len
-// bytes whose own bytes come next: the frame to fill, with the envelope head written.
-static shared_buf_t* start_frame(Sensim__V1__Envelope* env, uint32_t f_body, size_t body_len,
-                                 size_t body_own, uint32_t refs) {
-  size_t e = protobuf_c_message_get_packed_size(&env->base);
+// An Envelope with `env`'s fields (no body; e bytes packed), then its body field (number
+// f_body) of body_len bytes whose own bytes come next: the frame to fill, with the envelope
+// head written.
+static shared_buf_t* start_frame(Sensim__V1__Envelope* env, size_t e, uint32_t f_body,
+                                 size_t body_len, size_t body_own, uint32_t refs) {
   shared_buf_t* b = shared_buf_create_pieces(e + head_size(f_body, body_len) + body_own, refs);
   uint8_t* at = b ? shared_buf_put(b, e + head_size(f_body, body_len)) : NULL;
   if (!at) {
@@ -168,8 +168,8 @@ static shared_buf_t* start_frame(Sensim__V1__Envelope* env, uint32_t f_body, siz
 int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) {
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   fields();
-  shared_buf_t* b = start_frame(&env, g_f.env_sensor_data, x->own + x->ref, x->own,
-                                x->ref ? 1 : 0);
+  shared_buf_t* b = start_frame(&env, protobuf_c_message_get_packed_size(&env.base),
+                                g_f.env_sensor_data, x->own + x->ref, x->own, x->ref ? 1 : 0);
   if (!b || put_sd(x, b) != 0) {
     shared_buf_release(b);
     return ERR_NOMEM;
@@ -196,6 +196,7 @@ static void reply_envelope(Sensim__V1__Envelope* env, Sensim__V1__Status* st, ui
 // whether the records go in parts.
 typedef struct plan {
   Sensim__V1__StepDone done;
+  size_t env_len;               // the reply's Envelope without its body
   size_t done_own;              // StepDone without outputs
   size_t done_len;              // StepDone with the outputs it carries
   int parts;
@@ -208,6 +209,7 @@ static void plan_reply(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
   Sensim__V1__Status st;
   reply_envelope(&env, &st, id);
   size_t e = protobuf_c_message_get_packed_size(&env.base);
+  p->env_len = e;
   fields();
   uint32_t f_outputs = g_f.done_outputs, f_done = g_f.env_step_done, f_sd = g_f.env_sensor_data;
   sensim__v1__step_done__init(&p->done);
@@ -274,14 +276,14 @@ int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
     part.has_id = 1;
     part.id = id;
     size_t len = xs[i].own + xs[i].ref;
-    size_t payload = protobuf_c_message_get_packed_size(&part.base) +
-                     head_size(g_f.env_sensor_data, len) + len;
+    size_t pe = protobuf_c_message_get_packed_size(&part.base);
+    size_t payload = pe + head_size(g_f.env_sensor_data, len) + len;
     if (payload > max_frame_bytes) {
       rc = err_set(msg, ERR_LIMIT, "the record %u of sensor %u takes %zu bytes, more than "
                    "max_frame_bytes %u", i, xs[i].sd->sensor_id, payload, max_frame_bytes);
       break;
     }
-    f[made] = start_frame(&part, g_f.env_sensor_data, len, xs[i].own, xs[i].ref ? 1 : 0);
+    f[made] = start_frame(&part, pe, g_f.env_sensor_data, len, xs[i].own, xs[i].ref ? 1 : 0);
     rc = f[made] ? put_sd(&xs[i], f[made]) : ERR_NOMEM;
     made += f[made] != NULL;
   }
@@ -300,7 +302,7 @@ int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
     for (uint32_t i = 0; !p.parts && i < n; i++) {
       own += head_size(f_outputs, xs[i].own + xs[i].ref) + xs[i].own;
     }
-    f[made] = start_frame(&env, g_f.env_step_done, p.done_len, own, refs);
+    f[made] = start_frame(&env, p.env_len, g_f.env_step_done, p.done_len, own, refs);
     uint8_t* at = f[made] ? shared_buf_put(f[made], p.done_own) : NULL;
     rc = at ? 0 : ERR_NOMEM;
     if (at) {
