@@ -192,19 +192,11 @@ static void reply_envelope(Sensim__V1__Envelope* env, Sensim__V1__Status* st, ui
 }
 
 
-// How a step's reply travels: the StepDone's own bytes (without its outputs) and payload, and
-// whether the records go in parts.
-typedef struct plan {
-  Sensim__V1__StepDone done;
-  size_t env_len;               // the reply's Envelope without its body
-  size_t done_own;              // StepDone without outputs
-  size_t done_len;              // StepDone with the outputs it carries
-  int parts;
-  uint64_t bytes;               // every frame, length prefixes included
-} plan_t;
-
-static void plan_reply(uint64_t id, double time, uint64_t step, wire_sd_t* xs, uint32_t n,
-                       uint32_t max_frame_bytes, plan_t* p) {
+static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t* xs, uint32_t n,
+                       uint32_t max_frame_bytes, wire_out_plan_t* p) {
+  p->id = id;
+  p->n = n;
+  p->max_frame_bytes = max_frame_bytes;
   Sensim__V1__Envelope env;
   Sensim__V1__Status st;
   reply_envelope(&env, &st, id);
@@ -249,19 +241,34 @@ static void plan_reply(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
 }
 
 
+uint64_t wire_out_plan(uint64_t id, double time, uint64_t step, const wire_sd_t* xs, uint32_t n,
+                       uint32_t max_frame_bytes, wire_out_plan_t* p) {
+  plan_reply(id, time, step, xs, n, max_frame_bytes, p);
+  return p->bytes;
+}
+
+
 uint64_t wire_out_step_done_bytes(uint64_t id, double time, uint64_t step, wire_sd_t* xs,
                                   uint32_t n, uint32_t max_frame_bytes) {
-  plan_t p;
-  plan_reply(id, time, step, xs, n, max_frame_bytes, &p);
-  return p.bytes;
+  wire_out_plan_t p;
+  return wire_out_plan(id, time, step, xs, n, max_frame_bytes, &p);
 }
 
 
 int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, uint32_t n,
                        uint32_t max_frame_bytes, shared_buf_t*** frames, uint32_t* nframes,
                        err_msg_t* msg) {
-  plan_t p;
+  wire_out_plan_t p;
   plan_reply(id, time, step, xs, n, max_frame_bytes, &p);
+  return wire_out_planned(&p, xs, frames, nframes, msg);
+}
+
+
+int wire_out_planned(const wire_out_plan_t* plan, wire_sd_t* xs, shared_buf_t*** frames,
+                     uint32_t* nframes, err_msg_t* msg) {
+  wire_out_plan_t p = *plan;  // its StepDone is packed from here
+  uint64_t id = p.id;
+  uint32_t n = p.n, max_frame_bytes = p.max_frame_bytes;
   uint32_t count = p.parts ? n + 1 : 1;
   shared_buf_t** f = mem_calloc(count, sizeof(*f));
   if (!f) {
