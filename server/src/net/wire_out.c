@@ -148,28 +148,29 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
 }
 
 
-// An Envelope with `env`'s fields (no body; e bytes packed), then its body field (number
-// f_body) of body_len bytes whose own bytes come next: the frame to fill, with the envelope
-// head written.
-static shared_buf_t* start_frame(Sensim__V1__Envelope* env, size_t e, uint32_t f_body,
-                                 size_t body_len, size_t body_own, uint32_t refs) {
+// An Envelope's fields other than its body (e bytes packed at env), then its body field
+// (number f_body) of body_len bytes whose own bytes come next: the frame to fill, with the
+// envelope head written.
+static shared_buf_t* start_frame(const uint8_t* env, size_t e, uint32_t f_body, size_t body_len,
+                                 size_t body_own, uint32_t refs) {
   shared_buf_t* b = shared_buf_create_pieces(e + head_size(f_body, body_len) + body_own, refs);
   uint8_t* at = b ? shared_buf_put(b, e + head_size(f_body, body_len)) : NULL;
   if (!at) {
     shared_buf_release(b);
     return NULL;
   }
-  at += protobuf_c_message_pack(&env->base, at);
-  put_head(at, f_body, body_len);
+  if (e) {
+    memcpy(at, env, e);
+  }
+  put_head(at + e, f_body, body_len);
   return b;
 }
 
 
 int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) {
-  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   fields();
-  shared_buf_t* b = start_frame(&env, protobuf_c_message_get_packed_size(&env.base),
-                                g_f.env_sensor_data, x->own + x->ref, x->own, x->ref ? 1 : 0);
+  shared_buf_t* b = start_frame(NULL, 0, g_f.env_sensor_data, x->own + x->ref, x->own,
+                                x->ref ? 1 : 0);  // no id, no status
   if (!b || put_sd(x, b) != 0) {
     shared_buf_release(b);
     return ERR_NOMEM;
@@ -179,28 +180,12 @@ int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) {
 }
 
 
-// The envelope of a reply: id and status OK, as wire_pack_reply writes them.
-static void reply_envelope(Sensim__V1__Envelope* env, Sensim__V1__Status* st, uint64_t id) {
-  sensim__v1__envelope__init(env);
-  sensim__v1__status__init(st);
-  st->has_code = 1;
-  st->code = SENSIM__V1__STATUS_CODE__OK;
-  st->message = "";
-  env->has_id = 1;
-  env->id = id;
-  env->status = st;
-}
-
-
 static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t* xs, uint32_t n,
                        uint32_t max_frame_bytes, wire_out_plan_t* p) {
   p->id = id;
   p->n = n;
   p->max_frame_bytes = max_frame_bytes;
-  Sensim__V1__Envelope env;
-  Sensim__V1__Status st;
-  reply_envelope(&env, &st, id);
-  size_t e = protobuf_c_message_get_packed_size(&env.base);
+  size_t e = wire_ok_head(id, p->head);  // id and status OK, as wire_pack_reply writes them
   p->env_len = e;
   fields();
   uint32_t f_outputs = g_f.done_outputs, f_done = g_f.env_step_done, f_sd = g_f.env_sensor_data;
@@ -283,23 +268,21 @@ int wire_out_planned(const wire_out_plan_t* plan, wire_sd_t* xs, shared_buf_t***
     part.has_id = 1;
     part.id = id;
     size_t len = xs[i].own + xs[i].ref;
-    size_t pe = protobuf_c_message_get_packed_size(&part.base);
+    uint8_t head[16];  // a key and a varint at most
+    size_t pe = protobuf_c_message_pack(&part.base, head);
     size_t payload = pe + head_size(g_f.env_sensor_data, len) + len;
     if (payload > max_frame_bytes) {
       rc = err_set(msg, ERR_LIMIT, "the record %u of sensor %u takes %zu bytes, more than "
                    "max_frame_bytes %u", i, xs[i].sd->sensor_id, payload, max_frame_bytes);
       break;
     }
-    f[made] = start_frame(&part, pe, g_f.env_sensor_data, len, xs[i].own, xs[i].ref ? 1 : 0);
+    f[made] = start_frame(head, pe, g_f.env_sensor_data, len, xs[i].own, xs[i].ref ? 1 : 0);
     rc = f[made] ? put_sd(&xs[i], f[made]) : ERR_NOMEM;
     made += f[made] != NULL;
   }
 
   // the StepDone, with the records unless they went ahead
   if (rc == 0) {
-    Sensim__V1__Envelope env;
-    Sensim__V1__Status st;
-    reply_envelope(&env, &st, id);
     uint32_t refs = 0;
     for (uint32_t i = 0; !p.parts && i < n; i++) {
       refs += xs[i].ref ? 1 : 0;
@@ -309,7 +292,7 @@ int wire_out_planned(const wire_out_plan_t* plan, wire_sd_t* xs, shared_buf_t***
     for (uint32_t i = 0; !p.parts && i < n; i++) {
       own += head_size(f_outputs, xs[i].own + xs[i].ref) + xs[i].own;
     }
-    f[made] = start_frame(&env, p.env_len, g_f.env_step_done, p.done_len, own, refs);
+    f[made] = start_frame(p.head, p.env_len, g_f.env_step_done, p.done_len, own, refs);
     uint8_t* at = f[made] ? shared_buf_put(f[made], p.done_own) : NULL;
     rc = at ? 0 : ERR_NOMEM;
     if (at) {

@@ -96,7 +96,8 @@ typedef struct wire_out_plan {
   uint64_t id;
   uint32_t n;                   // records
   uint32_t max_frame_bytes;
-  size_t env_len;               // the reply's Envelope without its body
+  uint8_t head[WIRE_OK_HEAD_MAX];  // the reply's Envelope without its body (env_len bytes)
+  size_t env_len;
   size_t done_own;              // StepDone without outputs
   size_t done_len;              // StepDone with the outputs it carries
   int parts;
