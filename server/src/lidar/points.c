@@ -390,12 +390,19 @@ static void as_miss(const lidar_points_t* w, lidar_point_t* pt) {
 // The default cloud (x y z intensity of the returns, sensor frame, misses removed) packed from
 // lean pattern records without a lidar_point_t per point: the same bytes as the general path,
 // about 5 % of a revolution of an OS1-128 faster.
+// The chunk's arrays are read through locals: the stores through dest may alias anything, and
+// the compiler would load each pointer again after every point.
 static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
-  for (size_t j = 0; j < c->n; j++) {
-    size_t i = c->slot[j];
-    const lidar_pattern_ray_t* mt = &c->rays[j];
-    const lidar_return_t* r = &c->returns[i * w->maxret];
-    for (uint32_t k = 0, n = c->nret[i]; k < n; k++, r++) {
+  const lidar_pattern_ray_t* rays = c->rays;
+  const uint32_t* slot = c->slot;
+  const uint8_t* nret = c->nret;
+  const lidar_return_t* returns = c->returns;
+  const size_t maxret = w->maxret, nc = c->n;
+  for (size_t j = 0; j < nc; j++) {
+    size_t i = slot[j];
+    const lidar_pattern_ray_t* mt = &rays[j];
+    const lidar_return_t* r = &returns[i * maxret];
+    for (uint32_t k = 0, n = nret[i]; k < n; k++, r++) {
       double x = r->distance;
       float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
                     (float)(mt->origin[1] + mt->dir[1] * x),
