@@ -147,8 +147,10 @@ struct sensim_client {
   size_t rstart, rend;              // unread bytes
   sensim_frame_t* big;              // a large frame being received into its own buffer
   size_t big_have;
-  bool rx_empty;                    // the last recv took all the socket had: poll before the
-                                    //   next one when waiting (one system call fewer)
+  bool rx_empty;                    // the last recv took all the socket had: wait before the
+                                    //   next one (one system call fewer)
+  bool recv_blocks;                 // the socket blocks (bounded by SO_RCVTIMEO): a wait for
+                                    //   a reply is one recv, not a poll and a recv
 
   // sending
   sensim_gather_t g;

@@ -2,9 +2,12 @@
 // transport.c: the client's socket. Sends a gather with one sendmsg (the caller's arrays as
 // iovecs), keeps what a nonblocking socket does not take in an output queue, receives into a
 // read-ahead buffer, cuts frames (u32 little-endian length + Envelope) and hands each to
-// sensim_client_on_frame. The socket is always non-blocking; waits poll against deadlines that
-// cover whole calls, so a large frame cannot stretch a timeout. Any I/O failure closes it: a
-// stream that lost a frame boundary cannot be trusted again.
+// sensim_client_on_frame. Every call on the socket is non-blocking (MSG_DONTWAIT) except the
+// wait for a reply when nothing else is to be waited for: the socket itself blocks, and that
+// recv, bounded by SO_RCVTIMEO, is the wait (one system call where a poll and a recv were two,
+// as a blocking peer makes it). Other waits poll against deadlines that cover whole calls, so
+// a large frame cannot stretch a timeout. Any I/O failure closes it: a stream that lost a
+// frame boundary cannot be trusted again.
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -27,6 +30,12 @@
 
 // Reads of at least this many bytes go straight into their destination.
 #define DIRECT_READ_BYTES 4096
+
+// The longest a blocking recv waits (SO_RCVTIMEO) before the deadline is looked at again. A
+// wait with less than this plus the kernel's rounding (to its clock ticks) left polls instead,
+// so that no deadline is overshot.
+#define RECV_WAIT_MS 100
+#define RECV_WAIT_SLACK_MS 20
 
 
 // Wait until fd is ready for events or the deadline (-1 = none) passes. Returns the revents,
@@ -114,6 +123,16 @@ fail:;
 }
 
 
+// Let the socket block, each wait at most RECV_WAIT_MS; every other call passes MSG_DONTWAIT.
+// False (the socket left non-blocking: waits poll) if it cannot be set so.
+static bool make_blocking(int fd) {
+  struct timeval tv = {.tv_sec = RECV_WAIT_MS / 1000, .tv_usec = RECV_WAIT_MS % 1000 * 1000};
+  int flags = fcntl(fd, F_GETFL);
+  return flags >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+         fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == 0;
+}
+
+
 sensim_status_t sensim_transport_connect(sensim_client_t* cli, const char* host, uint16_t port) {
   // resolve
   char service[8];
@@ -136,6 +155,7 @@ sensim_status_t sensim_transport_connect(sensim_client_t* cli, const char* host,
     int fd = connect_addr(ai, deadline);
     if (fd >= 0) {
       cli->fd = fd;
+      cli->recv_blocks = make_blocking(fd);
       break;
     }
     err = errno;
@@ -261,9 +281,10 @@ static sensim_status_t drain(sensim_client_t* cli, bool* moved) {
 }
 
 
-// One recv without waiting. SENSIM_OK (bytes came, *moved), SENSIM_EAGAIN (none), or a
-// failure with the connection closed.
-static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
+// One recv, without waiting (flags MSG_DONTWAIT) or waiting up to RECV_WAIT_MS (0, on a
+// socket that blocks). SENSIM_OK (bytes came, *moved), SENSIM_EAGAIN (none), or a failure with
+// the connection closed.
+static sensim_status_t recv_once(sensim_client_t* cli, int flags, bool* moved) {
   uint8_t* dst;
   size_t room;
   if (cli->big) {
@@ -275,7 +296,7 @@ static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
   }
   ssize_t n;
   do {
-    n = recv(cli->fd, dst, room, 0);
+    n = recv(cli->fd, dst, room, flags);
   } while (n < 0 && errno == EINTR);
   if (n < 0) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -315,7 +336,7 @@ static sensim_status_t recv_once(sensim_client_t* cli, bool* moved) {
 // asked for (what the socket held then; no second call only to hear EAGAIN).
 static sensim_status_t recv_all(sensim_client_t* cli, bool* moved) {
   for (;;) {
-    sensim_status_t st = recv_once(cli, moved);
+    sensim_status_t st = recv_once(cli, MSG_DONTWAIT, moved);
     if (st == SENSIM_EAGAIN) {
       return SENSIM_OK;
     }
@@ -354,7 +375,7 @@ sensim_status_t sensim_transport_read(sensim_client_t* cli, uint8_t* dst, size_t
     size_t room = to == dst ? n : CLIENT_RBUF_BYTES;
     ssize_t got;
     do {
-      got = recv(cli->fd, to, room, 0);
+      got = recv(cli->fd, to, room, MSG_DONTWAIT);
     } while (got < 0 && errno == EINTR);
     if (got > 0) {
       if (to == dst) {
@@ -454,7 +475,7 @@ static bool gather_to_outq(sensim_client_t* cli, size_t from) {
 static sensim_status_t write_now(sensim_client_t* cli, size_t* sent, bool* moved) {
   while (cli->outq_off < cli->outq_len) {
     ssize_t n = send(cli->fd, cli->outq + cli->outq_off, cli->outq_len - cli->outq_off,
-                     MSG_NOSIGNAL);
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) {
       continue;
     }
@@ -473,7 +494,7 @@ static sensim_status_t write_now(sensim_client_t* cli, size_t* sent, bool* moved
     struct iovec iov[IOV_MAX < 1024 ? IOV_MAX : 1024];
     int n = gather_iov(&cli->g, *sent, iov, (int)(sizeof(iov) / sizeof(iov[0])));
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t k = sendmsg(cli->fd, &mh, MSG_NOSIGNAL);
+    ssize_t k = sendmsg(cli->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k < 0 && errno == EINTR) {
       continue;
     }
@@ -573,6 +594,22 @@ sensim_status_t sensim_transport_pump(sensim_client_t* cli, int64_t deadline) {
     short events = POLLIN;
     if (cli->outq_off < cli->outq_len) {
       events |= POLLOUT;
+    }
+
+    // only replies to wait for, and time enough: the recv is the wait
+    if (events == POLLIN && cli->recv_blocks &&
+        (deadline < 0 || deadline - sensim_now_ms() >= RECV_WAIT_MS + RECV_WAIT_SLACK_MS)) {
+      st = recv_once(cli, 0, &moved);
+      if (st == SENSIM_EAGAIN) {
+        continue;  // RECV_WAIT_MS passed: the deadline is looked at again
+      }
+      if (st != SENSIM_OK) {
+        return st;
+      }
+      if (!cli->rx_empty && cli->fd >= 0) {
+        st = recv_all(cli, &moved);  // the read filled the buffer: take the rest
+      }
+      return st;
     }
     int ready = wait_fd(cli->fd, events, deadline);
     if (ready < 0) {

@@ -24,11 +24,13 @@
 //
 // --quick runs few iterations and checks only the cross-checks (ctest, label bench): every
 // step's records (kinds and values), pipelined results in order, the hits against the
-// in-process trace, every byte of the bodies sent from the caller's arrays.
+// in-process trace, every byte of the bodies sent from the caller's arrays, a blocking tick's
+// calls (one send, no poll before the recv).
 #include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -65,6 +67,8 @@ ssize_t __real_recv(int fd, void* p, size_t n, int flags);
 ssize_t __wrap_sendmsg(int fd, const struct msghdr* m, int flags);
 ssize_t __wrap_send(int fd, const void* p, size_t n, int flags);
 ssize_t __wrap_recv(int fd, void* p, size_t n, int flags);
+int __real_poll(struct pollfd* fds, nfds_t n, int timeout);
+int __wrap_poll(struct pollfd* fds, nfds_t n, int timeout);
 
 typedef struct range {
   const uint8_t* p;
@@ -78,6 +82,7 @@ static struct {
   uint64_t from_caller;     // bytes sent straight from them
   uint64_t from_client;     // bytes sent from anything else (the client's own buffers)
   uint64_t received;
+  unsigned sends, recvs, polls;  // calls
 } g_io;
 
 
@@ -94,6 +99,7 @@ static int in_caller(const void* p) {
 
 ssize_t __wrap_sendmsg(int fd, const struct msghdr* m, int flags) {
   ssize_t n = __real_sendmsg(fd, m, flags);
+  g_io.sends += g_io.on;
   if (g_io.on && n > 0) {
     size_t left = (size_t)n;
     for (size_t i = 0; i < m->msg_iovlen && left > 0; i++) {
@@ -108,6 +114,7 @@ ssize_t __wrap_sendmsg(int fd, const struct msghdr* m, int flags) {
 
 ssize_t __wrap_send(int fd, const void* p, size_t n, int flags) {
   ssize_t k = __real_send(fd, p, n, flags);
+  g_io.sends += g_io.on;
   if (g_io.on && k > 0) {
     *(in_caller(p) ? &g_io.from_caller : &g_io.from_client) += (uint64_t)k;
   }
@@ -117,10 +124,17 @@ ssize_t __wrap_send(int fd, const void* p, size_t n, int flags) {
 
 ssize_t __wrap_recv(int fd, void* p, size_t n, int flags) {
   ssize_t k = __real_recv(fd, p, n, flags);
+  g_io.recvs += g_io.on;
   if (g_io.on && k > 0) {
     g_io.received += (uint64_t)k;
   }
   return k;
+}
+
+
+int __wrap_poll(struct pollfd* fds, nfds_t n, int timeout) {
+  g_io.polls += g_io.on;
+  return __real_poll(fds, n, timeout);
 }
 
 
@@ -426,6 +440,15 @@ static void bench_steps(const options_t* o, int port) {
   check(cli, sensim_update_and_step(cli, &k.state, &k.step, &r), "tick");
   g_io.on = 0;
   size_t req = (size_t)(g_io.from_client + g_io.from_caller), reply = (size_t)g_io.received;
+
+  // a blocking tick's system calls, as a blocking peer makes them: the requests in one
+  // send, and the wait for the replies in the recv that takes them, without a poll first
+  printf("check calls: a blocking tick: %u send, %u recv, %u poll: %s\n", g_io.sends,
+         g_io.recvs, g_io.polls, g_io.sends == 1 && g_io.polls == 0 ? "PASS" : "FAIL");
+  if (g_io.sends != 1 || g_io.polls != 0) {
+    bench_die("a blocking tick made %u sends and %u polls, expected 1 and 0", g_io.sends,
+              g_io.polls);
+  }
 
   // interleaved: a tick through the client, a Ping through it, the tick's bytes through the
   // echo

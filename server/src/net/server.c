@@ -169,6 +169,7 @@ void server_close(server_t* srv) {
 
 
 void server_destroy(server_t* srv) {
+  mem_free(srv->read_buf);
   mem_free(srv);
 }
 

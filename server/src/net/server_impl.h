@@ -73,6 +73,8 @@ struct server {
   uint64_t low_since_ms;     // held has been at most a quarter of held_peak since (0: not)
   uint64_t trims;
   uint64_t writes;           // uv_write calls of the sessions
+  uint8_t* read_buf;         // lent to the read under way when it does not go in place
+                             // (session.c): reads are one at a time on the loop thread
   uint64_t timed_out;
   uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
   uint64_t next_id;

@@ -21,7 +21,7 @@
 // How long a closing session waits for its peer to take the last replies.
 #define SESSION_LINGER_MS 5000
 
-// Bytes read at a time into a buffer of the read's own.
+// Bytes read at a time into the server's read buffer (a frame too large for it goes in place).
 #define SESSION_READ_BYTES 65536
 
 // Frames a session delivers in one turn of the loop; the rest wait in its reader for the next
@@ -746,17 +746,14 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
     *out = uv_buf_init((char*)at, room < UINT32_MAX ? (unsigned)room : UINT32_MAX);
     return;
   }
-  size_t n = suggested < SESSION_READ_BYTES ? suggested : SESSION_READ_BYTES;
-  char* p = mem_alloc(n);
-  *out = uv_buf_init(p, p ? (unsigned)n : 0);
-}
-
-
-// Release a read's buffer unless it was the frame reader's own.
-static void read_done(session_t* s, const uv_buf_t* buf) {
-  if (!s->in_place) {
-    mem_free(buf->base);
+  // the server's buffer, copied from before the next read: not 64 KiB allocated and freed
+  // per read (a free of that size also consolidates malloc's small free chunks each time)
+  (void)suggested;
+  server_t* srv = s->srv;
+  if (!srv->read_buf) {
+    srv->read_buf = mem_alloc(SESSION_READ_BYTES);
   }
+  *out = uv_buf_init((char*)srv->read_buf, srv->read_buf ? SESSION_READ_BYTES : 0);
 }
 
 
@@ -839,7 +836,6 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
 
   // closing: input is discarded until the peer's end of stream (see on_shutdown)
   if (s->closing) {
-    read_done(s, buf);
     if (nread < 0) {
       uv_read_stop(stream);
       s->reading = 0;
@@ -851,7 +847,6 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   if (nread < 0) {
-    read_done(s, buf);
     if (nread == UV_EOF && srv->hooks.on_eof) {
       // half close: the peer sent everything; its pending requests are still answered
       uv_read_stop(stream);
@@ -868,7 +863,6 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     return;
   }
   if (nread == 0) {
-    read_done(s, buf);
     return;
   }
   s->active_ms = uv_now(srv->loop);
@@ -877,7 +871,6 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
     frame_reader_commit(&s->reader, (size_t)nread);
   } else {
     rc = frame_reader_feed(&s->reader, buf->base, (size_t)nread);
-    mem_free(buf->base);
   }
   if (rc) {
     session_close_now(s);

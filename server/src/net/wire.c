@@ -648,6 +648,38 @@ int wire_pack(Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len) {
 }
 
 
+// Envelope{id, status{code OK, message ""}}, the reply of every state update and the head of
+// every step's, written here: protobuf-c's measuring and packing of it took about 2,000
+// instructions a reply. These are its bytes (proto2: fields in number order, the code and the
+// empty message present because they are set; test_wire compares them with protobuf-c's for
+// ids of every length).
+size_t wire_ok_head(uint64_t id, uint8_t out[WIRE_OK_HEAD_MAX]) {
+  static const uint8_t status[] = {0x12, 4, 0x08, SENSIM__V1__STATUS_CODE__OK, 0x12, 0};
+  size_t n = 0;
+  out[n++] = 0x08;  // field 1 (id), varint
+  for (; id >= 0x80; id >>= 7) {
+    out[n++] = (uint8_t)(id | 0x80);
+  }
+  out[n++] = (uint8_t)id;
+  memcpy(out + n, status, sizeof(status));
+  return n + sizeof(status);
+}
+
+
+static int pack_ok(uint64_t id, uint8_t** out, size_t* out_len) {
+  uint8_t head[WIRE_OK_HEAD_MAX];
+  size_t n = wire_ok_head(id, head);
+  uint8_t* p = mem_alloc(n);
+  if (!p) {
+    return ERR_NOMEM;
+  }
+  memcpy(p, head, n);
+  *out = p;
+  *out_len = n;
+  return 0;
+}
+
+
 int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Envelope* env,
                     uint8_t** out, size_t* out_len) {
   // status messages fit the clients' fixed buffers (WIRE_STATUS_MAX bytes, proto options)
@@ -655,6 +687,11 @@ int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Enve
   const char* body = message && message[0] ? message
                      : code == WIRE_ERR_DEADLINE ? "deadline exceeded"
                      : code ? err_str(code) : "";
+  if (wire_status_code(code) == SENSIM__V1__STATUS_CODE__OK && !body[0] &&
+      env->body_case == SENSIM__V1__ENVELOPE__BODY__NOT_SET && !env->has_sequence &&
+      env->base.n_unknown_fields == 0) {
+    return pack_ok(id, out, out_len);
+  }
   snprintf(text, sizeof(text), "%s", body);
   Sensim__V1__Status st = SENSIM__V1__STATUS__INIT;
   st.has_code = 1;

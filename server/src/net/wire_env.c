@@ -428,6 +428,8 @@ typedef struct step_sel {
   sensor_out_t picked;          // shallow copies of the selected records (no references)
   wire_outputs_t* store;        // their messages
   wire_sd_t* sd;                // (picked.n)
+  wire_out_plan_t plan;         // the reply of the records selected last
+  int planned;
 } step_sel_t;
 
 
@@ -438,6 +440,7 @@ static void sel_clear(step_sel_t* s) {
   s->sd = NULL;
   mem_free(s->picked.rec);
   memset(&s->picked, 0, sizeof(s->picked));
+  s->planned = 0;
 }
 
 
@@ -501,8 +504,9 @@ static int accept_outputs(void* ctx, const sensor_out_t* recs, err_msg_t* msg) {
   if (rc) {
     return rc;
   }
-  uint64_t bytes = wire_out_step_done_bytes(s->id, s->time, s->step, s->sd, s->picked.n,
-                                            s->lim->max_frame_bytes);
+  uint64_t bytes = wire_out_plan(s->id, s->time, s->step, s->sd, s->picked.n,
+                                 s->lim->max_frame_bytes, &s->plan);
+  s->planned = 1;
   if (bytes > s->lim->max_reply_bytes) {
     return err_set(msg, ERR_LIMIT, "outputs: the %u records selected take %llu bytes, more "
                    "than one reply may (%llu bytes: max_queue_bytes, max_held_bytes); select "
@@ -618,8 +622,11 @@ int wire_step_execute(const wire_request_t* r, env_t* e, const wire_step_limits_
     }
   }
   if (rc == 0) {
-    rc = wire_out_step_done(sel.id, m->time, sel.step, sel.sd, sel.picked.n,
-                            lim->max_frame_bytes, &out->frames, &out->nframes, &msg);
+    if (!sel.planned) {
+      (void)wire_out_plan(sel.id, m->time, sel.step, sel.sd, sel.picked.n,
+                          lim->max_frame_bytes, &sel.plan);
+    }
+    rc = wire_out_planned(&sel.plan, sel.sd, &out->frames, &out->nframes, &msg);
   }
   sel_clear(&sel);
   out->code = rc;

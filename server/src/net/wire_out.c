@@ -5,6 +5,7 @@
 // field (its key and length) is written by hand after the rest, followed by the points
 // themselves as a reference into their buffer. The lengths of the enclosing messages are
 // computed first, so the frame is written front to back in one pass.
+#include <pthread.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -37,6 +38,27 @@ static uint8_t* put_varint(uint8_t* at, uint64_t v) {
 // The number of field `name` of message descriptor d.
 static uint32_t field_id(const ProtobufCMessageDescriptor* d, const char* name) {
   return protobuf_c_message_descriptor_get_field_by_name(d, name)->id;
+}
+
+
+// The numbers of the fields written by hand, looked up by name once (a lookup is a binary
+// search of strcmp calls: eight of them were 3 % of a small step's instructions). Read through
+// fields(), from any thread.
+static struct {
+  uint32_t env_step_done, env_sensor_data, done_outputs, sd_cloud, cloud_data;
+} g_f;
+static pthread_once_t g_f_once = PTHREAD_ONCE_INIT;
+
+static void fields_init(void) {
+  g_f.env_step_done = field_id(&sensim__v1__envelope__descriptor, "step_done");
+  g_f.env_sensor_data = field_id(&sensim__v1__envelope__descriptor, "sensor_data");
+  g_f.done_outputs = field_id(&sensim__v1__step_done__descriptor, "outputs");
+  g_f.sd_cloud = field_id(&sensim__v1__sensor_data__descriptor, "point_cloud");
+  g_f.cloud_data = field_id(&sensim__v1__point_cloud__descriptor, "data");
+}
+
+static void fields(void) {
+  (void)pthread_once(&g_f_once, fields_init);
 }
 
 
@@ -84,8 +106,8 @@ void wire_sd_measure(wire_sd_t* x) {
   }
   size_t s, p, d = pc->data.len;
   split_sizes(x->sd, pc, &s, &p);
-  uint32_t f_data = field_id(&sensim__v1__point_cloud__descriptor, "data");
-  uint32_t f_cloud = field_id(&sensim__v1__sensor_data__descriptor, "point_cloud");
+  fields();
+  uint32_t f_data = g_f.cloud_data, f_cloud = g_f.sd_cloud;
   size_t cloud = p + head_size(f_data, d) + d;
   x->own = s + head_size(f_cloud, cloud) + cloud - d;
   x->ref = d;
@@ -105,8 +127,8 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
   }
   size_t s, p, d = pc->data.len;
   split_sizes(x->sd, pc, &s, &p);
-  uint32_t f_data = field_id(&sensim__v1__point_cloud__descriptor, "data");
-  uint32_t f_cloud = field_id(&sensim__v1__sensor_data__descriptor, "point_cloud");
+  fields();
+  uint32_t f_data = g_f.cloud_data, f_cloud = g_f.sd_cloud;
   uint8_t* at = shared_buf_put(b, x->own);
   if (!at) {
     return ERR_NOMEM;
@@ -126,27 +148,29 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
 }
 
 
-// An Envelope with `env`'s fields (no body), then its body field `body` of body_len bytes
-// whose own bytes come next: the frame to fill, with the envelope head written.
-static shared_buf_t* start_frame(Sensim__V1__Envelope* env, const char* body, size_t body_len,
+// An Envelope's fields other than its body (e bytes packed at env), then its body field
+// (number f_body) of body_len bytes whose own bytes come next: the frame to fill, with the
+// envelope head written.
+static shared_buf_t* start_frame(const uint8_t* env, size_t e, uint32_t f_body, size_t body_len,
                                  size_t body_own, uint32_t refs) {
-  uint32_t f_body = field_id(&sensim__v1__envelope__descriptor, body);
-  size_t e = protobuf_c_message_get_packed_size(&env->base);
   shared_buf_t* b = shared_buf_create_pieces(e + head_size(f_body, body_len) + body_own, refs);
   uint8_t* at = b ? shared_buf_put(b, e + head_size(f_body, body_len)) : NULL;
   if (!at) {
     shared_buf_release(b);
     return NULL;
   }
-  at += protobuf_c_message_pack(&env->base, at);
-  put_head(at, f_body, body_len);
+  if (e) {
+    memcpy(at, env, e);
+  }
+  put_head(at + e, f_body, body_len);
   return b;
 }
 
 
 int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) {
-  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
-  shared_buf_t* b = start_frame(&env, "sensor_data", x->own + x->ref, x->own, x->ref ? 1 : 0);
+  fields();
+  shared_buf_t* b = start_frame(NULL, 0, g_f.env_sensor_data, x->own + x->ref, x->own,
+                                x->ref ? 1 : 0);  // no id, no status
   if (!b || put_sd(x, b) != 0) {
     shared_buf_release(b);
     return ERR_NOMEM;
@@ -156,38 +180,15 @@ int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) {
 }
 
 
-// The envelope of a reply: id and status OK, as wire_pack_reply writes them.
-static void reply_envelope(Sensim__V1__Envelope* env, Sensim__V1__Status* st, uint64_t id) {
-  sensim__v1__envelope__init(env);
-  sensim__v1__status__init(st);
-  st->has_code = 1;
-  st->code = SENSIM__V1__STATUS_CODE__OK;
-  st->message = "";
-  env->has_id = 1;
-  env->id = id;
-  env->status = st;
-}
-
-
-// How a step's reply travels: the StepDone's own bytes (without its outputs) and payload, and
-// whether the records go in parts.
-typedef struct plan {
-  Sensim__V1__StepDone done;
-  size_t done_own;              // StepDone without outputs
-  size_t done_len;              // StepDone with the outputs it carries
-  int parts;
-  uint64_t bytes;               // every frame, length prefixes included
-} plan_t;
-
-static void plan_reply(uint64_t id, double time, uint64_t step, wire_sd_t* xs, uint32_t n,
-                       uint32_t max_frame_bytes, plan_t* p) {
-  Sensim__V1__Envelope env;
-  Sensim__V1__Status st;
-  reply_envelope(&env, &st, id);
-  size_t e = protobuf_c_message_get_packed_size(&env.base);
-  uint32_t f_outputs = field_id(&sensim__v1__step_done__descriptor, "outputs");
-  uint32_t f_done = field_id(&sensim__v1__envelope__descriptor, "step_done");
-  uint32_t f_sd = field_id(&sensim__v1__envelope__descriptor, "sensor_data");
+static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t* xs, uint32_t n,
+                       uint32_t max_frame_bytes, wire_out_plan_t* p) {
+  p->id = id;
+  p->n = n;
+  p->max_frame_bytes = max_frame_bytes;
+  size_t e = wire_ok_head(id, p->head);  // id and status OK, as wire_pack_reply writes them
+  p->env_len = e;
+  fields();
+  uint32_t f_outputs = g_f.done_outputs, f_done = g_f.env_step_done, f_sd = g_f.env_sensor_data;
   sensim__v1__step_done__init(&p->done);
   p->done.has_time = p->done.has_step = 1;
   p->done.time = time;
@@ -225,19 +226,34 @@ static void plan_reply(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
 }
 
 
+uint64_t wire_out_plan(uint64_t id, double time, uint64_t step, const wire_sd_t* xs, uint32_t n,
+                       uint32_t max_frame_bytes, wire_out_plan_t* p) {
+  plan_reply(id, time, step, xs, n, max_frame_bytes, p);
+  return p->bytes;
+}
+
+
 uint64_t wire_out_step_done_bytes(uint64_t id, double time, uint64_t step, wire_sd_t* xs,
                                   uint32_t n, uint32_t max_frame_bytes) {
-  plan_t p;
-  plan_reply(id, time, step, xs, n, max_frame_bytes, &p);
-  return p.bytes;
+  wire_out_plan_t p;
+  return wire_out_plan(id, time, step, xs, n, max_frame_bytes, &p);
 }
 
 
 int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, uint32_t n,
                        uint32_t max_frame_bytes, shared_buf_t*** frames, uint32_t* nframes,
                        err_msg_t* msg) {
-  plan_t p;
+  wire_out_plan_t p;
   plan_reply(id, time, step, xs, n, max_frame_bytes, &p);
+  return wire_out_planned(&p, xs, frames, nframes, msg);
+}
+
+
+int wire_out_planned(const wire_out_plan_t* plan, wire_sd_t* xs, shared_buf_t*** frames,
+                     uint32_t* nframes, err_msg_t* msg) {
+  wire_out_plan_t p = *plan;  // its StepDone is packed from here
+  uint64_t id = p.id;
+  uint32_t n = p.n, max_frame_bytes = p.max_frame_bytes;
   uint32_t count = p.parts ? n + 1 : 1;
   shared_buf_t** f = mem_calloc(count, sizeof(*f));
   if (!f) {
@@ -252,33 +268,31 @@ int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
     part.has_id = 1;
     part.id = id;
     size_t len = xs[i].own + xs[i].ref;
-    uint32_t f_sd = field_id(&sensim__v1__envelope__descriptor, "sensor_data");
-    size_t payload = protobuf_c_message_get_packed_size(&part.base) + head_size(f_sd, len) + len;
+    uint8_t head[16];  // a key and a varint at most
+    size_t pe = protobuf_c_message_pack(&part.base, head);
+    size_t payload = pe + head_size(g_f.env_sensor_data, len) + len;
     if (payload > max_frame_bytes) {
       rc = err_set(msg, ERR_LIMIT, "the record %u of sensor %u takes %zu bytes, more than "
                    "max_frame_bytes %u", i, xs[i].sd->sensor_id, payload, max_frame_bytes);
       break;
     }
-    f[made] = start_frame(&part, "sensor_data", len, xs[i].own, xs[i].ref ? 1 : 0);
+    f[made] = start_frame(head, pe, g_f.env_sensor_data, len, xs[i].own, xs[i].ref ? 1 : 0);
     rc = f[made] ? put_sd(&xs[i], f[made]) : ERR_NOMEM;
     made += f[made] != NULL;
   }
 
   // the StepDone, with the records unless they went ahead
   if (rc == 0) {
-    Sensim__V1__Envelope env;
-    Sensim__V1__Status st;
-    reply_envelope(&env, &st, id);
     uint32_t refs = 0;
     for (uint32_t i = 0; !p.parts && i < n; i++) {
       refs += xs[i].ref ? 1 : 0;
     }
     size_t own = p.done_own;
-    uint32_t f_outputs = field_id(&sensim__v1__step_done__descriptor, "outputs");
+    uint32_t f_outputs = g_f.done_outputs;
     for (uint32_t i = 0; !p.parts && i < n; i++) {
       own += head_size(f_outputs, xs[i].own + xs[i].ref) + xs[i].own;
     }
-    f[made] = start_frame(&env, "step_done", p.done_len, own, refs);
+    f[made] = start_frame(p.head, p.env_len, g_f.env_step_done, p.done_len, own, refs);
     uint8_t* at = f[made] ? shared_buf_put(f[made], p.done_own) : NULL;
     rc = at ? 0 : ERR_NOMEM;
     if (at) {

@@ -21,6 +21,11 @@ const Sensim__V1__Envelope* wire_envelope(const wire_request_t* r);
 // Pack env into a mem_alloc'ed buffer.
 int wire_pack(Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len) CHECKRET;
 
+// The bytes of Envelope{id, status{code OK, message ""}} (as protobuf-c packs it) into out;
+// returns their number. A reply's head, before its body field.
+#define WIRE_OK_HEAD_MAX 17u
+size_t wire_ok_head(uint64_t id, uint8_t out[WIRE_OK_HEAD_MAX]);
+
 // Set id and status (code: internal err code, 0 = OK) and pack.
 int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Envelope* env,
                     uint8_t** out, size_t* out_len) CHECKRET;

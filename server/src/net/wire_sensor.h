@@ -88,4 +88,28 @@ int wire_out_step_done(uint64_t id, double time, uint64_t step, wire_sd_t* xs, u
 uint64_t wire_out_step_done_bytes(uint64_t id, double time, uint64_t step, wire_sd_t* xs,
                                   uint32_t n, uint32_t max_frame_bytes);
 
+// How a step's reply travels, worked out once (its size checked before the step commits, its
+// frames made after): the reply's StepDone without outputs, the sizes, whether the records go
+// in parts.
+typedef struct wire_out_plan {
+  Sensim__V1__StepDone done;
+  uint64_t id;
+  uint32_t n;                   // records
+  uint32_t max_frame_bytes;
+  uint8_t head[WIRE_OK_HEAD_MAX];  // the reply's Envelope without its body (env_len bytes)
+  size_t env_len;
+  size_t done_own;              // StepDone without outputs
+  size_t done_len;              // StepDone with the outputs it carries
+  int parts;
+  uint64_t bytes;               // every frame, length prefixes included
+} wire_out_plan_t;
+
+// Plan the reply of wire_out_step_done's arguments into *p; returns p->bytes.
+uint64_t wire_out_plan(uint64_t id, double time, uint64_t step, const wire_sd_t* xs, uint32_t n,
+                       uint32_t max_frame_bytes, wire_out_plan_t* p);
+
+// wire_out_step_done from its plan (xs the records planned, still measured the same).
+int wire_out_planned(const wire_out_plan_t* p, wire_sd_t* xs, shared_buf_t*** frames,
+                     uint32_t* nframes, err_msg_t* msg) CHECKRET;
+
 #endif  // SENSIM_NET_WIRE_SENSOR_H_
