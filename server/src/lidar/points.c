@@ -393,13 +393,25 @@ static void as_miss(const lidar_points_t* w, lidar_point_t* pt) {
 static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
   for (size_t j = 0; j < c->n; j++) {
     size_t i = c->slot[j];
-    const lidar_pattern_ray_t* mt = &c->rays[j];
+    uint32_t n = c->nret[i];
+    if (n == 0) {
+      continue;
+    }
+    double o[3], dir[3];
+    if (c->local) {
+      const scene_packet_t* pk = &c->local[i / SCENE_PACKET];
+      const size_t l = i % SCENE_PACKET;
+      o[0] = pk->ox[l], o[1] = pk->oy[l], o[2] = pk->oz[l];
+      dir[0] = pk->dx[l], dir[1] = pk->dy[l], dir[2] = pk->dz[l];
+    } else {
+      memcpy(o, c->rays[j].origin, sizeof o);
+      memcpy(dir, c->rays[j].dir, sizeof dir);
+    }
     const lidar_return_t* r = &c->returns[i * w->maxret];
-    for (uint32_t k = 0, n = c->nret[i]; k < n; k++, r++) {
+    for (uint32_t k = 0; k < n; k++, r++) {
       double x = r->distance;
-      float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
-                    (float)(mt->origin[1] + mt->dir[1] * x),
-                    (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
+      float f[4] = {(float)(o[0] + dir[0] * x), (float)(o[1] + dir[1] * x),
+                    (float)(o[2] + dir[2] * x), (float)r->intensity};
       memcpy(dest, f, sizeof f);
       dest += sizeof f;
     }
