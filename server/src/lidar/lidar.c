@@ -117,32 +117,30 @@ static void lane_rays(batch_ctx_t* b, size_t i0, double tmax, double s_origin) {
   if (b->fixed) {
     return;
   }
+  // each lane at the pose of its ray's time: the pose of its group's last time, when the time
+  // is the same, or a new one (an Ouster column fires at once: 8 poses a chunk)
   lidar_sweep_pose_t pose[SCENE_PACKET];   // by the lane's group
+  double lane_s[SCENE_PACKET];             // time of each lane's pose in lp
+  lidar_sweep_lane_poses_t lp;
   for (unsigned c = 0; c < SCENE_PACKET; c++) {
     pose[c].s = -1.0;
+    lane_s[c] = -1.0;
   }
   for (size_t q = 0; q < npk; q++) {
     const scene_packet_t* lo = &local[q];
-    scene_packet_t* pk = &pks[q];
     for (unsigned k = 0; k < SCENE_PACKET; k++) {
-      lidar_sweep_pose_t* ps = &pose[m->lanes.group[k]];
       const double s = lo->time[k];
+      if (s == lane_s[k]) {
+        continue;
+      }
+      lidar_sweep_pose_t* ps = &pose[m->lanes.group[k]];
       if (s != ps->s) {
         lidar_sweep_pose(b->body, &b->ctx->mount, s, ps);
       }
-      const double o[3] = {lo->ox[k], lo->oy[k], lo->oz[k]};
-      const double dir[3] = {lo->dx[k], lo->dy[k], lo->dz[k]};
-      scene_ray_t w;
-      lidar_sweep_world_ray(ps, o, dir, &w);
-      pk->time[k] = s;
-      pk->tmax[k] = tmax;
-      pk->ox[k] = w.origin[0];
-      pk->oy[k] = w.origin[1];
-      pk->oz[k] = w.origin[2];
-      pk->dx[k] = w.dir[0];
-      pk->dy[k] = w.dir[1];
-      pk->dz[k] = w.dir[2];
+      lidar_sweep_lane_pose(&lp, k, ps);
+      lane_s[k] = s;
     }
+    lidar_sweep_turn_lanes(&lp, lo, &pks[q]);
   }
 }
 

@@ -353,3 +353,49 @@ void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_
     }
   }
 }
+
+
+void lidar_sweep_lane_pose(lidar_sweep_lane_poses_t* lp, unsigned k, const lidar_sweep_pose_t* ps) {
+  for (int a = 0; a < 9; a++) {
+    lp->r[a][k] = ps->rot[a];
+  }
+  for (int a = 0; a < 3; a++) {
+    lp->p[a][k] = ps->pose.p[a];
+  }
+}
+
+
+// lidar_sweep_turn_lanes (its forms: base/simd.h): turn's arithmetic with each lane's own
+// rotation and translation.
+static inline SIMD_BODY void turn_lanes(const lidar_sweep_lane_poses_t* restrict lp,
+                                        const scene_packet_t* restrict in,
+                                        scene_packet_t* restrict out) {
+  for (unsigned k = 0; k < SCENE_PACKET; k++) {
+    const double r[9] = {lp->r[0][k], lp->r[1][k], lp->r[2][k], lp->r[3][k], lp->r[4][k],
+                         lp->r[5][k], lp->r[6][k], lp->r[7][k], lp->r[8][k]};
+    const double p[3] = {lp->p[0][k], lp->p[1][k], lp->p[2][k]};
+    const double o[3] = {in->ox[k], in->oy[k], in->oz[k]};
+    const double d[3] = {in->dx[k], in->dy[k], in->dz[k]};
+    double wo[3], wd[3];
+    turn(r, p, o, d, wo, wd);
+    out->time[k] = in->time[k];
+    out->tmax[k] = in->tmax[k];
+    out->ox[k] = wo[0];
+    out->oy[k] = wo[1];
+    out->oz[k] = wo[2];
+    out->dx[k] = wd[0];
+    out->dy[k] = wd[1];
+    out->dz[k] = wd[2];
+  }
+}
+
+SIMD_FORMS(turn_lanes,
+           (const lidar_sweep_lane_poses_t* restrict lp, const scene_packet_t* restrict in,
+            scene_packet_t* restrict out),
+           (lp, in, out))
+
+
+void lidar_sweep_turn_lanes(const lidar_sweep_lane_poses_t* lp, const scene_packet_t* in,
+                            scene_packet_t* out) {
+  SIMD_CALL(turn_lanes, (lp, in, out));
+}

@@ -129,4 +129,19 @@ void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_
                               const lidar_sweep_frame_t* f, scene_packet_t* local,
                               scene_packet_t* world, uint64_t* index);
 
+// The poses of a packet's lanes: lane k's ray turns at rotation r[.][k] (row-major) and
+// translation p[.][k].
+typedef struct lidar_sweep_lane_poses {
+  double r[9][SCENE_PACKET];
+  double p[3][SCENE_PACKET];
+} lidar_sweep_lane_poses_t;
+
+// Set lane k of lp to pose ps.
+void lidar_sweep_lane_pose(lidar_sweep_lane_poses_t* lp, unsigned k, const lidar_sweep_pose_t* ps);
+
+// Packet `in`'s sensor-frame rays turned to the world each at its lane's pose
+// (lidar_sweep_world_ray's arithmetic, vectorised), their time and tmax copied. Output: out.
+void lidar_sweep_turn_lanes(const lidar_sweep_lane_poses_t* lp, const scene_packet_t* in,
+                            scene_packet_t* out);
+
 #endif  // SENSIM_LIDAR_SWEEP_H_
