@@ -197,12 +197,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
         index[i] = p->index;
         pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
         pk->tmax[k] = tmax;
-        pk->ox[k] = p->origin[0];
-        pk->oy[k] = p->origin[1];
-        pk->oz[k] = p->origin[2];
-        pk->dx[k] = p->dir[0];
-        pk->dy[k] = p->dir[1];
-        pk->dz[k] = p->dir[2];
+        lidar_sweep_packet_put(pk, k, p->origin, p->dir);
       }
       lidar_sweep_world_packet(&pose, pk);
     }
@@ -237,12 +232,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       o = w.origin;
       dir = w.dir;
     }
-    pk->ox[k] = o[0];
-    pk->oy[k] = o[1];
-    pk->oz[k] = o[2];
-    pk->dx[k] = dir[0];
-    pk->dy[k] = dir[1];
-    pk->dz[k] = dir[2];
+    lidar_sweep_packet_put(pk, (unsigned)k, o, dir);
   }
 
   // a still sensor's rays to the world, packet by packet

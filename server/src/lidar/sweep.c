@@ -150,12 +150,7 @@ static inline SIMD_BODY void world_packet(const lidar_sweep_pose_t* ps, scene_pa
     const double d[3] = {pk->dx[k], pk->dy[k], pk->dz[k]};
     double wo[3], wd[3];
     turn(r, p, o, d, wo, wd);
-    pk->ox[k] = wo[0];
-    pk->oy[k] = wo[1];
-    pk->oz[k] = wo[2];
-    pk->dx[k] = wd[0];
-    pk->dy[k] = wd[1];
-    pk->dz[k] = wd[2];
+    lidar_sweep_packet_put(pk, k, wo, wd);
   }
 }
 
@@ -271,22 +266,12 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
                         0, radius, has_radius, d, o);
       lo->time[k] = inv_dt * (s_origin + (g.tg[k] + toff[i]));
       lo->tmax[k] = tmax;
-      lo->ox[k] = o[0];
-      lo->oy[k] = o[1];
-      lo->oz[k] = o[2];
-      lo->dx[k] = d[0];
-      lo->dy[k] = d[1];
-      lo->dz[k] = d[2];
+      lidar_sweep_packet_put(lo, k, o, d);
       if (world_too) {
         double wo[3], wd[3];
         turn(r, p, o, d, wo, wd);
         wp->tmax[k] = tmax;
-        wp->ox[k] = wo[0];
-        wp->oy[k] = wo[1];
-        wp->oz[k] = wo[2];
-        wp->dx[k] = wd[0];
-        wp->dy[k] = wd[1];
-        wp->dz[k] = wd[2];
+        lidar_sweep_packet_put(wp, k, wo, wd);
       }
     }
     for (unsigned k = 0; k < SCENE_PACKET; k++) {
@@ -380,12 +365,7 @@ static inline SIMD_BODY void turn_lanes(const lidar_sweep_lane_poses_t* restrict
     turn(r, p, o, d, wo, wd);
     out->time[k] = in->time[k];
     out->tmax[k] = in->tmax[k];
-    out->ox[k] = wo[0];
-    out->oy[k] = wo[1];
-    out->oz[k] = wo[2];
-    out->dx[k] = wd[0];
-    out->dy[k] = wd[1];
-    out->dz[k] = wd[2];
+    lidar_sweep_packet_put(out, k, wo, wd);
   }
 }
 

@@ -72,6 +72,17 @@ static inline void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const dou
   out->time = ps->s;
 }
 
+// Lane k of packet pk: origin o and direction d. (Inline: inside vectorised loops.)
+static inline void lidar_sweep_packet_put(scene_packet_t* pk, unsigned k, const double o[3],
+                                          const double d[3]) {
+  pk->ox[k] = o[0];
+  pk->oy[k] = o[1];
+  pk->oz[k] = o[2];
+  pk->dx[k] = d[0];
+  pk->dy[k] = d[1];
+  pk->dz[k] = d[2];
+}
+
 // lidar_sweep_world_ray of a packet's SCENE_PACKET rays at one pose, in place: their
 // sensor-frame origins and unit directions become world ones (the same arithmetic per lane,
 // vectorised for the CPU's widest vectors). tmax and time are left as they are.
