@@ -231,10 +231,10 @@ typedef struct lane_groups {
 
 
 // lidar_sweep_lane_packets's rays: per lane the arithmetic of lidar_pattern_rays
-// (lidar_pattern_aim, the time), the step fraction of lidar.c's rays before its clamp and, with
-// `world_too`, lidar_sweep_world_ray's turn at f->fixed, on the tables' rows and the lanes'
-// groups. With constant flags there is no condition in the loop and the compiler vectorises
-// the lanes (the step fractions are clamped after: a comparison is a condition).
+// (lidar_pattern_aim, the time), the step fraction of lidar.c's rays, clamped as it does, and
+// with `world_too`, lidar_sweep_world_ray's turn at f->fixed, on the tables' rows and the
+// lanes' groups. With constant flags there is no condition in the loop and the compiler
+// vectorises the lanes.
 static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const lane_groups_t* lg,
                                           double radius, const lidar_sweep_frame_t* f,
                                           scene_packet_t* restrict local,
@@ -264,21 +264,21 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
       double o[3], d[3];
       lidar_pattern_aim(g.cr[k], g.sr[k], ce[i], se[i], coff[i], soff[i], cdt[i], sdt[i], 0.0,
                         0, radius, has_radius, d, o);
-      lo->time[k] = inv_dt * (s_origin + (g.tg[k] + toff[i]));
+      // clamped to [0, 1] as lidar.c does (NaN and -0 to 0): written as a maximum then a
+      // minimum, which the compiler vectorises (x86's max and min take exactly these
+      // comparisons), where a select under a condition it does not
+      const double s0 = inv_dt * (s_origin + (g.tg[k] + toff[i]));
+      const double s1 = s0 > 0.0 ? s0 : 0.0;
+      const double s = s1 < 1.0 ? s1 : 1.0;
+      lo->time[k] = s;
       lo->tmax[k] = tmax;
       lidar_sweep_packet_put(lo, k, o, d);
       if (world_too) {
         double wo[3], wd[3];
         turn(r, p, o, d, wo, wd);
+        wp->time[k] = s;
         wp->tmax[k] = tmax;
         lidar_sweep_packet_put(wp, k, wo, wd);
-      }
-    }
-    for (unsigned k = 0; k < SCENE_PACKET; k++) {
-      const double s = lo->time[k];
-      lo->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-      if (world_too) {
-        wp->time[k] = lo->time[k];
       }
     }
   }

@@ -256,51 +256,52 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
   for (int c = 0; c < ng; c++) {
     lidar_pattern_rays(p, g0[c], 0, n, pr);
 
-    // the step starts 2 groups into the chunk and lasts 4: step fractions below 0 and above 1
+    // the step starts 2 groups into the chunk and lasts 4: step fractions below 0 and above 1;
+    // an empty step (inv_dt 0: fractions -0 and 0, both 0) and a NaN origin (0)
     const double dt = 4.0 * p->group_period;
-    const double s_origin = -lidar_pattern_time(p, g0[c] + 2, 0);
+    const double origin = -lidar_pattern_time(p, g0[c] + 2, 0);
     int clamped = 0;
-    for (int level = 0; level <= (int)simd_allowed_level(); level++) {
+    for (int run = 0; run < 6 * ((int)simd_allowed_level() + 1); run++) {
+      const int level = run / 6, still = run % 2, frame = run / 2 % 3;
       simd_set_max((simd_level_t)level);
-      for (int still = 0; still <= 1; still++) {
-        lidar_sweep_frame_t f = {.inv_dt = 1.0 / dt, .s_origin = s_origin, .tmax = 42.0,
-                                 .fixed = still ? &ps : NULL};
-        memset(local, 0xff, n / SCENE_PACKET * sizeof *local);
-        memset(world, 0xff, n / SCENE_PACKET * sizeof *world);
-        lidar_sweep_lane_packets(p, &l, g0[c], &f, local, world, index);
-        for (size_t i = 0; i < n; i++) {
-          const lidar_pattern_ray_t* r = &pr[at[i]];
-          const scene_packet_t* lo = &local[i / SCENE_PACKET];
-          const scene_packet_t* wp = &world[i / SCENE_PACKET];
-          const size_t k = i % SCENE_PACKET;
-          const double got[6] = {lo->ox[k], lo->oy[k], lo->oz[k], lo->dx[k], lo->dy[k],
-                                 lo->dz[k]};
-          const double want[6] = {r->origin[0], r->origin[1], r->origin[2], r->dir[0],
-                                  r->dir[1], r->dir[2]};
-          ASSERT_MEM_EQ(got, want, sizeof got);
-          ASSERT_EQ(index[i], r->index);
-          double s = f.inv_dt * (s_origin + r->time);   // as lidar.c clamps it
-          s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-          ASSERT_MEM_EQ(&lo->time[k], &s, sizeof s);
-          clamped += s == 0.0 || s == 1.0;
-          ASSERT_TRUE(lo->tmax[k] == 42.0);
-          ASSERT_NEAR(atan2(r->dir[1], r->dir[0]), r->azimuth, 1e-12);
-          ASSERT_NEAR(asin(r->dir[2]), r->elevation, 1e-12);
-          if (still) {
-            scene_ray_t w;
-            lidar_sweep_world_ray(&ps, r->origin, r->dir, &w);
-            const double wgot[6] = {wp->ox[k], wp->oy[k], wp->oz[k], wp->dx[k], wp->dy[k],
-                                    wp->dz[k]};
-            const double wwant[6] = {w.origin[0], w.origin[1], w.origin[2], w.dir[0], w.dir[1],
-                                     w.dir[2]};
-            ASSERT_MEM_EQ(wgot, wwant, sizeof wgot);
-            ASSERT_MEM_EQ(&wp->time[k], &s, sizeof s);
-            ASSERT_TRUE(wp->tmax[k] == 42.0);
-          }
+      const double s_origin = frame == 2 ? NAN : origin;
+      lidar_sweep_frame_t f = {.inv_dt = frame == 1 ? 0.0 : 1.0 / dt, .s_origin = s_origin,
+                               .tmax = 42.0, .fixed = still ? &ps : NULL};
+      memset(local, 0xff, n / SCENE_PACKET * sizeof *local);
+      memset(world, 0xff, n / SCENE_PACKET * sizeof *world);
+      lidar_sweep_lane_packets(p, &l, g0[c], &f, local, world, index);
+      for (size_t i = 0; i < n; i++) {
+        const lidar_pattern_ray_t* r = &pr[at[i]];
+        const scene_packet_t* lo = &local[i / SCENE_PACKET];
+        const scene_packet_t* wp = &world[i / SCENE_PACKET];
+        const size_t k = i % SCENE_PACKET;
+        const double got[6] = {lo->ox[k], lo->oy[k], lo->oz[k], lo->dx[k], lo->dy[k],
+                               lo->dz[k]};
+        const double want[6] = {r->origin[0], r->origin[1], r->origin[2], r->dir[0],
+                                r->dir[1], r->dir[2]};
+        ASSERT_MEM_EQ(got, want, sizeof got);
+        ASSERT_EQ(index[i], r->index);
+        double s = f.inv_dt * (s_origin + r->time);   // as lidar.c clamps it
+        s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+        ASSERT_MEM_EQ(&lo->time[k], &s, sizeof s);
+        clamped += frame == 0 && (s == 0.0 || s == 1.0);
+        ASSERT_TRUE(lo->tmax[k] == 42.0);
+        ASSERT_NEAR(atan2(r->dir[1], r->dir[0]), r->azimuth, 1e-12);
+        ASSERT_NEAR(asin(r->dir[2]), r->elevation, 1e-12);
+        if (still) {
+          scene_ray_t w;
+          lidar_sweep_world_ray(&ps, r->origin, r->dir, &w);
+          const double wgot[6] = {wp->ox[k], wp->oy[k], wp->oz[k], wp->dx[k], wp->dy[k],
+                                  wp->dz[k]};
+          const double wwant[6] = {w.origin[0], w.origin[1], w.origin[2], w.dir[0], w.dir[1],
+                                   w.dir[2]};
+          ASSERT_MEM_EQ(wgot, wwant, sizeof wgot);
+          ASSERT_MEM_EQ(&wp->time[k], &s, sizeof s);
+          ASSERT_TRUE(wp->tmax[k] == 42.0);
         }
       }
     }
-    ASSERT_TRUE(clamped > 0 && clamped < (int)(4 * n * (simd_allowed_level() + 1)));
+    ASSERT_TRUE(clamped > 0 && clamped < (int)(2 * n * (simd_allowed_level() + 1)));
   }
   lidar_sweep_lanes_close(&l);
   mem_free(slot);
