@@ -25,8 +25,8 @@ int lidar_data_init(lidar_data_t* d, const lidar_model_t* m, err_msg_t* msg) {
   d->excluded = mem_alloc(d->excluded_cap * sizeof *d->excluded);
   d->horizon = m->ret.depth == 1 ? mem_alloc(sizeof *d->horizon) : NULL;
   if (!d->rays || !d->packets || !d->ray_index || !d->pr || (m->lanes.n && !d->local) ||
-      !d->returns || !d->nret ||
-      !d->slot || !d->chunk_points || !d->excluded || (m->ret.depth == 1 && !d->horizon)) {
+      !d->returns || !d->nret || !d->slot || !d->chunk_points || !d->excluded ||
+      (m->ret.depth == 1 && !d->horizon)) {
     lidar_data_close(d);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }

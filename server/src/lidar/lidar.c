@@ -109,11 +109,11 @@ static void lane_rays(batch_ctx_t* b, size_t i0, double tmax, double s_origin) {
   lidar_data_t* d = b->d;
   const size_t npk = m->lanes.n / SCENE_PACKET;
   scene_packet_t* pks = &d->packets[i0 / SCENE_PACKET];
-  const scene_packet_t* local = &d->local[i0 / SCENE_PACKET];
+  scene_packet_t* local = &d->local[i0 / SCENE_PACKET];
   lidar_sweep_frame_t f = {.inv_dt = b->inv_dt, .s_origin = s_origin, .tmax = tmax,
                            .fixed = b->fixed};
-  lidar_sweep_lane_packets(&m->pat, &m->lanes, (b->first + i0) / m->pat.nray, &f,
-                           &d->local[i0 / SCENE_PACKET], pks, d->ray_index + i0);
+  lidar_sweep_lane_packets(&m->pat, &m->lanes, (b->first + i0) / m->pat.nray, &f, local, pks,
+                           d->ray_index + i0);
   if (b->fixed) {
     return;
   }
@@ -145,7 +145,8 @@ static void lane_rays(batch_ctx_t* b, size_t i0, double tmax, double s_origin) {
 }
 
 
-// The world rays of a chunk's rays [i0, i0 + nc) in trace order (trace_chunk's pr and slot):
+// The world rays of a chunk's rays [i0, i0 + nc) in trace order: a lane chunk's from the
+// model's tables (lane_rays), any other's from trace_chunk's pr and slot:
 // each ray's emission angle noise (in place in pr: the points take the direction from there),
 // its rng index, the sensor pose at its firing time and the ray at that time, into the
 // packets of columns, and also into rows when write_chunk needs them (world frame, normals) or
