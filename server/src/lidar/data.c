@@ -16,7 +16,7 @@ int lidar_data_init(lidar_data_t* d, const lidar_model_t* m, err_msg_t* msg) {
   d->packets = mem_alloc(batch / SCENE_PACKET * sizeof *d->packets);
   d->ray_index = mem_alloc(batch * sizeof *d->ray_index);
   d->pr = mem_alloc(batch * sizeof *d->pr);
-  d->local = m->lanes.n ? mem_alloc(batch / SCENE_PACKET * sizeof *d->local) : NULL;
+  d->local = m->lanes.n ? mem_calloc(batch / SCENE_PACKET, sizeof *d->local) : NULL;
   d->returns = mem_alloc(batch * m->maxret * sizeof *d->returns);
   d->nret = mem_alloc(batch * sizeof *d->nret);
   d->slot = mem_alloc(batch * sizeof *d->slot);

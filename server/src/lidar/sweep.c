@@ -270,9 +270,20 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
       const double s0 = inv_dt * (s_origin + (g.tg[k] + toff[i]));
       const double s1 = s0 > 0.0 ? s0 : 0.0;
       const double s = s1 < 1.0 ? s1 : 1.0;
-      lo->time[k] = s;
-      lo->tmax[k] = tmax;
-      lidar_sweep_packet_put(lo, k, o, d);
+      // the sensor frame: the directions; the origins when they are not 0; the times for the
+      // caller's poses when it turns the rays itself
+      lo->dx[k] = d[0];
+      lo->dy[k] = d[1];
+      lo->dz[k] = d[2];
+      if (has_radius) {
+        lo->ox[k] = o[0];
+        lo->oy[k] = o[1];
+        lo->oz[k] = o[2];
+      }
+      if (!world_too) {
+        lo->time[k] = s;
+        lo->tmax[k] = tmax;
+      }
       if (world_too) {
         double wo[3], wd[3];
         turn(r, p, o, d, wo, wd);

@@ -132,10 +132,13 @@ typedef struct lidar_sweep_frame {
 } lidar_sweep_frame_t;
 
 // The l->n rays of the chunk whose first ray is ray 0 of group g, in trace order: their
-// sensor-frame origins and directions (the values lidar_pattern_rays gives), step fractions and
-// tmax into `local`, the same turned to the world at f->fixed into `world` (with f->fixed only),
-// and their indices within the sweep into `index`. Output: local, world (l->n / SCENE_PACKET),
-// index (l->n).
+// sensor-frame origins and directions (the values lidar_pattern_rays gives) into `local`, the
+// same turned to the world at f->fixed, with their step fractions and tmax, into `world` (with
+// f->fixed; without, the step fractions and tmax go into `local` for the caller's poses), and
+// their indices within the sweep into `index`. Fewer stores, less memory traffic: a pattern
+// without a beam-origin radius has origins 0, which are not written (`local` starts zeroed and
+// keeps them), nor are local's step fractions and tmax with f->fixed. Output: local, world
+// (l->n / SCENE_PACKET), index (l->n).
 void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_t* l, uint64_t g,
                               const lidar_sweep_frame_t* f, scene_packet_t* local,
                               scene_packet_t* world, uint64_t* index);

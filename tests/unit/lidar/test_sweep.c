@@ -269,6 +269,12 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
                                .tmax = 42.0, .fixed = still ? &ps : NULL};
       memset(local, 0xff, n / SCENE_PACKET * sizeof *local);
       memset(world, 0xff, n / SCENE_PACKET * sizeof *world);
+      for (size_t q = 0; p->beam_origin_radius == 0.0 && q < n / SCENE_PACKET; q++) {
+        // origins 0 are not written: the lidar's packets start zeroed
+        memset(local[q].ox, 0, sizeof local[q].ox);
+        memset(local[q].oy, 0, sizeof local[q].oy);
+        memset(local[q].oz, 0, sizeof local[q].oz);
+      }
       lidar_sweep_lane_packets(p, &l, g0[c], &f, local, world, index);
       for (size_t i = 0; i < n; i++) {
         const lidar_pattern_ray_t* r = &pr[at[i]];
@@ -283,9 +289,9 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
         ASSERT_EQ(index[i], r->index);
         double s = f.inv_dt * (s_origin + r->time);   // as lidar.c clamps it
         s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
-        ASSERT_MEM_EQ(&lo->time[k], &s, sizeof s);
+        ASSERT_TRUE(still || memcmp(&lo->time[k], &s, sizeof s) == 0);   // for the poses
+        ASSERT_TRUE(still || lo->tmax[k] == 42.0);
         clamped += frame == 0 && (s == 0.0 || s == 1.0);
-        ASSERT_TRUE(lo->tmax[k] == 42.0);
         ASSERT_NEAR(atan2(r->dir[1], r->dir[0]), r->azimuth, 1e-12);
         ASSERT_NEAR(asin(r->dir[2]), r->elevation, 1e-12);
         if (still) {
