@@ -666,7 +666,7 @@ sensim_status_t sensim_wait_slot(sensim_client_t* cli, uint64_t id, int timeout_
   // A blocking wait may stream a raycast reply into its hits: a frame cut short by the
   // deadline closes the connection anyway. A wait with its own timeout keeps frames whole in
   // memory, so that it can return EAGAIN and be resumed.
-  int64_t deadline = sensim_deadline(cli, timeout_ms);
+  int64_t deadline = s->done ? -1 : sensim_deadline(cli, timeout_ms);  // no clock read when in
   bool blocking = timeout_ms < 0;
   cli->stream_ok = blocking;
   cli->stream_deadline = deadline;

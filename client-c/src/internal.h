@@ -364,6 +364,13 @@ sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t
                                        const sensim_gather_t* body, size_t* size, char* err,
                                        size_t err_cap);
 
+// Bytes of the frame before the body of an Envelope with this id and body field `tag` whose
+// body has `body` bytes: the length prefix, the id, the body's key and length.
+size_t sensim_wire_body_at(uint64_t id, uint32_t tag, uint64_t body);
+
+// Bytes of v as a varint.
+size_t sensim_wire_varint_size(uint64_t v);
+
 // Encode callbacks: bulk arrays sent from the caller's memory. arg points at a sensim_span_t.
 typedef struct sensim_span {
   const void* data;

@@ -436,6 +436,14 @@ static int remaining(int64_t deadline) {
 }
 
 
+// The wait for shard i's request id once await_all returned: none when its reply is in (then
+// without a clock read), else what is left of the deadline.
+static int left_for(sensim_shards_t* sh, uint32_t i, uint64_t id, int64_t deadline) {
+  const slot_t* s = sensim_slot(sh->cli[i], id);
+  return s && s->done ? 0 : remaining(deadline);
+}
+
+
 // A wait that ran past the shared deadline: the reply will not come in time, the connection
 // is closed as the handle's own timeout would close it.
 static sensim_status_t timed_out(sensim_shards_t* sh, uint32_t i) {
@@ -573,7 +581,8 @@ static sensim_status_t fan(sensim_shards_t* sh, int only, shard_call_t fn, const
     if (!sh->sent[i]) {
       continue;
     }
-    sensim_status_t st = sensim_wait(sh->cli[i], sh->ids[i], remaining(deadline));
+    sensim_status_t st = sensim_wait(sh->cli[i], sh->ids[i],
+                                     left_for(sh, i, sh->ids[i], deadline));
     sh->st[i] = st == SENSIM_EAGAIN ? timed_out(sh, i) : st;
   }
   return report(sh, lo, hi);
@@ -921,7 +930,8 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
   await_all(sh, lo, hi, deadline);
   for (uint32_t i = lo; i < hi; i++) {
     if (sh->sent[i]) {
-      sensim_status_t st = sensim_wait(sh->cli[i], sh->ids[i], remaining(deadline));
+      sensim_status_t st = sensim_wait(sh->cli[i], sh->ids[i],
+                                     left_for(sh, i, sh->ids[i], deadline));
       sh->st[i] = st == SENSIM_EAGAIN ? timed_out(sh, i) : st;
     }
   }
@@ -1070,7 +1080,7 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
     }
     sensim_status_t s1 = SENSIM_OK, s2;
     if (state) {
-      s1 = sensim_wait(sh->cli[i], sh->ids[i], remaining(deadline));
+      s1 = sensim_wait(sh->cli[i], sh->ids[i], left_for(sh, i, sh->ids[i], deadline));
       if (s1 == SENSIM_EAGAIN) {
         sh->st[i] = timed_out(sh, i);
         continue;
@@ -1078,7 +1088,8 @@ static sensim_status_t tick(sensim_shards_t* sh, const sensim_state_t* state,
     }
     char refused[CLIENT_ERROR_CAP];
     snprintf(refused, sizeof(refused), "%s", sensim_client_last_error(sh->cli[i]));
-    s2 = sensim_step_wait(sh->cli[i], sh->ids2[i], remaining(deadline), &sh->results[i]);
+    s2 = sensim_step_wait(sh->cli[i], sh->ids2[i], left_for(sh, i, sh->ids2[i], deadline),
+                          &sh->results[i]);
     if (s2 == SENSIM_EAGAIN) {
       s2 = timed_out(sh, i);
     }

@@ -54,8 +54,9 @@ static int wait_fd(int fd, short events, int64_t deadline) {
 }
 
 
+// Whether the deadline has passed; 0 ("now": a call that may not wait) has without a clock read.
 static bool expired(int64_t deadline) {
-  return deadline >= 0 && sensim_now_ms() >= deadline;
+  return deadline == 0 || (deadline > 0 && sensim_now_ms() >= deadline);
 }
 
 

@@ -118,6 +118,12 @@ static size_t envelope_head(uint8_t* p, uint64_t id, uint32_t tag, uint64_t body
 }
 
 
+size_t sensim_wire_body_at(uint64_t id, uint32_t tag, uint64_t body) {
+  uint8_t head[ENVELOPE_HEAD_MAX];
+  return FRAME_HEADER + envelope_head(head, id, tag, body);
+}
+
+
 // The frame's length prefix for an Envelope of `envelope` bytes (at most UINT32_MAX).
 static void put_frame_header(uint8_t* p, uint64_t envelope) {
   for (int i = 0; i < FRAME_HEADER; i++) {
@@ -255,7 +261,7 @@ void sensim_wire_set_span(pb_callback_t* cb, sensim_span_t* span, const void* da
 }
 
 
-static size_t varint_size(uint64_t v) {
+size_t sensim_wire_varint_size(uint64_t v) {
   size_t n = 1;
   while (v >= 0x80) {
     v >>= 7;
@@ -272,7 +278,7 @@ bool sensim_wire_encode_u32s(pb_ostream_t* s, const pb_field_t* f, void* const* 
   }
   size_t size = 0;
   for (uint32_t i = 0; i < a->n; i++) {
-    size += varint_size(a->v[i]);
+    size += sensim_wire_varint_size(a->v[i]);
   }
   if (!pb_encode_tag(s, PB_WT_STRING, f->tag) || !pb_encode_varint(s, size)) {
     return false;

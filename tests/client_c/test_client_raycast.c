@@ -2,7 +2,8 @@
 // test_client_raycast.c: raycasts through the C client against the real sensimd: analytic
 // hits, ray times on a moving body, exclusions and ranges, large raycasts in parts equal to
 // one request bit for bit, parts that saw different worlds sent again as one, replies that
-// arrive during other calls, and every refusal.
+// arrive during other calls, every refusal, and (to a scripted peer) the arrays of a request
+// placed at a multiple of 8 in their frame.
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -315,6 +316,149 @@ TEST(raycast_reply_arriving_during_another_call_fills_the_hits) {
   free(hits);
   sensim_client_close(cli);
   ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+// What the scripted peer found in the raycast requests after its Hello.
+typedef struct aligned_check {
+  uint32_t requests;                // to read
+  const double* org;                // the arrays every request was sent from (rays 0..)
+  const double* dir;
+  const double* times;
+  uint32_t frames, arrays;          // read, and arrays met in them
+  uint32_t unaligned, wrong, pads;  // arrays off a multiple of 8, arrays unlike the caller's,
+                                    // padding fields
+  uint32_t bad_pad;                 // padding fields with a nonzero byte, or frames unparsed
+} aligned_check_t;
+
+
+static int read_varint(const uint8_t* p, size_t n, size_t* at, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; *at < n && shift < 64; shift += 7) {
+    uint8_t b = p[(*at)++];
+    *v |= (uint64_t)(b & 0x7f) << shift;
+    if (!(b & 0x80)) {
+      return 0;
+    }
+  }
+  return -1;
+}
+
+
+// Walk each Raycast frame's body: where origins_bytes (5), directions_bytes (6) and
+// times_bytes (7) start from the frame's first byte (its length prefix), whether they hold the
+// caller's bytes, and that the padding (10) is zeros.
+static void check_aligned(int fd, void* arg) {
+  aligned_check_t* c = arg;
+  if (td_peer_hello(fd) == 0) {
+    return;
+  }
+  static uint8_t frame[4 << 20];
+  for (uint32_t k = 0; k < c->requests; k++) {
+    long len = td_read_frame(fd, frame, sizeof(frame));
+    if (len <= 0) {
+      return;
+    }
+    c->frames++;
+    size_t at = 0, n = (size_t)len;
+    uint64_t key, v, body_len = 0;
+    size_t body = 0;
+    while (at < n && body == 0) {  // the Envelope: the id, then the raycast body (field 25)
+      if (read_varint(frame, n, &at, &key) != 0 || read_varint(frame, n, &at, &v) != 0) {
+        c->bad_pad++;
+        return;
+      }
+      if ((key & 7) == 2) {
+        body = at;
+        body_len = v;
+      }
+    }
+    at = body;
+    while (at < body + body_len) {
+      if (read_varint(frame, n, &at, &key) != 0) {
+        c->bad_pad++;
+        return;
+      }
+      if ((key & 7) != 2) {
+        at += (key & 7) == 1 ? 8 : 0;
+        if ((key & 7) == 0 && read_varint(frame, n, &at, &v) != 0) {
+          c->bad_pad++;
+          return;
+        }
+        continue;
+      }
+      if (read_varint(frame, n, &at, &v) != 0 || v > n - at) {
+        c->bad_pad++;
+        return;
+      }
+      uint64_t field = key >> 3;
+      const uint8_t* data = frame + at;
+      if (field == 10) {
+        c->pads++;
+        for (uint64_t i = 0; i < v; i++) {
+          c->bad_pad += data[i] != 0;
+        }
+      } else if (field >= 5 && field <= 7) {
+        const double* want = field == 5 ? c->org : field == 6 ? c->dir : c->times;
+        c->arrays++;
+        c->unaligned += (4 + at) % 8 != 0;  // + the frame's length prefix
+        c->wrong += memcmp(data, want, v) != 0;
+      }
+      at += v;
+    }
+  }
+}
+
+
+TEST(raycast_arrays_start_at_a_multiple_of_8_in_their_frame) {
+  // ray counts whose arrays' lengths take 1, 2 or 3 bytes as varints (the last two at its
+  // boundary: 5461 rays are 131,064 bytes, 5462 are 131,088), per-ray times, one time, none,
+  // a max_range or not, and ids from 2 past 128: every offset before the arrays varies
+  static const uint32_t counts[] = {1, 2, 5, 6, 170, 171, 5461, 5462, 20000};
+  const uint32_t ncounts = sizeof(counts) / sizeof(counts[0]), requests = 140, most = 20000;
+  double* rays = malloc(7 * sizeof(double) * most);  // origins, directions, times
+  sensim_hit_t* hits = malloc(sizeof(sensim_hit_t) * most);
+  ASSERT_TRUE(rays && hits);
+  double *org = rays, *dir = rays + 3 * most, *times = rays + 6 * most;
+  spiral(most, org, dir);
+  for (uint32_t i = 0; i < most; i++) {
+    org[3 * i] = 0.25 * i;
+    times[i] = 1e-6 * i;
+  }
+  aligned_check_t c = {.requests = requests, .org = org, .dir = dir, .times = times};
+  td_peer_t* p = td_peer_start(check_aligned, &c);
+  ASSERT_TRUE(p != NULL);
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.timeout_ms = 10000;
+  sensim_client_t* cli = NULL;
+  ASSERT_EQ(sensim_client_connect("127.0.0.1", (uint16_t)td_peer_port(p), &o, &cli), SENSIM_OK);
+  uint32_t expect_arrays = 0;
+  uint64_t id = 0;
+  for (uint32_t k = 0; k < requests; k++) {
+    sensim_raycast_t r;
+    sensim_raycast_init(&r);
+    r.nrays = counts[k % ncounts];
+    r.origins = org;
+    r.directions = dir;
+    r.times = times;
+    r.ntimes = k % 3 == 0 ? r.nrays : k % 3 == 1 ? 1 : 0;
+    r.max_range = k % 2 ? 50.0 : 0.0;
+    ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
+    expect_arrays += r.ntimes ? 3 : 2;
+  }
+  ASSERT_TRUE(id > 128);
+  td_peer_stop(p);
+  sensim_client_close(cli);
+  ASSERT_EQ(c.frames, requests);
+  ASSERT_EQ(c.arrays, expect_arrays);
+  ASSERT_EQ(c.wrong, 0);
+  ASSERT_EQ(c.unaligned, 0);
+  ASSERT_EQ(c.bad_pad, 0);
+  ASSERT_TRUE(c.pads > 0);
+  free(rays);
+  free(hits);
   return 0;
 }
 

@@ -333,11 +333,12 @@ def test_cli_record_every_sensor_and_info_lists_them(sensimd, tmp_path):
 def test_find_sensors_probes_only_a_daemon_without_describe():
     """Against a daemon older than Describe (it answers INVALID_ARGUMENT "envelope has no
     body"), find_sensors falls back to subscribing to ids 1..probe_ids and gives each one
-    taken up again; against one that describes, it asks Describe once and probes nothing."""
+    taken up again; against one that describes, it asks Describe once and probes nothing;
+    a Describe refused for another reason raises instead of probing."""
     from fakedaemon import FakeDaemon, ok_reply
     from sensim.stream import find_sensors
 
-    def answer(have, describe):
+    def answer(have, describe, refusal="envelope has no body"):
         def reply(env):
             kind = env.WhichOneof("body")
             out = sensim.pb.Envelope(id=env.id)
@@ -351,7 +352,7 @@ def test_find_sensors_probes_only_a_daemon_without_describe():
                                       have):
                 out.status.code = (sensim.pb.INVALID_ARGUMENT if kind == "describe"
                                    else sensim.pb.NOT_FOUND)
-                out.status.message = "envelope has no body" if kind == "describe" else "no"
+                out.status.message = refusal if kind == "describe" else "no"
                 return [out]
             if kind == "get_info":
                 out.info.environments.add(name="default", sensors=len(have))
@@ -375,6 +376,12 @@ def test_find_sensors_probes_only_a_daemon_without_describe():
             sensim.Client(port=d.port, role="observer") as c:
         assert find_sensors(c, 100) == [2, 9, 300]
         assert not kinds(d, "subscribe") and len(kinds(d, "describe")) == 1
+    # any other INVALID_ARGUMENT is a refusal to report, not a daemon without Describe
+    with FakeDaemon(answer({2}, describe=False, refusal="describe: sensors_after: bad")) as d, \
+            sensim.Client(port=d.port, role="observer") as c:
+        with pytest.raises(sensim.errors.InvalidArgument, match="sensors_after"):
+            find_sensors(c, 100)
+        assert not kinds(d, "subscribe")
 
 
 

@@ -184,6 +184,30 @@ def test_bad_input_is_refused_before_any_shard_changes(sensimd_factory):
         assert [d.sensor_id for d in sc.step(0.1, [21]).outputs] == [21]
 
 
+def test_a_request_over_the_frame_length_prefix_is_refused_before_sending(sensimd_factory,
+                                                                          monkeypatch):
+    """A fanned-out request longer than the u32 length prefix can say (4 GiB; made small here)
+    raises ValueError naming it even when no shard told its limits, sends nothing, and leaves
+    every connection usable."""
+    from sensim import _framing
+    three = [sensimd_factory() for _ in range(3)]
+    with ShardedClient(addresses(three)) as sc:
+        sc.create_primitive(1, "sphere", radius=ROOM)
+        # as from daemons that did not say their limits
+        monkeypatch.setattr(type(sc.shards[0]), "limits", property(lambda self: None))
+        poses = np.tile([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0], (100, 1))
+        monkeypatch.setattr(_framing, "MAX_LENGTH", 2000)
+        with pytest.raises(ValueError, match=r"update_state: request of \d+ bytes does not fit"):
+            sc.update_state(0.0, list(range(1, 101)), poses)
+        monkeypatch.undo()
+        infos = [next(e for e in i.environments if e.name == "default") for i in sc.get_info()]
+        assert [e.steps for e in infos] == [0] * 3
+        sc.update_state(0.0)
+        sc.step(0.0)
+        infos = [next(e for e in i.environments if e.name == "default") for i in sc.get_info()]
+        assert [e.steps for e in infos] == [1] * 3
+
+
 def test_jump_hash_moves_only_to_the_new_shard_and_balances():
     ids = range(1, 30001)
     for n in (1, 2, 3, 5, 8):

@@ -432,6 +432,11 @@ class ShardedClient:
         shard's next request id, the body's key), sent with the body in one write without
         waiting; then await every reply (_await) as _fan does."""
         key = _framing._length_delimited(_field_number(pb.Envelope.DESCRIPTOR, body), size)
+        # the longest head any shard's frame can have (its request id a 10-byte varint): the
+        # same body too large for one shard's u32 length prefix is refused before any is sent
+        if 11 + len(key) + size > _framing.MAX_LENGTH:
+            raise ValueError(f"{body}: request of {11 + len(key) + size} bytes does not fit a "
+                             f"u32 length prefix ({_framing.MAX_LENGTH} bytes)")
         joined = b"".join(parts) if size <= JOIN_BODY_BYTES else None
         failures: dict[int, errors.SensimError] = {}
         pending: dict[int, list] = {}

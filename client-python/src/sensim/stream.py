@@ -34,8 +34,8 @@ from . import errors
 from .client import Client
 from .outputs import SensorOutput, decode
 
-__all__ = ["Subscription", "subscribe_all", "find_sensors", "describe_sensors", "probe_sensors",
-           "DEFAULT_PROBE_IDS"]
+__all__ = ["Subscription", "subscribe_all", "find_sensors", "describe_sensors", "lacks_describe",
+           "probe_sensors", "DEFAULT_PROBE_IDS"]
 
 Sensors = Union[Iterable[int], Mapping[int, Mapping[str, Any]]]
 
@@ -56,8 +56,24 @@ def describe_sensors(client: Client) -> Optional[list[Any]]:
     Envelope body it does not know, with INVALID_ARGUMENT). Subscribes to nothing."""
     try:
         return list(client.describe(bodies=False).sensors)
-    except (errors.InvalidArgument, errors.Unimplemented):
+    except (errors.InvalidArgument, errors.Unimplemented) as exc:
+        if not lacks_describe(exc):
+            raise
         return None
+
+
+# What a daemon that does not know an Envelope's body answers (daemon/protocol.c): the only
+# INVALID_ARGUMENT that means "older than Describe". Any other one is a real refusal.
+_NO_BODY = "envelope has no body"
+
+
+def lacks_describe(exc: errors.SensimError) -> bool:
+    """Whether `exc`, raised by a Describe, says the daemon predates Describe: UNIMPLEMENTED,
+    or INVALID_ARGUMENT for an Envelope without a body it knows. Any other refusal (a field
+    the daemon names) is not a reason to fall back to probing."""
+    if isinstance(exc, errors.Unimplemented):
+        return True
+    return isinstance(exc, errors.InvalidArgument) and exc.message.strip() == _NO_BODY
 
 
 def probe_sensors(client: Client, probe_ids: int = DEFAULT_PROBE_IDS) -> list[int]:

@@ -147,6 +147,83 @@ SIMD_AVX2_FN static void philox16(const uint64_t* index, uint32_t draw, uint32_t
   store8(a, out);
   store8(b, out + 8);
 }
+
+
+// rng_words_n's AVX-512 form: the AVX2 form's steps on sixteen counters per vector, two
+// vectors (32 rays) at a time; the same integer operations, so the same words.
+SIMD_AVX512_FN static inline void mul_hilo16(__m512i a, __m512i m, __m512i* hi, __m512i* lo) {
+  __m512i even = _mm512_mul_epu32(a, m);
+  __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+}
+
+
+// The counters of sixteen rays index[0..16) as vectors of words 0 to 3.
+SIMD_AVX512_FN static inline void counters16(const uint64_t* index, uint32_t draw,
+                                             uint32_t stream, __m512i c[4]) {
+  __m512i i0 = _mm512_loadu_si512((const void*)index);         // rays 0-7
+  __m512i i1 = _mm512_loadu_si512((const void*)(index + 8));   // rays 8-15
+  const __m512i lo =
+      _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  c[0] = _mm512_permutex2var_epi32(i0, lo, i1);
+  c[1] = _mm512_permutex2var_epi32(i0, _mm512_add_epi32(lo, _mm512_set1_epi32(1)), i1);
+  c[2] = _mm512_set1_epi32((int)draw);
+  c[3] = _mm512_set1_epi32((int)stream);
+}
+
+
+// One Philox round of sixteen counters under round key (k0, k1).
+SIMD_AVX512_FN static inline void round16(__m512i c[4], __m512i k0, __m512i k1) {
+  const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+  __m512i hi0, lo0, hi1, lo1;
+  mul_hilo16(c[0], m0, &hi0, &lo0);
+  mul_hilo16(c[2], m1, &hi1, &lo1);
+  c[0] = _mm512_xor_si512(_mm512_xor_si512(hi1, c[1]), k0);
+  c[2] = _mm512_xor_si512(_mm512_xor_si512(hi0, c[3]), k1);
+  c[1] = lo1;
+  c[3] = lo0;
+}
+
+
+// Sixteen enciphered counters back to four words per ray, into out[0..16): words interleaved
+// within each 128-bit lane (rays 4l + 0..3 of lane l), then the lanes regrouped.
+SIMD_AVX512_FN static inline void store16(const __m512i c[4], uint32_t (*out)[4]) {
+  __m512i t0 = _mm512_unpacklo_epi32(c[0], c[1]);
+  __m512i t1 = _mm512_unpackhi_epi32(c[0], c[1]);
+  __m512i t2 = _mm512_unpacklo_epi32(c[2], c[3]);
+  __m512i t3 = _mm512_unpackhi_epi32(c[2], c[3]);
+  __m512i r0 = _mm512_unpacklo_epi64(t0, t2);       // rays 0 | 4 | 8 | 12
+  __m512i r1 = _mm512_unpackhi_epi64(t0, t2);       // rays 1 | 5 | 9 | 13
+  __m512i r2 = _mm512_unpacklo_epi64(t1, t3);       // rays 2 | 6 | 10 | 14
+  __m512i r3 = _mm512_unpackhi_epi64(t1, t3);       // rays 3 | 7 | 11 | 15
+  __m512i s0 = _mm512_shuffle_i64x2(r0, r1, 0x88);  // rays 0 | 8 | 1 | 9
+  __m512i s1 = _mm512_shuffle_i64x2(r0, r1, 0xDD);  // rays 4 | 12 | 5 | 13
+  __m512i s2 = _mm512_shuffle_i64x2(r2, r3, 0x88);  // rays 2 | 10 | 3 | 11
+  __m512i s3 = _mm512_shuffle_i64x2(r2, r3, 0xDD);  // rays 6 | 14 | 7 | 15
+  _mm512_storeu_si512((void*)out[0], _mm512_shuffle_i64x2(s0, s2, 0x88));
+  _mm512_storeu_si512((void*)out[4], _mm512_shuffle_i64x2(s1, s3, 0x88));
+  _mm512_storeu_si512((void*)out[8], _mm512_shuffle_i64x2(s0, s2, 0xDD));
+  _mm512_storeu_si512((void*)out[12], _mm512_shuffle_i64x2(s1, s3, 0xDD));
+}
+
+
+// Thirty-two rays' words from index[0..32) into out[0..32): two sets of sixteen interleaved.
+SIMD_AVX512_FN static void philox32(const uint64_t* index, uint32_t draw, uint32_t stream,
+                                    uint32_t k0, uint32_t k1, uint32_t (*out)[4]) {
+  __m512i a[4], b[4];
+  counters16(index, draw, stream, a);
+  counters16(index + 16, draw, stream, b);
+  for (int r = 0; r < 10; r++) {
+    __m512i r0 = _mm512_set1_epi32((int)k0), r1 = _mm512_set1_epi32((int)k1);
+    round16(a, r0, r1);
+    round16(b, r0, r1);
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  store16(a, out);
+  store16(b, out + 16);
+}
 #endif
 
 
@@ -155,6 +232,11 @@ void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint3
   uint64_t key = philox_key(k);
   size_t i = 0;
 #if SIMD_X86
+  if (simd_level() >= SIMD_AVX512) {
+    for (; i + 32 <= n; i += 32) {
+      philox32(index + i, draw, k->stream, (uint32_t)key, (uint32_t)(key >> 32), out + i);
+    }
+  }
   if (simd_level() >= SIMD_AVX2) {
     for (; i + 16 <= n; i += 16) {
       philox16(index + i, draw, k->stream, (uint32_t)key, (uint32_t)(key >> 32), out + i);

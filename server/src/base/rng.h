@@ -28,7 +28,7 @@ void rng_words(const rng_key_t* k, uint32_t draw, uint32_t out[4]);
 
 // rng_words of draw `draw` for n keys that differ only in their index (index[i]): out[i] equals
 // rng_words({k->seed, k->stream, k->frame, index[i]}, draw). The key hash is computed once and
-// the rounds run sixteen rays at a time where the CPU has AVX2.
+// the rounds run sixteen rays at a time where the CPU has AVX2 (thirty-two with AVX-512).
 void rng_words_n(const rng_key_t* k, const uint64_t* index, uint32_t draw, uint32_t (*out)[4],
                  size_t n);
 

@@ -350,10 +350,11 @@ static const uint32_t* ray_block(ray_ctx_t* r) {
 
 
 // The medium inside the object of a hit (NULL: opaque) and, for an opaque one, the surface
-// material at the hit (primitive `prim`), through the cache c.
-static inline void hit_optics(const step_view_t* v, optics_cache_t* cache, uint32_t object_id,
-                              uint32_t prim, const ambient_material_t** inside,
-                              const surface_material_t** material) {
+// material at the hit (primitive `prim`), through the cache c. Returns whether they hold for
+// every primitive of the object (a medium, or one material).
+static inline int hit_optics(const step_view_t* v, optics_cache_t* cache, uint32_t object_id,
+                             uint32_t prim, const ambient_material_t** inside,
+                             const surface_material_t** material) {
   optics_entry_t* c = &cache->e[object_id % OPTICS_WAYS];
   if (c->object_id != object_id) {
     v->object_optics(v->lookup_ctx, object_id, &c->medium, &c->material);
@@ -363,6 +364,7 @@ static inline void hit_optics(const step_view_t* v, optics_cache_t* cache, uint3
   *material = c->medium != NULL ? NULL
               : c->material != NULL ? c->material
                                     : v->hit_material(v->lookup_ctx, object_id, prim);
+  return c->medium != NULL || c->material != NULL;
 }
 
 
@@ -793,6 +795,23 @@ SIMD_FORMS(lambert_lanes,
            (c, rays, hits, refl, tau, z, x, intensity, keep))
 
 
+// The number of draws of w[0, n) whose uniform (words 0-1) is below the probability whose
+// lidar_noise_uniform_count_below is `count`, into *below: the test of packet_returns, across
+// SIMD lanes (its forms: base/simd.h) for a whole trace at once. The bits and the count are
+// at most 2^52, so signed comparisons (which AVX2 has) order them as unsigned ones.
+static inline SIMD_BODY void count_below(const uint32_t (*w)[4], size_t n, uint64_t count,
+                                         size_t* below) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    k += (int64_t)lidar_noise_uniform_bits(w[i][0], w[i][1]) < (int64_t)count;
+  }
+  *below = k;
+}
+
+SIMD_FORMS(count_below, (const uint32_t (*w)[4], size_t n, uint64_t count, size_t* below),
+           (w, n, count, below))
+
+
 // The returns of the lanes [0, n) of a packet at depth 1. A ray whose first draw may give an
 // atmospheric return goes to lane_returns. Every other one (all of them when the medium's
 // return_scaling is 0, nearly all in clear air) has at most its root's surface candidate,
@@ -801,8 +820,8 @@ SIMD_FORMS(lambert_lanes,
 // Lambertian hits (beam divergence off) all at once in lambert_lanes. lane[0..nh): the
 // lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
 // when the noise is on; tau[i]: its transmittance to the hit (transmittances); atm_count:
-// lidar_noise_uniform_count_below(return_scaling) (0: no atmospheric return, and blocks
-// unused).
+// lidar_noise_uniform_count_below(return_scaling), or 0 when no lane's draw is below it (no
+// atmospheric return, and blocks unused).
 static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
@@ -831,26 +850,44 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
 
   // each hit lane's optics: an opaque Lambertian surface (beam off) joins lambert_lanes'
   // lanes, every other surface takes the scalar path below
-  double refl[SCENE_PACKET] = {0}, tl[SCENE_PACKET] = {0}, zl[SCENE_PACKET] = {0};
+  // (lambert_lanes reads every lane: the others are zero, stored as vectors; as initialisers
+  // they became three `rep stos`, whose start-up was a fifth of this function's own time)
+  double refl[SCENE_PACKET], tl[SCENE_PACKET], zl[SCENE_PACKET];
+  const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
+  for (unsigned j = 0; j < SCENE_PACKET; j += 4) {
+    memcpy(&refl[j], &zero, sizeof zero);
+    memcpy(&tl[j], &zero, sizeof zero);
+    memcpy(&zl[j], &zero, sizeof zero);
+  }
   uint32_t lambert = 0;
   const int beam = p->beam.enabled;
+
+  // neighbouring lanes mostly hit the same object: optics that hold for all of its primitives
+  // are looked up once for a run of lanes on it (run_id 0: none; no hit has object id 0)
+  uint32_t run_id = 0;
+  const ambient_material_t* inside = NULL;
+  const surface_material_t* mat = NULL;
+  int run_lambert = 0;
   for (unsigned i = 0; i < nh; i++) {
     unsigned j = lane[i];
     if ((general >> j) & 1u) {
       continue;
     }
-    const ambient_material_t* inside;
-    const surface_material_t* mat;
-    hit_optics(v, optics, hits->object_id[j], hits->primitive[j], &inside, &mat);
-    if (inside != NULL) {
-      continue;   // a volume's boundary: no surface return at depth 1
+    const uint32_t id = hits->object_id[j];
+    if (id != run_id) {
+      int whole = hit_optics(v, optics, id, hits->primitive[j], &inside, &mat);
+      run_id = whole ? id : 0;
+      run_lambert = inside == NULL && !beam && mat->kind == MATERIAL_LAMBERTIAN;
     }
-    if (!beam && mat->kind == MATERIAL_LAMBERTIAN) {
+    if (run_lambert) {
       refl[j] = mat->reflectance;
       tl[j] = tau[i];
       zl[j] = dn->enabled ? z[i] : 0.0;
       lambert |= 1u << j;
       continue;
+    }
+    if (inside != NULL) {
+      continue;   // a volume's boundary: no surface return at depth 1
     }
 
     // the root's surface candidate, as eval_node finds it (x0 = 0, weight 1, no lead: x0 + dx
@@ -932,44 +969,44 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
     scene_trace(v->scene, &(scene_batch_t){.layout = SCENE_COLUMNS, .n = m, .packets = rays,
                                             .packet_hits = hits, .filter = b->filter,
                                             .horizon = b->horizon});
+    // the rays whose first draw gives the root segment an atmospheric candidate (about one
+    // in 60 000 in clear air): none in most traces, whose packets skip the test
+    uint64_t trace_atm = 0;
     if (all_draws) {
       rng_words_n(&key, index, LIDAR_DRAW_RAY, blocks, m);
+      size_t below;
+      SIMD_CALL(count_below, ((const uint32_t(*)[4])blocks, m, atm_count, &below));
+      trace_atm = below > 0 ? atm_count : 0;
     }
 
-    // the lanes that hit a surface in range (no branch per lane), and (noise on) their
-    // distance noise quantiles, gathered: the other rays have no surface return
+    // the lanes that hit a surface in range (no branch per lane) with what their returns need,
+    // gathered in the same pass (each ray writes at the next entry, which only a hit keeps):
+    // their optical path lengths (for the transmittances) and, noise on, their first draws or
+    // their rng indices; the other rays have no surface return
+    const int gather_draws = noise && all_draws, gather_index = noise && !all_draws;
+    uint64_t hit_index[RAYS_PER_TRACE];
     unsigned nh = 0, np = (unsigned)((m + SCENE_PACKET - 1) / SCENE_PACKET);
     for (unsigned q = 0; q < np; q++) {
       const scene_packet_hits_t* h = &hits[q];
-      unsigned n = (unsigned)(m - q * SCENE_PACKET < SCENE_PACKET ? m - q * SCENE_PACKET
-                                                                   : SCENE_PACKET);
+      const size_t r0 = (size_t)q * SCENE_PACKET;
+      unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
       first[q] = nh;
       for (unsigned j = 0; j < n; j++) {
         lane[nh] = j;
+        tau[nh] = n_amb * h->distance[j];
+        if (gather_draws) {
+          memcpy(wq[nh], blocks[r0 + j], sizeof wq[nh]);
+        }
+        if (gather_index) {
+          hit_index[nh] = index[r0 + j];
+        }
         nh += hit_in_range(h->object_id[j], h->distance[j], tmax);
       }
     }
     first[np] = nh;
-    for (unsigned q = 0; q < np; q++) {
-      for (unsigned i = first[q]; i < first[q + 1]; i++) {
-        tau[i] = n_amb * hits[q].distance[lane[i]];
-      }
-    }
     transmittances(p, v->ambient, tau, nh);
     if (noise && nh > 0) {
-      if (all_draws) {
-        for (unsigned q = 0; q < np; q++) {
-          for (unsigned i = first[q]; i < first[q + 1]; i++) {
-            memcpy(wq[i], blocks[q * SCENE_PACKET + lane[i]], sizeof wq[i]);
-          }
-        }
-      } else {
-        uint64_t hit_index[RAYS_PER_TRACE];
-        for (unsigned q = 0; q < np; q++) {
-          for (unsigned i = first[q]; i < first[q + 1]; i++) {
-            hit_index[i] = index[q * SCENE_PACKET + lane[i]];
-          }
-        }
+      if (!all_draws) {
         rng_words_n(&key, hit_index, LIDAR_DRAW_RAY, wq, nh);
       }
       lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
@@ -979,7 +1016,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
       packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
                      lane + first[q], first[q + 1] - first[q], z + first[q], tau + first[q],
-                     atm_count, &optics, out + (base + r0) * maxr, nret + base + r0);
+                     trace_atm, &optics, out + (base + r0) * maxr, nret + base + r0);
     }
   }
 }

@@ -257,6 +257,7 @@ void env_destroy(env_t* e) {
   scene_destroy(e->scene);
   mem_free(e->dipoles);
   mem_free(e->moved_bodies);
+  mem_free(e->update_slots);
   mem_free(e->moved_joints);
   mem_free(e->name);
   mem_free(e);
@@ -768,10 +769,12 @@ int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
     return rc;
   }
 
-  // memory: the record, and room in the moved list so that updates never allocate
+  // memory: the record, and room in the moved list and the update slots so that updates never
+  // allocate
   char* name = NULL;
   if (dup_name(d->name, &name) < 0 || table_reserve(&e->bodies, 1) < 0 ||
-      grow_u32(&e->moved_bodies, &e->moved_body_cap, e->bodies.count + 1) < 0) {
+      grow_u32(&e->moved_bodies, &e->moved_body_cap, e->bodies.count + 1) < 0 ||
+      grow_u32(&e->update_slots, &e->update_slot_cap, e->bodies.count + 1) < 0) {
     mem_free(name);
     return err_set(msg, ERR_NOMEM, "out of memory for body %u", d->id);
   }

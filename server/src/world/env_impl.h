@@ -36,22 +36,25 @@ typedef struct env_medium {
 } env_medium_t;
 
 typedef struct env_body {
-  pose_t pose_prev;             // state at t_prev (start of the interval)
+  // what a state update reads and writes first, together (two or three cache lines of the
+  // record rather than all five: an update of many bodies is bound by their records' misses)
+  uint64_t stamp;               // last env_update_state call naming this body
+  int moved;                    // ENV_BODY_* bits; listed in env->moved_bodies while non-zero
+  int has_velocity;             // the velocities at t_cur were sent (or given at creation)
   pose_t pose_cur;              // state at t_cur
   double linear_velocity[3];    // m/s, world, of the body origin, at t_cur
   double angular_velocity[3];   // rad/s, world, at t_cur
+  uint32_t view_at;             // its entry in env->view_bodies (while !env->view_stale)
+
+  pose_t pose_prev;             // state at t_prev (start of the interval)
   double center_of_mass[3];     // m, body frame
   double linear_velocity_prev[3];   // at t_prev
   double angular_velocity_prev[3];  // at t_prev
-  int has_velocity;             // the velocities at t_cur were sent (or given at creation)
   int has_velocity_prev;        // the same at t_prev
   uint32_t nsensor;             // sensors mounted on it
   uint32_t* objects;            // slots of the objects carried (nobject)
   uint32_t nobject;
   uint32_t object_cap;
-  uint64_t stamp;               // last env_update_state call naming this body
-  int moved;                    // ENV_BODY_* bits; listed in env->moved_bodies while non-zero
-  uint32_t view_at;             // its entry in env->view_bodies (while !env->view_stale)
   char* name;
 } env_body_t;
 
@@ -147,6 +150,8 @@ struct env {
   uint32_t* moved_bodies;       // body slots (nmoved_body), capacity >= bodies.count
   uint32_t nmoved_body;
   uint32_t moved_body_cap;
+  uint32_t* update_slots;       // the slots of an update's bodies, found once by its check
+  uint32_t update_slot_cap;     // >= bodies.count (an update names each body at most once)
   uint32_t* moved_joints;       // joint slots (nmoved_joint), capacity >= joints.count
   uint32_t nmoved_joint;
   uint32_t moved_joint_cap;

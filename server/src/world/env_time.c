@@ -98,19 +98,23 @@ static bool body_numbers_fine(const env_state_update_t* u, uint32_t i) {
 }
 
 
-// Validate the bodies of an update: known, each named once, finite, usable quaternions.
+// Validate the bodies of an update: known, each named once, finite, usable quaternions. The
+// slot of body_ids[i] goes to e->update_slots[i], for the update to apply without a second
+// lookup (room for every body: each is named once).
 static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t stamp,
                                err_msg_t* msg) {
   for (uint32_t i = 0; i < u->nbody; i++) {
     uint32_t id = u->body_ids[i];
-    env_body_t* b = table_get(&e->bodies, id);
-    if (!b) {
+    uint32_t slot = table_find(&e->bodies, id);
+    if (slot == TABLE_NONE) {
       return err_set(msg, ERR_NOTFOUND, "body_ids[%u] = %u is not a known body", i, id);
     }
+    env_body_t* b = table_at(&e->bodies, slot);
     if (b->stamp == stamp) {
       return err_set(msg, ERR_INVAL, "body_ids[%u] = %u is repeated", i, id);
     }
     b->stamp = stamp;
+    e->update_slots[i] = slot;
     if (!body_numbers_fine(u, i)) {
       int rc = body_numbers_fault(u, i, id, msg);
       if (rc < 0) {
@@ -188,14 +192,23 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
   // bodies: the first state also defines the start of the first interval
   int first = !e->has_time;
   for (uint32_t i = 0; i < u->nbody; i++) {
-    uint32_t slot = table_find(&e->bodies, u->body_ids[i]);
+    uint32_t slot = e->update_slots[i];
     env_body_t* b = table_at(&e->bodies, slot);
     const double* p = u->body_poses + 7 * (size_t)i;
 
-    // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation
-    pose_t pose = {{p[0], p[1], p[2]}, {p[6], p[3], p[4], p[5]}};
-    xform_quat_unit(pose.q);
-    b->pose_cur = pose;
+    // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation,
+    // in place: a pose assembled on the stack (where the normalisation's slow path needs it)
+    // and copied would be read back in 16-byte words right after its 8-byte stores, which the
+    // CPU cannot forward (a stall per word, most of this loop's time)
+    pose_t* pose = &b->pose_cur;
+    pose->p[0] = p[0];
+    pose->p[1] = p[1];
+    pose->p[2] = p[2];
+    pose->q[0] = p[6];
+    pose->q[1] = p[3];
+    pose->q[2] = p[4];
+    pose->q[3] = p[5];
+    xform_quat_unit(pose->q);
     if (u->body_velocities) {
       memcpy(b->linear_velocity, u->body_velocities + 6 * (size_t)i, 3 * sizeof(double));
       memcpy(b->angular_velocity, u->body_velocities + 6 * (size_t)i + 3, 3 * sizeof(double));
@@ -204,7 +217,7 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
 
     // the objects' instances are written at the next commit
     if (first) {
-      b->pose_prev = pose;
+      b->pose_prev = *pose;
       memcpy(b->linear_velocity_prev, b->linear_velocity, sizeof(b->linear_velocity_prev));
       memcpy(b->angular_velocity_prev, b->angular_velocity, sizeof(b->angular_velocity_prev));
       b->has_velocity_prev = b->has_velocity;

@@ -130,6 +130,54 @@ TEST(noise_batched_quantiles_equal_scalar) {
   return 0;
 }
 
+// At the exact edges of the central branch (the draws on either side of u = 0.02425 and of
+// u = 1 - 0.02425, found here by bisection on the uniform itself) and over more than one block
+// of draws, the batch equals the scalar quantile bit for bit, in each form.
+TEST(noise_batched_quantiles_at_the_branch_edges) {
+  enum { N = 600, WINDOW = 9 };
+  static uint32_t w[N][4];
+  const double p_low = 0.02425;
+  uint64_t edge[2];   // the first bits above p_low, the first not below 1 - p_low
+  for (int e = 0; e < 2; e++) {
+    uint64_t lo = 0, hi = (uint64_t)1 << 52;
+    while (lo < hi) {
+      uint64_t mid = lo + (hi - lo) / 2;
+      double u = rng_unit_of_bits(mid);
+      if (e == 0 ? u > p_low : u >= 1.0 - p_low) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    edge[e] = lo;
+  }
+  uint64_t x = 0x13198A2E03707344ull;
+  for (int i = 0; i < N; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    uint64_t b = x >> 12;
+    if (i < 4 * WINDOW || (i >= 300 && i < 300 + 4 * WINDOW)) {
+      int k = i % (2 * WINDOW);
+      b = edge[k / WINDOW] + (uint64_t)(k % WINDOW) - WINDOW / 2;
+    }
+    w[i][0] = w[i][1] = 0;
+    w[i][2] = (uint32_t)(b >> 20);
+    w[i][3] = (uint32_t)(b << 12) | 0xabcu;   // any low bits
+    ASSERT_EQ(lidar_noise_uniform_bits(w[i][2], w[i][3]), b);
+  }
+  for (unsigned level = 0; level <= (unsigned)simd_allowed_level(); level++) {
+    simd_set_max((simd_level_t)level);
+    static double z[N];
+    lidar_noise_normal_quantiles((const uint32_t(*)[4])w, N, z);
+    for (size_t i = 0; i < N; i++) {
+      double want = lidar_noise_normal_quantile(lidar_noise_uniform(w[i][2], w[i][3]));
+      ASSERT_TRUE(memcmp(&z[i], &want, sizeof want) == 0);
+    }
+  }
+  simd_set_max(SIMD_LEVEL_COUNT);
+  return 0;
+}
+
+
 TEST(noise_distance_sigma_known_answers) {
   lidar_distance_noise_t n = distance_noise(0.01, 0.001, 0.0);
   ASSERT_NEAR(lidar_noise_distance_stddev(&n, 0.0), 0.01, 1e-15);

@@ -33,6 +33,8 @@ typedef struct world {
   uint32_t nobj;
   surface_material_t mat[MAX_OBJECTS + 1];          // by object id
   const ambient_material_t* medium[MAX_OBJECTS + 1]; // by object id; NULL = opaque surface
+  int per_triangle[MAX_OBJECTS + 1];                // by object id: tri_mat by triangle parity
+  surface_material_t tri_mat[2];
   ambient_material_t air;                            // medium 0
   step_view_t view;
   int64_t live;
@@ -40,16 +42,18 @@ typedef struct world {
 
 
 static const surface_material_t* lookup_material(const void* ctx, uint32_t id, uint32_t prim) {
-  (void)prim;
-  return &((const world_t*)ctx)->mat[id];
+  const world_t* w = ctx;
+  return w->per_triangle[id] ? &w->tri_mat[prim % 2] : &w->mat[id];
 }
 
 
-// The object's medium, and its material (the same for every primitive here).
+// The object's medium, and its material when it is the same for every primitive (NULL for a
+// mesh with a material per triangle).
 static void lookup_optics(const void* ctx, uint32_t id, const ambient_material_t** medium,
                           const surface_material_t** material) {
-  *medium = ((const world_t*)ctx)->medium[id];
-  *material = lookup_material(ctx, id, 0);
+  const world_t* w = ctx;
+  *medium = w->medium[id];
+  *material = w->per_triangle[id] ? NULL : lookup_material(ctx, id, 0);
 }
 
 
@@ -861,6 +865,94 @@ TEST(returns_depth_one_equals_the_segment_heap) {
   free(b);
   free(na);
   free(nb);
+  return world_close(&w);
+}
+
+
+TEST(returns_depth_one_per_triangle_materials) {
+  // A ground of small triangles whose materials alternate (Lambertian, reflectances 0.2 and
+  // 0.7, looked up per hit): the packets of depth 1, whose neighbouring lanes hit the same
+  // object but not the same triangle, must give the segment heap's returns bit for bit, and
+  // each triangle's own reflectance (intensity c cos / pi)
+  world_t w;
+  ASSERT_OK(world_init(&w, medium(0.0, 1.0)));
+  enum { CELLS = 40 };
+  const double side = 0.5;   // m per cell, the grid centred on the origin at z = -2
+  float* v = malloc(3 * sizeof(float) * (CELLS + 1) * (CELLS + 1));
+  uint32_t* idx = malloc(6 * sizeof(uint32_t) * CELLS * CELLS);
+  for (uint32_t i = 0; i <= CELLS; i++) {
+    for (uint32_t j = 0; j <= CELLS; j++) {
+      float* p = &v[3 * (i * (CELLS + 1) + j)];
+      p[0] = (float)((i - CELLS / 2.0) * side);
+      p[1] = (float)((j - CELLS / 2.0) * side);
+      p[2] = -2.0f;
+    }
+  }
+  for (uint32_t i = 0; i < CELLS; i++) {
+    for (uint32_t j = 0; j < CELLS; j++) {
+      uint32_t a = i * (CELLS + 1) + j, b = a + 1, c = a + CELLS + 1, d = c + 1;
+      uint32_t* t = &idx[6 * (i * CELLS + j)];
+      t[0] = a, t[1] = c, t[2] = b;   // counter-clockwise seen from above
+      t[3] = b, t[4] = c, t[5] = d;
+    }
+  }
+  err_msg_t msg = {{0}};
+  int g = scene_add_mesh(w.s, v, (CELLS + 1) * (CELLS + 1), idx, 2 * CELLS * CELLS, &msg);
+  ASSERT_TRUE(g >= 0);
+  static const double unit[3] = {1, 1, 1};
+  uint32_t id = ++w.nobj;
+  ASSERT_TRUE(scene_add_instance(w.s, g, unit, id, 7, &msg) >= 0);
+  w.per_triangle[id] = 1;
+  w.tri_mat[0] = lambert(0.2);
+  w.tri_mat[1] = lambert(0.7);
+  ASSERT_OK(commit(&w));
+
+  // a fan of rays down onto the grid, consecutive rays a few centimetres apart
+  const size_t n = 1600;
+  scene_ray_t* rays = malloc(n * sizeof *rays);
+  for (size_t i = 0; i < n; i++) {
+    double a = 0.013 * (double)i, r = 0.2 + 0.0025 * (double)i;
+    rays[i] = ray(0.01, 0.02, 0.0, r * cos(a), r * sin(a), -1.0);
+  }
+  lidar_return_t* a1 = calloc(n, sizeof *a1);
+  lidar_return_t* a3 = calloc(n, sizeof *a3);
+  uint8_t* n1 = calloc(n, 1);
+  uint8_t* n3 = calloc(n, 1);
+  lidar_returns_desc_t d = desc(1, LIDAR_RETURN_STRONGEST);
+  lidar_returns_t p1, p3;
+  ASSERT_OK(lidar_returns_init(&p1, &d, NULL));
+  d.depth = 3;
+  ASSERT_OK(lidar_returns_init(&p3, &d, NULL));
+  trace(&p1, &w, rays, n, a1, n1);
+  trace(&p3, &w, rays, n, a3, n3);
+  ASSERT_MEM_EQ(n1, n3, n);
+  size_t seen[2] = {0, 0};
+  for (size_t i = 0; i < n; i++) {
+    ASSERT_EQ(n1[i], 1);
+    ASSERT_MEM_EQ(&a1[i], &a3[i], sizeof a1[i]);
+
+    // the triangle under the hit: cell (ci, cj), the lower one where its local u + w < 1
+    const double* o = rays[i].origin;
+    const double* dir = rays[i].dir;
+    double x = (o[0] + dir[0] * a1[i].distance) / side + CELLS / 2.0;
+    double y = (o[1] + dir[1] * a1[i].distance) / side + CELLS / 2.0;
+    double ci = floor(x), cj = floor(y), uw = (x - ci) + (y - cj);
+    if (fabs(uw - 1.0) < 1e-6 || x - ci < 1e-6 || y - cj < 1e-6) {
+      continue;   // on an edge
+    }
+    int upper = uw > 1.0;
+    double expect = (upper ? 0.7 : 0.2) * M_1_PI * -dir[2];
+    ASSERT_NEAR(a1[i].intensity, expect, 1e-9 * expect);
+    seen[upper]++;
+  }
+  ASSERT_TRUE(seen[0] > 300 && seen[1] > 300);
+  free(v);
+  free(idx);
+  free(rays);
+  free(a1);
+  free(a3);
+  free(n1);
+  free(n3);
   return world_close(&w);
 }
 

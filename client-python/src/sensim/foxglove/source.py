@@ -33,6 +33,7 @@ from .. import errors
 from .._framing import DEFAULT_MAX_FRAME_BYTES
 from .._proto import pb
 from ..client import Client, point_cloud_to_numpy
+from ..stream import lacks_describe
 from . import ros1
 from .protocol import Channel
 
@@ -292,6 +293,8 @@ class Source:
         try:
             d = client.describe(sensors=sensors)
         except (errors.InvalidArgument, errors.Unimplemented) as exc:
+            if not lacks_describe(exc):
+                raise
             # a daemon older than Describe sees an Envelope without a body it knows
             log.warning("sensimd cannot describe the environment (%s): probing sensor ids "
                         "1..%d, no transforms", exc, self.config.probe_ids)
