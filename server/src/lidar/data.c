@@ -16,6 +16,7 @@ int lidar_data_init(lidar_data_t* d, const lidar_model_t* m, err_msg_t* msg) {
   d->packets = mem_alloc(batch / SCENE_PACKET * sizeof *d->packets);
   d->ray_index = mem_alloc(batch * sizeof *d->ray_index);
   d->pr = mem_alloc(batch * sizeof *d->pr);
+  d->local = m->lanes.n ? mem_calloc(batch / SCENE_PACKET, sizeof *d->local) : NULL;
   d->returns = mem_alloc(batch * m->maxret * sizeof *d->returns);
   d->nret = mem_alloc(batch * sizeof *d->nret);
   d->slot = mem_alloc(batch * sizeof *d->slot);
@@ -23,8 +24,9 @@ int lidar_data_init(lidar_data_t* d, const lidar_model_t* m, err_msg_t* msg) {
   d->excluded_cap = 16;
   d->excluded = mem_alloc(d->excluded_cap * sizeof *d->excluded);
   d->horizon = m->ret.depth == 1 ? mem_alloc(sizeof *d->horizon) : NULL;
-  if (!d->rays || !d->packets || !d->ray_index || !d->pr || !d->returns || !d->nret ||
-      !d->slot || !d->chunk_points || !d->excluded || (m->ret.depth == 1 && !d->horizon)) {
+  if (!d->rays || !d->packets || !d->ray_index || !d->pr || (m->lanes.n && !d->local) ||
+      !d->returns || !d->nret || !d->slot || !d->chunk_points || !d->excluded ||
+      (m->ret.depth == 1 && !d->horizon)) {
     lidar_data_close(d);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
   }
@@ -43,6 +45,7 @@ void lidar_data_close(lidar_data_t* d) {
   mem_free(d->packets);
   mem_free(d->ray_index);
   mem_free(d->pr);
+  mem_free(d->local);
   mem_free(d->returns);
   mem_free(d->nret);
   mem_free(d->slot);

@@ -50,6 +50,9 @@ typedef struct lidar_data {
   scene_packet_t* packets;      // (batch / SCENE_PACKET) world rays, in columns
   scene_ray_t* rays;            // (batch) the same in rows (m->rows)
   uint64_t* ray_index;          // (batch) index within the sweep (rng key)
+  scene_packet_t* local;        // (batch / SCENE_PACKET) the rays in the sensor frame, of
+                                //   the chunks made from the model's lanes (NULL without them;
+                                //   zeroed: origins 0 are not written, sweep.h)
   lidar_pattern_ray_t* pr;      // (batch) the pattern's rays in firing order, their direction
                                 //   after the angle noise
   lidar_return_t* returns;      // (batch x maxret)

@@ -92,7 +92,61 @@ typedef struct batch_ctx {
 } batch_ctx_t;
 
 
-// The world rays of a chunk's rays [i0, i0 + nc) in trace order (trace_chunk's pr and slot):
+// Whether chunk [i0, i0 + nc) is made from the model's lanes (lidar_sweep_lane_packets): a whole
+// chunk from a group's first ray, without emission angle noise (its draws are per ray).
+static int lane_chunk(const batch_ctx_t* b, size_t i0, size_t nc) {
+  const lidar_model_t* m = b->m;
+  return m->lanes.n == nc && (b->first + i0) % m->pat.nray == 0 && !m->angle.enabled;
+}
+
+
+// The world rays of a lane chunk (lane_chunk) in trace order, their sensor-frame rays in
+// d->local for the points: a still sensor's turned by the kernel with the table read, a moving
+// one's here at the pose of each ray's time (its lanes of one group share it when their
+// rays fire together, an Ouster column).
+static void lane_rays(batch_ctx_t* b, size_t i0, double tmax, double s_origin) {
+  const lidar_model_t* m = b->m;
+  lidar_data_t* d = b->d;
+  const size_t npk = m->lanes.n / SCENE_PACKET;
+  scene_packet_t* pks = &d->packets[i0 / SCENE_PACKET];
+  scene_packet_t* local = &d->local[i0 / SCENE_PACKET];
+  lidar_sweep_frame_t f = {.inv_dt = b->inv_dt, .s_origin = s_origin, .tmax = tmax,
+                           .fixed = b->fixed};
+  lidar_sweep_lane_packets(&m->pat, &m->lanes, (b->first + i0) / m->pat.nray, &f, local, pks,
+                           d->ray_index + i0);
+  if (b->fixed) {
+    return;
+  }
+  // each lane at the pose of its ray's time: the pose of its group's last time, when the time
+  // is the same, or a new one (an Ouster column fires at once: 8 poses a chunk)
+  lidar_sweep_pose_t pose[SCENE_PACKET];   // by the lane's group
+  double lane_s[SCENE_PACKET];             // time of each lane's pose in lp
+  lidar_sweep_lane_poses_t lp;
+  for (unsigned c = 0; c < SCENE_PACKET; c++) {
+    pose[c].s = -1.0;
+    lane_s[c] = -1.0;
+  }
+  for (size_t q = 0; q < npk; q++) {
+    const scene_packet_t* lo = &local[q];
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      const double s = lo->time[k];
+      if (s == lane_s[k]) {
+        continue;
+      }
+      lidar_sweep_pose_t* ps = &pose[m->lanes.group[k]];
+      if (s != ps->s) {
+        lidar_sweep_pose(b->body, &b->ctx->mount, s, ps);
+      }
+      lidar_sweep_lane_pose(&lp, k, ps);
+      lane_s[k] = s;
+    }
+    lidar_sweep_turn_lanes(&lp, lo, &pks[q]);
+  }
+}
+
+
+// The world rays of a chunk's rays [i0, i0 + nc) in trace order: a lane chunk's from the
+// model's tables (lane_rays), any other's from trace_chunk's pr and slot:
 // each ray's emission angle noise (in place in pr: the points take the direction from there),
 // its rng index, the sensor pose at its firing time and the ray at that time, into the
 // packets of columns, and also into rows when write_chunk needs them (world frame, normals) or
@@ -115,6 +169,10 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   if (nc % SCENE_PACKET) {
     memset(&pks[nc / SCENE_PACKET], 0, sizeof *pks);   // the unused lanes of the last packet
   }
+  const int lanes = lane_chunk(b, i0, nc);
+  if (lanes) {
+    lane_rays(b, i0, tmax, s_origin);
+  }
 
   // a still sensor's rays without emission angle noise: copied in trace order, each packet's
   // lanes one after the other, every ray read from its firing position (slot is a permutation
@@ -122,7 +180,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   // still holds it. Written in firing order instead, the stores of consecutive rays land in 64
   // packets' rows, 64 KB of a tiled chunk that the cache does not hold: that loop cost about
   // 10 % of an OS1-128's revolution.
-  const int in_order = fixed && !m->angle.enabled;
+  const int in_order = !lanes && fixed && !m->angle.enabled;
   if (in_order) {
     uint32_t at[LIDAR_CHUNK_MAX];   // firing position (in the chunk) of each trace position
     for (size_t j = 0; j < nc; j++) {
@@ -140,12 +198,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
         index[i] = p->index;
         pk->time[k] = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
         pk->tmax[k] = tmax;
-        pk->ox[k] = p->origin[0];
-        pk->oy[k] = p->origin[1];
-        pk->oz[k] = p->origin[2];
-        pk->dx[k] = p->dir[0];
-        pk->dy[k] = p->dir[1];
-        pk->dz[k] = p->dir[2];
+        lidar_sweep_packet_put(pk, k, p->origin, p->dir);
       }
       lidar_sweep_world_packet(&pose, pk);
     }
@@ -153,7 +206,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
 
   // else in firing order (rays of a column share a pose): a still sensor's rays in the sensor
   // frame for now, a moving one's in the world at their own pose
-  for (size_t j = 0; !in_order && j < nc; j++) {
+  for (size_t j = 0; !lanes && !in_order && j < nc; j++) {
     lidar_pattern_ray_t* p = &d->pr[i0 + j];
     size_t i = slot[j];
     scene_packet_t* pk = &pks[i / SCENE_PACKET];
@@ -180,16 +233,11 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
       o = w.origin;
       dir = w.dir;
     }
-    pk->ox[k] = o[0];
-    pk->oy[k] = o[1];
-    pk->oz[k] = o[2];
-    pk->dx[k] = dir[0];
-    pk->dy[k] = dir[1];
-    pk->dz[k] = dir[2];
+    lidar_sweep_packet_put(pk, (unsigned)k, o, dir);
   }
 
   // a still sensor's rays to the world, packet by packet
-  for (size_t q = 0; fixed && !in_order && q < nc; q += SCENE_PACKET) {
+  for (size_t q = 0; !lanes && fixed && !in_order && q < nc; q += SCENE_PACKET) {
     lidar_sweep_world_packet(&pose, &pks[q / SCENE_PACKET]);
   }
   for (size_t i = 0; m->rows && i < nc; i++) {
@@ -224,10 +272,13 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       d->chunk_points[c] = 0;
       continue;
     }
+    // the pattern's rays in firing order, unless the lanes make them and the points take
+    // them from there (a lean writer reads only directions and origins)
     lidar_pattern_ray_t* pr = d->pr + i0;
-    if (m->points.lean) {
+    const int lanes = lane_chunk(b, i0, nc);
+    if (m->points.lean && !lanes) {
       lidar_sweep_rays_lean(&m->pat, b->first + i0, nc, pr);
-    } else {
+    } else if (!m->points.lean) {
       lidar_sweep_rays(&m->pat, b->first + i0, nc, pr);
     }
 
@@ -288,6 +339,8 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     size_t nc = i0 + m->chunk < b->n ? m->chunk : b->n - i0;
     lidar_points_chunk_t ck = {.rays = d->pr + i0, .slot = d->slot + i0, .nret = d->nret + i0,
                                .returns = d->returns + i0 * m->maxret, .world = d->rays + i0,
+                               .local = lane_chunk(b, i0, nc) ? &d->local[i0 / SCENE_PACKET]
+                                                              : NULL,
                                .n = nc, .first = b->first + i0, .tau_origin = b->tau_origin,
                                .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
     lidar_points_dest_t dest = b->dest;

@@ -150,6 +150,11 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
     }
     lidar_model_tile_slots(K, 0, m.chunk, slot);
     m.tile_slot = slot;
+    if ((rc = lidar_sweep_lanes_init(&m.lanes, &d->pattern, slot, m.chunk, msg)) < 0) {
+      mem_free(slot);
+      lidar_points_close(&m.points);
+      return rc;
+    }
   }
 
   // the pattern moves in last: nothing can fail any more
@@ -166,4 +171,5 @@ void lidar_model_close(lidar_model_t* m) {
   lidar_points_close(&m->points);
   mem_free(m->tile_slot);
   m->tile_slot = NULL;
+  lidar_sweep_lanes_close(&m->lanes);
 }

@@ -15,6 +15,7 @@
 
 #include "base/err.h"
 #include "lidar/lidar.h"
+#include "lidar/sweep.h"
 
 // Rays per pool task: 32 packets of 16 rays, or up to 64 for a pattern traced in tiles (8
 // groups of up to 128 rays).
@@ -67,6 +68,8 @@ typedef struct lidar_model {
   size_t batch;                 // rays per batch (multiple of chunk)
   uint32_t* tile_slot;          // (chunk) trace position of each ray of a whole chunk from a
                                 //   group's first ray (tiled patterns; NULL otherwise; owned)
+  lidar_sweep_lanes_t lanes;    // the rays of such a chunk in trace order, from which a whole
+                                //   chunk's packets are made (lanes.n = 0: none; owned)
 } lidar_model_t;
 
 // Validate d (lidar_desc_check, then the frame against max_frame_bytes; errors name the field)

@@ -261,9 +261,6 @@ static void livox_angles(const lidar_pattern_t* p, double t, double* az, double*
 }
 
 
-enum { TRIG_CE, TRIG_SE, TRIG_COFF, TRIG_SOFF, TRIG_CDT, TRIG_SDT, TRIG_OFF, TRIG_N };
-
-
 // Rays of the longest sweep of p.
 static double sweep_rays(const lidar_pattern_t* p) {
   if (p->groups_per_sweep) {
@@ -288,24 +285,39 @@ int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg
                    LIDAR_PATTERN_MAX_SWEEP_RAYS, LIDAR_PATTERN_MAX_RAY_RATE);
   }
 
-  p->trig = mem_alloc((size_t)p->nray * TRIG_N * sizeof *p->trig);
+  p->trig = mem_alloc((size_t)p->nray * LIDAR_TRIG_N * sizeof *p->trig);
   if (!p->trig) {
     lidar_pattern_close(p);
     return err_set(msg, ERR_NOMEM, "%s: out of memory for %u rays", prefix, p->nray);
   }
   for (uint32_t k = 0; k < p->nray; k++) {
-    double* t = &p->trig[(size_t)k * TRIG_N];
+    double* t = &p->trig[(size_t)k * LIDAR_TRIG_N];
     double dt = p->spin_rate * p->time_offset[k];
     double off = p->azimuth[k] + dt;
-    t[TRIG_CE] = cos(p->elevation[k]);
-    t[TRIG_SE] = sin(p->elevation[k]);
-    t[TRIG_COFF] = cos(off);
-    t[TRIG_SOFF] = sin(off);
-    t[TRIG_CDT] = cos(dt);
-    t[TRIG_SDT] = sin(dt);
-    t[TRIG_OFF] = wrap_angle(off);
+    t[LIDAR_TRIG_CE] = cos(p->elevation[k]);
+    t[LIDAR_TRIG_SE] = sin(p->elevation[k]);
+    t[LIDAR_TRIG_COFF] = cos(off);
+    t[LIDAR_TRIG_SOFF] = sin(off);
+    t[LIDAR_TRIG_CDT] = cos(dt);
+    t[LIDAR_TRIG_SDT] = sin(dt);
+    t[LIDAR_TRIG_OFF] = wrap_angle(off);
   }
   return 0;
+}
+
+
+void lidar_pattern_group(const lidar_pattern_t* p, uint64_t g, lidar_pattern_group_t* out) {
+  // the offset inside the sweep comes from the group difference, so it keeps full precision
+  // however long the lidar has run
+  out->sweep = lidar_pattern_sweep_of(p, g);
+  out->first = lidar_pattern_first_group(p, out->sweep);
+  out->t_group = (double)g * p->group_period;
+  out->tau_group = p->groups_per_sweep ? (double)(g - out->first) * p->group_period
+                                       : out->t_group - (double)out->sweep * p->sweep_period;
+  double rotor = p->start_azimuth + p->spin_rate * out->tau_group;
+  out->cr = cos(rotor);
+  out->sr = sin(rotor);
+  out->rw = wrap_angle(rotor);
 }
 
 
@@ -318,30 +330,21 @@ static inline void pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k
   const double* const trig = p->trig;
   const double* const time_offset = p->time_offset;
   const double* const vertical_offset = p->vertical_offset;
+  const int has_vo = vertical_offset != NULL;
   const double radius = p->beam_origin_radius;
   const int livox = p->kind == LIDAR_PATTERN_LIVOX;
   size_t i = 0;
   while (i < n) {
-    // the group: its sweep, its start inside the sweep, the rotor then (the offset inside the
-    // sweep comes from the group difference, so it keeps full precision however long the lidar
-    // has run)
-    uint64_t sweep = lidar_pattern_sweep_of(p, g);
-    uint64_t first = lidar_pattern_first_group(p, sweep);
-    double t_group = (double)g * p->group_period;
-    double tau_group = p->groups_per_sweep
-                           ? (double)(g - first) * p->group_period
-                           : t_group - (double)sweep * p->sweep_period;
-    double rotor = p->start_azimuth + p->spin_rate * tau_group;
-    double cr = cos(rotor), sr = sin(rotor), rw = wrap_angle(rotor);
-
+    lidar_pattern_group_t gr;
+    lidar_pattern_group(p, g, &gr);
     for (; k < nray && i < n; k++, i++) {
       lidar_pattern_ray_t* r = &out[i];
-      const double* t = &trig[(size_t)k * TRIG_N];
-      r->index = (g - first) * nray + k;
-      r->time = t_group + time_offset[k];
+      const double* t = &trig[(size_t)k * LIDAR_TRIG_N];
+      r->index = (g - gr.first) * nray + k;
+      r->time = gr.t_group + time_offset[k];
       if (full) {
-        r->sweep = sweep;
-        r->time_offset = tau_group + time_offset[k];
+        r->sweep = gr.sweep;
+        r->time_offset = gr.tau_group + time_offset[k];
         r->ring = p->ring[k];
       }
       if (livox) {
@@ -349,38 +352,15 @@ static inline void pattern_rays(const lidar_pattern_t* p, uint64_t g, uint32_t k
         livox_angles(p, r->time, &r->azimuth, &r->elevation, r->dir);
         continue;
       }
-
-      // direction at azimuth rotor + off_k (angle sums, no trigonometry per ray)
-      double ce = t[TRIG_CE], se = t[TRIG_SE];
-      double ca = cr * t[TRIG_COFF] - sr * t[TRIG_SOFF];
-      double sa = sr * t[TRIG_COFF] + cr * t[TRIG_SOFF];
       if (full) {
-        double az = rw + t[TRIG_OFF];
+        double az = gr.rw + t[LIDAR_TRIG_OFF];
         r->azimuth = az > M_PI ? az - 2.0 * M_PI : (az <= -M_PI ? az + 2.0 * M_PI : az);
         r->elevation = p->elevation[k];
       }
-      r->dir[0] = ce * ca;
-      r->dir[1] = ce * sa;
-      r->dir[2] = se;
-
-      // emission origin: a vertical offset perpendicular to the beam in its vertical plane (the
-      // Velodyne correction: xy = r cos(el) - o sin(el), z = r sin(el) + o cos(el)), and a
-      // radial offset along the rotor direction at the ray's time (Ouster: p = (r - n) d +
-      // n (cos enc, sin enc, 0))
-      double o0 = 0.0, o1 = 0.0, o2 = 0.0;
-      if (vertical_offset) {
-        double o = vertical_offset[k];
-        o0 = -o * se * ca;
-        o1 = -o * se * sa;
-        o2 = o * ce;
-      }
-      if (radius > 0.0) {
-        o0 += radius * (cr * t[TRIG_CDT] - sr * t[TRIG_SDT]);
-        o1 += radius * (sr * t[TRIG_CDT] + cr * t[TRIG_SDT]);
-      }
-      r->origin[0] = o0;
-      r->origin[1] = o1;
-      r->origin[2] = o2;
+      lidar_pattern_aim(gr.cr, gr.sr, t[LIDAR_TRIG_CE], t[LIDAR_TRIG_SE], t[LIDAR_TRIG_COFF],
+                        t[LIDAR_TRIG_SOFF], t[LIDAR_TRIG_CDT], t[LIDAR_TRIG_SDT],
+                        has_vo ? vertical_offset[k] : 0.0, has_vo, radius, radius > 0.0, r->dir,
+                        r->origin);
     }
     k = 0;
     g++;

@@ -49,6 +49,19 @@ typedef enum lidar_pattern_kind {
 //   one turn either way (2 pi), far from where a double's turn loses its precision.
 #define LIDAR_PATTERN_MAX_AZIMUTH 6.283185307179586
 
+// The per-ray trigonometry of a pattern (lidar_pattern_t.trig): the values of ray k are
+// trig[k * LIDAR_TRIG_N + LIDAR_TRIG_*].
+typedef enum lidar_trig {
+  LIDAR_TRIG_CE,                // cos(elevation)
+  LIDAR_TRIG_SE,                // sin(elevation)
+  LIDAR_TRIG_COFF,              // cos(off), off = azimuth + spin_rate time_offset
+  LIDAR_TRIG_SOFF,              // sin(off)
+  LIDAR_TRIG_CDT,               // cos(spin_rate time_offset)
+  LIDAR_TRIG_SDT,               // sin(spin_rate time_offset)
+  LIDAR_TRIG_OFF,               // off wrapped to (-pi, pi]
+  LIDAR_TRIG_N
+} lidar_trig_t;
+
 typedef struct lidar_pattern {
   lidar_pattern_kind_t kind;
 
@@ -74,8 +87,8 @@ typedef struct lidar_pattern {
 
   // per ray, from lidar_pattern_prepare: cos and sin of the elevation, of the azimuth offset
   // off_k = azimuth[k] + spin_rate time_offset[k] and of spin_rate time_offset[k], and off_k
-  // wrapped to (-pi, pi]
-  double* trig;                 // (nray x 7)
+  // wrapped to (-pi, pi] (LIDAR_TRIG_N values a ray, in the order of lidar_trig_t)
+  double* trig;                 // (nray x LIDAR_TRIG_N)
 
   // non-repetitive Risley-prism pattern (LIDAR_PATTERN_LIVOX)
   double prism_rate[2];         // rev/s of the two deflection terms
@@ -107,6 +120,57 @@ double lidar_pattern_sweep_start(const lidar_pattern_t* p, uint64_t sweep);
 
 // Time of ray k of group g, s after t_s (the same value lidar_pattern_ray reports).
 double lidar_pattern_time(const lidar_pattern_t* p, uint64_t g, uint32_t k);
+
+// What the rays of group g share: its sweep and that sweep's first group, its start time and
+// the rotor then (lidar_pattern_rays computes every group's rays from these).
+typedef struct lidar_pattern_group {
+  uint64_t sweep;
+  uint64_t first;               // first group of the sweep
+  double t_group;               // s after t_s
+  double tau_group;             // s after the start of its sweep
+  double cr, sr;                // cos and sin of the rotor azimuth
+  double rw;                    // the rotor azimuth wrapped to (-pi, pi]
+} lidar_pattern_group_t;
+
+void lidar_pattern_group(const lidar_pattern_t* p, uint64_t g, lidar_pattern_group_t* out);
+
+// Direction and emission origin of a ray (not of a LIDAR_PATTERN_LIVOX pattern) from its
+// group's rotor (cr, sr), its trigonometry (lidar_trig_t: ce, se, coff, soff, cdt, sdt), its
+// vertical offset vo (has_vo: the pattern has them) and the beam-origin radius (has_radius:
+// radius > 0): the direction
+// at azimuth rotor + off by angle sums, no trigonometry per ray. lidar_pattern_rays and the
+// lidar's packets of rays (sweep.h) both aim through this, so that they give the same bits.
+// Inline: it runs once per ray; with has_vo and has_radius known to the compiler, inside
+// vectorised loops (it does not vectorise arithmetic under a condition: it may not speculate
+// an operation that could raise a floating-point exception).
+static inline void lidar_pattern_aim(double cr, double sr, double ce, double se, double coff,
+                                     double soff, double cdt, double sdt, double vo, int has_vo,
+                                     double radius, int has_radius, double dir[3],
+                                     double origin[3]) {
+  double ca = cr * coff - sr * soff;
+  double sa = sr * coff + cr * soff;
+  dir[0] = ce * ca;
+  dir[1] = ce * sa;
+  dir[2] = se;
+
+  // emission origin: a vertical offset perpendicular to the beam in its vertical plane (the
+  // Velodyne correction: xy = r cos(el) - o sin(el), z = r sin(el) + o cos(el)), and a radial
+  // offset along the rotor direction at the ray's time (Ouster: p = (r - n) d + n (cos enc,
+  // sin enc, 0))
+  double o0 = 0.0, o1 = 0.0, o2 = 0.0;
+  if (has_vo) {
+    o0 = -vo * se * ca;
+    o1 = -vo * se * sa;
+    o2 = vo * ce;
+  }
+  if (has_radius) {
+    o0 += radius * (cr * cdt - sr * sdt);
+    o1 += radius * (sr * cdt + cr * sdt);
+  }
+  origin[0] = o0;
+  origin[1] = o1;
+  origin[2] = o2;
+}
 
 // Ray k < nray of group g. Output: out.
 void lidar_pattern_ray(const lidar_pattern_t* p, uint64_t g, uint32_t k, lidar_pattern_ray_t* out);

@@ -394,19 +394,32 @@ static void as_miss(const lidar_points_t* w, lidar_point_t* pt) {
 // the compiler would load each pointer again after every point.
 static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
   const lidar_pattern_ray_t* rays = c->rays;
+  const scene_packet_t* local = c->local;
   const uint32_t* slot = c->slot;
   const uint8_t* nret = c->nret;
   const lidar_return_t* returns = c->returns;
   const size_t maxret = w->maxret, nc = c->n;
   for (size_t j = 0; j < nc; j++) {
     size_t i = slot[j];
-    const lidar_pattern_ray_t* mt = &rays[j];
+    uint32_t n = nret[i];
+    if (n == 0) {
+      continue;
+    }
+    double o[3], dir[3];
+    if (local) {
+      const scene_packet_t* pk = &local[i / SCENE_PACKET];
+      const size_t l = i % SCENE_PACKET;
+      o[0] = pk->ox[l], o[1] = pk->oy[l], o[2] = pk->oz[l];
+      dir[0] = pk->dx[l], dir[1] = pk->dy[l], dir[2] = pk->dz[l];
+    } else {
+      memcpy(o, rays[j].origin, sizeof o);
+      memcpy(dir, rays[j].dir, sizeof dir);
+    }
     const lidar_return_t* r = &returns[i * maxret];
-    for (uint32_t k = 0, n = nret[i]; k < n; k++, r++) {
+    for (uint32_t k = 0; k < n; k++, r++) {
       double x = r->distance;
-      float f[4] = {(float)(mt->origin[0] + mt->dir[0] * x),
-                    (float)(mt->origin[1] + mt->dir[1] * x),
-                    (float)(mt->origin[2] + mt->dir[2] * x), (float)r->intensity};
+      float f[4] = {(float)(o[0] + dir[0] * x), (float)(o[1] + dir[1] * x),
+                    (float)(o[2] + dir[2] * x), (float)r->intensity};
       memcpy(dest, f, sizeof f);
       dest += sizeof f;
     }

@@ -177,6 +177,9 @@ typedef struct lidar_points_chunk {
   const uint8_t* nret;
   const lidar_return_t* returns;
   const scene_ray_t* world;     // the world rays (world frame or normals); else unused
+  const scene_packet_t* local;  // nullable: the rays in the sensor frame in trace order
+                                //   (packets of SCENE_PACKET), which a lean writer then reads
+                                //   instead of the records' directions and origins
   size_t n;
   uint64_t first;               // lidar cursor of ray 0 (group * nray + ray)
   double tau_origin;            // s after t_s that time offsets count from; NAN: from the start

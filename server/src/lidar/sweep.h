@@ -72,9 +72,90 @@ static inline void lidar_sweep_world_ray(const lidar_sweep_pose_t* ps, const dou
   out->time = ps->s;
 }
 
+// Lane k of packet pk: origin o and direction d. (Inline: inside vectorised loops.)
+static inline void lidar_sweep_packet_put(scene_packet_t* pk, unsigned k, const double o[3],
+                                          const double d[3]) {
+  pk->ox[k] = o[0];
+  pk->oy[k] = o[1];
+  pk->oz[k] = o[2];
+  pk->dx[k] = d[0];
+  pk->dy[k] = d[1];
+  pk->dz[k] = d[2];
+}
+
 // lidar_sweep_world_ray of a packet's SCENE_PACKET rays at one pose, in place: their
 // sensor-frame origins and unit directions become world ones (the same arithmetic per lane,
 // vectorised for the CPU's widest vectors). tmax and time are left as they are.
 void lidar_sweep_world_packet(const lidar_sweep_pose_t* ps, scene_packet_t* pk);
+
+//---------------- Rays in packets from tables
+
+// What the rays of a whole chunk of groups (a chunk that starts at a group's first ray) keep
+// from chunk to chunk, laid out in trace order: each ray's trigonometry and time offset (they
+// depend on its ray k only), its firing position in the chunk, and the group of each lane of a
+// packet, the same in every packet (a tile of LIDAR_TILE_RAYS rays of consecutive groups: the
+// groups of a chunk differ only by their rotor azimuth and start time). Built once at create;
+// a chunk's rays are then read from these tables in trace order, their group's rotor applied,
+// and turned to the world, packet by packet (lidar_sweep_lane_packets).
+typedef struct lidar_sweep_lanes {
+  size_t n;                     // rays of the chunk, a multiple of SCENE_PACKET; 0: no tables
+  uint32_t ngroup;              // groups of the chunk
+  uint32_t* at;                 // (n) firing position in the chunk of each trace position
+  double* ce;                   // (n) the ray's lidar_trig_t values (below) and time offset
+  double* se;
+  double* coff;
+  double* soff;
+  double* cdt;
+  double* sdt;
+  double* toff;
+  uint32_t group[SCENE_PACKET]; // group of each lane, from the chunk's first
+} lidar_sweep_lanes_t;
+
+// The tables of pattern p's chunks of n rays of whole groups, traced in the order `slot` (trace
+// position of each firing position, a permutation of [0, n)). When the lanes of the packets do
+// not all hold the same groups (or n is not a multiple of SCENE_PACKET), or p is a
+// LIDAR_PATTERN_LIVOX pattern or has vertical offsets (none of those is traced in tiles) there
+// are no tables: l->n = 0, and the chunk's rays are made ray by ray. ERR_NOMEM.
+int lidar_sweep_lanes_init(lidar_sweep_lanes_t* l, const lidar_pattern_t* p, const uint32_t* slot,
+                           size_t n, err_msg_t* msg) CHECKRET;
+
+void lidar_sweep_lanes_close(lidar_sweep_lanes_t* l);
+
+// Where a chunk's rays go: their step fraction s = clamp(inv_dt (s_origin + time), 0, 1) (time
+// after t_s, the pattern's), their tmax, and the pose of every ray when the sensor does not move
+// (NULL: the caller turns them to the world at their own poses).
+typedef struct lidar_sweep_frame {
+  double inv_dt;
+  double s_origin;
+  double tmax;
+  const lidar_sweep_pose_t* fixed;
+} lidar_sweep_frame_t;
+
+// The l->n rays of the chunk whose first ray is ray 0 of group g, in trace order: their
+// sensor-frame origins and directions (the values lidar_pattern_rays gives) into `local`, the
+// same turned to the world at f->fixed, with their step fractions and tmax, into `world` (with
+// f->fixed; without, the step fractions and tmax go into `local` for the caller's poses), and
+// their indices within the sweep into `index`. Fewer stores, less memory traffic: a pattern
+// without a beam-origin radius has origins 0, which are not written (`local` starts zeroed and
+// keeps them), nor are local's step fractions and tmax with f->fixed. Output: local, world
+// (l->n / SCENE_PACKET), index (l->n).
+void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_t* l, uint64_t g,
+                              const lidar_sweep_frame_t* f, scene_packet_t* local,
+                              scene_packet_t* world, uint64_t* index);
+
+// The poses of a packet's lanes: lane k's ray turns at rotation r[.][k] (row-major) and
+// translation p[.][k].
+typedef struct lidar_sweep_lane_poses {
+  double r[9][SCENE_PACKET];
+  double p[3][SCENE_PACKET];
+} lidar_sweep_lane_poses_t;
+
+// Set lane k of lp to pose ps.
+void lidar_sweep_lane_pose(lidar_sweep_lane_poses_t* lp, unsigned k, const lidar_sweep_pose_t* ps);
+
+// Packet `in`'s sensor-frame rays turned to the world each at its lane's pose
+// (lidar_sweep_world_ray's arithmetic, vectorised), their time and tmax copied. Output: out.
+void lidar_sweep_turn_lanes(const lidar_sweep_lane_poses_t* lp, const scene_packet_t* in,
+                            scene_packet_t* out);
 
 #endif  // SENSIM_LIDAR_SWEEP_H_

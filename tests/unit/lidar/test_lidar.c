@@ -539,45 +539,52 @@ TEST(lidar_identical_at_1_and_2_workers) {
 }
 
 
-// First complete revolution of a 32-channel spinning lidar whose channels fire one after the
-// other inside each column (so that steps end inside columns), traced at depth 1 in tiles (the
-// packet path), with distance and angle noise, in the room: in the default x y z intensity
-// layout, or with every field.
-static int tiled_revolution(uint32_t nstep, unsigned threads, int all_fields, clouds_t* c) {
-  enum { CHANNELS = 32, COLUMNS = 1024 };
+// First complete revolution of a spinning lidar whose channels fire one after the other inside
+// each column (so that steps end inside columns), traced at depth 1 in tiles (the packet path),
+// with distance noise, in the room: in the default x y z intensity layout, or with every field.
+// 32 channels with angle noise (rays made ray by ray), or (`lanes`) 64 without: whole chunks
+// then made from the model's lanes (sweep.h), the chunks of steps that end inside a column or
+// a chunk ray by ray.
+static int tiled_revolution(uint32_t nstep, unsigned threads, int all_fields, int lanes,
+                            clouds_t* c) {
+  enum { MAX_CHANNELS = 64, COLUMNS = 1024 };
+  const int channels = lanes ? 64 : 32;
   lidar_desc_t d = base_desc();
   if (!all_fields) {
     d.fields = NULL;
     d.nfield = 0;
   }
-  double el[CHANNELS], dt[CHANNELS];
-  for (int k = 0; k < CHANNELS; k++) {
-    el[k] = (k - CHANNELS / 2) * 0.02;
-    dt[k] = k * (0.1 / COLUMNS) / CHANNELS;
+  double el[MAX_CHANNELS], dt[MAX_CHANNELS];
+  for (int k = 0; k < channels; k++) {
+    el[k] = (k - channels / 2) * 0.64 / channels;
+    dt[k] = k * (0.1 / COLUMNS) / channels;
   }
   lidar_spinning_desc_t sp = {.frequency = 10.0, .columns = COLUMNS, .elevations = el,
-                              .nchannel = CHANNELS, .time_offsets = dt,
-                              .ntime_offset = CHANNELS};
+                              .nchannel = (uint32_t)channels, .time_offsets = dt,
+                              .ntime_offset = (uint32_t)channels};
   err_msg_t msg = {0};
   ASSERT_OK(lidar_pattern_spinning_init(&d.pattern, &sp, "lidar.spinning", &msg));
   d.returns.distance_noise.stddev_base = 0.01;
-  d.angle_noise.stddev = 0.001;
+  d.angle_noise.stddev = lanes ? 0.0 : 0.001;
   return room_revolution(&d, nstep, threads, c);
 }
 
 
 // The packet path: a revolution is the same from 1, 7 and 1000 steps (steps ending inside
-// columns, chunks starting inside groups) and at 1 and 2 workers, in both point writers.
+// columns, chunks starting inside groups) and at 1 and 2 workers, in both point writers, with
+// its rays made ray by ray or (lanes) from tables where a whole chunk allows.
 TEST(lidar_tiled_revolution_same_from_any_steps_and_workers) {
   static clouds_t a, b, k, w;
-  for (int all_fields = 0; all_fields < 2; all_fields++) {
-    ASSERT_OK(tiled_revolution(1, 0, all_fields, &a));
-    ASSERT_OK(tiled_revolution(7, 0, all_fields, &b));
-    ASSERT_OK(tiled_revolution(1000, 0, all_fields, &k));
-    ASSERT_OK(tiled_revolution(7, 2, all_fields, &w));
+  for (int run = 0; run < 4; run++) {
+    const int all_fields = run % 2, lanes = run / 2;
+    ASSERT_OK(tiled_revolution(1, 0, all_fields, lanes, &a));
+    ASSERT_OK(tiled_revolution(7, 0, all_fields, lanes, &b));
+    ASSERT_OK(tiled_revolution(1000, 0, all_fields, lanes, &k));
+    ASSERT_OK(tiled_revolution(7, 2, all_fields, lanes, &w));
     ASSERT_EQ(a.n, 1);
     const sensor_cloud_t* ca = &a.rec[0].u.cloud;
-    ASSERT_EQ(ca->count, 32u * 1024u);   // the room is closed: every ray has its return
+    ASSERT_EQ(ca->count, (lanes ? 64u : 32u) * 1024u);   // the room is closed: every ray has
+                                                         //   its return
     const clouds_t* other[3] = {&b, &k, &w};
     for (int i = 0; i < 3; i++) {
       ASSERT_EQ(other[i]->n, 1);

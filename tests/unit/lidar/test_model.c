@@ -3,7 +3,7 @@
 // order of a tiled pattern (every 16-ray packet 2 neighbouring channels of 8 consecutive
 // columns, rebuilt here from the firing order), small firing groups regrouped, the writers and
 // rows the options call for, a frame's points, the batch of the data (lidar/data.h) sized from
-// it; the pattern's tables owned by the model.
+// it; the lanes of a whole chunk of an OS1-128; the pattern's tables owned by the model.
 #include "lidar/model.h"
 
 #include <math.h>
@@ -77,10 +77,17 @@ TEST(model_tiles_an_os1_128_in_packets_of_2_channels_by_8_columns) {
   ASSERT_TRUE(m.points.lean && !m.rows && m.maxret == 1);
   ASSERT_EQ(m.frame_points, 2048 * 128);
 
-  // the data's scratch is one batch
+  // a whole chunk's rays come from its lanes: every packet's lane holds the same column
+  ASSERT_EQ(m.lanes.n, m.chunk);
+  ASSERT_EQ(m.lanes.ngroup, 8);
+  for (uint32_t lane = 0; lane < 16; lane++) {
+    ASSERT_EQ(m.lanes.group[lane], lane / 2);
+  }
+
+  // the data's scratch is one batch, and its sensor-frame packets for the lanes
   lidar_data_t data;
   ASSERT_OK(lidar_data_init(&data, &m, &msg));
-  ASSERT_TRUE(data.horizon != NULL && data.now.acc == NULL);
+  ASSERT_TRUE(data.horizon != NULL && data.now.acc == NULL && data.local != NULL);
   lidar_data_close(&data);
   lidar_model_close(&m);
   ASSERT_EQ(mem_live_count(), live);
@@ -101,7 +108,7 @@ TEST(model_regroups_a_vlp16_and_follows_its_options) {
     d.misses = variant == 3 ? LIDAR_MISS_ZERO : LIDAR_MISS_REMOVE;
     lidar_model_t m;
     ASSERT_OK(lidar_model_init(&m, &d, &msg));
-    ASSERT_TRUE(m.regroup && m.tile_slot == NULL && m.chunk == LIDAR_CHUNK);
+    ASSERT_TRUE(m.regroup && m.tile_slot == NULL && m.chunk == LIDAR_CHUNK && m.lanes.n == 0);
     ASSERT_EQ(m.points.lean, variant == 0 || variant == 2);   // x y z intensity, sensor frame
     ASSERT_EQ(m.rows, variant == 1 || variant == 2);
     ASSERT_EQ(m.maxret, variant == 3 ? 2u : 1u);
@@ -111,6 +118,7 @@ TEST(model_regroups_a_vlp16_and_follows_its_options) {
     lidar_data_t data;
     ASSERT_OK(lidar_data_init(&data, &m, &msg));
     ASSERT_EQ(data.horizon != NULL, variant != 2);   // depth 1 only
+    ASSERT_TRUE(data.local == NULL);                  // no lanes
     lidar_data_close(&data);
     lidar_model_close(&m);
   }

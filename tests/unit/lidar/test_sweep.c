@@ -1,12 +1,16 @@
 // SPDX-License-Identifier: MIT
 // test_sweep.c: sweep time stepping: every ray fires in exactly one step whatever the steps,
 // batches stop at sweep ends, and the sensor pose at a ray's time is the body's interpolated
-// pose with the mount composed (known answers of docs/time.md, "Interpolation inside a step").
+// pose with the mount composed (known answers of docs/time.md, "Interpolation inside a step");
+// a chunk's packets made from its tables are the pattern's rays bit for bit.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "base/mem.h"
 #include "base/simd.h"
 #include "check.h"
+#include "lidar/model.h"
 #include "lidar/sweep.h"
 
 #define DEG (M_PI / 180.0)
@@ -213,5 +217,183 @@ TEST(sweep_world_packet_equals_world_ray_in_every_form) {
 
   // the pose moved every ray
   ASSERT_EQ(differs, (int)((simd_allowed_level() + 1) * SCENE_PACKET));
+  return 0;
+}
+
+
+// The chunks of groups g0 of pattern p (tiled, LIDAR_TILE_GROUPS groups a chunk) made from its
+// lanes against lidar_pattern_rays in firing order: each trace position holds the ray the
+// tiles put there, its origin, direction, index and clamped step fraction bit for bit, and its
+// world ray lidar_sweep_world_ray's, in every form this CPU runs, still and moving. The
+// direction also points at the azimuth and elevation the pattern reports.
+static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
+  const uint32_t K = p->nray;
+  const size_t n = (size_t)LIDAR_TILE_GROUPS * K;
+  uint32_t* slot = mem_alloc(n * sizeof *slot);
+  uint32_t* at = mem_alloc(n * sizeof *at);
+  lidar_pattern_ray_t* pr = mem_alloc(n * sizeof *pr);
+  scene_packet_t* local = mem_alloc(n / SCENE_PACKET * sizeof *local);
+  scene_packet_t* world = mem_alloc(n / SCENE_PACKET * sizeof *world);
+  uint64_t* index = mem_alloc(n * sizeof *index);
+  ASSERT_TRUE(slot && at && pr && local && world && index);
+  lidar_model_tile_slots(K, 0, n, slot);
+  for (size_t j = 0; j < n; j++) {
+    at[slot[j]] = (uint32_t)j;
+  }
+  lidar_sweep_lanes_t l;
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_sweep_lanes_init(&l, p, slot, n, &msg));
+  ASSERT_EQ(l.n, n);
+
+  view_body_t b = {.id = 1};
+  b.at[0].pose = xform_identity();
+  b.at[1].pose = b.at[0].pose;
+  b.at[1].pose.p[0] = -2.5;
+  b.at[1].pose.q[0] = cos(0.4);
+  b.at[1].pose.q[2] = sin(0.4);
+  lidar_sweep_pose_t ps;
+  lidar_sweep_pose(&b, &b.at[0].pose, 1.0, &ps);
+  for (int c = 0; c < ng; c++) {
+    lidar_pattern_rays(p, g0[c], 0, n, pr);
+
+    // the step starts 2 groups into the chunk and lasts 4: step fractions below 0 and above 1;
+    // an empty step (inv_dt 0: fractions -0 and 0, both 0) and a NaN origin (0)
+    const double dt = 4.0 * p->group_period;
+    const double origin = -lidar_pattern_time(p, g0[c] + 2, 0);
+    int clamped = 0;
+    for (int run = 0; run < 6 * ((int)simd_allowed_level() + 1); run++) {
+      const int level = run / 6, still = run % 2, frame = run / 2 % 3;
+      simd_set_max((simd_level_t)level);
+      const double s_origin = frame == 2 ? NAN : origin;
+      lidar_sweep_frame_t f = {.inv_dt = frame == 1 ? 0.0 : 1.0 / dt, .s_origin = s_origin,
+                               .tmax = 42.0, .fixed = still ? &ps : NULL};
+      memset(local, 0xff, n / SCENE_PACKET * sizeof *local);
+      memset(world, 0xff, n / SCENE_PACKET * sizeof *world);
+      for (size_t q = 0; p->beam_origin_radius == 0.0 && q < n / SCENE_PACKET; q++) {
+        // origins 0 are not written: the lidar's packets start zeroed
+        memset(local[q].ox, 0, sizeof local[q].ox);
+        memset(local[q].oy, 0, sizeof local[q].oy);
+        memset(local[q].oz, 0, sizeof local[q].oz);
+      }
+      lidar_sweep_lane_packets(p, &l, g0[c], &f, local, world, index);
+      for (size_t i = 0; i < n; i++) {
+        const lidar_pattern_ray_t* r = &pr[at[i]];
+        const scene_packet_t* lo = &local[i / SCENE_PACKET];
+        const scene_packet_t* wp = &world[i / SCENE_PACKET];
+        const size_t k = i % SCENE_PACKET;
+        const double got[6] = {lo->ox[k], lo->oy[k], lo->oz[k], lo->dx[k], lo->dy[k],
+                               lo->dz[k]};
+        const double want[6] = {r->origin[0], r->origin[1], r->origin[2], r->dir[0],
+                                r->dir[1], r->dir[2]};
+        ASSERT_MEM_EQ(got, want, sizeof got);
+        ASSERT_EQ(index[i], r->index);
+        double s = f.inv_dt * (s_origin + r->time);   // as lidar.c clamps it
+        s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
+        ASSERT_TRUE(still || memcmp(&lo->time[k], &s, sizeof s) == 0);   // for the poses
+        ASSERT_TRUE(still || lo->tmax[k] == 42.0);
+        clamped += frame == 0 && (s == 0.0 || s == 1.0);
+        ASSERT_NEAR(atan2(r->dir[1], r->dir[0]), r->azimuth, 1e-12);
+        ASSERT_NEAR(asin(r->dir[2]), r->elevation, 1e-12);
+        if (still) {
+          scene_ray_t w;
+          lidar_sweep_world_ray(&ps, r->origin, r->dir, &w);
+          const double wgot[6] = {wp->ox[k], wp->oy[k], wp->oz[k], wp->dx[k], wp->dy[k],
+                                  wp->dz[k]};
+          const double wwant[6] = {w.origin[0], w.origin[1], w.origin[2], w.dir[0], w.dir[1],
+                                   w.dir[2]};
+          ASSERT_MEM_EQ(wgot, wwant, sizeof wgot);
+          ASSERT_MEM_EQ(&wp->time[k], &s, sizeof s);
+          ASSERT_TRUE(wp->tmax[k] == 42.0);
+        }
+      }
+    }
+    ASSERT_TRUE(clamped > 0 && clamped < (int)(2 * n * (simd_allowed_level() + 1)));
+  }
+  lidar_sweep_lanes_close(&l);
+  mem_free(slot);
+  mem_free(at);
+  mem_free(pr);
+  mem_free(local);
+  mem_free(world);
+  mem_free(index);
+  return 0;
+}
+
+
+TEST(sweep_lane_packets_are_the_patterns_rays) {
+  err_msg_t msg = {0};
+  lidar_pattern_t p;
+
+  // an OS1-128 2048 with its beam-origin offset: the first chunk, one inside the sweep, the
+  // sweep's last and one of a later sweep
+  lidar_ouster_desc_t o = {.channels = 128, .columns = 2048, .frequency = 10.0,
+                           .elevation_max = NAN, .elevation_min = NAN, .beam_origin = 0.015806};
+  ASSERT_OK(lidar_pattern_ouster_init(&p, &o, "lidar.ouster", &msg));
+  const uint64_t os1[4] = {0, 13, 2040, 3 * 2048 + 5};
+  ASSERT_EQ(lanes_match(&p, os1, 4), 0);
+  lidar_pattern_close(&p);
+
+  // an OS1-64 1024 without it
+  o.channels = 64;
+  o.columns = 1024;
+  o.beam_origin = 0.0;
+  ASSERT_OK(lidar_pattern_ouster_init(&p, &o, "lidar.ouster", &msg));
+  const uint64_t os64[2] = {8, 1017};
+  ASSERT_EQ(lanes_match(&p, os64, 2), 0);
+  lidar_pattern_close(&p);
+
+  // an HDL-64E, whose lasers fire at their own times
+  lidar_hdl64e_desc_t h = {.frequency = 10.0, .start_azimuth = 0.3};
+  ASSERT_OK(lidar_pattern_hdl64e_init(&p, &h, "lidar.hdl64e", &msg));
+  const uint64_t hdl[2] = {1, 5 * p.groups_per_sweep - 8};
+  ASSERT_EQ(lanes_match(&p, hdl, 2), 0);
+  lidar_pattern_close(&p);
+
+  // a generic spinning lidar of 96 channels, each at its own time, counter-clockwise
+  double el[96], dt[96];
+  for (int k = 0; k < 96; k++) {
+    el[k] = (0.3 - 0.006 * k) * (k % 2 ? 1.0 : -1.0);
+    dt[k] = 1e-7 * (k % 7);
+  }
+  lidar_spinning_desc_t sd = {.frequency = 15.0, .columns = 900, .elevations = el,
+                              .nchannel = 96, .time_offsets = dt, .ntime_offset = 96,
+                              .counter_clockwise = 1, .start_azimuth = -1.0};
+  ASSERT_OK(lidar_pattern_spinning_init(&p, &sd, "lidar.spinning", &msg));
+  const uint64_t spin[2] = {0, 7 * 900 + 892};
+  ASSERT_EQ(lanes_match(&p, spin, 2), 0);
+  lidar_pattern_close(&p);
+  return 0;
+}
+
+
+TEST(sweep_lanes_only_where_every_packet_holds_the_same_groups) {
+  // 48 channels: a chunk of 512 rays is 10 2/3 groups in two rows of tiles, whose packets hold
+  // different groups: no tables. A VLP-16 (vertical offsets) has none either.
+  err_msg_t msg = {0};
+  lidar_pattern_t p;
+  double el[48] = {0};
+  for (int k = 0; k < 48; k++) {
+    el[k] = 0.01 * k;
+  }
+  lidar_spinning_desc_t sd = {.frequency = 10.0, .columns = 1000, .elevations = el,
+                              .nchannel = 48};
+  ASSERT_OK(lidar_pattern_spinning_init(&p, &sd, "lidar.spinning", &msg));
+  uint32_t slot[LIDAR_CHUNK];
+  lidar_model_tile_slots(48, 0, LIDAR_CHUNK, slot);
+  lidar_sweep_lanes_t l;
+  ASSERT_OK(lidar_sweep_lanes_init(&l, &p, slot, LIDAR_CHUNK, &msg));
+  ASSERT_EQ(l.n, 0);
+  lidar_sweep_lanes_close(&l);
+  lidar_pattern_close(&p);
+
+  lidar_vlp16_desc_t v = {.frequency = 10.0, .vertical_offsets = 1};
+  ASSERT_OK(lidar_pattern_vlp16_init(&p, &v, "lidar.vlp16", &msg));
+  for (uint32_t j = 0; j < 16; j++) {
+    slot[j] = j;   // one group in one packet: only its vertical offsets forbid the tables
+  }
+  ASSERT_OK(lidar_sweep_lanes_init(&l, &p, slot, 16, &msg));
+  ASSERT_EQ(l.n, 0);
+  lidar_sweep_lanes_close(&l);
+  lidar_pattern_close(&p);
   return 0;
 }
