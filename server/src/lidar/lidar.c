@@ -112,8 +112,10 @@ static void lane_rays(batch_ctx_t* b, size_t i0, double tmax, double s_origin) {
   scene_packet_t* local = &d->local[i0 / SCENE_PACKET];
   lidar_sweep_frame_t f = {.inv_dt = b->inv_dt, .s_origin = s_origin, .tmax = tmax,
                            .fixed = b->fixed};
-  lidar_sweep_lane_packets(&m->pat, &m->lanes, (b->first + i0) / m->pat.nray, &f, local, pks,
-                           d->ray_index + i0);
+  // a still sensor's lean points aim their rays again from the tables (write_chunk): no
+  // sensor-frame copy is stored
+  lidar_sweep_lane_packets(&m->pat, &m->lanes, (b->first + i0) / m->pat.nray, &f,
+                           b->fixed && m->points.lean ? NULL : local, pks, d->ray_index + i0);
   if (b->fixed) {
     return;
   }
@@ -337,10 +339,13 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
   for (size_t c = begin; c < end; c++) {
     size_t i0 = c * m->chunk;
     size_t nc = i0 + m->chunk < b->n ? m->chunk : b->n - i0;
+    // a lane chunk's sensor-frame rays: stored in d->local, or (a still sensor's lean points,
+    // lane_rays) aimed again from the tables
+    const int lanes = lane_chunk(b, i0, nc), aim = lanes && b->fixed && m->points.lean;
     lidar_points_chunk_t ck = {.rays = d->pr + i0, .slot = d->slot + i0, .nret = d->nret + i0,
                                .returns = d->returns + i0 * m->maxret, .world = d->rays + i0,
-                               .local = lane_chunk(b, i0, nc) ? &d->local[i0 / SCENE_PACKET]
-                                                              : NULL,
+                               .local = lanes && !aim ? &d->local[i0 / SCENE_PACKET] : NULL,
+                               .lanes = aim ? &m->lanes : NULL, .pattern = &m->pat,
                                .n = nc, .first = b->first + i0, .tau_origin = b->tau_origin,
                                .body = b->body, .mount = &b->ctx->mount, .fixed = b->fixed};
     lidar_points_dest_t dest = b->dest;

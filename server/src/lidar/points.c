@@ -395,6 +395,15 @@ static void as_miss(const lidar_points_t* w, lidar_point_t* pt) {
 static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, uint8_t* dest) {
   const lidar_pattern_ray_t* rays = c->rays;
   const scene_packet_t* local = c->local;
+  const lidar_sweep_lanes_t* lanes = local ? NULL : c->lanes;
+  lidar_pattern_group_t gr[SCENE_PACKET];   // a lane chunk's groups (at most SCENE_PACKET)
+  double radius = 0.0;
+  if (lanes) {
+    radius = c->pattern->beam_origin_radius;
+    for (uint32_t g = 0; g < lanes->ngroup; g++) {
+      lidar_pattern_group(c->pattern, c->first / c->pattern->nray + g, &gr[g]);
+    }
+  }
   const uint32_t* slot = c->slot;
   const uint8_t* nret = c->nret;
   const lidar_return_t* returns = c->returns;
@@ -406,7 +415,9 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
       continue;
     }
     double o[3], dir[3];
-    if (local) {
+    if (lanes) {
+      lidar_sweep_lane_aim(lanes, gr, radius, i, dir, o);
+    } else if (local) {
       const scene_packet_t* pk = &local[i / SCENE_PACKET];
       const size_t l = i % SCENE_PACKET;
       o[0] = pk->ox[l], o[1] = pk->oy[l], o[2] = pk->oz[l];

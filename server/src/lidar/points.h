@@ -180,6 +180,9 @@ typedef struct lidar_points_chunk {
   const scene_packet_t* local;  // nullable: the rays in the sensor frame in trace order
                                 //   (packets of SCENE_PACKET), which a lean writer then reads
                                 //   instead of the records' directions and origins
+  const lidar_sweep_lanes_t* lanes; // nullable: with local NULL, the chunk's rays are the
+  const lidar_pattern_t* pattern;   //   tables' (lidar_sweep_lane_packets without `local`),
+                                    //   which a lean writer aims again (lidar_sweep_lane_aim)
   size_t n;
   uint64_t first;               // lidar cursor of ray 0 (group * nray + ray)
   double tau_origin;            // s after t_s that time offsets count from; NAN: from the start

@@ -239,7 +239,7 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
                                           double radius, const lidar_sweep_frame_t* f,
                                           scene_packet_t* restrict local,
                                           scene_packet_t* restrict world, const int has_radius,
-                                          const int world_too) {
+                                          const int world_too, const int local_too) {
   lane_groups_t g = *lg;   // copies: stores into the packets cannot change them
   const double inv_dt = f->inv_dt, s_origin = f->s_origin, tmax = f->tmax;
   double r[9] = {0}, p[3] = {0};
@@ -256,7 +256,7 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
   const double* restrict toff = l->toff;
   const size_t npk = l->n / SCENE_PACKET;
   for (size_t q = 0; q < npk; q++) {
-    scene_packet_t* restrict lo = &local[q];
+    scene_packet_t* restrict lo = local_too ? &local[q] : NULL;
     scene_packet_t* restrict wp = &world[q];
     const size_t i0 = q * SCENE_PACKET;
     for (unsigned k = 0; k < SCENE_PACKET; k++) {
@@ -272,10 +272,12 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
       const double s = s1 < 1.0 ? s1 : 1.0;
       // the sensor frame: the directions; the origins when they are not 0; the times for the
       // caller's poses when it turns the rays itself
-      lo->dx[k] = d[0];
-      lo->dy[k] = d[1];
-      lo->dz[k] = d[2];
-      if (has_radius) {
+      if (local_too) {
+        lo->dx[k] = d[0];
+        lo->dy[k] = d[1];
+        lo->dz[k] = d[2];
+      }
+      if (local_too && has_radius) {
         lo->ox[k] = o[0];
         lo->oy[k] = o[1];
         lo->oz[k] = o[2];
@@ -301,17 +303,19 @@ static inline SIMD_BODY void lane_packets(const lidar_sweep_lanes_t* l, const la
    scene_packet_t* restrict world)
 #define LANE_ARGS (l, lg, radius, f, local, world)
 
-// The kernel's four cases (their forms: base/simd.h): with a beam-origin radius or without,
-// the sensor frame alone or the world too.
-#define LANE_KERNEL(name, has_radius, world_too)                             \
-  static inline SIMD_BODY void name LANE_PARAMS {                            \
-    lane_packets(l, lg, radius, f, local, world, has_radius, world_too);     \
-  }                                                                          \
+// The kernel's six cases (their forms: base/simd.h): with a beam-origin radius or without,
+// the sensor frame alone, the world too, or the world alone.
+#define LANE_KERNEL(name, has_radius, world_too, local_too)                        \
+  static inline SIMD_BODY void name LANE_PARAMS {                                  \
+    lane_packets(l, lg, radius, f, local, world, has_radius, world_too, local_too); \
+  }                                                                                \
   SIMD_FORMS(name, LANE_PARAMS, LANE_ARGS)
-LANE_KERNEL(lanes_local, 0, 0)
-LANE_KERNEL(lanes_world, 0, 1)
-LANE_KERNEL(lanes_local_radius, 1, 0)
-LANE_KERNEL(lanes_world_radius, 1, 1)
+LANE_KERNEL(lanes_local, 0, 0, 1)
+LANE_KERNEL(lanes_world, 0, 1, 1)
+LANE_KERNEL(lanes_world_only, 0, 1, 0)
+LANE_KERNEL(lanes_local_radius, 1, 0, 1)
+LANE_KERNEL(lanes_world_radius, 1, 1, 1)
+LANE_KERNEL(lanes_world_only_radius, 1, 1, 0)
 
 
 void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_t* l, uint64_t g,
@@ -334,7 +338,11 @@ void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_
     base[k] = (g + c - gr[c].first) * K - (uint64_t)c * K;
   }
   const double radius = p->beam_origin_radius;
-  if (f->fixed && radius > 0.0) {
+  if (f->fixed && !local && radius > 0.0) {
+    SIMD_CALL(lanes_world_only_radius, (l, &lg, radius, f, local, world));
+  } else if (f->fixed && !local) {
+    SIMD_CALL(lanes_world_only, (l, &lg, radius, f, local, world));
+  } else if (f->fixed && radius > 0.0) {
     SIMD_CALL(lanes_world_radius, (l, &lg, radius, f, local, world));
   } else if (f->fixed) {
     SIMD_CALL(lanes_world, (l, &lg, radius, f, local, world));

@@ -137,11 +137,25 @@ typedef struct lidar_sweep_frame {
 // f->fixed; without, the step fractions and tmax go into `local` for the caller's poses), and
 // their indices within the sweep into `index`. Fewer stores, less memory traffic: a pattern
 // without a beam-origin radius has origins 0, which are not written (`local` starts zeroed and
-// keeps them), nor are local's step fractions and tmax with f->fixed. Output: local, world
-// (l->n / SCENE_PACKET), index (l->n).
+// keeps them), nor are local's step fractions and tmax with f->fixed. With f->fixed, `local`
+// may be NULL: nothing in the sensor frame is stored (a caller that needs those rays aims them
+// again from the tables, lidar_sweep_lane_aim, for a fraction of the stores and loads).
+// Output: local, world (l->n / SCENE_PACKET), index (l->n).
 void lidar_sweep_lane_packets(const lidar_pattern_t* p, const lidar_sweep_lanes_t* l, uint64_t g,
                               const lidar_sweep_frame_t* f, scene_packet_t* local,
                               scene_packet_t* world, uint64_t* index);
+
+// The sensor-frame direction and origin of the ray at trace position i of a chunk of lanes l,
+// the chunk's groups in gr (l->ngroup, from the chunk's first): the very values
+// lidar_sweep_lane_packets stores into `local` (the same arithmetic on the same inputs). Inline:
+// it runs once per ray.
+static inline void lidar_sweep_lane_aim(const lidar_sweep_lanes_t* l,
+                                        const lidar_pattern_group_t* gr, double radius, size_t i,
+                                        double dir[3], double origin[3]) {
+  const lidar_pattern_group_t* g = &gr[l->group[i % SCENE_PACKET]];
+  lidar_pattern_aim(g->cr, g->sr, l->ce[i], l->se[i], l->coff[i], l->soff[i], l->cdt[i],
+                    l->sdt[i], 0.0, 0, radius, radius > 0.0, dir, origin);
+}
 
 // The poses of a packet's lanes: lane k's ray turns at rotation r[.][k] (row-major) and
 // translation p[.][k].

@@ -225,7 +225,8 @@ TEST(sweep_world_packet_equals_world_ray_in_every_form) {
 // lanes against lidar_pattern_rays in firing order: each trace position holds the ray the
 // tiles put there, its origin, direction, index and clamped step fraction bit for bit, and its
 // world ray lidar_sweep_world_ray's, in every form this CPU runs, still and moving. The
-// direction also points at the azimuth and elevation the pattern reports.
+// direction also points at the azimuth and elevation the pattern reports. Still, without
+// `local`: the same world packets, and lidar_sweep_lane_aim gives the sensor-frame rays.
 static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
   const uint32_t K = p->nray;
   const size_t n = (size_t)LIDAR_TILE_GROUPS * K;
@@ -234,8 +235,9 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
   lidar_pattern_ray_t* pr = mem_alloc(n * sizeof *pr);
   scene_packet_t* local = mem_alloc(n / SCENE_PACKET * sizeof *local);
   scene_packet_t* world = mem_alloc(n / SCENE_PACKET * sizeof *world);
+  scene_packet_t* bare = mem_alloc(n / SCENE_PACKET * sizeof *bare);   // without local
   uint64_t* index = mem_alloc(n * sizeof *index);
-  ASSERT_TRUE(slot && at && pr && local && world && index);
+  ASSERT_TRUE(slot && at && pr && local && world && bare && index);
   lidar_model_tile_slots(K, 0, n, slot);
   for (size_t j = 0; j < n; j++) {
     at[slot[j]] = (uint32_t)j;
@@ -276,6 +278,15 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
         memset(local[q].oz, 0, sizeof local[q].oz);
       }
       lidar_sweep_lane_packets(p, &l, g0[c], &f, local, world, index);
+      lidar_pattern_group_t gr[SCENE_PACKET];
+      for (uint32_t g = 0; g < l.ngroup; g++) {
+        lidar_pattern_group(p, g0[c] + g, &gr[g]);
+      }
+      if (still) {
+        memset(bare, 0xff, n / SCENE_PACKET * sizeof *bare);
+        lidar_sweep_lane_packets(p, &l, g0[c], &f, NULL, bare, index);
+        ASSERT_MEM_EQ(bare, world, n / SCENE_PACKET * sizeof *bare);
+      }
       for (size_t i = 0; i < n; i++) {
         const lidar_pattern_ray_t* r = &pr[at[i]];
         const scene_packet_t* lo = &local[i / SCENE_PACKET];
@@ -286,6 +297,9 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
         const double want[6] = {r->origin[0], r->origin[1], r->origin[2], r->dir[0],
                                 r->dir[1], r->dir[2]};
         ASSERT_MEM_EQ(got, want, sizeof got);
+        double aimed[6];
+        lidar_sweep_lane_aim(&l, gr, p->beam_origin_radius, i, aimed + 3, aimed);
+        ASSERT_MEM_EQ(aimed, want, sizeof aimed);
         ASSERT_EQ(index[i], r->index);
         double s = f.inv_dt * (s_origin + r->time);   // as lidar.c clamps it
         s = s > 0.0 ? (s < 1.0 ? s : 1.0) : 0.0;
@@ -315,6 +329,7 @@ static int lanes_match(const lidar_pattern_t* p, const uint64_t* g0, int ng) {
   mem_free(pr);
   mem_free(local);
   mem_free(world);
+  mem_free(bare);
   mem_free(index);
   return 0;
 }
