@@ -4,8 +4,9 @@ a multiple of 8 bytes from the start of the frame (its 4-byte length prefix incl
 Raycast.padding (zeros) before an array when needed, so that the daemon traces the rays where
 they lie in the frame. The frames a fake daemon records are walked with Google's protobuf
 (its wire decoder, none of the client's code) for many ray counts, with and without times and
-max_range, and request ids of every varint length; the real daemon answers aligned frames with
-the hits geometry says."""
+max_range, and request ids of every varint length. A raycast of at most SMALL_BULK_BYTES of
+arrays goes as before, one protobuf serialization without padding (aligning it would cost the
+client more than the daemon's copy of a few kB)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from google.protobuf.internal import decoder
 import sensim
 from fakedaemon import FakeDaemon
 from sensim import pb
-from sensim.client import PIPELINE_MIN_RAYS, PIPELINE_RAYS
+from sensim.client import PIPELINE_MIN_RAYS, PIPELINE_RAYS, SMALL_BULK_BYTES
 
 PREFIX = 4  # the frame's length prefix: offsets count from the frame's start
 ARRAYS = ("origins_bytes", "directions_bytes", "times_bytes")
@@ -87,27 +88,54 @@ def at_id(first: int, n: int, **kw):
     return call
 
 
-COUNTS = [1, 2, 3, 5, 7, 100, 170, 171, 172, 681, 682, 683, 1000, 5461, 5462, 43690, 43691]
+# ray counts on both sides of SMALL_BULK_BYTES (341 rays), none within a few rays of it
+SMALL = [1, 2, 3, 5, 7, 100, 170, 171, 172, 336]
+LARGE = [347, 681, 682, 683, 1000, 5461, 5462, 43690, 43691]
+
+
+def small(n: int, t=None) -> bool:
+    size = 48 * n + (0 if t is None else 8 * len(t))
+    assert abs(size - SMALL_BULK_BYTES) > 64, "a count too close to SMALL_BULK_BYTES"
+    return size <= SMALL_BULK_BYTES
+
+
+def unpadded(body: bytes, o, d, t, kw) -> bytes:
+    """What the frame body of a small raycast is: Google's serialization of its Envelope."""
+    env = pb.Envelope(id=pb.Envelope.FromString(body).id)
+    env.raycast.max_range = kw.get("max_range", 0.0)
+    env.raycast.exclude_bodies.extend(kw.get("exclude_bodies", []))
+    if kw.get("group_mask"):
+        env.raycast.group_mask = kw["group_mask"]
+    env.raycast.origins_bytes = o.astype("<f8").tobytes()
+    env.raycast.directions_bytes = d.astype("<f8").tobytes()
+    if t is not None:
+        env.raycast.times_bytes = np.asarray(t, "<f8").tobytes()
+    return env.SerializeToString()
 
 
 @pytest.mark.parametrize("kw", [{}, {"max_range": 25.0}, {"times": [0.0]},
                                 {"max_range": 7.5, "exclude_bodies": [3, 99999],
                                  "group_mask": 5}])
 def test_raycast_arrays_aligned_for_every_count(kw):
-    calls = [at_id(first, n, **kw) for n in COUNTS for first in (0, 126, 16382)]
+    counts = SMALL + LARGE
+    calls = [at_id(first, n, **kw) for n in counts for first in (0, 126, 16382)]
     frames = sent_raycasts(calls)
     assert len(frames) == len(calls)
-    for body, n in zip(frames, [n for n in COUNTS for _ in range(3)]):
-        env = check_frame(body)
+    for body, n in zip(frames, [n for n in counts for _ in range(3)]):
         o, d = rays(n)
+        if small(n):
+            assert body == unpadded(body, o, d, kw.get("times"), kw)
+            continue
+        env = check_frame(body)
         assert env.raycast.origins_bytes == o.astype("<f8").tobytes()
         assert env.raycast.directions_bytes == d.astype("<f8").tobytes()
         assert env.raycast.max_range == kw.get("max_range", 0.0)
+        assert list(env.raycast.exclude_bodies) == kw.get("exclude_bodies", [])
 
 
 def test_raycast_times_per_ray_aligned():
     calls, sizes = [], []
-    for n in (1, 3, 170, 683, 4097):
+    for n in (1, 3, 170, 683, 4097):  # both sides of SMALL_BULK_BYTES
         for first in (0, 127, 16383, 2097151):
             o, d = rays(n)
             t = np.linspace(0.0, 1.0, n)
@@ -119,29 +147,29 @@ def test_raycast_times_per_ray_aligned():
             sizes.append((n, t))
     frames = sent_raycasts(calls)
     for body, (n, t) in zip(frames, sizes):
+        if small(n, t):
+            o, d = rays(n)
+            assert body == unpadded(body, o, d, t, {})
+            continue
         env = check_frame(body)
         assert env.raycast.times_bytes == t.astype("<f8").tobytes()
         assert len(env.raycast.origins_bytes) == 24 * n
 
 
-def test_raycast_body_length_at_every_varint_boundary():
-    """Bodies whose length sweeps across a varint boundary (128, 16384, 2097152: the padding
-    changes the length that says where the body starts): every array still aligned."""
-    calls = []
-    for n in (2, 340, 43689):
-        o, d = rays(n)
-        for k in range(64):
-            calls.append(lambda c, o=o, d=d, k=k: c.raycast(
-                o, d, max_range=1.0, exclude_bodies=list(range(1, k + 1))))
+def test_raycast_body_length_across_a_varint_boundary():
+    """Bodies whose length sweeps across 2^21 (where its varint grows: the padding changes the
+    length that says where the body starts): every array still aligned."""
+    o, d = rays(43689)
+    calls = [lambda c, k=k: c.raycast(o, d, max_range=1.0, exclude_bodies=list(range(1, k + 1)))
+             for k in range(64)]
     frames = sent_raycasts(calls)
     assert len(frames) == len(calls)
     number = pb.Envelope.DESCRIPTOR.fields_by_name["raycast"].number
-    for group, boundary in enumerate((1 << 7, 1 << 14, 1 << 21)):
-        lengths = []
-        for body in frames[64 * group:64 * group + 64]:
-            check_frame(body)
-            lengths += [n for num, _, n in fields(body, 0, len(body)) if num == number]
-        assert min(lengths) < boundary <= max(lengths)
+    lengths = []
+    for body in frames:
+        check_frame(body)
+        lengths += [n for num, _, n in fields(body, 0, len(body)) if num == number]
+    assert min(lengths) < 1 << 21 <= max(lengths)
 
 
 def test_raycast_pipelined_parts_aligned():
