@@ -63,28 +63,70 @@ def _length_delimited(number: int, length: int) -> bytes:
 
 
 def bulk_frame(envelope: bytes, body_number: int, body: bytes,
-               arrays: Sequence[tuple[int, memoryview]]) -> list:
+               arrays: Sequence[tuple[int, memoryview]], padding: int = 0) -> list:
     """The buffers of one frame, in order, for a scatter-gather send: an Envelope serialized
     without its body (`envelope`, e.g. just its id), then its body field `body_number` holding
     the body's serialized scalar fields (`body`) followed by the `bytes` fields `arrays`, each
     (field number, buffer) sent from the caller's buffer as it is. Protocol buffers read fields
-    in any order, so this is the Envelope with those fields set."""
-    parts: list = []
-    inner = len(body)
-    heads = []
-    for number, data in arrays:
-        head = _length_delimited(number, data.nbytes)
-        heads.append(head)
-        inner += len(head) + data.nbytes
+    in any order, so this is the Envelope with those fields set.
+
+    With `padding` (the number of a bytes field of the body whose value means nothing, such as
+    Raycast.padding), a field of zeros goes before each array that would otherwise start off a
+    multiple of 8 bytes from the frame's start (its length prefix included), so that a reader
+    holding the frame in an aligned buffer can use the arrays where they lie."""
+    heads = [_length_delimited(number, data.nbytes) for number, data in arrays]
+    inner = len(body) + sum(len(h) + data.nbytes for h, (_, data) in zip(heads, arrays))
+    pads = [b""] * len(arrays)
+    if padding:
+        pads = _paddings(len(envelope), body_number, len(body), padding, heads, arrays)
+        inner += sum(len(p) for p in pads)
     prefix = envelope + _length_delimited(body_number, inner) + body
     total = len(prefix) + inner - len(body)
     if total > MAX_LENGTH:
         raise ValueError(f"payload of {total} bytes does not fit a u32 length prefix")
-    parts.append(HEADER.pack(total) + prefix)
-    for head, (_, data) in zip(heads, arrays):
-        parts.append(head)
+    parts: list = [HEADER.pack(total) + prefix]
+    for pad, head, (_, data) in zip(pads, heads, arrays):
+        parts.append(pad + head if pad else head)
         parts.append(data)
     return parts
+
+
+def _paddings(envelope: int, body_number: int, body: int, number: int, heads: list,
+              arrays: Sequence[tuple[int, memoryview]]) -> list[bytes]:
+    """The padding fields (field `number`, zeros) that bulk_frame puts before each array so
+    that it starts at a multiple of 8 bytes of the frame. Where the body starts depends on the
+    varint of the body's length, which the paddings change: each guess of that varint's size is
+    tried from the smallest, and when the body comes out too short for the guess, the first
+    padding grows by 8 bytes (alignment kept) until it fits; so every array is aligned."""
+    tag = varint(body_number << 3 | 2)
+    unpadded = body + sum(len(h) + data.nbytes for h, (_, data) in zip(heads, arrays))
+    size = len(varint(unpadded))
+    key = len(varint(number << 3 | 2))
+    while True:
+        at = HEADER_SIZE + envelope + len(tag) + size + body
+        lengths = []  # each padding's p, -1 for none
+        for head, (_, data) in zip(heads, arrays):
+            # a padding field is its key, its length p (< 128, one byte) and p zeros:
+            # key + 1 + p = shift modulo 8 (an empty array needs none)
+            shift = -(at + len(head)) % 8 if data.nbytes else 0
+            p = (shift - 1 - key) % 8 if shift else -1
+            lengths.append(p)
+            at += (1 + key + p if p >= 0 else 0) + len(head) + data.nbytes
+        total = unpadded + sum(1 + key + p for p in lengths if p >= 0)
+        if len(varint(total)) > size:
+            size += 1  # a longer varint: the body starts later, the paddings change
+            continue
+        while len(varint(total)) < size:
+            # the guessed varint is too long for this body: 8 more bytes of padding before the
+            # first array (a padding field of 8 when it had none) until the body needs it
+            if lengths[0] >= 0:
+                lengths[0] += 8
+                total += 8
+            else:
+                lengths[0] = (-1 - key) % 8
+                total += key + 1 + lengths[0]
+        return [varint(number << 3 | 2) + varint(p) + bytes(p) if p >= 0 else b""
+                for p in lengths]
 
 
 def _read_varint(buf, pos: int, end: int) -> tuple[int, int]:

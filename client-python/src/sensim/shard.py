@@ -683,8 +683,7 @@ class ShardedClient:
         failures: dict[int, errors.SensimError] = {}
         for i, s in enumerate(self.shards):
             try:
-                ids[i] = s._send_bulk("raycast", msg,
-                                      s._raycast_arrays(o, d, t, bounds[i], bounds[i + 1]))
+                ids[i] = s._send_rays(msg, o, d, t, bounds[i], bounds[i + 1])
             except errors.SensimError as exc:
                 failures[i] = exc
         out = np.empty(n, dtype=RAYCAST_DTYPE)
