@@ -183,6 +183,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   // packets' rows, 64 KB of a tiled chunk that the cache does not hold: that loop cost about
   // 10 % of an OS1-128's revolution.
   const int in_order = !lanes && fixed && !m->angle.enabled;
+  const int firing = !lanes && !in_order;   // the loop below, in firing order
   if (in_order) {
     uint32_t at[LIDAR_CHUNK_MAX];   // firing position (in the chunk) of each trace position
     for (size_t j = 0; j < nc; j++) {
@@ -208,7 +209,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
 
   // else in firing order (rays of a column share a pose): a still sensor's rays in the sensor
   // frame for now, a moving one's in the world at their own pose
-  for (size_t j = 0; !lanes && !in_order && j < nc; j++) {
+  for (size_t j = 0; firing && j < nc; j++) {
     lidar_pattern_ray_t* p = &d->pr[i0 + j];
     size_t i = slot[j];
     scene_packet_t* pk = &pks[i / SCENE_PACKET];
@@ -239,7 +240,7 @@ static void chunk_rays(batch_ctx_t* b, size_t i0, size_t nc) {
   }
 
   // a still sensor's rays to the world, packet by packet
-  for (size_t q = 0; !lanes && fixed && !in_order && q < nc; q += SCENE_PACKET) {
+  for (size_t q = 0; firing && fixed && q < nc; q += SCENE_PACKET) {
     lidar_sweep_world_packet(&pose, &pks[q / SCENE_PACKET]);
   }
   for (size_t i = 0; m->rows && i < nc; i++) {
