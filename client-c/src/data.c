@@ -245,6 +245,299 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
 }
 
 
+//---------------- The hand decoder of a step's records
+
+// A step reply carries its IMU, encoder, odometer and cone records inside the StepDone; they
+// are read here straight from the frame's bytes into the same sensim_v1_SensorData and
+// data_ctx_t that nanopb and the callbacks above fill, then converted by the same convert():
+// nanopb's generic walk over the field descriptors cost about 11k instructions a tick. A
+// point cloud payload (a lidar's record, rare in a step's reply) is handed to nanopb with the
+// callbacks above. Every rule of nanopb's is kept: what it refuses fails here, what it
+// accepts (unknown fields, a repeated sub-message merged into the first, a oneof member
+// replaced by another) gives the same record (tests/client_c/test_client_step_decode.c
+// checks both on generated replies).
+
+// A Vec3 field (merged into v, as nanopb merges a repeated sub-message).
+static bool hand_vec3(sensim_cursor_t* c, unsigned wt, bool* has, sensim_v1_Vec3* v) {
+  sensim_cursor_t m;
+  if (wt != PB_WT_STRING || !sensim_cur_sub(c, &m)) {
+    return false;
+  }
+  *has = true;
+  while (m.at < m.end) {
+    uint32_t f;
+    unsigned w;
+    if (!sensim_cur_key(&m, &f, &w)) {
+      return false;
+    }
+    bool ok = f == sensim_v1_Vec3_x_tag   ? (v->has_x = true, sensim_cur_double(&m, w, &v->x))
+              : f == sensim_v1_Vec3_y_tag ? (v->has_y = true, sensim_cur_double(&m, w, &v->y))
+              : f == sensim_v1_Vec3_z_tag ? (v->has_z = true, sensim_cur_double(&m, w, &v->z))
+                                          : sensim_cur_skip(&m, w);
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+// One value for ImuSample.values from the 8 bytes at p, as decode_value takes it.
+static bool take_value(data_ctx_t* ctx, const uint8_t* p) {
+  if (ctx->nvalues == 9) {
+    return false;
+  }
+  memcpy(&ctx->values[ctx->nvalues++], p, 8);
+  return true;
+}
+
+
+// ImuSample.values as nanopb hands a callback field to decode_value: a length-delimited one
+// value by value, the callback called at least once (so an empty one fails); any other wire
+// type as a stream over the value's raw bytes (at most 10 of a varint), of which decode_value
+// takes the first 8.
+static bool hand_values(sensim_cursor_t* c, unsigned wt, data_ctx_t* ctx) {
+  if (wt == PB_WT_STRING) {
+    sensim_cursor_t m;
+    if (!sensim_cur_sub(c, &m)) {
+      return false;
+    }
+    do {
+      if (m.end - m.at < 8 || !take_value(ctx, m.p + m.at)) {
+        return false;
+      }
+      m.at += 8;
+    } while (m.at < m.end);
+    return true;
+  }
+  size_t n = 0;
+  if (wt == PB_WT_VARINT) {
+    do {
+      if (++n > 10 || c->at + n > c->end) {
+        return false;
+      }
+    } while (c->p[c->at + n - 1] & 0x80u);
+  } else if (wt == PB_WT_64BIT || wt == PB_WT_32BIT) {
+    n = wt == PB_WT_64BIT ? 8 : 4;
+    if (n > c->end - c->at) {
+      return false;
+    }
+  } else {
+    return false;
+  }
+  const uint8_t* p = c->p + c->at;
+  c->at += n;
+  return n >= 8 && take_value(ctx, p);
+}
+
+
+// The payload member `tag` selected: a new member starts from its defaults (zero), the same
+// member again is merged into.
+static void select_member(sensim_v1_SensorData* m, pb_size_t tag) {
+  if (m->which_payload != tag) {
+    memset(&m->payload, 0, sizeof(m->payload));
+    m->which_payload = tag;
+  }
+}
+
+
+static bool hand_imu(sensim_cursor_t* c, sensim_v1_ImuSample* s, data_ctx_t* ctx) {
+  while (c->at < c->end) {
+    uint32_t f;
+    unsigned w;
+    if (!sensim_cur_key(c, &f, &w)) {
+      return false;
+    }
+    bool ok;
+    switch (f) {
+      case sensim_v1_ImuSample_acceleration_tag:
+        ok = hand_vec3(c, w, &s->has_acceleration, &s->acceleration);
+        break;
+      case sensim_v1_ImuSample_angular_velocity_tag:
+        ok = hand_vec3(c, w, &s->has_angular_velocity, &s->angular_velocity);
+        break;
+      case sensim_v1_ImuSample_magnetic_field_tag:
+        ok = hand_vec3(c, w, &s->has_magnetic_field, &s->magnetic_field);
+        break;
+      case sensim_v1_ImuSample_values_tag:
+        ok = hand_values(c, w, ctx);
+        break;
+      default:
+        ok = sensim_cur_skip(c, w);
+        break;
+    }
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+static bool hand_scalar(sensim_cursor_t* c, sensim_v1_ScalarSample* s) {
+  while (c->at < c->end) {
+    uint32_t f;
+    unsigned w;
+    if (!sensim_cur_key(c, &f, &w)) {
+      return false;
+    }
+    bool ok = f == sensim_v1_ScalarSample_position_tag
+                  ? (s->has_position = true, sensim_cur_double(c, w, &s->position))
+              : f == sensim_v1_ScalarSample_speed_tag
+                  ? (s->has_speed = true, sensim_cur_double(c, w, &s->speed))
+                  : sensim_cur_skip(c, w);
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+static bool hand_cone(sensim_cursor_t* c, sensim_v1_ConeReading* r) {
+  while (c->at < c->end) {
+    uint32_t f;
+    unsigned w;
+    if (!sensim_cur_key(c, &f, &w)) {
+      return false;
+    }
+    bool ok;
+    switch (f) {
+      case sensim_v1_ConeReading_detected_tag:
+        ok = (r->has_detected = true, sensim_cur_bool(c, w, &r->detected));
+        break;
+      case sensim_v1_ConeReading_range_tag:
+        ok = (r->has_range = true, sensim_cur_double(c, w, &r->range));
+        break;
+      case sensim_v1_ConeReading_azimuth_tag:
+        ok = (r->has_azimuth = true, sensim_cur_double(c, w, &r->azimuth));
+        break;
+      case sensim_v1_ConeReading_elevation_tag:
+        ok = (r->has_elevation = true, sensim_cur_double(c, w, &r->elevation));
+        break;
+      case sensim_v1_ConeReading_speed_tag:
+        ok = (r->has_speed = true, sensim_cur_double(c, w, &r->speed));
+        break;
+      case sensim_v1_ConeReading_point_tag:
+        ok = hand_vec3(c, w, &r->has_point, &r->point);
+        break;
+      case sensim_v1_ConeReading_object_id_tag:
+        ok = (r->has_object_id = true, sensim_cur_u32(c, w, &r->object_id));
+        break;
+      default:
+        ok = sensim_cur_skip(c, w);
+        break;
+    }
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+// A point cloud payload through nanopb (its own descriptor walk, the callbacks above), from
+// a reader over the frame so that the data stays a view.
+static bool nanopb_cloud(sensim_cursor_t* c, sensim_v1_PointCloud* pc, data_ctx_t* ctx) {
+  pc->fields.funcs.decode = decode_field;
+  pc->fields.arg = ctx;
+  pc->data.funcs.decode = decode_cloud_data;
+  pc->data.arg = ctx;
+  sensim_reader_t r = {.base = c->p, .pos = c->at, .cli = ctx->cli};
+  pb_istream_t s = sensim_wire_istream(&r, c->end - c->at);
+  return pb_decode_ex(&s, sensim_v1_PointCloud_fields, pc, PB_DECODE_NOINIT);
+}
+
+
+// A payload member: a sub-message (another wire type fails after the member is selected, as
+// in nanopb), decoded into the selected member.
+static bool hand_payload(sensim_cursor_t* c, unsigned wt, sensim_v1_SensorData* m, pb_size_t tag,
+                         data_ctx_t* ctx) {
+  sensim_cursor_t sub;
+  select_member(m, tag);
+  if (wt != PB_WT_STRING || !sensim_cur_sub(c, &sub)) {
+    return false;
+  }
+  switch (tag) {
+    case sensim_v1_SensorData_point_cloud_tag:
+      return nanopb_cloud(&sub, &m->payload.point_cloud, ctx);
+    case sensim_v1_SensorData_imu_tag:
+      return hand_imu(&sub, &m->payload.imu, ctx);
+    case sensim_v1_SensorData_scalar_tag:
+      return hand_scalar(&sub, &m->payload.scalar);
+    default:
+      return hand_cone(&sub, &m->payload.cone);
+  }
+}
+
+
+static bool hand_data(sensim_cursor_t* c, sensim_v1_SensorData* m, data_ctx_t* ctx) {
+  while (c->at < c->end) {
+    uint32_t f;
+    unsigned w;
+    if (!sensim_cur_key(c, &f, &w)) {
+      return false;
+    }
+    bool ok;
+    switch (f) {
+      case sensim_v1_SensorData_sensor_id_tag:
+        ok = (m->has_sensor_id = true, sensim_cur_u32(c, w, &m->sensor_id));
+        break;
+      case sensim_v1_SensorData_time_tag:
+        ok = (m->has_time = true, sensim_cur_double(c, w, &m->time));
+        break;
+      case sensim_v1_SensorData_frame_tag:
+        ok = (m->has_frame = true, sensim_cur_u64(c, w, &m->frame));
+        break;
+      case sensim_v1_SensorData_sequence_tag:
+        ok = (m->has_sequence = true, sensim_cur_u64(c, w, &m->sequence));
+        break;
+      case sensim_v1_SensorData_start_time_tag:
+        ok = (m->has_start_time = true, sensim_cur_double(c, w, &m->start_time));
+        break;
+      case sensim_v1_SensorData_end_of_stream_tag:
+        ok = (m->has_end_of_stream = true, sensim_cur_bool(c, w, &m->end_of_stream));
+        break;
+      case sensim_v1_SensorData_point_cloud_tag:
+      case sensim_v1_SensorData_imu_tag:
+      case sensim_v1_SensorData_scalar_tag:
+      case sensim_v1_SensorData_cone_tag:
+        ok = hand_payload(c, w, m, (pb_size_t)f, ctx);
+        break;
+      default:
+        ok = sensim_cur_skip(c, w);
+        break;
+    }
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+sensim_status_t sensim_data_hand_decode(sensim_client_t* cli, sensim_cursor_t* c,
+                                        sensim_data_list_t* list) {
+  data_ctx_t ctx = {.cli = cli};
+  sensim_v1_SensorData m;
+  memset(&m, 0, sizeof(m));
+  if (!hand_data(c, &m, &ctx)) {
+    return sensim_cli_fail(cli, SENSIM_EPROTO, "cannot decode a reply: a malformed record at "
+                           "byte %zu of the step's reply", c->at);
+  }
+  sensim_sensor_data_t* d = sensim_data_list_add(cli, list);
+  if (!d) {
+    return sensim_cli_fail(cli, SENSIM_EPROTO, "cannot decode a reply: out of memory");
+  }
+  convert(&m, &ctx, d);
+  if (d->kind == SENSIM_PAYLOAD_POINT_CLOUD &&
+      check_cloud(&d->point_cloud, cli->last_error, sizeof(cli->last_error)) != 0) {
+    return SENSIM_EPROTO;
+  }
+  return SENSIM_OK;
+}
+
+
 void sensim_data_select(sensim_v1_SensorData* data, void* arg) {
   data_ctx_t* ctx = arg;
   if (!ctx) {

@@ -429,6 +429,35 @@ bool sensim_wire_peek(const uint8_t* p, size_t len, sensim_peek_t* out);
 // is not the id.
 int sensim_wire_peek_id(const uint8_t* p, size_t len, uint64_t* id);
 
+// A cursor over the bytes of one message, for the hand decoders of the step reply (data.c,
+// step.c): every function accepts exactly what nanopb accepts for the same field and fails
+// (false) where nanopb fails, so that both decoders refuse the same frames.
+typedef struct sensim_cursor {
+  const uint8_t* p;
+  size_t at, end;                   // the next byte, one past the last
+} sensim_cursor_t;
+
+// Varints as nanopb reads them: 32-bit ones (keys, lengths, bools; up to 10 bytes, the bytes
+// past bit 31 zero or a negative int32's sign extension) and 64-bit ones (at most 10 bytes).
+bool sensim_cur_varint32(sensim_cursor_t* c, uint32_t* v);
+bool sensim_cur_varint64(sensim_cursor_t* c, uint64_t* v);
+
+// A field's key: false on a field number 0.
+bool sensim_cur_key(sensim_cursor_t* c, uint32_t* field, unsigned* wt);
+
+// A length-delimited value as a cursor of its own (c moves past it).
+bool sensim_cur_sub(sensim_cursor_t* c, sensim_cursor_t* sub);
+
+// Skip an unknown field's value of wire type wt (varints of any length, as nanopb does).
+bool sensim_cur_skip(sensim_cursor_t* c, unsigned wt);
+
+// Known scalar fields; false on another wire type, as nanopb: double, uint64, uint32 (a
+// larger value fails), bool.
+bool sensim_cur_double(sensim_cursor_t* c, unsigned wt, double* v);
+bool sensim_cur_u64(sensim_cursor_t* c, unsigned wt, uint64_t* v);
+bool sensim_cur_u32(sensim_cursor_t* c, unsigned wt, uint32_t* v);
+bool sensim_cur_bool(sensim_cursor_t* c, unsigned wt, bool* v);
+
 //---------------- transport.c
 
 // Resolve host and connect within the handle's timeout. SENSIM_OK, SENSIM_ECONNECT or
@@ -468,6 +497,12 @@ typedef struct sensim_data_list {
 } sensim_data_list_t;
 bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg);
 
+// Decode one record of a StepDone's outputs by hand from c (a cursor over the record's bytes
+// in the frame, moved to its end) and append it to list: SENSIM_OK, or SENSIM_EPROTO (message
+// set) where nanopb with sensim_data_decode_item would fail.
+sensim_status_t sensim_data_hand_decode(sensim_client_t* cli, sensim_cursor_t* c,
+                                        sensim_data_list_t* list);
+
 // Append one record to a list in view memory; NULL when memory ran out.
 sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_list_t* l);
 
@@ -477,6 +512,16 @@ sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_lis
 // sensim_queue_body on several connections; a refusal's message is cli's last error.
 sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* state,
                                   sensim_gather_t* body);
+
+// Decode the final frame f of a step's reply: its StepDone's own fields into *done, its
+// records appended to list. SENSIM_OK; the daemon's status; SENSIM_EPROTO (message set, the
+// connection closed) for a frame nanopb refuses too. sensim_step_reply reads the bytes by
+// hand (a frame with another body through nanopb), sensim_step_reply_nanopb through nanopb
+// and sensim_data_decode_item alone: the reference it is tested against.
+sensim_status_t sensim_step_reply(sensim_client_t* cli, const sensim_frame_t* f,
+                                  sensim_data_list_t* list, sensim_v1_StepDone* done);
+sensim_status_t sensim_step_reply_nanopb(sensim_client_t* cli, const sensim_frame_t* f,
+                                         sensim_data_list_t* list, sensim_v1_StepDone* done);
 
 //---------------- raycast.c
 

@@ -471,3 +471,143 @@ int sensim_wire_peek_id(const uint8_t* p, size_t len, uint64_t* id) {
   }
   return 1;
 }
+
+//---------------- The hand decoders' cursor: nanopb's acceptance rules
+
+bool sensim_cur_varint32(sensim_cursor_t* c, uint32_t* v) {
+  if (c->at >= c->end) {
+    return false;
+  }
+  uint8_t b = c->p[c->at++];
+  uint32_t x = b & 0x7Fu;
+  // nanopb reads a 32-bit varint as up to 10 bytes: bits past 31 must be zero, or (when bit 31
+  // is set) the sign extension of a negative int32; bits 28..31 come from the fifth byte
+  for (unsigned shift = 7; b & 0x80u; shift += 7) {
+    if (c->at >= c->end) {
+      return false;
+    }
+    b = c->p[c->at++];
+    if (shift >= 32) {
+      uint8_t sign = shift < 63 ? 0xFFu : 0x01u;
+      if (shift >= 64 || ((b & 0x7Fu) != 0 && !((x >> 31) != 0 && b == sign))) {
+        return false;
+      }
+    } else if (shift == 28) {
+      if ((b & 0x70u) != 0 && (b & 0x78u) != 0x78u) {
+        return false;
+      }
+      x |= (uint32_t)(b & 0x0Fu) << 28;
+    } else {
+      x |= (uint32_t)(b & 0x7Fu) << shift;
+    }
+  }
+  *v = x;
+  return true;
+}
+
+
+bool sensim_cur_varint64(sensim_cursor_t* c, uint64_t* v) {
+  uint64_t x = 0;
+  uint8_t b;
+  unsigned shift = 0;
+  do {
+    if (c->at >= c->end) {
+      return false;
+    }
+    b = c->p[c->at++];
+    if (shift >= 63 && (b & 0xFEu) != 0) {  // a tenth byte of 0 or 1, and no eleventh
+      return false;
+    }
+    x |= (uint64_t)(b & 0x7Fu) << shift;
+    shift += 7;
+  } while (b & 0x80u);
+  *v = x;
+  return true;
+}
+
+
+bool sensim_cur_key(sensim_cursor_t* c, uint32_t* field, unsigned* wt) {
+  uint32_t k;
+  if (!sensim_cur_varint32(c, &k) || k >> 3 == 0) {
+    return false;
+  }
+  *field = k >> 3;
+  *wt = k & 7u;
+  return true;
+}
+
+
+bool sensim_cur_sub(sensim_cursor_t* c, sensim_cursor_t* sub) {
+  uint32_t n;
+  if (!sensim_cur_varint32(c, &n) || n > c->end - c->at) {
+    return false;
+  }
+  *sub = (sensim_cursor_t){.p = c->p, .at = c->at, .end = c->at + n};
+  c->at += n;
+  return true;
+}
+
+
+bool sensim_cur_skip(sensim_cursor_t* c, unsigned wt) {
+  sensim_cursor_t sub;
+  size_t n;
+  switch (wt) {
+    case PB_WT_VARINT:
+      do {  // any length
+        if (c->at >= c->end) {
+          return false;
+        }
+      } while (c->p[c->at++] & 0x80u);
+      return true;
+    case PB_WT_STRING:
+      return sensim_cur_sub(c, &sub);
+    case PB_WT_64BIT:
+      n = 8;
+      break;
+    case PB_WT_32BIT:
+      n = 4;
+      break;
+    default:
+      return false;
+  }
+  if (n > c->end - c->at) {
+    return false;
+  }
+  c->at += n;
+  return true;
+}
+
+
+bool sensim_cur_double(sensim_cursor_t* c, unsigned wt, double* v) {
+  if (wt != PB_WT_64BIT || c->end - c->at < 8) {
+    return false;
+  }
+  memcpy(v, c->p + c->at, 8);  // little-endian hosts only (internal.h)
+  c->at += 8;
+  return true;
+}
+
+
+bool sensim_cur_u64(sensim_cursor_t* c, unsigned wt, uint64_t* v) {
+  return wt == PB_WT_VARINT && sensim_cur_varint64(c, v);
+}
+
+
+bool sensim_cur_u32(sensim_cursor_t* c, unsigned wt, uint32_t* v) {
+  uint64_t x;
+  if (wt != PB_WT_VARINT || !sensim_cur_varint64(c, &x) || x > UINT32_MAX) {
+    return false;
+  }
+  *v = (uint32_t)x;
+  return true;
+}
+
+
+bool sensim_cur_bool(sensim_cursor_t* c, unsigned wt, bool* v) {
+  uint32_t x;
+  if (wt != PB_WT_VARINT || !sensim_cur_varint32(c, &x)) {
+    return false;
+  }
+  *v = x != 0;
+  return true;
+}
