@@ -447,6 +447,21 @@ sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sens
 }
 
 
+sensim_status_t sensim_queue_written(sensim_client_t* cli, slot_kind_t kind,
+                                     sensim_frame_writer_t write, const void* arg,
+                                     uint64_t* id) {
+  uint64_t rid = cli->next_id + 1;
+  sensim_status_t st = queue_begin(cli, rid, kind);
+  if (st != SENSIM_OK) {
+    return st;
+  }
+  sensim_gather_t before = {.len = cli->g.len, .nholes = cli->g.nholes, .bytes = cli->g.bytes};
+  size_t size = 0;
+  st = write(&cli->g, rid, arg, &size, cli->last_error, sizeof(cli->last_error));
+  return queue_end(cli, rid, st, size, &before, id);
+}
+
+
 sensim_status_t sensim_flush(sensim_client_t* cli) {
   return sensim_transport_send(cli, sensim_deadline(cli, -1));
 }

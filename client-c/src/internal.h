@@ -251,6 +251,15 @@ sensim_status_t sensim_send(sensim_client_t* cli, slot_kind_t kind, uint64_t* id
 // Encode cli->tx as a frame into the gather without sending (several requests in one write).
 sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* id);
 
+// Queue a request written by hand: write appends the frame of request `id` to g (arg its
+// input) and sets *size to the Envelope's bytes, or returns SENSIM_ENOMEM or SENSIM_EPROTO
+// (message in err, the gather as it was).
+typedef sensim_status_t (*sensim_frame_writer_t)(sensim_gather_t* g, uint64_t id,
+                                                 const void* arg, size_t* size, char* err,
+                                                 size_t err_cap);
+sensim_status_t sensim_queue_written(sensim_client_t* cli, slot_kind_t kind,
+                                     sensim_frame_writer_t write, const void* arg, uint64_t* id);
+
 // Send what the gather holds.
 sensim_status_t sensim_flush(sensim_client_t* cli);
 
@@ -372,6 +381,23 @@ size_t sensim_wire_body_at(uint64_t id, uint32_t tag, uint64_t body);
 
 // Bytes of v as a varint.
 size_t sensim_wire_varint_size(uint64_t v);
+
+// Bodies written by hand (the tick's UpdateState and Step: nanopb's generic walk over the
+// descriptors cost more than the rest of the request), the same bytes nanopb writes for
+// the same message (fields in the order of their numbers, none that is empty or unset).
+// Room for `own` bytes and `holes` holes first (false when memory runs out); then each put
+// appends, counting the gather's bytes: the frame's length prefix and Envelope head for a
+// body of `body` bytes (returns the Envelope's bytes), a double, a varint, a bytes field sent
+// from the caller's memory (a hole; nothing when empty), a packed uint32 array (nothing when
+// empty). The sizes: a span's or packed array's field, key and length included.
+bool sensim_wire_reserve(sensim_gather_t* g, size_t own, size_t holes);
+size_t sensim_wire_put_head(sensim_gather_t* g, uint64_t id, uint32_t tag, uint64_t body);
+void sensim_wire_put_double(sensim_gather_t* g, uint32_t field, double v);
+void sensim_wire_put_uint(sensim_gather_t* g, uint32_t field, uint64_t v);
+void sensim_wire_put_span(sensim_gather_t* g, uint32_t field, const void* data, size_t len);
+void sensim_wire_put_u32s(sensim_gather_t* g, uint32_t field, const uint32_t* v, uint32_t n);
+size_t sensim_wire_span_size(uint32_t field, size_t len);
+size_t sensim_wire_u32s_size(uint32_t field, const uint32_t* v, uint32_t n);
 
 // Encode callbacks: bulk arrays sent from the caller's memory. arg points at a sensim_span_t.
 typedef struct sensim_span {

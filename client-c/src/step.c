@@ -34,38 +34,92 @@ sensim_status_t sensim_need(sensim_client_t* cli, const void* ptr, uint64_t n, c
 }
 
 
-// The arrays of an UpdateState, kept while it is encoded.
-typedef struct state_spans {
-  sensim_span_t ids, poses, vels, jids, jpos;
-} state_spans_t;
-
-
-// Encode the state into cli->tx (sensim_begin done by the caller).
-static sensim_status_t encode_state(sensim_client_t* cli, const sensim_state_t* given,
-                                    state_spans_t* sp) {
-  sensim_state_t st;
-  sensim_state_init(&st);
-  sensim_status_t rc = sensim_sized_copy(cli, &st, sizeof(st), given, "state",
+// The state checked and copied into *st: a NULL array is refused when its count is not 0
+// (body_velocities: optional, not sent when NULL).
+static sensim_status_t check_state(sensim_client_t* cli, const sensim_state_t* given,
+                                   sensim_state_t* st) {
+  sensim_state_init(st);
+  sensim_status_t rc = sensim_sized_copy(cli, st, sizeof(*st), given, "state",
                                          "sensim_state_init");
   if (rc != SENSIM_OK ||
-      (rc = sensim_need(cli, st.body_ids, st.nbodies, "state.body_ids", "nbodies")) != SENSIM_OK ||
-      (rc = sensim_need(cli, st.body_poses, st.nbodies, "state.body_poses", "nbodies")) !=
+      (rc = sensim_need(cli, st->body_ids, st->nbodies, "state.body_ids", "nbodies")) !=
           SENSIM_OK ||
-      (rc = sensim_need(cli, st.joint_ids, st.njoints, "state.joint_ids", "njoints")) !=
+      (rc = sensim_need(cli, st->body_poses, st->nbodies, "state.body_poses", "nbodies")) !=
           SENSIM_OK ||
-      (rc = sensim_need(cli, st.joint_positions, st.njoints, "state.joint_positions",
+      (rc = sensim_need(cli, st->joint_ids, st->njoints, "state.joint_ids", "njoints")) !=
+          SENSIM_OK ||
+      (rc = sensim_need(cli, st->joint_positions, st->njoints, "state.joint_positions",
                         "njoints")) != SENSIM_OK) {
     return rc;
   }
-  sensim_v1_UpdateState* m = &cli->tx.body.update_state;
-  m->has_time = true;
-  m->time = st.time;
-  size_t nb = st.nbodies, nj = st.njoints;
-  sensim_wire_set_span(&m->body_ids_bytes, &sp->ids, st.body_ids, 4 * nb);
-  sensim_wire_set_span(&m->body_poses_bytes, &sp->poses, st.body_poses, 56 * nb);
-  sensim_wire_set_span(&m->body_velocities_bytes, &sp->vels, st.body_velocities, 48 * nb);
-  sensim_wire_set_span(&m->joint_ids_bytes, &sp->jids, st.joint_ids, 4 * nj);
-  sensim_wire_set_span(&m->joint_positions_bytes, &sp->jpos, st.joint_positions, 8 * nj);
+  return SENSIM_OK;
+}
+
+
+// The UpdateState's arrays as the *_bytes fields: (field, caller's memory, bytes), in the
+// order of their field numbers; an array given as NULL is not sent.
+typedef struct state_arrays {
+  uint32_t field[5];
+  const void* data[5];
+  size_t len[5];
+} state_arrays_t;
+
+
+static uint64_t state_arrays(const sensim_state_t* st, state_arrays_t* a) {
+  size_t nb = st->nbodies, nj = st->njoints;
+  const state_arrays_t v = {
+      {sensim_v1_UpdateState_body_ids_bytes_tag, sensim_v1_UpdateState_body_poses_bytes_tag,
+       sensim_v1_UpdateState_body_velocities_bytes_tag, sensim_v1_UpdateState_joint_ids_bytes_tag,
+       sensim_v1_UpdateState_joint_positions_bytes_tag},
+      {st->body_ids, st->body_poses, st->body_velocities, st->joint_ids, st->joint_positions},
+      {4 * nb, 56 * nb, 48 * nb, 4 * nj, 8 * nj}};
+  *a = v;
+  uint64_t body = 1 + 8;  // the time
+  for (int k = 0; k < 5; k++) {
+    a->len[k] = a->data[k] ? a->len[k] : 0;
+    body += sensim_wire_span_size(a->field[k], a->len[k]);
+  }
+  return body;
+}
+
+
+// The most bytes the client writes itself for an UpdateState body (keys, lengths, the time).
+#define STATE_OWN_MAX (1 + 8 + 5 * (1 + 10))
+
+static void put_state(sensim_gather_t* g, const sensim_state_t* st, const state_arrays_t* a) {
+  sensim_wire_put_double(g, sensim_v1_UpdateState_time_tag, st->time);
+  for (int k = 0; k < 5; k++) {
+    sensim_wire_put_span(g, a->field[k], a->data[k], a->len[k]);
+  }
+}
+
+
+static sensim_status_t over_4gib(char* err, size_t err_cap) {
+  return sensim_fail(err, err_cap, SENSIM_EPROTO, "cannot encode the request: over 4 GiB");
+}
+
+
+static sensim_status_t no_memory(char* err, size_t err_cap) {
+  return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
+}
+
+
+// sensim_frame_writer_t of an UpdateState (arg: a checked sensim_state_t).
+static sensim_status_t write_state(sensim_gather_t* g, uint64_t id, const void* arg,
+                                   size_t* size, char* err, size_t err_cap) {
+  const sensim_state_t* st = arg;
+  state_arrays_t a;
+  uint64_t body = state_arrays(st, &a);
+  uint32_t tag = sensim_v1_Envelope_update_state_tag;
+  if (sensim_wire_body_at(id, tag, body) - FRAME_HEADER + body > UINT32_MAX) {
+    return over_4gib(err, err_cap);
+  }
+  if (!sensim_wire_reserve(g, FRAME_HEADER + sensim_wire_body_at(id, tag, body) + STATE_OWN_MAX,
+                           5)) {
+    return no_memory(err, err_cap);
+  }
+  *size = sensim_wire_put_head(g, id, tag, body);
+  put_state(g, st, &a);
   return SENSIM_OK;
 }
 
@@ -73,21 +127,56 @@ static sensim_status_t encode_state(sensim_client_t* cli, const sensim_state_t* 
 // Queue an UpdateState.
 static sensim_status_t queue_state(sensim_client_t* cli, const sensim_state_t* state,
                                    uint64_t* id) {
-  state_spans_t sp;
-  sensim_begin(cli, sensim_v1_Envelope_update_state_tag);
-  sensim_status_t st = encode_state(cli, state, &sp);
-  return st != SENSIM_OK ? st : sensim_queue(cli, SLOT_STATUS, id);
+  sensim_state_t st;
+  sensim_status_t rc = check_state(cli, state, &st);
+  return rc != SENSIM_OK ? rc : sensim_queue_written(cli, SLOT_STATUS, write_state, &st, id);
 }
 
 
 sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* state,
                                   sensim_gather_t* body) {
-  state_spans_t sp;
-  sensim_begin(cli, sensim_v1_Envelope_update_state_tag);  // a zeroed body; no id is taken
-  sensim_status_t st = encode_state(cli, state, &sp);
-  return st != SENSIM_OK ? st : sensim_wire_body(body, sensim_v1_UpdateState_fields,
-                                                 &cli->tx.body.update_state, cli->last_error,
-                                                 sizeof(cli->last_error));
+  sensim_state_t st;
+  sensim_status_t rc = check_state(cli, state, &st);
+  if (rc != SENSIM_OK) {
+    return rc;
+  }
+  sensim_gather_reset(body);
+  state_arrays_t a;
+  if (state_arrays(&st, &a) > UINT32_MAX) {
+    return over_4gib(cli->last_error, sizeof(cli->last_error));
+  }
+  if (!sensim_wire_reserve(body, STATE_OWN_MAX, 5)) {
+    return no_memory(cli->last_error, sizeof(cli->last_error));
+  }
+  put_state(body, &st, &a);
+  return SENSIM_OK;
+}
+
+
+// sensim_frame_writer_t of a Step (arg: a checked sensim_step_t).
+static sensim_status_t write_step(sensim_gather_t* g, uint64_t id, const void* arg,
+                                  size_t* size, char* err, size_t err_cap) {
+  const sensim_step_t* st = arg;
+  uint32_t n = st->output_sensors ? st->noutput_sensors : 0;
+  uint64_t sensors = sensim_wire_u32s_size(sensim_v1_Step_output_sensors_tag, st->output_sensors,
+                                           n);
+  // the outputs only when not ALL, the default: a daemon without the field agrees
+  uint64_t body = 1 + 8 + (st->outputs != SENSIM_STEP_OUTPUTS_ALL ? 2 : 0) + sensors;
+  uint32_t tag = sensim_v1_Envelope_step_tag;
+  uint64_t at = sensim_wire_body_at(id, tag, body);
+  if (at - FRAME_HEADER + body > UINT32_MAX) {
+    return over_4gib(err, err_cap);
+  }
+  if (!sensim_wire_reserve(g, at + body, 0)) {
+    return no_memory(err, err_cap);
+  }
+  *size = sensim_wire_put_head(g, id, tag, body);
+  sensim_wire_put_double(g, sensim_v1_Step_time_tag, st->time);
+  if (st->outputs != SENSIM_STEP_OUTPUTS_ALL) {
+    sensim_wire_put_uint(g, sensim_v1_Step_outputs_tag, (uint64_t)st->outputs);
+  }
+  sensim_wire_put_u32s(g, sensim_v1_Step_output_sensors_tag, st->output_sensors, n);
+  return SENSIM_OK;
 }
 
 
@@ -112,16 +201,7 @@ static sensim_status_t queue_step(sensim_client_t* cli, const sensim_step_t* giv
                         "noutput_sensors")) != SENSIM_OK) {
     return rc;
   }
-  sensim_u32s_t sensors;
-  sensim_v1_Step* m = &sensim_begin(cli, sensim_v1_Envelope_step_tag)->body.step;
-  m->has_time = true;
-  m->time = st.time;
-  if (st.outputs != SENSIM_STEP_OUTPUTS_ALL) {  // the default: a daemon without the field agrees
-    m->has_outputs = true;
-    m->outputs = (sensim_v1_StepOutputs)st.outputs;
-  }
-  sensim_wire_set_u32s(&m->output_sensors, &sensors, st.output_sensors, st.noutput_sensors);
-  return sensim_queue(cli, SLOT_STEP, id);
+  return sensim_queue_written(cli, SLOT_STEP, write_step, &st, id);
 }
 
 

@@ -1,5 +1,13 @@
 // SPDX-License-Identifier: MIT
-// test_client_step_decode.c: the C client's hand decoder of a step's reply (step.c,
+// test_client_step_wire.c: the C client's hand encoder of a tick's requests and its hand
+// decoder of a step's reply against nanopb's.
+//
+// Encoding: random states and steps (empty, NULL and large arrays, every output selection,
+// sensor ids of every varint length) sent by sensim_update_and_step_send to a scripted peer
+// that records the bytes, which must equal nanopb's encoding of the same messages with the
+// same ids (sensim_wire_frame), and sensim_state_body's body nanopb's (sensim_wire_body).
+//
+// Decoding: the hand decoder of a step's reply (step.c,
 // sensim_step_reply; data.c, sensim_data_hand_decode) against nanopb's (the same frame through
 // pb_decode and the client's callbacks, sensim_step_reply_nanopb). Generated replies carry
 // every record kind (IMU with any count of values, packed or not; encoder; cone; point
@@ -12,8 +20,10 @@
 //
 // These call the static library's internal functions (client-c/src/internal.h) on frames in
 // memory, with a handle connected to a scripted peer that only answers the Hello.
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "support.h"
@@ -642,5 +652,174 @@ TEST(step_reply_by_hand_reads_a_daemons_records) {
   ASSERT_EQ(l.v[2].cone.object_id, 11);
   sensim_client_close(cli);
   td_peer_stop(peer);
+  return 0;
+}
+
+
+//---------------- The tick's requests, encoded
+
+#define ENCODE_CASES 1000   // each two requests in flight (discarded), under the 4096 slots
+
+static struct {
+  uint8_t bytes[16u << 20];
+  size_t n;
+} g_seen;
+
+
+// After the Hello, every byte the client sends, until it closes.
+static void record_all(int fd, void* arg) {
+  (void)arg;
+  if (td_peer_hello(fd) == 0) {
+    return;
+  }
+  for (;;) {
+    ssize_t k = read(fd, g_seen.bytes + g_seen.n, sizeof(g_seen.bytes) - g_seen.n);
+    if (k <= 0) {
+      return;
+    }
+    g_seen.n += (size_t)k;
+  }
+}
+
+
+// The gather's bytes in order, its holes read from where they point.
+static void flatten(const sensim_gather_t* g, uint8_t* out, size_t* n) {
+  size_t own = 0;
+  for (size_t k = 0; k < g->nholes; k++) {
+    memcpy(out + *n, g->buf + own, g->holes[k].at - own);
+    *n += g->holes[k].at - own;
+    own = g->holes[k].at;
+    memcpy(out + *n, g->holes[k].data, g->holes[k].len);
+    *n += g->holes[k].len;
+  }
+  memcpy(out + *n, g->buf + own, g->len - own);
+  *n += g->len - own;
+}
+
+
+static double any_time(void) {
+  static const double v[] = {0.0, -0.0, 0.001, 1e300, -5.0};
+  return rnd(2) ? v[rnd(5)] : (double)rnd(1u << 30) * 1e-6;
+}
+
+
+// nanopb's UpdateState as the client's requests carried it: the arrays as the *_bytes fields
+// from the caller's memory (a NULL array not sent).
+static void nanopb_state(const sensim_state_t* st, sensim_v1_UpdateState* m, sensim_span_t sp[5]) {
+  memset(m, 0, sizeof(*m));
+  m->has_time = true;
+  m->time = st->time;
+  size_t nb = st->nbodies, nj = st->njoints;
+  sensim_wire_set_span(&m->body_ids_bytes, &sp[0], st->body_ids, 4 * nb);
+  sensim_wire_set_span(&m->body_poses_bytes, &sp[1], st->body_poses, 56 * nb);
+  sensim_wire_set_span(&m->body_velocities_bytes, &sp[2], st->body_velocities, 48 * nb);
+  sensim_wire_set_span(&m->joint_ids_bytes, &sp[3], st->joint_ids, 4 * nj);
+  sensim_wire_set_span(&m->joint_positions_bytes, &sp[4], st->joint_positions, 8 * nj);
+}
+
+
+TEST(tick_requests_by_hand_equal_nanopbs_encoding) {
+  static uint32_t ids[ENCODE_CASES][6], jids[ENCODE_CASES][4], sensors[ENCODE_CASES][6];
+  static double poses[ENCODE_CASES][6][7], vels[ENCODE_CASES][6][6], q[ENCODE_CASES][4];
+  static uint8_t want[16u << 20];
+  static sensim_gather_t g;  // nanopb's frames
+  size_t nwant = 0;
+  g_seen.n = 0;
+  td_peer_t* peer = td_peer_start(record_all, NULL);
+  ASSERT_TRUE(peer != NULL);
+  sensim_options_t o;
+  sensim_options_init(&o);
+  sensim_client_t* cli = NULL;
+  ASSERT_OK_ST(cli, sensim_client_connect("127.0.0.1", (uint16_t)td_peer_port(peer), &o, &cli));
+  static const uint32_t magnitudes[] = {0, 1, 127, 128, 16383, 16384, 2097152, 268435456,
+                                        0xFFFFFFFFu};
+  for (unsigned c = 0; c < ENCODE_CASES; c++) {
+    sensim_state_t st;
+    sensim_state_init(&st);
+    st.time = any_time();
+    st.nbodies = rnd(5) == 0 ? 0 : 1 + rnd(6) % 6;
+    st.njoints = rnd(4);
+    for (uint32_t i = 0; i < 6; i++) {
+      ids[c][i] = magnitudes[rnd(9)];
+      for (int k = 0; k < 7; k++) {
+        poses[c][i][k] = any_time();
+      }
+      for (int k = 0; k < 6; k++) {
+        vels[c][i][k] = any_time();
+      }
+    }
+    for (uint32_t i = 0; i < 4; i++) {
+      jids[c][i] = magnitudes[rnd(9)];
+      q[c][i] = any_time();
+    }
+    st.body_ids = st.nbodies || rnd(2) ? ids[c] : NULL;
+    st.body_poses = st.nbodies || rnd(2) ? &poses[c][0][0] : NULL;
+    st.body_velocities = rnd(3) ? &vels[c][0][0] : NULL;  // optional
+    st.joint_ids = st.njoints || rnd(2) ? jids[c] : NULL;
+    st.joint_positions = st.njoints || rnd(2) ? q[c] : NULL;
+    sensim_step_t sp;
+    sensim_step_init(&sp);
+    sp.time = st.time;
+    sp.outputs = (sensim_step_outputs_t)rnd(3);
+    if (sp.outputs == SENSIM_STEP_OUTPUTS_LISTED) {
+      sp.noutput_sensors = rnd(7);
+      for (uint32_t i = 0; i < 6; i++) {
+        sensors[c][i] = magnitudes[rnd(9)];
+      }
+      sp.output_sensors = sp.noutput_sensors || rnd(2) ? sensors[c] : NULL;
+    }
+    uint64_t a, b;
+    ASSERT_OK_ST(cli, sensim_update_and_step_send(cli, &st, &sp, &a, &b));
+    ASSERT_OK_ST(cli, sensim_discard(cli, a));
+    ASSERT_OK_ST(cli, sensim_discard(cli, b));
+
+    // nanopb's frames of the same requests
+    sensim_v1_UpdateState ms;
+    sensim_span_t spans[5];
+    nanopb_state(&st, &ms, spans);
+    sensim_v1_Step mp;
+    memset(&mp, 0, sizeof(mp));
+    mp.has_time = true;
+    mp.time = sp.time;
+    if (sp.outputs != SENSIM_STEP_OUTPUTS_ALL) {
+      mp.has_outputs = true;
+      mp.outputs = (sensim_v1_StepOutputs)sp.outputs;
+    }
+    sensim_u32s_t u;
+    sensim_wire_set_u32s(&mp.output_sensors, &u, sp.output_sensors, sp.noutput_sensors);
+    size_t size;
+    char err[128];
+    sensim_gather_reset(&g);
+    ASSERT_EQ(sensim_wire_frame(&g, a, sensim_v1_Envelope_update_state_tag,
+                                sensim_v1_UpdateState_fields, &ms, &size, err, sizeof(err)),
+              SENSIM_OK);
+    ASSERT_EQ(sensim_wire_frame(&g, b, sensim_v1_Envelope_step_tag, sensim_v1_Step_fields, &mp,
+                                &size, err, sizeof(err)),
+              SENSIM_OK);
+    flatten(&g, want, &nwant);
+
+    // the body alone (sent to several shards)
+    sensim_gather_t hb = {0}, nb = {0};
+    uint8_t x[4096], y[4096];
+    size_t nx = 0, ny = 0;
+    ASSERT_OK_ST(cli, sensim_state_body(cli, &st, &hb));
+    ASSERT_EQ(sensim_wire_body(&nb, sensim_v1_UpdateState_fields, &ms, err, sizeof(err)),
+              SENSIM_OK);
+    flatten(&hb, x, &nx);
+    flatten(&nb, y, &ny);
+    ASSERT_TRUE(nx == ny && memcmp(x, y, nx) == 0 && hb.bytes == nb.bytes && hb.bytes == nx);
+    sensim_gather_free(&hb);
+    sensim_gather_free(&nb);
+  }
+  sensim_client_close(cli);
+  td_peer_stop(peer);
+  sensim_gather_free(&g);
+  ASSERT_EQ(g_seen.n, nwant);
+  for (size_t i = 0; i < nwant; i++) {
+    if (g_seen.bytes[i] != want[i]) {
+      CHECK_FAIL("byte %zu of the requests: 0x%02x sent, nanopb writes 0x%02x", i,
+                 g_seen.bytes[i], want[i]);
+    }
+  }
   return 0;
 }
