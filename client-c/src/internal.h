@@ -21,6 +21,7 @@
 #include <pb_decode.h>
 #include <pb_encode.h>
 
+#include "cursor.h"
 #include "sensim.pb.h"
 #include "sensim/sensim.h"
 
@@ -454,35 +455,6 @@ bool sensim_wire_peek(const uint8_t* p, size_t len, sensim_peek_t* out);
 // The id of an Envelope from its first bytes: 1 found, 0 need more bytes, -1 the first field
 // is not the id.
 int sensim_wire_peek_id(const uint8_t* p, size_t len, uint64_t* id);
-
-// A cursor over the bytes of one message, for the hand decoders of the step reply (data.c,
-// step.c): every function accepts exactly what nanopb accepts for the same field and fails
-// (false) where nanopb fails, so that both decoders refuse the same frames.
-typedef struct sensim_cursor {
-  const uint8_t* p;
-  size_t at, end;                   // the next byte, one past the last
-} sensim_cursor_t;
-
-// Varints as nanopb reads them: 32-bit ones (keys, lengths, bools; up to 10 bytes, the bytes
-// past bit 31 zero or a negative int32's sign extension) and 64-bit ones (at most 10 bytes).
-bool sensim_cur_varint32(sensim_cursor_t* c, uint32_t* v);
-bool sensim_cur_varint64(sensim_cursor_t* c, uint64_t* v);
-
-// A field's key: false on a field number 0.
-bool sensim_cur_key(sensim_cursor_t* c, uint32_t* field, unsigned* wt);
-
-// A length-delimited value as a cursor of its own (c moves past it).
-bool sensim_cur_sub(sensim_cursor_t* c, sensim_cursor_t* sub);
-
-// Skip an unknown field's value of wire type wt (varints of any length, as nanopb does).
-bool sensim_cur_skip(sensim_cursor_t* c, unsigned wt);
-
-// Known scalar fields; false on another wire type, as nanopb: double, uint64, uint32 (a
-// larger value fails), bool.
-bool sensim_cur_double(sensim_cursor_t* c, unsigned wt, double* v);
-bool sensim_cur_u64(sensim_cursor_t* c, unsigned wt, uint64_t* v);
-bool sensim_cur_u32(sensim_cursor_t* c, unsigned wt, uint32_t* v);
-bool sensim_cur_bool(sensim_cursor_t* c, unsigned wt, bool* v);
 
 //---------------- transport.c
 
