@@ -104,30 +104,28 @@ static inline bool sensim_cur_sub(sensim_cursor_t* c, sensim_cursor_t* sub) {
 }
 
 
+// The bytes of a value of a fixed-size wire type (8 or 4), else 0.
+static inline size_t sensim_cur_fixed_bytes(unsigned wt) {
+  return wt == PB_WT_64BIT ? 8 : wt == PB_WT_32BIT ? 4 : 0;
+}
+
+
 // Skip an unknown field's value of wire type wt (varints of any length, as nanopb does).
 static inline bool sensim_cur_skip(sensim_cursor_t* c, unsigned wt) {
   sensim_cursor_t sub;
   size_t n;
-  switch (wt) {
-    case PB_WT_VARINT:
-      do {  // any length
-        if (c->at >= c->end) {
-          return false;
-        }
-      } while (c->p[c->at++] & 0x80u);
-      return true;
-    case PB_WT_STRING:
-      return sensim_cur_sub(c, &sub);
-    case PB_WT_64BIT:
-      n = 8;
-      break;
-    case PB_WT_32BIT:
-      n = 4;
-      break;
-    default:
-      return false;
+  if (wt == PB_WT_VARINT) {
+    do {  // any length
+      if (c->at >= c->end) {
+        return false;
+      }
+    } while (c->p[c->at++] & 0x80u);
+    return true;
   }
-  if (n > c->end - c->at) {
+  if (wt == PB_WT_STRING) {
+    return sensim_cur_sub(c, &sub);
+  }
+  if ((n = sensim_cur_fixed_bytes(wt)) == 0 || n > c->end - c->at) {
     return false;
   }
   c->at += n;
@@ -170,5 +168,30 @@ static inline bool sensim_cur_bool(sensim_cursor_t* c, unsigned wt, bool* v) {
   *v = x != 0;
   return true;
 }
+
+// The fields of the message in c, one by one: field(c, number, wire type, arg) reads or skips
+// each value. False on a malformed key (a field number 0 included) or when field fails.
+typedef bool (*sensim_cur_field_t)(sensim_cursor_t* c, uint32_t field, unsigned wt, void* arg);
+
+static inline bool sensim_cur_each(sensim_cursor_t* c, sensim_cur_field_t field, void* arg) {
+  while (c->at < c->end) {
+    uint32_t f;
+    unsigned w;
+    if (!sensim_cur_key(c, &f, &w) || !field(c, f, w, arg)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+
+// A sub-message field of wire type wt, its fields walked as sensim_cur_each does (any other
+// wire type fails).
+static inline bool sensim_cur_message(sensim_cursor_t* c, unsigned wt, sensim_cur_field_t field,
+                                      void* arg) {
+  sensim_cursor_t m;
+  return wt == PB_WT_STRING && sensim_cur_sub(c, &m) && sensim_cur_each(&m, field, arg);
+}
+
 
 #endif  // SENSIM_CLIENT_CURSOR_H

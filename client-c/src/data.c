@@ -257,28 +257,28 @@ bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg) {
 // replaced by another) gives the same record (tests/client_c/test_client_step_decode.c
 // checks both on generated replies).
 
-// A Vec3 field (merged into v, as nanopb merges a repeated sub-message).
-static bool hand_vec3(sensim_cursor_t* c, unsigned wt, bool* has, sensim_v1_Vec3* v) {
-  sensim_cursor_t m;
-  if (wt != PB_WT_STRING || !sensim_cur_sub(c, &m)) {
-    return false;
+// A Vec3's fields (merged into the Vec3 at arg, as nanopb merges a repeated sub-message).
+static bool vec3_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  sensim_v1_Vec3* v = arg;
+  switch (f) {
+    case sensim_v1_Vec3_x_tag:
+      v->has_x = true;
+      return sensim_cur_double(c, w, &v->x);
+    case sensim_v1_Vec3_y_tag:
+      v->has_y = true;
+      return sensim_cur_double(c, w, &v->y);
+    case sensim_v1_Vec3_z_tag:
+      v->has_z = true;
+      return sensim_cur_double(c, w, &v->z);
+    default:
+      return sensim_cur_skip(c, w);
   }
+}
+
+
+static bool vec3_msg(sensim_cursor_t* c, unsigned w, bool* has, sensim_v1_Vec3* v) {
   *has = true;
-  while (m.at < m.end) {
-    uint32_t f;
-    unsigned w;
-    if (!sensim_cur_key(&m, &f, &w)) {
-      return false;
-    }
-    bool ok = f == sensim_v1_Vec3_x_tag   ? (v->has_x = true, sensim_cur_double(&m, w, &v->x))
-              : f == sensim_v1_Vec3_y_tag ? (v->has_y = true, sensim_cur_double(&m, w, &v->y))
-              : f == sensim_v1_Vec3_z_tag ? (v->has_z = true, sensim_cur_double(&m, w, &v->z))
-                                          : sensim_cur_skip(&m, w);
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
+  return sensim_cur_message(c, w, vec3_field, v);
 }
 
 
@@ -296,7 +296,7 @@ static bool take_value(data_ctx_t* ctx, const uint8_t* p) {
 // value by value, the callback called at least once (so an empty one fails); any other wire
 // type as a stream over the value's raw bytes (at most 10 of a varint), of which decode_value
 // takes the first 8.
-static bool hand_values(sensim_cursor_t* c, unsigned wt, data_ctx_t* ctx) {
+static bool imu_values(sensim_cursor_t* c, unsigned wt, data_ctx_t* ctx) {
   if (wt == PB_WT_STRING) {
     sensim_cursor_t m;
     if (!sensim_cur_sub(c, &m)) {
@@ -317,12 +317,7 @@ static bool hand_values(sensim_cursor_t* c, unsigned wt, data_ctx_t* ctx) {
         return false;
       }
     } while (c->p[c->at + n - 1] & 0x80u);
-  } else if (wt == PB_WT_64BIT || wt == PB_WT_32BIT) {
-    n = wt == PB_WT_64BIT ? 8 : 4;
-    if (n > c->end - c->at) {
-      return false;
-    }
-  } else {
+  } else if ((n = sensim_cur_fixed_bytes(wt)) == 0 || n > c->end - c->at) {
     return false;
   }
   const uint8_t* p = c->p + c->at;
@@ -331,188 +326,144 @@ static bool hand_values(sensim_cursor_t* c, unsigned wt, data_ctx_t* ctx) {
 }
 
 
-// The payload member `tag` selected: a new member starts from its defaults (zero), the same
-// member again is merged into.
-static void select_member(sensim_v1_SensorData* m, pb_size_t tag) {
-  if (m->which_payload != tag) {
-    memset(&m->payload, 0, sizeof(m->payload));
-    m->which_payload = tag;
+// A record being decoded: the message and what the callbacks would gather.
+typedef struct record {
+  sensim_v1_SensorData* m;
+  data_ctx_t* ctx;
+} record_t;
+
+
+static bool imu_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  const record_t* r = arg;
+  sensim_v1_ImuSample* s = &r->m->payload.imu;
+  switch (f) {
+    case sensim_v1_ImuSample_acceleration_tag:
+      return vec3_msg(c, w, &s->has_acceleration, &s->acceleration);
+    case sensim_v1_ImuSample_angular_velocity_tag:
+      return vec3_msg(c, w, &s->has_angular_velocity, &s->angular_velocity);
+    case sensim_v1_ImuSample_magnetic_field_tag:
+      return vec3_msg(c, w, &s->has_magnetic_field, &s->magnetic_field);
+    case sensim_v1_ImuSample_values_tag:
+      return imu_values(c, w, r->ctx);
+    default:
+      return sensim_cur_skip(c, w);
   }
 }
 
 
-static bool hand_imu(sensim_cursor_t* c, sensim_v1_ImuSample* s, data_ctx_t* ctx) {
-  while (c->at < c->end) {
-    uint32_t f;
-    unsigned w;
-    if (!sensim_cur_key(c, &f, &w)) {
-      return false;
-    }
-    bool ok;
-    switch (f) {
-      case sensim_v1_ImuSample_acceleration_tag:
-        ok = hand_vec3(c, w, &s->has_acceleration, &s->acceleration);
-        break;
-      case sensim_v1_ImuSample_angular_velocity_tag:
-        ok = hand_vec3(c, w, &s->has_angular_velocity, &s->angular_velocity);
-        break;
-      case sensim_v1_ImuSample_magnetic_field_tag:
-        ok = hand_vec3(c, w, &s->has_magnetic_field, &s->magnetic_field);
-        break;
-      case sensim_v1_ImuSample_values_tag:
-        ok = hand_values(c, w, ctx);
-        break;
-      default:
-        ok = sensim_cur_skip(c, w);
-        break;
-    }
-    if (!ok) {
-      return false;
-    }
+static bool scalar_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  sensim_v1_ScalarSample* s = &((const record_t*)arg)->m->payload.scalar;
+  switch (f) {
+    case sensim_v1_ScalarSample_position_tag:
+      s->has_position = true;
+      return sensim_cur_double(c, w, &s->position);
+    case sensim_v1_ScalarSample_speed_tag:
+      s->has_speed = true;
+      return sensim_cur_double(c, w, &s->speed);
+    default:
+      return sensim_cur_skip(c, w);
   }
-  return true;
 }
 
 
-static bool hand_scalar(sensim_cursor_t* c, sensim_v1_ScalarSample* s) {
-  while (c->at < c->end) {
-    uint32_t f;
-    unsigned w;
-    if (!sensim_cur_key(c, &f, &w)) {
-      return false;
-    }
-    bool ok = f == sensim_v1_ScalarSample_position_tag
-                  ? (s->has_position = true, sensim_cur_double(c, w, &s->position))
-              : f == sensim_v1_ScalarSample_speed_tag
-                  ? (s->has_speed = true, sensim_cur_double(c, w, &s->speed))
-                  : sensim_cur_skip(c, w);
-    if (!ok) {
-      return false;
-    }
+static bool cone_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  sensim_v1_ConeReading* r = &((const record_t*)arg)->m->payload.cone;
+  switch (f) {
+    case sensim_v1_ConeReading_detected_tag:
+      r->has_detected = true;
+      return sensim_cur_bool(c, w, &r->detected);
+    case sensim_v1_ConeReading_range_tag:
+      r->has_range = true;
+      return sensim_cur_double(c, w, &r->range);
+    case sensim_v1_ConeReading_azimuth_tag:
+      r->has_azimuth = true;
+      return sensim_cur_double(c, w, &r->azimuth);
+    case sensim_v1_ConeReading_elevation_tag:
+      r->has_elevation = true;
+      return sensim_cur_double(c, w, &r->elevation);
+    case sensim_v1_ConeReading_speed_tag:
+      r->has_speed = true;
+      return sensim_cur_double(c, w, &r->speed);
+    case sensim_v1_ConeReading_point_tag:
+      return vec3_msg(c, w, &r->has_point, &r->point);
+    case sensim_v1_ConeReading_object_id_tag:
+      r->has_object_id = true;
+      return sensim_cur_u32(c, w, &r->object_id);
+    default:
+      return sensim_cur_skip(c, w);
   }
-  return true;
-}
-
-
-static bool hand_cone(sensim_cursor_t* c, sensim_v1_ConeReading* r) {
-  while (c->at < c->end) {
-    uint32_t f;
-    unsigned w;
-    if (!sensim_cur_key(c, &f, &w)) {
-      return false;
-    }
-    bool ok;
-    switch (f) {
-      case sensim_v1_ConeReading_detected_tag:
-        ok = (r->has_detected = true, sensim_cur_bool(c, w, &r->detected));
-        break;
-      case sensim_v1_ConeReading_range_tag:
-        ok = (r->has_range = true, sensim_cur_double(c, w, &r->range));
-        break;
-      case sensim_v1_ConeReading_azimuth_tag:
-        ok = (r->has_azimuth = true, sensim_cur_double(c, w, &r->azimuth));
-        break;
-      case sensim_v1_ConeReading_elevation_tag:
-        ok = (r->has_elevation = true, sensim_cur_double(c, w, &r->elevation));
-        break;
-      case sensim_v1_ConeReading_speed_tag:
-        ok = (r->has_speed = true, sensim_cur_double(c, w, &r->speed));
-        break;
-      case sensim_v1_ConeReading_point_tag:
-        ok = hand_vec3(c, w, &r->has_point, &r->point);
-        break;
-      case sensim_v1_ConeReading_object_id_tag:
-        ok = (r->has_object_id = true, sensim_cur_u32(c, w, &r->object_id));
-        break;
-      default:
-        ok = sensim_cur_skip(c, w);
-        break;
-    }
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
 }
 
 
 // A point cloud payload through nanopb (its own descriptor walk, the callbacks above), from
 // a reader over the frame so that the data stays a view.
-static bool nanopb_cloud(sensim_cursor_t* c, sensim_v1_PointCloud* pc, data_ctx_t* ctx) {
+static bool cloud_msg(sensim_cursor_t* c, unsigned w, const record_t* r) {
+  sensim_cursor_t sub;
+  if (w != PB_WT_STRING || !sensim_cur_sub(c, &sub)) {
+    return false;
+  }
+  sensim_v1_PointCloud* pc = &r->m->payload.point_cloud;
   pc->fields.funcs.decode = decode_field;
-  pc->fields.arg = ctx;
+  pc->fields.arg = r->ctx;
   pc->data.funcs.decode = decode_cloud_data;
-  pc->data.arg = ctx;
-  sensim_reader_t r = {.base = c->p, .pos = c->at, .cli = ctx->cli};
-  pb_istream_t s = sensim_wire_istream(&r, c->end - c->at);
+  pc->data.arg = r->ctx;
+  sensim_reader_t rd = {.base = sub.p, .pos = sub.at, .cli = r->ctx->cli};
+  pb_istream_t s = sensim_wire_istream(&rd, sub.end - sub.at);
   return pb_decode_ex(&s, sensim_v1_PointCloud_fields, pc, PB_DECODE_NOINIT);
 }
 
 
-// A payload member: a sub-message (another wire type fails after the member is selected, as
-// in nanopb), decoded into the selected member.
-static bool hand_payload(sensim_cursor_t* c, unsigned wt, sensim_v1_SensorData* m, pb_size_t tag,
-                         data_ctx_t* ctx) {
-  sensim_cursor_t sub;
-  select_member(m, tag);
-  if (wt != PB_WT_STRING || !sensim_cur_sub(c, &sub)) {
-    return false;
+// A payload member: selected first (a new member starts from its defaults, zero; the same
+// member again is merged into), then decoded (another wire type than a sub-message's fails).
+static bool payload(sensim_cursor_t* c, unsigned w, pb_size_t tag, const record_t* r) {
+  sensim_v1_SensorData* m = r->m;
+  if (m->which_payload != tag) {
+    memset(&m->payload, 0, sizeof(m->payload));
+    m->which_payload = tag;
   }
   switch (tag) {
     case sensim_v1_SensorData_point_cloud_tag:
-      return nanopb_cloud(&sub, &m->payload.point_cloud, ctx);
+      return cloud_msg(c, w, r);
     case sensim_v1_SensorData_imu_tag:
-      return hand_imu(&sub, &m->payload.imu, ctx);
+      return sensim_cur_message(c, w, imu_field, (void*)r);
     case sensim_v1_SensorData_scalar_tag:
-      return hand_scalar(&sub, &m->payload.scalar);
+      return sensim_cur_message(c, w, scalar_field, (void*)r);
     default:
-      return hand_cone(&sub, &m->payload.cone);
+      return sensim_cur_message(c, w, cone_field, (void*)r);
   }
 }
 
 
-static bool hand_data(sensim_cursor_t* c, sensim_v1_SensorData* m, data_ctx_t* ctx) {
-  while (c->at < c->end) {
-    uint32_t f;
-    unsigned w;
-    if (!sensim_cur_key(c, &f, &w)) {
-      return false;
-    }
-    bool ok;
-    switch (f) {
-      case sensim_v1_SensorData_sensor_id_tag:
-        ok = (m->has_sensor_id = true, sensim_cur_u32(c, w, &m->sensor_id));
-        break;
-      case sensim_v1_SensorData_time_tag:
-        ok = (m->has_time = true, sensim_cur_double(c, w, &m->time));
-        break;
-      case sensim_v1_SensorData_frame_tag:
-        ok = (m->has_frame = true, sensim_cur_u64(c, w, &m->frame));
-        break;
-      case sensim_v1_SensorData_sequence_tag:
-        ok = (m->has_sequence = true, sensim_cur_u64(c, w, &m->sequence));
-        break;
-      case sensim_v1_SensorData_start_time_tag:
-        ok = (m->has_start_time = true, sensim_cur_double(c, w, &m->start_time));
-        break;
-      case sensim_v1_SensorData_end_of_stream_tag:
-        ok = (m->has_end_of_stream = true, sensim_cur_bool(c, w, &m->end_of_stream));
-        break;
-      case sensim_v1_SensorData_point_cloud_tag:
-      case sensim_v1_SensorData_imu_tag:
-      case sensim_v1_SensorData_scalar_tag:
-      case sensim_v1_SensorData_cone_tag:
-        ok = hand_payload(c, w, m, (pb_size_t)f, ctx);
-        break;
-      default:
-        ok = sensim_cur_skip(c, w);
-        break;
-    }
-    if (!ok) {
-      return false;
-    }
+static bool data_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  const record_t* r = arg;
+  sensim_v1_SensorData* m = r->m;
+  switch (f) {
+    case sensim_v1_SensorData_sensor_id_tag:
+      m->has_sensor_id = true;
+      return sensim_cur_u32(c, w, &m->sensor_id);
+    case sensim_v1_SensorData_time_tag:
+      m->has_time = true;
+      return sensim_cur_double(c, w, &m->time);
+    case sensim_v1_SensorData_frame_tag:
+      m->has_frame = true;
+      return sensim_cur_u64(c, w, &m->frame);
+    case sensim_v1_SensorData_sequence_tag:
+      m->has_sequence = true;
+      return sensim_cur_u64(c, w, &m->sequence);
+    case sensim_v1_SensorData_start_time_tag:
+      m->has_start_time = true;
+      return sensim_cur_double(c, w, &m->start_time);
+    case sensim_v1_SensorData_end_of_stream_tag:
+      m->has_end_of_stream = true;
+      return sensim_cur_bool(c, w, &m->end_of_stream);
+    case sensim_v1_SensorData_point_cloud_tag:
+    case sensim_v1_SensorData_imu_tag:
+    case sensim_v1_SensorData_scalar_tag:
+    case sensim_v1_SensorData_cone_tag:
+      return payload(c, w, (pb_size_t)f, r);
+    default:
+      return sensim_cur_skip(c, w);
   }
-  return true;
 }
 
 
@@ -521,7 +472,8 @@ sensim_status_t sensim_data_hand_decode(sensim_client_t* cli, sensim_cursor_t* c
   data_ctx_t ctx = {.cli = cli};
   sensim_v1_SensorData m;
   memset(&m, 0, sizeof(m));
-  if (!hand_data(c, &m, &ctx)) {
+  record_t r = {&m, &ctx};
+  if (!sensim_cur_each(c, data_field, &r)) {
     return sensim_cli_fail(cli, SENSIM_EPROTO, "cannot decode a reply: a malformed record at "
                            "byte %zu of the step's reply", c->at);
   }

@@ -248,129 +248,98 @@ void sensim_step_select(sensim_v1_StepDone* done, void* ctx) {
 // (a daemon's error) goes to nanopb whole (sensim_step_reply_nanopb): what it makes of such a
 // frame depends on every other message type.
 
-typedef enum hand_result { HAND_OK, HAND_BAD, HAND_OTHER } hand_result_t;
+// What the reply's fields say, as nanopb would have filled cli->rx.
+typedef struct reply {
+  sensim_client_t* cli;
+  sensim_v1_StepDone* done;         // merged into
+  sensim_data_list_t* list;         // the records appended
+  uint64_t id;
+  int32_t code;                     // Status.code
+  char message[sizeof(((sensim_v1_Status*)0)->message)];
+  bool has_body;
+  bool other;                       // another body of the Envelope: nanopb's
+  sensim_status_t st;               // a record's own failure (its message set)
+} reply_t;
+
 
 // Envelope.status, merged into (code, message) as nanopb merges it.
-static bool hand_status(sensim_cursor_t* c, unsigned wt, int32_t* code, char* message,
-                        size_t cap) {
-  sensim_cursor_t m;
-  if (wt != PB_WT_STRING || !sensim_cur_sub(c, &m)) {
-    return false;
-  }
-  while (m.at < m.end) {
-    uint32_t f, len, v;
-    unsigned w;
-    if (!sensim_cur_key(&m, &f, &w)) {
-      return false;
-    }
-    if (f == sensim_v1_Status_code_tag) {
-      // an enum without negative values: nanopb reads it as a uint32 (a larger value
-      // fails) and keeps its bits
-      if (!sensim_cur_u32(&m, w, &v)) {
+static bool status_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  reply_t* r = arg;
+  uint32_t v;
+  switch (f) {
+    case sensim_v1_Status_code_tag:
+      // an enum without negative values: nanopb reads it as a uint32 (a larger value fails)
+      // and keeps its bits
+      if (!sensim_cur_u32(c, w, &v)) {
         return false;
       }
-      *code = (int32_t)v;
-    } else if (f == sensim_v1_Status_message_tag) {
-      // a string of at most cap - 1 bytes, NUL-terminated (a NUL inside ends it early)
-      if (w != PB_WT_STRING || !sensim_cur_varint32(&m, &len) || len >= cap ||
-          len > m.end - m.at) {
+      r->code = (int32_t)v;
+      return true;
+    case sensim_v1_Status_message_tag:
+      // a string of at most 511 bytes, NUL-terminated (a NUL inside ends it early)
+      if (w != PB_WT_STRING || !sensim_cur_varint32(c, &v) || v >= sizeof(r->message) ||
+          v > c->end - c->at) {
         return false;
       }
-      memcpy(message, m.p + m.at, len);
-      message[len] = '\0';
-      m.at += len;
-    } else if (!sensim_cur_skip(&m, w)) {
-      return false;
-    }
+      memcpy(r->message, c->p + c->at, v);
+      r->message[v] = '\0';
+      c->at += v;
+      return true;
+    default:
+      return sensim_cur_skip(c, w);
   }
-  return true;
 }
 
 
-// Envelope.step_done merged into *done, its records appended to list. *st: a record's own
-// failure (its message set), else HAND_BAD leaves it OK.
-static bool hand_step_done(sensim_client_t* cli, sensim_cursor_t* c, unsigned wt,
-                           sensim_v1_StepDone* done, sensim_data_list_t* list,
-                           sensim_status_t* st) {
-  sensim_cursor_t m, rec;
-  if (wt != PB_WT_STRING || !sensim_cur_sub(c, &m)) {
-    return false;
+// Envelope.step_done, merged into *r->done, its records appended.
+static bool step_done_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  reply_t* r = arg;
+  sensim_v1_StepDone* done = r->done;
+  sensim_cursor_t rec;
+  switch (f) {
+    case sensim_v1_StepDone_time_tag:
+      done->has_time = true;
+      return sensim_cur_double(c, w, &done->time);
+    case sensim_v1_StepDone_step_tag:
+      done->has_step = true;
+      return sensim_cur_u64(c, w, &done->step);
+    case sensim_v1_StepDone_outputs_tag:
+      // a record of any other wire type is refused by sensim_data_decode_item
+      return w == PB_WT_STRING && sensim_cur_sub(c, &rec) &&
+             (r->st = sensim_data_hand_decode(r->cli, &rec, r->list)) == SENSIM_OK;
+    case sensim_v1_StepDone_outputs_in_parts_tag:
+      done->has_outputs_in_parts = true;
+      return sensim_cur_u32(c, w, &done->outputs_in_parts);
+    default:
+      return sensim_cur_skip(c, w);
   }
-  while (m.at < m.end) {
-    uint32_t f;
-    unsigned w;
-    if (!sensim_cur_key(&m, &f, &w)) {
-      return false;
-    }
-    bool ok;
-    switch (f) {
-      case sensim_v1_StepDone_time_tag:
-        ok = (done->has_time = true, sensim_cur_double(&m, w, &done->time));
-        break;
-      case sensim_v1_StepDone_step_tag:
-        ok = (done->has_step = true, sensim_cur_u64(&m, w, &done->step));
-        break;
-      case sensim_v1_StepDone_outputs_tag:
-        // a record of any other wire type is refused by sensim_data_decode_item
-        ok = w == PB_WT_STRING && sensim_cur_sub(&m, &rec);
-        if (ok && (*st = sensim_data_hand_decode(cli, &rec, list)) != SENSIM_OK) {
-          return false;
-        }
-        break;
-      case sensim_v1_StepDone_outputs_in_parts_tag:
-        ok = (done->has_outputs_in_parts = true,
-              sensim_cur_u32(&m, w, &done->outputs_in_parts));
-        break;
-      default:
-        ok = sensim_cur_skip(&m, w);
-        break;
-    }
-    if (!ok) {
-      return false;
-    }
-  }
-  return true;
 }
 
 
-// The Envelope of frame f: HAND_OK with what it says, HAND_BAD (nanopb would refuse it too;
-// *st a record's own failure or OK), HAND_OTHER when it carries another body.
-static hand_result_t hand_envelope(sensim_client_t* cli, const sensim_frame_t* f,
-                                   sensim_v1_StepDone* done, sensim_data_list_t* list,
-                                   uint64_t* id, int32_t* code, char* message, size_t cap,
-                                   bool* has_body, sensim_status_t* st) {
-  sensim_cursor_t c = {.p = f->data, .at = 0, .end = f->len};
-  while (c.at < c.end) {
-    uint32_t field;
-    unsigned w;
-    uint64_t v;
-    if (!sensim_cur_key(&c, &field, &w)) {
-      return HAND_BAD;
-    }
-    bool ok;
-    if (field == sensim_v1_Envelope_id_tag) {
-      ok = sensim_cur_u64(&c, w, id);
-    } else if (field == sensim_v1_Envelope_status_tag) {
-      ok = hand_status(&c, w, code, message, cap);
-    } else if (field == sensim_v1_Envelope_sequence_tag) {
-      ok = sensim_cur_u64(&c, w, &v);
-    } else if (field == sensim_v1_Envelope_step_done_tag) {
-      if (!*has_body) {
-        memset(done, 0, sizeof(*done));
-        *has_body = true;
+// The Envelope's fields; another body of its oneof stops the walk (r->other).
+static bool envelope_field(sensim_cursor_t* c, uint32_t f, unsigned w, void* arg) {
+  reply_t* r = arg;
+  uint64_t sequence;
+  switch (f) {
+    case sensim_v1_Envelope_id_tag:
+      return sensim_cur_u64(c, w, &r->id);
+    case sensim_v1_Envelope_status_tag:
+      return sensim_cur_message(c, w, status_field, r);
+    case sensim_v1_Envelope_sequence_tag:
+      return sensim_cur_u64(c, w, &sequence);
+    case sensim_v1_Envelope_step_done_tag:
+      if (!r->has_body) {
+        memset(r->done, 0, sizeof(*r->done));
+        r->has_body = true;
       }
-      ok = hand_step_done(cli, &c, w, done, list, st);
-    } else if (field <= ENVELOPE_MAX_TAG &&
-               sensim_wire_body_fields(cli->body_fields, (pb_size_t)field) != NULL) {
-      return HAND_OTHER;
-    } else {
-      ok = sensim_cur_skip(&c, w);
-    }
-    if (!ok) {
-      return HAND_BAD;
-    }
+      return sensim_cur_message(c, w, step_done_field, r);
+    default:
+      if (f <= ENVELOPE_MAX_TAG && sensim_wire_body_fields(r->cli->body_fields, (pb_size_t)f)) {
+        r->other = true;
+        return false;
+      }
+      return sensim_cur_skip(c, w);
   }
-  return HAND_OK;
 }
 
 
@@ -391,33 +360,27 @@ sensim_status_t sensim_step_reply_nanopb(sensim_client_t* cli, const sensim_fram
 sensim_status_t sensim_step_reply(sensim_client_t* cli, const sensim_frame_t* f,
                                   sensim_data_list_t* list, sensim_v1_StepDone* done) {
   uint32_t n0 = list->n;
-  uint64_t id = 0;
-  int32_t code = 0;
-  char message[sizeof(cli->rx.status.message)];
-  bool has_body = false;
-  sensim_status_t st = SENSIM_OK;
-  message[0] = '\0';
-  switch (hand_envelope(cli, f, done, list, &id, &code, message, sizeof(message), &has_body,
-                        &st)) {
-    case HAND_OTHER:
+  reply_t r = {.cli = cli, .done = done, .list = list, .st = SENSIM_OK};
+  r.message[0] = '\0';
+  sensim_cursor_t c = {.p = f->data, .at = 0, .end = f->len};
+  if (!sensim_cur_each(&c, envelope_field, &r)) {
+    if (r.other) {
       list->n = n0;
       return sensim_step_reply_nanopb(cli, f, list, done);
-    case HAND_BAD:
-      if (st == SENSIM_OK) {
-        sensim_cli_fail(cli, SENSIM_EPROTO, "cannot decode a reply: the step's reply is "
-                        "malformed");
-      }
-      sensim_client_fail_closed(cli, SENSIM_EPROTO);
-      return SENSIM_EPROTO;
-    case HAND_OK:
-      break;
+    }
+    if (r.st == SENSIM_OK) {
+      sensim_cli_fail(cli, SENSIM_EPROTO, "cannot decode a reply: the step's reply is "
+                      "malformed");
+    }
+    sensim_client_fail_closed(cli, SENSIM_EPROTO);
+    return SENSIM_EPROTO;
   }
-  if (code != sensim_v1_StatusCode_OK) {
-    return sensim_status_from_wire(code, message, cli->last_error, sizeof(cli->last_error));
+  if (r.code != sensim_v1_StatusCode_OK) {
+    return sensim_status_from_wire(r.code, r.message, cli->last_error, sizeof(cli->last_error));
   }
-  if (!has_body) {
+  if (!r.has_body) {
     sensim_cli_fail(cli, SENSIM_EPROTO, "reply %llu carries body 0, expected %u",
-                    (unsigned long long)id, (unsigned)sensim_v1_Envelope_step_done_tag);
+                    (unsigned long long)r.id, (unsigned)sensim_v1_Envelope_step_done_tag);
     sensim_client_fail_closed(cli, SENSIM_EPROTO);
     return SENSIM_EPROTO;
   }

@@ -477,23 +477,12 @@ static bool read_varint(const uint8_t* p, size_t len, size_t* at, uint64_t* v) {
 
 // Skip the value of a field of wire type wt; false when it runs past the end.
 static bool skip_value(const uint8_t* p, size_t len, size_t* at, unsigned wt, uint64_t* value) {
-  uint64_t n = 0;
-  switch (wt) {
-    case PB_WT_VARINT:
-      return read_varint(p, len, at, value);
-    case PB_WT_64BIT:
-      n = 8;
-      break;
-    case PB_WT_32BIT:
-      n = 4;
-      break;
-    case PB_WT_STRING:
-      if (!read_varint(p, len, at, &n)) {
-        return false;
-      }
-      break;
-    default:
-      return false;
+  uint64_t n = sensim_cur_fixed_bytes(wt);
+  if (wt == PB_WT_VARINT) {
+    return read_varint(p, len, at, value);
+  }
+  if (wt == PB_WT_STRING ? !read_varint(p, len, at, &n) : n == 0) {
+    return false;
   }
   if (n > len - *at) {
     return false;
