@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sensim/shard.h>
 
@@ -501,6 +503,59 @@ TEST(shard_frozen_times_out_once_for_all_shards) {
   for (int i = 0; i < 3; i++) {
     ASSERT_EQ(td_stop(&d[i]), 0);
   }
+  return 0;
+}
+
+
+// A state's replies are read shard by shard, the last shard sent first: the replies of the
+// others, which come meanwhile, are still collected, and a shard whose daemon was killed is
+// named as soon as the shard read first has answered, not at the deadline. Shard 2 (read
+// first) is frozen for 300 ms; shard 0's daemon is killed before the call.
+TEST(shard_state_replies_read_in_any_order) {
+  td_daemon_t d[3];
+  for (int i = 0; i < 3; i++) {
+    ASSERT_OK(td_start(&d[i], NULL));
+  }
+  sensim_shards_t* s = connect3(d, 10000);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(build(NULL, s), SENSIM_OK);
+  static const uint32_t id = 1;
+  sensim_pose_t pose;
+  double vel[6];
+  sensim_state_t st;
+  state_at(0.0, &pose, vel, &st, &id);
+  ASSERT_EQ(sensim_shards_update_state(s, &st), SENSIM_OK);
+  td_kill(&d[0]);
+  kill(d[2].pid, SIGSTOP);
+  pid_t thaw = fork();
+  ASSERT_TRUE(thaw >= 0);
+  if (thaw == 0) {
+    struct timespec nap = {.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    kill(d[2].pid, SIGCONT);
+    _exit(0);
+  }
+  state_at(0.05, &pose, vel, &st, &id);
+  double t0 = td_now_ms();
+  sensim_status_t got = sensim_shards_update_state(s, &st);
+  double waited = td_now_ms() - t0;
+  int status = 0;
+  ASSERT_EQ(waitpid(thaw, &status, 0), thaw);
+  kill(d[2].pid, SIGCONT);
+  ASSERT_TRUE(got == SENSIM_ECLOSED || got == SENSIM_EIO);
+  // the frozen shard held the call; the deadline (10 s) did not
+  ASSERT_TRUE(waited >= 250.0 && waited < 5000.0);
+  char want[64];
+  snprintf(want, sizeof(want), "shard 0 (127.0.0.1:%d): ", d[0].port);
+  if (strncmp(sensim_shards_last_error(s), want, strlen(want)) != 0 ||
+      !td_names(sensim_shards_last_error(s), "(shards 1, 2 accepted it)")) {
+    CHECK_FAIL("last error \"%s\" does not name %s first, then shards 1, 2 as accepting",
+               sensim_shards_last_error(s), want);
+  }
+  ASSERT_EQ(sensim_shards_failed(s), 0);
+  sensim_shards_close(s);
+  ASSERT_EQ(td_stop(&d[1]), 0);
+  ASSERT_EQ(td_stop(&d[2]), 0);
   return 0;
 }
 
