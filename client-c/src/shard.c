@@ -946,6 +946,8 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
   if (rc != SENSIM_OK) {
     return rc;
   }
+  // one deadline for the sends and the replies: one clock read, not one more per shard
+  int64_t deadline = fan_deadline(sh);
   for (uint32_t i = lo; i < hi; i++) {
     if (!usable(sh, i)) {
       continue;
@@ -953,7 +955,7 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
     sensim_client_t* cli = sh->cli[i];
     sensim_status_t st = queue_state(sh, i);
     if (st == SENSIM_OK) {
-      st = sensim_flush(cli);
+      st = sensim_transport_send(cli, deadline);
     }
     if (st != SENSIM_OK && i == lo && st < SENSIM_EIO) {
       return refuse(sh, st, "%s", sensim_client_last_error(cli));
@@ -961,7 +963,6 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
     sh->st[i] = st;
     sh->sent[i] = st == SENSIM_OK;
   }
-  int64_t deadline = fan_deadline(sh);
   if (!await_in_turn(sh, lo, hi, deadline)) {
     await_all(sh, lo, hi, deadline);
   }
