@@ -428,14 +428,57 @@ TEST(shard_hash_placement_is_the_python_clients) {
 }
 
 
+// Three daemons started, connected (timeout_ms) and given the scenario; NULL on a failure
+// (the reason printed), then no daemon is left running.
+static sensim_shards_t* start_built3(td_daemon_t d[3], int timeout_ms) {
+  int started = 0;
+  while (started < 3 && td_start(&d[started], NULL) == 0) {
+    started++;
+  }
+  sensim_shards_t* s = started == 3 ? connect3(d, timeout_ms) : NULL;
+  if (s && build(NULL, s) != SENSIM_OK) {
+    sensim_shards_close(s);
+    s = NULL;
+  }
+  for (int i = 0; !s && i < started; i++) {
+    td_kill(&d[i]);
+  }
+  if (!s) {
+    fprintf(stderr, "# three daemons with the scenario: %d started, not built\n", started);
+  }
+  return s;
+}
+
+
+// The last error names shard i of d first and lists the shards that accepted the request.
+static bool names_failed_shard(sensim_shards_t* s, const td_daemon_t d[3], int i,
+                               const char* accepted) {
+  char want[64];
+  snprintf(want, sizeof(want), "shard %d (127.0.0.1:%d): ", i, d[i].port);
+  const char* err = sensim_shards_last_error(s);
+  if (strncmp(err, want, strlen(want)) == 0 && td_names(err, accepted)) {
+    return true;
+  }
+  fprintf(stderr, "# last error \"%s\" does not name %sfirst, then %s\n", err, want, accepted);
+  return false;
+}
+
+
+// UpdateState of body 1 at time t (state_at) through the shards.
+static sensim_status_t update_at(sensim_shards_t* s, double t) {
+  static const uint32_t id = 1;
+  sensim_pose_t pose;
+  double vel[6];
+  sensim_state_t st;
+  state_at(t, &pose, vel, &st, &id);
+  return sensim_shards_update_state(s, &st);
+}
+
+
 TEST(shard_killed_is_named_within_the_timeout) {
   td_daemon_t d[3];
-  for (int i = 0; i < 3; i++) {
-    ASSERT_OK(td_start(&d[i], NULL));
-  }
-  sensim_shards_t* s = connect3(d, 3000);
+  sensim_shards_t* s = start_built3(d, 3000);
   ASSERT_TRUE(s != NULL);
-  ASSERT_EQ(build(NULL, s), SENSIM_OK);
   static const uint32_t id = 1;
   sensim_pose_t pose;
   double vel[6];
@@ -452,12 +495,7 @@ TEST(shard_killed_is_named_within_the_timeout) {
   sensim_status_t got = sensim_shards_update_and_step(s, &st, &step, &res);
   ASSERT_TRUE(td_now_ms() - t0 < 3000.0);
   ASSERT_TRUE(got == SENSIM_ECLOSED || got == SENSIM_EIO);
-  char want[64];
-  snprintf(want, sizeof(want), "shard 1 (127.0.0.1:%d): ", d[1].port);
-  if (!td_names(sensim_shards_last_error(s), want) ||
-      !td_names(sensim_shards_last_error(s), "(shards 0, 2 accepted it)")) {
-    CHECK_FAIL("last error \"%s\" does not name %s", sensim_shards_last_error(s), want);
-  }
+  ASSERT_TRUE(names_failed_shard(s, d, 1, "(shards 0, 2 accepted it)"));
   ASSERT_EQ(sensim_shards_failed(s), 1);
   // the others go on answering
   ASSERT_OK_ST(sensim_shards_client(s, 2), sensim_ping(sensim_shards_client(s, 2), "x", 1, NULL));
@@ -470,21 +508,12 @@ TEST(shard_killed_is_named_within_the_timeout) {
 
 TEST(shard_frozen_times_out_once_for_all_shards) {
   td_daemon_t d[3];
-  for (int i = 0; i < 3; i++) {
-    ASSERT_OK(td_start(&d[i], NULL));
-  }
-  sensim_shards_t* s = connect3(d, 2000);
+  sensim_shards_t* s = start_built3(d, 2000);
   ASSERT_TRUE(s != NULL);
-  ASSERT_EQ(build(NULL, s), SENSIM_OK);
   kill(d[0].pid, SIGSTOP);
   kill(d[2].pid, SIGSTOP);
-  static const uint32_t id = 1;
-  sensim_pose_t pose;
-  double vel[6];
-  sensim_state_t st;
-  state_at(0.0, &pose, vel, &st, &id);
   double t0 = td_now_ms();
-  ASSERT_EQ(sensim_shards_update_state(s, &st), SENSIM_ETIMEDOUT);
+  ASSERT_EQ(update_at(s, 0.0), SENSIM_ETIMEDOUT);
   double waited = td_now_ms() - t0;
   // one deadline for the fan-out, not one timeout per frozen shard
   ASSERT_TRUE(waited >= 1990.0 && waited < 4000.0);
@@ -513,18 +542,9 @@ TEST(shard_frozen_times_out_once_for_all_shards) {
 // first) is frozen for 300 ms; shard 0's daemon is killed before the call.
 TEST(shard_state_replies_read_in_any_order) {
   td_daemon_t d[3];
-  for (int i = 0; i < 3; i++) {
-    ASSERT_OK(td_start(&d[i], NULL));
-  }
-  sensim_shards_t* s = connect3(d, 10000);
+  sensim_shards_t* s = start_built3(d, 10000);
   ASSERT_TRUE(s != NULL);
-  ASSERT_EQ(build(NULL, s), SENSIM_OK);
-  static const uint32_t id = 1;
-  sensim_pose_t pose;
-  double vel[6];
-  sensim_state_t st;
-  state_at(0.0, &pose, vel, &st, &id);
-  ASSERT_EQ(sensim_shards_update_state(s, &st), SENSIM_OK);
+  ASSERT_EQ(update_at(s, 0.0), SENSIM_OK);
   td_kill(&d[0]);
   kill(d[2].pid, SIGSTOP);
   pid_t thaw = fork();
@@ -535,9 +555,8 @@ TEST(shard_state_replies_read_in_any_order) {
     kill(d[2].pid, SIGCONT);
     _exit(0);
   }
-  state_at(0.05, &pose, vel, &st, &id);
   double t0 = td_now_ms();
-  sensim_status_t got = sensim_shards_update_state(s, &st);
+  sensim_status_t got = update_at(s, 0.05);
   double waited = td_now_ms() - t0;
   int status = 0;
   ASSERT_EQ(waitpid(thaw, &status, 0), thaw);
@@ -545,13 +564,7 @@ TEST(shard_state_replies_read_in_any_order) {
   ASSERT_TRUE(got == SENSIM_ECLOSED || got == SENSIM_EIO);
   // the frozen shard held the call; the deadline (10 s) did not
   ASSERT_TRUE(waited >= 250.0 && waited < 5000.0);
-  char want[64];
-  snprintf(want, sizeof(want), "shard 0 (127.0.0.1:%d): ", d[0].port);
-  if (strncmp(sensim_shards_last_error(s), want, strlen(want)) != 0 ||
-      !td_names(sensim_shards_last_error(s), "(shards 1, 2 accepted it)")) {
-    CHECK_FAIL("last error \"%s\" does not name %s first, then shards 1, 2 as accepting",
-               sensim_shards_last_error(s), want);
-  }
+  ASSERT_TRUE(names_failed_shard(s, d, 0, "(shards 1, 2 accepted it)"));
   ASSERT_EQ(sensim_shards_failed(s), 0);
   sensim_shards_close(s);
   ASSERT_EQ(td_stop(&d[1]), 0);
