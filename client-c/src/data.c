@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // data.c: SensorData records, from a step's reply (its outputs and the parts sent ahead) or
 // pushed to a subscriber, into sensim_sensor_data_t views: a point cloud's bytes stay in the
-// received frame; fields and the small payloads are copied into view memory.
+// received frame; fields and the small payloads are copied into view memory. A step reply's
+// records are read by hand (below), the others by nanopb with the callbacks here.
 #include <stdio.h>
 #include <string.h>
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // step.c: time and stepping: UpdateState (the body and joint arrays sent from the caller's
 // memory as the *_bytes fields), Step with its output selection, and the step's reply (its
-// records, those sent ahead in frames of their own first).
+// records, those sent ahead in frames of their own first). The tick's requests are written
+// and its reply read by hand, with nanopb's bytes and rules (client-c/README.md).
 #include <string.h>
 
 #include "internal.h"
