@@ -226,9 +226,8 @@ static bool one_origin(const double* origins, uint32_t n) {
 }
 
 
-// The origins as they travel (r checked): one for all (r->origin, origins NULL) to a daemon
-// that takes Raycast.origin when the caller gave one or all of them are equal; else one per
-// ray, written out into *expanded (freed by the caller) when the caller gave one for all.
+// The origin the caller gave (r checked), written out once per ray into *expanded (freed by
+// the caller) for a daemon that does not take Raycast.origin.
 static sensim_status_t choose_origin(sensim_client_t* cli, sensim_raycast_t* r,
                                      double** expanded) {
   *expanded = NULL;
@@ -245,25 +244,30 @@ static sensim_status_t choose_origin(sensim_client_t* cli, sensim_raycast_t* r,
     r->origins = o;
     r->origin = NULL;
     *expanded = o;
-  } else if (!r->origin && takes && r->nrays > 1 && one_origin(r->origins, r->nrays)) {
-    r->origin = r->origins;
-    r->origins = NULL;
   }
   return SENSIM_OK;
 }
 
 
-// Send rays [a, b) of r (checked), their hits into hits + a.
+// Send rays [a, b) of r (checked, its origin chosen), their hits into hits + a: with one
+// origin sent for all when the caller gave one or, to a daemon that takes it, when the part's
+// origins are all one. Checked part by part, so that only the first part's check comes before
+// the daemon can start tracing: the others run while it traces.
 static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r, uint32_t a,
                                  uint32_t b, sensim_hit_t* hits, uint64_t* id) {
   ray_spans_t sp;
   sensim_v1_Envelope* tx = sensim_begin(cli, sensim_v1_Envelope_raycast_tag);
   sensim_v1_Raycast* m = &tx->body.raycast;
   size_t n = (size_t)(b - a);
-  if (r->origin) {
+  const double* origin = r->origin;
+  if (!origin && n > 1 && (cli->session.features & SENSIM_FEATURE_RAYCAST_ORIGIN) &&
+      one_origin(r->origins + 3 * (size_t)a, (uint32_t)n)) {
+    origin = r->origins + 3 * (size_t)a;
+  }
+  if (origin) {
     m->has_origin = true;
-    m->origin = (sensim_v1_Vec3){.has_x = true, .x = r->origin[0], .has_y = true,
-                                 .y = r->origin[1], .has_z = true, .z = r->origin[2]};
+    m->origin = (sensim_v1_Vec3){.has_x = true, .x = origin[0], .has_y = true,
+                                 .y = origin[1], .has_z = true, .z = origin[2]};
   } else {
     set_aligned(&m->origins_bytes, &sp.origins, &sp.body_at, r->origins + 3 * (size_t)a,
                 24 * n);

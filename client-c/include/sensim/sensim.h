@@ -1133,10 +1133,10 @@ SENSIM_API void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size);
 // sent again as one request. *world_serial, if given, is the environment's change count the
 // rays saw. Rays that cannot fit in one request (the daemon's max_frame_bytes) are refused
 // up front with SENSIM_RESOURCE_EXHAUSTED. Nullable: world_serial.
-// One origin: rays that all start at one point (origins all equal, bit for bit, or `origin`
-// given) send it once (Raycast.origin, 24 bytes a ray fewer) to a daemon with
-// SENSIM_FEATURE_RAYCAST_ORIGIN; the hits are the same bit for bit. An older daemon gets the
-// origin once per ray. A ray refused for its origin is then named `origin` in the message.
+// One origin: rays that all start at one point (`origin` given, or the origins of a request
+// or part all equal, bit for bit) send it once (Raycast.origin, 24 bytes a ray fewer) to a
+// daemon with SENSIM_FEATURE_RAYCAST_ORIGIN; the hits are the same bit for bit. An older
+// daemon gets the origin once per ray. A ray refused for its origin is then named `origin`.
 SENSIM_API sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* rays,
                                           sensim_hit_t* hits, uint64_t* world_serial);
 
