@@ -319,22 +319,6 @@ static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r
 }
 
 
-sensim_status_t sensim_raycast_send(sensim_client_t* cli, const sensim_raycast_t* rays,
-                                    sensim_hit_t* hits, uint64_t* id) {
-  if (!cli) {
-    return SENSIM_INVALID_ARGUMENT;
-  }
-  sensim_raycast_t r;
-  double* expanded = NULL;
-  sensim_status_t st = check_rays(cli, rays, &r, hits);
-  if (st == SENSIM_OK && (st = choose_origin(cli, &r, &expanded)) == SENSIM_OK) {
-    st = send_part(cli, &r, 0, r.nrays, hits, id);   // sent when it returns
-  }
-  free(expanded);
-  return st;
-}
-
-
 sensim_status_t sensim_raycast_wait(sensim_client_t* cli, uint64_t id, int timeout_ms,
                                     uint64_t* world_serial) {
   if (!cli) {
@@ -472,8 +456,11 @@ static sensim_status_t raycast_chosen(sensim_client_t* cli, const sensim_raycast
 }
 
 
-sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* rays,
-                               sensim_hit_t* hits, uint64_t* world_serial) {
+// The caller's rays checked and their origin chosen, then sent as one request (*id), or
+// (whole) traced to the end in parts or as one (*world_serial).
+static sensim_status_t raycast_start(sensim_client_t* cli, const sensim_raycast_t* rays,
+                                     sensim_hit_t* hits, bool whole, uint64_t* id,
+                                     uint64_t* world_serial) {
   if (!cli) {
     return SENSIM_INVALID_ARGUMENT;
   }
@@ -481,8 +468,21 @@ sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* ray
   double* expanded = NULL;
   sensim_status_t st = check_rays(cli, rays, &r, hits);
   if (st == SENSIM_OK && (st = choose_origin(cli, &r, &expanded)) == SENSIM_OK) {
-    st = raycast_chosen(cli, &r, hits, world_serial);
+    st = whole ? raycast_chosen(cli, &r, hits, world_serial)
+               : send_part(cli, &r, 0, r.nrays, hits, id);
   }
   free(expanded);
   return st;
+}
+
+
+sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* rays,
+                               sensim_hit_t* hits, uint64_t* world_serial) {
+  return raycast_start(cli, rays, hits, true, NULL, world_serial);
+}
+
+
+sensim_status_t sensim_raycast_send(sensim_client_t* cli, const sensim_raycast_t* rays,
+                                    sensim_hit_t* hits, uint64_t* id) {
+  return raycast_start(cli, rays, hits, false, id, NULL);   // sent when it returns
 }

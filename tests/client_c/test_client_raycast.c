@@ -346,9 +346,68 @@ static int read_varint(const uint8_t* p, size_t n, size_t* at, uint64_t* v) {
 }
 
 
-// Walk each Raycast frame's body: where origins_bytes (5), directions_bytes (6) and
-// times_bytes (7) start from the frame's first byte (its length prefix), whether they hold the
-// caller's bytes, and that the padding (10) is zeros.
+// One length-delimited field of a request's body: its number, its bytes and where they start
+// in the frame.
+typedef void (*field_fn)(void* arg, uint64_t field, const uint8_t* data, uint64_t len,
+                         size_t at);
+
+
+// Call fn for each length-delimited field of the body of a request frame (the Envelope: its
+// id, then the body); the other fields skipped. -1 when the frame does not parse.
+static int walk_body(const uint8_t* frame, size_t n, field_fn fn, void* arg) {
+  size_t at = 0, body = 0;
+  uint64_t key, v, body_len = 0;
+  while (at < n && body == 0) {
+    if (read_varint(frame, n, &at, &key) != 0 || read_varint(frame, n, &at, &v) != 0) {
+      return -1;
+    }
+    if ((key & 7) == 2) {
+      body = at;
+      body_len = v;
+    }
+  }
+  for (at = body; at < body + body_len;) {
+    if (read_varint(frame, n, &at, &key) != 0) {
+      return -1;
+    }
+    if ((key & 7) != 2) {  // max_range (fixed64) or a varint
+      at += (key & 7) == 1 ? 8 : 0;
+      if ((key & 7) == 0 && read_varint(frame, n, &at, &v) != 0) {
+        return -1;
+      }
+      continue;
+    }
+    if (read_varint(frame, n, &at, &v) != 0 || v > n - at) {
+      return -1;
+    }
+    fn(arg, key >> 3, frame + at, v, at);
+    at += v;
+  }
+  return 0;
+}
+
+
+// field_fn: where origins_bytes (5), directions_bytes (6) and times_bytes (7) start from the
+// frame's first byte (its length prefix), whether they hold the caller's bytes, and that the
+// padding (10) is zeros.
+static void aligned_field(void* arg, uint64_t field, const uint8_t* data, uint64_t v,
+                          size_t at) {
+  aligned_check_t* c = arg;
+  if (field == 10) {
+    c->pads++;
+    for (uint64_t i = 0; i < v; i++) {
+      c->bad_pad += data[i] != 0;
+    }
+  } else if (field >= 5 && field <= 7) {
+    const double* want = field == 5 ? c->org : field == 6 ? c->dir : c->times;
+    c->arrays++;
+    c->unaligned += (4 + at) % 8 != 0;  // + the frame's length prefix
+    c->wrong += memcmp(data, want, v) != 0;
+  }
+}
+
+
+// Walk each Raycast frame's body (aligned_field).
 static void check_aligned(int fd, void* arg) {
   aligned_check_t* c = arg;
   if (td_peer_hello(fd) == 0) {
@@ -361,51 +420,9 @@ static void check_aligned(int fd, void* arg) {
       return;
     }
     c->frames++;
-    size_t at = 0, n = (size_t)len;
-    uint64_t key, v, body_len = 0;
-    size_t body = 0;
-    while (at < n && body == 0) {  // the Envelope: the id, then the raycast body (field 25)
-      if (read_varint(frame, n, &at, &key) != 0 || read_varint(frame, n, &at, &v) != 0) {
-        c->bad_pad++;
-        return;
-      }
-      if ((key & 7) == 2) {
-        body = at;
-        body_len = v;
-      }
-    }
-    at = body;
-    while (at < body + body_len) {
-      if (read_varint(frame, n, &at, &key) != 0) {
-        c->bad_pad++;
-        return;
-      }
-      if ((key & 7) != 2) {
-        at += (key & 7) == 1 ? 8 : 0;
-        if ((key & 7) == 0 && read_varint(frame, n, &at, &v) != 0) {
-          c->bad_pad++;
-          return;
-        }
-        continue;
-      }
-      if (read_varint(frame, n, &at, &v) != 0 || v > n - at) {
-        c->bad_pad++;
-        return;
-      }
-      uint64_t field = key >> 3;
-      const uint8_t* data = frame + at;
-      if (field == 10) {
-        c->pads++;
-        for (uint64_t i = 0; i < v; i++) {
-          c->bad_pad += data[i] != 0;
-        }
-      } else if (field >= 5 && field <= 7) {
-        const double* want = field == 5 ? c->org : field == 6 ? c->dir : c->times;
-        c->arrays++;
-        c->unaligned += (4 + at) % 8 != 0;  // + the frame's length prefix
-        c->wrong += memcmp(data, want, v) != 0;
-      }
-      at += v;
+    if (walk_body(frame, (size_t)len, aligned_field, c) != 0) {
+      c->bad_pad++;
+      return;
     }
   }
 }
@@ -617,6 +634,33 @@ typedef struct origin_check {
 } origin_check_t;
 
 
+// field_fn: the origin sent once (11), the origins per ray (5), the directions (6).
+static void origin_field(void* arg, uint64_t field, const uint8_t* data, uint64_t v,
+                         size_t at) {
+  (void)at;
+  origin_check_t* c = arg;
+  uint32_t k = c->frames;
+  if (field == 5) {
+    c->origins_len[k] = v;
+    c->origins[k] = malloc(v ? v : 1);
+    memcpy(c->origins[k], data, v);
+  } else if (field == 6) {
+    c->directions_len[k] = v;
+  } else if (field == 11) {
+    // Vec3: x, y, z as fixed64 fields 1, 2, 3
+    c->has_origin[k] = true;
+    for (uint64_t p = 0; p < v; p += 9) {
+      uint8_t tag = data[p];
+      if ((tag & 7) != 1 || tag >> 3 < 1 || tag >> 3 > 3 || p + 9 > v) {
+        c->bad++;
+        return;
+      }
+      memcpy(&c->origin[k][(tag >> 3) - 1], data + p + 1, 8);
+    }
+  }
+}
+
+
 static void check_origin(int fd, void* arg) {
   origin_check_t* c = arg;
   if (td_peer_hello_features(fd, c->features) == 0) {
@@ -625,58 +669,9 @@ static void check_origin(int fd, void* arg) {
   static uint8_t frame[4 << 20];
   for (; c->frames < c->requests; c->frames++) {
     long len = td_read_frame(fd, frame, sizeof(frame));
-    if (len <= 0) {
+    if (len <= 0 || walk_body(frame, (size_t)len, origin_field, c) != 0) {
+      c->bad += len > 0;
       return;
-    }
-    uint32_t k = c->frames;
-    size_t at = 0, n = (size_t)len, body = 0;
-    uint64_t key, v, body_len = 0;
-    while (at < n && body == 0) {  // the Envelope: the id, then the raycast body
-      if (read_varint(frame, n, &at, &key) != 0 || read_varint(frame, n, &at, &v) != 0) {
-        c->bad++;
-        return;
-      }
-      if ((key & 7) == 2) {
-        body = at;
-        body_len = v;
-      }
-    }
-    for (at = body; at < body + body_len;) {
-      if (read_varint(frame, n, &at, &key) != 0) {
-        c->bad++;
-        return;
-      }
-      if ((key & 7) != 2) {  // max_range (fixed64) or a varint
-        at += (key & 7) == 1 ? 8 : 0;
-        if ((key & 7) == 0 && read_varint(frame, n, &at, &v) != 0) {
-          c->bad++;
-          return;
-        }
-        continue;
-      }
-      if (read_varint(frame, n, &at, &v) != 0 || v > n - at) {
-        c->bad++;
-        return;
-      }
-      if (key >> 3 == 5) {
-        c->origins_len[k] = v;
-        c->origins[k] = malloc(v ? v : 1);
-        memcpy(c->origins[k], frame + at, v);
-      } else if (key >> 3 == 6) {
-        c->directions_len[k] = v;
-      } else if (key >> 3 == 11) {
-        // Vec3: x, y, z as fixed64 fields 1, 2, 3
-        c->has_origin[k] = true;
-        for (size_t p = at; p < at + v; p += 9) {
-          uint8_t tag = frame[p];
-          if ((tag & 7) != 1 || tag >> 3 < 1 || tag >> 3 > 3) {
-            c->bad++;
-            return;
-          }
-          memcpy(&c->origin[k][(tag >> 3) - 1], frame + p + 1, 8);
-        }
-      }
-      at += v;
     }
   }
 }
