@@ -858,6 +858,7 @@ static sensim_status_t handshake(sensim_client_t* cli, const sensim_options_t* o
   ss->session_id = reply->session_id;
   ss->environment_created = reply->environment_created;
   ss->threads = reply->threads;
+  ss->features = reply->features;
   if (reply->has_limits) {
     sensim_limits_from(&reply->limits, &ss->limits);
   }
