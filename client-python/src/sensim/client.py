@@ -1673,7 +1673,9 @@ class Client:
         The arrays may be anything array-like (broadcast, sliced, Fortran-ordered, big-endian,
         any integer or float type); each is converted once to the little-endian float64 it
         travels as (an array that already is one is sent from its own memory), and a result is
-        seen in the memory it was received into (no copy). From PIPELINE_MIN_RAYS rays on,
+        seen in the memory it was received into (no copy), or, from a daemon with
+        pb.FEATURE_RAYCAST_HIT_MASK, asked for the hits alone (Raycast.omit_misses), spread
+        into a new array: the same records, bit for bit. From PIPELINE_MIN_RAYS rays on,
         when they would fit in one request (the daemon's max_frame_bytes), the rays go as
         several requests sent back to back (PIPELINE_WINDOW in flight), whose replies must
         report one `world_serial` (no request changed the environment in between); otherwise,
