@@ -661,15 +661,22 @@ void wire_step_free(wire_step_t* s) {
    offsetof(scene_hit_t, label) == 36 && sizeof(((scene_hit_t*)0)->label) == 4)
 
 
+// The first 40 bytes of a hit's record (those the reply to omit_misses sends): distance,
+// normal, object_id, label.
+static void put_hit(const scene_hit_t* h, uint8_t* rec) {
+  double distance = h->distance;
+  double normal[3] = {h->normal[0], h->normal[1], h->normal[2]};
+  uint32_t ids[2] = {h->object_id, h->label};
+  memcpy(rec, &distance, 8);
+  memcpy(rec + 8, normal, 24);
+  memcpy(rec + 32, ids, 8);
+}
+
+
 void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; i++) {
     uint8_t* rec = out + i * WIRE_HIT_RECORD_BYTES;
-    double distance = hits[i].distance;
-    double normal[3] = {hits[i].normal[0], hits[i].normal[1], hits[i].normal[2]};
-    uint32_t ids[2] = {hits[i].object_id, hits[i].label};
-    memcpy(rec, &distance, 8);
-    memcpy(rec + 8, normal, 24);
-    memcpy(rec + 32, ids, 8);
+    put_hit(&hits[i], rec);
     memset(rec + 40, 0, 8);
   }
 }
@@ -836,12 +843,7 @@ void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uin
       continue;
     }
     mask[i / 8] |= (uint8_t)(1u << (i % 8));
-    double distance = hits[i].distance;
-    double normal[3] = {hits[i].normal[0], hits[i].normal[1], hits[i].normal[2]};
-    uint32_t ids[2] = {hits[i].object_id, hits[i].label};
-    memcpy(out, &distance, 8);
-    memcpy(out + 8, normal, 24);
-    memcpy(out + 32, ids, 8);
+    put_hit(&hits[i], out);
     out += WIRE_HIT_MASKED_RECORD_BYTES;
   }
 }
