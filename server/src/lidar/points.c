@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/simd.h"
 #include "base/text.h"
 #include "base/xform.h"
 
@@ -438,6 +439,113 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
 }
 
 
+// The lean points of a chunk of rays in packets (one return a ray), every trace position's
+// whether it has a return or not (a miss's is dropped by write_lean_packets; its distance is
+// whatever the returns' scratch held, never read as anything but a number): the operations of
+// write_lean on the same inputs, the lanes of a packet at once. From the lanes' tables (has_lanes:
+// aimed again as write_lean does, at the groups' rotors cr, sr) or from the rays in the sensor
+// frame (local). Its forms: base/simd.h.
+static inline SIMD_BODY void lean_packets(const lidar_sweep_lanes_t* restrict lanes,
+                                          const double* cr, const double* sr, double radius,
+                                          const scene_packet_t* restrict local,
+                                          const lidar_return_t* restrict ret, size_t n,
+                                          float (*restrict pts)[4], const int has_lanes,
+                                          const int has_radius) {
+  double gc[SCENE_PACKET], gs[SCENE_PACKET];   // copies: the stores cannot change them
+  memcpy(gc, cr, sizeof gc);
+  memcpy(gs, sr, sizeof gs);
+  for (size_t q = 0; q < n; q += SCENE_PACKET) {
+    const scene_packet_t* pk = has_lanes ? NULL : &local[q / SCENE_PACKET];
+    // the packet's distances and intensities out of the returns, the points' coordinates in
+    // lanes, then each point's four values together (so the compiler vectorises every step)
+    double x[SCENE_PACKET], in[SCENE_PACKET];
+    float px[SCENE_PACKET], py[SCENE_PACKET], pz[SCENE_PACKET], pi[SCENE_PACKET];
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      x[k] = ret[q + k].distance;
+      in[k] = ret[q + k].intensity;
+    }
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      const size_t i = q + k;
+      double o[3], dir[3];
+      if (has_lanes) {
+        lidar_pattern_aim(gc[k], gs[k], lanes->ce[i], lanes->se[i], lanes->coff[i],
+                          lanes->soff[i], lanes->cdt[i], lanes->sdt[i], 0.0, 0, radius,
+                          has_radius, dir, o);
+      } else {
+        o[0] = pk->ox[k], o[1] = pk->oy[k], o[2] = pk->oz[k];
+        dir[0] = pk->dx[k], dir[1] = pk->dy[k], dir[2] = pk->dz[k];
+      }
+      px[k] = (float)(o[0] + dir[0] * x[k]);
+      py[k] = (float)(o[1] + dir[1] * x[k]);
+      pz[k] = (float)(o[2] + dir[2] * x[k]);
+      pi[k] = (float)in[k];
+    }
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      pts[q + k][0] = px[k];
+      pts[q + k][1] = py[k];
+      pts[q + k][2] = pz[k];
+      pts[q + k][3] = pi[k];
+    }
+  }
+}
+
+#define LEAN_PARAMS                                                                           \
+  (const lidar_sweep_lanes_t* restrict lanes, const double* cr, const double* sr, double radius, \
+   const scene_packet_t* restrict local, const lidar_return_t* restrict ret, size_t n,         \
+   float (*restrict pts)[4])
+#define LEAN_ARGS (lanes, cr, sr, radius, local, ret, n, pts)
+#define LEAN_KERNEL(name, has_lanes, has_radius)                                      \
+  static inline SIMD_BODY void name LEAN_PARAMS {                                     \
+    lean_packets(lanes, cr, sr, radius, local, ret, n, pts, has_lanes, has_radius);   \
+  }                                                                                   \
+  SIMD_FORMS(name, LEAN_PARAMS, LEAN_ARGS)
+LEAN_KERNEL(lean_local, 0, 0)
+LEAN_KERNEL(lean_aimed, 1, 0)
+LEAN_KERNEL(lean_aimed_radius, 1, 1)
+
+
+// write_lean for a chunk in packets (rays from the lanes' tables or in the sensor frame, in
+// trace order) with one return a ray: every ray's point in trace order first (lean_packets,
+// across the lanes: one by one in firing order, aiming and packing each ray was as costly as
+// the returns), then those of the rays with a return in firing order.
+#define LEAN_PACKETS_MAX 1024u    // rays of a chunk for write_lean_packets (LIDAR_CHUNK_MAX)
+
+static void write_lean_packets(const lidar_points_chunk_t* c, uint8_t* dest) {
+  float pts[LEAN_PACKETS_MAX][4];
+  const size_t nc = c->n;
+  const size_t np = (nc + SCENE_PACKET - 1) / SCENE_PACKET * SCENE_PACKET;
+  const lidar_sweep_lanes_t* lanes = c->local ? NULL : c->lanes;
+  double cr[SCENE_PACKET] = {0}, sr[SCENE_PACKET] = {0}, radius = 0.0;
+  if (lanes) {
+    lidar_pattern_group_t gr[SCENE_PACKET];
+    for (uint32_t g = 0; g < lanes->ngroup; g++) {
+      lidar_pattern_group(c->pattern, c->first / c->pattern->nray + g, &gr[g]);
+    }
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      cr[k] = gr[lanes->group[k]].cr;
+      sr[k] = gr[lanes->group[k]].sr;
+    }
+    radius = c->pattern->beam_origin_radius;
+  }
+  if (!lanes) {
+    SIMD_CALL(lean_local, (NULL, cr, sr, radius, c->local, c->returns, np, pts));
+  } else if (radius > 0.0) {
+    SIMD_CALL(lean_aimed_radius, (lanes, cr, sr, radius, NULL, c->returns, np, pts));
+  } else {
+    SIMD_CALL(lean_aimed, (lanes, cr, sr, radius, NULL, c->returns, np, pts));
+  }
+  const uint32_t* slot = c->slot;
+  const uint8_t* nret = c->nret;
+  for (size_t j = 0; j < nc; j++) {
+    const size_t i = slot[j];
+    if (nret[i]) {
+      memcpy(dest, pts[i], sizeof pts[i]);
+      dest += sizeof pts[i];
+    }
+  }
+}
+
+
 // Point p of the cloud at d, and its azimuth.
 static inline void put(const lidar_points_t* w, const lidar_points_dest_t* d, size_t p,
                        const lidar_point_t* pt) {
@@ -450,6 +558,10 @@ static inline void put(const lidar_points_t* w, const lidar_points_dest_t* d, si
 
 void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c,
                         const lidar_points_dest_t* d) {
+  if (w->lean && w->maxret == 1 && (c->local || c->lanes) && c->n <= LEAN_PACKETS_MAX) {
+    write_lean_packets(c, d->base + d->at * w->layout.point_step);
+    return;
+  }
   if (w->lean) {
     write_lean(w, c, d->base + d->at * w->layout.point_step);
     return;
