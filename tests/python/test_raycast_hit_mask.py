@@ -44,7 +44,8 @@ def masked_reference(full: bytes, n: int) -> tuple[bytes, bytes]:
 
 
 @pytest.mark.parametrize("n,kind", [(1, "some"), (13, "some"), (1001, "some"), (1003, "all"),
-                                    (1005, "none"), (sensim.client.PIPELINE_MIN_RAYS + 3, "some")])
+                                    (1005, "none"), (30000, "all"),
+                                    (sensim.client.PIPELINE_MIN_RAYS + 3, "some")])
 def test_hit_mask_gives_the_records_of_the_full_form(sensimd, n, kind):
     o, d = rays(n, kind)
     with sensimd.client(timeout=60) as c:
