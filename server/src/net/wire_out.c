@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // wire_out.c: frames of sensor records that refer to the points instead of copying them (see
 // wire_sensor.h). protobuf-c packs a message into one contiguous buffer; here every message
-// around a cloud's points is packed by protobuf-c with the points left out, and the points'
+// around a cloud's points is packed by protobuf-c with the points left out (a SensorData's own
+// fields, and a whole record without a cloud, are written by hand: wire_sd.c), and the points'
 // field (its key and length) is written by hand after the rest, followed by the points
 // themselves as a reference into their buffer. The lengths of the enclosing messages are
 // computed first, so the frame is written front to back in one pass.
@@ -92,7 +93,7 @@ static void split_sizes(Sensim__V1__SensorData* sd, Sensim__V1__PointCloud* pc, 
   *p = protobuf_c_message_get_packed_size(&pc->base);
   pc->has_data = 1;
   sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD__NOT_SET;
-  *s = protobuf_c_message_get_packed_size(&sd->base);
+  *s = wire_sd_packed_size(sd);
   sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD_POINT_CLOUD;
 }
 
@@ -100,7 +101,7 @@ static void split_sizes(Sensim__V1__SensorData* sd, Sensim__V1__PointCloud* pc, 
 void wire_sd_measure(wire_sd_t* x) {
   Sensim__V1__PointCloud* pc = by_ref(x);
   if (!pc) {
-    x->own = protobuf_c_message_get_packed_size(&x->sd->base);
+    x->own = wire_sd_packed_size(x->sd);
     x->ref = 0;
     return;
   }
@@ -122,7 +123,7 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
     if (!at) {
       return ERR_NOMEM;
     }
-    protobuf_c_message_pack(&x->sd->base, at);
+    wire_sd_pack(x->sd, at);
     return 0;
   }
   size_t s, p, d = pc->data.len;
@@ -137,7 +138,7 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
   // the SensorData's other fields, the cloud's key and length, the cloud's other fields, the
   // data's key and length; then the data
   x->sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD__NOT_SET;
-  at += protobuf_c_message_pack(&x->sd->base, at);
+  at += wire_sd_pack(x->sd, at);
   x->sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD_POINT_CLOUD;
   at = put_head(at, f_cloud, p + head_size(f_data, d) + d);
   pc->has_data = 0;

@@ -73,6 +73,11 @@ typedef struct wire_sd {
 // The size of x's encoding (own + ref), which the calls below need.
 void wire_sd_measure(wire_sd_t* x);
 
+// A SensorData's packed size and its packing (out holds that size): protobuf-c's bytes,
+// written by hand when it has no cloud (wire_sd.c), else by protobuf-c.
+size_t wire_sd_packed_size(const Sensim__V1__SensorData* sd);
+size_t wire_sd_pack(const Sensim__V1__SensorData* sd, uint8_t* out);
+
 // Envelope{sensor_data} pushed to subscribers (no id) into *out (one reference). ERR_NOMEM.
 int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) CHECKRET;
 
