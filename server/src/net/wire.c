@@ -135,10 +135,26 @@ static size_t path_append(char* path, size_t path_len, const char* name) {
 }
 
 
+// Whether a message of descriptor d can hold text: a string field, or a message field (which
+// may). A tick's UpdateState and Step hold none: their fields are not walked one lookup each.
+static int may_hold_text(const ProtobufCMessageDescriptor* d) {
+  for (unsigned i = 0; i < d->n_fields; i++) {
+    if (d->fields[i].type == PROTOBUF_C_TYPE_STRING ||
+        d->fields[i].type == PROTOBUF_C_TYPE_MESSAGE) {
+      return 1;
+    }
+  }
+  return 0;
+}
+
+
 // Walk one encoded message: every string field (at any depth) must be clean and at most
 // TEXT_NAME_MAX bytes. path holds the field path so far ("create_body"). 0 or ERR_INVAL.
 static int check_text(const ProtobufCMessageDescriptor* desc, const uint8_t* p, size_t n,
                       int depth, char* path, size_t path_len, err_msg_t* msg) {
+  if (!may_hold_text(desc)) {
+    return 0;
+  }
   size_t pos = 0;
   while (pos < n) {
     uint64_t tag, len;
