@@ -336,7 +336,7 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
   pose_t inv = xform_inverse(&sensor);
   cone_best_t best = {.view = v};
   int passes = self->c.mode == CONE_MODE_EXACT ? 2 : 1;
-  for (int pass = 1; pass <= passes; pass++) {
+  for (int pass = 1; pass <= passes && (pass == 1 || best.deferred); pass++) {
     best.pass = self->c.mode == CONE_MODE_EXACT ? pass : 0;
     for (uint32_t i = 0; i < v->nobject; i++) {
       if (ctx->body_id != 0 && v->objects[i].body_id == ctx->body_id) {

@@ -281,6 +281,7 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
     return;
   }
   if (best->pass == 1) {
+    best->deferred = 1;
     return;
   }
   // 2. the edges clipped to the cone
@@ -607,8 +608,12 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
     cone_offer_point(c, id, best);
     return;
   }
-  if (best->pass == 1 || (known && best->found && dot3(c, c) >= best->d2)) {
-    return;                     // pass 1, or the solid cannot come closer than the best
+  if (best->pass == 1) {
+    best->deferred = 1;         // its boundary search, in pass 2
+    return;
+  }
+  if (known && best->found && dot3(c, c) >= best->d2) {
+    return;                     // the solid cannot come closer than the best
   }
   // 2. the lateral surface of the cone
   lateral_search(k, solid_lateral, &s, id, best);
