@@ -200,7 +200,7 @@ static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t*
   for (uint32_t i = 0; i < n; i++) {
     outputs += head_size(f_outputs, xs[i].own + xs[i].ref) + xs[i].own + xs[i].ref;
   }
-  p->done_own = protobuf_c_message_get_packed_size(&p->done.base);
+  p->done_own = wire_step_done_packed_size(&p->done);
   p->done_len = p->done_own + outputs;
   uint64_t one = e + head_size(f_done, p->done_len) + p->done_len;
   p->parts = n > 0 && one > max_frame_bytes;
@@ -221,7 +221,7 @@ static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t*
   }
   p->done.has_outputs_in_parts = 1;
   p->done.outputs_in_parts = n;
-  p->done_own = protobuf_c_message_get_packed_size(&p->done.base);
+  p->done_own = wire_step_done_packed_size(&p->done);
   p->done_len = p->done_own;
   p->bytes += FRAME_HEADER_BYTES + e + head_size(f_done, p->done_len) + p->done_len;
 }
@@ -297,7 +297,7 @@ int wire_out_planned(const wire_out_plan_t* plan, wire_sd_t* xs, shared_buf_t***
     uint8_t* at = f[made] ? shared_buf_put(f[made], p.done_own) : NULL;
     rc = at ? 0 : ERR_NOMEM;
     if (at) {
-      protobuf_c_message_pack(&p.done.base, at);
+      wire_step_done_pack(&p.done, at);
     }
     for (uint32_t i = 0; rc == 0 && !p.parts && i < n; i++) {
       size_t len = xs[i].own + xs[i].ref;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // wire_sd.c: a SensorData without a point cloud (an IMU sample, an encoder or odometer
-// reading, a cone reading, or no payload) measured and written by hand from its protobuf-c
-// struct: the bytes protobuf-c packs, without its walk over the field descriptors (measuring
-// and packing a step's three small records that way was about 6,000 instructions, a seventh of
-// the daemon's share of a lock-step tick). A cloud, or a message with unknown fields, goes to
-// protobuf-c as before.
+// reading, a cone reading, or no payload), and a StepDone's own fields, measured and written by
+// hand from their protobuf-c structs: the bytes protobuf-c packs, without its walk over the
+// field descriptors (measuring and packing a step's three small records that way was about
+// 6,000 instructions, a seventh of the daemon's share of a lock-step tick). A cloud, a StepDone
+// with its outputs attached, or a message with unknown fields, goes to protobuf-c as before.
 //
 // The layout is protobuf-c's for proto2: fields in increasing number, an optional scalar only
 // when its has_ flag is set, a message only when its pointer is set, the oneof's member only
@@ -43,13 +43,17 @@ static uint8_t* put_varint(uint8_t* at, uint64_t v) {
 }
 
 
-// A double's 8 bytes, little-endian (the wire's fixed64).
+// A double's 8 bytes, little-endian (the wire's fixed64): a copy on a little-endian host.
 static uint8_t* put_raw_double(uint8_t* at, double d) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  memcpy(at, &d, 8);
+#else
   uint64_t u;
   memcpy(&u, &d, sizeof(u));
   for (int i = 0; i < 8; i++) {
     at[i] = (uint8_t)(u >> (8 * i));
   }
+#endif
   return at + 8;
 }
 
@@ -282,6 +286,44 @@ size_t wire_sd_pack(const Sensim__V1__SensorData* sd, uint8_t* out) {
         at = put_cone(at, sd->cone);
         break;
     }
+  }
+  return (size_t)(at - out);
+}
+
+
+//---------------- StepDone {time = 1, step = 2, outputs = 3, outputs_in_parts = 4}, without
+//                 its outputs (they are written after it, wire_out.c)
+
+static int done_by_hand(const Sensim__V1__StepDone* m) {
+  return m->n_outputs == 0 && m->base.n_unknown_fields == 0;
+}
+
+
+size_t wire_step_done_packed_size(const Sensim__V1__StepDone* m) {
+  if (!done_by_hand(m)) {
+    return protobuf_c_message_get_packed_size(&m->base);
+  }
+  size_t n = m->has_time ? 9u : 0u;
+  n += m->has_step ? 1 + varint_size(m->step) : 0;
+  return n + (m->has_outputs_in_parts ? 1 + varint_size(m->outputs_in_parts) : 0);
+}
+
+
+size_t wire_step_done_pack(const Sensim__V1__StepDone* m, uint8_t* out) {
+  if (!done_by_hand(m)) {
+    return protobuf_c_message_pack(&m->base, out);
+  }
+  uint8_t* at = out;
+  if (m->has_time) {
+    at = put_double(at, KEY(1, WT_I64), m->time);
+  }
+  if (m->has_step) {
+    *at++ = KEY(2, WT_VARINT);
+    at = put_varint(at, m->step);
+  }
+  if (m->has_outputs_in_parts) {
+    *at++ = KEY(4, WT_VARINT);
+    at = put_varint(at, m->outputs_in_parts);
   }
   return (size_t)(at - out);
 }

@@ -78,6 +78,10 @@ void wire_sd_measure(wire_sd_t* x);
 size_t wire_sd_packed_size(const Sensim__V1__SensorData* sd);
 size_t wire_sd_pack(const Sensim__V1__SensorData* sd, uint8_t* out);
 
+// The same for a StepDone: by hand while it has no outputs attached (wire_sd.c).
+size_t wire_step_done_packed_size(const Sensim__V1__StepDone* m);
+size_t wire_step_done_pack(const Sensim__V1__StepDone* m, uint8_t* out);
+
 // Envelope{sensor_data} pushed to subscribers (no id) into *out (one reference). ERR_NOMEM.
 int wire_out_pushed(wire_sd_t* x, shared_buf_t** out) CHECKRET;
 
