@@ -16,26 +16,6 @@
 // Wire type of a length-delimited field.
 #define WT_LEN 2u
 
-static size_t varint_size(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80u) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-
-static uint8_t* put_varint(uint8_t* at, uint64_t v) {
-  while (v >= 0x80u) {
-    *at++ = (uint8_t)(v | 0x80u);
-    v >>= 7;
-  }
-  *at++ = (uint8_t)v;
-  return at;
-}
-
-
 // The number of field `name` of message descriptor d.
 static uint32_t field_id(const ProtobufCMessageDescriptor* d, const char* name) {
   return protobuf_c_message_descriptor_get_field_by_name(d, name)->id;
@@ -65,12 +45,12 @@ static void fields(void) {
 
 // Key and length of a length-delimited field of `len` bytes: its size, and writing it.
 static size_t head_size(uint32_t field, size_t len) {
-  return varint_size((uint64_t)field << 3 | WT_LEN) + varint_size(len);
+  return wire_varint_size((uint64_t)field << 3 | WT_LEN) + wire_varint_size(len);
 }
 
 
 static uint8_t* put_head(uint8_t* at, uint32_t field, size_t len) {
-  return put_varint(put_varint(at, (uint64_t)field << 3 | WT_LEN), len);
+  return wire_put_varint(wire_put_varint(at, (uint64_t)field << 3 | WT_LEN), len);
 }
 
 

@@ -23,26 +23,6 @@
 // A key of one byte: field numbers below 16.
 #define KEY(field, wt) ((uint8_t)((field) << 3 | (wt)))
 
-static size_t varint_size(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80u) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-
-static uint8_t* put_varint(uint8_t* at, uint64_t v) {
-  while (v >= 0x80u) {
-    *at++ = (uint8_t)(v | 0x80u);
-    v >>= 7;
-  }
-  *at++ = (uint8_t)v;
-  return at;
-}
-
-
 // A double's 8 bytes, little-endian (the wire's fixed64): a copy on a little-endian host.
 static uint8_t* put_raw_double(uint8_t* at, double d) {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -63,14 +43,20 @@ static uint8_t* put_double(uint8_t* at, uint8_t key, double d) {
 }
 
 
+// An optional double: its key and bytes when `has` is set.
+static uint8_t* put_opt_double(uint8_t* at, int has, uint32_t field, double d) {
+  return has ? put_double(at, KEY(field, WT_I64), d) : at;
+}
+
+
 // A nested message of `len` bytes: its key, its length, and the bytes counted by the caller.
 static size_t nested_size(size_t len) {
-  return 1 + varint_size(len) + len;
+  return 1 + wire_varint_size(len) + len;
 }
 
 static uint8_t* put_nested_head(uint8_t* at, uint32_t field, size_t len) {
   *at++ = KEY(field, WT_LEN);
-  return put_varint(at, len);
+  return wire_put_varint(at, len);
 }
 
 
@@ -82,15 +68,9 @@ static size_t vec3_size(const Sensim__V1__Vec3* v) {
 
 static uint8_t* put_vec3(uint8_t* at, uint32_t field, const Sensim__V1__Vec3* v) {
   at = put_nested_head(at, field, vec3_size(v));
-  if (v->has_x) {
-    at = put_double(at, KEY(1, WT_I64), v->x);
-  }
-  if (v->has_y) {
-    at = put_double(at, KEY(2, WT_I64), v->y);
-  }
-  if (v->has_z) {
-    at = put_double(at, KEY(3, WT_I64), v->z);
-  }
+  at = put_opt_double(at, v->has_x, 1, v->x);
+  at = put_opt_double(at, v->has_y, 2, v->y);
+  at = put_opt_double(at, v->has_z, 3, v->z);
   return at;
 }
 
@@ -131,12 +111,8 @@ static size_t scalar_size(const Sensim__V1__ScalarSample* m) {
 }
 
 static uint8_t* put_scalar(uint8_t* at, const Sensim__V1__ScalarSample* m) {
-  if (m->has_position) {
-    at = put_double(at, KEY(1, WT_I64), m->position);
-  }
-  if (m->has_speed) {
-    at = put_double(at, KEY(2, WT_I64), m->speed);
-  }
+  at = put_opt_double(at, m->has_position, 1, m->position);
+  at = put_opt_double(at, m->has_speed, 2, m->speed);
   return at;
 }
 
@@ -149,7 +125,7 @@ static size_t cone_size(const Sensim__V1__ConeReading* m) {
   n += 9u * ((m->has_range != 0) + (m->has_azimuth != 0) + (m->has_elevation != 0) +
              (m->has_speed != 0));
   n += m->point ? nested_size(vec3_size(m->point)) : 0;
-  return n + (m->has_object_id ? 1 + varint_size(m->object_id) : 0);
+  return n + (m->has_object_id ? 1 + wire_varint_size(m->object_id) : 0);
 }
 
 static uint8_t* put_cone(uint8_t* at, const Sensim__V1__ConeReading* m) {
@@ -157,24 +133,16 @@ static uint8_t* put_cone(uint8_t* at, const Sensim__V1__ConeReading* m) {
     *at++ = KEY(1, WT_VARINT);
     *at++ = m->detected ? 1u : 0u;
   }
-  if (m->has_range) {
-    at = put_double(at, KEY(2, WT_I64), m->range);
-  }
-  if (m->has_azimuth) {
-    at = put_double(at, KEY(3, WT_I64), m->azimuth);
-  }
-  if (m->has_elevation) {
-    at = put_double(at, KEY(4, WT_I64), m->elevation);
-  }
-  if (m->has_speed) {
-    at = put_double(at, KEY(5, WT_I64), m->speed);
-  }
+  at = put_opt_double(at, m->has_range, 2, m->range);
+  at = put_opt_double(at, m->has_azimuth, 3, m->azimuth);
+  at = put_opt_double(at, m->has_elevation, 4, m->elevation);
+  at = put_opt_double(at, m->has_speed, 5, m->speed);
   if (m->point) {
     at = put_vec3(at, 6, m->point);
   }
   if (m->has_object_id) {
     *at++ = KEY(7, WT_VARINT);
-    at = put_varint(at, m->object_id);
+    at = wire_put_varint(at, m->object_id);
   }
   return at;
 }
@@ -206,10 +174,10 @@ static int by_hand(const Sensim__V1__SensorData* sd) {
 
 // The fields before the payload.
 static size_t head_fields_size(const Sensim__V1__SensorData* sd) {
-  size_t n = sd->has_sensor_id ? 1 + varint_size(sd->sensor_id) : 0;
+  size_t n = sd->has_sensor_id ? 1 + wire_varint_size(sd->sensor_id) : 0;
   n += sd->has_time ? 9u : 0u;
-  n += sd->has_frame ? 1 + varint_size(sd->frame) : 0;
-  n += sd->has_sequence ? 1 + varint_size(sd->sequence) : 0;
+  n += sd->has_frame ? 1 + wire_varint_size(sd->frame) : 0;
+  n += sd->has_sequence ? 1 + wire_varint_size(sd->sequence) : 0;
   n += sd->has_start_time ? 9u : 0u;
   return n + (sd->has_end_of_stream ? 2u : 0u);
 }
@@ -251,22 +219,18 @@ size_t wire_sd_pack(const Sensim__V1__SensorData* sd, uint8_t* out) {
   uint8_t* at = out;
   if (sd->has_sensor_id) {
     *at++ = KEY(1, WT_VARINT);
-    at = put_varint(at, sd->sensor_id);
+    at = wire_put_varint(at, sd->sensor_id);
   }
-  if (sd->has_time) {
-    at = put_double(at, KEY(2, WT_I64), sd->time);
-  }
+  at = put_opt_double(at, sd->has_time, 2, sd->time);
   if (sd->has_frame) {
     *at++ = KEY(3, WT_VARINT);
-    at = put_varint(at, sd->frame);
+    at = wire_put_varint(at, sd->frame);
   }
   if (sd->has_sequence) {
     *at++ = KEY(4, WT_VARINT);
-    at = put_varint(at, sd->sequence);
+    at = wire_put_varint(at, sd->sequence);
   }
-  if (sd->has_start_time) {
-    at = put_double(at, KEY(5, WT_I64), sd->start_time);
-  }
+  at = put_opt_double(at, sd->has_start_time, 5, sd->start_time);
   if (sd->has_end_of_stream) {
     *at++ = KEY(6, WT_VARINT);
     *at++ = sd->end_of_stream ? 1u : 0u;
@@ -304,8 +268,8 @@ size_t wire_step_done_packed_size(const Sensim__V1__StepDone* m) {
     return protobuf_c_message_get_packed_size(&m->base);
   }
   size_t n = m->has_time ? 9u : 0u;
-  n += m->has_step ? 1 + varint_size(m->step) : 0;
-  return n + (m->has_outputs_in_parts ? 1 + varint_size(m->outputs_in_parts) : 0);
+  n += m->has_step ? 1 + wire_varint_size(m->step) : 0;
+  return n + (m->has_outputs_in_parts ? 1 + wire_varint_size(m->outputs_in_parts) : 0);
 }
 
 
@@ -314,16 +278,14 @@ size_t wire_step_done_pack(const Sensim__V1__StepDone* m, uint8_t* out) {
     return protobuf_c_message_pack(&m->base, out);
   }
   uint8_t* at = out;
-  if (m->has_time) {
-    at = put_double(at, KEY(1, WT_I64), m->time);
-  }
+  at = put_opt_double(at, m->has_time, 1, m->time);
   if (m->has_step) {
     *at++ = KEY(2, WT_VARINT);
-    at = put_varint(at, m->step);
+    at = wire_put_varint(at, m->step);
   }
   if (m->has_outputs_in_parts) {
     *at++ = KEY(4, WT_VARINT);
-    at = put_varint(at, m->outputs_in_parts);
+    at = wire_put_varint(at, m->outputs_in_parts);
   }
   return (size_t)(at - out);
 }

@@ -64,6 +64,12 @@ static double any_double(void) {
   return d;
 }
 
+// An optional double: set or not, any value.
+static void any_optional(protobuf_c_boolean* has, double* v) {
+  *has = coin();
+  *v = any_double();
+}
+
 static Sensim__V1__Vec3* any_vec3(Sensim__V1__Vec3* v) {
   if (next() % 4u == 0) {
     return NULL;
@@ -124,8 +130,7 @@ TEST(wire_sd_small_records_are_protobuf_c_bytes) {
         sensim__v1__scalar_sample__init(&scalar);
         scalar.has_position = coin() || coin();
         scalar.position = any_double();
-        scalar.has_speed = coin();
-        scalar.speed = any_double();
+        any_optional(&scalar.has_speed, &scalar.speed);
         sd.payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD_SCALAR;
         sd.scalar = &scalar;
         failed += (unsigned)agree(&sd, "scalar", round);
@@ -134,14 +139,10 @@ TEST(wire_sd_small_records_are_protobuf_c_bytes) {
         sensim__v1__cone_reading__init(&cone);
         cone.has_detected = coin() || coin();
         cone.detected = coin();
-        cone.has_range = coin();
-        cone.range = any_double();
-        cone.has_azimuth = coin();
-        cone.azimuth = any_double();
-        cone.has_elevation = coin();
-        cone.elevation = any_double();
-        cone.has_speed = coin();
-        cone.speed = any_double();
+        any_optional(&cone.has_range, &cone.range);
+        any_optional(&cone.has_azimuth, &cone.azimuth);
+        any_optional(&cone.has_elevation, &cone.elevation);
+        any_optional(&cone.has_speed, &cone.speed);
         cone.point = any_vec3(&v[3]);
         cone.has_object_id = coin();
         cone.object_id = (uint32_t)varint_value();
