@@ -37,14 +37,18 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
 }
 
 
-// Lanes h .. h + 3 of a packet of W lanes: times ti clamped as trace_packet clamps them,
-// t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0), as floats.
-__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_times(
-    packet_t* pk, unsigned h, __m256d ti, const unsigned W) {
+// Four times ti clamped as trace_packet clamps them, t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0),
+// as floats; simd_store_times: into lanes h .. h + 3 of a packet of W lanes.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_times(__m256d ti) {
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
   c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-  _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+  return _mm256_cvtpd_ps(c);
+}
+
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_times(
+    packet_t* pk, unsigned h, __m256d ti, const unsigned W) {
+  _mm_store_ps(pk->f + LANE(F_TIME, h), simd_clamp_times(ti));
 }
 
 
@@ -378,42 +382,59 @@ SIMD_AVX2_FN void simd_hits(const scene_t* s, const packet_t* pk, const double d
 }
 
 
-// The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each:
-// the same float comparisons, eight lanes at once.
-SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
+// The lanes of eight rays (origins o, directions d, as floats) that packet_lane_ok refuses, a
+// bit each: the same float comparisons, eight lanes at once.
+SIMD_AVX2_FN static inline unsigned simd_bad8(const __m256 o[3], const __m256 d[3]) {
   const __m256 big = _mm256_set1_ps((float)SCENE_RAY_MAX), tiny = _mm256_set1_ps(FLT_MIN);
   const __m256 fsign = _mm256_set1_ps(-0.0f);
-  unsigned ok = 0;
-  for (unsigned h = 0; h < W; h += 8) {
-    __m256 in = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), nonzero = _mm256_setzero_ps();
-    for (unsigned a = F_ORG_X; a <= F_DIR_Z; a++) {
-      if (a == F_TNEAR) {
-        continue;
-      }
-      __m256 v = _mm256_andnot_ps(fsign, _mm256_load_ps(f + LANE(a, h)));
-      in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
-      if (a >= F_DIR_X) {
-        nonzero = _mm256_or_ps(nonzero, _mm256_cmp_ps(v, tiny, _CMP_GE_OQ));
-      }
-    }
-    ok |= (unsigned)_mm256_movemask_ps(_mm256_and_ps(in, nonzero)) << h;
+  __m256 in = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), nonzero = _mm256_setzero_ps();
+  for (unsigned a = 0; a < 3; a++) {
+    __m256 v = _mm256_andnot_ps(fsign, o[a]);
+    in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
   }
-  return ~ok & ((1u << W) - 1u);
+  for (unsigned a = 0; a < 3; a++) {
+    __m256 v = _mm256_andnot_ps(fsign, d[a]);
+    in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
+    nonzero = _mm256_or_ps(nonzero, _mm256_cmp_ps(v, tiny, _CMP_GE_OQ));
+  }
+  return ~(unsigned)_mm256_movemask_ps(_mm256_and_ps(in, nonzero)) & 0xFFu;
+}
+
+
+// The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each.
+SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
+  unsigned bad = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256 o[3], d[3];
+    for (unsigned a = 0; a < 3; a++) {
+      o[a] = _mm256_load_ps(f + LANE(F_ORG_X + a, h));
+      d[a] = _mm256_load_ps(f + LANE(F_DIR_X + a, h));
+    }
+    bad |= simd_bad8(o, d) << h;
+  }
+  return bad;
 }
 
 
 // The fields of a packet of W lanes that do not depend on its rays (as trace_packet sets them),
-// and its valid lanes: all but those whose bit is set in off.
+// and its valid lanes: all but those whose bit is set in off. Eight lanes a store, as Embree
+// reads them back at once.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields(
     packet_t* pk, unsigned off, int* valid, const unsigned W) {
-  for (unsigned k = 0; k < W; k++) {
-    valid[k] = (off >> k) & 1u ? 0 : -1;
-    pk->f[LANE(F_TNEAR, k)] = 0.0f;
-    pk->u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
-    pk->u[LANE(F_ID, k)] = k;
-    pk->u[LANE(F_FLAGS, k)] = 0;
-    pk->u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
-    pk->u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi32(-1);
+  const __m256i none = _mm256_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256i o = _mm256_and_si256(_mm256_set1_epi32((int)(off >> h)), bit);
+    _mm256_store_si256((__m256i*)(valid + h), _mm256_cmpeq_epi32(o, zero));
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_TNEAR, h)), zero);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_MASK, h)), ones);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_ID, h)),
+                       _mm256_setr_epi32((int)h, (int)h + 1, (int)h + 2, (int)h + 3, (int)h + 4,
+                                         (int)h + 5, (int)h + 6, (int)h + 7));
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_FLAGS, h)), zero);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_GEOM, h)), none);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_INST, h)), none);
   }
 }
 
@@ -513,16 +534,34 @@ SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit
 }
 
 
+// Eight doubles as floats, in one register.
+SIMD_AVX2_FN static inline __m256 simd_cvt8(const double* p) {
+  return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(p + 4)),
+                         _mm256_cvtpd_ps(_mm256_loadu_pd(p)));
+}
+
+
+// Eight lanes at a time, each field stored whole and checked in registers: stored in halves,
+// the fields the coherence test and the validity check read back at once (eight lanes each)
+// would wait for the halves to leave the store buffer.
 SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
   const unsigned W = WIDE;
-  for (unsigned h = 0; h < W; h += 4) {
-    simd_store_rays(pk, h, _mm256_loadu_pd(in->ox + h), _mm256_loadu_pd(in->oy + h),
-                    _mm256_loadu_pd(in->oz + h), _mm256_loadu_pd(in->dx + h),
-                    _mm256_loadu_pd(in->dy + h), _mm256_loadu_pd(in->dz + h), W);
-    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
-    simd_store_times(pk, h, _mm256_loadu_pd(in->time + h), W);
+  unsigned bad = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    const double* src[6] = {in->ox + h, in->oy + h, in->oz + h, in->dx + h, in->dy + h,
+                            in->dz + h};
+    __m256 v[6];
+    for (unsigned a = 0; a < 6; a++) {
+      v[a] = simd_cvt8(src[a]);
+      _mm256_store_ps(pk->f + LANE(a < 3 ? F_ORG_X + a : F_DIR_X + a - 3, h), v[a]);
+    }
+    _mm256_store_ps(pk->f + LANE(F_TFAR, h), simd_cvt8(in->tmax + h));
+    _mm256_store_ps(pk->f + LANE(F_TIME, h),
+                    _mm256_set_m128(simd_clamp_times(_mm256_loadu_pd(in->time + h + 4)),
+                                    simd_clamp_times(_mm256_loadu_pd(in->time + h))));
+    bad |= simd_bad8(v, v + 3) << h;
   }
-  return simd_lanes_bad(pk->f, W);
+  return bad;
 }
 
 
