@@ -127,16 +127,6 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 }
 
 
-// A packet's hits in columns when every lane missed (as hit_fill writes a miss).
-static inline void packet_misses(scene_packet_hits_t* h) {
-  for (unsigned k = 0; k < WIDE; k++) {
-    h->distance[k] = INFINITY;
-    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
-    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
-  }
-}
-
-
 // Cosine of the widest angle between a packet's directions and its first one for which it is
 // traced as a packet (about 8 degrees: a lidar's neighbouring rays are well inside it).
 #define PACKET_COHERENT_COS 0.99f
@@ -325,6 +315,13 @@ SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
 // coherence test and hits) into out; the lanes whose bit is set in off are not traced (misses).
 SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
                                   unsigned off, scene_packet_hits_t* out);
+
+// A packet's hits in columns when every lane missed (as hit_fill writes a miss), four lanes a
+// store.
+SIMD_AVX2_FN void simd_misses(scene_packet_hits_t* h);
+
+// Whether every lane of a packet in columns is on (tmax > 0; NaN is off).
+SIMD_AVX2_FN bool simd_cols_on(const scene_packet_t* pk);
 
 // The lanes of a full packet above the horizon hz (a bit each): horizon_above of each lane
 // whose components are finite, within SCENE_RAY_MAX, and whose direction is not zero (an

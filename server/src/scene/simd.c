@@ -261,7 +261,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
   }
   if (missed == (1u << W) - 1u) {
     if (cols) {
-      packet_misses(cols);
+      simd_misses(cols);
     } else {
       memset(out, 0, W * sizeof *out);
       for (unsigned k = 0; k < W; k++) {
@@ -373,6 +373,40 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
     _mm256_storeu_pd(&out[h + 2].distance, _mm256_permute2f128_pd(t0, t2, 0x31));
     _mm256_storeu_pd(&out[h + 3].distance, _mm256_permute2f128_pd(t1, t3, 0x31));
   }
+}
+
+
+SIMD_AVX2_FN void simd_misses(scene_packet_hits_t* h) {
+  // written out, not a loop: the compiler turns a loop of zero stores into string stores,
+  // whose start costs more than the stores
+  const __m256d inf = _mm256_set1_pd(INFINITY), zero = _mm256_setzero_pd();
+#define SIMD_MISS4(k)                    \
+  _mm256_storeu_pd(h->distance + k, inf); \
+  _mm256_storeu_pd(h->nx + k, zero);      \
+  _mm256_storeu_pd(h->ny + k, zero);      \
+  _mm256_storeu_pd(h->nz + k, zero)
+  SIMD_MISS4(0);
+  SIMD_MISS4(4);
+  SIMD_MISS4(8);
+  SIMD_MISS4(12);
+#undef SIMD_MISS4
+  const __m256i z = _mm256_setzero_si256();
+  _mm256_storeu_si256((__m256i*)h->object_id, z);
+  _mm256_storeu_si256((__m256i*)(h->object_id + 8), z);
+  _mm256_storeu_si256((__m256i*)h->label, z);
+  _mm256_storeu_si256((__m256i*)(h->label + 8), z);
+  _mm256_storeu_si256((__m256i*)h->primitive, z);
+  _mm256_storeu_si256((__m256i*)(h->primitive + 8), z);
+}
+
+
+SIMD_AVX2_FN bool simd_cols_on(const scene_packet_t* pk) {
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d on = _mm256_cmp_pd(_mm256_loadu_pd(pk->tmax), zero, _CMP_GT_OQ);
+  for (unsigned k = 4; k < WIDE; k += 4) {
+    on = _mm256_and_pd(on, _mm256_cmp_pd(_mm256_loadu_pd(pk->tmax + k), zero, _CMP_GT_OQ));
+  }
+  return _mm256_movemask_pd(on) == 0xF;
 }
 
 

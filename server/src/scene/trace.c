@@ -106,11 +106,7 @@ static void hits_columns(const scene_hit_t* hits, unsigned n, scene_packet_hits_
 
 // Whether packet pk of m lanes takes the AVX2 path: full, every lane on.
 static bool packet_full(const scene_packet_t* pk, unsigned m, bool simd) {
-  bool full = m == WIDE && simd;
-  for (unsigned k = 0; full && k < m; k++) {
-    full = pk->tmax[k] > 0.0;
-  }
-  return full;
+  return m == WIDE && simd && simd_cols_on(pk);
 }
 
 
@@ -163,12 +159,9 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
       continue;
     }
     unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
-    unsigned noff = 0;
-    for (unsigned b = off; b; b &= b - 1) {
-      noff++;
-    }
+    unsigned noff = (unsigned)__builtin_popcount(off);
     if (noff == WIDE) {
-      packet_misses(&out[i / WIDE]);
+      simd_misses(&out[i / WIDE]);
       culled += noff;
       continue;
     }
