@@ -328,6 +328,10 @@ SIMD_AVX2_FN bool simd_cols_on(const scene_packet_t* pk);
 // invalid ray is never culled: the packet's check counts it).
 SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk);
 
+// The same eight lanes at a time, where simd_level() has AVX-512: the same lanes.
+SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
+                                                 const scene_packet_t* pk);
+
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's

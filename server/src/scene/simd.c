@@ -668,3 +668,59 @@ SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_p
   }
   return above;
 }
+
+
+// simd_packet_above eight lanes at a time (AVX-512): the same operations lane by lane, the
+// same bins, the same lanes.
+SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
+                                                 const scene_packet_t* pk) {
+  const __m512d zero = _mm512_setzero_pd(), big = _mm512_set1_pd(SCENE_RAY_MAX);
+  const __m512d tiny = _mm512_set1_pd(FLT_MIN), one = _mm512_set1_pd(1.0);
+  const __m512d two = _mm512_set1_pd(2.0), three = _mm512_set1_pd(3.0);
+  const __m512d scale = _mm512_set1_pd(HORIZON_BINS / 4.0);
+  const __m512d r2 = _mm512_set1_pd(hz->radius * hz->radius);
+  const __m512d cx = _mm512_set1_pd(hz->center[0]), cy = _mm512_set1_pd(hz->center[1]);
+  const __m512d zlo = _mm512_set1_pd(hz->zlo), low = _mm512_set1_pd(hz->sin_low);
+  const __m256i top = _mm256_set1_epi32((int)HORIZON_BINS - 1);
+  if ((_mm512_cmp_pd_mask(_mm512_loadu_pd(pk->dz), low, _CMP_GT_OQ) |
+       _mm512_cmp_pd_mask(_mm512_loadu_pd(pk->dz + 8), low, _CMP_GT_OQ)) == 0) {
+    return 0;   // every ray at or below the lowest bin
+  }
+  unsigned above = 0;
+  for (unsigned h = 0; h < WIDE; h += 8) {
+    __m512d ox = _mm512_loadu_pd(pk->ox + h), oy = _mm512_loadu_pd(pk->oy + h);
+    __m512d z = _mm512_loadu_pd(pk->oz + h);
+    __m512d x = _mm512_sub_pd(ox, cx), y = _mm512_sub_pd(oy, cy);
+    __m512d d2 = _mm512_add_pd(_mm512_mul_pd(x, x), _mm512_mul_pd(y, y));
+    __mmask8 inside = _mm512_cmp_pd_mask(d2, r2, _CMP_LE_OQ) &
+                      _mm512_cmp_pd_mask(z, zlo, _CMP_GE_OQ);
+    __m512d dx = _mm512_loadu_pd(pk->dx + h), dy = _mm512_loadu_pd(pk->dy + h);
+    __m512d dz = _mm512_loadu_pd(pk->dz + h);
+    __m512d ax = _mm512_abs_pd(dx), ay = _mm512_abs_pd(dy), az = _mm512_abs_pd(dz);
+    inside &= _mm512_cmp_pd_mask(_mm512_abs_pd(ox), big, _CMP_LE_OQ) &
+              _mm512_cmp_pd_mask(_mm512_abs_pd(oy), big, _CMP_LE_OQ) &
+              _mm512_cmp_pd_mask(_mm512_abs_pd(z), big, _CMP_LE_OQ) &
+              _mm512_cmp_pd_mask(ax, big, _CMP_LE_OQ) & _mm512_cmp_pd_mask(ay, big, _CMP_LE_OQ) &
+              _mm512_cmp_pd_mask(az, big, _CMP_LE_OQ);
+    __m512d dmax = _mm512_max_pd(_mm512_max_pd(ax, ay), az);   // NaN lanes are out already
+    inside &= _mm512_cmp_pd_mask(dmax, tiny, _CMP_GE_OQ);
+    if (!inside) {
+      continue;
+    }
+
+    // the diamond angle: quadrant base, then ay / s or ax / s (as simd_packet_above)
+    __m512d s = _mm512_add_pd(ax, ay);
+    __mmask8 xneg = _mm512_cmp_pd_mask(dx, zero, _CMP_LT_OQ);
+    __mmask8 yneg = _mm512_cmp_pd_mask(dy, zero, _CMP_LT_OQ);
+    __m512d base = _mm512_mask_blend_pd(yneg, _mm512_maskz_mov_pd(xneg, one),
+                                        _mm512_mask_blend_pd(xneg, three, two));
+    __m512d num = _mm512_mask_blend_pd((__mmask8) ~(xneg ^ yneg), ax, ay);
+    __m512d a = _mm512_add_pd(base, _mm512_div_pd(num, s));
+    a = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(s, zero, _CMP_GT_OQ), a);   // (0, 0): bin 0
+    __m256i bin = _mm256_min_epi32(_mm512_cvttpd_epi32(_mm512_mul_pd(a, scale)), top);
+    bin = _mm256_max_epi32(bin, _mm256_setzero_si256());
+    __m512d lim = _mm512_i32gather_pd(bin, hz->sin_el, 8);
+    above |= (unsigned)(_mm512_cmp_pd_mask(dz, lim, _CMP_GT_OQ) & inside) << h;
+  }
+  return above;
+}

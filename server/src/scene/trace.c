@@ -147,6 +147,7 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
   // partial ones below, in the caller's floating-point environment (none of its rays culled).
   size_t traced = 0, culled = 0, apart = 0;
   const bool simd = simd_level() >= SIMD_AVX2;   // once: both passes must agree
+  const bool wide = simd_level() >= SIMD_AVX512;
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
@@ -158,7 +159,9 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
     if (!packet_full(&in[i / WIDE], m, simd)) {
       continue;
     }
-    unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
+    unsigned off = !hz ? 0u
+                   : wide ? simd_packet_above_avx512(hz, &in[i / WIDE])
+                          : simd_packet_above(hz, &in[i / WIDE]);
     unsigned noff = (unsigned)__builtin_popcount(off);
     if (noff == WIDE) {
       simd_misses(&out[i / WIDE]);

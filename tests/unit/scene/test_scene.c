@@ -2052,8 +2052,9 @@ TEST(scene_flat_scene_skipped_beyond_the_memory_budget) {
 
 // Rays from a small sphere in the yard (terrain, turned cubes, a moving and a turning cube, a
 // sphere primitive) in coherent packets: culled against the scene's horizon, every hit is the
-// same, bit for bit, and a good share of the rays (those into the open sky) are not traced. A
-// packet from outside the region of origins is traced even where the horizon is low.
+// same, bit for bit, and a good share of the rays (those into the open sky) are not traced:
+// exactly those horizon_above finds above, at every SIMD level. A packet from outside the
+// region of origins is traced even where the horizon is low.
 TEST(scene_horizon_culls_only_misses) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -2129,6 +2130,25 @@ TEST(scene_horizon_culls_only_misses) {
     ASSERT_EQ(culled, 0);   // the horizon culls on the AVX2 path only (SENSIM_SIMD=baseline)
   }
   ASSERT_EQ(c2.rays_traced - c1.rays_traced + culled, N);
+
+  // the culled rays are exactly those horizon_above finds above (the AVX2 and AVX-512 forms
+  // take each ray to horizon_bin's bin), at each level the CPU has
+  uint64_t above = 0;
+  for (int i = 0; i < N; i++) {
+    const scene_packet_t* p = &pk[i / SCENE_PACKET];
+    int k = i % SCENE_PACKET;
+    const double o[3] = {p->ox[k], p->oy[k], p->oz[k]}, d[3] = {p->dx[k], p->dy[k], p->dz[k]};
+    above += (uint64_t)horizon_above(hz, o, d);
+  }
+  for (int level = SIMD_AVX2; level <= (int)simd_allowed_level(); level++) {
+    simd_level_t was = simd_set_max((simd_level_t)level);
+    scene_counters(f.s, &c1);
+    columns(f.s, pk, N, b, NULL, hz);
+    scene_counters(f.s, &c2);
+    simd_set_max(was);
+    ASSERT_EQ(c2.rays_culled - c1.rays_culled, above);
+    ASSERT_TRUE(memcmp(a, b, (N / SCENE_PACKET) * sizeof *a) == 0);
+  }
 
   // the sky rays are the culled ones, the western packet hits cube 204
   const scene_packet_hits_t* west = &b[N / SCENE_PACKET - 1];
