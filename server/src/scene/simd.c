@@ -38,17 +38,12 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
 
 
 // Four times ti clamped as trace_packet clamps them, t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0),
-// as floats; simd_store_times: into lanes h .. h + 3 of a packet of W lanes.
+// as floats.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_times(__m256d ti) {
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
   c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
   return _mm256_cvtpd_ps(c);
-}
-
-__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_times(
-    packet_t* pk, unsigned h, __m256d ti, const unsigned W) {
-  _mm_store_ps(pk->f + LANE(F_TIME, h), simd_clamp_times(ti));
 }
 
 
@@ -435,21 +430,6 @@ SIMD_AVX2_FN static inline unsigned simd_bad8(const __m256 o[3], const __m256 d[
 }
 
 
-// The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each.
-SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
-  unsigned bad = 0;
-  for (unsigned h = 0; h < W; h += 8) {
-    __m256 o[3], d[3];
-    for (unsigned a = 0; a < 3; a++) {
-      o[a] = _mm256_load_ps(f + LANE(F_ORG_X + a, h));
-      d[a] = _mm256_load_ps(f + LANE(F_DIR_X + a, h));
-    }
-    bad |= simd_bad8(o, d) << h;
-  }
-  return bad;
-}
-
-
 // The fields of a packet of W lanes that do not depend on its rays (as trace_packet sets them),
 // and its valid lanes: all but those whose bit is set in off. Eight lanes a store, as Embree
 // reads them back at once.
@@ -507,9 +487,29 @@ SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const dou
 }
 
 
+// Four rays r[0 .. 3] as columns: c[0 .. 7] their origins x y z, directions x y z, tmax and
+// times.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_rows4(const scene_ray_t* r,
+                                                                          __m256d c[8]) {
+  __m256d a0 = _mm256_loadu_pd(r[0].origin), a1 = _mm256_loadu_pd(r[1].origin);
+  __m256d a2 = _mm256_loadu_pd(r[2].origin), a3 = _mm256_loadu_pd(r[3].origin);
+  __m256d b0 = _mm256_loadu_pd(&r[0].dir[1]), b1 = _mm256_loadu_pd(&r[1].dir[1]);
+  __m256d b2 = _mm256_loadu_pd(&r[2].dir[1]), b3 = _mm256_loadu_pd(&r[3].dir[1]);
+  __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
+  __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
+  c[0] = _mm256_permute2f128_pd(t0, t2, 0x20), c[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  c[2] = _mm256_permute2f128_pd(t0, t2, 0x31), c[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+  t0 = _mm256_unpacklo_pd(b0, b1), t1 = _mm256_unpackhi_pd(b0, b1);
+  t2 = _mm256_unpacklo_pd(b2, b3), t3 = _mm256_unpackhi_pd(b2, b3);
+  c[4] = _mm256_permute2f128_pd(t0, t2, 0x20), c[5] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  c[6] = _mm256_permute2f128_pd(t0, t2, 0x31), c[7] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+
 // The full packet of W rows r (every lane's tmax > 0) assembled into pk as trace_packet
 // assembles it, their directions (double) into dir (W x, then W y, then W z). False, with pk
 // partly written, when a lane is off or packet_lane_ok refuses it: trace_packet takes the packet.
+// Eight rays at a time, each field stored and checked whole (as simd_cols_pack).
 __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
     const scene_ray_t* r, packet_t* pk, double* dir, const unsigned W) {
   for (unsigned k = 0; k < W; k++) {
@@ -517,28 +517,27 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
       return false;
     }
   }
-  for (unsigned h = 0; h < W; h += 4) {
-    // four rays (origin xyz, dir xyz, tmax, time) as columns
-    __m256d a0 = _mm256_loadu_pd(r[h].origin), a1 = _mm256_loadu_pd(r[h + 1].origin);
-    __m256d a2 = _mm256_loadu_pd(r[h + 2].origin), a3 = _mm256_loadu_pd(r[h + 3].origin);
-    __m256d b0 = _mm256_loadu_pd(&r[h].dir[1]), b1 = _mm256_loadu_pd(&r[h + 1].dir[1]);
-    __m256d b2 = _mm256_loadu_pd(&r[h + 2].dir[1]), b3 = _mm256_loadu_pd(&r[h + 3].dir[1]);
-    __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
-    __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
-    __m256d ox = _mm256_permute2f128_pd(t0, t2, 0x20), oy = _mm256_permute2f128_pd(t1, t3, 0x20);
-    __m256d oz = _mm256_permute2f128_pd(t0, t2, 0x31), dx = _mm256_permute2f128_pd(t1, t3, 0x31);
-    t0 = _mm256_unpacklo_pd(b0, b1), t1 = _mm256_unpackhi_pd(b0, b1);
-    t2 = _mm256_unpacklo_pd(b2, b3), t3 = _mm256_unpackhi_pd(b2, b3);
-    __m256d dy = _mm256_permute2f128_pd(t0, t2, 0x20), dz = _mm256_permute2f128_pd(t1, t3, 0x20);
-    __m256d tm = _mm256_permute2f128_pd(t0, t2, 0x31), ti = _mm256_permute2f128_pd(t1, t3, 0x31);
-    _mm256_store_pd(dir + h, dx);
-    _mm256_store_pd(dir + W + h, dy);
-    _mm256_store_pd(dir + 2 * W + h, dz);
-    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
-    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
-    simd_store_times(pk, h, ti, W);
+  unsigned bad = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256d lo[8], hi[8];
+    simd_rows4(r + h, lo);
+    simd_rows4(r + h + 4, hi);
+    __m256 v[6];
+    for (unsigned a = 0; a < 6; a++) {
+      v[a] = _mm256_set_m128(_mm256_cvtpd_ps(hi[a]), _mm256_cvtpd_ps(lo[a]));
+      _mm256_store_ps(pk->f + LANE(a < 3 ? F_ORG_X + a : F_DIR_X + a - 3, h), v[a]);
+    }
+    for (unsigned a = 0; a < 3; a++) {
+      _mm256_store_pd(dir + a * W + h, lo[3 + a]);
+      _mm256_store_pd(dir + a * W + h + 4, hi[3 + a]);
+    }
+    _mm256_store_ps(pk->f + LANE(F_TFAR, h),
+                    _mm256_set_m128(_mm256_cvtpd_ps(hi[6]), _mm256_cvtpd_ps(lo[6])));
+    _mm256_store_ps(pk->f + LANE(F_TIME, h),
+                    _mm256_set_m128(simd_clamp_times(hi[7]), simd_clamp_times(lo[7])));
+    bad |= simd_bad8(v, v + 3);
   }
-  return simd_lanes_bad(pk->f, W) == 0;
+  return bad == 0;
 }
 
 
