@@ -2,9 +2,10 @@
 // shard.c: sensors sharded over several daemons (sensim/shard.h): one client handle per
 // daemon, requests for every shard sent to all of them before any reply is awaited (the scene
 // calls through the handle's deferred status, a state's body encoded once and framed for each
-// shard, the others through their *_send halves), the replies awaited within one deadline by
-// one poll over the shards' sockets, step records merged in sensor id order, raycasts split
-// in contiguous parts, and every failure reported naming its shard.
+// shard, the others through their *_send halves), the replies awaited within one deadline
+// (status replies shard by shard, the last one sent first, each through its handle's own
+// receive; step replies by one poll over the shards' sockets), step records merged in sensor
+// id order, raycasts split in contiguous parts, and every failure reported naming its shard.
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -453,6 +454,42 @@ static sensim_status_t timed_out(sensim_shards_t* sh, uint32_t i) {
 }
 
 
+// The slot of the reply shard i's wait ends with (ids2[i] when set: the last of two), when it
+// was sent a request, is still connected and that reply is not complete yet; else NULL.
+static const slot_t* pending(sensim_shards_t* sh, uint32_t i) {
+  sensim_client_t* cli = sh->cli[i];
+  if (!sh->sent[i] || !cli || cli->fd < 0) {
+    return NULL;
+  }
+  const slot_t* s = sensim_slot(cli, sh->ids2[i] ? sh->ids2[i] : sh->ids[i]);
+  return s && !s->done ? s : NULL;
+}
+
+
+// Receive the status replies of the shards in [lo, hi) one shard after the other, the last
+// one sent first, each through its handle's own wait (a blocking recv when the socket blocks:
+// no poll). The last request sent is usually the last answered: one sleep tends to cover every
+// reply, the others are in when their turn comes, and a reply that finds no one asleep on its
+// socket spares its daemon a wake-up. False (nothing received) when a request is still queued
+// on a nonblocking handle: only the poll of await_all sends it meanwhile. Not for steps: a
+// shard read last could stall meanwhile on a socket full of its large reply.
+static bool await_in_turn(sensim_shards_t* sh, uint32_t lo, uint32_t hi, int64_t deadline) {
+  for (uint32_t i = lo; i < hi; i++) {
+    if (pending(sh, i) && sh->cli[i]->outq_off < sh->cli[i]->outq_len) {
+      return false;
+    }
+  }
+  for (uint32_t i = hi; i-- > lo;) {
+    while (pending(sh, i)) {
+      if (sensim_transport_pump(sh->cli[i], deadline) != SENSIM_OK) {
+        break;                          // past the deadline or failed: the waits report it
+      }
+    }
+  }
+  return true;
+}
+
+
 // Receive the replies of the shards in [lo, hi) that were sent a request (ids[i], or ids2[i]
 // when set: the last of two), all at once: one poll over the sockets of those whose reply is
 // not complete yet, each socket that is ready read without waiting, until every reply is
@@ -462,13 +499,9 @@ static void await_all(sensim_shards_t* sh, uint32_t lo, uint32_t hi, int64_t dea
   for (;;) {
     nfds_t nfds = 0;
     for (uint32_t i = lo; i < hi; i++) {
-      sensim_client_t* cli = sh->cli[i];
-      if (!sh->sent[i] || !cli || cli->fd < 0) {
-        continue;
-      }
-      const slot_t* s = sensim_slot(cli, sh->ids2[i] ? sh->ids2[i] : sh->ids[i]);
-      if (s && !s->done) {
+      if (pending(sh, i)) {
         // a nonblocking handle may hold part of the request still: sent as the socket takes it
+        const sensim_client_t* cli = sh->cli[i];
         short events = cli->outq_off < cli->outq_len ? POLLIN | POLLOUT : POLLIN;
         sh->pfd[nfds] = (struct pollfd){.fd = cli->fd, .events = events};
         sh->pshard[nfds++] = i;
@@ -576,7 +609,9 @@ static sensim_status_t fan(sensim_shards_t* sh, int only, shard_call_t fn, const
     sh->sent[i] = st == SENSIM_OK;
   }
   int64_t deadline = fan_deadline(sh);
-  await_all(sh, lo, hi, deadline);
+  if (!await_in_turn(sh, lo, hi, deadline)) {
+    await_all(sh, lo, hi, deadline);
+  }
   for (uint32_t i = lo; i < hi; i++) {
     if (!sh->sent[i]) {
       continue;
@@ -911,6 +946,8 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
   if (rc != SENSIM_OK) {
     return rc;
   }
+  // one deadline for the sends and the replies: one clock read, not one more per shard
+  int64_t deadline = fan_deadline(sh);
   for (uint32_t i = lo; i < hi; i++) {
     if (!usable(sh, i)) {
       continue;
@@ -918,7 +955,7 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
     sensim_client_t* cli = sh->cli[i];
     sensim_status_t st = queue_state(sh, i);
     if (st == SENSIM_OK) {
-      st = sensim_flush(cli);
+      st = sensim_transport_send(cli, deadline);
     }
     if (st != SENSIM_OK && i == lo && st < SENSIM_EIO) {
       return refuse(sh, st, "%s", sensim_client_last_error(cli));
@@ -926,8 +963,9 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
     sh->st[i] = st;
     sh->sent[i] = st == SENSIM_OK;
   }
-  int64_t deadline = fan_deadline(sh);
-  await_all(sh, lo, hi, deadline);
+  if (!await_in_turn(sh, lo, hi, deadline)) {
+    await_all(sh, lo, hi, deadline);
+  }
   for (uint32_t i = lo; i < hi; i++) {
     if (sh->sent[i]) {
       sensim_status_t st = sensim_wait(sh->cli[i], sh->ids[i],

@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sensim/shard.h>
 
@@ -426,14 +428,57 @@ TEST(shard_hash_placement_is_the_python_clients) {
 }
 
 
+// Three daemons started, connected (timeout_ms) and given the scenario; NULL on a failure
+// (the reason printed), then no daemon is left running.
+static sensim_shards_t* start_built3(td_daemon_t d[3], int timeout_ms) {
+  int started = 0;
+  while (started < 3 && td_start(&d[started], NULL) == 0) {
+    started++;
+  }
+  sensim_shards_t* s = started == 3 ? connect3(d, timeout_ms) : NULL;
+  if (s && build(NULL, s) != SENSIM_OK) {
+    sensim_shards_close(s);
+    s = NULL;
+  }
+  for (int i = 0; !s && i < started; i++) {
+    td_kill(&d[i]);
+  }
+  if (!s) {
+    fprintf(stderr, "# three daemons with the scenario: %d started, not built\n", started);
+  }
+  return s;
+}
+
+
+// The last error names shard i of d first and lists the shards that accepted the request.
+static bool names_failed_shard(sensim_shards_t* s, const td_daemon_t d[3], int i,
+                               const char* accepted) {
+  char want[64];
+  snprintf(want, sizeof(want), "shard %d (127.0.0.1:%d): ", i, d[i].port);
+  const char* err = sensim_shards_last_error(s);
+  if (strncmp(err, want, strlen(want)) == 0 && td_names(err, accepted)) {
+    return true;
+  }
+  fprintf(stderr, "# last error \"%s\" does not name %sfirst, then %s\n", err, want, accepted);
+  return false;
+}
+
+
+// UpdateState of body 1 at time t (state_at) through the shards.
+static sensim_status_t update_at(sensim_shards_t* s, double t) {
+  static const uint32_t id = 1;
+  sensim_pose_t pose;
+  double vel[6];
+  sensim_state_t st;
+  state_at(t, &pose, vel, &st, &id);
+  return sensim_shards_update_state(s, &st);
+}
+
+
 TEST(shard_killed_is_named_within_the_timeout) {
   td_daemon_t d[3];
-  for (int i = 0; i < 3; i++) {
-    ASSERT_OK(td_start(&d[i], NULL));
-  }
-  sensim_shards_t* s = connect3(d, 3000);
+  sensim_shards_t* s = start_built3(d, 3000);
   ASSERT_TRUE(s != NULL);
-  ASSERT_EQ(build(NULL, s), SENSIM_OK);
   static const uint32_t id = 1;
   sensim_pose_t pose;
   double vel[6];
@@ -450,12 +495,7 @@ TEST(shard_killed_is_named_within_the_timeout) {
   sensim_status_t got = sensim_shards_update_and_step(s, &st, &step, &res);
   ASSERT_TRUE(td_now_ms() - t0 < 3000.0);
   ASSERT_TRUE(got == SENSIM_ECLOSED || got == SENSIM_EIO);
-  char want[64];
-  snprintf(want, sizeof(want), "shard 1 (127.0.0.1:%d): ", d[1].port);
-  if (!td_names(sensim_shards_last_error(s), want) ||
-      !td_names(sensim_shards_last_error(s), "(shards 0, 2 accepted it)")) {
-    CHECK_FAIL("last error \"%s\" does not name %s", sensim_shards_last_error(s), want);
-  }
+  ASSERT_TRUE(names_failed_shard(s, d, 1, "(shards 0, 2 accepted it)"));
   ASSERT_EQ(sensim_shards_failed(s), 1);
   // the others go on answering
   ASSERT_OK_ST(sensim_shards_client(s, 2), sensim_ping(sensim_shards_client(s, 2), "x", 1, NULL));
@@ -468,21 +508,12 @@ TEST(shard_killed_is_named_within_the_timeout) {
 
 TEST(shard_frozen_times_out_once_for_all_shards) {
   td_daemon_t d[3];
-  for (int i = 0; i < 3; i++) {
-    ASSERT_OK(td_start(&d[i], NULL));
-  }
-  sensim_shards_t* s = connect3(d, 2000);
+  sensim_shards_t* s = start_built3(d, 2000);
   ASSERT_TRUE(s != NULL);
-  ASSERT_EQ(build(NULL, s), SENSIM_OK);
   kill(d[0].pid, SIGSTOP);
   kill(d[2].pid, SIGSTOP);
-  static const uint32_t id = 1;
-  sensim_pose_t pose;
-  double vel[6];
-  sensim_state_t st;
-  state_at(0.0, &pose, vel, &st, &id);
   double t0 = td_now_ms();
-  ASSERT_EQ(sensim_shards_update_state(s, &st), SENSIM_ETIMEDOUT);
+  ASSERT_EQ(update_at(s, 0.0), SENSIM_ETIMEDOUT);
   double waited = td_now_ms() - t0;
   // one deadline for the fan-out, not one timeout per frozen shard
   ASSERT_TRUE(waited >= 1990.0 && waited < 4000.0);
@@ -501,6 +532,43 @@ TEST(shard_frozen_times_out_once_for_all_shards) {
   for (int i = 0; i < 3; i++) {
     ASSERT_EQ(td_stop(&d[i]), 0);
   }
+  return 0;
+}
+
+
+// A state's replies are read shard by shard, the last shard sent first: the replies of the
+// others, which come meanwhile, are still collected, and a shard whose daemon was killed is
+// named as soon as the shard read first has answered, not at the deadline. Shard 2 (read
+// first) is frozen for 300 ms; shard 0's daemon is killed before the call.
+TEST(shard_state_replies_read_in_any_order) {
+  td_daemon_t d[3];
+  sensim_shards_t* s = start_built3(d, 10000);
+  ASSERT_TRUE(s != NULL);
+  ASSERT_EQ(update_at(s, 0.0), SENSIM_OK);
+  td_kill(&d[0]);
+  kill(d[2].pid, SIGSTOP);
+  pid_t thaw = fork();
+  ASSERT_TRUE(thaw >= 0);
+  if (thaw == 0) {
+    struct timespec nap = {.tv_sec = 0, .tv_nsec = 300 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+    kill(d[2].pid, SIGCONT);
+    _exit(0);
+  }
+  double t0 = td_now_ms();
+  sensim_status_t got = update_at(s, 0.05);
+  double waited = td_now_ms() - t0;
+  int status = 0;
+  ASSERT_EQ(waitpid(thaw, &status, 0), thaw);
+  kill(d[2].pid, SIGCONT);
+  ASSERT_TRUE(got == SENSIM_ECLOSED || got == SENSIM_EIO);
+  // the frozen shard held the call; the deadline (10 s) did not
+  ASSERT_TRUE(waited >= 250.0 && waited < 5000.0);
+  ASSERT_TRUE(names_failed_shard(s, d, 0, "(shards 1, 2 accepted it)"));
+  ASSERT_EQ(sensim_shards_failed(s), 0);
+  sensim_shards_close(s);
+  ASSERT_EQ(td_stop(&d[1]), 0);
+  ASSERT_EQ(td_stop(&d[2]), 0);
   return 0;
 }
 
