@@ -295,7 +295,8 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
 // and divisions take a quarter of the scalar ones' time): the callers take them where
 // simd_level() >= SIMD_AVX2 (base/simd.h), else the scalar path, which gives the same bits.
 // Both run under the tracing MXCSR (flush-to-zero, denormals-are-zero), as trace_packet's
-// conversions and hits do.
+// conversions and hits do. The horizon test also has an AVX-512 form, taken where
+// simd_level() >= SIMD_AVX512: the same lanes as its AVX2 form.
 
 // trace_packet of a full 16-wide packet whose lanes are all on (tmax > 0), four lanes per
 // instruction: the same conversions, coherence test and hits (the same bits). False, with

@@ -2,7 +2,8 @@
 // simd.c: the AVX2 packet kernels of the Embree backend: a packet's rays converted, tested and
 // its hits written four lanes per instruction, giving the bits of the scalar kernels (packet.h)
 // on the same rays. Compiled for AVX2 function by function (SIMD_AVX2_FN); trace.c and rays.c
-// call them where simd_level() has AVX2 (base/simd.h).
+// call them where simd_level() has AVX2 (base/simd.h). The horizon test has an AVX-512 form
+// too (SIMD_AVX512_FN), eight lanes per instruction, for the CPUs that have it.
 #include <float.h>
 #include <immintrin.h>
 #include <stddef.h>
