@@ -432,8 +432,9 @@ sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* i
 }
 
 
-sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sensim_gather_t* body,
-                                  slot_kind_t kind, uint64_t* id) {
+sensim_status_t sensim_queue_written(sensim_client_t* cli, slot_kind_t kind,
+                                     sensim_frame_writer_t write, const void* arg,
+                                     uint64_t* id) {
   uint64_t rid = cli->next_id + 1;
   sensim_status_t st = queue_begin(cli, rid, kind);
   if (st != SENSIM_OK) {
@@ -441,9 +442,28 @@ sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sens
   }
   sensim_gather_t before = {.len = cli->g.len, .nholes = cli->g.nholes, .bytes = cli->g.bytes};
   size_t size = 0;
-  st = sensim_wire_frame_body(&cli->g, rid, tag, body, &size, cli->last_error,
-                              sizeof(cli->last_error));
+  st = write(&cli->g, rid, arg, &size, cli->last_error, sizeof(cli->last_error));
   return queue_end(cli, rid, st, size, &before, id);
+}
+
+
+// sensim_frame_writer_t of a body encoded already (arg: a body_frame_t).
+typedef struct body_frame {
+  uint32_t tag;
+  const sensim_gather_t* body;
+} body_frame_t;
+
+static sensim_status_t write_body_frame(sensim_gather_t* g, uint64_t id, const void* arg,
+                                        size_t* size, char* err, size_t err_cap) {
+  const body_frame_t* b = arg;
+  return sensim_wire_frame_body(g, id, b->tag, b->body, size, err, err_cap);
+}
+
+
+sensim_status_t sensim_queue_body(sensim_client_t* cli, uint32_t tag, const sensim_gather_t* body,
+                                  slot_kind_t kind, uint64_t* id) {
+  body_frame_t b = {tag, body};
+  return sensim_queue_written(cli, kind, write_body_frame, &b, id);
 }
 
 
@@ -838,6 +858,7 @@ static sensim_status_t handshake(sensim_client_t* cli, const sensim_options_t* o
   ss->session_id = reply->session_id;
   ss->environment_created = reply->environment_created;
   ss->threads = reply->threads;
+  ss->features = reply->features;
   if (reply->has_limits) {
     sensim_limits_from(&reply->limits, &ss->limits);
   }

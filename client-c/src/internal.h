@@ -21,6 +21,7 @@
 #include <pb_decode.h>
 #include <pb_encode.h>
 
+#include "cursor.h"
 #include "sensim.pb.h"
 #include "sensim/sensim.h"
 
@@ -251,6 +252,15 @@ sensim_status_t sensim_send(sensim_client_t* cli, slot_kind_t kind, uint64_t* id
 // Encode cli->tx as a frame into the gather without sending (several requests in one write).
 sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* id);
 
+// Queue a request written by hand: write appends the frame of request `id` to g (arg its
+// input) and sets *size to the Envelope's bytes, or returns SENSIM_ENOMEM or SENSIM_EPROTO
+// (message in err, the gather as it was).
+typedef sensim_status_t (*sensim_frame_writer_t)(sensim_gather_t* g, uint64_t id,
+                                                 const void* arg, size_t* size, char* err,
+                                                 size_t err_cap);
+sensim_status_t sensim_queue_written(sensim_client_t* cli, slot_kind_t kind,
+                                     sensim_frame_writer_t write, const void* arg, uint64_t* id);
+
 // Send what the gather holds.
 sensim_status_t sensim_flush(sensim_client_t* cli);
 
@@ -373,6 +383,23 @@ size_t sensim_wire_body_at(uint64_t id, uint32_t tag, uint64_t body);
 // Bytes of v as a varint.
 size_t sensim_wire_varint_size(uint64_t v);
 
+// Bodies written by hand (the tick's UpdateState and Step: nanopb's generic walk over the
+// descriptors cost more than the rest of the request), the same bytes nanopb writes for
+// the same message (fields in the order of their numbers, none that is empty or unset).
+// Room for `own` bytes and `holes` holes first (false when memory runs out); then each put
+// appends, counting the gather's bytes: the frame's length prefix and Envelope head for a
+// body of `body` bytes (returns the Envelope's bytes), a double, a varint, a bytes field sent
+// from the caller's memory (a hole; nothing when empty), a packed uint32 array (nothing when
+// empty). The sizes: a span's or packed array's field, key and length included.
+bool sensim_wire_reserve(sensim_gather_t* g, size_t own, size_t holes);
+size_t sensim_wire_put_head(sensim_gather_t* g, uint64_t id, uint32_t tag, uint64_t body);
+void sensim_wire_put_double(sensim_gather_t* g, uint32_t field, double v);
+void sensim_wire_put_uint(sensim_gather_t* g, uint32_t field, uint64_t v);
+void sensim_wire_put_span(sensim_gather_t* g, uint32_t field, const void* data, size_t len);
+void sensim_wire_put_u32s(sensim_gather_t* g, uint32_t field, const uint32_t* v, uint32_t n);
+size_t sensim_wire_span_size(uint32_t field, size_t len);
+size_t sensim_wire_u32s_size(uint32_t field, const uint32_t* v, uint32_t n);
+
 // Encode callbacks: bulk arrays sent from the caller's memory. arg points at a sensim_span_t.
 typedef struct sensim_span {
   const void* data;
@@ -468,6 +495,12 @@ typedef struct sensim_data_list {
 } sensim_data_list_t;
 bool sensim_data_decode_item(pb_istream_t* s, const pb_field_t* f, void** arg);
 
+// Decode one record of a StepDone's outputs by hand from c (a cursor over the record's bytes
+// in the frame, moved to its end) and append it to list: SENSIM_OK, or SENSIM_EPROTO (message
+// set) where nanopb with sensim_data_decode_item would fail.
+sensim_status_t sensim_data_hand_decode(sensim_client_t* cli, sensim_cursor_t* c,
+                                        sensim_data_list_t* list);
+
 // Append one record to a list in view memory; NULL when memory ran out.
 sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_list_t* l);
 
@@ -477,6 +510,16 @@ sensim_sensor_data_t* sensim_data_list_add(sensim_client_t* cli, sensim_data_lis
 // sensim_queue_body on several connections; a refusal's message is cli's last error.
 sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* state,
                                   sensim_gather_t* body);
+
+// Decode the final frame f of a step's reply: its StepDone's own fields into *done, its
+// records appended to list. SENSIM_OK; the daemon's status; SENSIM_EPROTO (message set, the
+// connection closed) for a frame nanopb refuses too. sensim_step_reply reads the bytes by
+// hand (a frame with another body through nanopb), sensim_step_reply_nanopb through nanopb
+// and sensim_data_decode_item alone: the reference it is tested against.
+sensim_status_t sensim_step_reply(sensim_client_t* cli, const sensim_frame_t* f,
+                                  sensim_data_list_t* list, sensim_v1_StepDone* done);
+sensim_status_t sensim_step_reply_nanopb(sensim_client_t* cli, const sensim_frame_t* f,
+                                         sensim_data_list_t* list, sensim_v1_StepDone* done);
 
 //---------------- raycast.c
 

@@ -195,8 +195,13 @@ static sensim_status_t check_rays(sensim_client_t* cli, const sensim_raycast_t* 
                                   sensim_raycast_t* r, const sensim_hit_t* hits) {
   sensim_raycast_init(r);
   sensim_status_t st = sensim_sized_copy(cli, r, sizeof(*r), given, "rays", "sensim_raycast_init");
+  if (st == SENSIM_OK && r->origins && r->origin) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "rays.origins and rays.origin are both "
+                           "set: one origin per ray or one for all");
+  }
   if (st != SENSIM_OK ||
-      (st = sensim_need(cli, r->origins, r->nrays, "rays.origins", "nrays")) != SENSIM_OK ||
+      (!r->origin &&
+       (st = sensim_need(cli, r->origins, r->nrays, "rays.origins", "nrays")) != SENSIM_OK) ||
       (st = sensim_need(cli, r->directions, r->nrays, "rays.directions", "nrays")) != SENSIM_OK ||
       (st = sensim_need(cli, r->times, r->ntimes, "rays.times", "ntimes")) != SENSIM_OK ||
       (st = sensim_need(cli, r->exclude_bodies, r->nexclude_bodies, "rays.exclude_bodies",
@@ -212,14 +217,61 @@ static sensim_status_t check_rays(sensim_client_t* cli, const sensim_raycast_t* 
 }
 
 
-// Send rays [a, b) of r (checked), their hits into hits + a.
+// Whether all n >= 1 origins are the first, bit for bit (so that one sent for all gives the
+// same rays): each equals the next exactly when the array equals itself shifted by one
+// origin, which libc's memcmp checks at memory speed (a comparison per origin took as long
+// as the kernel's copy of the directions).
+static bool one_origin(const double* origins, uint32_t n) {
+  return memcmp(origins, origins + 3, 3 * sizeof(double) * (n - 1)) == 0;
+}
+
+
+// The origin the caller gave (r checked), written out once per ray into *expanded (freed by
+// the caller) for a daemon that does not take Raycast.origin.
+static sensim_status_t choose_origin(sensim_client_t* cli, sensim_raycast_t* r,
+                                     double** expanded) {
+  *expanded = NULL;
+  bool takes = (cli->session.features & SENSIM_FEATURE_RAYCAST_ORIGIN) != 0;
+  if (r->origin && !takes && r->nrays > 0) {
+    double* o = malloc(3 * sizeof(double) * r->nrays);
+    if (!o) {
+      return sensim_cli_fail(cli, SENSIM_ENOMEM, "raycast: no memory for %u origins",
+                             r->nrays);
+    }
+    for (size_t i = 0; i < r->nrays; i++) {
+      memcpy(o + 3 * i, r->origin, 3 * sizeof(double));
+    }
+    r->origins = o;
+    r->origin = NULL;
+    *expanded = o;
+  }
+  return SENSIM_OK;
+}
+
+
+// Send rays [a, b) of r (checked, its origin chosen), their hits into hits + a: with one
+// origin sent for all when the caller gave one or, to a daemon that takes it, when the part's
+// origins are all one. Checked part by part, so that only the first part's check comes before
+// the daemon can start tracing: the others run while it traces.
 static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r, uint32_t a,
                                  uint32_t b, sensim_hit_t* hits, uint64_t* id) {
   ray_spans_t sp;
   sensim_v1_Envelope* tx = sensim_begin(cli, sensim_v1_Envelope_raycast_tag);
   sensim_v1_Raycast* m = &tx->body.raycast;
   size_t n = (size_t)(b - a);
-  set_aligned(&m->origins_bytes, &sp.origins, &sp.body_at, r->origins + 3 * (size_t)a, 24 * n);
+  const double* origin = r->origin;
+  if (!origin && n > 1 && (cli->session.features & SENSIM_FEATURE_RAYCAST_ORIGIN) &&
+      one_origin(r->origins + 3 * (size_t)a, (uint32_t)n)) {
+    origin = r->origins + 3 * (size_t)a;
+  }
+  if (origin) {
+    m->has_origin = true;
+    m->origin = (sensim_v1_Vec3){.has_x = true, .x = origin[0], .has_y = true,
+                                 .y = origin[1], .has_z = true, .z = origin[2]};
+  } else {
+    set_aligned(&m->origins_bytes, &sp.origins, &sp.body_at, r->origins + 3 * (size_t)a,
+                24 * n);
+  }
   set_aligned(&m->directions_bytes, &sp.directions, &sp.body_at, r->directions + 3 * (size_t)a,
               24 * n);
   if (r->ntimes > 1) {
@@ -264,17 +316,6 @@ static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r
     *id = rid;
   }
   return sensim_flush(cli);
-}
-
-
-sensim_status_t sensim_raycast_send(sensim_client_t* cli, const sensim_raycast_t* rays,
-                                    sensim_hit_t* hits, uint64_t* id) {
-  if (!cli) {
-    return SENSIM_INVALID_ARGUMENT;
-  }
-  sensim_raycast_t r;
-  sensim_status_t st = check_rays(cli, rays, &r, hits);
-  return st != SENSIM_OK ? st : send_part(cli, &r, 0, r.nrays, hits, id);
 }
 
 
@@ -377,20 +418,17 @@ static sensim_status_t pipelined(sensim_client_t* cli, const sensim_raycast_t* r
 }
 
 
-sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* rays,
-                               sensim_hit_t* hits, uint64_t* world_serial) {
-  if (!cli) {
-    return SENSIM_INVALID_ARGUMENT;
-  }
-  sensim_raycast_t r;
-  sensim_status_t st = check_rays(cli, rays, &r, hits);
-  if (st != SENSIM_OK) {
-    return st;
-  }
+// sensim_raycast with its origins chosen (r checked).
+static sensim_status_t raycast_chosen(sensim_client_t* cli, const sensim_raycast_t* rays,
+                                      sensim_hit_t* hits, uint64_t* world_serial) {
+  sensim_raycast_t r = *rays;
+  sensim_status_t st;
 
   // the rays must fit one request and their hits one reply, so that the parts can always be
   // sent again as one
-  uint64_t request = 48ull * r.nrays + 8ull * r.ntimes + 5ull * r.nexclude_bodies + REQUEST_SLACK;
+  uint64_t per_ray = r.origin ? 24 : 48;
+  uint64_t request = per_ray * r.nrays + 8ull * r.ntimes + 5ull * r.nexclude_bodies +
+                     REQUEST_SLACK;
   uint64_t reply = (uint64_t)HIT_BYTES * r.nrays + REQUEST_SLACK;
   uint32_t limit = cli->session.limits.max_frame_bytes;
   uint64_t cap = limit && limit < cli->max_frame_in ? limit : cli->max_frame_in;
@@ -415,4 +453,36 @@ sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* ray
   uint64_t id;
   st = send_part(cli, &r, 0, r.nrays, hits, &id);
   return st != SENSIM_OK ? st : sensim_raycast_wait(cli, id, -1, world_serial);
+}
+
+
+// The caller's rays checked and their origin chosen, then sent as one request (*id), or
+// (whole) traced to the end in parts or as one (*world_serial).
+static sensim_status_t raycast_start(sensim_client_t* cli, const sensim_raycast_t* rays,
+                                     sensim_hit_t* hits, bool whole, uint64_t* id,
+                                     uint64_t* world_serial) {
+  if (!cli) {
+    return SENSIM_INVALID_ARGUMENT;
+  }
+  sensim_raycast_t r;
+  double* expanded = NULL;
+  sensim_status_t st = check_rays(cli, rays, &r, hits);
+  if (st == SENSIM_OK && (st = choose_origin(cli, &r, &expanded)) == SENSIM_OK) {
+    st = whole ? raycast_chosen(cli, &r, hits, world_serial)
+               : send_part(cli, &r, 0, r.nrays, hits, id);
+  }
+  free(expanded);
+  return st;
+}
+
+
+sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* rays,
+                               sensim_hit_t* hits, uint64_t* world_serial) {
+  return raycast_start(cli, rays, hits, true, NULL, world_serial);
+}
+
+
+sensim_status_t sensim_raycast_send(sensim_client_t* cli, const sensim_raycast_t* rays,
+                                    sensim_hit_t* hits, uint64_t* id) {
+  return raycast_start(cli, rays, hits, false, id, NULL);   // sent when it returns
 }

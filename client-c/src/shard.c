@@ -1195,9 +1195,9 @@ sensim_status_t sensim_shards_raycast(sensim_shards_t* sh, const sensim_raycast_
     sh->sent[i] = true;
     return report(sh, i, i + 1);
   }
-  if (!hits || !r.origins || !r.directions || (r.ntimes && !r.times)) {
+  if (!hits || (!r.origins && !r.origin) || !r.directions || (r.ntimes && !r.times)) {
     return refuse(sh, SENSIM_INVALID_ARGUMENT, "%s: NULL with nrays = %u",
-                  !hits ? "hits" : !r.origins ? "rays.origins" : !r.directions ?
+                  !hits ? "hits" : !r.origins && !r.origin ? "rays.origins" : !r.directions ?
                   "rays.directions" : "rays.times", r.nrays);
   }
   for (uint32_t i = 0; i < sh->n; i++) {
@@ -1208,7 +1208,7 @@ sensim_status_t sensim_shards_raycast(sensim_shards_t* sh, const sensim_raycast_
     }
     sensim_raycast_t part = r;
     part.nrays = b - a;
-    part.origins = r.origins + 3 * (size_t)a;
+    part.origins = r.origins ? r.origins + 3 * (size_t)a : NULL;   // or one origin for all
     part.directions = r.directions + 3 * (size_t)a;
     if (r.ntimes > 1) {
       part.times = r.times + a;

@@ -312,6 +312,90 @@ bool sensim_wire_encode_strings(pb_ostream_t* s, const pb_field_t* f, void* cons
   return true;
 }
 
+//---------------- Bodies written by hand
+
+bool sensim_wire_reserve(sensim_gather_t* g, size_t own, size_t holes) {
+  return gather_reserve(g, own) && gather_reserve_holes(g, holes);
+}
+
+
+// n bytes at p into the gather's own bytes (room reserved).
+static void put_own(sensim_gather_t* g, const void* p, size_t n) {
+  memcpy(g->buf + g->len, p, n);
+  g->len += n;
+  g->bytes += n;
+}
+
+
+static void put_key_varint(sensim_gather_t* g, uint32_t field, unsigned wt, uint64_t v) {
+  uint8_t b[10 + 10];
+  size_t n = put_varint(b, (uint64_t)field << 3 | wt);
+  n += put_varint(b + n, v);
+  put_own(g, b, n);
+}
+
+
+size_t sensim_wire_put_head(sensim_gather_t* g, uint64_t id, uint32_t tag, uint64_t body) {
+  uint8_t head[FRAME_HEADER + ENVELOPE_HEAD_MAX];
+  size_t n = envelope_head(head + FRAME_HEADER, id, tag, body);
+  put_frame_header(head, n + body);
+  put_own(g, head, FRAME_HEADER + n);
+  return n + (size_t)body;
+}
+
+
+void sensim_wire_put_double(sensim_gather_t* g, uint32_t field, double v) {
+  uint8_t b[5 + 8];
+  size_t n = put_varint(b, (uint64_t)field << 3 | PB_WT_64BIT);
+  memcpy(b + n, &v, 8);  // little-endian hosts only (internal.h)
+  put_own(g, b, n + 8);
+}
+
+
+void sensim_wire_put_uint(sensim_gather_t* g, uint32_t field, uint64_t v) {
+  put_key_varint(g, field, PB_WT_VARINT, v);
+}
+
+
+size_t sensim_wire_span_size(uint32_t field, size_t len) {
+  return len ? sensim_wire_varint_size((uint64_t)field << 3) + sensim_wire_varint_size(len) + len
+             : 0;
+}
+
+
+void sensim_wire_put_span(sensim_gather_t* g, uint32_t field, const void* data, size_t len) {
+  if (len) {
+    put_key_varint(g, field, PB_WT_STRING, len);
+    g->holes[g->nholes++] = (sensim_hole_t){.at = g->len, .data = data, .len = len};
+    g->bytes += len;
+  }
+}
+
+
+size_t sensim_wire_u32s_size(uint32_t field, const uint32_t* v, uint32_t n) {
+  size_t size = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    size += sensim_wire_varint_size(v[i]);
+  }
+  return sensim_wire_span_size(field, size);
+}
+
+
+void sensim_wire_put_u32s(sensim_gather_t* g, uint32_t field, const uint32_t* v, uint32_t n) {
+  size_t size = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    size += sensim_wire_varint_size(v[i]);
+  }
+  if (size) {
+    put_key_varint(g, field, PB_WT_STRING, size);
+    for (uint32_t i = 0; i < n; i++) {
+      g->len += put_varint(g->buf + g->len, v[i]);
+    }
+    g->bytes += size;
+  }
+}
+
+
 //---------------- Decoding
 
 static bool reader_read(pb_istream_t* s, pb_byte_t* buf, size_t n) {
@@ -393,23 +477,12 @@ static bool read_varint(const uint8_t* p, size_t len, size_t* at, uint64_t* v) {
 
 // Skip the value of a field of wire type wt; false when it runs past the end.
 static bool skip_value(const uint8_t* p, size_t len, size_t* at, unsigned wt, uint64_t* value) {
-  uint64_t n = 0;
-  switch (wt) {
-    case PB_WT_VARINT:
-      return read_varint(p, len, at, value);
-    case PB_WT_64BIT:
-      n = 8;
-      break;
-    case PB_WT_32BIT:
-      n = 4;
-      break;
-    case PB_WT_STRING:
-      if (!read_varint(p, len, at, &n)) {
-        return false;
-      }
-      break;
-    default:
-      return false;
+  uint64_t n = sensim_cur_fixed_bytes(wt);
+  if (wt == PB_WT_VARINT) {
+    return read_varint(p, len, at, value);
+  }
+  if (wt == PB_WT_STRING ? !read_varint(p, len, at, &n) : n == 0) {
+    return false;
   }
   if (n > len - *at) {
     return false;

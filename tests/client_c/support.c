@@ -346,6 +346,11 @@ static uint64_t frame_id(const uint8_t* p, long len) {
 
 
 uint64_t td_peer_hello(int fd) {
+  return td_peer_hello_features(fd, 0);
+}
+
+
+uint64_t td_peer_hello_features(int fd, uint64_t features) {
   static uint8_t req[1 << 16];
   long n = td_read_frame(fd, req, sizeof(req));
   if (n < 0) {
@@ -356,6 +361,9 @@ uint64_t td_peer_hello(int fd) {
   td_pb_uint(&limits, 1, 64u << 20);           // Limits.max_frame_bytes
   td_pb_uint(&reply, 2, 1);                    // HelloReply.protocol_version
   td_pb_bytes(&reply, 3, limits.buf, limits.len);
+  if (features) {
+    td_pb_uint(&reply, 8, features);           // HelloReply.features
+  }
   td_pb_uint(&env, 1, id);                     // Envelope.id
   td_pb_bytes(&env, 11, reply.buf, reply.len);  // Envelope.hello_reply
   return td_pb_send(fd, &env) == 0 ? id : 0;

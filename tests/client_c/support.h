@@ -96,6 +96,8 @@ int td_write_all(int fd, const void* p, size_t n);
 // Read a request frame and answer a Hello with a HelloReply (protocol 1, max frame 64 MiB);
 // returns the request's id, or 0.
 uint64_t td_peer_hello(int fd);
+// The same with HelloReply.features (bits of sensim_session_t.features) set when not 0.
+uint64_t td_peer_hello_features(int fd, uint64_t features);
 
 // A protobuf writer for hand-made frames.
 typedef struct td_pb {

@@ -346,9 +346,68 @@ static int read_varint(const uint8_t* p, size_t n, size_t* at, uint64_t* v) {
 }
 
 
-// Walk each Raycast frame's body: where origins_bytes (5), directions_bytes (6) and
-// times_bytes (7) start from the frame's first byte (its length prefix), whether they hold the
-// caller's bytes, and that the padding (10) is zeros.
+// One length-delimited field of a request's body: its number, its bytes and where they start
+// in the frame.
+typedef void (*field_fn)(void* arg, uint64_t field, const uint8_t* data, uint64_t len,
+                         size_t at);
+
+
+// Call fn for each length-delimited field of the body of a request frame (the Envelope: its
+// id, then the body); the other fields skipped. -1 when the frame does not parse.
+static int walk_body(const uint8_t* frame, size_t n, field_fn fn, void* arg) {
+  size_t at = 0, body = 0;
+  uint64_t key, v, body_len = 0;
+  while (at < n && body == 0) {
+    if (read_varint(frame, n, &at, &key) != 0 || read_varint(frame, n, &at, &v) != 0) {
+      return -1;
+    }
+    if ((key & 7) == 2) {
+      body = at;
+      body_len = v;
+    }
+  }
+  for (at = body; at < body + body_len;) {
+    if (read_varint(frame, n, &at, &key) != 0) {
+      return -1;
+    }
+    if ((key & 7) != 2) {  // max_range (fixed64) or a varint
+      at += (key & 7) == 1 ? 8 : 0;
+      if ((key & 7) == 0 && read_varint(frame, n, &at, &v) != 0) {
+        return -1;
+      }
+      continue;
+    }
+    if (read_varint(frame, n, &at, &v) != 0 || v > n - at) {
+      return -1;
+    }
+    fn(arg, key >> 3, frame + at, v, at);
+    at += v;
+  }
+  return 0;
+}
+
+
+// field_fn: where origins_bytes (5), directions_bytes (6) and times_bytes (7) start from the
+// frame's first byte (its length prefix), whether they hold the caller's bytes, and that the
+// padding (10) is zeros.
+static void aligned_field(void* arg, uint64_t field, const uint8_t* data, uint64_t v,
+                          size_t at) {
+  aligned_check_t* c = arg;
+  if (field == 10) {
+    c->pads++;
+    for (uint64_t i = 0; i < v; i++) {
+      c->bad_pad += data[i] != 0;
+    }
+  } else if (field >= 5 && field <= 7) {
+    const double* want = field == 5 ? c->org : field == 6 ? c->dir : c->times;
+    c->arrays++;
+    c->unaligned += (4 + at) % 8 != 0;  // + the frame's length prefix
+    c->wrong += memcmp(data, want, v) != 0;
+  }
+}
+
+
+// Walk each Raycast frame's body (aligned_field).
 static void check_aligned(int fd, void* arg) {
   aligned_check_t* c = arg;
   if (td_peer_hello(fd) == 0) {
@@ -361,51 +420,9 @@ static void check_aligned(int fd, void* arg) {
       return;
     }
     c->frames++;
-    size_t at = 0, n = (size_t)len;
-    uint64_t key, v, body_len = 0;
-    size_t body = 0;
-    while (at < n && body == 0) {  // the Envelope: the id, then the raycast body (field 25)
-      if (read_varint(frame, n, &at, &key) != 0 || read_varint(frame, n, &at, &v) != 0) {
-        c->bad_pad++;
-        return;
-      }
-      if ((key & 7) == 2) {
-        body = at;
-        body_len = v;
-      }
-    }
-    at = body;
-    while (at < body + body_len) {
-      if (read_varint(frame, n, &at, &key) != 0) {
-        c->bad_pad++;
-        return;
-      }
-      if ((key & 7) != 2) {
-        at += (key & 7) == 1 ? 8 : 0;
-        if ((key & 7) == 0 && read_varint(frame, n, &at, &v) != 0) {
-          c->bad_pad++;
-          return;
-        }
-        continue;
-      }
-      if (read_varint(frame, n, &at, &v) != 0 || v > n - at) {
-        c->bad_pad++;
-        return;
-      }
-      uint64_t field = key >> 3;
-      const uint8_t* data = frame + at;
-      if (field == 10) {
-        c->pads++;
-        for (uint64_t i = 0; i < v; i++) {
-          c->bad_pad += data[i] != 0;
-        }
-      } else if (field >= 5 && field <= 7) {
-        const double* want = field == 5 ? c->org : field == 6 ? c->dir : c->times;
-        c->arrays++;
-        c->unaligned += (4 + at) % 8 != 0;  // + the frame's length prefix
-        c->wrong += memcmp(data, want, v) != 0;
-      }
-      at += v;
+    if (walk_body(frame, (size_t)len, aligned_field, c) != 0) {
+      c->bad_pad++;
+      return;
     }
   }
 }
@@ -516,5 +533,217 @@ TEST(raycast_refusals_name_the_argument_or_field) {
   ASSERT_EQ(sensim_raycast_wait(NULL, 1, 0, NULL), SENSIM_INVALID_ARGUMENT);
   sensim_client_close(cli);
   ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_one_origin_equals_the_origin_per_ray_bit_for_bit) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "one_origin");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_TRUE((sensim_client_session(cli)->features & SENSIM_FEATURE_RAYCAST_ORIGIN) != 0);
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 30.0, 0, 0, 0, 1));
+  ASSERT_OK_ST(cli, td_box(cli, 2, 2, 3, 4, 8, -5, 2, 2));
+  ASSERT_OK_ST(cli, td_sphere(cli, 3, 1.5, -6, 6, -3, 3));
+
+  // 50,001 rays (in parts) from one point off the world's origin: the origin sent once
+  // (found equal, or given), and once per ray (as to a daemon without Raycast.origin, given
+  // or written out by the client) give the same hits, bit for bit
+  uint32_t n = 50001;
+  const double at[3] = {1.25, -0.75, 0.5};
+  double* org = malloc(3 * sizeof(double) * n);
+  double* dir = malloc(3 * sizeof(double) * n);
+  sensim_hit_t* hits[4];
+  for (int k = 0; k < 4; k++) {
+    hits[k] = malloc(sizeof(sensim_hit_t) * n);
+    ASSERT_TRUE(hits[k] != NULL);
+    memset(hits[k], 0xab, sizeof(sensim_hit_t) * n);
+  }
+  ASSERT_TRUE(org && dir);
+  spiral(n, org, dir);
+  for (uint32_t i = 0; i < n; i++) {
+    memcpy(org + 3 * i, at, sizeof(at));
+  }
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = org;
+  r.directions = dir;
+  uint64_t serial[4];
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits[0], &serial[0]));
+  r.origins = NULL;
+  r.origin = at;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits[1], &serial[1]));
+
+  // the session as a daemon older than Raycast.origin leaves it
+  sensim_session_t* s = (sensim_session_t*)sensim_client_session(cli);
+  s->features = 0;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits[2], &serial[2]));
+  r.origin = NULL;
+  r.origins = org;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits[3], &serial[3]));
+  for (int k = 1; k < 4; k++) {
+    ASSERT_EQ(serial[k], serial[0]);
+    ASSERT_MEM_EQ(hits[k], hits[0], sizeof(sensim_hit_t) * n);
+  }
+  uint32_t labels[4] = {0};
+  for (uint32_t i = 0; i < n; i++) {
+    labels[hits[0][i].label < 4 ? hits[0][i].label : 0]++;
+  }
+  ASSERT_EQ(labels[0], 0);  // the big sphere around everything: no miss
+  ASSERT_TRUE(labels[2] > 100 && labels[3] > 100);
+
+  // truth: a ray straight up from `at` leaves the big sphere (radius 30 about 0) where
+  // x^2 + y^2 + z^2 = 900
+  r.nrays = 1;
+  r.origins = NULL;
+  r.origin = at;
+  r.directions = (const double[3]){0, 0, 1};
+  s->features = SENSIM_FEATURE_RAYCAST_ORIGIN;
+  ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits[0], NULL));
+  double up = sqrt(900.0 - at[0] * at[0] - at[1] * at[1]) - at[2];
+  ASSERT_NEAR(hits[0][0].distance, up, 1e-4);
+
+  // one origin and per-ray origins at once
+  r.origins = org;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits[0], NULL), SENSIM_INVALID_ARGUMENT,
+                "rays.origins and rays.origin");
+  free(org);
+  free(dir);
+  for (int k = 0; k < 4; k++) {
+    free(hits[k]);
+  }
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+// What the scripted peer found in each raycast request: the origin sent once (field 11, its
+// x y z), the origins per ray (field 5) and the directions (field 6).
+typedef struct origin_check {
+  uint64_t features;                // the peer's HelloReply.features
+  uint32_t requests;
+  uint32_t frames;
+  bool has_origin[8];
+  double origin[8][3];
+  size_t origins_len[8], directions_len[8];
+  uint8_t* origins[8];              // copies of origins_bytes
+  int bad;                          // frames the walk could not parse
+} origin_check_t;
+
+
+// field_fn: the origin sent once (11), the origins per ray (5), the directions (6).
+static void origin_field(void* arg, uint64_t field, const uint8_t* data, uint64_t v,
+                         size_t at) {
+  (void)at;
+  origin_check_t* c = arg;
+  uint32_t k = c->frames;
+  if (field == 5) {
+    c->origins_len[k] = v;
+    c->origins[k] = malloc(v ? v : 1);
+    memcpy(c->origins[k], data, v);
+  } else if (field == 6) {
+    c->directions_len[k] = v;
+  } else if (field == 11) {
+    // Vec3: x, y, z as fixed64 fields 1, 2, 3
+    c->has_origin[k] = true;
+    for (uint64_t p = 0; p < v; p += 9) {
+      uint8_t tag = data[p];
+      if ((tag & 7) != 1 || tag >> 3 < 1 || tag >> 3 > 3 || p + 9 > v) {
+        c->bad++;
+        return;
+      }
+      memcpy(&c->origin[k][(tag >> 3) - 1], data + p + 1, 8);
+    }
+  }
+}
+
+
+static void check_origin(int fd, void* arg) {
+  origin_check_t* c = arg;
+  if (td_peer_hello_features(fd, c->features) == 0) {
+    return;
+  }
+  static uint8_t frame[4 << 20];
+  for (; c->frames < c->requests; c->frames++) {
+    long len = td_read_frame(fd, frame, sizeof(frame));
+    if (len <= 0 || walk_body(frame, (size_t)len, origin_field, c) != 0) {
+      c->bad += len > 0;
+      return;
+    }
+  }
+}
+
+
+TEST(raycast_one_origin_travels_once_to_a_daemon_that_takes_it) {
+  // five raycasts of 2000 rays to a peer that takes Raycast.origin: origins all equal, one
+  // origin given, origins with the last one different (by a sign bit: -0.0), then to a peer
+  // that does not: one origin given, origins all equal
+  enum { N = 2000 };
+  static double org[N][3], dir[N][3];
+  static sensim_hit_t hits[N];
+  const double at[3] = {0.0, 2.5, -1e-3};
+  for (int i = 0; i < N; i++) {
+    memcpy(org[i], at, sizeof(at));
+    dir[i][0] = 1.0;
+    dir[i][1] = 1e-3 * i;
+    dir[i][2] = 0.5;
+  }
+  origin_check_t c[2] = {{.features = SENSIM_FEATURE_RAYCAST_ORIGIN, .requests = 3},
+                         {.features = 0, .requests = 2}};
+  for (int peer = 0; peer < 2; peer++) {
+    td_peer_t* p = td_peer_start(check_origin, &c[peer]);
+    ASSERT_TRUE(p != NULL);
+    sensim_options_t o;
+    sensim_options_init(&o);
+    o.timeout_ms = 10000;
+    sensim_client_t* cli = NULL;
+    ASSERT_EQ(sensim_client_connect("127.0.0.1", (uint16_t)td_peer_port(p), &o, &cli),
+              SENSIM_OK);
+    ASSERT_EQ(sensim_client_session(cli)->features, c[peer].features);
+    sensim_raycast_t r;
+    sensim_raycast_init(&r);
+    r.nrays = N;
+    r.directions = &dir[0][0];
+    uint64_t id;
+    for (uint32_t k = 0; k < c[peer].requests; k++) {
+      bool given = (peer == 0 && k == 1) || (peer == 1 && k == 0);
+      r.origins = given ? NULL : &org[0][0];
+      r.origin = given ? at : NULL;
+      org[N - 1][0] = peer == 0 && k == 2 ? -0.0 : 0.0;
+      ASSERT_OK_ST(cli, sensim_raycast_send(cli, &r, hits, &id));
+    }
+    td_peer_stop(p);
+    sensim_client_close(cli);
+    ASSERT_EQ(c[peer].frames, c[peer].requests);
+    ASSERT_EQ(c[peer].bad, 0);
+  }
+
+  // once: field 11 with the origin's bits, no origins_bytes
+  for (int k = 0; k < 2; k++) {
+    ASSERT_TRUE(c[0].has_origin[k]);
+    ASSERT_MEM_EQ(c[0].origin[k], at, sizeof(at));
+    ASSERT_EQ(c[0].origins_len[k], 0);
+    ASSERT_EQ(c[0].directions_len[k], sizeof(dir));
+  }
+
+  // per ray: the caller's origins, or the given one written out per ray
+  org[N - 1][0] = -0.0;
+  ASSERT_TRUE(!c[0].has_origin[2]);
+  ASSERT_EQ(c[0].origins_len[2], sizeof(org));
+  ASSERT_MEM_EQ(c[0].origins[2], org, sizeof(org));
+  org[N - 1][0] = 0.0;
+  for (int k = 0; k < 2; k++) {
+    ASSERT_TRUE(!c[1].has_origin[k]);
+    ASSERT_EQ(c[1].origins_len[k], sizeof(org));
+    ASSERT_MEM_EQ(c[1].origins[k], org, sizeof(org));
+  }
+  for (int peer = 0; peer < 2; peer++) {
+    for (uint32_t k = 0; k < c[peer].requests; k++) {
+      free(c[peer].origins[k]);
+    }
+  }
   return 0;
 }

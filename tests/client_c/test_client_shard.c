@@ -329,6 +329,18 @@ TEST(shard_three_daemons_give_the_records_of_one) {
   r.nrays = 10;                         // a small one goes whole to one shard
   ASSERT_EQ(sensim_shards_raycast(s, &r, h3), SENSIM_OK);
   ASSERT_TRUE(memcmp(h1, h3, 10 * sizeof(sensim_hit_t)) == 0);
+
+  // one origin for every ray, split across the shards: the hits of that origin per ray
+  for (int i = 0; i < N; i++) {
+    memcpy(org + 3 * i, org, 3 * sizeof(double));
+  }
+  r.nrays = N;
+  ASSERT_OK_ST(c, sensim_raycast(c, &r, h1, NULL));
+  r.origin = org;
+  r.origins = NULL;
+  memset(h3, 0, N * sizeof(sensim_hit_t));
+  ASSERT_EQ(sensim_shards_raycast(s, &r, h3), SENSIM_OK);
+  ASSERT_TRUE(memcmp(h1, h3, N * sizeof(sensim_hit_t)) == 0);
   free(org);
   free(dir);
   free(h1);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // fuzz_client.c: the C client's decoding of what a daemon sends (client-c/src: transport.c's
 // framing, client.c's reply matching and status mapping, info.c, raycast.c, step.c, data.c
-// and decode.c), through its public API: a thread of this program plays the daemon on a
+// (a step's reply read by hand through cursor.h, its other frames by nanopb) and decode.c),
+// through its public API: a thread of this program plays the daemon on a
 // loopback port and sends the input's stream, then closes its side; the client connects
 // (Hello) and makes one call of every reply type it decodes:
 //   id 1 Hello, 2 GetInfo, 3 Ping "fuzz", 4 Raycast of 4 rays (hits into the caller's buffer),

@@ -148,13 +148,16 @@ def move(s: Stream, t: float, as_bytes: bool, n: int = 2) -> Stream:
 
 
 def raycasts(s: Stream, t1: float) -> Stream:
-    """Two raycasts after the step to t1 (the interval is then the instant t1)."""
+    """Three raycasts after the step to t1 (the interval is then the instant t1): the packed
+    arrays, their bytes form, one origin for every ray."""
     s.add(raycast=pb.Raycast(origins=[0, 0, 1, 0, 0, 1], directions=[1, 0, 0, 0, 1, -0.1],
                              max_range=100, times=[t1]))
     s.add(raycast=pb.Raycast(origins_bytes=struct.pack("<6d", 0, 0, 2, 1, 1, 2),
                              directions_bytes=struct.pack("<6d", 1, 0, -0.2, 0, -1, 0),
                              times_bytes=struct.pack("<d", t1), exclude_bodies=[1],
                              group_mask=0xFFFFFFF7))
+    s.add(raycast=pb.Raycast(origin=pb.Vec3(x=0.5, y=-1, z=2),
+                             directions_bytes=struct.pack("<6d", 1, 0, -0.2, 0, -1, 0)))
     return s
 
 

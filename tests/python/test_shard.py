@@ -16,6 +16,7 @@ import pytest
 from sensim import ShardedClient, StepDone, errors, shard_for
 from sensim.client import point_cloud_to_numpy
 from sensim.testing import Daemon, DaemonError
+from test_bulk_arrays import _bytes_raycast
 
 ROOM = 20.0                       # radius of the sphere around everything, m
 LIDARS = [11, 12, 13, 14, 15, 16]
@@ -128,6 +129,11 @@ def test_three_shards_give_the_records_of_one_daemon(sensimd_factory, placement)
         assert set(np.unique(hits.object_ids)) == {1, 2, 3}
         small = sc.raycast(origins[:10], dirs[:10])
         assert small.tobytes() == np.asarray(c.raycast(origins[:10], dirs[:10])).tobytes()
+        # one origin for every ray (given, or found equal): the same hits as sent per ray
+        at = origins[0]
+        per_ray = _bytes_raycast(c, np.tile(at, (n, 1)), dirs).hits_bytes   # Google's protobuf
+        assert sc.raycast(at, dirs).tobytes() == per_ray
+        assert sc.raycast(np.tile(at, (n, 1)), dirs).tobytes() == per_ray
 
 
 def test_one_shard_steps_like_a_client(sensimd_factory):

@@ -897,6 +897,12 @@ class Client:
         return self.hello_reply.session_id if self.hello_reply is not None else 0
 
     @property
+    def features(self) -> int:
+        """HelloReply.features: the pb.FEATURE_* bits of the forms the daemon takes (0 from a
+        daemon older than them)."""
+        return self.hello_reply.features if self.hello_reply is not None else 0
+
+    @property
     def closed(self) -> bool:
         return self._sock is None
 
@@ -1619,7 +1625,12 @@ class Client:
         record array of N rays (RAYCAST_DTYPE) with fields distances (+inf on a miss),
         object_ids, labels and normals (N, 3). The rays pass through the objects of
         `exclude_bodies` and, with a non-zero `group_mask`, those whose group bit it does not
-        set.
+        set. `origins` may also be one origin (3,) for every ray.
+
+        Rays that all start at one point (one origin given, or origins equal bit for bit) send
+        it once (Raycast.origin, 24 bytes a ray fewer) to a daemon with
+        pb.FEATURE_RAYCAST_ORIGIN in `features`, with the same hits bit for bit; an older
+        daemon gets it once per ray. A refused origin is then named `origin`.
 
         The arrays may be anything array-like (broadcast, sliced, Fortran-ordered, big-endian,
         any integer or float type); each is converted once to the little-endian float64 it
@@ -1632,30 +1643,46 @@ class Client:
         error) is the answer."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
-        if len(o) != len(d):
+        if len(o) != len(d) and len(o) != 1:
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
         t = None if times is None else _flat(times, "times")
         msg = pb.Raycast(max_range=float(max_range),
                          exclude_bodies=_ids(exclude_bodies, "exclude_bodies").tolist())
         if group_mask:
             msg.group_mask = int(group_mask)
+        o = self._one_origin(msg, o, len(d))
         limit = self.limits.max_frame_bytes if self.limits is not None else 0
-        whole = o.nbytes + d.nbytes + (0 if t is None else t.nbytes)
-        if (len(o) >= PIPELINE_MIN_RAYS and (t is None or len(t) in (0, 1, len(o)))
+        whole = (0 if o is None else o.nbytes) + d.nbytes + (0 if t is None else t.nbytes)
+        if (len(d) >= PIPELINE_MIN_RAYS and (t is None or len(t) in (0, 1, len(d)))
                 and (not limit or whole + 4096 <= limit) and not self._serial_unknown):
             hits = self._raycast_pipelined(o, d, t, msg)
             if hits is not None:
                 return hits
         return self._raycast_one(o, d, t, msg)
 
-    def _send_rays(self, msg: Any, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
+    def _one_origin(self, msg: Any, o: np.ndarray, n: int) -> np.ndarray | None:
+        """The origins as they travel: None with msg.origin set when every ray starts at one
+        point and the daemon takes Raycast.origin; else (N, 3) (one origin written out per
+        ray for an older daemon)."""
+        if len(o) == n and (n < 2 or not self.features & pb.FEATURE_RAYCAST_ORIGIN):
+            return o
+        bits = o.view("<u8")
+        if len(o) == n and not (bits == bits[0]).all():
+            return o
+        if not self.features & pb.FEATURE_RAYCAST_ORIGIN:
+            return np.ascontiguousarray(np.broadcast_to(o[0], (n, 3)))
+        msg.origin.x, msg.origin.y, msg.origin.z = (float(v) for v in o[0])
+        return None
+
+    def _send_rays(self, msg: Any, o: np.ndarray | None, d: np.ndarray, t: np.ndarray | None,
                    a: int, b: int) -> int:
         """Send the Raycast msg with rays a .. b - 1 as its bulk arrays, each (in a frame of more
         than SMALL_BULK_BYTES) at a multiple of 8 bytes from the frame's start (Raycast.padding
         before it when needed: the daemon traces aligned rays where they lie in the frame, and
         copies misaligned ones first).
         Returns the request's id."""
-        arrays = [("origins_bytes", o[a:b]), ("directions_bytes", d[a:b])]
+        arrays = [] if o is None else [("origins_bytes", o[a:b])]
+        arrays.append(("directions_bytes", d[a:b]))
         if t is not None:
             arrays.append(("times_bytes", t if len(t) <= 1 else t[a:b]))
         return self._send_bulk("raycast", msg, arrays, "padding")
@@ -1683,19 +1710,19 @@ class Client:
                                           offset=at[0]).view(np.recarray)
         return env, raycast_hits(env.raycast_result, n)
 
-    def _raycast_one(self, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
+    def _raycast_one(self, o: np.ndarray | None, d: np.ndarray, t: np.ndarray | None,
                      msg: Any) -> np.recarray:
         """The raycast as one request."""
-        rid = self._send_rays(msg, o, d, t, 0, len(o))
-        return self._raycast_reply(rid, len(o))[1]
+        rid = self._send_rays(msg, o, d, t, 0, len(d))
+        return self._raycast_reply(rid, len(d))[1]
 
-    def _raycast_pipelined(self, o: np.ndarray, d: np.ndarray, t: np.ndarray | None,
+    def _raycast_pipelined(self, o: np.ndarray | None, d: np.ndarray, t: np.ndarray | None,
                            msg: Any) -> np.recarray | None:
         """The raycast as requests of about PIPELINE_RAYS rays, PIPELINE_WINDOW of them in
         flight (a request is sent when the reply PIPELINE_WINDOW before it is in), their hits
         gathered into one array; None when a request failed or the replies' world_serial
         differ (the caller then sends the rays as one request; no more parts are sent)."""
-        n = len(o)
+        n = len(d)
         k = -(-n // PIPELINE_RAYS)
         bounds = [n * i // k for i in range(k + 1)]
         ids: list[int] = []

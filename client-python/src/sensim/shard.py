@@ -660,13 +660,13 @@ class ShardedClient:
         the same scene and state, so the hits are those of one daemon."""
         o = _rows(origins, 3, "origins")
         d = _rows(directions, 3, "directions")
-        if len(o) != len(d):
+        if len(o) != len(d) and len(o) != 1:   # one origin (3,) for every ray
             raise ValueError(f"origins: {len(o)} rays but directions: {len(d)}")
         t = None if times is None else _flat(times, "times")
-        if t is not None and len(t) not in (0, 1, len(o)):
-            raise ValueError(f"times: {len(t)} values for {len(o)} rays; expected none, one "
+        if t is not None and len(t) not in (0, 1, len(d)):
+            raise ValueError(f"times: {len(t)} values for {len(d)} rays; expected none, one "
                              "or one per ray")
-        n, k = len(o), len(self.shards)
+        n, k = len(d), len(self.shards)
         if k == 1 or n < SPLIT_MIN_RAYS:
             i = self._next_raycast
             self._next_raycast = (i + 1) % k
@@ -683,7 +683,10 @@ class ShardedClient:
         failures: dict[int, errors.SensimError] = {}
         for i, s in enumerate(self.shards):
             try:
-                ids[i] = s._send_rays(msg, o, d, t, bounds[i], bounds[i + 1])
+                part = pb.Raycast()
+                part.CopyFrom(msg)   # with the origin once when this shard takes it
+                ids[i] = s._send_rays(part, s._one_origin(part, o, n), d, t, bounds[i],
+                                      bounds[i + 1])
             except errors.SensimError as exc:
                 failures[i] = exc
         out = np.empty(n, dtype=RAYCAST_DTYPE)

@@ -41,6 +41,10 @@ struct session {
   int in_frame;              // a partial frame is buffered since frame_ms
   int left;                  // no longer counted in srv->nlive
   int in_place;              // the read under way goes straight into the reader's buffer
+  int head_only;             // the read under way takes the next frame's length prefix alone
+  int after_bulk;            // the last read went in place: the next frame's length is read
+                             //   alone (session.c, on_alloc)
+  uint8_t head[FRAME_HEADER_BYTES];  // where head_only reads go
   int corked;                // > 0: writes wait in the batch until the turn ends (session.c)
   struct session_write* batch;       // counted writes not yet given to libuv, in order
   struct session_write* batch_tail;

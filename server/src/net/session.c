@@ -32,7 +32,9 @@
 
 // A frame at least this large (header + payload) is read straight into the frame reader's
 // buffer once its header has arrived: one copy fewer, and reads as large as the socket has.
-#define SESSION_IN_PLACE_BYTES (256u << 10)
+// The size from which the daemon's request takes the frame rather than copy its bulk arrays
+// (daemon/protocol.c): such a frame is read once, into the memory its request keeps.
+#define SESSION_IN_PLACE_BYTES (64u << 10)
 
 typedef struct session_write {
   uv_write_t req;
@@ -742,8 +744,18 @@ static void on_alloc(uv_handle_t* h, size_t suggested, uv_buf_t* out) {
   uint8_t* at = NULL;
   size_t room = s->closing ? 0 : frame_reader_space(&s->reader, SESSION_IN_PLACE_BYTES, &at);
   s->in_place = room != 0;
+  s->head_only = 0;
   if (room) {
     *out = uv_buf_init((char*)at, room < UINT32_MAX ? (unsigned)room : UINT32_MAX);
+    return;
+  }
+
+  // large frames come in runs (a raycast in parts): after one read in place, the next
+  // frame's length is read alone, so that its payload goes in place too rather than its
+  // first 64 KiB through the server's buffer and then copied again (one more read a run)
+  if (!s->closing && s->after_bulk && frame_reader_buffered(&s->reader) == 0) {
+    s->head_only = 1;
+    *out = uv_buf_init((char*)s->head, FRAME_HEADER_BYTES);
     return;
   }
   // the server's buffer, copied from before the next read: not 64 KiB allocated and freed
@@ -867,6 +879,7 @@ static void on_read(uv_stream_t* stream, ssize_t nread, const uv_buf_t* buf) {
   }
   s->active_ms = uv_now(srv->loop);
   int rc = 0;
+  s->after_bulk = s->in_place || (s->after_bulk && !s->head_only);
   if (s->in_place) {
     frame_reader_commit(&s->reader, (size_t)nread);
   } else {

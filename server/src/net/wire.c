@@ -759,6 +759,9 @@ int wire_encode_hello_reply(uint64_t id, const wire_hello_reply_t* h, uint8_t** 
   rep.environment_created = h->environment_created != 0;
   rep.has_threads = 1;
   rep.threads = h->threads;
+  // the forms this decoder takes beyond the first protocol (wire_env.c)
+  rep.has_features = 1;
+  rep.features = SENSIM__V1__FEATURE__FEATURE_RAYCAST_ORIGIN;
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO_REPLY;
   env.hello_reply = &rep;

@@ -839,11 +839,25 @@ static int hits_as_arrays(size_t n, ray_result_t* res, err_msg_t* msg) {
 static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t* e,
                  const bulk_t b[3], outcome_t* o, ray_result_t* res) {
   char amount[96];
-  if (!b[0].bytes && b[0].count % 3 != 0) {
+  double origin[3] = {0.0, 0.0, 0.0};
+  if (m->origin && (m->n_origins || m->has_origins_bytes)) {
+    return err_set(&o->msg, ERR_INVAL, "origin and %s are both set: send one origin for every "
+                   "ray or one per ray", b[0].name);
+  }
+  if (m->origin) {
+    // the rays are counted by their directions
+    if (!b[1].bytes && b[1].count % 3 != 0) {
+      return err_set(&o->msg, ERR_INVAL, "directions has %zu values, not a multiple of 3",
+                     b[1].count);
+    }
+    origin[0] = m->origin->x;
+    origin[1] = m->origin->y;
+    origin[2] = m->origin->z;
+  } else if (!b[0].bytes && b[0].count % 3 != 0) {
     return err_set(&o->msg, ERR_INVAL, "origins has %zu values, not a multiple of 3",
                    b[0].count);
   }
-  size_t n = b[0].count / 3;
+  size_t n = (m->origin ? b[1].count : b[0].count) / 3;
   if (b[1].count != 3 * n) {
     return err_set(&o->msg, ERR_INVAL, "%s, expected %zu (%d per ray, %zu rays in %s)",
                    bulk_amount(&b[1], 8, amount, sizeof(amount)),
@@ -863,7 +877,8 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   }
   env_raycast_t r = {0};
   r.nray = (uint32_t)n;
-  r.origins = b[0].data;
+  r.origins = m->origin ? NULL : b[0].data;
+  r.origin = m->origin ? origin : NULL;
   r.directions = b[1].data;
   r.max_range = m->has_max_range ? m->max_range : 0.0;
   r.ntime = (uint32_t)b[2].count;

@@ -294,7 +294,8 @@ void env_get_time(const env_t* e, env_time_t* out);
 // returns ERR_STATE.
 typedef struct env_raycast {
   uint32_t nray;
-  const double* origins;        // 3 per ray, |x| <= ENV_MAX_COORD
+  const double* origins;        // 3 per ray, |x| <= ENV_MAX_COORD; NULL with origin
+  const double* origin;         // nullable: x y z every ray starts at, instead of origins
   const double* directions;     // 3 per ray, non-zero, normalised here
   double max_range;
   uint32_t ntime;

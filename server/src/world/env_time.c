@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -348,6 +349,20 @@ int env_step_with(env_t* e, double t, const env_step_hooks_t* hooks, err_msg_t* 
 //---------------- Raycast
 
 
+// Rays [i0, ...) of `in` as a request of their own whose ray 0 is ray i0, every one starting
+// at `origins` (a shared origin written out once per ray: the tracer reads an origin per ray).
+// The scene groups a batch's rays from its first, so the hits are those of the rays in place.
+static scene_rays_t rays_from(const scene_rays_t* in, size_t i0, const double* origins) {
+  scene_rays_t out = *in;
+  out.origins = origins;
+  out.directions = in->directions + 3 * i0;
+  if (in->times && in->time_per_ray) {
+    out.times = in->times + i0;
+  }
+  return out;
+}
+
+
 // The error of the first ray that the tracer refuses (0 if none): it takes a finite origin
 // within ENV_MAX_COORD and a finite direction of length at least ENV_MIN_DIRECTION (a shorter
 // one loses its precision when normalised, and is zero under the flush-to-zero mode of the
@@ -355,20 +370,27 @@ int env_step_with(env_t* e, double t, const env_step_hooks_t* hooks, err_msg_t* 
 static int check_rays(const env_raycast_t* r, const scene_rays_t* in, err_msg_t* msg) {
   static const char* const kAxis[3] = {"x", "y", "z"};
   for (uint32_t i = 0; i < r->nray; i++) {
-    const double* o = r->origins + 3 * (size_t)i;
+    const double* o = r->origin ? r->origin : r->origins + 3 * (size_t)i;
     const double* d = r->directions + 3 * (size_t)i;
     scene_ray_t ray;
-    if (scene_ray_from(in, i, &ray)) {
+    scene_rays_t one = rays_from(in, i, o);
+    if (scene_ray_from(&one, 0, &ray)) {
       continue;
     }
     double len = xform_norm3(d);
+    char field[32];   // the origin's field: the shared one, or the ray's
+    if (r->origin) {
+      snprintf(field, sizeof(field), "origin");
+    } else {
+      snprintf(field, sizeof(field), "origins[%u]", i);
+    }
     for (int k = 0; k < 3; k++) {
       if (!isfinite(o[k])) {
-        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g is not finite", i, kAxis[k], o[k]);
+        return err_set(msg, ERR_INVAL, "%s.%s = %g is not finite", field, kAxis[k], o[k]);
       }
       if (fabs(o[k]) > ENV_MAX_COORD) {
-        return err_set(msg, ERR_INVAL, "origins[%u].%s = %g exceeds %g m in magnitude", i,
-                       kAxis[k], o[k], ENV_MAX_COORD);
+        return err_set(msg, ERR_INVAL, "%s.%s = %g exceeds %g m in magnitude", field, kAxis[k],
+                       o[k], ENV_MAX_COORD);
       }
       if (!isfinite(d[k])) {
         return err_set(msg, ERR_INVAL, "directions[%u].%s = %g is not finite", i, kAxis[k],
@@ -393,8 +415,13 @@ static int check_raycast(const env_t* e, const env_raycast_t* r, const scene_hit
   if (r->ntime != 0 && r->ntime != 1 && r->ntime != r->nray) {
     return err_set(msg, ERR_INVAL, "ntime = %u must be 0, 1 or nray (%u)", r->ntime, r->nray);
   }
-  if (r->nray > 0 && (!r->origins || !r->directions || !out)) {
-    return err_set(msg, ERR_INVAL, "origins, directions and the output are required");
+  if (r->origins && r->origin) {
+    return err_set(msg, ERR_INVAL, "origins and origin are both given: one origin per ray or "
+                   "one for all");
+  }
+  if (r->nray > 0 && ((!r->origins && !r->origin) || !r->directions || !out)) {
+    return err_set(msg, ERR_INVAL, "origins (or origin), directions and the output are "
+                   "required");
   }
   if (r->ntime > 0 && !r->times) {
     return err_set(msg, ERR_INVAL, "times is missing (ntime = %u)", r->ntime);
@@ -442,9 +469,17 @@ typedef struct raycast_job {
 // (scene_trace of SCENE_REQUEST: check and convert, trace, write the hits). The rays are
 // checked here, in parallel, rather than in a pass of their own before tracing: a request with
 // a bad ray is refused all the same (its output is never used), it has only cost some tracing.
+// A shared origin is written out for one batch here, where the tracer reads it from cache,
+// rather than for the whole request.
 static void raycast_chunk(void* ctx, size_t begin, size_t end) {
   raycast_job_t* job = ctx;
   const env_raycast_t* r = job->r;
+  double shared[3 * RAY_BATCH];
+  if (r->origin) {
+    for (size_t k = 0; k < RAY_BATCH; k++) {
+      memcpy(&shared[3 * k], r->origin, sizeof(double[3]));
+    }
+  }
 
   // a cancelled request (daemon stopping, client gone) leaves its remaining chunks untraced
   if (atomic_load(&job->stopped) || atomic_load(&job->bad) ||
@@ -456,6 +491,12 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
     size_t n = end - i0 < RAY_BATCH ? end - i0 : RAY_BATCH;
     scene_batch_t batch = {.layout = SCENE_REQUEST, .request = &job->rays, .first = i0, .n = n,
                            .hits = job->out + i0, .filter = job->filter};
+    scene_rays_t from_shared;
+    if (r->origin) {
+      from_shared = rays_from(&job->rays, i0, shared);
+      batch.request = &from_shared;
+      batch.first = 0;
+    }
     if (scene_trace(job->scene, &batch) != n) {
       atomic_store(&job->bad, 1);
       return;

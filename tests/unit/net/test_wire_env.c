@@ -1035,18 +1035,17 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
 }
 
 
-TEST(wire_env_raycast_bytes_times_select_the_instant) {
-  // a body moving along +x from x = 0 at t = 1 to x = 2 at t = 3 carries the sphere
-  fixture_t f;
-  ASSERT_OK(setup(&f));
-  ASSERT_OK(create_sphere(f.e, 1, 2.0));
+// Sphere 1 (radius 2) as object 5 on body 3, which moves along +x from x = 0 at t = 1 to
+// x = 2 at t = 3 (the state after a step at t = 1 and an update at t = 3).
+static int moving_sphere(env_t* e) {
+  ASSERT_OK(create_sphere(e, 1, 2.0));
   Sensim__V1__CreateBody cb = SENSIM__V1__CREATE_BODY__INIT;
   cb.has_id = 1;
   cb.id = 3;
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_BODY;
   env.create_body = &cb;
-  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(execute_ok(e, &env));
   Sensim__V1__CreateObject o = SENSIM__V1__CREATE_OBJECT__INIT;
   o.has_id = o.has_geometry_id = o.has_body_id = 1;
   o.id = 5;
@@ -1054,7 +1053,7 @@ TEST(wire_env_raycast_bytes_times_select_the_instant) {
   o.body_id = 3;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_OBJECT;
   env.create_object = &o;
-  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(execute_ok(e, &env));
 
   const uint32_t ids[1] = {3};
   const double p0[7] = {0, 0, 0, 0, 0, 0, 1}, p1[7] = {2, 0, 0, 0, 0, 0, 1};
@@ -1065,19 +1064,28 @@ TEST(wire_env_raycast_bytes_times_select_the_instant) {
   u.body_poses_bytes = bin(p0, sizeof(p0));
   env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
   env.update_state = &u;
-  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(execute_ok(e, &env));
   Sensim__V1__Step st = SENSIM__V1__STEP__INIT;
   st.has_time = 1;
   st.time = 1.0;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
   env.step = &st;
-  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(execute_ok(e, &env));
   u.time = 3.0;
   u.body_poses_bytes = bin(p1, sizeof(p1));
   env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
   env.update_state = &u;  // the body is a union: the step took its place
-  ASSERT_OK(execute_ok(f.e, &env));
+  ASSERT_OK(execute_ok(e, &env));
+  return 0;
+}
 
+
+TEST(wire_env_raycast_bytes_times_select_the_instant) {
+  // a body moving along +x from x = 0 at t = 1 to x = 2 at t = 3 carries the sphere
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(moving_sphere(f.e));
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   // two rays from x = -10 along +x at t = 1.5 and t = 2.5: the sphere's centre is at
   // x = t - 1, its near side 2 m before
   const double org[2][3] = {{-10, 0, 0}, {-10, 0, 0}}, dir[2][3] = {{1, 0, 0}, {1, 0, 0}};
@@ -1100,6 +1108,110 @@ TEST(wire_env_raycast_bytes_times_select_the_instant) {
     ASSERT_NEAR(d, 10.0 + (times[i] - 1.0) - 2.0, 1e-5);
   }
   sensim__v1__envelope__free_unpacked(reply, NULL);
+  teardown(&f);
+  return 0;
+}
+
+
+// A reply's hits_bytes, checked to hold n records.
+static const uint8_t* reply_hits(const Sensim__V1__Envelope* reply, size_t n) {
+  const Sensim__V1__RaycastResult* r = reply->raycast_result;
+  return r && r->has_hits_bytes && r->hits_bytes.len == 48 * n ? r->hits_bytes.data : NULL;
+}
+
+
+TEST(wire_env_raycast_one_origin_answers_the_hits_of_the_origin_per_ray_bit_for_bit) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(moving_sphere(f.e));
+
+  // 3001 rays (the tracer's batches and work items end inside them) in a fan around +x from
+  // one point, each at its own time in [1, 3]
+  enum { N = 3001, COLS = 61 };
+  static double org[N][3], dir[N][3], times[N];
+  const double at[3] = {-10.0, 0.25, -0.125};
+  for (int i = 0; i < N; i++) {
+    memcpy(org[i], at, sizeof(at));
+    dir[i][0] = 1.0;
+    dir[i][1] = 0.01 * (i % COLS - COLS / 2);
+    dir[i][2] = 0.01 * (i / COLS - 25);
+    times[i] = 1.0 + 2.0 * i / (N - 1);
+  }
+  Sensim__V1__Raycast per_ray = SENSIM__V1__RAYCAST__INIT;
+  per_ray.has_origins_bytes = per_ray.has_directions_bytes = per_ray.has_times_bytes = 1;
+  per_ray.origins_bytes = bin(org, sizeof(org));
+  per_ray.directions_bytes = bin(dir, sizeof(dir));
+  per_ray.times_bytes = bin(times, sizeof(times));
+  Sensim__V1__Vec3 origin = SENSIM__V1__VEC3__INIT;
+  origin.has_x = origin.has_y = origin.has_z = 1;
+  origin.x = at[0];
+  origin.y = at[1];
+  origin.z = at[2];
+  Sensim__V1__Raycast shared = per_ray;
+  shared.has_origins_bytes = 0;
+  shared.origins_bytes = bin(NULL, 0);
+  shared.origin = &origin;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  Sensim__V1__Envelope *a, *b;
+  int code_a, code_b;
+  env.raycast = &per_ray;
+  ASSERT_OK(execute_reply(f.e, &env, &a, &code_a));
+  env.raycast = &shared;
+  ASSERT_OK(execute_reply(f.e, &env, &b, &code_b));
+  ASSERT_EQ(code_a, 0);
+  ASSERT_EQ(code_b, 0);
+  const uint8_t* ha = reply_hits(a, N);
+  const uint8_t* hb = reply_hits(b, N);
+  ASSERT_TRUE(ha && hb);
+  ASSERT_MEM_EQ(ha, hb, 48 * (size_t)N);
+
+  // truth: the fan's central ray meets the sphere (centre x = t - 1) at its near side; about
+  // a third of the fan meets the sphere
+  const int mid = 25 * COLS + COLS / 2;
+  double d;
+  memcpy(&d, hb + 48 * mid, 8);
+  ASSERT_NEAR(d, 10.0 + (times[mid] - 1.0) - sqrt(4.0 - at[1] * at[1] - at[2] * at[2]), 1e-5);
+  int hit = 0;
+  for (int i = 0; i < N; i++) {
+    memcpy(&d, hb + 48 * i, 8);
+    hit += isfinite(d) != 0;
+  }
+  ASSERT_TRUE(hit > N / 5 && hit < N / 2);
+  sensim__v1__envelope__free_unpacked(a, NULL);
+  sensim__v1__envelope__free_unpacked(b, NULL);
+
+  // the packed directions with one origin: the four arrays, the same values
+  Sensim__V1__Raycast packed = SENSIM__V1__RAYCAST__INIT;
+  packed.n_directions = 3 * 4;
+  packed.directions = &dir[mid][0];
+  packed.origin = &origin;
+  env.raycast = &packed;
+  ASSERT_OK(execute_reply(f.e, &env, &a, &code_a));
+  ASSERT_EQ(code_a, 0);
+  ASSERT_EQ(a->raycast_result->n_distances, 4);
+  ASSERT_NEAR(a->raycast_result->distances[0], 10.0 - sqrt(4.0 - at[1] * at[1] - at[2] * at[2]) +
+                                                   2.0, 1e-5);  // at t = 3, x = 2
+  sensim__v1__envelope__free_unpacked(a, NULL);
+
+  // refusals name the fields
+  shared.has_origins_bytes = 1;
+  shared.origins_bytes = bin(org, sizeof(org));
+  env.raycast = &shared;
+  ASSERT_OK(execute_refused(f.e, &env, "origin and origins_bytes are both set"));
+  shared.has_origins_bytes = 0;
+  packed.n_origins = 3 * 4;
+  packed.origins = &org[0][0];
+  env.raycast = &packed;
+  ASSERT_OK(execute_refused(f.e, &env, "origin and origins are both set"));
+  packed.n_origins = 0;
+  packed.n_directions = 4;
+  ASSERT_OK(execute_refused(f.e, &env, "directions has 4 values, not a multiple of 3"));
+  packed.n_directions = 3;
+  origin.y = NAN;
+  ASSERT_OK(execute_refused(f.e, &env, "origin.y = nan is not finite"));
+  origin.y = -2e9;
+  ASSERT_OK(execute_refused(f.e, &env, "origin.y = -2e+09 exceeds"));
   teardown(&f);
   return 0;
 }
