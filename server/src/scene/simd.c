@@ -605,18 +605,41 @@ SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_pa
 }
 
 
+// Lanes h .. h + 3 of a packet of columns that simd_packet_above may cull, all ones each: its
+// origin in the horizon's region of origins (horizon_above's test), and its components finite
+// and within SCENE_RAY_MAX, its direction not below FLT_MIN, so that an invalid ray is not
+// culled but counted as invalid by the packet's own check. Both forms of the horizon test take
+// it (the AVX-512 one for two fours).
+__attribute__((always_inline)) SIMD_AVX2_FN static inline __m256d simd_cullable4(
+    const scene_horizon_t* hz, const scene_packet_t* pk, unsigned h) {
+  const __m256d sign = _mm256_set1_pd(-0.0), big = _mm256_set1_pd(SCENE_RAY_MAX);
+  const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
+  __m256d ox = _mm256_loadu_pd(pk->ox + h), oy = _mm256_loadu_pd(pk->oy + h);
+  __m256d z = _mm256_loadu_pd(pk->oz + h);
+  __m256d x = _mm256_sub_pd(ox, _mm256_set1_pd(hz->center[0]));
+  __m256d y = _mm256_sub_pd(oy, _mm256_set1_pd(hz->center[1]));
+  __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
+  __m256d ok = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
+                             _mm256_cmp_pd(z, _mm256_set1_pd(hz->zlo), _CMP_GE_OQ));
+  __m256d ax = _mm256_andnot_pd(sign, _mm256_loadu_pd(pk->dx + h));
+  __m256d ay = _mm256_andnot_pd(sign, _mm256_loadu_pd(pk->dy + h));
+  __m256d az = _mm256_andnot_pd(sign, _mm256_loadu_pd(pk->dz + h));
+  const __m256d comp[6] = {_mm256_andnot_pd(sign, ox), _mm256_andnot_pd(sign, oy),
+                           _mm256_andnot_pd(sign, z), ax, ay, az};
+  for (unsigned c = 0; c < 6; c++) {
+    ok = _mm256_and_pd(ok, _mm256_cmp_pd(comp[c], big, _CMP_LE_OQ));
+  }
+  __m256d dmax = _mm256_max_pd(_mm256_max_pd(ax, ay), az);   // NaN lanes are out already
+  return _mm256_and_pd(ok, _mm256_cmp_pd(dmax, _mm256_set1_pd(FLT_MIN), _CMP_GE_OQ));
+}
+
+
 // horizon_above of each lane, four at a time: the same origin test and the same bins
-// (horizon_bin's arithmetic, lane by lane); only for a ray with finite components within
-// SCENE_RAY_MAX and a direction not below FLT_MIN, so that an invalid ray is not culled but
-// counted as invalid by the packet's own check.
+// (horizon_bin's arithmetic, lane by lane) for the lanes simd_cullable4 lets through.
 SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
   const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
-  const __m256d big = _mm256_set1_pd(SCENE_RAY_MAX), tiny = _mm256_set1_pd(FLT_MIN);
   const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
   const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
-  const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
-  const __m256d cx = _mm256_set1_pd(hz->center[0]), cy = _mm256_set1_pd(hz->center[1]);
-  const __m256d zlo = _mm256_set1_pd(hz->zlo);
   const __m128i top = _mm_set1_epi32((int)HORIZON_BINS - 1);
   // a packet whose every ray is at or below the lowest bin: none is above (most rays below
   // the horizontal)
@@ -630,25 +653,12 @@ SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_p
   }
   unsigned above = 0;
   for (unsigned h = 0; h < WIDE; h += 4) {
-    __m256d ox = _mm256_loadu_pd(pk->ox + h), oy = _mm256_loadu_pd(pk->oy + h);
-    __m256d z = _mm256_loadu_pd(pk->oz + h);
-    __m256d x = _mm256_sub_pd(ox, cx), y = _mm256_sub_pd(oy, cy);
-    __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
-    __m256d inside = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
-                                   _mm256_cmp_pd(z, zlo, _CMP_GE_OQ));
+    __m256d inside = simd_cullable4(hz, pk, h);
 
     // the diamond angle: quadrant base, then ay / s or ax / s
     __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);
+    __m256d dz = _mm256_loadu_pd(pk->dz + h);
     __m256d ax = _mm256_andnot_pd(sign, dx), ay = _mm256_andnot_pd(sign, dy);
-    __m256d dz = _mm256_loadu_pd(pk->dz + h), az = _mm256_andnot_pd(sign, dz);
-    __m256d in = _mm256_and_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, ox), big, _CMP_LE_OQ),
-                               _mm256_cmp_pd(_mm256_andnot_pd(sign, oy), big, _CMP_LE_OQ));
-    in = _mm256_and_pd(in, _mm256_cmp_pd(_mm256_andnot_pd(sign, z), big, _CMP_LE_OQ));
-    in = _mm256_and_pd(in, _mm256_and_pd(_mm256_cmp_pd(ax, big, _CMP_LE_OQ),
-                                         _mm256_cmp_pd(ay, big, _CMP_LE_OQ)));
-    in = _mm256_and_pd(in, _mm256_cmp_pd(az, big, _CMP_LE_OQ));
-    __m256d dmax = _mm256_max_pd(_mm256_max_pd(ax, ay), az);   // NaN lanes are out already
-    inside = _mm256_and_pd(inside, _mm256_and_pd(in, _mm256_cmp_pd(dmax, tiny, _CMP_GE_OQ)));
     __m256d s = _mm256_add_pd(ax, ay);
     __m256d xneg = _mm256_cmp_pd(dx, zero, _CMP_LT_OQ);
     __m256d yneg = _mm256_cmp_pd(dy, zero, _CMP_LT_OQ);
@@ -674,13 +684,9 @@ SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_p
 // same bins, the same lanes.
 SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
                                                  const scene_packet_t* pk) {
-  const __m512d zero = _mm512_setzero_pd(), big = _mm512_set1_pd(SCENE_RAY_MAX);
-  const __m512d tiny = _mm512_set1_pd(FLT_MIN), one = _mm512_set1_pd(1.0);
+  const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
   const __m512d two = _mm512_set1_pd(2.0), three = _mm512_set1_pd(3.0);
-  const __m512d scale = _mm512_set1_pd(HORIZON_BINS / 4.0);
-  const __m512d r2 = _mm512_set1_pd(hz->radius * hz->radius);
-  const __m512d cx = _mm512_set1_pd(hz->center[0]), cy = _mm512_set1_pd(hz->center[1]);
-  const __m512d zlo = _mm512_set1_pd(hz->zlo), low = _mm512_set1_pd(hz->sin_low);
+  const __m512d scale = _mm512_set1_pd(HORIZON_BINS / 4.0), low = _mm512_set1_pd(hz->sin_low);
   const __m256i top = _mm256_set1_epi32((int)HORIZON_BINS - 1);
   if ((_mm512_cmp_pd_mask(_mm512_loadu_pd(pk->dz), low, _CMP_GT_OQ) |
        _mm512_cmp_pd_mask(_mm512_loadu_pd(pk->dz + 8), low, _CMP_GT_OQ)) == 0) {
@@ -688,28 +694,16 @@ SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
   }
   unsigned above = 0;
   for (unsigned h = 0; h < WIDE; h += 8) {
-    __m512d ox = _mm512_loadu_pd(pk->ox + h), oy = _mm512_loadu_pd(pk->oy + h);
-    __m512d z = _mm512_loadu_pd(pk->oz + h);
-    __m512d x = _mm512_sub_pd(ox, cx), y = _mm512_sub_pd(oy, cy);
-    __m512d d2 = _mm512_add_pd(_mm512_mul_pd(x, x), _mm512_mul_pd(y, y));
-    __mmask8 inside = _mm512_cmp_pd_mask(d2, r2, _CMP_LE_OQ) &
-                      _mm512_cmp_pd_mask(z, zlo, _CMP_GE_OQ);
-    __m512d dx = _mm512_loadu_pd(pk->dx + h), dy = _mm512_loadu_pd(pk->dy + h);
-    __m512d dz = _mm512_loadu_pd(pk->dz + h);
-    __m512d ax = _mm512_abs_pd(dx), ay = _mm512_abs_pd(dy), az = _mm512_abs_pd(dz);
-    inside &= _mm512_cmp_pd_mask(_mm512_abs_pd(ox), big, _CMP_LE_OQ) &
-              _mm512_cmp_pd_mask(_mm512_abs_pd(oy), big, _CMP_LE_OQ) &
-              _mm512_cmp_pd_mask(_mm512_abs_pd(z), big, _CMP_LE_OQ) &
-              _mm512_cmp_pd_mask(ax, big, _CMP_LE_OQ) & _mm512_cmp_pd_mask(ay, big, _CMP_LE_OQ) &
-              _mm512_cmp_pd_mask(az, big, _CMP_LE_OQ);
-    __m512d dmax = _mm512_max_pd(_mm512_max_pd(ax, ay), az);   // NaN lanes are out already
-    inside &= _mm512_cmp_pd_mask(dmax, tiny, _CMP_GE_OQ);
+    __mmask8 inside = (__mmask8)(_mm256_movemask_pd(simd_cullable4(hz, pk, h)) |
+                                 _mm256_movemask_pd(simd_cullable4(hz, pk, h + 4)) << 4);
     if (!inside) {
-      continue;
+      continue;   // no lane in the region of origins: no bins to look up
     }
 
     // the diamond angle: quadrant base, then ay / s or ax / s (as simd_packet_above)
-    __m512d s = _mm512_add_pd(ax, ay);
+    __m512d dx = _mm512_loadu_pd(pk->dx + h), dy = _mm512_loadu_pd(pk->dy + h);
+    __m512d dz = _mm512_loadu_pd(pk->dz + h);
+    __m512d ax = _mm512_abs_pd(dx), ay = _mm512_abs_pd(dy), s = _mm512_add_pd(ax, ay);
     __mmask8 xneg = _mm512_cmp_pd_mask(dx, zero, _CMP_LT_OQ);
     __mmask8 yneg = _mm512_cmp_pd_mask(dy, zero, _CMP_LT_OQ);
     __m512d base = _mm512_mask_blend_pd(yneg, _mm512_maskz_mov_pd(xneg, one),
