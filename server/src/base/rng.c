@@ -151,11 +151,17 @@ SIMD_AVX2_FN static void philox16(const uint64_t* index, uint32_t draw, uint32_t
 
 // rng_words_n's AVX-512 form: the AVX2 form's steps on sixteen counters per vector, two
 // vectors (32 rays) at a time; the same integer operations, so the same words.
+// The products' halves are picked out of the even and odd words' 64-bit products by one
+// two-source permutation each (the AVX2 form's shift and blend are two instructions).
 SIMD_AVX512_FN static inline void mul_hilo16(__m512i a, __m512i m, __m512i* hi, __m512i* lo) {
+  const __m512i pick_hi =
+      _mm512_setr_epi32(1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31);
+  const __m512i pick_lo =
+      _mm512_setr_epi32(0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30);
   __m512i even = _mm512_mul_epu32(a, m);
   __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), m);
-  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  *hi = _mm512_permutex2var_epi32(even, pick_hi, odd);
+  *lo = _mm512_permutex2var_epi32(even, pick_lo, odd);
 }
 
 

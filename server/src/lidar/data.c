@@ -17,7 +17,12 @@ int lidar_data_init(lidar_data_t* d, const lidar_model_t* m, err_msg_t* msg) {
   d->ray_index = mem_alloc(batch * sizeof *d->ray_index);
   d->pr = mem_alloc(batch * sizeof *d->pr);
   d->local = m->lanes.n ? mem_calloc(batch / SCENE_PACKET, sizeof *d->local) : NULL;
-  d->returns = mem_alloc(batch * m->maxret * sizeof *d->returns);
+  if (m->lean_returns) {
+    d->distance = mem_alloc(batch * sizeof *d->distance);
+    d->intensity = mem_alloc(batch * sizeof *d->intensity);
+  } else {
+    d->returns = mem_alloc(batch * m->maxret * sizeof *d->returns);
+  }
   d->nret = mem_alloc(batch * sizeof *d->nret);
   d->slot = mem_alloc(batch * sizeof *d->slot);
   d->chunk_points = mem_alloc((batch / m->chunk + 1) * sizeof *d->chunk_points);
@@ -25,7 +30,7 @@ int lidar_data_init(lidar_data_t* d, const lidar_model_t* m, err_msg_t* msg) {
   d->excluded = mem_alloc(d->excluded_cap * sizeof *d->excluded);
   d->horizon = m->ret.depth == 1 ? mem_alloc(sizeof *d->horizon) : NULL;
   if (!d->rays || !d->packets || !d->ray_index || !d->pr || (m->lanes.n && !d->local) ||
-      !d->returns || !d->nret || !d->slot || !d->chunk_points || !d->excluded ||
+      (m->lean_returns ? !d->distance || !d->intensity : !d->returns) || !d->nret || !d->slot || !d->chunk_points || !d->excluded ||
       (m->ret.depth == 1 && !d->horizon)) {
     lidar_data_close(d);
     return err_set(msg, ERR_NOMEM, "lidar: out of memory for %zu rays of scratch", batch);
@@ -47,6 +52,8 @@ void lidar_data_close(lidar_data_t* d) {
   mem_free(d->pr);
   mem_free(d->local);
   mem_free(d->returns);
+  mem_free(d->distance);
+  mem_free(d->intensity);
   mem_free(d->nret);
   mem_free(d->slot);
   mem_free(d->chunk_points);

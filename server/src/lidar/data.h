@@ -55,7 +55,9 @@ typedef struct lidar_data {
                                 //   zeroed: origins 0 are not written, sweep.h)
   lidar_pattern_ray_t* pr;      // (batch) the pattern's rays in firing order, their direction
                                 //   after the angle noise
-  lidar_return_t* returns;      // (batch x maxret)
+  lidar_return_t* returns;      // (batch x maxret); NULL with m->lean_returns
+  double* distance;             // (batch) with m->lean_returns (else NULL): each ray's return's
+  double* intensity;            //   distance and intensity
   uint8_t* nret;                // (batch)
   uint32_t* slot;               // (batch) trace position of each ray (firing order) in its chunk
   size_t* chunk_points;         // (batch / chunk + 1) points of each chunk, then their offsets

@@ -318,8 +318,11 @@ static void trace_chunk(void* arg, size_t begin, size_t end) {
       lidar_returns_packets_t pk = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
                                     .rays = &d->packets[i0 / SCENE_PACKET],
                                     .ray_index = d->ray_index + i0, .n = nc, .filter = b->filter,
-                                    .horizon = b->horizon};
-      lidar_returns_packets(&m->ret, &pk, d->returns + i0 * m->maxret, d->nret + i0);
+                                    .horizon = b->horizon,
+                                    .distance = m->lean_returns ? d->distance + i0 : NULL,
+                                    .intensity = m->lean_returns ? d->intensity + i0 : NULL};
+      lidar_returns_packets(&m->ret, &pk, m->lean_returns ? NULL : d->returns + i0 * m->maxret,
+                            d->nret + i0);
     } else {
       lidar_returns_batch_t rb = {.view = b->v, .sensor_id = b->ctx->id, .frame = b->sweep,
                                   .rays = d->rays + i0, .ray_index = d->ray_index + i0, .n = nc,
@@ -344,7 +347,10 @@ static void write_chunk(void* arg, size_t begin, size_t end) {
     // lane_rays) aimed again from the tables
     const int lanes = lane_chunk(b, i0, nc), aim = lanes && b->fixed && m->points.lean;
     lidar_points_chunk_t ck = {.rays = d->pr + i0, .slot = d->slot + i0, .nret = d->nret + i0,
-                               .returns = d->returns + i0 * m->maxret, .world = d->rays + i0,
+                               .returns = m->lean_returns ? NULL : d->returns + i0 * m->maxret,
+                               .distance = m->lean_returns ? d->distance + i0 : NULL,
+                               .intensity = m->lean_returns ? d->intensity + i0 : NULL,
+                               .world = d->rays + i0,
                                .local = lanes && !aim ? &d->local[i0 / SCENE_PACKET] : NULL,
                                .lanes = aim ? &m->lanes : NULL, .pattern = &m->pat,
                                .n = nc, .first = b->first + i0, .tau_origin = b->tau_origin,

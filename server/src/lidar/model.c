@@ -135,6 +135,7 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
 
   // what the pipeline does: rows of world rays, the trace order, chunks and batches
   m.rows = m.world_frame || m.points.has_normal || m.ret.depth > 1;
+  m.lean_returns = m.ret.depth == 1 && m.maxret == 1 && m.points.lean;
   uint32_t K = d->pattern.nray;
   int tiles = lidar_model_tiled(K);
   m.regroup = K > 1 && K < LIDAR_REGROUP_BELOW;

@@ -59,6 +59,8 @@ typedef struct lidar_model {
                                 //   1 for RETURN_ALL unorganised (checked as the points come
                                 //   instead); an organised cloud has every pixel of every return
   int rows;                     // world rays also in rows (for the segment heap or the points)
+  int lean_returns;             // depth 1, one return a ray, a lean writer: the returns are only
+                                //   their distances and intensities (lidar_returns_packets_t)
   int regroup;                  // small firing groups, traced ray by ray across the groups
   double origin_reach;          // m, farthest a ray's origin is from the sensor's (pattern)
   size_t frame_points;          // most points of one frame (per-revolution publishing), capped

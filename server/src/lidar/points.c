@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/simd.h"
 #include "base/text.h"
 #include "base/xform.h"
 
@@ -407,6 +408,8 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
   const uint32_t* slot = c->slot;
   const uint8_t* nret = c->nret;
   const lidar_return_t* returns = c->returns;
+  const double* distance = c->distance;
+  const double* intensity = c->intensity;
   const size_t maxret = w->maxret, nc = c->n;
   for (size_t j = 0; j < nc; j++) {
     size_t i = slot[j];
@@ -426,6 +429,14 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
       memcpy(o, rays[j].origin, sizeof o);
       memcpy(dir, rays[j].dir, sizeof dir);
     }
+    if (distance) {
+      const double x = distance[i];
+      float f[4] = {(float)(o[0] + dir[0] * x), (float)(o[1] + dir[1] * x),
+                    (float)(o[2] + dir[2] * x), (float)intensity[i]};
+      memcpy(dest, f, sizeof f);
+      dest += sizeof f;
+      continue;
+    }
     const lidar_return_t* r = &returns[i * maxret];
     for (uint32_t k = 0; k < n; k++, r++) {
       double x = r->distance;
@@ -433,6 +444,141 @@ static void write_lean(const lidar_points_t* w, const lidar_points_chunk_t* c, u
                     (float)(o[2] + dir[2] * x), (float)r->intensity};
       memcpy(dest, f, sizeof f);
       dest += sizeof f;
+    }
+  }
+}
+
+
+// Four floats (GCC's and Clang's vector extensions: at any ISA) and a shuffle of two of them
+// (indices 0-3: a's elements, 4-7: b's).
+typedef float f4_t __attribute__((vector_size(16)));
+#if defined(__clang__)
+#define F4_SHUFFLE(a, b, i, j, k, l) __builtin_shufflevector((a), (b), i, j, k, l)
+#else
+typedef int32_t i4_t __attribute__((vector_size(16)));
+#define F4_SHUFFLE(a, b, i, j, k, l) __builtin_shuffle((a), (b), (i4_t){i, j, k, l})
+#endif
+
+
+// The lean points of a chunk of n rays in packets (one return a ray, its distance x[i] and
+// intensity in[i], 0 for a ray without one), every trace position's whether it has a return or
+// not (write_lean_packets keeps those of the rays that have one): the operations of write_lean
+// on the same inputs, the lanes of a packet at once. From the lanes' tables (has_lanes: aimed
+// again as write_lean does, at the groups' rotors cr, sr) or from the rays in the sensor frame
+// (local). Its forms: base/simd.h.
+static inline SIMD_BODY void lean_packets(const lidar_sweep_lanes_t* restrict lanes,
+                                          const double* cr, const double* sr, double radius,
+                                          const scene_packet_t* restrict local,
+                                          const double* restrict x, const double* restrict in,
+                                          size_t n, float (*restrict pts)[4],
+                                          const int has_lanes, const int has_radius) {
+  double gc[SCENE_PACKET], gs[SCENE_PACKET];   // copies: the stores cannot change them
+  memcpy(gc, cr, sizeof gc);
+  memcpy(gs, sr, sizeof gs);
+  for (size_t q = 0; q < n; q += SCENE_PACKET) {
+    const scene_packet_t* pk = has_lanes ? NULL : &local[q / SCENE_PACKET];
+    // the points' coordinates in lanes, then each point's four values together (so that the
+    // compiler vectorises both)
+    float px[SCENE_PACKET], py[SCENE_PACKET], pz[SCENE_PACKET], pi[SCENE_PACKET];
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      const size_t i = q + k;
+      double o[3], dir[3];
+      if (has_lanes) {
+        lidar_pattern_aim(gc[k], gs[k], lanes->ce[i], lanes->se[i], lanes->coff[i],
+                          lanes->soff[i], lanes->cdt[i], lanes->sdt[i], 0.0, 0, radius,
+                          has_radius, dir, o);
+      } else {
+        o[0] = pk->ox[k], o[1] = pk->oy[k], o[2] = pk->oz[k];
+        dir[0] = pk->dx[k], dir[1] = pk->dy[k], dir[2] = pk->dz[k];
+      }
+      px[k] = (float)(o[0] + dir[0] * x[i]);
+      py[k] = (float)(o[1] + dir[1] * x[i]);
+      pz[k] = (float)(o[2] + dir[2] * x[i]);
+      pi[k] = (float)in[i];
+    }
+    for (unsigned k = 0; k < SCENE_PACKET; k += 4) {
+      // four points' x, y, z and intensity to the four points (a 4 x 4 transpose in 8
+      // shuffles; element by element, the compiler's shuffles took most of the kernel's time)
+      f4_t x4, y4, z4, i4;
+      memcpy(&x4, &px[k], sizeof x4);
+      memcpy(&y4, &py[k], sizeof y4);
+      memcpy(&z4, &pz[k], sizeof z4);
+      memcpy(&i4, &pi[k], sizeof i4);
+      const f4_t xy01 = F4_SHUFFLE(x4, y4, 0, 4, 1, 5), xy23 = F4_SHUFFLE(x4, y4, 2, 6, 3, 7);
+      const f4_t zi01 = F4_SHUFFLE(z4, i4, 0, 4, 1, 5), zi23 = F4_SHUFFLE(z4, i4, 2, 6, 3, 7);
+      const f4_t p0 = F4_SHUFFLE(xy01, zi01, 0, 1, 4, 5), p1 = F4_SHUFFLE(xy01, zi01, 2, 3, 6, 7);
+      const f4_t p2 = F4_SHUFFLE(xy23, zi23, 0, 1, 4, 5), p3 = F4_SHUFFLE(xy23, zi23, 2, 3, 6, 7);
+      memcpy(pts[q + k], &p0, sizeof p0);
+      memcpy(pts[q + k + 1], &p1, sizeof p1);
+      memcpy(pts[q + k + 2], &p2, sizeof p2);
+      memcpy(pts[q + k + 3], &p3, sizeof p3);
+    }
+  }
+}
+
+#define LEAN_PARAMS                                                                           \
+  (const lidar_sweep_lanes_t* restrict lanes, const double* cr, const double* sr, double radius, \
+   const scene_packet_t* restrict local, const double* restrict x, const double* restrict in,  \
+   size_t n, float (*restrict pts)[4])
+#define LEAN_ARGS (lanes, cr, sr, radius, local, x, in, n, pts)
+#define LEAN_KERNEL(name, has_lanes, has_radius)                                        \
+  static inline SIMD_BODY void name LEAN_PARAMS {                                       \
+    lean_packets(lanes, cr, sr, radius, local, x, in, n, pts, has_lanes, has_radius);   \
+  }                                                                                     \
+  SIMD_FORMS(name, LEAN_PARAMS, LEAN_ARGS)
+LEAN_KERNEL(lean_local, 0, 0)
+LEAN_KERNEL(lean_aimed, 1, 0)
+LEAN_KERNEL(lean_aimed_radius, 1, 1)
+
+
+// write_lean for a chunk of whole packets (rays from the lanes' tables or in the sensor frame,
+// in trace order) with one return a ray: every ray's point in trace order first (lean_packets,
+// across the lanes: one by one in firing order, aiming and packing each ray cost twice the
+// instructions), then those of the rays with a return in firing order. The returns' distances
+// and intensities are read from c->distance, or out of c->returns.
+#define LEAN_PACKETS_MAX 1024u    // rays of a chunk for write_lean_packets (LIDAR_CHUNK_MAX)
+
+static void write_lean_packets(const lidar_points_chunk_t* c, uint8_t* dest) {
+  float pts[LEAN_PACKETS_MAX][4];
+  const size_t nc = c->n;
+  const uint32_t* slot = c->slot;
+  const uint8_t* nret = c->nret;
+  const double* x = c->distance;
+  const double* in = c->intensity;
+  double xs[LEAN_PACKETS_MAX], is[LEAN_PACKETS_MAX];
+  if (!x) {
+    for (size_t i = 0; i < nc; i++) {
+      xs[i] = nret[i] ? c->returns[i].distance : 0.0;
+      is[i] = nret[i] ? c->returns[i].intensity : 0.0;
+    }
+    x = xs;
+    in = is;
+  }
+  const lidar_sweep_lanes_t* lanes = c->local ? NULL : c->lanes;
+  double cr[SCENE_PACKET] = {0}, sr[SCENE_PACKET] = {0}, radius = 0.0;
+  if (lanes) {
+    lidar_pattern_group_t gr[SCENE_PACKET];
+    for (uint32_t g = 0; g < lanes->ngroup; g++) {
+      lidar_pattern_group(c->pattern, c->first / c->pattern->nray + g, &gr[g]);
+    }
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      cr[k] = gr[lanes->group[k]].cr;
+      sr[k] = gr[lanes->group[k]].sr;
+    }
+    radius = c->pattern->beam_origin_radius;
+  }
+  if (!lanes) {
+    SIMD_CALL(lean_local, (NULL, cr, sr, radius, c->local, x, in, nc, pts));
+  } else if (radius > 0.0) {
+    SIMD_CALL(lean_aimed_radius, (lanes, cr, sr, radius, NULL, x, in, nc, pts));
+  } else {
+    SIMD_CALL(lean_aimed, (lanes, cr, sr, radius, NULL, x, in, nc, pts));
+  }
+  for (size_t j = 0; j < nc; j++) {
+    const size_t i = slot[j];
+    if (nret[i]) {
+      memcpy(dest, pts[i], sizeof pts[i]);
+      dest += sizeof pts[i];
     }
   }
 }
@@ -450,6 +596,11 @@ static inline void put(const lidar_points_t* w, const lidar_points_dest_t* d, si
 
 void lidar_points_write(const lidar_points_t* w, const lidar_points_chunk_t* c,
                         const lidar_points_dest_t* d) {
+  if (w->lean && w->maxret == 1 && (c->local || c->lanes) && c->n <= LEAN_PACKETS_MAX &&
+      c->n % SCENE_PACKET == 0) {
+    write_lean_packets(c, d->base + d->at * w->layout.point_step);
+    return;
+  }
   if (w->lean) {
     write_lean(w, c, d->base + d->at * w->layout.point_step);
     return;

@@ -175,7 +175,9 @@ typedef struct lidar_points_chunk {
   const uint32_t* slot;         // (n) trace position of each ray: its return count nret[slot],
                                 //   returns at returns[slot * maxret], world ray world[slot]
   const uint8_t* nret;
-  const lidar_return_t* returns;
+  const lidar_return_t* returns;    // NULL when distance is given
+  const double* distance;       // nullable: a lean writer's returns (one a ray, where nret says
+  const double* intensity;      //   so): their distances and intensities only, at slot
   const scene_ray_t* world;     // the world rays (world frame or normals); else unused
   const scene_packet_t* local;  // nullable: the rays in the sensor frame in trace order
                                 //   (packets of SCENE_PACKET), which a lean writer then reads

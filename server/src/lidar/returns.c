@@ -708,11 +708,12 @@ static uint32_t ray_finish(const lidar_returns_t* p, ray_ctx_t* r, lidar_return_
 
 // Depth 1, lane j of a packet in columns (rng index `index`, its hit, its first draw `block`)
 // as lidar_returns_trace does any ray: the root segment's candidates (eval_node), then
-// ray_finish. For the rays whose first draw may give an atmospheric return.
-static void lane_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
-                         const scene_packet_t* rays, uint64_t index, unsigned j,
-                         const scene_packet_hits_t* hits, uint32_t block[4],
-                         optics_cache_t* optics, lidar_return_t* out, uint8_t* nret) {
+// ray_finish into o (max_returns). Returns their number. For the rays whose first draw may give
+// an atmospheric return.
+static uint32_t lane_returns(const lidar_returns_t* p, const step_view_t* v,
+                             const rng_key_t* key, const scene_packet_t* rays, uint64_t index,
+                             unsigned j, const scene_packet_hits_t* hits, uint32_t block[4],
+                             optics_cache_t* optics, lidar_return_t* o) {
   seg_t root;
   root_segment(&root, (const double[3]){rays->ox[j], rays->oy[j], rays->oz[j]},
                (const double[3]){rays->dx[j], rays->dy[j], rays->dz[j]}, v->ambient);
@@ -725,7 +726,7 @@ static void lane_returns(const lidar_returns_t* p, const step_view_t* v, const r
                  .nodes = &root, .cand = cand};
   r.key.index = index;
   eval_node(&r, 0, &root, &h, 0);
-  nret[j] = (uint8_t)ray_finish(p, &r, &out[j * p->max_returns]);
+  return ray_finish(p, &r, o);
 }
 
 
@@ -827,14 +828,17 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
                            const unsigned* lane, unsigned nh, const double* z,
                            const double* tau, uint64_t atm_count, optics_cache_t* optics,
-                           lidar_return_t* out, uint8_t* nret) {
+                           lidar_return_t* out, double* xo, double* io, uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const uint32_t maxr = p->max_returns;
   const lidar_distance_noise_t* dn = &p->distance_noise;
   uint32_t general = 0;   // lanes done by lane_returns
-  for (unsigned j = 0; j < n; j++) {
-    nret[j] = 0;
+  memset(nret, 0, n * sizeof *nret);
+  if (xo) {
+    // a miss's: the lean writer computes every lane's point, and keeps those with a return
+    memset(xo, 0, n * sizeof *xo);
+    memset(io, 0, n * sizeof *io);
   }
   if (atm_count > 0) {
     // lidar_noise_uniform(w0, w1) < return_scaling, in integers across the lanes
@@ -844,7 +848,16 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
     }
     for (uint32_t g = general; g; g &= g - 1) {
       unsigned j = (unsigned)__builtin_ctz(g);
-      lane_returns(p, v, key, rays, ray_index[j], j, hits, blocks[j], optics, out, nret);
+      if (xo) {
+        lidar_return_t r;   // max_returns 1
+        nret[j] = (uint8_t)lane_returns(p, v, key, rays, ray_index[j], j, hits, blocks[j],
+                                        optics, &r);
+        xo[j] = r.distance;
+        io[j] = r.intensity;
+      } else {
+        nret[j] = (uint8_t)lane_returns(p, v, key, rays, ray_index[j], j, hits, blocks[j],
+                                        optics, &out[j * maxr]);
+      }
     }
   }
 
@@ -860,7 +873,7 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
     memcpy(&zl[j], &zero, sizeof zero);
   }
   uint32_t lambert = 0;
-  const int beam = p->beam.enabled;
+  const int beam = p->beam.enabled, noise = dn->enabled;
 
   // neighbouring lanes mostly hit the same object: optics that hold for all of its primitives
   // are looked up once for a run of lanes on it (run_id 0: none; no hit has object id 0)
@@ -868,6 +881,8 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   const ambient_material_t* inside = NULL;
   const surface_material_t* mat = NULL;
   int run_lambert = 0;
+  double run_refl = 0.0;   // the run's reflectance when it is Lambertian (in a register: the
+                           //   stores into the lanes' arrays could otherwise change *mat)
   for (unsigned i = 0; i < nh; i++) {
     unsigned j = lane[i];
     if ((general >> j) & 1u) {
@@ -878,11 +893,12 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
       int whole = hit_optics(v, optics, id, hits->primitive[j], &inside, &mat);
       run_id = whole ? id : 0;
       run_lambert = inside == NULL && !beam && mat->kind == MATERIAL_LAMBERTIAN;
+      run_refl = run_lambert ? mat->reflectance : 0.0;
     }
     if (run_lambert) {
-      refl[j] = mat->reflectance;
+      refl[j] = run_refl;
       tl[j] = tau[i];
-      zl[j] = dn->enabled ? z[i] : 0.0;
+      zl[j] = noise ? z[i] : 0.0;
       lambert |= 1u << j;
       continue;
     }
@@ -909,8 +925,13 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
         continue;
       }
     }
-    put_return(&out[j * maxr], x, intensity, hits->nx[j], hits->ny[j], hits->nz[j],
-               hits->object_id[j], hits->label[j], 0, 1, 0);
+    if (xo) {
+      xo[j] = x;
+      io[j] = intensity;
+    } else {
+      put_return(&out[j * maxr], x, intensity, hits->nx[j], hits->ny[j], hits->nz[j],
+                 hits->object_id[j], hits->label[j], 0, 1, 0);
+    }
     nret[j] = 1;
   }
   if (lambert == 0) {
@@ -923,7 +944,15 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   double x[SCENE_PACKET], intensity[SCENE_PACKET];
   int64_t keep[SCENE_PACKET];
   SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tl, zl, x, intensity, keep));
-  for (uint32_t g = lambert; g; g &= g - 1) {
+  for (uint32_t g = lambert; xo && g; g &= g - 1) {
+    unsigned j = (unsigned)__builtin_ctz(g);
+    if (keep[j]) {
+      xo[j] = x[j];
+      io[j] = intensity[j];
+      nret[j] = 1;
+    }
+  }
+  for (uint32_t g = xo ? 0 : lambert; g; g &= g - 1) {
     unsigned j = (unsigned)__builtin_ctz(g);
     if (keep[j]) {
       put_return(&out[j * maxr], x[j], intensity[j], hits->nx[j], hits->ny[j], hits->nz[j],
@@ -962,6 +991,7 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   const int noise = p->distance_noise.enabled;
   const double tmax = lidar_returns_primary_tmax(p, v);
   const double n_amb = v->ambient->refractive_index;
+  const int lean = b->distance != NULL;
   for (size_t base = 0; base < b->n; base += RAYS_PER_TRACE) {
     size_t m = b->n - base < RAYS_PER_TRACE ? b->n - base : RAYS_PER_TRACE;
     const scene_packet_t* rays = &b->rays[base / SCENE_PACKET];
@@ -1016,7 +1046,9 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
       packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
                      lane + first[q], first[q + 1] - first[q], z + first[q], tau + first[q],
-                     trace_atm, &optics, out + (base + r0) * maxr, nret + base + r0);
+                     trace_atm, &optics, lean ? NULL : out + (base + r0) * maxr,
+                     lean ? b->distance + base + r0 : NULL,
+                     lean ? b->intensity + base + r0 : NULL, nret + base + r0);
     }
   }
 }

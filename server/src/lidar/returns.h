@@ -130,11 +130,17 @@ typedef struct lidar_returns_packets {
   const scene_filter_t* filter; // nullable: none
   const scene_horizon_t* horizon;   // nullable: none (every ray traced); else the scene
                                     //   skips the rays from inside its region above it
+  double* distance;             // nullable: with max_returns 1, each ray's return's distance
+  double* intensity;            //   and intensity (n each, where nret says it has one), and
+                                //   nothing in `out` (NULL): a consumer that reads no other
+                                //   field of a return (the lean point writer)
 } lidar_returns_packets_t;
 
 // lidar_returns_trace at depth 1 (p->depth must be 1) of rays in packets of columns: the same
-// returns, bit for bit, without rows of rays and hits. Uses about 30 KB of stack.
-// Output: out (n x lidar_returns_max(p)), nret (n). Thread: as lidar_returns_trace.
+// returns, bit for bit, without rows of rays and hits (or only their distances and intensities:
+// b->distance). Uses about 30 KB of stack.
+// Output: out (n x lidar_returns_max(p); unused with b->distance), nret (n). Thread: as
+// lidar_returns_trace.
 void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets_t* b,
                            lidar_return_t* out, uint8_t* nret);
 

@@ -18,6 +18,8 @@
 #include "check.h"
 #include "codec/codec.h"
 #include "lidar/lidar.h"
+#include "material/ambient.h"
+#include "material/material.h"
 #include "world/env.h"
 
 #define DEG (M_PI / 180.0)
@@ -1581,23 +1583,48 @@ TEST(lidar_culled_rays_change_nothing_on_a_turning_vehicle) {
 }
 
 
-// The default cloud (x y z intensity, packed from lean pattern records) holds the very x, y,
-// z and intensity of the cloud with every field (packed from full records), point for point:
-// spinning (tiled), VLP-16 (regrouped) and Livox patterns.
+// The default cloud (x y z intensity, packed from lean pattern records or, in tiles, from the
+// chunk's packets of rays) holds the very x, y, z and intensity of the cloud with every field
+// (packed from full records), point for point: spinning (tiled; 64 channels from the model's
+// lanes, without and with a beam-origin radius, from a still sensor and from one riding a body
+// that drives and turns, on two-layer surfaces in fog), VLP-16 (regrouped) and Livox patterns.
 TEST(lidar_default_cloud_equals_the_full_clouds_columns) {
-  for (int pattern = 0; pattern < 3; pattern++) {
-    fx_t f;
-    ASSERT_OK(sphere_room(&f, 2, 9.0));
-    ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1.0, 2.0, 1.5, 0, at(4, 1, 0)));
-    err_msg_t msg = {0};
-    for (uint32_t id = 5; id <= 6; id++) {
+  // patterns: 0 an OS1-32, 1 a VLP-16, 2 a Livox, 3 to 5 an OS1-64 (3 with a beam-origin
+  // radius, 4 on the moving body, 5 in fog on two-layer surfaces with distance noise); each
+  // lidar (sensor 5: its draws are the same) in an environment of its own
+  for (int pattern = 0; pattern < 6; pattern++) {
+    static clouds_t cl[2];   // 0: the default cloud, 1: every field
+    for (int full = 0; full <= 1; full++) {
+      fx_t f;
+      ASSERT_OK(sphere_room(&f, 2, 9.0));
+      ASSERT_OK(add_prim(f.e, 2, 2, SCENE_PRIM_BOX, 1.0, 2.0, 1.5, 0, at(4, 1, 0)));
+      err_msg_t msg = {0};
+      const int moving = pattern == 4;
+      const uint32_t body = moving ? 7 : 0;
+      if (pattern == 5) {
+        surface_material_t m = material_default_two_layer();
+        ASSERT_OK(env_set_material(f.e, 0, &m, NULL, &msg));
+        ambient_material_t fog;
+        ASSERT_OK(ambient_fog(20.0, &fog, &msg));
+        ASSERT_OK(env_set_medium(f.e, 0, &fog, &msg));
+      }
+      if (moving) {
+        body_desc_t b = {.id = body, .pose = at(0, 0, 0)};
+        ASSERT_OK(env_create_body(f.e, &b, &msg));
+      }
       lidar_desc_t d = base_desc();
-      if (id == 5) {
+      if (!full) {
         d.nfield = 0;   // x y z intensity
       }
-      if (pattern == 0) {
-        lidar_ouster_desc_t o = {.channels = 32, .columns = 512, .frequency = 10.0,
-                                 .elevation_max = NAN, .elevation_min = NAN};
+      if (pattern == 5) {
+        d.returns.distance_noise.stddev_base = 0.01;
+      }
+      if (pattern == 0 || pattern >= 3) {
+        // 64 channels: chunks of 8 whole columns, made from the model's lanes
+        lidar_ouster_desc_t o = {.channels = pattern == 0 ? 32 : 64, .columns = 512,
+                                 .frequency = 10.0, .elevation_max = NAN,
+                                 .elevation_min = NAN,
+                                 .beam_origin = pattern == 3 ? 0.0158 : 0.0};
         ASSERT_OK(lidar_pattern_ouster_init(&d.pattern, &o, "lidar.ouster", &msg));
       } else if (pattern == 1) {
         lidar_vlp16_desc_t v = {.frequency = 10.0};
@@ -1607,20 +1634,22 @@ TEST(lidar_default_cloud_equals_the_full_clouds_columns) {
                                  .frame_rate = 10, .prism_rate = {76.7, -51.3}};
         ASSERT_OK(lidar_pattern_livox_init(&d.pattern, &lv, "lidar.livox", &msg));
       }
-      ASSERT_OK(add_lidar(f.e, id, 0, at(0.3, -0.2, 0.5), &d));
+      ASSERT_OK(add_lidar(f.e, 5, body, at(0.3, -0.2, 0.5), &d));
+      cl[full].n = 0;
+      for (int k = 0; k <= 5; k++) {
+        // the body drives at 2 m/s along x turning about z at 1 rad/s
+        const double t = 0.05 * k;
+        const double pose[7] = {2.0 * t, 0, 0, 0, 0, sin(0.5 * t), cos(0.5 * t)};
+        ASSERT_OK(set_state(f.e, t, moving ? 1 : 0, &body, pose));
+        ASSERT_OK(do_step(f.e, t));
+        ASSERT_OK(collect(f.e, 5, &cl[full]));
+      }
+      fx_close(&f);
     }
-    static clouds_t a, b;
-    a.n = b.n = 0;
-    for (int k = 0; k <= 5; k++) {
-      ASSERT_OK(set_state(f.e, 0.05 * k, 0, NULL, NULL));
-      ASSERT_OK(do_step(f.e, 0.05 * k));
-      ASSERT_OK(collect(f.e, 5, &a));
-      ASSERT_OK(collect(f.e, 6, &b));
-    }
-    ASSERT_TRUE(a.n == 2 && b.n == 2);
-    for (uint32_t c = 0; c < a.n; c++) {
-      const sensor_cloud_t* pa = &a.rec[c].u.cloud;
-      const sensor_cloud_t* pb = &b.rec[c].u.cloud;
+    ASSERT_TRUE(cl[0].n == 2 && cl[1].n == 2);
+    for (uint32_t c = 0; c < cl[0].n; c++) {
+      const sensor_cloud_t* pa = &cl[0].rec[c].u.cloud;
+      const sensor_cloud_t* pb = &cl[1].rec[c].u.cloud;
       ASSERT_EQ(pa->point_step, 16);
       ASSERT_TRUE(pa->count > 1000 && pa->count == pb->count);
       const char* names[4] = {"x", "y", "z", "intensity"};
@@ -1632,9 +1661,8 @@ TEST(lidar_default_cloud_equals_the_full_clouds_columns) {
         }
       }
     }
-    clouds_free(&a);
-    clouds_free(&b);
-    fx_close(&f);
+    clouds_free(&cl[0]);
+    clouds_free(&cl[1]);
   }
   return 0;
 }
