@@ -60,6 +60,9 @@ typedef struct cone_best {
   // is inside the cone (cheap), so that pass 2 (the boundary searches) can skip every piece
   // that cannot come closer; 0 = one full pass.
   int pass;
+  // Set in pass 1 by a piece that left its boundary search to pass 2. Without one, pass 2 would
+  // offer nothing new (every piece would repeat what it offered in pass 1), and is skipped.
+  int deferred;
   // Nullable: polled between chunks of a mesh's faces; once view_cancelled says so, the
   // evaluation stops and sets `cancelled`.
   const step_view_t* view;

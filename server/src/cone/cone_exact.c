@@ -281,6 +281,7 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
     return;
   }
   if (best->pass == 1) {
+    best->deferred = 1;
     return;
   }
   // 2. the edges clipped to the cone
@@ -563,21 +564,6 @@ static int solid_closest(const solid_ctx_t* s, double dest[3]) {
 }
 
 void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_t* best) {
-  solid_ctx_t s = {.o = o};
-  double rot[9];
-  xform_quat_to_mat(o->pose.q, rot);
-  for (int i = 0; i < 3; i++) {
-    for (int j = 0; j < 3; j++) {
-      s.rot_t[3 * i + j] = rot[3 * j + i];
-    }
-    s.inv_scale[i] = 1.0 / o->obj->scale[i];
-  }
-  for (int i = 0; i < 3; i++) {
-    double v = -(s.rot_t[3 * i] * o->pose.p[0] + s.rot_t[3 * i + 1] * o->pose.p[1] +
-                 s.rot_t[3 * i + 2] * o->pose.p[2]);
-    s.o_c[i] = v * s.inv_scale[i];
-  }
-  uint32_t id = o->obj->id;
   // 0. a bounding sphere: wholly behind the sensor, beyond the cap, or farther than the best
   const view_object_t* obj = o->obj;
   double smax = fmax(fabs(obj->scale[0]), fmax(fabs(obj->scale[1]), fabs(obj->scale[2])));
@@ -599,6 +585,22 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
       (c0[2] - k->b * c0[0]) / nb > rb || (-c0[2] - k->b * c0[0]) / nb > rb) {
     return;
   }
+  // the solid's frame, only for a solid that may be seen
+  solid_ctx_t s = {.o = o};
+  double rot[9];
+  xform_quat_to_mat(o->pose.q, rot);
+  for (int i = 0; i < 3; i++) {
+    for (int j = 0; j < 3; j++) {
+      s.rot_t[3 * i + j] = rot[3 * j + i];
+    }
+    s.inv_scale[i] = 1.0 / o->obj->scale[i];
+  }
+  for (int i = 0; i < 3; i++) {
+    double v = -(s.rot_t[3 * i] * o->pose.p[0] + s.rot_t[3 * i + 1] * o->pose.p[1] +
+                 s.rot_t[3 * i + 2] * o->pose.p[2]);
+    s.o_c[i] = v * s.inv_scale[i];
+  }
+  uint32_t id = o->obj->id;
   // 1. the solid's closest point, when inside the cone, is the answer
   double c[3];
   int known = solid_closest(&s, c);
@@ -606,8 +608,12 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
     cone_offer_point(c, id, best);
     return;
   }
-  if (best->pass == 1 || (known && best->found && dot3(c, c) >= best->d2)) {
-    return;                     // pass 1, or the solid cannot come closer than the best
+  if (best->pass == 1) {
+    best->deferred = 1;         // its boundary search, in pass 2
+    return;
+  }
+  if (known && best->found && dot3(c, c) >= best->d2) {
+    return;                     // the solid cannot come closer than the best
   }
   // 2. the lateral surface of the cone
   lateral_search(k, solid_lateral, &s, id, best);

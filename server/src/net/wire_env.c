@@ -427,7 +427,7 @@ typedef struct step_sel {
   uint64_t step;                // the step's index once it succeeds
   sensor_out_t picked;          // shallow copies of the selected records (no references)
   wire_outputs_t* store;        // their messages
-  wire_sd_t* sd;                // (picked.n)
+  wire_sd_t* sd;                // (picked.n), in picked.rec's block after the records
   wire_out_plan_t plan;         // the reply of the records selected last
   int planned;
 } step_sel_t;
@@ -436,7 +436,6 @@ typedef struct step_sel {
 static void sel_clear(step_sel_t* s) {
   wire_sensor_outputs_free(s->store);
   s->store = NULL;
-  mem_free(s->sd);
   s->sd = NULL;
   mem_free(s->picked.rec);
   memset(&s->picked, 0, sizeof(s->picked));
@@ -468,12 +467,15 @@ static int select_records(step_sel_t* s, const sensor_out_t* recs, err_msg_t* ms
   if (n == 0) {
     return 0;
   }
-  s->picked.rec = mem_alloc((size_t)n * sizeof(sensor_record_t));
-  s->sd = mem_calloc(n, sizeof(wire_sd_t));
-  if (!s->picked.rec || !s->sd) {
+  // the records and their messages' sizes in one block (one allocation a step, not two)
+  _Static_assert(sizeof(sensor_record_t) % _Alignof(wire_sd_t) == 0, "wire_sd_t after records");
+  s->picked.rec = mem_alloc((size_t)n * (sizeof(sensor_record_t) + sizeof(wire_sd_t)));
+  if (!s->picked.rec) {
     sel_clear(s);
     return err_set(msg, ERR_NOMEM, "out of memory for %u outputs", n);
   }
+  s->sd = (wire_sd_t*)(s->picked.rec + n);
+  memset(s->sd, 0, (size_t)n * sizeof(wire_sd_t));
   for (uint32_t i = 0; i < recs->n; i++) {
     if (wants(s->m, recs->rec[i].sensor_id)) {
       s->picked.rec[s->picked.n++] = recs->rec[i];

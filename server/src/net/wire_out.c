@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // wire_out.c: frames of sensor records that refer to the points instead of copying them (see
 // wire_sensor.h). protobuf-c packs a message into one contiguous buffer; here every message
-// around a cloud's points is packed by protobuf-c with the points left out, and the points'
+// around a cloud's points is packed by protobuf-c with the points left out (a SensorData's own
+// fields, and a whole record without a cloud, are written by hand: wire_sd.c), and the points'
 // field (its key and length) is written by hand after the rest, followed by the points
 // themselves as a reference into their buffer. The lengths of the enclosing messages are
 // computed first, so the frame is written front to back in one pass.
@@ -14,26 +15,6 @@
 
 // Wire type of a length-delimited field.
 #define WT_LEN 2u
-
-static size_t varint_size(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80u) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-
-static uint8_t* put_varint(uint8_t* at, uint64_t v) {
-  while (v >= 0x80u) {
-    *at++ = (uint8_t)(v | 0x80u);
-    v >>= 7;
-  }
-  *at++ = (uint8_t)v;
-  return at;
-}
-
 
 // The number of field `name` of message descriptor d.
 static uint32_t field_id(const ProtobufCMessageDescriptor* d, const char* name) {
@@ -64,12 +45,12 @@ static void fields(void) {
 
 // Key and length of a length-delimited field of `len` bytes: its size, and writing it.
 static size_t head_size(uint32_t field, size_t len) {
-  return varint_size((uint64_t)field << 3 | WT_LEN) + varint_size(len);
+  return wire_varint_size((uint64_t)field << 3 | WT_LEN) + wire_varint_size(len);
 }
 
 
 static uint8_t* put_head(uint8_t* at, uint32_t field, size_t len) {
-  return put_varint(put_varint(at, (uint64_t)field << 3 | WT_LEN), len);
+  return wire_put_varint(wire_put_varint(at, (uint64_t)field << 3 | WT_LEN), len);
 }
 
 
@@ -92,7 +73,7 @@ static void split_sizes(Sensim__V1__SensorData* sd, Sensim__V1__PointCloud* pc, 
   *p = protobuf_c_message_get_packed_size(&pc->base);
   pc->has_data = 1;
   sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD__NOT_SET;
-  *s = protobuf_c_message_get_packed_size(&sd->base);
+  *s = wire_sd_packed_size(sd);
   sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD_POINT_CLOUD;
 }
 
@@ -100,7 +81,7 @@ static void split_sizes(Sensim__V1__SensorData* sd, Sensim__V1__PointCloud* pc, 
 void wire_sd_measure(wire_sd_t* x) {
   Sensim__V1__PointCloud* pc = by_ref(x);
   if (!pc) {
-    x->own = protobuf_c_message_get_packed_size(&x->sd->base);
+    x->own = wire_sd_packed_size(x->sd);
     x->ref = 0;
     return;
   }
@@ -122,7 +103,7 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
     if (!at) {
       return ERR_NOMEM;
     }
-    protobuf_c_message_pack(&x->sd->base, at);
+    wire_sd_pack(x->sd, at);
     return 0;
   }
   size_t s, p, d = pc->data.len;
@@ -137,7 +118,7 @@ static int put_sd(const wire_sd_t* x, shared_buf_t* b) {
   // the SensorData's other fields, the cloud's key and length, the cloud's other fields, the
   // data's key and length; then the data
   x->sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD__NOT_SET;
-  at += protobuf_c_message_pack(&x->sd->base, at);
+  at += wire_sd_pack(x->sd, at);
   x->sd->payload_case = SENSIM__V1__SENSOR_DATA__PAYLOAD_POINT_CLOUD;
   at = put_head(at, f_cloud, p + head_size(f_data, d) + d);
   pc->has_data = 0;
@@ -199,7 +180,7 @@ static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t*
   for (uint32_t i = 0; i < n; i++) {
     outputs += head_size(f_outputs, xs[i].own + xs[i].ref) + xs[i].own + xs[i].ref;
   }
-  p->done_own = protobuf_c_message_get_packed_size(&p->done.base);
+  p->done_own = wire_step_done_packed_size(&p->done);
   p->done_len = p->done_own + outputs;
   uint64_t one = e + head_size(f_done, p->done_len) + p->done_len;
   p->parts = n > 0 && one > max_frame_bytes;
@@ -220,7 +201,7 @@ static void plan_reply(uint64_t id, double time, uint64_t step, const wire_sd_t*
   }
   p->done.has_outputs_in_parts = 1;
   p->done.outputs_in_parts = n;
-  p->done_own = protobuf_c_message_get_packed_size(&p->done.base);
+  p->done_own = wire_step_done_packed_size(&p->done);
   p->done_len = p->done_own;
   p->bytes += FRAME_HEADER_BYTES + e + head_size(f_done, p->done_len) + p->done_len;
 }
@@ -296,7 +277,7 @@ int wire_out_planned(const wire_out_plan_t* plan, wire_sd_t* xs, shared_buf_t***
     uint8_t* at = f[made] ? shared_buf_put(f[made], p.done_own) : NULL;
     rc = at ? 0 : ERR_NOMEM;
     if (at) {
-      protobuf_c_message_pack(&p.done.base, at);
+      wire_step_done_pack(&p.done, at);
     }
     for (uint32_t i = 0; rc == 0 && !p.parts && i < n; i++) {
       size_t len = xs[i].own + xs[i].ref;

@@ -122,6 +122,7 @@ typedef struct out_rec {
   } u;
 } out_rec_t;
 
+// One block: this head, then the records' messages, then the pointers to them.
 struct wire_outputs {
   out_rec_t* recs;
   Sensim__V1__SensorData** ptrs;
@@ -230,15 +231,16 @@ int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
   if (recs->n == 0) {
     return 0;
   }
-  wire_outputs_t* w = mem_calloc(1, sizeof(*w));
-  if (w) {
-    w->recs = mem_alloc((size_t)recs->n * sizeof(out_rec_t));
-    w->ptrs = mem_alloc((size_t)recs->n * sizeof(Sensim__V1__SensorData*));
-  }
-  if (!w || !w->recs || !w->ptrs) {
-    wire_sensor_outputs_free(w);
+  _Static_assert(sizeof(wire_outputs_t) % _Alignof(out_rec_t) == 0 &&
+                 sizeof(out_rec_t) % _Alignof(Sensim__V1__SensorData*) == 0,
+                 "the block's parts stay aligned");
+  wire_outputs_t* w = mem_alloc(sizeof(*w) + (size_t)recs->n * (sizeof(out_rec_t) +
+                                                                sizeof(Sensim__V1__SensorData*)));
+  if (!w) {
     return err_set(msg, ERR_NOMEM, "out of memory for %u sensor outputs", recs->n);
   }
+  w->recs = (out_rec_t*)(w + 1);
+  w->ptrs = (Sensim__V1__SensorData**)(w->recs + recs->n);
   for (uint32_t i = 0; i < recs->n; i++) {
     const sensor_record_t* r = &recs->rec[i];
     out_rec_t* o = &w->recs[i];
@@ -271,9 +273,5 @@ int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
 
 
 void wire_sensor_outputs_free(wire_outputs_t* store) {
-  if (store) {
-    mem_free(store->recs);
-    mem_free(store->ptrs);
-    mem_free(store);
-  }
+  mem_free(store);
 }

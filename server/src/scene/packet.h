@@ -127,16 +127,6 @@ static inline void hit_fill(const scene_t* s, const scene_ray_t* r, const packet
 }
 
 
-// A packet's hits in columns when every lane missed (as hit_fill writes a miss).
-static inline void packet_misses(scene_packet_hits_t* h) {
-  for (unsigned k = 0; k < WIDE; k++) {
-    h->distance[k] = INFINITY;
-    h->nx[k] = h->ny[k] = h->nz[k] = 0.0;
-    h->object_id[k] = h->label[k] = h->primitive[k] = 0;
-  }
-}
-
-
 // Cosine of the widest angle between a packet's directions and its first one for which it is
 // traced as a packet (about 8 degrees: a lidar's neighbouring rays are well inside it).
 #define PACKET_COHERENT_COS 0.99f
@@ -305,7 +295,8 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
 // and divisions take a quarter of the scalar ones' time): the callers take them where
 // simd_level() >= SIMD_AVX2 (base/simd.h), else the scalar path, which gives the same bits.
 // Both run under the tracing MXCSR (flush-to-zero, denormals-are-zero), as trace_packet's
-// conversions and hits do.
+// conversions and hits do. The horizon test also has an AVX-512 form, taken where
+// simd_level() >= SIMD_AVX512: the same lanes as its AVX2 form.
 
 // trace_packet of a full 16-wide packet whose lanes are all on (tmax > 0), four lanes per
 // instruction: the same conversions, coherence test and hits (the same bits). False, with
@@ -326,10 +317,21 @@ SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
 SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
                                   unsigned off, scene_packet_hits_t* out);
 
+// A packet's hits in columns when every lane missed (as hit_fill writes a miss), four lanes a
+// store.
+SIMD_AVX2_FN void simd_misses(scene_packet_hits_t* h);
+
+// Whether every lane of a packet in columns is on (tmax > 0; NaN is off).
+SIMD_AVX2_FN bool simd_cols_on(const scene_packet_t* pk);
+
 // The lanes of a full packet above the horizon hz (a bit each): horizon_above of each lane
 // whose components are finite, within SCENE_RAY_MAX, and whose direction is not zero (an
 // invalid ray is never culled: the packet's check counts it).
 SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk);
+
+// The same eight lanes at a time, where simd_level() has AVX-512: the same lanes.
+SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
+                                                 const scene_packet_t* pk);
 
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly

@@ -2,7 +2,8 @@
 // simd.c: the AVX2 packet kernels of the Embree backend: a packet's rays converted, tested and
 // its hits written four lanes per instruction, giving the bits of the scalar kernels (packet.h)
 // on the same rays. Compiled for AVX2 function by function (SIMD_AVX2_FN); trace.c and rays.c
-// call them where simd_level() has AVX2 (base/simd.h).
+// call them where simd_level() has AVX2 (base/simd.h). The horizon test has an AVX-512 form
+// too (SIMD_AVX512_FN), eight lanes per instruction, for the CPUs that have it.
 #include <float.h>
 #include <immintrin.h>
 #include <stddef.h>
@@ -37,14 +38,13 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
 }
 
 
-// Lanes h .. h + 3 of a packet of W lanes: times ti clamped as trace_packet clamps them,
-// t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0), as floats.
-__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_times(
-    packet_t* pk, unsigned h, __m256d ti, const unsigned W) {
+// Four times ti clamped as trace_packet clamps them, t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0),
+// as floats.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_times(__m256d ti) {
   const __m256d one = _mm256_set1_pd(1.0), zero = _mm256_setzero_pd();
   __m256d c = _mm256_blendv_pd(one, ti, _mm256_cmp_pd(ti, one, _CMP_LT_OQ));
   c = _mm256_blendv_pd(zero, c, _mm256_cmp_pd(ti, zero, _CMP_GT_OQ));
-  _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(c));
+  return _mm256_cvtpd_ps(c);
 }
 
 
@@ -257,7 +257,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
   }
   if (missed == (1u << W) - 1u) {
     if (cols) {
-      packet_misses(cols);
+      simd_misses(cols);
     } else {
       memset(out, 0, W * sizeof *out);
       for (unsigned k = 0; k < W; k++) {
@@ -372,48 +372,84 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_hits_of(
 }
 
 
+SIMD_AVX2_FN void simd_misses(scene_packet_hits_t* h) {
+  // written out, not a loop: the compiler turns a loop of zero stores into string stores,
+  // whose start costs more than the stores
+  const __m256d inf = _mm256_set1_pd(INFINITY), zero = _mm256_setzero_pd();
+#define SIMD_MISS4(k)                    \
+  _mm256_storeu_pd(h->distance + k, inf); \
+  _mm256_storeu_pd(h->nx + k, zero);      \
+  _mm256_storeu_pd(h->ny + k, zero);      \
+  _mm256_storeu_pd(h->nz + k, zero)
+  SIMD_MISS4(0);
+  SIMD_MISS4(4);
+  SIMD_MISS4(8);
+  SIMD_MISS4(12);
+#undef SIMD_MISS4
+  const __m256i z = _mm256_setzero_si256();
+  _mm256_storeu_si256((__m256i*)h->object_id, z);
+  _mm256_storeu_si256((__m256i*)(h->object_id + 8), z);
+  _mm256_storeu_si256((__m256i*)h->label, z);
+  _mm256_storeu_si256((__m256i*)(h->label + 8), z);
+  _mm256_storeu_si256((__m256i*)h->primitive, z);
+  _mm256_storeu_si256((__m256i*)(h->primitive + 8), z);
+}
+
+
+SIMD_AVX2_FN bool simd_cols_on(const scene_packet_t* pk) {
+  const __m256d zero = _mm256_setzero_pd();
+  __m256d on = _mm256_cmp_pd(_mm256_loadu_pd(pk->tmax), zero, _CMP_GT_OQ);
+  for (unsigned k = 4; k < WIDE; k += 4) {
+    on = _mm256_and_pd(on, _mm256_cmp_pd(_mm256_loadu_pd(pk->tmax + k), zero, _CMP_GT_OQ));
+  }
+  return _mm256_movemask_pd(on) == 0xF;
+}
+
+
 SIMD_AVX2_FN void simd_hits(const scene_t* s, const packet_t* pk, const double dir[3][LANES],
                             int records, scene_hit_t* out) {
   simd_hits_of(s, pk, dir[0], dir[1], dir[2], records, out, NULL, LANES);
 }
 
 
-// The lanes of a packet of W lanes (in pk's floats) that packet_lane_ok refuses, a bit each:
-// the same float comparisons, eight lanes at once.
-SIMD_AVX2_FN static unsigned simd_lanes_bad(const float* f, const unsigned W) {
+// The lanes of eight rays (origins o, directions d, as floats) that packet_lane_ok refuses, a
+// bit each: the same float comparisons, eight lanes at once.
+SIMD_AVX2_FN static inline unsigned simd_bad8(const __m256 o[3], const __m256 d[3]) {
   const __m256 big = _mm256_set1_ps((float)SCENE_RAY_MAX), tiny = _mm256_set1_ps(FLT_MIN);
   const __m256 fsign = _mm256_set1_ps(-0.0f);
-  unsigned ok = 0;
-  for (unsigned h = 0; h < W; h += 8) {
-    __m256 in = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), nonzero = _mm256_setzero_ps();
-    for (unsigned a = F_ORG_X; a <= F_DIR_Z; a++) {
-      if (a == F_TNEAR) {
-        continue;
-      }
-      __m256 v = _mm256_andnot_ps(fsign, _mm256_load_ps(f + LANE(a, h)));
-      in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
-      if (a >= F_DIR_X) {
-        nonzero = _mm256_or_ps(nonzero, _mm256_cmp_ps(v, tiny, _CMP_GE_OQ));
-      }
-    }
-    ok |= (unsigned)_mm256_movemask_ps(_mm256_and_ps(in, nonzero)) << h;
+  __m256 in = _mm256_castsi256_ps(_mm256_set1_epi32(-1)), nonzero = _mm256_setzero_ps();
+  for (unsigned a = 0; a < 3; a++) {
+    __m256 v = _mm256_andnot_ps(fsign, o[a]);
+    in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
   }
-  return ~ok & ((1u << W) - 1u);
+  for (unsigned a = 0; a < 3; a++) {
+    __m256 v = _mm256_andnot_ps(fsign, d[a]);
+    in = _mm256_and_ps(in, _mm256_cmp_ps(v, big, _CMP_LE_OQ));
+    nonzero = _mm256_or_ps(nonzero, _mm256_cmp_ps(v, tiny, _CMP_GE_OQ));
+  }
+  return ~(unsigned)_mm256_movemask_ps(_mm256_and_ps(in, nonzero)) & 0xFFu;
 }
 
 
 // The fields of a packet of W lanes that do not depend on its rays (as trace_packet sets them),
-// and its valid lanes: all but those whose bit is set in off.
+// and its valid lanes: all but those whose bit is set in off. Eight lanes a store, as Embree
+// reads them back at once.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields(
     packet_t* pk, unsigned off, int* valid, const unsigned W) {
-  for (unsigned k = 0; k < W; k++) {
-    valid[k] = (off >> k) & 1u ? 0 : -1;
-    pk->f[LANE(F_TNEAR, k)] = 0.0f;
-    pk->u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
-    pk->u[LANE(F_ID, k)] = k;
-    pk->u[LANE(F_FLAGS, k)] = 0;
-    pk->u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
-    pk->u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
+  const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi32(-1);
+  const __m256i none = _mm256_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256i o = _mm256_and_si256(_mm256_set1_epi32((int)(off >> h)), bit);
+    _mm256_store_si256((__m256i*)(valid + h), _mm256_cmpeq_epi32(o, zero));
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_TNEAR, h)), zero);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_MASK, h)), ones);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_ID, h)),
+                       _mm256_setr_epi32((int)h, (int)h + 1, (int)h + 2, (int)h + 3, (int)h + 4,
+                                         (int)h + 5, (int)h + 6, (int)h + 7));
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_FLAGS, h)), zero);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_GEOM, h)), none);
+    _mm256_store_si256((__m256i*)(pk->u + LANE(F_INST, h)), none);
   }
 }
 
@@ -452,9 +488,29 @@ SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const dou
 }
 
 
+// Four rays r[0 .. 3] as columns: c[0 .. 7] their origins x y z, directions x y z, tmax and
+// times.
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_rows4(const scene_ray_t* r,
+                                                                          __m256d c[8]) {
+  __m256d a0 = _mm256_loadu_pd(r[0].origin), a1 = _mm256_loadu_pd(r[1].origin);
+  __m256d a2 = _mm256_loadu_pd(r[2].origin), a3 = _mm256_loadu_pd(r[3].origin);
+  __m256d b0 = _mm256_loadu_pd(&r[0].dir[1]), b1 = _mm256_loadu_pd(&r[1].dir[1]);
+  __m256d b2 = _mm256_loadu_pd(&r[2].dir[1]), b3 = _mm256_loadu_pd(&r[3].dir[1]);
+  __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
+  __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
+  c[0] = _mm256_permute2f128_pd(t0, t2, 0x20), c[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  c[2] = _mm256_permute2f128_pd(t0, t2, 0x31), c[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+  t0 = _mm256_unpacklo_pd(b0, b1), t1 = _mm256_unpackhi_pd(b0, b1);
+  t2 = _mm256_unpacklo_pd(b2, b3), t3 = _mm256_unpackhi_pd(b2, b3);
+  c[4] = _mm256_permute2f128_pd(t0, t2, 0x20), c[5] = _mm256_permute2f128_pd(t1, t3, 0x20);
+  c[6] = _mm256_permute2f128_pd(t0, t2, 0x31), c[7] = _mm256_permute2f128_pd(t1, t3, 0x31);
+}
+
+
 // The full packet of W rows r (every lane's tmax > 0) assembled into pk as trace_packet
 // assembles it, their directions (double) into dir (W x, then W y, then W z). False, with pk
 // partly written, when a lane is off or packet_lane_ok refuses it: trace_packet takes the packet.
+// Eight rays at a time, each field stored and checked whole (as simd_cols_pack).
 __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
     const scene_ray_t* r, packet_t* pk, double* dir, const unsigned W) {
   for (unsigned k = 0; k < W; k++) {
@@ -462,28 +518,27 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline bool simd_rows_pack(
       return false;
     }
   }
-  for (unsigned h = 0; h < W; h += 4) {
-    // four rays (origin xyz, dir xyz, tmax, time) as columns
-    __m256d a0 = _mm256_loadu_pd(r[h].origin), a1 = _mm256_loadu_pd(r[h + 1].origin);
-    __m256d a2 = _mm256_loadu_pd(r[h + 2].origin), a3 = _mm256_loadu_pd(r[h + 3].origin);
-    __m256d b0 = _mm256_loadu_pd(&r[h].dir[1]), b1 = _mm256_loadu_pd(&r[h + 1].dir[1]);
-    __m256d b2 = _mm256_loadu_pd(&r[h + 2].dir[1]), b3 = _mm256_loadu_pd(&r[h + 3].dir[1]);
-    __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
-    __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
-    __m256d ox = _mm256_permute2f128_pd(t0, t2, 0x20), oy = _mm256_permute2f128_pd(t1, t3, 0x20);
-    __m256d oz = _mm256_permute2f128_pd(t0, t2, 0x31), dx = _mm256_permute2f128_pd(t1, t3, 0x31);
-    t0 = _mm256_unpacklo_pd(b0, b1), t1 = _mm256_unpackhi_pd(b0, b1);
-    t2 = _mm256_unpacklo_pd(b2, b3), t3 = _mm256_unpackhi_pd(b2, b3);
-    __m256d dy = _mm256_permute2f128_pd(t0, t2, 0x20), dz = _mm256_permute2f128_pd(t1, t3, 0x20);
-    __m256d tm = _mm256_permute2f128_pd(t0, t2, 0x31), ti = _mm256_permute2f128_pd(t1, t3, 0x31);
-    _mm256_store_pd(dir + h, dx);
-    _mm256_store_pd(dir + W + h, dy);
-    _mm256_store_pd(dir + 2 * W + h, dz);
-    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
-    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(tm));
-    simd_store_times(pk, h, ti, W);
+  unsigned bad = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    __m256d lo[8], hi[8];
+    simd_rows4(r + h, lo);
+    simd_rows4(r + h + 4, hi);
+    __m256 v[6];
+    for (unsigned a = 0; a < 6; a++) {
+      v[a] = _mm256_set_m128(_mm256_cvtpd_ps(hi[a]), _mm256_cvtpd_ps(lo[a]));
+      _mm256_store_ps(pk->f + LANE(a < 3 ? F_ORG_X + a : F_DIR_X + a - 3, h), v[a]);
+    }
+    for (unsigned a = 0; a < 3; a++) {
+      _mm256_store_pd(dir + a * W + h, lo[3 + a]);
+      _mm256_store_pd(dir + a * W + h + 4, hi[3 + a]);
+    }
+    _mm256_store_ps(pk->f + LANE(F_TFAR, h),
+                    _mm256_set_m128(_mm256_cvtpd_ps(hi[6]), _mm256_cvtpd_ps(lo[6])));
+    _mm256_store_ps(pk->f + LANE(F_TIME, h),
+                    _mm256_set_m128(simd_clamp_times(hi[7]), simd_clamp_times(lo[7])));
+    bad |= simd_bad8(v, v + 3);
   }
-  return simd_lanes_bad(pk->f, W) == 0;
+  return bad == 0;
 }
 
 
@@ -513,16 +568,34 @@ SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit
 }
 
 
+// Eight doubles as floats, in one register.
+SIMD_AVX2_FN static inline __m256 simd_cvt8(const double* p) {
+  return _mm256_set_m128(_mm256_cvtpd_ps(_mm256_loadu_pd(p + 4)),
+                         _mm256_cvtpd_ps(_mm256_loadu_pd(p)));
+}
+
+
+// Eight lanes at a time, each field stored whole and checked in registers: stored in halves,
+// the fields the coherence test and the validity check read back at once (eight lanes each)
+// would wait for the halves to leave the store buffer.
 SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
   const unsigned W = WIDE;
-  for (unsigned h = 0; h < W; h += 4) {
-    simd_store_rays(pk, h, _mm256_loadu_pd(in->ox + h), _mm256_loadu_pd(in->oy + h),
-                    _mm256_loadu_pd(in->oz + h), _mm256_loadu_pd(in->dx + h),
-                    _mm256_loadu_pd(in->dy + h), _mm256_loadu_pd(in->dz + h), W);
-    _mm_store_ps(pk->f + LANE(F_TFAR, h), _mm256_cvtpd_ps(_mm256_loadu_pd(in->tmax + h)));
-    simd_store_times(pk, h, _mm256_loadu_pd(in->time + h), W);
+  unsigned bad = 0;
+  for (unsigned h = 0; h < W; h += 8) {
+    const double* src[6] = {in->ox + h, in->oy + h, in->oz + h, in->dx + h, in->dy + h,
+                            in->dz + h};
+    __m256 v[6];
+    for (unsigned a = 0; a < 6; a++) {
+      v[a] = simd_cvt8(src[a]);
+      _mm256_store_ps(pk->f + LANE(a < 3 ? F_ORG_X + a : F_DIR_X + a - 3, h), v[a]);
+    }
+    _mm256_store_ps(pk->f + LANE(F_TFAR, h), simd_cvt8(in->tmax + h));
+    _mm256_store_ps(pk->f + LANE(F_TIME, h),
+                    _mm256_set_m128(simd_clamp_times(_mm256_loadu_pd(in->time + h + 4)),
+                                    simd_clamp_times(_mm256_loadu_pd(in->time + h))));
+    bad |= simd_bad8(v, v + 3) << h;
   }
-  return simd_lanes_bad(pk->f, W);
+  return bad;
 }
 
 
@@ -532,18 +605,41 @@ SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_pa
 }
 
 
+// Lanes h .. h + 3 of a packet of columns that simd_packet_above may cull, all ones each: its
+// origin in the horizon's region of origins (horizon_above's test), and its components finite
+// and within SCENE_RAY_MAX, its direction not below FLT_MIN, so that an invalid ray is not
+// culled but counted as invalid by the packet's own check. Both forms of the horizon test take
+// it (the AVX-512 one for two fours).
+__attribute__((always_inline)) SIMD_AVX2_FN static inline __m256d simd_cullable4(
+    const scene_horizon_t* hz, const scene_packet_t* pk, unsigned h) {
+  const __m256d sign = _mm256_set1_pd(-0.0), big = _mm256_set1_pd(SCENE_RAY_MAX);
+  const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
+  __m256d ox = _mm256_loadu_pd(pk->ox + h), oy = _mm256_loadu_pd(pk->oy + h);
+  __m256d z = _mm256_loadu_pd(pk->oz + h);
+  __m256d x = _mm256_sub_pd(ox, _mm256_set1_pd(hz->center[0]));
+  __m256d y = _mm256_sub_pd(oy, _mm256_set1_pd(hz->center[1]));
+  __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
+  __m256d ok = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
+                             _mm256_cmp_pd(z, _mm256_set1_pd(hz->zlo), _CMP_GE_OQ));
+  __m256d ax = _mm256_andnot_pd(sign, _mm256_loadu_pd(pk->dx + h));
+  __m256d ay = _mm256_andnot_pd(sign, _mm256_loadu_pd(pk->dy + h));
+  __m256d az = _mm256_andnot_pd(sign, _mm256_loadu_pd(pk->dz + h));
+  const __m256d comp[6] = {_mm256_andnot_pd(sign, ox), _mm256_andnot_pd(sign, oy),
+                           _mm256_andnot_pd(sign, z), ax, ay, az};
+  for (unsigned c = 0; c < 6; c++) {
+    ok = _mm256_and_pd(ok, _mm256_cmp_pd(comp[c], big, _CMP_LE_OQ));
+  }
+  __m256d dmax = _mm256_max_pd(_mm256_max_pd(ax, ay), az);   // NaN lanes are out already
+  return _mm256_and_pd(ok, _mm256_cmp_pd(dmax, _mm256_set1_pd(FLT_MIN), _CMP_GE_OQ));
+}
+
+
 // horizon_above of each lane, four at a time: the same origin test and the same bins
-// (horizon_bin's arithmetic, lane by lane); only for a ray with finite components within
-// SCENE_RAY_MAX and a direction not below FLT_MIN, so that an invalid ray is not culled but
-// counted as invalid by the packet's own check.
+// (horizon_bin's arithmetic, lane by lane) for the lanes simd_cullable4 lets through.
 SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_packet_t* pk) {
   const __m256d sign = _mm256_set1_pd(-0.0), zero = _mm256_setzero_pd();
-  const __m256d big = _mm256_set1_pd(SCENE_RAY_MAX), tiny = _mm256_set1_pd(FLT_MIN);
   const __m256d one = _mm256_set1_pd(1.0), two = _mm256_set1_pd(2.0);
   const __m256d three = _mm256_set1_pd(3.0), scale = _mm256_set1_pd(HORIZON_BINS / 4.0);
-  const __m256d r2 = _mm256_set1_pd(hz->radius * hz->radius);
-  const __m256d cx = _mm256_set1_pd(hz->center[0]), cy = _mm256_set1_pd(hz->center[1]);
-  const __m256d zlo = _mm256_set1_pd(hz->zlo);
   const __m128i top = _mm_set1_epi32((int)HORIZON_BINS - 1);
   // a packet whose every ray is at or below the lowest bin: none is above (most rays below
   // the horizontal)
@@ -557,25 +653,12 @@ SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_p
   }
   unsigned above = 0;
   for (unsigned h = 0; h < WIDE; h += 4) {
-    __m256d ox = _mm256_loadu_pd(pk->ox + h), oy = _mm256_loadu_pd(pk->oy + h);
-    __m256d z = _mm256_loadu_pd(pk->oz + h);
-    __m256d x = _mm256_sub_pd(ox, cx), y = _mm256_sub_pd(oy, cy);
-    __m256d d2 = _mm256_add_pd(_mm256_mul_pd(x, x), _mm256_mul_pd(y, y));
-    __m256d inside = _mm256_and_pd(_mm256_cmp_pd(d2, r2, _CMP_LE_OQ),
-                                   _mm256_cmp_pd(z, zlo, _CMP_GE_OQ));
+    __m256d inside = simd_cullable4(hz, pk, h);
 
     // the diamond angle: quadrant base, then ay / s or ax / s
     __m256d dx = _mm256_loadu_pd(pk->dx + h), dy = _mm256_loadu_pd(pk->dy + h);
+    __m256d dz = _mm256_loadu_pd(pk->dz + h);
     __m256d ax = _mm256_andnot_pd(sign, dx), ay = _mm256_andnot_pd(sign, dy);
-    __m256d dz = _mm256_loadu_pd(pk->dz + h), az = _mm256_andnot_pd(sign, dz);
-    __m256d in = _mm256_and_pd(_mm256_cmp_pd(_mm256_andnot_pd(sign, ox), big, _CMP_LE_OQ),
-                               _mm256_cmp_pd(_mm256_andnot_pd(sign, oy), big, _CMP_LE_OQ));
-    in = _mm256_and_pd(in, _mm256_cmp_pd(_mm256_andnot_pd(sign, z), big, _CMP_LE_OQ));
-    in = _mm256_and_pd(in, _mm256_and_pd(_mm256_cmp_pd(ax, big, _CMP_LE_OQ),
-                                         _mm256_cmp_pd(ay, big, _CMP_LE_OQ)));
-    in = _mm256_and_pd(in, _mm256_cmp_pd(az, big, _CMP_LE_OQ));
-    __m256d dmax = _mm256_max_pd(_mm256_max_pd(ax, ay), az);   // NaN lanes are out already
-    inside = _mm256_and_pd(inside, _mm256_and_pd(in, _mm256_cmp_pd(dmax, tiny, _CMP_GE_OQ)));
     __m256d s = _mm256_add_pd(ax, ay);
     __m256d xneg = _mm256_cmp_pd(dx, zero, _CMP_LT_OQ);
     __m256d yneg = _mm256_cmp_pd(dy, zero, _CMP_LT_OQ);
@@ -592,6 +675,46 @@ SIMD_AVX2_FN unsigned simd_packet_above(const scene_horizon_t* hz, const scene_p
     __m256d lim = _mm256_i32gather_pd(hz->sin_el, bin, 8);
     __m256d up = _mm256_cmp_pd(dz, lim, _CMP_GT_OQ);
     above |= (unsigned)_mm256_movemask_pd(_mm256_and_pd(up, inside)) << h;
+  }
+  return above;
+}
+
+
+// simd_packet_above eight lanes at a time (AVX-512): the same operations lane by lane, the
+// same bins, the same lanes.
+SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
+                                                 const scene_packet_t* pk) {
+  const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
+  const __m512d two = _mm512_set1_pd(2.0), three = _mm512_set1_pd(3.0);
+  const __m512d scale = _mm512_set1_pd(HORIZON_BINS / 4.0), low = _mm512_set1_pd(hz->sin_low);
+  const __m256i top = _mm256_set1_epi32((int)HORIZON_BINS - 1);
+  if ((_mm512_cmp_pd_mask(_mm512_loadu_pd(pk->dz), low, _CMP_GT_OQ) |
+       _mm512_cmp_pd_mask(_mm512_loadu_pd(pk->dz + 8), low, _CMP_GT_OQ)) == 0) {
+    return 0;   // every ray at or below the lowest bin
+  }
+  unsigned above = 0;
+  for (unsigned h = 0; h < WIDE; h += 8) {
+    __mmask8 inside = (__mmask8)(_mm256_movemask_pd(simd_cullable4(hz, pk, h)) |
+                                 _mm256_movemask_pd(simd_cullable4(hz, pk, h + 4)) << 4);
+    if (!inside) {
+      continue;   // no lane in the region of origins: no bins to look up
+    }
+
+    // the diamond angle: quadrant base, then ay / s or ax / s (as simd_packet_above)
+    __m512d dx = _mm512_loadu_pd(pk->dx + h), dy = _mm512_loadu_pd(pk->dy + h);
+    __m512d dz = _mm512_loadu_pd(pk->dz + h);
+    __m512d ax = _mm512_abs_pd(dx), ay = _mm512_abs_pd(dy), s = _mm512_add_pd(ax, ay);
+    __mmask8 xneg = _mm512_cmp_pd_mask(dx, zero, _CMP_LT_OQ);
+    __mmask8 yneg = _mm512_cmp_pd_mask(dy, zero, _CMP_LT_OQ);
+    __m512d base = _mm512_mask_blend_pd(yneg, _mm512_maskz_mov_pd(xneg, one),
+                                        _mm512_mask_blend_pd(xneg, three, two));
+    __m512d num = _mm512_mask_blend_pd((__mmask8) ~(xneg ^ yneg), ax, ay);
+    __m512d a = _mm512_add_pd(base, _mm512_div_pd(num, s));
+    a = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(s, zero, _CMP_GT_OQ), a);   // (0, 0): bin 0
+    __m256i bin = _mm256_min_epi32(_mm512_cvttpd_epi32(_mm512_mul_pd(a, scale)), top);
+    bin = _mm256_max_epi32(bin, _mm256_setzero_si256());
+    __m512d lim = _mm512_i32gather_pd(bin, hz->sin_el, 8);
+    above |= (unsigned)(_mm512_cmp_pd_mask(dz, lim, _CMP_GT_OQ) & inside) << h;
   }
   return above;
 }

@@ -106,11 +106,7 @@ static void hits_columns(const scene_hit_t* hits, unsigned n, scene_packet_hits_
 
 // Whether packet pk of m lanes takes the AVX2 path: full, every lane on.
 static bool packet_full(const scene_packet_t* pk, unsigned m, bool simd) {
-  bool full = m == WIDE && simd;
-  for (unsigned k = 0; full && k < m; k++) {
-    full = pk->tmax[k] > 0.0;
-  }
-  return full;
+  return m == WIDE && simd && simd_cols_on(pk);
 }
 
 
@@ -151,6 +147,7 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
   // partial ones below, in the caller's floating-point environment (none of its rays culled).
   size_t traced = 0, culled = 0, apart = 0;
   const bool simd = simd_level() >= SIMD_AVX2;   // once: both passes must agree
+  const bool wide = simd_level() >= SIMD_AVX512;
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
@@ -162,13 +159,12 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
     if (!packet_full(&in[i / WIDE], m, simd)) {
       continue;
     }
-    unsigned off = hz ? simd_packet_above(hz, &in[i / WIDE]) : 0u;
-    unsigned noff = 0;
-    for (unsigned b = off; b; b &= b - 1) {
-      noff++;
-    }
+    unsigned off = !hz ? 0u
+                   : wide ? simd_packet_above_avx512(hz, &in[i / WIDE])
+                          : simd_packet_above(hz, &in[i / WIDE]);
+    unsigned noff = (unsigned)__builtin_popcount(off);
     if (noff == WIDE) {
-      packet_misses(&out[i / WIDE]);
+      simd_misses(&out[i / WIDE]);
       culled += noff;
       continue;
     }

@@ -365,6 +365,9 @@ static int build_view(env_t* e, step_view_t* v, err_msg_t* msg) {
 }
 
 
+// Sensors whose order is kept on the stack during a step.
+#define ENV_FEW_SENSORS 32
+
 int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
   sensor_out_clear(&e->outputs);
   uint32_t count = e->sensors.count;
@@ -379,8 +382,10 @@ int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
   v.cancelled = hooks ? hooks->cancelled : NULL;
   v.cancel_ctx = hooks ? hooks->ctx : NULL;
 
-  // sensors in id order, so that the records are in a stable order
-  uint32_t* order = mem_alloc((size_t)count * sizeof(uint32_t));
+  // sensors in id order, so that the records are in a stable order (a few on the stack: no
+  // allocation a step)
+  uint32_t few[ENV_FEW_SENSORS];
+  uint32_t* order = count <= ENV_FEW_SENSORS ? few : mem_alloc((size_t)count * sizeof(uint32_t));
   if (!order) {
     return err_set(msg, ERR_NOMEM, "out of memory for %u sensors", count);
   }
@@ -394,7 +399,9 @@ int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
     }
   }
   if (need_objects && (rc = build_objects(e, &v, msg)) < 0) {
-    mem_free(order);
+    if (order != few) {
+      mem_free(order);
+    }
     return rc;
   }
   if (n > 1) {
@@ -443,7 +450,9 @@ int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
       }
     }
   }
-  mem_free(order);
+  if (order != few) {
+    mem_free(order);
+  }
   return rc;
 }
 

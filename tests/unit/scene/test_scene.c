@@ -1359,8 +1359,9 @@ static int hit_as_expected(const scene_hit_t* got, const scene_hit_t* want, int 
 // middle one, its last): they are misses, counted in rays_invalid and not in rays_traced, and
 // the other rays get the hits they get when those lanes have nothing to trace (tmax 0), bit for
 // bit: rows in groups of 8 and 16 and columns (with a horizon and without), with and without
-// the AVX2 paths and a filter, over still, moving and flat objects. A request refuses them (the
-// index of the first), even from a caller whose bounds would let them through.
+// the AVX2 paths and a filter, over still, moving and flat objects; a NaN tmax alone in any
+// lane of a packet of columns too. A request refuses them (the index of the first), even from
+// a caller whose bounds would let them through.
 TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -1493,6 +1494,35 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
   columns(f.s, pk, SCENE_PACKET, ph, NULL, hz);
   scene_counters(f.s, &c0);
   ASSERT_EQ(c0.rays_culled - c1.rays_culled, simd_level() >= SIMD_AVX2 ? SCENE_PACKET : 0);
+
+  // a packet of columns whose one invalid ray is a NaN tmax (which the ray's floats do not
+  // show), in each lane in turn: counted invalid and a miss, the others as rows of 16 trace
+  // them with that lane off
+  for (int lane = 0; lane < SCENE_PACKET; lane++) {
+    scene_ray_t row[SCENE_PACKET];
+    scene_hit_t off[SCENE_PACKET];
+    memcpy(row, &ref[3 * SCENE_PACKET], sizeof row);   // a tile without bad rays
+    row[lane].tmax = 0.0;
+    scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = 16, .n = SCENE_PACKET,
+                                      .rays = row, .hits = off});
+    row[lane].tmax = NAN;
+    to_columns(row, SCENE_PACKET, pk);
+    scene_counters(f.s, &c0);
+    columns(f.s, pk, SCENE_PACKET, ph, NULL, NULL);
+    scene_counters(f.s, &c1);
+    ASSERT_EQ(c1.rays_invalid - c0.rays_invalid, 1);
+    ASSERT_EQ(c1.rays_traced - c0.rays_traced, SCENE_PACKET - 1);
+    for (int k = 0; k < SCENE_PACKET; k++) {
+      scene_hit_t col = {.distance = ph[0].distance[k],
+                         .normal = {ph[0].nx[k], ph[0].ny[k], ph[0].nz[k]},
+                         .object_id = ph[0].object_id[k], .label = ph[0].label[k],
+                         .primitive = ph[0].primitive[k]};
+      if (!hit_as_expected(&col, &off[k], k == lane)) {
+        CHECK_FAIL("NaN tmax in lane %d: lane %d distance %g object %u, want %g %u", lane, k,
+                   col.distance, col.object_id, off[k].distance, off[k].object_id);
+      }
+    }
+  }
 
   // a request refuses each bad ray, even with no bounds of its own, and traces nothing invalid
   enum { M = 40, AT = 21 };
@@ -2022,8 +2052,9 @@ TEST(scene_flat_scene_skipped_beyond_the_memory_budget) {
 
 // Rays from a small sphere in the yard (terrain, turned cubes, a moving and a turning cube, a
 // sphere primitive) in coherent packets: culled against the scene's horizon, every hit is the
-// same, bit for bit, and a good share of the rays (those into the open sky) are not traced. A
-// packet from outside the region of origins is traced even where the horizon is low.
+// same, bit for bit, and a good share of the rays (those into the open sky) are not traced:
+// exactly those horizon_above finds above, at every SIMD level. A packet from outside the
+// region of origins is traced even where the horizon is low.
 TEST(scene_horizon_culls_only_misses) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -2099,6 +2130,25 @@ TEST(scene_horizon_culls_only_misses) {
     ASSERT_EQ(culled, 0);   // the horizon culls on the AVX2 path only (SENSIM_SIMD=baseline)
   }
   ASSERT_EQ(c2.rays_traced - c1.rays_traced + culled, N);
+
+  // the culled rays are exactly those horizon_above finds above (the AVX2 and AVX-512 forms
+  // take each ray to horizon_bin's bin), at each level the CPU has
+  uint64_t above = 0;
+  for (int i = 0; i < N; i++) {
+    const scene_packet_t* p = &pk[i / SCENE_PACKET];
+    int k = i % SCENE_PACKET;
+    const double o[3] = {p->ox[k], p->oy[k], p->oz[k]}, d[3] = {p->dx[k], p->dy[k], p->dz[k]};
+    above += (uint64_t)horizon_above(hz, o, d);
+  }
+  for (int level = SIMD_AVX2; level <= (int)simd_allowed_level(); level++) {
+    simd_level_t was = simd_set_max((simd_level_t)level);
+    scene_counters(f.s, &c1);
+    columns(f.s, pk, N, b, NULL, hz);
+    scene_counters(f.s, &c2);
+    simd_set_max(was);
+    ASSERT_EQ(c2.rays_culled - c1.rays_culled, above);
+    ASSERT_TRUE(memcmp(a, b, (N / SCENE_PACKET) * sizeof *a) == 0);
+  }
 
   // the sky rays are the culled ones, the western packet hits cube 204
   const scene_packet_hits_t* west = &b[N / SCENE_PACKET - 1];
