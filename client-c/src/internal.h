@@ -80,6 +80,7 @@ typedef struct slot {
   // raycast: decoded when its frame arrives
   sensim_hit_t* hits;
   uint32_t nrays;
+  bool omit_misses;                 // asked for the hits alone (RaycastResult.hit_mask)
   sensim_status_t status;
   bool has_serial;
   uint64_t world_serial;

@@ -3,12 +3,14 @@
 // 48-byte hit records received into the caller's buffer: straight from the socket while a
 // blocking call waits, or copied once from a frame that arrived during another call. A large
 // raycast travels as parts in flight together, joined when they saw the same world.
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
 
 #define HIT_BYTES 48
+#define MASKED_HIT_BYTES 40           // a record after RaycastResult.hit_mask: no reserved bytes
 // From PIPELINE_MIN_RAYS rays on a raycast goes as parts of about PIPELINE_RAYS rays,
 // PIPELINE_WINDOW of them in flight, so that the daemon traces one while the next arrives and
 // the last replies leave. Parts of 16k rays (786 kB each way) left less of the transfer
@@ -42,26 +44,58 @@ void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size) {
 typedef struct reply_ctx {
   slot_t* slot;
   bool got_hits;
+  size_t nrec;                      // records in hits_bytes
+  uint8_t* mask;                    // hit_mask ((nrays + 7) / 8 bytes) when it came
 } reply_ctx_t;
 
 
+// hits_bytes: one 48-byte record per ray, or with omit_misses the 40-byte records of the hits
+// alone (at most one per ray, counted against hit_mask once the reply is read), received at
+// the start of the caller's buffer.
 static bool decode_hits(pb_istream_t* s, const pb_field_t* f, void** arg) {
   (void)f;
   reply_ctx_t* ctx = *arg;
   slot_t* slot = ctx->slot;
-  size_t want = (size_t)slot->nrays * HIT_BYTES;
+  size_t rec = slot->omit_misses ? MASKED_HIT_BYTES : HIT_BYTES;
+  size_t len = s->bytes_left;
   sensim_reader_t* r = sensim_wire_reader(s);
   if (!r) {
     PB_RETURN_ERROR(s, "raycast: hits_bytes with another wire type");
   }
-  if (s->bytes_left != want) {
-    sensim_cli_fail(r->cli, SENSIM_EPROTO, "raycast: %zu bytes of hits_bytes for %u rays",
-                    s->bytes_left, slot->nrays);
+  if (slot->omit_misses ? len % rec != 0 || len / rec > slot->nrays
+                        : len != (size_t)slot->nrays * rec) {
+    sensim_cli_fail(r->cli, SENSIM_EPROTO, "raycast: %zu bytes of hits_bytes for %u rays%s",
+                    len, slot->nrays, slot->omit_misses ? " (40-byte records of the hits)" : "");
     r->cli->dec_failed = SENSIM_EPROTO;
     return false;
   }
   ctx->got_hits = true;
-  return pb_read(s, (pb_byte_t*)slot->hits, want);
+  ctx->nrec = len / rec;
+  return pb_read(s, (pb_byte_t*)slot->hits, len);
+}
+
+
+// hit_mask: one bit per ray, into a buffer of the reply's own.
+static bool decode_mask(pb_istream_t* s, const pb_field_t* f, void** arg) {
+  (void)f;
+  reply_ctx_t* ctx = *arg;
+  size_t want = ((size_t)ctx->slot->nrays + 7) / 8;
+  sensim_reader_t* r = sensim_wire_reader(s);
+  if (!r) {
+    PB_RETURN_ERROR(s, "raycast: hit_mask with another wire type");
+  }
+  if (s->bytes_left != want) {
+    sensim_cli_fail(r->cli, SENSIM_EPROTO, "raycast: hit_mask has %zu bytes for %u rays, "
+                    "expected %zu", s->bytes_left, ctx->slot->nrays, want);
+    r->cli->dec_failed = SENSIM_EPROTO;
+    return false;
+  }
+  if (!ctx->mask && !(ctx->mask = malloc(want ? want : 1))) {
+    sensim_cli_fail(r->cli, SENSIM_ENOMEM, "raycast: no memory for hit_mask");
+    r->cli->dec_failed = SENSIM_ENOMEM;
+    return false;
+  }
+  return pb_read(s, ctx->mask, want);
 }
 
 
@@ -72,25 +106,53 @@ void sensim_raycast_select(sensim_v1_RaycastResult* result, void* arg) {
   }
   result->hits_bytes.funcs.decode = decode_hits;
   result->hits_bytes.arg = ctx;
+  if (ctx->slot->omit_misses) {
+    result->hit_mask.funcs.decode = decode_mask;
+    result->hit_mask.arg = ctx;
+  }
 }
 
 
-// Decode one reply into its slot from `in`; on a failure the connection is closed.
-static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t* in) {
-  reply_ctx_t ctx = {.slot = s};
-  void* saved = cli->dec;
-  pb_size_t saved_body = cli->dec_body;
-  cli->dec = &ctx;
-  cli->dec_body = sensim_v1_Envelope_raycast_result_tag;
-  sensim_status_t st = sensim_decode_envelope(cli, in);
-  cli->dec = saved;
-  cli->dec_body = saved_body;
-  if (st != SENSIM_OK) {
-    sensim_client_fail_closed(cli, st);
-    return st;
+// The reply to omit_misses checked (NULL) or why not: the mask's bits past the last ray clear
+// and one set bit per record.
+static const char* check_mask(const reply_ctx_t* ctx) {
+  uint32_t n = ctx->slot->nrays;
+  if (!ctx->mask) {
+    return "raycast: the reply has no hit_mask";
   }
+  size_t set = 0;
+  for (size_t k = 0; k < ((size_t)n + 7) / 8; k++) {
+    set += (size_t)__builtin_popcount(ctx->mask[k]);
+  }
+  if (n % 8 != 0 && (ctx->mask[n / 8] >> (n % 8)) != 0) {
+    return "raycast: hit_mask sets bits past the last ray";
+  }
+  return set == ctx->nrec ? NULL : "raycast: hit_mask sets another number of bits than "
+                                   "hits_bytes has records";
+}
 
-  // the outcome, for the wait
+
+// Spread the records at the start of hits over the rays whose mask bit is set (from the
+// last one: the j-th set bit is at a ray i >= j, so record j moves to 48 i >= 40 j, never onto
+// a record not yet moved), the others written as misses.
+static void spread_hits(sensim_hit_t* hits, uint32_t n, const uint8_t* mask, size_t nrec) {
+  const uint8_t* from = (const uint8_t*)hits;
+  const sensim_hit_t miss = {.distance = HUGE_VAL};
+  size_t j = nrec;
+  for (size_t i = n; i-- > 0;) {
+    if (mask[i / 8] >> (i % 8) & 1) {
+      j--;
+      memmove(&hits[i], from + j * MASKED_HIT_BYTES, MASKED_HIT_BYTES);
+      memset(hits[i].reserved, 0, sizeof(hits[i].reserved));
+    } else {
+      hits[i] = miss;
+    }
+  }
+}
+
+
+// The outcome of a decoded reply, for the wait: the daemon's failure, or the hits in place.
+static sensim_status_t outcome(sensim_client_t* cli, slot_t* s, const reply_ctx_t* ctx) {
   const sensim_v1_Envelope* rx = &cli->rx;
   if (rx->has_status && rx->status.code != sensim_v1_StatusCode_OK) {
     char err[CLIENT_ERROR_CAP];
@@ -108,16 +170,46 @@ static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t
   }
   s->done = true;
   s->status = SENSIM_OK;
-  if (s->nrays > 0 && !ctx.got_hits) {
+  const char* bad = NULL;
+  if (s->nrays > 0 && s->omit_misses) {
+    bad = check_mask(ctx);
+    if (!bad) {
+      spread_hits(s->hits, s->nrays, ctx->mask, ctx->nrec);
+    }
+  } else if (s->nrays > 0 && !ctx->got_hits) {
     // a daemon older than the bytes form sees no rays and answers without hits_bytes
+    bad = "raycast: the reply has no hits_bytes (a daemon older than the bytes form of the "
+          "arrays)";
+  }
+  if (bad) {
     s->status = SENSIM_EPROTO;
-    s->message = strdup("raycast: the reply has no hits_bytes (a daemon older than the bytes "
-                        "form of the arrays)");
+    s->message = strdup(bad);
     return SENSIM_OK;
   }
   s->has_serial = rx->body.raycast_result.has_world_serial;
   s->world_serial = rx->body.raycast_result.world_serial;
   return SENSIM_OK;
+}
+
+
+// Decode one reply into its slot from `in`; on a failure the connection is closed.
+static sensim_status_t decode_into(sensim_client_t* cli, slot_t* s, pb_istream_t* in) {
+  reply_ctx_t ctx = {.slot = s};
+  void* saved = cli->dec;
+  pb_size_t saved_body = cli->dec_body;
+  cli->dec = &ctx;
+  cli->dec_body = sensim_v1_Envelope_raycast_result_tag;
+  sensim_status_t st = sensim_decode_envelope(cli, in);
+  cli->dec = saved;
+  cli->dec_body = saved_body;
+  if (st != SENSIM_OK) {
+    free(ctx.mask);
+    sensim_client_fail_closed(cli, st);
+    return st;
+  }
+  st = outcome(cli, s, &ctx);
+  free(ctx.mask);
+  return st;
 }
 
 
@@ -288,6 +380,10 @@ static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r
     m->has_group_mask = true;
     m->group_mask = r->group_mask;
   }
+  if (cli->session.features & SENSIM_FEATURE_RAYCAST_HIT_MASK) {
+    m->has_omit_misses = true;   // the hits alone come back, spread over the rays on arrival
+    m->omit_misses = true;
+  }
 
   // where the body starts in the frame depends on the body's length, which the padding
   // changes by a few bytes: sized until the two agree (a length a few bytes from a varint's
@@ -304,6 +400,7 @@ static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r
     }
     sp.body_at = at;
   }
+  bool omit_misses = m->omit_misses;
   uint64_t rid;
   sensim_status_t st = sensim_queue(cli, SLOT_RAYCAST, &rid);
   if (st != SENSIM_OK) {
@@ -312,6 +409,7 @@ static sensim_status_t send_part(sensim_client_t* cli, const sensim_raycast_t* r
   slot_t* s = sensim_slot(cli, rid);
   s->hits = hits + a;
   s->nrays = (uint32_t)n;
+  s->omit_misses = omit_misses;
   if (id) {
     *id = rid;
   }

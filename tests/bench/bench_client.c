@@ -737,7 +737,12 @@ static void bench_raycast(const options_t* o, int port) {
   if (env_raycast(e, &er, ref, &msg)) {
     bench_die("env_raycast: %s", msg.text);
   }
+  track(NULL, 0);  // the bytes of the (untimed) warm-up call
   check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
+  g_io.on = 0;
+  printf("raycast: %llu bytes out, %llu back a call\n",
+         (unsigned long long)(g_io.from_caller + g_io.from_client),
+         (unsigned long long)g_io.received);
   double* tin = bench_xmalloc(sizeof(double) * o->calls);
   double* tcl = bench_xmalloc(sizeof(double) * o->calls);
   for (unsigned i = 0; i < o->calls; i++) {

@@ -287,12 +287,13 @@ typedef struct script {
   int pause_ms;
   bool deaf;
   bool answer_id;                   // patch the request's id into frame[5..] (a 1-byte varint)
+  uint64_t features;                // HelloReply.features
 } script_t;
 
 
 static void play(int fd, void* arg) {
   script_t* s = arg;
-  if (td_peer_hello(fd) == 0) {
+  if (td_peer_hello_features(fd, s->features) == 0) {
     return;
   }
   if (s->deaf) {
@@ -774,6 +775,126 @@ TEST(failures_hostile_replies_are_refused) {
   ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_EPROTO, "expected");
   sensim_client_close(cli);
   td_peer_stop(p);
+  return 0;
+}
+
+
+// The frame of a RaycastResult {hit_mask (when mask_len > 0 or with_mask), hits_bytes of
+// nrec_bytes bytes: records by hand (distance 1.5 + i, normal 0 -0 -1, object_id 100 + i, label
+// 7 i for the i-th)} into frame (its length prefix first); returns the frame's length.
+static size_t masked_reply(uint8_t* frame, const uint8_t* mask, size_t mask_len, bool with_mask,
+                           size_t nrec_bytes) {
+  static td_pb_t res, env;
+  static uint8_t recs[4096];
+  res.len = env.len = 0;
+  for (size_t k = 0; k * 40 < nrec_bytes && k * 40 + 40 <= sizeof(recs); k++) {
+    double v[4] = {1.5 + (double)k, 0.0, -0.0, -1.0};
+    uint32_t ids[2] = {100 + (uint32_t)k, 7 * (uint32_t)k};
+    memcpy(recs + 40 * k, v, 32);
+    memcpy(recs + 40 * k + 32, ids, 8);
+  }
+  td_pb_uint(&res, 7, 1);                       // world_serial
+  if (with_mask) {
+    td_pb_bytes(&res, 8, mask, mask_len);       // hit_mask
+  }
+  td_pb_bytes(&res, 5, recs, nrec_bytes);       // hits_bytes
+  td_pb_uint(&env, 1, 2);                       // patched to the request's id
+  td_pb_bytes(&env, 44, res.buf, res.len);      // raycast_result
+  uint32_t len = (uint32_t)env.len;
+  memcpy(frame, &len, 4);
+  memcpy(frame + 4, env.buf, env.len);
+  return env.len + 4;
+}
+
+
+// A raycast of 13 rays from a daemon that answers with hit_mask, its reply `frame`: the status
+// and the client's error; the hits (exactly 13 records: ASan sees a write past them) in *out.
+static sensim_status_t masked_raycast(const uint8_t* frame, size_t len, sensim_hit_t out[13],
+                                      char* err, size_t cap) {
+  script_t s = {.frame = frame, .len = len, .chunk = len, .answer_id = true,
+                .features = SENSIM_FEATURE_RAYCAST_HIT_MASK};
+  td_peer_t* p = td_peer_start(play, &s);
+  sensim_client_t* cli = p ? connect_peer(p, 5000, 0) : NULL;
+  if (!cli) {
+    td_peer_stop(p);
+    snprintf(err, cap, "no peer");
+    return SENSIM_EIO;
+  }
+  double o[39] = {0}, dir[39];
+  for (int i = 0; i < 39; i++) {
+    dir[i] = 1.0;
+  }
+  sensim_hit_t* hits = malloc(13 * sizeof(sensim_hit_t));
+  memset(hits, 0x5a, 13 * sizeof(sensim_hit_t));
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = 13;
+  r.origins = o;
+  r.directions = dir;
+  sensim_status_t st = sensim_raycast(cli, &r, hits, NULL);
+  snprintf(err, cap, "%s", sensim_client_last_error(cli));
+  memcpy(out, hits, 13 * sizeof(sensim_hit_t));
+  free(hits);
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  return st;
+}
+
+
+TEST(failures_hostile_hit_masks_are_refused) {
+  // a reply to omit_misses (13 rays: a 2-byte mask) is spread over the caller's 13 records
+  // only when it is whole: never a byte read or written past them
+  static uint8_t frame[8192];
+  sensim_hit_t hits[13];
+  char err[512];
+  static const struct {
+    uint8_t mask[3];
+    size_t mask_len;
+    bool with_mask;
+    size_t rec_bytes;
+    const char* want;
+  } bad[] = {
+      {{0x01}, 1, true, 40, "hit_mask has 1 bytes for 13 rays, expected 2"},
+      {{0x01, 0, 0}, 3, true, 40, "hit_mask has 3 bytes for 13 rays, expected 2"},
+      {{0x07, 0x00}, 2, true, 80, "hit_mask sets another number of bits"},
+      {{0x03, 0x00}, 2, true, 120, "hit_mask sets another number of bits"},
+      {{0xff, 0x1f}, 2, true, 14 * 40, "560 bytes of hits_bytes for 13 rays"},   // one too many
+      {{0xff, 0x1f}, 2, true, 16 * 40, "640 bytes of hits_bytes for 13 rays"},   // past the buffer
+      {{0x01, 0x00}, 2, true, 41, "41 bytes of hits_bytes for 13 rays"},
+      {{0x00, 0x20}, 2, true, 40, "hit_mask sets bits past the last ray"},
+      {{0}, 0, false, 0, "the reply has no hit_mask"},
+  };
+  for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+    size_t len = masked_reply(frame, bad[k].mask, bad[k].mask_len, bad[k].with_mask,
+                              bad[k].rec_bytes);
+    ASSERT_EQ(masked_raycast(frame, len, hits, err, sizeof(err)), SENSIM_EPROTO);
+    if (!td_names(err, bad[k].want)) {
+      CHECK_FAIL("case %zu: \"%s\", expected \"%s\"", k, err, bad[k].want);
+    }
+  }
+
+  // a whole one: hits at rays 0, 7, 8 and 12, the others misses (+inf, the rest 0)
+  static const uint8_t mask[2] = {0x81, 0x11};
+  size_t len = masked_reply(frame, mask, 2, true, 4 * 40);
+  ASSERT_EQ(masked_raycast(frame, len, hits, err, sizeof(err)), SENSIM_OK);
+  static const int at[4] = {0, 7, 8, 12};
+  for (int i = 0, k = 0; i < 13; i++) {
+    if (k < 4 && at[k] == i) {
+      double d[4] = {1.5 + k, 0.0, -0.0, -1.0};
+      ASSERT_TRUE(memcmp(&hits[i].distance, d, 8) == 0 && memcmp(hits[i].normal, d + 1, 24) == 0);
+      ASSERT_EQ(hits[i].object_id, 100u + (uint32_t)k);
+      ASSERT_EQ(hits[i].label, 7u * (uint32_t)k);
+      k++;
+    } else {
+      ASSERT_TRUE(isinf(hits[i].distance) && hits[i].distance > 0);
+      static const double zero[3];
+      ASSERT_TRUE(memcmp(hits[i].normal, zero, sizeof(zero)) == 0);
+      ASSERT_EQ(hits[i].object_id, 0u);
+      ASSERT_EQ(hits[i].label, 0u);
+    }
+    ASSERT_EQ(hits[i].reserved[0], 0u);
+    ASSERT_EQ(hits[i].reserved[1], 0u);
+  }
   return 0;
 }
 

@@ -747,3 +747,89 @@ TEST(raycast_one_origin_travels_once_to_a_daemon_that_takes_it) {
   }
   return 0;
 }
+
+
+// Trace r with and without Raycast.omit_misses (the session as a daemon without
+// FEATURE_RAYCAST_HIT_MASK leaves it): the same records, bit for bit, over buffers filled with
+// garbage first. Returns the hits (finite distances) or -1 when the two differ or one failed.
+static long masked_equals_full(sensim_client_t* cli, const sensim_raycast_t* r,
+                               sensim_hit_t* a, sensim_hit_t* b) {
+  sensim_session_t* s = (sensim_session_t*)sensim_client_session(cli);
+  uint64_t features = s->features;
+  memset(a, 0xab, sizeof(sensim_hit_t) * r->nrays);
+  memset(b, 0xcd, sizeof(sensim_hit_t) * r->nrays);
+  uint64_t serial[2];
+  sensim_status_t st = sensim_raycast(cli, r, a, &serial[0]);
+  s->features = features & ~(uint64_t)SENSIM_FEATURE_RAYCAST_HIT_MASK;
+  sensim_status_t st2 = sensim_raycast(cli, r, b, &serial[1]);
+  s->features = features;
+  if (st != SENSIM_OK || st2 != SENSIM_OK || serial[0] != serial[1] ||
+      memcmp(a, b, sizeof(sensim_hit_t) * r->nrays) != 0) {
+    return -1;
+  }
+  long hits = 0;
+  for (uint32_t i = 0; i < r->nrays; i++) {
+    hits += isfinite(a[i].distance);
+  }
+  return hits;
+}
+
+
+TEST(raycast_hit_mask_equals_the_full_form_bit_for_bit) {
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, NULL));
+  sensim_client_t* cli = td_connect(&d, "hit_mask");
+  ASSERT_TRUE(cli != NULL);
+  ASSERT_TRUE((sensim_client_session(cli)->features & SENSIM_FEATURE_RAYCAST_HIT_MASK) != 0);
+  ASSERT_OK_ST(cli, td_box(cli, 2, 2, 3, 4, 8, -5, 2, 2));
+  ASSERT_OK_ST(cli, td_sphere(cli, 3, 1.5, -6, 6, -3, 3));
+
+  // rays from the origin over the sphere of directions, some hitting the box or the sphere:
+  // counts not a multiple of 8, and 50,001 in parts
+  uint32_t nmax = 50001;
+  double* org = malloc(3 * sizeof(double) * nmax);
+  double* dir = malloc(3 * sizeof(double) * nmax);
+  sensim_hit_t* a = malloc(sizeof(sensim_hit_t) * nmax);
+  sensim_hit_t* b = malloc(sizeof(sensim_hit_t) * nmax);
+  ASSERT_TRUE(org && dir && a && b);
+  static const uint32_t counts[] = {1, 7, 13, 1001, 50001};
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.origins = org;
+  r.directions = dir;
+  for (size_t k = 0; k < sizeof(counts) / sizeof(counts[0]); k++) {
+    r.nrays = counts[k];
+    spiral(r.nrays, org, dir);
+    long hits = masked_equals_full(cli, &r, a, b);
+    ASSERT_TRUE(hits >= 0);
+    if (r.nrays > 1000) {
+      ASSERT_TRUE(hits > 50 && hits < (long)r.nrays / 2);   // some of each
+    }
+  }
+
+  // all misses (nothing within 1 mm), then all hits (a sphere around everything)
+  r.nrays = 50001;
+  r.max_range = 1e-3;
+  ASSERT_EQ(masked_equals_full(cli, &r, a, b), 0);
+  ASSERT_TRUE(isinf(a[0].distance) && a[0].object_id == 0);
+  r.max_range = 0.0;
+  ASSERT_OK_ST(cli, td_sphere(cli, 1, 30.0, 0, 0, 0, 1));
+  ASSERT_EQ(masked_equals_full(cli, &r, a, b), 50001);
+  r.nrays = 13;
+  ASSERT_EQ(masked_equals_full(cli, &r, a, b), 13);
+  // truth: from the origin every ray leaves the big sphere at 30 m, unless it met the box or
+  // the small sphere first
+  for (uint32_t i = 0; i < 13; i++) {
+    ASSERT_TRUE(a[i].distance <= 30.0 + 1e-6);
+    if (a[i].object_id == 1) {
+      ASSERT_NEAR(a[i].distance, 30.0, 1e-4);
+    }
+  }
+  free(org);
+  free(dir);
+  free(a);
+  free(b);
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}

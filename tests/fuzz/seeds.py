@@ -148,8 +148,8 @@ def move(s: Stream, t: float, as_bytes: bool, n: int = 2) -> Stream:
 
 
 def raycasts(s: Stream, t1: float) -> Stream:
-    """Three raycasts after the step to t1 (the interval is then the instant t1): the packed
-    arrays, their bytes form, one origin for every ray."""
+    """Four raycasts after the step to t1 (the interval is then the instant t1): the packed
+    arrays, their bytes form, one origin for every ray, and the hits alone asked for."""
     s.add(raycast=pb.Raycast(origins=[0, 0, 1, 0, 0, 1], directions=[1, 0, 0, 0, 1, -0.1],
                              max_range=100, times=[t1]))
     s.add(raycast=pb.Raycast(origins_bytes=struct.pack("<6d", 0, 0, 2, 1, 1, 2),
@@ -158,6 +158,8 @@ def raycasts(s: Stream, t1: float) -> Stream:
                              group_mask=0xFFFFFFF7))
     s.add(raycast=pb.Raycast(origin=pb.Vec3(x=0.5, y=-1, z=2),
                              directions_bytes=struct.pack("<6d", 1, 0, -0.2, 0, -1, 0)))
+    s.add(raycast=pb.Raycast(origins=[0, 0, 1, 0, 0, 1], directions=[1, 0, 0, 0, 1, -0.1],
+                             omit_misses=True))
     return s
 
 
@@ -315,6 +317,14 @@ def client_seeds(codec_dir: pathlib.Path) -> dict[str, bytes]:
                     for d, obj in ((2.5, 3), (inf, 0), (0.5, 1), (inf, 0)))
     raycast = frame(pb.Envelope(id=4, status=ok, raycast_result=pb.RaycastResult(
         padding=b"\0" * 3, hits_bytes=hits, world_serial=9)))
+    # the same hits to a client that asked for them alone (HelloReply.features: hit_mask)
+    masked_hello = frame(pb.Envelope(id=1, status=ok, hello_reply=pb.HelloReply(
+        protocol_version=1, server_version="0.1.0", session_id=1, environment="fuzz",
+        threads=2, limits=limits,
+        features=pb.FEATURE_RAYCAST_ORIGIN | pb.FEATURE_RAYCAST_HIT_MASK)))
+    masked = frame(pb.Envelope(id=4, status=ok, raycast_result=pb.RaycastResult(
+        world_serial=9, hit_mask=bytes([0b0101]), padding=b"\0" * 5,
+        hits_bytes=hits[:40] + hits[96:136])))
     subscribed = frame(pb.Envelope(id=6, status=ok))
 
     clouds = codec_clouds(codec_dir)
@@ -353,6 +363,7 @@ def client_seeds(codec_dir: pathlib.Path) -> dict[str, bytes]:
         "step_parts": calls + step(parts, []) + rest,
         "pushed": hello + push(1, imu) + info(2) + push(2, scalar) + stale + pong +
         push(3, cone) + raycast + step([cloud], []) + pushed + rest + ended,
+        "hit_mask": masked_hello + info(2) + pong + masked + step([], [imu]) + rest,
         "refused": refused,
         "unauthenticated": frame(pb.Envelope(id=1, status=pb.Status(
             code=pb.UNAUTHENTICATED, message="bad token"))),

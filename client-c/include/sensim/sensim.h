@@ -223,6 +223,7 @@ typedef struct sensim_session {
 
 // Bits of sensim_session_t.features (HelloReply.features).
 #define SENSIM_FEATURE_RAYCAST_ORIGIN 1u   // Raycast.origin: one origin sent for every ray
+#define SENSIM_FEATURE_RAYCAST_HIT_MASK 2u // Raycast.omit_misses: replies without the misses
 
 // Return the handshake's outcome (fields zero and strings "" before it completed).
 // Ownership: owned by the handle; valid until sensim_client_close.
@@ -1137,6 +1138,10 @@ SENSIM_API void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size);
 // or part all equal, bit for bit) send it once (Raycast.origin, 24 bytes a ray fewer) to a
 // daemon with SENSIM_FEATURE_RAYCAST_ORIGIN; the hits are the same bit for bit. An older
 // daemon gets the origin once per ray. A ray refused for its origin is then named `origin`.
+// Misses left out: a daemon with SENSIM_FEATURE_RAYCAST_HIT_MASK is asked for the hits alone
+// (Raycast.omit_misses: a hit mask and 40-byte records), received into the start of `hits`
+// and spread over their rays in place, the misses written as distance +inf and the other
+// fields 0: `hits` holds the same records, bit for bit, as from an older daemon.
 SENSIM_API sensim_status_t sensim_raycast(sensim_client_t* cli, const sensim_raycast_t* rays,
                                           sensim_hit_t* hits, uint64_t* world_serial);
 

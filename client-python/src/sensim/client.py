@@ -44,6 +44,13 @@ RAYCAST_DTYPE = np.dtype({
     "offsets": [0, 8, 32, 36],                        # the ray, 0 on a miss; 0 on a miss; label
     "itemsize": 48,
 })
+# A hit's record in the reply to Raycast.omit_misses (RaycastResult.hit_mask): the first 40
+# bytes of RAYCAST_DTYPE's, without the reserved ones.
+_MASKED_HIT_BYTES = 40
+# A miss as RAYCAST_DTYPE bytes: distance +inf, every other byte zero.
+_MISS_ROW = np.zeros(1, dtype=RAYCAST_DTYPE)
+_MISS_ROW["distances"] = np.inf
+_MISS_ROW = _MISS_ROW.view(np.uint8)
 
 _ROLES = {"controller": pb.ROLE_CONTROLLER, "observer": pb.ROLE_OBSERVER}
 _RETENTIONS = {"default": pb.RETENTION_DEFAULT, "destroy": pb.RETENTION_DESTROY,
@@ -224,9 +231,40 @@ PIPELINE_RAYS = 1 << 15
 PIPELINE_WINDOW = 4
 
 
-def raycast_hits(result: Any, n: int) -> np.recarray:
+def spread_hits(mask: bytes, records: Any, n: int) -> np.recarray:
+    """The n RAYCAST_DTYPE records of a reply to Raycast.omit_misses: hit_mask (ray i at bit
+    i % 8 of byte i / 8) and the 40-byte records of the set bits in ray order (any buffer),
+    the others misses (distance +inf, every other byte 0). Refused (ProtocolError, naming the
+    field) unless the mask has ceil(n / 8) bytes, no bit past the last ray and one bit per
+    record."""
+    if len(mask) != (n + 7) // 8:
+        raise errors.ProtocolError(
+            f"raycast: hit_mask has {len(mask)} bytes for {n} rays, expected {(n + 7) // 8}")
+    bits = np.unpackbits(np.frombuffer(mask, dtype=np.uint8), bitorder="little")
+    if bits[n:].any():
+        raise errors.ProtocolError("raycast: hit_mask sets bits past the last ray")
+    hit = bits[:n].view(bool)
+    raw = np.frombuffer(records, dtype=np.uint8)
+    count = int(np.count_nonzero(hit))
+    if len(raw) != count * _MASKED_HIT_BYTES:
+        raise errors.ProtocolError(
+            f"raycast: hits_bytes has {len(raw)} bytes but hit_mask sets {count} bits "
+            f"({_MASKED_HIT_BYTES} bytes a hit)")
+    out = np.empty(n, dtype=RAYCAST_DTYPE)
+    rows = out.view(np.uint8).reshape(n, RAYCAST_DTYPE.itemsize)
+    rows[:] = _MISS_ROW
+    rows[hit, :_MASKED_HIT_BYTES] = raw.reshape(count, _MASKED_HIT_BYTES)
+    return out.view(np.recarray)
+
+
+def raycast_hits(result: Any, n: int, omit_misses: bool = False) -> np.recarray:
     """The hits of a RaycastResult for n rays as a RAYCAST_DTYPE record array (a copy):
-    from hits_bytes, or from the four packed arrays of the old form."""
+    from hit_mask and hits_bytes when the request had omit_misses (spread_hits), from
+    hits_bytes, or from the four packed arrays of the old form."""
+    if omit_misses:
+        if not result.HasField("hit_mask"):
+            raise errors.ProtocolError("raycast: the reply to omit_misses has no hit_mask")
+        return spread_hits(result.hit_mask, result.hits_bytes, n)
     if result.HasField("hits_bytes"):
         data = result.hits_bytes
         if len(data) != n * RAYCAST_DTYPE.itemsize:
@@ -1635,7 +1673,9 @@ class Client:
         The arrays may be anything array-like (broadcast, sliced, Fortran-ordered, big-endian,
         any integer or float type); each is converted once to the little-endian float64 it
         travels as (an array that already is one is sent from its own memory), and a result is
-        seen in the memory it was received into (no copy). From PIPELINE_MIN_RAYS rays on,
+        seen in the memory it was received into (no copy), or, from a daemon with
+        pb.FEATURE_RAYCAST_HIT_MASK, asked for the hits alone (Raycast.omit_misses), spread
+        into a new array: the same records, bit for bit. From PIPELINE_MIN_RAYS rays on,
         when they would fit in one request (the daemon's max_frame_bytes), the rays go as
         several requests sent back to back (PIPELINE_WINDOW in flight), whose replies must
         report one `world_serial` (no request changed the environment in between); otherwise,
@@ -1650,6 +1690,8 @@ class Client:
                          exclude_bodies=_ids(exclude_bodies, "exclude_bodies").tolist())
         if group_mask:
             msg.group_mask = int(group_mask)
+        if self.features & pb.FEATURE_RAYCAST_HIT_MASK:
+            msg.omit_misses = True  # the hits alone come back, spread over the rays here
         o = self._one_origin(msg, o, len(d))
         limit = self.limits.max_frame_bytes if self.limits is not None else 0
         whole = (0 if o is None else o.nbytes) + d.nbytes + (0 if t is None else t.nbytes)
@@ -1687,10 +1729,12 @@ class Client:
             arrays.append(("times_bytes", t if len(t) <= 1 else t[a:b]))
         return self._send_bulk("raycast", msg, arrays, "padding")
 
-    def _raycast_reply(self, request_id: int, n: int, check: bool = True) -> tuple[Any, Any]:
+    def _raycast_reply(self, request_id: int, n: int, check: bool = True,
+                       omit_misses: bool = False) -> tuple[Any, Any]:
         """Wait for the reply to a raycast of n rays: (Envelope, the hits as a record array
-        seen in the frame they arrived in, or copied from the parsed reply); (Envelope, None)
-        for a failed request when not check."""
+        seen in the frame they arrived in, or copied from the parsed reply, or with
+        omit_misses spread from the hits over a new array); (Envelope, None) for a failed
+        request when not check."""
         self._large_frame = None
         env = self._wait_reply(request_id, check=check, in_place=_HITS_PATH)
         if env.HasField("status") and env.status.code != pb.OK:
@@ -1699,6 +1743,13 @@ class Client:
             raise errors.ProtocolError(
                 f"raycast: expected a raycast_result reply, got {env.WhichOneof('body')}")
         frame, self._large_frame = self._large_frame, None
+        if omit_misses:
+            if frame is not None and frame[0] == env.id:
+                at = _framing.find_field(frame[1], _HITS_PATH)
+                if at is not None:
+                    return env, spread_hits(env.raycast_result.hit_mask,
+                                            memoryview(frame[1])[at[0]:at[0] + at[1]], n)
+            return env, raycast_hits(env.raycast_result, n, omit_misses=True)
         if frame is not None and frame[0] == env.id:
             # the records inside the frame they arrived in (parsed without them): no copy
             at = _framing.find_field(frame[1], _HITS_PATH)
@@ -1714,7 +1765,7 @@ class Client:
                      msg: Any) -> np.recarray:
         """The raycast as one request."""
         rid = self._send_rays(msg, o, d, t, 0, len(d))
-        return self._raycast_reply(rid, len(d))[1]
+        return self._raycast_reply(rid, len(d), omit_misses=msg.omit_misses)[1]
 
     def _raycast_pipelined(self, o: np.ndarray | None, d: np.ndarray, t: np.ndarray | None,
                            msg: Any) -> np.recarray | None:
@@ -1742,7 +1793,8 @@ class Client:
                 send_next()
             while i < len(ids):
                 reading = True
-                env, hits = self._raycast_reply(ids[i], bounds[i + 1] - bounds[i], check=False)
+                env, hits = self._raycast_reply(ids[i], bounds[i + 1] - bounds[i], check=False,
+                                                omit_misses=msg.omit_misses)
                 reading = False
                 result = env.raycast_result if hits is not None else None
                 if result is not None and not result.HasField("world_serial"):

@@ -680,11 +680,15 @@ class ShardedClient:
             msg.group_mask = int(group_mask)
         bounds = [n * i // k for i in range(k + 1)]
         ids: dict[int, int] = {}
+        masked: dict[int, bool] = {}
         failures: dict[int, errors.SensimError] = {}
         for i, s in enumerate(self.shards):
             try:
                 part = pb.Raycast()
                 part.CopyFrom(msg)   # with the origin once when this shard takes it
+                # and the hits alone back when it answers so (Client.raycast)
+                part.omit_misses = bool(s.features & pb.FEATURE_RAYCAST_HIT_MASK)
+                masked[i] = part.omit_misses
                 ids[i] = s._send_rays(part, s._one_origin(part, o, n), d, t, bounds[i],
                                       bounds[i + 1])
             except errors.SensimError as exc:
@@ -700,7 +704,7 @@ class ShardedClient:
                 continue
             s.timeout, saved = _remaining(deadline), s.timeout  # the shared deadline
             try:
-                _, hits = s._raycast_reply(rid, bounds[i + 1] - bounds[i])
+                _, hits = s._raycast_reply(rid, bounds[i + 1] - bounds[i], omit_misses=masked[i])
                 raw[bounds[i] * size:bounds[i + 1] * size] = np.asarray(hits).view(np.uint8)
             except errors.SensimError as exc:
                 failures[i] = exc

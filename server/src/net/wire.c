@@ -822,7 +822,8 @@ int wire_encode_hello_reply(uint64_t id, const wire_hello_reply_t* h, uint8_t** 
   rep.threads = h->threads;
   // the forms this decoder takes beyond the first protocol (wire_env.c)
   rep.has_features = 1;
-  rep.features = SENSIM__V1__FEATURE__FEATURE_RAYCAST_ORIGIN;
+  rep.features = SENSIM__V1__FEATURE__FEATURE_RAYCAST_ORIGIN |
+                 SENSIM__V1__FEATURE__FEATURE_RAYCAST_HIT_MASK;
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_HELLO_REPLY;
   env.hello_reply = &rep;

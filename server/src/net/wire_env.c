@@ -663,15 +663,22 @@ void wire_step_free(wire_step_t* s) {
    offsetof(scene_hit_t, label) == 36 && sizeof(((scene_hit_t*)0)->label) == 4)
 
 
+// The first 40 bytes of a hit's record (those the reply to omit_misses sends): distance,
+// normal, object_id, label.
+static void put_hit(const scene_hit_t* h, uint8_t* rec) {
+  double distance = h->distance;
+  double normal[3] = {h->normal[0], h->normal[1], h->normal[2]};
+  uint32_t ids[2] = {h->object_id, h->label};
+  memcpy(rec, &distance, 8);
+  memcpy(rec + 8, normal, 24);
+  memcpy(rec + 32, ids, 8);
+}
+
+
 void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out) {
   for (size_t i = 0; i < n; i++) {
     uint8_t* rec = out + i * WIRE_HIT_RECORD_BYTES;
-    double distance = hits[i].distance;
-    double normal[3] = {hits[i].normal[0], hits[i].normal[1], hits[i].normal[2]};
-    uint32_t ids[2] = {hits[i].object_id, hits[i].label};
-    memcpy(rec, &distance, 8);
-    memcpy(rec + 8, normal, 24);
-    memcpy(rec + 32, ids, 8);
+    put_hit(&hits[i], rec);
     memset(rec + 40, 0, 8);
   }
 }
@@ -727,14 +734,15 @@ static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
 }
 
 
-// Allocate the whole reply to a bytes-form raycast of n rays: the Envelope's id and status OK,
-// then raycast_result = {world_serial, padding, hits_bytes}, with padding chosen so that the
-// records start at a multiple of 8 from the start of the buffer (which malloc aligns). Protocol
-// buffers read fields in any order, so this is the Envelope protobuf-c would write with those
-// fields set.
-// *records points into the reply; its n records are left to the caller.
-static int reply_alloc(uint64_t id, size_t n, uint64_t serial, ray_result_t* res,
-                       uint8_t** records, err_msg_t* msg) {
+// Allocate the whole reply to a bytes-form raycast: the Envelope's id and status OK, then
+// raycast_result = {world_serial, [hit_mask,] padding, hits_bytes}, hits_bytes of nbytes, with
+// padding chosen so that the records start at a multiple of 8 from the start of the buffer
+// (which malloc aligns). Protocol buffers read fields in any order, so this is the Envelope
+// protobuf-c would write with those fields set. hit_mask (mask_len bytes) is sent when mask is
+// not NULL.
+// *records (and *mask) point into the reply; their bytes are left to the caller.
+static int reply_alloc(uint64_t id, size_t nbytes, uint64_t serial, ray_result_t* res,
+                       uint8_t** records, uint8_t** mask, size_t mask_len, err_msg_t* msg) {
   uint8_t* head;
   size_t head_len;
   Sensim__V1__Envelope bare = SENSIM__V1__ENVELOPE__INIT;
@@ -744,15 +752,17 @@ static int reply_alloc(uint64_t id, size_t n, uint64_t serial, ray_result_t* res
   const uint64_t t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
   const uint64_t t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
   const uint64_t t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
+  const uint64_t t_mask = len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask");
   const uint64_t t_serial = (uint64_t)protobuf_c_message_descriptor_get_field_by_name(
                                 &sensim__v1__raycast_result__descriptor, "world_serial")
                                 ->id
                             << 3;  // a varint
   const size_t serial_len = varint_len(t_serial) + varint_len(serial);
-  size_t nbytes = n * WIRE_HIT_RECORD_BYTES, pad = 0, inner = 0, at = 0;
+  const size_t mask_field = mask ? varint_len(t_mask) + varint_len(mask_len) + mask_len : 0;
+  size_t pad = 0, inner = 0, at = 0;
   for (; pad < 16; pad++) {
-    inner = serial_len + varint_len(t_pad) + varint_len(pad) + pad + varint_len(t_hits) +
-            varint_len(nbytes);
+    inner = serial_len + mask_field + varint_len(t_pad) + varint_len(pad) + pad +
+            varint_len(t_hits) + varint_len(nbytes);
     at = head_len + varint_len(t_result) + varint_len(inner + nbytes) + inner;
     if (at % 8 == 0) {
       break;
@@ -762,7 +772,7 @@ static int reply_alloc(uint64_t id, size_t n, uint64_t serial, ray_result_t* res
   res->payload = mem_alloc(res->payload_len);
   if (!res->payload) {
     mem_free(head);
-    return err_set(msg, ERR_NOMEM, "out of memory for %zu results", n);
+    return err_set(msg, ERR_NOMEM, "out of memory for a reply of %zu bytes", res->payload_len);
   }
   uint8_t* p = res->payload;
   memcpy(p, head, head_len);
@@ -772,6 +782,12 @@ static int reply_alloc(uint64_t id, size_t n, uint64_t serial, ray_result_t* res
   p = put_varint(p, inner + nbytes);
   p = put_varint(p, t_serial);
   p = put_varint(p, serial);
+  if (mask) {
+    p = put_varint(p, t_mask);
+    p = put_varint(p, mask_len);
+    *mask = p;
+    p += mask_len;
+  }
   p = put_varint(p, t_pad);
   p = put_varint(p, pad);
   memset(p, 0, pad);
@@ -789,7 +805,8 @@ static int trace_to_records(const wire_request_t* req, env_t* e, const env_rayca
                             ray_result_t* res, err_msg_t* msg) {
   size_t n = r->nray;
   uint8_t* rec = NULL;
-  int rc = reply_alloc(wire_id(req), n, env_changes(e), res, &rec, msg);
+  int rc = reply_alloc(wire_id(req), n * WIRE_HIT_RECORD_BYTES, env_changes(e), res, &rec,
+                       NULL, 0, msg);
   if (rc) {
     return rc;
   }
@@ -805,6 +822,57 @@ static int trace_to_records(const wire_request_t* req, env_t* e, const env_rayca
   rc = env_raycast(e, r, res->hits, msg);
   if (!rc) {
     wire_hit_records(res->hits, n, rec);
+  }
+  return rc;
+}
+
+
+// Whether a hit is the miss record bit for bit (distance +inf, normal, object_id and label 0):
+// what RaycastResult.hit_mask leaves out. Anything else (a -0 normal too) is sent, so that the
+// client's expansion gives back the same records.
+static bool is_miss(const scene_hit_t* h) {
+  static const double inf = INFINITY;
+  static const double zero3[3] = {0.0, 0.0, 0.0};
+  return memcmp(&h->distance, &inf, sizeof(inf)) == 0 &&
+         memcmp(h->normal, zero3, sizeof(zero3)) == 0 && h->object_id == 0 && h->label == 0;
+}
+
+
+void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uint8_t* out) {
+  memset(mask, 0, (n + 7) / 8);
+  for (size_t i = 0; i < n; i++) {
+    if (is_miss(&hits[i])) {
+      continue;
+    }
+    mask[i / 8] |= (uint8_t)(1u << (i % 8));
+    put_hit(&hits[i], out);
+    out += WIRE_HIT_MASKED_RECORD_BYTES;
+  }
+}
+
+
+// The reply to a request with omit_misses: traced into the core's hits, then the hit mask and
+// the hits' records alone written into the reply, sized once the hits are counted.
+static int trace_omitting_misses(const wire_request_t* req, env_t* e, const env_raycast_t* r,
+                                 ray_result_t* res, err_msg_t* msg) {
+  size_t n = r->nray;
+  res->hits = mem_alloc((n ? n : 1) * sizeof(*res->hits));
+  if (!res->hits) {
+    return err_set(msg, ERR_NOMEM, "out of memory for %zu rays", n);
+  }
+  int rc = env_raycast(e, r, res->hits, msg);
+  if (rc) {
+    return rc;
+  }
+  size_t nhit = 0;
+  for (size_t i = 0; i < n; i++) {
+    nhit += !is_miss(&res->hits[i]);
+  }
+  uint8_t *rec, *mask;
+  rc = reply_alloc(wire_id(req), nhit * WIRE_HIT_MASKED_RECORD_BYTES, env_changes(e), res, &rec,
+                   &mask, (n + 7) / 8, msg);
+  if (!rc) {
+    wire_hit_mask_records(res->hits, n, mask, rec);
   }
   return rc;
 }
@@ -893,8 +961,9 @@ static int trace(const wire_request_t* req, const Sensim__V1__Raycast* m, env_t*
   r.nexclude_body = (uint32_t)m->n_exclude_bodies;
   r.group_mask = m->has_group_mask ? m->group_mask : 0;
   wire_get_cancel(req, &r.cancelled, &r.cancel_ctx);
-  if (b[0].bytes || b[1].bytes || b[2].bytes) {
-    int rc = trace_to_records(req, e, &r, res, &o->msg);
+  if (m->omit_misses || b[0].bytes || b[1].bytes || b[2].bytes) {
+    int rc = m->omit_misses ? trace_omitting_misses(req, e, &r, res, &o->msg)
+                            : trace_to_records(req, e, &r, res, &o->msg);
     if (rc) {
       mem_free(res->payload);
       res->payload = NULL;

@@ -36,5 +36,11 @@ int wire_pack_reply(uint64_t id, int code, const char* message, Sensim__V1__Enve
 
 // Write n hits as hits_bytes records into out (n * WIRE_HIT_RECORD_BYTES bytes).
 void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out);
+// A hit's record in the reply to Raycast.omit_misses: the 48-byte one without its reserved bytes.
+#define WIRE_HIT_MASKED_RECORD_BYTES 40u
+// Write RaycastResult.hit_mask of n hits into mask ((n + 7) / 8 bytes, ray i at bit i % 8 of
+// byte i / 8) and the records of the hits that are not the miss record, in ray order, into out
+// (WIRE_HIT_MASKED_RECORD_BYTES each).
+void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uint8_t* out);
 
 #endif  // SENSIM_NET_WIRE_PB_H_

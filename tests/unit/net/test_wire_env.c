@@ -1422,6 +1422,43 @@ TEST(wire_hit_records_lay_out_distance_normal_ids_and_zero_reserved_bytes) {
 }
 
 
+TEST(wire_hit_mask_records_leave_out_exactly_the_miss_records) {
+  // 11 rays (the mask's second byte half used): misses but for rays 0, 3, 8 and 10, where 3,
+  // 8 and 10 differ from the miss record by a single field: a -0 normal, a label, a distance
+  scene_hit_t hits[11];
+  for (int i = 0; i < 11; i++) {
+    memset(&hits[i], 0xA5, sizeof(hits[i]));   // padding and primitive must not matter
+    hits[i].distance = INFINITY;
+    memset(hits[i].normal, 0, sizeof(hits[i].normal));
+    hits[i].object_id = 0;
+    hits[i].label = 0;
+  }
+  hits[0].distance = 12.5;
+  hits[0].normal[2] = 1.0;
+  hits[0].object_id = 0x01020304u;
+  hits[0].label = 9;
+  hits[3].normal[1] = -0.0;
+  hits[8].label = 5;
+  hits[10].distance = 1e300;
+  uint8_t mask[3], out[5 * WIRE_HIT_MASKED_RECORD_BYTES];
+  memset(mask, 0xEE, sizeof(mask));
+  memset(out, 0xEE, sizeof(out));
+  wire_hit_mask_records(hits, 11, mask, out);
+  ASSERT_EQ(mask[0], 0x09);                 // rays 0 and 3, least significant bit first
+  ASSERT_EQ(mask[1], 0x05);                 // rays 8 and 10; bits 11 to 15 zero
+  ASSERT_EQ(mask[2], 0xEE);                 // ceil(11 / 8) = 2 bytes written, no more
+  uint8_t full[11 * WIRE_HIT_RECORD_BYTES];
+  wire_hit_records(hits, 11, full);
+  static const int at[4] = {0, 3, 8, 10};
+  for (int k = 0; k < 4; k++) {
+    ASSERT_MEM_EQ(out + k * WIRE_HIT_MASKED_RECORD_BYTES, full + at[k] * WIRE_HIT_RECORD_BYTES,
+                  WIRE_HIT_MASKED_RECORD_BYTES);
+  }
+  ASSERT_EQ(out[4 * WIRE_HIT_MASKED_RECORD_BYTES], 0xEE);   // four records, no more
+  return 0;
+}
+
+
 // Varint at *p (below end); advances *p. Returns -1 when it runs past end.
 static int read_varint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
   *v = 0;
