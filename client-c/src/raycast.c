@@ -168,8 +168,6 @@ static sensim_status_t outcome(sensim_client_t* cli, slot_t* s, const reply_ctx_
     sensim_client_fail_closed(cli, SENSIM_EPROTO);
     return SENSIM_EPROTO;
   }
-  s->done = true;
-  s->status = SENSIM_OK;
   const char* bad = NULL;
   if (s->nrays > 0 && s->omit_misses) {
     bad = check_mask(ctx);
@@ -182,10 +180,14 @@ static sensim_status_t outcome(sensim_client_t* cli, slot_t* s, const reply_ctx_
           "arrays)";
   }
   if (bad) {
-    s->status = SENSIM_EPROTO;
-    s->message = strdup(bad);
-    return SENSIM_OK;
+    // the frame was whole but its hits are not: a daemon that broke the protocol, the
+    // connection closed as for any other EPROTO (what the caller's buffer holds is not hits)
+    sensim_cli_fail(cli, SENSIM_EPROTO, "%s", bad);
+    sensim_client_fail_closed(cli, SENSIM_EPROTO);
+    return SENSIM_EPROTO;
   }
+  s->done = true;
+  s->status = SENSIM_OK;
   s->has_serial = rx->body.raycast_result.has_world_serial;
   s->world_serial = rx->body.raycast_result.world_serial;
   return SENSIM_OK;

@@ -3,7 +3,8 @@
 // framing, client.c's reply matching and status mapping, info.c, raycast.c, step.c, data.c
 // (a step's reply read by hand through cursor.h, its other frames by nanopb) and decode.c),
 // through its public API: a thread of this program plays the daemon on a
-// loopback port and sends the input's stream, then closes its side; the client connects
+// loopback port and sends the input's stream, each reply once its request came (serve), then
+// closes its side; the client connects
 // (Hello) and makes one call of every reply type it decodes:
 //   id 1 Hello, 2 GetInfo, 3 Ping "fuzz", 4 Raycast of 4 rays (hits into the caller's buffer),
 //   5 Step (outputs, and parts sent ahead), 6 Subscribe (a status alone), 7 GetInfo,
@@ -30,11 +31,15 @@
 // This target follows the C client's entry points (client-c/include/sensim/sensim.h); it must
 // follow the client when its API changes.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "fuzz.h"
@@ -47,6 +52,7 @@
 
 static int g_listen = -1;
 static uint16_t g_port;
+static pid_t g_client_tid;  // the thread making the client's calls
 
 typedef struct feed {
   const uint8_t* data;
@@ -71,8 +77,92 @@ int LLVMFuzzerInitialize(int* argc, char*** argv) {
 }
 
 
-// The daemon's side of one connection: send the stream, close the sending side, then take
-// whatever the client sends until it closes.
+// The requests the client has sent so far, read as they come: only the highest Envelope id
+// matters (the client numbers its requests 1, 2, 3, ...).
+typedef struct requests {
+  int fd;
+  uint8_t buf[4096];                // the unread start of the client's stream
+  size_t have;
+  uint64_t skip;                    // bytes of the current frame still to pass over
+  uint64_t max_id;
+  bool closed;
+} requests_t;
+
+// The Envelope id a frame starts with (field 1, a varint, written first by every encoder of
+// the project), or 0 when the bytes do not start that way.
+static uint64_t envelope_id(const uint8_t* p, size_t n) {
+  if (n < 2 || p[0] != 0x08) {
+    return 0;
+  }
+  uint64_t id = 0;
+  for (size_t i = 1; i < n && i <= 10; i++) {
+    id |= (uint64_t)(p[i] & 0x7f) << (7 * (i - 1));
+    if (!(p[i] & 0x80)) {
+      return id;
+    }
+  }
+  return 0;
+}
+
+// Take what the client sent within timeout_ms: false when nothing came or it closed.
+static bool read_requests(requests_t* r, int timeout_ms) {
+  struct pollfd p = {.fd = r->fd, .events = POLLIN, .revents = 0};
+  if (r->closed || poll(&p, 1, timeout_ms) != 1) {
+    return false;
+  }
+  ssize_t n = recv(r->fd, r->buf + r->have, sizeof(r->buf) - r->have, 0);
+  if (n <= 0) {
+    r->closed = true;
+    return false;
+  }
+  r->have += (size_t)n;
+  size_t o = 0;
+  for (;;) {
+    uint64_t k = r->have - o < r->skip ? r->have - o : r->skip;
+    o += (size_t)k;
+    r->skip -= k;
+    if (r->skip > 0 || r->have - o < 4) {
+      break;
+    }
+    uint32_t len = (uint32_t)r->buf[o] | (uint32_t)r->buf[o + 1] << 8 |
+                   (uint32_t)r->buf[o + 2] << 16 | (uint32_t)r->buf[o + 3] << 24;
+    size_t head = len < 11 ? len : 11;  // a key and a varint of at most ten bytes
+    if (r->have - o < 4 + head) {
+      break;
+    }
+    uint64_t id = envelope_id(r->buf + o + 4, head);
+    r->max_id = id > r->max_id ? id : r->max_id;
+    o += 4;
+    r->skip = len;
+  }
+  memmove(r->buf, r->buf + o, r->have - o);
+  r->have -= o;
+  return true;
+}
+
+// Whether the client's thread sleeps: in this program it sleeps only waiting for the daemon's
+// bytes (its recv or poll), so it will send nothing more until some come.
+static bool client_waits(void) {
+  char path[64];
+  char stat[256];
+  snprintf(path, sizeof(path), "/proc/self/task/%d/stat", (int)g_client_tid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  FUZZ_ASSERT(fd >= 0, "open %s", path);
+  ssize_t n = read(fd, stat, sizeof(stat) - 1);
+  close(fd);
+  FUZZ_ASSERT(n > 0, "read %s", path);
+  stat[n] = '\0';
+  const char* end = strrchr(stat, ')');  // "tid (name) state ..."
+  return end != NULL && end[1] == ' ' && (end[2] == 'S' || end[2] == 'D');
+}
+
+// The daemon's side of one connection, paced as a daemon answers: a frame with Envelope id k > 0
+// is sent once the client has sent its request k (pushed frames, id 0, and frames that do not
+// parse go at once), or once the client waits without having sent it (for a reply the stream
+// has later or not at all), so replies out of order and replies nobody asked for still reach
+// it, the same way on every run. Then the sending side is closed and whatever the client sends is taken until
+// it closes. (Sent all at once, the replies came before their requests and the client dropped
+// them as answering nothing: its decoders were never reached.)
 static void* serve(void* arg) {
   const feed_t* f = arg;
   struct pollfd p = {.fd = g_listen, .events = POLLIN, .revents = 0};
@@ -83,17 +173,39 @@ static void* serve(void* arg) {
   if (fd < 0) {
     return NULL;
   }
+  static requests_t req;  // one connection at a time
+  memset(&req, 0, sizeof(req));
+  req.fd = fd;
   size_t sent = 0;
-  while (sent < f->size) {
-    ssize_t n = send(fd, f->data + sent, f->size - sent, MSG_NOSIGNAL);
-    if (n <= 0) {
-      break;  // the client closed: it stopped reading
+  bool open = true;
+  while (open && sent < f->size) {
+    size_t end = f->size;
+    uint64_t id = 0;
+    if (f->size - sent >= 4) {
+      const uint8_t* h = f->data + sent;
+      uint64_t len = (uint64_t)h[0] | (uint64_t)h[1] << 8 | (uint64_t)h[2] << 16 |
+                     (uint64_t)h[3] << 24;
+      if (len <= f->size - sent - 4) {
+        end = sent + 4 + (size_t)len;
+      }
+      id = envelope_id(h + 4, end - sent - 4);
     }
-    sent += (size_t)n;
+    while (id > req.max_id && !req.closed) {
+      if (!read_requests(&req, 1) && client_waits()) {
+        break;
+      }
+    }
+    while (sent < end) {
+      ssize_t n = send(fd, f->data + sent, end - sent, MSG_NOSIGNAL);
+      if (n <= 0) {
+        open = false;  // the client closed: it stopped reading
+        break;
+      }
+      sent += (size_t)n;
+    }
   }
   shutdown(fd, SHUT_WR);
-  char sink[4096];
-  while (recv(fd, sink, sizeof(sink), 0) > 0) {
+  while (read_requests(&req, ACCEPT_TIMEOUT_MS)) {
   }
   close(fd);
   return NULL;
@@ -282,6 +394,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   uint8_t flags = data[0];
   feed_t f = {data + 1, size - 1};
+  g_client_tid = (pid_t)syscall(SYS_gettid);
   pthread_t daemon;
   FUZZ_ASSERT(pthread_create(&daemon, NULL, serve, &f) == 0, "pthread_create");
 
