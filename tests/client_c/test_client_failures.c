@@ -808,7 +808,8 @@ static size_t masked_reply(uint8_t* frame, const uint8_t* mask, size_t mask_len,
 
 
 // A raycast of 13 rays from a daemon that answers with hit_mask, its reply `frame`: the status
-// and the client's error; the hits (exactly 13 records: ASan sees a write past them) in *out.
+// and the client's error (an EPROTO must have closed the connection); the hits (exactly 13
+// records: ASan sees a write past them) in *out.
 static sensim_status_t masked_raycast(const uint8_t* frame, size_t len, sensim_hit_t out[13],
                                       char* err, size_t cap) {
   script_t s = {.frame = frame, .len = len, .chunk = len, .answer_id = true,
@@ -833,6 +834,9 @@ static sensim_status_t masked_raycast(const uint8_t* frame, size_t len, sensim_h
   r.directions = dir;
   sensim_status_t st = sensim_raycast(cli, &r, hits, NULL);
   snprintf(err, cap, "%s", sensim_client_last_error(cli));
+  if (st == SENSIM_EPROTO && sensim_client_fd(cli) >= 0) {
+    snprintf(err, cap, "EPROTO with the connection left open");  // as every EPROTO closes it
+  }
   memcpy(out, hits, 13 * sizeof(sensim_hit_t));
   free(hits);
   sensim_client_close(cli);
