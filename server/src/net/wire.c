@@ -412,15 +412,6 @@ static int plan_borrow(const uint8_t* p, size_t n, borrow_plan_t* plan) {
 }
 
 
-static uint8_t* put_varint(uint8_t* p, uint64_t v) {
-  for (; v >= 0x80; v >>= 7) {
-    *p++ = (uint8_t)(v | 0x80);
-  }
-  *p++ = (uint8_t)v;
-  return p;
-}
-
-
 // The payload without the borrowed fields (the body's length rewritten): what protobuf-c
 // decodes. Returns its length; out has room for n bytes.
 static size_t without_borrowed(const uint8_t* p, size_t n, const borrow_plan_t* plan,
@@ -428,8 +419,8 @@ static size_t without_borrowed(const uint8_t* p, size_t n, const borrow_plan_t* 
   uint8_t* o = out;
   memcpy(o, p, plan->body_field_at);
   o += plan->body_field_at;
-  o = put_varint(o, (uint64_t)plan->body->id << 3 | 2);
-  o = put_varint(o, plan->body_len - plan->removed);
+  o = wire_put_varint(o, (uint64_t)plan->body->id << 3 | 2);
+  o = wire_put_varint(o, plan->body_len - plan->removed);
   size_t from = plan->body_at;
   for (uint32_t i = 0; i < plan->n; i++) {  // in payload order
     memcpy(o, p + from, plan->field_at[i] - from);
@@ -716,12 +707,8 @@ int wire_pack(Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len) {
 // ids of every length).
 size_t wire_ok_head(uint64_t id, uint8_t out[WIRE_OK_HEAD_MAX]) {
   static const uint8_t status[] = {0x12, 4, 0x08, SENSIM__V1__STATUS_CODE__OK, 0x12, 0};
-  size_t n = 0;
-  out[n++] = 0x08;  // field 1 (id), varint
-  for (; id >= 0x80; id >>= 7) {
-    out[n++] = (uint8_t)(id | 0x80);
-  }
-  out[n++] = (uint8_t)id;
+  out[0] = 0x08;  // field 1 (id), varint
+  size_t n = (size_t)(wire_put_varint(out + 1, id) - out);
   memcpy(out + n, status, sizeof(status));
   return n + sizeof(status);
 }

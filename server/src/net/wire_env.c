@@ -710,24 +710,6 @@ static void ray_result_free(ray_result_t* r) {
 
 //---------------- The reply of the bytes form, encoded here around the records
 
-static size_t varint_len(uint64_t v) {
-  size_t n = 1;
-  for (; v >= 0x80; v >>= 7) {
-    n++;
-  }
-  return n;
-}
-
-
-static uint8_t* put_varint(uint8_t* p, uint64_t v) {
-  for (; v >= 0x80; v >>= 7) {
-    *p++ = (uint8_t)(v | 0x80);
-  }
-  *p++ = (uint8_t)v;
-  return p;
-}
-
-
 // Tag of a length-delimited field of number `number`.
 static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
   return (uint64_t)protobuf_c_message_descriptor_get_field_by_name(d, name)->id << 3 | 2;
@@ -757,13 +739,13 @@ static int reply_alloc(uint64_t id, size_t nbytes, uint64_t serial, ray_result_t
                                 &sensim__v1__raycast_result__descriptor, "world_serial")
                                 ->id
                             << 3;  // a varint
-  const size_t serial_len = varint_len(t_serial) + varint_len(serial);
-  const size_t mask_field = mask ? varint_len(t_mask) + varint_len(mask_len) + mask_len : 0;
+  const size_t serial_len = wire_varint_size(t_serial) + wire_varint_size(serial);
+  const size_t mask_field = mask ? wire_varint_size(t_mask) + wire_varint_size(mask_len) + mask_len : 0;
   size_t pad = 0, inner = 0, at = 0;
   for (; pad < 16; pad++) {
-    inner = serial_len + mask_field + varint_len(t_pad) + varint_len(pad) + pad +
-            varint_len(t_hits) + varint_len(nbytes);
-    at = head_len + varint_len(t_result) + varint_len(inner + nbytes) + inner;
+    inner = serial_len + mask_field + wire_varint_size(t_pad) + wire_varint_size(pad) + pad +
+            wire_varint_size(t_hits) + wire_varint_size(nbytes);
+    at = head_len + wire_varint_size(t_result) + wire_varint_size(inner + nbytes) + inner;
     if (at % 8 == 0) {
       break;
     }
@@ -778,22 +760,22 @@ static int reply_alloc(uint64_t id, size_t nbytes, uint64_t serial, ray_result_t
   memcpy(p, head, head_len);
   mem_free(head);
   p += head_len;
-  p = put_varint(p, t_result);
-  p = put_varint(p, inner + nbytes);
-  p = put_varint(p, t_serial);
-  p = put_varint(p, serial);
+  p = wire_put_varint(p, t_result);
+  p = wire_put_varint(p, inner + nbytes);
+  p = wire_put_varint(p, t_serial);
+  p = wire_put_varint(p, serial);
   if (mask) {
-    p = put_varint(p, t_mask);
-    p = put_varint(p, mask_len);
+    p = wire_put_varint(p, t_mask);
+    p = wire_put_varint(p, mask_len);
     *mask = p;
     p += mask_len;
   }
-  p = put_varint(p, t_pad);
-  p = put_varint(p, pad);
+  p = wire_put_varint(p, t_pad);
+  p = wire_put_varint(p, pad);
   memset(p, 0, pad);
   p += pad;
-  p = put_varint(p, t_hits);
-  p = put_varint(p, nbytes);
+  p = wire_put_varint(p, t_hits);
+  p = wire_put_varint(p, nbytes);
   *records = p;
   return 0;
 }

@@ -12,6 +12,25 @@
 
 extern ProtobufCAllocator wire_allocator;
 
+// A varint's size on the wire, and writing it at `at` (returns the byte after it).
+static inline size_t wire_varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80u) {
+    v >>= 7;
+    n++;
+  }
+  return n;
+}
+
+static inline uint8_t* wire_put_varint(uint8_t* at, uint64_t v) {
+  while (v >= 0x80u) {
+    *at++ = (uint8_t)(v | 0x80u);
+    v >>= 7;
+  }
+  *at++ = (uint8_t)v;
+  return at;
+}
+
 // The cancellation hook of a request (wire_set_cancel); *cancelled NULL when none.
 void wire_get_cancel(const wire_request_t* r, int (**cancelled)(void* ctx), void** ctx);
 

@@ -73,25 +73,6 @@ typedef struct wire_sd {
 // The size of x's encoding (own + ref), which the calls below need.
 void wire_sd_measure(wire_sd_t* x);
 
-// A varint's size on the wire, and writing it at `at` (returns the byte after it).
-static inline size_t wire_varint_size(uint64_t v) {
-  size_t n = 1;
-  while (v >= 0x80u) {
-    v >>= 7;
-    n++;
-  }
-  return n;
-}
-
-static inline uint8_t* wire_put_varint(uint8_t* at, uint64_t v) {
-  while (v >= 0x80u) {
-    *at++ = (uint8_t)(v | 0x80u);
-    v >>= 7;
-  }
-  *at++ = (uint8_t)v;
-  return at;
-}
-
 // A SensorData's packed size and its packing (out holds that size): protobuf-c's bytes,
 // written by hand when it has no cloud (wire_sd.c), else by protobuf-c.
 size_t wire_sd_packed_size(const Sensim__V1__SensorData* sd);

@@ -150,17 +150,6 @@ int wire_stream_encode_end(uint32_t sensor_id, shared_buf_t** out) {
 
 
 size_t wire_stream_prefix(uint64_t sequence, uint8_t buf[WIRE_STREAM_PREFIX_MAX]) {
-  uint8_t var[10];
-  size_t n = 0;
-  do {
-    var[n] = (uint8_t)(sequence & 0x7Fu);
-    sequence >>= 7;
-    var[n] |= sequence ? 0x80u : 0u;
-    n++;
-  } while (sequence);
   buf[0] = KEY_SEQUENCE;
-  for (size_t i = 0; i < n; i++) {
-    buf[1 + i] = var[i];
-  }
-  return 1 + n;
+  return (size_t)(wire_put_varint(buf + 1, sequence) - buf);
 }
