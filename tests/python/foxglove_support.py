@@ -107,6 +107,7 @@ class Stepper:
                 k = self.steps + 1
                 t = round(self.t0 + k * self.dt, 9)
                 poses = [body_pose(t) for _ in self.bodies]
+                self.poses[k] = poses   # before sending: a subscriber may see it at once
                 self.c.update_state(t, list(self.bodies), poses if self.bodies else None)
                 if self.on_step is not None:
                     self.on_step(t, poses)
@@ -121,7 +122,6 @@ class Stepper:
                     self._order.append(key)
                     if len(self._order) > self.keep:
                         self.records.pop(self._order.popleft(), None)
-                self.poses[k] = poses
                 self.steps, self.t = k, t
                 if self.pace:
                     self._stop.wait(self.pace)

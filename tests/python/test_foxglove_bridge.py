@@ -255,9 +255,11 @@ def test_bridge_publishes_the_frames_the_daemon_describes(sensimd):
             v.subscribe([(1, tf["id"])])
             v.wait(lambda: sum(any(t["child"] == "body_1" for t in read_tf(p))
                                for _, _, p, _ in data_of(v, 1)) >= 5, "body poses on /tf")
-            sent = {round(t * 1e9): poses[0] for t, poses in
-                    ((round(k * stepper.dt, 9), p) for k, p in list(stepper.poses.items()))}
-            sent[0] = body_pose(0.0)
+    # read once the stepper has stopped: the viewer may have seen the pose of a step whose
+    # reply the stepper had not yet collected when the wait above ended
+    sent = {round(t * 1e9): poses[0] for t, poses in
+            ((round(k * stepper.dt, 9), p) for k, p in stepper.poses.items())}
+    sent[0] = body_pose(0.0)
     seen = 0
     for _, ts, payload, _ in data_of(v, 1):
         by_child = {t["child"]: t for t in read_tf(payload)}
