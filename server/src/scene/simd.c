@@ -455,14 +455,20 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields
 
 
 // The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
-// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
-// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
+// the constant fields (unless valid_in, the valid lanes, says they are written already),
+// packet_intersect's coherence test, the intersection and the hits, into rows (out) or columns
+// (cols). dx, dy, dz: the unit directions (double), WIDE each.
 SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
                                        const double* dy, const double* dz, unsigned off,
-                                       scene_hit_t* out, scene_packet_hits_t* cols) {
+                                       const int* valid_in, scene_hit_t* out,
+                                       scene_packet_hits_t* cols) {
   const unsigned W = WIDE;
-  _Alignas(64) int valid[WIDE];
-  simd_fixed_fields(pk, off, valid, W);
+  _Alignas(64) int valid_own[WIDE];
+  const int* valid = valid_in;
+  if (!valid_in) {
+    simd_fixed_fields(pk, off, valid_own, W);
+    valid = valid_own;
+  }
 
   // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
   const float* f = pk->f;
@@ -548,7 +554,7 @@ SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hi
   if (!simd_rows_pack(r, &pk, dir, WIDE)) {
     return false;
   }
-  simd_finish16(s, &pk, dir, dir + WIDE, dir + 2 * WIDE, 0, out, NULL);
+  simd_finish16(s, &pk, dir, dir + WIDE, dir + 2 * WIDE, 0, NULL, out, NULL);
   return true;
 }
 
@@ -600,8 +606,57 @@ SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
 
 
 SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
-                                  unsigned off, scene_packet_hits_t* out) {
-  simd_finish16(s, pk, in->dx, in->dy, in->dz, off, NULL, out);
+                                  unsigned off, const int* valid, scene_packet_hits_t* out) {
+  simd_finish16(s, pk, in->dx, in->dy, in->dz, off, valid, NULL, out);
+}
+
+
+// Sixteen doubles as floats, in one register.
+SIMD_AVX512_FN static inline __m512 simd_cvt16(const double* p) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
+                            _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1);
+}
+
+
+// simd_cols_pack's conversions, time clamp and check (simd_bad8's comparisons) sixteen lanes
+// at once, and simd_fixed_fields' values.
+SIMD_AVX512_FN unsigned simd_cols_pack_avx512(const scene_packet_t* in, packet_t* pk,
+                                              unsigned off, int* valid) {
+  const unsigned W = WIDE;
+  const double* src[6] = {in->ox, in->oy, in->oz, in->dx, in->dy, in->dz};
+  const __m512 big = _mm512_set1_ps((float)SCENE_RAY_MAX), tiny = _mm512_set1_ps(FLT_MIN);
+  __mmask16 ok = 0xFFFF, nonzero = 0;
+  for (unsigned a = 0; a < 6; a++) {
+    __m512 v = simd_cvt16(src[a]);
+    _mm512_store_ps(pk->f + LANE(a < 3 ? F_ORG_X + a : F_DIR_X + a - 3, 0), v);
+    __m512 m = _mm512_abs_ps(v);
+    ok &= _mm512_cmp_ps_mask(m, big, _CMP_LE_OQ);
+    if (a >= 3) {
+      nonzero |= _mm512_cmp_ps_mask(m, tiny, _CMP_GE_OQ);
+    }
+  }
+  _mm512_store_ps(pk->f + LANE(F_TFAR, 0), simd_cvt16(in->tmax));
+  const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+  __m256 t2[2];
+  for (unsigned h = 0; h < 2; h++) {
+    __m512d ti = _mm512_loadu_pd(in->time + 8 * h);
+    __m512d c = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(ti, one, _CMP_LT_OQ), one, ti);
+    c = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(ti, zero, _CMP_GT_OQ), c);
+    t2[h] = _mm512_cvtpd_ps(c);
+  }
+  _mm512_store_ps(pk->f + LANE(F_TIME, 0),
+                  _mm512_insertf32x8(_mm512_castps256_ps512(t2[0]), t2[1], 1));
+  const __m512i zi = _mm512_setzero_si512(), ones = _mm512_set1_epi32(-1);
+  const __m512i none = _mm512_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  _mm512_store_si512(valid, _mm512_movm_epi32((__mmask16)~off));
+  _mm512_store_si512(pk->u + LANE(F_TNEAR, 0), zi);
+  _mm512_store_si512(pk->u + LANE(F_MASK, 0), ones);
+  _mm512_store_si512(pk->u + LANE(F_ID, 0),
+                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  _mm512_store_si512(pk->u + LANE(F_FLAGS, 0), zi);
+  _mm512_store_si512(pk->u + LANE(F_GEOM, 0), none);
+  _mm512_store_si512(pk->u + LANE(F_INST, 0), none);
+  return ~(unsigned)(ok & nonzero) & 0xFFFFu;
 }
 
 
