@@ -343,12 +343,13 @@ SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
                                                  const scene_packet_t* pk);
 
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
-// scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
-// written, when a ray is refused or its direction's squared length is outside xform_norm3's
-// plain range: the scalar path then takes the packet. time: every ray's (float) when the
-// request has no time per ray.
-SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
-                            double dir[3][LANES]);
+// scene_ray_from's rays, with the fields that do not depend on the rays (tfar: every lane's)
+// and its valid lanes (every lane or, not on, none) into valid; their unit directions (double)
+// into dir. False, with pk partly written, when a ray is refused or its direction's squared
+// length is outside xform_norm3's plain range: the scalar path then takes the packet. time:
+// every ray's (float) when the request has no time per ray.
+SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, float tfar, bool on,
+                            packet_t* pk, int* valid, double dir[3][LANES]);
 
 // packet_intersect's coherence test of a full packet of LANES valid lanes.
 SIMD_AVX2_FN int simd_coherent(const packet_t* pk);

@@ -25,19 +25,6 @@ SIMD_AVX2_FN static inline void simd_columns(const double* p, __m256d* x, __m256
 }
 
 
-// Lanes h .. h + 3 of a packet of W lanes: origins and directions (double) as floats.
-__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
-    packet_t* pk, unsigned h, __m256d ox, __m256d oy, __m256d oz, __m256d dx, __m256d dy,
-    __m256d dz, const unsigned W) {
-  _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-  _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-  _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-  _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-  _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-  _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
-}
-
-
 // Four times ti clamped as trace_packet clamps them, t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0),
 // as floats.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_times(__m256d ti) {
@@ -48,19 +35,26 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_time
 }
 
 
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields(
+    packet_t* pk, unsigned off, int* valid, const unsigned W);
+
+
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's
 // plain range: the scalar path then takes the packet. time: every ray's (float) when the
-// request has no time per ray.
-SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
-                            double dir[3][LANES]) {
+// request has no time per ray. Each field's eight lanes go in one store once both fours are
+// made (Embree's 8-wide kernels load them whole: a load over two stores still in the store
+// buffer waits for both to reach the cache).
+SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, float tfar, bool on,
+                            packet_t* pk, int* valid, double dir[3][LANES]) {
   const unsigned W = LANES;
   const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
   const __m256d mc = _mm256_set1_pd(rays_max_coord(in)), big = _mm256_set1_pd(DBL_MAX);
   const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
   const __m256d dmin = _mm256_set1_pd(in->min_direction);
   bool per_ray = in->times && in->dt > 0.0 && in->time_per_ray;
+  __m128 fl[7][2];   // origin x y z, direction x y z, time; each as two fours
   for (unsigned h = 0; h < W; h += 4) {
     __m256d ox, oy, oz, dx, dy, dz;
     simd_columns(in->origins + 3 * (i0 + h), &ox, &oy, &oz);
@@ -86,18 +80,27 @@ SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packe
     _mm256_store_pd(dir[0] + h, dx);
     _mm256_store_pd(dir[1] + h, dy);
     _mm256_store_pd(dir[2] + h, dz);
-    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
+    const __m256d c[6] = {ox, oy, oz, dx, dy, dz};
+    for (unsigned a = 0; a < 6; a++) {
+      fl[a][h / 4] = _mm256_cvtpd_ps(c[a]);
+    }
     if (per_ray) {
       // ray_time, then trace_packet's clamp (times are finite: never NaN here)
       __m256d s = _mm256_div_pd(_mm256_sub_pd(_mm256_loadu_pd(in->times + i0 + h),
                                               _mm256_set1_pd(in->t0)),
                                 _mm256_set1_pd(in->dt));
       s = _mm256_max_pd(_mm256_min_pd(s, one), _mm256_setzero_pd());
-      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(s));
+      fl[6][h / 4] = _mm256_cvtpd_ps(s);
     } else {
-      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm_set1_ps(time));
+      fl[6][h / 4] = _mm_set1_ps(time);
     }
   }
+  static const unsigned field[7] = {F_ORG_X, F_ORG_Y, F_ORG_Z, F_DIR_X, F_DIR_Y, F_DIR_Z, F_TIME};
+  for (unsigned a = 0; a < 7; a++) {
+    _mm256_store_ps(pk->f + LANE(field[a], 0), _mm256_set_m128(fl[a][1], fl[a][0]));
+  }
+  _mm256_store_ps(pk->f + LANE(F_TFAR, 0), _mm256_set1_ps(tfar));
+  simd_fixed_fields(pk, on ? 0u : 0xFFu, valid, W);
   return true;
 }
 
