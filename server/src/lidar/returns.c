@@ -749,6 +749,19 @@ typedef int64_t mask4_t __attribute__((vector_size(32)));
 #define LANES4_SELECT(m, a, b) ((lanes4_t)(((m) & (mask4_t)(a)) | (~(m) & (mask4_t)(b))))
 
 
+// d[0, n) = 0 for n <= SCENE_PACKET; a whole packet as vector stores.
+static inline void zero_lanes(double* d, unsigned n) {
+  if (n == SCENE_PACKET) {
+    const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
+    for (unsigned j = 0; j < SCENE_PACKET; j += 4) {
+      memcpy(&d[j], &zero, sizeof zero);
+    }
+  } else {
+    memset(d, 0, n * sizeof *d);
+  }
+}
+
+
 // The surface returns of the lanes of a packet whose hit is an opaque Lambertian surface of
 // reflectance refl[j] with the beam divergence off (the common case), four lanes at a time:
 // the operations of surface_return_tau (w = 1, BD = 1), backscatter, detectable and
@@ -834,11 +847,18 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   const uint32_t maxr = p->max_returns;
   const lidar_distance_noise_t* dn = &p->distance_noise;
   uint32_t general = 0;   // lanes done by lane_returns
-  memset(nret, 0, n * sizeof *nret);
+  // (a whole packet's zeros at a length the compiler knows: stored as vectors, where the
+  // variable length of the last packet became three `rep stos`, whose start-up was about a
+  // seventh of this function's own time)
+  if (n == SCENE_PACKET) {
+    memset(nret, 0, SCENE_PACKET * sizeof *nret);
+  } else {
+    memset(nret, 0, n * sizeof *nret);
+  }
   if (xo) {
     // a miss's: the lean writer computes every lane's point, and keeps those with a return
-    memset(xo, 0, n * sizeof *xo);
-    memset(io, 0, n * sizeof *io);
+    zero_lanes(xo, n);
+    zero_lanes(io, n);
   }
   if (atm_count > 0) {
     // lidar_noise_uniform(w0, w1) < return_scaling, in integers across the lanes
@@ -866,12 +886,9 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   // (lambert_lanes reads every lane: the others are zero, stored as vectors; as initialisers
   // they became three `rep stos`, whose start-up was a fifth of this function's own time)
   double refl[SCENE_PACKET], tl[SCENE_PACKET], zl[SCENE_PACKET];
-  const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
-  for (unsigned j = 0; j < SCENE_PACKET; j += 4) {
-    memcpy(&refl[j], &zero, sizeof zero);
-    memcpy(&tl[j], &zero, sizeof zero);
-    memcpy(&zl[j], &zero, sizeof zero);
-  }
+  zero_lanes(refl, SCENE_PACKET);
+  zero_lanes(tl, SCENE_PACKET);
+  zero_lanes(zl, SCENE_PACKET);
   uint32_t lambert = 0;
   const int beam = p->beam.enabled, noise = dn->enabled;
 
