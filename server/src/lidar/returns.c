@@ -746,6 +746,7 @@ typedef struct lambert_consts {
 typedef double lanes4_t __attribute__((vector_size(32)));
 typedef int64_t mask4_t __attribute__((vector_size(32)));
 #define LANES4_LOAD(p) ({ lanes4_t v_; memcpy(&v_, (p), sizeof v_); v_; })
+typedef int8_t bytes4_t __attribute__((vector_size(4)));   // a mask4_t's lanes as bytes
 #define LANES4_SELECT(m, a, b) ((lanes4_t)(((m) & (mask4_t)(a)) | (~(m) & (mask4_t)(b))))
 
 
@@ -769,10 +770,11 @@ static inline void zero_lanes(double* d, unsigned n) {
 // forms: base/simd.h); a lane's result counts only where keep[j] is non-zero. Scalar, the
 // branches on the cosine, the threshold and the range mispredicted often enough to make this
 // loop about two thirds of the depth-1 returns' own time.
-static inline SIMD_BODY void lambert_lanes(const lambert_consts_t* c, const scene_packet_t* rays,
-                                           const scene_packet_hits_t* hits, const double* refl,
-                                           const double* tau, const double* z, double* x,
-                                           double* intensity, int64_t* keep) {
+static inline SIMD_BODY void lambert_body(const lambert_consts_t* c, const scene_packet_t* rays,
+                                          const scene_packet_hits_t* hits, const double* refl,
+                                          const double* tau, const double* z, double* x,
+                                          double* intensity, int64_t* keep, uint8_t* nret,
+                                          const int lean) {
   const lambert_consts_t k = *c;   // a copy: the stores cannot change it
   const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
   const lanes4_t one = zero + 1.0;
@@ -796,17 +798,44 @@ static inline SIMD_BODY void lambert_lanes(const lambert_consts_t* c, const scen
       xr = LANES4_SELECT(xn > 0.0, xn, zero);
       kept &= xr <= LIDAR_MAX_DISTANCE;
     }
-    memcpy(&x[j], &xr, sizeof xr);
-    memcpy(&intensity[j], &in, sizeof in);
-    memcpy(&keep[j], &kept, sizeof kept);
+    if (lean) {
+      const lanes4_t xs = LANES4_SELECT(kept, xr, LANES4_LOAD(&x[j]));
+      const lanes4_t is = LANES4_SELECT(kept, in, LANES4_LOAD(&intensity[j]));
+      memcpy(&x[j], &xs, sizeof xs);
+      memcpy(&intensity[j], &is, sizeof is);
+      bytes4_t got;
+      memcpy(&got, &nret[j], sizeof got);
+      got |= __builtin_convertvector(kept, bytes4_t) & 1;
+      memcpy(&nret[j], &got, sizeof got);
+    } else {
+      memcpy(&x[j], &xr, sizeof xr);
+      memcpy(&intensity[j], &in, sizeof in);
+      memcpy(&keep[j], &kept, sizeof kept);
+    }
   }
 }
 
-SIMD_FORMS(lambert_lanes,
-           (const lambert_consts_t* c, const scene_packet_t* rays,
-            const scene_packet_hits_t* hits, const double* refl, const double* tau,
-            const double* z, double* x, double* intensity, int64_t* keep),
-           (c, rays, hits, refl, tau, z, x, intensity, keep))
+#define LAMBERT_PARAMS                                                                   \
+  (const lambert_consts_t* c, const scene_packet_t* rays, const scene_packet_hits_t* hits, \
+   const double* refl, const double* tau, const double* z, double* x, double* intensity,  \
+   int64_t* keep, uint8_t* nret)
+#define LAMBERT_ARGS (c, rays, hits, refl, tau, z, x, intensity, keep, nret)
+
+// Its two cases (their forms: base/simd.h): lambert_lanes stores every lane's x, intensity
+// and keep; lambert_lean (a whole packet for the lean writer) stores into its distances x,
+// intensities and nret only where a lane is kept, as selects, and leaves the other lanes as
+// they were. No lane outside the Lambertian ones is kept (their reflectance is 0), so the
+// others' returns stay. Lane by lane after the kernel, the loop over the kept lanes and its
+// branch were about a sixth of lidar_returns_packets' own instructions.
+static inline SIMD_BODY void lambert_lanes LAMBERT_PARAMS {
+  lambert_body(c, rays, hits, refl, tau, z, x, intensity, keep, nret, 0);
+}
+SIMD_FORMS(lambert_lanes, LAMBERT_PARAMS, LAMBERT_ARGS)
+
+static inline SIMD_BODY void lambert_lean LAMBERT_PARAMS {
+  lambert_body(c, rays, hits, refl, tau, z, x, intensity, keep, nret, 1);
+}
+SIMD_FORMS(lambert_lean, LAMBERT_PARAMS, LAMBERT_ARGS)
 
 
 // The number of draws of w[0, n) whose uniform (words 0-1) is below the probability whose
@@ -960,7 +989,11 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
                         .noise = dn->enabled};
   double x[SCENE_PACKET], intensity[SCENE_PACKET];
   int64_t keep[SCENE_PACKET];
-  SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tl, zl, x, intensity, keep));
+  if (xo && n == SCENE_PACKET) {
+    SIMD_CALL(lambert_lean, (&c, rays, hits, refl, tl, zl, xo, io, NULL, nret));
+    return;
+  }
+  SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tl, zl, x, intensity, keep, NULL));
   for (uint32_t g = lambert; xo && g; g &= g - 1) {
     unsigned j = (unsigned)__builtin_ctz(g);
     if (keep[j]) {
