@@ -1512,6 +1512,26 @@ static long find_len_field(const uint8_t* base, const uint8_t* p, const uint8_t*
 }
 
 
+// Pack env, decode it as the daemon does and execute it: the reply's bytes as they would
+// leave (*out, mem_free'd by the caller).
+static int execute_raw(env_t* e, Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len,
+                       int* code) {
+  uint8_t* buf;
+  size_t len;
+  ASSERT_OK(wire_pack(env, &buf, &len));
+  wire_request_t* r;
+  err_msg_t msg;
+  ASSERT_OK(wire_decode(buf, len, &r, &msg));
+  *out = NULL;
+  *out_len = 0;
+  *code = -1;
+  int rc = wire_env_execute(r, e, out, out_len, code);
+  wire_free(r);
+  mem_free(buf);
+  return rc;
+}
+
+
 TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -1540,16 +1560,10 @@ TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) 
     env.raycast = &rb;
     env.has_id = 1;
     env.id = 1 + (uint64_t)k * 1000003u;  // ids of different varint lengths
-    uint8_t* buf;
-    size_t len;
-    ASSERT_OK(wire_pack(&env, &buf, &len));
-    wire_request_t* r;
-    err_msg_t msg;
-    ASSERT_OK(wire_decode(buf, len, &r, &msg));
-    uint8_t* out = NULL;
-    size_t out_len = 0;
-    int code = -1;
-    ASSERT_OK(wire_env_execute(r, f.e, &out, &out_len, &code));
+    uint8_t* out;
+    size_t out_len;
+    int code;
+    ASSERT_OK(execute_raw(f.e, &env, &out, &out_len, &code));
     ASSERT_EQ(code, 0);
 
     // raycast_result (44) holds padding (6), all zero, then hits_bytes (5) at a multiple of 8
@@ -1585,8 +1599,6 @@ TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) 
     }
     sensim__v1__envelope__free_unpacked(reply, NULL);
     mem_free(out);
-    wire_free(r);
-    mem_free(buf);
   }
   mem_free(org);
   mem_free(dir);
@@ -1676,15 +1688,9 @@ TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
   rb.has_omit_misses = rb.omit_misses = 1;
   env.has_id = 1;
   env.id = 77;
-  uint8_t* buf;
-  size_t len;
-  ASSERT_OK(wire_pack(&env, &buf, &len));
-  wire_request_t* r;
-  err_msg_t msg;
-  ASSERT_OK(wire_decode(buf, len, &r, &msg));
-  uint8_t* out = NULL;
-  size_t out_len = 0;
-  ASSERT_OK(wire_env_execute(r, f.e, &out, &out_len, &code));
+  uint8_t* out;
+  size_t out_len;
+  ASSERT_OK(execute_raw(f.e, &env, &out, &out_len, &code));
   ASSERT_EQ(code, 0);
   size_t rlen = 0, hlen = 0, mlen = 0;
   long at = find_len_field(out, out, out + out_len, 44, &rlen);
@@ -1723,8 +1729,6 @@ TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
   sensim__v1__envelope__free_unpacked(reply, NULL);
   sensim__v1__envelope__free_unpacked(full, NULL);
   mem_free(out);
-  wire_free(r);
-  mem_free(buf);
   mem_free(org);
   mem_free(dir);
   teardown(&f);
