@@ -1051,26 +1051,35 @@ class Client:
         fields = message.DESCRIPTOR.fields_by_name
         bulk = [(fields[name].number, memoryview(a).cast("B") if a.size else memoryview(b""))
                 for name, a in arrays]
-        size = message.ByteSize() + sum(view.nbytes for _, view in bulk)
+        size = message.ByteSize() + sum(view.nbytes for _, view in bulk)  # the frame is more
         limit = self.limits.max_frame_bytes if self.limits is not None else 0
         if limit and size > limit:
             raise errors.ResourceExhausted(
-                f"request of about {size} bytes exceeds the daemon's max_frame_bytes {limit}")
-        self._next_id += 1
-        self._outstanding.add(self._next_id)
+                f"request of more than {size} bytes exceeds the daemon's max_frame_bytes {limit}")
+        request_id = self._next_id + 1
         if size <= SMALL_BULK_BYTES:
             # small arrays (a state update of a few bodies): copied into one message that
             # protobuf serializes at once, cheaper than assembling the frame around them
-            env = pb.Envelope(id=self._next_id)
+            env = pb.Envelope(id=request_id)
             sub = getattr(env, body)
             sub.MergeFrom(message)
             for (name, _), (_, view) in zip(arrays, bulk):
                 setattr(sub, name, view.tobytes())
-            return self._next_id, [_framing.encode(env.SerializeToString())]
-        envelope = pb.Envelope(id=self._next_id).SerializeToString()
-        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
-        return self._next_id, _framing.bulk_frame(envelope, number, message.SerializeToString(),
-                                                  bulk, fields[padding].number if padding else 0)
+            parts = [_framing.encode(env.SerializeToString())]
+        else:
+            envelope = pb.Envelope(id=request_id).SerializeToString()
+            number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
+            parts = _framing.bulk_frame(envelope, number, message.SerializeToString(), bulk,
+                                        fields[padding].number if padding else 0)
+        # the frame as it goes, its envelope and paddings included: one byte over the
+        # daemon's limit would close the connection, so it is refused here, nothing sent
+        payload = sum(len(p) for p in parts) - _framing.HEADER_SIZE
+        if limit and payload > limit:
+            raise errors.ResourceExhausted(
+                f"request of {payload} bytes exceeds the daemon's max_frame_bytes {limit}")
+        self._next_id = request_id
+        self._outstanding.add(request_id)
+        return request_id, parts
 
     def send_request(self, body: str, message: Message | None = None) -> int:
         """Send a request whose body is the Envelope field `body` (e.g. "ping") without waiting.
