@@ -228,9 +228,9 @@ def test_bridge_finds_every_sensor_and_follows_them(sensimd):
             assert json.loads(cone["schema"])["title"] == "sensim.ConeReading"
             v.subscribe([(3, cone["id"])])
             v.wait(lambda: len(v.data) >= 3, "cone readings")
-            for _, ts, payload, _ in v.data:
+            for _, ts, payload, _ in list(v.data):
                 r = json.loads(payload)
-                rec = first.records[(7, r["frame"])]
+                rec = first.record(7, r["frame"])
                 assert ts == round(rec.time * 1e9) and r["time"] == rec.time
                 assert r["detected"] == rec.cone.detected
                 assert r["range"] == rec.cone.range and r["object_id"] == rec.cone.object_id
