@@ -254,11 +254,13 @@ def test_threads_follow_concurrency_not_environment_count(sensimd_factory):
             c.close()
 
 
-def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd):
+def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd_factory):
     # Short state updates and steps may run on the network thread (no hand-off), but only while
     # their simulated interval stays within twice the longest one seen to be short: a lidar's
     # step over a far longer interval (far more rays) goes to the environment's executor, so
-    # another connection's ping is answered while it traces.
+    # another connection's ping is answered while it traces. One tracing thread, so that the
+    # long step outlasts the ping on a machine of many cores too.
+    sensimd = sensimd_factory("--threads", "1")
     with sensimd.client(environment="a", timeout=120) as a, \
             sensimd.client(environment="b", timeout=120) as b:
         a.create_primitive(1, "sphere", radius=20.0)
