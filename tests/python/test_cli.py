@@ -221,9 +221,11 @@ def test_cli_record_sigterm_closes_whole_files(sensimd, tmp_path):
 def test_cli_errors_exit_1_naming_the_problem(sensimd, tmp_path):
     import socket
     with socket.socket() as s:
+        # bound, not listening: connections are refused, and while it is open no daemon of a
+        # test running in parallel can take the port
         s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]        # nothing listens there once closed
-    out = cli("info", "--port", free, check=False)
+        free = s.getsockname()[1]
+        out = cli("info", "--port", free, check=False)
     assert out.returncode == 1 and f"cannot connect to 127.0.0.1:{free}" in out.stderr
     (tmp_path / "junk.srec").write_bytes(b"not a recording")
     out = cli("export", tmp_path / "junk.srec", "-f", "pcd", "-o", tmp_path / "x", check=False)
