@@ -239,8 +239,15 @@ def ping_a_new_client(d, within: float, poll: float) -> None:
             time.sleep(poll)
 
 
+# Without noticing the reset, the daemon would free a slot when the connection's unsent pongs
+# had not moved for the io timeout: the bound on a slot given back "at once" is a fraction of
+# it, not a figure of this machine's speed.
+IO_TIMEOUT = 30.0
+AT_ONCE = IO_TIMEOUT / 6
+
+
 def test_a_reset_frees_the_slot_at_once(sensimd_factory):
-    d = sensimd_factory("--max-clients", "2")
+    d = sensimd_factory("--max-clients", "2", "--io-timeout", str(IO_TIMEOUT))
     with d.client() as keep:
         for _ in range(20):
             sock = connect(d)
@@ -251,7 +258,7 @@ def test_a_reset_frees_the_slot_at_once(sensimd_factory):
             sock.close()
             # the next client gets the slot (a connection arriving in the same turn of the
             # daemon's loop as the reset may still be counted against it: retry briefly)
-            ping_a_new_client(d, within=0.5, poll=0.01)
+            ping_a_new_client(d, within=AT_ONCE, poll=0.01)
             # (a normal close takes a few loop turns: wait for it before the next round)
             deadline = time.monotonic() + 5
             while keep.get_info().connections != 1:
@@ -281,7 +288,7 @@ def raycast_frame(id_: int, n: int) -> bytes:
 def test_a_reset_frees_the_slot_of_a_connection_that_is_not_reading(sensimd_factory):
     # the connection is paused (a long raycast, then more pings than the daemon queues behind
     # it) when its peer resets: its slot comes back at once, and its raycast stops
-    d = sensimd_factory("--max-clients", "2", "--threads", "1")
+    d = sensimd_factory("--max-clients", "2", "--threads", "1", "--io-timeout", str(IO_TIMEOUT))
     with d.client(timeout=30) as keep:
         bad = d.client(environment="slow", timeout=30)
         slow_scene(bad)
@@ -291,7 +298,7 @@ def test_a_reset_frees_the_slot_of_a_connection_that_is_not_reading(sensimd_fact
         time.sleep(0.5)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         bad.close()
-        ping_a_new_client(d, within=1.0, poll=0.05)
+        ping_a_new_client(d, within=AT_ONCE, poll=0.05)
         assert keep.ping(b"k").payload == b"k"
 
 
