@@ -3,7 +3,8 @@
 // (over the `ws` package) connects, lists the channels, subscribes to a point cloud, an IMU and
 // /tf, and decodes what arrives with the schema each channel advertises (@foxglove/rosmsg parses
 // the ros1msg text, @foxglove/rosmsg-serialization reads the messages): no code of the bridge
-// is involved in the decoding. Then it unsubscribes from the cloud and counts what still comes.
+// is involved in the decoding. Then it unsubscribes from the cloud and counts what still comes
+// over the next IMU samples.
 // Driven by tests/python/test_foxglove_client.py:
 //
 //   node client_test.mjs WS_URL OUT_DIR CLOUD_TOPIC IMU_TOPIC
@@ -25,6 +26,11 @@ if (!url || !out || !cloudTopic || !imuTopic) {
   process.exit(2);
 }
 const CLOUDS = 3, IMUS = 20, TIMEOUT_MS = 60000;
+// After the cloud's unsubscription: a refused one of a subscription that does not exist (the
+// bridge answers a viewer's requests in order, through the one queue of what it sends it, so
+// once that status is here no cloud sent before the unsubscription can still come), then as
+// many IMU samples as LATE_IMUS (several steps, in which clouds would come if still subscribed)
+const MARK = 4294967295, LATE_IMUS = 6;
 
 const client = new FoxgloveClient({
   ws: new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]),
@@ -108,23 +114,31 @@ function maybeDone() {
   for (const [sub, ch] of subs) {
     if (ch.topic === cloudTopic) { client.unsubscribe(sub); subs.delete(sub); }
   }
-  setTimeout(() => {
+  client.unsubscribe(MARK);
+}
+
+function onStatus(s) {
+  if (phase === 'unsubscribed' && s.message.includes(`no subscription ${MARK}`)) {
     phase = 'counting';
     late = { clouds: 0, imus: 0 };
-    setTimeout(() => {
-      result.afterUnsubscribe = late;
-      clearTimeout(timer);
-      console.log(JSON.stringify(result));
-      client.close();
-      process.exit(0);
-    }, 1500);
-  }, 500);
+  } else {
+    result.status.push(s);
+  }
+}
+
+function maybeFinished() {
+  if (phase !== 'counting' || late.imus < LATE_IMUS) return;
+  result.afterUnsubscribe = late;
+  clearTimeout(timer);
+  console.log(JSON.stringify(result));
+  client.close();
+  process.exit(0);
 }
 
 client.on('error', (err) => fail(`client error: ${err}`));
 client.on('close', () => { if (phase !== 'counting') fail('connection closed'); });
 client.on('serverInfo', (info) => { result.serverInfo = info; });
-client.on('status', (s) => result.status.push(s));
+client.on('status', onStatus);
 client.on('time', () => { result.times += 1; });
 client.on('advertise', (list) => {
   for (const ch of list) {
@@ -148,7 +162,7 @@ client.on('message', ({ subscriptionId, timestamp, data }) => {
     if (phase === 'counting') late.clouds += 1;
     else if (result.clouds.length < CLOUDS) onCloud(msg, timestamp);
   } else if (ch.topic === imuTopic) {
-    if (phase === 'counting') late.imus += 1;
+    if (phase === 'counting') { late.imus += 1; maybeFinished(); }
     else if (result.imus.length < IMUS) onImu(msg, timestamp);
   } else if (result.tf.length < 5) {
     result.tf.push(msg.transforms.map((t) => ({
