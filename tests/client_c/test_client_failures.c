@@ -51,11 +51,13 @@ static int wait_held(const td_daemon_t* d, uint64_t bytes, uint64_t out) {
   sensim_options_init(&o);
   o.environment = "probe";
   o.role = SENSIM_ROLE_OBSERVER;
+  o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* probe = td_connect_opts(d, &o);
   int rc = -1;
   for (int k = 0; probe && k < 6000 && rc != 0; k++) {
     const sensim_info_t* info;
     if (sensim_get_info(probe, &info) != SENSIM_OK) {
+      fprintf(stderr, "# wait_held: %s\n", sensim_client_last_error(probe));
       break;
     }
     if (info->counters.value[SENSIM_COUNTER_HELD_BYTES] >= bytes &&
@@ -201,6 +203,7 @@ TEST(failures_daemon_killed_while_pushing) {
   sensim_options_init(&o);
   o.environment = "killed_push";
   o.role = SENSIM_ROLE_OBSERVER;
+  o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* obs = td_connect_opts(&d, &o);
   ASSERT_TRUE(obs != NULL);
   sensim_subscription_t sub;
