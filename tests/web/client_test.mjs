@@ -3,8 +3,7 @@
 // (over the `ws` package) connects, lists the channels, subscribes to a point cloud, an IMU and
 // /tf, and decodes what arrives with the schema each channel advertises (@foxglove/rosmsg parses
 // the ros1msg text, @foxglove/rosmsg-serialization reads the messages): no code of the bridge
-// is involved in the decoding. Then it unsubscribes from the cloud and counts what still comes
-// over the next IMU samples.
+// is involved in the decoding. Then it unsubscribes from the cloud and counts what still comes.
 // Driven by tests/python/test_foxglove_client.py:
 //
 //   node client_test.mjs WS_URL OUT_DIR CLOUD_TOPIC IMU_TOPIC
@@ -25,12 +24,13 @@ if (!url || !out || !cloudTopic || !imuTopic) {
   console.error('usage: node client_test.mjs WS_URL OUT_DIR CLOUD_TOPIC IMU_TOPIC');
   process.exit(2);
 }
-const CLOUDS = 3, IMUS = 20, TIMEOUT_MS = 60000;
-// After the cloud's unsubscription: a refused one of a subscription that does not exist (the
-// bridge answers a viewer's requests in order, through the one queue of what it sends it, so
-// once that status is here no cloud sent before the unsubscription can still come), then as
-// many IMU samples as LATE_IMUS (several steps, in which clouds would come if still subscribed)
-const MARK = 4294967295, LATE_IMUS = 6;
+// LATE_IMUS: IMU samples counted after the cloud's unsubscription (one a step; the lidar
+// completes a cloud every other step, so as many clouds would have come had it not worked)
+const CLOUDS = 3, IMUS = 20, LATE_IMUS = 12, TIMEOUT_MS = 120000;
+// The count starts once the bridge has answered an unsubscription it refuses (of MARK, no
+// subscription), sent after the cloud's: it answers a viewer's requests in order, through the
+// one queue of what it sends it, so no cloud sent before the unsubscription can come after that.
+const MARK = 4294967295;
 
 const client = new FoxgloveClient({
   ws: new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]),
@@ -126,8 +126,11 @@ function onStatus(s) {
   }
 }
 
-function maybeFinished() {
+// The count ends on the LATE_IMUS-th IMU sample, not after a wall-clock time: a slow machine
+// steps fewer times a second.
+function maybeCounted() {
   if (phase !== 'counting' || late.imus < LATE_IMUS) return;
+  phase = 'done';
   result.afterUnsubscribe = late;
   clearTimeout(timer);
   console.log(JSON.stringify(result));
@@ -136,7 +139,7 @@ function maybeFinished() {
 }
 
 client.on('error', (err) => fail(`client error: ${err}`));
-client.on('close', () => { if (phase !== 'counting') fail('connection closed'); });
+client.on('close', () => { if (phase !== 'counting' && phase !== 'done') fail('connection closed'); });
 client.on('serverInfo', (info) => { result.serverInfo = info; });
 client.on('status', onStatus);
 client.on('time', () => { result.times += 1; });
@@ -162,7 +165,7 @@ client.on('message', ({ subscriptionId, timestamp, data }) => {
     if (phase === 'counting') late.clouds += 1;
     else if (result.clouds.length < CLOUDS) onCloud(msg, timestamp);
   } else if (ch.topic === imuTopic) {
-    if (phase === 'counting') { late.imus += 1; maybeFinished(); }
+    if (phase === 'counting') { late.imus += 1; maybeCounted(); return; }
     else if (result.imus.length < IMUS) onImu(msg, timestamp);
   } else if (result.tf.length < 5) {
     result.tf.push(msg.transforms.map((t) => ({
