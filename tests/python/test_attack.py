@@ -6,8 +6,11 @@ naming the field or the limit, nothing changed, the daemon alive for the next re
 
 from __future__ import annotations
 
+import math
 import socket
 import struct
+
+import numpy as np
 
 from sensim import pb
 
@@ -64,3 +67,39 @@ def test_a_frame_header_cut_short_is_named_when_it_times_out(sensimd_factory):
     reply = _read(sock)
     assert reply.status.code == pb.DEADLINE_EXCEEDED
     assert "(5 of 104 bytes)" in reply.status.message, reply.status.message
+
+
+def test_directions_of_any_finite_length_are_traced(sensimd):
+    # A unit sphere at the origin, rays from (-5, -5, 0) along (1, 1, 0) scaled up to DBL_MAX:
+    # each is the same ray and meets the sphere at 5 sqrt(2) - 1. Scaled past 1/DBL_MIN, the
+    # inverse of its length was flushed to zero (the tracer's denormals-are-zero mode) and the
+    # ray, of direction 0, missed everything.
+    sock = _connect(sensimd)
+    env = pb.Envelope(id=2)
+    env.create_primitive.id = 1
+    env.create_primitive.sphere.radius = 1.0
+    _send(sock, env)
+    env = pb.Envelope(id=3)
+    env.create_object.id = 1
+    env.create_object.geometry_id = 1
+    _send(sock, env)
+    assert [_read(sock).status.code for _ in range(2)] == [pb.OK, pb.OK]
+    # three times over: full packets of rays as well as a part one
+    scales = [1.0, 1e100, 1e200, 1e300, 4e307, 1e308, np.finfo(np.float64).max / 2] * 3
+    directions = np.array([[s, s, 0.0] for s in scales])
+    env = pb.Envelope(id=4)
+    env.raycast.origins_bytes = np.tile([-5.0, -5.0, 0.0], (len(scales), 1)).tobytes()
+    env.raycast.directions_bytes = directions.tobytes()
+    _send(sock, env)
+    reply = _read(sock)
+    assert reply.status.code == pb.OK, reply.status.message
+    hits = np.frombuffer(reply.raycast_result.hits_bytes, dtype=np.dtype(
+        {"names": ["distance", "normal", "object_id"], "formats": ["<f8", ("<f8", (3,)), "<u4"],
+         "offsets": [0, 8, 32], "itemsize": 48}))
+    expected = 5.0 * math.sqrt(2.0) - 1.0
+    for scale, hit in zip(scales, hits):
+        assert hit["object_id"] == 1, f"direction scaled by {scale:g}: {hit}"
+        assert abs(hit["distance"] - expected) < 1e-5, f"direction scaled by {scale:g}: {hit}"
+        assert np.allclose(hit["normal"], [-math.sqrt(0.5), -math.sqrt(0.5), 0.0], atol=1e-5)
+    # one ray of the plain length gives the same bits as every scaled one
+    assert len({h.tobytes() for h in hits}) == 1
