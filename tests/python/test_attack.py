@@ -103,3 +103,54 @@ def test_directions_of_any_finite_length_are_traced(sensimd):
         assert np.allclose(hit["normal"], [-math.sqrt(0.5), -math.sqrt(0.5), 0.0], atol=1e-5)
     # one ray of the plain length gives the same bits as every scaled one
     assert len({h.tobytes() for h in hits}) == 1
+
+
+def _accelerometer(lower, upper, *, bias=0.0, cross=1.0, scaling=1.0):
+    chain = pb.TriaxialConfig(range=pb.AxisRange(lower=pb.Vec3(x=lower, y=lower, z=lower),
+                                                 upper=pb.Vec3(x=upper, y=upper, z=upper)),
+                              bias=pb.Vec3(x=bias, y=bias, z=bias),
+                              scaling=pb.Vec3(x=scaling, y=scaling, z=scaling))
+    chain.cross_axis_matrix.m.extend([cross] * 9)
+    return pb.ImuConfig(accelerometer=pb.AccelerometerConfig(chain=chain))
+
+
+def test_an_imu_range_cannot_make_its_samples_overflow(sensimd):
+    # The chain clamps to the range, then adds the bias, couples the axes and scales: a range
+    # pinned at -1e308 (accepted: only NaN and a wrong infinity were refused) times a scaling
+    # of -1e9 gave +inf samples. A finite bound is now within +-1e9 like every other value of
+    # the chain; infinite bounds (no clamp) stay allowed.
+    sock = _connect(sensimd)
+    refused = [(-1e308, -1e308), (-1.0, 1e308), (-1.0000001e9, 0.0), (0.0, 2e9)]
+    for n, (lower, upper) in enumerate(refused):
+        env = pb.Envelope(id=10 + n)
+        env.create_sensor.id = 1
+        env.create_sensor.imu.CopyFrom(_accelerometer(lower, upper, scaling=-1e9))
+        _send(sock, env)
+        reply = _read(sock)
+        assert reply.status.code == pb.INVALID_ARGUMENT, (lower, upper, reply)
+        field = "lower" if abs(lower) > 1e9 else "upper"
+        assert f"imu.accelerometer.chain.range.{field}.x" in reply.status.message
+        assert "1e+09" in reply.status.message, reply.status.message
+    # nothing was created: the id is free, and the largest values of every factor still give
+    # finite samples: clamp(u) + b = -2e9 on each axis, the rows of 1e9 sum it to -6e18 and the
+    # scaling makes -6e27 whatever the motion
+    inf = float("inf")
+    configs = [(-1e9, -1e9, -1e9), (-inf, -1e9, -1e9)]
+    for n, (lower, upper, bias) in enumerate(configs):
+        env = pb.Envelope(id=20 + n)
+        env.create_sensor.id = 1 + n
+        env.create_sensor.imu.CopyFrom(_accelerometer(lower, upper, bias=bias, cross=1e9,
+                                                      scaling=1e9))
+        _send(sock, env)
+        reply = _read(sock)
+        assert reply.status.code == pb.OK, reply.status.message
+    for n, body in enumerate(("update_state", "step")):
+        env = pb.Envelope(id=30 + n)
+        getattr(env, body).time = 0.5
+        _send(sock, env)
+        reply = _read(sock)
+        assert reply.status.code == pb.OK, reply.status.message
+    samples = {o.sensor_id: list(o.imu.values) for o in reply.step_done.outputs}
+    assert sorted(samples) == [1, 2]
+    for values in samples.values():
+        assert np.allclose(values, [-6e27] * 3, rtol=1e-12, atol=0.0), values
