@@ -154,3 +154,60 @@ def test_an_imu_range_cannot_make_its_samples_overflow(sensimd):
     assert sorted(samples) == [1, 2]
     for values in samples.values():
         assert np.allclose(values, [-6e27] * 3, rtol=1e-12, atol=0.0), values
+
+
+def test_small_round_primitives_are_hit_exactly_from_far_away(sensimd):
+    # A ray from distance D at a primitive of radius r: the discriminant b^2 - a c of the hit's
+    # quadratic was the difference of two numbers near D^2, and lost every digit once D / r
+    # reached ~1e8 (a ray at the centre of a 1 m sphere 1e8 m away missed it, one of a 1e-6 m
+    # ellipsoid 100 m away too; rays beside the centre got the wrong normal). Analytic truth:
+    # the ray at height y = f r meets the circle of radius r at D - r sqrt(1 - f^2), normal
+    # (-sqrt(1 - f^2), f, 0), whatever D / r (the distance to float32 precision, as the tracer
+    # carries it; the normal, computed in double, to far better).
+    sock = _connect(sensimd)
+    cases = [(1e-6, 100.0), (1e-3, 1e5), (1.0, 1e8), (1.0, 1e9)]
+    shapes = {"sphere": lambda p, r: setattr(p.sphere, "radius", r),
+              "ellipsoid": lambda p, r: (setattr(p.ellipsoid.radii, "x", r),
+                                         setattr(p.ellipsoid.radii, "y", r),
+                                         setattr(p.ellipsoid.radii, "z", r)),
+              "cylinder": lambda p, r: (setattr(p.cylinder, "radius", r),
+                                        setattr(p.cylinder, "half_length", r)),
+              "capsule": lambda p, r: (setattr(p.capsule, "radius", r),
+                                       setattr(p.capsule, "half_length", r))}
+    fractions = np.array([0.0, 0.5, 0.9])
+    next_id = iter(range(10, 1000))
+    for radius, distance in cases:
+        for shape, make in shapes.items():
+            requests = [pb.Envelope(id=next(next_id)) for _ in range(4)]
+            requests[0].create_primitive.id = 1
+            make(requests[0].create_primitive, radius)
+            requests[1].create_object.id = 1
+            requests[1].create_object.geometry_id = 1
+            ray = requests[2].raycast
+            ray.origins_bytes = np.array([[-distance, f * radius, 0.0]
+                                          for f in fractions]).tobytes()
+            ray.directions_bytes = np.tile([1.0, 0.0, 0.0], (len(fractions), 1)).tobytes()
+            requests[3].remove.kind = pb.ENTITY_OBJECT
+            requests[3].remove.id = 1
+            for env in requests:
+                _send(sock, env)
+            replies = [_read(sock) for _ in requests]
+            assert [r.status.code for r in replies] == [pb.OK] * 4, replies
+            env = pb.Envelope(id=next(next_id))
+            env.remove.kind = pb.ENTITY_GEOMETRY
+            env.remove.id = 1
+            _send(sock, env)
+            assert _read(sock).status.code == pb.OK
+            hits = np.frombuffer(replies[2].raycast_result.hits_bytes, dtype=np.dtype(
+                {"names": ["distance", "normal", "object_id"],
+                 "formats": ["<f8", ("<f8", (3,)), "<u4"], "offsets": [0, 8, 32],
+                 "itemsize": 48}))
+            what = f"{shape} r = {radius:g} from {distance:g}"
+            assert list(hits["object_id"]) == [1, 1, 1], what
+            cos = np.sqrt(1.0 - fractions ** 2)
+            # the tracer carries a ray's distance as a float32: its spacing at D bounds it
+            tol = 2.0 * float(np.spacing(np.float32(distance)))
+            np.testing.assert_allclose(hits["distance"], distance - radius * cos, rtol=0,
+                                       atol=tol, err_msg=what)
+            np.testing.assert_allclose(hits["normal"], np.stack([-cos, fractions, 0 * cos], 1),
+                                       rtol=0, atol=1e-6, err_msg=what)
