@@ -211,3 +211,44 @@ def test_small_round_primitives_are_hit_exactly_from_far_away(sensimd):
                                        atol=tol, err_msg=what)
             np.testing.assert_allclose(hits["normal"], np.stack([-cos, fractions, 0 * cos], 1),
                                        rtol=0, atol=1e-6, err_msg=what)
+
+
+def test_an_incremental_encoder_with_a_subnormal_range_stays_in_it(sensimd):
+    # An incremental encoder wraps its reading into [range_lower, range_upper). With a range
+    # as narrow as 5e-324 (accepted: finite, lower < upper) the number of wraps of a reading of
+    # 1 rad overflowed to inf and the reading became -inf, its speed NaN. Truth: every reading
+    # lies in the half-open range (for [0, 5e-324) that is 0 alone), every speed is finite.
+    sock = _connect(sensimd)
+    ranges = {7: (0.0, 5e-324), 8: (-1e-310, 1e-310)}
+    requests = [pb.Envelope(id=2)]
+    requests[0].create_joint.id = 1
+    for sensor, (lower, upper) in ranges.items():
+        env = pb.Envelope(id=sensor)
+        env.create_sensor.id = sensor
+        env.create_sensor.encoder.joint_id = 1
+        env.create_sensor.encoder.mode = pb.ENCODER_INCREMENTAL
+        env.create_sensor.encoder.range_lower = lower
+        env.create_sensor.encoder.range_upper = upper
+        requests.append(env)
+    for env in requests:
+        _send(sock, env)
+        reply = _read(sock)
+        assert reply.status.code == pb.OK, reply.status.message
+    for n, (t, q) in enumerate([(0.1, 0.0), (0.2, 1.0), (0.3, -2.5), (0.4, 1e9)]):
+        env = pb.Envelope(id=20 + 2 * n)
+        env.update_state.time = t
+        env.update_state.joint_ids.append(1)
+        env.update_state.joint_positions.append(q)
+        _send(sock, env)
+        env = pb.Envelope(id=21 + 2 * n)
+        env.step.time = t
+        _send(sock, env)
+        assert _read(sock).status.code == pb.OK
+        reply = _read(sock)
+        assert reply.status.code == pb.OK, reply.status.message
+        readings = {o.sensor_id: o.scalar for o in reply.step_done.outputs}
+        for sensor, (lower, upper) in ranges.items():
+            r = readings[sensor]
+            assert lower <= r.position < upper, (t, q, sensor, r)
+            assert math.isfinite(r.speed), (t, q, sensor, r)
+        assert readings[7].position == 0.0

@@ -72,7 +72,13 @@ int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) {
 
 double encoder_wrap(double u, double lower, double upper) {
   double span = upper - lower;
-  double m = u - span * floor((u - lower) / span);
+  // a range too narrow for u's magnitude (5e-324 wide) makes the count of wraps overflow, and
+  // u less an infinity is not in the range: lower is, within the span of any true remainder
+  double k = floor((u - lower) / span);
+  if (!isfinite(k)) {
+    return lower;
+  }
+  double m = u - span * k;
   // rounding can land exactly on U; the range is half-open
   return m >= upper ? lower : m;
 }
