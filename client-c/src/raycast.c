@@ -24,6 +24,7 @@
 // transfers are not overlapped with any tracing.
 #define PIPELINE_EDGE_RAYS (PIPELINE_RAYS / 4)
 #define REQUEST_SLACK 4096            // bytes of a raycast request besides its arrays
+#define REPLY_SLACK 128               // bytes of a raycast reply besides its records and mask
 
 _Static_assert(sizeof(sensim_hit_t) == HIT_BYTES, "sensim_hit_t is the wire's 48-byte record");
 _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, object_id) == 32 &&
@@ -120,8 +121,14 @@ static const char* check_mask(const reply_ctx_t* ctx) {
   if (!ctx->mask) {
     return "raycast: the reply has no hit_mask";
   }
-  size_t set = 0;
-  for (size_t k = 0; k < ((size_t)n + 7) / 8; k++) {
+  // counted 8 bytes at a time (without the popcnt instruction each count is a libgcc call)
+  size_t set = 0, len = ((size_t)n + 7) / 8, k = 0;
+  for (; k + 8 <= len; k += 8) {
+    uint64_t w;
+    memcpy(&w, ctx->mask + k, 8);
+    set += (size_t)__builtin_popcountll(w);
+  }
+  for (; k < len; k++) {
     set += (size_t)__builtin_popcount(ctx->mask[k]);
   }
   if (n % 8 != 0 && (ctx->mask[n / 8] >> (n % 8)) != 0) {
@@ -132,20 +139,52 @@ static const char* check_mask(const reply_ctx_t* ctx) {
 }
 
 
+// Record j of the 40-byte records at `from` as the 48-byte hit h, its reserved bytes zero:
+// read in 8-byte words before any is written (h may overlap the record), stored the same way
+// (a copy through a buffer of another width stalls on its store-to-load forwarding).
+static inline void put_record(sensim_hit_t* h, const uint8_t* from, size_t j) {
+  const uint8_t* f = from + j * MASKED_HIT_BYTES;
+  uint64_t w[5];
+  for (int k = 0; k < 5; k++) {
+    memcpy(&w[k], f + 8 * k, 8);
+  }
+  uint8_t* t = (uint8_t*)h;
+  for (int k = 0; k < 5; k++) {
+    memcpy(t + 8 * k, &w[k], 8);
+  }
+  memset(h->reserved, 0, sizeof(h->reserved));
+}
+
+
 // Spread the records at the start of hits over the rays whose mask bit is set (from the
 // last one: the j-th set bit is at a ray i >= j, so record j moves to 48 i >= 40 j, never onto
-// a record not yet moved), the others written as misses.
+// a record not yet moved), the others written as misses. One pass, a mask byte at a time,
+// whole bytes of misses or of hits (most of a scan's: its rays hit in runs) without a test per
+// ray.
 static void spread_hits(sensim_hit_t* hits, uint32_t n, const uint8_t* mask, size_t nrec) {
   const uint8_t* from = (const uint8_t*)hits;
   const sensim_hit_t miss = {.distance = HUGE_VAL};
   size_t j = nrec;
-  for (size_t i = n; i-- > 0;) {
-    if (mask[i / 8] >> (i % 8) & 1) {
-      j--;
-      memmove(&hits[i], from + j * MASKED_HIT_BYTES, MASKED_HIT_BYTES);
-      memset(hits[i].reserved, 0, sizeof(hits[i].reserved));
+  for (size_t b = ((size_t)n + 7) / 8; b-- > 0;) {
+    size_t i0 = 8 * b, m = n - i0 < 8 ? n - i0 : 8;
+    unsigned bits = mask[b];
+    if (bits == 0) {
+      for (size_t k = m; k-- > 0;) {
+        hits[i0 + k] = miss;
+      }
+    } else if (bits == 0xFF && m == 8) {
+      j -= 8;
+      for (size_t k = 8; k-- > 0;) {
+        put_record(&hits[i0 + k], from, j + k);
+      }
     } else {
-      hits[i] = miss;
+      for (size_t k = m; k-- > 0;) {
+        if (bits >> k & 1) {
+          put_record(&hits[i0 + k], from, --j);
+        } else {
+          hits[i0 + k] = miss;
+        }
+      }
     }
   }
 }
@@ -524,23 +563,29 @@ static sensim_status_t raycast_chosen(sensim_client_t* cli, const sensim_raycast
   sensim_raycast_t r = *rays;
   sensim_status_t st;
 
-  // the rays must fit one request and their hits one reply, so that the parts can always be
-  // sent again as one
+  // the hits must fit one reply: their records (a daemon that sends the hits alone: at most
+  // a record a ray and the mask) and at most REPLY_SLACK bytes around them
+  uint32_t limit = cli->session.limits.max_frame_bytes;
+  uint64_t cap = limit && limit < cli->max_frame_in ? limit : cli->max_frame_in;
+  uint64_t reply = (cli->session.features & SENSIM_FEATURE_RAYCAST_HIT_MASK)
+                       ? (uint64_t)MASKED_HIT_BYTES * r.nrays + (r.nrays + 7) / 8
+                       : (uint64_t)HIT_BYTES * r.nrays;
+  reply += REPLY_SLACK;
+  if (reply > cap) {
+    return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
+                           "raycast of %u rays: a reply of up to %llu bytes exceeds "
+                           "max_frame_bytes %llu; split the rays", r.nrays,
+                           (unsigned long long)reply, (unsigned long long)cap);
+  }
+
+  // the request itself is measured exactly when it is framed (sensim_queue: refused there
+  // when it is one byte over the daemon's limit, nothing sent); in parts only when the whole
+  // surely fits one request, so that the parts can always be sent again as one
   uint64_t per_ray = r.origin ? 24 : 48;
   uint64_t request = per_ray * r.nrays + 8ull * r.ntimes + 5ull * r.nexclude_bodies +
                      REQUEST_SLACK;
-  uint64_t reply = (uint64_t)HIT_BYTES * r.nrays + REQUEST_SLACK;
-  uint32_t limit = cli->session.limits.max_frame_bytes;
-  uint64_t cap = limit && limit < cli->max_frame_in ? limit : cli->max_frame_in;
-  if (request > cap || reply > cap) {
-    return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
-                           "raycast of %u rays: a request of %llu bytes and a reply of %llu "
-                           "exceed max_frame_bytes %llu; split the rays", r.nrays,
-                           (unsigned long long)request, (unsigned long long)reply,
-                           (unsigned long long)cap);
-  }
   uint64_t serial = 0;
-  if (r.nrays >= PIPELINE_MIN_RAYS && !cli->serial_unknown) {
+  if (r.nrays >= PIPELINE_MIN_RAYS && !cli->serial_unknown && (!limit || request <= limit)) {
     bool joined;
     st = pipelined(cli, &r, hits, &serial, &joined);
     if (st != SENSIM_OK || joined) {
