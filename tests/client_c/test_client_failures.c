@@ -53,12 +53,14 @@ static int wait_held(const td_daemon_t* d, uint64_t bytes, uint64_t out) {
   sensim_options_init(&o);
   o.environment = "probe";
   o.role = SENSIM_ROLE_OBSERVER;
+  o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* probe = td_connect_opts(d, &o);
   int rc = -1;
   const double deadline = td_now_ms() + 300e3;
   while (probe && rc != 0 && td_now_ms() < deadline) {
     const sensim_info_t* info;
     if (sensim_get_info(probe, &info) != SENSIM_OK) {
+      fprintf(stderr, "# wait_held: %s\n", sensim_client_last_error(probe));
       break;
     }
     if (info->counters.value[SENSIM_COUNTER_HELD_BYTES] >= bytes &&
@@ -204,6 +206,7 @@ TEST(failures_daemon_killed_while_pushing) {
   sensim_options_init(&o);
   o.environment = "killed_push";
   o.role = SENSIM_ROLE_OBSERVER;
+  o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* obs = td_connect_opts(&d, &o);
   ASSERT_TRUE(obs != NULL);
   sensim_subscription_t sub;
