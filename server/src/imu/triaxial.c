@@ -62,6 +62,17 @@ int triax_config_check(const triax_config_t* c, const char* prefix, err_msg_t* m
       return err_set(msg, ERR_INVAL, "%s.range.upper.%s = %g must be a number above -inf",
                      prefix, kAxis[i], c->upper[i]);
     }
+    // a finite bound is within SENSOR_MAX_VALUE like every other value of the chain: the bias,
+    // the cross-axis matrix and the scaling multiply the clamped value, and a bound of 1e308
+    // made them overflow to +-inf
+    if (isfinite(c->lower[i]) && fabs(c->lower[i]) > SENSOR_MAX_VALUE) {
+      return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must be -inf or at most %g in "
+                     "magnitude", prefix, kAxis[i], c->lower[i], SENSOR_MAX_VALUE);
+    }
+    if (isfinite(c->upper[i]) && fabs(c->upper[i]) > SENSOR_MAX_VALUE) {
+      return err_set(msg, ERR_INVAL, "%s.range.upper.%s = %g must be +inf or at most %g in "
+                     "magnitude", prefix, kAxis[i], c->upper[i], SENSOR_MAX_VALUE);
+    }
     if (!(c->lower[i] <= c->upper[i])) {
       return err_set(msg, ERR_INVAL, "%s.range.lower.%s = %g must not exceed %s.range.upper.%s = "
                      "%g", prefix, kAxis[i], c->lower[i], prefix, kAxis[i], c->upper[i]);

@@ -1088,9 +1088,16 @@ void session_check_deadlines(session_t* s, uint64_t now) {
     expire(s, "no successful hello within handshake_timeout_ms %u", lim->handshake_timeout_ms);
   } else if (lim->io_timeout_ms && s->in_frame && !s->paused && !s->blocked && !s->eof &&
              now - s->frame_ms >= lim->io_timeout_ms) {
-    expire(s, "a frame did not arrive completely within io_timeout_ms %u (%zu of %zu bytes)",
-           lim->io_timeout_ms, frame_reader_buffered(&s->reader),
-           frame_reader_expected(&s->reader));
+    size_t have = frame_reader_buffered(&s->reader);
+    size_t want = frame_reader_expected(&s->reader);
+    if (want) {
+      expire(s, "a frame did not arrive completely within io_timeout_ms %u (%zu of %zu bytes)",
+             lim->io_timeout_ms, have, want);
+    } else {
+      // the length itself is incomplete: there is no frame size to give yet
+      expire(s, "a frame did not arrive completely within io_timeout_ms %u (%zu of the %u "
+             "bytes of its length)", lim->io_timeout_ms, have, FRAME_HEADER_BYTES);
+    }
   } else if (s->ready && lim->idle_timeout_ms && s->queued == 0 &&
              now - s->active_ms >= lim->idle_timeout_ms &&
              !(srv->hooks.is_busy && srv->hooks.is_busy(srv->hooks.user, s))) {

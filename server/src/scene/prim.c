@@ -180,10 +180,10 @@ void prim_bounds(const prim_t* p, double lo[3], double hi[3]) {
 }
 
 
-// Roots t0 <= t1 of a t^2 + 2 b t + c = 0 (a > 0). The larger-magnitude root comes from the
-// formula without cancellation, the other from Vieta's product c / (a t).
-static bool quad_roots(double a, double b, double c, double* t0, double* t1) {
-  double disc = b * b - a * c;
+// Roots t0 <= t1 of a t^2 + 2 b t + c = 0 (a > 0) given its discriminant disc = b^2 - a c.
+// The larger-magnitude root comes from the formula without cancellation, the other from
+// Vieta's product c / (a t).
+static bool quad_roots(double a, double b, double c, double disc, double* t0, double* t1) {
   if (disc < 0.0) {
     return false;
   }
@@ -225,6 +225,15 @@ static bool span_slab(span_t* s, double o, double d, double lo, double hi, int a
 }
 
 
+// The discriminant b^2 - a c of |o + t d|^2 = r^2 in the xy plane, as a r^2 - (o x d)^2
+// (Lagrange's identity): b^2 and a c are each near a |o|^2, and their difference lost every
+// digit for a ray from 1e8 radii away (a ray at a sphere's centre missed it).
+static double circle_disc(const double o[3], const double d[3], double a, double r) {
+  double k = o[0] * d[1] - o[1] * d[0];
+  return a * r * r - k * k;
+}
+
+
 // Clip s to the infinite solid cylinder x^2 + y^2 <= r^2.
 static bool span_circle(span_t* s, const double o[3], const double d[3], double r) {
   double a = d[0] * d[0] + d[1] * d[1];
@@ -234,7 +243,7 @@ static bool span_circle(span_t* s, const double o[3], const double d[3], double 
   }
   double b = o[0] * d[0] + o[1] * d[1];
   double t0, t1;
-  if (!quad_roots(a, b, c, &t0, &t1)) {
+  if (!quad_roots(a, b, c, circle_disc(o, d, a, r), &t0, &t1)) {
     return false;
   }
   if (t0 > s->t0) {
@@ -320,8 +329,12 @@ static void sphere_candidates(const double o[3], const double d[3], double r, do
   double a = d[0] * d[0] + d[1] * d[1] + d[2] * d[2];
   double b = oc[0] * d[0] + oc[1] * d[1] + oc[2] * d[2];
   double c = oc[0] * oc[0] + oc[1] * oc[1] + oc[2] * oc[2] - r * r;
+  // the discriminant as a r^2 - |oc x d|^2, as circle_disc
+  double cr[3] = {oc[1] * d[2] - oc[2] * d[1], oc[2] * d[0] - oc[0] * d[2],
+                  oc[0] * d[1] - oc[1] * d[0]};
+  double disc = a * r * r - (cr[0] * cr[0] + cr[1] * cr[1] + cr[2] * cr[2]);
   double t[2];
-  if (a == 0.0 || !quad_roots(a, b, c, &t[0], &t[1])) {
+  if (a == 0.0 || !quad_roots(a, b, c, disc, &t[0], &t[1])) {
     return;
   }
   for (int k = 0; k < 2; k++) {
@@ -379,7 +392,7 @@ static bool hit_capsule(const prim_t* p, const double o[3], const double d[3], d
     double b = o[0] * d[0] + o[1] * d[1];
     double c = o[0] * o[0] + o[1] * o[1] - r * r;
     double t[2];
-    if (quad_roots(a, b, c, &t[0], &t[1])) {
+    if (quad_roots(a, b, c, circle_disc(o, d, a, r), &t[0], &t[1])) {
       for (int k = 0; k < 2; k++) {
         double z = o[2] + t[k] * d[2];
         if (t[k] < tmin || t[k] > best || fabs(z) > h + tol) {

@@ -37,9 +37,12 @@ bool scene_ray_from(const scene_rays_t* in, size_t i, scene_ray_t* out) {
   if (!ok || !(len >= in->min_direction) || !(inv <= DBL_MAX)) {
     return false;
   }
+  // a length past 1 / DBL_MIN has a subnormal inverse, zero under the tracers' flush-to-zero
+  // mode: such a direction is divided by its length instead (no other changes its bits)
+  bool divide = inv < DBL_MIN;
   for (int a = 0; a < 3; a++) {
     out->origin[a] = o[a];
-    out->dir[a] = d[a] * inv;
+    out->dir[a] = divide ? d[a] / len : d[a] * inv;
   }
   out->tmax = in->tmax;
   out->time = ray_time(in, i);
