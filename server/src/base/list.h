@@ -25,11 +25,16 @@ static inline int list_is_empty(const list_t* l) {
   return l->head.next == &l->head;
 }
 
+// Link n in just before `at` (a node of the list, or its head: then n goes last).
+static inline void list_insert_before(list_node_t* at, list_node_t* n) {
+  n->prev = at->prev;
+  n->next = at;
+  at->prev->next = n;
+  at->prev = n;
+}
+
 static inline void list_push_back(list_t* l, list_node_t* n) {
-  n->prev = l->head.prev;
-  n->next = &l->head;
-  l->head.prev->next = n;
-  l->head.prev = n;
+  list_insert_before(&l->head, n);
 }
 
 static inline void list_remove(list_node_t* n) {

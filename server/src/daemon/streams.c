@@ -529,10 +529,7 @@ int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const ch
       at = n->next;
     }
   }
-  sub->node.prev = at->prev;
-  sub->node.next = at;
-  at->prev->next = &sub->node;
-  at->prev = &sub->node;
+  list_insert_before(at, &sub->node);
   return 0;
 }
 
