@@ -37,6 +37,16 @@ static void* take(tick_dec_t* d, size_t size) {
 }
 
 
+// A message of descriptor desc with its defaults, as protobuf-c starts one.
+static void* message(tick_dec_t* d, const ProtobufCMessageDescriptor* desc) {
+  void* m = take(d, desc->sizeof_message);
+  if (m) {
+    protobuf_c_message_init(desc, m);
+  }
+  return m;
+}
+
+
 // A varint of at most max_bytes in its shortest form (no trailing zero byte after the first):
 // 0, or -1 when it is not (or runs past the end).
 static int varint(cursor_t* c, unsigned max_bytes, uint64_t* v) {
@@ -275,24 +285,14 @@ static int envelope(tick_dec_t* d, cursor_t* c, Sensim__V1__Envelope* env) {
   }
   cursor_t in = {body, body_len, 0};
   if (body_number == SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE) {
-    Sensim__V1__UpdateState* m = take(d, sizeof(*m));
-    if (!m) {
-      return -1;
-    }
-    sensim__v1__update_state__init(m);
+    env->update_state = message(d, &sensim__v1__update_state__descriptor);
     env->body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
-    env->update_state = m;
-    return update_state(d, &in, m);
+    return env->update_state ? update_state(d, &in, env->update_state) : -1;
   }
   if (body_number == SENSIM__V1__ENVELOPE__BODY_STEP) {
-    Sensim__V1__Step* m = take(d, sizeof(*m));
-    if (!m) {
-      return -1;
-    }
-    sensim__v1__step__init(m);
+    env->step = message(d, &sensim__v1__step__descriptor);
     env->body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
-    env->step = m;
-    return step(d, &in, m);
+    return env->step ? step(d, &in, env->step) : -1;
   }
   return -1;
 }
@@ -304,10 +304,9 @@ int wire_tick_decode(const uint8_t* p, size_t n, ProtobufCAllocator* a,
   return 0;  // doubles and arrays are copied as they are: protobuf-c swaps them elsewhere
 #endif
   tick_dec_t d = {.a = a};
-  Sensim__V1__Envelope* env = take(&d, sizeof(*env));
+  Sensim__V1__Envelope* env = message(&d, &sensim__v1__envelope__descriptor);
   cursor_t c = {p, n, 0};
   if (env) {
-    sensim__v1__envelope__init(env);
     if (envelope(&d, &c, env) == 0) {
       *out = env;
       return 1;
