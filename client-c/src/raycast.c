@@ -120,8 +120,14 @@ static const char* check_mask(const reply_ctx_t* ctx) {
   if (!ctx->mask) {
     return "raycast: the reply has no hit_mask";
   }
-  size_t set = 0;
-  for (size_t k = 0; k < ((size_t)n + 7) / 8; k++) {
+  // counted 8 bytes at a time (without the popcnt instruction each count is a libgcc call)
+  size_t set = 0, len = ((size_t)n + 7) / 8, k = 0;
+  for (; k + 8 <= len; k += 8) {
+    uint64_t w;
+    memcpy(&w, ctx->mask + k, 8);
+    set += (size_t)__builtin_popcountll(w);
+  }
+  for (; k < len; k++) {
     set += (size_t)__builtin_popcount(ctx->mask[k]);
   }
   if (n % 8 != 0 && (ctx->mask[n / 8] >> (n % 8)) != 0) {
@@ -132,20 +138,52 @@ static const char* check_mask(const reply_ctx_t* ctx) {
 }
 
 
+// Record j of the 40-byte records at `from` as the 48-byte hit h, its reserved bytes zero:
+// read in 8-byte words before any is written (h may overlap the record), stored the same way
+// (a copy through a buffer of another width stalls on its store-to-load forwarding).
+static inline void put_record(sensim_hit_t* h, const uint8_t* from, size_t j) {
+  const uint8_t* f = from + j * MASKED_HIT_BYTES;
+  uint64_t w[5];
+  for (int k = 0; k < 5; k++) {
+    memcpy(&w[k], f + 8 * k, 8);
+  }
+  uint8_t* t = (uint8_t*)h;
+  for (int k = 0; k < 5; k++) {
+    memcpy(t + 8 * k, &w[k], 8);
+  }
+  memset(h->reserved, 0, sizeof(h->reserved));
+}
+
+
 // Spread the records at the start of hits over the rays whose mask bit is set (from the
 // last one: the j-th set bit is at a ray i >= j, so record j moves to 48 i >= 40 j, never onto
-// a record not yet moved), the others written as misses.
+// a record not yet moved), the others written as misses. One pass, a mask byte at a time,
+// whole bytes of misses or of hits (most of a scan's: its rays hit in runs) without a test per
+// ray.
 static void spread_hits(sensim_hit_t* hits, uint32_t n, const uint8_t* mask, size_t nrec) {
   const uint8_t* from = (const uint8_t*)hits;
   const sensim_hit_t miss = {.distance = HUGE_VAL};
   size_t j = nrec;
-  for (size_t i = n; i-- > 0;) {
-    if (mask[i / 8] >> (i % 8) & 1) {
-      j--;
-      memmove(&hits[i], from + j * MASKED_HIT_BYTES, MASKED_HIT_BYTES);
-      memset(hits[i].reserved, 0, sizeof(hits[i].reserved));
+  for (size_t b = ((size_t)n + 7) / 8; b-- > 0;) {
+    size_t i0 = 8 * b, m = n - i0 < 8 ? n - i0 : 8;
+    unsigned bits = mask[b];
+    if (bits == 0) {
+      for (size_t k = m; k-- > 0;) {
+        hits[i0 + k] = miss;
+      }
+    } else if (bits == 0xFF && m == 8) {
+      j -= 8;
+      for (size_t k = 8; k-- > 0;) {
+        put_record(&hits[i0 + k], from, j + k);
+      }
     } else {
-      hits[i] = miss;
+      for (size_t k = m; k-- > 0;) {
+        if (bits >> k & 1) {
+          put_record(&hits[i0 + k], from, --j);
+        } else {
+          hits[i0 + k] = miss;
+        }
+      }
     }
   }
 }

@@ -107,7 +107,7 @@ def test_node_client_decodes_what_the_daemon_computed(sensimd, tmp_path):
 
     # unsubscribed from the cloud: none arrives, the IMU still does
     assert result["afterUnsubscribe"]["clouds"] == 0
-    assert result["afterUnsubscribe"]["imus"] > 5
+    assert result["afterUnsubscribe"]["imus"] >= 12   # the count ends at the 12th (client_test.mjs)
     assert info["daemon"]["sensors"] == [10, 11]
     assert info["daemon"]["decode_errors"] == 0
 

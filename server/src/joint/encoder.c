@@ -72,7 +72,14 @@ int encoder_config_check(const encoder_config_t* c, err_msg_t* msg) {
 
 double encoder_wrap(double u, double lower, double upper) {
   double span = upper - lower;
-  double m = u - span * floor((u - lower) / span);
+  double k = floor((u - lower) / span);
+  if (!isfinite(k)) {
+    // a span so small against u that the turn count overflows (a range of 5e-324): fmod is
+    // exact, where u - span * inf would be -inf
+    double r = fmod(u - lower, span);
+    return lower + (r < 0.0 ? r + span : r);
+  }
+  double m = u - span * k;
   // rounding can land exactly on U; the range is half-open
   return m >= upper ? lower : m;
 }
@@ -114,7 +121,10 @@ double encoder_speed_update(const encoder_config_t* c, encoder_speed_t* s, doubl
     double delta = m - s->m_ref;
     if (c->mode == ENCODER_MODE_INCREMENTAL) {
       double span = c->upper - c->lower;
-      delta -= span * round(delta / span);
+      double turns = round(delta / span);
+      // remainder is exact where the turn count overflows (a tiny span); it may round a half
+      // turn the other way, which only the degenerate ranges reach
+      delta = isfinite(turns) ? delta - span * turns : remainder(delta, span);
     }
     s->speed = delta / (t - s->t_ref);
     s->m_ref = m;

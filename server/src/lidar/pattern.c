@@ -20,6 +20,7 @@ void lidar_pattern_close(lidar_pattern_t* p) {
   mem_free(p->ring);
   mem_free(p->vertical_offset);
   mem_free(p->trig);
+  mem_free(p->rotor);
   memset(p, 0, sizeof *p);
 }
 
@@ -240,6 +241,16 @@ static double wrap_angle(double a) {
 }
 
 
+// The rotor at tau s after the start of its sweep: its cos, sin and azimuth wrapped to
+// (-pi, pi] (LIDAR_ROTOR_N values).
+static void rotor_of(const lidar_pattern_t* p, double tau, double out[LIDAR_ROTOR_N]) {
+  double rotor = p->start_azimuth + p->spin_rate * tau;
+  out[0] = cos(rotor);
+  out[1] = sin(rotor);
+  out[2] = wrap_angle(rotor);
+}
+
+
 // Direction of the Risley-prism rosette at time t (s after t_s): the sum of two rotating
 // deflections, read as a polar angle off the +x boresight.
 static void livox_angles(const lidar_pattern_t* p, double t, double* az, double* el, double d[3]) {
@@ -302,6 +313,19 @@ int lidar_pattern_prepare(lidar_pattern_t* p, const char* prefix, err_msg_t* msg
     t[LIDAR_TRIG_SDT] = sin(dt);
     t[LIDAR_TRIG_OFF] = wrap_angle(off);
   }
+
+  // the rotor of each group of a sweep (rotor_of's arithmetic: the same values)
+  if (p->groups_per_sweep > 0 && p->groups_per_sweep <= LIDAR_PATTERN_ROTOR_TABLE) {
+    p->rotor = mem_alloc(p->groups_per_sweep * LIDAR_ROTOR_N * sizeof *p->rotor);
+    if (!p->rotor) {
+      lidar_pattern_close(p);
+      return err_set(msg, ERR_NOMEM, "%s: out of memory for %llu groups", prefix,
+                     (unsigned long long)p->groups_per_sweep);
+    }
+    for (uint64_t j = 0; j < p->groups_per_sweep; j++) {
+      rotor_of(p, (double)j * p->group_period, &p->rotor[j * LIDAR_ROTOR_N]);
+    }
+  }
   return 0;
 }
 
@@ -314,10 +338,16 @@ void lidar_pattern_group(const lidar_pattern_t* p, uint64_t g, lidar_pattern_gro
   out->t_group = (double)g * p->group_period;
   out->tau_group = p->groups_per_sweep ? (double)(g - out->first) * p->group_period
                                        : out->t_group - (double)out->sweep * p->sweep_period;
-  double rotor = p->start_azimuth + p->spin_rate * out->tau_group;
-  out->cr = cos(rotor);
-  out->sr = sin(rotor);
-  out->rw = wrap_angle(rotor);
+  double r[LIDAR_ROTOR_N];
+  const double* t = r;
+  if (p->rotor) {
+    t = &p->rotor[(g - out->first) * LIDAR_ROTOR_N];   // groups_per_sweep > 0
+  } else {
+    rotor_of(p, out->tau_group, r);
+  }
+  out->cr = t[0];
+  out->sr = t[1];
+  out->rw = t[2];
 }
 
 

@@ -62,6 +62,12 @@ typedef enum lidar_trig {
   LIDAR_TRIG_N
 } lidar_trig_t;
 
+// Most groups of a sweep whose rotor values lidar_pattern_prepare tables (24 B a group: 192 KB
+// at most; an OS1's 2048 columns take 48 KB). Each group's cos, sin and remainder otherwise
+// cost about 1 % of an OS1-128's revolution, twice (for its rays, then for its points).
+#define LIDAR_PATTERN_ROTOR_TABLE 8192u
+#define LIDAR_ROTOR_N 3
+
 typedef struct lidar_pattern {
   lidar_pattern_kind_t kind;
 
@@ -89,6 +95,11 @@ typedef struct lidar_pattern {
   // off_k = azimuth[k] + spin_rate time_offset[k] and of spin_rate time_offset[k], and off_k
   // wrapped to (-pi, pi] (LIDAR_TRIG_N values a ray, in the order of lidar_trig_t)
   double* trig;                 // (nray x LIDAR_TRIG_N)
+
+  // per group of a sweep (groups_per_sweep in [1, LIDAR_PATTERN_ROTOR_TABLE]), also from
+  // lidar_pattern_prepare: the rotor's cos, sin and azimuth wrapped to (-pi, pi] (the values
+  // lidar_pattern_group computes for it, LIDAR_ROTOR_N a group); NULL: computed per group
+  double* rotor;                // (groups_per_sweep x LIDAR_ROTOR_N)
 
   // non-repetitive Risley-prism pattern (LIDAR_PATTERN_LIVOX)
   double prism_rate[2];         // rev/s of the two deflection terms

@@ -746,7 +746,21 @@ typedef struct lambert_consts {
 typedef double lanes4_t __attribute__((vector_size(32)));
 typedef int64_t mask4_t __attribute__((vector_size(32)));
 #define LANES4_LOAD(p) ({ lanes4_t v_; memcpy(&v_, (p), sizeof v_); v_; })
+typedef int8_t bytes4_t __attribute__((vector_size(4)));   // a mask4_t's lanes as bytes
 #define LANES4_SELECT(m, a, b) ((lanes4_t)(((m) & (mask4_t)(a)) | (~(m) & (mask4_t)(b))))
+
+
+// d[0, n) = 0 for n <= SCENE_PACKET; a whole packet as vector stores.
+static inline void zero_lanes(double* d, unsigned n) {
+  if (n == SCENE_PACKET) {
+    const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
+    for (unsigned j = 0; j < SCENE_PACKET; j += 4) {
+      memcpy(&d[j], &zero, sizeof zero);
+    }
+  } else {
+    memset(d, 0, n * sizeof *d);
+  }
+}
 
 
 // The surface returns of the lanes of a packet whose hit is an opaque Lambertian surface of
@@ -756,10 +770,11 @@ typedef int64_t mask4_t __attribute__((vector_size(32)));
 // forms: base/simd.h); a lane's result counts only where keep[j] is non-zero. Scalar, the
 // branches on the cosine, the threshold and the range mispredicted often enough to make this
 // loop about two thirds of the depth-1 returns' own time.
-static inline SIMD_BODY void lambert_lanes(const lambert_consts_t* c, const scene_packet_t* rays,
-                                           const scene_packet_hits_t* hits, const double* refl,
-                                           const double* tau, const double* z, double* x,
-                                           double* intensity, int64_t* keep) {
+static inline SIMD_BODY void lambert_body(const lambert_consts_t* c, const scene_packet_t* rays,
+                                          const scene_packet_hits_t* hits, const double* refl,
+                                          const double* tau, const double* z, double* x,
+                                          double* intensity, int64_t* keep, uint8_t* nret,
+                                          const int lean) {
   const lambert_consts_t k = *c;   // a copy: the stores cannot change it
   const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
   const lanes4_t one = zero + 1.0;
@@ -783,17 +798,44 @@ static inline SIMD_BODY void lambert_lanes(const lambert_consts_t* c, const scen
       xr = LANES4_SELECT(xn > 0.0, xn, zero);
       kept &= xr <= LIDAR_MAX_DISTANCE;
     }
-    memcpy(&x[j], &xr, sizeof xr);
-    memcpy(&intensity[j], &in, sizeof in);
-    memcpy(&keep[j], &kept, sizeof kept);
+    if (lean) {
+      const lanes4_t xs = LANES4_SELECT(kept, xr, LANES4_LOAD(&x[j]));
+      const lanes4_t is = LANES4_SELECT(kept, in, LANES4_LOAD(&intensity[j]));
+      memcpy(&x[j], &xs, sizeof xs);
+      memcpy(&intensity[j], &is, sizeof is);
+      bytes4_t got;
+      memcpy(&got, &nret[j], sizeof got);
+      got |= __builtin_convertvector(kept, bytes4_t) & 1;
+      memcpy(&nret[j], &got, sizeof got);
+    } else {
+      memcpy(&x[j], &xr, sizeof xr);
+      memcpy(&intensity[j], &in, sizeof in);
+      memcpy(&keep[j], &kept, sizeof kept);
+    }
   }
 }
 
-SIMD_FORMS(lambert_lanes,
-           (const lambert_consts_t* c, const scene_packet_t* rays,
-            const scene_packet_hits_t* hits, const double* refl, const double* tau,
-            const double* z, double* x, double* intensity, int64_t* keep),
-           (c, rays, hits, refl, tau, z, x, intensity, keep))
+#define LAMBERT_PARAMS                                                                   \
+  (const lambert_consts_t* c, const scene_packet_t* rays, const scene_packet_hits_t* hits, \
+   const double* refl, const double* tau, const double* z, double* x, double* intensity,  \
+   int64_t* keep, uint8_t* nret)
+#define LAMBERT_ARGS (c, rays, hits, refl, tau, z, x, intensity, keep, nret)
+
+// Its two cases (their forms: base/simd.h): lambert_lanes stores every lane's x, intensity
+// and keep; lambert_lean (a whole packet for the lean writer) stores into its distances x,
+// intensities and nret only where a lane is kept, as selects, and leaves the other lanes as
+// they were. No lane outside the Lambertian ones is kept (their reflectance is 0), so the
+// others' returns stay. Lane by lane after the kernel, the loop over the kept lanes and its
+// branch were about a sixth of lidar_returns_packets' own instructions.
+static inline SIMD_BODY void lambert_lanes LAMBERT_PARAMS {
+  lambert_body(c, rays, hits, refl, tau, z, x, intensity, keep, nret, 0);
+}
+SIMD_FORMS(lambert_lanes, LAMBERT_PARAMS, LAMBERT_ARGS)
+
+static inline SIMD_BODY void lambert_lean LAMBERT_PARAMS {
+  lambert_body(c, rays, hits, refl, tau, z, x, intensity, keep, nret, 1);
+}
+SIMD_FORMS(lambert_lean, LAMBERT_PARAMS, LAMBERT_ARGS)
 
 
 // The number of draws of w[0, n) whose uniform (words 0-1) is below the probability whose
@@ -834,11 +876,18 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   const uint32_t maxr = p->max_returns;
   const lidar_distance_noise_t* dn = &p->distance_noise;
   uint32_t general = 0;   // lanes done by lane_returns
-  memset(nret, 0, n * sizeof *nret);
+  // (a whole packet's zeros at a length the compiler knows: stored as vectors, where the
+  // variable length of the last packet became three `rep stos`, whose start-up was about a
+  // seventh of this function's own time)
+  if (n == SCENE_PACKET) {
+    memset(nret, 0, SCENE_PACKET * sizeof *nret);
+  } else {
+    memset(nret, 0, n * sizeof *nret);
+  }
   if (xo) {
     // a miss's: the lean writer computes every lane's point, and keeps those with a return
-    memset(xo, 0, n * sizeof *xo);
-    memset(io, 0, n * sizeof *io);
+    zero_lanes(xo, n);
+    zero_lanes(io, n);
   }
   if (atm_count > 0) {
     // lidar_noise_uniform(w0, w1) < return_scaling, in integers across the lanes
@@ -866,12 +915,9 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   // (lambert_lanes reads every lane: the others are zero, stored as vectors; as initialisers
   // they became three `rep stos`, whose start-up was a fifth of this function's own time)
   double refl[SCENE_PACKET], tl[SCENE_PACKET], zl[SCENE_PACKET];
-  const lanes4_t zero = {0.0, 0.0, 0.0, 0.0};
-  for (unsigned j = 0; j < SCENE_PACKET; j += 4) {
-    memcpy(&refl[j], &zero, sizeof zero);
-    memcpy(&tl[j], &zero, sizeof zero);
-    memcpy(&zl[j], &zero, sizeof zero);
-  }
+  zero_lanes(refl, SCENE_PACKET);
+  zero_lanes(tl, SCENE_PACKET);
+  zero_lanes(zl, SCENE_PACKET);
   uint32_t lambert = 0;
   const int beam = p->beam.enabled, noise = dn->enabled;
 
@@ -943,7 +989,11 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
                         .noise = dn->enabled};
   double x[SCENE_PACKET], intensity[SCENE_PACKET];
   int64_t keep[SCENE_PACKET];
-  SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tl, zl, x, intensity, keep));
+  if (xo && n == SCENE_PACKET) {
+    SIMD_CALL(lambert_lean, (&c, rays, hits, refl, tl, zl, xo, io, NULL, nret));
+    return;
+  }
+  SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tl, zl, x, intensity, keep, NULL));
   for (uint32_t g = lambert; xo && g; g &= g - 1) {
     unsigned j = (unsigned)__builtin_ctz(g);
     if (keep[j]) {

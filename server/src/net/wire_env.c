@@ -716,67 +716,103 @@ static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
 }
 
 
-// Allocate the whole reply to a bytes-form raycast: the Envelope's id and status OK, then
+// The bytes of a bytes-form reply before its records: the Envelope's id and status OK, then
 // raycast_result = {world_serial, [hit_mask,] padding, hits_bytes}, hits_bytes of nbytes, with
 // padding chosen so that the records start at a multiple of 8 from the start of the buffer
 // (which malloc aligns). Protocol buffers read fields in any order, so this is the Envelope
-// protobuf-c would write with those fields set. hit_mask (mask_len bytes) is sent when mask is
-// not NULL.
-// *records (and *mask) point into the reply; their bytes are left to the caller.
-static int reply_alloc(uint64_t id, size_t nbytes, uint64_t serial, ray_result_t* res,
-                       uint8_t** records, uint8_t** mask, size_t mask_len, err_msg_t* msg) {
-  uint8_t* head;
-  size_t head_len;
-  Sensim__V1__Envelope bare = SENSIM__V1__ENVELOPE__INIT;
-  if (wire_pack_reply(id, 0, NULL, &bare, &head, &head_len)) {
-    return err_set(msg, ERR_NOMEM, "out of memory for the reply");
-  }
+// protobuf-c would write with those fields set.
+typedef struct reply_head {
+  uint8_t ok[WIRE_OK_HEAD_MAX];   // Envelope{id, status OK}
+  size_t ok_len;
+  uint64_t serial;
+  size_t mask_len;                // bytes of hit_mask; sent when has_mask
+  int has_mask;
+  size_t nbytes;                  // of hits_bytes, and from it:
+  size_t pad;                     // bytes of padding
+  size_t inner;                   // raycast_result's bytes before the records
+  size_t at;                      // where the records start
+} reply_head_t;
+
+
+static void head_init(reply_head_t* h, uint64_t id, uint64_t serial, int has_mask,
+                      size_t mask_len) {
+  memset(h, 0, sizeof(*h));
+  h->ok_len = wire_ok_head(id, h->ok);
+  h->serial = serial;
+  h->has_mask = has_mask;
+  h->mask_len = mask_len;
+}
+
+
+static uint64_t serial_tag(void) {
+  return (uint64_t)protobuf_c_message_descriptor_get_field_by_name(
+             &sensim__v1__raycast_result__descriptor, "world_serial")
+             ->id
+         << 3;  // a varint
+}
+
+
+// The layout for nbytes of records. `at` only grows with nbytes (longer varints), so the
+// records of a smaller reply start no later than those of a larger one.
+static void head_size(reply_head_t* h, size_t nbytes) {
   const uint64_t t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
   const uint64_t t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
   const uint64_t t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
   const uint64_t t_mask = len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask");
-  const uint64_t t_serial = (uint64_t)protobuf_c_message_descriptor_get_field_by_name(
-                                &sensim__v1__raycast_result__descriptor, "world_serial")
-                                ->id
-                            << 3;  // a varint
-  const size_t serial_len = wire_varint_size(t_serial) + wire_varint_size(serial);
-  const size_t mask_field = mask ? wire_varint_size(t_mask) + wire_varint_size(mask_len) + mask_len : 0;
-  size_t pad = 0, inner = 0, at = 0;
-  for (; pad < 16; pad++) {
-    inner = serial_len + mask_field + wire_varint_size(t_pad) + wire_varint_size(pad) + pad +
-            wire_varint_size(t_hits) + wire_varint_size(nbytes);
-    at = head_len + wire_varint_size(t_result) + wire_varint_size(inner + nbytes) + inner;
-    if (at % 8 == 0) {
+  const size_t serial_len = wire_varint_size(serial_tag()) + wire_varint_size(h->serial);
+  const size_t mask_field =
+      h->has_mask ? wire_varint_size(t_mask) + wire_varint_size(h->mask_len) + h->mask_len : 0;
+  h->nbytes = nbytes;
+  for (h->pad = 0; h->pad < 16; h->pad++) {
+    h->inner = serial_len + mask_field + wire_varint_size(t_pad) + wire_varint_size(h->pad) +
+               h->pad + wire_varint_size(t_hits) + wire_varint_size(nbytes);
+    h->at = h->ok_len + wire_varint_size(t_result) + wire_varint_size(h->inner + nbytes) +
+            h->inner;
+    if (h->at % 8 == 0) {
       break;
     }
   }
-  res->payload_len = at + nbytes;
+}
+
+
+// Write the h->at bytes before the records into p; *mask (when has_mask) points at hit_mask's
+// bytes, left to the caller.
+static void head_write(const reply_head_t* h, uint8_t* p, uint8_t** mask) {
+  memcpy(p, h->ok, h->ok_len);
+  p += h->ok_len;
+  p = wire_put_varint(p, len_tag(&sensim__v1__envelope__descriptor, "raycast_result"));
+  p = wire_put_varint(p, h->inner + h->nbytes);
+  p = wire_put_varint(p, serial_tag());
+  p = wire_put_varint(p, h->serial);
+  if (h->has_mask) {
+    p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask"));
+    p = wire_put_varint(p, h->mask_len);
+    *mask = p;
+    p += h->mask_len;
+  }
+  p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "padding"));
+  p = wire_put_varint(p, h->pad);
+  memset(p, 0, h->pad);
+  p += h->pad;
+  p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes"));
+  (void)wire_put_varint(p, h->nbytes);
+}
+
+
+// Allocate the whole reply to a bytes-form raycast (reply_head_t) with hits_bytes of nbytes;
+// *records (and *mask) point into the reply, their bytes left to the caller.
+static int reply_alloc(uint64_t id, size_t nbytes, uint64_t serial, ray_result_t* res,
+                       uint8_t** records, uint8_t** mask, size_t mask_len, err_msg_t* msg) {
+  reply_head_t h;
+  head_init(&h, id, serial, mask != NULL, mask_len);
+  head_size(&h, nbytes);
+  res->payload_len = h.at + nbytes;
   res->payload = mem_alloc(res->payload_len);
   if (!res->payload) {
-    mem_free(head);
     return err_set(msg, ERR_NOMEM, "out of memory for a reply of %zu bytes", res->payload_len);
   }
-  uint8_t* p = res->payload;
-  memcpy(p, head, head_len);
-  mem_free(head);
-  p += head_len;
-  p = wire_put_varint(p, t_result);
-  p = wire_put_varint(p, inner + nbytes);
-  p = wire_put_varint(p, t_serial);
-  p = wire_put_varint(p, serial);
-  if (mask) {
-    p = wire_put_varint(p, t_mask);
-    p = wire_put_varint(p, mask_len);
-    *mask = p;
-    p += mask_len;
-  }
-  p = wire_put_varint(p, t_pad);
-  p = wire_put_varint(p, pad);
-  memset(p, 0, pad);
-  p += pad;
-  p = wire_put_varint(p, t_hits);
-  p = wire_put_varint(p, nbytes);
-  *records = p;
+  head_write(&h, res->payload, mask);
+  *records = res->payload + h.at;
   return 0;
 }
 
@@ -833,10 +869,110 @@ void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uin
 }
 
 
+size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask) {
+  // a record is five 8-byte words: the miss record is +inf, then zeros
+  const uint64_t inf_bits = 0x7FF0000000000000ull;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i += 8) {
+    size_t m = n - i < 8 ? n - i : 8;
+    unsigned bits = 0;
+    for (size_t j = 0; j < m; j++) {
+      uint64_t w[5];
+      memcpy(w, records + (i + j) * WIRE_HIT_RECORD_BYTES, sizeof(w));
+      if (w[0] == inf_bits && (w[1] | w[2] | w[3] | w[4]) == 0) {
+        continue;
+      }
+      bits |= 1u << j;
+      // read whole before written: the k-th record's place may overlap its own
+      memcpy(records + k * WIRE_HIT_MASKED_RECORD_BYTES, w, sizeof(w));
+      k++;
+    }
+    mask[i / 8] = (uint8_t)bits;
+  }
+  return k;
+}
+
+
+// What the tracing threads leave of a reply to omit_misses: each batch's hits packed at its
+// start (wire_hit_pack), their number and their bits of hit_mask.
+typedef struct packing {
+  uint8_t* mask;        // (nray + 7) / 8 bytes; a batch (ENV_RAYCAST_BATCH, a multiple of 8
+                        // rays) writes bytes of its own
+  uint32_t* counts;     // records of each batch
+} packing_t;
+
+_Static_assert(ENV_RAYCAST_BATCH % 8 == 0, "batches write whole bytes of hit_mask");
+
+
+// env_raycast_t.traced: pack the batch while its records are in this thread's cache.
+static void pack_batch(void* ctx, uint32_t first, uint32_t n, scene_hit_t* hits) {
+  packing_t* p = ctx;
+  p->counts[first / ENV_RAYCAST_BATCH] =
+      (uint32_t)wire_hit_pack((uint8_t*)(void*)hits, n, p->mask + first / 8);
+}
+
+
+// The reply to a request with omit_misses when the core's hit record is the wire's: traced
+// into the reply's buffer past the longest head it can have, each batch packed by the thread
+// that traced it; then the batches' records moved together behind the head (never past where
+// they lie: the head of fewer records is no longer), and the buffer shrunk to the reply.
+static int trace_packing_in_place(const wire_request_t* req, env_t* e, const env_raycast_t* r,
+                                  ray_result_t* res, err_msg_t* msg) {
+  size_t n = r->nray, mask_len = (n + 7) / 8;
+  size_t nbatch = (n + ENV_RAYCAST_BATCH - 1) / ENV_RAYCAST_BATCH;
+  reply_head_t h;
+  head_init(&h, wire_id(req), env_changes(e), 1, mask_len);
+  head_size(&h, n * WIRE_HIT_MASKED_RECORD_BYTES);
+  const size_t traced_at = h.at;
+  packing_t p;
+  p.counts = mem_calloc(nbatch + 1, sizeof(uint32_t));
+  p.mask = mem_alloc(mask_len + 1);
+  res->payload = mem_alloc(traced_at + n * WIRE_HIT_RECORD_BYTES);
+  int rc = 0;
+  if (!p.counts || !p.mask || !res->payload) {
+    rc = err_set(msg, ERR_NOMEM, "out of memory for a reply to %zu rays", n);
+  }
+  if (!rc) {
+    env_raycast_t packed = *r;
+    packed.hit_records = 1;  // the reserved bytes (primitive, padding) written as zero
+    packed.traced = pack_batch;
+    packed.traced_ctx = &p;
+    rc = env_raycast(e, &packed, (scene_hit_t*)(void*)(res->payload + traced_at), msg);
+  }
+  if (!rc) {
+    size_t nhit = 0;
+    for (size_t b = 0; b < nbatch; b++) {
+      nhit += p.counts[b];
+    }
+    head_size(&h, nhit * WIRE_HIT_MASKED_RECORD_BYTES);
+    uint8_t* to = res->payload + h.at;
+    for (size_t b = 0; b < nbatch; b++) {
+      size_t len = (size_t)p.counts[b] * WIRE_HIT_MASKED_RECORD_BYTES;
+      memmove(to, res->payload + traced_at + b * ENV_RAYCAST_BATCH * WIRE_HIT_RECORD_BYTES, len);
+      to += len;
+    }
+    uint8_t* mask;
+    head_write(&h, res->payload, &mask);
+    memcpy(mask, p.mask, mask_len);
+    res->payload_len = h.at + h.nbytes;
+    // a shrunk block stays where it is or moves without a copy (mremap); kept when refused
+    uint8_t* shrunk = mem_realloc(res->payload, res->payload_len);
+    res->payload = shrunk ? shrunk : res->payload;
+  }
+  mem_free(p.counts);
+  mem_free(p.mask);
+  return rc;
+}
+
+
 // The reply to a request with omit_misses: traced into the core's hits, then the hit mask and
-// the hits' records alone written into the reply, sized once the hits are counted.
+// the hits' records alone written into the reply, sized once the hits are counted (a core
+// whose hit record is not the wire's; trace_packing_in_place otherwise).
 static int trace_omitting_misses(const wire_request_t* req, env_t* e, const env_raycast_t* r,
                                  ray_result_t* res, err_msg_t* msg) {
+  if (HIT_IN_PLACE) {
+    return trace_packing_in_place(req, e, r, res, msg);
+  }
   size_t n = r->nray;
   res->hits = mem_alloc((n ? n : 1) * sizeof(*res->hits));
   if (!res->hits) {

@@ -61,5 +61,9 @@ void wire_hit_records(const scene_hit_t* hits, size_t n, uint8_t* out);
 // byte i / 8) and the records of the hits that are not the miss record, in ray order, into out
 // (WIRE_HIT_MASKED_RECORD_BYTES each).
 void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uint8_t* out);
+// The same in place: of n hits_bytes records (WIRE_HIT_RECORD_BYTES each) at records, those
+// that are not the miss record moved to the start as WIRE_HIT_MASKED_RECORD_BYTES records, in
+// ray order, and hit_mask written into mask ((n + 7) / 8 bytes). Returns the records kept.
+size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask);
 
 #endif  // SENSIM_NET_WIRE_PB_H_

@@ -307,7 +307,17 @@ typedef struct env_raycast {
   uint32_t group_mask;          // object groups the rays see (bit g = CreateObject group g);
                                 // 0 = all
   int hit_records;              // out is the reply's hit records: primitive written as 0
+  // nullable: called by the tracing thread as soon as rays [first, first + n) are traced into
+  // out + first, while their hits are still in its cache (first is a multiple of
+  // ENV_RAYCAST_BATCH, n at most that, each batch once; batches run on any thread in any
+  // order). It may rewrite those hits in place (a reply packing its records). Thread: any
+  // tracing thread.
+  void (*traced)(void* ctx, uint32_t first, uint32_t n, scene_hit_t* hits);
+  void* traced_ctx;
 } env_raycast_t;
+
+// Rays of one batch of env_raycast_t.traced.
+#define ENV_RAYCAST_BATCH 256
 
 #define ENV_MAX_EXCLUDED_BODIES 1024
 

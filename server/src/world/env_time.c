@@ -17,9 +17,10 @@
 #include "base/pool.h"
 #include "world/env_impl.h"
 
-#define RAY_BATCH 256    // rays handed to scene_trace at once (its filter re-traces batch by
-                         // batch)
+#define RAY_BATCH ENV_RAYCAST_BATCH   // rays handed to scene_trace at once (its filter
+                                     // re-traces batch by batch)
 #define RAY_GRAIN 1024   // rays per pool work item
+_Static_assert(RAY_GRAIN % RAY_BATCH == 0, "a batch starts at a multiple of RAY_BATCH");
 #define TIME_REL_TOL 1e-12
 #define ENV_MIN_DIRECTION 1e-30  // shortest accepted ray direction (any unit)
 
@@ -500,6 +501,9 @@ static void raycast_chunk(void* ctx, size_t begin, size_t end) {
     if (scene_trace(job->scene, &batch) != n) {
       atomic_store(&job->bad, 1);
       return;
+    }
+    if (r->traced) {
+      r->traced(r->traced_ctx, (uint32_t)i0, (uint32_t)n, job->out + i0);
     }
   }
 }

@@ -92,6 +92,28 @@ TEST(kat_speed_across_the_wrap) {
   return 0;
 }
 
+TEST(wrap_into_a_range_too_small_to_count_turns) {
+  // (u - L) / (U - L) overflows: the reading still lies in [L, U) and the speed stays finite
+  const double tiny = 5e-324;
+  double m = encoder_wrap(0.5, 0.0, tiny);
+  ASSERT_TRUE(isfinite(m) && m >= 0.0 && m < tiny);
+  m = encoder_wrap(-0.75, 0.0, tiny);
+  ASSERT_TRUE(isfinite(m) && m >= 0.0 && m < tiny);
+  m = encoder_wrap(3.0, 1.0, 1.0 + 2.220446049250313e-16);
+  ASSERT_TRUE(m >= 1.0 && m < 1.0 + 2.220446049250313e-16);
+  encoder_config_t c;
+  encoder_config_default(&c, ENCODER_MODE_INCREMENTAL);
+  c.joint_id = 1;
+  c.upper = tiny;
+  encoder_speed_t s = {0};
+  encoder_speed_update(&c, &s, encoder_measure(&c, 0.3, 0.0), 1.0);
+  double v = encoder_speed_update(&c, &s, encoder_measure(&c, -0.2, 0.0), 1.5);
+  ASSERT_TRUE(isfinite(v) && fabs(v) <= tiny / 0.5 + 1e-300);
+  v = encoder_speed_update(&c, &s, 1e300, 2.0);   // a jump the quotient cannot count
+  ASSERT_TRUE(isfinite(v));
+  return 0;
+}
+
 TEST(speed_timeout) {
   encoder_config_t c;
   encoder_config_default(&c, ENCODER_MODE_ABSOLUTE);

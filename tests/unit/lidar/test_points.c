@@ -123,6 +123,33 @@ TEST(points_write_every_field) {
 }
 
 
+// The points of n rays against the sum of their returns ray by ray (the plain definition),
+// for counts that cross the summing blocks and end in a part of a vector, with returns up to
+// 255 a ray (the most a 32-bit block sum meets).
+TEST(points_count_is_the_sum_of_the_returns) {
+  enum { N = 9011 };
+  static uint8_t nret[N];
+  uint64_t s = 12345;
+  for (size_t i = 0; i < N; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    nret[i] = (uint8_t)((s >> 60) < 6 ? 0 : (s >> 60) < 15 ? 1 : (s >> 33) & 0xff);
+  }
+  static const size_t ns[] = {0, 1, 31, 1024, 4095, 4096, 4097, 8192, 8193, N};
+  for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+    size_t removed = 0, kept = 0;
+    for (size_t i = 0; i < ns[c]; i++) {
+      removed += nret[i];
+      kept += nret[i] ? nret[i] : 1u;
+    }
+    lidar_points_t w = {.misses = LIDAR_MISS_REMOVE, .maxret = 255};
+    ASSERT_EQ(lidar_points_count(&w, nret, ns[c]), removed);
+    w.misses = LIDAR_MISS_ZERO;
+    ASSERT_EQ(lidar_points_count(&w, nret, ns[c]), kept);
+  }
+  return 0;
+}
+
+
 TEST(points_xyzi_packs_four_floats) {
   // the default layout (x y z intensity, float32 at 0 4 8 12), by preset or by names
   const char* names[4] = {"x", "y", "z", "intensity"};

@@ -1512,6 +1512,26 @@ static long find_len_field(const uint8_t* base, const uint8_t* p, const uint8_t*
 }
 
 
+// Pack env, decode it as the daemon does and execute it: the reply's bytes as they would
+// leave (*out, mem_free'd by the caller).
+static int execute_raw(env_t* e, Sensim__V1__Envelope* env, uint8_t** out, size_t* out_len,
+                       int* code) {
+  uint8_t* buf;
+  size_t len;
+  ASSERT_OK(wire_pack(env, &buf, &len));
+  wire_request_t* r;
+  err_msg_t msg;
+  ASSERT_OK(wire_decode(buf, len, &r, &msg));
+  *out = NULL;
+  *out_len = 0;
+  *code = -1;
+  int rc = wire_env_execute(r, e, out, out_len, code);
+  wire_free(r);
+  mem_free(buf);
+  return rc;
+}
+
+
 TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) {
   fixture_t f;
   ASSERT_OK(setup(&f));
@@ -1540,16 +1560,10 @@ TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) 
     env.raycast = &rb;
     env.has_id = 1;
     env.id = 1 + (uint64_t)k * 1000003u;  // ids of different varint lengths
-    uint8_t* buf;
-    size_t len;
-    ASSERT_OK(wire_pack(&env, &buf, &len));
-    wire_request_t* r;
-    err_msg_t msg;
-    ASSERT_OK(wire_decode(buf, len, &r, &msg));
-    uint8_t* out = NULL;
-    size_t out_len = 0;
-    int code = -1;
-    ASSERT_OK(wire_env_execute(r, f.e, &out, &out_len, &code));
+    uint8_t* out;
+    size_t out_len;
+    int code;
+    ASSERT_OK(execute_raw(f.e, &env, &out, &out_len, &code));
     ASSERT_EQ(code, 0);
 
     // raycast_result (44) holds padding (6), all zero, then hits_bytes (5) at a multiple of 8
@@ -1585,9 +1599,136 @@ TEST(wire_env_bytes_reply_places_the_records_8_byte_aligned_after_zero_padding) 
     }
     sensim__v1__envelope__free_unpacked(reply, NULL);
     mem_free(out);
-    wire_free(r);
-    mem_free(buf);
   }
+  mem_free(org);
+  mem_free(dir);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_hit_pack_in_place_equals_the_mask_and_records_written_apart) {
+  // 700 records (the last mask byte half used): runs of hits, runs of misses, single ones, and
+  // records one field away from the miss record (a -0 normal, a label, a finite distance)
+  enum { N = 700 };
+  static scene_hit_t hits[N];
+  uint64_t x = 12345;
+  for (int i = 0; i < N; i++) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    unsigned r = (unsigned)(x >> 33);
+    memset(&hits[i], 0, sizeof(hits[i]));
+    hits[i].distance = INFINITY;
+    int hit = (i / 64) % 3 == 0 ? 1 : (i / 64) % 3 == 1 ? 0 : (int)(r & 1);
+    if (hit) {
+      hits[i].distance = 1.0 + (r % 1000) * 0.01;
+      hits[i].normal[r % 3] = (r & 8) ? -1.0 : 1.0;
+      hits[i].object_id = 1 + r % 7;
+      hits[i].label = r % 5;
+    } else if (r % 17 == 0) {
+      hits[i].normal[1] = -0.0;
+    } else if (r % 19 == 0) {
+      hits[i].label = 2;
+    } else if (r % 23 == 0) {
+      hits[i].distance = 1e300;
+    }
+  }
+  static uint8_t records[N * WIRE_HIT_RECORD_BYTES], apart[N * WIRE_HIT_MASKED_RECORD_BYTES];
+  uint8_t mask[(N + 7) / 8 + 1], mask_apart[(N + 7) / 8 + 1];
+  wire_hit_records(hits, N, records);
+  memset(mask, 0xEE, sizeof(mask));
+  memset(apart, 0xEE, sizeof(apart));
+  wire_hit_mask_records(hits, N, mask_apart, apart);
+  size_t kept = wire_hit_pack(records, N, mask);
+  size_t set = 0;
+  for (int k = 0; k < (N + 7) / 8; k++) {
+    set += (size_t)__builtin_popcount(mask_apart[k]);
+  }
+  ASSERT_TRUE(set > N / 3 && set < 2 * N / 3);
+  ASSERT_EQ(kept, set);
+  ASSERT_MEM_EQ(mask, mask_apart, (N + 7) / 8);
+  ASSERT_EQ(mask[(N + 7) / 8], 0xEE);   // no byte past the mask
+  ASSERT_MEM_EQ(records, apart, kept * WIRE_HIT_MASKED_RECORD_BYTES);
+  return 0;
+}
+
+
+TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  // 5000 rays (the tracer's batches of ENV_RAYCAST_BATCH end inside, the last one partial):
+  // batches that all hit, all miss, and alternate
+  enum { N = 5000 };
+  double* org = mem_alloc(3 * sizeof(double) * N);
+  double* dir = mem_alloc(3 * sizeof(double) * N);
+  ASSERT_TRUE(org && dir);
+  for (int i = 0; i < N; i++) {
+    int kind = (i / ENV_RAYCAST_BATCH) % 3, hit = kind == 0 || (kind == 2 && i % 2 == 0);
+    org[3 * i] = -10.0;
+    org[3 * i + 1] = -1.5 + 3.0 * i / N;
+    org[3 * i + 2] = 0.0;
+    dir[3 * i] = hit ? 1.0 : -1.0;
+    dir[3 * i + 1] = dir[3 * i + 2] = 0.0;
+  }
+  Sensim__V1__Raycast rb = SENSIM__V1__RAYCAST__INIT;
+  rb.has_origins_bytes = rb.has_directions_bytes = 1;
+  rb.origins_bytes = bin(org, 24 * (size_t)N);
+  rb.directions_bytes = bin(dir, 24 * (size_t)N);
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
+  env.raycast = &rb;
+  Sensim__V1__Envelope* full;
+  int code;
+  ASSERT_OK(execute_reply(f.e, &env, &full, &code));
+  ASSERT_EQ(code, 0);
+  const uint8_t* all = reply_hits(full, N);
+  ASSERT_TRUE(all != NULL);
+
+  // the masked reply as it leaves: records at a multiple of 8, the last bytes of the frame
+  rb.has_omit_misses = rb.omit_misses = 1;
+  env.has_id = 1;
+  env.id = 77;
+  uint8_t* out;
+  size_t out_len;
+  ASSERT_OK(execute_raw(f.e, &env, &out, &out_len, &code));
+  ASSERT_EQ(code, 0);
+  size_t rlen = 0, hlen = 0, mlen = 0;
+  long at = find_len_field(out, out, out + out_len, 44, &rlen);
+  ASSERT_TRUE(at >= 0);
+  long hits = find_len_field(out, out + at, out + at + rlen, 5, &hlen);
+  long maskat = find_len_field(out, out + at, out + at + rlen, 8, &mlen);
+  ASSERT_TRUE(hits >= 0 && maskat >= 0);
+  ASSERT_EQ(hits % 8, 0);
+  ASSERT_EQ((size_t)hits + hlen, out_len);
+  ASSERT_EQ(mlen, (N + 7) / 8);
+
+  // the mask and records, from the full form's records by hand
+  static const uint8_t miss[40] = {0, 0, 0, 0, 0, 0, 0xF0, 0x7F};
+  size_t k = 0;
+  for (int i = 0; i < N; i++) {
+    const uint8_t* rec = all + 48 * (size_t)i;
+    int bit = out[maskat + i / 8] >> (i % 8) & 1;
+    int hit = memcmp(rec, miss, 40) != 0;
+    ASSERT_EQ(bit, hit);
+    ASSERT_EQ(hit, (i / ENV_RAYCAST_BATCH) % 3 == 0 || ((i / ENV_RAYCAST_BATCH) % 3 == 2 &&
+                                                        i % 2 == 0));
+    if (hit) {
+      ASSERT_TRUE(40 * (k + 1) <= hlen);
+      ASSERT_MEM_EQ(out + hits + 40 * (long)k, rec, 40);
+      k++;
+    }
+  }
+  ASSERT_EQ(40 * k, hlen);
+
+  // protobuf-c reads the same
+  Sensim__V1__Envelope* reply = sensim__v1__envelope__unpack(NULL, out_len, out);
+  ASSERT_TRUE(reply != NULL && reply->id == 77 && reply->raycast_result);
+  ASSERT_TRUE(reply->raycast_result->has_world_serial);
+  ASSERT_EQ(reply->raycast_result->world_serial, full->raycast_result->world_serial);
+  ASSERT_EQ(reply->raycast_result->hits_bytes.len, hlen);
+  sensim__v1__envelope__free_unpacked(reply, NULL);
+  sensim__v1__envelope__free_unpacked(full, NULL);
+  mem_free(out);
   mem_free(org);
   mem_free(dir);
   teardown(&f);
@@ -1671,9 +1812,20 @@ TEST(wire_env_bytes_form_fails_cleanly_when_memory_runs_out) {
   ASSERT_OK(wire_decode(buf, len, &r, &msg));
   int tries = 0;
   ASSERT_OK(execute_under_oom(f.e, r, &tries));
-  ASSERT_TRUE(tries >= 3);  // at least the reply's head, the reply and the tracing could fail
+  ASSERT_TRUE(tries >= 2);  // at least the reply and the tracing could fail
   wire_free(r);
   mem_free(buf);
+
+  // the same with the misses left out: the reply, its mask and counts, the tracing
+  rb.has_omit_misses = rb.omit_misses = 1;
+  ASSERT_OK(wire_pack(&env, &buf, &len));
+  ASSERT_OK(wire_decode(buf, len, &r, &msg));
+  tries = 0;
+  ASSERT_OK(execute_under_oom(f.e, r, &tries));
+  ASSERT_TRUE(tries >= 4);
+  wire_free(r);
+  mem_free(buf);
+  rb.has_omit_misses = rb.omit_misses = 0;
 
   // a state update: a refusal changes nothing (a run whose reply itself could not be
   // allocated may have applied it; the next run is later)

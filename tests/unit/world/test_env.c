@@ -6,6 +6,7 @@
 #include "world/env.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "base/mem.h"
@@ -756,6 +757,90 @@ TEST(env_step_and_raycast_errors_change_nothing) {
   ASSERT_TRUE(isinf(hits[0].distance));
   ASSERT_EQ(hits[2].object_id, 100);
   teardown(&f);
+  return 0;
+}
+
+
+// What env_raycast_t.traced saw, from the tracing threads.
+typedef struct traced_log {
+  scene_hit_t* out;
+  const scene_hit_t* ref;        // the same rays traced without the hook
+  atomic_int calls[16];          // per batch
+  atomic_int rays;
+  atomic_int bad;                // a batch off its place, or with hits not yet written
+} traced_log_t;
+
+
+static int same_hit(const scene_hit_t* a, const scene_hit_t* b) {
+  return memcmp(&a->distance, &b->distance, 8) == 0 && memcmp(a->normal, b->normal, 24) == 0 &&
+         a->object_id == b->object_id && a->label == b->label;
+}
+
+
+// env_raycast_t.traced: check the batch, count it, and rewrite its labels in place.
+static void log_batch(void* ctx, uint32_t first, uint32_t n, scene_hit_t* hits) {
+  traced_log_t* l = ctx;
+  int ok = first % ENV_RAYCAST_BATCH == 0 && n >= 1 && n <= ENV_RAYCAST_BATCH &&
+           hits == l->out + first && first / ENV_RAYCAST_BATCH < 16;
+  for (uint32_t i = 0; ok && i < n; i++) {
+    ok = same_hit(&hits[i], &l->ref[first + i]);
+  }
+  if (!ok) {
+    atomic_store(&l->bad, 1);
+    return;
+  }
+  atomic_fetch_add(&l->calls[first / ENV_RAYCAST_BATCH], 1);
+  atomic_fetch_add(&l->rays, (int)n);
+  for (uint32_t i = 0; i < n; i++) {
+    hits[i].label = 0xABCD0000u + first + i;
+  }
+}
+
+
+TEST(env_raycast_traced_sees_each_batch_once_with_its_hits_and_may_rewrite_them) {
+  pool_t* pool = pool_create(2);
+  ASSERT_TRUE(pool != NULL);
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "traced", NULL, pool));
+  ASSERT_OK(populate(f.e));
+  err_msg_t msg;
+
+  // 3001 rays towards the cube at the origin, some past it: 12 batches, the last of 185
+  enum { N = 3001 };
+  static double org[3 * N], dir[3 * N];
+  static scene_hit_t ref[N], out[N];
+  for (int i = 0; i < N; i++) {
+    org[3 * i] = -10.0;
+    org[3 * i + 1] = -2.0 + 4.0 * (i % 61) / 60.0;
+    org[3 * i + 2] = -2.0 + 4.0 * (i / 61) / 49.0;
+    dir[3 * i] = 1.0;
+  }
+  env_raycast_t r = {.nray = N, .origins = org, .directions = dir};
+  ASSERT_OK(env_raycast(f.e, &r, ref, &msg));
+  int nhit = 0;
+  for (int i = 0; i < N; i++) {
+    nhit += isfinite(ref[i].distance) != 0;
+  }
+  ASSERT_TRUE(nhit > N / 10 && nhit < N);
+
+  traced_log_t log = {.out = out, .ref = ref};
+  r.traced = log_batch;
+  r.traced_ctx = &log;
+  ASSERT_OK(env_raycast(f.e, &r, out, &msg));
+  ASSERT_EQ(atomic_load(&log.bad), 0);
+  ASSERT_EQ(atomic_load(&log.rays), N);
+  int nbatch = (N + ENV_RAYCAST_BATCH - 1) / ENV_RAYCAST_BATCH;
+  for (int b = 0; b < 16; b++) {
+    ASSERT_EQ(atomic_load(&log.calls[b]), b < nbatch ? 1 : 0);
+  }
+  // the rewritten labels are what the call leaves; the rest are the hits
+  for (int i = 0; i < N; i++) {
+    scene_hit_t want = ref[i];
+    want.label = 0xABCD0000u + (uint32_t)i;
+    ASSERT_TRUE(same_hit(&out[i], &want));
+  }
+  teardown(&f);
+  pool_destroy(pool);
   return 0;
 }
 
