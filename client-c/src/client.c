@@ -563,6 +563,20 @@ sensim_status_t sensim_client_on_frame(sensim_client_t* cli, sensim_frame_t* own
     sensim_frame_put(cli, owned);
     return SENSIM_OK;
   }
+  if (part && s->kind == SLOT_STEP) {
+    // a peer that never ends the reply must not fill the memory with its parts
+    s->nparts++;
+    s->part_bytes += len;
+    if (s->nparts > SENSIM_STEP_MAX_PARTS || s->part_bytes > SENSIM_STEP_MAX_PART_BYTES) {
+      sensim_frame_put(cli, owned);
+      sensim_cli_fail(cli, SENSIM_EPROTO, "step %llu: the daemon sent more records ahead of "
+                      "its StepDone than the client keeps (SENSIM_STEP_MAX_PARTS = %u frames, "
+                      "SENSIM_STEP_MAX_PART_BYTES = %llu bytes)", (unsigned long long)s->id,
+                      SENSIM_STEP_MAX_PARTS, (unsigned long long)SENSIM_STEP_MAX_PART_BYTES);
+      sensim_client_fail_closed(cli, SENSIM_EPROTO);
+      return SENSIM_EPROTO;
+    }
+  }
   sensim_frame_t* f = keep_frame(cli, owned, data, len);
   if (!f) {
     sensim_cli_fail(cli, SENSIM_ENOMEM, "out of memory for a reply");

@@ -76,6 +76,8 @@ typedef struct slot {
   sensim_frame_list_t frames;       // the reply's frames, in arrival order
   uint32_t code;                    // the final frame's status code (0 when it has none)
   uint32_t body;                    // and its body's field number
+  uint32_t nparts;                  // step: records received ahead of the StepDone,
+  uint64_t part_bytes;              //   and their bytes (bounded: SENSIM_STEP_MAX_PART*)
 
   // raycast: decoded when its frame arrives
   sensim_hit_t* hits;

@@ -24,6 +24,7 @@
 // transfers are not overlapped with any tracing.
 #define PIPELINE_EDGE_RAYS (PIPELINE_RAYS / 4)
 #define REQUEST_SLACK 4096            // bytes of a raycast request besides its arrays
+#define REPLY_SLACK 128               // bytes of a raycast reply besides its records and mask
 
 _Static_assert(sizeof(sensim_hit_t) == HIT_BYTES, "sensim_hit_t is the wire's 48-byte record");
 _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, object_id) == 32 &&
@@ -562,23 +563,29 @@ static sensim_status_t raycast_chosen(sensim_client_t* cli, const sensim_raycast
   sensim_raycast_t r = *rays;
   sensim_status_t st;
 
-  // the rays must fit one request and their hits one reply, so that the parts can always be
-  // sent again as one
+  // the hits must fit one reply: their records (a daemon that sends the hits alone: at most
+  // a record a ray and the mask) and at most REPLY_SLACK bytes around them
+  uint32_t limit = cli->session.limits.max_frame_bytes;
+  uint64_t cap = limit && limit < cli->max_frame_in ? limit : cli->max_frame_in;
+  uint64_t reply = (cli->session.features & SENSIM_FEATURE_RAYCAST_HIT_MASK)
+                       ? (uint64_t)MASKED_HIT_BYTES * r.nrays + (r.nrays + 7) / 8
+                       : (uint64_t)HIT_BYTES * r.nrays;
+  reply += REPLY_SLACK;
+  if (reply > cap) {
+    return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
+                           "raycast of %u rays: a reply of up to %llu bytes exceeds "
+                           "max_frame_bytes %llu; split the rays", r.nrays,
+                           (unsigned long long)reply, (unsigned long long)cap);
+  }
+
+  // the request itself is measured exactly when it is framed (sensim_queue: refused there
+  // when it is one byte over the daemon's limit, nothing sent); in parts only when the whole
+  // surely fits one request, so that the parts can always be sent again as one
   uint64_t per_ray = r.origin ? 24 : 48;
   uint64_t request = per_ray * r.nrays + 8ull * r.ntimes + 5ull * r.nexclude_bodies +
                      REQUEST_SLACK;
-  uint64_t reply = (uint64_t)HIT_BYTES * r.nrays + REQUEST_SLACK;
-  uint32_t limit = cli->session.limits.max_frame_bytes;
-  uint64_t cap = limit && limit < cli->max_frame_in ? limit : cli->max_frame_in;
-  if (request > cap || reply > cap) {
-    return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
-                           "raycast of %u rays: a request of %llu bytes and a reply of %llu "
-                           "exceed max_frame_bytes %llu; split the rays", r.nrays,
-                           (unsigned long long)request, (unsigned long long)reply,
-                           (unsigned long long)cap);
-  }
   uint64_t serial = 0;
-  if (r.nrays >= PIPELINE_MIN_RAYS && !cli->serial_unknown) {
+  if (r.nrays >= PIPELINE_MIN_RAYS && !cli->serial_unknown && (!limit || request <= limit)) {
     bool joined;
     st = pipelined(cli, &r, hits, &serial, &joined);
     if (st != SENSIM_OK || joined) {

@@ -177,6 +177,7 @@ sensim_client_t* td_connect(const td_daemon_t* d, const char* environment) {
   sensim_options_init(&opts);
   opts.environment = environment;
   opts.client_name = "test_client";
+  opts.timeout_ms = TD_TIMEOUT_MS;
   return td_connect_opts(d, &opts);
 }
 

@@ -33,8 +33,13 @@ int td_stop(td_daemon_t* d);
 // SIGKILL and reap.
 void td_kill(td_daemon_t* d);
 
-// Connect to d as a controller of `environment` (options: timeout 10 s); NULL on failure
-// (the reason printed).
+// The handle timeout of td_connect's connections: what the tests' steps and raycasts take is
+// not what they check, and a sanitized build on a slow or loaded machine took over the client's
+// default 10 s for a step of two 400 x 400 flashes. A test of timeouts sets its own.
+#define TD_TIMEOUT_MS 300000
+
+// Connect to d as a controller of `environment` (options: timeout TD_TIMEOUT_MS); NULL on
+// failure (the reason printed).
 sensim_client_t* td_connect(const td_daemon_t* d, const char* environment);
 
 // The same with options.

@@ -53,12 +53,14 @@ static int wait_held(const td_daemon_t* d, uint64_t bytes, uint64_t out) {
   sensim_options_init(&o);
   o.environment = "probe";
   o.role = SENSIM_ROLE_OBSERVER;
+  o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* probe = td_connect_opts(d, &o);
   int rc = -1;
   const double deadline = td_now_ms() + 300e3;
   while (probe && rc != 0 && td_now_ms() < deadline) {
     const sensim_info_t* info;
     if (sensim_get_info(probe, &info) != SENSIM_OK) {
+      fprintf(stderr, "# wait_held: %s\n", sensim_client_last_error(probe));
       break;
     }
     if (info->counters.value[SENSIM_COUNTER_HELD_BYTES] >= bytes &&
@@ -204,6 +206,7 @@ TEST(failures_daemon_killed_while_pushing) {
   sensim_options_init(&o);
   o.environment = "killed_push";
   o.role = SENSIM_ROLE_OBSERVER;
+  o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* obs = td_connect_opts(&d, &o);
   ASSERT_TRUE(obs != NULL);
   sensim_subscription_t sub;
@@ -778,6 +781,116 @@ TEST(failures_hostile_replies_are_refused) {
   ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_EPROTO, "expected");
   sensim_client_close(cli);
   td_peer_stop(p);
+  return 0;
+}
+
+
+// A peer that answers a Step with `nparts` records sent ahead (Envelope{id, sensor_data} of
+// `part_bytes` bytes each), then the StepDone saying so; it stops when the client hangs up.
+typedef struct parts_script {
+  uint32_t nparts;
+  size_t part_bytes;                // 5, or 2^14 + 13 .. 2^21 (3-byte length varints)
+  uint32_t sent;                    // parts written before the client closed
+} parts_script_t;
+
+
+static void put_varint3(uint8_t* p, size_t v) {
+  p[0] = (uint8_t)(v | 0x80);
+  p[1] = (uint8_t)(v >> 7 | 0x80);
+  p[2] = (uint8_t)(v >> 14);
+}
+
+
+static void play_parts(int fd, void* arg) {
+  parts_script_t* s = arg;
+  static uint8_t req[1 << 16];
+  if (td_peer_hello(fd) == 0 || td_read_frame(fd, req, sizeof(req)) <= 1) {
+    return;
+  }
+  uint8_t id = req[1];  // the step's id (below 128: one byte)
+  size_t len = s->part_bytes;
+  uint8_t* f = calloc(1, 4 + len);
+  f[0] = (uint8_t)len;
+  f[1] = (uint8_t)(len >> 8);
+  f[2] = (uint8_t)(len >> 16);
+  uint8_t head[] = {0x08, id, 0xa2, 0x03};  // Envelope.id, then sensor_data (52), length:
+  memcpy(f + 4, head, sizeof(head));
+  if (len == 5) {
+    f[8] = 0;  // an empty SensorData
+  } else {
+    // SensorData{sensor_id 1, an unknown bytes field 15 filling the rest}
+    put_varint3(f + 8, len - 7);
+    f[11] = 0x08;
+    f[12] = 0x01;
+    f[13] = 15 << 3 | 2;
+    put_varint3(f + 14, len - 13);
+  }
+  s->sent = 0;
+  while (s->sent < s->nparts && td_write_all(fd, f, 4 + len) == 0) {
+    s->sent++;
+  }
+  free(f);
+  if (s->sent == s->nparts) {
+    td_pb_t done = {.len = 0}, env = {.len = 0};
+    td_pb_double(&done, 1, 0.1);
+    td_pb_uint(&done, 2, 1);
+    td_pb_uint(&done, 4, s->nparts);
+    td_pb_uint(&env, 1, id);
+    td_pb_bytes(&env, 42, done.buf, done.len);
+    td_pb_send(fd, &env);
+  }
+  sleep_ms(200);
+}
+
+
+// Step against a parts_script_t peer; the status, *nout the records of an accepted step.
+static sensim_status_t step_parts(parts_script_t* s, uint32_t* nout, char* err, size_t cap) {
+  td_peer_t* p = td_peer_start(play_parts, s);
+  sensim_client_t* cli = p ? connect_peer(p, 20000, 0) : NULL;
+  if (!cli) {
+    td_peer_stop(p);
+    return SENSIM_ECONNECT;
+  }
+  sensim_step_t step;
+  sensim_step_init(&step);
+  const sensim_step_result_t* res = NULL;
+  sensim_status_t st = sensim_step(cli, &step, &res);
+  *nout = st == SENSIM_OK ? res->noutputs : 0;
+  snprintf(err, cap, "%s", sensim_client_last_error(cli));
+  if (st != SENSIM_OK && sensim_client_fd(cli) != -1) {
+    snprintf(err, cap, "the connection is open after %d", (int)st);
+    st = SENSIM_EUNKNOWN;
+  }
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  return st;
+}
+
+
+TEST(failures_step_parts_are_bounded) {
+  // a peer that sends records ahead of a StepDone without end: the client keeps at most
+  // SENSIM_STEP_MAX_PARTS frames of at most SENSIM_STEP_MAX_PART_BYTES together, then refuses
+  // the reply naming the limit and closes the connection; at the limits the step is whole
+  static parts_script_t s;
+  char err[700];
+  uint32_t n;
+  s = (parts_script_t){.nparts = SENSIM_STEP_MAX_PARTS, .part_bytes = 5};
+  ASSERT_EQ(step_parts(&s, &n, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(n, SENSIM_STEP_MAX_PARTS);
+  s = (parts_script_t){.nparts = SENSIM_STEP_MAX_PARTS + 1000, .part_bytes = 5};
+  ASSERT_EQ(step_parts(&s, &n, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "SENSIM_STEP_MAX_PARTS = 65536");
+
+  // bytes: 256 records of 1 MiB are the limit
+  size_t mib = 1u << 20;
+  ASSERT_EQ(SENSIM_STEP_MAX_PART_BYTES % mib, 0);
+  s = (parts_script_t){.nparts = (uint32_t)(SENSIM_STEP_MAX_PART_BYTES / mib), .part_bytes = mib};
+  ASSERT_EQ(step_parts(&s, &n, err, sizeof(err)), SENSIM_OK);
+  ASSERT_EQ(n, s.nparts);
+  s.nparts += 1000;
+  ASSERT_EQ(step_parts(&s, &n, err, sizeof(err)), SENSIM_EPROTO);
+  ASSERT_CONTAINS(err, "SENSIM_STEP_MAX_PART_BYTES = 268435456");
+  ASSERT_TRUE(s.sent < s.nparts);  // the client stopped reading: the peer could not go on
   return 0;
 }
 

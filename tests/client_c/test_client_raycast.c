@@ -833,3 +833,107 @@ TEST(raycast_hit_mask_equals_the_full_form_bit_for_bit) {
   ASSERT_EQ(td_stop(&d), 0);
   return 0;
 }
+
+
+// A peer that announces `features` and records the payload bytes of the first request after
+// the Hello.
+typedef struct sizer {
+  uint64_t features;
+  long len;
+} sizer_t;
+
+
+static void record_size(int fd, void* arg) {
+  sizer_t* s = arg;
+  static uint8_t buf[1 << 20];
+  s->len = td_peer_hello_features(fd, s->features) ? td_read_frame(fd, buf, sizeof(buf)) : -1;
+}
+
+
+// The payload bytes of the frame sensim_raycast sends for r, as a peer announcing `features`
+// receives it (the request's id is 2, of one byte, as on a connection with few requests).
+static long raycast_frame_bytes(const sensim_raycast_t* r, uint64_t features) {
+  sizer_t s = {.features = features, .len = -1};
+  td_peer_t* p = td_peer_start(record_size, &s);
+  if (!p) {
+    return -1;
+  }
+  sensim_options_t o;
+  sensim_options_init(&o);
+  sensim_client_t* cli = NULL;
+  if (sensim_client_connect("127.0.0.1", (uint16_t)td_peer_port(p), &o, &cli) == SENSIM_OK) {
+    sensim_hit_t* hits = malloc(sizeof(sensim_hit_t) * r->nrays);
+    uint64_t id;
+    if (sensim_raycast_send(cli, r, hits, &id) != SENSIM_OK || id != 2) {
+      s.len = -2;
+    }
+    free(hits);
+  }
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  return s.len;
+}
+
+
+TEST(raycast_limit_is_the_frame_as_sent) {
+  // sensim_raycast refused rays whose arrays came within 4 kB of max_frame_bytes, though
+  // their frame fitted (sensim_raycast_send sent it). The frame as it goes is measured now:
+  // at limit - 1 and limit bytes (as a peer receives them) the daemon answers; at limit + 1
+  // the client refuses it, naming the limit, nothing sent. Sizes step by one byte with
+  // exclude_bodies (after the arrays, whose paddings keep them where they are).
+  const uint32_t limit = 4096, n = 80;
+  td_daemon_t d;
+  ASSERT_OK(td_start(&d, (const char* const[]){"--max-frame-bytes", "4096", NULL}));
+  sensim_client_t* cli = td_connect(&d, "raycast_limit");
+  ASSERT_TRUE(cli != NULL);
+  uint64_t features = sensim_client_session(cli)->features;
+  double org[3 * 80], dir[3 * 80];
+  uint32_t exclude[400];
+  for (uint32_t i = 0; i < n; i++) {
+    org[3 * i] = org[3 * i + 1] = 0.0;
+    org[3 * i + 2] = 0.001 * i;  // distinct: an origin per ray is sent
+    dir[3 * i] = 1.0;
+    dir[3 * i + 1] = dir[3 * i + 2] = 0.0;
+  }
+  for (uint32_t k = 0; k < 400; k++) {
+    exclude[k] = 1;
+  }
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = n;
+  r.origins = org;
+  r.directions = dir;
+  r.exclude_bodies = exclude;
+  int tried[3] = {0};
+  for (uint32_t k = 0; k < 400; k++) {
+    r.nexclude_bodies = k;
+    long size = raycast_frame_bytes(&r, features);
+    ASSERT_TRUE(size > 0);
+    if (size < (long)limit - 1 || size > (long)limit + 1 || tried[size - (limit - 1)]) {
+      continue;
+    }
+    tried[size - (limit - 1)] = 1;
+    const sensim_info_t* info;
+    ASSERT_OK_ST(cli, sensim_get_info(cli, &info));
+    uint64_t before = info->counters.value[SENSIM_COUNTER_FRAMES_IN];
+    ASSERT_TRUE(sensim_client_session(cli)->features == features);
+    sensim_hit_t hits[80];
+    if (size > (long)limit) {
+      ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_RESOURCE_EXHAUSTED,
+                    "request of 4097 bytes exceeds the daemon's max_frame_bytes 4096");
+      ASSERT_OK_ST(cli, sensim_get_info(cli, &info));
+      ASSERT_EQ(info->counters.value[SENSIM_COUNTER_FRAMES_IN], before + 1);  // nothing sent
+    } else {
+      ASSERT_OK_ST(cli, sensim_raycast(cli, &r, hits, NULL));
+      for (uint32_t i = 0; i < n; i++) {
+        ASSERT_TRUE(isinf(hits[i].distance));  // an empty scene
+      }
+      ASSERT_OK_ST(cli, sensim_get_info(cli, &info));
+      ASSERT_EQ(info->counters.value[SENSIM_COUNTER_FRAMES_IN], before + 2);
+    }
+  }
+  ASSERT_TRUE(tried[0] && tried[1] && tried[2]);  // (ids below 128 here too: 11 requests)
+  sensim_client_close(cli);
+  ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}

@@ -2,11 +2,15 @@
 // test_client_session.c: the C client's connection against the real sensimd: handshake and
 // options, token and client limits, ping, info and counters, the status table, waits, the
 // in-flight limit, nonblocking sends in a poll loop, and environments kept across connections.
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "support.h"
 
@@ -43,14 +47,19 @@ TEST(session_connect_reports_the_handshake) {
 
 
 TEST(session_connect_refused_and_unresolvable) {
-  // a port nothing listens on: bind one, close it
-  td_daemon_t d;
-  ASSERT_OK(td_start(&d, NULL));
-  int port = d.port;
-  ASSERT_EQ(td_stop(&d), 0);
+  // a port nothing listens on: a socket bound to it, not listening, open while the client
+  // tries it (a port released, as a stopped daemon's, could be given meanwhile to a daemon of
+  // a test running in parallel)
+  int held = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_TRUE(held >= 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof(a);
+  ASSERT_EQ(bind(held, (struct sockaddr*)&a, sizeof(a)), 0);
+  ASSERT_EQ(getsockname(held, (struct sockaddr*)&a, &alen), 0);
   sensim_client_t* cli = NULL;
-  ASSERT_STATUS(cli, sensim_client_connect("127.0.0.1", (uint16_t)port, NULL, &cli),
+  ASSERT_STATUS(cli, sensim_client_connect("127.0.0.1", ntohs(a.sin_port), NULL, &cli),
                 SENSIM_ECONNECT, "refused");
+  close(held);
   ASSERT_TRUE(cli != NULL);
   ASSERT_TRUE(strstr(sensim_client_last_error(cli), "127.0.0.1") != NULL);
   ASSERT_EQ(sensim_client_fd(cli), -1);

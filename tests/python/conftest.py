@@ -26,6 +26,12 @@ def pytest_runtest_makereport(item, call):
     setattr(item, f"rep_{report.when}", report)
 
 
+# The timeout of the fixtures' clients when a test gives none. How long a step or a raycast
+# takes is not what those calls check: an OS1-128 revolution took over 10 s in the sanitizer
+# build on a loaded machine. A test of timeouts gives its client its own.
+CLIENT_TIMEOUT = 300.0
+
+
 @pytest.fixture
 def sensimd_factory(request, tmp_path):
     """Return start(*args) -> Daemon (sensim.testing). Every daemon still running at teardown
@@ -34,7 +40,8 @@ def sensimd_factory(request, tmp_path):
 
     def start(*args: str) -> Daemon:
         try:
-            d = Daemon(args, log_dir=tmp_path, name=f"sensimd-{len(daemons)}")
+            d = Daemon(args, log_dir=tmp_path, name=f"sensimd-{len(daemons)}",
+                       client_timeout=CLIENT_TIMEOUT)
         except DaemonError as exc:
             pytest.fail(str(exc), pytrace=False)
         daemons.append(d)

@@ -3,7 +3,8 @@
 loopback socket server speaking the framing (u32 little-endian length, then an Envelope) with
 Google's protobuf module (sensim_pb2) and none of the client's own code. It records every frame
 a client sends, byte for byte, and answers each request through a function the test chooses:
-the frames it returns (pushed frames first, then the reply, or nothing) are sent in order."""
+the frames it returns (pushed frames first, then the reply, or nothing) are sent in order, in
+one write (a list) or each as a generator yields it (which may go on without end)."""
 
 from __future__ import annotations
 
@@ -107,9 +108,14 @@ class FakeDaemon:
                     self.frames.append(body)
                 env = pb.Envelope()
                 env.ParseFromString(body)
-                out = b"".join(frame(e) for e in self.answer(env))
-                if out:
-                    conn.sendall(out)
+                answer = self.answer(env)
+                if isinstance(answer, (list, tuple)):
+                    out = b"".join(frame(e) for e in answer)
+                    if out:
+                        conn.sendall(out)
+                else:
+                    for e in answer:   # a generator: each frame sent as it comes, without end
+                        conn.sendall(frame(e))
         except (ConnectionResetError, BrokenPipeError):
             return  # the client went away
         except BaseException as exc:  # reported by close()

@@ -85,6 +85,7 @@ class Stepper:
         self.t = t0
         self.error: Optional[BaseException] = None
         self._stop = threading.Event()
+        self._collected = threading.Condition()   # notified when a step's reply is collected
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.poses: dict[int, list[float]] = {}
 
@@ -122,16 +123,33 @@ class Stepper:
                     self._order.append(key)
                     if len(self._order) > self.keep:
                         self.records.pop(self._order.popleft(), None)
-                self.steps, self.t = k, t
+                with self._collected:
+                    self.steps, self.t = k, t
+                    self._collected.notify_all()
                 if self.pace:
                     self._stop.wait(self.pace)
         except BaseException as exc:  # reported by stop()
             self.error = exc
+        finally:
+            with self._collected:
+                self._collected.notify_all()
+
+    def record(self, sensor_id: int, frame: int, timeout: float = 60.0) -> Any:
+        """The record of a sensor's frame as a StepDone carried it. The daemon pushes a frame
+        to subscribers (the bridge, its viewers) as the step ends, before the stepper has read
+        the step's reply: a frame a viewer has seen is in the step in flight at the latest, so
+        wait until that step has been collected (or the stepper has stopped)."""
+        key = (sensor_id, frame)
+        with self._collected:
+            in_flight = self.steps + 1
+            self._collected.wait_for(lambda: key in self.records or self.steps >= in_flight
+                                     or not self._thread.is_alive(), timeout)
+            rec = self.records.get(key)
+        assert rec is not None, f"no record of sensor {sensor_id} frame {frame} kept"
+        return rec
 
     def cloud(self, sensor_id: int, frame: int) -> np.ndarray:
-        rec = self.records.get((sensor_id, frame))
-        assert rec is not None, f"no record of sensor {sensor_id} frame {frame} kept"
-        return sensim.point_cloud_to_numpy(rec.point_cloud)
+        return sensim.point_cloud_to_numpy(self.record(sensor_id, frame).point_cloud)
 
 
 class BridgeProcess:

@@ -571,3 +571,64 @@ def test_client_raycast_too_large_for_one_request_is_refused_up_front(sensimd_fa
         one = _bytes_raycast(c, o[:m], dirs[:m])
     _check_sphere(hits, o[:m], dirs[:m])
     assert np.asarray(hits).tobytes() == one.hits_bytes
+
+
+
+def _frame_sizes(features: int, o: np.ndarray, dirs: np.ndarray, ks) -> list[int]:
+    """The payload bytes of the frame of c.raycast(o, dirs, exclude_bodies=[1] * k) for each
+    k, as a peer receives them (a fake daemon announcing `features` and no frame limit)."""
+    from fakedaemon import FakeDaemon, ok_reply
+
+    def answer(env):
+        out = ok_reply(env)
+        if env.WhichOneof("body") == "hello":
+            out[0].hello_reply.features = features
+        elif env.WhichOneof("body") == "raycast" and env.raycast.omit_misses:
+            out[0].raycast_result.hits_bytes = b""   # the hits alone: none
+            out[0].raycast_result.hit_mask = bytes((len(dirs) + 7) // 8)
+        return out
+    sizes = []
+    with FakeDaemon(answer) as fake:
+        for k in ks:
+            # a connection each: the request's id (of a varint's size) is 2, as in the test's
+            with sensim.Client(port=fake.port) as c:
+                c.raycast(o, dirs, exclude_bodies=[1] * k)
+            sizes.append(len(fake.frames[-1]))
+    return sizes
+
+
+@pytest.mark.parametrize("limit,n", [(4096, 80), (1 << 16, 1361)])
+def test_client_raycast_limit_is_the_frame_as_sent(sensimd_factory, limit, n):
+    """The client compared a raycast with max_frame_bytes counting its message and arrays but
+    not the envelope, the body's tag and length and the paddings: one within those bytes over
+    the limit was sent, and refused by the daemon instead. The frame as it goes is measured
+    now: at limit - 1 and limit bytes (as a peer receives them) the daemon answers; at limit +
+    1 the client refuses it, naming the limit, nothing sent. Sizes are stepped with
+    exclude_bodies (a byte an id); a frame with arrays of more than SMALL_BULK_BYTES aligns
+    them with paddings, so its sizes step by 8 (not always up): each size within 16 bytes of
+    the limit is tried."""
+    d = sensimd_factory("--max-frame-bytes", str(limit))
+    o, dirs = _rays(n)
+    with d.client() as c:
+        _sphere_scene(c)
+        c.update_state(0.0)
+        c.step(0.0)
+        ks = list(range(400))
+        sizes = _frame_sizes(c.features, o, dirs, ks)
+        near = {sizes[k]: k for k in reversed(ks) if abs(sizes[k] - limit) <= 16}
+        if limit < sensim.client.SMALL_BULK_BYTES:   # byte by byte: limit - 1, limit, limit + 1
+            assert {limit - 1, limit, limit + 1} <= set(near)
+        assert min(near) <= limit < max(near)
+        for size, k in sorted(near.items()):
+            before = c.get_info().counters.frames_in
+            assert c._next_id < 127   # ids of one byte, as in the peer's measurement
+            if size > limit:
+                with pytest.raises(errors.ResourceExhausted,
+                                   match=f"request of (more than [0-9]+|{size}) "
+                                         f"bytes exceeds the daemon's max_frame_bytes {limit}"):
+                    c.raycast(o, dirs, exclude_bodies=[1] * k)
+                assert c.get_info().counters.frames_in == before + 1   # the GetInfo alone
+            else:
+                hits = c.raycast(o, dirs, exclude_bodies=[1] * k)
+                _check_sphere(hits, o, dirs)
+                assert c.get_info().counters.frames_in == before + 2

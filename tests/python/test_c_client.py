@@ -23,11 +23,13 @@ def run_info(examples_dir, *args, env=None):
                           timeout=60, env=full_env)
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def unlistened() -> socket.socket:
+    """A socket bound to a free port and not listening: connections to the port are refused
+    for as long as it stays open (a port merely released could be taken meanwhile by a daemon
+    of a test running in parallel)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 def test_c_client_info_prints_server_info(sensimd, examples_dir):
@@ -50,8 +52,9 @@ def test_c_client_info_prints_server_info(sensimd, examples_dir):
 
 
 def test_c_client_info_wrong_port_fails_clearly(examples_dir):
-    port = free_port()
-    r = run_info(examples_dir, "127.0.0.1", port)
+    with unlistened() as s:
+        port = s.getsockname()[1]
+        r = run_info(examples_dir, "127.0.0.1", port)
     assert r.returncode != 0
     assert r.stdout == ""
     assert f"127.0.0.1:{port}" in r.stderr

@@ -10,6 +10,7 @@ import json
 import os
 import pathlib
 import re
+import selectors
 import signal
 import subprocess
 import sys
@@ -176,6 +177,22 @@ def test_cli_record_export_plot(sensimd, tmp_path):
         np.asarray(Image.open(tmp_path / "png" / "sensor5_000002_range.png")))
 
 
+def wait_recorded(rec, n: int, timeout: float = 300.0) -> None:
+    """Wait until `sensim record`'s progress line (on stderr, every 5 s when not a terminal)
+    counts n records."""
+    deadline = time.monotonic() + timeout
+    with selectors.DefaultSelector() as sel:
+        sel.register(rec.stderr, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            assert left > 0, f"the recorder did not report {n} records within {timeout} s"
+            if sel.select(left):
+                line = rec.stderr.readline()
+                assert line, "the recorder's stderr ended"
+                if line.startswith(f"recording: {n} records"):
+                    return
+
+
 def drive_setup_and_wait(c, d):
     """Create the scene (its first step at DT) and wait until the recorder subscribed."""
     drive(c, 1)
@@ -198,14 +215,11 @@ def test_cli_record_sigterm_closes_whole_files(sensimd, tmp_path):
             while len(c.get_info().subscribers) < 2 and time.monotonic() < deadline:
                 time.sleep(0.05)
             outs = drive(c, 30, t0=DT)
-            # the last step's records are on their way: wait until the recorder has them
+            # the last steps' records are on their way: wait until the recorder has them all
+            # (what the daemon has sent may still be in the sockets, or read and not yet
+            # written, for longer than the recorder's drain after SIGTERM)
             want = len(outs)
-            while time.monotonic() < deadline:
-                s = [x for x in c.get_info().subscribers if x.sensor_id == 7]
-                if s and s[0].queued_frames == 0:
-                    break
-                time.sleep(0.05)
-            time.sleep(0.3)
+            wait_recorded(rec, want)
             rec.send_signal(signal.SIGTERM)
             stdout, stderr = rec.communicate(timeout=30)
         finally:
@@ -221,9 +235,11 @@ def test_cli_record_sigterm_closes_whole_files(sensimd, tmp_path):
 def test_cli_errors_exit_1_naming_the_problem(sensimd, tmp_path):
     import socket
     with socket.socket() as s:
+        # bound, not listening: connections are refused, and while it is open no daemon of a
+        # test running in parallel can take the port
         s.bind(("127.0.0.1", 0))
-        free = s.getsockname()[1]        # nothing listens there once closed
-    out = cli("info", "--port", free, check=False)
+        free = s.getsockname()[1]
+        out = cli("info", "--port", free, check=False)
     assert out.returncode == 1 and f"cannot connect to 127.0.0.1:{free}" in out.stderr
     (tmp_path / "junk.srec").write_bytes(b"not a recording")
     out = cli("export", tmp_path / "junk.srec", "-f", "pcd", "-o", tmp_path / "x", check=False)

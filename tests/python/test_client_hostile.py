@@ -471,3 +471,70 @@ def test_subscription_counts_the_frames_dropped_before_its_first(tmp_path):
         summary = Recorder(port=d.port, sensors=[5], files={"csv": tmp_path}).run(
             max_records=3, wall=20)
         assert summary.records == 3 and summary.sensors[5].gaps == 4
+
+
+# ---------------------------------------------------------------- records sent ahead of a step
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while v >= 0x80:
+        out.append(v & 0x7F | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _part(request_id: int, size: int) -> bytes:
+    """Envelope{id, sensor_data{sensor_id 1, an unknown bytes field 15 of zeros}} of exactly
+    `size` bytes (at least 16), written by hand."""
+    for pad in range(size, -1, -1):
+        data = b"\x08\x01\x7a" + _varint(pad) + bytes(pad)
+        env = b"\x08" + _varint(request_id) + b"\xa2\x03" + _varint(len(data)) + data
+        if len(env) == size:
+            return env
+    raise ValueError(size)
+
+
+def _parts_then_done(nparts: int, size: int, sent: list):
+    """A fake daemon's answer: a Step answered by nparts records of `size` bytes sent ahead,
+    then the StepDone saying so (`sent` counts the parts written)."""
+    def answer(env):
+        if env.WhichOneof("body") != "step":
+            return ok_reply(env)
+
+        def frames():
+            part = _part(env.id, size)
+            for _ in range(nparts):
+                yield part
+                sent[0] += 1
+            done = pb.Envelope(id=env.id)
+            done.step_done.step = 1
+            done.step_done.outputs_in_parts = nparts
+            yield done
+        return frames()
+    return answer
+
+
+@pytest.mark.parametrize("size,limit,name", [
+    (16, sensim.client.STEP_MAX_PARTS, "STEP_MAX_PARTS = 65536 frames"),
+    (1 << 20, sensim.client.STEP_MAX_PART_BYTES >> 20, "STEP_MAX_PART_BYTES = 268435456 bytes")])
+def test_hostile_step_parts_are_bounded(size, limit, name):
+    """Records sent ahead of a StepDone were kept without bound: a daemon that never ends the
+    reply filled the client's memory. At most STEP_MAX_PARTS frames of STEP_MAX_PART_BYTES
+    together are kept (a step at the limits is whole); past them the step is a ProtocolError
+    naming the limit and the connection is closed."""
+    sent = [0]
+    with FakeDaemon(_parts_then_done(limit, size, sent)) as d, sensim.Client(port=d.port) as c:
+        done = c.step(0.0)
+        assert len(done.outputs) == limit and done.outputs_in_parts == limit
+        assert all(o.sensor_id == 1 for o in done.outputs)
+    more = limit + 1000
+    sent = [0]
+    with FakeDaemon(_parts_then_done(more, size, sent)) as d, \
+            sensim.Client(port=d.port, timeout=30) as c:
+        with pytest.raises(errors.ProtocolError, match=name):
+            c.step(0.0)
+        assert c.closed
+    if size > 1000:
+        assert sent[0] < more  # the client stopped reading: the peer could not go on
+

@@ -17,8 +17,10 @@ import pytest
 
 from sensim import errors, pb
 
-# the bound on an empty step of another environment, overlapping a long raycast
-OVERLAP_BOUND_S = 0.050
+# The bound on an empty step (or a ping) of another connection overlapping a long request, as
+# a part of that request's own time measured in the same run: held up behind it, the step
+# would take about all of it; on a loaded machine, or in a sanitized build, both stretch.
+OVERLAP_PART = 1 / 20
 
 
 def distances(reply) -> np.ndarray:
@@ -84,6 +86,7 @@ def test_long_raycast_does_not_delay_another_environments_step(sensimd_factory):
             alone.append(timed_step(b, t))
 
         # B's empty steps (and a ping on A) while A traces
+        t_sent = time.perf_counter()
         rid = a.send_request("raycast", raycast_request(rng, nray))
         time.sleep(0.05)
         overlapped = []
@@ -98,16 +101,17 @@ def test_long_raycast_does_not_delay_another_environments_step(sensimd_factory):
         still_tracing = reply is None
         if still_tracing:
             reply = a.wait_reply(rid)
+        raycast_s = time.perf_counter() - t_sent
         assert reply.id == rid and reply.status.code == pb.OK
         assert len(distances(reply)) == nray
 
-    print(f"rays {nray}; B's empty step alone: {[round(x * 1e3, 2) for x in alone]} ms; "
-          f"while A traces: {[round(x * 1e3, 2) for x in overlapped]} ms; ping {ping_s * 1e3:.2f}"
-          " ms")
+    print(f"rays {nray} in {raycast_s * 1e3:.0f} ms; B's empty step alone: "
+          f"{[round(x * 1e3, 2) for x in alone]} ms; while A traces: "
+          f"{[round(x * 1e3, 2) for x in overlapped]} ms; ping {ping_s * 1e3:.2f} ms")
     assert still_tracing, "A's raycast ended before B's steps: the overlap was not measured"
-    assert statistics.median(overlapped) <= OVERLAP_BOUND_S
-    assert max(overlapped) <= 4 * OVERLAP_BOUND_S
-    assert ping_s <= OVERLAP_BOUND_S
+    assert statistics.median(overlapped) <= OVERLAP_PART * raycast_s
+    assert max(overlapped) <= 4 * OVERLAP_PART * raycast_s
+    assert ping_s <= OVERLAP_PART * raycast_s
 
 
 def test_pipelined_requests_keep_order_and_state_in_each_environment(sensimd):
@@ -254,11 +258,14 @@ def test_threads_follow_concurrency_not_environment_count(sensimd_factory):
             c.close()
 
 
-def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd):
+def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd_factory):
     # Short state updates and steps may run on the network thread (no hand-off), but only while
     # their simulated interval stays within twice the longest one seen to be short: a lidar's
     # step over a far longer interval (far more rays) goes to the environment's executor, so
-    # another connection's ping is answered while it traces.
+    # another connection's ping is answered while it traces. One tracing thread, so that the
+    # long step outlasts the ping on a machine of many cores too, and no request deadline: the
+    # sanitizer build traces it for tens of seconds on a loaded machine.
+    sensimd = sensimd_factory("--threads", "1", "--max-request-seconds", "0")
     with sensimd.client(environment="a", timeout=120) as a, \
             sensimd.client(environment="b", timeout=120) as b:
         a.create_primitive(1, "sphere", radius=20.0)
@@ -271,7 +278,7 @@ def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd):
             t += 1e-6
             a.update_state(t)
             a.step(t)
-        t += 8.0                                             # 80 revolutions, 2.3 M rays
+        t += 4.0                                             # 40 revolutions, 1.2 M rays
         t_sent = time.perf_counter()
         u = a.send_request("update_state", pb.UpdateState(time=t))
         s = a.send_request("step", pb.Step(time=t))
@@ -284,4 +291,4 @@ def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd):
         t_step = time.perf_counter()
     print(f"ping {1e3 * (t_ping - t0):.2f} ms during a step of {1e3 * (t_step - t_sent):.0f} ms")
     assert t_step > t_ping, "the long step ended before the ping: nothing was measured"
-    assert t_ping - t0 <= OVERLAP_BOUND_S
+    assert t_ping - t0 <= OVERLAP_PART * (t_step - t_sent)

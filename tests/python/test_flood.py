@@ -101,9 +101,10 @@ def test_ping_flood_stays_within_the_budget_and_its_memory_is_returned(sensimd_f
     # Flood until the replies fill half the budget (the kernel's socket buffers take the
     # first few hundred thousand), then one second more; each witness round trip checks the
     # bound on the way.
-    # (Empty pings; under the sanitizer, where resident sizes are not checked, pings of 200
-    # bytes, whose pongs fill the kernel's buffers sooner than the much slower daemon would.)
-    ping = pb.Envelope(id=2, ping=pb.Ping(payload=b"" if measured else b"p" * 200))
+    # (Empty pings; under the sanitizer, where resident sizes are not checked, pings of 2000
+    # bytes: the much slower daemon handles a few hundred frames a second on a loaded machine,
+    # and the budget fills in as many bytes with a tenth of the frames of 200-byte pings.)
+    ping = pb.Envelope(id=2, ping=pb.Ping(payload=b"" if measured else b"p" * 2000))
     flood = subprocess.Popen(
         [sys.executable, "-c", FLOOD_SCRIPT, str(d.port), str(FLOODERS), str(FLOOD_MAX_SECONDS),
          frame(hello(environment="flood")).hex(), frame(ping).hex()],

@@ -8,6 +8,7 @@ sensimd and talks to it over loopback only."""
 from __future__ import annotations
 
 import os
+import select
 import socket
 import struct
 import threading
@@ -143,8 +144,9 @@ def test_defaults_are_announced(sensimd):
 def test_connections_that_never_say_hello_lose_their_slot(sensimd_factory):
     d = sensimd_factory("--max-clients", "4", "--handshake-timeout", "0.5")
     bare = [connect(d) for _ in range(4)]
-    time.sleep(0.2)
-    # every slot is taken by a connection that sent nothing
+    # every slot is taken by a connection that sent nothing. Connected at once: the daemon
+    # accepts in the order of connecting, so the late one comes after the four, well within
+    # their 0.5 s (a pause here would spend it)
     late = connect(d)
     refused = recv_frame(late)
     assert refused.status.code == pb.RESOURCE_EXHAUSTED and "max_clients" in \
@@ -237,8 +239,15 @@ def ping_a_new_client(d, within: float, poll: float) -> None:
             time.sleep(poll)
 
 
+# Without noticing the reset, the daemon would free a slot when the connection's unsent pongs
+# had not moved for the io timeout: the bound on a slot given back "at once" is a fraction of
+# it, not a figure of this machine's speed.
+IO_TIMEOUT = 30.0
+AT_ONCE = IO_TIMEOUT / 6
+
+
 def test_a_reset_frees_the_slot_at_once(sensimd_factory):
-    d = sensimd_factory("--max-clients", "2")
+    d = sensimd_factory("--max-clients", "2", "--io-timeout", str(IO_TIMEOUT))
     with d.client() as keep:
         for _ in range(20):
             sock = connect(d)
@@ -249,7 +258,7 @@ def test_a_reset_frees_the_slot_at_once(sensimd_factory):
             sock.close()
             # the next client gets the slot (a connection arriving in the same turn of the
             # daemon's loop as the reset may still be counted against it: retry briefly)
-            ping_a_new_client(d, within=0.5, poll=0.01)
+            ping_a_new_client(d, within=AT_ONCE, poll=0.01)
             # (a normal close takes a few loop turns: wait for it before the next round)
             deadline = time.monotonic() + 5
             while keep.get_info().connections != 1:
@@ -279,7 +288,7 @@ def raycast_frame(id_: int, n: int) -> bytes:
 def test_a_reset_frees_the_slot_of_a_connection_that_is_not_reading(sensimd_factory):
     # the connection is paused (a long raycast, then more pings than the daemon queues behind
     # it) when its peer resets: its slot comes back at once, and its raycast stops
-    d = sensimd_factory("--max-clients", "2", "--threads", "1")
+    d = sensimd_factory("--max-clients", "2", "--threads", "1", "--io-timeout", str(IO_TIMEOUT))
     with d.client(timeout=30) as keep:
         bad = d.client(environment="slow", timeout=30)
         slow_scene(bad)
@@ -289,7 +298,7 @@ def test_a_reset_frees_the_slot_of_a_connection_that_is_not_reading(sensimd_fact
         time.sleep(0.5)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         bad.close()
-        ping_a_new_client(d, within=1.0, poll=0.05)
+        ping_a_new_client(d, within=AT_ONCE, poll=0.05)
         assert keep.ping(b"k").payload == b"k"
 
 
@@ -297,19 +306,27 @@ def test_a_reset_frees_the_slot_of_a_connection_that_is_not_reading(sensimd_fact
 
 def test_a_half_sent_frame_is_dropped_after_the_io_timeout(sensimd_factory):
     d = sensimd_factory("--io-timeout", "0.8")
+    # connected before the frame starts: the frame's 0.8 s are not spent on a new connection
+    witness = d.client()
     sock = connect(d)
     raw_hello(sock)
     sock.sendall(struct.pack("<I", 8 * MIB) + b"\x00" * (4 * MIB))
-    time.sleep(0.3)
-    held = info(d).counters.held_bytes
+    # held from its header on (polled: the daemon reads the header in its own time, and the
+    # frame is dropped 0.8 s later)
+    held = witness.get_info().counters.held_bytes
+    while held < 8 * MIB and not select.select([sock], [], [], 0)[0]:   # no answer yet
+        held = witness.get_info().counters.held_bytes
     assert held >= 8 * MIB, held
     env = recv_frame(sock, timeout=5)
     assert env is not None and env.status.code == pb.DEADLINE_EXCEEDED, env
     assert "io_timeout_ms 800" in env.status.message
     assert_closed(sock)
     sock.close()
-    time.sleep(0.2)
-    assert info(d).counters.held_bytes < MIB
+    deadline = time.monotonic() + 10
+    while witness.get_info().counters.held_bytes >= MIB:
+        assert time.monotonic() < deadline, "the dropped frame stayed counted"
+        time.sleep(0.05)
+    witness.close()
 
 
 def test_replies_nobody_reads_are_dropped_after_the_io_timeout(sensimd_factory):

@@ -305,6 +305,43 @@ def test_streams_slow_subscriber_past_soft_limit_is_closed(sensimd_factory):
         assert "slow subscriber" in d.stderr()
 
 
+def test_streams_slow_subscriber_with_many_subscriptions_is_closed(sensimd_factory):
+    """The soft limit was checked a subscription at a time: a subscriber that stopped reading
+    with several subscriptions, each below --subscriber-soft-bytes, kept them all queued (up
+    to --subscriber-max-bytes each) for as long as it stayed connected. What a connection's
+    subscriptions queue together counts now: above the soft limit for the soft time, the
+    connection is closed, the reason names its subscriptions, and what it held is let go."""
+    each, soft = 3 << 20, 4 << 20
+    d = sensimd_factory("--subscriber-max-bytes", str(each), "--subscriber-soft-bytes",
+                        str(soft), "--subscriber-soft-seconds", "1", "--io-timeout", "0")
+    sensors = (5, 6, 7, 8)
+    with d.client() as c, d.client(role="observer") as slow:
+        _scene(c)
+        for sid in sensors:
+            c.create_lidar(sid, ouster=OS1_64, misses="nan",
+                           fields=["x", "y", "z", "intensity", "ring"])
+            slow.subscribe(sid, "raw")
+        session = slow.session_id
+        deadline = time.monotonic() + 30
+        k, closed = 0, []
+        while not closed and time.monotonic() < deadline:
+            c.update_state(0.1 * k)
+            c.step(0.1 * k)
+            k += 1
+            info = c.get_info()
+            live = [s for s in info.subscribers if s.session_id == session and not s.closed_reason]
+            assert all(s.queued_bytes <= each for s in live)     # each below the soft limit
+            closed = [s for s in info.subscribers if s.closed_reason]
+        assert closed and closed[0].session_id == session, k
+        # closed for what the four queued together (above the soft limit: none could alone)
+        assert "slow subscriber: 4 subscriptions" in closed[0].closed_reason
+        assert info.counters.subscribers_closed == 1
+        assert not [s for s in info.subscribers if s.session_id == session and not s.closed_reason]
+        assert info.counters.held_bytes < soft
+        c.update_state(0.1 * k)
+        c.step(0.1 * k)                                           # the controller goes on
+
+
 @pytest.mark.parametrize("how", ["close", "reset"])
 def test_streams_subscriber_gone_mid_frame(sensimd, how):
     with sensimd.client() as c:

@@ -43,10 +43,20 @@ static int run_one(int i, int timeout_s, int nofork) {
     return 1;
   }
   if (pid == 0) {
+    // a process group of its own: what it starts (a daemon, a helper) is ended with it below
+    setpgid(0, 0);
     alarm((unsigned)timeout_s);
     // exit(), not _exit(): atexit handlers run, so LeakSanitizer checks every test
     exit(g_tests[i].fn() ? 1 : 0);
   }
+  setpgid(pid, pid);  // as the child does: whichever runs first
+  // Ended but not yet reaped (its id cannot be reused): end its group. A test killed by its
+  // time limit runs no atexit handler, and a daemon it started would otherwise live on, holding
+  // the test's output open (ctest then waits for it to its own timeout).
+  siginfo_t info;
+  while (waitid(P_PID, (id_t)pid, &info, WEXITED | WNOWAIT) < 0) {
+  }
+  kill(-pid, SIGKILL);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0) {
   }

@@ -27,6 +27,10 @@ if (!url || !out || !cloudTopic || !imuTopic) {
 // LATE_IMUS: IMU samples counted after the cloud's unsubscription (one a step; the lidar
 // completes a cloud every other step, so as many clouds would have come had it not worked)
 const CLOUDS = 3, IMUS = 20, LATE_IMUS = 12, TIMEOUT_MS = 120000;
+// The count starts once the bridge has answered an unsubscription it refuses (of MARK, no
+// subscription), sent after the cloud's: it answers a viewer's requests in order, through the
+// one queue of what it sends it, so no cloud sent before the unsubscription can come after that.
+const MARK = 4294967295;
 
 const client = new FoxgloveClient({
   ws: new WebSocket(url, [FoxgloveClient.SUPPORTED_SUBPROTOCOL]),
@@ -110,10 +114,16 @@ function maybeDone() {
   for (const [sub, ch] of subs) {
     if (ch.topic === cloudTopic) { client.unsubscribe(sub); subs.delete(sub); }
   }
-  setTimeout(() => {
+  client.unsubscribe(MARK);
+}
+
+function onStatus(s) {
+  if (phase === 'unsubscribed' && s.message.includes(`no subscription ${MARK}`)) {
     phase = 'counting';
     late = { clouds: 0, imus: 0 };
-  }, 500);
+  } else {
+    result.status.push(s);
+  }
 }
 
 // The count ends on the LATE_IMUS-th IMU sample, not after a wall-clock time: a slow machine
@@ -131,7 +141,7 @@ function maybeCounted() {
 client.on('error', (err) => fail(`client error: ${err}`));
 client.on('close', () => { if (phase !== 'counting' && phase !== 'done') fail('connection closed'); });
 client.on('serverInfo', (info) => { result.serverInfo = info; });
-client.on('status', (s) => result.status.push(s));
+client.on('status', onStatus);
 client.on('time', () => { result.times += 1; });
 client.on('advertise', (list) => {
   for (const ch of list) {

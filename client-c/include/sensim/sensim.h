@@ -1071,6 +1071,14 @@ typedef struct sensim_step_result {
   uint32_t outputs_in_parts;        // how many of them came ahead in frames of their own
 } sensim_step_result_t;
 
+// What the client keeps of the records sent ahead of one StepDone: at most
+// SENSIM_STEP_MAX_PARTS frames, together at most SENSIM_STEP_MAX_PART_BYTES. The daemon sends
+// one such frame per sensor (max_sensors, 1024) and keeps a whole reply within its
+// max_queue_bytes (256 MiB); a peer that sends more does not speak the protocol, and the
+// step's wait ends with SENSIM_EPROTO naming the limit, the connection closed.
+#define SENSIM_STEP_MAX_PARTS 65536u
+#define SENSIM_STEP_MAX_PART_BYTES ((uint64_t)256 << 20)
+
 // Step and wait for the result. Returns views (the result and its records).
 SENSIM_API sensim_status_t sensim_step(sensim_client_t* cli, const sensim_step_t* step,
                                        const sensim_step_result_t** out);

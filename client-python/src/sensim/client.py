@@ -35,6 +35,14 @@ PROTOCOL_VERSION = pb.PROTOCOL_VERSION
 # daemon's default queue of one subscription (--subscriber-max-bytes).
 DEFAULT_PUSHED_MAX_BYTES = 64 << 20
 
+# What a Client keeps of the records sent ahead of one StepDone (docs/streams.md, "Outputs of a
+# step"): at most this many frames, together at most this many bytes. The daemon sends one such
+# frame per sensor (max_sensors, 1024) and keeps a whole reply within its max_queue_bytes
+# (256 MiB); a peer that sends more does not speak the protocol (errors.ProtocolError naming the
+# limit, the connection closed).
+STEP_MAX_PARTS = 65536
+STEP_MAX_PART_BYTES = 256 << 20
+
 # Result of Client.raycast: one record per ray, laid out like RaycastResult.hits_bytes (48 bytes:
 # distance at 0, normal at 8, object id at 32, label at 36, 8 reserved bytes), so that the reply
 # is read in place.
@@ -540,6 +548,11 @@ class _BoundedSink:
         return len(chunk)
 
 
+class _Parts(list):
+    """The records sent ahead of one StepDone, and the bytes of their frames."""
+    nbytes = 0
+
+
 def _unzstd(data: bytes, size: int, what: str) -> np.ndarray:
     """data, a zstd frame (or frames one after the other, as zstd streams may be), decompressed
     into exactly `size` bytes (a uint8 array). A frame stating more is refused before anything
@@ -852,7 +865,8 @@ class Client:
         self._decoder = _framing.FrameDecoder(max_frame_bytes)
         self._next_id = 0
         self._replies: dict[int, Any] = {}
-        self._parts: dict[int, list] = {}  # SensorData sent ahead of a StepDone, by request id
+        self._parts: dict[int, _Parts] = {}  # SensorData sent ahead of a StepDone, by request id
+        self._frame_len = 0                # bytes of the last frame _next_buffered parsed
         self._abandoned: set[int] = set()
         # ids of the requests sent whose reply has not arrived: any other reply is a protocol
         # error (kept, it would grow _replies without bound)
@@ -1037,26 +1051,35 @@ class Client:
         fields = message.DESCRIPTOR.fields_by_name
         bulk = [(fields[name].number, memoryview(a).cast("B") if a.size else memoryview(b""))
                 for name, a in arrays]
-        size = message.ByteSize() + sum(view.nbytes for _, view in bulk)
+        size = message.ByteSize() + sum(view.nbytes for _, view in bulk)  # the frame is more
         limit = self.limits.max_frame_bytes if self.limits is not None else 0
         if limit and size > limit:
             raise errors.ResourceExhausted(
-                f"request of about {size} bytes exceeds the daemon's max_frame_bytes {limit}")
-        self._next_id += 1
-        self._outstanding.add(self._next_id)
+                f"request of more than {size} bytes exceeds the daemon's max_frame_bytes {limit}")
+        request_id = self._next_id + 1
         if size <= SMALL_BULK_BYTES:
             # small arrays (a state update of a few bodies): copied into one message that
             # protobuf serializes at once, cheaper than assembling the frame around them
-            env = pb.Envelope(id=self._next_id)
+            env = pb.Envelope(id=request_id)
             sub = getattr(env, body)
             sub.MergeFrom(message)
             for (name, _), (_, view) in zip(arrays, bulk):
                 setattr(sub, name, view.tobytes())
-            return self._next_id, [_framing.encode(env.SerializeToString())]
-        envelope = pb.Envelope(id=self._next_id).SerializeToString()
-        number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
-        return self._next_id, _framing.bulk_frame(envelope, number, message.SerializeToString(),
-                                                  bulk, fields[padding].number if padding else 0)
+            parts = [_framing.encode(env.SerializeToString())]
+        else:
+            envelope = pb.Envelope(id=request_id).SerializeToString()
+            number = pb.Envelope.DESCRIPTOR.fields_by_name[body].number
+            parts = _framing.bulk_frame(envelope, number, message.SerializeToString(), bulk,
+                                        fields[padding].number if padding else 0)
+        # the frame as it goes, its envelope and paddings included: one byte over the
+        # daemon's limit would close the connection, so it is refused here, nothing sent
+        payload = sum(len(p) for p in parts) - _framing.HEADER_SIZE
+        if limit and payload > limit:
+            raise errors.ResourceExhausted(
+                f"request of {payload} bytes exceeds the daemon's max_frame_bytes {limit}")
+        self._next_id = request_id
+        self._outstanding.add(request_id)
+        return request_id, parts
 
     def send_request(self, body: str, message: Message | None = None) -> int:
         """Send a request whose body is the Envelope field `body` (e.g. "ping") without waiting.
@@ -1105,6 +1128,7 @@ class Client:
         except (DecodeError, ValueError) as exc:
             self.close()
             raise errors.ProtocolError(f"cannot decode a frame from the daemon: {exc}") from None
+        self._frame_len = len(body)
         if isinstance(body, memoryview):
             # a large frame, received into its own buffer: kept so that bulk arrays can be seen
             # in place (raycast); only the last one, so that nothing piles up
@@ -1181,7 +1205,7 @@ class Client:
         if env.id != 0 and env.WhichOneof("body") == "sensor_data":
             # a record a StepDone sends ahead (docs/streams.md, "Outputs of a step")
             if env.id not in self._abandoned:
-                self._parts.setdefault(env.id, []).append(env.sensor_data)
+                self._keep_part(env)
             return
         if env.id == 0:
             if env.WhichOneof("body") is None and env.status.code != pb.OK:
@@ -1195,6 +1219,21 @@ class Client:
         else:
             self._replies[env.id] = env
             self._outstanding.discard(env.id)
+
+    def _keep_part(self, env: Any) -> None:
+        """Keep a record sent ahead of a StepDone (the frame _next_buffered parsed last), within
+        STEP_MAX_PARTS and STEP_MAX_PART_BYTES: a peer that never ends the reply must not fill
+        the memory."""
+        parts = self._parts.setdefault(env.id, _Parts())
+        kept = parts.nbytes + self._frame_len
+        if len(parts) >= STEP_MAX_PARTS or kept > STEP_MAX_PART_BYTES:
+            self.close()
+            raise errors.ProtocolError(
+                f"step (request {env.id}): the daemon sent more records ahead of its StepDone "
+                f"than the client keeps (STEP_MAX_PARTS = {STEP_MAX_PARTS} frames, "
+                f"STEP_MAX_PART_BYTES = {STEP_MAX_PART_BYTES} bytes)")
+        parts.append(env.sensor_data)
+        parts.nbytes = kept
 
     def _queue_pushed(self, env: Any) -> None:
         """Queue a pushed Envelope, then drop the oldest whole frames (not the new one) while

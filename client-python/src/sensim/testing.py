@@ -56,15 +56,18 @@ class Daemon:
 
     args: extra command-line options (e.g. ["--threads", "2"]). executable: default
     find_sensimd(). log_dir: where its stderr goes (default: a temporary directory).
-    start_timeout / stop_timeout: seconds.
+    start_timeout / stop_timeout: seconds. client_timeout: the timeout (s) of the clients
+    client() and raw() hand out when not given one.
     """
 
     def __init__(self, args: Sequence[str] = (), *, executable: str | os.PathLike | None = None,
                  log_dir: str | os.PathLike | None = None, start_timeout: float = 20.0,
-                 stop_timeout: float = 15.0, name: str = "sensimd"):
+                 stop_timeout: float = 15.0, name: str = "sensimd",
+                 client_timeout: float = 10.0):
         exe = pathlib.Path(executable) if executable is not None else find_sensimd()
         self.args = [str(exe), "--listen", "127.0.0.1:0", *map(str, args)]
         self.stop_timeout = stop_timeout
+        self.client_timeout = client_timeout
         self._tmp = None
         if log_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="sensimd-")
@@ -105,12 +108,12 @@ class Daemon:
 
     def client(self, **kwargs: Any) -> Client:
         """A connected, handshaken Client (keyword arguments as for Client)."""
-        kwargs.setdefault("timeout", 10.0)
+        kwargs.setdefault("timeout", self.client_timeout)
         return Client("127.0.0.1", self.port, **kwargs)
 
     def raw(self, **kwargs: Any) -> Client:
         """A connected Client that has not sent Hello (for protocol tests)."""
-        kwargs.setdefault("timeout", 10.0)
+        kwargs.setdefault("timeout", self.client_timeout)
         c = Client("127.0.0.1", self.port, connect=False, **kwargs)
         c.connect(handshake=False)
         return c

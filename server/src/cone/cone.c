@@ -315,21 +315,28 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
     return err_set(msg, ERR_NOTFOUND, "cone %u: body %u is not in the environment", ctx->id,
                    ctx->body_id);
   }
+  uint32_t lines_per_face = self->c.lines_per_face;
   if (self->c.mode == CONE_MODE_LINES) {
-    // bound the work up front: every face of every object considered gets N lines
+    // bound the work up front: every face of every object considered gets N lines. A scene
+    // grown past the bound is sampled more coarsely rather than refused (a refusal would
+    // repeat at every step until the scene shrinks): N falls to what the bound allows; only a
+    // scene where even 2 lines a face pass it is refused
     uint64_t faces = 0;
     for (uint32_t i = 0; i < v->nobject; i++) {
       if (ctx->body_id == 0 || v->objects[i].body_id != ctx->body_id) {
         faces += cone_object_faces(&v->objects[i]);
       }
     }
-    uint64_t lines = faces * self->c.lines_per_face;
-    if (lines > CONE_MAX_LINES_PER_STEP) {
-      return err_set(msg, ERR_LIMIT,
-                     "cone %u: LINES mode over %llu faces x cone.lines_per_face = %u is %llu "
-                     "lines, over %llu per step (lower cone.lines_per_face or use mode EXACT)",
-                     ctx->id, (unsigned long long)faces, self->c.lines_per_face,
-                     (unsigned long long)lines, (unsigned long long)CONE_MAX_LINES_PER_STEP);
+    if (faces * lines_per_face > CONE_MAX_LINES_PER_STEP) {
+      uint64_t fit = CONE_MAX_LINES_PER_STEP / faces;
+      if (fit < 2) {
+        return err_set(msg, ERR_LIMIT,
+                       "cone %u: LINES mode over %llu faces takes over %llu lines per step even "
+                       "at 2 lines a face (cone.lines_per_face = %u); use mode EXACT",
+                       ctx->id, (unsigned long long)faces,
+                       (unsigned long long)CONE_MAX_LINES_PER_STEP, lines_per_face);
+      }
+      lines_per_face = (uint32_t)fit;
     }
   }
   pose_t sensor = view_mount_pose(body, &ctx->mount, 1.0);
@@ -350,7 +357,7 @@ static int cone_step(void* opaque, const sensor_ctx_t* ctx, const step_view_t* v
       }
       cone_object_t o = {.obj = &v->objects[i]};
       o.pose = xform_compose(&inv, &v->objects[i].pose);
-      cone_object_eval(&self->k, &o, self->c.mode, self->c.lines_per_face, &best);
+      cone_object_eval(&self->k, &o, self->c.mode, lines_per_face, &best);
     }
   }
   if (best.cancelled) {

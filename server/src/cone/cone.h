@@ -70,7 +70,8 @@ typedef struct cone_best {
 } cone_best_t;
 
 // Lines one step may trace in LINES mode (faces x lines_per_face over every object the sensor
-// considers); a step over more is refused naming cone.lines_per_face.
+// considers); over it, the step samples each face with fewer lines (the most that fit, at
+// least 2), and a scene where 2 lines a face pass it refuses the step.
 #define CONE_MAX_LINES_PER_STEP 10000000ull
 
 // Faces of an object in LINES mode (triangles of a mesh, 6 for a box, 1 for a plane, the

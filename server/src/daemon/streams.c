@@ -88,7 +88,7 @@ typedef struct sub {
   uint64_t seq;                 // last sequence number given
   uint64_t held;                // q.bytes counted in the server's budget
   uint64_t served;              // round-robin stamp among the session's subscriptions
-  uint64_t soft_since_ns;       // above soft_bytes since (0: below)
+  uint64_t soft_since_ns;       // the connection's queues above soft_bytes since (0: below)
   int ended;                    // the sensor was removed: only its last frames are to come
   int eos_done;                 // the end_of_stream frame is queued; no more frames
   wire_sub_info_t info;         // counters (frames/bytes sent and dropped)
@@ -98,7 +98,7 @@ typedef struct recent {
   wire_sub_info_t info;
   char env_name[64];
   char peer[64];
-  char reason[160];
+  char reason[200];
 } recent_t;
 
 struct streams {
@@ -520,7 +520,19 @@ int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const ch
   sub->info.sensor_id = sensor_id;
   sub->info.encoding = p->codec.encoding;
   sub->info.precision = p->codec.precision;
-  list_push_back(&st->subs, &sub->node);
+
+  // after the connection's other subscriptions: a connection's are adjacent in st->subs, so
+  // that what they queue together is summed in one pass (check_soft)
+  list_node_t* at = &st->subs.head;
+  for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
+    if (container_of(n, sub_t, node)->s == s) {
+      at = n->next;
+    }
+  }
+  sub->node.prev = at->prev;
+  sub->node.next = at;
+  at->prev->next = &sub->node;
+  at->prev = &sub->node;
   return 0;
 }
 
@@ -615,22 +627,44 @@ static void remember_closed(streams_t* st, const sub_t* sub, const char* reason)
 }
 
 
-// A subscription above the soft limit for too long closes its connection.
-static int check_soft(streams_t* st, sub_t* sub, uint64_t now_ns) {
-  if (!st->cfg.soft_ms || sub->q.bytes <= st->cfg.soft_bytes) {
-    sub->soft_since_ns = 0;
+// A connection whose subscriptions (from `first` to *end, adjacent) queue together more than
+// the soft limit for too long is closed: a subscriber that stops reading is let go however
+// many subscriptions share its backlog.
+static int check_soft(streams_t* st, list_node_t* first, uint64_t now_ns, list_node_t** end) {
+  sub_t* lead = container_of(first, sub_t, node);
+  sub_t* sub = lead;   // the one queueing most, named in the reason
+  uint64_t total = 0, since = 0;
+  uint32_t count = 0;
+  list_node_t* n = first;
+  for (; n != &st->subs.head && container_of(n, sub_t, node)->s == lead->s; n = n->next) {
+    sub_t* x = container_of(n, sub_t, node);
+    total += x->q.bytes;
+    count++;
+    if (x->soft_since_ns && (!since || x->soft_since_ns < since)) {
+      since = x->soft_since_ns;
+    }
+    if (x->q.bytes > sub->q.bytes) {
+      sub = x;
+    }
+  }
+  *end = n;
+  if (!st->cfg.soft_ms || total <= st->cfg.soft_bytes) {
+    for (n = first; n != *end; n = n->next) {
+      container_of(n, sub_t, node)->soft_since_ns = 0;
+    }
     return 0;
   }
-  if (!sub->soft_since_ns) {
-    sub->soft_since_ns = now_ns;
+  if (!since) {
+    lead->soft_since_ns = now_ns;
     return 0;
   }
-  if (now_ns - sub->soft_since_ns < (uint64_t)st->cfg.soft_ms * 1000000u) {
+  if (now_ns - since < (uint64_t)st->cfg.soft_ms * 1000000u) {
     return 0;
   }
-  char reason[160];
-  snprintf(reason, sizeof(reason), "slow subscriber: sensor %u queued above %llu bytes "
-           "(--subscriber-soft-bytes) for %u ms (--subscriber-soft-seconds)", sub->sensor_id,
+  char reason[200];
+  snprintf(reason, sizeof(reason), "slow subscriber: %u subscriptions (sensor %u the most) "
+           "queued above %llu bytes (--subscriber-soft-bytes) for %u ms "
+           "(--subscriber-soft-seconds)", count, sub->sensor_id,
            (unsigned long long)st->cfg.soft_bytes, st->cfg.soft_ms);
   LOG_WARN("session %llu (%s): %s; closing", (unsigned long long)session_id(sub->s),
            session_peer(sub->s), reason);
@@ -743,15 +777,16 @@ static void drain(streams_t* st) {
     sl = next;
   }
 
-  // slow subscribers go (closing frees every subscription of the connection: start over)
+  // slow subscribers go, a connection at a time (closing frees every subscription of the
+  // connection: start over)
   uint64_t now = clock_now_ns();
   for (list_node_t* n = st->subs.head.next; n != &st->subs.head;) {
-    sub_t* sub = container_of(n, sub_t, node);
-    if (check_soft(st, sub, now)) {
+    list_node_t* end;
+    if (check_soft(st, n, now, &end)) {
       n = st->subs.head.next;
       continue;
     }
-    n = n->next;
+    n = end;
   }
 
   // start sending where nothing is in flight

@@ -8,8 +8,8 @@
 // STREAMS_BACKLOG records waiting for an encoder; past it the oldest is dropped and counted.
 // Frames come out of each lane in step order, shared by reference by every subscription of
 // that lane. A subscription's queue is bounded in bytes: past its budget the oldest whole frames
-// are dropped and counted; a connection whose subscription stays above the soft limit too long
-// is closed, the reason logged and kept for GetInfo. One stream frame per connection is in the
+// are dropped and counted; a connection whose subscriptions together stay above the soft limit
+// too long is closed, the reason logged and kept for GetInfo. One stream frame per connection is in the
 // kernel writer at a time, so the loop never blocks and a slow reader costs at most its budget
 // plus one frame.
 //

@@ -128,8 +128,15 @@ int lidar_model_init(lidar_model_t* out, lidar_desc_t* d, err_msg_t* msg) {
     return rc;
   }
   if (!m.per_step) {
+    // the buffer of a frame: every return of every ray, but never more points than a step's
+    // output may hold (RETURN_ALL's bound counts one return a ray: a sweep whose points pass
+    // the output's bytes refuses the step as they come, so more room would never be used)
+    uint32_t step = m.points.layout.point_step;
     double fp = frame_rays(&d->pattern) * m.maxret;
-    double most = (double)(LIDAR_MAX_CLOUD_BYTES / m.points.layout.point_step);
+    double most = (double)(LIDAR_MAX_CLOUD_BYTES / step);
+    if (d->max_frame_bytes > 512 && (double)((d->max_frame_bytes - 512) / step) < most) {
+      most = (double)((d->max_frame_bytes - 512) / step);
+    }
     m.frame_points = fp < most ? (size_t)fp : (size_t)most;
   }
 

@@ -312,10 +312,19 @@ SIMD_AVX2_FN bool simd_packet8(const scene_t* s, const scene_ray_t* r, scene_hit
 // bit each: 0, or the packet is not to be traced on this path.
 SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk);
 
-// The packet simd_cols_pack assembled from `in`, traced as simd_packet16 traces it (the same
-// coherence test and hits) into out; the lanes whose bit is set in off are not traced (misses).
+// simd_cols_pack where simd_level() has AVX-512, the same fields and invalid lanes, with the
+// fields that do not depend on the rays too and the valid lanes (all but those whose bit is set
+// in off) into valid: each field of the 16 lanes in one store. Embree's AVX-512 kernels load a
+// field of a 16-wide packet at once, and a load that spans two stores still in the store
+// buffer cannot take its data from them: it waits for both to reach the cache.
+SIMD_AVX512_FN unsigned simd_cols_pack_avx512(const scene_packet_t* in, packet_t* pk,
+                                              unsigned off, int* valid);
+
+// The packet simd_cols_pack (or simd_cols_pack_avx512, valid: its valid lanes; else NULL)
+// assembled from `in`, traced as simd_packet16 traces it (the same coherence test and hits)
+// into out; the lanes whose bit is set in off are not traced (misses).
 SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
-                                  unsigned off, scene_packet_hits_t* out);
+                                  unsigned off, const int* valid, scene_packet_hits_t* out);
 
 // A packet's hits in columns when every lane missed (as hit_fill writes a miss), four lanes a
 // store.
@@ -334,12 +343,13 @@ SIMD_AVX512_FN unsigned simd_packet_above_avx512(const scene_horizon_t* hz,
                                                  const scene_packet_t* pk);
 
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
-// scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
-// written, when a ray is refused or its direction's squared length is outside xform_norm3's
-// plain range: the scalar path then takes the packet. time: every ray's (float) when the
-// request has no time per ray.
-SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
-                            double dir[3][LANES]);
+// scene_ray_from's rays, with the fields that do not depend on the rays (tfar: every lane's)
+// and its valid lanes (every lane or, not on, none) into valid; their unit directions (double)
+// into dir. False, with pk partly written, when a ray is refused or its direction's squared
+// length is outside xform_norm3's plain range: the scalar path then takes the packet. time:
+// every ray's (float) when the request has no time per ray.
+SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, float tfar, bool on,
+                            packet_t* pk, int* valid, double dir[3][LANES]);
 
 // packet_intersect's coherence test of a full packet of LANES valid lanes.
 SIMD_AVX2_FN int simd_coherent(const packet_t* pk);

@@ -162,17 +162,7 @@ static size_t trace_range(const scene_t* s, const scene_rays_t* in, size_t begin
       _Alignas(64) packet_t pk;
       _Alignas(64) int valid[WIDE];
       _Alignas(32) double dir[3][LANES];
-      if (simd_pack(in, i, time, &pk, dir)) {
-        for (unsigned k = 0; k < W; k++) {
-          valid[k] = on ? -1 : 0;
-          pk.f[LANE(F_TNEAR, k)] = 0.0f;
-          pk.f[LANE(F_TFAR, k)] = tfar;
-          pk.u[LANE(F_MASK, k)] = 0xFFFFFFFFu;
-          pk.u[LANE(F_ID, k)] = k;
-          pk.u[LANE(F_FLAGS, k)] = 0;
-          pk.u[LANE(F_GEOM, k)] = RTC_INVALID_GEOMETRY_ID;
-          pk.u[LANE(F_INST, k)] = RTC_INVALID_GEOMETRY_ID;
-        }
+      if (simd_pack(in, i, time, tfar, on, &pk, valid, dir)) {
         packet_intersect(s, &pk, valid, W, W, on ? simd_coherent(&pk) : -1);
         simd_hits(s, &pk, dir, in->records, hits + (i - begin));
         done = i + LANES;

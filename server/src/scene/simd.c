@@ -25,19 +25,6 @@ SIMD_AVX2_FN static inline void simd_columns(const double* p, __m256d* x, __m256
 }
 
 
-// Lanes h .. h + 3 of a packet of W lanes: origins and directions (double) as floats.
-__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_store_rays(
-    packet_t* pk, unsigned h, __m256d ox, __m256d oy, __m256d oz, __m256d dx, __m256d dy,
-    __m256d dz, const unsigned W) {
-  _mm_store_ps(pk->f + LANE(F_ORG_X, h), _mm256_cvtpd_ps(ox));
-  _mm_store_ps(pk->f + LANE(F_ORG_Y, h), _mm256_cvtpd_ps(oy));
-  _mm_store_ps(pk->f + LANE(F_ORG_Z, h), _mm256_cvtpd_ps(oz));
-  _mm_store_ps(pk->f + LANE(F_DIR_X, h), _mm256_cvtpd_ps(dx));
-  _mm_store_ps(pk->f + LANE(F_DIR_Y, h), _mm256_cvtpd_ps(dy));
-  _mm_store_ps(pk->f + LANE(F_DIR_Z, h), _mm256_cvtpd_ps(dz));
-}
-
-
 // Four times ti clamped as trace_packet clamps them, t > 0 ? (t < 1 ? t : 1) : 0 (NaN gives 0),
 // as floats.
 __attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_times(__m256d ti) {
@@ -48,19 +35,26 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline __m128 simd_clamp_time
 }
 
 
+__attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields(
+    packet_t* pk, unsigned off, int* valid, const unsigned W);
+
+
 // Assemble the full packet of rays i0 .. i0 + LANES - 1 of `in` as trace_packet does from
 // scene_ray_from's rays, their unit directions (double) into dir. False, with pk partly
 // written, when a ray is refused or its direction's squared length is outside xform_norm3's
 // plain range: the scalar path then takes the packet. time: every ray's (float) when the
-// request has no time per ray.
-SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packet_t* pk,
-                            double dir[3][LANES]) {
+// request has no time per ray. Each field's eight lanes go in one store once both fours are
+// made (Embree's 8-wide kernels load them whole: a load over two stores still in the store
+// buffer waits for both to reach the cache).
+SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, float tfar, bool on,
+                            packet_t* pk, int* valid, double dir[3][LANES]) {
   const unsigned W = LANES;
   const __m256d sign = _mm256_set1_pd(-0.0), one = _mm256_set1_pd(1.0);
   const __m256d mc = _mm256_set1_pd(rays_max_coord(in)), big = _mm256_set1_pd(DBL_MAX);
   const __m256d lo = _mm256_set1_pd(1e-290), hi = _mm256_set1_pd(1e290);
   const __m256d dmin = _mm256_set1_pd(in->min_direction);
   bool per_ray = in->times && in->dt > 0.0 && in->time_per_ray;
+  __m128 fl[7][2];   // origin x y z, direction x y z, time; each as two fours
   for (unsigned h = 0; h < W; h += 4) {
     __m256d ox, oy, oz, dx, dy, dz;
     simd_columns(in->origins + 3 * (i0 + h), &ox, &oy, &oz);
@@ -86,18 +80,27 @@ SIMD_AVX2_FN bool simd_pack(const scene_rays_t* in, size_t i0, float time, packe
     _mm256_store_pd(dir[0] + h, dx);
     _mm256_store_pd(dir[1] + h, dy);
     _mm256_store_pd(dir[2] + h, dz);
-    simd_store_rays(pk, h, ox, oy, oz, dx, dy, dz, W);
+    const __m256d c[6] = {ox, oy, oz, dx, dy, dz};
+    for (unsigned a = 0; a < 6; a++) {
+      fl[a][h / 4] = _mm256_cvtpd_ps(c[a]);
+    }
     if (per_ray) {
       // ray_time, then trace_packet's clamp (times are finite: never NaN here)
       __m256d s = _mm256_div_pd(_mm256_sub_pd(_mm256_loadu_pd(in->times + i0 + h),
                                               _mm256_set1_pd(in->t0)),
                                 _mm256_set1_pd(in->dt));
       s = _mm256_max_pd(_mm256_min_pd(s, one), _mm256_setzero_pd());
-      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm256_cvtpd_ps(s));
+      fl[6][h / 4] = _mm256_cvtpd_ps(s);
     } else {
-      _mm_store_ps(pk->f + LANE(F_TIME, h), _mm_set1_ps(time));
+      fl[6][h / 4] = _mm_set1_ps(time);
     }
   }
+  static const unsigned field[7] = {F_ORG_X, F_ORG_Y, F_ORG_Z, F_DIR_X, F_DIR_Y, F_DIR_Z, F_TIME};
+  for (unsigned a = 0; a < 7; a++) {
+    _mm256_store_ps(pk->f + LANE(field[a], 0), _mm256_set_m128(fl[a][1], fl[a][0]));
+  }
+  _mm256_store_ps(pk->f + LANE(F_TFAR, 0), _mm256_set1_ps(tfar));
+  simd_fixed_fields(pk, on ? 0u : 0xFFu, valid, W);
   return true;
 }
 
@@ -455,14 +458,20 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields
 
 
 // The rest of a full 16-wide packet whose rays are in pk (origins, directions, tfar, time):
-// the constant fields, packet_intersect's coherence test, the intersection and the hits, into
-// rows (out) or columns (cols). dx, dy, dz: the unit directions (double), WIDE each.
+// the constant fields (unless valid_in, the valid lanes, says they are written already),
+// packet_intersect's coherence test, the intersection and the hits, into rows (out) or columns
+// (cols). dx, dy, dz: the unit directions (double), WIDE each.
 SIMD_AVX2_FN static void simd_finish16(const scene_t* s, packet_t* pk, const double* dx,
                                        const double* dy, const double* dz, unsigned off,
-                                       scene_hit_t* out, scene_packet_hits_t* cols) {
+                                       const int* valid_in, scene_hit_t* out,
+                                       scene_packet_hits_t* cols) {
   const unsigned W = WIDE;
-  _Alignas(64) int valid[WIDE];
-  simd_fixed_fields(pk, off, valid, W);
+  _Alignas(64) int valid_own[WIDE];
+  const int* valid = valid_in;
+  if (!valid_in) {
+    simd_fixed_fields(pk, off, valid_own, W);
+    valid = valid_own;
+  }
 
   // packet_intersect's 16-wide coherence test against lane 0 (which passes it by definition)
   const float* f = pk->f;
@@ -548,7 +557,7 @@ SIMD_AVX2_FN bool simd_packet16(const scene_t* s, const scene_ray_t* r, scene_hi
   if (!simd_rows_pack(r, &pk, dir, WIDE)) {
     return false;
   }
-  simd_finish16(s, &pk, dir, dir + WIDE, dir + 2 * WIDE, 0, out, NULL);
+  simd_finish16(s, &pk, dir, dir + WIDE, dir + 2 * WIDE, 0, NULL, out, NULL);
   return true;
 }
 
@@ -600,8 +609,57 @@ SIMD_AVX2_FN unsigned simd_cols_pack(const scene_packet_t* in, packet_t* pk) {
 
 
 SIMD_AVX2_FN void simd_cols_trace(const scene_t* s, packet_t* pk, const scene_packet_t* in,
-                                  unsigned off, scene_packet_hits_t* out) {
-  simd_finish16(s, pk, in->dx, in->dy, in->dz, off, NULL, out);
+                                  unsigned off, const int* valid, scene_packet_hits_t* out) {
+  simd_finish16(s, pk, in->dx, in->dy, in->dz, off, valid, NULL, out);
+}
+
+
+// Sixteen doubles as floats, in one register.
+SIMD_AVX512_FN static inline __m512 simd_cvt16(const double* p) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(_mm512_loadu_pd(p))),
+                            _mm512_cvtpd_ps(_mm512_loadu_pd(p + 8)), 1);
+}
+
+
+// simd_cols_pack's conversions, time clamp and check (simd_bad8's comparisons) sixteen lanes
+// at once, and simd_fixed_fields' values.
+SIMD_AVX512_FN unsigned simd_cols_pack_avx512(const scene_packet_t* in, packet_t* pk,
+                                              unsigned off, int* valid) {
+  const unsigned W = WIDE;
+  const double* src[6] = {in->ox, in->oy, in->oz, in->dx, in->dy, in->dz};
+  const __m512 big = _mm512_set1_ps((float)SCENE_RAY_MAX), tiny = _mm512_set1_ps(FLT_MIN);
+  __mmask16 ok = 0xFFFF, nonzero = 0;
+  for (unsigned a = 0; a < 6; a++) {
+    __m512 v = simd_cvt16(src[a]);
+    _mm512_store_ps(pk->f + LANE(a < 3 ? F_ORG_X + a : F_DIR_X + a - 3, 0), v);
+    __m512 m = _mm512_abs_ps(v);
+    ok &= _mm512_cmp_ps_mask(m, big, _CMP_LE_OQ);
+    if (a >= 3) {
+      nonzero |= _mm512_cmp_ps_mask(m, tiny, _CMP_GE_OQ);
+    }
+  }
+  _mm512_store_ps(pk->f + LANE(F_TFAR, 0), simd_cvt16(in->tmax));
+  const __m512d one = _mm512_set1_pd(1.0), zero = _mm512_setzero_pd();
+  __m256 t2[2];
+  for (unsigned h = 0; h < 2; h++) {
+    __m512d ti = _mm512_loadu_pd(in->time + 8 * h);
+    __m512d c = _mm512_mask_blend_pd(_mm512_cmp_pd_mask(ti, one, _CMP_LT_OQ), one, ti);
+    c = _mm512_maskz_mov_pd(_mm512_cmp_pd_mask(ti, zero, _CMP_GT_OQ), c);
+    t2[h] = _mm512_cvtpd_ps(c);
+  }
+  _mm512_store_ps(pk->f + LANE(F_TIME, 0),
+                  _mm512_insertf32x8(_mm512_castps256_ps512(t2[0]), t2[1], 1));
+  const __m512i zi = _mm512_setzero_si512(), ones = _mm512_set1_epi32(-1);
+  const __m512i none = _mm512_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
+  _mm512_store_si512(valid, _mm512_movm_epi32((__mmask16)~off));
+  _mm512_store_si512(pk->u + LANE(F_TNEAR, 0), zi);
+  _mm512_store_si512(pk->u + LANE(F_MASK, 0), ones);
+  _mm512_store_si512(pk->u + LANE(F_ID, 0),
+                     _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  _mm512_store_si512(pk->u + LANE(F_FLAGS, 0), zi);
+  _mm512_store_si512(pk->u + LANE(F_GEOM, 0), none);
+  _mm512_store_si512(pk->u + LANE(F_INST, 0), none);
+  return ~(unsigned)(ok & nonzero) & 0xFFFFu;
 }
 
 

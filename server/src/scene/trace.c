@@ -169,7 +169,10 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
       continue;
     }
     _Alignas(64) packet_t pk;
-    if (__builtin_expect(simd_cols_pack(&in[i / WIDE], &pk) != 0, 0)) {
+    _Alignas(64) int valid[WIDE];   // the AVX-512 packing's valid lanes (simd_cols_trace)
+    unsigned bad = wide ? simd_cols_pack_avx512(&in[i / WIDE], &pk, off, valid)
+                        : simd_cols_pack(&in[i / WIDE], &pk);
+    if (__builtin_expect(bad != 0, 0)) {
       _mm_setcsr(csr);
       columns_as_rows(s, &in[i / WIDE], m, &out[i / WIDE], f);
       _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
@@ -177,7 +180,7 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
       apart += m;
       continue;
     }
-    simd_cols_trace(s, &pk, &in[i / WIDE], off, &out[i / WIDE]);
+    simd_cols_trace(s, &pk, &in[i / WIDE], off, wide ? valid : NULL, &out[i / WIDE]);
     traced += m - noff;
     culled += noff;
   }

@@ -1349,6 +1349,42 @@ TEST(record_arrays_handed_back_hold_the_next_steps_records) {
 }
 
 
+TEST(lidar_return_all_frame_buffer_is_bounded_by_the_output) {
+  // a VLP-16 at 20 Hz (14,480 rays a revolution) publishing per revolution with RETURN_ALL of
+  // up to 255 returns, one 4-byte field, outputs of at most 1 MiB: its frame buffer was sized
+  // for every return of every ray (14,480 x 255 points: 29.5 MB with their azimuths), though
+  // a sweep whose points pass the output is refused as they come; now at most the output's
+  // points (262,016) are set aside, and the revolution still goes out whole
+  fx_t f;
+  ASSERT_OK(sphere_room(&f, 0, 10.0));
+  lidar_desc_t d = base_desc();
+  const char* names[1] = {"x"};
+  d.fields = names;
+  d.nfield = 1;
+  d.returns.mode = LIDAR_RETURN_ALL;
+  d.returns.max_returns = 255;
+  d.max_frame_bytes = 1u << 20;
+  lidar_vlp16_desc_t v = {.frequency = 20.0};
+  err_msg_t msg = {0};
+  ASSERT_OK(lidar_pattern_vlp16_init(&d.pattern, &v, "lidar.vlp16", &msg));
+  sensor_desc_t s = {.id = 3, .mount = xform_identity()};
+  ASSERT_OK(lidar_create(&d, &s.sensor, &msg));
+  void* self = s.sensor.self;
+  ASSERT_OK(env_create_sensor(f.e, &s, &msg));
+  ASSERT_OK(set_state(f.e, 0.0, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 0.0));
+  ASSERT_OK(set_state(f.e, 0.06, 0, NULL, NULL));
+  ASSERT_OK(do_step(f.e, 0.06));
+  const sensor_out_t* out = env_outputs(f.e);
+  ASSERT_EQ(out->n, 1u);
+  ASSERT_TRUE(out->rec[0].u.cloud.count > 14400u);  // the room is closed: every ray a point
+  size_t most = ((1u << 20) - 512) / 4;
+  ASSERT_TRUE(lidar_accumulator_bytes(self) <= 2 * (most * 8 + 3));  // two buffers at most
+  fx_close(&f);
+  return 0;
+}
+
+
 TEST(lidar_points_are_written_once_into_buffers_handed_out_whole) {
   // a VLP-16 stepped a quarter revolution at a time, its records taken out of the environment
   // as the daemon does: each revolution's record holds the very buffer the lidar wrote its

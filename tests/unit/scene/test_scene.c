@@ -1495,17 +1495,23 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
   scene_counters(f.s, &c0);
   ASSERT_EQ(c0.rays_culled - c1.rays_culled, simd_level() >= SIMD_AVX2 ? SCENE_PACKET : 0);
 
-  // a packet of columns whose one invalid ray is a NaN tmax (which the ray's floats do not
-  // show), in each lane in turn: counted invalid and a miss, the others as rows of 16 trace
-  // them with that lane off
-  for (int lane = 0; lane < SCENE_PACKET; lane++) {
+  // a packet of columns whose one invalid ray is each bad ray in turn (a NaN tmax, which the
+  // ray's floats do not show, among them), in each lane in turn, on each packing of columns
+  // (AVX2, and AVX-512 where the CPU has it): counted invalid and a miss, the others as rows of
+  // 16 trace them with that lane off
+  for (int step = 0; step < 2 * NBAD * SCENE_PACKET; step++) {
+    int lane = step % SCENE_PACKET, which = step / SCENE_PACKET % NBAD;
+    simd_set_max(step < NBAD * SCENE_PACKET ? SIMD_AVX2 : SIMD_LEVEL_COUNT);
+    const bad_ray_t* b = &kBadRays[which];
     scene_ray_t row[SCENE_PACKET];
     scene_hit_t off[SCENE_PACKET];
     memcpy(row, &ref[3 * SCENE_PACKET], sizeof row);   // a tile without bad rays
     row[lane].tmax = 0.0;
     scene_trace(f.s, &(scene_batch_t){.layout = SCENE_ROWS, .group = 16, .n = SCENE_PACKET,
                                       .rays = row, .hits = off});
-    row[lane].tmax = NAN;
+    memcpy(row[lane].origin, b->o, sizeof b->o);
+    memcpy(row[lane].dir, b->d, sizeof b->d);
+    row[lane].tmax = b->tmax;
     to_columns(row, SCENE_PACKET, pk);
     scene_counters(f.s, &c0);
     columns(f.s, pk, SCENE_PACKET, ph, NULL, NULL);
@@ -1518,11 +1524,13 @@ TEST(scene_invalid_rays_are_counted_misses_in_every_layout) {
                          .object_id = ph[0].object_id[k], .label = ph[0].label[k],
                          .primitive = ph[0].primitive[k]};
       if (!hit_as_expected(&col, &off[k], k == lane)) {
-        CHECK_FAIL("NaN tmax in lane %d: lane %d distance %g object %u, want %g %u", lane, k,
-                   col.distance, col.object_id, off[k].distance, off[k].object_id);
+        CHECK_FAIL("bad ray %d in lane %d (%s): lane %d distance %g object %u, want %g %u",
+                   which, lane, simd_level_name(simd_level()), k, col.distance, col.object_id,
+                   off[k].distance, off[k].object_id);
       }
     }
   }
+  use_simd(true);
 
   // a request refuses each bad ray, even with no bounds of its own, and traces nothing invalid
   enum { M = 40, AT = 21 };
