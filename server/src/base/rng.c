@@ -130,6 +130,24 @@ SIMD_AVX2_FN static inline void store8(const __m256i c[4], uint32_t (*out)[4]) {
 }
 
 
+// The words of eight draws draws[0..8) of one index (counter words 0, 1 and 3 alike) into
+// out[0..8): rng_normal_n's rounds, those of philox16 on one set.
+SIMD_AVX2_FN static void philox8_draws(uint64_t index, const uint32_t* draws, uint32_t stream,
+                                       uint32_t k0, uint32_t k1, uint32_t (*out)[4]) {
+  __m256i c[4];
+  c[0] = _mm256_set1_epi32((int)(uint32_t)index);
+  c[1] = _mm256_set1_epi32((int)(uint32_t)(index >> 32));
+  c[2] = _mm256_loadu_si256((const __m256i*)draws);
+  c[3] = _mm256_set1_epi32((int)stream);
+  for (int r = 0; r < 10; r++) {
+    round8(c, _mm256_set1_epi32((int)k0), _mm256_set1_epi32((int)k1));
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  store8(c, out);
+}
+
+
 // Sixteen rays' words from index[0..16) into out[0..16): two independent sets of eight
 // interleaved, so that one set's products overlap the other's.
 SIMD_AVX2_FN static void philox16(const uint64_t* index, uint32_t draw, uint32_t stream,
@@ -267,12 +285,44 @@ double rng_uniform(const rng_key_t* k, uint32_t draw) {
   return to_open_unit(w[0], w[1]);
 }
 
-double rng_normal(const rng_key_t* k, uint32_t draw) {
-  uint32_t w[4];
-  rng_words(k, draw, w);
+// Box-Muller of one draw's words: the one expression of every standard normal here.
+static double normal_of_words(const uint32_t w[4]) {
   double u1 = to_open_unit(w[0], w[1]);
   double u2 = to_open_unit(w[2], w[3]);
   return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+}
+
+double rng_normal(const rng_key_t* k, uint32_t draw) {
+  uint32_t w[4];
+  rng_words(k, draw, w);
+  return normal_of_words(w);
+}
+
+void rng_normal_n(const rng_key_t* k, const uint32_t* draws, double* out, size_t n) {
+  uint64_t key = philox_key(k);
+  uint32_t w[8][4];
+  size_t i = 0;
+#if SIMD_X86
+  if (simd_level() >= SIMD_AVX2) {
+    while (n - i >= 2) {
+      // a last block of fewer than eight repeats its last draw in the lanes past the end
+      size_t m = n - i < 8 ? n - i : 8;
+      uint32_t d[8];
+      for (size_t j = 0; j < 8; j++) {
+        d[j] = draws[i + (j < m ? j : m - 1)];
+      }
+      philox8_draws(k->index, d, k->stream, (uint32_t)key, (uint32_t)(key >> 32), w);
+      for (size_t j = 0; j < m; j++) {
+        out[i + j] = normal_of_words(w[j]);
+      }
+      i += m;
+    }
+  }
+#endif
+  for (; i < n; i++) {
+    words_of(key, k->index, draws[i], k->stream, w[0]);
+    out[i] = normal_of_words(w[0]);
+  }
 }
 
 double rng_gamma(const rng_key_t* k, uint32_t draw, double shape, double scale) {
@@ -288,9 +338,7 @@ double rng_gamma(const rng_key_t* k, uint32_t draw, double shape, double scale) 
   for (uint32_t attempt = 0; attempt < 32; attempt++) {
     uint32_t w[4];
     rng_words(k, d0 + 2 * attempt, w);
-    double u1 = to_open_unit(w[0], w[1]);
-    double u2 = to_open_unit(w[2], w[3]);
-    double x = sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
+    double x = normal_of_words(w);
     double t = 1.0 + c * x;
     if (t <= 0.0) {
       continue;

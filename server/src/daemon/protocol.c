@@ -120,7 +120,7 @@ static void req_run(exec_job_t* j) {
   if (rj->code == 0) {
     streams_submit(d->streams, e, &rj->step.records, rj->step.start_time);
   }
-  sensor_out_free(&rj->step.records);
+  env_return_outputs(e->env, &rj->step.records);
 }
 
 

@@ -125,12 +125,18 @@ int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
 static void draw_normals(const triax_config_t* c, const rng_key_t* key, uint32_t sub,
                          int started, double white[3], double spectral[3], double drift[9]) {
   uint32_t base = sub * IMU_DRAWS_PER_SUB;
+  uint32_t draws[15];
+  double* dest[15];
+  double value[15];
+  uint32_t n = 0;
   for (uint32_t i = 0; i < 3; i++) {
     if (c->noise_stddev[i] > 0.0) {
-      white[i] = rng_normal(key, base + i);
+      draws[n] = base + i;
+      dest[n++] = &white[i];
     }
     if (c->spectral_density[i] > 0.0) {
-      spectral[i] = rng_normal(key, base + 3 + i);
+      draws[n] = base + 3 + i;
+      dest[n++] = &spectral[i];
     }
   }
   // the turn-on bias is drawn once, when the drift starts
@@ -138,8 +144,14 @@ static void draw_normals(const triax_config_t* c, const rng_key_t* key, uint32_t
                        c->random_walk > 0.0};
   for (uint32_t i = 0; i < 9; i++) {
     if (used[i / 3]) {
-      drift[i] = rng_normal(key, base + 6 + i);
+      draws[n] = base + 6 + i;
+      dest[n++] = &drift[i];
     }
+  }
+  // all of them at once: one key hash, the rounds of several draws together
+  rng_normal_n(key, draws, value, n);
+  for (uint32_t i = 0; i < n; i++) {
+    *dest[i] = value[i];
   }
 }
 

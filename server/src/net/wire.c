@@ -11,6 +11,7 @@
 #include "base/mem.h"
 #include "base/text.h"
 #include "net/wire_pb.h"
+#include "net/wire_tick.h"
 
 // Most bytes fields of one body left in the frame (wire_decode_frame).
 #define WIRE_BORROW_MAX 8
@@ -32,6 +33,7 @@ struct wire_request {
   ProtobufCBinaryData* borrowed[WIRE_BORROW_MAX];  // fields of env pointing into frame
   uint32_t nborrowed;
   uint32_t heap_parts;          // parts of env outside the arena (then free_unpacked runs)
+  int plain_tick;               // decoded by wire_tick_decode (no text field to check)
   size_t arena_used;
   _Alignas(WIRE_ARENA_ALIGN) uint8_t arena[WIRE_ARENA_BYTES];   // the other parts of env
 };
@@ -247,7 +249,15 @@ static int unpack(const uint8_t* data, size_t n, size_t frame_len, wire_request_
   memset(r, 0, offsetof(wire_request_t, arena));
   decode_budget_t budget = {WIRE_DECODE_FACTOR * frame_len + WIRE_DECODE_SLACK, 0, r};
   ProtobufCAllocator bounded = {budget_alloc, budget_free, &budget};
-  Sensim__V1__Envelope* env = sensim__v1__envelope__unpack(&bounded, n, data);
+  Sensim__V1__Envelope* env = NULL;
+  r->plain_tick = wire_tick_decode(data, n, &bounded, &env);
+  if (!r->plain_tick) {
+    // anything but a tick's plain request: protobuf-c, from an untouched budget and arena
+    budget = (decode_budget_t){WIRE_DECODE_FACTOR * frame_len + WIRE_DECODE_SLACK, 0, r};
+    r->arena_used = 0;
+    r->heap_parts = 0;
+    env = sensim__v1__envelope__unpack(&bounded, n, data);
+  }
   if (!env) {
     mem_free(r);
     if (budget.exhausted) {
@@ -268,6 +278,9 @@ static int unpack(const uint8_t* data, size_t n, size_t frame_len, wire_request_
 // A refused string is answered as a bad argument of the request, not as a broken stream.
 static int check_request_text(wire_request_t* r, const uint8_t* payload, size_t len,
                               err_msg_t* msg) {
+  if (r->plain_tick) {
+    return 0;  // an Envelope's id and sequence and an UpdateState or Step: no text in them
+  }
   char path[WIRE_STATUS_MAX] = "";
   err_msg_t tmsg;
   if (check_text(&sensim__v1__envelope__descriptor, payload, len, 0, path, 0, &tmsg) != 0) {

@@ -370,6 +370,11 @@ const sensor_out_t* env_outputs(const env_t* e);
 // nothing is copied), leaving env_outputs empty. ERR_NOMEM (nothing moved).
 int env_take_outputs(env_t* e, sensor_out_t* dst) CHECKRET;
 
+// Hand back what env_take_outputs moved out, once the caller is done with the records (their
+// clouds' buffers are released here): their array holds the next step's records instead of a
+// new one being allocated each step. spent is left empty, without an array.
+void env_return_outputs(env_t* e, sensor_out_t* spent);
+
 // Kind of sensor `id`, 0 when there is none.
 sensor_kind_t env_sensor_kind(const env_t* e, uint32_t id);
 

@@ -155,6 +155,23 @@ int env_take_outputs(env_t* e, sensor_out_t* dst) {
 }
 
 
+// Most records of an array handed back that the environment keeps for its next step (a
+// lock-step tick's few); a larger one, from a long step, is freed as before.
+#define ENV_KEEP_OUTPUTS 64
+
+void env_return_outputs(env_t* e, sensor_out_t* spent) {
+  sensor_out_clear(spent);
+  if (e->outputs.n == 0 && e->outputs.cap == 0 && spent->cap > 0 &&
+      spent->cap <= ENV_KEEP_OUTPUTS) {
+    mem_free(e->outputs.rec);
+    e->outputs = *spent;
+    memset(spent, 0, sizeof(*spent));
+    return;
+  }
+  sensor_out_free(spent);
+}
+
+
 sensor_kind_t env_sensor_kind(const env_t* e, uint32_t id) {
   const env_sensor_t* r = table_get(&e->sensors, id);
   return r ? r->sensor.kind : (sensor_kind_t)0;

@@ -1292,6 +1292,63 @@ TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
 }
 
 
+// A VLP-16 (sensor 3, 10 Hz) at the centre of a sphere of 10 m.
+static int vlp16_in_room(fx_t* f) {
+  ASSERT_OK(sphere_room(f, 0, 10.0));
+  lidar_desc_t d;
+  ASSERT_OK(vlp16_desc(10.0, &d));
+  ASSERT_OK(add_lidar(f->e, 3, 0, xform_identity(), &d));
+  return 0;
+}
+
+
+// Step k of a quarter revolution, its records taken out of the environment into *mine.
+static int quarter_revolution(fx_t* f, int k, sensor_out_t* mine) {
+  ASSERT_OK(set_state(f->e, 0.025 * k, 0, NULL, NULL));
+  ASSERT_OK(do_step(f->e, 0.025 * k));
+  memset(mine, 0, sizeof(*mine));
+  ASSERT_OK(env_take_outputs(f->e, mine));
+  return 0;
+}
+
+
+TEST(record_arrays_handed_back_hold_the_next_steps_records) {
+  // records taken out and handed back (env_return_outputs) as the daemon does after each
+  // step: the environment keeps the array for the next records (no allocation per step), and
+  // the records' clouds are released with it (the lidar's two buffers still take turns)
+  fx_t f;
+  ASSERT_OK(vlp16_in_room(&f));
+  const uint8_t* seen[8];
+  uint32_t nrev = 0, nseen = 0;
+  for (int k = 0; k <= 40 && nrev < 8; k++) {
+    sensor_out_t mine;
+    ASSERT_OK(quarter_revolution(&f, k, &mine));
+    if (mine.n == 0) {
+      continue;
+    }
+    for (uint32_t i = 0; i < mine.n; i++, nrev++) {
+      const uint8_t* data = mine.rec[i].u.cloud.data;
+      uint32_t j = 0;
+      while (j < nseen && seen[j] != data) {
+        j++;
+      }
+      if (j == nseen) {
+        ASSERT_TRUE(nseen < 8);
+        seen[nseen++] = data;
+      }
+    }
+    int64_t live = mem_live_count();
+    env_return_outputs(f.e, &mine);
+    ASSERT_EQ(mem_live_count(), live);   // the array kept, not freed (the lidar keeps its buffers)
+    ASSERT_TRUE(mine.rec == NULL && mine.n == 0 && mine.cap == 0);
+  }
+  ASSERT_EQ(nrev, 8);
+  ASSERT_TRUE(nseen <= 2);
+  fx_close(&f);
+  return 0;
+}
+
+
 TEST(lidar_return_all_frame_buffer_is_bounded_by_the_output) {
   // a VLP-16 at 20 Hz (14,480 rays a revolution) publishing per revolution with RETURN_ALL of
   // up to 255 returns, one 4-byte field, outputs of at most 1 MiB: its frame buffer was sized
@@ -1337,18 +1394,13 @@ TEST(lidar_points_are_written_once_into_buffers_handed_out_whole) {
   // revolution's is a frame's size from its first points too (grown by doubling, it moved its
   // points and their azimuths, and ended larger than the later ones)
   fx_t f;
-  ASSERT_OK(sphere_room(&f, 0, 10.0));
-  lidar_desc_t d;
-  ASSERT_OK(vlp16_desc(10.0, &d));
-  ASSERT_OK(add_lidar(f.e, 3, 0, xform_identity(), &d));
+  ASSERT_OK(vlp16_in_room(&f));
   const uint8_t* seen[8];
   size_t caps[8];
   uint32_t nrev = 0, nseen = 0;
   for (int k = 0; k <= 40 && nrev < 8; k++) {
-    ASSERT_OK(set_state(f.e, 0.025 * k, 0, NULL, NULL));
-    ASSERT_OK(do_step(f.e, 0.025 * k));
-    sensor_out_t mine = {0};
-    ASSERT_OK(env_take_outputs(f.e, &mine));
+    sensor_out_t mine;
+    ASSERT_OK(quarter_revolution(&f, k, &mine));
     ASSERT_EQ(env_outputs(f.e)->n, 0);
     for (uint32_t i = 0; i < mine.n; i++, nrev++) {
       const sensor_cloud_t* c = &mine.rec[i].u.cloud;
