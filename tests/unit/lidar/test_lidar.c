@@ -1256,9 +1256,10 @@ TEST(lidar_refuses_a_step_over_its_output_budget_before_tracing) {
 TEST(lidar_accumulator_shrinks_to_a_frame_after_a_long_step) {
   // 2 s of a VLP-16 at 20 Hz in one step: 40 revolutions, 579,000 points of 4 bytes gathered
   // (4 bytes more each for their azimuths), then about one frame (14,480 rays) kept once the
-  // step is committed; a refused state update (a step too long) leaves it as small. What makes a step long here is its revolutions, 40
-  // frames' worth of points against the one kept; more seconds only add rays, which cost about
-  // 2 us each under the sanitizers (30 s, 8.7 M rays, took 15 s of CPU there).
+  // step is committed; a refused state update (a step too long) leaves it as small. What
+  // makes a step long here is its revolutions, 40 frames' worth of points against the one
+  // kept; more seconds only add rays, which cost about 2 us each under the sanitizers (30 s,
+  // 8.7 M rays, took 15 s of CPU there).
   fx_t f;
   ASSERT_OK(sphere_room(&f, 0, 10.0));
   lidar_desc_t d = base_desc();
