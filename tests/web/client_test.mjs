@@ -139,7 +139,9 @@ function maybeCounted() {
 }
 
 client.on('error', (err) => fail(`client error: ${err}`));
-client.on('close', () => { if (phase !== 'counting' && phase !== 'done') fail('connection closed'); });
+client.on('close', () => {
+  if (phase !== 'counting' && phase !== 'done') fail('connection closed');
+});
 client.on('serverInfo', (info) => { result.serverInfo = info; });
 client.on('status', onStatus);
 client.on('time', () => { result.times += 1; });

@@ -9,9 +9,9 @@
 // Frames come out of each lane in step order, shared by reference by every subscription of
 // that lane. A subscription's queue is bounded in bytes: past its budget the oldest whole frames
 // are dropped and counted; a connection whose subscriptions together stay above the soft limit
-// too long is closed, the reason logged and kept for GetInfo. One stream frame per connection is in the
-// kernel writer at a time, so the loop never blocks and a slow reader costs at most its budget
-// plus one frame.
+// too long is closed, the reason logged and kept for GetInfo. One stream frame per connection
+// is in the kernel writer at a time, so the loop never blocks and a slow reader costs at most
+// its budget plus one frame.
 //
 // Thread: loop thread, except where marked.
 #ifndef SENSIM_DAEMON_STREAMS_H_
