@@ -1170,7 +1170,7 @@ typedef struct sensim_subscription {
   uint32_t struct_size;
   uint32_t sensor_id;
   sensim_encoding_t encoding;       // default RAW
-  double precision;                 // m, QUANTIZED_ZSTD, [1e-6, 1]; default 0.001
+  double precision;                 // m, QUANTIZED_ZSTD; [1e-6, 1] whatever the encoding; 0.001
   int32_t level;                    // zstd level 1..19; default 1
   const char* const* fields;        // point fields wanted, in this order; NULL/0 = all
   uint32_t nfields;                 //   (at most 16)

@@ -114,8 +114,9 @@ void subscribe_add(daemon_t* d, client_t* c, wire_request_t* req) {
                  w.level);
     return;
   }
-  if (p.encoding == CODEC_QZSTD &&
-      !(p.precision >= CODEC_MIN_PRECISION && p.precision <= CODEC_MAX_PRECISION)) {
+  // a precision given is checked whatever the encoding: NaN or a negative step sent with a
+  // raw subscription is a client's mistake too, and would otherwise pass unnoticed
+  if (!(p.precision >= CODEC_MIN_PRECISION && p.precision <= CODEC_MAX_PRECISION)) {
     reply_status(d, c->s, id, ERR_INVAL, "subscribe.precision = %g must be in [%g, %g] m",
                  p.precision, CODEC_MIN_PRECISION, CODEC_MAX_PRECISION);
     return;
