@@ -551,7 +551,8 @@ typedef enum sensim_entity {
                                     //   kept; destroyed when its last client leaves
 } sensim_entity_t;
 
-// Remove one entity (Remove). Removing something still referenced is FAILED_PRECONDITION.
+// Remove one entity (Remove). Removing something still referenced is FAILED_PRECONDITION; id 0
+// is INVALID_ARGUMENT (body 0 is the world frame, material 0 and medium 0 the defaults).
 SENSIM_API sensim_status_t sensim_remove(sensim_client_t* cli, sensim_entity_t kind, uint32_t id);
 
 //---------------------------------------------------------------- Sensors

@@ -515,6 +515,9 @@ TEST(env_update_state_is_all_or_nothing) {
   ids[1] = 99;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
                   "body_ids[1] = 99 is not a known body");
+  ids[1] = 0;   // the world frame: not a body to move
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_ids[1] = 0 is the world frame, which does not move");
   ids[1] = 11;
 
   // a repeated id
@@ -543,6 +546,10 @@ TEST(env_update_state_is_all_or_nothing) {
   u.njoint = 2;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
                   "joint_ids[1] = 21 is not a known joint");
+  jid[1] = 0;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "joint_ids[1] = 0 is reserved (joint ids are > 0)");
+  jid[1] = 21;
   u.njoint = 1;
   jpos[0] = NAN;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
@@ -1054,7 +1061,13 @@ TEST(env_remove_refuses_referenced_entities) {
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MEDIUM, 0, emsg), ERR_INVAL, "medium 0");
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_GEOMETRY, 42, emsg), ERR_NOTFOUND,
                   "geometry 42 not found");
-  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_OBJECT, 0, emsg), ERR_NOTFOUND, "object 0");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_BODY, 0, emsg), ERR_INVAL,
+                  "body 0 is the world frame and cannot be removed");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_OBJECT, 0, emsg), ERR_INVAL,
+                  "id = 0 is reserved (object ids are > 0)");
+  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_SENSOR, 0, emsg), ERR_INVAL,
+                  "id = 0 is reserved (sensor ids are > 0)");
+  ASSERT_REJECTED(e, env_remove(e, (env_entity_t)42, 0, emsg), ERR_INVAL, "kind = 42");
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_JOINT, 21, emsg), ERR_NOTFOUND, "joint 21");
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_SENSOR, 1, emsg), ERR_NOTFOUND, "sensor 1");
   ASSERT_REJECTED(e, env_remove(e, (env_entity_t)42, 1, emsg), ERR_INVAL, "kind = 42");
