@@ -313,8 +313,9 @@ def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(sensimd):
 
 def test_id_0_is_invalid_argument_for_every_request_that_names_an_entity(sensimd):
     """Id 0 names no geometry, object, joint or sensor, and body 0 is the world frame: creating,
-    moving or removing any of them by id 0 is INVALID_ARGUMENT saying so (never NOT_FOUND),
-    and changes nothing; material 0 and medium 0 are the defaults and are not removed either."""
+    moving, removing, referring to (an object's geometry) or subscribing to any of them by id 0
+    is INVALID_ARGUMENT saying so (never NOT_FOUND), and changes nothing; material 0 and
+    medium 0 are the defaults and are not removed either."""
     with sensimd.client() as c:
         v, f = cube_mesh(1.0)
         c.create_mesh(1, v, f)
@@ -337,6 +338,11 @@ def test_id_0_is_invalid_argument_for_every_request_that_names_an_entity(sensimd
             (r"id = 0 is reserved \(joint ids are > 0\)", lambda: c.create_joint(0)),
             (r"id = 0 is reserved \(sensor ids are > 0\)",
              lambda: c.create_imu(0, accelerometer=True)),
+            # a reference that must name an entity
+            (r"create_object: geometry_id = 0 must name a geometry \(> 0\)",
+             lambda: c.create_object(2, 0)),
+            (r"subscribe.sensor_id = 0 must name a sensor \(> 0\)", lambda: c.subscribe(0)),
+            (r"unsubscribe.sensor_id = 0 must name a sensor \(> 0\)", lambda: c.unsubscribe(0)),
             # (the client sends the bytes forms of the arrays)
             (r"body_ids_bytes\[1\] = 0 is the world frame, which does not move",
              lambda: c.update_state(1.0, [1, 0], pose * 2)),

@@ -386,6 +386,9 @@ TEST(env_body_object_joint_errors_change_nothing) {
   o = object(104, 4, 10, xform_identity());
   ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
                   "geometry_id = 4 is not a known geometry");
+  o = object(104, 0, 10, xform_identity());
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL,
+                  "geometry_id = 0 must name a geometry (> 0)");
   o = object(104, 1, 12, xform_identity());
   ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
                   "body_id = 12 is not a known body");
