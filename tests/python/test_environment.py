@@ -246,14 +246,21 @@ def snapshot(c: sensim.Client) -> tuple:
     return scene_counts(c), hits.distances.tolist(), hits.object_ids.tolist()
 
 
+def validation_scene(c: sensim.Client) -> tuple:
+    """A cube mesh (geometry 1) as object 1 on body 1 at x = 5, joint 1, a first state; the
+    cube's vertices and faces."""
+    v, f = cube_mesh(1.0)
+    c.create_mesh(1, v, f)
+    c.create_body(1, (5, 0, 0))
+    c.create_object(1, 1, body_id=1)
+    c.create_joint(1, "revolute", 0.0)
+    c.update_state(0.0, [1], [[5, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[0.0])
+    return v, f
+
+
 def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(sensimd):
     with sensimd.client() as c:
-        v, f = cube_mesh(1.0)
-        c.create_mesh(1, v, f)
-        c.create_body(1, (5, 0, 0))
-        c.create_object(1, 1, body_id=1)
-        c.create_joint(1, "revolute", 0.0)
-        c.update_state(0.0, [1], [[5, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[0.0])
+        v, f = validation_scene(c)
         before = snapshot(c)
 
         bad_v = v.copy()
@@ -317,12 +324,7 @@ def test_id_0_is_invalid_argument_for_every_request_that_names_an_entity(sensimd
     is INVALID_ARGUMENT saying so (never NOT_FOUND), and changes nothing; material 0 and
     medium 0 are the defaults and are not removed either."""
     with sensimd.client() as c:
-        v, f = cube_mesh(1.0)
-        c.create_mesh(1, v, f)
-        c.create_body(1, (5, 0, 0))
-        c.create_object(1, 1, body_id=1)
-        c.create_joint(1, "revolute", 0.0)
-        c.update_state(0.0, [1], [[5, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[0.0])
+        validation_scene(c)
         before = snapshot(c)
         pose = [[0, 0, 0, 0, 0, 0, 1]]
         cases = [
