@@ -985,9 +985,8 @@ static int trace_packing_in_place(const wire_request_t* req, env_t* e, const env
   head_init(&h, wire_id(req), env_changes(e), 1, mask_len);
   head_size(&h, n * WIRE_HIT_MASKED_RECORD_BYTES);
   const size_t traced_at = h.at;
-  packing_t p = {.nbatch = nbatch};
+  packing_t p = {.nbatch = nbatch, .moving = ATOMIC_FLAG_INIT};
   atomic_init(&p.front, 0);
-  atomic_flag_clear(&p.moving);
   p.counts = mem_calloc(nbatch + 1, sizeof(uint32_t));
   p.packed = mem_calloc(nbatch + 1, sizeof(atomic_uchar));
   p.mask = mem_alloc(mask_len + 1);
