@@ -724,6 +724,8 @@ static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
 // protobuf-c would write with those fields set.
 typedef struct reply_head {
   uint8_t ok[WIRE_OK_HEAD_MAX];   // Envelope{id, status OK}
+  // the fields' keys, looked up by name once per reply (the layout is tried for each padding)
+  uint64_t t_result, t_serial, t_mask, t_pad, t_hits;
   size_t ok_len;
   uint64_t serial;
   size_t mask_len;                // bytes of hit_mask; sent when has_mask
@@ -735,16 +737,6 @@ typedef struct reply_head {
 } reply_head_t;
 
 
-static void head_init(reply_head_t* h, uint64_t id, uint64_t serial, int has_mask,
-                      size_t mask_len) {
-  memset(h, 0, sizeof(*h));
-  h->ok_len = wire_ok_head(id, h->ok);
-  h->serial = serial;
-  h->has_mask = has_mask;
-  h->mask_len = mask_len;
-}
-
-
 static uint64_t serial_tag(void) {
   return (uint64_t)protobuf_c_message_descriptor_get_field_by_name(
              &sensim__v1__raycast_result__descriptor, "world_serial")
@@ -753,21 +745,34 @@ static uint64_t serial_tag(void) {
 }
 
 
+static void head_init(reply_head_t* h, uint64_t id, uint64_t serial, int has_mask,
+                      size_t mask_len) {
+  memset(h, 0, sizeof(*h));
+  h->t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
+  h->t_serial = serial_tag();
+  h->t_mask = len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask");
+  h->t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
+  h->t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
+  h->ok_len = wire_ok_head(id, h->ok);
+  h->serial = serial;
+  h->has_mask = has_mask;
+  h->mask_len = mask_len;
+}
+
+
 // The layout for nbytes of records with `pad` bytes of padding; returns where the records
 // start.
 static size_t head_layout(reply_head_t* h, size_t nbytes, size_t pad) {
-  const uint64_t t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
-  const uint64_t t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
-  const uint64_t t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
-  const uint64_t t_mask = len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask");
-  const size_t serial_len = wire_varint_size(serial_tag()) + wire_varint_size(h->serial);
+  const size_t serial_len = wire_varint_size(h->t_serial) + wire_varint_size(h->serial);
   const size_t mask_field =
-      h->has_mask ? wire_varint_size(t_mask) + wire_varint_size(h->mask_len) + h->mask_len : 0;
+      h->has_mask ? wire_varint_size(h->t_mask) + wire_varint_size(h->mask_len) + h->mask_len
+                  : 0;
   h->nbytes = nbytes;
   h->pad = pad;
-  h->inner = serial_len + mask_field + wire_varint_size(t_pad) + wire_varint_size(pad) + pad +
-             wire_varint_size(t_hits) + wire_varint_size(nbytes);
-  h->at = h->ok_len + wire_varint_size(t_result) + wire_varint_size(h->inner + nbytes) + h->inner;
+  h->inner = serial_len + mask_field + wire_varint_size(h->t_pad) + wire_varint_size(pad) + pad +
+             wire_varint_size(h->t_hits) + wire_varint_size(nbytes);
+  h->at = h->ok_len + wire_varint_size(h->t_result) + wire_varint_size(h->inner + nbytes) +
+          h->inner;
   return h->at;
 }
 
@@ -799,21 +804,21 @@ static bool head_size_at(reply_head_t* h, size_t nbytes, size_t at) {
 static void head_write(const reply_head_t* h, uint8_t* p, uint8_t** mask) {
   memcpy(p, h->ok, h->ok_len);
   p += h->ok_len;
-  p = wire_put_varint(p, len_tag(&sensim__v1__envelope__descriptor, "raycast_result"));
+  p = wire_put_varint(p, h->t_result);
   p = wire_put_varint(p, h->inner + h->nbytes);
-  p = wire_put_varint(p, serial_tag());
+  p = wire_put_varint(p, h->t_serial);
   p = wire_put_varint(p, h->serial);
   if (h->has_mask) {
-    p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask"));
+    p = wire_put_varint(p, h->t_mask);
     p = wire_put_varint(p, h->mask_len);
     *mask = p;
     p += h->mask_len;
   }
-  p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "padding"));
+  p = wire_put_varint(p, h->t_pad);
   p = wire_put_varint(p, h->pad);
   memset(p, 0, h->pad);
   p += h->pad;
-  p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes"));
+  p = wire_put_varint(p, h->t_hits);
   (void)wire_put_varint(p, h->nbytes);
 }
 
