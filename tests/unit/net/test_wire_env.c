@@ -1758,6 +1758,28 @@ TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
 }
 
 
+// All rays but the last 20 hit.
+static int all_but_20(size_t i, size_t n) {
+  return i + 20 < n;
+}
+
+
+TEST(wire_env_omit_misses_reply_sizes_its_head_across_a_varint_boundary) {
+  // 400 to 439 hits of 420 to 459 rays: the records (16,000 to 17,560 bytes) and the result
+  // around them cross 16,384, where their lengths take a third byte; the records are traced
+  // after the head that the reply of every ray hitting would have, and the padding takes up
+  // what the shorter lengths of the hits alone leave
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  for (size_t n = 420; n < 460; n++) {
+    ASSERT_OK(omit_misses_check(f.e, n, all_but_20, 500 + n));
+  }
+  teardown(&f);
+  return 0;
+}
+
+
 // Batches of every kind in a scrambled order, a tenth of them with no hit at all: each batch's
 // hits are moved behind the earlier ones by whichever thread finds them in order.
 static int scrambled_batches(size_t i, size_t n) {
