@@ -421,16 +421,26 @@ static inline int surface_return_tau(const lidar_returns_t* p, const ambient_mat
 }
 
 
-// atmosphere_exp_small of y[0, n), in place, across SIMD lanes (its forms: base/simd.h): the
-// same operations on each element (the series' dependent multiply-adds, one hit after the
-// other, were a quarter of the depth-1 returns' time).
-static inline SIMD_BODY void exp_small_n(double* y, size_t n) {
+// The exponents y[i] = -alpha x[i] of n optical path lengths, x[i] = atmosphere_exp_small(y[i])
+// in place, and in *far the number of them outside the series' range, across SIMD lanes (its
+// forms: base/simd.h): the same operations on each element (the series' dependent
+// multiply-adds, one hit after the other, were a quarter of the depth-1 returns' time; the
+// exponents and their count in a scalar pass before it, a tenth of the rest).
+static inline SIMD_BODY void exp_small_n(double* restrict x, double* restrict y, size_t n,
+                                         double alpha, size_t* far) {
+  size_t f = 0;
   for (size_t i = 0; i < n; i++) {
-    y[i] = atmosphere_exp_small(y[i]);
+    const double yi = -alpha * x[i];
+    y[i] = yi;
+    f += !(yi >= -0.0625);
+    x[i] = atmosphere_exp_small(yi);
   }
+  *far = f;
 }
 
-SIMD_FORMS(exp_small_n, (double* y, size_t n), (y, n))
+SIMD_FORMS(exp_small_n,
+           (double* restrict x, double* restrict y, size_t n, double alpha, size_t* far),
+           (x, y, n, alpha, far))
 
 
 // transmittance(p, med, x[i]) of n optical path lengths x[i] >= 0, in place: the same bits.
@@ -446,13 +456,8 @@ static void transmittances(const lidar_returns_t* p, const ambient_material_t* m
 
   // the series where atmosphere_transmittance takes it, exp elsewhere (a long path in fog)
   double y[RAYS_PER_TRACE_MAX];
-  size_t far = 0;
-  for (size_t i = 0; i < n; i++) {
-    y[i] = -alpha * x[i];
-    far += !(y[i] >= -0.0625);
-  }
-  memcpy(x, y, n * sizeof *x);
-  SIMD_CALL(exp_small_n, (x, n));
+  size_t far;
+  SIMD_CALL(exp_small_n, (x, y, n, alpha, &far));
   for (size_t i = 0; far && i < n; i++) {
     if (!(y[i] >= -0.0625)) {
       x[i] = exp(y[i]);
