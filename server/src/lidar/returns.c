@@ -1021,6 +1021,23 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
 }
 
 
+// The lanes of each of np packets' hits that hit a surface in range (hit_in_range), as masks,
+// across SIMD lanes (its forms: base/simd.h).
+static inline SIMD_BODY void hit_masks(const scene_packet_hits_t* hits, unsigned np,
+                                       double tmax, uint32_t* mask) {
+  for (unsigned q = 0; q < np; q++) {
+    uint32_t m = 0;
+    for (unsigned k = 0; k < SCENE_PACKET; k++) {
+      m |= (uint32_t)hit_in_range(hits[q].object_id[k], hits[q].distance[k], tmax) << k;
+    }
+    mask[q] = m;
+  }
+}
+
+SIMD_FORMS(hit_masks, (const scene_packet_hits_t* hits, unsigned np, double tmax,
+                       uint32_t* mask), (hits, np, tmax, mask))
+
+
 // Packets traced per scene call (lidar_returns_packets): 512 rays, 20 KB of hits.
 #define PACKETS_PER_TRACE 32
 #define RAYS_PER_TRACE (PACKETS_PER_TRACE * SCENE_PACKET)
@@ -1072,20 +1089,22 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       trace_atm = below > 0 ? atm_count : 0;
     }
 
-    // the lanes that hit a surface in range (no branch per lane) with what their returns need,
-    // gathered in the same pass (each ray writes at the next entry, which only a hit keeps):
-    // their rays, their optical path lengths (for the transmittances) and, noise on, their
-    // first draws or their rng indices; the other rays have no surface return
+    // the lanes that hit a surface in range, as each packet's mask (across SIMD lanes), then
+    // what their returns need, hit by hit: their rays, their optical path lengths (for the
+    // transmittances) and, noise on, their first draws or their rng indices; the other rays
+    // have no surface return
     const int gather_draws = noise && all_draws, gather_index = noise && !all_draws;
     uint64_t hit_index[RAYS_PER_TRACE];
     unsigned nh = 0, np = (unsigned)((m + SCENE_PACKET - 1) / SCENE_PACKET);
+    SIMD_CALL(hit_masks, (hits, np, tmax, hit));
+    if (m % SCENE_PACKET) {
+      hit[np - 1] &= (1u << m % SCENE_PACKET) - 1u;   // the last packet's unused lanes
+    }
     for (unsigned q = 0; q < np; q++) {
       const scene_packet_hits_t* h = &hits[q];
       const size_t r0 = (size_t)q * SCENE_PACKET;
-      unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
-      uint32_t hq = 0;
-      for (unsigned j = 0; j < n; j++) {
-        const int in = hit_in_range(h->object_id[j], h->distance[j], tmax);
+      for (uint32_t g = hit[q]; g; g &= g - 1) {
+        const unsigned j = (unsigned)__builtin_ctz(g);
         at[nh] = (uint16_t)(r0 + j);
         tau[nh] = n_amb * h->distance[j];
         if (gather_draws) {
@@ -1094,10 +1113,8 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
         if (gather_index) {
           hit_index[nh] = index[r0 + j];
         }
-        hq |= (uint32_t)in << j;
-        nh += (unsigned)in;
+        nh++;
       }
-      hit[q] = hq;
     }
     transmittances(p, v->ambient, tau, nh);
     for (unsigned i = 0; i < nh; i++) {
