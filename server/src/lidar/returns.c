@@ -1021,16 +1021,23 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
 }
 
 
-// The lanes of each of np packets' hits that hit a surface in range (hit_in_range), as masks,
+// The lanes of each of np packets' hits that hit a surface in range (hit_in_range's test), as masks,
 // across SIMD lanes (its forms: base/simd.h).
 static inline SIMD_BODY void hit_masks(const scene_packet_hits_t* hits, unsigned np,
                                        double tmax, uint32_t* mask) {
+  // four lanes at a time, each lane's bit as a vector element (written out: the compiler left
+  // a loop over the lanes scalar), the elements ORed once per packet
+  typedef uint32_t ids4_t __attribute__((vector_size(16)));
+  const mask4_t bit = {1, 2, 4, 8};
   for (unsigned q = 0; q < np; q++) {
-    uint32_t m = 0;
-    for (unsigned k = 0; k < SCENE_PACKET; k++) {
-      m |= (uint32_t)hit_in_range(hits[q].object_id[k], hits[q].distance[k], tmax) << k;
+    mask4_t m = {0, 0, 0, 0};
+    for (unsigned k = 0; k < SCENE_PACKET; k += 4) {
+      ids4_t id;
+      memcpy(&id, &hits[q].object_id[k], sizeof id);
+      const mask4_t on = __builtin_convertvector(id != 0, mask4_t);
+      m |= on & (LANES4_LOAD(&hits[q].distance[k]) <= tmax) & (bit << k);
     }
-    mask[q] = m;
+    mask[q] = (uint32_t)(m[0] | m[1] | m[2] | m[3]);
   }
 }
 
