@@ -752,6 +752,7 @@ typedef double lanes4_t __attribute__((vector_size(32)));
 typedef int64_t mask4_t __attribute__((vector_size(32)));
 #define LANES4_LOAD(p) ({ lanes4_t v_; memcpy(&v_, (p), sizeof v_); v_; })
 typedef int8_t bytes4_t __attribute__((vector_size(4)));   // a mask4_t's lanes as bytes
+typedef uint32_t ids4_t __attribute__((vector_size(16)));  // four lanes' object ids
 #define LANES4_SELECT(m, a, b) ((lanes4_t)(((m) & (mask4_t)(a)) | (~(m) & (mask4_t)(b))))
 
 
@@ -862,11 +863,15 @@ SIMD_FORMS(count_below, (const uint32_t (*w)[4], size_t n, uint64_t count, size_
 
 // The lanes of a packet whose object id is `id`, as a mask.
 static inline uint32_t lanes_on(const scene_packet_hits_t* hits, uint32_t id) {
-  uint32_t m = 0;
-  for (unsigned k = 0; k < SCENE_PACKET; k++) {
-    m |= (uint32_t)(hits->object_id[k] == id) << k;
+  // four lanes at a time, each lane's bit as a vector element (as hit_masks)
+  const ids4_t bit = {1, 2, 4, 8};
+  ids4_t m = {0, 0, 0, 0};
+  for (unsigned k = 0; k < SCENE_PACKET; k += 4) {
+    ids4_t ids;
+    memcpy(&ids, &hits->object_id[k], sizeof ids);
+    m |= (ids4_t)(ids == id) & (bit << k);
   }
-  return m;
+  return m[0] | m[1] | m[2] | m[3];
 }
 
 
@@ -1027,7 +1032,6 @@ static inline SIMD_BODY void hit_masks(const scene_packet_hits_t* hits, unsigned
                                        double tmax, uint32_t* mask) {
   // four lanes at a time, each lane's bit as a vector element (written out: the compiler left
   // a loop over the lanes scalar), the elements ORed once per packet
-  typedef uint32_t ids4_t __attribute__((vector_size(16)));
   const mask4_t bit = {1, 2, 4, 8};
   for (unsigned q = 0; q < np; q++) {
     mask4_t m = {0, 0, 0, 0};
