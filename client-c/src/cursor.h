@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // cursor.h: a cursor over the bytes of one protobuf message, for the C client's hand decoders
-// of a step's reply (data.c, step.c). Every function accepts exactly what nanopb 0.4 accepts
-// for the same field and fails (false) where nanopb fails, so that both decoders refuse the
-// same frames. Inline: these run a few dozen times a tick.
+// of a step's reply (data.c, step.c) and its peek at every frame (wire.c): the client's one
+// varint reader. Every function accepts exactly what nanopb 0.4 accepts for the same field
+// and fails (false) where nanopb fails, so that both decoders refuse the same frames. Inline:
+// these run a few dozen times a tick.
 #ifndef SENSIM_CLIENT_CURSOR_H
 #define SENSIM_CLIENT_CURSOR_H
 

@@ -5,6 +5,10 @@
 
 #include "internal.h"
 
+// Subscribe.precision's range in the daemon (m)
+#define SUB_MIN_PRECISION 1e-6
+#define SUB_MAX_PRECISION 1.0
+
 
 void sensim_subscription_init_sized(sensim_subscription_t* sub, size_t size) {
   SENSIM_INIT_SIZED(sensim_subscription_t, sub, size, {
@@ -31,6 +35,11 @@ sensim_status_t sensim_subscribe(sensim_client_t* cli, const sensim_subscription
     if (s.fields[i] == NULL) {
       return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "sub.fields[%u]: NULL", i);
     }
+  }
+  // the daemon's range, whatever the encoding (the field is always sent); NaN fails it too
+  if (!(s.precision >= SUB_MIN_PRECISION && s.precision <= SUB_MAX_PRECISION)) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "sub.precision = %g must be in [%g, %g] m",
+                           s.precision, SUB_MIN_PRECISION, SUB_MAX_PRECISION);
   }
   sensim_v1_Subscribe* w = &sensim_begin(cli, sensim_v1_Envelope_subscribe_tag)->body.subscribe;
   w->has_sensor_id = w->has_encoding = w->has_precision = w->has_level = true;

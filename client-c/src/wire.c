@@ -457,77 +457,46 @@ bool sensim_wire_view(pb_istream_t* s, const uint8_t** data, size_t* len) {
 }
 
 
-// A varint at p[*at..len); false when it runs past the end or over 10 bytes.
-static bool read_varint(const uint8_t* p, size_t len, size_t* at, uint64_t* v) {
-  uint64_t x = 0;
-  for (int shift = 0; shift < 70; shift += 7) {
-    if (*at >= len) {
+// The peek reads the frame with the hand decoders' cursor (cursor.h): one varint reader for
+// the whole client, failing where nanopb fails (a key or varint past 10 bytes, a tenth byte
+// over 1), so that a frame the peek routes is one nanopb can decode.
+
+// Status: the code (an enum, varint); everything else skipped.
+static bool peek_status_field(sensim_cursor_t* c, uint32_t field, unsigned wt, void* arg) {
+  sensim_peek_t* out = arg;
+  uint64_t v;
+  if (field == sensim_v1_Status_code_tag && wt == PB_WT_VARINT) {
+    if (!sensim_cur_varint64(c, &v)) {
       return false;
     }
-    uint8_t b = p[(*at)++];
-    x |= (uint64_t)(b & 0x7f) << shift;
-    if (!(b & 0x80)) {
-      *v = x;
-      return true;
-    }
+    out->status_code = (uint32_t)v;
+    return true;
   }
-  return false;
+  return sensim_cur_skip(c, wt);
 }
 
 
-// Skip the value of a field of wire type wt; false when it runs past the end.
-static bool skip_value(const uint8_t* p, size_t len, size_t* at, unsigned wt, uint64_t* value) {
-  uint64_t n = sensim_cur_fixed_bytes(wt);
-  if (wt == PB_WT_VARINT) {
-    return read_varint(p, len, at, value);
+// Envelope: the id, the status's code and which body it carries; the rest skipped.
+static bool peek_envelope_field(sensim_cursor_t* c, uint32_t field, unsigned wt, void* arg) {
+  sensim_peek_t* out = arg;
+  if (field == sensim_v1_Envelope_id_tag && wt == PB_WT_VARINT) {
+    return sensim_cur_varint64(c, &out->id);
   }
-  if (wt == PB_WT_STRING ? !read_varint(p, len, at, &n) : n == 0) {
-    return false;
+  if (field == sensim_v1_Envelope_status_tag && wt == PB_WT_STRING) {
+    out->has_status = true;
+    return sensim_cur_message(c, wt, peek_status_field, out);
   }
-  if (n > len - *at) {
-    return false;
+  if (field >= sensim_v1_Envelope_hello_tag && wt == PB_WT_STRING) {
+    out->body = field;
   }
-  *at += (size_t)n;
-  return true;
+  return sensim_cur_skip(c, wt);
 }
 
 
 bool sensim_wire_peek(const uint8_t* p, size_t len, sensim_peek_t* out) {
   memset(out, 0, sizeof(*out));
-  size_t at = 0;
-  while (at < len) {
-    uint64_t key, value = 0;
-    if (!read_varint(p, len, &at, &key) || key >> 3 == 0 || key >> 3 > UINT32_MAX) {
-      return false;
-    }
-    uint32_t field = (uint32_t)(key >> 3);
-    unsigned wt = (unsigned)(key & 7);
-    size_t start = at;
-    if (!skip_value(p, len, &at, wt, &value)) {
-      return false;
-    }
-    if (field == sensim_v1_Envelope_id_tag && wt == PB_WT_VARINT) {
-      out->id = value;
-    } else if (field == sensim_v1_Envelope_status_tag && wt == PB_WT_STRING) {
-      // the code inside the status: the field Status.code, varint
-      out->has_status = true;
-      uint64_t n;
-      size_t in = start;
-      (void)read_varint(p, len, &in, &n);
-      while (in < at) {
-        uint64_t k, v = 0;
-        if (!read_varint(p, at, &in, &k) || !skip_value(p, at, &in, (unsigned)(k & 7), &v)) {
-          return false;
-        }
-        if ((k >> 3) == sensim_v1_Status_code_tag && (k & 7) == PB_WT_VARINT) {
-          out->status_code = (uint32_t)v;
-        }
-      }
-    } else if (field >= sensim_v1_Envelope_hello_tag && wt == PB_WT_STRING) {
-      out->body = field;
-    }
-  }
-  return true;
+  sensim_cursor_t c = {.p = p, .at = 0, .end = len};
+  return sensim_cur_each(&c, peek_envelope_field, out);
 }
 
 
@@ -538,8 +507,10 @@ int sensim_wire_peek_id(const uint8_t* p, size_t len, uint64_t* id) {
   if (p[0] != ((sensim_v1_Envelope_id_tag << 3) | PB_WT_VARINT)) {
     return -1;
   }
-  size_t at = 1;
-  if (!read_varint(p, len, &at, id)) {
+  // a varint refused within the bytes it may take (1 + 10) is malformed; a shorter one may be
+  // the start of one not all here yet
+  sensim_cursor_t c = {.p = p, .at = 1, .end = len};
+  if (!sensim_cur_varint64(&c, id)) {
     return len >= 11 ? -1 : 0;
   }
   return 1;

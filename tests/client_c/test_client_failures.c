@@ -6,11 +6,14 @@
 // timeout covers the whole call), a peer that stops reading, and hostile frames (wrong sizes,
 // fields outside the point, truncated or oversized zstd bodies, malformed protobuf): each is
 // refused with a status, never a hang, a crash or a read out of bounds (ASan checks the last).
+#include <inttypes.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -196,9 +199,42 @@ TEST(failures_daemon_killed_within_a_steps_cloud) {
 }
 
 
+// The most the kernel may buffer of what the daemon writes to a connection: its send buffer
+// grows up to tcp_wmem's maximum (4 MiB by default; the daemon sets none of its own).
+static uint64_t kernel_send_max(void) {
+  uint64_t lo, def, max = 4u << 20;
+  FILE* f = fopen("/proc/sys/net/ipv4/tcp_wmem", "r");
+  if (f) {
+    if (fscanf(f, "%" SCNu64 " %" SCNu64 " %" SCNu64, &lo, &def, &max) != 3) {
+      max = 64u << 20;    // unreadable: a generous guess, only costing pushes
+    }
+    fclose(f);
+  }
+  return max;
+}
+
+
 TEST(failures_daemon_killed_while_pushing) {
+  // Clouds pushed to an observer that does not read, until more than the kernel can buffer
+  // between the daemon and the observer has been pushed: the observer's receive buffer is
+  // made small (its autotuning, up to tcp_rmem's maximum, could take 32 MiB here), the
+  // daemon's send buffer is at most tcp_wmem's maximum. So at least one whole cloud is still
+  // in the daemon when it is killed, whatever the kernel's buffer sizes, and none is dropped:
+  // the subscription's queue and the held budget take every cloud pushed, and a reader that
+  // stops is never let go while the test runs.
+  const uint64_t cloud_min = UINT64_C(490000) * 12;    // x y z at least, bytes
+  const uint64_t rcvbuf = 64u << 10;
+  uint64_t kernel = kernel_send_max() + 4 * rcvbuf;   // the receive side takes up to 2 rcvbuf
+  int pushes = (int)(kernel / cloud_min) + 2;
+  char queue[32];
+  snprintf(queue, sizeof(queue), "%" PRIu64, (uint64_t)(pushes + 1) * UINT64_C(490000) * 32);
+  char held[32];
+  uint64_t held_max = (uint64_t)(pushes + 2) * UINT64_C(490000) * 64;   // the default at least
+  snprintf(held, sizeof(held), "%" PRIu64, held_max > (256u << 20) ? held_max : 256u << 20);
+  const char* const extra[] = {"--subscriber-max-bytes", queue, "--max-held-bytes", held,
+                               "--subscriber-soft-seconds", "0", NULL};
   td_daemon_t d;
-  ASSERT_OK(td_start(&d, NULL));
+  ASSERT_OK(td_start(&d, extra));
   sensim_client_t* ctl = td_connect(&d, "killed_push");
   ASSERT_TRUE(ctl != NULL);
   ASSERT_OK_ST(ctl, big_lidar(ctl));
@@ -209,23 +245,30 @@ TEST(failures_daemon_killed_while_pushing) {
   o.timeout_ms = TD_TIMEOUT_MS;
   sensim_client_t* obs = td_connect_opts(&d, &o);
   ASSERT_TRUE(obs != NULL);
+  // before anything large comes: the buffer is then fixed (no autotuning)
+  int size = (int)rcvbuf;
+  ASSERT_EQ(setsockopt(sensim_client_fd(obs), SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)), 0);
+  int actual = 0;
+  socklen_t len = sizeof(actual);
+  ASSERT_EQ(getsockopt(sensim_client_fd(obs), SOL_SOCKET, SO_RCVBUF, &actual, &len), 0);
+  ASSERT_TRUE((uint64_t)actual <= 2 * rcvbuf);
   sensim_subscription_t sub;
   sensim_subscription_init(&sub);
   sub.sensor_id = 9;
   ASSERT_OK_ST(obs, sensim_subscribe(obs, &sub));
 
-  // four clouds pushed to an observer that does not read; then the daemon dies
+  // the clouds; then the daemon dies while it holds (at least) the last one
   uint64_t a, b;
   const sensim_step_result_t* r;
-  for (int k = 0; k < 4; k++) {
+  for (int k = 0; k < pushes; k++) {
     ASSERT_OK_ST(ctl, tick_send(ctl, 0.1 * k, &a, &b));
     ASSERT_OK_ST(ctl, sensim_wait(ctl, a, -1));
     ASSERT_OK_ST(ctl, sensim_step_wait(ctl, b, -1, &r));
   }
-  ASSERT_OK(wait_held(&d, 1u << 20, 0));
+  ASSERT_OK(wait_held(&d, cloud_min, 0));
   td_kill(&d);
 
-  // whole records come out decoded, then the end; never more than were sent
+  // whole records come out decoded, in order, then the end; never all that were pushed
   int got = 0;
   sensim_status_t st;
   const sensim_sensor_data_t* dd;
@@ -238,7 +281,7 @@ TEST(failures_daemon_killed_while_pushing) {
     CHECK_FAIL("after %d records: %s (%s)", got, sensim_status_name(st),
                sensim_client_last_error(obs));
   }
-  ASSERT_TRUE(got < 4);  // the last cloud, at least, was held in the daemon
+  ASSERT_TRUE(got < pushes);  // the last cloud, at least, was held in the daemon
   sensim_client_close(obs);
   sensim_client_close(ctl);
   return 0;

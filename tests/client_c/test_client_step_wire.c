@@ -18,6 +18,11 @@
 // around the cut made consistent), and mutated at random bytes. Both decoders must give the
 // same status, the same StepDone and the same records, field for field.
 //
+// Peeking: the frame peek that routes every frame (wire.c, sensim_wire_peek and
+// sensim_wire_peek_id, on cursor.h's varint reader, the client's only one) against nanopb's
+// stream functions on generated Envelopes, whole, cut and mutated: the same verdict and the
+// same id, status code and body.
+//
 // These call the static library's internal functions (client-c/src/internal.h) on frames in
 // memory, with a handle connected to a scripted peer that only answers the Hello.
 #include <pthread.h>
@@ -871,5 +876,158 @@ TEST(tick_requests_by_hand_equal_nanopbs_encoding) {
                  g_seen.bytes[i], want[i]);
     }
   }
+  return 0;
+}
+
+
+//---------------- The frame peek (wire.c): the client's one varint reader against nanopb's
+
+// nanopb's reading of what sensim_wire_peek reads: keys by pb_decode_tag (a field number 0
+// refused, as pb_decode does), the id and the status's code by pb_decode_varint, the status by
+// a substream, every other field skipped by pb_skip_field. False where nanopb fails.
+static bool nanopb_peek(const uint8_t* p, size_t len, sensim_peek_t* out) {
+  memset(out, 0, sizeof(*out));
+  pb_istream_t s = pb_istream_from_buffer(p, len);
+  while (s.bytes_left > 0) {
+    pb_wire_type_t wt;
+    uint32_t field;
+    bool eof;
+    uint64_t v;
+    if (!pb_decode_tag(&s, &wt, &field, &eof) || field == 0) {
+      return false;
+    }
+    if (field == sensim_v1_Envelope_id_tag && wt == PB_WT_VARINT) {
+      if (!pb_decode_varint(&s, &out->id)) {
+        return false;
+      }
+    } else if (field == sensim_v1_Envelope_status_tag && wt == PB_WT_STRING) {
+      pb_istream_t sub;
+      if (!pb_make_string_substream(&s, &sub)) {
+        return false;
+      }
+      out->has_status = true;
+      while (sub.bytes_left > 0) {
+        if (!pb_decode_tag(&sub, &wt, &field, &eof) || field == 0) {
+          return false;
+        }
+        if (field == sensim_v1_Status_code_tag && wt == PB_WT_VARINT) {
+          if (!pb_decode_varint(&sub, &v)) {
+            return false;
+          }
+          out->status_code = (uint32_t)v;
+        } else if (!pb_skip_field(&sub, wt)) {
+          return false;
+        }
+      }
+      if (!pb_close_string_substream(&s, &sub)) {
+        return false;
+      }
+    } else {
+      if (field >= sensim_v1_Envelope_hello_tag && wt == PB_WT_STRING) {
+        out->body = field;
+      }
+      if (!pb_skip_field(&s, wt)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+
+// An Envelope's outer fields as a daemon (or a hostile peer) might send them: the id, a
+// status with a code and a message, a body, unknown fields, in any order, with varints of any
+// length (the hostile ones past 10 bytes, or with a tenth byte over 1).
+static void gen_envelope(buf_t* b) {
+  b->n = 0;
+  for (int k = 0, n = 1 + (int)rnd(5); k < n; k++) {
+    switch (rnd(5)) {
+      case 0:
+        key(b, sensim_v1_Envelope_id_tag, PB_WT_VARINT);
+        varint(b, rnd(3) ? rnd(1000) : ~0ull - rnd(3));
+        break;
+      case 1: {
+        buf_t st = {.n = 0};
+        key(&st, sensim_v1_Status_code_tag, PB_WT_VARINT);
+        varint(&st, any_u());
+        maybe_unknown(&st);
+        key(&st, 2, PB_WT_STRING);
+        varint(&st, 3);
+        put(&st, "bad", 3);
+        key(b, sensim_v1_Envelope_status_tag, PB_WT_STRING);
+        varint(b, st.n);
+        put(b, st.p, st.n);
+        break;
+      }
+      case 2:
+        key(b, sensim_v1_Envelope_hello_tag + rnd(20), PB_WT_STRING);
+        varint(b, 2);
+        put(b, "\x08\x01", 2);
+        break;
+      case 3:
+        unknown(b);
+        break;
+      default:
+        // a varint whose tenth byte carries more than bit 63 (nanopb refuses it), or one of
+        // exactly 10 bytes that fits
+        key(b, sensim_v1_Envelope_id_tag, PB_WT_VARINT);
+        for (int i = 0; i < 9; i++) {
+          byte(b, 0xFF);
+        }
+        byte(b, (uint8_t)(rnd(2) ? 0x01 : 0x02 + rnd(0x7E)));
+        break;
+    }
+  }
+}
+
+
+static bool same_peek(const sensim_peek_t* a, const sensim_peek_t* b) {
+  return a->id == b->id && a->has_status == b->has_status &&
+         a->status_code == b->status_code && a->body == b->body;
+}
+
+
+TEST(peek_reads_envelopes_as_nanopb_does) {
+  static buf_t b;
+  unsigned refused = 0, cases = 0;
+  for (unsigned c = 0; c < CASES; c++) {
+    g_hostile = rnd(3) == 0;
+    gen_envelope(&b);
+    // the whole frame, cut at a random byte, and mutated at one
+    for (int form = 0; form < 3; form++) {
+      buf_t f = b;
+      if (form == 1) {
+        f.n = rnd((uint32_t)f.n + 1);
+      } else if (form == 2 && f.n > 0) {
+        f.p[rnd((uint32_t)f.n)] ^= (uint8_t)(1 + rnd(255));
+      }
+      sensim_peek_t mine, theirs;
+      bool ok = sensim_wire_peek(f.p, f.n, &mine);
+      bool want = nanopb_peek(f.p, f.n, &theirs);
+      if (ok != want || (ok && !same_peek(&mine, &theirs))) {
+        CHECK_FAIL("case %u form %d (%zu bytes): peek %s, nanopb %s", c, form, f.n,
+                   ok ? "reads it" : "refuses it", want ? "reads it" : "refuses it");
+      }
+      refused += !ok;
+      cases++;
+
+      // the id from the first bytes, as the transport takes it: found, or more needed, or
+      // not an id first; found agrees with nanopb on the whole first field
+      uint64_t id = 0;
+      int r = sensim_wire_peek_id(f.p, f.n, &id);
+      uint64_t nid;
+      bool first_is_id = f.n > 0 && f.p[0] == ((sensim_v1_Envelope_id_tag << 3) | PB_WT_VARINT);
+      if (first_is_id) {
+        pb_istream_t s = pb_istream_from_buffer(f.p + 1, f.n - 1);
+        bool nok = pb_decode_varint(&s, &nid);
+        ASSERT_TRUE(r == (nok ? 1 : f.n >= 11 ? -1 : 0));
+        ASSERT_TRUE(!nok || id == nid);
+      } else {
+        ASSERT_EQ(r, f.n == 0 ? 0 : -1);
+      }
+    }
+  }
+  // both outcomes were exercised
+  ASSERT_TRUE(refused > cases / 20 && refused < cases - cases / 20);
   return 0;
 }

@@ -275,15 +275,28 @@ TEST(streams_refusals_name_the_argument_or_field) {
   sub.fields = f;
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT, "sub.fields[1]");
   sub.nfields = 0;
+  // a precision out of [1e-6, 1] m is the caller's mistake whatever the encoding: refused
+  // before sending, naming the member and its range
+  const double bad_precision[] = {5.0, 0.0, -1e-3, NAN, INFINITY};
+  const sensim_encoding_t encodings[] = {SENSIM_ENCODING_RAW, SENSIM_ENCODING_ZSTD,
+                                         SENSIM_ENCODING_QUANTIZED_ZSTD};
+  for (size_t e = 0; e < 3; e++) {
+    for (size_t k = 0; k < sizeof(bad_precision) / sizeof(bad_precision[0]); k++) {
+      sub.encoding = encodings[e];
+      sub.precision = bad_precision[k];
+      ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
+                    "must be in [1e-06, 1] m");
+      ASSERT_TRUE(strstr(sensim_client_last_error(cli), "sub.precision = ") != NULL);
+    }
+  }
   sub.encoding = SENSIM_ENCODING_QUANTIZED_ZSTD;
-  sub.precision = 5.0;
-  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT, "subscribe.precision");
   sub.precision = 0.001;
   sub.level = 40;
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT, "subscribe.level");
   sub.level = 1;
   sub.encoding = (sensim_encoding_t)9;
-  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT, "subscribe.encoding");
+  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
+                "subscribe.encoding = 9 is unknown (RAW 0, ZSTD 1, QUANTIZED_ZSTD 2)");
   sub.encoding = SENSIM_ENCODING_RAW;
   ASSERT_OK_ST(cli, sensim_subscribe(cli, &sub));
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_ALREADY_EXISTS, NULL);

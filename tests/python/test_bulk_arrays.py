@@ -293,14 +293,14 @@ def test_client_pipelined_raycast_splits_times_with_the_rays(sensimd):
 
 def test_client_pipelined_raycast_error_names_the_ray_of_the_whole_request(sensimd):
     # a refused part is sent again as one request: the error names the ray by its index in
-    # the caller's arrays, and the connection stays usable
+    # the caller's arrays (in the field the client sent), and the connection stays usable
     n = sensim.client.PIPELINE_MIN_RAYS + 5
     o, d = _rays(n, seed=3)
     bad = n - 2                                  # in the last part
     d[bad] = 0.0
     with sensimd.client(timeout=60) as c:
         _sphere_scene(c)
-        with pytest.raises(errors.InvalidArgument, match=rf"directions\[{bad}\]"):
+        with pytest.raises(errors.InvalidArgument, match=rf"directions_bytes\[{bad}\]"):
             c.raycast(o, d)
         hits = c.raycast(o[:10], _rays(10, seed=3)[1])
     assert len(hits) == 10
@@ -528,6 +528,80 @@ def test_update_state_bulk_errors_name_the_field_and_change_nothing(sensimd, fie
         # a valid update at the refused time is still accepted
         c.update_state(2.0, [2], [_POSE])
         assert _state_time(c) == 2.0
+
+
+def _f64(*values) -> bytes:
+    return np.array(values, "<f8").tobytes()
+
+
+_RAY = [-10.0, 0.0, 0.0]
+_DIR = [1.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("fields, words", [
+    # a value the daemon refuses is named by the field that carried it: times[i] or
+    # times_bytes[i] (i counting values), origins[i] or origins_bytes[i] (i counting rays)
+    (dict(origins=_RAY, directions=_DIR, times=[float("nan")]),
+     "raycast: times[0] = nan is not finite"),
+    (dict(origins_bytes=_f64(*_RAY), directions_bytes=_f64(*_DIR), times_bytes=_f64(np.nan)),
+     "raycast: times_bytes[0] = nan is not finite"),
+    (dict(origins=_RAY, directions_bytes=_f64(*_DIR), times_bytes=_f64(5.0)),
+     "raycast: times_bytes[0] = 5 is outside the interval"),
+    (dict(origins=_RAY * 2, directions=_DIR * 2, times=[1.0, 5.0]),
+     "raycast: times[1] = 5 is outside the interval"),
+    (dict(origins_bytes=_f64(*_RAY, 0.0, np.inf, 0.0), directions=_DIR * 2),
+     "raycast: origins_bytes[1].y = inf is not finite"),
+    (dict(origins=_RAY + [0.0, np.inf, 0.0], directions_bytes=_f64(*_DIR * 2)),
+     "raycast: origins[1].y = inf is not finite"),
+    (dict(origins=_RAY, directions_bytes=_f64(0.0, 0.0, 0.0)),
+     "raycast: directions_bytes[0] has length 0"),
+    (dict(origins_bytes=_f64(*_RAY), directions=[0.0, np.nan, 0.0]),
+     "raycast: directions[0].y = nan is not finite"),
+    (dict(origin=pb.Vec3(x=np.nan), directions_bytes=_f64(*_DIR)),
+     "raycast: origin.x = nan is not finite"),
+])
+def test_raycast_value_errors_name_the_field_sent(sensimd, fields, words):
+    with sensimd.client() as c:
+        _sphere_scene(c)
+        c.update_state(1.0)
+        with pytest.raises(errors.InvalidArgument, match=re.escape(words)):
+            c._call("raycast", pb.Raycast(**fields))
+        assert c.raycast([_RAY], [_DIR]).distances[0] == \
+            pytest.approx(8.0, abs=_delta(_RAY, 8.0))
+
+
+_IDS = np.array([2], "<u4").tobytes()
+
+
+@pytest.mark.parametrize("fields, error, words", [
+    (dict(body_ids_bytes=np.array([9], "<u4").tobytes(), body_poses_bytes=_POSE.tobytes()),
+     errors.NotFound, "update_state: body_ids_bytes[0] = 9 is not a known body"),
+    (dict(body_ids=[9], body_poses_bytes=_POSE.tobytes()),
+     errors.NotFound, "update_state: body_ids[0] = 9 is not a known body"),
+    (dict(body_ids=[2], body_poses_bytes=_f64(0, 0, np.nan, 0, 0, 0, 1)),
+     errors.InvalidArgument, "update_state: body_poses_bytes[2] = nan (body 2) is not finite"),
+    (dict(body_ids_bytes=_IDS, body_poses=[0, 0, np.nan, 0, 0, 0, 1]),
+     errors.InvalidArgument, "update_state: body_poses[2] = nan (body 2) is not finite"),
+    (dict(body_ids_bytes=_IDS, body_poses_bytes=_f64(0, 0, 0, 0, 0, 0, 0)),
+     errors.InvalidArgument, "update_state: body_poses_bytes[3..6] (body 2): orientation norm"),
+    (dict(body_ids_bytes=_IDS, body_poses_bytes=_POSE.tobytes(),
+          body_velocities_bytes=_f64(0, 0, 0, 0, np.inf, 0)),
+     errors.InvalidArgument, "update_state: body_velocities_bytes[4] = inf (body 2)"),
+    (dict(joint_ids_bytes=np.array([8], "<u4").tobytes(), joint_positions_bytes=_f64(0.0)),
+     errors.NotFound, "update_state: joint_ids_bytes[0] = 8 is not a known joint"),
+    (dict(joint_ids_bytes=np.array([7], "<u4").tobytes(), joint_positions_bytes=_f64(np.nan)),
+     errors.InvalidArgument, "update_state: joint_positions_bytes[0] = nan (joint 7)"),
+    (dict(joint_ids_bytes=np.array([7], "<u4").tobytes(), joint_positions=[np.nan]),
+     errors.InvalidArgument, "update_state: joint_positions[0] = nan (joint 7)"),
+])
+def test_update_state_value_errors_name_the_field_sent(sensimd, fields, error, words):
+    with sensimd.client() as c:
+        _sphere_scene(c, body=2)
+        c.create_joint(7, "revolute", 0.0)
+        c.update_state(1.0, [2], [_POSE])
+        with pytest.raises(error, match=re.escape(words)):
+            c._call("update_state", pb.UpdateState(time=2.0, **fields))
+        assert _state_time(c) == 1.0
 
 
 def test_client_update_state_sends_bytes_and_refuses_bad_ids(sensimd):

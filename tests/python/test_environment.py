@@ -6,6 +6,7 @@ nothing, named environments and retention (docs/time.md, proto/README.md)."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -245,14 +246,21 @@ def snapshot(c: sensim.Client) -> tuple:
     return scene_counts(c), hits.distances.tolist(), hits.object_ids.tolist()
 
 
+def validation_scene(c: sensim.Client) -> tuple:
+    """A cube mesh (geometry 1) as object 1 on body 1 at x = 5, joint 1, a first state; the
+    cube's vertices and faces."""
+    v, f = cube_mesh(1.0)
+    c.create_mesh(1, v, f)
+    c.create_body(1, (5, 0, 0))
+    c.create_object(1, 1, body_id=1)
+    c.create_joint(1, "revolute", 0.0)
+    c.update_state(0.0, [1], [[5, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[0.0])
+    return v, f
+
+
 def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(sensimd):
     with sensimd.client() as c:
-        v, f = cube_mesh(1.0)
-        c.create_mesh(1, v, f)
-        c.create_body(1, (5, 0, 0))
-        c.create_object(1, 1, body_id=1)
-        c.create_joint(1, "revolute", 0.0)
-        c.update_state(0.0, [1], [[5, 0, 0, 0, 0, 0, 1]], joint_ids=[1], joint_positions=[0.0])
+        v, f = validation_scene(c)
         before = snapshot(c)
 
         bad_v = v.copy()
@@ -308,6 +316,51 @@ def test_bad_input_is_rejected_naming_the_field_and_changes_nothing(sensimd):
             assert snapshot(c) == before, f"state changed after a rejected call ({pattern})"
         # the body did not move: the cube face is still at 5 - 1
         assert ray(c, (0, 0, 0), (1, 0, 0)).distances == pytest.approx(4.0, rel=TOL)
+
+
+def test_id_0_is_invalid_argument_for_every_request_that_names_an_entity(sensimd):
+    """Id 0 names no geometry, object, joint or sensor, and body 0 is the world frame: creating,
+    moving, removing, referring to (an object's geometry) or subscribing to any of them by id 0
+    is INVALID_ARGUMENT saying so (never NOT_FOUND), and changes nothing; material 0 and
+    medium 0 are the defaults and are not removed either."""
+    with sensimd.client() as c:
+        validation_scene(c)
+        before = snapshot(c)
+        pose = [[0, 0, 0, 0, 0, 0, 1]]
+        cases = [
+            ("body 0 is the world frame and cannot be removed", lambda: c.remove("body", 0)),
+            (r"id = 0 is reserved \(geometry ids are > 0\)", lambda: c.remove("geometry", 0)),
+            (r"id = 0 is reserved \(object ids are > 0\)", lambda: c.remove("object", 0)),
+            (r"id = 0 is reserved \(joint ids are > 0\)", lambda: c.remove("joint", 0)),
+            (r"id = 0 is reserved \(sensor ids are > 0\)", lambda: c.remove("sensor", 0)),
+            ("material 0 is the default material", lambda: c.remove("material", 0)),
+            ("medium 0 is the environment's ambient", lambda: c.remove("medium", 0)),
+            (r"id = 0 is reserved \(body ids are > 0\)", lambda: c.create_body(0)),
+            (r"id = 0 is reserved \(object ids are > 0\)", lambda: c.create_object(0, 1)),
+            (r"id = 0 is reserved \(joint ids are > 0\)", lambda: c.create_joint(0)),
+            (r"id = 0 is reserved \(sensor ids are > 0\)",
+             lambda: c.create_imu(0, accelerometer=True)),
+            # a reference that must name an entity
+            (r"create_object: geometry_id = 0 must name a geometry \(> 0\)",
+             lambda: c.create_object(2, 0)),
+            (r"subscribe.sensor_id = 0 must name a sensor \(> 0\)", lambda: c.subscribe(0)),
+            (r"unsubscribe.sensor_id = 0 must name a sensor \(> 0\)", lambda: c.unsubscribe(0)),
+            # (the client sends the bytes forms of the arrays)
+            (r"body_ids_bytes\[1\] = 0 is the world frame, which does not move",
+             lambda: c.update_state(1.0, [1, 0], pose * 2)),
+            (r"joint_ids_bytes\[0\] = 0 is reserved \(joint ids are > 0\)",
+             lambda: c.update_state(1.0, joint_ids=[0], joint_positions=[1.0])),
+        ]
+        wrong = []      # every case is tried: the answers that were not as expected
+        for pattern, call in cases:
+            try:
+                call()
+                wrong.append((pattern, "accepted"))
+            except errors.SensimError as exc:
+                if not (isinstance(exc, errors.InvalidArgument) and re.search(pattern, str(exc))):
+                    wrong.append((pattern, str(exc)))
+            assert snapshot(c) == before, f"state changed after a rejected call ({pattern})"
+        assert not wrong
 
 
 def test_malformed_packed_arrays_are_rejected(sensimd):

@@ -176,9 +176,8 @@ def test_streams_refused_subscriptions(sensimd):
         with pytest.raises(errors.NotFound) as exc:
             c.subscribe(99)
         assert "subscribe.sensor_id = 99" in exc.value.message
-        with pytest.raises(errors.InvalidArgument) as exc:
+        with pytest.raises(ValueError, match="precision"):
             c.subscribe(5, "quantized_zstd", precision=0.0)
-        assert "subscribe.precision" in exc.value.message
         with pytest.raises(errors.NotFound) as exc:
             c.unsubscribe(5)
         assert "unsubscribe.sensor_id" in exc.value.message
@@ -188,6 +187,32 @@ def test_streams_refused_subscriptions(sensimd):
         c.unsubscribe(5)
         c.subscribe(5, "zstd")
         assert c.ping(b"x").payload == b"x"
+
+
+@pytest.mark.parametrize("encoding", ["raw", "zstd", "quantized_zstd"])
+def test_streams_precision_checked_whatever_the_encoding(sensimd, encoding):
+    """A precision that is not a step in [1e-6, 1] m is refused naming the field and its range,
+    whatever the encoding (it used to pass unchecked with raw and zstd), by the daemon (the
+    request sent as is, below the client's check) and by the client before sending; the
+    connection still subscribes afterwards."""
+    with sensimd.client() as c:
+        _scene(c)
+        _lidar(c)
+        number = pb.Encoding.Value({"raw": "ENCODING_RAW", "zstd": "ENCODING_ZSTD",
+                                    "quantized_zstd": "ENCODING_QUANTIZED_ZSTD"}[encoding])
+        for bad in (float("nan"), float("inf"), -float("inf"), -0.001, 0.0, 2.0):
+            with pytest.raises(errors.InvalidArgument) as exc:
+                c._call("subscribe", pb.Subscribe(sensor_id=5, encoding=number, precision=bad))
+            assert "subscribe.precision" in exc.value.message
+            assert "[1e-06, 1] m" in exc.value.message
+            with pytest.raises(ValueError, match=r"precision: .* must be in \[1e-06, 1\] m"):
+                c.subscribe(5, encoding, precision=bad)
+        c.subscribe(5, encoding, precision=1e-6)
+        c.unsubscribe(5)
+        c.subscribe(5, encoding, precision=1.0)
+        for k in range(2):
+            _step_clouds(c, 0.1 * k)
+        assert c.next_sensor_data(timeout=10).sensor_id == 5
 
 
 def test_streams_imu_and_end_of_stream(sensimd):

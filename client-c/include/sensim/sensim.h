@@ -551,7 +551,8 @@ typedef enum sensim_entity {
                                     //   kept; destroyed when its last client leaves
 } sensim_entity_t;
 
-// Remove one entity (Remove). Removing something still referenced is FAILED_PRECONDITION.
+// Remove one entity (Remove). Removing something still referenced is FAILED_PRECONDITION; id 0
+// is INVALID_ARGUMENT (body 0 is the world frame, material 0 and medium 0 the defaults).
 SENSIM_API sensim_status_t sensim_remove(sensim_client_t* cli, sensim_entity_t kind, uint32_t id);
 
 //---------------------------------------------------------------- Sensors
@@ -1170,7 +1171,7 @@ typedef struct sensim_subscription {
   uint32_t struct_size;
   uint32_t sensor_id;
   sensim_encoding_t encoding;       // default RAW
-  double precision;                 // m, QUANTIZED_ZSTD, [1e-6, 1]; default 0.001
+  double precision;                 // m, QUANTIZED_ZSTD; [1e-6, 1] whatever the encoding; 0.001
   int32_t level;                    // zstd level 1..19; default 1
   const char* const* fields;        // point fields wanted, in this order; NULL/0 = all
   uint32_t nfields;                 //   (at most 16)

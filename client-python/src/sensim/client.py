@@ -43,6 +43,10 @@ DEFAULT_PUSHED_MAX_BYTES = 64 << 20
 STEP_MAX_PARTS = 65536
 STEP_MAX_PART_BYTES = 256 << 20
 
+# The quantization steps the daemon takes in Subscribe.precision (m), whatever the encoding.
+SUBSCRIBE_MIN_PRECISION = 1e-6
+SUBSCRIBE_MAX_PRECISION = 1.0
+
 # Result of Client.raycast: one record per ray, laid out like RaycastResult.hits_bytes (48 bytes:
 # distance at 0, normal at 8, object id at 32, label at 36, 8 reserved bytes), so that the reply
 # is read in place.
@@ -1651,13 +1655,19 @@ class Client:
                   precision: float | None = None, level: int | None = None,
                   fields: Sequence[str] = ()) -> None:
         """Stream sensor `sensor_id` to this connection (see next_sensor_data; decode clouds
-        with point_cloud_to_numpy). precision: m, for "quantized_zstd" (default 0.001); level:
+        with point_cloud_to_numpy). precision: m, for "quantized_zstd" (default 0.001), in
+        [1e-6, 1] whatever the encoding (ValueError before sending otherwise); level:
         zstd level 1..19 (default 1); fields: the point fields wanted, in this order (default
         all)."""
         msg = pb.Subscribe(sensor_id=sensor_id, encoding=_enum(encoding, _ENCODINGS, "encoding"),
                            fields=list(fields))
         if precision is not None:
-            msg.precision = float(precision)
+            step = float(precision)
+            # the daemon's range, for any encoding; checked here so nothing is sent
+            if not SUBSCRIBE_MIN_PRECISION <= step <= SUBSCRIBE_MAX_PRECISION:
+                raise ValueError(f"precision: {step} must be in [{SUBSCRIBE_MIN_PRECISION:g}, "
+                                 f"{SUBSCRIBE_MAX_PRECISION:g}] m")
+            msg.precision = step
         if level is not None:
             msg.level = int(level)
         self._call("subscribe", msg)

@@ -103,8 +103,13 @@ void subscribe_add(daemon_t* d, client_t* c, wire_request_t* req) {
   uint64_t id = wire_id(req);
   wire_subscribe_t w;
   wire_get_subscribe(req, &w);
+  if (w.sensor_id == 0) {   // names no sensor: the caller's mistake, as id 0 everywhere
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.sensor_id = 0 must name a sensor (> 0)");
+    return;
+  }
   if (w.encoding < CODEC_RAW || w.encoding > CODEC_QZSTD) {
-    reply_status(d, c->s, id, ERR_INVAL, "subscribe.encoding = %d is unknown", w.encoding);
+    reply_status(d, c->s, id, ERR_INVAL, "subscribe.encoding = %d is unknown (RAW 0, ZSTD 1, "
+                 "QUANTIZED_ZSTD 2)", w.encoding);
     return;
   }
   codec_params_t p = {.encoding = (codec_encoding_t)w.encoding, .level = w.level ? w.level : 1,
@@ -114,8 +119,9 @@ void subscribe_add(daemon_t* d, client_t* c, wire_request_t* req) {
                  w.level);
     return;
   }
-  if (p.encoding == CODEC_QZSTD &&
-      !(p.precision >= CODEC_MIN_PRECISION && p.precision <= CODEC_MAX_PRECISION)) {
+  // a precision given is checked whatever the encoding: NaN or a negative step sent with a
+  // raw subscription is a client's mistake too, and would otherwise pass unnoticed
+  if (!(p.precision >= CODEC_MIN_PRECISION && p.precision <= CODEC_MAX_PRECISION)) {
     reply_status(d, c->s, id, ERR_INVAL, "subscribe.precision = %g must be in [%g, %g] m",
                  p.precision, CODEC_MIN_PRECISION, CODEC_MAX_PRECISION);
     return;
@@ -160,6 +166,11 @@ void subscribe_add(daemon_t* d, client_t* c, wire_request_t* req) {
 void subscribe_remove(daemon_t* d, client_t* c, wire_request_t* req) {
   wire_subscribe_t w;
   wire_get_subscribe(req, &w);
+  if (w.sensor_id == 0) {
+    reply_status(d, c->s, wire_id(req), ERR_INVAL,
+                 "unsubscribe.sensor_id = 0 must name a sensor (> 0)");
+    return;
+  }
   wire_stream_params_t none = {0};
   submit_sub_job(d, c, wire_id(req), w.sensor_id, &none, 1);
 }

@@ -340,6 +340,28 @@ static int bulk_take(bulk_t* b, const char* name, const char* twin, size_t n_pac
 }
 
 
+// The core names a bulk array by its packed field ("times[3] = nan is not finite"); a client
+// that sent the bytes twin is told that field instead ("times_bytes[3] = nan ...", the index
+// still counting values, not bytes). Rewrites a detail that starts with such a name.
+static void bulk_rename(err_msg_t* msg, const bulk_t* b, int n) {
+  static const char kTwin[] = "_bytes";
+  for (int i = 0; i < n; i++) {
+    if (!b[i].bytes) {
+      continue;
+    }
+    size_t np = strlen(b[i].name) - (sizeof(kTwin) - 1);   // the packed name's length
+    if (strncmp(msg->text, b[i].name, np) != 0 || !strchr("[. ", msg->text[np]) ||
+        msg->text[np] == '\0') {
+      continue;
+    }
+    char rest[sizeof(msg->text)];
+    snprintf(rest, sizeof(rest), "%s", msg->text + np);
+    snprintf(msg->text, sizeof(msg->text), "%s%s", b[i].name, rest);
+    return;
+  }
+}
+
+
 // "body_poses has 14 values" or "body_poses_bytes has 112 bytes".
 static const char* bulk_amount(const bulk_t* b, size_t size, char* buf, size_t cap) {
   if (b->bytes) {
@@ -409,6 +431,9 @@ static int do_update_state(const Sensim__V1__UpdateState* m, env_t* e, outcome_t
     u.joint_ids = b[JIDS].data;
     u.joint_positions = b[JPOS].data;
     rc = env_update_state(e, &u, &o->msg);
+    if (rc) {
+      bulk_rename(&o->msg, b, NBULK);
+    }
   }
   for (int i = 0; i < NBULK; i++) {
     bulk_free(&b[i]);
@@ -1192,6 +1217,9 @@ static int do_raycast(const wire_request_t* req, const Sensim__V1__Raycast* m, e
                       &m->times_bytes, 8, 8, "float64 per time", &o->msg);
   if (!rc) {
     rc = trace(req, m, e, b, o, res);
+    if (rc) {
+      bulk_rename(&o->msg, b, 3);
+    }
   }
   for (int i = 0; i < 3; i++) {
     bulk_free(&b[i]);

@@ -800,6 +800,9 @@ int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
 static int check_object(const env_t* e, const object_desc_t* d, env_geometry_t** out_geometry,
                         env_body_t** out_body, pose_t* out_pose, err_msg_t* msg) {
   *out_geometry = table_get(&e->geometries, d->geometry_id);
+  if (!*out_geometry && d->geometry_id == 0) {   // not set, rather than not found
+    return err_set(msg, ERR_INVAL, "geometry_id = 0 must name a geometry (> 0)");
+  }
   if (!*out_geometry) {
     return err_set(msg, ERR_NOTFOUND, "geometry_id = %u is not a known geometry",
                    d->geometry_id);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // env_remove.c: removal of entities. An entity still referenced (a geometry or material used
 // by an object or a mesh, a body carrying objects or dipoles) is refused with ERR_STATE naming
-// one user; the defaults (material 0, medium 0) are never removed.
+// one user; id 0 (the defaults material 0 and medium 0, the world frame body 0, and no entity of
+// the other kinds) is refused with ERR_INVAL.
 #include "world/env.h"
 
 #include <stddef.h>
@@ -115,6 +116,9 @@ static int remove_medium(env_t* e, uint32_t id, err_msg_t* msg) {
 
 
 static int remove_body(env_t* e, uint32_t id, err_msg_t* msg) {
+  if (id == 0) {
+    return err_set(msg, ERR_INVAL, "body 0 is the world frame and cannot be removed");
+  }
   uint32_t slot = table_find(&e->bodies, id);
   if (slot == TABLE_NONE) {
     return err_set(msg, ERR_NOTFOUND, "body %u not found", id);
@@ -189,6 +193,14 @@ static int remove_joint(env_t* e, uint32_t id, err_msg_t* msg) {
 
 
 int env_remove(env_t* e, env_entity_t kind, uint32_t id, err_msg_t* msg) {
+  // id 0 is no geometry, object, joint or sensor (their creation refuses it): a caller's
+  // mistake, not a missing entity. Material 0, medium 0 and body 0 say what they are below.
+  static const char* const kReserved[] = {
+      [ENV_ENTITY_GEOMETRY] = "geometry", [ENV_ENTITY_OBJECT] = "object",
+      [ENV_ENTITY_JOINT] = "joint", [ENV_ENTITY_SENSOR] = "sensor"};
+  if (id == 0 && (unsigned)kind < sizeof(kReserved) / sizeof(kReserved[0]) && kReserved[kind]) {
+    return err_set(msg, ERR_INVAL, "id = 0 is reserved (%s ids are > 0)", kReserved[kind]);
+  }
   switch (kind) {
     case ENV_ENTITY_GEOMETRY:
       return remove_geometry(e, id, msg);

@@ -59,7 +59,7 @@ static int check_mount(const pose_t* m, pose_t* dest, err_msg_t* msg) {
 
 int env_create_sensor(env_t* e, const sensor_desc_t* d, err_msg_t* msg) {
   if (d->id == 0) {
-    return err_set(msg, ERR_INVAL, "id = 0 is not a valid sensor id (ids start at 1)");
+    return err_set(msg, ERR_INVAL, "id = 0 is reserved (sensor ids are > 0)");
   }
   if (table_find(&e->sensors, d->id) != TABLE_NONE) {
     return err_set(msg, ERR_EXISTS, "sensor %u already exists", d->id);

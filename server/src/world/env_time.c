@@ -113,6 +113,10 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
     uint32_t id = u->body_ids[i];
     uint32_t slot = table_find(&e->bodies, id);
     if (slot == TABLE_NONE) {
+      if (id == 0) {
+        return err_set(msg, ERR_INVAL, "body_ids[%u] = 0 is the world frame, which does not "
+                       "move (body ids are > 0)", i);
+      }
       return err_set(msg, ERR_NOTFOUND, "body_ids[%u] = %u is not a known body", i, id);
     }
     env_body_t* b = table_at(&e->bodies, slot);
@@ -138,6 +142,9 @@ static int check_update_joints(env_t* e, const env_state_update_t* u, uint64_t s
     uint32_t id = u->joint_ids[i];
     env_joint_t* j = table_get(&e->joints, id);
     if (!j) {
+      if (id == 0) {
+        return err_set(msg, ERR_INVAL, "joint_ids[%u] = 0 is reserved (joint ids are > 0)", i);
+      }
       return err_set(msg, ERR_NOTFOUND, "joint_ids[%u] = %u is not a known joint", i, id);
     }
     if (j->stamp == stamp) {

@@ -386,6 +386,9 @@ TEST(env_body_object_joint_errors_change_nothing) {
   o = object(104, 4, 10, xform_identity());
   ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
                   "geometry_id = 4 is not a known geometry");
+  o = object(104, 0, 10, xform_identity());
+  ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_INVAL,
+                  "geometry_id = 0 must name a geometry (> 0)");
   o = object(104, 1, 12, xform_identity());
   ASSERT_REJECTED(e, env_create_object(e, &o, emsg), ERR_NOTFOUND,
                   "body_id = 12 is not a known body");
@@ -515,6 +518,9 @@ TEST(env_update_state_is_all_or_nothing) {
   ids[1] = 99;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
                   "body_ids[1] = 99 is not a known body");
+  ids[1] = 0;   // the world frame: not a body to move
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_ids[1] = 0 is the world frame, which does not move");
   ids[1] = 11;
 
   // a repeated id
@@ -543,6 +549,10 @@ TEST(env_update_state_is_all_or_nothing) {
   u.njoint = 2;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
                   "joint_ids[1] = 21 is not a known joint");
+  jid[1] = 0;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "joint_ids[1] = 0 is reserved (joint ids are > 0)");
+  jid[1] = 21;
   u.njoint = 1;
   jpos[0] = NAN;
   ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
@@ -1054,7 +1064,17 @@ TEST(env_remove_refuses_referenced_entities) {
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_MEDIUM, 0, emsg), ERR_INVAL, "medium 0");
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_GEOMETRY, 42, emsg), ERR_NOTFOUND,
                   "geometry 42 not found");
-  ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_OBJECT, 0, emsg), ERR_NOTFOUND, "object 0");
+  // id 0: the world frame, or no entity of its kind (not a missing one)
+  static const struct {
+    env_entity_t kind;
+    const char* text;
+  } kZero[] = {{ENV_ENTITY_BODY, "body 0 is the world frame and cannot be removed"},
+               {ENV_ENTITY_OBJECT, "id = 0 is reserved (object ids are > 0)"},
+               {ENV_ENTITY_SENSOR, "id = 0 is reserved (sensor ids are > 0)"},
+               {(env_entity_t)42, "kind = 42"}};
+  for (size_t i = 0; i < sizeof(kZero) / sizeof(kZero[0]); i++) {
+    ASSERT_REJECTED(e, env_remove(e, kZero[i].kind, 0, emsg), ERR_INVAL, kZero[i].text);
+  }
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_JOINT, 21, emsg), ERR_NOTFOUND, "joint 21");
   ASSERT_REJECTED(e, env_remove(e, ENV_ENTITY_SENSOR, 1, emsg), ERR_NOTFOUND, "sensor 1");
   ASSERT_REJECTED(e, env_remove(e, (env_entity_t)42, 1, emsg), ERR_INVAL, "kind = 42");
