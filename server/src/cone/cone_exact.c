@@ -40,9 +40,13 @@ void cone_shape_init(cone_shape_t* k, double fov_h, double fov_v, double range) 
   k->range = range;
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
   for (int i = 0; i < LATERAL_SAMPLES; i++) {
-    generatrix(k, i * step, k->g[i]);
+    double g[2];
+    generatrix(k, i * step, g);
+    k->gy[i] = g[0];
+    k->gz[i] = g[1];
   }
   k->sampled = 1;
+  k->window = 1;
 }
 
 
@@ -59,7 +63,7 @@ static double lateral_at(const cone_shape_t* k, lateral_fn f, const void* ctx, d
 static double lateral_sample(const cone_shape_t* k, lateral_fn f, const void* ctx, int i,
                              double q[3]) {
   if (k->sampled) {
-    return f(k, ctx, k->g[i][0], k->g[i][1], q);
+    return f(k, ctx, k->gy[i], k->gz[i], q);
   }
   return lateral_at(k, f, ctx, i * (2.0 * M_PI / LATERAL_SAMPLES), q);
 }
@@ -80,16 +84,57 @@ static void cross3(const double a[3], const double b[3], double d[3]) {
   d[2] = a[0] * b[1] - a[1] * b[0];
 }
 
-// Minimise f over the generatrices; offers the best points found.
+// The generatrices through which a point of box lo..hi (sensor frame) with 0 < x <= range can
+// be seen from the apex: y/x in [win[0], win[1]] and z/x in [win[2], win[3]], widened by 1e-9
+// of their size, far above the rounding of a point's y/x (a few units of 1e-16). 0 when the
+// box reaches x <= 0 (then every generatrix may pass through it) or is not finite.
+static int box_window(const cone_shape_t* k, const double lo[3], const double hi[3],
+                      double win[4]) {
+  double x0 = lo[0], x1 = fmin(hi[0], k->range * (1.0 + 1e-9));
+  if (!(x0 > 0.0) || !isfinite(x1)) {
+    return 0;
+  }
+  for (int j = 1; j < 3; j++) {
+    // over x in [x0, x1] the ratio is extreme at the ends; with x1 < x0 (the box beyond the
+    // cap) the window comes out empty or the samples fail their range test: misses either way
+    double l = fmin(lo[j] / x0, lo[j] / x1), h = fmax(hi[j] / x0, hi[j] / x1);
+    double w = 1e-9 * (fabs(l) + fabs(h));
+    if (!isfinite(w)) {
+      return 0;
+    }
+    win[2 * j - 2] = l - w;
+    win[2 * j - 1] = h + w;
+  }
+  if (x1 < x0) {
+    win[0] = 1.0;               // empty: nothing of the box is within the cap
+    win[1] = -1.0;
+  }
+  return 1;
+}
+
+// Minimise f over the generatrices; offers the best points found. `win` (nullable, see
+// box_window): the samples outside it are misses (INFINITY) without evaluating f, the
+// others evaluate as without it.
 static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
-                           uint32_t object_id, cone_best_t* best) {
+                           const double* win, uint32_t object_id, cone_best_t* best) {
   double h[LATERAL_SAMPLES];
   double q[3];
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
   int any = 0;
-  for (int i = 0; i < LATERAL_SAMPLES; i++) {
-    h[i] = lateral_sample(k, f, ctx, i, q);
-    any |= isfinite(h[i]);
+  if (win && k->sampled && k->window) {
+    for (int i = 0; i < LATERAL_SAMPLES; i++) {
+      double gy = k->gy[i], gz = k->gz[i];
+      h[i] = INFINITY;
+      if (gy >= win[0] && gy <= win[1] && gz >= win[2] && gz <= win[3]) {
+        h[i] = f(k, ctx, gy, gz, q);
+        any |= isfinite(h[i]);
+      }
+    }
+  } else {
+    for (int i = 0; i < LATERAL_SAMPLES; i++) {
+      h[i] = lateral_sample(k, f, ctx, i, q);
+      any |= isfinite(h[i]);
+    }
   }
   if (!any) {
     return;
@@ -264,6 +309,43 @@ static int tri_culled(const cone_shape_t* k, const double v[3][3]) {
   return 0;
 }
 
+// The window (box_window) of the generatrices on which tri_lateral can find a point. A point
+// q that passes tri_contains has, for each edge i, the computed D_i = (e_i x (q - v_i)) . n >=
+// tol. Exactly, D_i = |e_i| |n| dist_i, with dist_i the signed distance of q (projected on the
+// plane: an offset along n does not change D_i) inside edge i's line; its rounding is a few
+// units of 1e-16 times |e_i| |q - v_i| |n| (and 1e-16 |n| |e_i| (|e_1| |e_2| / |n|) for the
+// edges and normal not being exactly orthogonal), so dist_i >= -t with t = 2 (1e-12 (|e_1| +
+// |e_2|) / |e_i| + 1e-12 (1 + l^2 / |n|) (|q| + |v|)), l the longest edge. Each point with
+// dist_i >= -t is in the triangle scaled by 1 + t / r about its incentre (r = |n| / perimeter,
+// the inradius), within t / r * l of the triangle; q itself is off the plane by a few units of
+// 1e-16 (|q| + |v|). So q lies in the triangle's bounding box widened by m = 1.01 t l / r +
+// 1e-9 (|q| + |v|) with |q| <= range (1 + 1e-12) |g|. 0 (no window) for slivers (t / r above
+// 1e-3) and for triangles reaching x <= 0.
+static int tri_window(const cone_shape_t* k, const double v[3][3], const tri_ctx_t* t,
+                      double win[4]) {
+  double nn = sqrt(dot3(t->n, t->n));
+  double le[3], vmax = 0.0;
+  for (int i = 0; i < 3; i++) {
+    le[i] = sqrt(dot3(t->e[i], t->e[i]));
+    vmax = fmax(vmax, sqrt(dot3(v[i], v[i])));
+  }
+  double lmin = fmin(le[0], fmin(le[1], le[2])), lmax = fmax(le[0], fmax(le[1], le[2]));
+  double ab = fmax(k->a, k->b);
+  double qv = k->range * (1.0 + 1e-12) * sqrt(1.0 + ab * ab) + vmax;
+  double tm = 2.0 * (1e-12 * (le[0] + le[2]) / lmin + 1e-12 * (1.0 + lmax * lmax / nn) * qv);
+  double f = tm * (le[0] + le[1] + le[2]) / nn;
+  if (!(f <= 1e-3)) {
+    return 0;                   // also NaN
+  }
+  double m = 1.01 * f * lmax + 1e-9 * qv;
+  double lo[3], hi[3];
+  for (int j = 0; j < 3; j++) {
+    lo[j] = fmin(v[0][j], fmin(v[1][j], v[2][j])) - m;
+    hi[j] = fmax(v[0][j], fmax(v[1][j], v[2][j])) + m;
+  }
+  return box_window(k, lo, hi, win);
+}
+
 void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t object_id,
                          cone_best_t* best) {
   if (tri_culled(k, v)) {
@@ -338,7 +420,8 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
     }
   }
   // 4. the lateral surface
-  lateral_search(k, tri_lateral, &t, object_id, best);
+  double win[4];
+  lateral_search(k, tri_lateral, &t, tri_window(k, v, &t, win) ? win : NULL, object_id, best);
 }
 
 //---------------- Curved primitives (convex solids)
@@ -616,7 +699,7 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
     return;                     // the solid cannot come closer than the best
   }
   // 2. the lateral surface of the cone
-  lateral_search(k, solid_lateral, &s, id, best);
+  lateral_search(k, solid_lateral, &s, NULL, id, best);
   // 3. inside the cone (non-uniform scales, the cap): the entry distance over the directions
   //    of the cone, sampled on a polar grid and refined by a compass search. A solid whose
   //    closest point is known and lies outside the cone has its answer on the mantle (done)

@@ -374,13 +374,15 @@ static void random_pose(uint64_t* st, pose_t* pose) {
 }
 
 // The shape's sampled generatrices give the same bits as computing each one where it is needed
-// (the shape without its table): every reading of random triangles and turned, scaled solids,
-// in both passes, is identical, and the lateral surface is searched in many of them.
+// (the shape without its table, which also evaluates every sample, with no window): every
+// reading of random triangles and turned, scaled solids, in both passes, is identical, and the
+// lateral surface is searched in many of them.
 TEST(exact_sampled_generatrices_same_bits) {
   cone_shape_t k = shape(50, 35, 12);
   cone_shape_t direct = k;
   direct.sampled = 0;
-  memset(direct.g, 0, sizeof(direct.g));
+  memset(direct.gy, 0, sizeof(direct.gy));
+  memset(direct.gz, 0, sizeof(direct.gz));
   uint64_t st = 0x5851f42d4c957f2dull;
   int found = 0, lateral = 0;
   for (int trial = 0; trial < 400; trial++) {
@@ -465,6 +467,70 @@ TEST(exact_box_same_bits_as_its_mesh) {
     found += a.found;
   }
   ASSERT_TRUE(found >= 60);
+  return 0;
+}
+
+// The sample window of the lateral search (cone_shape_t.window: only the generatrices that can
+// pass through a piece are evaluated) gives the same bits as evaluating every sample: random
+// triangles from 1e-4 m to 30 m across, near and far, some of them slivers, and random boxes
+// at any pose and scale; many of them are found on the lateral surface.
+TEST(exact_sample_window_same_bits) {
+  cone_shape_t k = shape(50, 35, 12);
+  cone_shape_t every = k;
+  every.window = 0;
+  uint64_t st = 0x2545f4914f6cdd1dull;
+  int found = 0, lateral = 0;
+  for (int trial = 0; trial < 3000; trial++) {
+    cone_best_t b[2] = {{0}, {0}};
+    cone_best_t inside = {.pass = 1};
+    if (trial % 4 != 3) {
+      double size = pow(10.0, trial % 5 == 0 ? -4.0 + 4.0 * rnd(&st) : -1.0 + 2.5 * rnd(&st));
+      // centred near the mantle, where the lateral search decides
+      double x = 0.2 + 12.5 * rnd(&st), th = 2.0 * M_PI * rnd(&st), rho = 0.6 + 0.8 * rnd(&st);
+      double c[3] = {x, x * rho * k.a * cos(th), x * rho * k.b * sin(th)};
+      double v[3][3];
+      for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+          v[i][j] = c[j] + size * (rnd(&st) - 0.5);
+        }
+      }
+      if (trial % 4 == 1) {     // across the view, in front of the sensor
+        for (int i = 0; i < 3; i++) {
+          v[i][0] = 0.1 + 14.0 * rnd(&st);
+          v[i][1] = -8.0 + 16.0 * rnd(&st);
+          v[i][2] = -6.0 + 12.0 * rnd(&st);
+        }
+      }
+      if (trial % 7 == 0) {     // a sliver: v2 near the middle of v0 v1
+        for (int j = 0; j < 3; j++) {
+          v[2][j] = 0.5 * (v[0][j] + v[1][j]) + 1e-6 * size * (rnd(&st) - 0.5);
+        }
+      }
+      for (int s = 0; s < 2; s++) {
+        cone_exact_triangle(s ? &every : &k, v, 1, &b[s]);
+      }
+      cone_exact_triangle(&k, v, 1, &inside);
+    } else {
+      view_object_t box = prim(1, SCENE_PRIM_BOX, 0.1 + rnd(&st), 0.1 + rnd(&st),
+                               0.1 + rnd(&st));
+      random_pose(&st, &box.pose);
+      for (int i = 0; i < 3; i++) {
+        box.scale[i] = 0.5 + 1.5 * rnd(&st);
+      }
+      for (int s = 0; s < 2; s++) {
+        b[s] = eval(s ? &every : &k, &box, 1, CONE_MODE_EXACT, 0);
+      }
+      cone_object_t o = {.obj = &box, .pose = box.pose};
+      cone_object_eval(&k, &o, CONE_MODE_EXACT, 0, &inside);
+    }
+    ASSERT_EQ(b[0].found, b[1].found);
+    ASSERT_TRUE(memcmp(b[0].q, b[1].q, sizeof(b[0].q)) == 0);
+    ASSERT_TRUE(memcmp(&b[0].d2, &b[1].d2, sizeof(b[0].d2)) == 0);
+    found += b[0].found;
+    lateral += b[0].found && !inside.found;  // found on the boundary
+  }
+  ASSERT_TRUE(found >= 1400);
+  ASSERT_TRUE(lateral >= 500);
   return 0;
 }
 
