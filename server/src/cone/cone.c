@@ -123,7 +123,7 @@ static int box_culled(const cone_shape_t* k, const cone_object_t* o, const cone_
     return 0;
   }
   double r = rb + 1e-9 * (dc + rb);
-  double na = sqrt(1.0 + k->a * k->a), nb = sqrt(1.0 + k->b * k->b);
+  double na = k->na, nb = k->nb;
   if (c[0] + r <= 0.0 || c[0] - r > k->range || (c[1] - k->a * c[0]) / na > r ||
       (-c[1] - k->a * c[0]) / na > r || (c[2] - k->b * c[0]) / nb > r ||
       (-c[2] - k->b * c[0]) / nb > r) {
@@ -133,13 +133,64 @@ static int box_culled(const cone_shape_t* k, const cone_object_t* o, const cone_
   return best->found && lb > 0.0 && lb * lb >= best->d2 * (1.0 + 1e-9);
 }
 
+// The faces of a box in EXACT mode, to skip a face that cannot come closer than the best
+// point found: the sensor origin in the box frame (rotation undone, scale kept) and the signed
+// and absolute half extents there.
+typedef struct box_faces {
+  double o[3];
+  double hs[3];                 // half extent * scale: the + face of axis j is at hs[j]
+  double he[3];                 // |hs|
+  double qv;                    // a bound of |q| + |corner| for a point q offered by a face
+} box_faces_t;
+
+static void box_faces_init(const cone_shape_t* k, const cone_object_t* o, box_faces_t* f) {
+  pose_t inv = xform_inverse(&o->pose);
+  memcpy(f->o, inv.p, sizeof(f->o));
+  for (int j = 0; j < 3; j++) {
+    f->hs[j] = o->obj->size[j] * o->obj->scale[j];
+    f->he[j] = fabs(f->hs[j]);
+  }
+  double ab = fmax(k->a, k->b);
+  f->qv = k->range * (1.0 + 1e-12) * sqrt(1.0 + ab * ab) + xform_norm3(o->pose.p) +
+          xform_norm3(f->he);
+}
+
+// Whether face (axis, side) of the box cannot offer a point nearer than the best: its
+// distance, less what a point offered by one of its two triangles can lie outside it, is not
+// below the best. The offered points are corners and points of edges clipped to the cone
+// (rounding: a few units of 1e-16 of |q| + |corner|) or found on the mantle, which pass
+// tri_contains: within m = 1.01 t l P / |n| + 1e-9 qv of the triangle (the bound of
+// cone_exact_triangle's sample window, here for a right triangle of legs A, B: |n| = A B,
+// perimeter P, longest edge l = hypot(A, B)). Each skipped triangle would have returned at
+// its own closest point, no nearer than the face, offering nothing: the same bits.
+static int box_face_skipped(const box_faces_t* f, int axis, int side, const cone_best_t* best) {
+  if (!best->found) {
+    return 0;
+  }
+  double d2 = 0.0;
+  for (int j = 0; j < 3; j++) {
+    double c = j == axis ? side * f->hs[j] : fmin(fmax(f->o[j], -f->he[j]), f->he[j]);
+    d2 += (f->o[j] - c) * (f->o[j] - c);
+  }
+  double A = 2.0 * f->he[axis == 0 ? 1 : 0], B = 2.0 * f->he[axis == 2 ? 1 : 2];
+  double l = hypot(A, B), nn = A * B, lmin = fmin(A, B);
+  double t = 2.0 * (1e-12 * 2.0 * l / lmin + 1e-12 * (1.0 + l * l / nn) * f->qv);
+  double m = 1.01 * t * l * (A + B + l) / nn + 1e-9 * f->qv;
+  double lb = sqrt(d2) - m - 1e-9 * f->qv;
+  return lb > 0.0 && lb * lb >= best->d2 * (1.0 + 1e-9);    // false for NaN (A or B = 0)
+}
+
 // Box faces: lines run along the first tangent axis and step along the second (for the faces
 // normal to x: along y, stepping in z). The 8 corners are taken to the sensor frame once (each
 // is a corner of three faces).
 static void eval_box(const cone_shape_t* k, const cone_object_t* o, cone_mode_t mode, uint32_t n,
                      cone_best_t* best) {
-  if (mode == CONE_MODE_EXACT && box_culled(k, o, best)) {
-    return;
+  box_faces_t faces;
+  if (mode == CONE_MODE_EXACT) {
+    if (box_culled(k, o, best)) {
+      return;
+    }
+    box_faces_init(k, o, &faces);
   }
   const double* h = o->obj->size;
   double corner[8][3];                  // bit j of the index: + along axis j
@@ -154,6 +205,9 @@ static void eval_box(const cone_shape_t* k, const cone_object_t* o, cone_mode_t 
     int t = axis == 0 ? 1 : 0;          // lines along
     int u = axis == 2 ? 1 : 2;          // stepping along
     for (int side = -1; side <= 1; side += 2) {
+      if (mode == CONE_MODE_EXACT && box_face_skipped(&faces, axis, side, best)) {
+        continue;
+      }
       double v[4][3];
       static const int kT[4] = {0, 1, 1, 0}, kU[4] = {0, 0, 1, 1};   // + along t, u
       for (int i = 0; i < 4; i++) {

@@ -47,6 +47,7 @@ typedef struct cone_config {
 typedef struct cone_shape {
   double a, b;                  // tan(fov_h / 2), tan(fov_v / 2)
   double range;
+  double na, nb;                // sqrt(1 + a^2), sqrt(1 + b^2): the pyramid's side normals
   int sampled;
   int window;
   double gy[CONE_LATERAL_SAMPLES];     // a cos theta_i (apart from gz: scanned on their own)

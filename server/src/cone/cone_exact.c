@@ -38,6 +38,8 @@ void cone_shape_init(cone_shape_t* k, double fov_h, double fov_v, double range) 
   k->a = tan(0.5 * fov_h);
   k->b = tan(0.5 * fov_v);
   k->range = range;
+  k->na = sqrt(1.0 + k->a * k->a);
+  k->nb = sqrt(1.0 + k->b * k->b);
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
   for (int i = 0; i < LATERAL_SAMPLES; i++) {
     double g[2];
@@ -663,7 +665,7 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
     return;
   }
   // ... or wholly outside one side of the pyramid |y| <= a x, |z| <= b x that holds the cone
-  double na = sqrt(1.0 + k->a * k->a), nb = sqrt(1.0 + k->b * k->b);
+  double na = k->na, nb = k->nb;
   if ((c0[1] - k->a * c0[0]) / na > rb || (-c0[1] - k->a * c0[0]) / na > rb ||
       (c0[2] - k->b * c0[0]) / nb > rb || (-c0[2] - k->b * c0[0]) / nb > rb) {
     return;
