@@ -120,33 +120,36 @@ static int box_window(const cone_shape_t* k, const double lo[3], const double hi
 static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
                            const double* win, uint32_t object_id, cone_best_t* best) {
   double h[LATERAL_SAMPLES];
+  int hit[LATERAL_SAMPLES];     // the samples with a finite h, in increasing order
+  int nhit = 0;
   double q[3];
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
-  int any = 0;
   if (win && k->sampled && k->window) {
     for (int i = 0; i < LATERAL_SAMPLES; i++) {
       double gy = k->gy[i], gz = k->gz[i];
       h[i] = INFINITY;
       if (gy >= win[0] && gy <= win[1] && gz >= win[2] && gz <= win[3]) {
         h[i] = f(k, ctx, gy, gz, q);
-        any |= isfinite(h[i]);
+        if (isfinite(h[i])) {
+          hit[nhit++] = i;
+        }
       }
     }
   } else {
     for (int i = 0; i < LATERAL_SAMPLES; i++) {
       h[i] = lateral_sample(k, f, ctx, i, q);
-      any |= isfinite(h[i]);
+      if (isfinite(h[i])) {
+        hit[nhit++] = i;
+      }
     }
   }
-  if (!any) {
-    return;
-  }
-  // local minima (cyclic); the LATERAL_REFINE smallest are refined
+  // local minima (cyclic) among the finite samples; the LATERAL_REFINE smallest are refined
   int idx[LATERAL_REFINE];
   int nidx = 0;
-  for (int i = 0; i < LATERAL_SAMPLES; i++) {
+  for (int j = 0; j < nhit; j++) {
+    int i = hit[j];
     double l = h[(i + LATERAL_SAMPLES - 1) % LATERAL_SAMPLES], r = h[(i + 1) % LATERAL_SAMPLES];
-    if (!isfinite(h[i]) || h[i] > l || h[i] > r) {
+    if (h[i] > l || h[i] > r) {
       continue;
     }
     int pos;
@@ -700,8 +703,19 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
   if (known && best->found && dot3(c, c) >= best->d2) {
     return;                     // the solid cannot come closer than the best
   }
-  // 2. the lateral surface of the cone
-  lateral_search(k, solid_lateral, &s, NULL, id, best);
+  // 2. the lateral surface of the cone, through the window of the bounding sphere: a point
+  //    solid_ray finds is where a ray enters the solid, within rb of c0 but for the rounding
+  //    of the entry (up to about 1e-8 of the distance at a grazing ray, where the root of the
+  //    quadratic is ill-conditioned, and more when the scale is not uniform), far inside
+  //    the margin of 1e-6 (rb + |c0|) smax / smin
+  double smin = fmin(fabs(obj->scale[0]), fmin(fabs(obj->scale[1]), fabs(obj->scale[2])));
+  double sr = rb + 1e-6 * (rb + xform_norm(c0, 3)) * (smax / smin);
+  double lo[3], hi[3], win[4];
+  for (int j = 0; j < 3; j++) {
+    lo[j] = c0[j] - sr;
+    hi[j] = c0[j] + sr;
+  }
+  lateral_search(k, solid_lateral, &s, box_window(k, lo, hi, win) ? win : NULL, id, best);
   // 3. inside the cone (non-uniform scales, the cap): the entry distance over the directions
   //    of the cone, sampled on a polar grid and refined by a compass search. A solid whose
   //    closest point is known and lies outside the cone has its answer on the mantle (done)

@@ -477,8 +477,9 @@ TEST(exact_box_same_bits_as_its_mesh) {
 
 // The sample window of the lateral search (cone_shape_t.window: only the generatrices that can
 // pass through a piece are evaluated) gives the same bits as evaluating every sample: random
-// triangles from 1e-4 m to 30 m across, near and far, some of them slivers, and random boxes
-// at any pose and scale; many of them are found on the lateral surface.
+// triangles from 1e-4 m to 30 m across, near and far, some of them slivers, random boxes at
+// any pose and scale, and spheres, cylinders, capsules and ellipsoids on the mantle; many of
+// them are found on the lateral surface.
 TEST(exact_sample_window_same_bits) {
   cone_shape_t k = shape(50, 35, 12);
   cone_shape_t every = k;
@@ -515,6 +516,25 @@ TEST(exact_sample_window_same_bits) {
         cone_exact_triangle(s ? &every : &k, v, 1, &b[s]);
       }
       cone_exact_triangle(&k, v, 1, &inside);
+    } else if (trial % 8 == 7) {   // a solid near the mantle, at a uniform scale or not
+      static const int kinds[4] = {SCENE_PRIM_SPHERE, SCENE_PRIM_CYLINDER, SCENE_PRIM_CAPSULE,
+                                   SCENE_PRIM_ELLIPSOID};
+      view_object_t e = prim(1, kinds[(trial / 8) % 4], 0.2 + rnd(&st), 0.2 + rnd(&st),
+                             0.2 + rnd(&st));
+      random_pose(&st, &e.pose);
+      double x = 1.0 + 10.0 * rnd(&st), th = 2.0 * M_PI * rnd(&st);
+      e.pose.p[0] = x;
+      e.pose.p[1] = x * k.a * cos(th);
+      e.pose.p[2] = x * k.b * sin(th);
+      double u = 0.5 + rnd(&st);
+      for (int i = 0; i < 3; i++) {
+        e.scale[i] = trial % 16 == 7 ? u : 0.5 + rnd(&st);
+      }
+      for (int s = 0; s < 2; s++) {
+        b[s] = eval(s ? &every : &k, &e, 1, CONE_MODE_EXACT, 0);
+      }
+      cone_object_t o = {.obj = &e, .pose = e.pose};
+      cone_object_eval(&k, &o, CONE_MODE_EXACT, 0, &inside);
     } else {
       view_object_t box = prim(1, SCENE_PRIM_BOX, 0.1 + rnd(&st), 0.1 + rnd(&st),
                                0.1 + rnd(&st));
