@@ -26,6 +26,10 @@
 typedef double (*lateral_fn)(const cone_shape_t* k, const void* ctx, double gy, double gz,
                              double q[3]);
 
+// A lower bound of the distance of every point f can return on the generatrices of the bracket
+// [theta_{i-1}, theta_{i+1}] that the refinement of sample i searches (0 when unknown).
+typedef double (*lateral_bound_fn)(const cone_shape_t* k, const void* ctx, int i);
+
 // The generatrix at theta: its y and z over x.
 static void generatrix(const cone_shape_t* k, double theta, double g[2]) {
   g[0] = k->a * cos(theta);
@@ -116,9 +120,12 @@ static int box_window(const cone_shape_t* k, const double lo[3], const double hi
 
 // Minimise f over the generatrices; offers the best points found. `win` (nullable, see
 // box_window): the samples outside it are misses (INFINITY) without evaluating f, the
-// others evaluate as without it.
-static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
-                           const double* win, uint32_t object_id, cone_best_t* best) {
+// others evaluate as without it. `bound` (nullable): a local minimum whose bracket cannot
+// come as near as the best point found is not refined (its offers would change nothing).
+// Both only with the shape's window (cone_shape_t).
+static void lateral_search(const cone_shape_t* k, lateral_fn f, lateral_bound_fn bound,
+                           const void* ctx, const double* win, uint32_t object_id,
+                           cone_best_t* best) {
   double h[LATERAL_SAMPLES];
   int hit[LATERAL_SAMPLES];     // the samples with a finite h, in increasing order
   int nhit = 0;
@@ -169,8 +176,15 @@ static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
     }
   }
   const double gr = 0.5 * (sqrt(5.0) - 1.0);
+  int pruned = bound && k->sampled && k->window;
   for (int m = 0; m < nidx; m++) {
     int i = idx[m];
+    if (pruned && best->found) {
+      double lb = bound(k, ctx, i);
+      if (lb * lb >= best->d2) {
+        continue;
+      }
+    }
     double lo = (i - 1) * step, hi = (i + 1) * step;
     double x1 = hi - gr * (hi - lo), x2 = lo + gr * (hi - lo);
     double f1 = lateral_at(k, f, ctx, x1, q), f2 = lateral_at(k, f, ctx, x2, q);
@@ -242,6 +256,22 @@ static double tri_lateral(const cone_shape_t* k, const void* opaque, double gy, 
     return INFINITY;
   }
   return sqrt(dot3(q, q));
+}
+
+// The bracket bound (lateral_bound_fn) of tri_lateral. On generatrix g(theta) = (1, a cos
+// theta, b sin theta) its point is q = s g, s = d / (n . g) > 0, |q| = |d| |g| / |n . g|. Over
+// the bracket, |theta - theta_i| <= step, so |n . g| <= |n . g_i| + (|n_y| a + |n_z| b) step
+// and |g| >= max(sqrt(1 + min(a, b)^2), |g_i| - max(a, b) step); 1 % on the step and 1e-9 on
+// the result are far above the rounding of theta, of q and of its distance.
+static double tri_bracket_bound(const cone_shape_t* k, const void* opaque, int i) {
+  const tri_ctx_t* t = opaque;
+  const double step = 1.01 * (2.0 * M_PI / LATERAL_SAMPLES);
+  double gy = k->gy[i], gz = k->gz[i];
+  double ng = fabs(t->n[0] + t->n[1] * gy + t->n[2] * gz) +
+              (fabs(t->n[1]) * k->a + fabs(t->n[2]) * k->b) * step;
+  double lo = fmin(k->a, k->b), hi = fmax(k->a, k->b);
+  double g = fmax(sqrt(1.0 + lo * lo), sqrt(1.0 + gy * gy + gz * gz) - hi * step);
+  return fabs(t->d) / ng * g * (1.0 - 1e-9);   // NaN (nothing skipped) for ng 0
 }
 
 // Closest point of triangle v to the origin (Ericson, "Real-Time Collision Detection", 5.1.5).
@@ -426,7 +456,8 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
   }
   // 4. the lateral surface
   double win[4];
-  lateral_search(k, tri_lateral, &t, tri_window(k, v, &t, win) ? win : NULL, object_id, best);
+  lateral_search(k, tri_lateral, tri_bracket_bound, &t, tri_window(k, v, &t, win) ? win : NULL,
+                 object_id, best);
 }
 
 //---------------- Curved primitives (convex solids)
@@ -715,7 +746,7 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
     lo[j] = c0[j] - sr;
     hi[j] = c0[j] + sr;
   }
-  lateral_search(k, solid_lateral, &s, box_window(k, lo, hi, win) ? win : NULL, id, best);
+  lateral_search(k, solid_lateral, NULL, &s, box_window(k, lo, hi, win) ? win : NULL, id, best);
   // 3. inside the cone (non-uniform scales, the cap): the entry distance over the directions
   //    of the cone, sampled on a polar grid and refined by a compass search. A solid whose
   //    closest point is known and lies outside the cone has its answer on the mantle (done)
