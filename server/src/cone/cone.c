@@ -123,7 +123,7 @@ static int box_culled(const cone_shape_t* k, const cone_object_t* o, const cone_
     return 0;
   }
   double r = rb + 1e-9 * (dc + rb);
-  double na = sqrt(1.0 + k->a * k->a), nb = sqrt(1.0 + k->b * k->b);
+  double na = k->na, nb = k->nb;
   if (c[0] + r <= 0.0 || c[0] - r > k->range || (c[1] - k->a * c[0]) / na > r ||
       (-c[1] - k->a * c[0]) / na > r || (c[2] - k->b * c[0]) / nb > r ||
       (-c[2] - k->b * c[0]) / nb > r) {
@@ -131,6 +131,62 @@ static int box_culled(const cone_shape_t* k, const cone_object_t* o, const cone_
   }
   double lb = dc - r;
   return best->found && lb > 0.0 && lb * lb >= best->d2 * (1.0 + 1e-9);
+}
+
+// The faces of a box in EXACT mode, to skip a face that cannot come closer than the best
+// point found: the sensor origin's excess over the box along each axis of the box frame
+// (rotation undone, scale kept) and, per normal axis, how much nearer than its face a point
+// offered by one of the face's triangles can be.
+typedef struct box_faces {
+  int ready;
+  double o[3];
+  double hs[3];                 // half extent * scale: the + face of axis j is at hs[j]
+  double ex2[3];                // (o - o clamped to the box)^2 per axis
+  double slack[3];              // per normal axis, see box_face_skipped
+} box_faces_t;
+
+static void box_faces_init(const cone_shape_t* k, const cone_object_t* o, box_faces_t* f) {
+  pose_t inv = xform_inverse(&o->pose);
+  double he[3];
+  for (int j = 0; j < 3; j++) {
+    f->o[j] = inv.p[j];
+    f->hs[j] = o->obj->size[j] * o->obj->scale[j];
+    he[j] = fabs(f->hs[j]);
+    double c = f->o[j] < -he[j] ? -he[j] : (f->o[j] > he[j] ? he[j] : f->o[j]);
+    f->ex2[j] = (f->o[j] - c) * (f->o[j] - c);
+  }
+  double ab = k->a > k->b ? k->a : k->b;
+  double qv = k->range * (1.0 + 1e-12) * sqrt(1.0 + ab * ab) + xform_norm3(o->pose.p) +
+              xform_norm3(he);
+  for (int axis = 0; axis < 3; axis++) {
+    double A = 2.0 * he[axis == 0 ? 1 : 0], B = 2.0 * he[axis == 2 ? 1 : 2];
+    double l = sqrt(A * A + B * B), nn = A * B, lmin = A < B ? A : B;
+    double t = 2.0 * (1e-12 * 2.0 * l / lmin + 1e-12 * (1.0 + l * l / nn) * qv);
+    f->slack[axis] = 1.01 * t * l * (A + B + l) / nn + 2e-9 * qv;   // NaN or inf for A or B 0
+  }
+  f->ready = 1;
+}
+
+// Whether face (axis, side) of the box cannot offer a point nearer than the best: its
+// distance, less its slack, is not below the best. The offered points are corners and points
+// of edges clipped to the cone (rounding: a few units of 1e-16 of qv = |q| + |corner|) or
+// found on the mantle, which pass tri_contains: within 1.01 t l P / |n| + 1e-9 qv of the
+// triangle (the bound of cone_exact_triangle's sample window, here for a right triangle of
+// legs A, B: |n| = A B, perimeter P, longest edge l); 1e-9 qv more covers the rounding of the
+// face's distance. Each skipped triangle would have returned at its own closest point, no
+// nearer than the face, offering nothing: the same bits.
+static int box_face_skipped(const cone_shape_t* k, const cone_object_t* o, box_faces_t* f,
+                            int axis, int side, const cone_best_t* best) {
+  if (!best->found) {
+    return 0;
+  }
+  if (!f->ready) {
+    box_faces_init(k, o, f);
+  }
+  double dn = f->o[axis] - side * f->hs[axis];
+  double d2 = dn * dn + f->ex2[axis == 0 ? 1 : 0] + f->ex2[axis == 2 ? 1 : 2];
+  double lb = sqrt(d2) - f->slack[axis];
+  return lb > 0.0 && lb * lb >= best->d2 * (1.0 + 1e-9);    // false for NaN
 }
 
 // Box faces: lines run along the first tangent axis and step along the second (for the faces
@@ -141,6 +197,7 @@ static void eval_box(const cone_shape_t* k, const cone_object_t* o, cone_mode_t 
   if (mode == CONE_MODE_EXACT && box_culled(k, o, best)) {
     return;
   }
+  box_faces_t faces = {0};
   const double* h = o->obj->size;
   double corner[8][3];                  // bit j of the index: + along axis j
   for (int c = 0; c < 8; c++) {
@@ -154,6 +211,9 @@ static void eval_box(const cone_shape_t* k, const cone_object_t* o, cone_mode_t 
     int t = axis == 0 ? 1 : 0;          // lines along
     int u = axis == 2 ? 1 : 2;          // stepping along
     for (int side = -1; side <= 1; side += 2) {
+      if (mode == CONE_MODE_EXACT && box_face_skipped(k, o, &faces, axis, side, best)) {
+        continue;
+      }
       double v[4][3];
       static const int kT[4] = {0, 1, 1, 0}, kU[4] = {0, 0, 1, 1};   // + along t, u
       for (int i = 0; i < 4; i++) {

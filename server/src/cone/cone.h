@@ -40,11 +40,18 @@ typedef struct cone_config {
 // the sampled generatrices g_i = (1, a cos theta_i, b sin theta_i), theta_i = 2 pi i / SAMPLES,
 // built once (cone_shape_init) instead of two sines per sample and triangle on every step.
 // A shape made without them (sampled 0) computes them where needed, to the same bits.
+// With `window` (and the table), a search first bounds where a piece can be seen from the
+// apex and evaluates only the samples whose generatrix passes there: the others are proven
+// misses, so the readings are the same bits as with window 0 (every sample evaluated, the
+// reference path of the tests).
 typedef struct cone_shape {
   double a, b;                  // tan(fov_h / 2), tan(fov_v / 2)
   double range;
+  double na, nb;                // sqrt(1 + a^2), sqrt(1 + b^2): the pyramid's side normals
   int sampled;
-  double g[CONE_LATERAL_SAMPLES][2];   // a cos theta_i, b sin theta_i
+  int window;
+  double gy[CONE_LATERAL_SAMPLES];     // a cos theta_i (apart from gz: scanned on their own)
+  double gz[CONE_LATERAL_SAMPLES];     // b sin theta_i
 } cone_shape_t;
 
 // The shape of full angles fov_h, fov_v (rad) and cap `range`, with its sampled generatrices.

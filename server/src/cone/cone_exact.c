@@ -26,6 +26,10 @@
 typedef double (*lateral_fn)(const cone_shape_t* k, const void* ctx, double gy, double gz,
                              double q[3]);
 
+// A lower bound of the distance of every point f can return on the generatrices of the bracket
+// [theta_{i-1}, theta_{i+1}] that the refinement of sample i searches (0 when unknown).
+typedef double (*lateral_bound_fn)(const cone_shape_t* k, const void* ctx, int i);
+
 // The generatrix at theta: its y and z over x.
 static void generatrix(const cone_shape_t* k, double theta, double g[2]) {
   g[0] = k->a * cos(theta);
@@ -38,11 +42,17 @@ void cone_shape_init(cone_shape_t* k, double fov_h, double fov_v, double range) 
   k->a = tan(0.5 * fov_h);
   k->b = tan(0.5 * fov_v);
   k->range = range;
+  k->na = sqrt(1.0 + k->a * k->a);
+  k->nb = sqrt(1.0 + k->b * k->b);
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
   for (int i = 0; i < LATERAL_SAMPLES; i++) {
-    generatrix(k, i * step, k->g[i]);
+    double g[2];
+    generatrix(k, i * step, g);
+    k->gy[i] = g[0];
+    k->gz[i] = g[1];
   }
   k->sampled = 1;
+  k->window = 1;
 }
 
 
@@ -59,7 +69,7 @@ static double lateral_at(const cone_shape_t* k, lateral_fn f, const void* ctx, d
 static double lateral_sample(const cone_shape_t* k, lateral_fn f, const void* ctx, int i,
                              double q[3]) {
   if (k->sampled) {
-    return f(k, ctx, k->g[i][0], k->g[i][1], q);
+    return f(k, ctx, k->gy[i], k->gz[i], q);
   }
   return lateral_at(k, f, ctx, i * (2.0 * M_PI / LATERAL_SAMPLES), q);
 }
@@ -80,26 +90,73 @@ static void cross3(const double a[3], const double b[3], double d[3]) {
   d[2] = a[0] * b[1] - a[1] * b[0];
 }
 
-// Minimise f over the generatrices; offers the best points found.
-static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
-                           uint32_t object_id, cone_best_t* best) {
+// The generatrices through which a point of box lo..hi (sensor frame) with 0 < x <= range can
+// be seen from the apex: y/x in [win[0], win[1]] and z/x in [win[2], win[3]], widened by 1e-9
+// of their size, far above the rounding of a point's y/x (a few units of 1e-16). 0 when the
+// box reaches x <= 0 (then every generatrix may pass through it) or is not finite.
+static int box_window(const cone_shape_t* k, const double lo[3], const double hi[3],
+                      double win[4]) {
+  double x0 = lo[0], x1 = fmin(hi[0], k->range * (1.0 + 1e-9));
+  if (!(x0 > 0.0) || !isfinite(x1)) {
+    return 0;
+  }
+  for (int j = 1; j < 3; j++) {
+    // over x in [x0, x1] the ratio is extreme at the ends; with x1 < x0 (the box beyond the
+    // cap) the window comes out empty or the samples fail their range test: misses either way
+    double l = fmin(lo[j] / x0, lo[j] / x1), h = fmax(hi[j] / x0, hi[j] / x1);
+    double w = 1e-9 * (fabs(l) + fabs(h));
+    if (!isfinite(w)) {
+      return 0;
+    }
+    win[2 * j - 2] = l - w;
+    win[2 * j - 1] = h + w;
+  }
+  if (x1 < x0) {
+    win[0] = 1.0;               // empty: nothing of the box is within the cap
+    win[1] = -1.0;
+  }
+  return 1;
+}
+
+// Minimise f over the generatrices; offers the best points found. `win` (nullable, see
+// box_window): the samples outside it are misses (INFINITY) without evaluating f, the
+// others evaluate as without it. `bound` (nullable): a local minimum whose bracket cannot
+// come as near as the best point found is not refined (its offers would change nothing).
+// Both only with the shape's window (cone_shape_t).
+static void lateral_search(const cone_shape_t* k, lateral_fn f, lateral_bound_fn bound,
+                           const void* ctx, const double* win, uint32_t object_id,
+                           cone_best_t* best) {
   double h[LATERAL_SAMPLES];
+  int hit[LATERAL_SAMPLES];     // the samples with a finite h, in increasing order
+  int nhit = 0;
   double q[3];
   const double step = 2.0 * M_PI / LATERAL_SAMPLES;
-  int any = 0;
-  for (int i = 0; i < LATERAL_SAMPLES; i++) {
-    h[i] = lateral_sample(k, f, ctx, i, q);
-    any |= isfinite(h[i]);
+  if (win && k->sampled && k->window) {
+    for (int i = 0; i < LATERAL_SAMPLES; i++) {
+      double gy = k->gy[i], gz = k->gz[i];
+      h[i] = INFINITY;
+      if (gy >= win[0] && gy <= win[1] && gz >= win[2] && gz <= win[3]) {
+        h[i] = f(k, ctx, gy, gz, q);
+        if (isfinite(h[i])) {
+          hit[nhit++] = i;
+        }
+      }
+    }
+  } else {
+    for (int i = 0; i < LATERAL_SAMPLES; i++) {
+      h[i] = lateral_sample(k, f, ctx, i, q);
+      if (isfinite(h[i])) {
+        hit[nhit++] = i;
+      }
+    }
   }
-  if (!any) {
-    return;
-  }
-  // local minima (cyclic); the LATERAL_REFINE smallest are refined
+  // local minima (cyclic) among the finite samples; the LATERAL_REFINE smallest are refined
   int idx[LATERAL_REFINE];
   int nidx = 0;
-  for (int i = 0; i < LATERAL_SAMPLES; i++) {
+  for (int j = 0; j < nhit; j++) {
+    int i = hit[j];
     double l = h[(i + LATERAL_SAMPLES - 1) % LATERAL_SAMPLES], r = h[(i + 1) % LATERAL_SAMPLES];
-    if (!isfinite(h[i]) || h[i] > l || h[i] > r) {
+    if (h[i] > l || h[i] > r) {
       continue;
     }
     int pos;
@@ -119,8 +176,15 @@ static void lateral_search(const cone_shape_t* k, lateral_fn f, const void* ctx,
     }
   }
   const double gr = 0.5 * (sqrt(5.0) - 1.0);
+  int pruned = bound && k->sampled && k->window;
   for (int m = 0; m < nidx; m++) {
     int i = idx[m];
+    if (pruned && best->found) {
+      double lb = bound(k, ctx, i);
+      if (lb * lb >= best->d2) {
+        continue;
+      }
+    }
     double lo = (i - 1) * step, hi = (i + 1) * step;
     double x1 = hi - gr * (hi - lo), x2 = lo + gr * (hi - lo);
     double f1 = lateral_at(k, f, ctx, x1, q), f2 = lateral_at(k, f, ctx, x2, q);
@@ -194,6 +258,22 @@ static double tri_lateral(const cone_shape_t* k, const void* opaque, double gy, 
   return sqrt(dot3(q, q));
 }
 
+// The bracket bound (lateral_bound_fn) of tri_lateral. On generatrix g(theta) = (1, a cos
+// theta, b sin theta) its point is q = s g, s = d / (n . g) > 0, |q| = |d| |g| / |n . g|. Over
+// the bracket, |theta - theta_i| <= step, so |n . g| <= |n . g_i| + (|n_y| a + |n_z| b) step
+// and |g| >= max(sqrt(1 + min(a, b)^2), |g_i| - max(a, b) step); 1 % on the step and 1e-9 on
+// the result are far above the rounding of theta, of q and of its distance.
+static double tri_bracket_bound(const cone_shape_t* k, const void* opaque, int i) {
+  const tri_ctx_t* t = opaque;
+  const double step = 1.01 * (2.0 * M_PI / LATERAL_SAMPLES);
+  double gy = k->gy[i], gz = k->gz[i];
+  double ng = fabs(t->n[0] + t->n[1] * gy + t->n[2] * gz) +
+              (fabs(t->n[1]) * k->a + fabs(t->n[2]) * k->b) * step;
+  double lo = fmin(k->a, k->b), hi = fmax(k->a, k->b);
+  double g = fmax(sqrt(1.0 + lo * lo), sqrt(1.0 + gy * gy + gz * gz) - hi * step);
+  return fabs(t->d) / ng * g * (1.0 - 1e-9);   // NaN (nothing skipped) for ng 0
+}
+
 // Closest point of triangle v to the origin (Ericson, "Real-Time Collision Detection", 5.1.5).
 static void tri_closest(const double v[3][3], double dest[3]) {
   const double* a = v[0];
@@ -262,6 +342,43 @@ static int tri_culled(const cone_shape_t* k, const double v[3][3]) {
     }
   }
   return 0;
+}
+
+// The window (box_window) of the generatrices on which tri_lateral can find a point. A point
+// q that passes tri_contains has, for each edge i, the computed D_i = (e_i x (q - v_i)) . n >=
+// tol. Exactly, D_i = |e_i| |n| dist_i, with dist_i the signed distance of q (projected on the
+// plane: an offset along n does not change D_i) inside edge i's line; its rounding is a few
+// units of 1e-16 times |e_i| |q - v_i| |n| (and 1e-16 |n| |e_i| (|e_1| |e_2| / |n|) for the
+// edges and normal not being exactly orthogonal), so dist_i >= -t with t = 2 (1e-12 (|e_1| +
+// |e_2|) / |e_i| + 1e-12 (1 + l^2 / |n|) (|q| + |v|)), l the longest edge. Each point with
+// dist_i >= -t is in the triangle scaled by 1 + t / r about its incentre (r = |n| / perimeter,
+// the inradius), within t / r * l of the triangle; q itself is off the plane by a few units of
+// 1e-16 (|q| + |v|). So q lies in the triangle's bounding box widened by m = 1.01 t l / r +
+// 1e-9 (|q| + |v|) with |q| <= range (1 + 1e-12) |g|. 0 (no window) for slivers (t / r above
+// 1e-3) and for triangles reaching x <= 0.
+static int tri_window(const cone_shape_t* k, const double v[3][3], const tri_ctx_t* t,
+                      double win[4]) {
+  double nn = sqrt(dot3(t->n, t->n));
+  double le[3], vmax = 0.0;
+  for (int i = 0; i < 3; i++) {
+    le[i] = sqrt(dot3(t->e[i], t->e[i]));
+    vmax = fmax(vmax, sqrt(dot3(v[i], v[i])));
+  }
+  double lmin = fmin(le[0], fmin(le[1], le[2])), lmax = fmax(le[0], fmax(le[1], le[2]));
+  double ab = fmax(k->a, k->b);
+  double qv = k->range * (1.0 + 1e-12) * sqrt(1.0 + ab * ab) + vmax;
+  double tm = 2.0 * (1e-12 * (le[0] + le[2]) / lmin + 1e-12 * (1.0 + lmax * lmax / nn) * qv);
+  double f = tm * (le[0] + le[1] + le[2]) / nn;
+  if (!(f <= 1e-3)) {
+    return 0;                   // also NaN
+  }
+  double m = 1.01 * f * lmax + 1e-9 * qv;
+  double lo[3], hi[3];
+  for (int j = 0; j < 3; j++) {
+    lo[j] = fmin(v[0][j], fmin(v[1][j], v[2][j])) - m;
+    hi[j] = fmax(v[0][j], fmax(v[1][j], v[2][j])) + m;
+  }
+  return box_window(k, lo, hi, win);
 }
 
 void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t object_id,
@@ -338,7 +455,9 @@ void cone_exact_triangle(const cone_shape_t* k, const double v[3][3], uint32_t o
     }
   }
   // 4. the lateral surface
-  lateral_search(k, tri_lateral, &t, object_id, best);
+  double win[4];
+  lateral_search(k, tri_lateral, tri_bracket_bound, &t, tri_window(k, v, &t, win) ? win : NULL,
+                 object_id, best);
 }
 
 //---------------- Curved primitives (convex solids)
@@ -580,7 +699,7 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
     return;
   }
   // ... or wholly outside one side of the pyramid |y| <= a x, |z| <= b x that holds the cone
-  double na = sqrt(1.0 + k->a * k->a), nb = sqrt(1.0 + k->b * k->b);
+  double na = k->na, nb = k->nb;
   if ((c0[1] - k->a * c0[0]) / na > rb || (-c0[1] - k->a * c0[0]) / na > rb ||
       (c0[2] - k->b * c0[0]) / nb > rb || (-c0[2] - k->b * c0[0]) / nb > rb) {
     return;
@@ -615,8 +734,19 @@ void cone_exact_curved(const cone_shape_t* k, const cone_object_t* o, cone_best_
   if (known && best->found && dot3(c, c) >= best->d2) {
     return;                     // the solid cannot come closer than the best
   }
-  // 2. the lateral surface of the cone
-  lateral_search(k, solid_lateral, &s, id, best);
+  // 2. the lateral surface of the cone, through the window of the bounding sphere: a point
+  //    solid_ray finds is where a ray enters the solid, within rb of c0 but for the rounding
+  //    of the entry (up to about 1e-8 of the distance at a grazing ray, where the root of the
+  //    quadratic is ill-conditioned, and more when the scale is not uniform), far inside
+  //    the margin of 1e-6 (rb + |c0|) smax / smin
+  double smin = fmin(fabs(obj->scale[0]), fmin(fabs(obj->scale[1]), fabs(obj->scale[2])));
+  double sr = rb + 1e-6 * (rb + xform_norm(c0, 3)) * (smax / smin);
+  double lo[3], hi[3], win[4];
+  for (int j = 0; j < 3; j++) {
+    lo[j] = c0[j] - sr;
+    hi[j] = c0[j] + sr;
+  }
+  lateral_search(k, solid_lateral, NULL, &s, box_window(k, lo, hi, win) ? win : NULL, id, best);
   // 3. inside the cone (non-uniform scales, the cap): the entry distance over the directions
   //    of the cone, sampled on a polar grid and refined by a compass search. A solid whose
   //    closest point is known and lies outside the cone has its answer on the mantle (done)

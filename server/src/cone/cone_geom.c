@@ -2,7 +2,6 @@
 // cone_geom.c: the truncated elliptic cone: inside test, clipping of a segment, closest point
 // of a clipped segment (see cone.h).
 #include <math.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cone/cone.h"
@@ -19,9 +18,18 @@ int cone_inside(const cone_shape_t* k, const double p[3]) {
   return u * u + w * w <= 1.0 + CONE_SLACK;
 }
 
-static int cmp_double(const void* a, const void* b) {
-  double x = *(const double*)a, y = *(const double*)b;
-  return (x > y) - (x < y);
+// Sort the few breakpoints (at most 6) in place. They are 0, 1 and values strictly between
+// (no NaN, no -0), so any sort gives the same array; an insertion sort is a few compares where
+// qsort was a call, a merge sort and a comparison call per step.
+static void sort_small(double* t, int n) {
+  for (int i = 1; i < n; i++) {
+    double x = t[i];
+    int j = i;
+    for (; j > 0 && t[j - 1] > x; j--) {
+      t[j] = t[j - 1];
+    }
+    t[j] = x;
+  }
 }
 
 int cone_clip_segment(const cone_shape_t* k, const double q0[3], const double q1[3], double* tin,
@@ -77,7 +85,7 @@ int cone_clip_segment(const cone_shape_t* k, const double q0[3], const double q1
       t[n++] = ta;
     }
   }
-  qsort(t, (size_t)n, sizeof(t[0]), cmp_double);
+  sort_small(t, n);
   int found = 0;
   double lo = 0.0, hi = 0.0;
   for (int i = 0; i + 1 < n; i++) {

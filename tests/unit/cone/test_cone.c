@@ -374,13 +374,15 @@ static void random_pose(uint64_t* st, pose_t* pose) {
 }
 
 // The shape's sampled generatrices give the same bits as computing each one where it is needed
-// (the shape without its table): every reading of random triangles and turned, scaled solids,
-// in both passes, is identical, and the lateral surface is searched in many of them.
+// (the shape without its table, which also evaluates every sample, with no window): every
+// reading of random triangles and turned, scaled solids, in both passes, is identical, and the
+// lateral surface is searched in many of them.
 TEST(exact_sampled_generatrices_same_bits) {
   cone_shape_t k = shape(50, 35, 12);
   cone_shape_t direct = k;
   direct.sampled = 0;
-  memset(direct.g, 0, sizeof(direct.g));
+  memset(direct.gy, 0, sizeof(direct.gy));
+  memset(direct.gz, 0, sizeof(direct.gz));
   uint64_t st = 0x5851f42d4c957f2dull;
   int found = 0, lateral = 0;
   for (int trial = 0; trial < 400; trial++) {
@@ -426,45 +428,134 @@ TEST(exact_sampled_generatrices_same_bits) {
 // tangent axis, then the second): the same bits, at random poses and scales, wherever it is.
 TEST(exact_box_same_bits_as_its_mesh) {
   cone_shape_t k = shape(50, 35, 12);
-  const float h[3] = {0.75f, 1.25f, 0.5f};
-  float vert[24][3];
-  uint32_t idx[12][3];
-  for (int axis = 0, f = 0; axis < 3; axis++) {
-    int t = axis == 0 ? 1 : 0, u = axis == 2 ? 1 : 2;
-    for (int side = -1; side <= 1; side += 2, f++) {
-      static const float kT[4] = {-1, 1, 1, -1}, kU[4] = {-1, -1, 1, 1};
-      for (int i = 0; i < 4; i++) {
-        vert[4 * f + i][axis] = (float)side * h[axis];
-        vert[4 * f + i][t] = kT[i] * h[t];
-        vert[4 * f + i][u] = kU[i] * h[u];
-      }
-      uint32_t b = 4u * (uint32_t)f;
-      uint32_t tri[2][3] = {{b, b + 1, b + 2}, {b, b + 2, b + 3}};
-      memcpy(idx[2 * f], tri, sizeof(tri));
-    }
-  }
+  // a box, and a thin plate (whose faces' triangles have the widest tolerance, so that the
+  // skipping of faces farther than the best point needs its widest margin)
+  static const float kHalf[2][3] = {{0.75f, 1.25f, 0.5f}, {0.75f, 1.25f, 0.001f}};
   uint64_t st = 0x94d049bb133111ebull;
   int found = 0;
-  for (int trial = 0; trial < 300; trial++) {
-    view_object_t box = prim(1, SCENE_PRIM_BOX, h[0], h[1], h[2]);
-    random_pose(&st, &box.pose);
-    for (int i = 0; i < 3; i++) {
-      box.scale[i] = 0.5 + 1.5 * rnd(&st);
+  for (int set = 0; set < 2; set++) {
+    const float* h = kHalf[set];
+    float vert[24][3];
+    uint32_t idx[12][3];
+    for (int axis = 0, f = 0; axis < 3; axis++) {
+      int t = axis == 0 ? 1 : 0, u = axis == 2 ? 1 : 2;
+      for (int side = -1; side <= 1; side += 2, f++) {
+        static const float kT[4] = {-1, 1, 1, -1}, kU[4] = {-1, -1, 1, 1};
+        for (int i = 0; i < 4; i++) {
+          vert[4 * f + i][axis] = (float)side * h[axis];
+          vert[4 * f + i][t] = kT[i] * h[t];
+          vert[4 * f + i][u] = kU[i] * h[u];
+        }
+        uint32_t b = 4u * (uint32_t)f;
+        uint32_t tri[2][3] = {{b, b + 1, b + 2}, {b, b + 2, b + 3}};
+        memcpy(idx[2 * f], tri, sizeof(tri));
+      }
     }
-    view_object_t mesh = box;
-    mesh.prim = 0;
-    mesh.vertices = &vert[0][0];
-    mesh.nvertex = 24;
-    mesh.indices = &idx[0][0];
-    mesh.ntriangle = 12;
-    cone_best_t a = eval(&k, &box, 1, CONE_MODE_EXACT, 0);
-    cone_best_t b = eval(&k, &mesh, 1, CONE_MODE_EXACT, 0);
-    ASSERT_EQ(a.found, b.found);
-    ASSERT_TRUE(memcmp(a.q, b.q, sizeof(a.q)) == 0);
-    ASSERT_TRUE(memcmp(&a.d2, &b.d2, sizeof(a.d2)) == 0);
-    found += a.found;
+    for (int trial = 0; trial < 500; trial++) {
+      view_object_t box = prim(1, SCENE_PRIM_BOX, h[0], h[1], h[2]);
+      random_pose(&st, &box.pose);
+      for (int i = 0; i < 3; i++) {
+        box.scale[i] = 0.5 + 1.5 * rnd(&st);
+      }
+      view_object_t mesh = box;
+      mesh.prim = 0;
+      mesh.vertices = &vert[0][0];
+      mesh.nvertex = 24;
+      mesh.indices = &idx[0][0];
+      mesh.ntriangle = 12;
+      cone_best_t a = eval(&k, &box, 1, CONE_MODE_EXACT, 0);
+      cone_best_t b = eval(&k, &mesh, 1, CONE_MODE_EXACT, 0);
+      ASSERT_EQ(a.found, b.found);
+      ASSERT_TRUE(memcmp(a.q, b.q, sizeof(a.q)) == 0);
+      ASSERT_TRUE(memcmp(&a.d2, &b.d2, sizeof(a.d2)) == 0);
+      found += a.found;
+    }
   }
-  ASSERT_TRUE(found >= 60);
+  ASSERT_TRUE(found >= 200);
+  return 0;
+}
+
+// The sample window of the lateral search (cone_shape_t.window: only the generatrices that can
+// pass through a piece are evaluated) gives the same bits as evaluating every sample: random
+// triangles from 1e-4 m to 30 m across, near and far, some of them slivers, random boxes at
+// any pose and scale, and spheres, cylinders, capsules and ellipsoids on the mantle; many of
+// them are found on the lateral surface.
+TEST(exact_sample_window_same_bits) {
+  cone_shape_t k = shape(50, 35, 12);
+  cone_shape_t every = k;
+  every.window = 0;
+  uint64_t st = 0x2545f4914f6cdd1dull;
+  int found = 0, lateral = 0;
+  for (int trial = 0; trial < 3000; trial++) {
+    cone_best_t b[2] = {{0}, {0}};
+    cone_best_t inside = {.pass = 1};
+    if (trial % 4 != 3) {
+      double size = pow(10.0, trial % 5 == 0 ? -4.0 + 4.0 * rnd(&st) : -1.0 + 2.5 * rnd(&st));
+      // centred near the mantle, where the lateral search decides
+      double x = 0.2 + 12.5 * rnd(&st), th = 2.0 * M_PI * rnd(&st), rho = 0.6 + 0.8 * rnd(&st);
+      double c[3] = {x, x * rho * k.a * cos(th), x * rho * k.b * sin(th)};
+      double v[3][3];
+      for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++) {
+          v[i][j] = c[j] + size * (rnd(&st) - 0.5);
+        }
+      }
+      if (trial % 4 == 1) {     // across the view, in front of the sensor
+        for (int i = 0; i < 3; i++) {
+          v[i][0] = 0.1 + 14.0 * rnd(&st);
+          v[i][1] = -8.0 + 16.0 * rnd(&st);
+          v[i][2] = -6.0 + 12.0 * rnd(&st);
+        }
+      }
+      if (trial % 7 == 0) {     // a sliver: v2 near the middle of v0 v1
+        for (int j = 0; j < 3; j++) {
+          v[2][j] = 0.5 * (v[0][j] + v[1][j]) + 1e-6 * size * (rnd(&st) - 0.5);
+        }
+      }
+      for (int s = 0; s < 2; s++) {
+        cone_exact_triangle(s ? &every : &k, v, 1, &b[s]);
+      }
+      cone_exact_triangle(&k, v, 1, &inside);
+    } else if (trial % 8 == 7) {   // a solid near the mantle, at a uniform scale or not
+      static const int kinds[4] = {SCENE_PRIM_SPHERE, SCENE_PRIM_CYLINDER, SCENE_PRIM_CAPSULE,
+                                   SCENE_PRIM_ELLIPSOID};
+      view_object_t e = prim(1, kinds[(trial / 8) % 4], 0.2 + rnd(&st), 0.2 + rnd(&st),
+                             0.2 + rnd(&st));
+      random_pose(&st, &e.pose);
+      double x = 1.0 + 10.0 * rnd(&st), th = 2.0 * M_PI * rnd(&st);
+      e.pose.p[0] = x;
+      e.pose.p[1] = x * k.a * cos(th);
+      e.pose.p[2] = x * k.b * sin(th);
+      double u = 0.5 + rnd(&st);
+      for (int i = 0; i < 3; i++) {
+        e.scale[i] = trial % 16 == 7 ? u : 0.5 + rnd(&st);
+      }
+      for (int s = 0; s < 2; s++) {
+        b[s] = eval(s ? &every : &k, &e, 1, CONE_MODE_EXACT, 0);
+      }
+      cone_object_t o = {.obj = &e, .pose = e.pose};
+      cone_object_eval(&k, &o, CONE_MODE_EXACT, 0, &inside);
+    } else {
+      view_object_t box = prim(1, SCENE_PRIM_BOX, 0.1 + rnd(&st), 0.1 + rnd(&st),
+                               0.1 + rnd(&st));
+      random_pose(&st, &box.pose);
+      for (int i = 0; i < 3; i++) {
+        box.scale[i] = 0.5 + 1.5 * rnd(&st);
+      }
+      for (int s = 0; s < 2; s++) {
+        b[s] = eval(s ? &every : &k, &box, 1, CONE_MODE_EXACT, 0);
+      }
+      cone_object_t o = {.obj = &box, .pose = box.pose};
+      cone_object_eval(&k, &o, CONE_MODE_EXACT, 0, &inside);
+    }
+    ASSERT_EQ(b[0].found, b[1].found);
+    ASSERT_TRUE(memcmp(b[0].q, b[1].q, sizeof(b[0].q)) == 0);
+    ASSERT_TRUE(memcmp(&b[0].d2, &b[1].d2, sizeof(b[0].d2)) == 0);
+    found += b[0].found;
+    lateral += b[0].found && !inside.found;  // found on the boundary
+  }
+  ASSERT_TRUE(found >= 1400);
+  ASSERT_TRUE(lateral >= 500);
   return 0;
 }
 
