@@ -1873,3 +1873,92 @@ TEST(wire_env_bytes_form_fails_cleanly_when_memory_runs_out) {
   teardown(&f);
   return 0;
 }
+
+//---------------- A step's records, few or many
+
+// n encoders (sensors 100 + i on joints 1 + i at positions 0.25 i + 0.125, exact in binary),
+// one state and one step at t = 1 selecting `outputs` (every third sensor when LISTED): the
+// reply carries each selected reading, in sensor order, with its own id and position. A step
+// of a few records keeps them on the stack and a larger one on the heap; this checks both and
+// the sizes around the bound (4 records fit beside their selection, 15 selected fit alone).
+static int step_of_encoders(uint32_t n, Sensim__V1__StepOutputs outputs) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  uint32_t ids[64], listed[64], nlisted = 0;
+  double pos[64];
+  ASSERT_TRUE(n <= 64);
+  for (uint32_t i = 0; i < n; i++) {
+    Sensim__V1__CreateJoint j = SENSIM__V1__CREATE_JOINT__INIT;
+    j.has_id = 1;
+    j.id = 1 + i;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_JOINT;
+    env.create_joint = &j;
+    ASSERT_OK(execute_ok(f.e, &env));
+    Sensim__V1__EncoderConfig ec = SENSIM__V1__ENCODER_CONFIG__INIT;
+    ec.has_joint_id = 1;
+    ec.joint_id = 1 + i;
+    Sensim__V1__CreateSensor cs = SENSIM__V1__CREATE_SENSOR__INIT;
+    cs.has_id = 1;
+    cs.id = 100 + i;
+    cs.config_case = SENSIM__V1__CREATE_SENSOR__CONFIG_ENCODER;
+    cs.encoder = &ec;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR;
+    env.create_sensor = &cs;
+    ASSERT_OK(execute_ok(f.e, &env));
+    ids[i] = 1 + i;
+    pos[i] = 0.25 * i + 0.125;
+    if (i % 3 == 0) {
+      listed[nlisted++] = 100 + i;
+    }
+  }
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = u.has_joint_ids_bytes = u.has_joint_positions_bytes = 1;
+  u.time = 1.0;
+  u.joint_ids_bytes = bin(ids, n * sizeof(ids[0]));
+  u.joint_positions_bytes = bin(pos, n * sizeof(pos[0]));
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  Sensim__V1__Step st = SENSIM__V1__STEP__INIT;
+  st.has_time = st.has_outputs = 1;
+  st.time = 1.0;
+  st.outputs = outputs;
+  if (outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED) {
+    st.n_output_sensors = nlisted;
+    st.output_sensors = listed;
+  }
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
+  env.step = &st;
+  Sensim__V1__Envelope* reply;
+  int code;
+  ASSERT_OK(execute_reply(f.e, &env, &reply, &code));
+  ASSERT_EQ(code, 0);
+  ASSERT_EQ(reply->body_case, SENSIM__V1__ENVELOPE__BODY_STEP_DONE);
+  const Sensim__V1__StepDone* d = reply->step_done;
+  uint32_t want = outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED ? nlisted : n;
+  ASSERT_EQ(d->n_outputs, want);
+  for (uint32_t k = 0; k < want; k++) {
+    uint32_t i = outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED ? 3 * k : k;
+    const Sensim__V1__SensorData* sd = d->outputs[k];
+    ASSERT_EQ(sd->sensor_id, 100 + i);
+    ASSERT_DEQ(sd->time, 1.0);
+    ASSERT_EQ(sd->payload_case, SENSIM__V1__SENSOR_DATA__PAYLOAD_SCALAR);
+    ASSERT_TRUE(sd->scalar->has_position);
+    ASSERT_DEQ(sd->scalar->position, pos[i]);
+  }
+  sensim__v1__envelope__free_unpacked(reply, NULL);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_step_reply_carries_each_selected_record_few_or_many) {
+  static const uint32_t counts[] = {1, 3, 4, 5, 8, 15, 16, 17, 40, 64};
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    ASSERT_OK(step_of_encoders(counts[c], SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_ALL));
+    ASSERT_OK(step_of_encoders(counts[c], SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED));
+  }
+  return 0;
+}
