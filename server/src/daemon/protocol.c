@@ -72,7 +72,7 @@ static void req_run(exec_job_t* j) {
   registry_entry_t* e = rj->entry;
   daemon_t* d = rj->d;
   if (d->cfg.max_request_ms) {
-    rj->deadline_ns = clock_now_ns() + (uint64_t)d->cfg.max_request_ms * 1000000u;
+    rj->deadline_ns = j->started_ns + (uint64_t)d->cfg.max_request_ms * 1000000u;
   }
   if (rj->hello) {
     if (!e->env && !e->failed) {
