@@ -606,9 +606,7 @@ static int tick_state_round_trip(uint32_t n, int bytes_form) {
     u.body_velocities = vels;
     u.joint_positions = jpos;
   }
-  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
-  env.has_id = 1;
-  env.id = 77;
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;  // no id: not what is checked
   env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
   env.update_state = &u;
   int64_t live = mem_live_count();

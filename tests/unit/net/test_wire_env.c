@@ -880,6 +880,15 @@ static int execute_reply(env_t* e, Sensim__V1__Envelope* req, Sensim__V1__Envelo
 }
 
 
+// execute_reply for a request that must succeed (internal code 0).
+static int execute_reply_ok(env_t* e, Sensim__V1__Envelope* req, Sensim__V1__Envelope** reply) {
+  int code;
+  ASSERT_OK(execute_reply(e, req, reply, &code));
+  ASSERT_EQ(code, 0);
+  return 0;
+}
+
+
 // Execute req and expect INVALID_ARGUMENT whose message contains want.
 static int execute_refused(env_t* e, Sensim__V1__Envelope* req, const char* want) {
   Sensim__V1__Envelope* reply;
@@ -956,9 +965,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
   env.raycast = &rc;
   Sensim__V1__Envelope* arrays;
-  int code;
-  ASSERT_OK(execute_reply(f.e, &env, &arrays, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &arrays));
   const Sensim__V1__RaycastResult* a = arrays->raycast_result;
   ASSERT_TRUE(a != NULL);
   ASSERT_TRUE(!a->has_hits_bytes);
@@ -975,8 +982,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   rb.directions_bytes = bin(raw + 1 + sizeof(g_org), sizeof(g_dir));
   env.raycast = &rb;
   Sensim__V1__Envelope* records;
-  ASSERT_OK(execute_reply(f.e, &env, &records, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &records));
   const Sensim__V1__RaycastResult* b = records->raycast_result;
   ASSERT_TRUE(b != NULL);
   ASSERT_EQ(b->n_distances, 0);
@@ -1013,8 +1019,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   rm.directions_bytes = bin(g_dir, sizeof(g_dir));
   env.raycast = &rm;
   Sensim__V1__Envelope* mixed;
-  ASSERT_OK(execute_reply(f.e, &env, &mixed, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &mixed));
   ASSERT_TRUE(mixed->raycast_result->has_hits_bytes);
   ASSERT_EQ(mixed->raycast_result->hits_bytes.len, 48 * NRAY);
   ASSERT_EQ(mixed->raycast_result->n_distances, 0);
@@ -1025,8 +1030,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   r0.has_origins_bytes = r0.has_directions_bytes = 1;
   env.raycast = &r0;
   Sensim__V1__Envelope* none;
-  ASSERT_OK(execute_reply(f.e, &env, &none, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &none));
   ASSERT_TRUE(none->raycast_result->has_hits_bytes);
   ASSERT_EQ(none->raycast_result->hits_bytes.len, 0);
   sensim__v1__envelope__free_unpacked(none, NULL);
@@ -1098,9 +1102,7 @@ TEST(wire_env_raycast_bytes_times_select_the_instant) {
   env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
   env.raycast = &rb;
   Sensim__V1__Envelope* reply;
-  int code;
-  ASSERT_OK(execute_reply(f.e, &env, &reply, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &reply));
   ASSERT_EQ(reply->raycast_result->hits_bytes.len, 96);
   for (int i = 0; i < 2; i++) {
     double d;
@@ -1679,8 +1681,7 @@ TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
   env.raycast = &rb;
   Sensim__V1__Envelope* full;
   int code;
-  ASSERT_OK(execute_reply(f.e, &env, &full, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &full));
   const uint8_t* all = reply_hits(full, N);
   ASSERT_TRUE(all != NULL);
 
@@ -1801,8 +1802,7 @@ TEST(wire_env_bytes_form_fails_cleanly_when_memory_runs_out) {
   env.raycast = &rb;
   Sensim__V1__Envelope* warm;
   int code;
-  ASSERT_OK(execute_reply(f.e, &env, &warm, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &warm));
   sensim__v1__envelope__free_unpacked(warm, NULL);
   uint8_t* buf;
   size_t len;
@@ -1932,9 +1932,7 @@ static int step_of_encoders(uint32_t n, Sensim__V1__StepOutputs outputs) {
   env.body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
   env.step = &st;
   Sensim__V1__Envelope* reply;
-  int code;
-  ASSERT_OK(execute_reply(f.e, &env, &reply, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &reply));
   ASSERT_EQ(reply->body_case, SENSIM__V1__ENVELOPE__BODY_STEP_DONE);
   const Sensim__V1__StepDone* d = reply->step_done;
   uint32_t want = outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED ? nlisted : n;
