@@ -3,6 +3,7 @@
 // bodies, objects, joints, state, step, raycast) from protobuf-c messages into core calls, and
 // of their results into replies. Runs on an executor, one request of an environment at a time.
 #include <math.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -743,6 +744,8 @@ static uint64_t len_tag(const ProtobufCMessageDescriptor* d, const char* name) {
 // protobuf-c would write with those fields set.
 typedef struct reply_head {
   uint8_t ok[WIRE_OK_HEAD_MAX];   // Envelope{id, status OK}
+  // the fields' keys, looked up by name once per reply (the layout is tried for each padding)
+  uint64_t t_result, t_serial, t_mask, t_pad, t_hits;
   size_t ok_len;
   uint64_t serial;
   size_t mask_len;                // bytes of hit_mask; sent when has_mask
@@ -754,16 +757,6 @@ typedef struct reply_head {
 } reply_head_t;
 
 
-static void head_init(reply_head_t* h, uint64_t id, uint64_t serial, int has_mask,
-                      size_t mask_len) {
-  memset(h, 0, sizeof(*h));
-  h->ok_len = wire_ok_head(id, h->ok);
-  h->serial = serial;
-  h->has_mask = has_mask;
-  h->mask_len = mask_len;
-}
-
-
 static uint64_t serial_tag(void) {
   return (uint64_t)protobuf_c_message_descriptor_get_field_by_name(
              &sensim__v1__raycast_result__descriptor, "world_serial")
@@ -772,26 +765,57 @@ static uint64_t serial_tag(void) {
 }
 
 
-// The layout for nbytes of records. `at` only grows with nbytes (longer varints), so the
-// records of a smaller reply start no later than those of a larger one.
-static void head_size(reply_head_t* h, size_t nbytes) {
-  const uint64_t t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
-  const uint64_t t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
-  const uint64_t t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
-  const uint64_t t_mask = len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask");
-  const size_t serial_len = wire_varint_size(serial_tag()) + wire_varint_size(h->serial);
+static void head_init(reply_head_t* h, uint64_t id, uint64_t serial, int has_mask,
+                      size_t mask_len) {
+  memset(h, 0, sizeof(*h));
+  h->t_result = len_tag(&sensim__v1__envelope__descriptor, "raycast_result");
+  h->t_serial = serial_tag();
+  h->t_mask = len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask");
+  h->t_pad = len_tag(&sensim__v1__raycast_result__descriptor, "padding");
+  h->t_hits = len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes");
+  h->ok_len = wire_ok_head(id, h->ok);
+  h->serial = serial;
+  h->has_mask = has_mask;
+  h->mask_len = mask_len;
+}
+
+
+// The layout for nbytes of records with `pad` bytes of padding; returns where the records
+// start.
+static size_t head_layout(reply_head_t* h, size_t nbytes, size_t pad) {
+  const size_t serial_len = wire_varint_size(h->t_serial) + wire_varint_size(h->serial);
   const size_t mask_field =
-      h->has_mask ? wire_varint_size(t_mask) + wire_varint_size(h->mask_len) + h->mask_len : 0;
+      h->has_mask ? wire_varint_size(h->t_mask) + wire_varint_size(h->mask_len) + h->mask_len
+                  : 0;
   h->nbytes = nbytes;
-  for (h->pad = 0; h->pad < 16; h->pad++) {
-    h->inner = serial_len + mask_field + wire_varint_size(t_pad) + wire_varint_size(h->pad) +
-               h->pad + wire_varint_size(t_hits) + wire_varint_size(nbytes);
-    h->at = h->ok_len + wire_varint_size(t_result) + wire_varint_size(h->inner + nbytes) +
-            h->inner;
-    if (h->at % 8 == 0) {
-      break;
+  h->pad = pad;
+  h->inner = serial_len + mask_field + wire_varint_size(h->t_pad) + wire_varint_size(pad) + pad +
+             wire_varint_size(h->t_hits) + wire_varint_size(nbytes);
+  h->at = h->ok_len + wire_varint_size(h->t_result) + wire_varint_size(h->inner + nbytes) +
+          h->inner;
+  return h->at;
+}
+
+
+// The layout for nbytes of records, the fewest bytes of padding that start them at a multiple
+// of 8. `at` only grows with nbytes (longer varints), so the records of a smaller reply start
+// no later than those of a larger one.
+static void head_size(reply_head_t* h, size_t nbytes) {
+  for (size_t pad = 0; pad < 16 && head_layout(h, nbytes, pad) % 8 != 0; pad++) {
+  }
+}
+
+
+// The layout for nbytes of records starting exactly at `at` (no earlier than head_size puts
+// them), the padding grown by what the shorter lengths left. False when no padding does it
+// (a length whose varint grows with the padding's bytes skips that `at`).
+static bool head_size_at(reply_head_t* h, size_t nbytes, size_t at) {
+  for (size_t pad = 0; pad < 128; pad++) {   // a padding of 1-byte length
+    if (head_layout(h, nbytes, pad) == at) {
+      return true;
     }
   }
+  return false;
 }
 
 
@@ -800,21 +824,21 @@ static void head_size(reply_head_t* h, size_t nbytes) {
 static void head_write(const reply_head_t* h, uint8_t* p, uint8_t** mask) {
   memcpy(p, h->ok, h->ok_len);
   p += h->ok_len;
-  p = wire_put_varint(p, len_tag(&sensim__v1__envelope__descriptor, "raycast_result"));
+  p = wire_put_varint(p, h->t_result);
   p = wire_put_varint(p, h->inner + h->nbytes);
-  p = wire_put_varint(p, serial_tag());
+  p = wire_put_varint(p, h->t_serial);
   p = wire_put_varint(p, h->serial);
   if (h->has_mask) {
-    p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "hit_mask"));
+    p = wire_put_varint(p, h->t_mask);
     p = wire_put_varint(p, h->mask_len);
     *mask = p;
     p += h->mask_len;
   }
-  p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "padding"));
+  p = wire_put_varint(p, h->t_pad);
   p = wire_put_varint(p, h->pad);
   memset(p, 0, h->pad);
   p += h->pad;
-  p = wire_put_varint(p, len_tag(&sensim__v1__raycast_result__descriptor, "hits_bytes"));
+  p = wire_put_varint(p, h->t_hits);
   (void)wire_put_varint(p, h->nbytes);
 }
 
@@ -913,29 +937,71 @@ size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask) {
 }
 
 
-// What the tracing threads leave of a reply to omit_misses: each batch's hits packed at its
-// start (wire_hit_pack), their number and their bits of hit_mask.
+// What the tracing threads leave of a reply to omit_misses: each batch's hits packed
+// (wire_hit_pack) and moved behind those of the batches before it, their numbers and their
+// bits of hit_mask. A batch is moved by the thread that packs it or, when it is packed before
+// an earlier one, by the thread that moves that one: so the records are in place when the
+// last batch is, rather than moved together after the tracing, on the request's thread alone
+// (a part of a large raycast then waited for it, and the other tracing thread idled).
 typedef struct packing {
   uint8_t* mask;        // (nray + 7) / 8 bytes; a batch (ENV_RAYCAST_BATCH, a multiple of 8
                         // rays) writes bytes of its own
   uint32_t* counts;     // records of each batch
+  uint8_t* records;     // batch b's 48-byte records traced at b * ENV_RAYCAST_BATCH records
+                        // from here; the packed 40-byte ones go from here on, in batch order
+  size_t nbatch;
+  atomic_uchar* packed; // per batch: packed, and so its count and records are readable
+  atomic_size_t front;  // the first batch not yet moved
+  atomic_flag moving;   // held by the one thread that moves batches
+  size_t moved;         // bytes of records moved (by the holder of `moving`)
 } packing_t;
 
 _Static_assert(ENV_RAYCAST_BATCH % 8 == 0, "batches write whole bytes of hit_mask");
 
 
-// env_raycast_t.traced: pack the batch while its records are in this thread's cache.
+// Move the packed batches from the front on, while they come in order, behind the records
+// moved before them. Batch b's records go to at most 40 * 256 * (b + 1) bytes from the start,
+// short of batch b + 1's traced records (48 * 256 * (b + 1)): a move never touches the
+// records of a batch being traced or packed. Whoever holds `moving` moves; a thread that
+// finds it taken leaves its batch to the holder, who looks at the front again after letting
+// go (sequentially consistent: the batch marked packed before the holder looked again is seen).
+static void move_packed(packing_t* p) {
+  const size_t traced = (size_t)ENV_RAYCAST_BATCH * WIRE_HIT_RECORD_BYTES;
+  for (;;) {
+    if (atomic_flag_test_and_set(&p->moving)) {
+      return;
+    }
+    size_t b = atomic_load(&p->front);
+    for (; b < p->nbatch && atomic_load(&p->packed[b]); b++) {
+      size_t len = (size_t)p->counts[b] * WIRE_HIT_MASKED_RECORD_BYTES;
+      memmove(p->records + p->moved, p->records + b * traced, len);
+      p->moved += len;
+    }
+    atomic_store(&p->front, b);
+    atomic_flag_clear(&p->moving);
+    if (b == p->nbatch || !atomic_load(&p->packed[b])) {
+      return;
+    }
+  }
+}
+
+
+// env_raycast_t.traced: pack the batch while its records are in this thread's cache, and move
+// what is in order.
 static void pack_batch(void* ctx, uint32_t first, uint32_t n, scene_hit_t* hits) {
   packing_t* p = ctx;
-  p->counts[first / ENV_RAYCAST_BATCH] =
-      (uint32_t)wire_hit_pack((uint8_t*)(void*)hits, n, p->mask + first / 8);
+  size_t b = first / ENV_RAYCAST_BATCH;
+  p->counts[b] = (uint32_t)wire_hit_pack((uint8_t*)(void*)hits, n, p->mask + first / 8);
+  atomic_store(&p->packed[b], 1);
+  move_packed(p);
 }
 
 
 // The reply to a request with omit_misses when the core's hit record is the wire's: traced
-// into the reply's buffer past the longest head it can have, each batch packed by the thread
-// that traced it; then the batches' records moved together behind the head (never past where
-// they lie: the head of fewer records is no longer), and the buffer shrunk to the reply.
+// into the reply's buffer past the longest head it can have, each batch packed and moved into
+// place by the threads that traced them (packing_t); the head then written before the records
+// where they are (its padding longer by what the shorter lengths left), and the buffer shrunk
+// to the reply.
 static int trace_packing_in_place(const wire_request_t* req, env_t* e, const env_raycast_t* r,
                                   ray_result_t* res, err_msg_t* msg) {
   size_t n = r->nray, mask_len = (n + 7) / 8;
@@ -944,32 +1010,33 @@ static int trace_packing_in_place(const wire_request_t* req, env_t* e, const env
   head_init(&h, wire_id(req), env_changes(e), 1, mask_len);
   head_size(&h, n * WIRE_HIT_MASKED_RECORD_BYTES);
   const size_t traced_at = h.at;
-  packing_t p;
+  packing_t p = {.nbatch = nbatch, .moving = ATOMIC_FLAG_INIT};
+  atomic_init(&p.front, 0);
   p.counts = mem_calloc(nbatch + 1, sizeof(uint32_t));
+  p.packed = mem_calloc(nbatch + 1, sizeof(atomic_uchar));
   p.mask = mem_alloc(mask_len + 1);
   res->payload = mem_alloc(traced_at + n * WIRE_HIT_RECORD_BYTES);
   int rc = 0;
-  if (!p.counts || !p.mask || !res->payload) {
+  if (!p.counts || !p.packed || !p.mask || !res->payload) {
     rc = err_set(msg, ERR_NOMEM, "out of memory for a reply to %zu rays", n);
   }
   if (!rc) {
+    for (size_t b = 0; b < nbatch; b++) {
+      atomic_init(&p.packed[b], 0);
+    }
+    p.records = res->payload + traced_at;
     env_raycast_t packed = *r;
     packed.hit_records = 1;  // the reserved bytes (primitive, padding) written as zero
     packed.traced = pack_batch;
     packed.traced_ctx = &p;
-    rc = env_raycast(e, &packed, (scene_hit_t*)(void*)(res->payload + traced_at), msg);
+    rc = env_raycast(e, &packed, (scene_hit_t*)(void*)p.records, msg);
   }
   if (!rc) {
-    size_t nhit = 0;
-    for (size_t b = 0; b < nbatch; b++) {
-      nhit += p.counts[b];
-    }
-    head_size(&h, nhit * WIRE_HIT_MASKED_RECORD_BYTES);
-    uint8_t* to = res->payload + h.at;
-    for (size_t b = 0; b < nbatch; b++) {
-      size_t len = (size_t)p.counts[b] * WIRE_HIT_MASKED_RECORD_BYTES;
-      memmove(to, res->payload + traced_at + b * ENV_RAYCAST_BATCH * WIRE_HIT_RECORD_BYTES, len);
-      to += len;
+    move_packed(&p);  // every batch is packed now; all of them moved, as a rule, already
+    size_t nbytes = p.moved;
+    if (!head_size_at(&h, nbytes, traced_at)) {
+      head_size(&h, nbytes);
+      memmove(res->payload + h.at, p.records, nbytes);
     }
     uint8_t* mask;
     head_write(&h, res->payload, &mask);
@@ -980,6 +1047,7 @@ static int trace_packing_in_place(const wire_request_t* req, env_t* e, const env
     res->payload = shrunk ? shrunk : res->payload;
   }
   mem_free(p.counts);
+  mem_free(p.packed);
   mem_free(p.mask);
   return rc;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/mem.h"
+#include "base/pool.h"
 #include "check.h"
 #include "net/wire_pb.h"
 #include "world/env.h"
@@ -1654,65 +1655,68 @@ TEST(wire_hit_pack_in_place_equals_the_mask_and_records_written_apart) {
 }
 
 
-TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
-  fixture_t f;
-  ASSERT_OK(setup(&f));
-  ASSERT_OK(sphere_scene(f.e));
-  // 5000 rays (the tracer's batches of ENV_RAYCAST_BATCH end inside, the last one partial):
-  // batches that all hit, all miss, and alternate
-  enum { N = 5000 };
-  double* org = mem_alloc(3 * sizeof(double) * N);
-  double* dir = mem_alloc(3 * sizeof(double) * N);
+// Which of the rays of omit_misses_check hit (from x = -10 towards the unit sphere, or away).
+typedef int (*ray_hits_fn)(size_t i, size_t n);
+
+
+// Trace n rays (hit says which hit the sphere) in e both ways: the masked reply as it leaves
+// must hold the full form's records of the hits alone, in ray order, at a multiple of 8 as the
+// frame's last bytes, after zero padding.
+static int omit_misses_check(env_t* e, size_t n, ray_hits_fn hit_of, uint64_t id) {
+  double* org = mem_alloc(3 * sizeof(double) * n);
+  double* dir = mem_alloc(3 * sizeof(double) * n);
   ASSERT_TRUE(org && dir);
-  for (int i = 0; i < N; i++) {
-    int kind = (i / ENV_RAYCAST_BATCH) % 3, hit = kind == 0 || (kind == 2 && i % 2 == 0);
+  for (size_t i = 0; i < n; i++) {
     org[3 * i] = -10.0;
-    org[3 * i + 1] = -1.5 + 3.0 * i / N;
+    org[3 * i + 1] = -1.5 + 3.0 * (double)i / (double)n;
     org[3 * i + 2] = 0.0;
-    dir[3 * i] = hit ? 1.0 : -1.0;
+    dir[3 * i] = hit_of(i, n) ? 1.0 : -1.0;
     dir[3 * i + 1] = dir[3 * i + 2] = 0.0;
   }
   Sensim__V1__Raycast rb = SENSIM__V1__RAYCAST__INIT;
   rb.has_origins_bytes = rb.has_directions_bytes = 1;
-  rb.origins_bytes = bin(org, 24 * (size_t)N);
-  rb.directions_bytes = bin(dir, 24 * (size_t)N);
+  rb.origins_bytes = bin(org, 24 * n);
+  rb.directions_bytes = bin(dir, 24 * n);
   Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
   env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
   env.raycast = &rb;
   Sensim__V1__Envelope* full;
   int code;
-  ASSERT_OK(execute_reply_ok(f.e, &env, &full));
-  const uint8_t* all = reply_hits(full, N);
+  ASSERT_OK(execute_reply_ok(e, &env, &full));
+  const uint8_t* all = reply_hits(full, n);
   ASSERT_TRUE(all != NULL);
 
   // the masked reply as it leaves: records at a multiple of 8, the last bytes of the frame
   rb.has_omit_misses = rb.omit_misses = 1;
   env.has_id = 1;
-  env.id = 77;
+  env.id = id;
   uint8_t* out;
   size_t out_len;
-  ASSERT_OK(execute_raw(f.e, &env, &out, &out_len, &code));
+  ASSERT_OK(execute_raw(e, &env, &out, &out_len, &code));
   ASSERT_EQ(code, 0);
-  size_t rlen = 0, hlen = 0, mlen = 0;
+  size_t rlen = 0, hlen = 0, mlen = 0, plen = 0;
   long at = find_len_field(out, out, out + out_len, 44, &rlen);
   ASSERT_TRUE(at >= 0);
   long hits = find_len_field(out, out + at, out + at + rlen, 5, &hlen);
   long maskat = find_len_field(out, out + at, out + at + rlen, 8, &mlen);
-  ASSERT_TRUE(hits >= 0 && maskat >= 0);
+  long pad = find_len_field(out, out + at, out + at + rlen, 6, &plen);
+  ASSERT_TRUE(hits >= 0 && maskat >= 0 && pad >= 0);
   ASSERT_EQ(hits % 8, 0);
   ASSERT_EQ((size_t)hits + hlen, out_len);
-  ASSERT_EQ(mlen, (N + 7) / 8);
+  ASSERT_EQ(mlen, (n + 7) / 8);
+  for (size_t i = 0; i < plen; i++) {
+    ASSERT_EQ(out[pad + (long)i], 0);
+  }
 
   // the mask and records, from the full form's records by hand
   static const uint8_t miss[40] = {0, 0, 0, 0, 0, 0, 0xF0, 0x7F};
   size_t k = 0;
-  for (int i = 0; i < N; i++) {
-    const uint8_t* rec = all + 48 * (size_t)i;
-    int bit = out[maskat + i / 8] >> (i % 8) & 1;
+  for (size_t i = 0; i < n; i++) {
+    const uint8_t* rec = all + 48 * i;
+    int bit = out[maskat + (long)(i / 8)] >> (i % 8) & 1;
     int hit = memcmp(rec, miss, 40) != 0;
     ASSERT_EQ(bit, hit);
-    ASSERT_EQ(hit, (i / ENV_RAYCAST_BATCH) % 3 == 0 || ((i / ENV_RAYCAST_BATCH) % 3 == 2 &&
-                                                        i % 2 == 0));
+    ASSERT_EQ(hit, hit_of(i, n));
     if (hit) {
       ASSERT_TRUE(40 * (k + 1) <= hlen);
       ASSERT_MEM_EQ(out + hits + 40 * (long)k, rec, 40);
@@ -1723,7 +1727,7 @@ TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
 
   // protobuf-c reads the same
   Sensim__V1__Envelope* reply = sensim__v1__envelope__unpack(NULL, out_len, out);
-  ASSERT_TRUE(reply != NULL && reply->id == 77 && reply->raycast_result);
+  ASSERT_TRUE(reply != NULL && reply->id == id && reply->raycast_result);
   ASSERT_TRUE(reply->raycast_result->has_world_serial);
   ASSERT_EQ(reply->raycast_result->world_serial, full->raycast_result->world_serial);
   ASSERT_EQ(reply->raycast_result->hits_bytes.len, hlen);
@@ -1732,7 +1736,91 @@ TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
   mem_free(out);
   mem_free(org);
   mem_free(dir);
+  return 0;
+}
+
+
+// Batches that all hit, all miss, and alternate.
+static int batch_kinds(size_t i, size_t n) {
+  (void)n;
+  int kind = (int)(i / ENV_RAYCAST_BATCH % 3);
+  return kind == 0 || (kind == 2 && i % 2 == 0);
+}
+
+
+TEST(wire_env_omit_misses_reply_holds_the_full_forms_hits_and_nothing_else) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  // 5000 rays: the tracer's batches of ENV_RAYCAST_BATCH end inside, the last one partial
+  ASSERT_OK(omit_misses_check(f.e, 5000, batch_kinds, 77));
   teardown(&f);
+  return 0;
+}
+
+
+// All rays but the last 20 hit.
+static int all_but_20(size_t i, size_t n) {
+  return i + 20 < n;
+}
+
+
+TEST(wire_env_omit_misses_reply_sizes_its_head_across_a_varint_boundary) {
+  // 400 to 439 hits of 420 to 459 rays: the records (16,000 to 17,560 bytes) and the result
+  // around them cross 16,384, where their lengths take a third byte; the records are traced
+  // after the head that the reply of every ray hitting would have, and the padding takes up
+  // what the shorter lengths of the hits alone leave
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  ASSERT_OK(sphere_scene(f.e));
+  for (size_t n = 420; n < 460; n++) {
+    ASSERT_OK(omit_misses_check(f.e, n, all_but_20, 500 + n));
+  }
+  teardown(&f);
+  return 0;
+}
+
+
+// Batches of every kind in a scrambled order, a tenth of them with no hit at all: each batch's
+// hits are moved behind the earlier ones by whichever thread finds them in order.
+static int scrambled_batches(size_t i, size_t n) {
+  (void)n;
+  uint64_t x = (i / ENV_RAYCAST_BATCH + 1) * 0x9E3779B97F4A7C15ull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 32;
+  switch (x % 10) {
+    case 0:
+      return 0;
+    case 1:
+    case 2:
+      return 1;
+    case 3:
+      return i % 2 == 0;
+    default:
+      return (x >> (8 + i % 48) & 1) != 0;
+  }
+}
+
+
+TEST(wire_env_omit_misses_reply_is_the_same_traced_by_a_pool) {
+  // the tracing threads pack their batches as they finish them, in any order: 150 batches
+  // (the last one partial) over 4 threads, several times, each reply checked whole
+  fixture_t f;
+  err_msg_t msg;
+  f.dev = scene_device_create(&msg);
+  ASSERT_TRUE(f.dev != NULL);
+  pool_t* pool = pool_create(4);
+  ASSERT_TRUE(pool != NULL);
+  env_limits_t limits = env_default_limits();
+  f.e = env_create("wire_env_pool", &limits, f.dev, pool, &msg);
+  ASSERT_TRUE(f.e != NULL);
+  ASSERT_OK(sphere_scene(f.e));
+  for (uint64_t k = 0; k < 6; k++) {
+    ASSERT_OK(omit_misses_check(f.e, 150 * ENV_RAYCAST_BATCH - 77 * k, scrambled_batches, 90 + k));
+  }
+  teardown(&f);
+  pool_destroy(pool);
   return 0;
 }
 
