@@ -421,16 +421,26 @@ static inline int surface_return_tau(const lidar_returns_t* p, const ambient_mat
 }
 
 
-// atmosphere_exp_small of y[0, n), in place, across SIMD lanes (its forms: base/simd.h): the
-// same operations on each element (the series' dependent multiply-adds, one hit after the
-// other, were a quarter of the depth-1 returns' time).
-static inline SIMD_BODY void exp_small_n(double* y, size_t n) {
+// The exponents y[i] = -alpha x[i] of n optical path lengths, x[i] = atmosphere_exp_small(y[i])
+// in place, and in *far the number of them outside the series' range, across SIMD lanes (its
+// forms: base/simd.h): the same operations on each element (the series' dependent
+// multiply-adds, one hit after the other, were a quarter of the depth-1 returns' time; the
+// exponents and their count in a scalar pass before it, a tenth of the rest).
+static inline SIMD_BODY void exp_small_n(double* restrict x, double* restrict y, size_t n,
+                                         double alpha, size_t* far) {
+  size_t f = 0;
   for (size_t i = 0; i < n; i++) {
-    y[i] = atmosphere_exp_small(y[i]);
+    const double yi = -alpha * x[i];
+    y[i] = yi;
+    f += !(yi >= -0.0625);
+    x[i] = atmosphere_exp_small(yi);
   }
+  *far = f;
 }
 
-SIMD_FORMS(exp_small_n, (double* y, size_t n), (y, n))
+SIMD_FORMS(exp_small_n,
+           (double* restrict x, double* restrict y, size_t n, double alpha, size_t* far),
+           (x, y, n, alpha, far))
 
 
 // transmittance(p, med, x[i]) of n optical path lengths x[i] >= 0, in place: the same bits.
@@ -446,13 +456,8 @@ static void transmittances(const lidar_returns_t* p, const ambient_material_t* m
 
   // the series where atmosphere_transmittance takes it, exp elsewhere (a long path in fog)
   double y[RAYS_PER_TRACE_MAX];
-  size_t far = 0;
-  for (size_t i = 0; i < n; i++) {
-    y[i] = -alpha * x[i];
-    far += !(y[i] >= -0.0625);
-  }
-  memcpy(x, y, n * sizeof *x);
-  SIMD_CALL(exp_small_n, (x, n));
+  size_t far;
+  SIMD_CALL(exp_small_n, (x, y, n, alpha, &far));
   for (size_t i = 0; far && i < n; i++) {
     if (!(y[i] >= -0.0625)) {
       x[i] = exp(y[i]);
@@ -747,6 +752,7 @@ typedef double lanes4_t __attribute__((vector_size(32)));
 typedef int64_t mask4_t __attribute__((vector_size(32)));
 #define LANES4_LOAD(p) ({ lanes4_t v_; memcpy(&v_, (p), sizeof v_); v_; })
 typedef int8_t bytes4_t __attribute__((vector_size(4)));   // a mask4_t's lanes as bytes
+typedef uint32_t ids4_t __attribute__((vector_size(16)));  // four lanes' object ids
 #define LANES4_SELECT(m, a, b) ((lanes4_t)(((m) & (mask4_t)(a)) | (~(m) & (mask4_t)(b))))
 
 
@@ -855,22 +861,36 @@ SIMD_FORMS(count_below, (const uint32_t (*w)[4], size_t n, uint64_t count, size_
            (w, n, count, below))
 
 
+// The lanes of a packet whose object id is `id`, as a mask.
+static inline uint32_t lanes_on(const scene_packet_hits_t* hits, uint32_t id) {
+  // four lanes at a time, each lane's bit as a vector element (as hit_masks)
+  const ids4_t bit = {1, 2, 4, 8};
+  ids4_t m = {0, 0, 0, 0};
+  for (unsigned k = 0; k < SCENE_PACKET; k += 4) {
+    ids4_t ids;
+    memcpy(&ids, &hits->object_id[k], sizeof ids);
+    m |= (ids4_t)(ids == id) & (bit << k);
+  }
+  return m[0] | m[1] | m[2] | m[3];
+}
+
+
 // The returns of the lanes [0, n) of a packet at depth 1. A ray whose first draw may give an
 // atmospheric return goes to lane_returns. Every other one (all of them when the medium's
 // return_scaling is 0, nearly all in clear air) has at most its root's surface candidate,
 // which every mode reports: the same operations as eval_node, lidar_returns_select and
 // add_noise in the same order, without the candidate and the ray context; the opaque
-// Lambertian hits (beam divergence off) all at once in lambert_lanes. lane[0..nh): the
-// lanes that hit a surface in range, in order; z[i]: lane lane[i]'s distance noise quantile
-// when the noise is on; tau[i]: its transmittance to the hit (transmittances); atm_count:
-// lidar_noise_uniform_count_below(return_scaling), or 0 when no lane's draw is below it (no
-// atmospheric return, and blocks unused).
+// Lambertian hits (beam divergence off) all at once in lambert_lanes. hit: the lanes that hit
+// a surface in range, as a mask; z[j]: lane j's distance noise quantile when the noise is on,
+// tau[j]: its transmittance to the hit (transmittances), both by lane (any value in the other
+// lanes); atm_count: lidar_noise_uniform_count_below(return_scaling), or 0 when no lane's draw
+// is below it (no atmospheric return, and blocks unused).
 static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const rng_key_t* key,
                            const scene_packet_t* rays, const uint64_t* ray_index, unsigned n,
                            const scene_packet_hits_t* hits, uint32_t (*blocks)[4],
-                           const unsigned* lane, unsigned nh, const double* z,
-                           const double* tau, uint64_t atm_count, optics_cache_t* optics,
-                           lidar_return_t* out, double* xo, double* io, uint8_t* nret) {
+                           uint32_t hit, const double* z, const double* tau, uint64_t atm_count,
+                           optics_cache_t* optics, lidar_return_t* out, double* xo, double* io,
+                           uint8_t* nret) {
   const ambient_material_t* air = v->ambient;
   const double n_amb = air->refractive_index;
   const uint32_t maxr = p->max_returns;
@@ -914,71 +934,64 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   // lanes, every other surface takes the scalar path below
   // (lambert_lanes reads every lane: the others are zero, stored as vectors; as initialisers
   // they became three `rep stos`, whose start-up was a fifth of this function's own time)
-  double refl[SCENE_PACKET], tl[SCENE_PACKET], zl[SCENE_PACKET];
+  double refl[SCENE_PACKET];
   zero_lanes(refl, SCENE_PACKET);
-  zero_lanes(tl, SCENE_PACKET);
-  zero_lanes(zl, SCENE_PACKET);
   uint32_t lambert = 0;
-  const int beam = p->beam.enabled, noise = dn->enabled;
+  const int beam = p->beam.enabled;
 
-  // neighbouring lanes mostly hit the same object: optics that hold for all of its primitives
-  // are looked up once for a run of lanes on it (run_id 0: none; no hit has object id 0)
-  uint32_t run_id = 0;
-  const ambient_material_t* inside = NULL;
-  const surface_material_t* mat = NULL;
-  int run_lambert = 0;
-  double run_refl = 0.0;   // the run's reflectance when it is Lambertian (in a register: the
-                           //   stores into the lanes' arrays could otherwise change *mat)
-  for (unsigned i = 0; i < nh; i++) {
-    unsigned j = lane[i];
-    if ((general >> j) & 1u) {
-      continue;
-    }
-    const uint32_t id = hits->object_id[j];
-    if (id != run_id) {
-      int whole = hit_optics(v, optics, id, hits->primitive[j], &inside, &mat);
-      run_id = whole ? id : 0;
-      run_lambert = inside == NULL && !beam && mat->kind == MATERIAL_LAMBERTIAN;
-      run_refl = run_lambert ? mat->reflectance : 0.0;
-    }
-    if (run_lambert) {
-      refl[j] = run_refl;
-      tl[j] = tau[i];
-      zl[j] = noise ? z[i] : 0.0;
-      lambert |= 1u << j;
+  // a packet's lanes mostly hit one or two objects: optics that hold for all of an object's
+  // primitives are looked up once for all its lanes (lanes_on), and its Lambertian lanes take
+  // its reflectance by a select across the lanes
+  for (uint32_t todo = hit & ~general; todo;) {
+    const unsigned j0 = (unsigned)__builtin_ctz(todo);
+    const uint32_t id = hits->object_id[j0];
+    const ambient_material_t* inside;
+    const surface_material_t* mat;
+    const int whole = hit_optics(v, optics, id, hits->primitive[j0], &inside, &mat);
+    const uint32_t run = whole ? lanes_on(hits, id) & todo : 1u << j0;
+    todo &= ~run;
+    if (inside == NULL && !beam && mat->kind == MATERIAL_LAMBERTIAN) {
+      const double r = mat->reflectance;
+      for (unsigned k = 0; k < SCENE_PACKET; k++) {
+        refl[k] = (run >> k) & 1u ? r : refl[k];
+      }
+      lambert |= run;
       continue;
     }
     if (inside != NULL) {
       continue;   // a volume's boundary: no surface return at depth 1
     }
+    for (uint32_t g = run; g; g &= g - 1) {
+      const unsigned j = (unsigned)__builtin_ctz(g);
 
-    // the root's surface candidate, as eval_node finds it (x0 = 0, weight 1, no lead: x0 + dx
-    // and 1 * tau are exact)
-    double dx = n_amb * hits->distance[j];
-    double cos_i = -(hits->nx[j] * rays->dx[j] + hits->ny[j] * rays->dy[j] +
-                     hits->nz[j] * rays->dz[j]);
-    double intensity;
-    if (!surface_return_tau(p, air, mat, cos_i, 1.0, tau[i], dx, &intensity) ||
-        !detectable(p, dx, intensity)) {
-      continue;
-    }
-
-    // its distance noise (z is ignored where the deviation is 0, where add_noise draws none)
-    double x = dx;
-    if (dn->enabled) {
-      x = lidar_noise_distance_apply(dn, dx, z[i]);
-      if (!(x <= LIDAR_MAX_DISTANCE)) {
+      // the root's surface candidate, as eval_node finds it (x0 = 0, weight 1, no lead: x0 + dx
+      // and 1 * tau are exact)
+      double dx = n_amb * hits->distance[j];
+      double cos_i = -(hits->nx[j] * rays->dx[j] + hits->ny[j] * rays->dy[j] +
+                       hits->nz[j] * rays->dz[j]);
+      double intensity;
+      if (!surface_return_tau(p, air, mat, cos_i, 1.0, tau[j], dx, &intensity) ||
+          !detectable(p, dx, intensity)) {
         continue;
       }
+
+      // its distance noise (z is ignored where the deviation is 0, where add_noise draws none)
+      double x = dx;
+      if (dn->enabled) {
+        x = lidar_noise_distance_apply(dn, dx, z[j]);
+        if (!(x <= LIDAR_MAX_DISTANCE)) {
+          continue;
+        }
+      }
+      if (xo) {
+        xo[j] = x;
+        io[j] = intensity;
+      } else {
+        put_return(&out[j * maxr], x, intensity, hits->nx[j], hits->ny[j], hits->nz[j],
+                   hits->object_id[j], hits->label[j], 0, 1, 0);
+      }
+      nret[j] = 1;
     }
-    if (xo) {
-      xo[j] = x;
-      io[j] = intensity;
-    } else {
-      put_return(&out[j * maxr], x, intensity, hits->nx[j], hits->ny[j], hits->nz[j],
-                 hits->object_id[j], hits->label[j], 0, 1, 0);
-    }
-    nret[j] = 1;
   }
   if (lambert == 0) {
     return;
@@ -990,10 +1003,10 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
   double x[SCENE_PACKET], intensity[SCENE_PACKET];
   int64_t keep[SCENE_PACKET];
   if (xo && n == SCENE_PACKET) {
-    SIMD_CALL(lambert_lean, (&c, rays, hits, refl, tl, zl, xo, io, NULL, nret));
+    SIMD_CALL(lambert_lean, (&c, rays, hits, refl, tau, z, xo, io, NULL, nret));
     return;
   }
-  SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tl, zl, x, intensity, keep, NULL));
+  SIMD_CALL(lambert_lanes, (&c, rays, hits, refl, tau, z, x, intensity, keep, NULL));
   for (uint32_t g = lambert; xo && g; g &= g - 1) {
     unsigned j = (unsigned)__builtin_ctz(g);
     if (keep[j]) {
@@ -1013,6 +1026,29 @@ static void packet_returns(const lidar_returns_t* p, const step_view_t* v, const
 }
 
 
+// The lanes of each of np packets' hits that hit a surface in range (hit_in_range's test), as masks,
+// across SIMD lanes (its forms: base/simd.h).
+static inline SIMD_BODY void hit_masks(const scene_packet_hits_t* hits, unsigned np,
+                                       double tmax, uint32_t* mask) {
+  // four lanes at a time, each lane's bit as a vector element (written out: the compiler left
+  // a loop over the lanes scalar), the elements ORed once per packet
+  const mask4_t bit = {1, 2, 4, 8};
+  for (unsigned q = 0; q < np; q++) {
+    mask4_t m = {0, 0, 0, 0};
+    for (unsigned k = 0; k < SCENE_PACKET; k += 4) {
+      ids4_t id;
+      memcpy(&id, &hits[q].object_id[k], sizeof id);
+      const mask4_t on = __builtin_convertvector(id != 0, mask4_t);
+      m |= on & (LANES4_LOAD(&hits[q].distance[k]) <= tmax) & (bit << k);
+    }
+    mask[q] = (uint32_t)(m[0] | m[1] | m[2] | m[3]);
+  }
+}
+
+SIMD_FORMS(hit_masks, (const scene_packet_hits_t* hits, unsigned np, double tmax,
+                       uint32_t* mask), (hits, np, tmax, mask))
+
+
 // Packets traced per scene call (lidar_returns_packets): 512 rays, 20 KB of hits.
 #define PACKETS_PER_TRACE 32
 #define RAYS_PER_TRACE (PACKETS_PER_TRACE * SCENE_PACKET)
@@ -1027,8 +1063,13 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
   uint32_t wq[RAYS_PER_TRACE][4];       // the first draws of the hit lanes, in their order
   double z[RAYS_PER_TRACE];             // their distance noise quantiles
   double tau[RAYS_PER_TRACE];           // their transmittances to the hit
-  unsigned lane[RAYS_PER_TRACE];        // the hit lanes (in their packet), packet by packet
-  unsigned first[PACKETS_PER_TRACE + 1];   // each packet's first entry in lane, wq and z
+  uint16_t at[RAYS_PER_TRACE];          // the ray (in the trace) of each of them
+  uint32_t hit[PACKETS_PER_TRACE];      // each packet's hit lanes
+  // the same quantiles and transmittances by ray, where packet_returns reads them lane by lane
+  // and lambert_lanes across the lanes (the other rays' values are never kept: zeroed once)
+  double zr[RAYS_PER_TRACE], taur[RAYS_PER_TRACE];
+  memset(zr, 0, sizeof zr);
+  memset(taur, 0, sizeof taur);
   optics_cache_t optics = {0};
   rng_key_t key = {.seed = v->seed, .stream = b->sensor_id, .frame = b->frame};
 
@@ -1059,20 +1100,23 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
       trace_atm = below > 0 ? atm_count : 0;
     }
 
-    // the lanes that hit a surface in range (no branch per lane) with what their returns need,
-    // gathered in the same pass (each ray writes at the next entry, which only a hit keeps):
-    // their optical path lengths (for the transmittances) and, noise on, their first draws or
-    // their rng indices; the other rays have no surface return
+    // the lanes that hit a surface in range, as each packet's mask (across SIMD lanes), then
+    // what their returns need, hit by hit: their rays, their optical path lengths (for the
+    // transmittances) and, noise on, their first draws or their rng indices; the other rays
+    // have no surface return
     const int gather_draws = noise && all_draws, gather_index = noise && !all_draws;
     uint64_t hit_index[RAYS_PER_TRACE];
     unsigned nh = 0, np = (unsigned)((m + SCENE_PACKET - 1) / SCENE_PACKET);
+    SIMD_CALL(hit_masks, (hits, np, tmax, hit));
+    if (m % SCENE_PACKET) {
+      hit[np - 1] &= (1u << m % SCENE_PACKET) - 1u;   // the last packet's unused lanes
+    }
     for (unsigned q = 0; q < np; q++) {
       const scene_packet_hits_t* h = &hits[q];
       const size_t r0 = (size_t)q * SCENE_PACKET;
-      unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
-      first[q] = nh;
-      for (unsigned j = 0; j < n; j++) {
-        lane[nh] = j;
+      for (uint32_t g = hit[q]; g; g &= g - 1) {
+        const unsigned j = (unsigned)__builtin_ctz(g);
+        at[nh] = (uint16_t)(r0 + j);
         tau[nh] = n_amb * h->distance[j];
         if (gather_draws) {
           memcpy(wq[nh], blocks[r0 + j], sizeof wq[nh]);
@@ -1080,23 +1124,28 @@ void lidar_returns_packets(const lidar_returns_t* p, const lidar_returns_packets
         if (gather_index) {
           hit_index[nh] = index[r0 + j];
         }
-        nh += hit_in_range(h->object_id[j], h->distance[j], tmax);
+        nh++;
       }
     }
-    first[np] = nh;
     transmittances(p, v->ambient, tau, nh);
+    for (unsigned i = 0; i < nh; i++) {
+      taur[at[i]] = tau[i];
+    }
     if (noise && nh > 0) {
       if (!all_draws) {
         rng_words_n(&key, hit_index, LIDAR_DRAW_RAY, wq, nh);
       }
       lidar_noise_normal_quantiles((const uint32_t(*)[4])wq, nh, z);
+      for (unsigned i = 0; i < nh; i++) {
+        zr[at[i]] = z[i];
+      }
     }
     for (unsigned q = 0; q < np; q++) {
       size_t r0 = (size_t)q * SCENE_PACKET;
       unsigned n = (unsigned)(m - r0 < SCENE_PACKET ? m - r0 : SCENE_PACKET);
-      packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0,
-                     lane + first[q], first[q + 1] - first[q], z + first[q], tau + first[q],
-                     trace_atm, &optics, lean ? NULL : out + (base + r0) * maxr,
+      packet_returns(p, v, &key, &rays[q], index + r0, n, &hits[q], blocks + r0, hit[q],
+                     zr + r0, taur + r0, trace_atm, &optics,
+                     lean ? NULL : out + (base + r0) * maxr,
                      lean ? b->distance + base + r0 : NULL,
                      lean ? b->intensity + base + r0 : NULL, nret + base + r0);
     }

@@ -162,12 +162,14 @@ static void trace_columns(const scene_t* s, const scene_packet_t* in, size_t n,
     unsigned off = !hz ? 0u
                    : wide ? simd_packet_above_avx512(hz, &in[i / WIDE])
                           : simd_packet_above(hz, &in[i / WIDE]);
-    unsigned noff = (unsigned)__builtin_popcount(off);
-    if (noff == WIDE) {
+    if (off == 0xFFFFu) {
       simd_misses(&out[i / WIDE]);
-      culled += noff;
+      culled += WIDE;
       continue;
     }
+    // counted only when some lanes are off (a few packets at the horizon's edge): without the
+    // popcnt instruction in this file's baseline ISA the count is a libgcc call
+    unsigned noff = off ? (unsigned)__builtin_popcount(off) : 0u;
     _Alignas(64) packet_t pk;
     _Alignas(64) int valid[WIDE];   // the AVX-512 packing's valid lanes (simd_cols_trace)
     unsigned bad = wide ? simd_cols_pack_avx512(&in[i / WIDE], &pk, off, valid)
