@@ -123,9 +123,9 @@ static void executor_main(void* arg) {
     list_remove(n);
     uv_mutex_unlock(&x->mutex);
     exec_job_t* j = container_of(n, exec_job_t, node);
-    uint64_t t0 = clock_now_ns();
+    j->started_ns = clock_now_ns();
     j->run(j);
-    uint64_t took = clock_now_ns() - t0;
+    uint64_t took = clock_now_ns() - j->started_ns;
 
     // The queue goes back in turn before the job is handed over: once the job is in the
     // finished list its done may free the queue's owner, so q is not touched after that.
@@ -284,16 +284,15 @@ int exec_run_inline(exec_t* x, exec_queue_t* q, exec_job_t* j) {
       j->span > 2.0 * q->short_span) {
     return 0;
   }
-  uv_mutex_lock(&x->mutex);
-  int stopped = x->stop;
-  uv_mutex_unlock(&x->mutex);
-  if (stopped) {
+  // stop is written on the loop thread alone (exec_create, exec_stop), which this is: read
+  // without the mutex (the executors read it under the mutex, but never write it)
+  if (x->stop) {
     return 0;
   }
   x->pending++;
-  uint64_t t0 = clock_now_ns();
+  j->started_ns = clock_now_ns();
   j->run(j);
-  learn(q, j, clock_now_ns() - t0);
+  learn(q, j, clock_now_ns() - j->started_ns);
   x->pending--;
   j->done(j, 0);
   return 1;

@@ -33,6 +33,9 @@ struct exec_job {
   // cost of a step grows with its interval (a lidar fires for the whole interval): a candidate
   // runs inline only if its span is at most twice the longest span recently seen to be short.
   double span;
+  // When run started (clock_now_ns), set before run is called: a job timing itself from its
+  // start (a request's deadline) reads it instead of the clock. Thread: the one running it.
+  uint64_t started_ns;
 };
 
 // A serial queue, embedded in what it serves (an environment's registry entry). It must stay

@@ -72,7 +72,7 @@ static void req_run(exec_job_t* j) {
   registry_entry_t* e = rj->entry;
   daemon_t* d = rj->d;
   if (d->cfg.max_request_ms) {
-    rj->deadline_ns = clock_now_ns() + (uint64_t)d->cfg.max_request_ms * 1000000u;
+    rj->deadline_ns = j->started_ns + (uint64_t)d->cfg.max_request_ms * 1000000u;
   }
   if (rj->hello) {
     if (!e->env && !e->failed) {
@@ -211,13 +211,23 @@ static void req_done(exec_job_t* j, int cancelled) {
   registry_release(rj->entry);
   liveness_release(rj->live);
   session_release(rj->s);
-  mem_free(rj);
+  if (d->spare_job) {
+    mem_free(rj);
+  } else {
+    d->spare_job = rj;
+  }
 }
 
 
 // Queue a request on its environment's queue; takes ownership of req.
 static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int hello) {
-  req_job_t* rj = mem_calloc(1, sizeof(*rj));
+  req_job_t* rj = d->spare_job;
+  if (rj) {
+    d->spare_job = NULL;
+    memset(rj, 0, sizeof(*rj));
+  } else {
+    rj = mem_calloc(1, sizeof(*rj));
+  }
   outbox_slot_t* slot = rj ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     mem_free(rj);

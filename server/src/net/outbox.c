@@ -3,6 +3,8 @@
 // that finishes after its connection is gone frees its slot instead of touching freed memory.
 #include "net/outbox.h"
 
+#include <string.h>
+
 #include "base/mem.h"
 
 struct outbox_slot {
@@ -35,6 +37,7 @@ void outbox_init(outbox_t* ob, outbox_send_fn send, void* user) {
   ob->send = send;
   ob->send_shared = NULL;
   ob->user = user;
+  ob->spare = NULL;
 }
 
 
@@ -44,8 +47,11 @@ void outbox_set_send_shared(outbox_t* ob, outbox_send_shared_fn send_shared) {
 
 
 outbox_slot_t* outbox_reserve(outbox_t* ob) {
-  outbox_slot_t* slot = mem_calloc(1, sizeof(*slot));
-  if (!slot) {
+  outbox_slot_t* slot = ob->spare;
+  if (slot) {
+    ob->spare = NULL;
+    memset(slot, 0, sizeof(*slot));
+  } else if (!(slot = mem_calloc(1, sizeof(*slot)))) {
     return NULL;
   }
   slot->ob = ob;
@@ -76,7 +82,11 @@ static void flush(outbox_t* ob) {
       ob->send_shared(ob->user, slot->frames[i]);
     }
     free_frames(slot);
-    mem_free(slot);
+    if (ob->spare) {
+      mem_free(slot);
+    } else {
+      ob->spare = slot;
+    }
   }
 }
 
@@ -159,4 +169,6 @@ void outbox_close(outbox_t* ob) {
   ob->nslot = 0;
   ob->held_bytes = 0;
   ob->mem_bytes = 0;
+  mem_free(ob->spare);
+  ob->spare = NULL;
 }

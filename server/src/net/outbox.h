@@ -34,6 +34,10 @@ struct outbox {
   outbox_send_fn send;
   outbox_send_shared_fn send_shared;  // nullable until outbox_set_send_shared
   void* user;
+  // The last slot sent, kept for the next reservation: a connection in lock-step reserves
+  // and sends a slot or two per request, and takes them from here rather than the heap.
+  // Not counted in mem_bytes; freed by outbox_close.
+  outbox_slot_t* spare;
 };
 
 void outbox_init(outbox_t* ob, outbox_send_fn send, void* user);
@@ -63,8 +67,8 @@ int outbox_put(outbox_t* ob, uint8_t* payload, size_t len) CHECKRET;
 // Nothing reserved or waiting.
 int outbox_is_empty(const outbox_t* ob);
 
-// The connection is gone: filled slots are freed; unfilled ones become orphans, freed by
-// their outbox_fill.
+// The connection is gone: filled slots (and the spare) are freed; unfilled ones become
+// orphans, freed by their outbox_fill.
 void outbox_close(outbox_t* ob);
 
 #endif  // SENSIM_NET_OUTBOX_H_

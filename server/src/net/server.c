@@ -169,6 +169,9 @@ void server_close(server_t* srv) {
 
 
 void server_destroy(server_t* srv) {
+  for (uint32_t i = 0; i < srv->nspare_writes; i++) {
+    mem_free(srv->spare_writes[i]);
+  }
   mem_free(srv->read_buf);
   mem_free(srv);
 }

@@ -61,6 +61,8 @@ struct session {
   char peer[64];
 };
 
+#define SERVER_SPARE_WRITES 4
+
 struct server {
   uv_loop_t* loop;
   uv_tcp_t listener;
@@ -80,6 +82,10 @@ struct server {
   uint8_t* read_buf;         // lent to the read under way when it does not go in place
                              // (session.c): reads are one at a time on the loop thread
   uint64_t timed_out;
+  // Write records of finished writes, kept for the next ones (session.c): a lock-step tick's
+  // replies take them instead of a calloc and a free each. Freed by server_destroy.
+  void* spare_writes[SERVER_SPARE_WRITES];
+  uint32_t nspare_writes;
   uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
   uint64_t next_id;
   int port;

@@ -278,10 +278,25 @@ static void release_counts(session_t* s, const session_write_t* w) {
 }
 
 
-static void free_write(session_write_t* w) {
+// A zeroed write record: a spare one of the server's, else a new one.
+static session_write_t* write_new(server_t* srv) {
+  if (srv->nspare_writes == 0) {
+    return mem_calloc(1, sizeof(session_write_t));
+  }
+  session_write_t* w = srv->spare_writes[--srv->nspare_writes];
+  memset(w, 0, sizeof(*w));
+  return w;
+}
+
+
+static void free_write(server_t* srv, session_write_t* w) {
   mem_free(w->payload);
   shared_buf_release(w->shared);
-  mem_free(w);
+  if (srv->nspare_writes < SERVER_SPARE_WRITES) {
+    srv->spare_writes[srv->nspare_writes++] = w;
+  } else {
+    mem_free(w);
+  }
 }
 
 
@@ -300,7 +315,7 @@ static void write_done(session_write_t* w, int status) {
     session_close_now(s);
   }
   int reply = !w->stream;
-  free_write(w);
+  free_write(s->srv, w);
   if (!reply && s->srv->hooks.on_stream_drained && !s->closing) {
     s->srv->hooks.on_stream_drained(s->srv->hooks.user, s);
   }
@@ -349,7 +364,7 @@ static void drop_writes(session_t* s, session_write_t* w) {
     release_counts(s, w);
     s->sent_total -= w->total;
     s->refs--;  // never the last: the session's handle holds one until it is closed
-    free_write(w);
+    free_write(s->srv, w);
     w = next;
   }
 }
@@ -389,7 +404,7 @@ static void done_now(session_write_t* w) {
   release_counts(s, w);
   s->active_ms = uv_now(s->srv->loop);
   s->refs--;  // never the last: the open handle holds one
-  free_write(w);
+  free_write(s->srv, w);
 }
 
 
@@ -594,7 +609,7 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
   server_t* srv = s->srv;
   const server_limits_t* lim = &srv->limits;
   uint64_t total = FRAME_HEADER_BYTES + (uint64_t)len;
-  session_write_t* w = mem_alloc(sizeof(*w));
+  session_write_t* w = write_new(srv);
   if (!w) {
     mem_free(payload);
     session_close_now(s);
@@ -628,7 +643,7 @@ void session_send(session_t* s, uint8_t* payload, size_t len) {
     refused = 0;
   }
   if (refused) {
-    mem_free(w);
+    free_write(srv, w);
     return;
   }
   w->s = s;
@@ -678,7 +693,7 @@ int session_send_stream(session_t* s, shared_buf_t* b, const uint8_t* prefix,
   if (s->closing) {
     return 0;
   }
-  session_write_t* w = mem_calloc(1, sizeof(*w));
+  session_write_t* w = write_new(s->srv);
   if (!w || prefix_len > SESSION_STREAM_PREFIX_MAX) {
     mem_free(w);
     session_close_now(s);
@@ -714,7 +729,7 @@ int session_send_shared(session_t* s, shared_buf_t* b) {
     session_close_now(s);
     return ERR_LIMIT;
   }
-  session_write_t* w = mem_calloc(1, sizeof(*w));
+  session_write_t* w = write_new(s->srv);
   if (!w) {
     session_close_now(s);
     return ERR_NOMEM;

@@ -456,6 +456,11 @@ typedef struct step_sel {
   wire_sd_t* sd;                // (picked.n), in picked.rec's block after the records
   wire_out_plan_t plan;         // the reply of the records selected last
   int planned;
+  // A step of a few records (an IMU's, a joint's) keeps its selection and their messages
+  // here, on the stack, instead of in two heap blocks of several kB a step: blocks that size
+  // are past malloc's per-thread caches, and finding and returning them (with the heap's
+  // consolidation) cost about as much as the rest of the step's reply.
+  _Alignas(max_align_t) unsigned char arena[8192];
 } step_sel_t;
 
 
@@ -463,7 +468,9 @@ static void sel_clear(step_sel_t* s) {
   wire_sensor_outputs_free(s->store);
   s->store = NULL;
   s->sd = NULL;
-  mem_free(s->picked.rec);
+  if ((unsigned char*)s->picked.rec != s->arena) {
+    mem_free(s->picked.rec);
+  }
   memset(&s->picked, 0, sizeof(s->picked));
   s->planned = 0;
 }
@@ -495,7 +502,9 @@ static int select_records(step_sel_t* s, const sensor_out_t* recs, err_msg_t* ms
   }
   // the records and their messages' sizes in one block (one allocation a step, not two)
   _Static_assert(sizeof(sensor_record_t) % _Alignof(wire_sd_t) == 0, "wire_sd_t after records");
-  s->picked.rec = mem_alloc((size_t)n * (sizeof(sensor_record_t) + sizeof(wire_sd_t)));
+  size_t bytes = (size_t)n * (sizeof(sensor_record_t) + sizeof(wire_sd_t));
+  int in_arena = bytes <= sizeof(s->arena);
+  s->picked.rec = in_arena ? (sensor_record_t*)s->arena : mem_alloc(bytes);
   if (!s->picked.rec) {
     sel_clear(s);
     return err_set(msg, ERR_NOMEM, "out of memory for %u outputs", n);
@@ -509,7 +518,12 @@ static int select_records(step_sel_t* s, const sensor_out_t* recs, err_msg_t* ms
   }
   s->picked.cap = n;
   Sensim__V1__StepDone tmp = SENSIM__V1__STEP_DONE__INIT;
-  int rc = wire_sensor_outputs(&s->picked, &tmp, &s->store, msg);
+  // the messages in the arena after the selection when they fit there too
+  size_t used = in_arena ? (bytes + _Alignof(max_align_t) - 1) & ~(_Alignof(max_align_t) - 1)
+                         : sizeof(s->arena);
+  int rc = wire_sensor_outputs_in(&s->picked, &tmp, s->arena + used,
+                                  used < sizeof(s->arena) ? sizeof(s->arena) - used : 0,
+                                  &s->store, msg);
   if (rc) {
     sel_clear(s);
     return rc;
@@ -623,8 +637,14 @@ int wire_step_execute(const wire_request_t* r, env_t* e, const wire_step_limits_
   env_time_t t0;
   env_get_time(e, &t0);
   out->start_time = t0.t_prev;
-  step_sel_t sel = {.m = m, .lim = lim, .id = wire_id(r), .time = m->time,
-                    .step = t0.steps + 1};
+  // every field but the arena zeroed (an initializer would clear its 8 kB each step)
+  step_sel_t sel;
+  memset(&sel, 0, offsetof(step_sel_t, arena));
+  sel.m = m;
+  sel.lim = lim;
+  sel.id = wire_id(r);
+  sel.time = m->time;
+  sel.step = t0.steps + 1;
   err_msg_t msg;
   int rc;
 

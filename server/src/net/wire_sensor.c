@@ -126,6 +126,7 @@ typedef struct out_rec {
 struct wire_outputs {
   out_rec_t* recs;
   Sensim__V1__SensorData** ptrs;
+  int owned;                    // the block is mem_alloc'ed (else the caller's memory)
 };
 
 
@@ -225,20 +226,33 @@ static void encode_cone(const sensor_cone_t* s, out_rec_t* o) {
 }
 
 
+size_t wire_sensor_outputs_bytes(uint32_t n) {
+  _Static_assert(sizeof(wire_outputs_t) % _Alignof(out_rec_t) == 0 &&
+                 sizeof(out_rec_t) % _Alignof(Sensim__V1__SensorData*) == 0,
+                 "the block's parts stay aligned");
+  return sizeof(wire_outputs_t) + (size_t)n * (sizeof(out_rec_t) +
+                                               sizeof(Sensim__V1__SensorData*));
+}
+
+
 int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
                         wire_outputs_t** store, err_msg_t* msg) {
+  return wire_sensor_outputs_in(recs, done, NULL, 0, store, msg);
+}
+
+
+int wire_sensor_outputs_in(const sensor_out_t* recs, Sensim__V1__StepDone* done, void* buf,
+                           size_t cap, wire_outputs_t** store, err_msg_t* msg) {
   *store = NULL;
   if (recs->n == 0) {
     return 0;
   }
-  _Static_assert(sizeof(wire_outputs_t) % _Alignof(out_rec_t) == 0 &&
-                 sizeof(out_rec_t) % _Alignof(Sensim__V1__SensorData*) == 0,
-                 "the block's parts stay aligned");
-  wire_outputs_t* w = mem_alloc(sizeof(*w) + (size_t)recs->n * (sizeof(out_rec_t) +
-                                                                sizeof(Sensim__V1__SensorData*)));
+  size_t bytes = wire_sensor_outputs_bytes(recs->n);
+  wire_outputs_t* w = bytes <= cap ? buf : mem_alloc(bytes);
   if (!w) {
     return err_set(msg, ERR_NOMEM, "out of memory for %u sensor outputs", recs->n);
   }
+  w->owned = w != buf;
   w->recs = (out_rec_t*)(w + 1);
   w->ptrs = (Sensim__V1__SensorData**)(w->recs + recs->n);
   for (uint32_t i = 0; i < recs->n; i++) {
@@ -273,5 +287,7 @@ int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
 
 
 void wire_sensor_outputs_free(wire_outputs_t* store) {
-  mem_free(store);
+  if (store && store->owned) {
+    mem_free(store);
+  }
 }

@@ -48,6 +48,12 @@ typedef struct wire_outputs wire_outputs_t;
 int wire_sensor_outputs(const sensor_out_t* recs, Sensim__V1__StepDone* done,
                         wire_outputs_t** store, err_msg_t* msg) CHECKRET;
 void wire_sensor_outputs_free(wire_outputs_t* store);
+// The same in the caller's memory (buf, cap bytes, aligned for any type) when the block of
+// recs->n messages fits in it (wire_sensor_outputs_bytes), else allocated: a step of a few
+// records takes no heap block that malloc would have to find past its small-block caches.
+size_t wire_sensor_outputs_bytes(uint32_t n);
+int wire_sensor_outputs_in(const sensor_out_t* recs, Sensim__V1__StepDone* done, void* buf,
+                           size_t cap, wire_outputs_t** store, err_msg_t* msg) CHECKRET;
 
 //---------------- Describe (wire_describe.c)
 

@@ -186,6 +186,25 @@ static int cmp_id(const void* a, const void* b) {
 }
 
 
+// Sort n records of `size` bytes by their first field, the id (each id once). Slots are
+// handed out in creation order, so a step's few objects and sensors are usually in id order
+// already: one pass finds that, where qsort cost a few hundred instructions a step for
+// three records. The same order either way: the ids are distinct.
+static void sort_by_id(void* base, uint32_t n, size_t size) {
+  const uint8_t* p = base;
+  uint32_t prev = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t id;
+    memcpy(&id, p + i * size, sizeof(id));
+    if (i > 0 && id < prev) {
+      qsort(base, n, size, cmp_id);
+      return;
+    }
+    prev = id;
+  }
+}
+
+
 static int grow(void** arr, uint32_t* cap, uint32_t need, size_t elem) {
   if (need <= *cap) {
     return 0;
@@ -260,7 +279,7 @@ static int build_objects(env_t* e, step_view_t* v, err_msg_t* msg) {
     vo->pose = b ? xform_compose(&b->pose_cur, &o->local_pose) : o->local_pose;
   }
   if (n > 1) {
-    qsort(e->view_objects, n, sizeof(view_object_t), cmp_id);
+    sort_by_id(e->view_objects, n, sizeof(view_object_t));
   }
   v->objects = e->view_objects;
   v->nobject = n;
@@ -319,7 +338,7 @@ static int rebuild_view(env_t* e, err_msg_t* msg) {
     }
   }
   if (n > 1) {
-    qsort(e->view_bodies, n, sizeof(view_body_t), cmp_id);
+    sort_by_id(e->view_bodies, n, sizeof(view_body_t));
   }
   for (uint32_t i = 0; i < n; i++) {
     ((env_body_t*)table_get(&e->bodies, e->view_bodies[i].id))->view_at = i;
@@ -335,7 +354,7 @@ static int rebuild_view(env_t* e, err_msg_t* msg) {
     }
   }
   if (n > 1) {
-    qsort(e->view_joints, n, sizeof(view_joint_t), cmp_id);
+    sort_by_id(e->view_joints, n, sizeof(view_joint_t));
   }
   for (uint32_t i = 0; i < n; i++) {
     ((env_joint_t*)table_get(&e->joints, e->view_joints[i].id))->view_at = i;
@@ -422,7 +441,7 @@ int env_eval_sensors(env_t* e, const env_step_hooks_t* hooks, err_msg_t* msg) {
     return rc;
   }
   if (n > 1) {
-    qsort(order, n, sizeof(uint32_t), cmp_id);
+    sort_by_id(order, n, sizeof(uint32_t));
   }
 
   // Each sensor's records of the step are bounded by max_output_bytes (so that each fits a

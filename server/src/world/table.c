@@ -8,19 +8,6 @@
 #include "base/mem.h"
 
 
-// Position of a key in a power-of-two map: the murmur3 32-bit finaliser, so that sequential
-// ids spread over the whole table.
-static uint32_t hash_id(uint32_t id, uint32_t mask) {
-  uint32_t h = id;
-  h ^= h >> 16;
-  h *= 0x85ebca6bu;
-  h ^= h >> 13;
-  h *= 0xc2b2ae35u;
-  h ^= h >> 16;
-  return h & mask;
-}
-
-
 void table_init(table_t* t, size_t elem_size) {
   memset(t, 0, sizeof(*t));
   t->elem_size = elem_size;
@@ -41,7 +28,7 @@ void table_close(table_t* t) {
 // Put (id, slot) into a map known to have room and not to contain id.
 static void map_put(uint32_t* keys, uint32_t* slots, uint32_t cap, uint32_t id, uint32_t slot) {
   uint32_t mask = cap - 1;
-  uint32_t i = hash_id(id, mask);
+  uint32_t i = table_hash(id, mask);
   while (keys[i] != 0) {
     i = (i + 1) & mask;
   }
@@ -135,33 +122,6 @@ int table_reserve(table_t* t, uint32_t extra) {
 }
 
 
-uint32_t table_find(const table_t* t, uint32_t id) {
-  if (id == 0 || t->map_cap == 0) {
-    return TABLE_NONE;
-  }
-  uint32_t mask = t->map_cap - 1;
-  for (uint32_t i = hash_id(id, mask);; i = (i + 1) & mask) {
-    if (t->map_key[i] == id) {
-      return t->map_slot[i];
-    }
-    if (t->map_key[i] == 0) {
-      return TABLE_NONE;
-    }
-  }
-}
-
-
-void* table_at(const table_t* t, uint32_t slot) {
-  return t->records + (size_t)slot * t->elem_size;
-}
-
-
-void* table_get(const table_t* t, uint32_t id) {
-  uint32_t slot = table_find(t, id);
-  return slot == TABLE_NONE ? NULL : table_at(t, slot);
-}
-
-
 uint32_t table_slot_id(const table_t* t, uint32_t slot) {
   return t->slot_id[slot];
 }
@@ -179,7 +139,7 @@ uint32_t table_insert(table_t* t, uint32_t id) {
 
 void table_remove(table_t* t, uint32_t id) {
   uint32_t mask = t->map_cap - 1;
-  uint32_t i = hash_id(id, mask);
+  uint32_t i = table_hash(id, mask);
   while (t->map_key[i] != id) {
     i = (i + 1) & mask;
   }
@@ -189,7 +149,7 @@ void table_remove(table_t* t, uint32_t id) {
   // position does not lie cyclically within (hole, j]
   uint32_t hole = i;
   for (uint32_t j = (i + 1) & mask; t->map_key[j] != 0; j = (j + 1) & mask) {
-    uint32_t home = hash_id(t->map_key[j], mask);
+    uint32_t home = table_hash(t->map_key[j], mask);
     int stays = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
     if (!stays) {
       t->map_key[hole] = t->map_key[j];

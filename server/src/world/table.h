@@ -45,14 +45,47 @@ int table_reserve(table_t* t, uint32_t extra) CHECKRET;
 // zeroed.
 uint32_t table_insert(table_t* t, uint32_t id);
 
-// Slot of id, or TABLE_NONE.
-uint32_t table_find(const table_t* t, uint32_t id);
+// The lookups below are inline: a state update looks up every body it names, and a call
+// each cost about as much as the lookup itself.
 
-// Record of id, or NULL.
-void* table_get(const table_t* t, uint32_t id);
+// Position of a key in a power-of-two map: the murmur3 32-bit finaliser, so that sequential
+// ids spread over the whole table.
+static inline uint32_t table_hash(uint32_t id, uint32_t mask) {
+  uint32_t h = id;
+  h ^= h >> 16;
+  h *= 0x85ebca6bu;
+  h ^= h >> 13;
+  h *= 0xc2b2ae35u;
+  h ^= h >> 16;
+  return h & mask;
+}
+
+// Slot of id, or TABLE_NONE.
+static inline uint32_t table_find(const table_t* t, uint32_t id) {
+  if (id == 0 || t->map_cap == 0) {
+    return TABLE_NONE;
+  }
+  uint32_t mask = t->map_cap - 1;
+  for (uint32_t i = table_hash(id, mask);; i = (i + 1) & mask) {
+    if (t->map_key[i] == id) {
+      return t->map_slot[i];
+    }
+    if (t->map_key[i] == 0) {
+      return TABLE_NONE;
+    }
+  }
+}
 
 // Record in a live slot.
-void* table_at(const table_t* t, uint32_t slot);
+static inline void* table_at(const table_t* t, uint32_t slot) {
+  return t->records + (size_t)slot * t->elem_size;
+}
+
+// Record of id, or NULL.
+static inline void* table_get(const table_t* t, uint32_t id) {
+  uint32_t slot = table_find(t, id);
+  return slot == TABLE_NONE ? NULL : table_at(t, slot);
+}
 
 // Id in a slot (0 when the slot is free). slot < t->used.
 uint32_t table_slot_id(const table_t* t, uint32_t slot);

@@ -567,3 +567,74 @@ TEST(wire_frame_decode_whose_frame_is_not_given_copies_as_always) {
   ASSERT_EQ(mem_live_count(), live);
   return 0;
 }
+
+
+// A tick's UpdateState of n bodies and joints (packed arrays, or the bytes forms) decoded and
+// freed: the values arrive, and every part goes with wire_free, whether it fits in the
+// request's own arena (a body or two) or not (a state of many bodies: its parts are freed
+// from the request's list of them, without protobuf-c's walk).
+static int tick_state_round_trip(uint32_t n, int bytes_form) {
+  static uint32_t ids[1000];
+  static double poses[7 * 1000], vels[6 * 1000], jpos[1000];
+  for (uint32_t i = 0; i < n; i++) {
+    ids[i] = 3 * i + 1;
+    jpos[i] = 0.5 * i;
+    for (int k = 0; k < 7; k++) {
+      poses[7 * i + k] = i + 0.125 * k;
+    }
+    for (int k = 0; k < 6; k++) {
+      vels[6 * i + k] = -(i + 0.25 * k);
+    }
+  }
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = 1;
+  u.time = 2.5;
+  if (bytes_form) {
+    u.has_body_ids_bytes = u.has_body_poses_bytes = u.has_body_velocities_bytes = 1;
+    u.has_joint_ids_bytes = u.has_joint_positions_bytes = 1;
+    u.body_ids_bytes = (ProtobufCBinaryData){4 * (size_t)n, (uint8_t*)ids};
+    u.body_poses_bytes = (ProtobufCBinaryData){56 * (size_t)n, (uint8_t*)poses};
+    u.body_velocities_bytes = (ProtobufCBinaryData){48 * (size_t)n, (uint8_t*)vels};
+    u.joint_ids_bytes = (ProtobufCBinaryData){4 * (size_t)n, (uint8_t*)ids};
+    u.joint_positions_bytes = (ProtobufCBinaryData){8 * (size_t)n, (uint8_t*)jpos};
+  } else {
+    u.n_body_ids = u.n_joint_ids = u.n_joint_positions = n;
+    u.n_body_poses = 7 * (size_t)n;
+    u.n_body_velocities = 6 * (size_t)n;
+    u.body_ids = u.joint_ids = ids;
+    u.body_poses = poses;
+    u.body_velocities = vels;
+    u.joint_positions = jpos;
+  }
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;  // no id: not what is checked
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  int64_t live = mem_live_count();
+  wire_request_t* r;
+  ASSERT_OK(pack_decode(&env, &r, NULL));
+  const Sensim__V1__UpdateState* got = wire_envelope(r)->update_state;
+  ASSERT_TRUE(got != NULL);
+  ASSERT_DEQ(got->time, 2.5);
+  if (bytes_form) {
+    ASSERT_EQ(got->body_poses_bytes.len, 56 * (size_t)n);
+    ASSERT_TRUE(n == 0 || memcmp(got->body_poses_bytes.data, poses, 56 * (size_t)n) == 0);
+    ASSERT_TRUE(n == 0 || memcmp(got->joint_positions_bytes.data, jpos, 8 * (size_t)n) == 0);
+  } else {
+    ASSERT_EQ(got->n_body_velocities, 6 * (size_t)n);
+    ASSERT_TRUE(n == 0 || memcmp(got->body_velocities, vels, 48 * (size_t)n) == 0);
+    ASSERT_TRUE(n == 0 || memcmp(got->joint_ids, ids, 4 * (size_t)n) == 0);
+  }
+  wire_free(r);
+  ASSERT_EQ(mem_live_count(), live);
+  return 0;
+}
+
+
+TEST(wire_free_releases_every_part_of_a_decoded_tick_small_or_large) {
+  static const uint32_t counts[] = {0, 1, 2, 3, 10, 100, 1000};
+  for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+    ASSERT_OK(tick_state_round_trip(counts[i], 0));
+    ASSERT_OK(tick_state_round_trip(counts[i], 1));
+  }
+  return 0;
+}

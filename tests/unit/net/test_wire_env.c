@@ -881,6 +881,15 @@ static int execute_reply(env_t* e, Sensim__V1__Envelope* req, Sensim__V1__Envelo
 }
 
 
+// execute_reply for a request that must succeed (internal code 0).
+static int execute_reply_ok(env_t* e, Sensim__V1__Envelope* req, Sensim__V1__Envelope** reply) {
+  int code;
+  ASSERT_OK(execute_reply(e, req, reply, &code));
+  ASSERT_EQ(code, 0);
+  return 0;
+}
+
+
 // Execute req and expect INVALID_ARGUMENT whose message contains want.
 static int execute_refused(env_t* e, Sensim__V1__Envelope* req, const char* want) {
   Sensim__V1__Envelope* reply;
@@ -957,9 +966,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
   env.raycast = &rc;
   Sensim__V1__Envelope* arrays;
-  int code;
-  ASSERT_OK(execute_reply(f.e, &env, &arrays, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &arrays));
   const Sensim__V1__RaycastResult* a = arrays->raycast_result;
   ASSERT_TRUE(a != NULL);
   ASSERT_TRUE(!a->has_hits_bytes);
@@ -976,8 +983,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   rb.directions_bytes = bin(raw + 1 + sizeof(g_org), sizeof(g_dir));
   env.raycast = &rb;
   Sensim__V1__Envelope* records;
-  ASSERT_OK(execute_reply(f.e, &env, &records, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &records));
   const Sensim__V1__RaycastResult* b = records->raycast_result;
   ASSERT_TRUE(b != NULL);
   ASSERT_EQ(b->n_distances, 0);
@@ -1014,8 +1020,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   rm.directions_bytes = bin(g_dir, sizeof(g_dir));
   env.raycast = &rm;
   Sensim__V1__Envelope* mixed;
-  ASSERT_OK(execute_reply(f.e, &env, &mixed, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &mixed));
   ASSERT_TRUE(mixed->raycast_result->has_hits_bytes);
   ASSERT_EQ(mixed->raycast_result->hits_bytes.len, 48 * NRAY);
   ASSERT_EQ(mixed->raycast_result->n_distances, 0);
@@ -1026,8 +1031,7 @@ TEST(wire_env_raycast_bytes_form_answers_hit_records_equal_to_the_arrays) {
   r0.has_origins_bytes = r0.has_directions_bytes = 1;
   env.raycast = &r0;
   Sensim__V1__Envelope* none;
-  ASSERT_OK(execute_reply(f.e, &env, &none, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &none));
   ASSERT_TRUE(none->raycast_result->has_hits_bytes);
   ASSERT_EQ(none->raycast_result->hits_bytes.len, 0);
   sensim__v1__envelope__free_unpacked(none, NULL);
@@ -1099,9 +1103,7 @@ TEST(wire_env_raycast_bytes_times_select_the_instant) {
   env.body_case = SENSIM__V1__ENVELOPE__BODY_RAYCAST;
   env.raycast = &rb;
   Sensim__V1__Envelope* reply;
-  int code;
-  ASSERT_OK(execute_reply(f.e, &env, &reply, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &reply));
   ASSERT_EQ(reply->raycast_result->hits_bytes.len, 96);
   for (int i = 0; i < 2; i++) {
     double d;
@@ -1680,8 +1682,7 @@ static int omit_misses_check(env_t* e, size_t n, ray_hits_fn hit_of, uint64_t id
   env.raycast = &rb;
   Sensim__V1__Envelope* full;
   int code;
-  ASSERT_OK(execute_reply(e, &env, &full, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(e, &env, &full));
   const uint8_t* all = reply_hits(full, n);
   ASSERT_TRUE(all != NULL);
 
@@ -1889,8 +1890,7 @@ TEST(wire_env_bytes_form_fails_cleanly_when_memory_runs_out) {
   env.raycast = &rb;
   Sensim__V1__Envelope* warm;
   int code;
-  ASSERT_OK(execute_reply(f.e, &env, &warm, &code));
-  ASSERT_EQ(code, 0);
+  ASSERT_OK(execute_reply_ok(f.e, &env, &warm));
   sensim__v1__envelope__free_unpacked(warm, NULL);
   uint8_t* buf;
   size_t len;
@@ -1959,5 +1959,92 @@ TEST(wire_env_bytes_form_fails_cleanly_when_memory_runs_out) {
   }
   ASSERT_TRUE(done);
   teardown(&f);
+  return 0;
+}
+
+//---------------- A step's records, few or many
+
+// n encoders (sensors 100 + i on joints 1 + i at positions 0.25 i + 0.125, exact in binary),
+// one state and one step at t = 1 selecting `outputs` (every third sensor when LISTED): the
+// reply carries each selected reading, in sensor order, with its own id and position. A step
+// of a few records keeps them on the stack and a larger one on the heap; this checks both and
+// the sizes around the bound (4 records fit beside their selection, 15 selected fit alone).
+static int step_of_encoders(uint32_t n, Sensim__V1__StepOutputs outputs) {
+  fixture_t f;
+  ASSERT_OK(setup(&f));
+  Sensim__V1__Envelope env = SENSIM__V1__ENVELOPE__INIT;
+  uint32_t ids[64], listed[64], nlisted = 0;
+  double pos[64];
+  ASSERT_TRUE(n <= 64);
+  for (uint32_t i = 0; i < n; i++) {
+    Sensim__V1__CreateJoint j = SENSIM__V1__CREATE_JOINT__INIT;
+    j.has_id = 1;
+    j.id = 1 + i;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_JOINT;
+    env.create_joint = &j;
+    ASSERT_OK(execute_ok(f.e, &env));
+    Sensim__V1__EncoderConfig ec = SENSIM__V1__ENCODER_CONFIG__INIT;
+    ec.has_joint_id = 1;
+    ec.joint_id = 1 + i;
+    Sensim__V1__CreateSensor cs = SENSIM__V1__CREATE_SENSOR__INIT;
+    cs.has_id = 1;
+    cs.id = 100 + i;
+    cs.config_case = SENSIM__V1__CREATE_SENSOR__CONFIG_ENCODER;
+    cs.encoder = &ec;
+    env.body_case = SENSIM__V1__ENVELOPE__BODY_CREATE_SENSOR;
+    env.create_sensor = &cs;
+    ASSERT_OK(execute_ok(f.e, &env));
+    ids[i] = 1 + i;
+    pos[i] = 0.25 * i + 0.125;
+    if (i % 3 == 0) {
+      listed[nlisted++] = 100 + i;
+    }
+  }
+  Sensim__V1__UpdateState u = SENSIM__V1__UPDATE_STATE__INIT;
+  u.has_time = u.has_joint_ids_bytes = u.has_joint_positions_bytes = 1;
+  u.time = 1.0;
+  u.joint_ids_bytes = bin(ids, n * sizeof(ids[0]));
+  u.joint_positions_bytes = bin(pos, n * sizeof(pos[0]));
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_UPDATE_STATE;
+  env.update_state = &u;
+  ASSERT_OK(execute_ok(f.e, &env));
+
+  Sensim__V1__Step st = SENSIM__V1__STEP__INIT;
+  st.has_time = st.has_outputs = 1;
+  st.time = 1.0;
+  st.outputs = outputs;
+  if (outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED) {
+    st.n_output_sensors = nlisted;
+    st.output_sensors = listed;
+  }
+  env.body_case = SENSIM__V1__ENVELOPE__BODY_STEP;
+  env.step = &st;
+  Sensim__V1__Envelope* reply;
+  ASSERT_OK(execute_reply_ok(f.e, &env, &reply));
+  ASSERT_EQ(reply->body_case, SENSIM__V1__ENVELOPE__BODY_STEP_DONE);
+  const Sensim__V1__StepDone* d = reply->step_done;
+  uint32_t want = outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED ? nlisted : n;
+  ASSERT_EQ(d->n_outputs, want);
+  for (uint32_t k = 0; k < want; k++) {
+    uint32_t i = outputs == SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED ? 3 * k : k;
+    const Sensim__V1__SensorData* sd = d->outputs[k];
+    ASSERT_EQ(sd->sensor_id, 100 + i);
+    ASSERT_DEQ(sd->time, 1.0);
+    ASSERT_EQ(sd->payload_case, SENSIM__V1__SENSOR_DATA__PAYLOAD_SCALAR);
+    ASSERT_TRUE(sd->scalar->has_position);
+    ASSERT_DEQ(sd->scalar->position, pos[i]);
+  }
+  sensim__v1__envelope__free_unpacked(reply, NULL);
+  teardown(&f);
+  return 0;
+}
+
+
+TEST(wire_env_step_reply_carries_each_selected_record_few_or_many) {
+  static const uint32_t counts[] = {1, 3, 4, 5, 8, 15, 16, 17, 40, 64};
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    ASSERT_OK(step_of_encoders(counts[c], SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_ALL));
+    ASSERT_OK(step_of_encoders(counts[c], SENSIM__V1__STEP_OUTPUTS__STEP_OUTPUTS_LISTED));
+  }
   return 0;
 }
