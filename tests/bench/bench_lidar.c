@@ -715,26 +715,20 @@ static size_t raw_trace16_prepared(const raw_t* r, const packets16_t* p) {
   return hits;
 }
 
-static double raw_time_prepared(const raw_t* r, const packets16_t* p, size_t* hits) {
+// Seconds for one pass (packets: 1, 8 or 16 rays of s; or the packets laid out in `prep`
+// when it is not NULL) with the tracing threads' MXCSR as Embree wants it.
+static double raw_time(const raw_t* r, const rayset_t* s, const packets16_t* prep, int packets,
+                       size_t* hits) {
   unsigned csr = _mm_getcsr();
   _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
   _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
   double t0 = now();
-  *hits = raw_trace16_prepared(r, p);
-  double t1 = now();
-  _mm_setcsr(csr);
-  return t1 - t0;
-}
-
-
-// Seconds for one pass (packets: 1, 8 or 16 rays) with the tracing threads' MXCSR as Embree
-// wants it.
-static double raw_time(const raw_t* r, const rayset_t* s, int packets, size_t* hits) {
-  unsigned csr = _mm_getcsr();
-  _MM_SET_FLUSH_ZERO_MODE(_MM_FLUSH_ZERO_ON);
-  _MM_SET_DENORMALS_ZERO_MODE(_MM_DENORMALS_ZERO_ON);
-  double t0 = now();
-  *hits = packets == 16 ? raw_trace16(r, s) : (packets == 8 ? raw_trace8(r, s) : raw_trace1(r, s));
+  if (prep) {
+    *hits = raw_trace16_prepared(r, prep);
+  } else {
+    *hits = packets == 16 ? raw_trace16(r, s)
+                          : (packets == 8 ? raw_trace8(r, s) : raw_trace1(r, s));
+  }
   double t1 = now();
   _mm_setcsr(csr);
   return t1 - t0;
@@ -928,7 +922,7 @@ int main(int argc, char** argv) {
       raw_t raw;
       raw_build(&raw, &w, PERIOD, 2 * PERIOD, 1);
       for (unsigned r = 0; r < o.profile; r++) {
-        sum += rows ? raw_time(&raw, &ro, 8, &hits) : raw_time(&raw, &rt, 16, &hits);
+        sum += rows ? raw_time(&raw, &ro, NULL, 8, &hits) : raw_time(&raw, &rt, NULL, 16, &hits);
       }
       raw_close(&raw);
     } else {
@@ -1031,31 +1025,31 @@ int main(int argc, char** argv) {
   size_t hits_v = 0, hits_o = 0, h;
   uint64_t pts_v = 0, pts_o = 0, pts_2 = 0;
   for (unsigned r = 0; r < o.repeats; r++) {
-    t[RAW1_VLP][r] = raw_time(&raw, &rv, 0, &hits_v);
-    t[RAW16_VLP][r] = raw_time(&raw, &rv, 16, &h);
+    t[RAW1_VLP][r] = raw_time(&raw, &rv, NULL, 0, &hits_v);
+    t[RAW16_VLP][r] = raw_time(&raw, &rv, NULL, 16, &h);
     if (h != hits_v) {
       bench_die("raw rtcIntersect16 hits %zu rays, rtcIntersect1 %zu", h, hits_v);
     }
-    t[RAW1_OS1][r] = raw_time(&raw, &ro, 0, &hits_o);
-    t[RAW16_OS1][r] = raw_time(&raw, &ro, 16, &h);
+    t[RAW1_OS1][r] = raw_time(&raw, &ro, NULL, 0, &hits_o);
+    t[RAW16_OS1][r] = raw_time(&raw, &ro, NULL, 16, &h);
     if (h != hits_o) {
       bench_die("raw rtcIntersect16 hits %zu rays, rtcIntersect1 %zu", h, hits_o);
     }
-    t[RAW16_TILES_OS1][r] = raw_time(&raw, &rt, 16, &h);
+    t[RAW16_TILES_OS1][r] = raw_time(&raw, &rt, NULL, 16, &h);
     if (h != hits_o) {
       bench_die("raw rtcIntersect16 (tiles) hits %zu rays, rtcIntersect1 %zu", h, hits_o);
     }
-    t[RAW16_PREP_OS1][r] = raw_time_prepared(&raw, &pt, &h);
+    t[RAW16_PREP_OS1][r] = raw_time(&raw, NULL, &pt, 16, &h);
     if (h != hits_o) {
       bench_die("raw rtcIntersect16 (prepared tiles) hits %zu rays, rtcIntersect1 %zu", h,
                 hits_o);
     }
-    t[RAW16_PLAIN_OS1][r] = raw_time(&plain, &rt, 16, &h);
+    t[RAW16_PLAIN_OS1][r] = raw_time(&plain, &rt, NULL, 16, &h);
     if (h != hits_o) {
       bench_die("raw rtcIntersect16 (Embree's defaults) hits %zu rays, rtcIntersect1 %zu", h,
                 hits_o);
     }
-    t[RAW8_OS1][r] = raw_time(&raw, &ro, 8, &h);
+    t[RAW8_OS1][r] = raw_time(&raw, &ro, NULL, 8, &h);
     if (h != hits_o) {
       bench_die("raw rtcIntersect8 hits %zu rays, rtcIntersect1 %zu", h, hits_o);
     }
