@@ -36,6 +36,15 @@ sensim_status_t sensim_subscribe(sensim_client_t* cli, const sensim_subscription
       return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "sub.fields[%u]: NULL", i);
     }
   }
+  if ((unsigned)s.encoding > SENSIM_ENCODING_QUANTIZED_ZSTD) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT,
+                           "sub.encoding = %d is unknown (RAW 0, ZSTD 1, QUANTIZED_ZSTD 2)",
+                           (int)s.encoding);
+  }
+  if (s.level < 0 || s.level > 19) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "sub.level = %d must be in [1, 19] "
+                           "(0: 1)", (int)s.level);
+  }
   // the daemon's range, whatever the encoding (the field is always sent); NaN fails it too
   if (!(s.precision >= SUB_MIN_PRECISION && s.precision <= SUB_MAX_PRECISION)) {
     return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "sub.precision = %g must be in [%g, %g] m",

@@ -291,12 +291,20 @@ TEST(streams_refusals_name_the_argument_or_field) {
   }
   sub.encoding = SENSIM_ENCODING_QUANTIZED_ZSTD;
   sub.precision = 0.001;
+  // a level or an encoding the daemon would refuse: refused before sending (the daemon's own
+  // refusals are tested in tests/python/test_streams.py, below the Python client's checks)
   sub.level = 40;
-  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT, "subscribe.level");
+  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
+                "sub.level = 40 must be in [1, 19]");
+  sub.level = -1;
+  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT, "sub.level = -1");
   sub.level = 1;
   sub.encoding = (sensim_encoding_t)9;
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
-                "subscribe.encoding = 9 is unknown (RAW 0, ZSTD 1, QUANTIZED_ZSTD 2)");
+                "sub.encoding = 9 is unknown (RAW 0, ZSTD 1, QUANTIZED_ZSTD 2)");
+  sub.encoding = (sensim_encoding_t)-1;
+  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
+                "sub.encoding = -1 is unknown");
   sub.encoding = SENSIM_ENCODING_RAW;
   ASSERT_OK_ST(cli, sensim_subscribe(cli, &sub));
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_ALREADY_EXISTS, NULL);

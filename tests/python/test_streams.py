@@ -215,6 +215,33 @@ def test_streams_precision_checked_whatever_the_encoding(sensimd, encoding):
         assert c.next_sensor_data(timeout=10).sensor_id == 5
 
 
+def test_streams_level_and_encoding_checked(sensimd):
+    """A zstd level outside [0, 19] or an unknown encoding is refused by the daemon naming the
+    field and its valid values (the request sent as is, below the client's checks), and by the
+    client before sending; nothing is subscribed by a refusal."""
+    with sensimd.client() as c:
+        _scene(c)
+        _lidar(c)
+        for level in (-1, 20, 1 << 30):
+            with pytest.raises(errors.InvalidArgument) as exc:
+                c._call("subscribe", pb.Subscribe(sensor_id=5, level=level))
+            assert f"subscribe.level = {level} must be in [1, 19]" in exc.value.message
+            with pytest.raises(ValueError, match=r"level: .* must be in \[1, 19\]"):
+                c.subscribe(5, "zstd", level=level)
+        # encoding 9 (field 2, a varint) in bytes: protobuf refuses to set an unknown value
+        unknown = pb.Subscribe.FromString(pb.Subscribe(sensor_id=5).SerializeToString() +
+                                          b"\x10\x09")
+        with pytest.raises(errors.InvalidArgument) as exc:
+            c._call("subscribe", unknown)
+        assert "subscribe.encoding = 9 is unknown (RAW 0, ZSTD 1, QUANTIZED_ZSTD 2)" in \
+            exc.value.message
+        c.subscribe(5, "zstd", level=19)
+        for k in range(2):
+            _step_clouds(c, 0.1 * k)
+        d = c.next_sensor_data(timeout=10)
+        assert d.sensor_id == 5 and d.point_cloud.encoding == pb.ENCODING_ZSTD
+
+
 def test_streams_imu_and_end_of_stream(sensimd):
     with sensimd.client() as c, sensimd.client(role="observer") as o:
         c.create_imu(7, accelerometer=True)

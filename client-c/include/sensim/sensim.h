@@ -1172,14 +1172,16 @@ typedef struct sensim_subscription {
   uint32_t sensor_id;
   sensim_encoding_t encoding;       // default RAW
   double precision;                 // m, QUANTIZED_ZSTD; [1e-6, 1] whatever the encoding; 0.001
-  int32_t level;                    // zstd level 1..19; default 1
+  int32_t level;                    // zstd level 1..19 (0: 1); default 1
   const char* const* fields;        // point fields wanted, in this order; NULL/0 = all
   uint32_t nfields;                 //   (at most 16)
 } sensim_subscription_t;
 #define sensim_subscription_init(s) sensim_subscription_init_sized((s), sizeof(*(s)))
 SENSIM_API void sensim_subscription_init_sized(sensim_subscription_t* sub, size_t size);
 
-// Receive a sensor's records as pushed data from the next step on.
+// Receive a sensor's records as pushed data from the next step on. An unknown encoding, a
+// level or a precision outside its range is refused before sending (INVALID_ARGUMENT naming
+// the member).
 SENSIM_API sensim_status_t sensim_subscribe(sensim_client_t* cli, const sensim_subscription_t* sub);
 
 // End a subscription; no record of it arrives after this returns (earlier ones already

@@ -1657,7 +1657,7 @@ class Client:
         """Stream sensor `sensor_id` to this connection (see next_sensor_data; decode clouds
         with point_cloud_to_numpy). precision: m, for "quantized_zstd" (default 0.001), in
         [1e-6, 1] whatever the encoding (ValueError before sending otherwise); level:
-        zstd level 1..19 (default 1); fields: the point fields wanted, in this order (default
+        zstd level 1..19 (default 1; ValueError before sending otherwise); fields: the point fields wanted, in this order (default
         all)."""
         msg = pb.Subscribe(sensor_id=sensor_id, encoding=_enum(encoding, _ENCODINGS, "encoding"),
                            fields=list(fields))
@@ -1669,7 +1669,10 @@ class Client:
                                  f"{SUBSCRIBE_MAX_PRECISION:g}] m")
             msg.precision = step
         if level is not None:
-            msg.level = int(level)
+            lvl = int(level)
+            if not 0 <= lvl <= 19:      # the daemon's range; 0 is the default, 1
+                raise ValueError(f"level: {lvl} must be in [1, 19] (0: 1)")
+            msg.level = lvl
         self._call("subscribe", msg)
 
     def unsubscribe(self, sensor_id: int) -> None:
