@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct rng_key {
   uint64_t seed;      // environment seed
@@ -43,8 +44,15 @@ static inline uint64_t rng_bits52(uint32_t hi, uint32_t lo) {
 // The uniform of 52 bits b, (b + 1/2) / 2^52: in the open interval (0, 1) and growing with b.
 // The top value, 1 - 2^-53, is a double exactly (53 bits would round it to 1.0). Every uniform
 // of the project (rng_uniform, the lidar's noise) is this one function of the bits.
+// (double)b is formed as 2^52 + b (b as the mantissa under 2^52's exponent, exactly) less
+// 2^52, the same value: AVX2 has no vector conversion from a 64-bit integer, and with the cast
+// the compiler left loops over uniforms scalar.
 static inline double rng_unit_of_bits(uint64_t b) {
-  return ((double)b + 0.5) * (1.0 / 4503599627370496.0);
+  const double two52 = 4503599627370496.0;
+  const uint64_t bits = b | UINT64_C(0x4330000000000000);   // b < 2^52
+  double d;
+  memcpy(&d, &bits, sizeof d);
+  return ((d - two52) + 0.5) * (1.0 / two52);
 }
 
 // Standard normal N(0, 1) by the Box-Muller transform of one draw (two 52-bit uniforms).

@@ -6,7 +6,6 @@
 #include "lidar/noise.h"
 
 #include <math.h>
-#include <string.h>
 
 #include "base/simd.h"
 
@@ -102,22 +101,10 @@ double lidar_noise_normal_quantile(double u) {
 // by one. Testing the uniform itself there, draw by draw, was a third of the kernel's time.
 #define QUANTILE_BLOCK 256
 
-// lidar_noise_uniform(hi, lo), the same bits, by operations that run across SIMD lanes at any
-// ISA: the 52 bits b become a double as the exponent of 2^52 over them (2^52 + b, exactly),
-// less 2^52, which is (double)b exactly (b < 2^52). AVX2 has no vector conversion from a
-// 64-bit integer: with the cast, the compiler left the central branch's loop scalar.
-static inline double uniform_lanes(uint32_t hi, uint32_t lo) {
-  const double two52 = 4503599627370496.0;
-  const uint64_t b = lidar_noise_uniform_bits(hi, lo) | UINT64_C(0x4330000000000000);
-  double d;
-  memcpy(&d, &b, sizeof d);
-  return ((d - two52) + 0.5) * (1.0 / two52);
-}
-
 static inline SIMD_BODY void quantiles(const uint32_t (*w)[4], size_t n, int64_t lo, int64_t hi,
                                        double* z) {
   for (size_t i = 0; i < n; i++) {
-    z[i] = quantile_centre(uniform_lanes(w[i][2], w[i][3]));
+    z[i] = quantile_centre(lidar_noise_uniform(w[i][2], w[i][3]));
   }
   int64_t tail[QUANTILE_BLOCK];
   for (size_t b = 0; b < n; b += QUANTILE_BLOCK) {
