@@ -107,6 +107,22 @@ uint32_t bench_le32(const uint8_t* p);
 // grown as needed); returns the payload's length, or -1.
 long bench_recv_frame(int fd, uint8_t** buf, size_t* cap);
 
+//---------------- Placement
+// Loopback round trips depend on where the threads run: a wake-up on the core a thread is
+// already on costs a context switch, one on another core an inter-processor interrupt (tens
+// of microseconds on some virtual machines). Benchmarks that compare round trips pin both
+// sides the same way with these.
+// The CPUs this process was allowed when first asked (its affinity mask then), ascending, at
+// most max of them into cpus; returns how many there are (possibly more than max).
+int bench_cpus(int* cpus, int max);
+// Pin the calling thread to `cpu` (-1: back to the mask bench_cpus read). bench_die on failure.
+void bench_pin_self(int cpu);
+// Pin every thread of process pid (each /proc/PID/task entry) to `cpu` (-1: back to the mask
+// bench_cpus read); threads it creates later inherit their creator's mask. bench_die on failure.
+void bench_pin_process(pid_t pid, int cpu);
+// "cpu 3" or "any cpu" for messages; returns dest (at least 16 bytes).
+const char* bench_cpu_name(int cpu, char dest[16]);
+
 //---------------- Terrain
 
 // The terrain's height (m) at (x, y).
