@@ -428,13 +428,6 @@ static double ticks_per_s(sensim_client_t* cli, double* t, unsigned n, unsigned 
   return n / (bench_now() - t0);
 }
 
-// Where the round trips of one placement run: this thread on `self`, the daemon's threads and
-// the echo thread on `peer` (the same CPU, or another one).
-typedef struct placement {
-  const char* name;
-  int self, peer;
-} placement_t;
-
 typedef struct step_figures {
   double over_ping, over_daemon_ping;   // medians of paired ratios
   double cpu_us;                        // this thread's CPU per blocking tick
@@ -445,11 +438,10 @@ typedef struct step_figures {
 // the tick's bytes through an echo thread placed where the daemon is; then this thread's CPU
 // over blocking ticks.
 static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
-                                   sensim_client_t* cli, const placement_t* p, tick_t* k,
+                                   sensim_client_t* cli, const bench_placement_t* p, tick_t* k,
                                    double* t, size_t req, size_t reply) {
   enum { WARM = 50 };
-  bench_pin_self(p->self);
-  bench_pin_process(d->pid, p->peer);
+  bench_place(p, &d->pid, 1);
   echo_t e = {.cpu = p->peer, .req = req, .reply = reply, .rounds = WARM + o->rounds};
   int raw = echo_start(&e);
   uint8_t* rq = bench_xmalloc(req);
@@ -547,26 +539,23 @@ static void bench_steps(const options_t* o, const bench_daemon_t* d) {
   // the ratio. One core: every wake-up is a context switch, the ratio is the CPU's. Two cores:
   // the deployment's shape (an engine and the daemon on cores of their own), the ratio then
   // carries the host's cross-core wake-up cost on both sides.
-  int cpus[2];
-  int ncpu = bench_cpus(cpus, 2);
-  placement_t places[2] = {{"one core", cpus[0], cpus[0]},
-                           {"two cores", cpus[0], ncpu > 1 ? cpus[1] : cpus[0]}};
-  int nplaces = ncpu > 1 ? 2 : 1;
+  bench_placement_t places[3];
+  int nplaces = bench_placements(places, false);
   printf("step: UpdateState + Step with an IMU, an encoder and a cone, %zu bytes out, %zu back\n",
          req, reply);
-  step_figures_t f[2];
+  step_figures_t f[3];
   for (int i = 0; i < nplaces; i++) {
     f[i] = steps_placed(o, d, cli, &places[i], &k, &t, req, reply);
   }
-  bench_pin_self(-1);
-  bench_pin_process(d->pid, -1);
+  bench_unplace(&d->pid, 1);
   printf("check step: every tick's records (IMU, encoder at the joint, cone): PASS\n");
   // the headline is the worse placement: neither can flatter it
-  int worst = nplaces > 1 && f[1].over_ping > f[0].over_ping ? 1 : 0;
-  printf("BENCH c_step_rtt_over_ping_one_core %.2f x\n", f[0].over_ping);
-  if (nplaces > 1) {
-    printf("BENCH c_step_rtt_over_ping_two_cores %.2f x\n", f[1].over_ping);
-  } else {
+  int worst = 0;
+  for (int i = 0; i < nplaces; i++) {
+    printf("BENCH c_step_rtt_over_ping_%s %.2f x\n", places[i].tag, f[i].over_ping);
+    worst = f[i].over_ping > f[worst].over_ping ? i : worst;
+  }
+  if (nplaces == 1) {
     printf("two cores: this process may run on one CPU only, not measured\n");
   }
   printf("BENCH c_step_rtt_over_ping %.2f x (%s, the worse placement; goal <= 1.3)\n",

@@ -458,25 +458,20 @@ static void raw_round(int lo, int hi, const uint8_t* rq, size_t req, uint8_t* rp
 }
 
 
-// Where one placement runs: this thread on `self`, every daemon and echo process on `peer`.
-typedef struct placement {
-  const char* name;
-  int self, peer;
-} placement_t;
-
 typedef struct fanout_figures {
   double ours, raw;       // medians of paired ratios, three over one
 } fanout_figures_t;
 
 
-static fanout_figures_t fanout_placed(const options_t* o, const placement_t* p,
+static fanout_figures_t fanout_placed(const options_t* o, const bench_placement_t* p,
                                       sensim_client_t* c, sensim_shards_t* s, size_t req,
                                       size_t reply, unsigned* seq) {
-  bench_pin_self(p->self);
+  pid_t pids[2 * NDAEMON];
   for (int i = 0; i < NDAEMON; i++) {
-    bench_pin_process(g_daemons[i].pid, p->peer);
-    bench_pin_process(g_echo[i].pid, p->peer);
+    pids[2 * i] = g_daemons[i].pid;
+    pids[2 * i + 1] = g_echo[i].pid;
   }
+  bench_place(p, pids, 2 * NDAEMON);
   uint32_t ids[NBODY];
   sensim_pose_t poses[NBODY];
   for (uint32_t i = 0; i < NBODY; i++) {
@@ -620,30 +615,27 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
   // the goal is about, and the headline. Left to the scheduler: whatever it chooses, for ours
   // and the raw reference alike; on a host where a cross-core wake-up is dear that choice, not
   // the work, decides the figure (bench_client explains the placements of a single daemon).
-  int cpus[2];
-  int ncpu = bench_cpus(cpus, 2);
-  placement_t places[3] = {{"one core", cpus[0], cpus[0]},
-                           {"two cores", cpus[0], ncpu > 1 ? cpus[1] : cpus[0]},
-                           {"left to the scheduler", -1, -1}};
-  const char* tags[3] = {"one_core", "two_cores", "unpinned"};
+  bench_placement_t places[3];
+  int nplaces = bench_placements(places, true);
   fanout_figures_t f[3];
   unsigned seq = 1;
-  for (int i = 0; i < 3; i++) {
-    if (i == 1 && ncpu < 2) {
-      printf("two cores: this process may run on one CPU only, not measured\n");
-      continue;
-    }
+  int head = 0;
+  for (int i = 0; i < nplaces; i++) {
     f[i] = fanout_placed(o, &places[i], c, s, req, reply, &seq);
-    printf("BENCH shard_fanout_update_over_single_%s %.2f x\n", tags[i], f[i].ours);
+    printf("BENCH shard_fanout_update_over_single_%s %.2f x\n", places[i].tag, f[i].ours);
     printf("BENCH shard_fanout_raw_%s %.2f x (sockets alone: three echo processes over one)\n",
-           tags[i], f[i].raw);
+           places[i].tag, f[i].raw);
+    head = strcmp(places[i].tag, "two_cores") == 0 ? i : head;
   }
-  bench_pin_self(-1);
+  if (strcmp(places[head].tag, "two_cores") != 0) {
+    printf("two cores: this process may run on one CPU only, not measured\n");
+  }
+  pid_t daemons[NDAEMON];
   for (int i = 0; i < NDAEMON; i++) {
-    bench_pin_process(g_daemons[i].pid, -1);
+    daemons[i] = g_daemons[i].pid;
   }
+  bench_unplace(daemons, NDAEMON);
   echo_procs_stop();
-  int head = ncpu > 1 ? 1 : 0;
   printf("BENCH shard_fanout_update_over_single %.2f x (%s; goal <= 1.5; raw sockets there "
          "%.2f)\n", f[head].ours, places[head].name, f[head].raw);
   sensim_shards_close(s);

@@ -426,16 +426,20 @@ static cpu_set_t mask_of(int cpu) {
 }
 
 
-void bench_pin_self(int cpu) {
+void bench_pin_thread(pid_t tid, int cpu) {
   cpu_set_t m = mask_of(cpu);
-  if (sched_setaffinity(0, sizeof(m), &m) != 0) {
-    bench_die("pinning this thread to cpu %d: %s", cpu, strerror(errno));
+  if (sched_setaffinity(tid, sizeof(m), &m) != 0 && errno != ESRCH) {
+    bench_die("pinning thread %d to cpu %d: %s", (int)tid, cpu, strerror(errno));
   }
 }
 
 
+void bench_pin_self(int cpu) {
+  bench_pin_thread(0, cpu);
+}
+
+
 void bench_pin_process(pid_t pid, int cpu) {
-  cpu_set_t m = mask_of(cpu);
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
   DIR* dir = opendir(path);
@@ -449,12 +453,7 @@ void bench_pin_process(pid_t pid, int cpu) {
     if (e->d_name[0] == '.' || *end != '\0' || tid <= 0) {
       continue;
     }
-    // a thread may end between readdir and here: ESRCH is not a failure
-    if (sched_setaffinity((pid_t)tid, sizeof(m), &m) != 0 && errno != ESRCH) {
-      closedir(dir);
-      bench_die("pinning thread %ld of process %d to cpu %d: %s", tid, (int)pid, cpu,
-                strerror(errno));
-    }
+    bench_pin_thread((pid_t)tid, cpu);   // a thread that ended meanwhile is skipped
     pinned++;
   }
   closedir(dir);
@@ -471,6 +470,36 @@ const char* bench_cpu_name(int cpu, char dest[16]) {
     snprintf(dest, 16, "cpu %d", cpu);
   }
   return dest;
+}
+
+
+int bench_placements(bench_placement_t out[3], bool unpinned) {
+  int cpus[2];
+  int ncpu = bench_cpus(cpus, 2), n = 0;
+  out[n++] = (bench_placement_t){"one core", "one_core", cpus[0], cpus[0]};
+  if (ncpu > 1) {
+    out[n++] = (bench_placement_t){"two cores", "two_cores", cpus[0], cpus[1]};
+  }
+  if (unpinned) {
+    out[n++] = (bench_placement_t){"left to the scheduler", "unpinned", -1, -1};
+  }
+  return n;
+}
+
+
+void bench_place(const bench_placement_t* p, const pid_t* pids, int n) {
+  bench_pin_self(p->self);
+  for (int i = 0; i < n; i++) {
+    bench_pin_process(pids[i], p->peer);
+  }
+}
+
+
+void bench_unplace(const pid_t* pids, int n) {
+  bench_pin_process(getpid(), -1);
+  for (int i = 0; i < n; i++) {
+    bench_pin_process(pids[i], -1);
+  }
 }
 
 //---------------- Terrain
