@@ -458,6 +458,23 @@ static void raw_round(int lo, int hi, const uint8_t* rq, size_t req, uint8_t* rp
 }
 
 
+// The update of the fan-out figures, its q-th: the NBODY bodies (ids 1..NBODY) at x = 0.01 q + i,
+// at time 0.01 q, from the caller's arrays.
+static void bodies_state(unsigned q, uint32_t ids[NBODY], sensim_pose_t poses[NBODY],
+                         sensim_state_t* st) {
+  for (uint32_t i = 0; i < NBODY; i++) {
+    ids[i] = i + 1;
+    poses[i] = sensim_pose_identity();
+    poses[i].position[0] = 0.01 * q + i;
+  }
+  sensim_state_init(st);
+  st->time = 0.01 * q;
+  st->nbodies = NBODY;
+  st->body_ids = ids;
+  st->body_poses = poses[0].position;
+}
+
+
 typedef struct fanout_figures {
   double ours, raw;       // medians of paired ratios, three over one
 } fanout_figures_t;
@@ -474,10 +491,6 @@ static fanout_figures_t fanout_placed(const options_t* o, const bench_placement_
   bench_place(p, pids, 2 * NDAEMON);
   uint32_t ids[NBODY];
   sensim_pose_t poses[NBODY];
-  for (uint32_t i = 0; i < NBODY; i++) {
-    ids[i] = i + 1;
-    poses[i] = sensim_pose_identity();
-  }
   uint8_t* rq = bench_xmalloc(req);
   uint8_t* rp = bench_xmalloc(reply);
   memset(rq, 0x33, req);
@@ -493,16 +506,8 @@ static fanout_figures_t fanout_placed(const options_t* o, const bench_placement_
       daemons_cpu(cpu0);
       c1 = c3 = 0;
     }
-    unsigned q = (*seq)++;
-    for (uint32_t i = 0; i < NBODY; i++) {
-      poses[i].position[0] = 0.01 * q + i;
-    }
     sensim_state_t st;
-    sensim_state_init(&st);
-    st.time = 0.01 * q;
-    st.nbodies = NBODY;
-    st.body_ids = ids;
-    st.body_poses = poses[0].position;
+    bodies_state((*seq)++, ids, poses, &st);
     // the four kinds in an order that alternates; the CPU clock is read outside the timed
     // spans (a system call the spans would each carry as the same constant)
     double span[4] = {0, 0, 0, 0}, cpu[2] = {0, 0};
@@ -585,15 +590,8 @@ static void bench_fanout(const options_t* o, const bench_daemon_t* one, const be
   // the bytes of one UpdateState each way, as the single daemon reads and writes them
   uint32_t ids[NBODY];
   sensim_pose_t poses[NBODY];
-  for (uint32_t i = 0; i < NBODY; i++) {
-    ids[i] = i + 1;
-    poses[i] = sensim_pose_identity();
-  }
   sensim_state_t st;
-  sensim_state_init(&st);
-  st.nbodies = NBODY;
-  st.body_ids = ids;
-  st.body_poses = poses[0].position;
+  bodies_state(0, ids, poses, &st);
   uint64_t rd0, wr0, rd, wr;
   process_io(one->pid, &rd0, &wr0);
   need(c, NULL, sensim_update_state(c, &st), "update (one daemon)");
