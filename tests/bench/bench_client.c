@@ -34,6 +34,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,7 @@
 
 #include "base/pool.h"
 #include "bench_util.h"
+#include "daemon/exec.h"
 #include "scene/scene.h"
 #include "world/env.h"
 
@@ -160,6 +162,7 @@ typedef struct options {
   unsigned bodies;          // bodies of the copies measurement
   unsigned rays;            // rays of the end-to-end raycast
   unsigned calls;           // timed raycasts per side
+  int float_threads;        // the raycast's tracing threads left where the scheduler puts them
 } options_t;
 
 static const char* const g_usage =
@@ -171,7 +174,8 @@ static const char* const g_usage =
     "  --rounds N       step round trips per path (default 3000)\n"
     "  --bodies N       bodies of the UpdateState copies measurement (default 10000)\n"
     "  --rays N         rays of the end-to-end raycast (default 131072)\n"
-    "  --calls N        timed raycasts per side (default 20)\n";
+    "  --calls N        timed raycasts per side (default 20)\n"
+    "  --float          leave the raycast's tracing threads unpinned on both sides\n";
 
 
 static void parse_options(int argc, char** argv, options_t* o) {
@@ -192,6 +196,7 @@ static void parse_options(int argc, char** argv, options_t* o) {
       {"bodies", BENCH_OPT_COUNT, &o->bodies, 2, 1000000},
       {"rays", BENCH_OPT_COUNT, &o->rays, 64, 1u << 20},
       {"calls", BENCH_OPT_COUNT, &o->calls, 1, 10000},
+      {"float", BENCH_OPT_FLAG, &o->float_threads, 0, 0},
   };
   if (bench_parse_options(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), g_usage) != argc) {
     fputs(g_usage, stderr);
@@ -836,6 +841,101 @@ static void raw_stop(raw_t* r) {
 }
 
 
+// Where the tracing threads run. In-process the caller (this thread) and the pool's workers
+// trace; in the daemon an executor and the same pool's workers. Left to the scheduler, the
+// daemon's two tracing threads sometimes share one core for a whole call while the other
+// idles (the worker is woken while the client or the loop thread runs on the other core, and
+// an idle core does not take a thread that has just run), which the in-process pair, alone on
+// the machine, never does: a call then takes up to twice as long. Pinned, both sides trace on
+// the same cores: workers on the first threads - 1 CPUs, the caller or executor on the last;
+// the client's and the daemon's I/O threads (and the raw reference's) stay unpinned.
+typedef struct placement {
+  int on;
+  cpu_set_t all;              // this process's CPUs at the start
+  int cpu[CPU_SETSIZE];       // the first `threads` of them
+  unsigned threads;
+} placement_t;
+
+
+static void placement_init(placement_t* p, unsigned threads, int off) {
+  memset(p, 0, sizeof(*p));
+  if (sched_getaffinity(0, sizeof(p->all), &p->all) != 0) {
+    bench_die("sched_getaffinity: %s", strerror(errno));
+  }
+  unsigned n = 0;
+  for (int c = 0; c < CPU_SETSIZE && n < threads; c++) {
+    if (CPU_ISSET(c, &p->all)) {
+      p->cpu[n++] = c;
+    }
+  }
+  p->threads = threads;
+  p->on = !off && threads >= 2 && n == threads;
+}
+
+
+static void pin_tid(pid_t tid, int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  if (sched_setaffinity(tid, sizeof(one), &one) != 0) {
+    bench_die("sched_setaffinity(%d): %s", (int)tid, strerror(errno));
+  }
+}
+
+
+// Pin the threads of process pid named `comm`: the k-th (in the order /proc lists them) to
+// cpus[k % ncpu]. Returns how many.
+static unsigned pin_named(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR* d = opendir(path);
+  if (!d) {
+    bench_die("%s: %s", path, strerror(errno));
+  }
+  unsigned k = 0;
+  for (struct dirent* t; (t = readdir(d)) != NULL;) {
+    char file[128], name[32] = "";
+    snprintf(file, sizeof(file), "%.40s/%.20s/comm", path, t->d_name);
+    FILE* f = t->d_name[0] == '.' ? NULL : fopen(file, "r");
+    if (f && fgets(name, sizeof(name), f)) {
+      name[strcspn(name, "\n")] = '\0';
+      if (strcmp(name, comm) == 0) {
+        pin_tid((pid_t)atoi(t->d_name), cpus[k++ % ncpu]);
+      }
+    }
+    if (f) {
+      fclose(f);
+    }
+  }
+  closedir(d);
+  return k;
+}
+
+
+// The daemon's tracing threads pinned as this process's are (its executors started on demand:
+// pinned again before every call, off the clock).
+static void pin_daemon(const placement_t* p, pid_t daemon) {
+  if (p->on && (pin_named(daemon, POOL_THREAD_NAME, p->cpu, p->threads - 1) == 0 ||
+                pin_named(daemon, EXEC_THREAD_NAME, &p->cpu[p->threads - 1], 1) == 0)) {
+    bench_die("sensimd %d has no threads named %s and %s to pin", (int)daemon,
+              POOL_THREAD_NAME, EXEC_THREAD_NAME);
+  }
+}
+
+
+// This thread on the callers' CPU (it traces), or on every CPU (it does I/O).
+static void pin_self(const placement_t* p, int tracing) {
+  if (!p->on) {
+    return;
+  }
+  if (tracing) {
+    pin_tid(0, p->cpu[p->threads - 1]);
+  } else if (sched_setaffinity(0, sizeof(p->all), &p->all) != 0) {
+    bench_die("sched_setaffinity: %s", strerror(errno));
+  }
+}
+
+
 // What one call of the raycast comparison measures on each side.
 enum { RC_INPROCESS, RC_CLIENT, RC_RAW, RC_BOTH, RC_KINDS };
 
@@ -848,8 +948,10 @@ typedef struct ray_bench {
   const env_raycast_t* er;
   scene_hit_t* ref;
   raw_t raw;
+  placement_t place;
   double* wall[RC_KINDS];     // per call, seconds
   double* cpu[RC_KINDS];      // per call, CPU seconds of this process (and of the daemon)
+  double* daemon_cpu;         // per call, CPU seconds of the daemon alone (RC_CLIENT)
 } ray_bench_t;
 
 
@@ -863,7 +965,12 @@ static void trace_here(ray_bench_t* b) {
 
 // One measurement of `kind` as call i.
 static void ray_measure(ray_bench_t* b, int kind, unsigned i) {
-  double c0 = own_cpu() + (kind == RC_CLIENT ? daemon_cpu(b->daemon) : 0.0);
+  pin_self(&b->place, kind == RC_INPROCESS || kind == RC_BOTH);
+  if (kind == RC_CLIENT) {
+    pin_daemon(&b->place, b->daemon);
+  }
+  double d0 = kind == RC_CLIENT ? daemon_cpu(b->daemon) : 0.0;
+  double c0 = own_cpu();
   double t0 = bench_now();
   switch (kind) {
     case RC_INPROCESS:
@@ -882,7 +989,11 @@ static void ray_measure(ray_bench_t* b, int kind, unsigned i) {
       break;
   }
   b->wall[kind][i] = bench_now() - t0;
-  b->cpu[kind][i] = own_cpu() + (kind == RC_CLIENT ? daemon_cpu(b->daemon) : 0.0) - c0;
+  b->cpu[kind][i] = own_cpu() - c0;
+  if (kind == RC_CLIENT) {
+    b->daemon_cpu[i] = daemon_cpu(b->daemon) - d0;
+    b->cpu[kind][i] += b->daemon_cpu[i];
+  }
 }
 
 
@@ -912,6 +1023,10 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
     bench_die("scene_device_create: %s", msg.text);
   }
   pool_t* pool = pool_create(threads ? threads : 1);
+  placement_init(&b.place, threads, o->float_threads);
+  if (b.place.on && pin_named(getpid(), POOL_THREAD_NAME, b.place.cpu, threads - 1) == 0) {
+    bench_die("no thread named %s to pin", POOL_THREAD_NAME);
+  }
   b.env = build_env(&w, dev, pool, n);
   b.ref = bench_xmalloc(sizeof(scene_hit_t) * n);
   // the rays as the client sends them: every origin is the first, sent once (Raycast.origin)
@@ -931,6 +1046,7 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
     b.wall[k] = bench_xmalloc(sizeof(double) * o->calls);
     b.cpu[k] = bench_xmalloc(sizeof(double) * o->calls);
   }
+  b.daemon_cpu = bench_xmalloc(sizeof(double) * o->calls);
 
   // call i measures every kind, starting with a different one each time
   for (unsigned i = 0; i < o->calls; i++) {
@@ -939,6 +1055,7 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
     }
   }
   raw_stop(&b.raw);
+  pin_self(&b.place, 0);
 
   // every bit of every hit
   unsigned bad = 0, nhit = 0;
@@ -965,6 +1082,13 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
   printf("raycast: %s rays (%u hit) from one origin, %u calls of each kind in turn, %u threads "
          "tracing on each side; medians (10th-90th percentile) of wall time, median CPU of "
          "every thread involved\n", bench_count(n, c1), nhit, o->calls, threads);
+  if (b.place.on) {
+    printf("  placement: tracing threads pinned on both sides (pool workers on CPU %d%s, this "
+           "thread or the daemon's executors on CPU %d), the I/O threads unpinned\n",
+           b.place.cpu[0], threads > 2 ? " and on" : "", b.place.cpu[threads - 1]);
+  } else {
+    printf("  placement: every thread where the scheduler puts it\n");
+  }
   printf("  in-process trace (env_raycast)       %6.2f ms (%.2f-%.2f), CPU %6.2f ms\n",
          1e3 * med_wall[RC_INPROCESS], 1e3 * lo[RC_INPROCESS], 1e3 * hi[RC_INPROCESS],
          1e3 * med_cpu[RC_INPROCESS]);
@@ -973,9 +1097,10 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
          1e3 * med_cpu[RC_RAW]);
   printf("  the trace and the transfer at once   %6.2f ms (%.2f-%.2f)\n", 1e3 * med_wall[RC_BOTH],
          1e3 * lo[RC_BOTH], 1e3 * hi[RC_BOTH]);
-  printf("  C client (sensim_raycast)            %6.2f ms (%.2f-%.2f), CPU %6.2f ms (client and "
-         "daemon)\n", 1e3 * med_wall[RC_CLIENT], 1e3 * lo[RC_CLIENT], 1e3 * hi[RC_CLIENT],
-         1e3 * med_cpu[RC_CLIENT]);
+  double med_daemon = bench_median(b.daemon_cpu, o->calls);
+  printf("  C client (sensim_raycast)            %6.2f ms (%.2f-%.2f), CPU %6.2f ms (daemon "
+         "%.2f)\n", 1e3 * med_wall[RC_CLIENT], 1e3 * lo[RC_CLIENT], 1e3 * hi[RC_CLIENT],
+         1e3 * med_cpu[RC_CLIENT], 1e3 * med_daemon);
   printf("  what differs: the raw bytes go in one request and one reply with nothing decoded, "
          "packed or spread, and are traced without waiting for them; the client's go in parts "
          "in flight together, traced by the daemon's threads as they arrive\n");
@@ -993,6 +1118,7 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
     free(b.wall[k]);
     free(b.cpu[k]);
   }
+  free(b.daemon_cpu);
   free(b.ref);
   env_destroy(b.env);
   pool_destroy(pool);

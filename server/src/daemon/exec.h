@@ -51,6 +51,9 @@ struct exec_queue {
 // A candidate is short when it ran in at most this.
 #define EXEC_INLINE_NS 50000u
 
+// The name of every executor thread (/proc/PID/task/TID/comm).
+#define EXEC_THREAD_NAME "sensim-exec"
+
 void exec_queue_init(exec_queue_t* q);
 
 // Start the executors: one now, more on demand so that one is spare (idle) beside the
