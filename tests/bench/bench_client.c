@@ -13,8 +13,16 @@
 //   BENCH c_pipelined_with_work_over_blocking   the same when the engine computes for 30 us
 //        per tick (a busy loop standing in for its physics): what pipelining is for
 //   BENCH c_raycast_e2e_over_inprocess   a raycast of 131,072 rays through sensim_raycast over
-//        env_raycast on the same scene in this process with as many threads as the daemon
-//        (median of alternating pairs); the hits must agree bit for bit
+//        env_raycast on the same scene in this process with as many threads as the daemon, from
+//        the one origin the client sends (median of paired ratios, the kinds of call in turn);
+//        the hits must agree bit for bit. The tracing threads are pinned alike on both sides
+//        (--float: not): see placement_t
+//   BENCH c_raycast_ceiling_over_inprocess   the same in-process trace over that trace made
+//        while a thread of this process moves the raycast's request and reply bytes through
+//        a loopback TCP connection to an echo thread: what no client and daemon can beat here
+//   BENCH c_raycast_cpu_over_inprocess   CPU time of the in-process trace over that of the
+//        raycast through the client (the client's thread and every thread of the daemon):
+//        not moved by where the scheduler puts the threads
 //   BENCH c_update_state_copies    bytes the client itself copies per body of an UpdateState:
 //        the bytes it hands to the kernel from memory other than the caller's arrays, beyond
 //        those of one body, per extra body (sendmsg is wrapped at link time to see where each
@@ -877,7 +885,7 @@ static void pin_tid(pid_t tid, int cpu) {
   cpu_set_t one;
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
-  if (sched_setaffinity(tid, sizeof(one), &one) != 0) {
+  if (sched_setaffinity(tid, sizeof(one), &one) != 0 && errno != ESRCH) {  // ESRCH: it ended
     bench_die("sched_setaffinity(%d): %s", (int)tid, strerror(errno));
   }
 }
@@ -885,7 +893,7 @@ static void pin_tid(pid_t tid, int cpu) {
 
 // Pin the threads of process pid named `comm`: the k-th (in the order /proc lists them) to
 // cpus[k % ncpu]. Returns how many.
-static unsigned pin_named(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
+static unsigned pin_listed(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
   char path[64];
   snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
   DIR* d = opendir(path);
@@ -908,6 +916,17 @@ static unsigned pin_named(pid_t pid, const char* comm, const int* cpus, unsigned
     }
   }
   closedir(d);
+  return k;
+}
+
+
+// pin_listed, waiting up to a second for the first such thread (a thread names itself once
+// it runs).
+static unsigned pin_named(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
+  unsigned k = 0;
+  for (int tries = 0; tries < 1000 && (k = pin_listed(pid, comm, cpus, ncpu)) == 0; tries++) {
+    usleep(1000);
+  }
   return k;
 }
 
@@ -966,6 +985,10 @@ static void trace_here(ray_bench_t* b) {
 // One measurement of `kind` as call i.
 static void ray_measure(ray_bench_t* b, int kind, unsigned i) {
   pin_self(&b->place, kind == RC_INPROCESS || kind == RC_BOTH);
+  if (b->place.on && kind != RC_CLIENT && kind != RC_RAW &&
+      pin_named(getpid(), POOL_THREAD_NAME, b->place.cpu, b->place.threads - 1) == 0) {
+    bench_die("no thread named %s to pin", POOL_THREAD_NAME);
+  }
   if (kind == RC_CLIENT) {
     pin_daemon(&b->place, b->daemon);
   }
@@ -1024,9 +1047,6 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
   }
   pool_t* pool = pool_create(threads ? threads : 1);
   placement_init(&b.place, threads, o->float_threads);
-  if (b.place.on && pin_named(getpid(), POOL_THREAD_NAME, b.place.cpu, threads - 1) == 0) {
-    bench_die("no thread named %s to pin", POOL_THREAD_NAME);
-  }
   b.env = build_env(&w, dev, pool, n);
   b.ref = bench_xmalloc(sizeof(scene_hit_t) * n);
   // the rays as the client sends them: every origin is the first, sent once (Raycast.origin)
