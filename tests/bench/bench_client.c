@@ -1115,12 +1115,14 @@ static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
   printf("  raw transfer of the same bytes       %6.2f ms (%.2f-%.2f), CPU %6.2f ms (both "
          "ends)\n", 1e3 * med_wall[RC_RAW], 1e3 * lo[RC_RAW], 1e3 * hi[RC_RAW],
          1e3 * med_cpu[RC_RAW]);
-  printf("  the trace and the transfer at once   %6.2f ms (%.2f-%.2f)\n", 1e3 * med_wall[RC_BOTH],
-         1e3 * lo[RC_BOTH], 1e3 * hi[RC_BOTH]);
+  printf("  the trace and the transfer at once   %6.2f ms (%.2f-%.2f), CPU %6.2f ms: %.2f cores "
+         "busy\n", 1e3 * med_wall[RC_BOTH], 1e3 * lo[RC_BOTH], 1e3 * hi[RC_BOTH],
+         1e3 * med_cpu[RC_BOTH], med_cpu[RC_BOTH] / med_wall[RC_BOTH]);
   double med_daemon = bench_median(b.daemon_cpu, o->calls);
   printf("  C client (sensim_raycast)            %6.2f ms (%.2f-%.2f), CPU %6.2f ms (daemon "
-         "%.2f)\n", 1e3 * med_wall[RC_CLIENT], 1e3 * lo[RC_CLIENT], 1e3 * hi[RC_CLIENT],
-         1e3 * med_cpu[RC_CLIENT], 1e3 * med_daemon);
+         "%.2f): %.2f cores busy\n", 1e3 * med_wall[RC_CLIENT], 1e3 * lo[RC_CLIENT],
+         1e3 * hi[RC_CLIENT], 1e3 * med_cpu[RC_CLIENT], 1e3 * med_daemon,
+         med_cpu[RC_CLIENT] / med_wall[RC_CLIENT]);
   printf("  what differs: the raw bytes go in one request and one reply with nothing decoded, "
          "packed or spread, and are traced without waiting for them; the client's go in parts "
          "in flight together, traced by the daemon's threads as they arrive\n");
