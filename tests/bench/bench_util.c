@@ -4,12 +4,14 @@
 #include "bench_util.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -374,6 +376,130 @@ long bench_recv_frame(int fd, uint8_t** buf, size_t* cap) {
     *buf = bench_xmalloc(n);
   }
   return bench_recv_all(fd, *buf, n) ? -1 : (long)n;
+}
+
+//---------------- Placement
+
+static cpu_set_t g_mask;  // the process's mask when first asked
+static int g_mask_read;
+
+
+static const cpu_set_t* process_mask(void) {
+  if (!g_mask_read) {
+    CPU_ZERO(&g_mask);
+    if (sched_getaffinity(0, sizeof(g_mask), &g_mask) != 0) {
+      bench_die("sched_getaffinity: %s", strerror(errno));
+    }
+    g_mask_read = 1;
+  }
+  return &g_mask;
+}
+
+
+int bench_cpus(int* cpus, int max) {
+  const cpu_set_t* m = process_mask();
+  int n = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (CPU_ISSET(c, m)) {
+      if (n < max) {
+        cpus[n] = c;
+      }
+      n++;
+    }
+  }
+  return n;
+}
+
+
+// The mask of one CPU, or the process's first mask for cpu < 0.
+static cpu_set_t mask_of(int cpu) {
+  cpu_set_t m;
+  if (cpu < 0) {
+    return *process_mask();
+  }
+  if (cpu >= CPU_SETSIZE) {
+    bench_die("cpu %d: beyond CPU_SETSIZE", cpu);
+  }
+  CPU_ZERO(&m);
+  CPU_SET(cpu, &m);
+  return m;
+}
+
+
+void bench_pin_thread(pid_t tid, int cpu) {
+  cpu_set_t m = mask_of(cpu);
+  if (sched_setaffinity(tid, sizeof(m), &m) != 0 && errno != ESRCH) {
+    bench_die("pinning thread %d to cpu %d: %s", (int)tid, cpu, strerror(errno));
+  }
+}
+
+
+void bench_pin_self(int cpu) {
+  bench_pin_thread(0, cpu);
+}
+
+
+void bench_pin_process(pid_t pid, int cpu) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR* dir = opendir(path);
+  if (!dir) {
+    bench_die("%s: %s", path, strerror(errno));
+  }
+  int pinned = 0;
+  for (struct dirent* e; (e = readdir(dir)) != NULL;) {
+    char* end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] == '.' || *end != '\0' || tid <= 0) {
+      continue;
+    }
+    bench_pin_thread((pid_t)tid, cpu);   // a thread that ended meanwhile is skipped
+    pinned++;
+  }
+  closedir(dir);
+  if (pinned == 0) {
+    bench_die("process %d has no threads to pin", (int)pid);
+  }
+}
+
+
+const char* bench_cpu_name(int cpu, char dest[16]) {
+  if (cpu < 0) {
+    snprintf(dest, 16, "any cpu");
+  } else {
+    snprintf(dest, 16, "cpu %d", cpu);
+  }
+  return dest;
+}
+
+
+int bench_placements(bench_placement_t out[3], bool unpinned) {
+  int cpus[2];
+  int ncpu = bench_cpus(cpus, 2), n = 0;
+  out[n++] = (bench_placement_t){"one core", "one_core", cpus[0], cpus[0]};
+  if (ncpu > 1) {
+    out[n++] = (bench_placement_t){"two cores", "two_cores", cpus[0], cpus[1]};
+  }
+  if (unpinned) {
+    out[n++] = (bench_placement_t){"left to the scheduler", "unpinned", -1, -1};
+  }
+  return n;
+}
+
+
+void bench_place(const bench_placement_t* p, const pid_t* pids, int n) {
+  bench_pin_self(p->self);
+  for (int i = 0; i < n; i++) {
+    bench_pin_process(pids[i], p->peer);
+  }
+}
+
+
+void bench_unplace(const pid_t* pids, int n) {
+  bench_pin_process(getpid(), -1);
+  for (int i = 0; i < n; i++) {
+    bench_pin_process(pids[i], -1);
+  }
 }
 
 //---------------- Terrain

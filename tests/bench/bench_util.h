@@ -107,6 +107,44 @@ uint32_t bench_le32(const uint8_t* p);
 // grown as needed); returns the payload's length, or -1.
 long bench_recv_frame(int fd, uint8_t** buf, size_t* cap);
 
+//---------------- Placement
+// Loopback round trips depend on where the threads run: a wake-up on the core a thread is
+// already on costs a context switch, one on another core an inter-processor interrupt (tens
+// of microseconds on some virtual machines). Benchmarks that compare round trips pin both
+// sides the same way with these.
+// The CPUs this process was allowed when first asked (its affinity mask then), ascending, at
+// most max of them into cpus; returns how many there are (possibly more than max).
+int bench_cpus(int* cpus, int max);
+// Pin thread tid (0: the calling thread) to `cpu` (-1: back to the mask bench_cpus read). A
+// thread that has ended (ESRCH) is not an error; any other failure is bench_die.
+void bench_pin_thread(pid_t tid, int cpu);
+// bench_pin_thread(0, cpu).
+void bench_pin_self(int cpu);
+// Pin every thread of process pid (each /proc/PID/task entry) to `cpu` (-1: back to the mask
+// bench_cpus read); threads it creates later inherit their creator's mask. bench_die on failure.
+void bench_pin_process(pid_t pid, int cpu);
+// "cpu 3" or "any cpu" for messages; returns dest (at least 16 bytes).
+const char* bench_cpu_name(int cpu, char dest[16]);
+
+// Where the two sides of a round trip run: the benchmark's thread on `self`, its peers (a
+// daemon's threads, and the raw reference's echo standing in for it) on `peer`; -1: any CPU.
+typedef struct bench_placement {
+  const char* name;   // "one core", "two cores", "left to the scheduler"
+  const char* tag;    // the same as a BENCH name's suffix: one_core, two_cores, unpinned
+  int self, peer;
+} bench_placement_t;
+
+// The placements that compare loopback round trips like with like: one core (both sides on
+// the first CPU of the mask: every wake-up a context switch, the ratio the CPU's), two cores
+// (the benchmark on the first, its peers on the second: the shape of a deployment, paying the
+// host's cross-core wake-ups on both sides; left out when the mask has one CPU) and, when
+// `unpinned`, left to the scheduler. Writes up to 3 into out; returns how many.
+int bench_placements(bench_placement_t out[3], bool unpinned);
+// Pin the calling thread to p->self and every thread of the n processes pids to p->peer.
+void bench_place(const bench_placement_t* p, const pid_t* pids, int n);
+// Every thread of this process (the calling one) and of the n processes back to any CPU.
+void bench_unplace(const pid_t* pids, int n);
+
 //---------------- Terrain
 
 // The terrain's height (m) at (x, y).

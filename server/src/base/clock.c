@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// clock.c: CLOCK_MONOTONIC in nanoseconds.
+// clock.c: CLOCK_MONOTONIC (and its coarse reading) in nanoseconds.
 #include "base/clock.h"
 
 #include <time.h>
@@ -8,5 +8,12 @@
 uint64_t clock_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+
+uint64_t clock_coarse_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }

@@ -56,10 +56,12 @@ static void liveness_release(liveness_t* l) {
 
 
 // wire_set_cancel hook: the daemon is stopping, the requesting client has left, or the
-// request ran past --max-request-seconds (any long request polls it: raycasts, sensor steps).
+// request ran past --max-request-seconds (any long request polls it: raycasts, sensor steps,
+// a step before each sensor). The coarse clock: a deadline of seconds is seen at most a
+// scheduler tick late, and a step's polls cost a quarter as much.
 static int req_cancelled(void* ctx) {
   req_job_t* rj = ctx;
-  if (rj->deadline_ns && clock_now_ns() > rj->deadline_ns) {
+  if (rj->deadline_ns && clock_coarse_ns() > rj->deadline_ns) {
     atomic_store(&rj->expired, 1);
     return 1;
   }
@@ -425,7 +427,6 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
   }
   uint64_t id = wire_id(req);
   wire_kind_t kind = wire_kind(req);
-  const char* body = wire_body_name(req);
 
   // a NUL, a control character or an over-long string refuses the request (field named)
   if (wire_text_error(req)) {
@@ -446,14 +447,16 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
     if (kind == WIRE_KIND_HELLO) {
       reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (hello)");
     } else {
-      reply_status(d, s, id, ERR_STATE, "the first message must be hello (got %s)", body);
+      reply_status(d, s, id, ERR_STATE, "the first message must be hello (got %s)",
+                   wire_body_name(req));
     }
     wire_free(req);
     session_close(s);
     return;
   }
   if (id == 0) {
-    reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (%s)", body);
+    reply_status(d, s, 0, ERR_INVAL, "envelope.id must be > 0 in a request (%s)",
+                 wire_body_name(req));
     wire_free(req);
     return;
   }
@@ -476,10 +479,14 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       if (c->observer) {
         reply_status(d, s, id, ERR_STATE,
                      "%s changes the environment; this connection's role is "
-                     "observer", body);
+                     "observer", wire_body_name(req));
         break;
       }
       uint64_t used;
+      // only what adds to the scenes is refused past max_scene_bytes (a tick's state update
+      // or step, the most frequent writes, are told apart without their names)
+      const char* body =
+          wire_is_state_update(req) || wire_is_step(req) ? "" : wire_body_name(req);
       if ((strncmp(body, "create_", 7) == 0 || strcmp(body, "set_material") == 0) &&
           scene_memory_full(d, &used)) {
         reply_status(d, s, id, ERR_LIMIT, "%s: the environments hold %llu bytes, "
@@ -517,10 +524,12 @@ static void on_frame(void* user, session_t* s, const uint8_t* payload, size_t le
       subscribe_remove(d, c, req);
       break;
     case WIRE_KIND_NOT_SERVED:
-      reply_status(d, s, id, ERR_UNIMPL, "%s is not served by this daemon yet", body);
+      reply_status(d, s, id, ERR_UNIMPL, "%s is not served by this daemon yet",
+                   wire_body_name(req));
       break;
     case WIRE_KIND_REPLY:
-      reply_status(d, s, id, ERR_INVAL, "%s is a reply, not a request", body);
+      reply_status(d, s, id, ERR_INVAL, "%s is a reply, not a request",
+                   wire_body_name(req));
       break;
     case WIRE_KIND_EMPTY:
       reply_status(d, s, id, ERR_INVAL, "envelope has no body");

@@ -18,9 +18,12 @@
 // encoders take and finish them, the loop takes finished ones). Lanes are created under it by
 // any thread and freed only by the loop, or by the encoder that finishes the last running slot
 // of a lane nobody wants any more. Subscriptions and their queues are the loop's alone.
+// st->nlanes counts the lanes in st->lanes (changed under mu): a step with no lane at all reads
+// it and returns without taking the lock.
 #include "daemon/streams.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -117,6 +120,7 @@ struct streams {
   pthread_mutex_t mu;
   pthread_cond_t work;          // a slot is PENDING, or stopping
   list_t lanes;
+  atomic_uint nlanes;           // how many lanes are in `lanes` (written under mu)
   uint64_t stamp;               // of the last step submitted
   int stopping;
   pthread_t* encoders;
@@ -151,11 +155,11 @@ static void slot_free(slot_t* sl) {
 // One reference less; a lane nobody wants drops its slots (the running ones end with their
 // encoder) and is freed.
 static void lane_unref(streams_t* st, lane_t* l) {
-  (void)st;
   if (--l->refs > 0) {
     return;
   }
   list_remove(&l->node);
+  atomic_fetch_sub_explicit(&st->nlanes, 1, memory_order_release);
   l->dead = 1;
   for (slot_t* sl = l->head; sl;) {
     slot_t* next = sl->next;
@@ -279,6 +283,7 @@ streams_t* streams_create(server_t* srv, struct uv_loop_s* loop, const streams_c
   st->cfg = *cfg;
   list_init(&st->subs);
   list_init(&st->lanes);
+  atomic_init(&st->nlanes, 0);
   pthread_mutex_init(&st->mu, NULL);
   pthread_cond_init(&st->work, NULL);
   unsigned n = cfg->encoders ? cfg->encoders : 1;
@@ -364,6 +369,7 @@ int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
     l->sensor_id = sensor_id;
     l->p = *p;
     list_push_back(&st->lanes, &l->node);
+    atomic_fetch_add_explicit(&st->nlanes, 1, memory_order_release);
   }
   if (l) {
     l->refs++;
@@ -401,7 +407,10 @@ static int frames_at_once(const sensor_record_t* rec, const wire_stream_params_t
 
 void streams_submit(streams_t* st, const void* env_key, const sensor_out_t* recs,
                     double start_time) {
-  if (recs->n == 0) {
+  // no lane at all (nobody subscribed): nothing to queue, and no lock to take. A lane added
+  // meanwhile (streams_demand_add) numbers its first step after this one, as it would had this
+  // step taken the lock first.
+  if (recs->n == 0 || atomic_load_explicit(&st->nlanes, memory_order_acquire) == 0) {
     return;
   }
 

@@ -120,23 +120,26 @@ int imu_config_check(const imu_config_t* c, err_msg_t* msg) {
   return 0;
 }
 
-// Standard normal draws of one sub-sensor for one sample, only those its configured noise terms
-// use (each term has fixed draw numbers, so the others do not shift).
-static void draw_normals(const triax_config_t* c, const rng_key_t* key, uint32_t sub,
-                         int started, double white[3], double spectral[3], double drift[9]) {
+// A sub-sensor's standard normal draws for one sample, zero where its noise terms use none.
+typedef struct sub_normals {
+  double white[3], spectral[3], drift[9];
+} sub_normals_t;
+
+// Lists the draws of one sub-sensor for one sample, only those its configured noise terms use
+// (each term has fixed draw numbers, so the others do not shift): draw numbers into draws,
+// their destinations in dest. Returns how many.
+static uint32_t list_draws(const triax_config_t* c, uint32_t sub, int started,
+                           sub_normals_t* to, uint32_t* draws, double** dest) {
   uint32_t base = sub * IMU_DRAWS_PER_SUB;
-  uint32_t draws[15];
-  double* dest[15];
-  double value[15];
   uint32_t n = 0;
   for (uint32_t i = 0; i < 3; i++) {
     if (c->noise_stddev[i] > 0.0) {
       draws[n] = base + i;
-      dest[n++] = &white[i];
+      dest[n++] = &to->white[i];
     }
     if (c->spectral_density[i] > 0.0) {
       draws[n] = base + 3 + i;
-      dest[n++] = &spectral[i];
+      dest[n++] = &to->spectral[i];
     }
   }
   // the turn-on bias is drawn once, when the drift starts
@@ -145,30 +148,53 @@ static void draw_normals(const triax_config_t* c, const rng_key_t* key, uint32_t
   for (uint32_t i = 0; i < 9; i++) {
     if (used[i / 3]) {
       draws[n] = base + 6 + i;
-      dest[n++] = &drift[i];
+      dest[n++] = &to->drift[i];
     }
   }
-  // all of them at once: one key hash, the rounds of several draws together
+  return n;
+}
+
+// Every configured sub-sensor's draws for one sample, all at once: one key hash, the rounds of
+// up to eight draws together. A draw's value depends on its number alone, not on the others
+// computed beside it.
+static void draw_normals(const imu_config_t* c, const rng_key_t* key,
+                         const triax_drift_t drift[3], sub_normals_t to[3]) {
+  uint32_t draws[3 * 15];
+  double* dest[3 * 15];
+  double value[3 * 15];
+  uint32_t n = 0;
+  memset(to, 0, 3 * sizeof(*to));
+  if (c->has_accelerometer) {
+    n += list_draws(&c->accelerometer, SUB_ACC, drift[SUB_ACC].started, &to[SUB_ACC],
+                    draws + n, dest + n);
+  }
+  if (c->has_gyroscope) {
+    n += list_draws(&c->gyroscope, SUB_GYR, drift[SUB_GYR].started, &to[SUB_GYR], draws + n,
+                    dest + n);
+  }
+  if (c->has_magnetometer) {
+    n += list_draws(&c->magnetometer, SUB_MAG, drift[SUB_MAG].started, &to[SUB_MAG],
+                    draws + n, dest + n);
+  }
   rng_normal_n(key, draws, value, n);
   for (uint32_t i = 0; i < n; i++) {
     *dest[i] = value[i];
   }
 }
 
-// Steps 1-6 and the drift of one sub-sensor; `lae` (nullable) is added before the drift.
-static void run_chain(const triax_config_t* c, const rng_key_t* key, uint32_t sub,
-                      const double ideal[3], double nu, double dt, const double* lae_add,
-                      triax_drift_t* drift, double dest[3]) {
-  double white[3] = {0, 0, 0}, spectral[3] = {0, 0, 0}, dn[9] = {0};
-  draw_normals(c, key, sub, drift->started, white, spectral, dn);
-  triax_chain(c, ideal, white, spectral, nu, dest);
+// Steps 1-6 and the drift of one sub-sensor from its draws; `lae` (nullable) is added before
+// the drift.
+static void run_chain(const triax_config_t* c, const sub_normals_t* dn, const double ideal[3],
+                      double nu, double dt, const double* lae_add, triax_drift_t* drift,
+                      double dest[3]) {
+  triax_chain(c, ideal, dn->white, dn->spectral, nu, dest);
   if (lae_add) {
     for (int i = 0; i < 3; i++) {
       dest[i] += lae_add[i];
     }
   }
   double add[3];
-  triax_drift_advance(c, drift, dt, dn, drift, add);
+  triax_drift_advance(c, drift, dt, dn->drift, drift, add);
   for (int i = 0; i < 3; i++) {
     dest[i] += add[i];
   }
@@ -188,6 +214,8 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
     omega[i] = (1.0 - s) * m->w0[i] + s * m->w1[i];
   }
   uint32_t nv = 0;
+  sub_normals_t dn[3];
+  draw_normals(c, key, drift, dn);
 
   if (c->has_accelerometer) {
     pose_t p = xform_compose(&imu_pose, &c->accelerometer_mount);
@@ -196,7 +224,7 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
       r[i] = p.p[i] - bpose.p[i];
     }
     accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, c->literal_gravity_sign, ideal);
-    run_chain(&c->accelerometer, key, SUB_ACC, ideal, nu, dt_sample, NULL, &drift[SUB_ACC],
+    run_chain(&c->accelerometer, &dn[SUB_ACC], ideal, nu, dt_sample, NULL, &drift[SUB_ACC],
               rec->acceleration);
     rec->has_acceleration = 1;
     nv += triax_select(&c->accelerometer, rec->acceleration, rec->values + nv);
@@ -218,7 +246,7 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
       accel_ideal(p.q, m->a, m->alpha, omega, r, v->gravity, c->literal_gravity_sign, a);
       gyro_lae(c->lae, a, lae);
     }
-    run_chain(&c->gyroscope, key, SUB_GYR, ideal, nu, dt_sample, lae, &drift[SUB_GYR],
+    run_chain(&c->gyroscope, &dn[SUB_GYR], ideal, nu, dt_sample, lae, &drift[SUB_GYR],
               rec->angular_velocity);
     rec->has_angular_velocity = 1;
     nv += triax_select(&c->gyroscope, rec->angular_velocity, rec->values + nv);
@@ -227,7 +255,7 @@ static void sample(const imu_sensor_t* self, const sensor_ctx_t* ctx, const step
     pose_t p = xform_compose(&imu_pose, &c->magnetometer_mount);
     double ideal[3];
     mag_ideal(p.q, &v->magnetic, p.p, ideal);
-    run_chain(&c->magnetometer, key, SUB_MAG, ideal, nu, dt_sample, NULL, &drift[SUB_MAG],
+    run_chain(&c->magnetometer, &dn[SUB_MAG], ideal, nu, dt_sample, NULL, &drift[SUB_MAG],
               rec->magnetic_field);
     rec->has_magnetic_field = 1;
     nv += triax_select(&c->magnetometer, rec->magnetic_field, rec->values + nv);
