@@ -925,35 +925,16 @@ static void raw_stop(raw_t* r) {
 // the client's and the daemon's I/O threads (and the raw reference's) stay unpinned.
 typedef struct placement {
   int on;
-  cpu_set_t all;              // this process's CPUs at the start
-  int cpu[CPU_SETSIZE];       // the first `threads` of them
+  int cpu[CPU_SETSIZE];       // the first `threads` CPUs of this process's mask
   unsigned threads;
 } placement_t;
 
 
 static void placement_init(placement_t* p, unsigned threads, int off) {
   memset(p, 0, sizeof(*p));
-  if (sched_getaffinity(0, sizeof(p->all), &p->all) != 0) {
-    bench_die("sched_getaffinity: %s", strerror(errno));
-  }
-  unsigned n = 0;
-  for (int c = 0; c < CPU_SETSIZE && n < threads; c++) {
-    if (CPU_ISSET(c, &p->all)) {
-      p->cpu[n++] = c;
-    }
-  }
+  int n = bench_cpus(p->cpu, CPU_SETSIZE);
   p->threads = threads;
-  p->on = !off && threads >= 2 && n == threads;
-}
-
-
-static void pin_tid(pid_t tid, int cpu) {
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  CPU_SET(cpu, &one);
-  if (sched_setaffinity(tid, sizeof(one), &one) != 0 && errno != ESRCH) {  // ESRCH: it ended
-    bench_die("sched_setaffinity(%d): %s", (int)tid, strerror(errno));
-  }
+  p->on = !off && threads >= 2 && n >= (int)threads;
 }
 
 
@@ -974,7 +955,7 @@ static unsigned pin_listed(pid_t pid, const char* comm, const int* cpus, unsigne
     if (f && fgets(name, sizeof(name), f)) {
       name[strcspn(name, "\n")] = '\0';
       if (strcmp(name, comm) == 0) {
-        pin_tid((pid_t)atoi(t->d_name), cpus[k++ % ncpu]);
+        bench_pin_thread((pid_t)atoi(t->d_name), cpus[k++ % ncpu]);
       }
     }
     if (f) {
@@ -1013,11 +994,7 @@ static void pin_self(const placement_t* p, int tracing) {
   if (!p->on) {
     return;
   }
-  if (tracing) {
-    pin_tid(0, p->cpu[p->threads - 1]);
-  } else if (sched_setaffinity(0, sizeof(p->all), &p->all) != 0) {
-    bench_die("sched_setaffinity: %s", strerror(errno));
-  }
+  bench_pin_self(tracing ? p->cpu[p->threads - 1] : -1);
 }
 
 
