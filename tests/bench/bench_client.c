@@ -21,8 +21,16 @@
 //   BENCH c_pipelined_with_work_over_blocking   the same when the engine computes for 30 us
 //        per tick (a busy loop standing in for its physics): what pipelining is for
 //   BENCH c_raycast_e2e_over_inprocess   a raycast of 131,072 rays through sensim_raycast over
-//        env_raycast on the same scene in this process with as many threads as the daemon
-//        (median of alternating pairs); the hits must agree bit for bit
+//        env_raycast on the same scene in this process with as many threads as the daemon, from
+//        the one origin the client sends (median of paired ratios, the kinds of call in turn);
+//        the hits must agree bit for bit. The tracing threads are pinned alike on both sides
+//        (--float: not): see placement_t
+//   BENCH c_raycast_ceiling_over_inprocess   the same in-process trace over that trace made
+//        while a thread of this process moves the raycast's request and reply bytes through
+//        a loopback TCP connection to an echo thread: what no client and daemon can beat here
+//   BENCH c_raycast_cpu_over_inprocess   CPU time of the in-process trace over that of the
+//        raycast through the client (the client's thread and every thread of the daemon):
+//        not moved by where the scheduler puts the threads
 //   BENCH c_update_state_copies    bytes the client itself copies per body of an UpdateState:
 //        the bytes it hands to the kernel from memory other than the caller's arrays, beyond
 //        those of one body, per extra body (sendmsg is wrapped at link time to see where each
@@ -35,11 +43,14 @@
 // in-process trace, every byte of the bodies sent from the caller's arrays, a blocking tick's
 // calls (one send, no poll before the recv).
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +64,7 @@
 
 #include "base/pool.h"
 #include "bench_util.h"
+#include "daemon/exec.h"
 #include "scene/scene.h"
 #include "world/env.h"
 
@@ -166,6 +178,7 @@ typedef struct options {
   unsigned bodies;          // bodies of the copies measurement
   unsigned rays;            // rays of the end-to-end raycast
   unsigned calls;           // timed raycasts per side
+  int float_threads;        // the raycast's tracing threads left where the scheduler puts them
 } options_t;
 
 static const char* const g_usage =
@@ -177,7 +190,8 @@ static const char* const g_usage =
     "  --rounds N       step round trips per path (default 3000)\n"
     "  --bodies N       bodies of the UpdateState copies measurement (default 10000)\n"
     "  --rays N         rays of the end-to-end raycast (default 131072)\n"
-    "  --calls N        timed raycasts per side (default 20)\n";
+    "  --calls N        timed raycasts per side (default 20)\n"
+    "  --float          leave the raycast's tracing threads unpinned on both sides\n";
 
 
 static void parse_options(int argc, char** argv, options_t* o) {
@@ -198,6 +212,7 @@ static void parse_options(int argc, char** argv, options_t* o) {
       {"bodies", BENCH_OPT_COUNT, &o->bodies, 2, 1000000},
       {"rays", BENCH_OPT_COUNT, &o->rays, 64, 1u << 20},
       {"calls", BENCH_OPT_COUNT, &o->calls, 1, 10000},
+      {"float", BENCH_OPT_FLAG, &o->float_threads, 0, 0},
   };
   if (bench_parse_options(argc, argv, opts, sizeof(opts) / sizeof(opts[0]), g_usage) != argc) {
     fputs(g_usage, stderr);
@@ -771,23 +786,302 @@ static void make_rays(unsigned n, double* org, double* dir) {
 }
 
 
-static void bench_raycast(const options_t* o, int port) {
+// CPU seconds the threads of process pid have run so far (the first field of each one's
+// schedstat, in ns; the daemon's threads live as long as it does, so none is missed).
+static double daemon_cpu(pid_t pid) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR* d = opendir(path);
+  if (!d) {
+    bench_die("%s: %s", path, strerror(errno));
+  }
+  double sum = 0.0;
+  for (struct dirent* t; (t = readdir(d)) != NULL;) {
+    if (t->d_name[0] == '.') {
+      continue;
+    }
+    char stat[128];   // a thread id has at most 10 digits
+    snprintf(stat, sizeof(stat), "%.40s/%.20s/schedstat", path, t->d_name);
+    FILE* f = fopen(stat, "r");
+    unsigned long long ns;
+    if (f && fscanf(f, "%llu", &ns) == 1) {
+      sum += 1e-9 * (double)ns;
+    }
+    if (f) {
+      fclose(f);
+    }
+  }
+  closedir(d);
+  return sum;
+}
+
+
+// CPU seconds of every thread of this process so far.
+static double own_cpu(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+
+// The raw reference: a raycast's request and reply bytes over a loopback TCP connection to an
+// echo thread of this process (it takes the request whole, then sends the reply), moved by the
+// calling thread (raw_move) or, while the calling thread traces, by a mover thread (raw_ask,
+// raw_wait).
+typedef struct raw {
+  echo_t echo;
+  int fd;
+  uint8_t *out, *in;          // the request sent, the reply received
+  pthread_t mover;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned asked, moved;      // transfers asked of the mover, and done
+  int stop;
+} raw_t;
+
+
+static void raw_move(raw_t* r) {
+  bench_write_all(r->fd, r->out, r->echo.req);
+  bench_read_all(r->fd, r->in, r->echo.reply);
+}
+
+
+static void* mover_main(void* arg) {
+  raw_t* r = arg;
+  pthread_mutex_lock(&r->lock);
+  for (;;) {
+    while (!r->stop && r->moved == r->asked) {
+      pthread_cond_wait(&r->cond, &r->lock);
+    }
+    if (r->stop) {
+      break;
+    }
+    pthread_mutex_unlock(&r->lock);
+    raw_move(r);
+    pthread_mutex_lock(&r->lock);
+    r->moved++;
+    pthread_cond_broadcast(&r->cond);
+  }
+  pthread_mutex_unlock(&r->lock);
+  return NULL;
+}
+
+
+static void raw_start(raw_t* r, size_t req, size_t reply) {
+  memset(r, 0, sizeof(*r));
+  r->echo = (echo_t){.req = req, .reply = reply, .rounds = UINT_MAX};
+  r->fd = echo_start(&r->echo);
+  r->out = bench_xmalloc(req);
+  r->in = bench_xmalloc(reply);
+  memset(r->out, 0x33, req);
+  memset(r->in, 0, reply);
+  pthread_mutex_init(&r->lock, NULL);
+  pthread_cond_init(&r->cond, NULL);
+  pthread_create(&r->mover, NULL, mover_main, r);
+}
+
+
+static void raw_ask(raw_t* r) {
+  pthread_mutex_lock(&r->lock);
+  r->asked++;
+  pthread_cond_broadcast(&r->cond);
+  pthread_mutex_unlock(&r->lock);
+}
+
+
+static void raw_wait(raw_t* r) {
+  pthread_mutex_lock(&r->lock);
+  while (r->moved != r->asked) {
+    pthread_cond_wait(&r->cond, &r->lock);
+  }
+  pthread_mutex_unlock(&r->lock);
+}
+
+
+static void raw_stop(raw_t* r) {
+  pthread_mutex_lock(&r->lock);
+  r->stop = 1;
+  pthread_cond_broadcast(&r->cond);
+  pthread_mutex_unlock(&r->lock);
+  pthread_join(r->mover, NULL);
+  shutdown(r->fd, SHUT_WR);   // the echo sees the end of the request stream
+  pthread_join(r->echo.thread, NULL);
+  close(r->fd);
+  close(r->echo.listener);
+  pthread_mutex_destroy(&r->lock);
+  pthread_cond_destroy(&r->cond);
+  free(r->out);
+  free(r->in);
+}
+
+
+// Where the tracing threads run. In-process the caller (this thread) and the pool's workers
+// trace; in the daemon an executor and the same pool's workers. Left to the scheduler, the
+// daemon's two tracing threads sometimes share one core for a whole call while the other
+// idles (the worker is woken while the client or the loop thread runs on the other core, and
+// an idle core does not take a thread that has just run), which the in-process pair, alone on
+// the machine, never does: a call then takes up to twice as long. Pinned, both sides trace on
+// the same cores: workers on the first threads - 1 CPUs, the caller or executor on the last;
+// the client's and the daemon's I/O threads (and the raw reference's) stay unpinned.
+typedef struct placement {
+  int on;
+  int cpu[CPU_SETSIZE];       // the first `threads` CPUs of this process's mask
+  unsigned threads;
+} placement_t;
+
+
+static void placement_init(placement_t* p, unsigned threads, int off) {
+  memset(p, 0, sizeof(*p));
+  int n = bench_cpus(p->cpu, CPU_SETSIZE);
+  p->threads = threads;
+  p->on = !off && threads >= 2 && n >= (int)threads;
+}
+
+
+// Pin the threads of process pid named `comm`: the k-th (in the order /proc lists them) to
+// cpus[k % ncpu]. Returns how many.
+static unsigned pin_listed(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR* d = opendir(path);
+  if (!d) {
+    bench_die("%s: %s", path, strerror(errno));
+  }
+  unsigned k = 0;
+  for (struct dirent* t; (t = readdir(d)) != NULL;) {
+    char file[128], name[32] = "";
+    snprintf(file, sizeof(file), "%.40s/%.20s/comm", path, t->d_name);
+    FILE* f = t->d_name[0] == '.' ? NULL : fopen(file, "r");
+    if (f && fgets(name, sizeof(name), f)) {
+      name[strcspn(name, "\n")] = '\0';
+      if (strcmp(name, comm) == 0) {
+        bench_pin_thread((pid_t)atoi(t->d_name), cpus[k++ % ncpu]);
+      }
+    }
+    if (f) {
+      fclose(f);
+    }
+  }
+  closedir(d);
+  return k;
+}
+
+
+// pin_listed, waiting up to a second for the first such thread (a thread names itself once
+// it runs).
+static unsigned pin_named(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
+  unsigned k = 0;
+  for (int tries = 0; tries < 1000 && (k = pin_listed(pid, comm, cpus, ncpu)) == 0; tries++) {
+    usleep(1000);
+  }
+  return k;
+}
+
+
+// The daemon's tracing threads pinned as this process's are (its executors started on demand:
+// pinned again before every call, off the clock).
+static void pin_daemon(const placement_t* p, pid_t daemon) {
+  if (p->on && (pin_named(daemon, POOL_THREAD_NAME, p->cpu, p->threads - 1) == 0 ||
+                pin_named(daemon, EXEC_THREAD_NAME, &p->cpu[p->threads - 1], 1) == 0)) {
+    bench_die("sensimd %d has no threads named %s and %s to pin", (int)daemon,
+              POOL_THREAD_NAME, EXEC_THREAD_NAME);
+  }
+}
+
+
+// This thread on the callers' CPU (it traces), or on every CPU (it does I/O).
+static void pin_self(const placement_t* p, int tracing) {
+  if (!p->on) {
+    return;
+  }
+  bench_pin_self(tracing ? p->cpu[p->threads - 1] : -1);
+}
+
+
+// What one call of the raycast comparison measures on each side.
+enum { RC_INPROCESS, RC_CLIENT, RC_RAW, RC_BOTH, RC_KINDS };
+
+typedef struct ray_bench {
+  sensim_client_t* cli;
+  pid_t daemon;
+  const sensim_raycast_t* rays;
+  sensim_hit_t* hits;
+  env_t* env;
+  const env_raycast_t* er;
+  scene_hit_t* ref;
+  raw_t raw;
+  placement_t place;
+  double* wall[RC_KINDS];     // per call, seconds
+  double* cpu[RC_KINDS];      // per call, CPU seconds of this process (and of the daemon)
+  double* daemon_cpu;         // per call, CPU seconds of the daemon alone (RC_CLIENT)
+} ray_bench_t;
+
+
+static void trace_here(ray_bench_t* b) {
+  err_msg_t msg;
+  if (env_raycast(b->env, b->er, b->ref, &msg)) {
+    bench_die("env_raycast: %s", msg.text);
+  }
+}
+
+
+// One measurement of `kind` as call i.
+static void ray_measure(ray_bench_t* b, int kind, unsigned i) {
+  pin_self(&b->place, kind == RC_INPROCESS || kind == RC_BOTH);
+  if (b->place.on && kind != RC_CLIENT && kind != RC_RAW &&
+      pin_named(getpid(), POOL_THREAD_NAME, b->place.cpu, b->place.threads - 1) == 0) {
+    bench_die("no thread named %s to pin", POOL_THREAD_NAME);
+  }
+  if (kind == RC_CLIENT) {
+    pin_daemon(&b->place, b->daemon);
+  }
+  double d0 = kind == RC_CLIENT ? daemon_cpu(b->daemon) : 0.0;
+  double c0 = own_cpu();
+  double t0 = bench_now();
+  switch (kind) {
+    case RC_INPROCESS:
+      trace_here(b);
+      break;
+    case RC_CLIENT:
+      check(b->cli, sensim_raycast(b->cli, b->rays, b->hits, NULL), "raycast");
+      break;
+    case RC_RAW:
+      raw_move(&b->raw);
+      break;
+    default:
+      raw_ask(&b->raw);
+      trace_here(b);
+      raw_wait(&b->raw);
+      break;
+  }
+  b->wall[kind][i] = bench_now() - t0;
+  b->cpu[kind][i] = own_cpu() - c0;
+  if (kind == RC_CLIENT) {
+    b->daemon_cpu[i] = daemon_cpu(b->daemon) - d0;
+    b->cpu[kind][i] += b->daemon_cpu[i];
+  }
+}
+
+
+static void bench_raycast(const options_t* o, const bench_daemon_t* d) {
   world_t w;
   make_world(&w, 160);
-  sensim_client_t* cli = connect_env(port, "bench_client_raycast");
-  send_world(cli, &w);
-  unsigned threads = sensim_client_session(cli)->threads;
+  ray_bench_t b = {.daemon = d->pid};
+  b.cli = connect_env(d->port, "bench_client_raycast");
+  send_world(b.cli, &w);
+  unsigned threads = sensim_client_session(b.cli)->threads;
   unsigned n = o->rays;
   double* org = bench_xmalloc(3 * sizeof(double) * n);
   double* dir = bench_xmalloc(3 * sizeof(double) * n);
   make_rays(n, org, dir);
-  sensim_hit_t* hits = bench_xmalloc(sizeof(sensim_hit_t) * n);
+  b.hits = bench_xmalloc(sizeof(sensim_hit_t) * n);
   sensim_raycast_t rays;
   sensim_raycast_init(&rays);
   rays.nrays = n;
   rays.origins = org;
   rays.directions = dir;
   rays.max_range = MAX_RANGE;
+  b.rays = &rays;
 
   err_msg_t msg;
   scene_device_t* dev = scene_device_create(&msg);
@@ -795,74 +1089,111 @@ static void bench_raycast(const options_t* o, int port) {
     bench_die("scene_device_create: %s", msg.text);
   }
   pool_t* pool = pool_create(threads ? threads : 1);
-  env_t* e = build_env(&w, dev, pool, n);
-  scene_hit_t* ref = bench_xmalloc(sizeof(scene_hit_t) * n);
-  env_raycast_t er = {.nray = n, .origins = org, .directions = dir, .max_range = MAX_RANGE};
+  placement_init(&b.place, threads, o->float_threads);
+  b.env = build_env(&w, dev, pool, n);
+  b.ref = bench_xmalloc(sizeof(scene_hit_t) * n);
+  // the rays as the client sends them: every origin is the first, sent once (Raycast.origin)
+  env_raycast_t er = {.nray = n, .origin = org, .directions = dir, .max_range = MAX_RANGE};
+  b.er = &er;
 
-  // warm up each side, then alternating pairs
-  if (env_raycast(e, &er, ref, &msg)) {
-    bench_die("env_raycast: %s", msg.text);
-  }
-  track(NULL, 0);  // the bytes of the (untimed) warm-up call
-  check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
+  // warm up each side, and the bytes of a call each way
+  trace_here(&b);
+  track(NULL, 0);
+  check(b.cli, sensim_raycast(b.cli, &rays, b.hits, NULL), "raycast");
   g_io.on = 0;
-  printf("raycast: %llu bytes out, %llu back a call\n",
-         (unsigned long long)(g_io.from_caller + g_io.from_client),
-         (unsigned long long)g_io.received);
-  double* tin = bench_xmalloc(sizeof(double) * o->calls);
-  double* tcl = bench_xmalloc(sizeof(double) * o->calls);
+  size_t req = (size_t)(g_io.from_caller + g_io.from_client), reply = (size_t)g_io.received;
+  printf("raycast: %zu bytes out, %zu back a call\n", req, reply);
+  raw_start(&b.raw, req, reply);
+  raw_move(&b.raw);
+  for (int k = 0; k < RC_KINDS; k++) {
+    b.wall[k] = bench_xmalloc(sizeof(double) * o->calls);
+    b.cpu[k] = bench_xmalloc(sizeof(double) * o->calls);
+  }
+  b.daemon_cpu = bench_xmalloc(sizeof(double) * o->calls);
+
+  // call i measures every kind, starting with a different one each time
   for (unsigned i = 0; i < o->calls; i++) {
-    double t0;
-    if (i % 2) {
-      t0 = bench_now();
-      check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
-      tcl[i] = bench_now() - t0;
-    }
-    t0 = bench_now();
-    if (env_raycast(e, &er, ref, &msg)) {
-      bench_die("env_raycast: %s", msg.text);
-    }
-    tin[i] = bench_now() - t0;
-    if (i % 2 == 0) {
-      t0 = bench_now();
-      check(cli, sensim_raycast(cli, &rays, hits, NULL), "raycast");
-      tcl[i] = bench_now() - t0;
+    for (int j = 0; j < RC_KINDS; j++) {
+      ray_measure(&b, (int)((i + j) % RC_KINDS), i);
     }
   }
+  raw_stop(&b.raw);
+  pin_self(&b.place, 0);
 
   // every bit of every hit
   unsigned bad = 0, nhit = 0;
   for (unsigned i = 0; i < n; i++) {
-    bad += memcmp(&hits[i].distance, &ref[i].distance, 8) != 0 ||
-           memcmp(hits[i].normal, ref[i].normal, 24) != 0 ||
-           hits[i].object_id != ref[i].object_id || hits[i].label != ref[i].label;
-    nhit += isfinite(ref[i].distance) != 0;
+    bad += memcmp(&b.hits[i].distance, &b.ref[i].distance, 8) != 0 ||
+           memcmp(b.hits[i].normal, b.ref[i].normal, 24) != 0 ||
+           b.hits[i].object_id != b.ref[i].object_id || b.hits[i].label != b.ref[i].label;
+    nhit += isfinite(b.ref[i].distance) != 0;
   }
-  double t_in = bench_median(tin, o->calls), t_cl = bench_median(tcl, o->calls);
+
+  double ratio_e2e = bench_median_ratio(b.wall[RC_INPROCESS], b.wall[RC_CLIENT], o->calls);
+  double ratio_ceiling = bench_median_ratio(b.wall[RC_INPROCESS], b.wall[RC_BOTH], o->calls);
+  double ratio_cpu = bench_median_ratio(b.cpu[RC_INPROCESS], b.cpu[RC_CLIENT], o->calls);
+  double med_wall[RC_KINDS], med_cpu[RC_KINDS], lo[RC_KINDS], hi[RC_KINDS];
+  for (int k = 0; k < RC_KINDS; k++) {
+    med_cpu[k] = bench_median(b.cpu[k], o->calls);
+    lo[k] = bench_percentile(b.wall[k], o->calls, 10);
+    hi[k] = bench_percentile(b.wall[k], o->calls, 90);
+    med_wall[k] = bench_median(b.wall[k], o->calls);
+  }
+  // on `threads` cores kept busy, the least time the tracing and the transfer can take
+  double cpu_model = med_cpu[RC_INPROCESS] / (med_cpu[RC_INPROCESS] + med_cpu[RC_RAW]);
   char c1[32];
-  printf("raycast: %s rays (%u hit), in this process (env_raycast, %u threads) and through the "
-         "C client, %u calls each in alternating pairs\n", bench_count(n, c1), nhit, threads,
-         o->calls);
-  printf("  in-process %.2f ms (%.2f Mrays/s), C client %.2f ms (%.2f Mrays/s)\n", 1e3 * t_in,
-         n / t_in / 1e6, 1e3 * t_cl, n / t_cl / 1e6);
+  printf("raycast: %s rays (%u hit) from one origin, %u calls of each kind in turn, %u threads "
+         "tracing on each side; medians (10th-90th percentile) of wall time, median CPU of "
+         "every thread involved\n", bench_count(n, c1), nhit, o->calls, threads);
+  if (b.place.on) {
+    printf("  placement: tracing threads pinned on both sides (pool workers on CPU %d%s, this "
+           "thread or the daemon's executors on CPU %d), the I/O threads unpinned\n",
+           b.place.cpu[0], threads > 2 ? " and on" : "", b.place.cpu[threads - 1]);
+  } else {
+    printf("  placement: every thread where the scheduler puts it\n");
+  }
+  printf("  in-process trace (env_raycast)       %6.2f ms (%.2f-%.2f), CPU %6.2f ms\n",
+         1e3 * med_wall[RC_INPROCESS], 1e3 * lo[RC_INPROCESS], 1e3 * hi[RC_INPROCESS],
+         1e3 * med_cpu[RC_INPROCESS]);
+  printf("  raw transfer of the same bytes       %6.2f ms (%.2f-%.2f), CPU %6.2f ms (both "
+         "ends)\n", 1e3 * med_wall[RC_RAW], 1e3 * lo[RC_RAW], 1e3 * hi[RC_RAW],
+         1e3 * med_cpu[RC_RAW]);
+  printf("  the trace and the transfer at once   %6.2f ms (%.2f-%.2f), CPU %6.2f ms: %.2f cores "
+         "busy\n", 1e3 * med_wall[RC_BOTH], 1e3 * lo[RC_BOTH], 1e3 * hi[RC_BOTH],
+         1e3 * med_cpu[RC_BOTH], med_cpu[RC_BOTH] / med_wall[RC_BOTH]);
+  double med_daemon = bench_median(b.daemon_cpu, o->calls);
+  printf("  C client (sensim_raycast)            %6.2f ms (%.2f-%.2f), CPU %6.2f ms (daemon "
+         "%.2f): %.2f cores busy\n", 1e3 * med_wall[RC_CLIENT], 1e3 * lo[RC_CLIENT],
+         1e3 * hi[RC_CLIENT], 1e3 * med_cpu[RC_CLIENT], 1e3 * med_daemon,
+         med_cpu[RC_CLIENT] / med_wall[RC_CLIENT]);
+  printf("  what differs: the raw bytes go in one request and one reply with nothing decoded, "
+         "packed or spread, and are traced without waiting for them; the client's go in parts "
+         "in flight together, traced by the daemon's threads as they arrive\n");
+  printf("  the CPU model: %u cores kept busy spend trace CPU + transfer CPU: in-process over "
+         "that %.3f x\n", threads, cpu_model);
   printf("check raycast: C client hits equal the in-process hits bit for bit: %u of %u differ: "
          "%s\n", bad, n, bad == 0 && nhit > 0 ? "PASS" : "FAIL");
   if (bad != 0 || nhit == 0) {
     bench_die("raycast: the hits differ");
   }
-  printf("BENCH c_raycast_e2e_over_inprocess %.3f x\n", bench_median_ratio(tin, tcl, o->calls));
-  free(tin);
-  free(tcl);
-  free(ref);
-  env_destroy(e);
+  printf("BENCH c_raycast_e2e_over_inprocess %.3f x\n", ratio_e2e);
+  printf("BENCH c_raycast_ceiling_over_inprocess %.3f x\n", ratio_ceiling);
+  printf("BENCH c_raycast_cpu_over_inprocess %.3f x\n", ratio_cpu);
+  for (int k = 0; k < RC_KINDS; k++) {
+    free(b.wall[k]);
+    free(b.cpu[k]);
+  }
+  free(b.daemon_cpu);
+  free(b.ref);
+  env_destroy(b.env);
   pool_destroy(pool);
   scene_device_destroy(dev);
-  free(hits);
+  free(b.hits);
   free(org);
   free(dir);
   free(w.v);
   free(w.idx);
-  sensim_client_close(cli);
+  sensim_client_close(b.cli);
 }
 
 //---------------- Main
@@ -879,7 +1210,7 @@ int main(int argc, char** argv) {
          (int)d.pid, d.port);
   bench_steps(&o, &d);
   bench_copies(&o, d.port);
-  bench_raycast(&o, d.port);
+  bench_raycast(&o, &d);
   int status = bench_daemon_stop(&d);
   printf("sensimd stopped with SIGTERM: exit status %d\n", status);
   printf("checks: %s\n", status == 0 ? "PASS" : "FAIL");

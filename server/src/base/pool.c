@@ -72,6 +72,7 @@ static task_t* next_task(pool_t* p) {
 
 static void* worker_main(void* arg) {
   pool_t* p = arg;
+  pthread_setname_np(pthread_self(), POOL_THREAD_NAME);  // in top -H, perf, /proc/*/task/*/comm
 
   // Workers keep the default floating-point mode, like the calling threads that run chunks
   // too: the same work must give the same bits on any thread. Embree's flush-to-zero mode is

@@ -12,6 +12,9 @@
 
 typedef struct pool pool_t;
 
+// The name of every worker thread (/proc/PID/task/TID/comm).
+#define POOL_THREAD_NAME "sensim-pool"
+
 // fn(ctx, begin, end) processes indices [begin, end). Thread: a worker or the caller.
 typedef void (*pool_fn_t)(void* ctx, size_t begin, size_t end);
 

@@ -30,6 +30,7 @@
 #include "daemon/exec.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -101,6 +102,7 @@ static void wake_loop(exec_t* x) {
 
 static void executor_main(void* arg) {
   exec_t* x = arg;
+  pthread_setname_np(pthread_self(), EXEC_THREAD_NAME);
   uv_mutex_lock(&x->mutex);
   x->starting--;
   for (;;) {

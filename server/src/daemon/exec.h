@@ -54,6 +54,9 @@ struct exec_queue {
 #define EXEC_INLINE_NS 50000u
 #endif
 
+// The name of every executor thread (/proc/PID/task/TID/comm).
+#define EXEC_THREAD_NAME "sensim-exec"
+
 void exec_queue_init(exec_queue_t* q);
 
 // Start the executors: one now, more on demand so that one is spare (idle) beside the
