@@ -24,7 +24,7 @@
 //        env_raycast on the same scene in this process with as many threads as the daemon, from
 //        the one origin the client sends (median of paired ratios, the kinds of call in turn);
 //        the hits must agree bit for bit. The tracing threads are pinned alike on both sides
-//        (--float: not): see placement_t
+//        (--float: not): see trace_placement_t
 //   BENCH c_raycast_ceiling_over_inprocess   the same in-process trace over that trace made
 //        while a thread of this process moves the raycast's request and reply bytes through
 //        a loopback TCP connection to an echo thread: what no client and daemon can beat here
@@ -927,10 +927,10 @@ typedef struct placement {
   int on;
   int cpu[CPU_SETSIZE];       // the first `threads` CPUs of this process's mask
   unsigned threads;
-} placement_t;
+} trace_placement_t;
 
 
-static void placement_init(placement_t* p, unsigned threads, int off) {
+static void placement_init(trace_placement_t* p, unsigned threads, int off) {
   memset(p, 0, sizeof(*p));
   int n = bench_cpus(p->cpu, CPU_SETSIZE);
   p->threads = threads;
@@ -980,7 +980,7 @@ static unsigned pin_named(pid_t pid, const char* comm, const int* cpus, unsigned
 
 // The daemon's tracing threads pinned as this process's are (its executors started on demand:
 // pinned again before every call, off the clock).
-static void pin_daemon(const placement_t* p, pid_t daemon) {
+static void pin_daemon(const trace_placement_t* p, pid_t daemon) {
   if (p->on && (pin_named(daemon, POOL_THREAD_NAME, p->cpu, p->threads - 1) == 0 ||
                 pin_named(daemon, EXEC_THREAD_NAME, &p->cpu[p->threads - 1], 1) == 0)) {
     bench_die("sensimd %d has no threads named %s and %s to pin", (int)daemon,
@@ -990,7 +990,7 @@ static void pin_daemon(const placement_t* p, pid_t daemon) {
 
 
 // This thread on the callers' CPU (it traces), or on every CPU (it does I/O).
-static void pin_self(const placement_t* p, int tracing) {
+static void pin_self(const trace_placement_t* p, int tracing) {
   if (!p->on) {
     return;
   }
@@ -1010,7 +1010,7 @@ typedef struct ray_bench {
   const env_raycast_t* er;
   scene_hit_t* ref;
   raw_t raw;
-  placement_t place;
+  trace_placement_t place;
   double* wall[RC_KINDS];     // per call, seconds
   double* cpu[RC_KINDS];      // per call, CPU seconds of this process (and of the daemon)
   double* daemon_cpu;         // per call, CPU seconds of the daemon alone (RC_CLIENT)
