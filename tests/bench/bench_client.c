@@ -43,7 +43,6 @@
 // in-process trace, every byte of the bodies sent from the caller's arrays, a blocking tick's
 // calls (one send, no poll before the recv).
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -503,12 +502,10 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
   free(tr);
 
   // this thread's CPU per blocking tick
-  struct timespec c0, cend;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+  double c0 = bench_thread_cpu();
   unsigned cpu_ticks = 5 * o->pipe_ticks;
   double wall = cpu_ticks / ticks_per_s(cli, t, cpu_ticks, 1, 0);
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cend);
-  double cpu = (double)(cend.tv_sec - c0.tv_sec) + 1e-9 * (double)(cend.tv_nsec - c0.tv_nsec);
+  double cpu = bench_thread_cpu() - c0;
   f.cpu_us = 1e6 * cpu / cpu_ticks;
   printf("cpu, %s: %u blocking ticks: %.1f us of this thread's CPU per tick (of %.1f us)\n",
          p->name, cpu_ticks, f.cpu_us, 1e6 * wall / cpu_ticks);
@@ -786,44 +783,6 @@ static void make_rays(unsigned n, double* org, double* dir) {
 }
 
 
-// CPU seconds the threads of process pid have run so far (the first field of each one's
-// schedstat, in ns; the daemon's threads live as long as it does, so none is missed).
-static double daemon_cpu(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  DIR* d = opendir(path);
-  if (!d) {
-    bench_die("%s: %s", path, strerror(errno));
-  }
-  double sum = 0.0;
-  for (struct dirent* t; (t = readdir(d)) != NULL;) {
-    if (t->d_name[0] == '.') {
-      continue;
-    }
-    char stat[128];   // a thread id has at most 10 digits
-    snprintf(stat, sizeof(stat), "%.40s/%.20s/schedstat", path, t->d_name);
-    FILE* f = fopen(stat, "r");
-    unsigned long long ns;
-    if (f && fscanf(f, "%llu", &ns) == 1) {
-      sum += 1e-9 * (double)ns;
-    }
-    if (f) {
-      fclose(f);
-    }
-  }
-  closedir(d);
-  return sum;
-}
-
-
-// CPU seconds of every thread of this process so far.
-static double own_cpu(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-
 // The raw reference: a raycast's request and reply bytes over a loopback TCP connection to an
 // echo thread of this process (it takes the request whole, then sends the reply), moved by the
 // calling thread (raw_move) or, while the calling thread traces, by a mover thread (raw_ask,
@@ -940,30 +899,35 @@ static void placement_init(trace_placement_t* p, unsigned threads, int off) {
 
 // Pin the threads of process pid named `comm`: the k-th (in the order /proc lists them) to
 // cpus[k % ncpu]. Returns how many.
+typedef struct pin_by_name {
+  pid_t pid;
+  const char* comm;
+  const int* cpus;
+  unsigned ncpu, k;
+} pin_by_name_t;
+
+
+static void pin_if_named(pid_t tid, void* ctx) {
+  pin_by_name_t* p = ctx;
+  char file[96], name[32] = "";
+  snprintf(file, sizeof(file), "/proc/%d/task/%d/comm", (int)p->pid, (int)tid);
+  FILE* f = fopen(file, "r");
+  if (f && fgets(name, sizeof(name), f)) {
+    name[strcspn(name, "\n")] = '\0';
+    if (strcmp(name, p->comm) == 0) {
+      bench_pin_thread(tid, p->cpus[p->k++ % p->ncpu]);
+    }
+  }
+  if (f) {
+    fclose(f);
+  }
+}
+
+
 static unsigned pin_listed(pid_t pid, const char* comm, const int* cpus, unsigned ncpu) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  DIR* d = opendir(path);
-  if (!d) {
-    bench_die("%s: %s", path, strerror(errno));
-  }
-  unsigned k = 0;
-  for (struct dirent* t; (t = readdir(d)) != NULL;) {
-    char file[128], name[32] = "";
-    snprintf(file, sizeof(file), "%.40s/%.20s/comm", path, t->d_name);
-    FILE* f = t->d_name[0] == '.' ? NULL : fopen(file, "r");
-    if (f && fgets(name, sizeof(name), f)) {
-      name[strcspn(name, "\n")] = '\0';
-      if (strcmp(name, comm) == 0) {
-        bench_pin_thread((pid_t)atoi(t->d_name), cpus[k++ % ncpu]);
-      }
-    }
-    if (f) {
-      fclose(f);
-    }
-  }
-  closedir(d);
-  return k;
+  pin_by_name_t p = {pid, comm, cpus, ncpu, 0};
+  bench_each_thread(pid, pin_if_named, &p);
+  return p.k;
 }
 
 
@@ -1035,8 +999,8 @@ static void ray_measure(ray_bench_t* b, int kind, unsigned i) {
   if (kind == RC_CLIENT) {
     pin_daemon(&b->place, b->daemon);
   }
-  double d0 = kind == RC_CLIENT ? daemon_cpu(b->daemon) : 0.0;
-  double c0 = own_cpu();
+  double d0 = kind == RC_CLIENT ? bench_pid_cpu(b->daemon) : 0.0;
+  double c0 = bench_process_cpu();
   double t0 = bench_now();
   switch (kind) {
     case RC_INPROCESS:
@@ -1055,9 +1019,9 @@ static void ray_measure(ray_bench_t* b, int kind, unsigned i) {
       break;
   }
   b->wall[kind][i] = bench_now() - t0;
-  b->cpu[kind][i] = own_cpu() - c0;
+  b->cpu[kind][i] = bench_process_cpu() - c0;
   if (kind == RC_CLIENT) {
-    b->daemon_cpu[i] = daemon_cpu(b->daemon) - d0;
+    b->daemon_cpu[i] = bench_pid_cpu(b->daemon) - d0;
     b->cpu[kind][i] += b->daemon_cpu[i];
   }
 }

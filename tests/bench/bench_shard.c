@@ -25,7 +25,6 @@
 // Both runs share the seed: every step's records must agree byte for byte between one daemon
 // and three (checked on every step, --quick included), the merged records in sensor id order.
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <math.h>
@@ -69,42 +68,10 @@ static void kill_daemons(void) {
 }
 
 
-// CPU seconds every thread of process pid has run so far (the first field of each
-// /proc/PID/task/TID/schedstat, in ns).
-static double process_cpu(pid_t pid) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  DIR* dir = opendir(path);
-  if (!dir) {
-    bench_die("%s: cannot read the daemon's threads", path);
-  }
-  double sum = 0;
-  struct dirent* e;
-  while ((e = readdir(dir)) != NULL) {
-    if (e->d_name[0] == '.') {
-      continue;
-    }
-    char file[600];
-    snprintf(file, sizeof(file), "%s/%s/schedstat", path, e->d_name);
-    FILE* f = fopen(file, "r");
-    unsigned long long ns = 0;
-    if (f) {
-      if (fscanf(f, "%llu", &ns) != 1) {
-        ns = 0;
-      }
-      fclose(f);
-    }
-    sum += 1e-9 * (double)ns;
-  }
-  closedir(dir);
-  return sum;
-}
-
-
-// The CPU every daemon has run so far (process_cpu), indexed as g_daemons.
+// The CPU every daemon has run so far (bench_pid_cpu), indexed as g_daemons.
 static void daemons_cpu(double cpu[NDAEMON]) {
   for (int i = 0; i < NDAEMON; i++) {
-    cpu[i] = process_cpu(g_daemons[i].pid);
+    cpu[i] = bench_pid_cpu(g_daemons[i].pid);
   }
 }
 
@@ -120,14 +87,6 @@ static const char* shard_list(const double v[NDAEMON], double scale, int digits,
                             scale * v[i]);
   }
   return buf;
-}
-
-
-// CPU seconds of the calling thread.
-static double thread_cpu(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 
@@ -513,7 +472,7 @@ static fanout_figures_t fanout_placed(const options_t* o, const bench_placement_
     double span[4] = {0, 0, 0, 0}, cpu[2] = {0, 0};
     for (int j = 0; j < 4; j++) {
       int kind = k % 2 == 0 ? j : 3 - j;   // 0: one daemon, 1: three shards, 2, 3: raw
-      double ca = kind < 2 ? thread_cpu() : 0;
+      double ca = kind < 2 ? bench_thread_cpu() : 0;
       double a = bench_now();
       switch (kind) {
         case 0:
@@ -531,7 +490,7 @@ static fanout_figures_t fanout_placed(const options_t* o, const bench_placement_
       }
       span[kind] = bench_now() - a;
       if (kind < 2) {
-        cpu[kind] = thread_cpu() - ca;
+        cpu[kind] = bench_thread_cpu() - ca;
       }
     }
     if (k >= warm) {

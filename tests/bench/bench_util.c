@@ -378,6 +378,74 @@ long bench_recv_frame(int fd, uint8_t** buf, size_t* cap) {
   return bench_recv_all(fd, *buf, n) ? -1 : (long)n;
 }
 
+//---------------- CPU time and threads
+
+static double cpu_clock(clockid_t id) {
+  struct timespec t;
+  clock_gettime(id, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+
+double bench_thread_cpu(void) {
+  return cpu_clock(CLOCK_THREAD_CPUTIME_ID);
+}
+
+
+double bench_process_cpu(void) {
+  return cpu_clock(CLOCK_PROCESS_CPUTIME_ID);
+}
+
+
+int bench_each_thread(pid_t pid, void (*fn)(pid_t tid, void* ctx), void* ctx) {
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+  DIR* dir = opendir(path);
+  if (!dir) {
+    bench_die("%s: %s", path, strerror(errno));
+  }
+  int n = 0;
+  for (struct dirent* e; (e = readdir(dir)) != NULL;) {
+    char* end;
+    long tid = strtol(e->d_name, &end, 10);
+    if (e->d_name[0] == '.' || *end != '\0' || tid <= 0) {
+      continue;
+    }
+    fn((pid_t)tid, ctx);
+    n++;
+  }
+  closedir(dir);
+  return n;
+}
+
+
+typedef struct pid_cpu {
+  pid_t pid;
+  double sum;
+} pid_cpu_t;
+
+
+static void add_thread_cpu(pid_t tid, void* ctx) {
+  pid_cpu_t* c = ctx;
+  char file[96];
+  snprintf(file, sizeof(file), "/proc/%d/task/%d/schedstat", (int)c->pid, (int)tid);
+  FILE* f = fopen(file, "r");
+  unsigned long long ns;
+  if (f && fscanf(f, "%llu", &ns) == 1) {
+    c->sum += 1e-9 * (double)ns;
+  }
+  if (f) {
+    fclose(f);
+  }
+}
+
+
+double bench_pid_cpu(pid_t pid) {
+  pid_cpu_t c = {pid, 0.0};
+  bench_each_thread(pid, add_thread_cpu, &c);
+  return c.sum;
+}
+
 //---------------- Placement
 
 static cpu_set_t g_mask;  // the process's mask when first asked
@@ -439,25 +507,13 @@ void bench_pin_self(int cpu) {
 }
 
 
+static void pin_one(pid_t tid, void* ctx) {
+  bench_pin_thread(tid, *(const int*)ctx);   // a thread that ended meanwhile is skipped
+}
+
+
 void bench_pin_process(pid_t pid, int cpu) {
-  char path[64];
-  snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-  DIR* dir = opendir(path);
-  if (!dir) {
-    bench_die("%s: %s", path, strerror(errno));
-  }
-  int pinned = 0;
-  for (struct dirent* e; (e = readdir(dir)) != NULL;) {
-    char* end;
-    long tid = strtol(e->d_name, &end, 10);
-    if (e->d_name[0] == '.' || *end != '\0' || tid <= 0) {
-      continue;
-    }
-    bench_pin_thread((pid_t)tid, cpu);   // a thread that ended meanwhile is skipped
-    pinned++;
-  }
-  closedir(dir);
-  if (pinned == 0) {
+  if (bench_each_thread(pid, pin_one, &cpu) == 0) {
     bench_die("process %d has no threads to pin", (int)pid);
   }
 }

@@ -107,6 +107,17 @@ uint32_t bench_le32(const uint8_t* p);
 // grown as needed); returns the payload's length, or -1.
 long bench_recv_frame(int fd, uint8_t** buf, size_t* cap);
 
+//---------------- CPU time and threads
+// CPU seconds of the calling thread, and of every thread of this process.
+double bench_thread_cpu(void);
+double bench_process_cpu(void);
+// CPU seconds every thread of process pid has run so far (the first field of each one's
+// /proc/PID/task/TID/schedstat); a thread that has ended is not counted.
+double bench_pid_cpu(pid_t pid);
+// fn(tid, ctx) for every thread of process pid (its /proc/PID/task entries, in the order /proc
+// lists them); returns how many. bench_die when pid has no such directory.
+int bench_each_thread(pid_t pid, void (*fn)(pid_t tid, void* ctx), void* ctx);
+
 //---------------- Placement
 // Loopback round trips depend on where the threads run: a wake-up on the core a thread is
 // already on costs a context switch, one on another core an inter-processor interrupt (tens
