@@ -115,7 +115,8 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
                                err_msg_t* msg) {
   for (uint32_t i = 0; i < u->nbody; i++) {
     uint32_t id = u->body_ids[i];
-    uint32_t slot = e->update_slots[i];
+    // (an update naming more bodies than were ever created has no guess past them)
+    uint32_t slot = i < e->update_slot_cap ? e->update_slots[i] : TABLE_NONE;
     if (!table_holds(&e->bodies, slot, id)) {
       slot = table_find(&e->bodies, id);
     }

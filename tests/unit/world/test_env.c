@@ -602,22 +602,33 @@ static double body_x(env_t* e, uint32_t id) {
 // An update first tries, for its i-th body, the slot the last update's i-th body had, and takes
 // it only when that slot holds the id named now: bodies named in another order, removed,
 // created again in the same slot, or replaced there by another body are found as by their id,
-// and id 0 (which a free slot holds) stays the world frame.
+// and id 0 (which a free slot holds) stays the world frame; an environment that never had a
+// body has nothing to remember.
 TEST(env_update_state_remembered_slots_are_confirmed) {
   fixture_t f;
   ASSERT_OK(setup_empty(&f, "slots", NULL, NULL));
   env_t* e = f.e;
   err_msg_t msg;
-  for (uint32_t id = 1; id <= 3; id++) {
-    body_desc_t b = {.id = id, .pose = xform_identity()};
-    ASSERT_OK(env_create_body(e, &b, &msg));
-  }
   uint32_t ids[3] = {1, 2, 3};
   double poses[21];
   for (int i = 0; i < 3; i++) {
     wire_pose(poses + 7 * i, 10 + i, 0, 0);   // index i at x = 10 + i
   }
   env_state_update_t u = {.time = 3.0, .nbody = 3, .body_ids = ids, .body_poses = poses};
+
+  // no body yet (nothing remembered), then more bodies named than exist
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[0] = 1 is not a known body");
+  body_desc_t b1 = {.id = 1, .pose = xform_identity()};
+  ASSERT_OK(env_create_body(e, &b1, &msg));
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[1] = 2 is not a known body");
+  ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 1, &msg));
+
+  for (uint32_t id = 1; id <= 3; id++) {
+    body_desc_t b = {.id = id, .pose = xform_identity()};
+    ASSERT_OK(env_create_body(e, &b, &msg));
+  }
   ASSERT_OK(update_bodies(e, 1.0, 3, ids, poses));
   ASSERT_TRUE(body_x(e, 1) == 10 && body_x(e, 2) == 11 && body_x(e, 3) == 12);
 
