@@ -48,15 +48,20 @@ double xform_quat_normalize(double q[4]);
 #define XFORM_QUAT_UNIT_MIN 1e-290
 #define XFORM_QUAT_UNIT_MAX 1e290
 
+// The sum of squares of q = (a, b, c, d) that the normalisation below takes: a caller that
+// needs it first (to check its range) passes the same bits on to xform_quat_unit_sq.
+static inline double xform_quat_sq(double a, double b, double c, double d) {
+  return a * a + b * b + c * c + d * d;
+}
+
 // Normalise q in place, cheaply when its sum of squares s is safely in range (the orientations
 // of a state: once per body per update): q / sqrt(s) as one square root, one division and four
 // products, no call; otherwise xform_quat_normalize. Returns the norm before normalisation.
 // Each component's relative error is at most about 5 units of roundoff (2^-53): 4 from the sum
 // of squares (halved by the root), one each from the root, 1 / r and the product; the bound of
 // xform_quat_normalize, whose results may differ from these in the last bit. A q whose squares
-// sum to exactly 1 is kept bit for bit.
-static inline double xform_quat_unit(double q[4]) {
-  double s = q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3];
+// sum to exactly 1 is kept bit for bit. s must be xform_quat_sq(q[0], q[1], q[2], q[3]).
+static inline double xform_quat_unit_sq(double q[4], double s) {
   if (!(s > XFORM_QUAT_UNIT_MIN && s < XFORM_QUAT_UNIT_MAX)) {
     return xform_quat_normalize(q);
   }
@@ -67,6 +72,11 @@ static inline double xform_quat_unit(double q[4]) {
   q[2] *= inv;
   q[3] *= inv;
   return r;
+}
+
+// xform_quat_unit_sq computing s itself.
+static inline double xform_quat_unit(double q[4]) {
+  return xform_quat_unit_sq(q, xform_quat_sq(q[0], q[1], q[2], q[3]));
 }
 
 // Shortest-arc slerp (docs/time.md): flips b when a.b < 0, lerps and normalises when

@@ -772,11 +772,15 @@ int env_create_body(env_t* e, const body_desc_t* d, err_msg_t* msg) {
   // memory: the record, and room in the moved list and the update slots so that updates never
   // allocate
   char* name = NULL;
+  uint32_t guesses = e->update_slot_cap;
   if (dup_name(d->name, &name) < 0 || table_reserve(&e->bodies, 1) < 0 ||
       grow_u32(&e->moved_bodies, &e->moved_body_cap, e->bodies.count + 1) < 0 ||
       grow_u32(&e->update_slots, &e->update_slot_cap, e->bodies.count + 1) < 0) {
     mem_free(name);
     return err_set(msg, ERR_NOMEM, "out of memory for body %u", d->id);
+  }
+  for (uint32_t i = guesses; i < e->update_slot_cap; i++) {
+    e->update_slots[i] = TABLE_NONE;   // no guess yet for an update's i-th body
   }
 
   // record: at rest at its pose until a state moves it

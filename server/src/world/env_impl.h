@@ -39,6 +39,8 @@ typedef struct env_body {
   // what a state update reads and writes first, together (two or three cache lines of the
   // record rather than all five: an update of many bodies is bound by their records' misses)
   uint64_t stamp;               // last env_update_state call naming this body
+  double update_sq;             // that call's orientation's xform_quat_sq, from its check to
+                                // its normalisation (meaningless once the call returns)
   int moved;                    // ENV_BODY_* bits; listed in env->moved_bodies while non-zero
   int has_velocity;             // the velocities at t_cur were sent (or given at creation)
   pose_t pose_cur;              // state at t_cur
@@ -150,7 +152,10 @@ struct env {
   uint32_t* moved_bodies;       // body slots (nmoved_body), capacity >= bodies.count
   uint32_t nmoved_body;
   uint32_t moved_body_cap;
-  uint32_t* update_slots;       // the slots of an update's bodies, found once by its check
+  uint32_t* update_slots;       // the slots of an update's bodies, found once by its check;
+                                // kept after it as the next update's guesses (a client names
+                                // the same bodies in the same order tick after tick), each
+                                // taken only where table_holds confirms it; TABLE_NONE unused
   uint32_t update_slot_cap;     // >= bodies.count (an update names each body at most once)
   uint32_t* moved_joints;       // joint slots (nmoved_joint), capacity >= joints.count
   uint32_t nmoved_joint;
@@ -171,6 +176,8 @@ void env_sensors_close(env_t* e);
 // Write a body's (joint's) states at both ends into its entry of the persistent step view;
 // nothing while the view is stale (env_sensor.c). Called after every change of those states.
 void env_view_body(env_t* e, const env_body_t* b);
+// The same when only its state at t_cur changed (the entry shows its state at t_prev already).
+void env_view_body_cur(env_t* e, const env_body_t* b);
 void env_view_joint(env_t* e, const env_joint_t* j);
 
 // Remove a sensor (env_sensor.c).

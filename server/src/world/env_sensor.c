@@ -287,16 +287,22 @@ static int build_objects(env_t* e, step_view_t* v, err_msg_t* msg) {
 }
 
 
+// A body's state at the end of the step, as its view entry shows it.
+static void put_body_cur(view_body_t* vb, const env_body_t* b) {
+  vb->at[1].pose = b->pose_cur;
+  memcpy(vb->at[1].linear_velocity, b->linear_velocity, sizeof(double[3]));
+  memcpy(vb->at[1].angular_velocity, b->angular_velocity, sizeof(double[3]));
+  vb->at[1].has_velocity = b->has_velocity;
+}
+
+
 // A body's states at both ends of the step, as its view entry shows them.
 static void put_body(view_body_t* vb, const env_body_t* b) {
   vb->at[0].pose = b->pose_prev;
   memcpy(vb->at[0].linear_velocity, b->linear_velocity_prev, sizeof(double[3]));
   memcpy(vb->at[0].angular_velocity, b->angular_velocity_prev, sizeof(double[3]));
   vb->at[0].has_velocity = b->has_velocity_prev;
-  vb->at[1].pose = b->pose_cur;
-  memcpy(vb->at[1].linear_velocity, b->linear_velocity, sizeof(double[3]));
-  memcpy(vb->at[1].angular_velocity, b->angular_velocity, sizeof(double[3]));
-  vb->at[1].has_velocity = b->has_velocity;
+  put_body_cur(vb, b);
 }
 
 
@@ -310,6 +316,13 @@ static void put_joint(view_joint_t* vj, const env_joint_t* j) {
 void env_view_body(env_t* e, const env_body_t* b) {
   if (!e->view_stale) {
     put_body(&e->view_bodies[b->view_at], b);
+  }
+}
+
+
+void env_view_body_cur(env_t* e, const env_body_t* b) {
+  if (!e->view_stale) {
+    put_body_cur(&e->view_bodies[b->view_at], b);
   }
 }
 

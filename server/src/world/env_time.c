@@ -88,10 +88,12 @@ static int body_numbers_fault(const env_state_update_t* u, uint32_t i, uint32_t 
 // bound), and the orientation's sum of squares where its norm is surely above
 // ENV_QUAT_MIN_NORM (1e-16: a norm of 1e-8) and xform_quat_unit normalises without scaling
 // (which also makes every component finite). False sends the body to body_numbers_fault,
-// which decides exactly (a quaternion of 1e200 is fine, but not here).
-static bool body_numbers_fine(const env_state_update_t* u, uint32_t i) {
+// which decides exactly (a quaternion of 1e200 is fine, but not here). *sq: the orientation's
+// sum of squares as xform_quat_unit_sq takes it (w, x, y, z: the pose's order once reordered).
+static bool body_numbers_fine(const env_state_update_t* u, uint32_t i, double* sq) {
   const double* p = u->body_poses + 7 * (size_t)i;
-  double s = p[6] * p[6] + p[3] * p[3] + p[4] * p[4] + p[5] * p[5];
+  double s = xform_quat_sq(p[6], p[3], p[4], p[5]);
+  *sq = s;
   bool fine = (fabs(p[0]) <= ENV_MAX_COORD) & (fabs(p[1]) <= ENV_MAX_COORD) &
               (fabs(p[2]) <= ENV_MAX_COORD) & (s >= 1e-16) & (s < XFORM_QUAT_UNIT_MAX);
   if (u->body_velocities) {
@@ -106,12 +108,18 @@ static bool body_numbers_fine(const env_state_update_t* u, uint32_t i) {
 
 // Validate the bodies of an update: known, each named once, finite, usable quaternions. The
 // slot of body_ids[i] goes to e->update_slots[i], for the update to apply without a second
-// lookup (room for every body: each is named once).
+// lookup (room for every body: each is named once). The slot left there by the last update is
+// tried first, and the map searched only when that slot does not hold body_ids[i] (the same
+// slot either way).
 static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t stamp,
                                err_msg_t* msg) {
   for (uint32_t i = 0; i < u->nbody; i++) {
     uint32_t id = u->body_ids[i];
-    uint32_t slot = table_find(&e->bodies, id);
+    // (an update naming more bodies than were ever created has no guess past them)
+    uint32_t slot = i < e->update_slot_cap ? e->update_slots[i] : TABLE_NONE;
+    if (!table_holds(&e->bodies, slot, id)) {
+      slot = table_find(&e->bodies, id);
+    }
     if (slot == TABLE_NONE) {
       if (id == 0) {
         return err_set(msg, ERR_INVAL, "body_ids[%u] = 0 is the world frame, which does not "
@@ -125,7 +133,7 @@ static int check_update_bodies(env_t* e, const env_state_update_t* u, uint64_t s
     }
     b->stamp = stamp;
     e->update_slots[i] = slot;
-    if (!body_numbers_fine(u, i)) {
+    if (!body_numbers_fine(u, i, &b->update_sq)) {
       int rc = body_numbers_fault(u, i, id, msg);
       if (rc < 0) {
         return rc;
@@ -202,8 +210,13 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
                    "step: %s", u->time, e->t_prev, why.text);
   }
 
-  // bodies: the first state also defines the start of the first interval
+  // bodies: the first state also defines the start of the first interval. What the loop
+  // tests of the update and of the view is read once here: its stores into the records could
+  // alias them, so the compiler would read them again for every body.
   int first = !e->has_time;
+  const double* vel = u->body_velocities;
+  const int moved = ENV_BODY_STALE | (first ? 0 : ENV_BODY_MOVED);
+  const bool view = !e->view_stale;
   for (uint32_t i = 0; i < u->nbody; i++) {
     uint32_t slot = e->update_slots[i];
     env_body_t* b = table_at(&e->bodies, slot);
@@ -212,7 +225,8 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     // the one reorder (wire x, y, z, w -> w, x, y, z) and normalisation of the orientation,
     // in place: a pose assembled on the stack (where the normalisation's slow path needs it)
     // and copied would be read back in 16-byte words right after its 8-byte stores, which the
-    // CPU cannot forward (a stall per word, most of this loop's time)
+    // CPU cannot forward (a stall per word, most of this loop's time). Its sum of squares was
+    // taken by the check, from the same numbers.
     pose_t* pose = &b->pose_cur;
     pose->p[0] = p[0];
     pose->p[1] = p[1];
@@ -221,12 +235,12 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     pose->q[1] = p[3];
     pose->q[2] = p[4];
     pose->q[3] = p[5];
-    xform_quat_unit(pose->q);
-    if (u->body_velocities) {
-      memcpy(b->linear_velocity, u->body_velocities + 6 * (size_t)i, 3 * sizeof(double));
-      memcpy(b->angular_velocity, u->body_velocities + 6 * (size_t)i + 3, 3 * sizeof(double));
+    xform_quat_unit_sq(pose->q, b->update_sq);
+    if (vel) {
+      memcpy(b->linear_velocity, vel + 6 * (size_t)i, 3 * sizeof(double));
+      memcpy(b->angular_velocity, vel + 6 * (size_t)i + 3, 3 * sizeof(double));
     }
-    b->has_velocity = u->body_velocities != NULL;
+    b->has_velocity = vel != NULL;
 
     // the objects' instances are written at the next commit
     if (first) {
@@ -238,8 +252,12 @@ int env_update_state(env_t* e, const env_state_update_t* u, err_msg_t* msg) {
     if (!b->moved) {
       e->moved_bodies[e->nmoved_body++] = slot;
     }
-    b->moved |= ENV_BODY_STALE | (first ? 0 : ENV_BODY_MOVED);
-    env_view_body(e, b);
+    b->moved |= moved;
+    if (view && first) {
+      env_view_body(e, b);
+    } else if (view) {
+      env_view_body_cur(e, b);   // its state at t_prev is the entry's already
+    }
     // the scene changes only through the body's objects (env_sync_object marks it dirty): a
     // body carrying none (an IMU's) costs no scene commit
   }

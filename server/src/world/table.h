@@ -90,6 +90,14 @@ static inline void* table_get(const table_t* t, uint32_t id) {
 // Id in a slot (0 when the slot is free). slot < t->used.
 uint32_t table_slot_id(const table_t* t, uint32_t slot);
 
+// Whether `slot` (any value, TABLE_NONE included) is where id (> 0 for a true answer) is
+// stored: the check of a slot remembered from an earlier lookup, which a removal or a reuse of
+// the slot may have made stale. An id is stored in one slot at most, so a true answer gives
+// what table_find would, at a load and two comparisons instead of a hash and a probe.
+static inline int table_holds(const table_t* t, uint32_t slot, uint32_t id) {
+  return id != 0 && slot < t->used && t->slot_id[slot] == id;
+}
+
 // Remove id (present); its slot is reused by a later insert.
 void table_remove(table_t* t, uint32_t id);
 

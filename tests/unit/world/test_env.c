@@ -592,6 +592,91 @@ TEST(env_update_state_is_all_or_nothing) {
 }
 
 
+// The x of body id's position at the end of the interval (-1 when it is unknown).
+static double body_x(env_t* e, uint32_t id) {
+  pose_t p;
+  return env_body_pose(e, id, 1.0, &p) == 0 ? p.p[0] : -1.0;
+}
+
+
+// An update first tries, for its i-th body, the slot the last update's i-th body had, and takes
+// it only when that slot holds the id named now: bodies named in another order, removed,
+// created again in the same slot, or replaced there by another body are found as by their id,
+// and id 0 (which a free slot holds) stays the world frame; an environment that never had a
+// body has nothing to remember.
+TEST(env_update_state_remembered_slots_are_confirmed) {
+  fixture_t f;
+  ASSERT_OK(setup_empty(&f, "slots", NULL, NULL));
+  env_t* e = f.e;
+  err_msg_t msg;
+  uint32_t ids[3] = {1, 2, 3};
+  double poses[21];
+  for (int i = 0; i < 3; i++) {
+    wire_pose(poses + 7 * i, 10 + i, 0, 0);   // index i at x = 10 + i
+  }
+  env_state_update_t u = {.time = 3.0, .nbody = 3, .body_ids = ids, .body_poses = poses};
+
+  // no body yet (nothing remembered), then more bodies named than exist
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[0] = 1 is not a known body");
+  body_desc_t b1 = {.id = 1, .pose = xform_identity()};
+  ASSERT_OK(env_create_body(e, &b1, &msg));
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[1] = 2 is not a known body");
+  ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 1, &msg));
+
+  for (uint32_t id = 1; id <= 3; id++) {
+    body_desc_t b = {.id = id, .pose = xform_identity()};
+    ASSERT_OK(env_create_body(e, &b, &msg));
+  }
+  ASSERT_OK(update_bodies(e, 1.0, 3, ids, poses));
+  ASSERT_TRUE(body_x(e, 1) == 10 && body_x(e, 2) == 11 && body_x(e, 3) == 12);
+
+  // reversed: no remembered slot holds its id
+  ids[0] = 3;
+  ids[2] = 1;
+  ASSERT_OK(update_bodies(e, 2.0, 3, ids, poses));
+  ASSERT_TRUE(body_x(e, 3) == 10 && body_x(e, 2) == 11 && body_x(e, 1) == 12);
+
+  // body 2 removed: its slot, remembered for index 1, is free (it holds id 0)
+  ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 2, &msg));
+  ids[1] = 0;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_INVAL,
+                  "body_ids[1] = 0 is the world frame, which does not move");
+  ids[1] = 2;
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[1] = 2 is not a known body");
+
+  // another body in that slot: body 2 is still unknown, the new one is found
+  body_desc_t b7 = {.id = 7, .pose = xform_identity()};
+  ASSERT_OK(env_create_body(e, &b7, &msg));
+  ASSERT_REJECTED(e, env_update_state(e, &u, emsg), ERR_NOTFOUND,
+                  "body_ids[1] = 2 is not a known body");
+  ids[1] = 7;
+  ASSERT_OK(update_bodies(e, 3.0, 3, ids, poses));
+  ASSERT_TRUE(body_x(e, 3) == 10 && body_x(e, 7) == 11 && body_x(e, 1) == 12);
+
+  // body 2 created again (in the slot body 7 leaves), then named where 7 was, and a longer
+  // update whose last index had no remembered slot
+  ASSERT_OK(env_remove(e, ENV_ENTITY_BODY, 7, &msg));
+  body_desc_t b2 = {.id = 2, .pose = xform_identity()};
+  ASSERT_OK(env_create_body(e, &b2, &msg));
+  body_desc_t b9 = {.id = 9, .pose = xform_identity()};
+  ASSERT_OK(env_create_body(e, &b9, &msg));
+  ids[1] = 2;
+  ASSERT_OK(update_bodies(e, 4.0, 3, ids, poses));
+  ASSERT_TRUE(body_x(e, 3) == 10 && body_x(e, 2) == 11 && body_x(e, 1) == 12);
+  uint32_t ids4[4] = {3, 2, 1, 9};
+  double poses4[28];
+  memcpy(poses4, poses, sizeof(poses));
+  wire_pose(poses4 + 21, 13, 0, 0);
+  ASSERT_OK(update_bodies(e, 5.0, 4, ids4, poses4));
+  ASSERT_TRUE(body_x(e, 9) == 13 && body_x(e, 2) == 11);
+  teardown(&f);
+  return 0;
+}
+
+
 // An update's numbers pass a one-pass test, and only those it cannot vouch for go through the
 // exact checks: the two must agree at every bound. Exactly ENV_MAX_COORD and ENV_MAX_VALUE are
 // accepted and the next double is not, on every axis; orientations too small or too large for
