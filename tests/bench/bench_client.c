@@ -37,6 +37,7 @@
 //        byte of each iovec comes from)
 //
 //   bench_client [--quick] [--sensimd PATH] [--rounds N] [--bodies N] [--rays N] [--calls N]
+//                [--float]
 //
 // --quick runs few iterations and checks only the cross-checks (ctest, label bench): every
 // step's records (kinds and values), pipelined results in order, the hits against the
