@@ -35,12 +35,21 @@ NBODY = 100
 MASK = os.sched_getaffinity(0)
 
 
+PIN_REFUSED = []
+
+
 def pin(tid: int, cpu: int | None) -> None:
-    """Thread tid (0: this one) on cpu, or back on the process's first mask (None)."""
+    """Thread tid (0: this one) on cpu, or back on the process's first mask (None). A sandbox
+    that refuses sched_setaffinity leaves every placement to the scheduler, said once."""
+    if PIN_REFUSED:
+        return
     try:
         os.sched_setaffinity(tid, MASK if cpu is None else {cpu})
     except ProcessLookupError:  # the thread ended meanwhile
         pass
+    except OSError as e:
+        PIN_REFUSED.append(e)
+        print(f"placements: not applied (sched_setaffinity refused: {e.strerror})")
 
 
 def pin_process(pid: int, cpu: int | None) -> None:

@@ -127,7 +127,9 @@ int bench_each_thread(pid_t pid, void (*fn)(pid_t tid, void* ctx), void* ctx);
 // most max of them into cpus; returns how many there are (possibly more than max).
 int bench_cpus(int* cpus, int max);
 // Pin thread tid (0: the calling thread) to `cpu` (-1: back to the mask bench_cpus read). A
-// thread that has ended (ESRCH) is not an error; any other failure is bench_die.
+// thread that has ended (ESRCH) is skipped; when the kernel refuses (a sandbox without
+// sched_setaffinity), a line on stdout and stderr says that the placements are not applied,
+// and no pinning is tried again.
 void bench_pin_thread(pid_t tid, int cpu);
 // bench_pin_thread(0, cpu).
 void bench_pin_self(int cpu);
