@@ -205,7 +205,7 @@ out_server:
 out_threads:
   record_close(d->recorder);
   exec_destroy(d->exec);
-  mem_free(d->spare_job);  // after the last request's done
+  spares_drop(&d->spare_jobs);  // after the last request's done
   pool_destroy(d->pool);
   scene_device_destroy(d->device);
 out_loop:

@@ -13,6 +13,7 @@
 #include <uv.h>
 
 #include "base/pool.h"
+#include "base/spares.h"
 #include "daemon.h"
 #include "daemon/exec.h"
 #include "daemon/record.h"
@@ -67,9 +68,9 @@ struct daemon {
   uint64_t heap_base;        // heap in use once started (scene_memory_full)
   atomic_int halt;           // set when stopping: running raycasts end early
   recorder_t* recorder;      // --record: nullable
-  // The last request job done, kept for the next request (protocol.c): a lock-step tick's
-  // two requests take it in turn instead of a calloc and a free each. Freed at the end.
-  void* spare_job;
+  // Request jobs done, kept for the next requests (protocol.c): a lock-step tick's two
+  // requests take them instead of a calloc and a free each. Dropped at the end.
+  spares_t spare_jobs;
 };
 
 //---------------- protocol (daemon/protocol.c)

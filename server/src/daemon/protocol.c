@@ -213,23 +213,13 @@ static void req_done(exec_job_t* j, int cancelled) {
   registry_release(rj->entry);
   liveness_release(rj->live);
   session_release(rj->s);
-  if (d->spare_job) {
-    mem_free(rj);
-  } else {
-    d->spare_job = rj;
-  }
+  spares_give(&d->spare_jobs, rj);
 }
 
 
 // Queue a request on its environment's queue; takes ownership of req.
 static void submit_request(daemon_t* d, client_t* c, wire_request_t* req, int hello) {
-  req_job_t* rj = d->spare_job;
-  if (rj) {
-    d->spare_job = NULL;
-    memset(rj, 0, sizeof(*rj));
-  } else {
-    rj = mem_calloc(1, sizeof(*rj));
-  }
+  req_job_t* rj = spares_take(&d->spare_jobs, sizeof(*rj));
   outbox_slot_t* slot = rj ? outbox_reserve(&c->out) : NULL;
   if (!slot) {
     mem_free(rj);

@@ -3,8 +3,6 @@
 // that finishes after its connection is gone frees its slot instead of touching freed memory.
 #include "net/outbox.h"
 
-#include <string.h>
-
 #include "base/mem.h"
 
 struct outbox_slot {
@@ -37,7 +35,7 @@ void outbox_init(outbox_t* ob, outbox_send_fn send, void* user) {
   ob->send = send;
   ob->send_shared = NULL;
   ob->user = user;
-  ob->spare = NULL;
+  ob->spare_slots = (spares_t){0};
 }
 
 
@@ -47,11 +45,8 @@ void outbox_set_send_shared(outbox_t* ob, outbox_send_shared_fn send_shared) {
 
 
 outbox_slot_t* outbox_reserve(outbox_t* ob) {
-  outbox_slot_t* slot = ob->spare;
-  if (slot) {
-    ob->spare = NULL;
-    memset(slot, 0, sizeof(*slot));
-  } else if (!(slot = mem_calloc(1, sizeof(*slot)))) {
+  outbox_slot_t* slot = spares_take(&ob->spare_slots, sizeof(*slot));
+  if (!slot) {
     return NULL;
   }
   slot->ob = ob;
@@ -82,11 +77,7 @@ static void flush(outbox_t* ob) {
       ob->send_shared(ob->user, slot->frames[i]);
     }
     free_frames(slot);
-    if (ob->spare) {
-      mem_free(slot);
-    } else {
-      ob->spare = slot;
-    }
+    spares_give(&ob->spare_slots, slot);
   }
 }
 
@@ -169,6 +160,5 @@ void outbox_close(outbox_t* ob) {
   ob->nslot = 0;
   ob->held_bytes = 0;
   ob->mem_bytes = 0;
-  mem_free(ob->spare);
-  ob->spare = NULL;
+  spares_drop(&ob->spare_slots);
 }

@@ -14,6 +14,7 @@
 
 #include "base/err.h"
 #include "base/list.h"
+#include "base/spares.h"
 #include "net/shared_buf.h"
 
 typedef struct outbox outbox_t;
@@ -34,10 +35,10 @@ struct outbox {
   outbox_send_fn send;
   outbox_send_shared_fn send_shared;  // nullable until outbox_set_send_shared
   void* user;
-  // The last slot sent, kept for the next reservation: a connection in lock-step reserves
-  // and sends a slot or two per request, and takes them from here rather than the heap.
-  // Not counted in mem_bytes; freed by outbox_close.
-  outbox_slot_t* spare;
+  // Slots sent, kept for the next reservations: a connection in lock-step reserves and sends
+  // a slot or two per request, and takes them from here rather than the heap. Not counted in
+  // mem_bytes; dropped by outbox_close.
+  spares_t spare_slots;
 };
 
 void outbox_init(outbox_t* ob, outbox_send_fn send, void* user);

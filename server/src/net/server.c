@@ -169,9 +169,7 @@ void server_close(server_t* srv) {
 
 
 void server_destroy(server_t* srv) {
-  for (uint32_t i = 0; i < srv->nspare_writes; i++) {
-    mem_free(srv->spare_writes[i]);
-  }
+  spares_drop(&srv->spare_writes);
   mem_free(srv->read_buf);
   mem_free(srv);
 }

@@ -11,6 +11,7 @@
 #include <uv.h>
 
 #include "base/list.h"
+#include "base/spares.h"
 #include "net/frame.h"
 #include "net/server.h"
 #include "net/session.h"
@@ -61,8 +62,6 @@ struct session {
   char peer[64];
 };
 
-#define SERVER_SPARE_WRITES 4
-
 struct server {
   uv_loop_t* loop;
   uv_tcp_t listener;
@@ -84,8 +83,7 @@ struct server {
   uint64_t timed_out;
   // Write records of finished writes, kept for the next ones (session.c): a lock-step tick's
   // replies take them instead of a calloc and a free each. Freed by server_destroy.
-  void* spare_writes[SERVER_SPARE_WRITES];
-  uint32_t nspare_writes;
+  spares_t spare_writes;
   uint32_t nlive;            // not closing: what server_sessions reports and max_clients counts
   uint64_t next_id;
   int port;

@@ -280,23 +280,14 @@ static void release_counts(session_t* s, const session_write_t* w) {
 
 // A zeroed write record: a spare one of the server's, else a new one.
 static session_write_t* write_new(server_t* srv) {
-  if (srv->nspare_writes == 0) {
-    return mem_calloc(1, sizeof(session_write_t));
-  }
-  session_write_t* w = srv->spare_writes[--srv->nspare_writes];
-  memset(w, 0, sizeof(*w));
-  return w;
+  return spares_take(&srv->spare_writes, sizeof(session_write_t));
 }
 
 
 static void free_write(server_t* srv, session_write_t* w) {
   mem_free(w->payload);
   shared_buf_release(w->shared);
-  if (srv->nspare_writes < SERVER_SPARE_WRITES) {
-    srv->spare_writes[srv->nspare_writes++] = w;
-  } else {
-    mem_free(w);
-  }
+  spares_give(&srv->spare_writes, w);
 }
 
 
