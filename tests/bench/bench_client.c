@@ -296,6 +296,19 @@ static void build_sensors(sensim_client_t* cli) {
 }
 
 
+// The same body and joint without sensors: the tick's protocol and state update alone.
+static void build_bare(sensim_client_t* cli) {
+  sensim_body_t b;
+  sensim_body_init(&b);
+  b.id = 1;
+  check(cli, sensim_create_body(cli, &b), "bare body");
+  sensim_joint_t j;
+  sensim_joint_init(&j);
+  j.id = 1;
+  check(cli, sensim_create_joint(cli, &j), "bare joint");
+}
+
+
 // The tick's state at t, written into the caller's arrays that `state` points at.
 typedef struct tick {
   uint32_t id[1];
@@ -446,15 +459,17 @@ static double ticks_per_s(sensim_client_t* cli, double* t, unsigned n, unsigned 
 typedef struct step_figures {
   double over_ping, over_daemon_ping;   // medians of paired ratios
   double cpu_us;                        // this thread's CPU per blocking tick
+  double tick_us, bare_us, ping_us, raw_us;   // medians of the four round trips (us)
 } step_figures_t;
 
 
-// The interleaved round trips of one placement: a tick through the client, a Ping through it,
-// the tick's bytes through an echo thread placed where the daemon is; then this thread's CPU
-// over blocking ticks.
+// The interleaved round trips of one placement: a tick through the client, the same tick in
+// an environment without sensors (`bare`), a Ping, the tick's bytes through an echo thread
+// placed where the daemon is; then this thread's CPU over blocking ticks.
 static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
-                                   sensim_client_t* cli, const bench_placement_t* p, tick_t* k,
-                                   double* t, size_t req, size_t reply) {
+                                   sensim_client_t* cli, sensim_client_t* bare,
+                                   const bench_placement_t* p, tick_t* k, double* t, size_t req,
+                                   size_t reply) {
   enum { WARM = 50 };
   bench_place(p, &d->pid, 1);
   echo_t e = {.cpu = p->peer, .req = req, .reply = reply, .rounds = WARM + o->rounds};
@@ -465,6 +480,7 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
   double* tc = bench_xmalloc(sizeof(double) * o->rounds);
   double* tp = bench_xmalloc(sizeof(double) * o->rounds);
   double* tr = bench_xmalloc(sizeof(double) * o->rounds);
+  double* tb = bench_xmalloc(sizeof(double) * o->rounds);
   const sensim_step_result_t* r;
   for (unsigned i = 0; i < WARM + o->rounds; i++, *t += 0.01) {
     tick_at(k, *t);
@@ -478,24 +494,40 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
     bench_write_all(raw, rq, req);
     bench_read_all(raw, rp, reply);
     double t4 = bench_now();
+    check(bare, sensim_update_and_step(bare, &k->state, &k->step, &r), "bare tick");
+    double t5 = bench_now();
+    if (r->noutputs != 0) {
+      bench_die("a tick without sensors returned %u records", r->noutputs);
+    }
     if (i >= WARM) {
       tc[i - WARM] = t1 - t0;
       tp[i - WARM] = t3 - t2;
       tr[i - WARM] = t4 - t3;
+      tb[i - WARM] = t5 - t4;
     }
   }
   pthread_join(e.thread, NULL);
   close(raw);
   close(e.listener);
   step_figures_t f = {bench_median_ratio(tc, tr, o->rounds), bench_median_ratio(tc, tp, o->rounds),
-                      0};
+                      0, bench_median(tc, o->rounds), bench_median(tb, o->rounds),
+                      bench_median(tp, o->rounds), bench_median(tr, o->rounds)};
   char c1[16], c2[16];
   printf("step, %s (this thread on %s; sensimd and the echo thread on %s): c_client median "
          "%.1f us, daemon Ping %.1f us, raw TCP ping-pong %.1f us (%u rounds, interleaved); "
          "over the ping-pong %.2f, over Ping %.2f\n", p->name, bench_cpu_name(p->self, c1),
-         bench_cpu_name(p->peer, c2), 1e6 * bench_median(tc, o->rounds),
-         1e6 * bench_median(tp, o->rounds), 1e6 * bench_median(tr, o->rounds), o->rounds,
-         f.over_ping, f.over_daemon_ping);
+         bench_cpu_name(p->peer, c2), 1e6 * f.tick_us, 1e6 * f.ping_us, 1e6 * f.raw_us,
+         o->rounds, f.over_ping, f.over_daemon_ping);
+  printf("step, %s, where the tick's %.1f us over the raw ping-pong go (medians): a Ping's "
+         "protocol %.1f us, UpdateState + Step in an environment without sensors %.1f us more, "
+         "the IMU, encoder and cone with their records %.1f us more\n", p->name,
+         1e6 * (f.tick_us - f.raw_us), 1e6 * (f.ping_us - f.raw_us),
+         1e6 * (f.bare_us - f.ping_us), 1e6 * (f.tick_us - f.bare_us));
+  f.tick_us *= 1e6;
+  f.bare_us *= 1e6;
+  f.ping_us *= 1e6;
+  f.raw_us *= 1e6;
+  free(tb);
   free(rq);
   free(rp);
   free(tc);
@@ -557,10 +589,13 @@ static void bench_steps(const options_t* o, const bench_daemon_t* d) {
   printf("step: UpdateState + Step with an IMU, an encoder and a cone, %zu bytes out, %zu back\n",
          req, reply);
   step_figures_t f[3];
+  sensim_client_t* bare = connect_env(d->port, "bench_client_bare");
+  build_bare(bare);
   for (int i = 0; i < nplaces; i++) {
-    f[i] = steps_placed(o, d, cli, &places[i], &k, &t, req, reply);
+    f[i] = steps_placed(o, d, cli, bare, &places[i], &k, &t, req, reply);
   }
   bench_unplace(&d->pid, 1);
+  sensim_client_close(bare);
   printf("check step: every tick's records (IMU, encoder at the joint, cone): PASS\n");
   // the headline is the worse placement: neither can flatter it
   int worst = 0;
@@ -576,6 +611,9 @@ static void bench_steps(const options_t* o, const bench_daemon_t* d) {
   printf("BENCH c_step_rtt_over_daemon_ping %.2f x (%s)\n", f[worst].over_daemon_ping,
          places[worst].name);
   printf("BENCH c_step_client_cpu_us %.2f us (one core)\n", f[0].cpu_us);
+  printf("BENCH c_step_sensors_us %.2f us (one core: the IMU, encoder and cone with their "
+         "records; a ratio of 1.3 leaves %.2f us above the raw ping-pong for all of the tick)\n",
+         f[0].tick_us - f[0].bare_us, 0.3 * f[0].raw_us);
   if (nplaces > 1) {
     printf("BENCH c_step_client_cpu_two_cores_us %.2f us (its sends also wake the other "
            "core)\n", f[1].cpu_us);
