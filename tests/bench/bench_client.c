@@ -16,6 +16,9 @@
 //        the client's encoding, filing and decoding, and its socket calls (loopback TCP
 //        included); c_step_client_cpu_two_cores_us the same on two cores, where its sends also
 //        wake the daemon's core
+//   BENCH c_step_sensors_us        one core: a tick's median over the same tick in an
+//        environment without sensors (a second pass; the line before it splits the tick's time
+//        above the raw echo into a Ping's, the sensorless tick's and the sensors')
 //   BENCH c_pipelined_steps_per_s_over_blocking   ticks per second with four ticks in flight
 //        (sensim_update_and_step_send, waits) over blocking ticks
 //   BENCH c_pipelined_with_work_over_blocking   the same when the engine computes for 30 us
