@@ -1020,8 +1020,9 @@ static void move_packed(packing_t* p) {
 // Pack batch b straight behind the records moved so far when every batch before it is moved
 // (the front) and no other thread is moving: its kept records are then written once, where
 // they stay, rather than packed where they were traced and moved later. Returns whether it did.
-// The place is at most 40 * 256 * b bytes from the start, not after the batch's own traced
-// records (48 * 256 * b), as wire_hit_pack_to needs, and below the next batch's.
+// The place is at most 40 * 256 * b bytes from the start: no later than the batch's own
+// traced records (48 * 256 * b), as wire_hit_pack_to needs, and what it writes ends before the
+// next batch's (48 * 256 * (b + 1)).
 static bool pack_at_front(packing_t* p, size_t b, uint32_t first, uint32_t n, uint8_t* hits) {
   if (atomic_flag_test_and_set(&p->moving)) {
     return false;
