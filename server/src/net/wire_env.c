@@ -938,7 +938,7 @@ void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uin
 }
 
 
-size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask) {
+size_t wire_hit_pack_to(uint8_t* records, size_t n, uint8_t* mask, uint8_t* to) {
   // a record is five 8-byte words: the miss record is +inf, then zeros
   const uint64_t inf_bits = 0x7FF0000000000000ull;
   size_t k = 0;
@@ -953,7 +953,7 @@ size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask) {
       }
       bits |= 1u << j;
       // read whole before written: the k-th record's place may overlap its own
-      memcpy(records + k * WIRE_HIT_MASKED_RECORD_BYTES, w, sizeof(w));
+      memcpy(to + k * WIRE_HIT_MASKED_RECORD_BYTES, w, sizeof(w));
       k++;
     }
     mask[i / 8] = (uint8_t)bits;
@@ -962,12 +962,18 @@ size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask) {
 }
 
 
+size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask) {
+  return wire_hit_pack_to(records, n, mask, records);
+}
+
+
 // What the tracing threads leave of a reply to omit_misses: each batch's hits packed
 // (wire_hit_pack) and moved behind those of the batches before it, their numbers and their
 // bits of hit_mask. A batch is moved by the thread that packs it or, when it is packed before
 // an earlier one, by the thread that moves that one: so the records are in place when the
 // last batch is, rather than moved together after the tracing, on the request's thread alone
-// (a part of a large raycast then waited for it, and the other tracing thread idled).
+// (a part of a large raycast then waited for it, and the other tracing thread idled). A batch
+// packed when all before it are moved is packed straight into place (pack_at_front).
 typedef struct packing {
   uint8_t* mask;        // (nray + 7) / 8 bytes; a batch (ENV_RAYCAST_BATCH, a multiple of 8
                         // rays) writes bytes of its own
@@ -1011,14 +1017,40 @@ static void move_packed(packing_t* p) {
 }
 
 
-// env_raycast_t.traced: pack the batch while its records are in this thread's cache, and move
-// what is in order.
+// Pack batch b straight behind the records moved so far when every batch before it is moved
+// (the front) and no other thread is moving: its kept records are then written once, where
+// they stay, rather than packed where they were traced and moved later. Returns whether it did.
+// The place is at most 40 * 256 * b bytes from the start: no later than the batch's own
+// traced records (48 * 256 * b), as wire_hit_pack_to needs, and what it writes ends before the
+// next batch's (48 * 256 * (b + 1)).
+static bool pack_at_front(packing_t* p, size_t b, uint32_t first, uint32_t n, uint8_t* hits) {
+  if (atomic_flag_test_and_set(&p->moving)) {
+    return false;
+  }
+  bool front = atomic_load(&p->front) == b;
+  if (front) {
+    size_t kept = wire_hit_pack_to(hits, n, p->mask + first / 8, p->records + p->moved);
+    p->counts[b] = (uint32_t)kept;
+    p->moved += kept * WIRE_HIT_MASKED_RECORD_BYTES;
+    atomic_store(&p->packed[b], 1);
+    atomic_store(&p->front, b + 1);
+  }
+  atomic_flag_clear(&p->moving);
+  return front;
+}
+
+
+// env_raycast_t.traced: pack the batch while its records are in this thread's cache (straight
+// into place when it is at the front, where they were traced otherwise), and move what is in
+// order.
 static void pack_batch(void* ctx, uint32_t first, uint32_t n, scene_hit_t* hits) {
   packing_t* p = ctx;
   size_t b = first / ENV_RAYCAST_BATCH;
-  p->counts[b] = (uint32_t)wire_hit_pack((uint8_t*)(void*)hits, n, p->mask + first / 8);
-  atomic_store(&p->packed[b], 1);
-  move_packed(p);
+  if (!pack_at_front(p, b, first, n, (uint8_t*)(void*)hits)) {
+    p->counts[b] = (uint32_t)wire_hit_pack((uint8_t*)(void*)hits, n, p->mask + first / 8);
+    atomic_store(&p->packed[b], 1);
+  }
+  move_packed(p);  // the batches after it packed meanwhile
 }
 
 

@@ -65,5 +65,10 @@ void wire_hit_mask_records(const scene_hit_t* hits, size_t n, uint8_t* mask, uin
 // that are not the miss record moved to the start as WIRE_HIT_MASKED_RECORD_BYTES records, in
 // ray order, and hit_mask written into mask ((n + 7) / 8 bytes). Returns the records kept.
 size_t wire_hit_pack(uint8_t* records, size_t n, uint8_t* mask);
+// wire_hit_pack with the kept records written from `to` on, which may be records itself or any
+// place before it (to <= records: a record is read whole before anything is written, and the
+// k-th kept one ends before the (k+1)-th record read), the bytes from `to` up to where the
+// records start free to overwrite.
+size_t wire_hit_pack_to(uint8_t* records, size_t n, uint8_t* mask, uint8_t* to);
 
 #endif  // SENSIM_NET_WIRE_PB_H_

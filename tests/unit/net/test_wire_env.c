@@ -1651,6 +1651,18 @@ TEST(wire_hit_pack_in_place_equals_the_mask_and_records_written_apart) {
   ASSERT_MEM_EQ(mask, mask_apart, (N + 7) / 8);
   ASSERT_EQ(mask[(N + 7) / 8], 0xEE);   // no byte past the mask
   ASSERT_MEM_EQ(records, apart, kept * WIRE_HIT_MASKED_RECORD_BYTES);
+
+  // packed from records placed later in the buffer to its start, as a batch packed straight
+  // behind those before it: the same records and mask
+  enum { SHIFT = 3 * N / 4 };
+  static uint8_t later[(SHIFT + N) * WIRE_HIT_RECORD_BYTES];
+  memset(later, 0xEE, sizeof(later));
+  wire_hit_records(hits, N, later + SHIFT * WIRE_HIT_RECORD_BYTES);
+  memset(mask, 0xEE, sizeof(mask));
+  size_t kept_to = wire_hit_pack_to(later + SHIFT * WIRE_HIT_RECORD_BYTES, N, mask, later);
+  ASSERT_EQ(kept_to, set);
+  ASSERT_MEM_EQ(mask, mask_apart, (N + 7) / 8);
+  ASSERT_MEM_EQ(later, apart, kept_to * WIRE_HIT_MASKED_RECORD_BYTES);
   return 0;
 }
 
