@@ -17,8 +17,8 @@
 //        included); c_step_client_cpu_two_cores_us the same on two cores, where its sends also
 //        wake the daemon's core
 //   BENCH c_step_sensors_us        one core: a tick's median over the same tick in an
-//        environment without sensors (a second pass; the line before it splits the tick's time
-//        above the raw echo into a Ping's, the sensorless tick's and the sensors')
+//        environment without sensors (a second pass, each tick after a Ping; a line before
+//        splits the tick's time above a Ping into the sensorless tick's and the sensors')
 //   BENCH c_pipelined_steps_per_s_over_blocking   ticks per second with four ticks in flight
 //        (sensim_update_and_step_send, waits) over blocking ticks
 //   BENCH c_pipelined_with_work_over_blocking   the same when the engine computes for 30 us
@@ -462,20 +462,72 @@ static double ticks_per_s(sensim_client_t* cli, double* t, unsigned n, unsigned 
 typedef struct step_figures {
   double over_ping, over_daemon_ping;   // medians of paired ratios
   double cpu_us;                        // this thread's CPU per blocking tick
-  double tick_us, bare_us, ping_us, raw_us;   // medians of the four round trips (us)
+  double tick_us, bare_us, ping_us;     // steps_apart's medians (us)
 } step_figures_t;
 
 
-// The interleaved round trips of one placement: a tick through the client, the same tick in
-// an environment without sensors (`bare`), a Ping, the tick's bytes through an echo thread
-// placed where the daemon is; then this thread's CPU over blocking ticks.
+// Where a tick's time goes above a Ping, in a pass of its own after the headline's: the tick,
+// a Ping, the same tick in an environment with the same body and joint but no sensors (a
+// connection of its own, opened for this pass), a Ping, in turn: each tick timed right after
+// a Ping (the order matters on one core: a tick timed right after another tick runs about
+// 0.5 us faster here, its code and data still warm). No raw echo here: on one core its time
+// depends on how the scheduler interleaves the threads, which a second connection changes (a
+// raw round trip read 4.8 us instead of 6.0 in this pass). Fills f's tick, bare and Ping
+// medians, in microseconds.
+static void steps_apart(const options_t* o, const bench_daemon_t* d, sensim_client_t* cli,
+                        const bench_placement_t* p, tick_t* k, double* t, step_figures_t* f) {
+  enum { WARM = 50 };
+  sensim_client_t* bare = connect_env(d->port, "bench_client_bare");
+  build_bare(bare);
+  bench_place(p, &d->pid, 1);   // the daemon's threads, the new connection's included
+  double* tc = bench_xmalloc(sizeof(double) * o->rounds);
+  double* tp = bench_xmalloc(sizeof(double) * o->rounds);
+  double* tb = bench_xmalloc(sizeof(double) * o->rounds);
+  const sensim_step_result_t* r;
+  for (unsigned i = 0; i < WARM + o->rounds; i++, *t += 0.01) {
+    tick_at(k, *t);
+    double t0 = bench_now();
+    check(cli, sensim_update_and_step(cli, &k->state, &k->step, &r), "tick");
+    double t1 = bench_now();
+    check_records(r, *t);
+    double t2 = bench_now();
+    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
+    double t3 = bench_now();
+    check(bare, sensim_update_and_step(bare, &k->state, &k->step, &r), "bare tick");
+    double t4 = bench_now();
+    if (r->noutputs != 0) {
+      bench_die("a tick without sensors returned %u records", r->noutputs);
+    }
+    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
+    if (i >= WARM) {
+      tc[i - WARM] = t1 - t0;
+      tp[i - WARM] = t3 - t2;
+      tb[i - WARM] = t4 - t3;
+    }
+  }
+  sensim_client_close(bare);
+  f->tick_us = 1e6 * bench_median(tc, o->rounds);
+  f->bare_us = 1e6 * bench_median(tb, o->rounds);
+  f->ping_us = 1e6 * bench_median(tp, o->rounds);
+  printf("step, %s, apart (the tick, a Ping, a tick without sensors, a Ping; %u rounds): the "
+         "tick's %.1f us over a Ping go to UpdateState + Step in an environment without sensors "
+         "%.1f us, the IMU, encoder and cone with their records %.1f us (medians)\n", p->name,
+         o->rounds, f->tick_us - f->ping_us, f->bare_us - f->ping_us, f->tick_us - f->bare_us);
+  free(tc);
+  free(tp);
+  free(tb);
+}
+
+
+// The interleaved round trips of one placement: a tick through the client, a Ping through it,
+// the tick's bytes through an echo thread placed where the daemon is; then where the tick's
+// time goes (steps_apart); then this thread's CPU over blocking ticks.
 static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
-                                   sensim_client_t* cli, sensim_client_t* bare,
-                                   const bench_placement_t* p, tick_t* k, double* t, size_t req,
-                                   size_t reply) {
+                                   sensim_client_t* cli, const bench_placement_t* p, tick_t* k,
+                                   double* t, size_t req, size_t reply) {
   enum { WARM = 50 };
   bench_place(p, &d->pid, 1);
-  echo_t e = {.cpu = p->peer, .req = req, .reply = reply, .rounds = 3 * (WARM + o->rounds)};
+  echo_t e = {.cpu = p->peer, .req = req, .reply = reply, .rounds = WARM + o->rounds};
   int raw = echo_start(&e);
   uint8_t* rq = bench_xmalloc(req);
   uint8_t* rp = bench_xmalloc(reply);
@@ -483,9 +535,7 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
   double* tc = bench_xmalloc(sizeof(double) * o->rounds);
   double* tp = bench_xmalloc(sizeof(double) * o->rounds);
   double* tr = bench_xmalloc(sizeof(double) * o->rounds);
-  double* tb = bench_xmalloc(sizeof(double) * o->rounds);
   const sensim_step_result_t* r;
-  // the tick, a Ping, the raw echo, in turn
   for (unsigned i = 0; i < WARM + o->rounds; i++, *t += 0.01) {
     tick_at(k, *t);
     double t0 = bench_now();
@@ -504,8 +554,11 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
       tr[i - WARM] = t4 - t3;
     }
   }
+  pthread_join(e.thread, NULL);
+  close(raw);
+  close(e.listener);
   step_figures_t f = {bench_median_ratio(tc, tr, o->rounds), bench_median_ratio(tc, tp, o->rounds),
-                      0, 0, 0, 0, 0};
+                      0, 0, 0, 0};
   char c1[16], c2[16];
   printf("step, %s (this thread on %s; sensimd and the echo thread on %s): c_client median "
          "%.1f us, daemon Ping %.1f us, raw TCP ping-pong %.1f us (%u rounds, interleaved); "
@@ -513,57 +566,13 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
          bench_cpu_name(p->peer, c2), 1e6 * bench_median(tc, o->rounds),
          1e6 * bench_median(tp, o->rounds), 1e6 * bench_median(tr, o->rounds), o->rounds,
          f.over_ping, f.over_daemon_ping);
-
-  // Where the time goes, apart: that triple, then the same with the tick of an environment
-  // without sensors. Each tick is timed right after a raw echo and each raw echo right after
-  // a Ping, as above (the order matters on one core: a tick timed right after another tick
-  // runs about 0.5 us faster here, its code and data still warm).
-  for (unsigned i = 0; i < WARM + o->rounds; i++, *t += 0.01) {
-    tick_at(k, *t);
-    double t0 = bench_now();
-    check(cli, sensim_update_and_step(cli, &k->state, &k->step, &r), "tick");
-    double t1 = bench_now();
-    check_records(r, *t);
-    double t2 = bench_now();
-    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
-    double t3 = bench_now();
-    bench_write_all(raw, rq, req);
-    bench_read_all(raw, rp, reply);
-    double t4 = bench_now();
-    check(bare, sensim_update_and_step(bare, &k->state, &k->step, &r), "bare tick");
-    double t5 = bench_now();
-    if (r->noutputs != 0) {
-      bench_die("a tick without sensors returned %u records", r->noutputs);
-    }
-    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
-    bench_write_all(raw, rq, req);
-    bench_read_all(raw, rp, reply);
-    if (i >= WARM) {
-      tc[i - WARM] = t1 - t0;
-      tp[i - WARM] = t3 - t2;
-      tr[i - WARM] = t4 - t3;
-      tb[i - WARM] = t5 - t4;
-    }
-  }
-  pthread_join(e.thread, NULL);
-  close(raw);
-  close(e.listener);
-  f.tick_us = 1e6 * bench_median(tc, o->rounds);
-  f.bare_us = 1e6 * bench_median(tb, o->rounds);
-  f.ping_us = 1e6 * bench_median(tp, o->rounds);
-  f.raw_us = 1e6 * bench_median(tr, o->rounds);
-  printf("step, %s, apart (the tick, a Ping, the raw echo; then a tick without sensors, a "
-         "Ping, the raw echo; %u rounds): the tick's %.1f us over the raw ping-pong go to a "
-         "Ping's protocol %.1f us, UpdateState + Step in an environment without sensors %.1f us "
-         "more, the IMU, encoder and cone with their records %.1f us more (medians)\n", p->name,
-         o->rounds, f.tick_us - f.raw_us, f.ping_us - f.raw_us, f.bare_us - f.ping_us,
-         f.tick_us - f.bare_us);
-  free(tb);
   free(rq);
   free(rp);
   free(tc);
   free(tp);
   free(tr);
+
+  steps_apart(o, d, cli, p, k, t, &f);
 
   // this thread's CPU per blocking tick
   double c0 = bench_thread_cpu();
@@ -620,13 +629,10 @@ static void bench_steps(const options_t* o, const bench_daemon_t* d) {
   printf("step: UpdateState + Step with an IMU, an encoder and a cone, %zu bytes out, %zu back\n",
          req, reply);
   step_figures_t f[3];
-  sensim_client_t* bare = connect_env(d->port, "bench_client_bare");
-  build_bare(bare);
   for (int i = 0; i < nplaces; i++) {
-    f[i] = steps_placed(o, d, cli, bare, &places[i], &k, &t, req, reply);
+    f[i] = steps_placed(o, d, cli, &places[i], &k, &t, req, reply);
   }
   bench_unplace(&d->pid, 1);
-  sensim_client_close(bare);
   printf("check step: every tick's records (IMU, encoder at the joint, cone): PASS\n");
   // the headline is the worse placement: neither can flatter it
   int worst = 0;
@@ -643,8 +649,7 @@ static void bench_steps(const options_t* o, const bench_daemon_t* d) {
          places[worst].name);
   printf("BENCH c_step_client_cpu_us %.2f us (one core)\n", f[0].cpu_us);
   printf("BENCH c_step_sensors_us %.2f us (one core: the IMU, encoder and cone with their "
-         "records; a ratio of 1.3 leaves %.2f us above the raw ping-pong for all of the tick)\n",
-         f[0].tick_us - f[0].bare_us, 0.3 * f[0].raw_us);
+         "records)\n", f[0].tick_us - f[0].bare_us);
   if (nplaces > 1) {
     printf("BENCH c_step_client_cpu_two_cores_us %.2f us (its sends also wake the other "
            "core)\n", f[1].cpu_us);
