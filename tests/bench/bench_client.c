@@ -466,6 +466,30 @@ typedef struct step_figures {
 } step_figures_t;
 
 
+// One blocking tick at time t through cli, timed; then its records checked: the IMU, encoder
+// and cone's (sensors) or none (an environment without sensors).
+static double timed_tick(sensim_client_t* cli, tick_t* k, double t, int sensors) {
+  const sensim_step_result_t* r;
+  tick_at(k, t);
+  double t0 = bench_now();
+  check(cli, sensim_update_and_step(cli, &k->state, &k->step, &r), "tick");
+  double dt = bench_now() - t0;
+  if (sensors) {
+    check_records(r, t);
+  } else if (r->noutputs != 0) {
+    bench_die("a tick without sensors returned %u records", r->noutputs);
+  }
+  return dt;
+}
+
+
+static double timed_ping(sensim_client_t* cli) {
+  double t0 = bench_now();
+  check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
+  return bench_now() - t0;
+}
+
+
 // Where a tick's time goes above a Ping, in a pass of its own after the headline's: the tick,
 // a Ping, the same tick in an environment with the same body and joint but no sensors (a
 // connection of its own, opened for this pass), a Ping, in turn: each tick timed right after
@@ -483,26 +507,14 @@ static void steps_apart(const options_t* o, const bench_daemon_t* d, sensim_clie
   double* tc = bench_xmalloc(sizeof(double) * o->rounds);
   double* tp = bench_xmalloc(sizeof(double) * o->rounds);
   double* tb = bench_xmalloc(sizeof(double) * o->rounds);
-  const sensim_step_result_t* r;
   for (unsigned i = 0; i < WARM + o->rounds; i++, *t += 0.01) {
-    tick_at(k, *t);
-    double t0 = bench_now();
-    check(cli, sensim_update_and_step(cli, &k->state, &k->step, &r), "tick");
-    double t1 = bench_now();
-    check_records(r, *t);
-    double t2 = bench_now();
-    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
-    double t3 = bench_now();
-    check(bare, sensim_update_and_step(bare, &k->state, &k->step, &r), "bare tick");
-    double t4 = bench_now();
-    if (r->noutputs != 0) {
-      bench_die("a tick without sensors returned %u records", r->noutputs);
-    }
-    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
+    double tick = timed_tick(cli, k, *t, 1), ping = timed_ping(cli);
+    double bare_tick = timed_tick(bare, k, *t, 0);
+    (void)timed_ping(cli);
     if (i >= WARM) {
-      tc[i - WARM] = t1 - t0;
-      tp[i - WARM] = t3 - t2;
-      tb[i - WARM] = t4 - t3;
+      tc[i - WARM] = tick;
+      tp[i - WARM] = ping;
+      tb[i - WARM] = bare_tick;
     }
   }
   sensim_client_close(bare);
@@ -535,23 +547,15 @@ static step_figures_t steps_placed(const options_t* o, const bench_daemon_t* d,
   double* tc = bench_xmalloc(sizeof(double) * o->rounds);
   double* tp = bench_xmalloc(sizeof(double) * o->rounds);
   double* tr = bench_xmalloc(sizeof(double) * o->rounds);
-  const sensim_step_result_t* r;
   for (unsigned i = 0; i < WARM + o->rounds; i++, *t += 0.01) {
-    tick_at(k, *t);
+    double tick = timed_tick(cli, k, *t, 1), ping = timed_ping(cli);
     double t0 = bench_now();
-    check(cli, sensim_update_and_step(cli, &k->state, &k->step, &r), "tick");
-    double t1 = bench_now();
-    check_records(r, *t);
-    double t2 = bench_now();
-    check(cli, sensim_ping(cli, NULL, 0, NULL), "ping");
-    double t3 = bench_now();
     bench_write_all(raw, rq, req);
     bench_read_all(raw, rp, reply);
-    double t4 = bench_now();
     if (i >= WARM) {
-      tc[i - WARM] = t1 - t0;
-      tp[i - WARM] = t3 - t2;
-      tr[i - WARM] = t4 - t3;
+      tc[i - WARM] = tick;
+      tp[i - WARM] = ping;
+      tr[i - WARM] = bench_now() - t0;
     }
   }
   pthread_join(e.thread, NULL);
