@@ -244,6 +244,20 @@ static sensim_client_t* connect_env(int port, const char* env) {
 
 //---------------- A step with an IMU, an encoder and a cone
 
+// Body 1 and joint 1: all that an environment without sensors holds (the tick's protocol and
+// state update alone).
+static void build_body_and_joint(sensim_client_t* cli) {
+  sensim_body_t b;
+  sensim_body_init(&b);
+  b.id = 1;
+  check(cli, sensim_create_body(cli, &b), "body");
+  sensim_joint_t j;
+  sensim_joint_init(&j);
+  j.id = 1;
+  check(cli, sensim_create_joint(cli, &j), "joint");
+}
+
+
 // bench_imu's environment: a box and a sphere before the cone, body 1 with the IMU and the
 // cone, joint 1 with the encoder.
 static void build_sensors(sensim_client_t* cli) {
@@ -264,14 +278,7 @@ static void build_sensors(sensim_client_t* cli) {
     memcpy(o.local_pose.position, at[i], sizeof(at[i]));
     check(cli, sensim_create_object(cli, &o), "object");
   }
-  sensim_body_t b;
-  sensim_body_init(&b);
-  b.id = 1;
-  check(cli, sensim_create_body(cli, &b), "body");
-  sensim_joint_t j;
-  sensim_joint_init(&j);
-  j.id = 1;
-  check(cli, sensim_create_joint(cli, &j), "joint");
+  build_body_and_joint(cli);
   sensim_sensor_t s;
   sensim_sensor_init(&s);
   s.id = 1;
@@ -296,19 +303,6 @@ static void build_sensors(sensim_client_t* cli) {
   s.id = 3;
   s.body_id = 1;
   check(cli, sensim_create_cone(cli, &s, &c), "cone");
-}
-
-
-// The same body and joint without sensors: the tick's protocol and state update alone.
-static void build_bare(sensim_client_t* cli) {
-  sensim_body_t b;
-  sensim_body_init(&b);
-  b.id = 1;
-  check(cli, sensim_create_body(cli, &b), "bare body");
-  sensim_joint_t j;
-  sensim_joint_init(&j);
-  j.id = 1;
-  check(cli, sensim_create_joint(cli, &j), "bare joint");
 }
 
 
@@ -502,7 +496,7 @@ static void steps_apart(const options_t* o, const bench_daemon_t* d, sensim_clie
                         const bench_placement_t* p, tick_t* k, double* t, step_figures_t* f) {
   enum { WARM = 50 };
   sensim_client_t* bare = connect_env(d->port, "bench_client_bare");
-  build_bare(bare);
+  build_body_and_joint(bare);
   bench_place(p, &d->pid, 1);   // the daemon's threads, the new connection's included
   double* tc = bench_xmalloc(sizeof(double) * o->rounds);
   double* tp = bench_xmalloc(sizeof(double) * o->rounds);
