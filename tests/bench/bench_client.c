@@ -497,7 +497,7 @@ static void steps_apart(const options_t* o, const bench_daemon_t* d, sensim_clie
   enum { WARM = 50 };
   sensim_client_t* bare = connect_env(d->port, "bench_client_bare");
   build_body_and_joint(bare);
-  bench_place(p, &d->pid, 1);   // the daemon's threads, the new connection's included
+  bench_place(p, &d->pid, 1);   // again: an executor started for the new environment too
   double* tc = bench_xmalloc(sizeof(double) * o->rounds);
   double* tp = bench_xmalloc(sizeof(double) * o->rounds);
   double* tb = bench_xmalloc(sizeof(double) * o->rounds);
