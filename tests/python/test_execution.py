@@ -292,3 +292,52 @@ def test_a_long_step_after_short_ones_does_not_hold_the_loop(sensimd_factory):
     print(f"ping {1e3 * (t_ping - t0):.2f} ms during a step of {1e3 * (t_step - t_sent):.0f} ms")
     assert t_step > t_ping, "the long step ended before the ping: nothing was measured"
     assert t_ping - t0 <= OVERLAP_PART * (t_step - t_sent)
+
+
+def test_get_info_does_not_wait_for_a_long_step(sensimd_factory):
+    """GetInfo is answered at once during a long step, from another environment and from the
+    stepping one: each environment's counters as its last finished request left them. A client
+    that sends GetInfo behind its own requests still sees their effect."""
+    sensimd = sensimd_factory("--threads", "1", "--max-request-seconds", "0")
+    with sensimd.client(environment="a", timeout=120) as a, \
+            sensimd.client(environment="b", timeout=120) as b, \
+            sensimd.client(environment="a", role="observer", timeout=120) as watcher:
+        a.create_primitive(1, "sphere", radius=20.0)
+        a.create_object(1, 1)
+        a.create_lidar(5, vlp16={"frequency": 10.0}, publish="per_step")
+        a.update_state(0.0)
+        a.step(0.0)
+
+        def env_a(info):
+            return next(e for e in info.environments if e.name == "a")
+
+        assert env_a(b.get_info()).steps == 1
+        t_sent = time.perf_counter()
+        u = a.send_request("update_state", pb.UpdateState(time=4.0))   # 1.2 M rays
+        s = a.send_request("step", pb.Step(time=4.0))
+        time.sleep(0.02)
+        t0 = time.perf_counter()
+        from_b = b.get_info()
+        from_watcher = watcher.get_info()
+        t_info = time.perf_counter()
+        a.wait_reply(u)
+        assert a.wait_reply(s).status.code == pb.OK
+        t_step = time.perf_counter()
+        print(f"two GetInfo {1e3 * (t_info - t0):.2f} ms during a step of "
+              f"{1e3 * (t_step - t_sent):.0f} ms")
+        assert t_step > t_info, "the long step ended before GetInfo: nothing was measured"
+        assert t_info - t0 <= OVERLAP_PART * (t_step - t_sent)
+        for info in (from_b, from_watcher):
+            assert env_a(info).steps == 1                  # the step in progress is not counted
+            assert info.counters.steps == 1
+
+        # the stepping client's own GetInfo, sent behind its requests, counts them
+        u = a.send_request("update_state", pb.UpdateState(time=4.001))
+        s = a.send_request("step", pb.Step(time=4.001))
+        i = a.send_request("get_info", pb.GetInfo())
+        a.wait_reply(u)
+        assert a.wait_reply(s).status.code == pb.OK
+        mine = env_a(a.wait_reply(i).info)
+        assert mine.steps == 3
+        assert mine.time == pytest.approx(4.001, abs=1e-12)
+        assert env_a(b.get_info()).steps == 3

@@ -116,7 +116,8 @@ void subscribe_remove(daemon_t* d, client_t* c, wire_request_t* req);
 
 //---------------- GetInfo (daemon/info.c)
 
-// Collect every environment's counters on its own queue, then reply to request id.
+// Reply to GetInfo id with the counters every environment published (registry_publish), at
+// once, or behind the requester's own requests still in progress.
 void info_submit(daemon_t* d, client_t* c, uint64_t id);
 
 #endif  // SENSIM_DAEMON_DAEMON_IMPL_H_

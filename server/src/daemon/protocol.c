@@ -69,7 +69,7 @@ static int req_cancelled(void* ctx) {
 }
 
 
-static void req_run(exec_job_t* j) {
+static void req_execute(exec_job_t* j) {
   req_job_t* rj = (req_job_t*)j;
   registry_entry_t* e = rj->entry;
   daemon_t* d = rj->d;
@@ -123,6 +123,14 @@ static void req_run(exec_job_t* j) {
     streams_submit(d->streams, e, &rj->step.records, rj->step.start_time);
   }
   env_return_outputs(e->env, &rj->step.records);
+}
+
+
+// A request, then the environment's counters as it left them, for GetInfo (registry.h): a
+// reply always follows the counters that include its request.
+static void req_run(exec_job_t* j) {
+  req_execute(j);
+  registry_publish(((req_job_t*)j)->entry);
 }
 
 

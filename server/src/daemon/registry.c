@@ -76,6 +76,7 @@ void registry_retain(registry_entry_t* e) {
 
 void registry_release(registry_entry_t* e) {
   if (--e->refs == 0) {
+    uv_mutex_destroy(&e->info_lock);
     mem_free(e);
   }
 }
@@ -104,6 +105,10 @@ int registry_join(registry_t* r, const char* name, int retain, registry_entry_t*
     if (!e) {
       return ERR_NOMEM;
     }
+    if (uv_mutex_init(&e->info_lock) != 0) {
+      mem_free(e);
+      return ERR_NOMEM;
+    }
     snprintf(e->name, sizeof(e->name), "%s", name);
     e->retain = retain;
     exec_queue_init(&e->queue);
@@ -117,6 +122,26 @@ int registry_join(registry_t* r, const char* name, int retain, registry_entry_t*
   e->refs++;
   *out = e;
   return 0;
+}
+
+
+void registry_publish(registry_entry_t* e) {
+  env_info_t info;
+  if (e->env) {
+    env_get_info(e->env, &info);
+  } else {
+    memset(&info, 0, sizeof(info));
+  }
+  uv_mutex_lock(&e->info_lock);
+  e->info = info;
+  uv_mutex_unlock(&e->info_lock);
+}
+
+
+void registry_read_info(registry_entry_t* e, env_info_t* out) {
+  uv_mutex_lock(&e->info_lock);
+  *out = e->info;
+  uv_mutex_unlock(&e->info_lock);
 }
 
 

@@ -10,6 +10,8 @@
 
 #include <stdint.h>
 
+#include <uv.h>
+
 #include "base/list.h"
 #include "daemon/exec.h"
 #include "world/env.h"
@@ -24,6 +26,10 @@ typedef struct registry_entry {
   uint32_t clients;          // clients joined
   int retain;                // kept when the last client leaves
   exec_queue_t queue;        // every job on env runs here, in order
+  // The environment's counters as its last job left them (registry_publish): GetInfo reads
+  // them at once, never waiting for the job in progress. Thread: any, under info_lock.
+  uv_mutex_t info_lock;
+  env_info_t info;
   // private: owned by registry.c
   list_node_t node;          // in registry.entries while registered
   int refs;                  // registry membership + one per holder (clients, jobs)
@@ -71,6 +77,13 @@ void registry_release(registry_entry_t* e);
 // The registered entries, each referenced for the caller (registry_release each, then mem_free
 // the array). ERR_NOMEM on failure.
 int registry_snapshot(registry_t* r, registry_entry_t*** out, uint32_t* out_n) CHECKRET;
+
+// Publish the environment's counters for registry_read_info: the end of every job that may
+// change them calls it. Thread: the entry's queue.
+void registry_publish(registry_entry_t* e);
+
+// The counters published last (all zero before the environment exists). Thread: any.
+void registry_read_info(registry_entry_t* e, env_info_t* out);
 
 // Add an environment's counters to totals.
 void registry_totals_add(registry_totals_t* t, const env_info_t* info);
