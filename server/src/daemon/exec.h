@@ -23,7 +23,8 @@ struct exec_job {
   void (*run)(exec_job_t* j);  // Thread: an executor, never two jobs of one queue at once
   // Thread: loop; frees the job. cancelled: run never ran.
   void (*done)(exec_job_t* j, int cancelled);
-  int brief;                 // a short job (reading counters): never starts an executor
+  int brief;                 // a job that does next to nothing (GetInfo waiting its turn):
+                             // never starts an executor
   // A job exec_run_inline may run (a state update, a step): its run time feeds the queue's
   // recent_ns. Any other job but a brief one (one that changes the environment: a sensor
   // created, ...) resets recent_ns to 1 ms, so that the next candidates go to the executors
