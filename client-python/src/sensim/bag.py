@@ -374,8 +374,9 @@ class BagReading:
             return
         frames = dict.fromkeys(topics, 0)
         messages = self._bag.read_messages(topics=topics)
+        read = 0
         while True:
-            topic = "?"
+            topic = ""
             try:
                 item = next(messages, None)
                 if item is None:
@@ -383,11 +384,12 @@ class BagReading:
                 topic, msg, when = item
                 out = self._output(topic, msg, when, frames[topic])
             except Exception as exc:   # rosbag and genpy raise many types for corrupt bytes
-                where = f"topic {topic}, message {frames[topic]}" if topic in frames \
-                    else "after the last message read"
+                where = (f"topic {topic}, message {frames[topic]}" if topic in frames
+                         else f"message {read} of the topics {', '.join(topics)}")
                 raise ValueError(f"{self.path}: {where}: cannot read it "
                                  f"({type(exc).__name__}: {exc})") from None
             frames[topic] += 1
+            read += 1
             yield out
 
     def _output(self, topic: str, msg: Any, when: Any, frame: int) -> SensorOutput:

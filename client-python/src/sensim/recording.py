@@ -84,9 +84,9 @@ class Recording:
     ``messages()`` (SensorData) or ``outputs()`` (decoded SensorOutput).
 
     Every length is checked before anything is read: the header's against MAX_HEADER_BYTES,
-    a record's against ``max_record_bytes`` (ValueError naming the file, the record and its
-    byte offset) and against the bytes left in the file (past them: the file was cut short,
-    ``truncated``), so a corrupt length costs no memory."""
+    a record's against the bytes left in the file (past them: the file was cut short there,
+    ``truncated``) and ``max_record_bytes`` (ValueError naming the file, the record and its
+    byte offset), so a corrupt length costs no memory."""
 
     def __init__(self, path: PathLike, max_record_bytes: int = DEFAULT_MAX_FRAME_BYTES):
         self.path = os.fspath(path)
@@ -137,13 +137,13 @@ class Recording:
                     self.truncated = True
                     return
                 (length,) = _LEN.unpack(n)
+                if length > size - offset - 4:
+                    self.truncated = True       # cut short in this record
+                    return
                 if length > self.max_record_bytes:
                     raise ValueError(f"{self.path}: record {index} (byte {offset}) has a "
                                      f"length of {length} bytes, past the limit of "
                                      f"{self.max_record_bytes} (max_record_bytes)")
-                if length > size - offset - 4:
-                    self.truncated = True
-                    return
                 raw = f.read(length)
                 if len(raw) < length:
                     self.truncated = True
