@@ -265,7 +265,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     n = 0
     try:
         for out in outs:
-            sink.write(out)
+            with _naming(args.recording, out):
+                sink.write(out)
             n += 1
     finally:
         sink.close()
@@ -301,29 +302,60 @@ def cmd_plot(args: argparse.Namespace) -> int:
     written = []
     for sid, outs_ in sorted(clouds.items()):
         for out in outs_:
-            stem = os.path.join(args.output, f"sensor{sid}_{out.frame:06d}")
-            colour = args.colour
-            if colour in ("intensity", "ring") and colour not in out.value.dtype.names:
-                colour = "height"
-            for view in args.view:
-                if view == "range":
-                    if out.meta.organised or "ring" in out.value.dtype.names:
-                        written.append(plot.save_range_image(
-                            f"{stem}_range.png", out.value,
-                            out.meta.shape if out.meta.organised else None))
-                    continue
-                written.append(plot.save_cloud(
-                    f"{stem}_{view}.png", out.value, view=view, colour=colour,
-                    title=f"sensor {sid}, frame {out.frame}, t = {out.time:.3f} s"))
+            with _naming(args.recording, out):
+                written += _plot_cloud(args, out)
     for sid, samples in sorted(imus.items()):
-        written.append(plot.save_imu(os.path.join(args.output, f"sensor{sid}_imu.png"),
-                                     samples))
+        with _naming(args.recording, samples[0]):
+            written.append(plot.save_imu(os.path.join(args.output, f"sensor{sid}_imu.png"),
+                                         samples))
     for f in written:
         print(f)
     if not written:
         print(f"plot: nothing to plot in {args.recording}", file=sys.stderr)
         return 1
     return 0
+
+
+def _plot_cloud(args: argparse.Namespace, out: Any) -> list[str]:
+    """The pictures of one cloud record (its views); returns their paths."""
+    from . import plot
+
+    written = []
+    sid = out.sensor_id
+    stem = os.path.join(args.output, f"sensor{sid}_{out.frame:06d}")
+    names = out.value.dtype.names or ()
+    colour = args.colour
+    if colour in ("intensity", "ring") and colour not in names:
+        colour = "height"
+    for view in args.view:
+        if view == "range":
+            if out.meta.organised or "ring" in names:
+                written.append(plot.save_range_image(
+                    f"{stem}_range.png", out.value,
+                    out.meta.shape if out.meta.organised else None))
+            continue
+        written.append(plot.save_cloud(
+            f"{stem}_{view}.png", out.value, view=view, colour=colour,
+            title=f"sensor {sid}, frame {out.frame}, t = {out.time:.3f} s"))
+    return written
+
+
+class _naming:
+    """Turns a ValueError about one record's contents into one naming the file and the
+    record (sensor, frame, time)."""
+
+    def __init__(self, path: str, out: Any):
+        self.path, self.out = path, out
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+        if kind is not None and issubclass(kind, ValueError):
+            o = self.out
+            raise ValueError(f"{self.path}: sensor {o.sensor_id}, frame {o.frame}, t = "
+                             f"{o.time:.6f} s: {exc}") from None
+        return False
 
 
 # ---------------------------------------------------------------- parser

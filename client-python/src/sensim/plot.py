@@ -176,7 +176,11 @@ def range_image_figure(points: Any, shape: Optional[Sequence[int]] = None, *,
     SensorOutput.meta.shape), else organised by its ring field. field: "range" (m) or a field
     of the cloud (e.g. "intensity"). Misses are blank."""
     cloud = as_cloud(points)
-    img = _range_grid(cloud, shape, field)
+    if len(cloud):
+        img = _range_grid(cloud, shape, field)
+    else:
+        img = np.full((1, 1), np.nan)      # a revolution without returns: a blank image
+        title = title or f"{field} image, no points"
     fig = _figure(size, dpi)
     ax = fig.add_subplot()
     art = ax.imshow(np.ma.masked_invalid(img), aspect="auto", interpolation="nearest",
@@ -206,7 +210,11 @@ def imu_figure(samples: Iterable[Any], *, title: str = "",
     panels = [("acceleration", "acceleration [m/s²]", 1.0),
               ("angular_velocity", "angular velocity [rad/s]", 1.0),
               ("magnetic_field", "magnetic field [µT]", 1e6)]
-    panels = [p for p in panels if getattr(samples[0].value, p[0]) is not None]
+    # the sub-sensors every sample has (an IMU's are fixed when it is created)
+    panels = [p for p in panels if all(getattr(s.value, p[0]) is not None for s in samples)]
+    if not panels:
+        raise ValueError(f"imu_figure: the samples of IMU {samples[0].sensor_id} carry no "
+                         "acceleration, angular velocity or magnetic field in common")
     fig = _figure(size, dpi)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (name, label, scale) in zip(axes, panels):
