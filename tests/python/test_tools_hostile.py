@@ -390,3 +390,22 @@ def test_plot_and_export_of_empty_revolutions_and_records_without_values(sensimd
     out = sensim_cli("plot", tmp_path / "imu.srec", "-o", tmp_path / "p2")
     assert out.returncode == 1 and "imu.srec: sensor 11, frame 0" in out.stderr, out.stderr
     assert "no acceleration, angular velocity or magnetic field" in out.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--frame", "sensor_1=world:0,0,nan"], "--frame"),
+    (["--frame", "sensor_1=world:0,0,1e400"], "--frame"),
+    (["--frame", "sensor_1=world:0,0,1,0,0,0,0"], "quaternion"),
+    (["--port", "0"], "--port"),
+    (["--port", "65536"], "--port"),
+])
+def test_foxglove_options_out_of_range_are_named(sensimd, args, needle):
+    for module in (["sensim", "foxglove"], ["sensim.foxglove"]):
+        out = subprocess.run([sys.executable, "-m", *module, "--port", str(sensimd.port),
+                              "--listen", "127.0.0.1:0", *args],
+                             capture_output=True, text=True, timeout=60)
+        assert "Traceback" not in out.stderr, out.stderr
+        assert out.returncode == 2 and needle in out.stderr, out.stderr
+    out = subprocess.run([sys.executable, "-m", "sensim.foxglove"], capture_output=True,
+                         text=True, timeout=60, env=dict(os.environ, SENSIM_PORT="x"))
+    assert out.returncode == 2 and "$SENSIM_PORT" in out.stderr, out.stderr
