@@ -56,6 +56,8 @@ def _sensor_ids(args: argparse.Namespace, info: Any) -> dict[str, Any]:
             with Client(args.host, args.port, environment=e.name, token=args.token,
                         timeout=args.timeout, client_name="sensim-cli", role="observer") as c:
                 out[e.name] = find_sensors(c, args.probe_ids)
+        except errors.TransportError:
+            raise                           # the daemon went away: an error of the command
         except errors.SensimError as exc:   # e.g. the environment went away meanwhile
             out[e.name] = str(exc)
     return out
