@@ -409,3 +409,29 @@ def test_foxglove_options_out_of_range_are_named(sensimd, args, needle):
     out = subprocess.run([sys.executable, "-m", "sensim.foxglove"], capture_output=True,
                          text=True, timeout=60, env=dict(os.environ, SENSIM_PORT="x"))
     assert out.returncode == 2 and "$SENSIM_PORT" in out.stderr, out.stderr
+
+
+def test_field_names_that_would_rewrite_a_file_header_are_refused(recording, tmp_path):
+    # a recorded cloud whose field is named with a line end and a PCD keyword: written as
+    # it is, the name would end the FIELDS line and declare the data ASCII
+    path, msgs = recording
+    bad = [type(m).FromString(m.SerializeToString()) for m in msgs]
+    for m in bad:
+        for f in m.point_cloud.fields:
+            if f.name == "intensity":
+                f.name = "i\nDATA ascii"
+    p = tmp_path / "names.srec"
+    with RecordingWriter(p) as w:
+        for m in bad:
+            w.write(m)
+    for fmt in ("pcd", "ply"):
+        out = sensim_cli("export", p, "-f", fmt, "-o", tmp_path / fmt)
+        assert out.returncode == 1 and "names.srec: sensor 5" in out.stderr, out.stderr
+        assert "cannot be written in a PCD or PLY header" in out.stderr
+        assert not list((tmp_path / fmt).glob(f"*.{fmt}"))
+    from sensim import export
+    cloud = np.zeros(2, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4"), ("in tensity", "<f4")])
+    with pytest.raises(ValueError, match="'in tensity'"):
+        export.write_pcd(tmp_path / "a.pcd", cloud)
+    with pytest.raises(ValueError, match="'in tensity'"):
+        export.write_ply(tmp_path / "a.ply", cloud)
