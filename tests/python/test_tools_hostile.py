@@ -97,6 +97,9 @@ def test_recording_headers_wrong_or_corrupt_are_named(recording, tmp_path):
                  "not JSON")
     export_fails(write("list.srec", MAGIC + struct.pack("<I", 2) + b"[]" + body), tmp_path,
                  "not a JSON object")
+    deep = b"[" * 200000                   # nested past the JSON parser's recursion
+    export_fails(write("deep.srec", MAGIC + struct.pack("<I", len(deep)) + deep + body),
+                 tmp_path, "not JSON")
     head = b'{"format": "sensim recording", "version": 2}'
     export_fails(write("v2.srec", MAGIC + struct.pack("<I", len(head)) + head + body),
                  tmp_path, "version 2")

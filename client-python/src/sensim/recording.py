@@ -110,7 +110,7 @@ class Recording:
             raw = f.read(length)
             try:
                 header = json.loads(raw)
-            except ValueError as exc:
+            except (ValueError, RecursionError) as exc:    # RecursionError: nested too deep
                 raise ValueError(f"{self.path}: recording header is not JSON: {exc}") from None
             if not isinstance(header, dict):
                 raise ValueError(f"{self.path}: recording header is not a JSON object")
