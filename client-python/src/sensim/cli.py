@@ -290,22 +290,25 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     rec, outs = _read(args.recording, args.sensor)
     os.makedirs(args.output, exist_ok=True)
-    clouds: dict[int, list] = {}
+    clouds: dict[int, Any] = {}             # the cloud to draw of each lidar (not --all)
+    pictures: dict[int, list[str]] = {}     # with --all: each lidar's pictures so far
     imus: dict[int, list] = {}
     for out in outs:
         if out.kind == "point_cloud":
-            kept = clouds.setdefault(out.sensor_id, [])
-            if args.all or not kept or out.meta.complete or not kept[-1].meta.complete:
-                if not args.all:
-                    kept.clear()
-                kept.append(out)
+            if args.all:
+                # drawn as it comes: a long recording's clouds are never all in memory
+                with _naming(args.recording, out):
+                    pictures.setdefault(out.sensor_id, []).extend(_plot_cloud(args, out))
+                continue
+            kept = clouds.get(out.sensor_id)
+            if kept is None or out.meta.complete or not kept.meta.complete:
+                clouds[out.sensor_id] = out
         elif out.kind == "imu":
             imus.setdefault(out.sensor_id, []).append(out)
-    written = []
-    for sid, outs_ in sorted(clouds.items()):
-        for out in outs_:
-            with _naming(args.recording, out):
-                written += _plot_cloud(args, out)
+    for sid, out in clouds.items():
+        with _naming(args.recording, out):
+            pictures[sid] = _plot_cloud(args, out)
+    written = [f for sid in sorted(pictures) for f in pictures[sid]]
     for sid, samples in sorted(imus.items()):
         with _naming(args.recording, samples[0]):
             written.append(plot.save_imu(os.path.join(args.output, f"sensor{sid}_imu.png"),
