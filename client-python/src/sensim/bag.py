@@ -334,7 +334,9 @@ class BagReading:
         try:
             self._bag = rosbag.Bag(self.path, "r")
         except Exception as exc:    # rosbag raises its own ROSBagException, and OSError
-            raise ValueError(f"{self.path}: not a readable ROS 1 bag ({exc})") from None
+            hint = ("; a bag whose writer did not close it has no index: `rosbag reindex` "
+                    "rebuilds it" if "Unindexed" in str(exc) else "")
+            raise ValueError(f"{self.path}: not a readable ROS 1 bag ({exc}){hint}") from None
         try:
             self._index()
         except Exception as exc:    # a corrupt message or connection record
