@@ -374,10 +374,10 @@ class _ImuSeries:
 
     def save(self, path: str) -> str:
         from . import plot
-        vectors = {name: np.frombuffer(self.values[name], dtype=np.float64)
-                   if self.complete[name] else None for name in self._NAMES}
-        fig = plot.imu_series_figure(np.frombuffer(self.time, dtype=np.float64), **vectors,
-                                     sensor_id=self.first.sensor_id)
+        acc, gyro, mag = (np.frombuffer(self.values[name], dtype=np.float64)
+                          if self.complete[name] else None for name in self._NAMES)
+        fig = plot.imu_series_figure(np.frombuffer(self.time, dtype=np.float64), acc, gyro,
+                                     mag, sensor_id=self.first.sensor_id)
         fig.savefig(path, format="png")
         return path
 
@@ -392,12 +392,11 @@ class _naming:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
         if kind is not None and issubclass(kind, ValueError):
             o = self.out
             raise ValueError(f"{self.path}: sensor {o.sensor_id}, frame {o.frame}, t = "
                              f"{o.time:.6f} s: {exc}") from None
-        return False
 
 
 # ---------------------------------------------------------------- parser
