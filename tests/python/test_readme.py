@@ -33,3 +33,35 @@ def test_readme_python_example_runs(sensimd):
     n, rmin, rmax = lines[2].split()
     assert int(n) in (1808 * 16, 1809 * 16)
     assert abs(float(rmin) - 2 * 1.000273) <= 2e-6 and abs(float(rmax) - 2 * 1.000273) <= 2e-6
+
+
+def test_readme_observer_snippet_runs(sensimd):
+    """The observer of "Streams": describes the environment, subscribes to lidar 5 and
+    decodes the cloud a controller's step pushes (the controller steps in this process)."""
+    code = re.findall(r"```py\n(.*?)```", (REPO / "README.md").read_text(), flags=re.S)
+    assert len(code) == 1
+    script = ("import sensim\n"
+              # (a longer wait than the snippet's 1 s: a sanitizer build on a loaded machine)
+              + code[0].replace("7700", str(sensimd.port)).replace("timeout=1.0",
+                                                                   "timeout=60.0")
+              + "print(lidars, points.dtype.names, len(points))\n")
+    with sensimd.client() as c:
+        c.create_primitive(1, "sphere", radius=3.0)
+        c.create_object(1, 1)
+        c.create_lidar(5, vlp16={})
+        c.update_state(0.0)
+        c.step(0.0)
+        viewer = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+        # step once the observer has subscribed: its 1 s wait then sees the revolution
+        import time
+        deadline = time.monotonic() + 60
+        while not c.get_info().subscribers and time.monotonic() < deadline:
+            time.sleep(0.02)
+        c.update_state(0.15)
+        c.step(0.15)
+        out, err = viewer.communicate(timeout=60)
+    assert viewer.returncode == 0, err
+    lidars, rest = out.strip().split("] ", 1)
+    assert lidars == "[5" and rest.startswith("('x', 'y', 'z', 'intensity'")
+    assert int(rest.rsplit(" ", 1)[1]) == 1808 * 16 or int(rest.rsplit(" ", 1)[1]) == 1809 * 16

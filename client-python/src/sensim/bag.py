@@ -334,7 +334,18 @@ class BagReading:
         try:
             self._bag = rosbag.Bag(self.path, "r")
         except Exception as exc:    # rosbag raises its own ROSBagException, and OSError
-            raise ValueError(f"{self.path}: not a readable ROS 1 bag ({exc})") from None
+            hint = ("; a bag whose writer did not close it has no index: `rosbag reindex` "
+                    "rebuilds it" if "Unindexed" in str(exc) else "")
+            raise ValueError(f"{self.path}: not a readable ROS 1 bag ({exc}){hint}") from None
+        try:
+            self._index()
+        except Exception as exc:    # a corrupt message or connection record
+            self._bag.close()
+            raise ValueError(f"{self.path}: not a readable ROS 1 bag ({type(exc).__name__}: "
+                             f"{exc})") from None
+
+    def _index(self) -> None:
+        """The topics read (kinds), the messages skipped and each topic's sensor id."""
         info = self._bag.get_type_and_topic_info()
         kinds = {"sensor_msgs/PointCloud2": "point_cloud", "sensor_msgs/Imu": "imu"}
         self.kinds = {t: kinds[v.msg_type] for t, v in sorted(info.topics.items())
@@ -364,21 +375,37 @@ class BagReading:
         if not topics:
             return
         frames = dict.fromkeys(topics, 0)
-        for topic, msg, when in self._bag.read_messages(topics=topics):
-            sid, kind = self.sensors[topic], self.kinds[topic]
-            t = when.to_sec()
-            frame = frames[topic]
+        messages = self._bag.read_messages(topics=topics)
+        read = 0
+        while True:
+            topic = ""
+            try:
+                item = next(messages, None)
+                if item is None:
+                    return
+                topic, msg, when = item
+                out = self._output(topic, msg, when, frames[topic])
+            except Exception as exc:   # rosbag and genpy raise many types for corrupt bytes
+                where = (f"topic {topic}, message {frames[topic]}" if topic in frames
+                         else f"message {read} of the topics {', '.join(topics)}")
+                raise ValueError(f"{self.path}: {where}: cannot read it "
+                                 f"({type(exc).__name__}: {exc})") from None
             frames[topic] += 1
-            if kind == "point_cloud":
-                stamp = msg.header.stamp.to_sec()
-                meta = CloudMeta(frame_start_time=stamp, complete=True,
-                                 frame="world" if msg.header.frame_id == "world" else "sensor",
-                                 encoding=0, max_error=0.0, height=int(msg.height),
-                                 width=int(msg.width))
-                yield SensorOutput(sid, t, frame, kind, cloud_from_message(msg), meta,
-                                   start_time=stamp)
-            else:
-                yield SensorOutput(sid, t, frame, kind, _imu_from_message(msg))
+            read += 1
+            yield out
+
+    def _output(self, topic: str, msg: Any, when: Any, frame: int) -> SensorOutput:
+        sid, kind = self.sensors[topic], self.kinds[topic]
+        t = when.to_sec()
+        if kind == "point_cloud":
+            stamp = msg.header.stamp.to_sec()
+            meta = CloudMeta(frame_start_time=stamp, complete=True,
+                             frame="world" if msg.header.frame_id == "world" else "sensor",
+                             encoding=0, max_error=0.0, height=int(msg.height),
+                             width=int(msg.width))
+            return SensorOutput(sid, t, frame, kind, cloud_from_message(msg), meta,
+                                start_time=stamp)
+        return SensorOutput(sid, t, frame, kind, _imu_from_message(msg))
 
     def __iter__(self) -> Iterator[SensorOutput]:
         return self.outputs()

@@ -17,13 +17,17 @@ error.
 from __future__ import annotations
 
 import argparse
+import array
 import json
+import math
 import os
 import signal
 import statistics
 import sys
 import time
 from typing import Any, Optional, Sequence
+
+import numpy as np
 
 from . import __version__, errors
 from ._proto import pb
@@ -49,14 +53,14 @@ def _sensor_ids(args: argparse.Namespace, info: Any) -> dict[str, Any]:
     from an observer joining it and asking Describe (a daemon older than Describe: probed
     among ids 1..--probe-ids)."""
     from .stream import find_sensors
-    if args.probe_ids < 1:
-        raise SystemExit(f"info: --probe-ids must be at least 1, got {args.probe_ids}")
     out: dict[str, Any] = {}
     for e in info.environments:
         try:
             with Client(args.host, args.port, environment=e.name, token=args.token,
                         timeout=args.timeout, client_name="sensim-cli", role="observer") as c:
                 out[e.name] = find_sensors(c, args.probe_ids)
+        except errors.TransportError:
+            raise                           # the daemon went away: an error of the command
         except errors.SensimError as exc:   # e.g. the environment went away meanwhile
             out[e.name] = str(exc)
     return out
@@ -103,11 +107,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- ping
 
 def cmd_ping(args: argparse.Namespace) -> int:
-    if args.count < 1:
-        raise SystemExit("ping: --count must be at least 1")
-    payload = bytes(args.size)
     rtts = []
     with _client(args, role="observer") as c:
+        # a Ping's frame: the payload and a few bytes of envelope, within the daemon's limit
+        limit = c.limits.max_frame_bytes if c.limits is not None else 0
+        if limit and args.size > limit - 64:
+            raise SystemExit(f"ping: --size {args.size} does not fit in the daemon's frames "
+                             f"(max_frame_bytes {limit}, less 64 bytes of envelope)")
+        payload = bytes(args.size)
         for i in range(args.count):
             t0 = time.perf_counter()
             pong = c.ping(payload)
@@ -125,6 +132,62 @@ def cmd_ping(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------- record
+
+def _port(text: str) -> int:
+    """--port (and $SENSIM_PORT): an integer in 1..65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 1..65535 (from --port or "
+                                         f"$SENSIM_PORT), got {text!r}")
+    return port
+
+
+def _sensor_id(text: str) -> int:
+    """-s/--sensor: a sensor id, an integer in [0, 2^32)."""
+    try:
+        sid = int(text)
+    except ValueError:
+        sid = -1
+    if not 0 <= sid < 1 << 32:
+        raise argparse.ArgumentTypeError(f"expected a sensor id in [0, 2^32), got {text!r}")
+    return sid
+
+
+# Numeric options of every command and what they accept: (option, lowest, lowest allowed
+# itself, highest). NaN and infinities are refused everywhere.
+_RANGES = {
+    "timeout": ("--timeout", 0.0, False, 1e9),
+    "count": ("--count", 1, True, 1 << 31),
+    "size": ("--size", 0, True, 1 << 31),
+    "interval": ("--interval", 0.0, True, 1e9),
+    "probe_ids": ("--probe-ids", 1, True, 1 << 32),
+    "time_offset": ("--time-offset", 0.0, True, float(1 << 32)),
+    "precision": ("--precision", 0.0, False, 1e9),
+    "duration": ("--duration", 0.0, True, 1e18),
+    "max_records": ("--max-records", 1, True, 1 << 62),
+    "wall": ("--wall", 0.0, True, 1e18),
+    "idle": ("--idle", 0.0, True, 1e18),
+    "wait": ("--wait", 0.0, True, 1e9),
+}
+
+
+def _check_ranges(args: argparse.Namespace) -> None:
+    """Refuse (SystemExit, exit status 1) a numeric option out of its range, naming it,
+    before anything is connected to or written."""
+    for attr, (option, low, low_ok, high) in _RANGES.items():
+        value = getattr(args, attr, None)
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < low or (value == low and not low_ok) \
+                or value > high:
+            bound = f"at least {low}" if low_ok else f"more than {low}"
+            top = f"{high:g}" if isinstance(high, float) else str(high)
+            raise SystemExit(f"{args.command}: {option} must be {bound} and at most {top}, "
+                             f"got {value}")
+
 
 def _pairs(items: Sequence[str], what: str) -> dict[int, str]:
     out = {}
@@ -144,8 +207,6 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not (args.output or args.bag or files):
         raise SystemExit("record: nothing to write: give -o FILE.srec, --bag, --pcd, --ply, "
                          "--xyz or --csv")
-    if args.probe_ids < 1:
-        raise SystemExit(f"record: --probe-ids must be at least 1, got {args.probe_ids}")
     rec = Recorder(args.host, args.port, sensors=args.sensor or "all",
                    probe_ids=args.probe_ids, environment=args.environment,
                    token=args.token, timeout=args.timeout, client_name="sensim-record",
@@ -173,7 +234,13 @@ def cmd_record(args: argparse.Namespace) -> int:
     if tty and not args.quiet:
         sys.stderr.write("\n")
     print(summary.text())
-    return 1 if summary.error and not summary.records else 0
+    if summary.error:
+        # the daemon went away (or the connection broke): what arrived is written, whole,
+        # but the recording ends where the daemon did, not where the run did
+        print(f"sensim record: the connection to the daemon broke: {summary.error}",
+              file=sys.stderr)
+        return 1
+    return 0
 
 
 # ---------------------------------------------------------------- export and plot
@@ -203,7 +270,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     n = 0
     try:
         for out in outs:
-            sink.write(out)
+            with _naming(args.recording, out):
+                sink.write(out)
             n += 1
     finally:
         sink.close()
@@ -221,47 +289,114 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from . import plot
-
     rec, outs = _read(args.recording, args.sensor)
     os.makedirs(args.output, exist_ok=True)
-    clouds: dict[int, list] = {}
-    imus: dict[int, list] = {}
+    clouds: dict[int, Any] = {}             # the cloud to draw of each lidar (not --all)
+    pictures: dict[int, list[str]] = {}     # with --all: each lidar's pictures so far
+    imus: dict[int, _ImuSeries] = {}
     for out in outs:
         if out.kind == "point_cloud":
-            kept = clouds.setdefault(out.sensor_id, [])
-            if args.all or not kept or out.meta.complete or not kept[-1].meta.complete:
-                if not args.all:
-                    kept.clear()
-                kept.append(out)
+            if args.all:
+                # drawn as it comes: a long recording's clouds are never all in memory
+                with _naming(args.recording, out):
+                    pictures.setdefault(out.sensor_id, []).extend(_plot_cloud(args, out))
+                continue
+            kept = clouds.get(out.sensor_id)
+            if kept is None or out.meta.complete or not kept.meta.complete:
+                clouds[out.sensor_id] = out
         elif out.kind == "imu":
-            imus.setdefault(out.sensor_id, []).append(out)
-    written = []
-    for sid, outs_ in sorted(clouds.items()):
-        for out in outs_:
-            stem = os.path.join(args.output, f"sensor{sid}_{out.frame:06d}")
-            colour = args.colour
-            if colour in ("intensity", "ring") and colour not in out.value.dtype.names:
-                colour = "height"
-            for view in args.view:
-                if view == "range":
-                    if out.meta.organised or "ring" in out.value.dtype.names:
-                        written.append(plot.save_range_image(
-                            f"{stem}_range.png", out.value,
-                            out.meta.shape if out.meta.organised else None))
-                    continue
-                written.append(plot.save_cloud(
-                    f"{stem}_{view}.png", out.value, view=view, colour=colour,
-                    title=f"sensor {sid}, frame {out.frame}, t = {out.time:.3f} s"))
-    for sid, samples in sorted(imus.items()):
-        written.append(plot.save_imu(os.path.join(args.output, f"sensor{sid}_imu.png"),
-                                     samples))
+            series = imus.get(out.sensor_id)
+            if series is None:
+                series = imus[out.sensor_id] = _ImuSeries(out)
+            series.add(out)
+    for sid, out in clouds.items():
+        with _naming(args.recording, out):
+            pictures[sid] = _plot_cloud(args, out)
+    written = [f for sid in sorted(pictures) for f in pictures[sid]]
+    for sid, series in sorted(imus.items()):
+        with _naming(args.recording, series.first):
+            written.append(series.save(os.path.join(args.output, f"sensor{sid}_imu.png")))
     for f in written:
         print(f)
     if not written:
         print(f"plot: nothing to plot in {args.recording}", file=sys.stderr)
         return 1
     return 0
+
+
+def _plot_cloud(args: argparse.Namespace, out: Any) -> list[str]:
+    """The pictures of one cloud record (its views); returns their paths."""
+    from . import plot
+
+    written = []
+    sid = out.sensor_id
+    stem = os.path.join(args.output, f"sensor{sid}_{out.frame:06d}")
+    names = out.value.dtype.names or ()
+    colour = args.colour
+    if colour in ("intensity", "ring") and colour not in names:
+        colour = "height"
+    for view in args.view:
+        if view == "range":
+            if out.meta.organised or "ring" in names:
+                written.append(plot.save_range_image(
+                    f"{stem}_range.png", out.value,
+                    out.meta.shape if out.meta.organised else None))
+            continue
+        written.append(plot.save_cloud(
+            f"{stem}_{view}.png", out.value, view=view, colour=colour,
+            title=f"sensor {sid}, frame {out.frame}, t = {out.time:.3f} s"))
+    return written
+
+
+class _ImuSeries:
+    """One IMU's samples as packed doubles, 80 bytes a sample (a decoded record takes about
+    800): 200,000 samples were drawn with a peak of 161 MB, 331 MB when the records were
+    kept."""
+
+    _NAMES = ("acceleration", "angular_velocity", "magnetic_field")
+
+    def __init__(self, first: Any):
+        self.first = first
+        self.time = array.array("d")
+        self.values = {name: array.array("d") for name in self._NAMES}
+        self.complete = dict.fromkeys(self._NAMES, True)   # present in every sample
+
+    def add(self, out: Any) -> None:
+        self.time.append(out.time)
+        for name, values in self.values.items():
+            v = getattr(out.value, name)
+            if v is None or not self.complete[name]:
+                if self.complete[name]:
+                    self.complete[name] = False
+                    del values[:]
+                continue
+            values.extend(v.tolist())
+
+    def save(self, path: str) -> str:
+        from . import plot
+        acc, gyro, mag = (np.frombuffer(self.values[name], dtype=np.float64)
+                          if self.complete[name] else None for name in self._NAMES)
+        fig = plot.imu_series_figure(np.frombuffer(self.time, dtype=np.float64), acc, gyro,
+                                     mag, sensor_id=self.first.sensor_id)
+        fig.savefig(path, format="png")
+        return path
+
+
+class _naming:
+    """Turns a ValueError about one record's contents into one naming the file and the
+    record (sensor, frame, time)."""
+
+    def __init__(self, path: str, out: Any):
+        self.path, self.out = path, out
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
+        if kind is not None and issubclass(kind, ValueError):
+            o = self.out
+            raise ValueError(f"{self.path}: sensor {o.sensor_id}, frame {o.frame}, t = "
+                             f"{o.time:.6f} s: {exc}") from None
 
 
 # ---------------------------------------------------------------- parser
@@ -275,7 +410,9 @@ def parser() -> argparse.ArgumentParser:
 
     def daemon_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--host", default=os.environ.get("SENSIM_HOST", "127.0.0.1"))
-        q.add_argument("--port", type=int, default=int(os.environ.get("SENSIM_PORT", 7700)))
+        # a string default goes through the type too: a bad $SENSIM_PORT is a usage error
+        q.add_argument("--port", type=_port, default=os.environ.get("SENSIM_PORT", "7700"),
+                       help="the daemon's port, 1..65535 (default $SENSIM_PORT or 7700)")
         q.add_argument("--token", default=os.environ.get("SENSIM_TOKEN"))
         q.add_argument("-e", "--environment", default="default",
                        help="environment to join (default: default)")
@@ -304,7 +441,7 @@ def parser() -> argparse.ArgumentParser:
     q = sub.add_parser("record", help="subscribe to sensors and write a recording, a ROS bag "
                        "or files")
     daemon_args(q)
-    q.add_argument("-s", "--sensor", type=int, action="append",
+    q.add_argument("-s", "--sensor", type=_sensor_id, action="append",
                    help="sensor id to record (repeat for several; default: every sensor the "
                    "environment has when recording starts, as its Describe lists them)")
     q.add_argument("--probe-ids", type=int, default=DEFAULT_PROBE_IDS, metavar="N",
@@ -342,7 +479,8 @@ def parser() -> argparse.ArgumentParser:
                    "(its PointCloud2 and Imu topics)")
     q.add_argument("-f", "--format", required=True, choices=("pcd", "ply", "xyz", "csv"))
     q.add_argument("-o", "--output", required=True, metavar="DIR")
-    q.add_argument("-s", "--sensor", type=int, action="append", help="only these sensors")
+    q.add_argument("-s", "--sensor", type=_sensor_id, action="append",
+                   help="only these sensors")
     q.add_argument("--ascii", action="store_true", help="PCD and PLY as text")
     q.add_argument("--drop-misses", action="store_true", help="XYZ: leave misses out")
     q.set_defaults(run=cmd_export)
@@ -351,7 +489,8 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("recording", help="a .srec file written by record, or a ROS 1 bag "
                    "(its PointCloud2 and Imu topics)")
     q.add_argument("-o", "--output", required=True, metavar="DIR")
-    q.add_argument("-s", "--sensor", type=int, action="append", help="only these sensors")
+    q.add_argument("-s", "--sensor", type=_sensor_id, action="append",
+                   help="only these sensors")
     q.add_argument("--view", action="append", choices=("top", "side", "front", "range"),
                    help="views of each cloud (repeat; default top, side and range)")
     q.add_argument("--colour", "--color", default="height",
@@ -385,6 +524,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv[:1] == ["foxglove"]:
         return _foxglove(argv[1:])
     args = parser().parse_args(argv)
+    _check_ranges(args)
     if getattr(args, "view", None) is None and args.command == "plot":
         args.view = ["top", "side", "range"]
     try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 from typing import Any, Iterable, Optional, Sequence, Union
 
 import numpy as np
@@ -58,10 +59,19 @@ def as_cloud(points: Any) -> np.ndarray:
     return out
 
 
+# a field's name as PCD's and PLY's headers can hold it: one token of printable ASCII (a
+# space or a line end in it would change what the header says)
+_HEADER_NAME = re.compile(r"[!-~]+")
+
+
 def _columns(cloud: np.ndarray, vectors: dict) -> list[tuple[str, np.ndarray]]:
-    """(name, 1-D little-endian column) for every scalar of every field, vectors split."""
+    """(name, 1-D little-endian column) for every scalar of every field, vectors split.
+    ValueError naming a field whose name a file header cannot hold."""
     cols = []
     for name in cloud.dtype.names:
+        if not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"points: the field name {name!r} cannot be written in a PCD or "
+                             "PLY header (one word of printable ASCII)")
         field = cloud[name]
         le = (field.dtype.base if field.ndim == 2 else field.dtype).newbyteorder("<")
         if field.ndim == 2:

@@ -45,6 +45,11 @@ def load_mesh(path: PathLike, file_format: str | None = None) -> Mesh:
         m = meshio.read(path, file_format=file_format)
     except Exception as exc:  # meshio raises ReadError, ValueError, KeyError, ... by format
         raise ValueError(f"load_mesh: cannot read {path}: {type(exc).__name__}: {exc}") from None
+    except SystemExit:
+        # meshio's reader ends the whole program (sys.exit(1)) when no reader of the format
+        # can read the file: the caller's program must go on and learn why
+        what = file_format or "the format its name says"
+        raise ValueError(f"load_mesh: cannot read {path} as {what}") from None
     points = np.asarray(m.points, dtype=np.float64)
     if points.ndim != 2 or points.shape[1] not in (2, 3):
         raise ValueError(f"load_mesh: {path}: vertices of shape {points.shape}")

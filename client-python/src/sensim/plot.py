@@ -11,7 +11,7 @@
   nothing last), columns in firing order (every ring as long, misses kept) or by azimuth
   from behind, clockwise;
 * :func:`imu_figure` / :func:`save_imu`: IMU time series (acceleration, angular velocity and
-  magnetic field against time).
+  magnetic field against time); :func:`imu_series_figure` the same from arrays.
 
 The figures are ``matplotlib.figure.Figure`` objects made without pyplot, so they work in
 scripts, threads and headless machines alike. Misses (NaN positions, or points at the origin)
@@ -28,7 +28,7 @@ import numpy as np
 from .export import as_cloud
 
 __all__ = ["cloud_figure", "save_cloud", "range_image_figure", "save_range_image",
-           "imu_figure", "save_imu", "VIEWS", "COLOURS"]
+           "imu_figure", "imu_series_figure", "save_imu", "VIEWS", "COLOURS"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -176,7 +176,11 @@ def range_image_figure(points: Any, shape: Optional[Sequence[int]] = None, *,
     SensorOutput.meta.shape), else organised by its ring field. field: "range" (m) or a field
     of the cloud (e.g. "intensity"). Misses are blank."""
     cloud = as_cloud(points)
-    img = _range_grid(cloud, shape, field)
+    if len(cloud):
+        img = _range_grid(cloud, shape, field)
+    else:
+        img = np.full((1, 1), np.nan)      # a revolution without returns: a blank image
+        title = title or f"{field} image, no points"
     fig = _figure(size, dpi)
     ax = fig.add_subplot()
     art = ax.imshow(np.ma.masked_invalid(img), aspect="auto", interpolation="nearest",
@@ -202,22 +206,39 @@ def imu_figure(samples: Iterable[Any], *, title: str = "",
     samples = [s for s in samples if s.kind == "imu"]
     if not samples:
         raise ValueError("imu_figure: no IMU samples")
-    t = np.array([s.time for s in samples])
-    panels = [("acceleration", "acceleration [m/s²]", 1.0),
-              ("angular_velocity", "angular velocity [rad/s]", 1.0),
-              ("magnetic_field", "magnetic field [µT]", 1e6)]
-    panels = [p for p in panels if getattr(samples[0].value, p[0]) is not None]
+    # the sub-sensors every sample has (an IMU's are fixed when it is created)
+    vectors = {name: (np.array([getattr(s.value, name) for s in samples], dtype=np.float64)
+                      if all(getattr(s.value, name) is not None for s in samples) else None)
+               for name in ("acceleration", "angular_velocity", "magnetic_field")}
+    return imu_series_figure(np.array([s.time for s in samples]), **vectors,
+                             sensor_id=samples[0].sensor_id, title=title, size=size, dpi=dpi)
+
+
+def imu_series_figure(time: Any, acceleration: Any = None, angular_velocity: Any = None,
+                      magnetic_field: Any = None, *, sensor_id: int = 0, title: str = "",
+                      size: tuple[float, float] = (10.0, 8.0), dpi: int = 100) -> Any:
+    """imu_figure from arrays: time (N,) s and each sub-sensor's (N, 3) values (m/s^2, rad/s,
+    T), None for one absent; what ``sensim plot`` draws a long recording's IMU from without
+    keeping a record object per sample."""
+    t = np.asarray(time, dtype=np.float64)
+    panels = [(v, label, scale) for v, label, scale in
+              ((acceleration, "acceleration [m/s²]", 1.0),
+               (angular_velocity, "angular velocity [rad/s]", 1.0),
+               (magnetic_field, "magnetic field [µT]", 1e6)) if v is not None]
+    if not panels:
+        raise ValueError(f"imu_figure: the samples of IMU {sensor_id} carry no "
+                         "acceleration, angular velocity or magnetic field in common")
     fig = _figure(size, dpi)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
-    for ax, (name, label, scale) in zip(axes, panels):
-        vec = np.array([getattr(s.value, name) for s in samples], dtype=np.float64) * scale
+    for ax, (values, label, scale) in zip(axes, panels):
+        vec = np.asarray(values, dtype=np.float64).reshape(len(t), 3) * scale
         for i, axis in enumerate("xyz"):
             ax.plot(t, vec[:, i], label=axis, linewidth=0.8)
         ax.set_ylabel(label)
         ax.grid(True, linewidth=0.3)
         ax.legend(loc="upper right", fontsize="small")
     axes[-1].set_xlabel("time [s]")
-    axes[0].set_title(title or f"IMU {samples[0].sensor_id}, {len(samples)} samples")
+    axes[0].set_title(title or f"IMU {sensor_id}, {len(t)} samples")
     return fig
 
 

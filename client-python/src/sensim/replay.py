@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import mmap
+import os
 import struct
 import sys
 import time
@@ -37,26 +39,51 @@ __all__ = ["read_recording", "Hasher", "replay", "main"]
 
 def read_recording(path: str) -> Iterator[tuple[int, int, int, str, bytes]]:
     """The records of a recording: (type, role, session, environment, payload). Raises
-    ValueError naming what is wrong with a file that is not a recording or is cut short."""
+    ValueError naming what is wrong with a file that is not a recording or is cut short: the
+    magic, the version, and per record (by its byte offset) its length, type and role. The
+    file is mapped, not read: a record's payload is copied when it is reached."""
     with open(path, "rb") as f:
-        data = f.read()
-    if len(data) < 16 or data[:8] != MAGIC:
-        raise ValueError(f"{path}: not a sensimd recording (no {MAGIC.decode()} header)")
-    (version,) = struct.unpack_from("<I", data, 8)
-    if version != VERSION:
-        raise ValueError(f"{path}: recording version {version}, this tool reads {VERSION}")
-    pos = 16
-    while pos < len(data):
-        if pos + _HEAD.size > len(data):
-            raise ValueError(f"{path}: cut short inside the record at byte {pos}")
-        length, kind, role, nlen, session, _index = _HEAD.unpack_from(data, pos)
-        end = pos + 4 + length
-        if length < _HEAD.size - 4 + nlen or end > len(data):
-            raise ValueError(f"{path}: record at byte {pos} has a bad length {length}")
-        body = pos + _HEAD.size
-        env = data[body:body + nlen].decode("utf-8", "replace")
-        yield kind, role, session, env, data[body + nlen:end]
-        pos = end
+        size = os.fstat(f.fileno()).st_size
+        if size < 16:
+            raise ValueError(f"{path}: not a sensimd recording (no {MAGIC.decode()} header)")
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    with data:
+        if data[:8] != MAGIC:
+            raise ValueError(f"{path}: not a sensimd recording (no {MAGIC.decode()} header)")
+        (version,) = struct.unpack_from("<I", data, 8)
+        if version != VERSION:
+            raise ValueError(f"{path}: recording version {version}, this tool reads {VERSION}")
+        pos = 16
+        while pos < size:
+            if pos + _HEAD.size > size:
+                raise ValueError(f"{path}: cut short inside the record at byte {pos}")
+            length, kind, role, nlen, session, _index = _HEAD.unpack_from(data, pos)
+            end = pos + 4 + length
+            if length < _HEAD.size - 4 + nlen or end > size:
+                raise ValueError(f"{path}: record at byte {pos} has a bad length {length}")
+            if kind not in (HELLO, REQUEST, CLOSE, END):
+                raise ValueError(f"{path}: record at byte {pos} has an unknown type {kind} "
+                                 "(1 HELLO, 2 REQUEST, 3 CLOSE, 4 END)")
+            if role not in (0, 1):
+                raise ValueError(f"{path}: record at byte {pos} has an unknown role {role} "
+                                 "(0 controller, 1 observer)")
+            body = pos + _HEAD.size
+            env = data[body:body + nlen].decode("utf-8", "replace")
+            yield kind, role, session, env, data[body + nlen:end]
+            pos = end
+
+
+def _request(path: str, payload: bytes) -> tuple[str, Any]:
+    """The request body of a recorded Envelope: (its field name, its message). ValueError
+    when the bytes are not an Envelope carrying a request."""
+    try:
+        env = pb.Envelope.FromString(payload)
+    except Exception as exc:     # google.protobuf's DecodeError
+        raise ValueError(f"{path}: a recorded request is not an Envelope ({exc})") from None
+    body = env.WhichOneof("body")
+    if body is None:
+        raise ValueError(f"{path}: a recorded request's Envelope carries no request")
+    return body, getattr(env, body)
 
 
 class Hasher:
@@ -155,12 +182,11 @@ def replay(path: str, host: str, port: int, token: Optional[str] = None,
                     raise ValueError(f"{path}: a request of session {session} before its hello")
                 if last is not None and last != session and last in conns:
                     settle(last)
-                env = pb.Envelope.FromString(payload)
-                body = env.WhichOneof("body")
+                body, request = _request(path, payload)
                 client = conns[session][0]
-                rid = client.send_request(body, getattr(env, body))
+                rid = client.send_request(body, request)
                 if body in ("subscribe", "unsubscribe"):
-                    _last_sensor[(session, rid)] = getattr(env, body).sensor_id
+                    _last_sensor[(session, rid)] = request.sensor_id
                 pending.setdefault(session, []).append((rid, body))
                 last = session
             elif kind == CLOSE:
@@ -197,6 +223,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ap.add_argument("--save", metavar="HASHES", help="write the hash lines to this file")
     ap.add_argument("--compare", metavar="HASHES", help="compare with saved hash lines")
     args = ap.parse_args(argv)
+    if not 0 < args.timeout < 1e9:     # NaN too
+        print(f"replay: --timeout must be more than 0 s, got {args.timeout}", file=sys.stderr)
+        return 2
     try:
         host, port = _split(args.connect)
         hashes = replay(args.recording, host, port, args.token, args.timeout)
@@ -206,12 +235,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     lines = hashes.lines()
     for line in lines:
         print(line)
-    if args.save:
-        with open(args.save, "w") as f:
-            f.write("".join(line + "\n" for line in lines))
+    try:
+        if args.save:
+            with open(args.save, "w") as f:
+                f.write("".join(line + "\n" for line in lines))
+        saved = []
+        if args.compare:
+            with open(args.compare) as f:
+                saved = [line.rstrip("\n") for line in f if line.strip()]
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"replay: {exc}", file=sys.stderr)
+        return 2
     if args.compare:
-        with open(args.compare) as f:
-            saved = [line.rstrip("\n") for line in f if line.strip()]
         if saved != lines:
             for line in sorted(set(saved) ^ set(lines)):
                 print(("-" if line in saved else "+") + line, file=sys.stderr)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
@@ -33,11 +34,15 @@ def _frame(text: str) -> tuple[str, str, list[float]]:
         values = [float(v) for v in numbers.split(",")]
     except ValueError:
         values = []
-    if not (sep and sep2 and child and parent and len(values) in (3, 7)):
+    if not (sep and sep2 and child and parent and len(values) in (3, 7)
+            and all(math.isfinite(v) for v in values)):
         raise argparse.ArgumentTypeError(
-            f"expected CHILD=PARENT:x,y,z or CHILD=PARENT:x,y,z,qx,qy,qz,qw, got {text!r}")
+            f"expected CHILD=PARENT:x,y,z or CHILD=PARENT:x,y,z,qx,qy,qz,qw (finite numbers), "
+            f"got {text!r}")
     if len(values) == 3:
         values += [0.0, 0.0, 0.0, 1.0]
+    if not any(values[3:]):
+        raise argparse.ArgumentTypeError(f"the quaternion of {text!r} is zero")
     return child, parent, values
 
 
@@ -46,6 +51,18 @@ def _address(text: str) -> tuple[str, int]:
         return parse_address(text, "--listen")
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _port(text: str) -> int:
+    """--port (and $SENSIM_PORT): an integer in 1..65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"expected a TCP port 1..65535 (from --port or "
+                                         f"$SENSIM_PORT), got {text!r}")
+    return port
 
 
 def _count(text: str) -> int:
@@ -62,7 +79,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     env = os.environ.get
     ap.add_argument("--host", default=env("SENSIM_HOST", "127.0.0.1"),
                     help="sensimd's address (default $SENSIM_HOST or 127.0.0.1)")
-    ap.add_argument("--port", type=int, default=int(env("SENSIM_PORT", "7700")),
+    # a string default goes through the type too: a bad $SENSIM_PORT is a usage error
+    ap.add_argument("--port", type=_port, default=env("SENSIM_PORT", "7700"),
                     help="sensimd's port (default $SENSIM_PORT or 7700)")
     ap.add_argument("--token", default=env("SENSIM_TOKEN"), help="sensimd's --token")
     ap.add_argument("-e", "--environment", default="default",
