@@ -252,3 +252,58 @@ def test_an_incremental_encoder_with_a_subnormal_range_stays_in_it(sensimd):
             assert lower <= r.position < upper, (t, q, sensor, r)
             assert math.isfinite(r.speed), (t, q, sensor, r)
         assert readings[7].position == 0.0
+
+
+def _payload(env) -> str:
+    data = env.sensor_data
+    return "end" if data.end_of_stream else data.WhichOneof("payload")
+
+
+def test_a_removed_sensors_subscription_never_gets_its_successors_records(sensimd):
+    # Pipelined in one write: subscribe to IMU 1, step, remove it, create encoder 1 in its
+    # place, subscribe to that, step, remove it. The removal ended the streams only when its
+    # reply was written, after the next requests had run: the IMU's subscription got the
+    # encoder's record before its end_of_stream, and the new Subscribe joined the IMU's ended
+    # stream (the encoder's records lost, its end_of_stream early) or was refused as a repeat.
+    sock = _connect(sensimd)
+    env = pb.Envelope(id=2)
+    env.create_joint.id = 1
+    _send(sock, env)
+    assert _read(sock).status.code == pb.OK
+    ident, t = 10, 0.0
+
+    def request(**body):
+        nonlocal ident
+        ident += 1
+        env = pb.Envelope(id=ident)
+        for name, value in body.items():
+            getattr(env, name).CopyFrom(value)
+        return env
+
+    for _ in range(20):
+        imu = pb.CreateSensor(id=1, imu=pb.ImuConfig(accelerometer=pb.AccelerometerConfig()))
+        batch = [request(create_sensor=imu), request(subscribe=pb.Subscribe(sensor_id=1))]
+        t += 0.01
+        batch += [request(update_state=pb.UpdateState(time=t)),
+                  request(step=pb.Step(time=t, outputs=pb.STEP_OUTPUTS_NONE)),
+                  request(remove=pb.Remove(kind=pb.ENTITY_SENSOR, id=1)),
+                  request(create_sensor=pb.CreateSensor(id=1, encoder=pb.EncoderConfig(
+                      joint_id=1))),
+                  request(subscribe=pb.Subscribe(sensor_id=1))]
+        t += 0.01
+        batch += [request(update_state=pb.UpdateState(time=t)),
+                  request(step=pb.Step(time=t, outputs=pb.STEP_OUTPUTS_NONE)),
+                  request(remove=pb.Remove(kind=pb.ENTITY_SENSOR, id=1))]
+        sock.sendall(b"".join(struct.pack("<I", e.ByteSize()) + e.SerializeToString()
+                              for e in batch))
+        pushed, replies = [], 0
+        while replies < len(batch) or pushed.count("end") < 2:
+            reply = _read(sock)
+            assert reply is not None
+            if reply.HasField("sensor_data"):
+                pushed.append(_payload(reply))
+            else:
+                assert reply.status.code == pb.OK, reply.status.message
+                replies += 1
+        # each subscription: its sensor's one record, then its end
+        assert sorted(pushed) == ["end", "end", "imu", "scalar"], pushed
