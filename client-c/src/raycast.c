@@ -366,6 +366,20 @@ static sensim_status_t choose_origin(sensim_client_t* cli, sensim_raycast_t* r,
   *expanded = NULL;
   bool takes = (cli->session.features & SENSIM_FEATURE_RAYCAST_ORIGIN) != 0;
   if (r->origin && !takes && r->nrays > 0) {
+    // nothing is written out for rays that cannot go: on a closed handle (a failed connect
+    // knows no features) sending reports the closed connection; origins alone past the
+    // daemon's frame limit are refused here
+    uint32_t limit = cli->session.limits.max_frame_bytes;
+    if (cli->fd < 0) {
+      return SENSIM_OK;
+    }
+    if (limit && 3 * sizeof(double) * (uint64_t)r->nrays > limit) {
+      return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
+                             "raycast of %u rays: their origins, %llu bytes, exceed "
+                             "max_frame_bytes %u; split the rays", r->nrays,
+                             (unsigned long long)(3 * sizeof(double) * (uint64_t)r->nrays),
+                             limit);
+    }
     double* o = malloc(3 * sizeof(double) * r->nrays);
     if (!o) {
       return sensim_cli_fail(cli, SENSIM_ENOMEM, "raycast: no memory for %u origins",
