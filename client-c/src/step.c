@@ -95,11 +95,6 @@ static void put_state(sensim_gather_t* g, const sensim_state_t* st, const state_
 }
 
 
-static sensim_status_t over_4gib(char* err, size_t err_cap) {
-  return sensim_fail(err, err_cap, SENSIM_EPROTO, "cannot encode the request: over 4 GiB");
-}
-
-
 static sensim_status_t no_memory(char* err, size_t err_cap) {
   return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
 }
@@ -113,7 +108,7 @@ static sensim_status_t write_state(sensim_gather_t* g, uint64_t id, const void* 
   uint64_t body = state_arrays(st, &a);
   uint32_t tag = sensim_v1_Envelope_update_state_tag;
   if (sensim_wire_body_at(id, tag, body) - FRAME_HEADER + body > UINT32_MAX) {
-    return over_4gib(err, err_cap);
+    return sensim_wire_over_4gib(err, err_cap);
   }
   if (!sensim_wire_reserve(g, FRAME_HEADER + sensim_wire_body_at(id, tag, body) + STATE_OWN_MAX,
                            5)) {
@@ -144,7 +139,7 @@ sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* st
   sensim_gather_reset(body);
   state_arrays_t a;
   if (state_arrays(&st, &a) > UINT32_MAX) {
-    return over_4gib(cli->last_error, sizeof(cli->last_error));
+    return sensim_wire_over_4gib(cli->last_error, sizeof(cli->last_error));
   }
   if (!sensim_wire_reserve(body, STATE_OWN_MAX, 5)) {
     return no_memory(cli->last_error, sizeof(cli->last_error));
@@ -166,7 +161,7 @@ static sensim_status_t write_step(sensim_gather_t* g, uint64_t id, const void* a
   uint32_t tag = sensim_v1_Envelope_step_tag;
   uint64_t at = sensim_wire_body_at(id, tag, body);
   if (at - FRAME_HEADER + body > UINT32_MAX) {
-    return over_4gib(err, err_cap);
+    return sensim_wire_over_4gib(err, err_cap);
   }
   if (!sensim_wire_reserve(g, at + body, 0)) {
     return no_memory(err, err_cap);
