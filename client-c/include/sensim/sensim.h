@@ -1013,7 +1013,8 @@ typedef struct sensim_description {
 
 // List the sensors and bodies of this connection's environment (Describe; any role). The
 // daemon answers in pages (256 sensors, 1024 bodies); this call asks for every page and joins
-// them. On SENSIM_OK *out points at the description. Returns views.
+// them. Ids out of increasing order (a page that does not move on) are SENSIM_EPROTO. On
+// SENSIM_OK *out points at the description. Returns views.
 SENSIM_API sensim_status_t sensim_describe(sensim_client_t* cli,
                                            const sensim_description_t** out);
 
