@@ -666,12 +666,17 @@ static sensim_status_t call_remove(sensim_client_t* c, const void* a, const void
   return sensim_remove(c, *(const sensim_entity_t*)a, x);
 }
 
-// A NULL handle has no error message to hold: the status alone.
-#define SHARDS_CHECK(sh)              \
-  do {                                \
-    if (!(sh)) {                      \
-      return SENSIM_INVALID_ARGUMENT; \
-    }                                 \
+// A NULL handle has no error message to hold: the status alone. A handle without shards (its
+// connect refused the arguments or ran out of memory) is closed: no call reaches a shard.
+#define SHARDS_CHECK(sh)                                                                   \
+  do {                                                                                     \
+    if (!(sh)) {                                                                           \
+      return SENSIM_INVALID_ARGUMENT;                                                      \
+    }                                                                                      \
+    if ((sh)->n == 0) {                                                                    \
+      return refuse((sh), SENSIM_ECLOSED, "no shard is connected: sensim_shards_connect "  \
+                    "failed");                                                             \
+    }                                                                                      \
   } while (0)
 
 sensim_status_t sensim_shards_create_mesh(sensim_shards_t* sh, const sensim_mesh_t* mesh) {

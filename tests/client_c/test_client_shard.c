@@ -746,6 +746,29 @@ TEST(shard_bad_arguments_change_nothing) {
   sensim_shards_t* s = NULL;
   ASSERT_EQ(sensim_shards_connect(bad, 2, NULL, &s), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "addresses[1]: address \"127.0.0.1:notaport\""));
+  // the handle of a failed connect has no shard: a sensor's removal read shard 0's client from
+  // an array never allocated (a crash), a raycast divided by the count of shards (SIGFPE), and
+  // a mesh went nowhere and returned OK. Every call says it is closed.
+  ASSERT_EQ(sensim_shards_remove(s, SENSIM_ENTITY_SENSOR, 5), SENSIM_ECLOSED);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "no shard is connected"));
+  double o[3] = {0.0, 0.0, 0.0}, dir[3] = {1.0, 0.0, 0.0};
+  sensim_hit_t hit;
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = 1;
+  r.origins = o;
+  r.directions = dir;
+  ASSERT_EQ(sensim_shards_raycast(s, &r, &hit), SENSIM_ECLOSED);
+  sensim_mesh_t mesh;
+  sensim_mesh_init(&mesh);
+  ASSERT_EQ(sensim_shards_create_mesh(s, &mesh), SENSIM_ECLOSED);
+  sensim_subscription_t sub;
+  sensim_subscription_init(&sub);
+  sub.sensor_id = 5;
+  ASSERT_EQ(sensim_shards_subscribe(s, &sub), SENSIM_ECLOSED);
+  const sensim_sensor_data_t* data;
+  ASSERT_EQ(sensim_shards_next_sensor_data(s, 0, &data), SENSIM_ECLOSED);
+  ASSERT_EQ(sensim_shards_failed(s), -1);
   sensim_shards_close(s);
 
   s = connect3(d, 10000);
