@@ -95,7 +95,9 @@ sensim_status_t sensim_next_sensor_data(sensim_client_t* cli, int timeout_ms,
                              timeout_ms < 0 ? cli->timeout_ms : timeout_ms);
     }
     if (st != SENSIM_OK) {
-      return sensim_cli_fail(cli, st, "%s", cli->closed_reason);
+      // named as every call on a closed handle names it (a failed connect left no reason)
+      return sensim_cli_fail(cli, st, "connection is closed%s%s",
+                             cli->closed_reason[0] ? ": " : "", cli->closed_reason);
     }
   }
   sensim_frame_t* f = cli->pushed.head;

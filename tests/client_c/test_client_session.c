@@ -64,6 +64,11 @@ TEST(session_connect_refused_and_unresolvable) {
   ASSERT_TRUE(strstr(sensim_client_last_error(cli), "127.0.0.1") != NULL);
   ASSERT_EQ(sensim_client_fd(cli), -1);
   ASSERT_STREQ(sensim_client_server_version(cli), "");
+  // every call on the closed handle says so (waiting for pushed data left the error empty)
+  ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_ECONNECT, "connection is closed");
+  const sensim_sensor_data_t* data;
+  ASSERT_STATUS(cli, sensim_next_sensor_data(cli, 0, &data), SENSIM_ECONNECT,
+                "connection is closed");
   sensim_client_close(cli);
 
   cli = NULL;
