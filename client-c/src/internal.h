@@ -206,6 +206,9 @@ struct sensim_client {
 // as much of it as the caller's struct holds.
 #define SENSIM_INIT_SIZED(type, dst, size, defaults)                  \
   do {                                                                \
+    if (!(dst)) {                                                     \
+      break; /* nothing to fill */                                    \
+    }                                                                 \
     type d_;                                                          \
     memset(&d_, 0, sizeof(d_));                                       \
     d_.struct_size = (uint32_t)(size);                                \

@@ -33,6 +33,9 @@ _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, obj
 
 
 void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size) {
+  if (!rays) {
+    return;
+  }
   sensim_raycast_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;

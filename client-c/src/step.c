@@ -9,6 +9,9 @@
 
 
 void sensim_state_init_sized(sensim_state_t* state, size_t size) {
+  if (!state) {
+    return;
+  }
   sensim_state_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;
@@ -17,6 +20,9 @@ void sensim_state_init_sized(sensim_state_t* state, size_t size) {
 
 
 void sensim_step_init_sized(sensim_step_t* step, size_t size) {
+  if (!step) {
+    return;
+  }
   sensim_step_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;

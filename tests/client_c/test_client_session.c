@@ -311,6 +311,14 @@ TEST(session_counter_names_and_status_table) {
   ASSERT_STREQ(sensim_status_str((sensim_status_t)999), "unknown status");
   ASSERT_STREQ(sensim_client_last_error(NULL), "no client handle");
   sensim_client_close(NULL);
+  // the init functions do nothing with NULL (they wrote the defaults through it)
+  sensim_options_init_sized(NULL, sizeof(sensim_options_t));
+  sensim_mesh_init_sized(NULL, sizeof(sensim_mesh_t));
+  sensim_lidar_config_init_sized(NULL, sizeof(sensim_lidar_config_t), SENSIM_PATTERN_FLASH);
+  sensim_state_init_sized(NULL, sizeof(sensim_state_t));
+  sensim_step_init_sized(NULL, sizeof(sensim_step_t));
+  sensim_raycast_init_sized(NULL, sizeof(sensim_raycast_t));
+  sensim_subscription_init_sized(NULL, sizeof(sensim_subscription_t));
   return 0;
 }
 

@@ -7,7 +7,8 @@
 // - Description structs (options, bodies, sensor configurations, ...) begin with struct_size
 //   and are initialised by their sensim_*_init macro, which records the size the program was
 //   compiled with: a newer library reads an older program's struct and gives the fields it does
-//   not have their defaults, so the structs can grow without breaking the ABI.
+//   not have their defaults, so the structs can grow without breaking the ABI. The
+//   sensim_*_init_sized functions do nothing with a NULL struct.
 // - Pointers passed in are borrowed for the call unless a function says otherwise; bulk arrays
 //   (mesh data, poses, velocities, joint positions, rays) are sent from the caller's memory
 //   without being copied.
