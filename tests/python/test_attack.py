@@ -307,3 +307,44 @@ def test_a_removed_sensors_subscription_never_gets_its_successors_records(sensim
                 replies += 1
         # each subscription: its sensor's one record, then its end
         assert sorted(pushed) == ["end", "end", "imu", "scalar"], pushed
+
+
+def test_a_custom_channel_past_the_rings_uint16_is_refused(sensimd):
+    # CustomPattern.channels are reported as the point field ring, a uint16: a channel of 65536
+    # was accepted and arrived as ring 0, 70000 as 4464. Refused now, naming the channel;
+    # 65535 is kept whole.
+    sock = _connect(sensimd)
+
+    def custom(id_, channels):
+        env = pb.Envelope(id=id_)
+        env.create_sensor.id = 1
+        lidar = env.create_sensor.lidar
+        lidar.custom.azimuths.extend([0.0] * len(channels))
+        lidar.custom.elevations.extend([0.0] * len(channels))
+        lidar.custom.channels.extend(channels)
+        lidar.custom.frame_rate = 10.0
+        lidar.fields.append("ring")
+        lidar.keep_misses = True
+        return env
+
+    for n, channels in enumerate([[3, 65536], [70000]]):
+        _send(sock, custom(10 + n, channels))
+        reply = _read(sock)
+        assert reply.status.code == pb.INVALID_ARGUMENT, reply
+        bad = len(channels) - 1
+        assert f"custom.channels[{bad}] = {channels[bad]} exceeds 65535" in reply.status.message
+    _send(sock, custom(20, [65535, 7]))
+    assert _read(sock).status.code == pb.OK
+    for n, t in enumerate([0.0, 0.1]):
+        env = pb.Envelope(id=30 + 2 * n)
+        env.update_state.time = t
+        _send(sock, env)
+        env = pb.Envelope(id=31 + 2 * n)
+        env.step.time = t
+        _send(sock, env)
+        assert _read(sock).status.code == pb.OK
+        reply = _read(sock)
+        assert reply.status.code == pb.OK, reply.status.message
+    (cloud,) = [o.point_cloud for o in reply.step_done.outputs]
+    assert cloud.count == 2 and cloud.point_step == 2
+    assert sorted(np.frombuffer(cloud.data, dtype="<u2").tolist()) == [7, 65535]

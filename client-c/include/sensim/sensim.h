@@ -679,7 +679,7 @@ typedef struct sensim_lidar_config {
     const double* azimuths;         // rad, one per ray (required)
     const double* elevations;       // rad, one per ray (required)
     const double* time_offsets;     // NULL or one per ray, s in [0, 1 / frame_rate)
-    const uint32_t* channels;       // NULL or one per ray, reported as ring
+    const uint32_t* channels;       // NULL or one per ray, 0..65535, reported as ring
     uint32_t nrays;
     double frame_rate;              // Hz, (0, 10000]; default 10
     double start_time;
