@@ -738,7 +738,8 @@ SENSIM_API void sensim_lidar_config_init_sized(sensim_lidar_config_t* cfg, size_
                                                sensim_lidar_pattern_t pattern);
 
 // Create a lidar (CreateSensor{lidar}). Returns the daemon's status (INVALID_ARGUMENT naming
-// e.g. "lidar.spinning.columns"), or SENSIM_INVALID_ARGUMENT for arguments the client refuses.
+// e.g. "lidar.spinning.columns"), or SENSIM_INVALID_ARGUMENT for arguments the client refuses
+// (among them more than 16 fields or 64 excluded bodies, before those arrays are read).
 SENSIM_API sensim_status_t sensim_create_lidar(sensim_client_t* cli, const sensim_sensor_t* sensor,
                                                const sensim_lidar_config_t* cfg);
 
@@ -1182,8 +1183,8 @@ typedef struct sensim_subscription {
 SENSIM_API void sensim_subscription_init_sized(sensim_subscription_t* sub, size_t size);
 
 // Receive a sensor's records as pushed data from the next step on. An unknown encoding, a
-// level or a precision outside its range is refused before sending (INVALID_ARGUMENT naming
-// the member).
+// level or a precision outside its range, or more than 16 fields is refused before sending
+// (INVALID_ARGUMENT naming the member; no more of the fields is read than that).
 SENSIM_API sensim_status_t sensim_subscribe(sensim_client_t* cli, const sensim_subscription_t* sub);
 
 // End a subscription; no record of it arrives after this returns (earlier ones already
