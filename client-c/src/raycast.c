@@ -25,6 +25,7 @@
 #define PIPELINE_EDGE_RAYS (PIPELINE_RAYS / 4)
 #define REQUEST_SLACK 4096            // bytes of a raycast request besides its arrays
 #define REPLY_SLACK 128               // bytes of a raycast reply besides its records and mask
+#define RAYCAST_MAX_EXCLUDED 1024     // Raycast.exclude_bodies: the daemon's bound
 
 _Static_assert(sizeof(sensim_hit_t) == HIT_BYTES, "sensim_hit_t is the wire's 48-byte record");
 _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, object_id) == 32 &&
@@ -344,6 +345,11 @@ static sensim_status_t check_rays(sensim_client_t* cli, const sensim_raycast_t* 
                         "nexclude_bodies")) != SENSIM_OK ||
       (st = sensim_need(cli, hits, r->nrays, "hits", "rays.nrays")) != SENSIM_OK) {
     return st;
+  }
+  // the count first, before that many of the caller's ids are read
+  if (r->nexclude_bodies > RAYCAST_MAX_EXCLUDED) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "rays.nexclude_bodies = %u: at most %d",
+                           r->nexclude_bodies, RAYCAST_MAX_EXCLUDED);
   }
   if (r->ntimes > 1 && r->ntimes != r->nrays) {
     return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "rays.ntimes = %u: 0, 1 or nrays (%u)",

@@ -1003,6 +1003,12 @@ static sensim_status_t split_step(sensim_shards_t* sh, const sensim_step_t* give
     return refuse(sh, SENSIM_INVALID_ARGUMENT, "step.output_sensors: NULL with "
                   "noutput_sensors = %u", m);
   }
+  // distinct sensors known to the handle: the count first, before the ids are read or room
+  // is made for them
+  if (m > sh->nsensors) {
+    return refuse(sh, SENSIM_INVALID_ARGUMENT, "step.noutput_sensors = %u: more than the %u "
+                  "sensors placed or created through these shards", m, sh->nsensors);
+  }
   if (m > sh->listed_cap) {
     uint32_t* grown = realloc(sh->listed, m * sizeof(*grown));
     if (!grown) {

@@ -203,6 +203,14 @@ static sensim_status_t queue_step(sensim_client_t* cli, const sensim_step_t* giv
                         "noutput_sensors")) != SENSIM_OK) {
     return rc;
   }
+  // distinct sensors of the environment, so at most max_sensors: the count first, before
+  // that many of the caller's ids are read
+  uint32_t max = cli->session.limits.max_sensors;
+  if (max && st.noutput_sensors > max) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "step.noutput_sensors = %u: more than "
+                           "the daemon's max_sensors %u (the ids are distinct sensors)",
+                           st.noutput_sensors, max);
+  }
   return sensim_queue_written(cli, SLOT_STEP, write_step, &st, id);
 }
 

@@ -528,6 +528,16 @@ TEST(raycast_refusals_name_the_argument_or_field) {
   free(many);
   free(mh);
   ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));  // the connection goes on
+  // an exclusion count past the daemon's 1024 is refused before the ids are read (one here)
+  static const uint32_t one_body = 1;
+  r.nrays = 1;
+  r.origins = r.directions = dir;
+  r.exclude_bodies = &one_body;
+  r.nexclude_bodies = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "rays.nexclude_bodies = 4294967295: at most 1024");
+  r.exclude_bodies = NULL;
+  r.nexclude_bodies = 0;
   ASSERT_EQ(sensim_raycast(NULL, &r, hits, NULL), SENSIM_INVALID_ARGUMENT);
   ASSERT_EQ(sensim_raycast_send(NULL, &r, hits, NULL), SENSIM_INVALID_ARGUMENT);
   ASSERT_EQ(sensim_raycast_wait(NULL, 1, 0, NULL), SENSIM_INVALID_ARGUMENT);

@@ -804,6 +804,11 @@ TEST(shard_bad_arguments_change_nothing) {
   step.output_sensors = twice;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.output_sensors[1] = 13 is repeated"));
+  // more ids than sensors: refused before they are read (the array holds two)
+  step.noutput_sensors = UINT32_MAX;
+  ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.noutput_sensors = 4294967295: more"));
+  step.noutput_sensors = 2;
   // a step the handle refuses after the state was queued for shard 0: the state goes with it
   step.outputs = (sensim_step_outputs_t)7;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);

@@ -1060,7 +1060,7 @@ typedef struct sensim_step {
   uint32_t struct_size;
   double time;                      // must be the time of the last state
   sensim_step_outputs_t outputs;
-  const uint32_t* output_sensors;   // LISTED: sensor ids
+  const uint32_t* output_sensors;   // LISTED: sensor ids, distinct (at most max_sensors)
   uint32_t noutput_sensors;
 } sensim_step_t;
 #define sensim_step_init(s) sensim_step_init_sized((s), sizeof(*(s)))
@@ -1132,7 +1132,7 @@ typedef struct sensim_raycast {
   uint32_t ntimes;                  //   inside the current interval: 1 for all rays, or nrays
   double max_range;                 // m; 0 = unlimited
   const uint32_t* exclude_bodies;   // rays pass through these bodies' objects
-  uint32_t nexclude_bodies;
+  uint32_t nexclude_bodies;         //   (at most 1024)
   uint32_t group_mask;              // object groups the rays see; 0 = all
   const double* origin;             // x y z every ray starts at, instead of origins (NULL)
 } sensim_raycast_t;
