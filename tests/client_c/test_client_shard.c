@@ -746,6 +746,15 @@ TEST(shard_bad_arguments_change_nothing) {
   sensim_shards_t* s = NULL;
   ASSERT_EQ(sensim_shards_connect(bad, 2, NULL, &s), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "addresses[1]: address \"127.0.0.1:notaport\""));
+  // description structs of another size are refused as sensim_client's calls refuse them (the
+  // options were read in part, or not at all, without a word)
+  sensim_options_t opts;
+  sensim_options_init(&opts);
+  opts.struct_size = 8;
+  sensim_shards_t* sized = NULL;
+  ASSERT_EQ(sensim_shards_connect(bad, 1, &opts, &sized), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(sized), "options.struct_size = 8"));
+  sensim_shards_close(sized);
   // the handle of a failed connect has no shard: a sensor's removal read shard 0's client from
   // an array never allocated (a crash), a raycast divided by the count of shards (SIGFPE), and
   // a mesh went nowhere and returned OK. Every call says it is closed.
@@ -793,6 +802,16 @@ TEST(shard_bad_arguments_change_nothing) {
   sensim_step_init(&step);
   const sensim_step_result_t* res;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_OK);
+  sensim_step_t short_step = step;
+  short_step.struct_size = 4;
+  ASSERT_EQ(sensim_shards_step(s, &short_step, &res), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.struct_size = 4"));
+  sensim_raycast_t short_rays;
+  sensim_raycast_init(&short_rays);
+  short_rays.struct_size = 4;
+  sensim_hit_t no_hit;
+  ASSERT_EQ(sensim_shards_raycast(s, &short_rays, &no_hit), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "rays.struct_size = 4"));
   const uint32_t unknown[2] = {21, 99}, twice[2] = {13, 13};
   step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
   step.output_sensors = unknown;
