@@ -348,3 +348,47 @@ def test_a_custom_channel_past_the_rings_uint16_is_refused(sensimd):
     (cloud,) = [o.point_cloud for o in reply.step_done.outputs]
     assert cloud.count == 2 and cloud.point_step == 2
     assert sorted(np.frombuffer(cloud.data, dtype="<u2").tolist()) == [7, 65535]
+
+
+def test_a_subscription_gets_the_records_of_a_step_pipelined_right_after_it(sensimd):
+    # Pipelined: create IMU k, subscribe to it, step, for k = 1..R. The loop could take a
+    # step's frames before it had made the subscription its Subscribe asked for: that
+    # subscription lost its first record (its sequence still began at 1, no gap to see).
+    R = 60
+    sock = _connect(sensimd)
+    batch = []
+    for k in range(1, R + 1):
+        t = 0.01 * k
+        env = pb.Envelope(id=4 * k)
+        env.create_sensor.id = k
+        env.create_sensor.imu.accelerometer.SetInParent()
+        batch.append(env)
+        env = pb.Envelope(id=4 * k + 1)
+        env.subscribe.sensor_id = k
+        batch.append(env)
+        env = pb.Envelope(id=4 * k + 2)
+        env.update_state.time = t
+        batch.append(env)
+        env = pb.Envelope(id=4 * k + 3)
+        env.step.time = t
+        env.step.outputs = pb.STEP_OUTPUTS_NONE
+        batch.append(env)
+    sock.sendall(b"".join(struct.pack("<I", e.ByteSize()) + e.SerializeToString()
+                          for e in batch))
+    times = {k: [] for k in range(1, R + 1)}
+    replies = 0
+    while replies < len(batch) or sum(map(len, times.values())) < R * (R + 1) // 2:
+        if replies == len(batch):
+            sock.settimeout(5)   # every reply is in: the records left come at once or never
+        try:
+            reply = _read(sock)
+        except socket.timeout:
+            break
+        assert reply is not None
+        if reply.HasField("sensor_data"):
+            times[reply.sensor_data.sensor_id].append(round(reply.sensor_data.time, 6))
+        else:
+            assert reply.status.code == pb.OK, reply.status.message
+            replies += 1
+    for k in range(1, R + 1):
+        assert times[k] == [round(0.01 * j, 6) for j in range(k, R + 1)], (k, times[k])
