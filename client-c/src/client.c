@@ -63,6 +63,9 @@ sensim_status_t sensim_sized_copy(sensim_client_t* cli, void* local, size_t loca
 //---------------- Options and accessors
 
 void sensim_options_init_sized(sensim_options_t* opts, size_t size) {
+  if (!opts) {
+    return;
+  }
   sensim_options_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;

@@ -42,6 +42,11 @@ static bool decode_sensor(pb_istream_t* s, const pb_field_t* f, void** arg) {
   if (!pb_decode(s, sensim_v1_SensorDescription_fields, &m)) {
     return false;
   }
+  // in increasing id order above the last one received (Describe.sensors_after): so that every
+  // page moves on and the pages end
+  if (m.id <= ctx->last_sensor) {
+    PB_RETURN_ERROR(s, "sensors not in increasing id order");
+  }
   sensim_sensor_description_t* v =
       sensim_arena_grow(ctx->cli, d->sensors, d->nsensors, &ctx->sensor_cap, sizeof(*v));
   char* name = sensim_arena_strndup(ctx->cli, m.name, strlen(m.name));
@@ -92,6 +97,9 @@ static bool decode_body(pb_istream_t* s, const pb_field_t* f, void** arg) {
   memset(&m, 0, sizeof(m));
   if (!pb_decode(s, sensim_v1_BodyDescription_fields, &m)) {
     return false;
+  }
+  if (m.id <= ctx->last_body) {
+    PB_RETURN_ERROR(s, "bodies not in increasing id order");
   }
   sensim_body_description_t* v =
       sensim_arena_grow(ctx->cli, d->bodies, d->nbodies, &ctx->body_cap, sizeof(*v));
@@ -172,7 +180,7 @@ sensim_status_t sensim_describe(sensim_client_t* cli, const sensim_description_t
       d->steps = m->steps;
     }
     // a next page only when this one moved on (a daemon that says "more" with an empty
-    // page would otherwise be asked forever)
+    // page would otherwise be asked forever; one that sends ids again is refused above)
     want_sensors = want_sensors && m->more_sensors && d->nsensors > nsensors;
     want_bodies = want_bodies && m->more_bodies && d->nbodies > nbodies;
   }

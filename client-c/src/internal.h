@@ -206,6 +206,9 @@ struct sensim_client {
 // as much of it as the caller's struct holds.
 #define SENSIM_INIT_SIZED(type, dst, size, defaults)                  \
   do {                                                                \
+    if (!(dst)) {                                                     \
+      break; /* nothing to fill */                                    \
+    }                                                                 \
     type d_;                                                          \
     memset(&d_, 0, sizeof(d_));                                       \
     d_.struct_size = (uint32_t)(size);                                \
@@ -256,8 +259,9 @@ sensim_status_t sensim_send(sensim_client_t* cli, slot_kind_t kind, uint64_t* id
 sensim_status_t sensim_queue(sensim_client_t* cli, slot_kind_t kind, uint64_t* id);
 
 // Queue a request written by hand: write appends the frame of request `id` to g (arg its
-// input) and sets *size to the Envelope's bytes, or returns SENSIM_ENOMEM or SENSIM_EPROTO
-// (message in err, the gather as it was).
+// input) and sets *size to the Envelope's bytes, or returns SENSIM_ENOMEM,
+// SENSIM_RESOURCE_EXHAUSTED (over 4 GiB) or SENSIM_EPROTO (message in err, the gather as it
+// was).
 typedef sensim_status_t (*sensim_frame_writer_t)(sensim_gather_t* g, uint64_t id,
                                                  const void* arg, size_t* size, char* err,
                                                  size_t err_cap);
@@ -360,10 +364,15 @@ void sensim_gather_free(sensim_gather_t* g);
 // that the walk over the Envelope's fields is not repeated for every request.
 const pb_msgdesc_t* sensim_wire_body_fields(const pb_msgdesc_t** cache, pb_size_t tag);
 
+// The refusal of a request over 4 GiB (SENSIM_RESOURCE_EXHAUSTED: more than any frame holds;
+// nothing sent, the connection goes on), its message written into err.
+sensim_status_t sensim_wire_over_4gib(char* err, size_t err_cap);
+
 // Append one frame (length prefix, Envelope): a request of this id whose body field `tag` is
 // the message `body` of nanopb type `fields`, encoded once (the Envelope's head is written by
-// hand, the same bytes nanopb would write for it). Returns SENSIM_OK, SENSIM_ENOMEM, or
-// SENSIM_EPROTO (nanopb refused); *size is the Envelope's bytes.
+// hand, the same bytes nanopb would write for it). Returns SENSIM_OK, SENSIM_ENOMEM,
+// SENSIM_RESOURCE_EXHAUSTED (over 4 GiB) or SENSIM_EPROTO (nanopb refused); *size is the
+// Envelope's bytes.
 sensim_status_t sensim_wire_frame(sensim_gather_t* g, uint64_t id, uint32_t tag,
                                   const pb_msgdesc_t* fields, const void* body, size_t* size,
                                   char* err, size_t err_cap);

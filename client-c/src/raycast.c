@@ -25,6 +25,7 @@
 #define PIPELINE_EDGE_RAYS (PIPELINE_RAYS / 4)
 #define REQUEST_SLACK 4096            // bytes of a raycast request besides its arrays
 #define REPLY_SLACK 128               // bytes of a raycast reply besides its records and mask
+#define RAYCAST_MAX_EXCLUDED 1024     // Raycast.exclude_bodies: the daemon's bound
 
 _Static_assert(sizeof(sensim_hit_t) == HIT_BYTES, "sensim_hit_t is the wire's 48-byte record");
 _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, object_id) == 32 &&
@@ -33,6 +34,9 @@ _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, obj
 
 
 void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size) {
+  if (!rays) {
+    return;
+  }
   sensim_raycast_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;
@@ -342,6 +346,11 @@ static sensim_status_t check_rays(sensim_client_t* cli, const sensim_raycast_t* 
       (st = sensim_need(cli, hits, r->nrays, "hits", "rays.nrays")) != SENSIM_OK) {
     return st;
   }
+  // the count first, before that many of the caller's ids are read
+  if (r->nexclude_bodies > RAYCAST_MAX_EXCLUDED) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "rays.nexclude_bodies = %u: at most %d",
+                           r->nexclude_bodies, RAYCAST_MAX_EXCLUDED);
+  }
   if (r->ntimes > 1 && r->ntimes != r->nrays) {
     return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "rays.ntimes = %u: 0, 1 or nrays (%u)",
                            r->ntimes, r->nrays);
@@ -366,6 +375,20 @@ static sensim_status_t choose_origin(sensim_client_t* cli, sensim_raycast_t* r,
   *expanded = NULL;
   bool takes = (cli->session.features & SENSIM_FEATURE_RAYCAST_ORIGIN) != 0;
   if (r->origin && !takes && r->nrays > 0) {
+    // nothing is written out for rays that cannot go: on a closed handle (a failed connect
+    // knows no features) sending reports the closed connection; origins alone past the
+    // daemon's frame limit are refused here
+    uint32_t limit = cli->session.limits.max_frame_bytes;
+    if (cli->fd < 0) {
+      return SENSIM_OK;
+    }
+    if (limit && 3 * sizeof(double) * (uint64_t)r->nrays > limit) {
+      return sensim_cli_fail(cli, SENSIM_RESOURCE_EXHAUSTED,
+                             "raycast of %u rays: their origins, %llu bytes, exceed "
+                             "max_frame_bytes %u; split the rays", r->nrays,
+                             (unsigned long long)(3 * sizeof(double) * (uint64_t)r->nrays),
+                             limit);
+    }
     double* o = malloc(3 * sizeof(double) * r->nrays);
     if (!o) {
       return sensim_cli_fail(cli, SENSIM_ENOMEM, "raycast: no memory for %u origins",

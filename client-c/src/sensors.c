@@ -9,6 +9,9 @@
 #include "internal.h"
 
 #define DEG (3.14159265358979323846 / 180.0)
+// LidarConfig's bounds in the daemon: point fields, excluded bodies
+#define LIDAR_MAX_FIELDS 16
+#define LIDAR_MAX_EXCLUDED 64
 
 
 void sensim_sensor_init_sized(sensim_sensor_t* sensor, size_t size) {
@@ -246,6 +249,14 @@ sensim_status_t sensim_create_lidar(sensim_client_t* cli, const sensim_sensor_t*
       (st = sensim_need(cli, c.exclude_bodies, c.nexclude_bodies, "cfg.exclude_bodies",
                         "nexclude_bodies")) != SENSIM_OK) {
     return st;
+  }
+  // the counts first: no more of the caller's arrays is read than the daemon takes
+  if (c.nfields > LIDAR_MAX_FIELDS || c.nexclude_bodies > LIDAR_MAX_EXCLUDED) {
+    bool fields = c.nfields > LIDAR_MAX_FIELDS;
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "cfg.%s = %u: at most %d",
+                           fields ? "nfields" : "nexclude_bodies",
+                           fields ? c.nfields : c.nexclude_bodies,
+                           fields ? LIDAR_MAX_FIELDS : LIDAR_MAX_EXCLUDED);
   }
   for (uint32_t i = 0; i < c.nfields; i++) {
     if (c.fields[i] == NULL) {

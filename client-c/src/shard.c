@@ -269,9 +269,16 @@ sensim_status_t sensim_shards_connect(const char* const* addresses, uint32_t n,
   sh->focus = sh->failed = -1;
   sensim_options_init(&sh->opts);
   if (opts) {
-    size_t size = opts->struct_size < sizeof(sh->opts) ? opts->struct_size : sizeof(sh->opts);
-    memcpy(&sh->opts, opts, size);
-    sh->opts.struct_size = sizeof(sh->opts);
+    // refused as sensim_client_connect refuses it: options of another size were read in part
+    // (or not at all: the defaults, a token left out) without a word
+    if (opts->struct_size != sizeof(sh->opts)) {
+      snprintf(sh->err, sizeof(sh->err), "options.struct_size = %u, this library's is %zu: "
+               "initialise it with sensim_options_init%s", opts->struct_size, sizeof(sh->opts),
+               opts->struct_size > sizeof(sh->opts)
+                   ? " (or use the sensim library the program was built against)" : "");
+      return SENSIM_INVALID_ARGUMENT;
+    }
+    memcpy(&sh->opts, opts, sizeof(sh->opts));
   }
   sh->environment = dup_str(sh->opts.environment);
   sh->token = dup_str(sh->opts.token);
@@ -418,6 +425,17 @@ static sensim_status_t refuse(sensim_shards_t* sh, sensim_status_t st, const cha
   va_end(ap);
   sh->failed = -1;
   return st;
+}
+
+
+// A description struct whose struct_size is not this library's, refused as sensim_client's
+// calls refuse it (its fields would be read at the wrong places, or not at all).
+static sensim_status_t wrong_size(sensim_shards_t* sh, const char* what, uint32_t size,
+                                  size_t local, const char* init) {
+  return refuse(sh, SENSIM_INVALID_ARGUMENT,
+                "%s.struct_size = %u, this library's is %zu: initialise it with %s%s", what, size,
+                local, init,
+                size > local ? " (or use the sensim library the program was built against)" : "");
 }
 
 
@@ -666,12 +684,17 @@ static sensim_status_t call_remove(sensim_client_t* c, const void* a, const void
   return sensim_remove(c, *(const sensim_entity_t*)a, x);
 }
 
-// A NULL handle has no error message to hold: the status alone.
-#define SHARDS_CHECK(sh)              \
-  do {                                \
-    if (!(sh)) {                      \
-      return SENSIM_INVALID_ARGUMENT; \
-    }                                 \
+// A NULL handle has no error message to hold: the status alone. A handle without shards (its
+// connect refused the arguments or ran out of memory) is closed: no call reaches a shard.
+#define SHARDS_CHECK(sh)                                                                   \
+  do {                                                                                     \
+    if (!(sh)) {                                                                           \
+      return SENSIM_INVALID_ARGUMENT;                                                      \
+    }                                                                                      \
+    if ((sh)->n == 0) {                                                                    \
+      return refuse((sh), SENSIM_ECLOSED, "no shard is connected: sensim_shards_connect "  \
+                    "failed");                                                             \
+    }                                                                                      \
   } while (0)
 
 sensim_status_t sensim_shards_create_mesh(sensim_shards_t* sh, const sensim_mesh_t* mesh) {
@@ -985,8 +1008,10 @@ static sensim_status_t split_step(sensim_shards_t* sh, const sensim_step_t* give
   if (!given) {
     return refuse(sh, SENSIM_INVALID_ARGUMENT, "step: NULL");
   }
-  memcpy(&step, given, given->struct_size < sizeof(step) ? given->struct_size : sizeof(step));
-  step.struct_size = sizeof(step);
+  if (given->struct_size != sizeof(step)) {
+    return wrong_size(sh, "step", given->struct_size, sizeof(step), "sensim_step_init");
+  }
+  memcpy(&step, given, sizeof(step));
   for (uint32_t i = 0; i < sh->n; i++) {
     sh->steps[i] = step;
   }
@@ -997,6 +1022,12 @@ static sensim_status_t split_step(sensim_shards_t* sh, const sensim_step_t* give
   if (m && !step.output_sensors) {
     return refuse(sh, SENSIM_INVALID_ARGUMENT, "step.output_sensors: NULL with "
                   "noutput_sensors = %u", m);
+  }
+  // distinct sensors known to the handle: the count first, before the ids are read or room
+  // is made for them
+  if (m > sh->nsensors) {
+    return refuse(sh, SENSIM_INVALID_ARGUMENT, "step.noutput_sensors = %u: more than the %u "
+                  "sensors placed or created through these shards", m, sh->nsensors);
   }
   if (m > sh->listed_cap) {
     uint32_t* grown = realloc(sh->listed, m * sizeof(*grown));
@@ -1178,9 +1209,10 @@ sensim_status_t sensim_shards_raycast(sensim_shards_t* sh, const sensim_raycast_
                   "sensim_shards_focus(sh, -1) first", sh->focus);
   }
   sensim_raycast_t r;
-  sensim_raycast_init(&r);
-  memcpy(&r, rays, rays->struct_size < sizeof(r) ? rays->struct_size : sizeof(r));
-  r.struct_size = sizeof(r);
+  if (rays->struct_size != sizeof(r)) {
+    return wrong_size(sh, "rays", rays->struct_size, sizeof(r), "sensim_raycast_init");
+  }
+  memcpy(&r, rays, sizeof(r));
   if (r.ntimes > 1 && r.ntimes != r.nrays) {
     return refuse(sh, SENSIM_INVALID_ARGUMENT, "rays.ntimes: %u for %u rays; expected 0, 1 or "
                   "nrays", r.ntimes, r.nrays);

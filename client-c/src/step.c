@@ -9,6 +9,9 @@
 
 
 void sensim_state_init_sized(sensim_state_t* state, size_t size) {
+  if (!state) {
+    return;
+  }
   sensim_state_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;
@@ -17,6 +20,9 @@ void sensim_state_init_sized(sensim_state_t* state, size_t size) {
 
 
 void sensim_step_init_sized(sensim_step_t* step, size_t size) {
+  if (!step) {
+    return;
+  }
   sensim_step_t d;
   memset(&d, 0, sizeof(d));
   d.struct_size = (uint32_t)size;
@@ -95,11 +101,6 @@ static void put_state(sensim_gather_t* g, const sensim_state_t* st, const state_
 }
 
 
-static sensim_status_t over_4gib(char* err, size_t err_cap) {
-  return sensim_fail(err, err_cap, SENSIM_EPROTO, "cannot encode the request: over 4 GiB");
-}
-
-
 static sensim_status_t no_memory(char* err, size_t err_cap) {
   return sensim_fail(err, err_cap, SENSIM_ENOMEM, "out of memory for a request");
 }
@@ -113,7 +114,7 @@ static sensim_status_t write_state(sensim_gather_t* g, uint64_t id, const void* 
   uint64_t body = state_arrays(st, &a);
   uint32_t tag = sensim_v1_Envelope_update_state_tag;
   if (sensim_wire_body_at(id, tag, body) - FRAME_HEADER + body > UINT32_MAX) {
-    return over_4gib(err, err_cap);
+    return sensim_wire_over_4gib(err, err_cap);
   }
   if (!sensim_wire_reserve(g, FRAME_HEADER + sensim_wire_body_at(id, tag, body) + STATE_OWN_MAX,
                            5)) {
@@ -144,7 +145,7 @@ sensim_status_t sensim_state_body(sensim_client_t* cli, const sensim_state_t* st
   sensim_gather_reset(body);
   state_arrays_t a;
   if (state_arrays(&st, &a) > UINT32_MAX) {
-    return over_4gib(cli->last_error, sizeof(cli->last_error));
+    return sensim_wire_over_4gib(cli->last_error, sizeof(cli->last_error));
   }
   if (!sensim_wire_reserve(body, STATE_OWN_MAX, 5)) {
     return no_memory(cli->last_error, sizeof(cli->last_error));
@@ -166,7 +167,7 @@ static sensim_status_t write_step(sensim_gather_t* g, uint64_t id, const void* a
   uint32_t tag = sensim_v1_Envelope_step_tag;
   uint64_t at = sensim_wire_body_at(id, tag, body);
   if (at - FRAME_HEADER + body > UINT32_MAX) {
-    return over_4gib(err, err_cap);
+    return sensim_wire_over_4gib(err, err_cap);
   }
   if (!sensim_wire_reserve(g, at + body, 0)) {
     return no_memory(err, err_cap);
@@ -201,6 +202,14 @@ static sensim_status_t queue_step(sensim_client_t* cli, const sensim_step_t* giv
   if ((rc = sensim_need(cli, st.output_sensors, st.noutput_sensors, "step.output_sensors",
                         "noutput_sensors")) != SENSIM_OK) {
     return rc;
+  }
+  // distinct sensors of the environment, so at most max_sensors: the count first, before
+  // that many of the caller's ids are read
+  uint32_t max = cli->session.limits.max_sensors;
+  if (max && st.noutput_sensors > max) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "step.noutput_sensors = %u: more than "
+                           "the daemon's max_sensors %u (the ids are distinct sensors)",
+                           st.noutput_sensors, max);
   }
   return sensim_queue_written(cli, SLOT_STEP, write_step, &st, id);
 }

@@ -8,6 +8,8 @@
 // Subscribe.precision's range in the daemon (m)
 #define SUB_MIN_PRECISION 1e-6
 #define SUB_MAX_PRECISION 1.0
+// Subscribe.fields: at most this many names (the daemon's bound)
+#define SUB_MAX_FIELDS 16
 
 
 void sensim_subscription_init_sized(sensim_subscription_t* sub, size_t size) {
@@ -30,6 +32,11 @@ sensim_status_t sensim_subscribe(sensim_client_t* cli, const sensim_subscription
   if (st != SENSIM_OK ||
       (st = sensim_need(cli, s.fields, s.nfields, "sub.fields", "nfields")) != SENSIM_OK) {
     return st;
+  }
+  // the count first: no more of the caller's array is read than the daemon takes
+  if (s.nfields > SUB_MAX_FIELDS) {
+    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "sub.nfields = %u: at most %d names",
+                           s.nfields, SUB_MAX_FIELDS);
   }
   for (uint32_t i = 0; i < s.nfields; i++) {
     if (s.fields[i] == NULL) {
@@ -95,7 +102,9 @@ sensim_status_t sensim_next_sensor_data(sensim_client_t* cli, int timeout_ms,
                              timeout_ms < 0 ? cli->timeout_ms : timeout_ms);
     }
     if (st != SENSIM_OK) {
-      return sensim_cli_fail(cli, st, "%s", cli->closed_reason);
+      // named as every call on a closed handle names it (a failed connect left no reason)
+      return sensim_cli_fail(cli, st, "connection is closed%s%s",
+                             cli->closed_reason[0] ? ": " : "", cli->closed_reason);
     }
   }
   sensim_frame_t* f = cli->pushed.head;

@@ -149,6 +149,14 @@ const pb_msgdesc_t* sensim_wire_body_fields(const pb_msgdesc_t** cache, pb_size_
 }
 
 
+sensim_status_t sensim_wire_over_4gib(char* err, size_t err_cap) {
+  // a frame's length is a u32: such a request exceeds any daemon's max_frame_bytes, a limit
+  // like any other (nothing was sent; the connection goes on)
+  return sensim_fail(err, err_cap, SENSIM_RESOURCE_EXHAUSTED,
+                     "request of over 4 GiB: no frame holds it (max_frame_bytes)");
+}
+
+
 sensim_status_t sensim_wire_frame(sensim_gather_t* g, uint64_t id, uint32_t tag,
                                   const pb_msgdesc_t* fields, const void* body, size_t* size,
                                   char* err, size_t err_cap) {
@@ -169,7 +177,10 @@ sensim_status_t sensim_wire_frame(sensim_gather_t* g, uint64_t id, uint32_t tag,
   if (n == 0 || n + out.bytes_written > UINT32_MAX) {
     g->len = len0;
     g->nholes = holes0;
-    const char* why = n != 0 ? "over 4 GiB" : PB_GET_ERROR(&out);
+    if (n != 0) {
+      return sensim_wire_over_4gib(err, err_cap);
+    }
+    const char* why = PB_GET_ERROR(&out);
     sensim_status_t st = strcmp(why, "out of memory") == 0 ? SENSIM_ENOMEM : SENSIM_EPROTO;
     return sensim_fail(err, err_cap, st, "cannot encode the request: %s", why);
   }
@@ -194,7 +205,10 @@ sensim_status_t sensim_wire_body(sensim_gather_t* g, const pb_msgdesc_t* fields,
   pb_ostream_t out = {.callback = gather_write, .state = g, .max_size = SIZE_MAX};
   if (!pb_encode(&out, fields, msg) || out.bytes_written > UINT32_MAX) {
     sensim_gather_reset(g);
-    const char* why = out.bytes_written > UINT32_MAX ? "over 4 GiB" : PB_GET_ERROR(&out);
+    if (out.bytes_written > UINT32_MAX) {
+      return sensim_wire_over_4gib(err, err_cap);
+    }
+    const char* why = PB_GET_ERROR(&out);
     sensim_status_t st = strcmp(why, "out of memory") == 0 ? SENSIM_ENOMEM : SENSIM_EPROTO;
     return sensim_fail(err, err_cap, st, "cannot encode the request: %s", why);
   }
@@ -210,7 +224,7 @@ sensim_status_t sensim_wire_frame_body(sensim_gather_t* g, uint64_t id, uint32_t
   size_t n = FRAME_HEADER + envelope_head(head + FRAME_HEADER, id, tag, body->bytes);
   uint64_t envelope = n - FRAME_HEADER + body->bytes;
   if (envelope > UINT32_MAX) {
-    return sensim_fail(err, err_cap, SENSIM_EPROTO, "cannot encode the request: over 4 GiB");
+    return sensim_wire_over_4gib(err, err_cap);
   }
   put_frame_header(head, envelope);
   if (!gather_reserve(g, n + body->len) || !gather_reserve_holes(g, body->nholes)) {

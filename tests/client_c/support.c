@@ -331,8 +331,7 @@ long td_read_frame(int fd, uint8_t* buf, size_t cap) {
 }
 
 
-// The id of a request frame (its first field).
-static uint64_t frame_id(const uint8_t* p, long len) {
+uint64_t td_frame_id(const uint8_t* p, long len) {
   uint64_t id = 0;
   if (len > 1 && p[0] == 0x08) {
     for (long i = 1, shift = 0; i < len && shift < 64; i++, shift += 7) {
@@ -357,7 +356,7 @@ uint64_t td_peer_hello_features(int fd, uint64_t features) {
   if (n < 0) {
     return 0;
   }
-  uint64_t id = frame_id(req, n);
+  uint64_t id = td_frame_id(req, n);
   td_pb_t limits = {.len = 0}, reply = {.len = 0}, env = {.len = 0};
   td_pb_uint(&limits, 1, 64u << 20);           // Limits.max_frame_bytes
   td_pb_uint(&reply, 2, 1);                    // HelloReply.protocol_version

@@ -98,6 +98,9 @@ long td_read_frame(int fd, uint8_t* buf, size_t cap);
 // Write all n bytes; 0 on success.
 int td_write_all(int fd, const void* p, size_t n);
 
+// The id of a request frame of n bytes (its first field, as the client writes it), or 0.
+uint64_t td_frame_id(const uint8_t* p, long n);
+
 // Read a request frame and answer a Hello with a HelloReply (protocol 1, max frame 64 MiB);
 // returns the request's id, or 0.
 uint64_t td_peer_hello(int fd);

@@ -1134,3 +1134,61 @@ TEST(failures_every_daemon_status_reads_as_its_own) {
   ASSERT_CONTAINS(err, "status 104 (unknown to this client): refused");
   return 0;
 }
+
+
+// A daemon answering every Describe with the same page of sensors 1 and 2 and "more to come",
+// for at most `pages` requests, then closing.
+typedef struct describe_script {
+  int pages;
+  int asked;
+} describe_script_t;
+
+static void describe_again(int fd, void* arg) {
+  describe_script_t* ds = arg;
+  if (td_peer_hello(fd) == 0) {
+    return;
+  }
+  static uint8_t req[1 << 16];
+  for (ds->asked = 0; ds->asked < ds->pages; ds->asked++) {
+    long n = td_read_frame(fd, req, sizeof(req));
+    if (n <= 0) {
+      return;
+    }
+    td_pb_t sensor = {.len = 0}, desc = {.len = 0}, env = {.len = 0};
+    for (uint32_t id = 1; id <= 2; id++) {
+      sensor.len = 0;
+      td_pb_uint(&sensor, 1, id);                 // SensorDescription.id
+      td_pb_bytes(&desc, 4, sensor.buf, sensor.len);  // Description.sensors
+    }
+    td_pb_uint(&desc, 6, 2);                      // Description.sensor_count
+    td_pb_uint(&desc, 8, 1);                      // Description.more_sensors
+    td_pb_uint(&env, 1, td_frame_id(req, n));     // Envelope.id
+    td_pb_bytes(&env, 17, desc.buf, desc.len);    // Envelope.description
+    if (td_pb_send(fd, &env) != 0) {
+      return;
+    }
+  }
+}
+
+
+TEST(failures_describe_pages_that_do_not_move_on_are_a_protocol_error) {
+  // sensim_describe asked for a next page while the last one added sensors: a daemon sending
+  // the same sensors again with more_sensors set was asked forever, the description growing
+  // (here the peer gave up after 2000 pages). Ids must increase above the last one received.
+  static describe_script_t ds = {.pages = 2000};
+  td_peer_t* p = td_peer_start(describe_again, &ds);
+  ASSERT_TRUE(p != NULL);
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.timeout_ms = 10000;
+  sensim_client_t* cli = NULL;
+  ASSERT_EQ(sensim_client_connect("127.0.0.1", (uint16_t)td_peer_port(p), &o, &cli), SENSIM_OK);
+  const sensim_description_t* desc = NULL;
+  ASSERT_STATUS(cli, sensim_describe(cli, &desc), SENSIM_EPROTO, "increasing id order");
+  ASSERT_TRUE(desc == NULL);
+  ASSERT_EQ(sensim_client_fd(cli), -1);
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  ASSERT_EQ(ds.asked, 2);  // the second page was refused
+  return 0;
+}

@@ -528,6 +528,16 @@ TEST(raycast_refusals_name_the_argument_or_field) {
   free(many);
   free(mh);
   ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));  // the connection goes on
+  // an exclusion count past the daemon's 1024 is refused before the ids are read (one here)
+  static const uint32_t one_body = 1;
+  r.nrays = 1;
+  r.origins = r.directions = dir;
+  r.exclude_bodies = &one_body;
+  r.nexclude_bodies = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, hits, NULL), SENSIM_INVALID_ARGUMENT,
+                "rays.nexclude_bodies = 4294967295: at most 1024");
+  r.exclude_bodies = NULL;
+  r.nexclude_bodies = 0;
   ASSERT_EQ(sensim_raycast(NULL, &r, hits, NULL), SENSIM_INVALID_ARGUMENT);
   ASSERT_EQ(sensim_raycast_send(NULL, &r, hits, NULL), SENSIM_INVALID_ARGUMENT);
   ASSERT_EQ(sensim_raycast_wait(NULL, 1, 0, NULL), SENSIM_INVALID_ARGUMENT);
@@ -935,5 +945,44 @@ TEST(raycast_limit_is_the_frame_as_sent) {
   ASSERT_TRUE(tried[0] && tried[1] && tried[2]);  // (ids below 128 here too: 11 requests)
   sensim_client_close(cli);
   ASSERT_EQ(td_stop(&d), 0);
+  return 0;
+}
+
+
+TEST(raycast_one_origin_is_not_written_out_for_rays_that_cannot_go) {
+  // One origin for 2^32 - 1 rays to a daemon that does not take Raycast.origin: the client
+  // wrote it out once per ray (96 GiB) before measuring the request, and so did a handle whose
+  // connect had failed (it knows no features) before reporting the connection closed: ENOMEM,
+  // or the allocation itself failing, instead of the request's own refusal.
+  static const double at[3] = {0.0, 0.0, 0.0}, dir[3] = {1.0, 0.0, 0.0};
+  sensim_hit_t hit;
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = UINT32_MAX;
+  r.origin = at;
+  r.directions = dir;
+  sizer_t s = {.features = 0, .len = 0};
+  td_peer_t* p = td_peer_start(record_size, &s);
+  ASSERT_TRUE(p != NULL);
+  sensim_options_t o;
+  sensim_options_init(&o);
+  o.timeout_ms = 10000;
+  uint16_t port = (uint16_t)td_peer_port(p);
+  sensim_client_t* cli = NULL;
+  ASSERT_EQ(sensim_client_connect("127.0.0.1", port, &o, &cli), SENSIM_OK);
+  uint64_t id;
+  ASSERT_STATUS(cli, sensim_raycast_send(cli, &r, &hit, &id), SENSIM_RESOURCE_EXHAUSTED,
+                "max_frame_bytes");
+  ASSERT_STATUS(cli, sensim_raycast(cli, &r, &hit, NULL), SENSIM_RESOURCE_EXHAUSTED,
+                "max_frame_bytes");
+  sensim_client_close(cli);
+  td_peer_stop(p);
+  ASSERT_EQ(s.len, -1);  // nothing was sent
+
+  // a handle whose connect failed: the port of the peer, gone
+  cli = NULL;
+  ASSERT_EQ(sensim_client_connect("127.0.0.1", port, &o, &cli), SENSIM_ECONNECT);
+  ASSERT_STATUS(cli, sensim_raycast_send(cli, &r, &hit, &id), SENSIM_ECONNECT, "closed");
+  sensim_client_close(cli);
   return 0;
 }

@@ -83,6 +83,22 @@ TEST(scene_mesh_is_traced_where_it_was_sent) {
   bad = m;
   bad.id = 2;
   ASSERT_STATUS(cli, sensim_create_mesh(cli, &bad), SENSIM_INVALID_ARGUMENT, "indices");
+  // arrays no frame can hold (over 4 GiB: a frame's length is a u32) are a request too large,
+  // refused before a byte of them is read or sent, and the connection goes on: it was
+  // SENSIM_EPROTO, which says the connection is closed. The same for a state.
+  bad = m;
+  bad.id = 2;
+  bad.nvertices = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_create_mesh(cli, &bad), SENSIM_RESOURCE_EXHAUSTED, "4 GiB");
+  sensim_state_t state;
+  sensim_state_init(&state);
+  uint32_t joint = 1;
+  double position = 0.0;
+  state.njoints = UINT32_MAX;
+  state.joint_ids = &joint;
+  state.joint_positions = &position;
+  ASSERT_STATUS(cli, sensim_update_state(cli, &state), SENSIM_RESOURCE_EXHAUSTED, "4 GiB");
+  ASSERT_OK_ST(cli, sensim_ping(cli, NULL, 0, NULL));
   ASSERT_EQ(sensim_create_mesh(NULL, &m), SENSIM_INVALID_ARGUMENT);
   sensim_client_close(cli);
   ASSERT_EQ(td_stop(&d), 0);

@@ -302,7 +302,19 @@ TEST(sensors_lidar_refusals_name_the_field) {
   c.nexclude_bodies = 1;
   ASSERT_STATUS(cli, sensim_create_lidar(cli, &s, &c), SENSIM_INVALID_ARGUMENT,
                 "cfg.exclude_bodies");
+  // counts past the daemon's bounds are refused before the arrays are read (these hold one
+  // entry: the client read 2^32 - 1 of them, past their end)
+  static const uint32_t one_body = 1;
+  c.exclude_bodies = &one_body;
+  c.nexclude_bodies = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_create_lidar(cli, &s, &c), SENSIM_INVALID_ARGUMENT,
+                "cfg.nexclude_bodies = 4294967295: at most 64");
   c.nexclude_bodies = 0;
+  c.nfields = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_create_lidar(cli, &s, &c), SENSIM_INVALID_ARGUMENT,
+                "cfg.nfields = 4294967295: at most 16");
+  c.fields = NULL;
+  c.nfields = 0;
   c.vlp16.frequency = 50.0;
   c.pattern = SENSIM_PATTERN_VLP16;
   ASSERT_STATUS(cli, sensim_create_lidar(cli, &s, &c), SENSIM_INVALID_ARGUMENT,

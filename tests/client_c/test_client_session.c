@@ -64,6 +64,11 @@ TEST(session_connect_refused_and_unresolvable) {
   ASSERT_TRUE(strstr(sensim_client_last_error(cli), "127.0.0.1") != NULL);
   ASSERT_EQ(sensim_client_fd(cli), -1);
   ASSERT_STREQ(sensim_client_server_version(cli), "");
+  // every call on the closed handle says so (waiting for pushed data left the error empty)
+  ASSERT_STATUS(cli, sensim_ping(cli, NULL, 0, NULL), SENSIM_ECONNECT, "connection is closed");
+  const sensim_sensor_data_t* data;
+  ASSERT_STATUS(cli, sensim_next_sensor_data(cli, 0, &data), SENSIM_ECONNECT,
+                "connection is closed");
   sensim_client_close(cli);
 
   cli = NULL;
@@ -306,6 +311,14 @@ TEST(session_counter_names_and_status_table) {
   ASSERT_STREQ(sensim_status_str((sensim_status_t)999), "unknown status");
   ASSERT_STREQ(sensim_client_last_error(NULL), "no client handle");
   sensim_client_close(NULL);
+  // the init functions do nothing with NULL (they wrote the defaults through it)
+  sensim_options_init_sized(NULL, sizeof(sensim_options_t));
+  sensim_mesh_init_sized(NULL, sizeof(sensim_mesh_t));
+  sensim_lidar_config_init_sized(NULL, sizeof(sensim_lidar_config_t), SENSIM_PATTERN_FLASH);
+  sensim_state_init_sized(NULL, sizeof(sensim_state_t));
+  sensim_step_init_sized(NULL, sizeof(sensim_step_t));
+  sensim_raycast_init_sized(NULL, sizeof(sensim_raycast_t));
+  sensim_subscription_init_sized(NULL, sizeof(sensim_subscription_t));
   return 0;
 }
 

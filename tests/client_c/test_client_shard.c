@@ -746,6 +746,38 @@ TEST(shard_bad_arguments_change_nothing) {
   sensim_shards_t* s = NULL;
   ASSERT_EQ(sensim_shards_connect(bad, 2, NULL, &s), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "addresses[1]: address \"127.0.0.1:notaport\""));
+  // description structs of another size are refused as sensim_client's calls refuse them (the
+  // options were read in part, or not at all, without a word)
+  sensim_options_t opts;
+  sensim_options_init(&opts);
+  opts.struct_size = 8;
+  sensim_shards_t* sized = NULL;
+  ASSERT_EQ(sensim_shards_connect(bad, 1, &opts, &sized), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(sized), "options.struct_size = 8"));
+  sensim_shards_close(sized);
+  // the handle of a failed connect has no shard: a sensor's removal read shard 0's client from
+  // an array never allocated (a crash), a raycast divided by the count of shards (SIGFPE), and
+  // a mesh went nowhere and returned OK. Every call says it is closed.
+  ASSERT_EQ(sensim_shards_remove(s, SENSIM_ENTITY_SENSOR, 5), SENSIM_ECLOSED);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "no shard is connected"));
+  double o[3] = {0.0, 0.0, 0.0}, dir[3] = {1.0, 0.0, 0.0};
+  sensim_hit_t hit;
+  sensim_raycast_t r;
+  sensim_raycast_init(&r);
+  r.nrays = 1;
+  r.origins = o;
+  r.directions = dir;
+  ASSERT_EQ(sensim_shards_raycast(s, &r, &hit), SENSIM_ECLOSED);
+  sensim_mesh_t mesh;
+  sensim_mesh_init(&mesh);
+  ASSERT_EQ(sensim_shards_create_mesh(s, &mesh), SENSIM_ECLOSED);
+  sensim_subscription_t sub;
+  sensim_subscription_init(&sub);
+  sub.sensor_id = 5;
+  ASSERT_EQ(sensim_shards_subscribe(s, &sub), SENSIM_ECLOSED);
+  const sensim_sensor_data_t* data;
+  ASSERT_EQ(sensim_shards_next_sensor_data(s, 0, &data), SENSIM_ECLOSED);
+  ASSERT_EQ(sensim_shards_failed(s), -1);
   sensim_shards_close(s);
 
   s = connect3(d, 10000);
@@ -770,6 +802,16 @@ TEST(shard_bad_arguments_change_nothing) {
   sensim_step_init(&step);
   const sensim_step_result_t* res;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_OK);
+  sensim_step_t short_step = step;
+  short_step.struct_size = 4;
+  ASSERT_EQ(sensim_shards_step(s, &short_step, &res), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.struct_size = 4"));
+  sensim_raycast_t short_rays;
+  sensim_raycast_init(&short_rays);
+  short_rays.struct_size = 4;
+  sensim_hit_t no_hit;
+  ASSERT_EQ(sensim_shards_raycast(s, &short_rays, &no_hit), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "rays.struct_size = 4"));
   const uint32_t unknown[2] = {21, 99}, twice[2] = {13, 13};
   step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
   step.output_sensors = unknown;
@@ -781,6 +823,11 @@ TEST(shard_bad_arguments_change_nothing) {
   step.output_sensors = twice;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
   ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.output_sensors[1] = 13 is repeated"));
+  // more ids than sensors: refused before they are read (the array holds two)
+  step.noutput_sensors = UINT32_MAX;
+  ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);
+  ASSERT_TRUE(td_names(sensim_shards_last_error(s), "step.noutput_sensors = 4294967295: more"));
+  step.noutput_sensors = 2;
   // a step the handle refuses after the state was queued for shard 0: the state goes with it
   step.outputs = (sensim_step_outputs_t)7;
   ASSERT_EQ(sensim_shards_update_and_step(s, &st, &step, &res), SENSIM_INVALID_ARGUMENT);

@@ -149,6 +149,14 @@ TEST(step_refusals_name_the_argument_or_field) {
   step.outputs = SENSIM_STEP_OUTPUTS_LISTED;
   ASSERT_STATUS(cli, sensim_step(cli, &step, &r), SENSIM_INVALID_ARGUMENT,
                 "step.output_sensors");
+  // more ids than the daemon has sensors: refused before they are read (the array holds one;
+  // the client read 2^32 - 1 of them to size the request)
+  static const uint32_t one_sensor = 1;
+  step.output_sensors = &one_sensor;
+  step.noutput_sensors = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_step(cli, &step, &r), SENSIM_INVALID_ARGUMENT,
+                "step.noutput_sensors = 4294967295: more than the daemon's max_sensors");
+  step.output_sensors = NULL;
   step.outputs = SENSIM_STEP_OUTPUTS_ALL;
   step.noutput_sensors = 0;
   ASSERT_STATUS(cli, sensim_step(cli, &step, NULL), SENSIM_INVALID_ARGUMENT, "out");

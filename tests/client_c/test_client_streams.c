@@ -306,6 +306,14 @@ TEST(streams_refusals_name_the_argument_or_field) {
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
                 "sub.encoding = -1 is unknown");
   sub.encoding = SENSIM_ENCODING_RAW;
+  // a count past the daemon's 16 names is refused before the array is read (it holds one)
+  static const char* const one_field[1] = {"x"};
+  sub.fields = one_field;
+  sub.nfields = UINT32_MAX;
+  ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_INVALID_ARGUMENT,
+                "sub.nfields = 4294967295: at most 16");
+  sub.fields = NULL;
+  sub.nfields = 0;
   ASSERT_OK_ST(cli, sensim_subscribe(cli, &sub));
   ASSERT_STATUS(cli, sensim_subscribe(cli, &sub), SENSIM_ALREADY_EXISTS, NULL);
   const sensim_sensor_data_t* dd;

@@ -252,3 +252,143 @@ def test_an_incremental_encoder_with_a_subnormal_range_stays_in_it(sensimd):
             assert lower <= r.position < upper, (t, q, sensor, r)
             assert math.isfinite(r.speed), (t, q, sensor, r)
         assert readings[7].position == 0.0
+
+
+def _payload(env) -> str:
+    data = env.sensor_data
+    return "end" if data.end_of_stream else data.WhichOneof("payload")
+
+
+def test_a_removed_sensors_subscription_never_gets_its_successors_records(sensimd):
+    # Pipelined in one write: subscribe to IMU 1, step, remove it, create encoder 1 in its
+    # place, subscribe to that, step, remove it. The removal ended the streams only when its
+    # reply was written, after the next requests had run: the IMU's subscription got the
+    # encoder's record before its end_of_stream, and the new Subscribe joined the IMU's ended
+    # stream (the encoder's records lost, its end_of_stream early) or was refused as a repeat.
+    sock = _connect(sensimd)
+    env = pb.Envelope(id=2)
+    env.create_joint.id = 1
+    _send(sock, env)
+    assert _read(sock).status.code == pb.OK
+    ident, t = 10, 0.0
+
+    def request(**body):
+        nonlocal ident
+        ident += 1
+        env = pb.Envelope(id=ident)
+        for name, value in body.items():
+            getattr(env, name).CopyFrom(value)
+        return env
+
+    for _ in range(20):
+        imu = pb.CreateSensor(id=1, imu=pb.ImuConfig(accelerometer=pb.AccelerometerConfig()))
+        batch = [request(create_sensor=imu), request(subscribe=pb.Subscribe(sensor_id=1))]
+        t += 0.01
+        batch += [request(update_state=pb.UpdateState(time=t)),
+                  request(step=pb.Step(time=t, outputs=pb.STEP_OUTPUTS_NONE)),
+                  request(remove=pb.Remove(kind=pb.ENTITY_SENSOR, id=1)),
+                  request(create_sensor=pb.CreateSensor(id=1, encoder=pb.EncoderConfig(
+                      joint_id=1))),
+                  request(subscribe=pb.Subscribe(sensor_id=1))]
+        t += 0.01
+        batch += [request(update_state=pb.UpdateState(time=t)),
+                  request(step=pb.Step(time=t, outputs=pb.STEP_OUTPUTS_NONE)),
+                  request(remove=pb.Remove(kind=pb.ENTITY_SENSOR, id=1))]
+        sock.sendall(b"".join(struct.pack("<I", e.ByteSize()) + e.SerializeToString()
+                              for e in batch))
+        pushed, replies = [], 0
+        while replies < len(batch) or pushed.count("end") < 2:
+            reply = _read(sock)
+            assert reply is not None
+            if reply.HasField("sensor_data"):
+                pushed.append(_payload(reply))
+            else:
+                assert reply.status.code == pb.OK, reply.status.message
+                replies += 1
+        # each subscription: its sensor's one record, then its end
+        assert sorted(pushed) == ["end", "end", "imu", "scalar"], pushed
+
+
+def test_a_custom_channel_past_the_rings_uint16_is_refused(sensimd):
+    # CustomPattern.channels are reported as the point field ring, a uint16: a channel of 65536
+    # was accepted and arrived as ring 0, 70000 as 4464. Refused now, naming the channel;
+    # 65535 is kept whole.
+    sock = _connect(sensimd)
+
+    def custom(id_, channels):
+        env = pb.Envelope(id=id_)
+        env.create_sensor.id = 1
+        lidar = env.create_sensor.lidar
+        lidar.custom.azimuths.extend([0.0] * len(channels))
+        lidar.custom.elevations.extend([0.0] * len(channels))
+        lidar.custom.channels.extend(channels)
+        lidar.custom.frame_rate = 10.0
+        lidar.fields.append("ring")
+        lidar.keep_misses = True
+        return env
+
+    for n, channels in enumerate([[3, 65536], [70000]]):
+        _send(sock, custom(10 + n, channels))
+        reply = _read(sock)
+        assert reply.status.code == pb.INVALID_ARGUMENT, reply
+        bad = len(channels) - 1
+        assert f"custom.channels[{bad}] = {channels[bad]} exceeds 65535" in reply.status.message
+    _send(sock, custom(20, [65535, 7]))
+    assert _read(sock).status.code == pb.OK
+    for n, t in enumerate([0.0, 0.1]):
+        env = pb.Envelope(id=30 + 2 * n)
+        env.update_state.time = t
+        _send(sock, env)
+        env = pb.Envelope(id=31 + 2 * n)
+        env.step.time = t
+        _send(sock, env)
+        assert _read(sock).status.code == pb.OK
+        reply = _read(sock)
+        assert reply.status.code == pb.OK, reply.status.message
+    (cloud,) = [o.point_cloud for o in reply.step_done.outputs]
+    assert cloud.count == 2 and cloud.point_step == 2
+    assert sorted(np.frombuffer(cloud.data, dtype="<u2").tolist()) == [7, 65535]
+
+
+def test_a_subscription_gets_the_records_of_a_step_pipelined_right_after_it(sensimd):
+    # Pipelined: create IMU k, subscribe to it, step, for k = 1..R. The loop could take a
+    # step's frames before it had made the subscription its Subscribe asked for: that
+    # subscription lost its first record (its sequence still began at 1, no gap to see).
+    R = 60
+    sock = _connect(sensimd)
+    batch = []
+    for k in range(1, R + 1):
+        t = 0.01 * k
+        env = pb.Envelope(id=4 * k)
+        env.create_sensor.id = k
+        env.create_sensor.imu.accelerometer.SetInParent()
+        batch.append(env)
+        env = pb.Envelope(id=4 * k + 1)
+        env.subscribe.sensor_id = k
+        batch.append(env)
+        env = pb.Envelope(id=4 * k + 2)
+        env.update_state.time = t
+        batch.append(env)
+        env = pb.Envelope(id=4 * k + 3)
+        env.step.time = t
+        env.step.outputs = pb.STEP_OUTPUTS_NONE
+        batch.append(env)
+    sock.sendall(b"".join(struct.pack("<I", e.ByteSize()) + e.SerializeToString()
+                          for e in batch))
+    times = {k: [] for k in range(1, R + 1)}
+    replies = 0
+    while replies < len(batch) or sum(map(len, times.values())) < R * (R + 1) // 2:
+        if replies == len(batch):
+            sock.settimeout(5)   # every reply is in: the records left come at once or never
+        try:
+            reply = _read(sock)
+        except socket.timeout:
+            break
+        assert reply is not None
+        if reply.HasField("sensor_data"):
+            times[reply.sensor_data.sensor_id].append(round(reply.sensor_data.time, 6))
+        else:
+            assert reply.status.code == pb.OK, reply.status.message
+            replies += 1
+    for k in range(1, R + 1):
+        assert times[k] == [round(0.01 * j, 6) for j in range(k, R + 1)], (k, times[k])

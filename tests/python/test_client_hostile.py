@@ -448,6 +448,27 @@ def test_hostile_reply_to_no_request_is_a_protocol_error(ids, body):
         assert c.closed
 
 
+def test_hostile_describe_pages_that_do_not_move_on_are_a_protocol_error():
+    """A daemon answering every Describe with the same page and more_sensors set was asked
+    for pages forever, the description growing: ids must increase above the last page's."""
+    asked = []
+
+    def answer(env):
+        if env.WhichOneof("body") != "describe":
+            return ok_reply(env)
+        asked.append(env.describe.sensors_after)
+        out = pb.Envelope(id=env.id)
+        out.description.sensors.add(id=1)
+        out.description.sensors.add(id=2)
+        out.description.sensor_count = 2
+        out.description.more_sensors = len(asked) < 2000   # a bound for the test only
+        return [out]
+    with FakeDaemon(answer) as d, sensim.Client(port=d.port) as c:
+        with pytest.raises(errors.ProtocolError, match="sensors not in increasing id order"):
+            c.describe()
+    assert asked == [0, 2]
+
+
 def test_subscription_counts_the_frames_dropped_before_its_first(tmp_path):
     """A subscription's frames are numbered from 1: when the first to arrive is number 3 (the
     daemon's encoder dropped two), Subscription.gaps and the recorder's summary count 2, and

@@ -7,7 +7,8 @@
 // - Description structs (options, bodies, sensor configurations, ...) begin with struct_size
 //   and are initialised by their sensim_*_init macro, which records the size the program was
 //   compiled with: a newer library reads an older program's struct and gives the fields it does
-//   not have their defaults, so the structs can grow without breaking the ABI.
+//   not have their defaults, so the structs can grow without breaking the ABI. The
+//   sensim_*_init_sized functions do nothing with a NULL struct.
 // - Pointers passed in are borrowed for the call unless a function says otherwise; bulk arrays
 //   (mesh data, poses, velocities, joint positions, rays) are sent from the caller's memory
 //   without being copied.
@@ -678,7 +679,7 @@ typedef struct sensim_lidar_config {
     const double* azimuths;         // rad, one per ray (required)
     const double* elevations;       // rad, one per ray (required)
     const double* time_offsets;     // NULL or one per ray, s in [0, 1 / frame_rate)
-    const uint32_t* channels;       // NULL or one per ray, reported as ring
+    const uint32_t* channels;       // NULL or one per ray, 0..65535, reported as ring
     uint32_t nrays;
     double frame_rate;              // Hz, (0, 10000]; default 10
     double start_time;
@@ -737,7 +738,8 @@ SENSIM_API void sensim_lidar_config_init_sized(sensim_lidar_config_t* cfg, size_
                                                sensim_lidar_pattern_t pattern);
 
 // Create a lidar (CreateSensor{lidar}). Returns the daemon's status (INVALID_ARGUMENT naming
-// e.g. "lidar.spinning.columns"), or SENSIM_INVALID_ARGUMENT for arguments the client refuses.
+// e.g. "lidar.spinning.columns"), or SENSIM_INVALID_ARGUMENT for arguments the client refuses
+// (among them more than 16 fields or 64 excluded bodies, before those arrays are read).
 SENSIM_API sensim_status_t sensim_create_lidar(sensim_client_t* cli, const sensim_sensor_t* sensor,
                                                const sensim_lidar_config_t* cfg);
 
@@ -1013,7 +1015,8 @@ typedef struct sensim_description {
 
 // List the sensors and bodies of this connection's environment (Describe; any role). The
 // daemon answers in pages (256 sensors, 1024 bodies); this call asks for every page and joins
-// them. On SENSIM_OK *out points at the description. Returns views.
+// them. Ids out of increasing order (a page that does not move on) are SENSIM_EPROTO. On
+// SENSIM_OK *out points at the description. Returns views.
 SENSIM_API sensim_status_t sensim_describe(sensim_client_t* cli,
                                            const sensim_description_t** out);
 
@@ -1057,7 +1060,7 @@ typedef struct sensim_step {
   uint32_t struct_size;
   double time;                      // must be the time of the last state
   sensim_step_outputs_t outputs;
-  const uint32_t* output_sensors;   // LISTED: sensor ids
+  const uint32_t* output_sensors;   // LISTED: sensor ids, distinct (at most max_sensors)
   uint32_t noutput_sensors;
 } sensim_step_t;
 #define sensim_step_init(s) sensim_step_init_sized((s), sizeof(*(s)))
@@ -1129,7 +1132,7 @@ typedef struct sensim_raycast {
   uint32_t ntimes;                  //   inside the current interval: 1 for all rays, or nrays
   double max_range;                 // m; 0 = unlimited
   const uint32_t* exclude_bodies;   // rays pass through these bodies' objects
-  uint32_t nexclude_bodies;
+  uint32_t nexclude_bodies;         //   (at most 1024)
   uint32_t group_mask;              // object groups the rays see; 0 = all
   const double* origin;             // x y z every ray starts at, instead of origins (NULL)
 } sensim_raycast_t;
@@ -1180,8 +1183,8 @@ typedef struct sensim_subscription {
 SENSIM_API void sensim_subscription_init_sized(sensim_subscription_t* sub, size_t size);
 
 // Receive a sensor's records as pushed data from the next step on. An unknown encoding, a
-// level or a precision outside its range is refused before sending (INVALID_ARGUMENT naming
-// the member).
+// level or a precision outside its range, or more than 16 fields is refused before sending
+// (INVALID_ARGUMENT naming the member; no more of the fields is read than that).
 SENSIM_API sensim_status_t sensim_subscribe(sensim_client_t* cli, const sensim_subscription_t* sub);
 
 // End a subscription; no record of it arrives after this returns (earlier ones already

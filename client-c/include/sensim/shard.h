@@ -43,10 +43,12 @@ SENSIM_API uint32_t sensim_shard_for(uint32_t sensor_id, uint32_t nshards);
 
 // Connect to n daemons, addresses[i] = "host:port", "[v6 address]:port" or "host" (port
 // 7700), each with opts (NULL: defaults). On return *out is a handle even on failure (then
-// every shard closed, the reason in sensim_shards_last_error naming the shard), or NULL only
-// when memory ran out; release it with sensim_shards_close in every case.
-// Returns SENSIM_OK, SENSIM_INVALID_ARGUMENT (no address, or a malformed one, named), or the
-// first failed connection's status (sensim_client_connect).
+// every shard closed, the reason in sensim_shards_last_error naming the shard; a handle whose
+// addresses were refused has no shard, and every call on it returns SENSIM_ECLOSED), or NULL
+// only when memory ran out; release it with sensim_shards_close in every case.
+// Returns SENSIM_OK, SENSIM_INVALID_ARGUMENT (no address, or a malformed one, named; options
+// whose struct_size is not this library's), or the first failed connection's status
+// (sensim_client_connect). Steps and raycasts refuse structs of another size the same way.
 SENSIM_API sensim_status_t sensim_shards_connect(const char* const* addresses, uint32_t n,
                                                  const sensim_options_t* opts,
                                                  sensim_shards_t** out);

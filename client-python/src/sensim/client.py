@@ -1381,6 +1381,14 @@ class Client:
             page = self._call("describe", pb.Describe(
                 sensors_after=s_after, bodies_after=b_after, no_sensors=not want_s,
                 no_bodies=not want_b), "description")
+            # ids in increasing order above the last page's: every page moves on, so the
+            # pages end (a daemon repeating one page was asked forever)
+            for kind, items, after in (("sensors", page.sensors, s_after),
+                                       ("bodies", page.bodies, b_after)):
+                ids = [after] + [x.id for x in items]
+                if any(b <= a for a, b in zip(ids, ids[1:])):
+                    raise errors.ProtocolError(
+                        f"describe: {kind} not in increasing id order above {after}")
             if out is None:
                 out = page
             else:

@@ -101,6 +101,12 @@ static void req_execute(exec_job_t* j) {
     if (wire_env_execute(rj->req, e->env, &rj->out, &rj->out_len, &rj->code)) {
       rj->out = NULL;
     }
+    // a removed sensor's streams end here, before a later request can give its id to a new
+    // sensor and a later step its records
+    uint32_t removed;
+    if (rj->code == 0 && wire_removes_sensor(rj->req, &removed)) {
+      streams_sensor_removed(d->streams, e, removed);
+    }
     return;
   }
 
@@ -166,11 +172,6 @@ static void req_done(exec_job_t* j, int cancelled) {
   req_job_t* rj = (req_job_t*)j;
   daemon_t* d = rj->d;
   client_t* c = session_data(rj->s);
-
-  uint32_t removed;
-  if (!cancelled && rj->code == 0 && !rj->hello && wire_removes_sensor(rj->req, &removed)) {
-    streams_sensor_removed(d->streams, rj->entry, removed);
-  }
 
   // the reply fills the request's slot; an orphaned slot (client gone) just frees it
   uint8_t* out = NULL;

@@ -50,7 +50,7 @@ typedef enum slot_state {
   SLOT_DROPPED,
 } slot_state_t;
 
-typedef struct lane lane_t;
+typedef struct streams_lane lane_t;
 
 typedef struct slot {
   struct slot* next;            // in its lane, in step order
@@ -64,13 +64,14 @@ typedef struct slot {
   struct slot* at_once;         // streams_submit's list of the slots it frames itself
 } slot_t;
 
-struct lane {
+struct streams_lane {
   list_node_t node;             // in st->lanes while somebody wants it
   const void* env_key;
   uint32_t sensor_id;
   wire_stream_params_t p;       // read only once created
   uint32_t refs;                // subscriptions, and demands not yet subscriptions
   int ended;                    // the sensor was removed: no more records, not found by key
+  uint32_t waiting;             // demands not yet subscriptions: its slots wait for them
   int dead;                     // nobody wants it: freed once its running slots finish
   slot_t* head;
   slot_t* tail;
@@ -92,7 +93,6 @@ typedef struct sub {
   uint64_t held;                // q.bytes counted in the server's budget
   uint64_t served;              // round-robin stamp among the session's subscriptions
   uint64_t soft_since_ns;       // the connection's queues above soft_bytes since (0: below)
-  int ended;                    // the sensor was removed: only its last frames are to come
   int eos_done;                 // the end_of_stream frame is queued; no more frames
   wire_sub_info_t info;         // counters (frames/bytes sent and dropped)
 } sub_t;
@@ -132,11 +132,12 @@ struct streams {
 
 //---------------- lanes (under st->mu)
 
+// The lane of a sensor that is not removed, in encoding p.
 static lane_t* find_lane(streams_t* st, const void* env_key, uint32_t sensor_id,
-                         const wire_stream_params_t* p, int ended) {
+                         const wire_stream_params_t* p) {
   for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
     lane_t* l = container_of(n, lane_t, node);
-    if (l->env_key == env_key && l->sensor_id == sensor_id && l->ended == ended &&
+    if (l->env_key == env_key && l->sensor_id == sensor_id && !l->ended &&
         wire_stream_params_equal(&l->p, p)) {
       return l;
     }
@@ -360,10 +361,10 @@ void streams_destroy(streams_t* st) {
 //---------------- demand
 
 int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
-                       const wire_stream_params_t* p, uint64_t* since) {
+                       const wire_stream_params_t* p, streams_lane_t** lane, uint64_t* since) {
   int rc = 0;
   pthread_mutex_lock(&st->mu);
-  lane_t* l = find_lane(st, env_key, sensor_id, p, 0);
+  lane_t* l = find_lane(st, env_key, sensor_id, p);
   if (!l && (l = mem_calloc(1, sizeof(*l))) != NULL) {
     l->env_key = env_key;
     l->sensor_id = sensor_id;
@@ -373,6 +374,8 @@ int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
   }
   if (l) {
     l->refs++;
+    l->waiting++;
+    *lane = l;
     *since = st->stamp + 1;
   } else {
     rc = ERR_NOMEM;
@@ -382,17 +385,22 @@ int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
 }
 
 
-void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_id,
-                           const wire_stream_params_t* p) {
+// The loop drains again: a lane's slots held for a demand may go out now.
+static void kick(streams_t* st) {
   pthread_mutex_lock(&st->mu);
-  lane_t* l = find_lane(st, env_key, sensor_id, p, 0);
-  if (!l) {
-    l = find_lane(st, env_key, sensor_id, p, 1);
-  }
-  if (l) {
-    lane_unref(st, l);
+  if (st->done_open) {
+    uv_async_send(&st->done);
   }
   pthread_mutex_unlock(&st->mu);
+}
+
+
+void streams_demand_remove(streams_t* st, streams_lane_t* lane) {
+  pthread_mutex_lock(&st->mu);
+  lane->waiting--;
+  lane_unref(st, lane);
+  pthread_mutex_unlock(&st->mu);
+  kick(st);
 }
 
 
@@ -488,19 +496,28 @@ void streams_submit(streams_t* st, const void* env_key, const sensor_out_t* recs
 
 //---------------- subscriptions
 
+// s's subscription to sensor_id, unless that sensor was removed (its lane ended: only its last
+// frames are to come, and the id may name a new sensor).
 static sub_t* find_sub(streams_t* st, session_t* s, uint32_t sensor_id) {
+  sub_t* found = NULL;
+  pthread_mutex_lock(&st->mu);
   for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
     sub_t* sub = container_of(n, sub_t, node);
-    if (sub->s == s && sub->sensor_id == sensor_id && !sub->ended) {
-      return sub;
+    if (sub->s == s && sub->sensor_id == sensor_id && !sub->lane->ended) {
+      found = sub;
+      break;
     }
   }
-  return NULL;
+  pthread_mutex_unlock(&st->mu);
+  return found;
 }
 
 
-int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const char* env_name,
-                      uint32_t sensor_id, const wire_stream_params_t* p, uint64_t since) {
+int streams_subscribe(streams_t* st, session_t* s, streams_lane_t* lane, const char* env_name,
+                      uint64_t since) {
+  // the lane's key and parameters are read only once it is created
+  uint32_t sensor_id = lane->sensor_id;
+  const wire_stream_params_t* p = &lane->p;
   if (find_sub(st, s, sensor_id)) {
     return ERR_EXISTS;
   }
@@ -511,16 +528,9 @@ int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const ch
   }
 
   // the subscription takes over the reference its demand added to the lane
-  pthread_mutex_lock(&st->mu);
-  sub->lane = find_lane(st, env_key, sensor_id, p, 0);
-  pthread_mutex_unlock(&st->mu);
-  if (!sub->lane) {
-    stream_queue_close(&sub->q);
-    mem_free(sub);
-    return ERR_NOTFOUND;
-  }
+  sub->lane = lane;
   sub->s = s;
-  sub->env_key = env_key;
+  sub->env_key = lane->env_key;
   snprintf(sub->env_name, sizeof(sub->env_name), "%s", env_name);
   sub->sensor_id = sensor_id;
   sub->p = *p;
@@ -539,6 +549,10 @@ int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const ch
     }
   }
   list_insert_before(at, &sub->node);
+  pthread_mutex_lock(&st->mu);
+  lane->waiting--;
+  pthread_mutex_unlock(&st->mu);
+  kick(st);
   return 0;
 }
 
@@ -758,7 +772,9 @@ static void drain(streams_t* st) {
   pthread_mutex_lock(&st->mu);
   for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
     lane_t* l = container_of(n, lane_t, node);
-    while (l->head && l->head->state >= SLOT_DONE) {
+    // a lane with a demand not yet subscribed keeps its slots: the records of the steps after
+    // a Subscribe are that subscription's, however soon the step follows
+    while (l->head && l->head->state >= SLOT_DONE && l->waiting == 0) {
       slot_t* sl = l->head;
       l->head = sl->next;
       if (!l->head) {
@@ -809,11 +825,13 @@ static void on_done(uv_async_t* h) {
 
 
 void streams_sensor_removed(streams_t* st, const void* env_key, uint32_t sensor_id) {
-  // each lane of the sensor ends with the end_of_stream frame, after the records before it
+  // each lane of the sensor ends with the end_of_stream frame, after the records before it;
+  // the records of later steps (of a new sensor given the id) go to new lanes
   shared_buf_t* end = NULL;
   if (wire_stream_encode_end(sensor_id, &end) != 0) {
     LOG_ERROR("out of memory for the end of sensor %u's streams", sensor_id);
   }
+  int ready = 0;
   pthread_mutex_lock(&st->mu);
   for (list_node_t* n = st->lanes.head.next; n != &st->lanes.head; n = n->next) {
     lane_t* l = container_of(n, lane_t, node);
@@ -827,17 +845,14 @@ void streams_sensor_removed(streams_t* st, const void* env_key, uint32_t sensor_
       sl->state = SLOT_DONE;
       sl->frame = end ? shared_buf_retain(end) : NULL;
       lane_append(l, sl);
+      ready = 1;
     }
+  }
+  if (ready && st->done_open) {
+    uv_async_send(&st->done);
   }
   pthread_mutex_unlock(&st->mu);
   shared_buf_release(end);
-  for (list_node_t* n = st->subs.head.next; n != &st->subs.head; n = n->next) {
-    sub_t* sub = container_of(n, sub_t, node);
-    if (sub->env_key == env_key && sub->sensor_id == sensor_id) {
-      sub->ended = 1;
-    }
-  }
-  drain(st);
 }
 
 

@@ -29,6 +29,7 @@
 
 struct uv_loop_s;
 typedef struct streams streams_t;
+typedef struct streams_lane streams_lane_t;   // the frames of one sensor in one encoding
 
 // Records of a lane waiting for an encoder, at most; a newer one drops the oldest.
 #define STREAMS_BACKLOG 2u
@@ -57,13 +58,17 @@ void streams_destroy(streams_t* st);
 
 //---------------- Demand (Thread: any; one lock)
 
-// Ask (add) or stop asking (remove) for frames of sensor_id of environment env_key in p's
-// encoding; counted, so several subscriptions share one lane. *since: the stamp of the next
-// step's records (a subscription gets the records of the steps from then on). ERR_NOMEM.
+// Ask for frames of sensor_id of environment env_key in p's encoding (counted, so several
+// subscriptions share one lane): *lane, the lane holding the demand, until a subscription
+// takes it over (streams_subscribe) or streams_demand_remove drops it; until then the lane's
+// frames wait (none is lost to a subscription not yet made). *since: the stamp of
+// the next step's records (a subscription gets the records of the steps from then on).
+// ERR_NOMEM.
 int streams_demand_add(streams_t* st, const void* env_key, uint32_t sensor_id,
-                       const wire_stream_params_t* p, uint64_t* since) CHECKRET;
-void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_id,
-                           const wire_stream_params_t* p);
+                       const wire_stream_params_t* p, streams_lane_t** lane,
+                       uint64_t* since) CHECKRET;
+// Thread: loop.
+void streams_demand_remove(streams_t* st, streams_lane_t* lane);
 
 //---------------- Records (Thread: the environment's queue)
 
@@ -73,20 +78,23 @@ void streams_demand_remove(streams_t* st, const void* env_key, uint32_t sensor_i
 void streams_submit(streams_t* st, const void* env_key, const sensor_out_t* recs,
                     double start_time);
 
+// The sensor was removed by the request that just ran: each lane of it ends with an
+// end_of_stream frame, after the frames of the steps before; the records of later steps (a new
+// sensor given the same id) go to new lanes. Called before the environment's next request runs.
+void streams_sensor_removed(streams_t* st, const void* env_key, uint32_t sensor_id);
+
 //---------------- Subscriptions (loop thread)
 
-// A subscription of session s (its demand already added; since: from streams_demand_add).
-// ERR_EXISTS when s is subscribed to sensor_id already; ERR_NOMEM.
-int streams_subscribe(streams_t* st, session_t* s, const void* env_key, const char* env_name,
-                      uint32_t sensor_id, const wire_stream_params_t* p,
+// A subscription of session s taking over the demand that streams_demand_add put on lane
+// (since: from that call); the lane's frames wait for it meanwhile. The sensor may have been
+// removed since: then it gets the lane's last frames and its end_of_stream. ERR_EXISTS when s
+// is subscribed to the lane's sensor already; ERR_NOMEM. On failure the demand stays the
+// caller's.
+int streams_subscribe(streams_t* st, session_t* s, streams_lane_t* lane, const char* env_name,
                       uint64_t since) CHECKRET;
 
 // End s's subscription to sensor_id (its queued frames are discarded). ERR_NOTFOUND.
 int streams_unsubscribe(streams_t* st, session_t* s, uint32_t sensor_id) CHECKRET;
-
-// The sensor was removed: each subscription to it gets a last end_of_stream frame, after the
-// frames of the steps before.
-void streams_sensor_removed(streams_t* st, const void* env_key, uint32_t sensor_id);
 
 // A stream frame of s was written: send the next one (server hook on_stream_drained).
 void streams_drained(streams_t* st, session_t* s);

@@ -23,6 +23,7 @@ typedef struct sub_job {
   int unsubscribe;           // an Unsubscribe: queued only to keep its order
   int code;                  // 0, ERR_NOTFOUND or ERR_NOMEM
   uint64_t since;            // the first step whose records the subscription gets
+  streams_lane_t* lane;      // where the demand was added (sj->code == 0)
 } sub_job_t;
 
 
@@ -36,7 +37,8 @@ static void sub_run(exec_job_t* j) {
     sj->code = ERR_NOTFOUND;
     return;
   }
-  sj->code = streams_demand_add(sj->d->streams, e, sj->sensor_id, &sj->p, &sj->since);
+  sj->code = streams_demand_add(sj->d->streams, e, sj->sensor_id, &sj->p, &sj->lane,
+                                &sj->since);
 }
 
 
@@ -59,12 +61,11 @@ static void sub_done(exec_job_t* j, int cancelled) {
                "subscribed to it", sj->sensor_id);
     }
   } else if (code == 0 && (!c || session_is_closing(sj->s))) {
-    streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
+    streams_demand_remove(d->streams, sj->lane);
   } else if (code == 0) {
-    code = streams_subscribe(d->streams, sj->s, sj->entry, sj->entry->name, sj->sensor_id,
-                             &sj->p, sj->since);
+    code = streams_subscribe(d->streams, sj->s, sj->lane, sj->entry->name, sj->since);
     if (code != 0) {
-      streams_demand_remove(d->streams, sj->entry, sj->sensor_id, &sj->p);
+      streams_demand_remove(d->streams, sj->lane);
     }
   }
   if (sj->unsubscribe) {

@@ -42,6 +42,11 @@ int lidar_pattern_custom_check(const lidar_custom_desc_t* d, const char* prefix,
       return err_set(msg, ERR_INVAL, "%s.elevations[%u] = %g is outside [-pi/2, pi/2]", prefix, i,
                      d->elevations[i]);
     }
+    if (d->nchannel && d->channels[i] > UINT16_MAX) {
+      // reported as the point field ring, a uint16: a larger one would arrive wrapped
+      return err_set(msg, ERR_INVAL, "%s.channels[%u] = %u exceeds 65535 (ring is a uint16)",
+                     prefix, i, d->channels[i]);
+    }
     if (d->ntime_offset) {
       double t = d->time_offsets[i];
       if (!isfinite(t) || t < 0.0 || t >= period) {
