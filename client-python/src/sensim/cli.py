@@ -133,8 +133,9 @@ def cmd_ping(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- record
 
-def _port(text: str) -> int:
-    """--port (and $SENSIM_PORT): an integer in 1..65535."""
+def port_arg(text: str) -> int:
+    """--port (and $SENSIM_PORT): an integer in 1..65535 (an argparse type, also of the
+    Foxglove bridge's command line)."""
     try:
         port = int(text)
     except ValueError:
@@ -411,7 +412,7 @@ def parser() -> argparse.ArgumentParser:
     def daemon_args(q: argparse.ArgumentParser) -> None:
         q.add_argument("--host", default=os.environ.get("SENSIM_HOST", "127.0.0.1"))
         # a string default goes through the type too: a bad $SENSIM_PORT is a usage error
-        q.add_argument("--port", type=_port, default=os.environ.get("SENSIM_PORT", "7700"),
+        q.add_argument("--port", type=port_arg, default=os.environ.get("SENSIM_PORT", "7700"),
                        help="the daemon's port, 1..65535 (default $SENSIM_PORT or 7700)")
         q.add_argument("--token", default=os.environ.get("SENSIM_TOKEN"))
         q.add_argument("-e", "--environment", default="default",

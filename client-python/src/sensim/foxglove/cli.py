@@ -21,6 +21,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
+from ..cli import port_arg
 from .bridge import Bridge, parse_address
 
 __all__ = ["main", "add_arguments", "run"]
@@ -53,18 +54,6 @@ def _address(text: str) -> tuple[str, int]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _port(text: str) -> int:
-    """--port (and $SENSIM_PORT): an integer in 1..65535."""
-    try:
-        port = int(text)
-    except ValueError:
-        port = 0
-    if not 0 < port < 65536:
-        raise argparse.ArgumentTypeError(f"expected a TCP port 1..65535 (from --port or "
-                                         f"$SENSIM_PORT), got {text!r}")
-    return port
-
-
 def _count(text: str) -> int:
     try:
         value = int(text)
@@ -80,7 +69,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--host", default=env("SENSIM_HOST", "127.0.0.1"),
                     help="sensimd's address (default $SENSIM_HOST or 127.0.0.1)")
     # a string default goes through the type too: a bad $SENSIM_PORT is a usage error
-    ap.add_argument("--port", type=_port, default=env("SENSIM_PORT", "7700"),
+    ap.add_argument("--port", type=port_arg, default=env("SENSIM_PORT", "7700"),
                     help="sensimd's port (default $SENSIM_PORT or 7700)")
     ap.add_argument("--token", default=env("SENSIM_TOKEN"), help="sensimd's --token")
     ap.add_argument("-e", "--environment", default="default",
