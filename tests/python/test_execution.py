@@ -313,8 +313,8 @@ def test_get_info_does_not_wait_for_a_long_step(sensimd_factory):
 
         assert env_a(b.get_info()).steps == 1
         t_sent = time.perf_counter()
-        u = a.send_request("update_state", pb.UpdateState(time=4.0))   # 1.2 M rays
-        s = a.send_request("step", pb.Step(time=4.0))
+        u = a.send_request("update_state", pb.UpdateState(time=8.0))   # 2.4 M rays
+        s = a.send_request("step", pb.Step(time=8.0))
         time.sleep(0.02)
         t0 = time.perf_counter()
         from_b = b.get_info()
@@ -326,18 +326,20 @@ def test_get_info_does_not_wait_for_a_long_step(sensimd_factory):
         print(f"two GetInfo {1e3 * (t_info - t0):.2f} ms during a step of "
               f"{1e3 * (t_step - t_sent):.0f} ms")
         assert t_step > t_info, "the long step ended before GetInfo: nothing was measured"
-        assert t_info - t0 <= OVERLAP_PART * (t_step - t_sent)
+        # waiting for the step would take most of it (before: 66 of 98 ms); a quarter leaves
+        # room for a loaded machine
+        assert t_info - t0 <= 0.25 * (t_step - t_sent)
         for info in (from_b, from_watcher):
             assert env_a(info).steps == 1                  # the step in progress is not counted
             assert info.counters.steps == 1
 
         # the stepping client's own GetInfo, sent behind its requests, counts them
-        u = a.send_request("update_state", pb.UpdateState(time=4.001))
-        s = a.send_request("step", pb.Step(time=4.001))
+        u = a.send_request("update_state", pb.UpdateState(time=8.001))
+        s = a.send_request("step", pb.Step(time=8.001))
         i = a.send_request("get_info", pb.GetInfo())
         a.wait_reply(u)
         assert a.wait_reply(s).status.code == pb.OK
         mine = env_a(a.wait_reply(i).info)
         assert mine.steps == 3
-        assert mine.time == pytest.approx(4.001, abs=1e-12)
+        assert mine.time == pytest.approx(8.001, abs=1e-12)
         assert env_a(b.get_info()).steps == 3
