@@ -543,6 +543,81 @@ def test_lidar_through_a_glass_slab_reads_the_optical_path_along_the_emission(se
         assert cloud["intensity"][0] == pytest.approx(normal_incidence, rel=64 * U)
 
 
+def _rodrigues(d, axis, beta):
+    """d rotated by beta about the unit axis (perpendicular to d), right-handed."""
+    return d * math.cos(beta) + np.cross(axis, d) * math.sin(beta)
+
+
+@pytest.mark.parametrize("axis", ["elevation", "azimuth"])
+def test_lidar_angle_and_distance_noise_means_move_the_point_as_documented(sensimd, axis):
+    """Noise of zero spread and a set mean is a fixed distortion: each ray turns by the mean about
+    the documented axis of its own frame (x_opt = e_z x d normalised, y_opt = d x x_opt) and its
+    range grows by the distance mean; the point lies along the turned ray, its azimuth and
+    elevation fields keep the pattern's angles."""
+    az, el, beta, shift, radius = np.array([0.0, 0.5, -2.0]), np.array([0.0, 0.2, -0.7]), 0.1, \
+        0.25, 10.0
+    with sensimd.client() as c:
+        _clear(c)
+        c.create_primitive(1, "sphere", radius=radius)
+        c.create_object(1, 1)
+        c.create_lidar(1, custom={"azimuths": az.tolist(), "elevations": el.tolist(),
+                                  "frame_rate": 10.0}, fields=LIDAR_FIELDS,
+                       angle_noise={"axis": "NOISE_AXIS_" + axis.upper(), "mean": beta,
+                                    "stddev": 0.0},
+                       distance_noise={"mean": shift})
+        c.update_state(0.0)
+        c.update_state(0.1)
+        cloud = c.lidar_clouds(c.step(0.1), 1)[0]
+    want = []
+    for d in direction(az, el):
+        x_opt = np.cross([0.0, 0.0, 1.0], d)
+        x_opt /= np.linalg.norm(x_opt)
+        want.append(_rodrigues(d, x_opt if axis == "elevation" else np.cross(d, x_opt), beta))
+    want = np.array(want) * (radius + shift)
+    assert np.all(np.abs(_xyz(cloud) - want) <= ROUNDINGS * U * radius)
+    assert np.all(np.abs(cloud["distance"] - (radius + shift)) <= ROUNDINGS * U * radius)
+    np.testing.assert_array_equal(cloud["azimuth"], az.astype(np.float32))
+    np.testing.assert_array_equal(cloud["elevation"], el.astype(np.float32))
+    horizon = np.arctan2(want[0, 2], np.hypot(want[0, 0], want[0, 1])), \
+        np.arctan2(want[0, 1], want[0, 0])
+    assert horizon == pytest.approx((-beta, 0.0) if axis == "elevation" else (0.0, beta))
+
+
+def test_lidar_time_offsets_count_from_the_sweep_or_the_step_start(sensimd):
+    """A sweep starting at 13 ms: per revolution, frame_start_time is the sweep's start and the
+    offsets run from 0; per step, it is the step's start, and frame_start_time + time_offset is
+    each ray's firing time t_s + j / (f W) either way."""
+    f, cols, t_s = 10.0, 100, 0.013
+    with sensimd.client() as c:
+        _clear(c)
+        c.create_primitive(1, "sphere", radius=10.0)
+        c.create_object(1, 1)
+        pattern = {"frequency": f, "columns": cols, "channel_elevations": [0.0],
+                   "start_time": t_s}
+        c.create_lidar(1, spinning=pattern, fields=LIDAR_FIELDS)
+        c.create_lidar(2, spinning=pattern, fields=LIDAR_FIELDS, publish="per_step")
+        fired = []
+        t_prev = None
+        for t in (0.0, 0.02, 0.05, 0.09, 0.12):
+            c.update_state(t)
+            done = c.step(t)
+            for o in done.outputs:
+                cloud = c.lidar_clouds([o], o.sensor_id)[0]
+                start = o.point_cloud.frame_start_time
+                if o.sensor_id == 1:
+                    assert o.point_cloud.complete and start == t_s
+                    np.testing.assert_allclose(cloud["time_offset"], np.arange(cols) / (f * cols),
+                                               rtol=0, atol=U)
+                elif len(cloud):
+                    assert start == t_prev
+                    fired.append(start + cloud["time_offset"].astype(float))
+            t_prev = t
+        fired = np.concatenate(fired)
+        want = t_s + np.arange(len(fired)) / (f * cols)
+        np.testing.assert_allclose(fired, want, rtol=0, atol=U * 0.1)
+        assert want[-1] <= 0.12 < want[-1] + 1 / (f * cols)
+
+
 # ------------------------------------------------------------------ IMU
 
 
