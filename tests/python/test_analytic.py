@@ -831,3 +831,27 @@ def test_cone_reports_the_analytic_nearest_point_in_view(sensimd, name, mode):
     assert reading.elevation == pytest.approx(math.atan2(nearest[2], nearest[0]), abs=tol)
     point = np.array([reading.point.x, reading.point.y, reading.point.z])
     assert np.all(np.abs(point - (p_s + r_s @ nearest)) <= tol)
+
+
+def test_cone_speed_is_the_nearest_points_displacement_rate(sensimd):
+    """A sphere moving at 2 m/s towards the sensor's side: each step's speed is |q_k - q_(k-1)| /
+    dt of the analytic nearest points c - c/|c|, absent on the first detection."""
+    dt, radius = 0.01, 1.0
+    with sensimd.client() as c:
+        c.create_body(1, pose=((6.0, 1.0, 0.0), None))
+        c.create_primitive(1, "sphere", radius=radius)
+        c.create_object(1, 1, body_id=1)
+        c.create_cone(1, fov_horizontal=0.8, fov_vertical=0.5, range=20.0)
+        previous = None
+        for k in range(6):
+            centre = np.array([6.0 - 2.0 * k * dt, 1.0, 0.0])
+            c.update_state(k * dt, [1], [np.r_[centre, 0.0, 0.0, 0.0, 1.0]])
+            reading = c.step(k * dt).outputs[0].cone
+            nearest = centre - radius * centre / np.linalg.norm(centre)
+            assert reading.range == pytest.approx(np.linalg.norm(nearest), abs=1e-6)
+            if previous is None:
+                assert not reading.HasField("speed")
+            else:
+                speed = np.linalg.norm(nearest - previous) / dt
+                assert reading.speed == pytest.approx(speed, abs=2e-6 / dt)
+            previous = nearest
