@@ -252,6 +252,24 @@ def test_raycast_parallel_to_faces_and_refusals_name_the_field(sensimd):
         np.testing.assert_array_equal(again.distances, hits.distances)
 
 
+def test_raycast_times_see_a_moving_wall_where_it_is(sensimd):
+    """A wall moving from 10 m to 9 m over the state interval [1.0, 1.1]: rays at given times meet
+    it at 9.5 - 10 (t - 1); a time outside the interval is refused naming `times`."""
+    with sensimd.client() as c:
+        c.create_body(1, pose=((10.0, 0.0, 0.0), None))
+        c.create_primitive(1, "box", half_extents=(0.5, 3.0, 3.0))
+        c.create_object(1, 1, body_id=1)
+        c.update_state(1.0, [1], [(10, 0, 0, 0, 0, 0, 1)])
+        c.update_state(1.1, [1], [(9, 0, 0, 0, 0, 0, 1)])
+        times = np.array([1.0, 1.02, 1.05, 1.1])
+        hits = c.raycast((0.0, 0.0, 0.0), [(1.0, 0.0, 0.0)] * 4, times=times, max_range=100.0)
+        want = 9.5 - 10.0 * (times - 1.0)
+        assert np.all(np.abs(hits.distances - want) <= ROUNDINGS * U * (10 + want))
+        for t in (0.99, 1.2):
+            with pytest.raises(errors.InvalidArgument, match="times"):
+                c.raycast((0.0, 0.0, 0.0), [(1.0, 0.0, 0.0)], times=[t])
+
+
 # ------------------------------------------------------------------ lidar
 
 
