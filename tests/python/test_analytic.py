@@ -270,6 +270,57 @@ def test_raycast_times_see_a_moving_wall_where_it_is(sensimd):
                 c.raycast((0.0, 0.0, 0.0), [(1.0, 0.0, 0.0)], times=[t])
 
 
+SURFACES = {
+    # name: (create(c, id), distance down from a point on its top at the origin, at 0.5 rad
+    # below the horizon: through a thin surface nothing; through a solid its far side)
+    "plane": (lambda c: c.create_primitive(1, "plane", half_size=0), math.inf),
+    "rectangle": (lambda c: c.create_primitive(1, "rectangle", half_size_x=5, half_size_y=5),
+                  math.inf),
+    "box": (lambda c: c.create_primitive(1, "box", half_extents=(5, 5, 1)), 2 / math.sin(0.5)),
+    "sphere": (lambda c: c.create_primitive(1, "sphere", radius=1.0), 2 * math.sin(0.5)),
+    "mesh": (lambda c: c.create_mesh(1, [(-5, -5, 0), (5, -5, 0), (5, 5, 0), (-5, 5, 0)],
+                                     [(0, 1, 2), (0, 2, 3)]), math.inf),
+    "height_field": (lambda c: c.create_primitive(1, "height_field", heights=np.zeros((3, 3)),
+                                                  half_size_x=5, half_size_y=5, base_depth=1.0),
+                     1 / math.sin(0.5)),
+}
+SURFACE_TOP = {"box": 1.0, "sphere": 1.0}      # how far below its origin a solid's top lies
+
+
+@pytest.mark.parametrize("name", sorted(SURFACES))
+def test_a_sensor_exactly_on_a_surface_sees_past_it(sensimd, name):
+    """Rays starting exactly on a surface do not meet it at their origin (a hit lies within
+    (0, tmax], docs/backend.md): from the top of each kind of surface, rays going up see the
+    ceiling 3 m above, and rays going down see what lies beyond (the far side of a solid, nothing
+    under a thin surface); a lidar resting there reads the same."""
+    create, down = SURFACES[name]
+    up = [3.0, 3.0 / math.sin(0.5)]
+    with sensimd.client() as c:
+        _clear(c)
+        create(c)
+        c.create_object(1, 1, local_pose=((0.0, 0.0, -SURFACE_TOP.get(name, 0.0)), None))
+        c.create_primitive(2, "box", half_extents=(10.0, 10.0, 0.1))
+        c.create_object(2, 2, local_pose=((0.0, 0.0, 3.1), None))
+        dirs = direction([0.0, 0.0, 0.0], [math.pi / 2, 0.5, -0.5])
+        hits = c.raycast((0.0, 0.0, 0.0), dirs, max_range=100.0)
+        want = np.array(up + [down])
+        tol = ROUNDINGS * U * (10 + np.where(np.isfinite(want), want, 0))
+        assert np.all(hits.distances[:2] == pytest.approx(want[:2], abs=tol[0]))
+        assert list(hits.object_ids) == [2, 2, 0 if math.isinf(down) else 1]
+        if math.isinf(down):
+            assert math.isinf(hits.distances[2])
+        else:
+            assert hits.distances[2] == pytest.approx(down, abs=tol[2])
+        c.create_lidar(1, custom={"azimuths": [0.0] * 3, "elevations": [math.pi / 2, 0.5, -0.5],
+                                  "frame_rate": 10.0}, fields=LIDAR_FIELDS, misses="nan")
+        c.update_state(0.0)
+        c.update_state(0.1)
+        cloud = c.lidar_clouds(c.step(0.1), 1)[0]
+        lidar_want = np.where(np.isfinite(want), want, np.nan)
+        np.testing.assert_allclose(cloud["distance"], lidar_want, rtol=0, atol=tol.max())
+        assert list(cloud["object_id"]) == list(hits.object_ids)
+
+
 # ------------------------------------------------------------------ lidar
 
 
