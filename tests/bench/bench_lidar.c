@@ -593,7 +593,7 @@ static size_t raw_trace1(const raw_t* r, const rayset_t* s) {
     rh.ray.dir_x = s->dir[3 * i];
     rh.ray.dir_y = s->dir[3 * i + 1];
     rh.ray.dir_z = s->dir[3 * i + 2];
-    rh.ray.tnear = 0.0f;
+    rh.ray.tnear = SCENE_RAY_TNEAR;
     rh.ray.tfar = 120.0f;
     rh.ray.time = s->time[i];
     rh.ray.mask = 0xFFFFFFFFu;
@@ -628,7 +628,7 @@ static size_t raw_trace1(const raw_t* r, const rayset_t* s) {
         rh.ray.dir_x[k] = s->dir[3 * i];                                     \
         rh.ray.dir_y[k] = s->dir[3 * i + 1];                                 \
         rh.ray.dir_z[k] = s->dir[3 * i + 2];                                 \
-        rh.ray.tnear[k] = 0.0f;                                              \
+        rh.ray.tnear[k] = SCENE_RAY_TNEAR;                                   \
         rh.ray.tfar[k] = 120.0f;                                             \
         rh.ray.time[k] = s->time[i];                                         \
         rh.ray.mask[k] = 0xFFFFFFFFu;                                        \

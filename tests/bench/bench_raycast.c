@@ -727,7 +727,7 @@ static void raw_single_chunk(void* ctx, size_t begin, size_t end) {
     rh.ray.org_x = r->org[3 * i + 0];
     rh.ray.org_y = r->org[3 * i + 1];
     rh.ray.org_z = r->org[3 * i + 2];
-    rh.ray.tnear = 0.0f;
+    rh.ray.tnear = SCENE_RAY_TNEAR;
     rh.ray.dir_x = r->dir[3 * i + 0];
     rh.ray.dir_y = r->dir[3 * i + 1];
     rh.ray.dir_z = r->dir[3 * i + 2];

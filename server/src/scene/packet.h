@@ -31,12 +31,6 @@ enum {
   F_FLAGS, F_NG_X, F_NG_Y, F_NG_Z, F_U, F_V, F_PRIM, F_GEOM, F_INST, F_COUNT
 };
 
-// Every ray's tnear: the smallest distance of a hit. A hit is the first surface within
-// (0, tmax] (docs/backend.md): a ray starting exactly on a surface does not meet it at its
-// origin. 2^-100 m is a normal float, far below any distance the tracer resolves, and Embree's
-// tests against it (scaled by a triangle's determinant, or in the primitives' double
-// arithmetic) stay exact under flush-to-zero, where zero would accept a hit at 0.
-#define PACKET_TNEAR 0x1p-100f
 
 typedef union packet {
   struct RTCRayHit8 rh;   // sizes and aligns the storage
@@ -250,7 +244,7 @@ __attribute__((always_inline)) static inline unsigned trace_packet(
     f[LANE(F_ORG_X, k)] = (float)rk->origin[0];
     f[LANE(F_ORG_Y, k)] = (float)rk->origin[1];
     f[LANE(F_ORG_Z, k)] = (float)rk->origin[2];
-    f[LANE(F_TNEAR, k)] = PACKET_TNEAR;
+    f[LANE(F_TNEAR, k)] = SCENE_RAY_TNEAR;
     f[LANE(F_DIR_X, k)] = (float)rk->dir[0];
     f[LANE(F_DIR_Y, k)] = (float)rk->dir[1];
     f[LANE(F_DIR_Z, k)] = (float)rk->dir[2];

@@ -24,6 +24,13 @@
 #include "base/xform.h"
 #include "scene/horizon.h"
 
+// Every ray's tnear, m: the smallest distance of a hit. A hit is the first surface within
+// (0, tmax] (docs/backend.md): a ray starting exactly on a surface does not meet it at its
+// origin. 2^-100 m is a normal float, far below any distance the tracer resolves, and Embree's
+// tests against it (scaled by a triangle's determinant, or in the primitives' double
+// arithmetic) stay exact under flush-to-zero, where zero would accept a hit at 0.
+#define SCENE_RAY_TNEAR 0x1p-100f
+
 // Half side of an "unbounded" plane, m: far beyond any lidar range, small enough for a BVH.
 #define SCENE_PLANE_UNBOUNDED_HALF 1e5
 

@@ -445,7 +445,7 @@ __attribute__((always_inline)) SIMD_AVX2_FN static inline void simd_fixed_fields
   for (unsigned h = 0; h < W; h += 8) {
     __m256i o = _mm256_and_si256(_mm256_set1_epi32((int)(off >> h)), bit);
     _mm256_store_si256((__m256i*)(valid + h), _mm256_cmpeq_epi32(o, zero));
-    _mm256_store_ps(pk->f + LANE(F_TNEAR, h), _mm256_set1_ps(PACKET_TNEAR));
+    _mm256_store_ps(pk->f + LANE(F_TNEAR, h), _mm256_set1_ps(SCENE_RAY_TNEAR));
     _mm256_store_si256((__m256i*)(pk->u + LANE(F_MASK, h)), ones);
     _mm256_store_si256((__m256i*)(pk->u + LANE(F_ID, h)),
                        _mm256_setr_epi32((int)h, (int)h + 1, (int)h + 2, (int)h + 3, (int)h + 4,
@@ -652,7 +652,7 @@ SIMD_AVX512_FN unsigned simd_cols_pack_avx512(const scene_packet_t* in, packet_t
   const __m512i zi = _mm512_setzero_si512(), ones = _mm512_set1_epi32(-1);
   const __m512i none = _mm512_set1_epi32((int)RTC_INVALID_GEOMETRY_ID);
   _mm512_store_si512(valid, _mm512_movm_epi32((__mmask16)~off));
-  _mm512_store_ps(pk->f + LANE(F_TNEAR, 0), _mm512_set1_ps(PACKET_TNEAR));
+  _mm512_store_ps(pk->f + LANE(F_TNEAR, 0), _mm512_set1_ps(SCENE_RAY_TNEAR));
   _mm512_store_si512(pk->u + LANE(F_MASK, 0), ones);
   _mm512_store_si512(pk->u + LANE(F_ID, 0),
                      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
