@@ -506,15 +506,21 @@ sensim_status_t bridge_tick(bridge_t* b, double t) {
     b->count++;
   }
 
-  // pacing: simulated time runs at `realtime` times the wall clock
+  // pacing: simulated time runs at `realtime` times the wall clock. Slept in naps of at
+  // most a second (a very slow pace is no overflow of timespec), and a signal ends the sleep
+  // so that the caller can look at why it came (a stop request) instead of sleeping on
   if (b->opts.realtime > 0.0) {
-    double ahead = b->wall0 + (t - b->t0) / b->opts.realtime - now_s();
-    if (ahead > 0.0) {
-      struct timespec ts = {(time_t)ahead, (long)((ahead - floor(ahead)) * 1e9)};
-      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    double due = b->wall0 + (t - b->t0) / b->opts.realtime;
+    double start = now_s(), w = start;
+    while (w < due) {
+      double nap = fmin(due - w, 1.0);
+      struct timespec ts = {(time_t)nap, (long)((nap - floor(nap)) * 1e9)};
+      if (nanosleep(&ts, NULL) != 0 && errno == EINTR) {
+        break;
       }
-      b->sleep_s += ahead;
+      w = now_s();
     }
+    b->sleep_s += now_s() - start;
   }
   return SENSIM_OK;
 }

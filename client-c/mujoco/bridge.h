@@ -128,7 +128,8 @@ sensim_status_t bridge_begin(bridge_t* b, double t0);
 // One engine tick: the arrays hold the state at t (> the previous). Every sensor_ratio-th
 // tick sends that state and a step to t with outputs off (they go to subscribers), keeping
 // up to depth ticks in flight; then paces. Returns the status of the first refused request
-// (its message in bridge_last_error).
+// (its message in bridge_last_error). Pacing returns early when a signal interrupts it (the
+// caller's handler decides whether to go on).
 sensim_status_t bridge_tick(bridge_t* b, double t);
 
 // Collect every tick in flight and stop the clocks.

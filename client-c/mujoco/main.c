@@ -193,6 +193,10 @@ static char* slurp(const char* path) {
   }
   if (!buf) {
     fprintf(stderr, "sensim-mujoco: %s: out of memory\n", path);
+  } else if (ferror(f)) {   // a directory opens, then fails to read (EISDIR)
+    fprintf(stderr, "sensim-mujoco: %s: %s\n", path, strerror(errno));
+    free(buf);
+    buf = NULL;
   }
   fclose(f);
   if (buf) {
@@ -264,8 +268,10 @@ int main(int argc, char** argv) {
   if (o.trace) {
     const char* colon = strchr(o.trace, ':');
     char body[256];
-    snprintf(body, sizeof(body), "%.*s", (int)(colon - o.trace), o.trace);
-    trace_body = mj_name2id(m, mjOBJ_BODY, body);
+    int nbody = (int)(colon - o.trace);
+    snprintf(body, sizeof(body), "%.*s", nbody, o.trace);
+    // an empty name would match MuJoCo's first unnamed body, a cut one another body
+    trace_body = nbody > 0 && nbody < (int)sizeof(body) ? mj_name2id(m, mjOBJ_BODY, body) : -1;
     if (trace_body < 0) {
       fprintf(stderr, "sensim-mujoco: --trace: the model has no body '%s'\n", body);
       rc = 2;
