@@ -30,7 +30,7 @@ struct bridge {
   // sensors created, for bridge_remove_sensors and the next free id
   uint32_t nsensors, cap_sensors;
   uint32_t* sensor_ids;
-  uint32_t next_sensor_id;
+  uint64_t next_sensor_id;          // past the largest id given: UINT32_MAX + 1 = none left
 
   // the loop
   bool begun, ended;
@@ -278,7 +278,11 @@ sensim_status_t bridge_sensor_spec(bridge_t* b, const char* name, spec_sensor_t*
   if (!grow_ids(&b->sensor_ids, &b->cap_sensors, b->nsensors)) {
     return fail(b, SENSIM_ENOMEM, false, "sensor '%s': out of memory", name);
   }
-  s->sensor.id = s->id ? s->id : b->next_sensor_id;
+  if (!s->id && b->next_sensor_id > UINT32_MAX) {
+    return fail(b, SENSIM_INVALID_ARGUMENT, false, "sensor '%s': no free id after %u (give it "
+                "id=)", name, UINT32_MAX);
+  }
+  s->sensor.id = s->id ? s->id : (uint32_t)b->next_sensor_id;
   s->sensor.name = name;
   sensim_status_t st = SENSIM_OK;
   switch (s->kind) {
@@ -307,7 +311,7 @@ sensim_status_t bridge_sensor_spec(bridge_t* b, const char* name, spec_sensor_t*
   }
   b->sensor_ids[b->nsensors++] = s->sensor.id;
   if (s->sensor.id >= b->next_sensor_id) {
-    b->next_sensor_id = s->sensor.id + 1;
+    b->next_sensor_id = (uint64_t)s->sensor.id + 1;
   }
   if (id) {
     *id = s->sensor.id;

@@ -130,6 +130,10 @@ TEST(mujoco_bridge_refusals_name_what_is_wrong) {
   ASSERT_CONTAINS(refused(m, d, &daemon, "sensor.x imu site=imu"),
                   "side file: 'sensor.x' does not start with sensim.");
   ASSERT_CONTAINS(refused(m, d, &daemon, "sensim.medium fog visibility=-5"), "medium");
+  ASSERT_CONTAINS(refused(m, d, &daemon, "sensim.sensor.imu imu site=imu id=4294967295\n"
+                                         "sensim.sensor.vlp16 none\nsensim.sensor.os1 none\n"
+                                         "sensim.sensor.x imu site=imu\n"),
+                  "sensim.sensor.x: sensor 'x': no free id after 4294967295 (give it id=)");
 
   // comments, blank lines, replaced and removed sensors are fine
   ASSERT_STREQ(refused(m, d, &daemon, "# a side file\n\nsensim.sensor.imu imu site=vlp16  # "
