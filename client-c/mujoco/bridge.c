@@ -420,6 +420,10 @@ sensim_status_t bridge_wait_subscribers(bridge_t* b, uint32_t n, double timeout_
       return fail(b, SENSIM_ETIMEDOUT, false, "%u of %u subscribers after %g s", open, n,
                   timeout_s);
     }
+    if (b->opts.stop && *b->opts.stop) {
+      return fail(b, SENSIM_FAILED_PRECONDITION, false, "stopped while waiting for "
+                  "subscribers (%u of %u)", open, n);
+    }
     nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
   }
 }
@@ -511,12 +515,13 @@ sensim_status_t bridge_tick(bridge_t* b, double t) {
   }
 
   // pacing: simulated time runs at `realtime` times the wall clock. Slept in naps of at
-  // most a second (a very slow pace is no overflow of timespec), and a signal ends the sleep
-  // so that the caller can look at why it came (a stop request) instead of sleeping on
+  // most a second (a very slow pace is no overflow of timespec); a signal ends the sleep so
+  // that the caller can look at why it came, and so does the stop flag, looked at before
+  // each nap (a signal that came just before the first one is seen within a second)
   if (b->opts.realtime > 0.0) {
     double due = b->wall0 + (t - b->t0) / b->opts.realtime;
     double start = now_s(), w = start;
-    while (w < due) {
+    while (w < due && !(b->opts.stop && *b->opts.stop)) {
       double nap = fmin(due - w, 1.0);
       struct timespec ts = {(time_t)nap, (long)((nap - floor(nap)) * 1e9)};
       if (nanosleep(&ts, NULL) != 0 && errno == EINTR) {

@@ -92,6 +92,7 @@ static int parse(int argc, char** argv, options_t* o) {
   o->key = -1;
   o->wait_timeout = 60.0;
   bridge_options_init(&o->bridge);
+  o->bridge.stop = &g_stop;
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -307,6 +308,10 @@ int main(int argc, char** argv) {
     rc = 1;
     goto out;
   }
+  // from here a signal stops the run cleanly: set before the sensor lines are printed, which
+  // others read as the sign that the program is running
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   mjbridge_counts_t n;
   mjbridge_counts(mb, &n);
   double dt = m->opt.timestep;
@@ -333,8 +338,6 @@ int main(int argc, char** argv) {
   }
 
   // the loop
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
   long steps = lround(o.seconds / dt);
   mjbridge_state(mb, m, d, b);
   if ((st = bridge_begin(b, d->time)) != SENSIM_OK) {

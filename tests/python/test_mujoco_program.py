@@ -8,7 +8,6 @@ import pathlib
 import re
 import signal
 import subprocess
-import time
 
 import pytest
 
@@ -105,7 +104,8 @@ def test_sigterm_stops_a_slow_pace(examples_dir, sensimd):
         for line in proc.stdout:                  # mirrored: the loop starts after the last
             if line.startswith("sensim-mujoco: sensor 8 "):
                 break
-        time.sleep(1.0)
+        # at once: most likely before the first pause begins, so the pause must look at the
+        # flag the handler set, not only wake up for a signal
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:
