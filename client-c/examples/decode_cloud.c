@@ -2,7 +2,12 @@
 // decode_cloud.c: decode a PointCloud's data with sensim_point_cloud_decode.
 //   sensim_decode_cloud ENCODING COUNT POINT_STEP IN OUT
 // ENCODING is 0 (raw), 1 (zstd) or 2 (quantized zstd); IN holds the PointCloud.data bytes,
-// OUT receives COUNT * POINT_STEP decoded bytes. Exit status 0 on success.
+// OUT receives COUNT * POINT_STEP decoded bytes. Exit status 0 on success, 1 when the data
+// cannot be read, decoded or written, 2 for bad arguments.
+#include <ctype.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -28,26 +33,51 @@ static unsigned char* read_all(const char* path, size_t* len) {
     }
     buf = grown;
   }
+  if (buf && ferror(f)) {   // a directory opens, then fails to read
+    free(buf);
+    buf = NULL;
+  }
   fclose(f);
   *len = n;
   return buf;
 }
 
 
+// A decimal integer in [0, max], the whole argument.
+static bool whole_number(const char* s, unsigned long long max, unsigned long long* out) {
+  char* end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (!isdigit((unsigned char)s[0]) || *end || errno || v > max) {
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+
 int main(int argc, char** argv) {
+  unsigned long long encoding = 0, count = 0, step = 0;
   if (argc != 6) {
     fprintf(stderr, "usage: sensim_decode_cloud ENCODING COUNT POINT_STEP IN OUT\n");
     return 2;
   }
-  int encoding = atoi(argv[1]);
-  unsigned long count = strtoul(argv[2], NULL, 10), step = strtoul(argv[3], NULL, 10);
+  if (!whole_number(argv[1], 2, &encoding) || !whole_number(argv[2], UINT32_MAX, &count) ||
+      !whole_number(argv[3], UINT32_MAX, &step) || (step && count > SIZE_MAX / step)) {
+    fprintf(stderr, "sensim_decode_cloud: ENCODING is 0, 1 or 2; COUNT and POINT_STEP are "
+                    "integers in [0, 4294967295] (got %s %s %s)\n", argv[1], argv[2], argv[3]);
+    return 2;
+  }
   size_t len;
   unsigned char* in = read_all(argv[4], &len);
-  size_t out_len = (size_t)count * step;
-  unsigned char* out = malloc(out_len ? out_len : 1);
+  size_t out_len = (size_t)(count * step);
+  unsigned char* out = in ? malloc(out_len ? out_len : 1) : NULL;
   int status = 0;
-  if (!in || !out) {
+  if (!in) {
     fprintf(stderr, "sensim_decode_cloud: cannot read %s\n", argv[4]);
+    status = 1;
+  } else if (!out) {
+    fprintf(stderr, "sensim_decode_cloud: no memory for %zu decoded bytes\n", out_len);
     status = 1;
   } else {
     sensim_status_t st = sensim_point_cloud_decode((sensim_encoding_t)encoding, in, len,

@@ -149,12 +149,13 @@ int main(int argc, char** argv) {
       continue;
     }
     double v = strtod(argv[i + 1], &end);
-    if (errno || *end || !(v > 0)) {
-      fprintf(stderr, "sensim_lockstep: %s '%s' must be a positive number\n", argv[i],
+    if (errno || *end || !(v > 0) || !isfinite(v)) {
+      fprintf(stderr, "sensim_lockstep: %s '%s' must be a positive finite number\n", argv[i],
               argv[i + 1]);
       return 2;
     }
-    if (strcmp(argv[i], "--port") == 0 && v <= 65535) {
+    bool whole = v == floor(v);
+    if (strcmp(argv[i], "--port") == 0 && v <= 65535 && whole) {
       port = (unsigned long)v;
     } else if (strcmp(argv[i], "--seconds") == 0) {
       seconds = v;
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
       radius = v;
     } else if (strcmp(argv[i], "--speed") == 0) {
       speed = v;
-    } else if (strcmp(argv[i], "--depth") == 0 && v <= MAX_DEPTH) {
+    } else if (strcmp(argv[i], "--depth") == 0 && v <= MAX_DEPTH && whole) {
       depth = (int)v;
     } else {
       fprintf(stderr, "usage: sensim_lockstep [--host H] [--port P] [--seconds S] [--radius R] "

@@ -30,7 +30,7 @@ struct bridge {
   // sensors created, for bridge_remove_sensors and the next free id
   uint32_t nsensors, cap_sensors;
   uint32_t* sensor_ids;
-  uint32_t next_sensor_id;
+  uint64_t next_sensor_id;          // past the largest id given: UINT32_MAX + 1 = none left
 
   // the loop
   bool begun, ended;
@@ -278,7 +278,11 @@ sensim_status_t bridge_sensor_spec(bridge_t* b, const char* name, spec_sensor_t*
   if (!grow_ids(&b->sensor_ids, &b->cap_sensors, b->nsensors)) {
     return fail(b, SENSIM_ENOMEM, false, "sensor '%s': out of memory", name);
   }
-  s->sensor.id = s->id ? s->id : b->next_sensor_id;
+  if (!s->id && b->next_sensor_id > UINT32_MAX) {
+    return fail(b, SENSIM_INVALID_ARGUMENT, false, "sensor '%s': no free id after %u (give it "
+                "id=)", name, UINT32_MAX);
+  }
+  s->sensor.id = s->id ? s->id : (uint32_t)b->next_sensor_id;
   s->sensor.name = name;
   sensim_status_t st = SENSIM_OK;
   switch (s->kind) {
@@ -307,7 +311,7 @@ sensim_status_t bridge_sensor_spec(bridge_t* b, const char* name, spec_sensor_t*
   }
   b->sensor_ids[b->nsensors++] = s->sensor.id;
   if (s->sensor.id >= b->next_sensor_id) {
-    b->next_sensor_id = s->sensor.id + 1;
+    b->next_sensor_id = (uint64_t)s->sensor.id + 1;
   }
   if (id) {
     *id = s->sensor.id;
@@ -416,6 +420,10 @@ sensim_status_t bridge_wait_subscribers(bridge_t* b, uint32_t n, double timeout_
       return fail(b, SENSIM_ETIMEDOUT, false, "%u of %u subscribers after %g s", open, n,
                   timeout_s);
     }
+    if (b->opts.stop && *b->opts.stop) {
+      return fail(b, SENSIM_FAILED_PRECONDITION, false, "stopped while waiting for "
+                  "subscribers (%u of %u)", open, n);
+    }
     nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
   }
 }
@@ -506,15 +514,22 @@ sensim_status_t bridge_tick(bridge_t* b, double t) {
     b->count++;
   }
 
-  // pacing: simulated time runs at `realtime` times the wall clock
+  // pacing: simulated time runs at `realtime` times the wall clock. Slept in naps of at
+  // most a second (a very slow pace is no overflow of timespec); a signal ends the sleep so
+  // that the caller can look at why it came, and so does the stop flag, looked at before
+  // each nap (a signal that came just before the first one is seen within a second)
   if (b->opts.realtime > 0.0) {
-    double ahead = b->wall0 + (t - b->t0) / b->opts.realtime - now_s();
-    if (ahead > 0.0) {
-      struct timespec ts = {(time_t)ahead, (long)((ahead - floor(ahead)) * 1e9)};
-      while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    double due = b->wall0 + (t - b->t0) / b->opts.realtime;
+    double start = now_s(), w = start;
+    while (w < due && !(b->opts.stop && *b->opts.stop)) {
+      double nap = fmin(due - w, 1.0);
+      struct timespec ts = {(time_t)nap, (long)((nap - floor(nap)) * 1e9)};
+      if (nanosleep(&ts, NULL) != 0 && errno == EINTR) {
+        break;
       }
-      b->sleep_s += ahead;
+      w = now_s();
     }
+    b->sleep_s += now_s() - start;
   }
   return SENSIM_OK;
 }

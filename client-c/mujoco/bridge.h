@@ -12,6 +12,7 @@
 #ifndef SENSIM_BRIDGE_H
 #define SENSIM_BRIDGE_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,6 +31,8 @@ typedef struct bridge_options {
   double realtime;                  // simulated seconds per wall second to pace at; 0 = free
                                     //   running (default)
   uint32_t depth;                   // ticks in flight, 1..BRIDGE_MAX_DEPTH; default 2
+  const volatile sig_atomic_t* stop;  // NULL, or a flag (set by a signal handler): pacing
+                                    //   ends once it is nonzero, looked at least every second
 } bridge_options_t;
 
 void bridge_options_init(bridge_options_t* opts);
@@ -119,7 +122,8 @@ double* bridge_joint_positions(bridge_t* b);
 //---------------- The loop
 
 // Wait until n subscriptions to this environment's sensors are open (another connection's
-// Subscribe), polling GetInfo; SENSIM_ETIMEDOUT after timeout_s.
+// Subscribe), polling GetInfo; SENSIM_ETIMEDOUT after timeout_s, SENSIM_FAILED_PRECONDITION
+// once opts.stop is set.
 sensim_status_t bridge_wait_subscribers(bridge_t* b, uint32_t n, double timeout_s);
 
 // Send the state in the arrays as the first state, at time t0. Starts the clocks.
@@ -128,7 +132,8 @@ sensim_status_t bridge_begin(bridge_t* b, double t0);
 // One engine tick: the arrays hold the state at t (> the previous). Every sensor_ratio-th
 // tick sends that state and a step to t with outputs off (they go to subscribers), keeping
 // up to depth ticks in flight; then paces. Returns the status of the first refused request
-// (its message in bridge_last_error).
+// (its message in bridge_last_error). Pacing returns early when a signal interrupts it or
+// opts.stop is set (the caller decides whether to go on).
 sensim_status_t bridge_tick(bridge_t* b, double t);
 
 // Collect every tick in flight and stop the clocks.

@@ -92,6 +92,7 @@ static int parse(int argc, char** argv, options_t* o) {
   o->key = -1;
   o->wait_timeout = 60.0;
   bridge_options_init(&o->bridge);
+  o->bridge.stop = &g_stop;
   for (int i = 1; i < argc; i++) {
     const char* a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -193,6 +194,10 @@ static char* slurp(const char* path) {
   }
   if (!buf) {
     fprintf(stderr, "sensim-mujoco: %s: out of memory\n", path);
+  } else if (ferror(f)) {   // a directory opens, then fails to read (EISDIR)
+    fprintf(stderr, "sensim-mujoco: %s: %s\n", path, strerror(errno));
+    free(buf);
+    buf = NULL;
   }
   fclose(f);
   if (buf) {
@@ -264,8 +269,10 @@ int main(int argc, char** argv) {
   if (o.trace) {
     const char* colon = strchr(o.trace, ':');
     char body[256];
-    snprintf(body, sizeof(body), "%.*s", (int)(colon - o.trace), o.trace);
-    trace_body = mj_name2id(m, mjOBJ_BODY, body);
+    int nbody = (int)(colon - o.trace);
+    snprintf(body, sizeof(body), "%.*s", nbody, o.trace);
+    // an empty name would match MuJoCo's first unnamed body, a cut one another body
+    trace_body = nbody > 0 && nbody < (int)sizeof(body) ? mj_name2id(m, mjOBJ_BODY, body) : -1;
     if (trace_body < 0) {
       fprintf(stderr, "sensim-mujoco: --trace: the model has no body '%s'\n", body);
       rc = 2;
@@ -301,6 +308,10 @@ int main(int argc, char** argv) {
     rc = 1;
     goto out;
   }
+  // from here a signal stops the run cleanly: set before the sensor lines are printed, which
+  // others read as the sign that the program is running
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
   mjbridge_counts_t n;
   mjbridge_counts(mb, &n);
   double dt = m->opt.timestep;
@@ -327,8 +338,6 @@ int main(int argc, char** argv) {
   }
 
   // the loop
-  signal(SIGINT, on_signal);
-  signal(SIGTERM, on_signal);
   long steps = lround(o.seconds / dt);
   mjbridge_state(mb, m, d, b);
   if ((st = bridge_begin(b, d->time)) != SENSIM_OK) {

@@ -4,7 +4,7 @@
 // linear) and, for mjOBJ_BODY, at the centre of mass (mjOBJ_XBODY is the body frame, the point
 // whose pose is sent); planes are rectangles seen from their front only; height fields keep
 // their elevation normalised to [0, 1] (scaled here by size[2]); bodies welded to the world
-// are static, mocap bodies are not.
+// are static, mocap bodies and the bodies fixed under them are not.
 #include "mjbridge.h"
 
 #include <stdarg.h>
@@ -58,6 +58,13 @@ static const char* name_of(const mjModel* m, int type, int id) {
 }
 
 
+// The id of a named object, or -1. An empty name is no name: mj_name2id would answer the
+// first unnamed object of the type.
+static int id_of(const mjModel* m, int type, const char* name) {
+  return name[0] ? mj_name2id(m, type, name) : -1;
+}
+
+
 // MuJoCo's (w, x, y, z) into sensimd's (x, y, z, w).
 static void quat_wlast(const mjtNum wxyz[4], double xyzw[4]) {
   xyzw[0] = wxyz[1];
@@ -85,6 +92,20 @@ static void pose_from_mat(const mjtNum pos[3], const mjtNum mat[9], sensim_pose_
 static const entry_t* find_entry(const mjbridge_t* mb, const char* name) {
   for (int i = mb->nentries - 1; i >= 0; i--) {   // the side file's come last and win
     if (strcmp(mb->entries[i].name, name) == 0) {
+      return &mb->entries[i];
+    }
+  }
+  return NULL;
+}
+
+
+// The entry "KIND.NAME" (kind with its dot), without building the key: MuJoCo's names have no
+// length limit.
+static const entry_t* find_named(const mjbridge_t* mb, const char* kind, const char* name) {
+  size_t nk = strlen(kind);
+  for (int i = mb->nentries - 1; i >= 0; i--) {
+    const char* n = mb->entries[i].name;
+    if (strncmp(n, kind, nk) == 0 && strcmp(n + nk, name) == 0) {
       return &mb->entries[i];
     }
   }
@@ -167,14 +188,14 @@ static bool check_entries(const mjbridge_t* mb, char* err, size_t err_cap) {
       continue;
     }
     if (strncmp(n, "material.", 9) == 0) {
-      if (mj_name2id(m, mjOBJ_MATERIAL, n + 9) < 0) {
+      if (id_of(m, mjOBJ_MATERIAL, n + 9) < 0) {
         say(err, err_cap, PREFIX "%s: the model has no material '%s'", n, n + 9);
         return false;
       }
       continue;
     }
     if (strncmp(n, "geom.", 5) == 0) {
-      if (mj_name2id(m, mjOBJ_GEOM, n + 5) < 0) {
+      if (id_of(m, mjOBJ_GEOM, n + 5) < 0) {
         say(err, err_cap, PREFIX "%s: the model has no geom '%s'", n, n + 5);
         return false;
       }
@@ -192,7 +213,7 @@ static bool check_entries(const mjbridge_t* mb, char* err, size_t err_cap) {
 static bool resolve_frame(void* ctx, const char* name, uint32_t* body_id, sensim_pose_t* mount) {
   const mjbridge_t* mb = ctx;
   const mjModel* m = mb->m;
-  int s = mj_name2id(m, mjOBJ_SITE, name);
+  int s = id_of(m, mjOBJ_SITE, name);
   if (s < 0) {
     return false;
   }
@@ -211,7 +232,7 @@ static bool resolve_frame(void* ctx, const char* name, uint32_t* body_id, sensim
 static bool resolve_joint(void* ctx, const char* name, uint32_t* joint_id, double* radius) {
   const mjbridge_t* mb = ctx;
   const mjModel* m = mb->m;
-  int j = mj_name2id(m, mjOBJ_JOINT, name);
+  int j = id_of(m, mjOBJ_JOINT, name);
   if (j < 0 || (m->jnt_type[j] != mjJNT_HINGE && m->jnt_type[j] != mjJNT_SLIDE)) {
     return false;
   }
@@ -235,7 +256,7 @@ static bool resolve_joint(void* ctx, const char* name, uint32_t* joint_id, doubl
 
 static bool resolve_body(void* ctx, const char* name, uint32_t* body_id) {
   const mjbridge_t* mb = ctx;
-  int b = mj_name2id(mb->m, mjOBJ_BODY, name);
+  int b = id_of(mb->m, mjOBJ_BODY, name);
   if (b < 0 || !mb->dynamic[b]) {
     return false;
   }
@@ -372,9 +393,7 @@ static sensim_status_t geometry(mjbridge_t* mb, bridge_t* b, int g, bool* made,
 static sensim_status_t materials(mjbridge_t* mb, bridge_t* b, uint32_t* labels, bool* labelled) {
   const mjModel* m = mb->m;
   for (int k = 0; k < m->nmat; k++) {
-    char key[SPEC_NAME_MAX + 16];
-    snprintf(key, sizeof(key), "material.%s", name_of(m, mjOBJ_MATERIAL, k));
-    const entry_t* e = find_entry(mb, key);
+    const entry_t* e = find_named(mb, "material.", name_of(m, mjOBJ_MATERIAL, k));
     if (!e) {
       continue;
     }
@@ -412,9 +431,7 @@ static sensim_status_t objects(mjbridge_t* mb, bridge_t* b, char* err, size_t er
     goto done;
   }
   for (int k = 0; k < m->nmat; k++) {
-    char key[SPEC_NAME_MAX + 16];
-    snprintf(key, sizeof(key), "material.%s", name_of(m, mjOBJ_MATERIAL, k));
-    mapped[k] = find_entry(mb, key) != NULL;
+    mapped[k] = find_named(mb, "material.", name_of(m, mjOBJ_MATERIAL, k)) != NULL;
   }
 
   for (int g = 0; g < m->ngeom; g++) {
@@ -422,9 +439,7 @@ static sensim_status_t objects(mjbridge_t* mb, bridge_t* b, char* err, size_t er
     spec_geom_t over;
     memset(&over, 0, sizeof(over));
     if (gname[0]) {
-      char key[SPEC_NAME_MAX + 16];
-      snprintf(key, sizeof(key), "geom.%s", gname);
-      const entry_t* e = find_entry(mb, key);
+      const entry_t* e = find_named(mb, "geom.", gname);
       char perr[256];
       if (e && spec_geom_parse(e->text, &over, perr, sizeof(perr))) {
         st = SENSIM_INVALID_ARGUMENT;
@@ -472,7 +487,7 @@ static sensim_status_t objects(mjbridge_t* mb, bridge_t* b, char* err, size_t er
     // material and label: the override's, else the MuJoCo material's mapping
     int mat = m->geom_matid[g];
     if (over.material[0]) {
-      mat = mj_name2id(m, mjOBJ_MATERIAL, over.material);
+      mat = id_of(m, mjOBJ_MATERIAL, over.material);
       if (mat < 0 || !mapped[mat]) {
         st = SENSIM_NOT_FOUND;
         say(err, err_cap, PREFIX "geom.%s: material '%s' has no sensim.material entry", gname,
@@ -536,9 +551,13 @@ mjbridge_t* mjbridge_create(bridge_t* b, const mjModel* m, const mjData* d, cons
     goto fail;
   }
 
-  // bodies: those welded to the world (and not mocap) are static, the others move
+  // bodies: those welded to the world are static, the others move. MuJoCo counts a mocap
+  // body and the bodies fixed under it as welded to the world (body_weldid 0), yet they
+  // follow mocap_pos: a body moves if it has a joint, is mocap, or its parent moves (parents
+  // come before their children)
   for (int k = 1; k < m->nbody; k++) {
-    mb->dynamic[k] = m->body_weldid[k] != 0 || m->body_mocapid[k] >= 0;
+    mb->dynamic[k] = m->body_weldid[k] != 0 || m->body_mocapid[k] >= 0 ||
+                     mb->dynamic[m->body_parentid[k]];
     if (!mb->dynamic[k]) {
       continue;
     }

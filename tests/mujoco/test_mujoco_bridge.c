@@ -130,6 +130,10 @@ TEST(mujoco_bridge_refusals_name_what_is_wrong) {
   ASSERT_CONTAINS(refused(m, d, &daemon, "sensor.x imu site=imu"),
                   "side file: 'sensor.x' does not start with sensim.");
   ASSERT_CONTAINS(refused(m, d, &daemon, "sensim.medium fog visibility=-5"), "medium");
+  ASSERT_CONTAINS(refused(m, d, &daemon, "sensim.sensor.imu imu site=imu id=4294967295\n"
+                                         "sensim.sensor.vlp16 none\nsensim.sensor.os1 none\n"
+                                         "sensim.sensor.x imu site=imu\n"),
+                  "sensim.sensor.x: sensor 'x': no free id after 4294967295 (give it id=)");
 
   // comments, blank lines, replaced and removed sensors are fine
   ASSERT_STREQ(refused(m, d, &daemon, "# a side file\n\nsensim.sensor.imu imu site=vlp16  # "
@@ -186,6 +190,92 @@ TEST(mujoco_bridge_ticks_ratio_and_pacing) {
   for (size_t i = 0; i < n; i++) {
     ASSERT_NEAR(got[i].time, 0.005 * (double)(i + 1), 1e-9);
   }
+  mjt_rig_stop(&rig);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+  return 0;
+}
+
+
+// A mocap body and a body fixed under it (no joint): MuJoCo gives both body_weldid 0, yet
+// both follow mocap_pos, so both are mirrored as bodies, their geoms on them.
+static const char kMocapModel[] =
+    "<mujoco><worldbody>"
+    "<geom name='floor' type='plane' size='5 5 0.1'/>"
+    "<body name='hand' mocap='true' pos='0 0 1'><geom name='palm' type='box' size='.1 .1 .1'/>"
+    "<body name='finger' pos='0.5 0 0'><geom name='tip' type='sphere' size='.05'/>"
+    "<site name='nail' pos='0 0 0.05'/></body></body>"
+    "</worldbody></mujoco>";
+
+
+TEST(mujoco_bridge_bodies_under_a_mocap_body_move) {
+  mjModel* m = mjt_load(kMocapModel, NULL);
+  ASSERT_TRUE(m);
+  mjData* d = mj_makeData(m);
+  mj_forward(m, d);
+  mjt_rig_t rig;
+  ASSERT_OK(mjt_rig_start(&rig, m, d, "sensim.sensor.imu imu site=nail\n", NULL));
+  mjbridge_counts_t n;
+  mjbridge_counts(rig.mirror, &n);
+  ASSERT_EQ(n.bodies, 2);
+  ASSERT_EQ(n.objects, 3);
+  const sensim_environment_info_t* e = env_info(rig.controller, "mujoco");
+  ASSERT_TRUE(e);
+  ASSERT_EQ(e->bodies, 2);
+
+  // the site is mounted on the finger, not on the world
+  uint32_t body_id = 0;
+  sensim_pose_t mount;
+  ASSERT_TRUE(mjbridge_frame(rig.mirror, "nail", &body_id, &mount));
+  ASSERT_EQ(body_id, (uint32_t)mj_name2id(m, mjOBJ_BODY, "finger"));
+  ASSERT_NEAR(mount.position[2], 0.05, 1e-12);
+
+  // move the hand: the finger's slot follows it
+  d->mocap_pos[0] = 2.0;
+  mj_forward(m, d);
+  mjbridge_state(rig.mirror, m, d, rig.bridge);
+  ASSERT_OK_ST(rig.controller, bridge_begin(rig.bridge, d->time));
+  const double* pose = bridge_poses(rig.bridge);
+  int finger = mj_name2id(m, mjOBJ_BODY, "finger");
+  ASSERT_NEAR(pose[7 * 1 + 0], d->xpos[3 * finger + 0], 0.0);
+  ASSERT_NEAR(pose[7 * 1 + 0], 2.5, 1e-12);
+  ASSERT_OK_ST(rig.controller, bridge_end(rig.bridge));
+  mjt_rig_stop(&rig);
+  mj_deleteData(d);
+  mj_deleteModel(m);
+  return 0;
+}
+
+
+// Names MuJoCo allows that the spec entries must still find or refuse: an empty one (which
+// mj_name2id would take for the first unnamed geom) and one longer than a spec name.
+TEST(mujoco_bridge_geom_entries_with_empty_and_long_names) {
+  char name[200];
+  memset(name, 'g', sizeof(name) - 1);
+  name[sizeof(name) - 1] = '\0';
+  char xml[1024];
+  snprintf(xml, sizeof(xml),
+           "<mujoco><worldbody><geom type='sphere' size='1'/>"
+           "<geom name='%s' type='box' pos='3 0 0' size='.5 .5 .5'/>"
+           "</worldbody></mujoco>", name);
+  mjModel* m = mjt_load(xml, NULL);
+  ASSERT_TRUE(m);
+  mjData* d = mj_makeData(m);
+  mj_forward(m, d);
+  td_daemon_t daemon;
+  ASSERT_OK(td_start(&daemon, NULL));
+  ASSERT_CONTAINS(refused(m, d, &daemon, "sensim.geom. geom skip"),
+                  "sensim.geom.: the model has no geom ''");
+  td_stop(&daemon);
+
+  char side[512];
+  snprintf(side, sizeof(side), "sensim.geom.%s geom skip\n", name);
+  mjt_rig_t rig;
+  ASSERT_OK(mjt_rig_start(&rig, m, d, side, NULL));
+  mjbridge_counts_t n;
+  mjbridge_counts(rig.mirror, &n);
+  ASSERT_EQ(n.skipped_geoms, 1);
+  ASSERT_EQ(n.objects, 1);
   mjt_rig_stop(&rig);
   mj_deleteData(d);
   mj_deleteModel(m);

@@ -130,8 +130,23 @@ def test_raycast_example_meets_its_scene(sensimd, examples_dir):
 def test_examples_refuse_bad_arguments(examples_dir):
     for name, args in (("sensim_lockstep", ["--seconds", "-1"]),
                        ("sensim_subscriber", ["--sensor", "3"]),
-                       ("sensim_raycast", ["--extra", "many"])):
+                       ("sensim_raycast", ["--extra", "many"]),
+                       ("sensim_lockstep", ["--speed", "inf"]),
+                       ("sensim_lockstep", ["--seconds", "inf"]),
+                       ("sensim_lockstep", ["--depth", "1.5"]),
+                       ("sensim_decode_cloud", ["1", "many", "12", "in", "out"]),
+                       ("sensim_decode_cloud", ["7", "1", "12", "in", "out"]),
+                       ("sensim_decode_cloud", ["0", "-1", "12", "in", "out"]),
+                       ("sensim_decode_cloud", ["0", "4294967296", "1", "in", "out"])):
         r = subprocess.run([exe(examples_dir, name), *args], capture_output=True, text=True,
                            timeout=30)
         assert r.returncode == 2, (name, r.stdout, r.stderr)
         assert r.stderr
+
+
+def test_decode_cloud_names_what_it_cannot_read(examples_dir, tmp_path):
+    # a directory opens as a file, then fails to read: not an empty cloud
+    r = subprocess.run([exe(examples_dir, "sensim_decode_cloud"), "0", "0", "12", str(tmp_path),
+                        str(tmp_path / "out")], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and f"cannot read {tmp_path}" in r.stderr, (r.stdout, r.stderr)
+    assert not (tmp_path / "out").exists()

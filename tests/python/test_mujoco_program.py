@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pathlib
 import re
+import signal
 import subprocess
 
 import pytest
@@ -75,3 +76,42 @@ def test_a_short_run_prints_the_summary(program, sensimd, tmp_path):
     assert rows[0] == "t,x,y,z,qx,qy,qz,qw" and len(rows) == 1 + 10
     t, x, y, z, qx, qy, qz, qw = map(float, rows[-1].split(","))
     assert t == pytest.approx(0.05) and abs(x - 8.0) < 0.2 and abs(qz - qw) < 0.05  # heading +y
+
+
+def test_unreadable_map_and_unnamed_trace_body_are_refused(program, tmp_path):
+    # a directory opens as a file, then fails to read: not an empty side file
+    out = program(str(SCENE), "--map", str(tmp_path))
+    assert out.returncode == 1 and "Is a directory" in out.stderr, out.stderr
+    # no body name: MuJoCo would answer the first unnamed body
+    model = tmp_path / "unnamed.xml"
+    model.write_text("<mujoco><worldbody><body><freejoint/><geom size='.1'/></body>"
+                     "</worldbody></mujoco>")
+    out = program(str(model), "--trace", ":" + str(tmp_path / "t.csv"))
+    assert out.returncode == 2 and "the model has no body ''" in out.stderr, out.stderr
+    assert not (tmp_path / "t.csv").exists()
+
+
+def test_sigterm_stops_a_slow_pace(examples_dir, sensimd):
+    """At 1e-6 simulated seconds per wall second a tick of 1 ms is a pause of 1000 s: a
+    SIGTERM during it ends the run (the summary, the sensors removed), as between ticks."""
+    exe = examples_dir / "sensim-mujoco"
+    if not exe.exists():
+        pytest.skip("sensim-mujoco was not built (MuJoCo not installed)")
+    proc = subprocess.Popen([str(exe), str(SCENE), "--port", str(sensimd.port), "--realtime",
+                             "1e-6", "--seconds", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stdout:                  # mirrored: the loop starts after the last
+            if line.startswith("sensim-mujoco: sensor 8 "):
+                break
+        # at once: most likely before the first pause begins, so the pause must look at the
+        # flag the handler set, not only wake up for a signal
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    stats = dict(re.findall(r"(\w+)=([\d.]+)", out))
+    assert int(stats["physics_steps"]) < 10, out
