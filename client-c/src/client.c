@@ -63,19 +63,14 @@ sensim_status_t sensim_sized_copy(sensim_client_t* cli, void* local, size_t loca
 //---------------- Options and accessors
 
 void sensim_options_init_sized(sensim_options_t* opts, size_t size) {
-  if (!opts) {
-    return;
-  }
-  sensim_options_t d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = (uint32_t)size;
-  d.role = SENSIM_ROLE_CONTROLLER;
-  d.retention = SENSIM_RETENTION_DEFAULT;
-  d.timeout_ms = CLIENT_DEFAULT_TIMEOUT_MS;
-  d.max_frame_bytes = CLIENT_DEFAULT_MAX_FRAME;
-  d.pushed_max_frames = 1024;
-  d.pushed_max_bytes = (uint64_t)256 << 20;
-  memcpy(opts, &d, size < sizeof(d) ? size : sizeof(d));
+  SENSIM_INIT_SIZED(sensim_options_t, opts, size, {
+    d_.role = SENSIM_ROLE_CONTROLLER;
+    d_.retention = SENSIM_RETENTION_DEFAULT;
+    d_.timeout_ms = CLIENT_DEFAULT_TIMEOUT_MS;
+    d_.max_frame_bytes = CLIENT_DEFAULT_MAX_FRAME;
+    d_.pushed_max_frames = 1024;
+    d_.pushed_max_bytes = (uint64_t)256 << 20;
+  });
 }
 
 

@@ -34,13 +34,7 @@ _Static_assert(offsetof(sensim_hit_t, normal) == 8 && offsetof(sensim_hit_t, obj
 
 
 void sensim_raycast_init_sized(sensim_raycast_t* rays, size_t size) {
-  if (!rays) {
-    return;
-  }
-  sensim_raycast_t d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = (uint32_t)size;
-  memcpy(rays, &d, size < sizeof(d) ? size : sizeof(d));
+  SENSIM_INIT_SIZED(sensim_raycast_t, rays, size, (void)0);
 }
 
 //---------------- The reply

@@ -9,25 +9,12 @@
 
 
 void sensim_state_init_sized(sensim_state_t* state, size_t size) {
-  if (!state) {
-    return;
-  }
-  sensim_state_t d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = (uint32_t)size;
-  memcpy(state, &d, size < sizeof(d) ? size : sizeof(d));
+  SENSIM_INIT_SIZED(sensim_state_t, state, size, (void)0);
 }
 
 
 void sensim_step_init_sized(sensim_step_t* step, size_t size) {
-  if (!step) {
-    return;
-  }
-  sensim_step_t d;
-  memset(&d, 0, sizeof(d));
-  d.struct_size = (uint32_t)size;
-  d.outputs = SENSIM_STEP_OUTPUTS_ALL;
-  memcpy(step, &d, size < sizeof(d) ? size : sizeof(d));
+  SENSIM_INIT_SIZED(sensim_step_t, step, size, { d_.outputs = SENSIM_STEP_OUTPUTS_ALL; });
 }
 
 
