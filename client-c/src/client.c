@@ -39,25 +39,32 @@ bool sensim_copy_str(char* dst, size_t cap, const char* src) {
 }
 
 
-sensim_status_t sensim_sized_copy(sensim_client_t* cli, void* local, size_t local_size,
-                                  const void* given, const char* what, const char* init) {
+sensim_status_t sensim_sized_copy_err(char* err, size_t err_cap, void* local, size_t local_size,
+                                      const void* given, const char* what, const char* init) {
   if (given == NULL) {
-    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT, "%s: NULL", what);
+    return sensim_fail(err, err_cap, SENSIM_INVALID_ARGUMENT, "%s: NULL", what);
   }
   uint32_t size;
   memcpy(&size, given, sizeof(size));
   if (size != local_size) {
     // A smaller size is a program built against an older header (none exists yet: version
     // 1 structs are the smallest); a larger one needs a newer library.
-    return sensim_cli_fail(cli, SENSIM_INVALID_ARGUMENT,
-                           "%s.struct_size = %u, this library's is %zu: initialise it with %s%s",
-                           what, size, local_size, init,
-                           size > local_size ? " (or use the sensim library the program was "
-                                               "built against)"
-                                             : "");
+    return sensim_fail(err, err_cap, SENSIM_INVALID_ARGUMENT,
+                       "%s.struct_size = %u, this library's is %zu: initialise it with %s%s",
+                       what, size, local_size, init,
+                       size > local_size ? " (or use the sensim library the program was "
+                                           "built against)"
+                                         : "");
   }
   memcpy(local, given, local_size);
   return SENSIM_OK;
+}
+
+
+sensim_status_t sensim_sized_copy(sensim_client_t* cli, void* local, size_t local_size,
+                                  const void* given, const char* what, const char* init) {
+  return sensim_sized_copy_err(cli->last_error, sizeof(cli->last_error), local, local_size,
+                               given, what, init);
 }
 
 //---------------- Options and accessors

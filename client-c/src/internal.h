@@ -353,6 +353,9 @@ bool sensim_copy_str(char* dst, size_t cap, const char* src);
 // defaults): INVALID_ARGUMENT naming `what` when it is NULL or was not initialised.
 sensim_status_t sensim_sized_copy(sensim_client_t* cli, void* local, size_t local_size,
                                   const void* given, const char* what, const char* init);
+// The same, its message written into err (err_cap bytes): for handles other than a client.
+sensim_status_t sensim_sized_copy_err(char* err, size_t err_cap, void* local, size_t local_size,
+                                      const void* given, const char* what, const char* init);
 
 //---------------- wire.c
 

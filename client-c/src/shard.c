@@ -269,16 +269,14 @@ sensim_status_t sensim_shards_connect(const char* const* addresses, uint32_t n,
   sh->focus = sh->failed = -1;
   sensim_options_init(&sh->opts);
   if (opts) {
-    // refused as sensim_client_connect refuses it: options of another size were read in part
-    // (or not at all: the defaults, a token left out) without a word
-    if (opts->struct_size != sizeof(sh->opts)) {
-      snprintf(sh->err, sizeof(sh->err), "options.struct_size = %u, this library's is %zu: "
-               "initialise it with sensim_options_init%s", opts->struct_size, sizeof(sh->opts),
-               opts->struct_size > sizeof(sh->opts)
-                   ? " (or use the sensim library the program was built against)" : "");
-      return SENSIM_INVALID_ARGUMENT;
+    // refused as sensim_client_connect refuses it: options of another size would be read in
+    // part (or not at all: the defaults, a token left out) without a word
+    sensim_status_t st = sensim_sized_copy_err(sh->err, sizeof(sh->err), &sh->opts,
+                                               sizeof(sh->opts), opts, "options",
+                                               "sensim_options_init");
+    if (st != SENSIM_OK) {
+      return st;
     }
-    memcpy(&sh->opts, opts, sizeof(sh->opts));
   }
   sh->environment = dup_str(sh->opts.environment);
   sh->token = dup_str(sh->opts.token);
@@ -428,14 +426,16 @@ static sensim_status_t refuse(sensim_shards_t* sh, sensim_status_t st, const cha
 }
 
 
-// A description struct whose struct_size is not this library's, refused as sensim_client's
-// calls refuse it (its fields would be read at the wrong places, or not at all).
-static sensim_status_t wrong_size(sensim_shards_t* sh, const char* what, uint32_t size,
-                                  size_t local, const char* init) {
-  return refuse(sh, SENSIM_INVALID_ARGUMENT,
-                "%s.struct_size = %u, this library's is %zu: initialise it with %s%s", what, size,
-                local, init,
-                size > local ? " (or use the sensim library the program was built against)" : "");
+// A description struct checked and copied as sensim_client's calls do (sensim_sized_copy): one
+// of another struct_size would have its fields read at the wrong places, or not at all.
+static sensim_status_t take_sized(sensim_shards_t* sh, void* local, size_t local_size,
+                                  const void* given, const char* what, const char* init) {
+  sensim_status_t st =
+      sensim_sized_copy_err(sh->err, sizeof(sh->err), local, local_size, given, what, init);
+  if (st != SENSIM_OK) {
+    sh->failed = -1;
+  }
+  return st;
 }
 
 
@@ -1004,14 +1004,10 @@ sensim_status_t sensim_shards_update_state(sensim_shards_t* sh, const sensim_sta
 // them). INVALID_ARGUMENT naming the entry for a sensor unknown here or listed twice.
 static sensim_status_t split_step(sensim_shards_t* sh, const sensim_step_t* given) {
   sensim_step_t step;
-  sensim_step_init(&step);
-  if (!given) {
-    return refuse(sh, SENSIM_INVALID_ARGUMENT, "step: NULL");
+  sensim_status_t st = take_sized(sh, &step, sizeof(step), given, "step", "sensim_step_init");
+  if (st != SENSIM_OK) {
+    return st;
   }
-  if (given->struct_size != sizeof(step)) {
-    return wrong_size(sh, "step", given->struct_size, sizeof(step), "sensim_step_init");
-  }
-  memcpy(&step, given, sizeof(step));
   for (uint32_t i = 0; i < sh->n; i++) {
     sh->steps[i] = step;
   }
@@ -1209,10 +1205,10 @@ sensim_status_t sensim_shards_raycast(sensim_shards_t* sh, const sensim_raycast_
                   "sensim_shards_focus(sh, -1) first", sh->focus);
   }
   sensim_raycast_t r;
-  if (rays->struct_size != sizeof(r)) {
-    return wrong_size(sh, "rays", rays->struct_size, sizeof(r), "sensim_raycast_init");
+  sensim_status_t taken = take_sized(sh, &r, sizeof(r), rays, "rays", "sensim_raycast_init");
+  if (taken != SENSIM_OK) {
+    return taken;
   }
-  memcpy(&r, rays, sizeof(r));
   if (r.ntimes > 1 && r.ntimes != r.nrays) {
     return refuse(sh, SENSIM_INVALID_ARGUMENT, "rays.ntimes: %u for %u rays; expected 0, 1 or "
                   "nrays", r.ntimes, r.nrays);
