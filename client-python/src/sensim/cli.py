@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import array
+import contextlib
 import json
 import math
 import os
@@ -25,7 +26,7 @@ import signal
 import statistics
 import sys
 import time
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -350,9 +351,8 @@ def _plot_cloud(args: argparse.Namespace, out: Any) -> list[str]:
 
 
 class _ImuSeries:
-    """One IMU's samples as packed doubles, 80 bytes a sample (a decoded record takes about
-    800): 200,000 samples were drawn with a peak of 161 MB, 331 MB when the records were
-    kept."""
+    """One IMU's samples as packed doubles, 80 bytes a sample where a decoded record takes
+    about 800: a long recording's IMU is drawn without keeping its records."""
 
     _NAMES = ("acceleration", "angular_velocity", "magnetic_field")
 
@@ -383,21 +383,15 @@ class _ImuSeries:
         return path
 
 
-class _naming:
+@contextlib.contextmanager
+def _naming(path: str, out: Any) -> Iterator[None]:
     """Turns a ValueError about one record's contents into one naming the file and the
     record (sensor, frame, time)."""
-
-    def __init__(self, path: str, out: Any):
-        self.path, self.out = path, out
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: Any, tb: Any) -> None:
-        if kind is not None and issubclass(kind, ValueError):
-            o = self.out
-            raise ValueError(f"{self.path}: sensor {o.sensor_id}, frame {o.frame}, t = "
-                             f"{o.time:.6f} s: {exc}") from None
+    try:
+        yield
+    except ValueError as exc:
+        raise ValueError(f"{path}: sensor {out.sensor_id}, frame {out.frame}, t = "
+                         f"{out.time:.6f} s: {exc}") from None
 
 
 # ---------------------------------------------------------------- parser
